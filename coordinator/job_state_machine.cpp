@@ -1,0 +1,149 @@
+#include "coordinator/job_state_machine.h"
+
+#include <utility>
+
+namespace trainlet::coordinator {
+
+namespace {
+
+constexpr std::array kPhaseNames = {
+    std::pair{JobPhase::kPending, "Pending"},       std::pair{JobPhase::kStarting, "Starting"},
+    std::pair{JobPhase::kRunning, "Running"},       std::pair{JobPhase::kRestarting, "Restarting"},
+    std::pair{JobPhase::kSucceeded, "Succeeded"},   std::pair{JobPhase::kFailed, "Failed"},
+    std::pair{JobPhase::kSuspended, "Suspended"},
+};
+
+bool IsWarning(JobTrigger trigger) {
+  switch (trigger) {
+    case JobTrigger::kUnplaceable:
+    case JobTrigger::kAttemptFailed:
+    case JobTrigger::kAttemptFailedFinal:
+    case JobTrigger::kDeadlineExceeded:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Sets the condition of `type`, keeping one per type. Its time moves only when its status does,
+// as Kubernetes' lastTransitionTime does.
+void SetCondition(v1::JobStatus& status, std::string_view type, bool value, std::string_view reason,
+                  const std::string& message, int64_t now_ms) {
+  const char* value_str = value ? "True" : "False";
+  v1::Condition* cond = nullptr;
+  for (auto& c : *status.mutable_conditions()) {
+    if (c.type() == type) cond = &c;
+  }
+  if (cond == nullptr) {
+    cond = status.add_conditions();
+    cond->set_type(std::string(type));
+  }
+  if (cond->status() != value_str || cond->unix_ms() == 0) cond->set_unix_ms(now_ms);
+  cond->set_status(value_str);
+  cond->set_reason(std::string(reason));
+  cond->set_message(message);
+}
+
+void AppendEvent(v1::JobStatus& status, const char* type, const std::string& reason,
+                 const std::string& message, int64_t now_ms) {
+  auto* events = status.mutable_events();
+  // A repeat of the last event (the planner saying "still unplaceable" every pass) refreshes its
+  // time instead of pushing older history out.
+  if (!events->empty()) {
+    auto& last = *events->rbegin();
+    if (last.type() == type && last.reason() == reason && last.message() == message) {
+      last.set_unix_ms(now_ms);
+      return;
+    }
+  }
+  auto* ev = status.add_events();
+  ev->set_unix_ms(now_ms);
+  ev->set_type(type);
+  ev->set_reason(reason);
+  ev->set_message(message);
+  if (events->size() > kMaxJobEvents) {
+    events->DeleteSubrange(0, events->size() - kMaxJobEvents);
+  }
+}
+
+}  // namespace
+
+const char* JobPhaseName(JobPhase phase) {
+  for (const auto& [p, name] : kPhaseNames) {
+    if (p == phase) return name;
+  }
+  TRAINLET_CHECK_MSG(false, "unknown JobPhase " + std::to_string(static_cast<int>(phase)));
+}
+
+std::optional<JobPhase> ParseJobPhase(std::string_view name) {
+  for (const auto& [p, n] : kPhaseNames) {
+    if (name == n) return p;
+  }
+  return std::nullopt;
+}
+
+const char* JobTriggerName(JobTrigger trigger) {
+  switch (trigger) {
+    case JobTrigger::kPlaced: return "Placed";
+    case JobTrigger::kUnplaceable: return "Unplaceable";
+    case JobTrigger::kAllRanksStarted: return "AllRanksStarted";
+    case JobTrigger::kAllRanksSucceeded: return "AllRanksSucceeded";
+    case JobTrigger::kAttemptFailed: return "AttemptFailed";
+    case JobTrigger::kAttemptFailedFinal: return "AttemptFailedFinal";
+    case JobTrigger::kSuspend: return "Suspend";
+    case JobTrigger::kResume: return "Resume";
+    case JobTrigger::kDeadlineExceeded: return "DeadlineExceeded";
+  }
+  TRAINLET_CHECK_MSG(false, "unknown JobTrigger " + std::to_string(static_cast<int>(trigger)));
+}
+
+std::optional<JobPhase> NextPhase(JobPhase from, JobTrigger trigger) {
+  for (const Transition& t : kJobTransitions) {
+    if (t.from == from && t.trigger == trigger) return t.to;
+  }
+  return std::nullopt;
+}
+
+bool IsTerminal(JobPhase phase) {
+  return phase == JobPhase::kSucceeded || phase == JobPhase::kFailed;
+}
+
+Status ApplyTransition(v1::JobStatus& status, JobTrigger trigger, std::string reason,
+                       std::string message, int64_t now_ms) {
+  std::optional<JobPhase> from =
+      status.phase().empty() ? std::optional(JobPhase::kPending) : ParseJobPhase(status.phase());
+  if (!from) {
+    return InvalidError("trainjob/" + status.name() + ": status.phase: unknown phase \"" +
+                        status.phase() + "\"");
+  }
+  std::optional<JobPhase> to = NextPhase(*from, trigger);
+  if (!to) {
+    return InvalidError("trainjob/" + status.name() + ": " + JobTriggerName(trigger) +
+                        " is not allowed in phase " + JobPhaseName(*from));
+  }
+  if (reason.empty()) reason = JobTriggerName(trigger);
+
+  status.set_phase(JobPhaseName(*to));
+  status.set_reason(reason);
+  AppendEvent(status, IsWarning(trigger) ? "Warning" : "Normal", reason, message, now_ms);
+
+  switch (*to) {
+    case JobPhase::kSucceeded:
+      SetCondition(status, kConditionComplete, true, reason, message, now_ms);
+      break;
+    case JobPhase::kFailed:
+      SetCondition(status, kConditionFailed, true, reason, message, now_ms);
+      break;
+    case JobPhase::kSuspended:
+      SetCondition(status, kConditionSuspended, true, kReasonSuspended, message, now_ms);
+      break;
+    default:
+      break;
+  }
+  if (trigger == JobTrigger::kResume) {
+    SetCondition(status, kConditionSuspended, false, kReasonResumed, message, now_ms);
+  }
+  return Status::Ok();
+}
+
+}  // namespace trainlet::coordinator

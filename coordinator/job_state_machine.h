@@ -1,0 +1,115 @@
+// The lifecycle of a TrainJob as one table of (phase, trigger) -> phase.
+//
+// Every change of a job's phase goes through NextPhase() or ApplyTransition(); nothing else
+// writes JobStatus.phase. The table itself, kJobTransitions, is below so a reader can check the
+// whole lifecycle at a glance. Phases are trainlet's; the Kubeflow conditions (Complete, Failed,
+// Suspended) are derived from them by ApplyTransition().
+//
+// Pure functions, no I/O, no clock (the caller passes the time): safe from any thread.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "trainlet/v1/operator.pb.h"
+
+namespace trainlet::coordinator {
+
+enum class JobPhase {
+  kPending,     // stored, waiting for the planner to place the gang
+  kStarting,    // placed, plans sent, not every rank has reported Started
+  kRunning,     // every rank of the current attempt reported Started
+  kRestarting,  // the attempt failed; its ranks are stopped, the gang waits to be placed again
+  kSucceeded,   // terminal: every rank exited 0
+  kFailed,      // terminal: restart limit reached, deadline exceeded
+  kSuspended,   // spec.suspend=true: no ranks run until it is resumed
+};
+
+enum class JobTrigger {
+  kPlaced,              // the planner placed the gang and the plans were sent
+  kUnplaceable,         // the planner could not place the gang now; the reason says why
+  kAllRanksStarted,     // every rank of the attempt reported Started
+  kAllRanksSucceeded,   // every rank of the attempt exited 0
+  kAttemptFailed,       // a rank failed or a node was lost, and restarts are left
+  kAttemptFailedFinal,  // ... and no restarts are left
+  kSuspend,             // spec.suspend became true
+  kResume,              // spec.suspend became false
+  kDeadlineExceeded,    // spec's active deadline passed
+};
+
+struct Transition {
+  JobPhase from;
+  JobTrigger trigger;
+  JobPhase to;
+};
+
+// The whole lifecycle. A (from, trigger) pair that is not listed is forbidden. Terminal phases
+// (Succeeded, Failed) appear in no `from` column. kUnplaceable leaves the phase as it is: it
+// only records why the job still waits.
+// clang-format off
+inline constexpr std::array kJobTransitions = {
+    //         from                   trigger                           to
+    Transition{JobPhase::kPending,    JobTrigger::kPlaced,              JobPhase::kStarting},
+    Transition{JobPhase::kRestarting, JobTrigger::kPlaced,              JobPhase::kStarting},
+    Transition{JobPhase::kPending,    JobTrigger::kUnplaceable,         JobPhase::kPending},
+    Transition{JobPhase::kRestarting, JobTrigger::kUnplaceable,         JobPhase::kRestarting},
+    Transition{JobPhase::kStarting,   JobTrigger::kAllRanksStarted,     JobPhase::kRunning},
+    Transition{JobPhase::kStarting,   JobTrigger::kAllRanksSucceeded,   JobPhase::kSucceeded},
+    Transition{JobPhase::kRunning,    JobTrigger::kAllRanksSucceeded,   JobPhase::kSucceeded},
+    Transition{JobPhase::kStarting,   JobTrigger::kAttemptFailed,       JobPhase::kRestarting},
+    Transition{JobPhase::kRunning,    JobTrigger::kAttemptFailed,       JobPhase::kRestarting},
+    Transition{JobPhase::kStarting,   JobTrigger::kAttemptFailedFinal,  JobPhase::kFailed},
+    Transition{JobPhase::kRunning,    JobTrigger::kAttemptFailedFinal,  JobPhase::kFailed},
+    Transition{JobPhase::kPending,    JobTrigger::kSuspend,             JobPhase::kSuspended},
+    Transition{JobPhase::kStarting,   JobTrigger::kSuspend,             JobPhase::kSuspended},
+    Transition{JobPhase::kRunning,    JobTrigger::kSuspend,             JobPhase::kSuspended},
+    Transition{JobPhase::kRestarting, JobTrigger::kSuspend,             JobPhase::kSuspended},
+    Transition{JobPhase::kSuspended,  JobTrigger::kResume,              JobPhase::kPending},
+    Transition{JobPhase::kPending,    JobTrigger::kDeadlineExceeded,    JobPhase::kFailed},
+    Transition{JobPhase::kStarting,   JobTrigger::kDeadlineExceeded,    JobPhase::kFailed},
+    Transition{JobPhase::kRunning,    JobTrigger::kDeadlineExceeded,    JobPhase::kFailed},
+    Transition{JobPhase::kRestarting, JobTrigger::kDeadlineExceeded,    JobPhase::kFailed},
+    Transition{JobPhase::kSuspended,  JobTrigger::kDeadlineExceeded,    JobPhase::kFailed},
+};
+// clang-format on
+
+// "Pending", "Starting", ... as stored in JobStatus.phase and shown by trainletctl.
+const char* JobPhaseName(JobPhase phase);
+// Exact, case-sensitive inverse of JobPhaseName; nullopt for anything else.
+std::optional<JobPhase> ParseJobPhase(std::string_view name);
+// "Placed", "AttemptFailed", ...: the default event reason for a trigger.
+const char* JobTriggerName(JobTrigger trigger);
+
+// The phase `trigger` leads to from `from`, or nullopt when the table forbids it.
+std::optional<JobPhase> NextPhase(JobPhase from, JobTrigger trigger);
+// Succeeded and Failed: no trigger leaves them.
+bool IsTerminal(JobPhase phase);
+
+// Kubeflow TrainJob condition types and the reasons trainlet uses for the Suspended condition.
+inline constexpr std::string_view kConditionComplete = "Complete";
+inline constexpr std::string_view kConditionFailed = "Failed";
+inline constexpr std::string_view kConditionSuspended = "Suspended";
+inline constexpr std::string_view kReasonSuspended = "Suspended";
+inline constexpr std::string_view kReasonResumed = "Resumed";
+
+// At most this many events are kept in JobStatus.events; the oldest are dropped first.
+inline constexpr int kMaxJobEvents = 100;
+
+// Moves `status` along the table:
+//  - phase := the table's target; reason := `reason` (or the trigger's name when empty);
+//  - appends a JobEvent (type Warning for failures, Normal otherwise), keeping the last
+//    kMaxJobEvents;
+//  - conditions, one per type, as Kubeflow sets them: Succeeded -> Complete=True,
+//    Failed -> Failed=True, Suspended -> Suspended=True, resumed -> Suspended=False with reason
+//    "Resumed". A condition's unix_ms changes only when its status does (lastTransitionTime).
+// An empty status.phase counts as Pending (a job just created). Attempts, ranks and placement
+// are the caller's to update. Returns Invalid and leaves `status` untouched when status.phase is
+// not a known phase or the table forbids the move.
+Status ApplyTransition(v1::JobStatus& status, JobTrigger trigger, std::string reason,
+                       std::string message, int64_t now_ms);
+
+}  // namespace trainlet::coordinator

@@ -1,0 +1,348 @@
+#include "coordinator/job_store.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+namespace trainlet::coordinator {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Version 1. `seq` gives ListJobs its creation order; a job deleted and applied again is new.
+constexpr const char* kSchemaV1 = R"sql(
+CREATE TABLE jobs (
+  seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+  name         TEXT NOT NULL UNIQUE,
+  spec_yaml    TEXT NOT NULL,
+  runtime_kind TEXT NOT NULL,
+  runtime_name TEXT NOT NULL,
+  runtime_yaml TEXT NOT NULL,
+  status       BLOB NOT NULL
+);
+CREATE TABLE runtimes (
+  kind TEXT NOT NULL,
+  name TEXT NOT NULL,
+  yaml TEXT NOT NULL,
+  PRIMARY KEY (kind, name)
+);
+PRAGMA user_version = 1;
+)sql";
+
+// A writer that waits longer than this for the lock gets SQLITE_BUSY; only other processes
+// (a `sqlite3` shell, a backup) can hold it, since one JobStore owns the database.
+constexpr int kBusyTimeoutMs = 5000;
+
+constexpr const char* kInsertJob =
+    "INSERT INTO jobs (name, spec_yaml, runtime_kind, runtime_name, runtime_yaml, status) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+constexpr const char* kUpdateStatus = "UPDATE jobs SET status = ?2 WHERE name = ?1";
+constexpr const char* kSelectJob =
+    "SELECT name, spec_yaml, runtime_kind, runtime_name, runtime_yaml, status FROM jobs "
+    "WHERE name = ?1";
+constexpr const char* kSelectJobs =
+    "SELECT name, spec_yaml, runtime_kind, runtime_name, runtime_yaml, status FROM jobs "
+    "ORDER BY seq";
+constexpr const char* kDeleteJob = "DELETE FROM jobs WHERE name = ?1";
+constexpr const char* kUpsertRuntime =
+    "INSERT INTO runtimes (kind, name, yaml) VALUES (?1, ?2, ?3) "
+    "ON CONFLICT (kind, name) DO UPDATE SET yaml = excluded.yaml";
+constexpr const char* kSelectRuntime =
+    "SELECT kind, name, yaml FROM runtimes WHERE kind = ?1 AND name = ?2";
+constexpr const char* kSelectRuntimes = "SELECT kind, name, yaml FROM runtimes ORDER BY kind, name";
+
+// Resets a cached statement when the use ends, whatever the path out, so the next use starts
+// clean and no read transaction is left open.
+class StatementUse {
+ public:
+  explicit StatementUse(sqlite3_stmt* s) : s_(s) {}
+  ~StatementUse() {
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+  }
+  StatementUse(const StatementUse&) = delete;
+  StatementUse& operator=(const StatementUse&) = delete;
+
+ private:
+  sqlite3_stmt* s_;
+};
+
+int BindText(sqlite3_stmt* s, int i, const std::string& v) {
+  return sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+}
+
+int BindBlob(sqlite3_stmt* s, int i, const std::string& v) {
+  return sqlite3_bind_blob(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+}
+
+std::string ColumnText(sqlite3_stmt* s, int i) {
+  const auto* p = reinterpret_cast<const char*>(sqlite3_column_blob(s, i));
+  int n = sqlite3_column_bytes(s, i);
+  return p == nullptr ? std::string() : std::string(p, static_cast<size_t>(n));
+}
+
+}  // namespace
+
+JobStore::JobStore(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
+
+JobStore::~JobStore() {
+  // Statements must be finalized before the connection closes, or the close is deferred.
+  statements_.clear();
+}
+
+Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& state_dir) {
+  std::error_code ec;
+  bool created = fs::create_directories(state_dir, ec);
+  if (ec) {
+    return IoError("state dir " + state_dir + ": cannot create it: " + ec.message());
+  }
+  if (!fs::is_directory(state_dir, ec)) {
+    return IoError("state dir " + state_dir + ": exists and is not a directory");
+  }
+  // SQLite's own message for this case is "unable to open database file"; say why. WAL also
+  // needs to create trainlet.db-wal and -shm beside the database.
+  if (access(state_dir.c_str(), W_OK | X_OK) != 0) {
+    return IoError("state dir " + state_dir + ": not writable: " + std::strerror(errno));
+  }
+  if (created) {
+    // Job specs may carry credentials in env; keep them to the coordinator's user.
+    fs::permissions(state_dir, fs::perms::owner_all, ec);
+  }
+
+  std::string path = (fs::path(state_dir) / kFileName).string();
+  sqlite3* raw = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                           nullptr);
+  std::unique_ptr<JobStore> store(new JobStore(path, raw));  // owns raw even when rc failed
+  if (rc != SQLITE_OK) {
+    return IoError(path + ": cannot open: " +
+                   (raw != nullptr ? sqlite3_errmsg(raw) : sqlite3_errstr(rc)));
+  }
+  TRAINLET_RETURN_IF_ERROR(store->Init());
+  return store;
+}
+
+Status JobStore::Init() {
+  sqlite3_extended_result_codes(db_.get(), 1);
+  sqlite3_busy_timeout(db_.get(), kBusyTimeoutMs);
+
+  // The first statement reads the header: a file that is not SQLite fails here.
+  TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * version_stmt, Prepare("PRAGMA user_version"));
+  int version = 0;
+  {
+    StatementUse use(version_stmt);
+    if (sqlite3_step(version_stmt) != SQLITE_ROW) return Error("reading the schema version");
+    version = sqlite3_column_int(version_stmt, 0);
+  }
+  if (version > kSchemaVersion) {
+    return InvalidError(path_ + ": schema version " + std::to_string(version) +
+                        " was written by a newer trainlet; this one reads up to version " +
+                        std::to_string(kSchemaVersion));
+  }
+
+  {
+    TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * wal, Prepare("PRAGMA journal_mode = WAL"));
+    StatementUse use(wal);
+    if (sqlite3_step(wal) != SQLITE_ROW) return Error("setting journal_mode=WAL");
+    std::string mode = ColumnText(wal, 0);
+    if (mode != "wal") {
+      return IoError(path_ + ": journal_mode is \"" + mode + "\", WAL could not be enabled");
+    }
+  }
+  // FULL: in WAL mode, NORMAL may lose the last commits on power loss; an acknowledged job must
+  // not vanish.
+  TRAINLET_RETURN_IF_ERROR(Exec("PRAGMA synchronous = FULL"));
+
+  if (version == 0) {
+    TRAINLET_RETURN_IF_ERROR(Transaction([&] { return Exec(kSchemaV1); }));
+  }
+  return Status::Ok();
+}
+
+Status JobStore::Error(const std::string& what) const {
+  return IoError(path_ + ": " + what + ": " + sqlite3_errmsg(db_.get()));
+}
+
+Status JobStore::Exec(const char* sql) {
+  char* err = nullptr;
+  int rc = sqlite3_exec(db_.get(), sql, nullptr, nullptr, &err);
+  if (rc == SQLITE_OK) return Status::Ok();
+  std::string msg = err != nullptr ? err : sqlite3_errstr(rc);
+  sqlite3_free(err);
+  std::string what(sql);
+  what = what.substr(what.find_first_not_of('\n'));
+  what = what.substr(0, what.find_first_of("\n("));
+  return IoError(path_ + ": " + what + ": " + msg);
+}
+
+Result<sqlite3_stmt*> JobStore::Prepare(const char* sql) {
+  auto it = statements_.find(sql);
+  if (it != statements_.end()) return it->second.get();
+  sqlite3_stmt* s = nullptr;
+  if (sqlite3_prepare_v3(db_.get(), sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr) !=
+      SQLITE_OK) {
+    sqlite3_finalize(s);
+    return Error(std::string("preparing \"") + sql + "\"");
+  }
+  statements_.emplace(sql, StmtPtr(s));
+  return s;
+}
+
+Status JobStore::CreateJob(const JobRecord& job) {
+  TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kInsertJob));
+  StatementUse use(s);
+  std::string status_bytes;
+  TRAINLET_CHECK(job.status.SerializeToString(&status_bytes));
+  BindText(s, 1, job.name);
+  BindText(s, 2, job.spec_yaml);
+  BindText(s, 3, job.runtime_kind);
+  BindText(s, 4, job.runtime_name);
+  BindText(s, 5, job.runtime_yaml);
+  BindBlob(s, 6, status_bytes);
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_CONSTRAINT_UNIQUE) {
+    return Status(ErrorCode::kExists, "trainjob/" + job.name + " already exists");
+  }
+  if (rc != SQLITE_DONE) return Error("storing trainjob/" + job.name);
+  return Status::Ok();
+}
+
+Status JobStore::UpdateStatus(const std::string& name, const v1::JobStatus& status) {
+  TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kUpdateStatus));
+  StatementUse use(s);
+  std::string status_bytes;
+  TRAINLET_CHECK(status.SerializeToString(&status_bytes));
+  BindText(s, 1, name);
+  BindBlob(s, 2, status_bytes);
+  if (sqlite3_step(s) != SQLITE_DONE) return Error("updating the status of trainjob/" + name);
+  if (sqlite3_changes(db_.get()) == 0) return NotFoundError("trainjob/" + name + " not found");
+  return Status::Ok();
+}
+
+Result<JobRecord> JobStore::ReadJob(sqlite3_stmt* s) {
+  JobRecord job;
+  job.name = ColumnText(s, 0);
+  job.spec_yaml = ColumnText(s, 1);
+  job.runtime_kind = ColumnText(s, 2);
+  job.runtime_name = ColumnText(s, 3);
+  job.runtime_yaml = ColumnText(s, 4);
+  const void* blob = sqlite3_column_blob(s, 5);
+  int n = sqlite3_column_bytes(s, 5);
+  if (!job.status.ParseFromArray(blob, n)) {
+    return IoError(path_ + ": trainjob/" + job.name + ": stored status is not a valid JobStatus (" +
+                   std::to_string(n) + " bytes)");
+  }
+  return job;
+}
+
+Result<std::optional<JobRecord>> JobStore::GetJob(const std::string& name) {
+  TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kSelectJob));
+  StatementUse use(s);
+  BindText(s, 1, name);
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_DONE) return std::optional<JobRecord>();
+  if (rc != SQLITE_ROW) return Error("reading trainjob/" + name);
+  TRAINLET_ASSIGN_OR_RETURN(JobRecord job, ReadJob(s));
+  return std::optional<JobRecord>(std::move(job));
+}
+
+Result<std::vector<JobRecord>> JobStore::ListJobs() {
+  TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kSelectJobs));
+  StatementUse use(s);
+  std::vector<JobRecord> jobs;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    TRAINLET_ASSIGN_OR_RETURN(JobRecord job, ReadJob(s));
+    jobs.push_back(std::move(job));
+  }
+  if (rc != SQLITE_DONE) return Error("listing trainjobs");
+  return jobs;
+}
+
+Status JobStore::DeleteJob(const std::string& name) {
+  TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kDeleteJob));
+  StatementUse use(s);
+  BindText(s, 1, name);
+  if (sqlite3_step(s) != SQLITE_DONE) return Error("deleting trainjob/" + name);
+  if (sqlite3_changes(db_.get()) == 0) return NotFoundError("trainjob/" + name + " not found");
+  return Status::Ok();
+}
+
+Status JobStore::PutRuntime(const RuntimeRecord& runtime) {
+  TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kUpsertRuntime));
+  StatementUse use(s);
+  BindText(s, 1, runtime.kind);
+  BindText(s, 2, runtime.name);
+  BindText(s, 3, runtime.yaml);
+  if (sqlite3_step(s) != SQLITE_DONE) {
+    return Error("storing " + runtime.kind + "/" + runtime.name);
+  }
+  return Status::Ok();
+}
+
+Result<std::optional<RuntimeRecord>> JobStore::GetRuntime(const std::string& kind,
+                                                           const std::string& name) {
+  TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kSelectRuntime));
+  StatementUse use(s);
+  BindText(s, 1, kind);
+  BindText(s, 2, name);
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_DONE) return std::optional<RuntimeRecord>();
+  if (rc != SQLITE_ROW) return Error("reading " + kind + "/" + name);
+  return std::optional<RuntimeRecord>(RuntimeRecord{ColumnText(s, 0), ColumnText(s, 1),
+                                                    ColumnText(s, 2)});
+}
+
+Result<std::vector<RuntimeRecord>> JobStore::ListRuntimes() {
+  TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kSelectRuntimes));
+  StatementUse use(s);
+  std::vector<RuntimeRecord> runtimes;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    runtimes.push_back(RuntimeRecord{ColumnText(s, 0), ColumnText(s, 1), ColumnText(s, 2)});
+  }
+  if (rc != SQLITE_DONE) return Error("listing runtimes");
+  return runtimes;
+}
+
+Status JobStore::Transaction(const std::function<Status()>& body) {
+  // Outermost: BEGIN IMMEDIATE takes the write lock up front, so a commit cannot fail with
+  // SQLITE_BUSY after the body's work. Nested: a savepoint, so the inner body can fail alone.
+  const std::string savepoint = "trainlet_tx_" + std::to_string(transaction_depth_);
+  const bool outermost = transaction_depth_ == 0;
+  TRAINLET_RETURN_IF_ERROR(
+      Exec(outermost ? "BEGIN IMMEDIATE" : ("SAVEPOINT " + savepoint).c_str()));
+  ++transaction_depth_;
+
+  // Rolls back on every path out that did not commit, exceptions included.
+  struct Rollback {
+    JobStore* store;
+    bool outermost;
+    const std::string& savepoint;
+    bool armed = true;
+    ~Rollback() {
+      if (!armed) return;
+      --store->transaction_depth_;
+      std::string sql =
+          outermost ? "ROLLBACK" : "ROLLBACK TO " + savepoint + "; RELEASE " + savepoint;
+      // A failed rollback leaves SQLite in autocommit with the changes discarded anyway.
+      (void)store->Exec(sql.c_str());
+    }
+  } rollback{this, outermost, savepoint};
+
+  Status st = body();
+  if (!st.ok()) return st;
+  std::string commit = outermost ? "COMMIT" : "RELEASE " + savepoint;
+  Status commit_st = Exec(commit.c_str());
+  if (!commit_st.ok()) return commit_st;  // still armed: roll back
+  rollback.armed = false;
+  --transaction_depth_;
+  return Status::Ok();
+}
+
+}  // namespace trainlet::coordinator

@@ -1,0 +1,113 @@
+// The coordinator's durable state: TrainJobs, their status, and the runtimes they refer to.
+//
+// One SQLite database, <state_dir>/trainlet.db, in WAL mode with synchronous=FULL: when a write
+// method returns OK the change is on disk and survives a crash of the process or the machine,
+// so the coordinator may acknowledge it. An etcd backend is the scale-out path behind the same
+// methods.
+//
+// Threading: a JobStore is owned by the coordinator's event loop and is not thread-safe. Every
+// write waits for an fsync (about a millisecond on SSDs); the loop blocks on it on purpose,
+// because the design says a job is stored before the operator hears "created".
+//
+// Errors: kExists / kNotFound for names that are / are not there; kInvalid for a database
+// written by a newer trainlet; kIo for anything SQLite or the file system refused (including a
+// file that is not a database, or a corrupt one), with the path and SQLite's message. A stored
+// status that no longer parses is kIo too, naming the job.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "trainlet/v1/operator.pb.h"
+
+namespace trainlet::coordinator {
+
+struct JobRecord {
+  std::string name;
+  std::string spec_yaml;     // the TrainJob document as applied
+  std::string runtime_kind;  // TrainingRuntime or ClusterTrainingRuntime
+  std::string runtime_name;
+  std::string runtime_yaml;  // the runtime as resolved when the job was created
+  v1::JobStatus status;      // stored as serialized protobuf
+};
+
+struct RuntimeRecord {
+  std::string kind;  // TrainingRuntime or ClusterTrainingRuntime
+  std::string name;
+  std::string yaml;
+};
+
+class JobStore {
+ public:
+  // The schema version this build writes (PRAGMA user_version). Older databases are migrated;
+  // newer ones are refused rather than misread.
+  static constexpr int kSchemaVersion = 1;
+  static constexpr const char* kFileName = "trainlet.db";
+
+  // Opens <state_dir>/trainlet.db, creating the directory (mode 0700) and the schema when
+  // missing.
+  static Result<std::unique_ptr<JobStore>> Open(const std::string& state_dir);
+  ~JobStore();
+  JobStore(const JobStore&) = delete;
+  JobStore& operator=(const JobStore&) = delete;
+
+  const std::string& path() const { return path_; }
+
+  // kExists "trainjob/<name> already exists" when a job of that name is stored.
+  Status CreateJob(const JobRecord& job);
+  // Replaces the stored status; kNotFound when there is no such job.
+  Status UpdateStatus(const std::string& name, const v1::JobStatus& status);
+  // nullopt when there is no such job.
+  Result<std::optional<JobRecord>> GetJob(const std::string& name);
+  // Every job, oldest first.
+  Result<std::vector<JobRecord>> ListJobs();
+  // kNotFound when there is no such job.
+  Status DeleteJob(const std::string& name);
+
+  // Inserts or replaces the runtime with this (kind, name).
+  Status PutRuntime(const RuntimeRecord& runtime);
+  Result<std::optional<RuntimeRecord>> GetRuntime(const std::string& kind,
+                                                  const std::string& name);
+  // Ordered by kind, then name.
+  Result<std::vector<RuntimeRecord>> ListRuntimes();
+
+  // Runs `body`; its writes commit together when it returns OK and are all rolled back when it
+  // returns an error (which is then returned). Nests: an inner failure rolls back only the inner
+  // body's writes, and the outer body decides what to do with the error. Only the outermost
+  // commit waits for the disk.
+  Status Transaction(const std::function<Status()>& body);
+
+ private:
+  struct DbCloser {
+    void operator()(sqlite3* db) const { sqlite3_close_v2(db); }
+  };
+  struct StmtFinalizer {
+    void operator()(sqlite3_stmt* s) const { sqlite3_finalize(s); }
+  };
+  using StmtPtr = std::unique_ptr<sqlite3_stmt, StmtFinalizer>;
+
+  JobStore(std::string path, sqlite3* db);
+  Status Init();
+  Status Exec(const char* sql);
+  Status Error(const std::string& what) const;  // kIo: "<path>: <what>: <sqlite message>"
+  // The cached prepared statement for `sql` (a string literal), prepared on first use. The
+  // caller resets it when done (StatementUse in the .cpp does).
+  Result<sqlite3_stmt*> Prepare(const char* sql);
+  Result<JobRecord> ReadJob(sqlite3_stmt* stmt);
+
+  // Constant after construction.
+  const std::string path_;
+  std::unique_ptr<sqlite3, DbCloser> db_;
+  // Prepared once, reused: keyed by the literal's address.
+  std::unordered_map<const char*, StmtPtr> statements_;
+  int transaction_depth_ = 0;
+};
+
+}  // namespace trainlet::coordinator

@@ -1,0 +1,351 @@
+#include "coordinator/job_store.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+namespace trainlet::coordinator {
+namespace {
+
+namespace fs = std::filesystem;
+
+class JobStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/trainlet-job-store-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    dir_ = root_ + "/state";
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::permissions(root_, fs::perms::owner_all, ec);
+    fs::remove_all(root_, ec);
+  }
+
+  std::unique_ptr<JobStore> OpenOrDie() {
+    auto store = JobStore::Open(dir_);
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return store.ok() ? std::move(store).value() : nullptr;
+  }
+
+  static JobRecord Job(const std::string& name) {
+    JobRecord j;
+    j.name = name;
+    j.spec_yaml = "kind: TrainJob\nmetadata:\n  name: " + name + "\n";
+    j.runtime_kind = "ClusterTrainingRuntime";
+    j.runtime_name = "torch-distributed";
+    j.runtime_yaml = "kind: ClusterTrainingRuntime\n";
+    j.status.set_name(name);
+    j.status.set_phase("Pending");
+    j.status.set_num_nodes(2);
+    j.status.add_placement("n1");
+    return j;
+  }
+
+  std::string root_;
+  std::string dir_;
+};
+
+TEST_F(JobStoreTest, CreatesDirSchemaAndWal) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  EXPECT_TRUE(fs::is_regular_file(dir_ + "/trainlet.db"));
+  EXPECT_EQ(store->path(), dir_ + "/trainlet.db");
+  EXPECT_EQ(fs::status(dir_).permissions() & fs::perms::all, fs::perms::owner_all);
+  ASSERT_TRUE(store->CreateJob(Job("a")).ok());
+  // A WAL-mode write leaves the -wal file beside the database.
+  EXPECT_TRUE(fs::exists(dir_ + "/trainlet.db-wal"));
+
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ + "/trainlet.db").c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* s = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &s, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(s), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(s, 0)), "wal");
+  sqlite3_finalize(s);
+  sqlite3_close(db);
+}
+
+TEST_F(JobStoreTest, RoundTrip) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  JobRecord j = Job("hello");
+  j.spec_yaml += std::string("binary\0zero", 11);  // lengths, not C strings
+  ASSERT_TRUE(store->CreateJob(j).ok());
+
+  auto got = store->GetJob("hello");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_TRUE(got->has_value());
+  const JobRecord& g = **got;
+  EXPECT_EQ(g.name, "hello");
+  EXPECT_EQ(g.spec_yaml, j.spec_yaml);
+  EXPECT_EQ(g.runtime_kind, "ClusterTrainingRuntime");
+  EXPECT_EQ(g.runtime_name, "torch-distributed");
+  EXPECT_EQ(g.runtime_yaml, j.runtime_yaml);
+  EXPECT_EQ(g.status.SerializeAsString(), j.status.SerializeAsString());
+
+  auto missing = store->GetJob("nope");
+  ASSERT_TRUE(missing.ok());
+  EXPECT_FALSE(missing->has_value());
+
+  v1::JobStatus st = j.status;
+  st.set_phase("Running");
+  st.set_attempt(3);
+  ASSERT_TRUE(store->UpdateStatus("hello", st).ok());
+  got = store->GetJob("hello");
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->status.phase(), "Running");
+  EXPECT_EQ((*got)->status.attempt(), 3u);
+
+  EXPECT_EQ(store->UpdateStatus("nope", st).code(), ErrorCode::kNotFound);
+}
+
+TEST_F(JobStoreTest, DuplicateCreateIsRefused) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->CreateJob(Job("dup")).ok());
+  JobRecord again = Job("dup");
+  again.spec_yaml = "different";
+  Status st = store->CreateJob(again);
+  EXPECT_EQ(st.code(), ErrorCode::kExists);
+  EXPECT_EQ(st.message(), "trainjob/dup already exists");
+  auto got = store->GetJob("dup");
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_NE((*got)->spec_yaml, "different");
+}
+
+TEST_F(JobStoreTest, ListIsInCreationOrderAndDeleteWorks) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  for (const char* n : {"zeta", "alpha", "mid"}) ASSERT_TRUE(store->CreateJob(Job(n)).ok());
+  auto jobs = store->ListJobs();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 3u);
+  EXPECT_EQ((*jobs)[0].name, "zeta");
+  EXPECT_EQ((*jobs)[1].name, "alpha");
+  EXPECT_EQ((*jobs)[2].name, "mid");
+
+  ASSERT_TRUE(store->DeleteJob("zeta").ok());
+  EXPECT_EQ(store->DeleteJob("zeta").code(), ErrorCode::kNotFound);
+  // A job applied again after delete is the newest.
+  ASSERT_TRUE(store->CreateJob(Job("zeta")).ok());
+  jobs = store->ListJobs();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 3u);
+  EXPECT_EQ((*jobs)[0].name, "alpha");
+  EXPECT_EQ((*jobs)[2].name, "zeta");
+}
+
+TEST_F(JobStoreTest, RuntimesUpsertByKindAndName) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->PutRuntime({"TrainingRuntime", "torch", "v1"}).ok());
+  ASSERT_TRUE(store->PutRuntime({"ClusterTrainingRuntime", "torch", "c1"}).ok());
+  ASSERT_TRUE(store->PutRuntime({"ClusterTrainingRuntime", "mpi", "m1"}).ok());
+  ASSERT_TRUE(store->PutRuntime({"TrainingRuntime", "torch", "v2"}).ok());
+  auto rts = store->ListRuntimes();
+  ASSERT_TRUE(rts.ok());
+  ASSERT_EQ(rts->size(), 3u);
+  EXPECT_EQ((*rts)[0].kind, "ClusterTrainingRuntime");
+  EXPECT_EQ((*rts)[0].name, "mpi");
+  EXPECT_EQ((*rts)[1].yaml, "c1");
+  EXPECT_EQ((*rts)[2].kind, "TrainingRuntime");
+  EXPECT_EQ((*rts)[2].yaml, "v2");
+  auto one = store->GetRuntime("TrainingRuntime", "torch");
+  ASSERT_TRUE(one.ok() && one->has_value());
+  EXPECT_EQ((*one)->yaml, "v2");
+  auto none = store->GetRuntime("TrainingRuntime", "mpi");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+}
+
+TEST_F(JobStoreTest, ReopenAfterCloseKeepsEverything) {
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->CreateJob(Job("one")).ok());
+    ASSERT_TRUE(store->CreateJob(Job("two")).ok());
+    v1::JobStatus st = Job("two").status;
+    st.set_phase("Failed");
+    st.add_events()->set_reason("BackoffLimitExceeded");
+    ASSERT_TRUE(store->UpdateStatus("two", st).ok());
+    ASSERT_TRUE(store->PutRuntime({"ClusterTrainingRuntime", "plain", "y"}).ok());
+  }
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  auto jobs = store->ListJobs();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 2u);
+  EXPECT_EQ((*jobs)[1].status.phase(), "Failed");
+  ASSERT_EQ((*jobs)[1].status.events_size(), 1);
+  EXPECT_EQ((*jobs)[1].status.events(0).reason(), "BackoffLimitExceeded");
+  auto rts = store->ListRuntimes();
+  ASSERT_TRUE(rts.ok());
+  EXPECT_EQ(rts->size(), 1u);
+}
+
+TEST_F(JobStoreTest, CommittedWritesAreVisibleToAnotherConnectionAtOnce) {
+  // What a crash right after the ack would leave: another reader sees the write without this
+  // store closing or checkpointing.
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->CreateJob(Job("durable")).ok());
+  auto second = JobStore::Open(dir_);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  auto got = (*second)->GetJob("durable");
+  ASSERT_TRUE(got.ok() && got->has_value());
+}
+
+TEST_F(JobStoreTest, TransactionCommitsAllOrNothing) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->CreateJob(Job("existing")).ok());
+
+  Status st = store->Transaction([&]() -> Status {
+    TRAINLET_RETURN_IF_ERROR(store->CreateJob(Job("new1")));
+    TRAINLET_RETURN_IF_ERROR(store->PutRuntime({"TrainingRuntime", "rt", "y"}));
+    TRAINLET_RETURN_IF_ERROR(store->CreateJob(Job("existing")));  // fails: kExists
+    return Status::Ok();
+  });
+  EXPECT_EQ(st.code(), ErrorCode::kExists);
+  auto jobs = store->ListJobs();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0].name, "existing");
+  auto rts = store->ListRuntimes();
+  ASSERT_TRUE(rts.ok());
+  EXPECT_TRUE(rts->empty());
+
+  ASSERT_TRUE(store
+                  ->Transaction([&]() -> Status {
+                    TRAINLET_RETURN_IF_ERROR(store->CreateJob(Job("new1")));
+                    return store->PutRuntime({"TrainingRuntime", "rt", "y"});
+                  })
+                  .ok());
+  jobs = store->ListJobs();
+  ASSERT_TRUE(jobs.ok());
+  EXPECT_EQ(jobs->size(), 2u);
+  // And the store is usable outside a transaction again.
+  ASSERT_TRUE(store->CreateJob(Job("after")).ok());
+}
+
+TEST_F(JobStoreTest, NestedTransactionFailureRollsBackOnlyTheInnerPart) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  Status st = store->Transaction([&]() -> Status {
+    TRAINLET_RETURN_IF_ERROR(store->CreateJob(Job("outer")));
+    Status inner = store->Transaction([&]() -> Status {
+      TRAINLET_RETURN_IF_ERROR(store->CreateJob(Job("inner")));
+      return InvalidError("inner refused");
+    });
+    EXPECT_EQ(inner.message(), "inner refused");
+    return Status::Ok();
+  });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto jobs = store->ListJobs();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0].name, "outer");
+}
+
+TEST_F(JobStoreTest, TransactionRollsBackWhenTheBodyThrows) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  EXPECT_THROW((void)store->Transaction([&]() -> Status {
+    (void)store->CreateJob(Job("half"));
+    throw std::runtime_error("boom");
+  }),
+               std::runtime_error);
+  auto got = store->GetJob("half");
+  ASSERT_TRUE(got.ok());
+  EXPECT_FALSE(got->has_value());
+  ASSERT_TRUE(store->CreateJob(Job("next")).ok());
+}
+
+TEST_F(JobStoreTest, StateDirUnderARegularFileIsAClearError) {
+  std::string file = root_ + "/plainfile";
+  std::ofstream(file) << "x";
+  auto store = JobStore::Open(file + "/sub");
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), ErrorCode::kIo);
+  EXPECT_NE(store.status().message().find(file + "/sub"), std::string::npos)
+      << store.status().message();
+
+  // The state dir itself being a file.
+  store = JobStore::Open(file);
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.status().message().find("ot a directory"), std::string::npos)
+      << store.status().message();
+}
+
+TEST_F(JobStoreTest, ReadOnlyStateDirIsAClearError) {
+  if (geteuid() == 0) GTEST_SKIP() << "root ignores directory permissions";
+  fs::create_directories(dir_);
+  fs::permissions(dir_, fs::perms::owner_read | fs::perms::owner_exec);
+  auto store = JobStore::Open(dir_);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), ErrorCode::kIo);
+  EXPECT_EQ(store.status().message(), "state dir " + dir_ + ": not writable: Permission denied");
+}
+
+TEST_F(JobStoreTest, GarbageDatabaseIsAnErrorNotACrash) {
+  fs::create_directories(dir_);
+  {
+    std::ofstream f(dir_ + "/trainlet.db", std::ios::binary);
+    for (int i = 0; i < 4096; ++i) f.put(static_cast<char>((i * 131 + 7) & 0xff));
+  }
+  auto store = JobStore::Open(dir_);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), ErrorCode::kIo);
+  EXPECT_NE(store.status().message().find(dir_ + "/trainlet.db"), std::string::npos);
+  EXPECT_NE(store.status().message().find("not a database"), std::string::npos)
+      << store.status().message();
+}
+
+TEST_F(JobStoreTest, CorruptStatusBlobIsAnErrorNamingTheJob) {
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->CreateJob(Job("bad")).ok());
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ + "/trainlet.db").c_str(), &db), SQLITE_OK);
+  // 0xff is an invalid protobuf tag (field 31, wire type 7).
+  ASSERT_EQ(sqlite3_exec(db, "UPDATE jobs SET status = x'ffffffff'", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  auto got = store->GetJob("bad");
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.status().message().find("trainjob/bad"), std::string::npos);
+  auto all = store->ListJobs();
+  EXPECT_FALSE(all.ok());
+}
+
+TEST_F(JobStoreTest, NewerSchemaIsRefused) {
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ + "/trainlet.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version = 99", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  auto store = JobStore::Open(dir_);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), ErrorCode::kInvalid);
+  EXPECT_NE(store.status().message().find("version 99"), std::string::npos)
+      << store.status().message();
+  EXPECT_NE(store.status().message().find("newer trainlet"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace trainlet::coordinator
