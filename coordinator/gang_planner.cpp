@@ -64,8 +64,7 @@ Status Unplaceable(const GangRequest& req, const std::vector<NodeCapacity>& node
     if (n.free_slots >= req.slots_per_node) ++fit;
   }
   std::string slots = Count(req.slots_per_node, "free slot", "free slots");
-  std::string msg =
-      "needs " + Count(req.num_nodes, "node", "nodes") + " with " + slots + " each; ";
+  std::string msg = "needs " + Count(req.num_nodes, "node", "nodes") + " with " + slots + " each; ";
   if (nodes.empty()) return UnavailableError(msg + "no nodes are registered");
   msg += std::to_string(ready) + " of " + Count(nodes.size(), "node", "nodes") +
          (ready == 1 ? " is" : " are") + " Ready and schedulable, " + std::to_string(fit) +

@@ -7,9 +7,9 @@ namespace trainlet::coordinator {
 namespace {
 
 constexpr std::array kPhaseNames = {
-    std::pair{JobPhase::kPending, "Pending"},       std::pair{JobPhase::kStarting, "Starting"},
-    std::pair{JobPhase::kRunning, "Running"},       std::pair{JobPhase::kRestarting, "Restarting"},
-    std::pair{JobPhase::kSucceeded, "Succeeded"},   std::pair{JobPhase::kFailed, "Failed"},
+    std::pair{JobPhase::kPending, "Pending"},     std::pair{JobPhase::kStarting, "Starting"},
+    std::pair{JobPhase::kRunning, "Running"},     std::pair{JobPhase::kRestarting, "Restarting"},
+    std::pair{JobPhase::kSucceeded, "Succeeded"}, std::pair{JobPhase::kFailed, "Failed"},
     std::pair{JobPhase::kSuspended, "Suspended"},
 };
 
@@ -84,15 +84,24 @@ std::optional<JobPhase> ParseJobPhase(std::string_view name) {
 
 const char* JobTriggerName(JobTrigger trigger) {
   switch (trigger) {
-    case JobTrigger::kPlaced: return "Placed";
-    case JobTrigger::kUnplaceable: return "Unplaceable";
-    case JobTrigger::kAllRanksStarted: return "AllRanksStarted";
-    case JobTrigger::kAllRanksSucceeded: return "AllRanksSucceeded";
-    case JobTrigger::kAttemptFailed: return "AttemptFailed";
-    case JobTrigger::kAttemptFailedFinal: return "AttemptFailedFinal";
-    case JobTrigger::kSuspend: return "Suspend";
-    case JobTrigger::kResume: return "Resume";
-    case JobTrigger::kDeadlineExceeded: return "DeadlineExceeded";
+    case JobTrigger::kPlaced:
+      return "Placed";
+    case JobTrigger::kUnplaceable:
+      return "Unplaceable";
+    case JobTrigger::kAllRanksStarted:
+      return "AllRanksStarted";
+    case JobTrigger::kAllRanksSucceeded:
+      return "AllRanksSucceeded";
+    case JobTrigger::kAttemptFailed:
+      return "AttemptFailed";
+    case JobTrigger::kAttemptFailedFinal:
+      return "AttemptFailedFinal";
+    case JobTrigger::kSuspend:
+      return "Suspend";
+    case JobTrigger::kResume:
+      return "Resume";
+    case JobTrigger::kDeadlineExceeded:
+      return "DeadlineExceeded";
   }
   TRAINLET_CHECK_MSG(false, "unknown JobTrigger " + std::to_string(static_cast<int>(trigger)));
 }

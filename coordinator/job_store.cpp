@@ -116,12 +116,11 @@ Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& state_dir) {
 
   std::string path = (fs::path(state_dir) / kFileName).string();
   sqlite3* raw = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-                           nullptr);
+  int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   std::unique_ptr<JobStore> store(new JobStore(path, raw));  // owns raw even when rc failed
   if (rc != SQLITE_OK) {
-    return IoError(path + ": cannot open: " +
-                   (raw != nullptr ? sqlite3_errmsg(raw) : sqlite3_errstr(rc)));
+    return IoError(path +
+                   ": cannot open: " + (raw != nullptr ? sqlite3_errmsg(raw) : sqlite3_errstr(rc)));
   }
   TRAINLET_RETURN_IF_ERROR(store->Init());
   return store;
@@ -184,8 +183,7 @@ Result<sqlite3_stmt*> JobStore::Prepare(const char* sql) {
   auto it = statements_.find(sql);
   if (it != statements_.end()) return it->second.get();
   sqlite3_stmt* s = nullptr;
-  if (sqlite3_prepare_v3(db_.get(), sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr) !=
-      SQLITE_OK) {
+  if (sqlite3_prepare_v3(db_.get(), sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr) != SQLITE_OK) {
     sqlite3_finalize(s);
     return Error(std::string("preparing \"") + sql + "\"");
   }
@@ -286,7 +284,7 @@ Status JobStore::PutRuntime(const RuntimeRecord& runtime) {
 }
 
 Result<std::optional<RuntimeRecord>> JobStore::GetRuntime(const std::string& kind,
-                                                           const std::string& name) {
+                                                          const std::string& name) {
   TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kSelectRuntime));
   StatementUse use(s);
   BindText(s, 1, kind);
@@ -294,8 +292,8 @@ Result<std::optional<RuntimeRecord>> JobStore::GetRuntime(const std::string& kin
   int rc = sqlite3_step(s);
   if (rc == SQLITE_DONE) return std::optional<RuntimeRecord>();
   if (rc != SQLITE_ROW) return Error("reading " + kind + "/" + name);
-  return std::optional<RuntimeRecord>(RuntimeRecord{ColumnText(s, 0), ColumnText(s, 1),
-                                                    ColumnText(s, 2)});
+  return std::optional<RuntimeRecord>(
+      RuntimeRecord{ColumnText(s, 0), ColumnText(s, 1), ColumnText(s, 2)});
 }
 
 Result<std::vector<RuntimeRecord>> JobStore::ListRuntimes() {

@@ -73,8 +73,7 @@ class JobStore {
 
   // Inserts or replaces the runtime with this (kind, name).
   Status PutRuntime(const RuntimeRecord& runtime);
-  Result<std::optional<RuntimeRecord>> GetRuntime(const std::string& kind,
-                                                  const std::string& name);
+  Result<std::optional<RuntimeRecord>> GetRuntime(const std::string& kind, const std::string& name);
   // Ordered by kind, then name.
   Result<std::vector<RuntimeRecord>> ListRuntimes();
 

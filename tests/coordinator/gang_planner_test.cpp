@@ -91,8 +91,8 @@ TEST(GangPlanner, PrefersOneZoneWhenOneCanHoldTheGang) {
   const std::string z(kZoneLabel);
   std::vector<NodeCapacity> nodes = {
       Node("a1", 2, 8, {{z, "a"}}), Node("a2", 2, 8, {{z, "a"}}),  // tighter, but only 2 in a
-      Node("b1", 6, 8, {{z, "b"}}), Node("b2", 6, 8, {{z, "b"}}), Node("b3", 6, 8, {{z, "b"}}),
-      Node("c1", 2, 8, {{z, "c"}}),
+      Node("b1", 6, 8, {{z, "b"}}), Node("b2", 6, 8, {{z, "b"}}),
+      Node("b3", 6, 8, {{z, "b"}}), Node("c1", 2, 8, {{z, "c"}}),
   };
   EXPECT_EQ(Names(PlaceGang({3, 2}, nodes)), (V{"b1", "b2", "b3"}));
   // Two fit in a and b; a packs tighter.
@@ -145,9 +145,9 @@ TEST(GangPlanner, ThousandOutOfTenThousandIsFast) {
   std::vector<NodeCapacity> nodes;
   std::mt19937 rng(7);
   for (int i = 0; i < 10000; ++i) {
-    NodeCapacity n = Node("node-" + std::to_string(i), rng() % 9, 8,
-                          {{z, "zone-" + std::to_string(i % 4)},
-                           {r, "rack-" + std::to_string(i % 200)}});
+    NodeCapacity n =
+        Node("node-" + std::to_string(i), rng() % 9, 8,
+             {{z, "zone-" + std::to_string(i % 4)}, {r, "rack-" + std::to_string(i % 200)}});
     n.ready = rng() % 50 != 0;
     nodes.push_back(std::move(n));
   }

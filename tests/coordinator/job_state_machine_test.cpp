@@ -15,9 +15,9 @@ using T = JobTrigger;
 const std::vector<P> kAllPhases = {P::kPending,   P::kStarting, P::kRunning,  P::kRestarting,
                                    P::kSucceeded, P::kFailed,   P::kSuspended};
 const std::vector<T> kAllTriggers = {
-    T::kPlaced,        T::kUnplaceable,        T::kAllRanksStarted,
-    T::kAllRanksSucceeded, T::kAttemptFailed, T::kAttemptFailedFinal,
-    T::kSuspend,       T::kResume,             T::kDeadlineExceeded};
+    T::kPlaced,          T::kUnplaceable,        T::kAllRanksStarted, T::kAllRanksSucceeded,
+    T::kAttemptFailed,   T::kAttemptFailedFinal, T::kSuspend,         T::kResume,
+    T::kDeadlineExceeded};
 
 // The lifecycle written out independently of the header's table, so a slip in either shows.
 const std::set<std::tuple<P, T, P>> kExpected = {
@@ -58,8 +58,8 @@ TEST(JobStateMachine, EveryPairMatchesTheExpectedLifecycle) {
         }
       }
       if (!expected) {
-        EXPECT_FALSE(to.has_value()) << JobPhaseName(from) << " + " << JobTriggerName(t)
-                                     << " should be forbidden";
+        EXPECT_FALSE(to.has_value())
+            << JobPhaseName(from) << " + " << JobTriggerName(t) << " should be forbidden";
       }
       allowed += to.has_value();
     }
