@@ -1,0 +1,172 @@
+#include "agent/process_spawner.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <string_view>
+#include <system_error>
+
+namespace trainlet::agent {
+namespace {
+
+Status ErrnoStatus(int err, std::string message) {
+  message += ": ";
+  message += std::strerror(err);
+  switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+      return NotFoundError(std::move(message));
+    case EACCES:
+    case EPERM:
+      return PermissionError(std::move(message));
+    default:
+      return InternalError(std::move(message));
+  }
+}
+
+// The PATH of the child's environment; execvp's default when it has none.
+std::string PathOf(const std::vector<std::string>& envp) {
+  for (const std::string& kv : envp) {
+    if (kv.starts_with("PATH=")) return kv.substr(5);
+  }
+  return "/bin:/usr/bin";
+}
+
+bool IsExecutableFile(const std::string& path, bool* exists) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  *exists = true;
+  return access(path.c_str(), X_OK) == 0;
+}
+
+// Resolves a bare program name against the child's PATH, as execvp would in the child: glibc's
+// posix_spawnp searches the agent's own PATH, which is the wrong one for a worker.
+Result<std::string> ResolveProgram(const std::string& name, const std::vector<std::string>& envp,
+                                   const std::string& cwd) {
+  if (name.find('/') != std::string::npos) return name;
+  const std::string path = PathOf(envp);
+  bool seen_not_executable = false;
+  std::string_view rest = path;
+  while (true) {
+    size_t colon = rest.find(':');
+    std::string dir(rest.substr(0, colon));
+    if (dir.empty()) dir = ".";  // an empty PATH entry means the current directory
+    if (dir[0] != '/' && !cwd.empty()) dir = cwd + "/" + dir;
+    std::string candidate = dir + "/" + name;
+    if (IsExecutableFile(candidate, &seen_not_executable)) return candidate;
+    if (colon == std::string_view::npos) break;
+    rest.remove_prefix(colon + 1);
+  }
+  return ErrnoStatus(seen_not_executable ? EACCES : ENOENT,
+                     "spawn " + name + " (searched PATH=" + path + ")");
+}
+
+// Opens the log for appending, O_CLOEXEC so only the dup2'd copies reach the child.
+Result<int> OpenLog(const std::string& log_path) {
+  if (log_path.empty()) {
+    int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus(errno, "open /dev/null");
+    return fd;
+  }
+  std::filesystem::path parent = std::filesystem::path(log_path).parent_path();
+  if (!parent.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(parent, ec);
+    if (ec) return IoError("log dir " + parent.string() + ": " + ec.message());
+  }
+  int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0640);
+  if (fd < 0) return IoError("log file " + log_path + ": " + std::strerror(errno));
+  if (fd <= STDERR_FILENO) {
+    // The agent runs with a closed stdio slot: keep the log off 0-2 so dup2 below cannot collide.
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+    int err = errno;
+    close(fd);
+    if (high < 0) return IoError("log file " + log_path + ": " + std::strerror(err));
+    fd = high;
+  }
+  return fd;
+}
+
+class PosixProcessSpawner final : public ProcessSpawner {
+ public:
+  Result<pid_t> Spawn(const Request& request) override {
+    if (request.argv.empty() || request.argv[0].empty()) {
+      return InvalidError("spawn: argv is empty");
+    }
+    const std::string& program = request.argv[0];
+    if (!request.cwd.empty()) {
+      // posix_spawn reports a failed chdir with the same errno as a missing program; say which.
+      struct stat st;
+      if (stat(request.cwd.c_str(), &st) != 0) {
+        return ErrnoStatus(errno, "spawn " + program + ": cwd " + request.cwd);
+      }
+      if (!S_ISDIR(st.st_mode))
+        return ErrnoStatus(ENOTDIR, "spawn " + program + ": cwd " + request.cwd);
+    }
+    TRAINLET_ASSIGN_OR_RETURN(std::string path, ResolveProgram(program, request.envp, request.cwd));
+    TRAINLET_ASSIGN_OR_RETURN(int log_fd, OpenLog(request.log_path));
+
+    std::vector<char*> argv;
+    argv.reserve(request.argv.size() + 1);
+    for (const std::string& a : request.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    std::vector<char*> envp;
+    envp.reserve(request.envp.size() + 1);
+    for (const std::string& e : request.envp) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawnattr_init(&attr);
+    int rc = 0;
+    auto step = [&rc](int r) {
+      if (rc == 0) rc = r;
+    };
+    step(posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0));
+    step(posix_spawn_file_actions_adddup2(&actions, log_fd, STDOUT_FILENO));
+    step(posix_spawn_file_actions_adddup2(&actions, log_fd, STDERR_FILENO));
+    // The agent's sockets, signalfd and logs are no business of a worker, CLOEXEC or not.
+    step(posix_spawn_file_actions_addclosefrom_np(&actions, STDERR_FILENO + 1));
+    if (!request.cwd.empty()) {
+      step(posix_spawn_file_actions_addchdir_np(&actions, request.cwd.c_str()));
+    }
+    sigset_t empty_mask, all_signals;
+    sigemptyset(&empty_mask);
+    sigfillset(&all_signals);
+    step(posix_spawnattr_setsigmask(&attr, &empty_mask));
+    step(posix_spawnattr_setsigdefault(&attr, &all_signals));
+    step(posix_spawnattr_setpgroup(&attr, 0));
+    step(posix_spawnattr_setflags(
+        &attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP));
+    pid_t pid = -1;
+    if (rc == 0) {
+      rc = posix_spawn(&pid, path.c_str(), &actions, &attr, argv.data(), envp.data());
+    }
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    close(log_fd);
+    if (rc != 0) {
+      std::string what = "spawn " + program;
+      if (path != program) what += " (" + path + ")";
+      return ErrnoStatus(rc, std::move(what));
+    }
+    return pid;
+  }
+
+  int Kill(pid_t pgid_or_pid, int sig) override { return kill(pgid_or_pid, sig) == 0 ? 0 : errno; }
+};
+
+}  // namespace
+
+std::unique_ptr<ProcessSpawner> MakePosixProcessSpawner() {
+  return std::make_unique<PosixProcessSpawner>();
+}
+
+}  // namespace trainlet::agent

@@ -1,0 +1,50 @@
+// The agent's seam over process creation and signalling, in the spirit of leveldb's Env: the
+// WorkerSupervisor does all of its OS process work through a ProcessSpawner, so tests can swap in
+// one that fails a spawn or records the signals sent, without root and without real failures.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace trainlet::agent {
+
+class ProcessSpawner {
+ public:
+  virtual ~ProcessSpawner() = default;
+
+  struct Request {
+    std::vector<std::string> argv;  // argv[0] is the program; must not be empty
+    std::vector<std::string> envp;  // "K=V", the child's complete environment
+    std::string cwd;                // working directory of the child; empty: the agent's own
+    std::string log_path;           // stdout+stderr, appended; empty: /dev/null
+  };
+
+  // Starts one process and returns its pid. The child:
+  //  - leads its own process group (pgid == pid), so the whole tree can be signalled at once;
+  //  - has stdin from /dev/null and stdout+stderr appended to log_path (created 0640, parent dirs
+  //    created as needed);
+  //  - has an empty signal mask and default dispositions, since the agent blocks SIGCHLD, SIGTERM
+  //    and SIGINT and a child would inherit that;
+  //  - inherits no descriptor of the agent other than 0, 1 and 2;
+  //  - runs in `cwd`; a relative argv[0] containing '/' is resolved from there.
+  // argv[0] without '/' is looked up in the PATH found in `envp` (not the agent's PATH), relative
+  // PATH entries taken from `cwd`. Never forks the agent (posix_spawn, which is vfork-like).
+  // Errors (values, never aborts): Invalid for an empty argv; NotFound when argv[0] or cwd does
+  // not exist; Io when the log file cannot be created; Permission when exec is refused; Internal
+  // otherwise. The message names argv[0] (or the path) and the errno text.
+  virtual Result<pid_t> Spawn(const Request& request) = 0;
+
+  // kill(2): `pgid_or_pid` < 0 signals the process group -pgid_or_pid. Returns 0 on success or
+  // the errno value (ESRCH when nothing is left to signal), never -1.
+  virtual int Kill(pid_t pgid_or_pid, int sig) = 0;
+};
+
+// The real spawner over posix_spawn(3) and kill(2). Stateless, so any thread may use it.
+std::unique_ptr<ProcessSpawner> MakePosixProcessSpawner();
+
+}  // namespace trainlet::agent

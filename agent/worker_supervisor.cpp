@@ -1,0 +1,234 @@
+#include "agent/worker_supervisor.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+#include <string_view>
+#include <thread>
+#include <utility>
+
+namespace trainlet::agent {
+namespace {
+
+std::string_view KeyOf(std::string_view kv) { return kv.substr(0, kv.find('=')); }
+
+std::string Describe(const std::string& job, uint32_t attempt, uint32_t rank) {
+  return "job " + job + " attempt " + std::to_string(attempt) + " rank " + std::to_string(rank);
+}
+
+}  // namespace
+
+WorkerSupervisor::WorkerSupervisor(ProcessSpawner* spawner, std::vector<std::string> base_env)
+    : spawner_(spawner), base_env_(std::move(base_env)) {
+  TRAINLET_CHECK(spawner_ != nullptr);
+}
+
+std::vector<std::string> WorkerSupervisor::BuildEnv(
+    const std::map<std::string, std::string>& overrides) const {
+  std::vector<std::string> env;
+  env.reserve(base_env_.size() + overrides.size());
+  // getenv() takes the first of duplicate keys, so keep only the first; entries without '=' are
+  // not environment variables and are dropped.
+  std::set<std::string_view> seen;
+  for (const std::string& kv : base_env_) {
+    if (kv.find('=') == std::string::npos) continue;
+    std::string_view key = KeyOf(kv);
+    if (!seen.insert(key).second) continue;
+    auto it = overrides.find(std::string(key));
+    env.push_back(it == overrides.end() ? kv : it->first + "=" + it->second);
+  }
+  for (const auto& [key, value] : overrides) {
+    if (!seen.contains(key)) env.push_back(key + "=" + value);
+  }
+  return env;
+}
+
+Result<pid_t> WorkerSupervisor::Start(const WorkerLaunch& launch) {
+  const std::string who = Describe(launch.job, launch.attempt, launch.rank);
+  if (launch.argv.empty()) return InvalidError(who + ": argv is empty");
+  if (launch.attempt == 0) return InvalidError(who + ": attempt must be >= 1");
+  for (const auto& [pid, w] : workers_) {
+    if (w.job == launch.job && w.attempt == launch.attempt && w.rank == launch.rank) {
+      return Status(ErrorCode::kExists, who + ": already running as pid " + std::to_string(pid));
+    }
+  }
+  for (const auto& [key, value] : launch.env) {
+    if (key.empty() || key.find('=') != std::string::npos) {
+      return InvalidError(who + ": env name '" + key + "' is empty or contains '='");
+    }
+  }
+
+  ProcessSpawner::Request request;
+  request.argv = launch.argv;
+  request.envp = BuildEnv(launch.env);
+  request.cwd = launch.cwd;
+  request.log_path = launch.log_path;
+  Result<pid_t> pid = spawner_->Spawn(request);
+  if (!pid.ok()) {
+    spdlog::warn("supervisor: {} failed to start: {}", who, pid.status().ToString());
+    return Status(pid.status().code(), who + ": " + pid.status().message());
+  }
+  // A pid still in the table would mean we missed its exit: two processes cannot share a pid.
+  TRAINLET_CHECK_MSG(!workers_.contains(*pid), "pid reused while still recorded");
+  Worker& w = workers_[*pid];
+  w.job = launch.job;
+  w.attempt = launch.attempt;
+  w.rank = launch.rank;
+  w.local_rank = launch.local_rank;
+  w.pid = *pid;
+  spdlog::info("supervisor: {} local_rank {} started as pid {} (log {})", who, launch.local_rank,
+               *pid, launch.log_path.empty() ? "discarded" : launch.log_path);
+  return pid;
+}
+
+void WorkerSupervisor::SignalGroup(const Worker& w, int sig) {
+  int err = spawner_->Kill(-w.pid, sig);
+  // ESRCH: the group is already empty (or only the unreaped leader is left); nothing to do.
+  if (err != 0 && err != ESRCH) {
+    spdlog::warn("supervisor: kill(-{}, {}) for {}: {}", w.pid, strsignal(sig),
+                 Describe(w.job, w.attempt, w.rank), std::strerror(err));
+  }
+}
+
+void WorkerSupervisor::Stop(const std::string& job, uint32_t attempt,
+                            std::chrono::milliseconds grace, Clock::time_point now) {
+  for (auto& [pid, w] : workers_) {
+    if (w.job != job || (attempt != 0 && w.attempt != attempt) || w.kill_sent) continue;
+    if (grace.count() <= 0) {
+      spdlog::info("supervisor: stopping {} (pid {}) with SIGKILL",
+                   Describe(w.job, w.attempt, w.rank), pid);
+      SignalGroup(w, SIGKILL);
+      w.kill_sent = true;
+      w.kill_at.reset();
+      continue;
+    }
+    Clock::time_point deadline = now + grace;
+    if (!w.term_sent) {
+      spdlog::info("supervisor: stopping {} (pid {}): SIGTERM, SIGKILL in {} ms",
+                   Describe(w.job, w.attempt, w.rank), pid, grace.count());
+      SignalGroup(w, SIGTERM);
+      w.term_sent = true;
+    }
+    if (!w.kill_at || deadline < *w.kill_at) w.kill_at = deadline;
+  }
+}
+
+std::optional<std::chrono::milliseconds> WorkerSupervisor::Tick(Clock::time_point now) {
+  std::optional<Clock::time_point> next;
+  for (auto& [pid, w] : workers_) {
+    if (!w.kill_at) continue;
+    if (*w.kill_at <= now) {
+      spdlog::info("supervisor: {} (pid {}) outlived its grace: SIGKILL",
+                   Describe(w.job, w.attempt, w.rank), pid);
+      SignalGroup(w, SIGKILL);
+      w.kill_sent = true;
+      w.kill_at.reset();
+    } else if (!next || *w.kill_at < *next) {
+      next = w.kill_at;
+    }
+  }
+  if (!next) return std::nullopt;
+  return std::chrono::ceil<std::chrono::milliseconds>(*next - now);
+}
+
+std::vector<WorkerExit> WorkerSupervisor::Reap() {
+  std::vector<WorkerExit> exits;
+  while (true) {
+    // WNOWAIT first: the exited leader stays a zombie, which keeps its pgid from being reused
+    // while its group is killed below. Then the real reap.
+    siginfo_t info;
+    std::memset(&info, 0, sizeof(info));
+    if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+      if (errno == EINTR) continue;
+      if (errno != ECHILD) spdlog::error("supervisor: waitid: {}", std::strerror(errno));
+      break;
+    }
+    const pid_t pid = info.si_pid;
+    if (pid == 0) break;  // children exist, none has exited
+
+    auto it = workers_.find(pid);
+    if (it != workers_.end()) SignalGroup(it->second, SIGKILL);
+
+    int status = 0;
+    pid_t reaped;
+    do {
+      reaped = waitpid(pid, &status, WNOHANG);
+    } while (reaped < 0 && errno == EINTR);
+    if (reaped != pid) {
+      // waitid just reported it as a zombie; only another reaper in this process could take it.
+      spdlog::error("supervisor: waitpid({}) after waitid: {}", pid,
+                    reaped < 0 ? std::strerror(errno) : "not exited");
+      break;
+    }
+
+    int exit_code = 0, sig = 0;
+    if (WIFEXITED(status)) {
+      exit_code = WEXITSTATUS(status);
+    } else if (WIFSIGNALED(status)) {
+      sig = WTERMSIG(status);
+      exit_code = 128 + sig;
+    }
+    if (it == workers_.end()) {
+      spdlog::info("supervisor: reaped unknown child pid {} (exit code {}, signal {})", pid,
+                   exit_code, sig);
+      continue;
+    }
+    const Worker& w = it->second;
+    if (sig != 0) {
+      spdlog::info("supervisor: {} (pid {}) killed by {}", Describe(w.job, w.attempt, w.rank), pid,
+                   strsignal(sig));
+    } else {
+      spdlog::info("supervisor: {} (pid {}) exited with code {}",
+                   Describe(w.job, w.attempt, w.rank), pid, exit_code);
+    }
+    exits.push_back(WorkerExit{w.job, w.attempt, w.rank, pid, exit_code, sig});
+    workers_.erase(it);
+  }
+  return exits;
+}
+
+size_t WorkerSupervisor::running(const std::string& job) const {
+  return std::count_if(workers_.begin(), workers_.end(),
+                       [&job](const auto& entry) { return entry.second.job == job; });
+}
+
+bool WorkerSupervisor::IsRunning(const std::string& job, uint32_t attempt, uint32_t rank) const {
+  return std::any_of(workers_.begin(), workers_.end(), [&](const auto& entry) {
+    const Worker& w = entry.second;
+    return w.job == job && w.attempt == attempt && w.rank == rank;
+  });
+}
+
+std::vector<WorkerExit> WorkerSupervisor::KillAllAndWait(std::chrono::milliseconds timeout) {
+  if (!workers_.empty()) {
+    spdlog::info("supervisor: killing {} worker(s)", workers_.size());
+  }
+  for (auto& [pid, w] : workers_) {
+    SignalGroup(w, SIGKILL);
+    w.kill_sent = true;
+    w.kill_at.reset();
+  }
+  const Clock::time_point deadline = Clock::now() + timeout;
+  std::vector<WorkerExit> exits = Reap();
+  // SIGKILLed processes die within microseconds to a few milliseconds; a short, growing sleep
+  // keeps this cheap without owning SIGCHLD, which belongs to the loop's signalfd.
+  auto nap = std::chrono::microseconds(200);
+  while (!workers_.empty() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::min<Clock::duration>(nap, deadline - Clock::now()));
+    nap = std::min(nap * 2, std::chrono::microseconds(10'000));
+    std::vector<WorkerExit> more = Reap();
+    exits.insert(exits.end(), more.begin(), more.end());
+  }
+  if (!workers_.empty()) {
+    spdlog::warn("supervisor: {} worker(s) not reaped within {} ms", workers_.size(),
+                 timeout.count());
+  }
+  return exits;
+}
+
+}  // namespace trainlet::agent
