@@ -1,0 +1,145 @@
+// The TrainJob, TrainingRuntime and ClusterTrainingRuntime objects of Kubeflow Trainer v2
+// (trainer.kubeflow.org/v1alpha1), as trainlet reads them from YAML.
+//
+// Only what trainlet acts on is modelled. Every document is first checked against the CRD schema
+// that Kubeflow ships (embedded in the binary), so a file that the Kubernetes API server would
+// refuse is refused here too, with the field path; a field trainlet does not act on is reported
+// as a warning, never as an error.
+//
+// All functions are pure: no I/O, no global state besides the lazily compiled schemas, safe to
+// call from any thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace trainlet::trainjob {
+
+inline constexpr std::string_view kApiVersion = "trainer.kubeflow.org/v1alpha1";
+inline constexpr std::string_view kApiGroup = "trainer.kubeflow.org";
+
+// An environment variable with a literal value. Entries that use valueFrom (a field or secret
+// reference, which needs the Kubernetes API) are skipped with a warning.
+struct EnvVar {
+  std::string name;
+  std::string value;
+  bool operator==(const EnvVar&) const = default;
+};
+
+struct ContainerSpec {
+  std::string name, image;
+  std::vector<std::string> command, args;
+  std::vector<EnvVar> env;
+};
+
+// Which spec.mlPolicy key is set; kPlain when none is.
+enum class Framework { kPlain, kTorch, kMpi, kJax, kXgboost, kFlux };
+// "plain", "torch", "mpi", "jax", "xgboost", "flux".
+const char* FrameworkName(Framework framework);
+
+// spec.mlPolicy.mpi, with the CRD's defaults filled in for absent fields.
+struct MpiPolicy {
+  int32_t num_proc_per_node = 1;
+  std::string implementation = "OpenMPI";  // an empty mpiImplementation also reads as OpenMPI
+  bool run_launcher_as_node = false;
+  std::string ssh_auth_mount_path = "/root/.ssh";
+};
+
+struct MlPolicy {
+  std::optional<int32_t> num_nodes;
+  Framework framework = Framework::kPlain;
+  // From mpi.numProcPerNode or flux.numProcPerNode, as decimal text. The v1alpha1 torch policy
+  // has no such field; "auto" never comes from a runtime of this API version.
+  std::optional<std::string> num_proc_per_node;
+  std::optional<MpiPolicy> mpi;  // set iff framework == kMpi
+};
+
+struct TrainingRuntime {
+  std::string kind;  // "ClusterTrainingRuntime" or "TrainingRuntime"
+  std::string name, namespace_;  // namespace_ is "" for cluster-scoped runtimes (and when unset)
+  std::map<std::string, std::string> labels;
+  MlPolicy ml_policy;
+  // Container "node" of replicatedJob "node", else that job's first container.
+  std::optional<ContainerSpec> node;
+  // Container "node" (else the first) of replicatedJob "launcher", when the runtime has one.
+  std::optional<ContainerSpec> launcher;
+  std::vector<std::string> replicated_jobs;  // names, in file order
+  int32_t max_restarts = 0;  // spec.template.spec.failurePolicy.maxRestarts; 0 if absent
+  std::string yaml;          // this document, re-emitted as YAML (comments are not kept)
+};
+
+struct TrainJob {
+  std::string name, namespace_;  // namespace_ "" when unset
+  std::map<std::string, std::string> labels, annotations;
+  struct RuntimeRef {
+    std::string api_group = std::string(kApiGroup);
+    std::string kind = "ClusterTrainingRuntime";
+    std::string name;
+  } runtime_ref;
+  struct Trainer {
+    std::string image;
+    std::vector<std::string> command, args;
+    std::vector<EnvVar> env;
+    std::optional<int32_t> num_nodes;
+    std::optional<std::string> num_proc_per_node;  // decimal text ("4") in v1alpha1
+    // resourcesPerNode.requests, falling back to .limits for a resource with no request (as
+    // Kubernetes defaults requests to limits). Values as written: cpu -> "2", memory -> "4Gi",
+    // nvidia.com/gpu -> "8".
+    std::map<std::string, std::string> resources_per_node;
+  } trainer;
+  bool suspend = false;
+  std::optional<int64_t> active_deadline_seconds;
+  std::string yaml;  // this document, re-emitted as YAML (comments are not kept)
+};
+
+struct ParsedFile {
+  std::vector<TrainJob> jobs;
+  std::vector<TrainingRuntime> runtimes;
+  // Fields trainlet ignores, each naming its document and path, e.g.
+  // "TrainJob/runtime-patches-example: spec.runtimePatches: ignored (pod customisation has no
+  // effect on bare metal)".
+  std::vector<std::string> warnings;
+};
+
+// Parses one or more YAML documents separated by `---` (empty and comment-only documents are
+// skipped). Each document must be a TrainJob, TrainingRuntime or ClusterTrainingRuntime of
+// apiVersion trainer.kubeflow.org/v1alpha1 and valid under its CRD schema. Any invalid document
+// fails the whole call: nothing is half-accepted. Errors (kInvalid) name the document, as
+// "<Kind>/<name>" or "document N", and the field path:
+//   "TrainJob/hello: spec.trainer.numNodes: must be an integer, got \"three\""
+//   "document 1: line 4, column 3: YAML syntax error: ..."
+//   "document 1: apiVersion: must be trainer.kubeflow.org/v1alpha1, got \"v1\""
+//   "document 1: kind: \"Pod\" is not TrainJob, TrainingRuntime or ClusterTrainingRuntime"
+// metadata.name is required: for a TrainJob an RFC 1035 label (lowercase letter first, then
+// lowercase alphanumerics and '-', at most 63), as the TrainJob CRD demands; for runtimes a
+// DNS-1123 subdomain (dots allowed, at most 253), as Kubeflow's own runtime names need.
+// Inputs over 4 MiB, nested deeper than 64 levels or with aliases expanding past a million nodes
+// are refused.
+Result<ParsedFile> ParseDocuments(std::string_view yaml_text);
+
+// What a job runs, once the TrainJob's trainer is laid over its runtime.
+struct ResolvedTrainer {
+  int32_t num_nodes = 1;              // trainer.numNodes ?: mlPolicy.numNodes ?: 1
+  std::string num_proc_per_node;      // trainer's ?: mlPolicy's ?: "1"
+  std::vector<std::string> argv;      // command + args
+  std::vector<EnvVar> env;            // runtime container env, then the trainer's (trainer wins)
+  std::string image;                  // trainer's ?: runtime container's
+};
+
+// Lays `job`'s trainer over `runtime`. The runtime container is the launcher's when the runtime
+// has a launcher job (MPI: the node containers only run sshd, which trainlet replaces), else the
+// node's. command and args are each the trainer's when set, else that container's. A variable set
+// by both keeps the runtime's position and takes the trainer's value.
+// Fails (kInvalid) when `runtime` is not the one job.runtime_ref names, when the resolved
+// numNodes is below 1, and when no command results:
+//   "TrainJob/x: spec.trainer.command: no command: neither the TrainJob nor runtime
+//    ClusterTrainingRuntime/torch-distributed sets one"
+Result<ResolvedTrainer> Resolve(const TrainJob& job, const TrainingRuntime& runtime);
+
+}  // namespace trainlet::trainjob

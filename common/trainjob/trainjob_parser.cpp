@@ -1,0 +1,487 @@
+// ParseDocuments: YAML documents -> validated TrainJob / TrainingRuntime models.
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "common/trainjob/crd_schema.h"
+#include "common/trainjob/trainjob_model.h"
+#include "common/trainjob/yaml_support.h"
+
+namespace trainlet::trainjob {
+namespace {
+
+constexpr std::string_view kTrainJob = "TrainJob";
+constexpr std::string_view kTrainingRuntime = "TrainingRuntime";
+constexpr std::string_view kClusterTrainingRuntime = "ClusterTrainingRuntime";
+
+// Per-document state while a model is built: where warnings go and how they are labelled.
+class DocContext {
+ public:
+  DocContext(std::string label, std::vector<std::string>* warnings)
+      : label_(std::move(label)), warnings_(warnings) {}
+
+  const std::string& label() const { return label_; }
+  void Warn(const std::string& path, const std::string& what) {
+    warnings_->push_back(label_ + ": " + path + ": " + what);
+  }
+  Status Error(const std::string& path, const std::string& what) const {
+    return InvalidError(label_ + ": " + path + ": " + what);
+  }
+
+ private:
+  std::string label_;
+  std::vector<std::string>* warnings_;
+};
+
+// Readers for values the schema has already checked: a wrong type here is impossible, but an
+// absent or null field is not, and reads as empty.
+std::string Text(const YAML::Node& n) { return n.IsScalar() ? n.Scalar() : std::string(); }
+
+std::vector<std::string> TextList(const YAML::Node& n) {
+  std::vector<std::string> out;
+  if (!n.IsSequence()) return out;
+  for (auto it = n.begin(); it != n.end(); ++it) out.push_back(Text(*it));
+  return out;
+}
+
+std::optional<int64_t> Int(const YAML::Node& n) {
+  if (!n.IsScalar() || Classify(n) != YamlKind::kInt) return std::nullopt;
+  return ParseInt64(n.Scalar());
+}
+
+std::optional<int32_t> Int32(const YAML::Node& n) {
+  std::optional<int64_t> v = Int(n);
+  if (!v || *v < INT32_MIN || *v > INT32_MAX) return std::nullopt;
+  return static_cast<int32_t>(*v);
+}
+
+bool Bool(const YAML::Node& n) {
+  const std::string s = Text(n);
+  return s == "true" || s == "True" || s == "TRUE";
+}
+
+// Walks a chain of map keys; undefined when any link is missing.
+YAML::Node Dig(const YAML::Node& start, std::initializer_list<std::string_view> keys) {
+  YAML::Node n = start;
+  // reset(), not operator=: assigning to a yaml-cpp node overwrites the node it refers to.
+  for (std::string_view key : keys) n.reset(MapGet(n, key));
+  return n;
+}
+
+bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+
+// RFC 1123 label: lowercase alphanumerics and '-', alphanumeric at both ends, 1..63.
+bool IsDns1123Label(std::string_view s) {
+  if (s.empty() || s.size() > 63 || !IsLowerAlnum(s.front()) || !IsLowerAlnum(s.back())) {
+    return false;
+  }
+  return std::all_of(s.begin(), s.end(), [](char c) { return IsLowerAlnum(c) || c == '-'; });
+}
+
+// RFC 1035 label: an RFC 1123 label that starts with a letter.
+bool IsDns1035Label(std::string_view s) {
+  return IsDns1123Label(s) && s.front() >= 'a' && s.front() <= 'z';
+}
+
+// RFC 1123 subdomain: dot-separated labels, at most 253 characters.
+bool IsDns1123Subdomain(std::string_view s) {
+  if (s.empty() || s.size() > 253) return false;
+  size_t start = 0;
+  while (true) {
+    size_t dot = s.find('.', start);
+    if (!IsDns1123Label(s.substr(start, dot == std::string_view::npos ? dot : dot - start))) {
+      return false;
+    }
+    if (dot == std::string_view::npos) return true;
+    start = dot + 1;
+  }
+}
+
+// Label and annotation keys whose only meaning is to an external Kubernetes scheduler.
+std::optional<std::string> SchedulerOfKey(const std::string& key) {
+  if (key.starts_with("kueue.x-k8s.io/")) return "Kueue";
+  if (key.starts_with("scheduling.volcano.sh/") || key.starts_with("volcano.sh/")) return "Volcano";
+  if (key.starts_with("scheduling.x-k8s.io/")) return "the coscheduling plugin";
+  return std::nullopt;
+}
+
+Status ReadStringMap(const YAML::Node& n, const std::string& path, const DocContext& ctx,
+                     std::map<std::string, std::string>* out) {
+  if (!IsSet(n)) return Status::Ok();
+  if (!n.IsMap()) return ctx.Error(path, "must be an object, got " + DescribeValue(n));
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    if (!it->first.IsScalar()) return ctx.Error(path, "has a key that is not a string");
+    std::string child = AppendKey(path, it->first.Scalar());
+    if (Classify(it->second) != YamlKind::kString) {
+      return ctx.Error(child, "must be a string, got " + DescribeValue(it->second));
+    }
+    if (!out->emplace(it->first.Scalar(), it->second.Scalar()).second) {
+      return ctx.Error(child, "duplicate key");
+    }
+  }
+  return Status::Ok();
+}
+
+// The parts of metadata trainlet uses. The CRD schema says only `type: object` here; the API
+// server's own rules for ObjectMeta are checked instead.
+struct Metadata {
+  std::string name, namespace_;
+  std::map<std::string, std::string> labels, annotations;
+};
+
+// metadata.name, checked before anything else so that later messages can name the object.
+Status ReadName(const YAML::Node& doc, std::string_view kind, const DocContext& ctx,
+                std::string* out) {
+  YAML::Node meta = MapGet(doc, "metadata");
+  if (IsSet(meta) && !meta.IsMap()) {
+    return ctx.Error("metadata", "must be an object, got " + DescribeValue(meta));
+  }
+  YAML::Node name = MapGet(meta, "name");
+  if (!IsSet(name)) return ctx.Error("metadata.name", "required field missing");
+  if (Classify(name) != YamlKind::kString) {
+    return ctx.Error("metadata.name", "must be a string, got " + DescribeValue(name));
+  }
+  *out = name.Scalar();
+  if (kind == kTrainJob) {
+    if (!IsDns1035Label(*out)) {
+      return ctx.Error("metadata.name",
+                       "must be a lowercase RFC 1035 label (a letter, then letters, digits or "
+                       "'-', at most 63 characters), got " + QuoteForMessage(*out));
+    }
+  } else if (!IsDns1123Subdomain(*out)) {
+    return ctx.Error("metadata.name",
+                     "must be a lowercase RFC 1123 subdomain (letters, digits, '-' and '.', at "
+                     "most 253 characters), got " + QuoteForMessage(*out));
+  }
+  return Status::Ok();
+}
+
+Status ReadMetadata(const YAML::Node& doc, std::string_view kind, DocContext& ctx,
+                        Metadata* out) {
+  YAML::Node meta = MapGet(doc, "metadata");
+  YAML::Node ns = MapGet(meta, "namespace");
+  if (IsSet(ns)) {
+    if (Classify(ns) != YamlKind::kString || !IsDns1123Label(ns.Scalar())) {
+      return ctx.Error("metadata.namespace",
+                       "must be a lowercase RFC 1123 label, got " + DescribeValue(ns));
+    }
+    if (kind == kClusterTrainingRuntime) {
+      ctx.Warn("metadata.namespace", "ignored (a ClusterTrainingRuntime is cluster-scoped)");
+    } else {
+      out->namespace_ = ns.Scalar();
+    }
+  }
+  TRAINLET_RETURN_IF_ERROR(ReadStringMap(MapGet(meta, "labels"), "metadata.labels", ctx,
+                                         &out->labels));
+  TRAINLET_RETURN_IF_ERROR(ReadStringMap(MapGet(meta, "annotations"), "metadata.annotations",
+                                         ctx, &out->annotations));
+  for (const auto* map : {&out->labels, &out->annotations}) {
+    const char* field = map == &out->labels ? "metadata.labels" : "metadata.annotations";
+    for (const auto& [key, value] : *map) {
+      if (auto scheduler = SchedulerOfKey(key)) {
+        ctx.Warn(AppendKey(field, key),
+                 "ignored (" + *scheduler + " is not used: trainlet queues and places jobs itself)");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+std::vector<EnvVar> ReadEnv(const YAML::Node& env, const std::string& path, DocContext& ctx) {
+  std::vector<EnvVar> out;
+  if (!env.IsSequence()) return out;
+  size_t i = 0;
+  for (auto it = env.begin(); it != env.end(); ++it, ++i) {
+    std::string name = Text(MapGet(*it, "name"));
+    if (IsSet(MapGet(*it, "valueFrom"))) {
+      ctx.Warn(AppendIndex(path, i) + ".valueFrom",
+               "variable " + name + " skipped (valueFrom needs the Kubernetes API)");
+      continue;
+    }
+    out.push_back({name, Text(MapGet(*it, "value"))});
+  }
+  return out;
+}
+
+ContainerSpec ReadContainer(const YAML::Node& c, const std::string& path, DocContext& ctx) {
+  ContainerSpec out;
+  out.name = Text(MapGet(c, "name"));
+  out.image = Text(MapGet(c, "image"));
+  out.command = TextList(MapGet(c, "command"));
+  out.args = TextList(MapGet(c, "args"));
+  out.env = ReadEnv(MapGet(c, "env"), AppendKey(path, "env"), ctx);
+  static const std::set<std::string, std::less<>> kModelled = {"name", "image", "command",
+                                                                "args", "env"};
+  for (auto it = c.begin(); it != c.end(); ++it) {
+    const std::string& key = it->first.Scalar();
+    if (!kModelled.contains(key)) {
+      ctx.Warn(AppendKey(path, key), "ignored (container setting with no effect on bare metal)");
+    }
+  }
+  return out;
+}
+
+// The container of a replicatedJob that trainlet models: "node", else the first one.
+std::optional<ContainerSpec> ReadJobContainer(const YAML::Node& job, const std::string& job_path,
+                                              DocContext& ctx) {
+  YAML::Node pod_spec = Dig(job, {"template", "spec", "template", "spec"});
+  std::string pod_path = job_path + ".template.spec.template.spec";
+  for (auto it = pod_spec.begin(); pod_spec.IsMap() && it != pod_spec.end(); ++it) {
+    const std::string& key = it->first.Scalar();
+    if (key != "containers") {
+      ctx.Warn(AppendKey(pod_path, key), "ignored (pod setting with no effect on bare metal)");
+    }
+  }
+  YAML::Node containers = MapGet(pod_spec, "containers");
+  if (!containers.IsSequence() || containers.size() == 0) return std::nullopt;
+  size_t chosen = 0;
+  for (size_t i = 0; i < containers.size(); ++i) {
+    if (Text(MapGet(containers[i], "name")) == "node") {
+      chosen = i;
+      break;
+    }
+  }
+  return ReadContainer(containers[chosen], AppendIndex(pod_path + ".containers", chosen), ctx);
+}
+
+Status ReadMlPolicy(const YAML::Node& spec, DocContext& ctx, MlPolicy* out) {
+  YAML::Node policy = MapGet(spec, "mlPolicy");
+  out->num_nodes = Int32(MapGet(policy, "numNodes"));
+  static const std::pair<const char*, Framework> kFrameworks[] = {
+      {"torch", Framework::kTorch}, {"mpi", Framework::kMpi},         {"jax", Framework::kJax},
+      {"xgboost", Framework::kXgboost}, {"flux", Framework::kFlux}};
+  int set = 0;
+  for (const auto& [key, framework] : kFrameworks) {
+    if (IsSet(MapGet(policy, key))) {
+      out->framework = framework;
+      ++set;
+    }
+  }
+  if (set > 1) {
+    return ctx.Error("spec.mlPolicy", "only one of torch, mpi, jax, xgboost and flux may be set");
+  }
+  if (out->framework == Framework::kMpi) {
+    YAML::Node mpi = MapGet(policy, "mpi");
+    MpiPolicy m;
+    if (auto n = Int32(MapGet(mpi, "numProcPerNode"))) m.num_proc_per_node = *n;
+    std::string impl = Text(MapGet(mpi, "mpiImplementation"));
+    if (!impl.empty()) m.implementation = impl;
+    m.run_launcher_as_node = Bool(MapGet(mpi, "runLauncherAsNode"));
+    if (IsSet(MapGet(mpi, "sshAuthMountPath"))) {
+      m.ssh_auth_mount_path = Text(MapGet(mpi, "sshAuthMountPath"));
+    }
+    out->num_proc_per_node = std::to_string(m.num_proc_per_node);
+    out->mpi = m;
+  } else if (out->framework == Framework::kFlux) {
+    auto n = Int32(Dig(policy, {"flux", "numProcPerNode"}));
+    out->num_proc_per_node = std::to_string(n.value_or(1));
+  } else if (out->framework == Framework::kTorch) {
+    if (IsSet(Dig(policy, {"torch", "envInjection"}))) {
+      ctx.Warn("spec.mlPolicy.torch.envInjection",
+               "ignored (PET_* variables go to the node container only)");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<TrainingRuntime> BuildRuntime(const YAML::Node& doc, const Metadata& meta,
+                                     std::string_view kind, DocContext& ctx) {
+  TrainingRuntime rt;
+  rt.kind = std::string(kind);
+  rt.name = meta.name;
+  rt.namespace_ = meta.namespace_;
+  rt.labels = meta.labels;
+  YAML::Node spec = MapGet(doc, "spec");
+  TRAINLET_RETURN_IF_ERROR(ReadMlPolicy(spec, ctx, &rt.ml_policy));
+  if (IsSet(MapGet(spec, "podGroupPolicy"))) {
+    ctx.Warn("spec.podGroupPolicy", "ignored (trainlet always places a job as a gang)");
+  }
+  YAML::Node jobset = Dig(spec, {"template", "spec"});
+  if (IsSet(MapGet(jobset, "volumeClaimPolicies"))) {
+    ctx.Warn("spec.template.spec.volumeClaimPolicies",
+             "ignored (volume claims have no effect on bare metal)");
+  }
+  if (auto restarts = Int32(Dig(jobset, {"failurePolicy", "maxRestarts"}))) {
+    rt.max_restarts = *restarts;
+  }
+  YAML::Node jobs = MapGet(jobset, "replicatedJobs");
+  std::set<std::string> names;
+  size_t i = 0;
+  for (auto it = jobs.begin(); jobs.IsSequence() && it != jobs.end(); ++it, ++i) {
+    std::string name = Text(MapGet(*it, "name"));
+    std::string path = AppendIndex("spec.template.spec.replicatedJobs", i);
+    if (!names.insert(name).second) {
+      return ctx.Error(path + ".name", "duplicate replicatedJob name " + QuoteForMessage(name));
+    }
+    rt.replicated_jobs.push_back(name);
+    if (name == "node") rt.node = ReadJobContainer(*it, path, ctx);
+    if (name == "launcher") rt.launcher = ReadJobContainer(*it, path, ctx);
+  }
+  rt.yaml = EmitYaml(doc);
+  return rt;
+}
+
+Result<TrainJob> BuildTrainJob(const YAML::Node& doc, const Metadata& meta, DocContext& ctx) {
+  TrainJob job;
+  job.name = meta.name;
+  job.namespace_ = meta.namespace_;
+  job.labels = meta.labels;
+  job.annotations = meta.annotations;
+  YAML::Node spec = MapGet(doc, "spec");
+
+  YAML::Node ref = MapGet(spec, "runtimeRef");
+  job.runtime_ref.name = Text(MapGet(ref, "name"));
+  if (IsSet(MapGet(ref, "apiGroup"))) job.runtime_ref.api_group = Text(MapGet(ref, "apiGroup"));
+  if (IsSet(MapGet(ref, "kind"))) job.runtime_ref.kind = Text(MapGet(ref, "kind"));
+  if (job.runtime_ref.api_group != kApiGroup) {
+    return ctx.Error("spec.runtimeRef.apiGroup", "must be " + std::string(kApiGroup) + ", got " +
+                                                     QuoteForMessage(job.runtime_ref.api_group));
+  }
+  if (job.runtime_ref.kind != kClusterTrainingRuntime && job.runtime_ref.kind != kTrainingRuntime) {
+    return ctx.Error("spec.runtimeRef.kind", "must be ClusterTrainingRuntime or TrainingRuntime, got " +
+                                                 QuoteForMessage(job.runtime_ref.kind));
+  }
+
+  YAML::Node trainer = MapGet(spec, "trainer");
+  job.trainer.image = Text(MapGet(trainer, "image"));
+  job.trainer.command = TextList(MapGet(trainer, "command"));
+  job.trainer.args = TextList(MapGet(trainer, "args"));
+  job.trainer.env = ReadEnv(MapGet(trainer, "env"), "spec.trainer.env", ctx);
+  job.trainer.num_nodes = Int32(MapGet(trainer, "numNodes"));
+  if (auto n = Int32(MapGet(trainer, "numProcPerNode"))) {
+    job.trainer.num_proc_per_node = std::to_string(*n);
+  }
+  YAML::Node resources = MapGet(trainer, "resourcesPerNode");
+  for (const char* which : {"requests", "limits"}) {
+    YAML::Node m = MapGet(resources, which);
+    for (auto it = m.begin(); m.IsMap() && it != m.end(); ++it) {
+      // emplace keeps a request when the limit names the same resource.
+      job.trainer.resources_per_node.emplace(it->first.Scalar(), Text(it->second));
+    }
+  }
+  if (IsSet(MapGet(resources, "claims"))) {
+    ctx.Warn("spec.trainer.resourcesPerNode.claims",
+             "ignored (dynamic resource claims need Kubernetes)");
+  }
+
+  job.suspend = Bool(MapGet(spec, "suspend"));
+  job.active_deadline_seconds = Int(MapGet(spec, "activeDeadlineSeconds"));
+
+  if (IsSet(MapGet(spec, "runtimePatches"))) {
+    ctx.Warn("spec.runtimePatches", "ignored (pod customisation has no effect on bare metal)");
+  }
+  if (IsSet(MapGet(spec, "initializer"))) {
+    ctx.Warn("spec.initializer", "ignored (dataset and model initializers are not modelled)");
+  }
+  if (IsSet(MapGet(spec, "managedBy"))) {
+    ctx.Warn("spec.managedBy", "ignored (trainlet manages every job it is given)");
+  }
+  if (IsSet(MapGet(doc, "status"))) ctx.Warn("status", "ignored (status is trainlet's to set)");
+  job.yaml = EmitYaml(doc);
+  return job;
+}
+
+std::string JoinErrors(const std::string& label, const std::vector<std::string>& errors) {
+  std::string out = label + ": ";
+  for (size_t i = 0; i < errors.size(); ++i) {
+    if (i > 0) out += "; ";
+    out += errors[i];
+  }
+  return out;
+}
+
+// Checks and models one non-empty document, appending to `out`. `identity` is set to
+// kind/namespace/name and `label` to kind/name, for the caller's duplicate check.
+Status ParseOne(const YamlDocument& doc, ParsedFile* out, std::string* identity,
+                std::string* label) {
+  DocContext unnamed("document " + std::to_string(doc.index), &out->warnings);
+  const YAML::Node& node = doc.node;
+  if (!node.IsMap()) {
+    return InvalidError(unnamed.label() + ": must be an object with apiVersion and kind, got " +
+                        DescribeValue(node));
+  }
+  YAML::Node kind_node = MapGet(node, "kind");
+  if (!IsSet(kind_node)) return unnamed.Error("kind", "required field missing");
+  std::string kind = Text(kind_node);
+  if (Classify(kind_node) != YamlKind::kString ||
+      (kind != kTrainJob && kind != kTrainingRuntime && kind != kClusterTrainingRuntime)) {
+    return unnamed.Error("kind", DescribeValue(kind_node) +
+                                     " is not TrainJob, TrainingRuntime or ClusterTrainingRuntime");
+  }
+  YAML::Node api_version = MapGet(node, "apiVersion");
+  if (!IsSet(api_version)) return unnamed.Error("apiVersion", "required field missing");
+  if (Classify(api_version) != YamlKind::kString || api_version.Scalar() != kApiVersion) {
+    return unnamed.Error("apiVersion", "must be " + std::string(kApiVersion) + ", got " +
+                                           DescribeValue(api_version));
+  }
+
+  Metadata meta;
+  TRAINLET_RETURN_IF_ERROR(ReadName(node, kind, unnamed, &meta.name));
+  DocContext ctx(kind + "/" + meta.name, &out->warnings);
+  TRAINLET_RETURN_IF_ERROR(ReadMetadata(node, kind, ctx, &meta));
+  *label = ctx.label();
+  *identity = kind + "/" + meta.namespace_ + "/" + meta.name;
+
+  const CrdSchema* schema = CrdSchema::ForKind(kind);
+  TRAINLET_CHECK(schema != nullptr);
+  SchemaFindings findings = schema->Validate(node, {"metadata"});
+  if (!findings.errors.empty()) return InvalidError(JoinErrors(ctx.label(), findings.errors));
+  for (const auto& w : findings.warnings) out->warnings.push_back(ctx.label() + ": " + w);
+
+  if (kind == kTrainJob) {
+    TRAINLET_ASSIGN_OR_RETURN(TrainJob job, BuildTrainJob(node, meta, ctx));
+    out->jobs.push_back(std::move(job));
+  } else {
+    TRAINLET_ASSIGN_OR_RETURN(TrainingRuntime rt, BuildRuntime(node, meta, kind, ctx));
+    out->runtimes.push_back(std::move(rt));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* FrameworkName(Framework framework) {
+  switch (framework) {
+    case Framework::kPlain:
+      return "plain";
+    case Framework::kTorch:
+      return "torch";
+    case Framework::kMpi:
+      return "mpi";
+    case Framework::kJax:
+      return "jax";
+    case Framework::kXgboost:
+      return "xgboost";
+    case Framework::kFlux:
+      return "flux";
+  }
+  return "plain";
+}
+
+Result<ParsedFile> ParseDocuments(std::string_view yaml_text) {
+  try {
+    TRAINLET_ASSIGN_OR_RETURN(std::vector<YamlDocument> docs, LoadDocuments(yaml_text));
+    ParsedFile out;
+    // kind/namespace/name -> document index, so a file cannot define one object twice.
+    std::map<std::string, int> defined;
+    for (const YamlDocument& doc : docs) {
+      if (!IsSet(doc.node)) continue;
+      std::string identity, label;
+      TRAINLET_RETURN_IF_ERROR(ParseOne(doc, &out, &identity, &label));
+      auto [it, inserted] = defined.emplace(identity, doc.index);
+      if (!inserted) {
+        return InvalidError(label + ": defined twice in this file (documents " +
+                            std::to_string(it->second) + " and " + std::to_string(doc.index) +
+                            ")");
+      }
+    }
+    return out;
+  } catch (const YAML::Exception& e) {
+    // The readers above do not throw by design; should yaml-cpp still throw, the input is refused
+    // rather than the process brought down.
+    return InvalidError("YAML error: " + e.msg);
+  }
+}
+
+}  // namespace trainlet::trainjob

@@ -1,0 +1,59 @@
+// Resolve: a TrainJob's trainer laid over its runtime.
+
+#include <algorithm>
+
+#include "common/trainjob/trainjob_model.h"
+
+namespace trainlet::trainjob {
+
+Result<ResolvedTrainer> Resolve(const TrainJob& job, const TrainingRuntime& runtime) {
+  const std::string label = "TrainJob/" + job.name;
+  const std::string runtime_label = runtime.kind + "/" + runtime.name;
+  if (job.runtime_ref.kind != runtime.kind || job.runtime_ref.name != runtime.name) {
+    return InvalidError(label + ": spec.runtimeRef: names " + job.runtime_ref.kind + "/" +
+                        job.runtime_ref.name + ", not " + runtime_label);
+  }
+
+  ResolvedTrainer out;
+  out.num_nodes = job.trainer.num_nodes.value_or(runtime.ml_policy.num_nodes.value_or(1));
+  if (out.num_nodes < 1) {
+    std::string field = job.trainer.num_nodes ? "spec.trainer.numNodes"
+                                              : "numNodes of runtime " + runtime_label;
+    return InvalidError(label + ": " + field + ": must be at least 1, got " +
+                        std::to_string(out.num_nodes));
+  }
+  out.num_proc_per_node =
+      job.trainer.num_proc_per_node.value_or(runtime.ml_policy.num_proc_per_node.value_or("1"));
+
+  // With a launcher (MPI), the launcher container is where the trainer runs; the node
+  // containers only run sshd, which trainlet replaces.
+  static const ContainerSpec kNone;
+  const ContainerSpec& base = runtime.launcher ? *runtime.launcher
+                              : runtime.node   ? *runtime.node
+                                               : kNone;
+
+  const std::vector<std::string>& command =
+      job.trainer.command.empty() ? base.command : job.trainer.command;
+  const std::vector<std::string>& args = job.trainer.args.empty() ? base.args : job.trainer.args;
+  if (command.empty()) {
+    return InvalidError(label + ": spec.trainer.command: no command: neither the TrainJob nor runtime " +
+                        runtime_label + " sets one");
+  }
+  out.argv = command;
+  out.argv.insert(out.argv.end(), args.begin(), args.end());
+
+  out.env = base.env;
+  for (const EnvVar& var : job.trainer.env) {
+    auto it = std::find_if(out.env.begin(), out.env.end(),
+                           [&](const EnvVar& e) { return e.name == var.name; });
+    if (it != out.env.end()) {
+      it->value = var.value;
+    } else {
+      out.env.push_back(var);
+    }
+  }
+  out.image = job.trainer.image.empty() ? base.image : job.trainer.image;
+  return out;
+}
+
+}  // namespace trainlet::trainjob

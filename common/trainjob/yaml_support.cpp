@@ -1,0 +1,365 @@
+#include "common/trainjob/yaml_support.h"
+
+#include <yaml-cpp/eventhandler.h>
+
+#include <charconv>
+#include <cstdio>
+#include <sstream>
+#include <unordered_map>
+
+namespace trainlet::trainjob {
+namespace {
+
+bool IsDigits(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+  }
+  return true;
+}
+
+bool IsCoreNull(std::string_view s) {
+  return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL";
+}
+
+bool IsCoreBool(std::string_view s) {
+  return s == "true" || s == "True" || s == "TRUE" || s == "false" || s == "False" ||
+         s == "FALSE";
+}
+
+bool IsCoreInt(std::string_view s) {
+  if (!s.empty() && (s[0] == '-' || s[0] == '+')) s.remove_prefix(1);
+  return IsDigits(s);
+}
+
+// [-+]? ( \. [0-9]+ | [0-9]+ ( \. [0-9]* )? ) ( [eE] [-+]? [0-9]+ )?  and the .inf / .nan forms.
+bool IsCoreFloat(std::string_view s) {
+  std::string_view body = s;
+  if (!body.empty() && (body[0] == '-' || body[0] == '+')) body.remove_prefix(1);
+  if (body == ".inf" || body == ".Inf" || body == ".INF") return true;
+  if (s == ".nan" || s == ".NaN" || s == ".NAN") return true;
+  size_t i = 0;
+  size_t int_digits = 0;
+  while (i < body.size() && body[i] >= '0' && body[i] <= '9') ++i, ++int_digits;
+  size_t frac_digits = 0;
+  if (i < body.size() && body[i] == '.') {
+    ++i;
+    while (i < body.size() && body[i] >= '0' && body[i] <= '9') ++i, ++frac_digits;
+  }
+  if (int_digits == 0 && frac_digits == 0) return false;
+  if (i < body.size() && (body[i] == 'e' || body[i] == 'E')) {
+    ++i;
+    if (i < body.size() && (body[i] == '-' || body[i] == '+')) ++i;
+    if (!IsDigits(body.substr(i))) return false;
+    return true;
+  }
+  return i == body.size();
+}
+
+// How a plain (unquoted, untagged) scalar resolves.
+YamlKind ResolvePlain(std::string_view s) {
+  if (IsCoreNull(s)) return YamlKind::kNull;
+  if (IsCoreBool(s)) return YamlKind::kBool;
+  if (IsCoreInt(s)) return YamlKind::kInt;
+  if (IsCoreFloat(s)) return YamlKind::kFloat;
+  return YamlKind::kString;
+}
+
+bool IsIdentifier(std::string_view key) {
+  if (key.empty()) return false;
+  for (char c : key) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// Thrown by the counting pass to stop the parser before it recurses any deeper.
+struct TooDeep {
+  YAML::Mark mark;
+};
+
+// First pass over the event stream: finds which document a syntax error is in, stops nesting
+// before yaml-cpp's recursive parser goes deep, and notes whether aliases need an expansion check.
+class CountingHandler : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark&) override {
+    ++documents_;
+    depth_ = 0;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override { has_alias_ = true; }
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    Enter(mark);
+  }
+  void OnSequenceEnd() override { --depth_; }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    Enter(mark);
+  }
+  void OnMapEnd() override { --depth_; }
+
+  int documents() const { return documents_; }
+  bool has_alias() const { return has_alias_; }
+
+ private:
+  void Enter(const YAML::Mark& mark) {
+    if (++depth_ > kMaxYamlDepth) throw TooDeep{mark};
+  }
+
+  int documents_ = 0;
+  int depth_ = 0;
+  bool has_alias_ = false;
+};
+
+std::string MarkPrefix(int document, const YAML::Mark& mark) {
+  std::string out = "document " + std::to_string(document < 1 ? 1 : document);
+  if (!mark.is_null()) {
+    out += ": line " + std::to_string(mark.line + 1) + ", column " + std::to_string(mark.column + 1);
+  }
+  return out;
+}
+
+// Walks `node` as the tree it expands to, following aliases, within the depth and node caps.
+bool WithinExpansionLimits(const YAML::Node& node, int depth, int64_t* budget) {
+  if (--*budget < 0 || depth > kMaxYamlDepth) return false;
+  if (node.IsMap()) {
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      if (!WithinExpansionLimits(it->first, depth + 1, budget)) return false;
+      if (!WithinExpansionLimits(it->second, depth + 1, budget)) return false;
+    }
+  } else if (node.IsSequence()) {
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      if (!WithinExpansionLimits(*it, depth + 1, budget)) return false;
+    }
+  }
+  return true;
+}
+
+bool NeedsQuotes(const std::string& s) { return ResolvePlain(s) != YamlKind::kString; }
+
+// Literal block style reads back exactly only for text yaml-cpp writes with the default "clip"
+// chomping: one trailing newline, no leading blank on the first line, nothing unprintable.
+bool SuitsLiteral(const std::string& s) {
+  if (s.size() < 2 || s.back() != '\n' || s[s.size() - 2] == '\n') return false;
+  if (s[0] == ' ' || s[0] == '\t' || s[0] == '\n') return false;
+  for (unsigned char c : s) {
+    if ((c < 0x20 && c != '\n') || c == 0x7f) return false;
+  }
+  return true;
+}
+
+void EmitNode(YAML::Emitter& out, const YAML::Node& node, bool is_key) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map:
+      out << YAML::BeginMap;
+      for (auto it = node.begin(); it != node.end(); ++it) {
+        out << YAML::Key;
+        EmitNode(out, it->first, true);
+        out << YAML::Value;
+        EmitNode(out, it->second, false);
+      }
+      out << YAML::EndMap;
+      return;
+    case YAML::NodeType::Sequence:
+      out << YAML::BeginSeq;
+      for (auto it = node.begin(); it != node.end(); ++it) EmitNode(out, *it, false);
+      out << YAML::EndSeq;
+      return;
+    case YAML::NodeType::Scalar: {
+      const std::string& text = node.Scalar();
+      YamlKind kind = is_key ? YamlKind::kString : Classify(node);
+      if (kind != YamlKind::kString) {
+        out << text;
+      } else if (!is_key && text.find('\n') != std::string::npos && SuitsLiteral(text)) {
+        out << YAML::Literal << text;
+      } else if (NeedsQuotes(text) || text.find('\n') != std::string::npos) {
+        out << YAML::DoubleQuoted << text;
+      } else {
+        out << text;
+      }
+      return;
+    }
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      out << YAML::Null;
+      return;
+  }
+}
+
+}  // namespace
+
+YamlKind Classify(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map:
+      return YamlKind::kObject;
+    case YAML::NodeType::Sequence:
+      return YamlKind::kArray;
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      return YamlKind::kNull;
+    case YAML::NodeType::Scalar:
+      break;
+  }
+  const std::string& tag = node.Tag();
+  if (tag == "!" || tag == "tag:yaml.org,2002:str") return YamlKind::kString;
+  if (tag == "tag:yaml.org,2002:int") return YamlKind::kInt;
+  if (tag == "tag:yaml.org,2002:float") return YamlKind::kFloat;
+  if (tag == "tag:yaml.org,2002:bool") return YamlKind::kBool;
+  // Plain scalars ("?") and unknown local tags resolve by their text.
+  return ResolvePlain(node.Scalar());
+}
+
+const char* YamlKindName(YamlKind kind) {
+  switch (kind) {
+    case YamlKind::kNull:
+      return "null";
+    case YamlKind::kBool:
+      return "boolean";
+    case YamlKind::kInt:
+      return "integer";
+    case YamlKind::kFloat:
+      return "number";
+    case YamlKind::kString:
+      return "string";
+    case YamlKind::kObject:
+      return "object";
+    case YamlKind::kArray:
+      return "array";
+  }
+  return "?";
+}
+
+std::string QuoteForMessage(std::string_view s) {
+  constexpr size_t kMaxShown = 80;
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size() && i < kMaxShown; ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (s.size() > kMaxShown) out += "...";
+  out += '"';
+  return out;
+}
+
+std::string DescribeValue(const YAML::Node& node) {
+  YamlKind kind = Classify(node);
+  switch (kind) {
+    case YamlKind::kString:
+      return QuoteForMessage(node.Scalar());
+    case YamlKind::kBool:
+    case YamlKind::kInt:
+    case YamlKind::kFloat: {
+      const std::string& s = node.Scalar();
+      return s.size() > 40 ? s.substr(0, 40) + "..." : s;
+    }
+    case YamlKind::kNull:
+      return "null";
+    case YamlKind::kObject:
+      return "an object";
+    case YamlKind::kArray:
+      return "an array";
+  }
+  return "?";
+}
+
+std::optional<int64_t> ParseInt64(std::string_view s) {
+  if (!s.empty() && s[0] == '+') s.remove_prefix(1);
+  if (s.empty()) return std::nullopt;
+  int64_t value = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
+  return value;
+}
+
+YAML::Node MapGet(const YAML::Node& node, std::string_view key) {
+  if (!node.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    if (it->first.IsScalar() && it->first.Scalar() == key) return it->second;
+  }
+  return YAML::Node(YAML::NodeType::Undefined);
+}
+
+bool IsSet(const YAML::Node& node) { return node.IsDefined() && !node.IsNull(); }
+
+std::string AppendKey(const std::string& path, std::string_view key) {
+  if (!IsIdentifier(key)) return path + "[" + std::string(key) + "]";
+  if (path.empty()) return std::string(key);
+  return path + "." + std::string(key);
+}
+
+std::string AppendIndex(const std::string& path, size_t index) {
+  return path + "[" + std::to_string(index) + "]";
+}
+
+Result<std::vector<YamlDocument>> LoadDocuments(std::string_view text) {
+  if (text.size() > kMaxYamlBytes) {
+    return InvalidError("input is " + std::to_string(text.size()) + " bytes, over the limit of " +
+                        std::to_string(kMaxYamlBytes) + " bytes");
+  }
+  std::string buffer(text);
+  CountingHandler counter;
+  try {
+    std::istringstream in(buffer);
+    YAML::Parser parser(in);
+    while (parser.HandleNextDocument(counter)) {
+    }
+  } catch (const TooDeep& e) {
+    return InvalidError(MarkPrefix(counter.documents(), e.mark) + ": nested deeper than " +
+                        std::to_string(kMaxYamlDepth) + " levels");
+  } catch (const YAML::Exception& e) {
+    return InvalidError(MarkPrefix(counter.documents(), e.mark) +
+                        ": YAML syntax error: " + e.msg);
+  }
+
+  std::vector<YAML::Node> nodes;
+  try {
+    nodes = YAML::LoadAll(buffer);
+  } catch (const YAML::Exception& e) {
+    // The first pass accepted this text, so the same parser should too.
+    return InvalidError(MarkPrefix(1, e.mark) + ": YAML syntax error: " + e.msg);
+  }
+
+  std::vector<YamlDocument> docs;
+  docs.reserve(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    int index = static_cast<int>(i) + 1;
+    if (counter.has_alias()) {
+      int64_t budget = kMaxYamlNodes;
+      if (!WithinExpansionLimits(nodes[i], 0, &budget)) {
+        return InvalidError("document " + std::to_string(index) +
+                            ": aliases expand past the limits (" + std::to_string(kMaxYamlNodes) +
+                            " nodes, " + std::to_string(kMaxYamlDepth) + " levels)");
+      }
+    }
+    docs.push_back({index, nodes[i]});
+  }
+  return docs;
+}
+
+std::string EmitYaml(const YAML::Node& node) {
+  YAML::Emitter out;
+  out.SetIndent(2);
+  EmitNode(out, node, false);
+  std::string text = out.c_str();
+  if (!text.empty() && text.back() != '\n') text += '\n';
+  return text;
+}
+
+}  // namespace trainlet::trainjob
