@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/eventhandler.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <sstream>
@@ -159,6 +160,10 @@ void EmitNode(YAML::Emitter& out, const YAML::Node& node, bool is_key) {
     case YAML::NodeType::Map:
       out << YAML::BeginMap;
       for (auto it = node.begin(); it != node.end(); ++it) {
+        // YAML limits implicit keys to 1024 characters on one line; others need "? key".
+        const bool long_key = !it->first.IsScalar() || it->first.Scalar().size() > 512 ||
+                              it->first.Scalar().find('\n') != std::string::npos;
+        if (long_key) out << YAML::LongKey;
         out << YAML::Key;
         EmitNode(out, it->first, true);
         out << YAML::Value;
@@ -190,6 +195,40 @@ void EmitNode(YAML::Emitter& out, const YAML::Node& node, bool is_key) {
       out << YAML::Null;
       return;
   }
+}
+
+// Offset of the first byte that breaks UTF-8 (overlongs, surrogates and values past U+10FFFF
+// included), or npos.
+size_t FindInvalidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    uint32_t cp = 0;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2, cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3, cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4, cp = c & 0x07;
+    } else {
+      return i;
+    }
+    if (i + len > s.size()) return i;
+    for (size_t k = 1; k < len; ++k) {
+      unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    static constexpr uint32_t kMinForLength[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMinForLength[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += len;
+  }
+  return std::string_view::npos;
 }
 
 }  // namespace
@@ -312,6 +351,15 @@ Result<std::vector<YamlDocument>> LoadDocuments(std::string_view text) {
   if (text.size() > kMaxYamlBytes) {
     return InvalidError("input is " + std::to_string(text.size()) + " bytes, over the limit of " +
                         std::to_string(kMaxYamlBytes) + " bytes");
+  }
+  // Kubernetes objects are JSON, hence UTF-8; yaml-cpp would also guess UTF-16/32 from the first
+  // bytes, which no TrainJob file needs.
+  if (size_t bad = FindInvalidUtf8(text); bad != std::string_view::npos) {
+    size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + bad, '\n'));
+    size_t line_start = text.rfind('\n', bad);  // text[bad] is not a newline
+    size_t column = line_start == std::string_view::npos ? bad + 1 : bad - line_start;
+    return InvalidError("line " + std::to_string(line) + ", column " + std::to_string(column) +
+                        ": not valid UTF-8");
   }
   std::string buffer(text);
   CountingHandler counter;

@@ -100,6 +100,23 @@ TEST(YamlSupportTest, RefusesBillionLaughs) {
   EXPECT_TRUE(LoadDocuments("a: &x {k: v}\nb: *x\n").ok());
 }
 
+TEST(YamlSupportTest, RefusesInvalidUtf8WithPosition) {
+  auto docs = LoadDocuments("a: 1\nb: x\xff\n");
+  ASSERT_FALSE(docs.ok());
+  EXPECT_EQ(docs.status().message(), "line 2, column 5: not valid UTF-8");
+  EXPECT_FALSE(LoadDocuments("a: \xc0\x80\n").ok());        // overlong NUL
+  EXPECT_FALSE(LoadDocuments("a: \xed\xa0\x80\n").ok());    // a surrogate
+  EXPECT_TRUE(LoadDocuments("a: gr\xc3\xbc\xc3\x9f \xf0\x9f\x9a\x80\n").ok());
+}
+
+TEST(YamlSupportTest, EmitsLongAndMultiLineKeysExplicitly) {
+  YAML::Node in = YAML::Load("? " + std::string(2000, 'k') + "\n: 1\n\"a\\nb\": 2\n");
+  std::string emitted = EmitYaml(in);
+  YAML::Node out = YAML::Load(emitted);
+  EXPECT_EQ(out[std::string(2000, 'k')].Scalar(), "1") << emitted;
+  EXPECT_EQ(out["a\nb"].Scalar(), "2") << emitted;
+}
+
 TEST(YamlSupportTest, EmitKeepsTypes) {
   const std::string text =
       "s: \"3\"\nb: \"true\"\ne: \"\"\nn: \"null\"\ni: 3\nt: true\nz: ~\n"
