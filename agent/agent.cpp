@@ -1,0 +1,317 @@
+#include "agent/agent.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "agent/topology.h"
+#include "common/zmq_sockets.h"
+
+extern char** environ;
+
+namespace trainlet::agent {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+sigset_t LoopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGCHLD);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string Hostname() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+}  // namespace
+
+void BlockLoopSignals() {
+  sigset_t set = LoopSignals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+Agent::Agent(AgentConfig config) : config_(std::move(config)) {}
+
+Agent::~Agent() {
+  if (signal_fd_ >= 0) close(signal_fd_);
+}
+
+Result<std::unique_ptr<Agent>> Agent::Create(AgentConfig config) {
+  std::unique_ptr<Agent> agent(new Agent(std::move(config)));
+  TRAINLET_RETURN_IF_ERROR(agent->Init());
+  return agent;
+}
+
+Status Agent::Init() {
+  if (config_.name.empty()) config_.name = Hostname();
+  if (config_.address.empty()) config_.address = "127.0.0.1";
+  if (config_.coordinator.empty()) return InvalidError("--coordinator: required");
+  if (config_.state_dir.empty()) return InvalidError("--state-dir: required");
+  std::error_code ec;
+  fs::create_directories(config_.state_dir, ec);
+  if (ec) return IoError("--state-dir " + config_.state_dir + ": " + ec.message());
+
+  TRAINLET_ASSIGN_OR_RETURN(keys_, ReadKeyPair(config_.key_file));
+  if (keys_.secret_z85.empty()) {
+    return InvalidError("--key " + config_.key_file + ": holds no secret-key");
+  }
+  TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair server, ReadKeyPair(config_.coordinator_key_file));
+  coordinator_public_ = server.public_z85;
+
+  TRAINLET_ASSIGN_OR_RETURN(v1::Topology topo, DiscoverTopology(config_.topology_xml));
+  spdlog::info("node {}: {}", config_.name, SummarizeTopology(topo));
+  info_.set_name(config_.name);
+  info_.set_address(config_.address);
+  info_.set_hostname(Hostname());
+  info_.set_slots(config_.slots != 0 ? config_.slots : std::max<uint32_t>(1, topo.pus()));
+  *info_.mutable_topology() = std::move(topo);
+  for (const auto& [k, v] : config_.labels) (*info_.mutable_labels())[k] = v;
+  info_.set_agent_version(TRAINLET_VERSION);
+  info_.set_boot_id_hash(static_cast<uint64_t>(NowUnixMs()));
+
+  TRAINLET_ASSIGN_OR_RETURN(
+      socket_, ConnectCurveDealer(ctx_, config_.coordinator, coordinator_public_, keys_));
+
+  sigset_t set = LoopSignals();
+  signal_fd_ = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (signal_fd_ < 0) return InternalError(std::string("signalfd: ") + std::strerror(errno));
+
+  std::vector<std::string> base_env;
+  for (char** e = environ; *e != nullptr; ++e) base_env.emplace_back(*e);
+  spawner_ = MakePosixProcessSpawner();
+  supervisor_ = std::make_unique<WorkerSupervisor>(spawner_.get(), std::move(base_env));
+  return Status::Ok();
+}
+
+void Agent::Send(v1::Envelope env) {
+  outbox_.push_back(std::move(env));
+  FlushOutbox();
+}
+
+void Agent::FlushOutbox() {
+  while (!outbox_.empty()) {
+    if (!SendOnDealer(socket_, outbox_.front())) return;  // not connected: keep, retry later
+    outbox_.pop_front();
+  }
+}
+
+void Agent::SendRegister() {
+  v1::Envelope env;
+  *env.mutable_register_() = info_;
+  // Registration is resent on a timer, so it never waits in the outbox behind itself.
+  SendOnDealer(socket_, env);
+  next_register_ = Clock::now() + config_.register_retry;
+}
+
+void Agent::SendHeartbeat() {
+  v1::Envelope env;
+  auto* hb = env.mutable_heartbeat();
+  hb->set_node(config_.name);
+  hb->set_seq(++heartbeat_seq_);
+  hb->set_sent_unix_ms(NowUnixMs());
+  hb->set_running_workers(static_cast<uint32_t>(supervisor_->running()));
+  // A heartbeat that cannot go now is worthless later: never queue it.
+  SendOnDealer(socket_, env);
+}
+
+std::string Agent::LogPath(const std::string& job, uint32_t attempt, uint32_t rank) const {
+  return config_.state_dir + "/logs/" + job + "/attempt-" + std::to_string(attempt) + "/rank-" +
+         std::to_string(rank) + ".log";
+}
+
+void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
+  uint32_t& latest = latest_attempt_[plan.job()];
+  if (plan.attempt() < latest) {
+    spdlog::warn("ignoring plan for {} attempt {}: attempt {} is newer", plan.job(), plan.attempt(),
+                 latest);
+    return;
+  }
+  if (latest != 0 && plan.attempt() > latest) {
+    // A newer attempt replaces the old one on this node: the old ranks must not run beside it.
+    supervisor_->Stop(plan.job(), latest, std::chrono::milliseconds(0), Clock::now());
+  }
+  latest = plan.attempt();
+  const std::string work_dir = config_.state_dir + "/work/" + plan.job();
+  std::error_code ec;
+  fs::create_directories(work_dir, ec);
+  spdlog::info("starting {} workers of {} attempt {}", plan.workers_size(), plan.job(),
+               plan.attempt());
+  for (const auto& w : plan.workers()) {
+    if (supervisor_->IsRunning(plan.job(), plan.attempt(), w.rank())) continue;  // duplicate plan
+    WorkerLaunch launch;
+    launch.job = plan.job();
+    launch.attempt = plan.attempt();
+    launch.rank = w.rank();
+    launch.local_rank = w.local_rank();
+    launch.argv.assign(w.argv().begin(), w.argv().end());
+    launch.env.insert(w.env().begin(), w.env().end());
+    launch.env["TRAINLET_NODE"] = config_.name;
+    launch.cwd = w.cwd().empty() ? work_dir : w.cwd();
+    launch.log_path = LogPath(plan.job(), plan.attempt(), w.rank());
+    auto pid = supervisor_->Start(launch);
+    v1::Envelope env;
+    auto* ev = env.mutable_worker_event();
+    ev->set_job(plan.job());
+    ev->set_attempt(plan.attempt());
+    ev->set_rank(w.rank());
+    ev->set_node(config_.name);
+    ev->set_unix_ms(NowUnixMs());
+    if (pid.ok()) {
+      ev->set_kind(v1::WorkerEvent::KIND_STARTED);
+      ev->set_pid(*pid);
+    } else {
+      ev->set_kind(v1::WorkerEvent::KIND_START_FAILED);
+      ev->set_message(pid.status().message());
+      spdlog::error("rank {} of {}: {}", w.rank(), plan.job(), pid.status().message());
+    }
+    Send(std::move(env));
+  }
+}
+
+void Agent::OnStopWorkers(const v1::StopWorkers& stop) {
+  spdlog::info("stopping {} attempt {}: {}", stop.job(), stop.attempt(), stop.reason());
+  supervisor_->Stop(stop.job(), stop.attempt(), std::chrono::milliseconds(10000), Clock::now());
+}
+
+void Agent::OnLogRead(const v1::LogRead& read) {
+  v1::Envelope env;
+  auto* chunk = env.mutable_log_chunk();
+  chunk->set_request_id(read.request_id());
+  const std::string path = LogPath(read.job(), read.attempt(), read.rank());
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    chunk->set_error("no log for rank " + std::to_string(read.rank()) + " of " + read.job() +
+                     " attempt " + std::to_string(read.attempt()) + " on node " + config_.name);
+  } else {
+    const uint32_t max = std::min<uint32_t>(read.max_bytes() == 0 ? 256 << 10 : read.max_bytes(),
+                                            1 << 20);
+    in.seekg(static_cast<std::streamoff>(read.offset()));
+    std::string data(max, '\0');
+    in.read(data.data(), max);
+    data.resize(static_cast<size_t>(in.gcount()));
+    chunk->set_next_offset(read.offset() + data.size());
+    chunk->set_eof(data.size() < max);
+    chunk->set_data(std::move(data));
+  }
+  Send(std::move(env));
+}
+
+void Agent::OnChildExits() {
+  for (const WorkerExit& e : supervisor_->Reap()) {
+    v1::Envelope env;
+    auto* ev = env.mutable_worker_event();
+    ev->set_job(e.job);
+    ev->set_attempt(e.attempt);
+    ev->set_rank(e.rank);
+    ev->set_node(config_.name);
+    ev->set_kind(v1::WorkerEvent::KIND_EXITED);
+    ev->set_pid(e.pid);
+    ev->set_exit_code(e.exit_code);
+    ev->set_signal(e.signal);
+    ev->set_unix_ms(NowUnixMs());
+    spdlog::info("rank {} of {} attempt {} exited: code {} signal {}", e.rank, e.job, e.attempt,
+                 e.exit_code, e.signal);
+    Send(std::move(env));
+  }
+}
+
+void Agent::OnMessage(const v1::Envelope& env) {
+  switch (env.body_case()) {
+    case v1::Envelope::kRegisterAck:
+      if (env.register_ack().accepted()) {
+        if (!registered_) spdlog::info("registered with {}", config_.coordinator);
+        registered_ = true;
+      } else {
+        spdlog::warn("coordinator asks to register again: {}", env.register_ack().reason());
+        registered_ = false;
+        SendRegister();
+      }
+      break;
+    case v1::Envelope::kLaunchPlan: OnLaunchPlan(env.launch_plan()); break;
+    case v1::Envelope::kStopWorkers: OnStopWorkers(env.stop_workers()); break;
+    case v1::Envelope::kLogRead: OnLogRead(env.log_read()); break;
+    default:
+      drops_.Add(DropReason::kUnexpected);
+      spdlog::warn("dropped an unexpected {} from the coordinator",
+                   v1::MessageType_Name(env.type()));
+  }
+}
+
+bool Agent::OnSignalFd() {
+  bool keep_running = true;
+  signalfd_siginfo info{};
+  while (read(signal_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+    if (info.ssi_signo == SIGCHLD) continue;  // reaped below, whatever the count
+    if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGINT) keep_running = false;
+  }
+  OnChildExits();
+  return keep_running;
+}
+
+Status Agent::Run() {
+  spdlog::info("agent {} ({}) connecting to {}", config_.name, config_.address, config_.coordinator);
+  SendRegister();
+  next_heartbeat_ = Clock::now();
+  while (true) {
+    const auto now = Clock::now();
+    if (now >= next_heartbeat_) {
+      SendHeartbeat();
+      next_heartbeat_ = now + config_.heartbeat_interval;
+    }
+    if (!registered_ && now >= next_register_) SendRegister();
+    FlushOutbox();
+    auto wake = std::min(next_heartbeat_, registered_ ? next_heartbeat_ : next_register_);
+    if (auto t = supervisor_->Tick(now)) wake = std::min(wake, now + *t);
+    if (!outbox_.empty()) wake = std::min(wake, now + std::chrono::milliseconds(50));
+    const auto timeout =
+        std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count());
+
+    zmq_pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
+                              {nullptr, signal_fd_, ZMQ_POLLIN, 0}};
+    if (zmq_poll(items, 2, static_cast<long>(timeout)) < 0) {
+      if (zmq_errno() == EINTR) continue;
+      return InternalError(std::string("zmq_poll: ") + zmq_strerror(zmq_errno()));
+    }
+    if (items[1].revents & ZMQ_POLLIN) {
+      if (!OnSignalFd()) break;
+    }
+    if (items[0].revents & ZMQ_POLLIN) {
+      for (int i = 0; i < 64; ++i) {
+        auto env = ReceiveFromDealer(socket_, drops_);
+        if (!env) {
+          if (!(socket_.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
+          continue;
+        }
+        OnMessage(*env);
+      }
+    }
+  }
+  spdlog::info("agent {} stopping: ending {} workers", config_.name, supervisor_->running());
+  for (const auto& e : supervisor_->KillAllAndWait(std::chrono::seconds(10))) {
+    spdlog::info("rank {} of {} ended at shutdown (signal {})", e.rank, e.job, e.signal);
+  }
+  return Status::Ok();
+}
+
+}  // namespace trainlet::agent

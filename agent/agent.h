@@ -1,0 +1,85 @@
+// The node agent: registers this node with the coordinator, heartbeats, starts and supervises the
+// node's workers, reports their events and serves their logs.
+//
+// Threading: one event loop (Run) polls the coordinator socket and a signalfd; nothing else runs
+// on its own thread, so no member needs a lock. The caller must have blocked SIGCHLD, SIGTERM,
+// SIGINT and SIGHUP in every thread before creating any thread (BlockLoopSignals does it).
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <zmq.hpp>
+
+#include "agent/process_spawner.h"
+#include "agent/worker_supervisor.h"
+#include "common/curve_keys.h"
+#include "common/envelope.h"
+#include "common/status.h"
+
+namespace trainlet::agent {
+
+struct AgentConfig {
+  std::string name;                  // node name, unique in the cluster
+  std::string address;               // address other nodes' ranks reach this node at
+  std::string coordinator;           // coordinator's agent endpoint, tcp://host:port
+  std::string coordinator_key_file;  // the coordinator's public key (.pub file)
+  std::string key_file;              // this agent's key pair
+  std::string state_dir;             // logs and worker dirs live here
+  std::string topology_xml;          // "" discovers this machine; else impersonates that XML
+  uint32_t slots = 0;                // ranks accepted at once; 0 means one per PU
+  std::map<std::string, std::string> labels;
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::chrono::milliseconds register_retry{2000};
+};
+
+// Blocks the signals the loop reads through its signalfd. Call first thing in main().
+void BlockLoopSignals();
+
+class Agent {
+ public:
+  // Loads keys and discovers the topology. Errors name the flag or file at fault.
+  static Result<std::unique_ptr<Agent>> Create(AgentConfig config);
+  ~Agent();
+
+  // Runs until SIGTERM or SIGINT, then stops every worker and returns.
+  Status Run();
+
+ private:
+  explicit Agent(AgentConfig config);
+  Status Init();
+  void SendRegister();
+  void SendHeartbeat();
+  void Send(v1::Envelope env);  // queued and retried while the coordinator is unreachable
+  void FlushOutbox();
+  void OnMessage(const v1::Envelope& env);
+  void OnLaunchPlan(const v1::LaunchPlan& plan);
+  void OnStopWorkers(const v1::StopWorkers& stop);
+  void OnLogRead(const v1::LogRead& read);
+  void OnChildExits();
+  std::string LogPath(const std::string& job, uint32_t attempt, uint32_t rank) const;
+  bool OnSignalFd();  // false when asked to stop
+
+  // Constant after construction.
+  AgentConfig config_;
+  // Owned by the loop.
+  zmq::context_t ctx_;
+  zmq::socket_t socket_;
+  int signal_fd_ = -1;
+  CurveKeyPair keys_;
+  std::string coordinator_public_;
+  v1::NodeInfo info_;
+  std::unique_ptr<ProcessSpawner> spawner_;
+  std::unique_ptr<WorkerSupervisor> supervisor_;
+  DropCounters drops_;
+  std::deque<v1::Envelope> outbox_;
+  std::map<std::string, uint32_t> latest_attempt_;  // job -> newest attempt seen in a plan
+  bool registered_ = false;
+  uint64_t heartbeat_seq_ = 0;
+  std::chrono::steady_clock::time_point next_heartbeat_{};
+  std::chrono::steady_clock::time_point next_register_{};
+};
+
+}  // namespace trainlet::agent

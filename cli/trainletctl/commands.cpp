@@ -1,0 +1,296 @@
+#include "trainletctl/commands.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "trainletctl/coordinator_client.h"
+#include "trainletctl/render.h"
+
+namespace trainlet::cli {
+namespace {
+
+using namespace std::chrono_literals;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int Error(const std::string& message) {
+  std::cerr << "error: " << message << "\n";
+  return 1;
+}
+
+int Error(const Status& s) { return Error(s.message()); }
+
+Result<std::unique_ptr<CoordinatorClient>> Open(const CommonFlags& f) {
+  TRAINLET_ASSIGN_OR_RETURN(ClientConfig config, LoadClientConfig(ResolveHome(f.home)));
+  return CoordinatorClient::Connect(config);
+}
+
+// "trainjobs", "trainjob", "tj", "trainjob.trainer.kubeflow.org" -> "trainjob"; same for nodes.
+std::string NormalizeKind(std::string kind, std::string& name) {
+  if (auto slash = kind.find('/'); slash != std::string::npos && name.empty()) {
+    name = kind.substr(slash + 1);
+    kind = kind.substr(0, slash);
+  }
+  std::transform(kind.begin(), kind.end(), kind.begin(), ::tolower);
+  if (auto dot = kind.find('.'); dot != std::string::npos) kind = kind.substr(0, dot);
+  if (kind == "trainjobs" || kind == "trainjob" || kind == "tj") return "trainjob";
+  if (kind == "nodes" || kind == "node" || kind == "no") return "node";
+  return "";
+}
+
+}  // namespace
+
+int64_t ParseDuration(const std::string& text) {
+  if (text.empty()) return -1;
+  size_t pos = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &pos);
+  } catch (const std::exception&) {
+    return -1;
+  }
+  const std::string unit = text.substr(pos);
+  static const std::map<std::string, double> kUnits = {
+      {"", 1000}, {"s", 1000}, {"ms", 1}, {"m", 60000}, {"h", 3600000}};
+  auto it = kUnits.find(unit);
+  if (it == kUnits.end() || value < 0) return -1;
+  return static_cast<int64_t>(value * it->second);
+}
+
+int CmdGet(const CommonFlags& f, const std::string& kind_arg, const std::string& name_arg) {
+  std::string name = name_arg;
+  const std::string kind = NormalizeKind(kind_arg, name);
+  if (kind.empty()) return Error("unknown resource type \"" + kind_arg + "\"; use nodes or trainjobs");
+  auto format = ParseOutputFormat(f.output);
+  if (!format.ok()) return Error(format.status());
+  auto client = Open(f);
+  if (!client.ok()) return Error(client.status());
+  v1::OperatorRequest req;
+  if (kind == "node") {
+    req.mutable_get_nodes();
+  } else {
+    req.mutable_get_jobs()->set_name(name);
+  }
+  auto resp = (*client)->Call(req);
+  if (!resp.ok()) return Error(resp.status());
+  if (kind == "node") {
+    v1::NodeList nodes = resp->nodes();
+    if (!name.empty()) {
+      v1::NodeList one;
+      for (const auto& n : nodes.nodes()) {
+        if (n.info().name() == name) *one.add_nodes() = n;
+      }
+      if (one.nodes_size() == 0) return Error("node/" + name + " not found");
+      nodes = one;
+    }
+    if (nodes.nodes_size() == 0 && *format == OutputFormat::kTable) {
+      std::cerr << "No nodes registered.\n";
+      return 0;
+    }
+    std::cout << RenderNodes(nodes, *format, NowMs());
+  } else {
+    if (resp->jobs().jobs_size() == 0 && *format == OutputFormat::kTable) {
+      std::cerr << "No trainjobs found.\n";
+      return 0;
+    }
+    std::cout << RenderJobs(resp->jobs(), *format, NowMs());
+  }
+  return 0;
+}
+
+int CmdDescribe(const CommonFlags& f, const std::string& kind_arg, const std::string& name_arg) {
+  std::string name = name_arg;
+  const std::string kind = NormalizeKind(kind_arg, name);
+  if (kind != "trainjob") return Error("describe supports trainjob only, got \"" + kind_arg + "\"");
+  if (name.empty()) return Error("describe trainjob: give the job's name");
+  auto client = Open(f);
+  if (!client.ok()) return Error(client.status());
+  v1::OperatorRequest req;
+  req.mutable_get_jobs()->set_name(name);
+  auto resp = (*client)->Call(req);
+  if (!resp.ok()) return Error(resp.status());
+  std::cout << DescribeJob(resp->jobs().jobs(0), NowMs());
+  return 0;
+}
+
+int CmdApply(const CommonFlags& f, const std::string& file) {
+  std::stringstream text;
+  if (file == "-") {
+    text << std::cin.rdbuf();
+  } else {
+    std::ifstream in(file);
+    if (!in) return Error("-f " + file + ": cannot read the file");
+    text << in.rdbuf();
+  }
+  auto client = Open(f);
+  if (!client.ok()) return Error(client.status());
+  v1::OperatorRequest req;
+  req.mutable_apply()->set_yaml(text.str());
+  req.mutable_apply()->set_source_name(file == "-" ? "stdin" : file);
+  auto resp = (*client)->Call(req);
+  if (!resp.ok()) return Error(resp.status());
+  auto lower = [](std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), ::tolower);
+    return s;
+  };
+  const auto& r = resp->apply();
+  for (const auto& w : r.warnings()) std::cerr << "Warning: " << w << "\n";
+  if (f.output == "json") {
+    std::cout << ToJson(r);
+    return 0;
+  }
+  for (const auto& c : r.created()) std::cout << lower(c) << " created\n";
+  for (const auto& c : r.configured()) std::cout << lower(c) << " configured\n";
+  for (const auto& c : r.unchanged()) std::cout << lower(c) << " unchanged\n";
+  return 0;
+}
+
+int CmdWait(const CommonFlags& f, const std::string& target, const std::string& for_condition,
+            const std::string& timeout) {
+  std::string name;
+  const std::string kind = NormalizeKind(target, name);
+  if (kind != "trainjob" || name.empty()) {
+    return Error("wait: expected trainjob/NAME, got \"" + target + "\"");
+  }
+  std::string condition;
+  if (for_condition.rfind("condition=", 0) == 0) {
+    condition = for_condition.substr(10);
+    if (auto eq = condition.find('='); eq != std::string::npos) {
+      if (condition.substr(eq + 1) != "True" && condition.substr(eq + 1) != "true") {
+        return Error("--for=" + for_condition + ": only condition=NAME (or =True) is supported");
+      }
+      condition = condition.substr(0, eq);
+    }
+  } else if (for_condition == "delete") {
+    condition = "Deleted";
+  } else if (for_condition.rfind("jsonpath=", 0) == 0 || for_condition.empty()) {
+    return Error("--for: use condition=Complete, condition=Failed, condition=Suspended or delete");
+  } else {
+    return Error("--for=" + for_condition +
+                 ": use condition=Complete, condition=Failed, condition=Suspended or delete");
+  }
+  const int64_t ms = ParseDuration(timeout);
+  if (ms < 0) return Error("--timeout=" + timeout + ": expected a duration such as 60s, 5m or 1h");
+  auto client = Open(f);
+  if (!client.ok()) return Error(client.status());
+  v1::OperatorRequest req;
+  auto* w = req.mutable_wait_job();
+  w->set_name(name);
+  w->set_condition(condition);
+  w->set_timeout_ms(static_cast<uint32_t>(ms));
+  auto resp = (*client)->Call(req, std::chrono::milliseconds(ms) + 10s);
+  if (!resp.ok()) return Error(resp.status());
+  const auto& r = resp->wait_job();
+  if (r.met()) {
+    std::cout << "trainjob/" << name << " condition met\n";
+    return 0;
+  }
+  return Error(r.message());
+}
+
+int CmdDelete(const CommonFlags& f, const std::string& kind_arg, const std::string& name_arg,
+              bool wait, const std::string& timeout) {
+  std::string name = name_arg;
+  const std::string kind = NormalizeKind(kind_arg, name);
+  if (kind != "trainjob" || name.empty()) return Error("delete: expected trainjob NAME");
+  const int64_t ms = ParseDuration(timeout);
+  if (ms < 0) return Error("--timeout=" + timeout + ": expected a duration such as 60s");
+  auto client = Open(f);
+  if (!client.ok()) return Error(client.status());
+  v1::OperatorRequest req;
+  req.mutable_delete_job()->set_name(name);
+  auto resp = (*client)->Call(req);
+  if (!resp.ok()) return Error(resp.status());
+  if (wait) {
+    v1::OperatorRequest w;
+    w.mutable_wait_job()->set_name(name);
+    w.mutable_wait_job()->set_condition("Deleted");
+    w.mutable_wait_job()->set_timeout_ms(static_cast<uint32_t>(ms));
+    auto done = (*client)->Call(w, std::chrono::milliseconds(ms) + 10s);
+    if (!done.ok()) return Error(done.status());
+    if (!done->wait_job().met()) {
+      return Error("trainjob/" + name + " is still stopping its ranks after " + timeout +
+                   "; it will be removed once they exit");
+    }
+  }
+  std::cout << "trainjob/" << name << " deleted\n";
+  return 0;
+}
+
+int CmdLogs(const CommonFlags& f, const std::string& job, int rank, bool follow, uint32_t attempt) {
+  auto client = Open(f);
+  if (!client.ok()) return Error(client.status());
+  std::vector<uint32_t> ranks;
+  if (rank >= 0) {
+    ranks.push_back(static_cast<uint32_t>(rank));
+  } else {
+    v1::OperatorRequest req;
+    req.mutable_get_jobs()->set_name(job);
+    auto resp = (*client)->Call(req);
+    if (!resp.ok()) return Error(resp.status());
+    for (const auto& r : resp->jobs().jobs(0).ranks()) ranks.push_back(r.rank());
+    if (ranks.empty()) return Error("trainjob/" + job + " has no ranks yet");
+  }
+  const bool prefix = rank < 0;
+  struct Stream {
+    uint64_t offset = 0;
+    std::string partial;
+    bool done = false;
+  };
+  std::map<uint32_t, Stream> streams;
+  for (uint32_t r : ranks) streams[r];
+  while (true) {
+    bool progressed = false;
+    for (auto& [r, s] : streams) {
+      if (s.done) continue;
+      v1::OperatorRequest req;
+      auto* l = req.mutable_logs();
+      l->set_job(job);
+      l->set_rank(r);
+      l->set_offset(s.offset);
+      l->set_attempt(attempt);
+      l->set_max_bytes(256 << 10);
+      auto resp = (*client)->Call(req);
+      if (!resp.ok()) return Error(resp.status());
+      const auto& chunk = resp->logs();
+      s.offset = chunk.next_offset();
+      const std::string& data = chunk.data();
+      if (!data.empty()) progressed = true;
+      if (!prefix) {
+        std::cout << data;
+      } else {
+        s.partial += data;
+        size_t start = 0;
+        for (size_t nl; (nl = s.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
+          std::cout << "[rank " << r << "] " << s.partial.substr(start, nl - start + 1);
+        }
+        s.partial.erase(0, start);
+      }
+      const bool finished = chunk.eof() && (!follow || chunk.rank_done());
+      if (finished) {
+        if (prefix && !s.partial.empty()) std::cout << "[rank " << r << "] " << s.partial << "\n";
+        s.done = true;
+      } else if (!chunk.eof()) {
+        progressed = true;  // more is there right now: ask again at once
+      }
+    }
+    std::cout.flush();
+    if (std::all_of(streams.begin(), streams.end(), [](const auto& s) { return s.second.done; })) {
+      return 0;
+    }
+    if (!progressed) std::this_thread::sleep_for(200ms);
+  }
+}
+
+}  // namespace trainlet::cli

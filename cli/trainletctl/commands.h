@@ -1,0 +1,26 @@
+// The trainletctl commands that talk to a coordinator. Each returns the process exit code and
+// prints its own errors ("error: ..." on stderr).
+#pragma once
+
+#include <string>
+
+namespace trainlet::cli {
+
+struct CommonFlags {
+  std::string home;    // --home; "" means $TRAINLET_HOME or ~/.trainlet
+  std::string output;  // -o
+};
+
+int CmdGet(const CommonFlags& f, const std::string& kind, const std::string& name);
+int CmdDescribe(const CommonFlags& f, const std::string& kind, const std::string& name);
+int CmdApply(const CommonFlags& f, const std::string& file);
+int CmdDelete(const CommonFlags& f, const std::string& kind, const std::string& name, bool wait,
+              const std::string& timeout);
+int CmdWait(const CommonFlags& f, const std::string& target, const std::string& for_condition,
+            const std::string& timeout);
+int CmdLogs(const CommonFlags& f, const std::string& job, int rank, bool follow, uint32_t attempt);
+
+// "60s", "2m", "1h", "500ms", "30" (seconds) -> milliseconds; -1 when malformed.
+int64_t ParseDuration(const std::string& text);
+
+}  // namespace trainlet::cli

@@ -1,0 +1,35 @@
+// A synchronous client of the coordinator's operator endpoint, for trainletctl.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <zmq.hpp>
+
+#include "common/curve_keys.h"
+#include "common/envelope.h"
+#include "trainletctl/client_config.h"
+
+namespace trainlet::cli {
+
+class CoordinatorClient {
+ public:
+  static Result<std::unique_ptr<CoordinatorClient>> Connect(const ClientConfig& config);
+
+  // Sends one request and waits up to `timeout` for its answer. A refused CURVE handshake is
+  // reported as a PermissionError at once, rather than as a timeout. An answer carrying an error
+  // is returned as that error.
+  Result<v1::OperatorResponse> Call(v1::OperatorRequest request,
+                                    std::chrono::milliseconds timeout = std::chrono::seconds(15));
+
+ private:
+  CoordinatorClient() = default;
+  zmq::context_t ctx_;
+  zmq::socket_t socket_;
+  zmq::socket_t monitor_;
+  std::string endpoint_;
+  uint64_t next_id_ = 1;
+  DropCounters drops_;
+};
+
+}  // namespace trainlet::cli

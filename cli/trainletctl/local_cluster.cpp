@@ -1,0 +1,310 @@
+#include "trainletctl/local_cluster.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "common/curve_keys.h"
+#include "trainletctl/client_config.h"
+#include "trainletctl/coordinator_client.h"
+
+extern char** environ;
+
+namespace trainlet::cli {
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string SelfDir() {
+  std::error_code ec;
+  auto exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? "." : exe.parent_path().string();
+}
+
+// The daemons sit next to trainletctl, both in a build tree (build/bin) and when installed.
+Result<std::string> FindBinary(const std::string& name) {
+  const std::string beside = SelfDir() + "/" + name;
+  if (access(beside.c_str(), X_OK) == 0) return beside;
+  return NotFoundError(name + " not found next to trainletctl in " + SelfDir());
+}
+
+std::string FindRuntimesDir() {
+  for (const std::string& d : {SelfDir() + "/../share/trainlet/runtimes",
+                               std::string(TRAINLET_SOURCE_RUNTIMES_DIR)}) {
+    if (fs::is_directory(d)) return fs::canonical(d).string();
+  }
+  return "";
+}
+
+// Field 22 of /proc/<pid>/stat: start time in clock ticks since boot; "" when gone.
+std::string ProcessStartTime(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return "";
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos) return "";
+  std::istringstream rest(stat.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && rest >> field; ++i) {
+  }
+  return field;
+}
+
+bool IsZombieOrGone(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return true;
+  const auto close = stat.rfind(')');
+  return close == std::string::npos || stat.size() < close + 3 || stat[close + 2] == 'Z';
+}
+
+// Starts a daemon in its own session (so it outlives this command), output to `log`.
+Result<pid_t> SpawnDaemon(const std::vector<std::string>& argv, const std::string& log) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, argv[0].c_str(), &fa, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return InternalError("cannot start " + argv[0] + ": " + std::strerror(rc));
+  return pid;
+}
+
+Status WritePidFile(const std::string& path, pid_t pid) {
+  std::ofstream out(path, std::ios::trunc);
+  out << pid << " " << ProcessStartTime(pid) << "\n";
+  if (!out.flush()) return IoError("cannot write " + path);
+  return Status::Ok();
+}
+
+std::string Tail(const std::string& path, size_t lines) {
+  std::ifstream in(path);
+  std::vector<std::string> all;
+  std::string line;
+  while (std::getline(in, line)) all.push_back(line);
+  std::string out;
+  for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) {
+    out += "    " + all[i] + "\n";
+  }
+  return out;
+}
+
+// Reaps a daemon that died right away (we are its parent until we exit).
+bool Died(pid_t pid) {
+  int status = 0;
+  return waitpid(pid, &status, WNOHANG) == pid;
+}
+
+}  // namespace
+
+Status LocalUp(const LocalUpOptions& o) {
+  if (o.agents < 1 || o.agents > 250) return InvalidError("--agents: must be from 1 to 250");
+  if (!o.topologies.empty() && static_cast<int>(o.topologies.size()) != o.agents &&
+      o.topologies.size() != 1) {
+    return InvalidError("--topology: give one file per agent (" + std::to_string(o.agents) +
+                        ") or a single file for all");
+  }
+  for (const auto& t : o.topologies) {
+    if (!fs::is_regular_file(t)) return InvalidError("--topology " + t + ": no such file");
+  }
+  const std::string dir = o.dir;
+  if (fs::exists(dir + "/pids/coordinator.pid")) {
+    std::ifstream in(dir + "/pids/coordinator.pid");
+    pid_t pid = 0;
+    std::string start;
+    in >> pid >> start;
+    if (pid > 0 && ProcessStartTime(pid) == start) {
+      return Status(ErrorCode::kExists, "a local cluster is already running in " + dir +
+                                            " (stop it with: trainletctl local down --dir " + dir +
+                                            ")");
+    }
+  }
+  TRAINLET_ASSIGN_OR_RETURN(std::string coordinator_bin, FindBinary("trainlet-coordinator"));
+  TRAINLET_ASSIGN_OR_RETURN(std::string agent_bin, FindBinary("trainlet-agent"));
+  for (const char* sub : {"keys", "coordinator", "agents", "logs", "pids"}) {
+    std::error_code ec;
+    fs::create_directories(dir + "/" + sub, ec);
+    if (ec) return IoError("--dir " + dir + "/" + sub + ": " + ec.message());
+  }
+  fs::permissions(dir + "/keys", fs::perms::owner_all, fs::perm_options::replace);
+
+  // Keys: one for the coordinator, one per agent, one for the operator; allowlists by role.
+  const std::string keys = dir + "/keys";
+  auto make_key = [&](const std::string& name) -> Result<CurveKeyPair> {
+    const std::string path = keys + "/" + name + ".key";
+    if (fs::exists(path)) return ReadKeyPair(path);
+    TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair k, GenerateCurveKeyPair());
+    TRAINLET_RETURN_IF_ERROR(WriteKeyPair(path, k));
+    return k;
+  };
+  TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair coordinator_key, make_key("coordinator"));
+  (void)coordinator_key;
+  TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair operator_key, make_key("operator"));
+  {
+    std::ofstream(keys + "/operators.allow", std::ios::trunc)
+        << "# operator public keys allowed on the operator endpoint\n";
+    std::ofstream(keys + "/agents.allow", std::ios::trunc)
+        << "# agent public keys allowed on the agent endpoint\n";
+  }
+  TRAINLET_RETURN_IF_ERROR(
+      AppendToAllowlist(keys + "/operators.allow", operator_key.public_z85, "operator"));
+  std::vector<std::string> names;
+  for (int i = 1; i <= o.agents; ++i) {
+    names.push_back("node-" + std::to_string(i));
+    TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair k, make_key(names.back()));
+    TRAINLET_RETURN_IF_ERROR(AppendToAllowlist(keys + "/agents.allow", k.public_z85, names.back()));
+  }
+
+  // The coordinator picks free ports and tells us which through its endpoints file.
+  const std::string endpoints = dir + "/coordinator/endpoints.json";
+  fs::remove(endpoints);
+  std::vector<std::string> cargv = {coordinator_bin,
+                                    "--state-dir", dir + "/coordinator",
+                                    "--agent-listen", "tcp://127.0.0.1:0",
+                                    "--operator-listen", "tcp://127.0.0.1:0",
+                                    "--key", keys + "/coordinator.key",
+                                    "--agent-allowlist", keys + "/agents.allow",
+                                    "--operator-allowlist", keys + "/operators.allow",
+                                    "--endpoints-file", endpoints,
+                                    "--heartbeat-ms", std::to_string(o.heartbeat_ms),
+                                    "--lost-timeout-ms", std::to_string(o.lost_timeout_ms)};
+  const std::string runtimes = FindRuntimesDir();
+  if (!runtimes.empty()) cargv.insert(cargv.end(), {"--runtimes-dir", runtimes});
+  const std::string clog = dir + "/logs/coordinator.log";
+  TRAINLET_ASSIGN_OR_RETURN(pid_t cpid, SpawnDaemon(cargv, clog));
+  TRAINLET_RETURN_IF_ERROR(WritePidFile(dir + "/pids/coordinator.pid", cpid));
+  std::string agent_endpoint;
+  std::string operator_endpoint;
+  const auto deadline = std::chrono::steady_clock::now() + 15s;
+  while (agent_endpoint.empty()) {
+    if (Died(cpid)) {
+      fs::remove(dir + "/pids/coordinator.pid");
+      return UnavailableError("the coordinator exited at start; its log " + clog + " ends with:\n" +
+                              Tail(clog, 10));
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      return UnavailableError("the coordinator did not start serving within 15 s; see " + clog);
+    }
+    std::ifstream in(endpoints);
+    if (in) {
+      try {
+        auto j = nlohmann::json::parse(in);
+        agent_endpoint = j.at("agent_endpoint").get<std::string>();
+        operator_endpoint = j.at("operator_endpoint").get<std::string>();
+      } catch (const std::exception&) {
+      }
+    }
+    if (agent_endpoint.empty()) std::this_thread::sleep_for(20ms);
+  }
+  std::cerr << "coordinator: pid " << cpid << ", agents on " << agent_endpoint
+            << ", operators on " << operator_endpoint << "\n";
+
+  for (int i = 0; i < o.agents; ++i) {
+    const std::string& name = names[i];
+    std::vector<std::string> aargv = {agent_bin,
+                                      "--name", name,
+                                      "--address", "127.0.0." + std::to_string(i + 2),
+                                      "--coordinator", agent_endpoint,
+                                      "--coordinator-key", keys + "/coordinator.key.pub",
+                                      "--key", keys + "/" + name + ".key",
+                                      "--state-dir", dir + "/agents/" + name,
+                                      "--heartbeat-ms", std::to_string(o.heartbeat_ms)};
+    if (!o.topologies.empty()) {
+      aargv.insert(aargv.end(), {"--topology-xml", fs::absolute(o.topologies.size() == 1
+                                                                    ? o.topologies[0]
+                                                                    : o.topologies[i]).string()});
+    }
+    if (o.slots != 0) aargv.insert(aargv.end(), {"--slots", std::to_string(o.slots)});
+    TRAINLET_ASSIGN_OR_RETURN(pid_t apid, SpawnDaemon(aargv, dir + "/logs/" + name + ".log"));
+    TRAINLET_RETURN_IF_ERROR(WritePidFile(dir + "/pids/" + name + ".pid", apid));
+  }
+
+  ClientConfig config{dir, operator_endpoint, "keys/coordinator.key.pub", "keys/operator.key"};
+  TRAINLET_RETURN_IF_ERROR(SaveClientConfig(config));
+  TRAINLET_ASSIGN_OR_RETURN(ClientConfig loaded, LoadClientConfig(dir));
+  TRAINLET_ASSIGN_OR_RETURN(auto client, CoordinatorClient::Connect(loaded));
+  const auto ready_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s);
+  while (true) {
+    v1::OperatorRequest req;
+    req.mutable_get_nodes();
+    auto resp = client->Call(req, 5s);
+    int ready = 0;
+    if (resp.ok()) {
+      for (const auto& n : resp->nodes().nodes()) ready += n.state() == "Ready";
+    }
+    if (ready >= o.agents) break;
+    if (std::chrono::steady_clock::now() > ready_deadline) {
+      return UnavailableError(std::to_string(ready) + " of " + std::to_string(o.agents) +
+                              " agents became Ready within " + std::to_string(o.timeout_s) +
+                              " s; see the logs in " + dir + "/logs");
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  std::cerr << o.agents << " agents Ready\n";
+  std::cout << "export TRAINLET_HOME=" << dir << "\n";
+  return Status::Ok();
+}
+
+Status LocalDown(const std::string& dir, int timeout_s) {
+  const std::string pids = dir + "/pids";
+  if (!fs::is_directory(pids)) return NotFoundError("no local cluster in " + dir);
+  std::vector<std::pair<std::string, pid_t>> live;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(pids)) files.push_back(e.path());
+  // Agents first, so they stop their workers while the coordinator still listens.
+  std::sort(files.begin(), files.end(), [](const fs::path& a, const fs::path& b) {
+    const bool ac = a.stem() == "coordinator";
+    const bool bc = b.stem() == "coordinator";
+    return ac != bc ? bc : a < b;
+  });
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    pid_t pid = 0;
+    std::string start;
+    in >> pid >> start;
+    if (pid > 0 && !start.empty() && ProcessStartTime(pid) == start) {
+      live.emplace_back(f.stem().string(), pid);
+    }
+  }
+  auto stop = [&](const std::string& name, pid_t pid) {
+    kill(pid, SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    while (!IsZombieOrGone(pid) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(20ms);
+    }
+    if (!IsZombieOrGone(pid)) {
+      std::cerr << name << " (pid " << pid << ") ignored SIGTERM for " << timeout_s
+                << " s; sending SIGKILL\n";
+      kill(pid, SIGKILL);
+    }
+    std::cerr << "stopped " << name << " (pid " << pid << ")\n";
+  };
+  // Agents in parallel would be faster; in order keeps the log readable and is quick enough.
+  for (const auto& [name, pid] : live) stop(name, pid);
+  for (const auto& f : files) fs::remove(f);
+  std::cerr << "local cluster in " << dir << " is down (" << live.size() << " processes)\n";
+  return Status::Ok();
+}
+
+}  // namespace trainlet::cli

@@ -1,0 +1,31 @@
+// `trainletctl local up|down`: a coordinator and N agents on this machine, in the spirit of
+// `flux start --test-size=N` and `kind create cluster`.
+//
+// Everything of one cluster lives under its directory: keys/, config.yaml (so the directory is
+// a TRAINLET_HOME), coordinator/ (state), agents/<node>/ (state, worker logs), logs/ (daemon
+// logs) and pids/ (one file per daemon: "<pid> <start time>", so `down` never signals a process
+// that merely reused a pid).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace trainlet::cli {
+
+struct LocalUpOptions {
+  std::string dir;
+  int agents = 2;
+  std::vector<std::string> topologies;  // hwloc XML per agent, in order
+  uint32_t slots = 0;                   // per agent; 0: one per PU of its topology
+  int heartbeat_ms = 1000;
+  int lost_timeout_ms = 3000;
+  int timeout_s = 30;                   // for every agent to be Ready
+};
+
+Status LocalUp(const LocalUpOptions& options);
+// Stops exactly the processes `local up` started in `dir`: agents first, then the coordinator.
+Status LocalDown(const std::string& dir, int timeout_s);
+
+}  // namespace trainlet::cli

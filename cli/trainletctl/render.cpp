@@ -1,0 +1,222 @@
+#include "trainletctl/render.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "common/status.h"
+
+namespace trainlet::cli {
+
+Result<OutputFormat> ParseOutputFormat(const std::string& text) {
+  if (text.empty()) return OutputFormat::kTable;
+  if (text == "wide") return OutputFormat::kWide;
+  if (text == "json") return OutputFormat::kJson;
+  if (text == "yaml") return OutputFormat::kYaml;
+  if (text == "name") return OutputFormat::kName;
+  return InvalidError("-o " + text + ": unknown output format; use json, yaml, wide or name");
+}
+
+std::string RenderTable(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    if (width.size() < row.size()) width.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 3, ' ');
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string ToJson(const google::protobuf::Message& message) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = true;
+  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+  return out;
+}
+
+namespace {
+
+void EmitYaml(YAML::Emitter& out, const YAML::Node& n) {
+  if (n.IsMap()) {
+    out << YAML::BeginMap;
+    for (const auto& kv : n) {
+      out << YAML::Key << kv.first.as<std::string>() << YAML::Value;
+      EmitYaml(out, kv.second);
+    }
+    out << YAML::EndMap;
+  } else if (n.IsSequence()) {
+    out << YAML::BeginSeq;
+    for (const auto& v : n) EmitYaml(out, v);
+    out << YAML::EndSeq;
+  } else if (n.IsScalar()) {
+    out << n.Scalar();
+  } else {
+    out << YAML::Null;
+  }
+}
+
+}  // namespace
+
+std::string ToYaml(const google::protobuf::Message& message) {
+  YAML::Node node = YAML::Load(ToJson(message));  // JSON is YAML
+  YAML::Emitter out;
+  EmitYaml(out, node);
+  return std::string(out.c_str()) + "\n";
+}
+
+std::string Age(int64_t unix_ms, int64_t now_ms) {
+  if (unix_ms <= 0) return "<unknown>";
+  const int64_t s = std::max<int64_t>(0, (now_ms - unix_ms) / 1000);
+  if (s >= 86400 * 2) return std::to_string(s / 86400) + "d";
+  if (s >= 3600 * 2) return std::to_string(s / 3600) + "h";
+  if (s >= 120) return std::to_string(s / 60) + "m";
+  return std::to_string(s) + "s";
+}
+
+std::string HumanBytes(uint64_t bytes) {
+  const double gib = static_cast<double>(bytes) / (1024.0 * 1024 * 1024);
+  std::ostringstream o;
+  o.precision(gib >= 10 ? 0 : 1);
+  o << std::fixed << gib << "Gi";
+  return o.str();
+}
+
+std::string RenderNodes(const v1::NodeList& nodes, OutputFormat format, int64_t now_ms) {
+  if (format == OutputFormat::kJson) return ToJson(nodes);
+  if (format == OutputFormat::kYaml) return ToYaml(nodes);
+  std::vector<std::vector<std::string>> rows;
+  if (format == OutputFormat::kName) {
+    std::string out;
+    for (const auto& n : nodes.nodes()) out += "node/" + n.info().name() + "\n";
+    return out;
+  }
+  const bool wide = format == OutputFormat::kWide;
+  std::vector<std::string> header = {"NAME", "STATUS", "CPUS", "MEMORY", "GPUS", "AGE"};
+  if (wide) header.insert(header.end(), {"SLOTS", "USED", "ADDRESS", "TOPOLOGY"});
+  rows.push_back(header);
+  for (const auto& n : nodes.nodes()) {
+    const auto& t = n.info().topology();
+    std::string status = n.state();
+    if (!n.schedulable()) status += ",SchedulingDisabled";
+    std::vector<std::string> row = {n.info().name(), status, std::to_string(t.pus()),
+                                    HumanBytes(t.memory_bytes()), std::to_string(t.gpus_size()),
+                                    Age(n.registered_unix_ms(), now_ms)};
+    if (wide) {
+      row.insert(row.end(), {std::to_string(n.info().slots()), std::to_string(n.used_slots()),
+                             n.info().address(), t.source()});
+    }
+    rows.push_back(std::move(row));
+  }
+  return RenderTable(rows);
+}
+
+std::string RenderJobs(const v1::JobList& jobs, OutputFormat format, int64_t now_ms) {
+  if (format == OutputFormat::kJson) return ToJson(jobs);
+  if (format == OutputFormat::kYaml) return ToYaml(jobs);
+  if (format == OutputFormat::kName) {
+    std::string out;
+    for (const auto& j : jobs.jobs()) out += "trainjob/" + j.name() + "\n";
+    return out;
+  }
+  const bool wide = format == OutputFormat::kWide;
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> header = {"NAME", "PHASE", "NODES", "RANKS", "ATTEMPT", "AGE"};
+  if (wide) header.insert(header.end(), {"RUNTIME", "REASON"});
+  rows.push_back(header);
+  for (const auto& j : jobs.jobs()) {
+    const uint32_t ranks = j.num_nodes() * j.procs_per_node();
+    std::vector<std::string> row = {j.name(), j.deleting() ? "Terminating" : j.phase(),
+                                    std::to_string(j.num_nodes()), std::to_string(ranks),
+                                    std::to_string(j.attempt()), Age(j.created_unix_ms(), now_ms)};
+    if (wide) row.insert(row.end(), {j.runtime(), j.reason()});
+    rows.push_back(std::move(row));
+  }
+  return RenderTable(rows);
+}
+
+std::string DescribeJob(const v1::JobStatus& j, int64_t now_ms) {
+  std::ostringstream o;
+  auto field = [&](const std::string& k, const std::string& v) {
+    o << k << ":" << std::string(k.size() < 14 ? 14 - k.size() : 1, ' ') << v << "\n";
+  };
+  field("Name", j.name());
+  field("Runtime", j.runtime() + " (plugin " + j.plugin() + ")");
+  field("Phase", j.deleting() ? j.phase() + " (Terminating)" : j.phase());
+  if (!j.reason().empty()) field("Reason", j.reason());
+  field("Attempt", std::to_string(j.attempt()) + " (restart limit " +
+                       std::to_string(j.max_restarts()) + ")");
+  field("Gang", std::to_string(j.num_nodes()) + " nodes x " + std::to_string(j.procs_per_node()) +
+                    " ranks");
+  std::string cmd;
+  for (const auto& a : j.command()) {
+    std::string shown = a.size() > 60 ? a.substr(0, 57) + "..." : a;
+    std::replace(shown.begin(), shown.end(), '\n', ' ');
+    cmd += (cmd.empty() ? "" : " ") + shown;
+  }
+  field("Command", cmd);
+  field("Created", Age(j.created_unix_ms(), now_ms) + " ago");
+  if (j.notes_size() > 0) {
+    o << "Notes:\n";
+    for (const auto& n : j.notes()) o << "  - " << n << "\n";
+  }
+  if (j.placement_size() > 0) {
+    o << "Placement:\n";
+    std::vector<std::vector<std::string>> rows = {{"  NODE-RANK", "NODE"}};
+    for (int i = 0; i < j.placement_size(); ++i) {
+      rows.push_back({"  " + std::to_string(i), j.placement(i)});
+    }
+    o << RenderTable(rows);
+  }
+  if (j.ranks_size() > 0) {
+    o << "Ranks (attempt " << j.attempt() << "):\n";
+    std::vector<std::vector<std::string>> rows = {
+        {"  RANK", "NODE", "LOCAL", "STATE", "PID", "EXIT", "SIGNAL", "MESSAGE"}};
+    for (const auto& r : j.ranks()) {
+      const bool ended = r.state() == "Succeeded" || r.state() == "Failed";
+      rows.push_back({"  " + std::to_string(r.rank()), r.node(), std::to_string(r.local_rank()),
+                      r.state(), r.pid() ? std::to_string(r.pid()) : "-",
+                      ended && r.signal() == 0 ? std::to_string(r.exit_code()) : "-",
+                      r.signal() ? std::to_string(r.signal()) : "-", r.message()});
+    }
+    o << RenderTable(rows);
+  }
+  if (j.attempts_size() > 0) {
+    o << "Attempts:\n";
+    std::vector<std::vector<std::string>> rows = {{"  ATTEMPT", "STARTED", "RESULT", "CAUSE"}};
+    for (const auto& a : j.attempts()) {
+      rows.push_back({"  " + std::to_string(a.attempt()), Age(a.started_unix_ms(), now_ms) + " ago",
+                      a.result().empty() ? "Running" : a.result(), a.cause()});
+    }
+    o << RenderTable(rows);
+  }
+  o << "Conditions:\n";
+  if (j.conditions_size() == 0) o << "  <none>\n";
+  else {
+    std::vector<std::vector<std::string>> rows = {{"  TYPE", "STATUS", "REASON", "MESSAGE"}};
+    for (const auto& c : j.conditions()) {
+      rows.push_back({"  " + c.type(), c.status(), c.reason(), c.message()});
+    }
+    o << RenderTable(rows);
+  }
+  o << "Events:\n";
+  std::vector<std::vector<std::string>> rows = {{"  AGE", "TYPE", "REASON", "MESSAGE"}};
+  for (const auto& e : j.events()) {
+    rows.push_back({"  " + Age(e.unix_ms(), now_ms), e.type(), e.reason(), e.message()});
+  }
+  o << RenderTable(rows);
+  return o.str();
+}
+
+}  // namespace trainlet::cli

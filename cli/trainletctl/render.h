@@ -1,0 +1,32 @@
+// How trainletctl prints what the coordinator answers: kubectl-like tables, describe text, and
+// JSON or YAML for scripts (-o json, -o yaml).
+#pragma once
+
+#include <google/protobuf/message.h>
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "trainlet/v1/operator.pb.h"
+
+namespace trainlet::cli {
+
+enum class OutputFormat { kTable, kWide, kJson, kYaml, kName };
+// "", "wide", "json", "yaml", "name"; errors name the -o flag.
+Result<OutputFormat> ParseOutputFormat(const std::string& text);
+
+// Columns padded to their widest cell, separated by three spaces, header first.
+std::string RenderTable(const std::vector<std::vector<std::string>>& rows);
+std::string ToJson(const google::protobuf::Message& message);
+std::string ToYaml(const google::protobuf::Message& message);
+
+// "3d", "5h", "12m", "40s" since `unix_ms`; "<unknown>" when 0.
+std::string Age(int64_t unix_ms, int64_t now_ms);
+std::string HumanBytes(uint64_t bytes);
+
+std::string RenderNodes(const v1::NodeList& nodes, OutputFormat format, int64_t now_ms);
+std::string RenderJobs(const v1::JobList& jobs, OutputFormat format, int64_t now_ms);
+std::string DescribeJob(const v1::JobStatus& job, int64_t now_ms);
+
+}  // namespace trainlet::cli

@@ -1,0 +1,128 @@
+#include "common/curve_keys.h"
+
+#include <sys/stat.h>
+#include <zmq.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace trainlet {
+namespace {
+
+std::string Trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+// `name = "value"` -> value; empty when the line is not of that form for `name`.
+std::string ValueOf(const std::string& line, const std::string& name) {
+  const std::string t = Trim(line);
+  if (t.rfind(name, 0) != 0) return "";
+  auto rest = Trim(t.substr(name.size()));
+  if (rest.empty() || rest[0] != '=') return "";
+  rest = Trim(rest.substr(1));
+  if (rest.size() >= 2 && rest.front() == '"' && rest.back() == '"') {
+    rest = rest.substr(1, rest.size() - 2);
+  }
+  return rest;
+}
+
+Status WriteFile(const std::string& path, const std::string& text, mode_t mode) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) return IoError("cannot write " + tmp + ": " + std::strerror(errno));
+    out << text;
+    if (!out.flush()) return IoError("cannot write " + tmp + ": " + std::strerror(errno));
+  }
+  if (::chmod(tmp.c_str(), mode) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    return IoError("cannot install " + path + ": " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool IsValidZ85Key(const std::string& key) {
+  if (key.size() != 40) return false;
+  uint8_t raw[32];
+  return zmq_z85_decode(raw, key.c_str()) != nullptr;
+}
+
+Result<CurveKeyPair> GenerateCurveKeyPair() {
+  char pub[41];
+  char sec[41];
+  if (zmq_curve_keypair(pub, sec) != 0) {
+    return InternalError(std::string("zmq_curve_keypair failed: ") + zmq_strerror(zmq_errno()) +
+                         " (libzmq built without CURVE?)");
+  }
+  return CurveKeyPair{pub, sec};
+}
+
+Status WriteKeyPair(const std::string& path, const CurveKeyPair& keys) {
+  TRAINLET_RETURN_IF_ERROR(WriteFile(
+      path,
+      "# trainlet CURVE key pair. Keep this file secret.\npublic-key = \"" + keys.public_z85 +
+          "\"\nsecret-key = \"" + keys.secret_z85 + "\"\n",
+      0600));
+  return WriteFile(path + ".pub",
+                   "# trainlet CURVE public key\npublic-key = \"" + keys.public_z85 + "\"\n", 0644);
+}
+
+Result<CurveKeyPair> ReadKeyPair(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFoundError("cannot read key file " + path + ": " + std::strerror(errno));
+  CurveKeyPair keys;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (auto v = ValueOf(line, "public-key"); !v.empty()) keys.public_z85 = v;
+    if (auto v = ValueOf(line, "secret-key"); !v.empty()) keys.secret_z85 = v;
+  }
+  if (!IsValidZ85Key(keys.public_z85)) {
+    return InvalidError("key file " + path + ": public-key is missing or not a 40-character Z85 key");
+  }
+  if (!keys.secret_z85.empty() && !IsValidZ85Key(keys.secret_z85)) {
+    return InvalidError("key file " + path + ": secret-key is not a 40-character Z85 key");
+  }
+  return keys;
+}
+
+Result<Allowlist> ReadAllowlist(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFoundError("cannot read allowlist " + path + ": " + std::strerror(errno));
+  Allowlist list;
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    // Z85 uses '#', so only a whole line can be a comment.
+    const std::string t = Trim(line);
+    if (t.empty() || t[0] == '#') continue;
+    std::istringstream fields(t);
+    std::string key;
+    std::string name;
+    fields >> key >> name;
+    if (!IsValidZ85Key(key)) {
+      return InvalidError("allowlist " + path + ":" + std::to_string(n) +
+                          ": not a 40-character Z85 public key");
+    }
+    list[key] = name;
+  }
+  return list;
+}
+
+Status AppendToAllowlist(const std::string& path, const std::string& public_z85,
+                         const std::string& name) {
+  if (!IsValidZ85Key(public_z85)) return InvalidError("not a 40-character Z85 public key");
+  std::ofstream out(path, std::ios::app);
+  if (!out) return IoError("cannot append to " + path + ": " + std::strerror(errno));
+  out << public_z85 << ' ' << name << '\n';
+  if (!out.flush()) return IoError("cannot append to " + path + ": " + std::strerror(errno));
+  return Status::Ok();
+}
+
+}  // namespace trainlet

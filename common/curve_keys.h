@@ -1,0 +1,37 @@
+// CURVE key pairs and allowlists on disk.
+//
+// A key file holds one key pair in ZeroMQ's Z85 text form:
+//     public-key = "<40 chars>"
+//     secret-key = "<40 chars>"      (absent in a public-only file)
+// Secret key files are written 0600. An allowlist holds one public key per line, optionally
+// followed by a name ("<z85> node-1"); a line starting with '#' is a comment (Z85 itself uses
+// '#', so a comment cannot follow a key).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "common/status.h"
+
+namespace trainlet {
+
+struct CurveKeyPair {
+  std::string public_z85;  // 40 characters
+  std::string secret_z85;  // 40 characters; empty when only the public half is known
+};
+
+Result<CurveKeyPair> GenerateCurveKeyPair();
+// Writes `path` (both halves, mode 0600) and `path + ".pub"` (public half, 0644).
+Status WriteKeyPair(const std::string& path, const CurveKeyPair& keys);
+// Reads a key file written by WriteKeyPair (or its .pub). Errors name the file and the problem.
+Result<CurveKeyPair> ReadKeyPair(const std::string& path);
+bool IsValidZ85Key(const std::string& key);
+
+// Public key (Z85) -> name.
+using Allowlist = std::map<std::string, std::string>;
+Result<Allowlist> ReadAllowlist(const std::string& path);
+// Appends one entry, creating the file when needed. Refuses a malformed key.
+Status AppendToAllowlist(const std::string& path, const std::string& public_z85,
+                         const std::string& name);
+
+}  // namespace trainlet

@@ -1,0 +1,116 @@
+#include "common/zap_authenticator.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <vector>
+
+namespace trainlet {
+
+ZapAuthenticator::ZapAuthenticator(zmq::context_t& ctx) : socket_(ctx, zmq::socket_type::rep) {}
+
+Result<std::unique_ptr<ZapAuthenticator>> ZapAuthenticator::Create(zmq::context_t& ctx) {
+  std::unique_ptr<ZapAuthenticator> zap(new ZapAuthenticator(ctx));
+  try {
+    zap->socket_.set(zmq::sockopt::linger, 0);
+    zap->socket_.bind("inproc://zeromq.zap.01");
+  } catch (const zmq::error_t& e) {
+    return InternalError(std::string("cannot bind the ZAP handler: ") + e.what());
+  }
+  return zap;
+}
+
+Status ZapAuthenticator::AddDomain(const std::string& domain, const std::string& allowlist_path) {
+  Domain d;
+  d.path = allowlist_path;
+  TRAINLET_ASSIGN_OR_RETURN(d.keys, ReadAllowlist(allowlist_path));
+  struct stat st {};
+  if (::stat(allowlist_path.c_str(), &st) == 0) d.mtime = st.st_mtim;
+  domains_[domain] = std::move(d);
+  return Status::Ok();
+}
+
+void ZapAuthenticator::SetAllowlist(const std::string& domain, Allowlist keys) {
+  Domain d;
+  d.keys = std::move(keys);
+  domains_[domain] = std::move(d);
+}
+
+void ZapAuthenticator::Refresh(Domain& d) {
+  if (d.path.empty()) return;
+  struct stat st {};
+  if (::stat(d.path.c_str(), &st) != 0) return;  // keep the last good list
+  if (st.st_mtim.tv_sec == d.mtime.tv_sec && st.st_mtim.tv_nsec == d.mtime.tv_nsec) return;
+  auto fresh = ReadAllowlist(d.path);
+  if (!fresh.ok()) {
+    spdlog::error("keeping the previous allowlist: {}", fresh.status().message());
+    return;
+  }
+  d.keys = std::move(fresh).value();
+  d.mtime = st.st_mtim;
+  spdlog::info("reloaded allowlist {} ({} keys)", d.path, d.keys.size());
+}
+
+void ZapAuthenticator::HandleRequest() {
+  std::vector<zmq::message_t> frames;
+  try {
+    while (true) {
+      zmq::message_t m;
+      if (!socket_.recv(m, zmq::recv_flags::dontwait)) break;
+      const bool more = m.more();
+      frames.push_back(std::move(m));
+      if (!more || frames.size() > 16) break;
+    }
+  } catch (const zmq::error_t& e) {
+    spdlog::error("ZAP receive failed: {}", e.what());
+    return;
+  }
+  if (frames.empty()) return;
+  // RFC 27: version, request id, domain, address, identity, mechanism, credentials...
+  std::string status = "400";
+  std::string text = "refused";
+  std::string user_id;
+  const std::string request_id = frames.size() > 1 ? frames[1].to_string() : "";
+  if (frames.size() >= 7 && frames[0].to_string() == "1.0" && frames[5].to_string() == "CURVE" &&
+      frames[6].size() == 32) {
+    const std::string domain = frames[2].to_string();
+    char z85[41];
+    zmq_z85_encode(z85, static_cast<const uint8_t*>(frames[6].data()), 32);
+    auto it = domains_.find(domain);
+    if (it == domains_.end()) {
+      text = "no allowlist for domain '" + domain + "'";
+    } else {
+      Refresh(it->second);
+      if (it->second.keys.count(z85) != 0) {
+        status = "200";
+        text = "OK";
+        user_id = z85;
+      } else {
+        text = "key not in the " + domain + " allowlist";
+      }
+    }
+    if (status == "200") {
+      ++accepted_;
+    } else {
+      ++refused_;
+      spdlog::warn("refused CURVE client {} from {} on domain '{}': {}", z85, frames[3].to_string(),
+                   domain, text);
+    }
+  } else {
+    ++refused_;
+    spdlog::warn("refused a malformed or non-CURVE ZAP request");
+  }
+  // Only the first frame holds a request; answer it even if it was malformed.
+  try {
+    socket_.send(zmq::buffer(std::string("1.0")), zmq::send_flags::sndmore);
+    socket_.send(zmq::buffer(request_id), zmq::send_flags::sndmore);
+    socket_.send(zmq::buffer(status), zmq::send_flags::sndmore);
+    socket_.send(zmq::buffer(text), zmq::send_flags::sndmore);
+    socket_.send(zmq::buffer(user_id), zmq::send_flags::sndmore);
+    socket_.send(zmq::message_t(), zmq::send_flags::none);
+  } catch (const zmq::error_t& e) {
+    spdlog::error("ZAP reply failed: {}", e.what());
+  }
+}
+
+}  // namespace trainlet

@@ -1,0 +1,56 @@
+// The ZAP handler (ZeroMQ RFC 27) that admits CURVE clients by public key, per role.
+//
+// Each server socket names its role in ZMQ_ZAP_DOMAIN ("agent", "operator"); a client is admitted
+// only when its public key is in that role's allowlist, so an agent key cannot reach the operator
+// endpoint. Unknown domains and unknown keys are refused: the handler fails closed.
+//
+// Threading: owned by one event loop, which polls socket() and calls HandleRequest() when it is
+// readable. libzmq's I/O thread blocks a handshake until the reply arrives, so the loop must not
+// stall for long.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <zmq.hpp>
+
+#include "common/curve_keys.h"
+#include "common/status.h"
+
+namespace trainlet {
+
+class ZapAuthenticator {
+ public:
+  // Binds inproc://zeromq.zap.01 on `ctx`. Must be created before any CURVE server socket binds.
+  static Result<std::unique_ptr<ZapAuthenticator>> Create(zmq::context_t& ctx);
+
+  // Admits the keys listed in the file at `allowlist_path` for `domain`. The file is re-read when
+  // its modification time changes, so enrolling a node or operator needs no restart.
+  Status AddDomain(const std::string& domain, const std::string& allowlist_path);
+  // Admits exactly these keys for `domain` (tests, and callers that manage lists themselves).
+  void SetAllowlist(const std::string& domain, Allowlist keys);
+
+  zmq::socket_t& socket() { return socket_; }
+  // Answers one pending ZAP request, if there is one. Never throws.
+  void HandleRequest();
+
+  uint64_t accepted() const { return accepted_; }
+  uint64_t refused() const { return refused_; }
+
+ private:
+  explicit ZapAuthenticator(zmq::context_t& ctx);
+  struct Domain {
+    std::string path;  // empty: static list
+    timespec mtime{};
+    Allowlist keys;
+  };
+  void Refresh(Domain& d);
+
+  zmq::socket_t socket_;
+  std::map<std::string, Domain> domains_;
+  uint64_t accepted_ = 0;
+  uint64_t refused_ = 0;
+};
+
+}  // namespace trainlet

@@ -1,0 +1,229 @@
+#include "coordinator/coordinator.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/curve_keys.h"
+#include "common/zmq_sockets.h"
+
+namespace trainlet::coordinator {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+sigset_t LoopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void BlockCoordinatorSignals() {
+  sigset_t set = LoopSignals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+Coordinator::Coordinator(CoordinatorConfig config) : config_(std::move(config)) {}
+
+Coordinator::~Coordinator() {
+  if (signal_fd_ >= 0) close(signal_fd_);
+}
+
+Result<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorConfig config) {
+  std::unique_ptr<Coordinator> c(new Coordinator(std::move(config)));
+  TRAINLET_RETURN_IF_ERROR(c->Init());
+  return c;
+}
+
+Status Coordinator::Init() {
+  if (config_.state_dir.empty()) return InvalidError("--state-dir: required");
+  TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair keys, ReadKeyPair(config_.key_file));
+  if (keys.secret_z85.empty()) return InvalidError("--key " + config_.key_file + ": holds no secret-key");
+  TRAINLET_ASSIGN_OR_RETURN(store_, JobStore::Open(config_.state_dir));
+  registry_ = std::make_unique<NodeRegistry>(config_.heartbeat_interval, config_.lost_timeout);
+  jobs_ = std::make_unique<JobController>(store_.get(), registry_.get(), this);
+  TRAINLET_RETURN_IF_ERROR(jobs_->Load(config_.runtimes_dir));
+  operator_service_ = std::make_unique<OperatorService>(
+      jobs_.get(), registry_.get(), this, [this](const std::string& rid, v1::Envelope env) {
+        if (!SendToRouterPeer(operators_, rid, env)) spdlog::debug("operator went away");
+      });
+
+  // The ZAP handler must exist before a CURVE server socket can admit anyone.
+  TRAINLET_ASSIGN_OR_RETURN(zap_, ZapAuthenticator::Create(ctx_));
+  if (Status s = zap_->AddDomain("agent", config_.agent_allowlist); !s.ok()) {
+    return Status(s.code(), "--agent-allowlist: " + s.message());
+  }
+  if (Status s = zap_->AddDomain("operator", config_.operator_allowlist); !s.ok()) {
+    return Status(s.code(), "--operator-allowlist: " + s.message());
+  }
+  TRAINLET_ASSIGN_OR_RETURN(
+      agents_, BindCurveRouter(ctx_, config_.agent_listen, keys, "agent", &agent_endpoint_));
+  TRAINLET_ASSIGN_OR_RETURN(operators_, BindCurveRouter(ctx_, config_.operator_listen, keys,
+                                                        "operator", &operator_endpoint_));
+  sigset_t set = LoopSignals();
+  signal_fd_ = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (signal_fd_ < 0) return InternalError(std::string("signalfd: ") + std::strerror(errno));
+  return WriteEndpoints();
+}
+
+Status Coordinator::WriteEndpoints() const {
+  spdlog::info("serving agents on {} and operators on {}", agent_endpoint_, operator_endpoint_);
+  if (config_.endpoints_file.empty()) return Status::Ok();
+  nlohmann::json j = {{"agent_endpoint", agent_endpoint_},
+                      {"operator_endpoint", operator_endpoint_},
+                      {"pid", getpid()}};
+  const std::string tmp = config_.endpoints_file + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << j.dump(2) << "\n";
+    if (!out.flush()) return IoError("--endpoints-file " + tmp + ": " + std::strerror(errno));
+  }
+  if (std::rename(tmp.c_str(), config_.endpoints_file.c_str()) != 0) {
+    return IoError("--endpoints-file " + config_.endpoints_file + ": " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+void Coordinator::SendToNode(const std::string& node, v1::Envelope env) {
+  const NodeEntry* e = registry_->Find(node);
+  if (e == nullptr || e->state == NodeState::kLost) {
+    spdlog::warn("cannot send {} to node {}: not connected", v1::MessageType_Name(
+                     TypeForBody(env.body_case())), node);
+    return;
+  }
+  if (!SendToRouterPeer(agents_, e->routing_id, env)) {
+    spdlog::warn("send to node {} failed: its connection is gone", node);
+  }
+}
+
+void Coordinator::OnAgentMessage(RouterMessage& msg) {
+  const auto now = Clock::now();
+  const int64_t now_ms = NowUnixMs();
+  v1::Envelope& env = msg.envelope;
+  switch (env.body_case()) {
+    case v1::Envelope::kRegister: {
+      v1::Envelope ack;
+      auto* a = ack.mutable_register_ack();
+      a->set_heartbeat_interval_ms(static_cast<uint32_t>(config_.heartbeat_interval.count()));
+      Status s = registry_->Register(env.register_(), msg.routing_id, msg.user_id, now, now_ms);
+      a->set_accepted(s.ok());
+      a->set_reason(s.message());
+      if (s.ok()) {
+        spdlog::info("node {} registered ({} slots, address {})", env.register_().name(),
+                     env.register_().slots(), env.register_().address());
+      } else {
+        spdlog::warn("refused registration of {}: {}", env.register_().name(), s.message());
+      }
+      SendToRouterPeer(agents_, msg.routing_id, ack);
+      if (s.ok()) jobs_->Schedule(now_ms);
+      return;
+    }
+    case v1::Envelope::kHeartbeat:
+      if (registry_->Heartbeat(msg.user_id, msg.routing_id, now, now_ms) == nullptr) {
+        v1::Envelope ack;
+        ack.mutable_register_ack()->set_accepted(false);
+        ack.mutable_register_ack()->set_reason("unknown node: register again");
+        SendToRouterPeer(agents_, msg.routing_id, ack);
+      }
+      return;
+    default:
+      break;
+  }
+  // Everything else must come from a registered node, and speaks for that node only.
+  const NodeEntry* node = registry_->FindByKey(msg.user_id);
+  if (node == nullptr || node->state == NodeState::kLost) {
+    drops_.Add(DropReason::kUnauthorized);
+    spdlog::warn("dropped {} from an unregistered agent key",
+                 v1::MessageType_Name(env.type()));
+    return;
+  }
+  const std::string name = node->info.name();
+  switch (env.body_case()) {
+    case v1::Envelope::kWorkerEvent:
+      jobs_->OnWorkerEvent(name, env.worker_event(), now_ms);
+      break;
+    case v1::Envelope::kLogChunk:
+      operator_service_->OnLogChunk(env.log_chunk());
+      break;
+    default:
+      drops_.Add(DropReason::kUnexpected);
+      spdlog::warn("dropped unexpected {} from node {}", v1::MessageType_Name(env.type()), name);
+  }
+}
+
+void Coordinator::OnOperatorMessage(RouterMessage& msg) {
+  if (msg.envelope.body_case() != v1::Envelope::kOperatorRequest) {
+    drops_.Add(DropReason::kUnexpected);
+    return;
+  }
+  operator_service_->Handle(msg.routing_id, msg.envelope.operator_request(), Clock::now(),
+                            NowUnixMs());
+}
+
+Status Coordinator::Run() {
+  while (true) {
+    auto now = Clock::now();
+    const int64_t now_ms = NowUnixMs();
+    for (const auto& lost : registry_->Tick(now)) jobs_->OnNodeLost(lost, now_ms);
+    jobs_->Schedule(now_ms);
+    if (Status s = jobs_->Flush(); !s.ok()) spdlog::error("store: {}", s.message());
+    operator_service_->Tick(now);
+
+    auto wake = std::min(registry_->NextDeadline(now), operator_service_->NextDeadline(now));
+    const int64_t job_wake = jobs_->NextWakeMs();
+    if (job_wake != INT64_MAX) {
+      wake = std::min(wake, now + std::chrono::milliseconds(std::max<int64_t>(0, job_wake - now_ms)));
+    }
+    const long timeout = static_cast<long>(std::max<int64_t>(
+        1, std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count()));
+
+    zmq_pollitem_t items[] = {{zap_->socket().handle(), 0, ZMQ_POLLIN, 0},
+                              {agents_.handle(), 0, ZMQ_POLLIN, 0},
+                              {operators_.handle(), 0, ZMQ_POLLIN, 0},
+                              {nullptr, signal_fd_, ZMQ_POLLIN, 0}};
+    if (zmq_poll(items, 4, timeout) < 0) {
+      if (zmq_errno() == EINTR) continue;
+      return InternalError(std::string("zmq_poll: ") + zmq_strerror(zmq_errno()));
+    }
+    if (items[0].revents & ZMQ_POLLIN) zap_->HandleRequest();
+    if (items[3].revents & ZMQ_POLLIN) {
+      signalfd_siginfo info{};
+      bool stop = false;
+      while (read(signal_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+        if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGINT) stop = true;
+      }
+      if (stop) break;
+    }
+    // Bounded batches keep one busy endpoint from starving the other.
+    for (int i = 0; i < 256 && (items[1].revents & ZMQ_POLLIN); ++i) {
+      if (!(agents_.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
+      if (auto msg = ReceiveFromRouter(agents_, drops_)) OnAgentMessage(*msg);
+    }
+    for (int i = 0; i < 64 && (items[2].revents & ZMQ_POLLIN); ++i) {
+      if (!(operators_.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
+      if (auto msg = ReceiveFromRouter(operators_, drops_)) OnOperatorMessage(*msg);
+    }
+  }
+  spdlog::info("coordinator stopping");
+  return jobs_->Flush();
+}
+
+}  // namespace trainlet::coordinator

@@ -1,0 +1,72 @@
+// Coordinator: the event loop that ties the agent endpoint, the operator endpoint and the ZAP
+// handler to the NodeRegistry, JobController and OperatorService.
+//
+// Threading: Run() is the only loop; it polls three sockets and a signalfd. Every member is
+// owned by it. The caller blocks SIGTERM/SIGINT/SIGHUP first (BlockCoordinatorSignals).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <zmq.hpp>
+
+#include "common/envelope.h"
+#include "common/zap_authenticator.h"
+#include "common/zmq_sockets.h"
+#include "coordinator/job_controller.h"
+#include "coordinator/job_store.h"
+#include "coordinator/node_registry.h"
+#include "coordinator/operator_service.h"
+
+namespace trainlet::coordinator {
+
+struct CoordinatorConfig {
+  std::string state_dir;                 // SQLite store lives here
+  std::string agent_listen = "tcp://0.0.0.0:7070";
+  std::string operator_listen = "tcp://127.0.0.1:7071";
+  std::string key_file;                  // the coordinator's CURVE key pair
+  std::string agent_allowlist;           // public keys allowed to act as agents
+  std::string operator_allowlist;        // public keys allowed to act as operators
+  std::string runtimes_dir;              // shipped ClusterTrainingRuntimes; "" for none
+  std::string endpoints_file;            // when set, the bound endpoints are written here (JSON)
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::chrono::milliseconds lost_timeout{3000};
+};
+
+void BlockCoordinatorSignals();
+
+class Coordinator : public NodeSink {
+ public:
+  static Result<std::unique_ptr<Coordinator>> Create(CoordinatorConfig config);
+  ~Coordinator() override;
+
+  // Serves until SIGTERM or SIGINT.
+  Status Run();
+
+  void SendToNode(const std::string& node, v1::Envelope env) override;
+
+ private:
+  explicit Coordinator(CoordinatorConfig config);
+  Status Init();
+  Status WriteEndpoints() const;
+  void OnAgentMessage(RouterMessage& msg);
+  void OnOperatorMessage(RouterMessage& msg);
+
+  // Constant after construction.
+  CoordinatorConfig config_;
+  // Owned by the loop.
+  zmq::context_t ctx_;
+  std::unique_ptr<ZapAuthenticator> zap_;
+  zmq::socket_t agents_;
+  zmq::socket_t operators_;
+  std::string agent_endpoint_;
+  std::string operator_endpoint_;
+  int signal_fd_ = -1;
+  DropCounters drops_;
+  std::unique_ptr<JobStore> store_;
+  std::unique_ptr<NodeRegistry> registry_;
+  std::unique_ptr<JobController> jobs_;
+  std::unique_ptr<OperatorService> operator_service_;
+};
+
+}  // namespace trainlet::coordinator

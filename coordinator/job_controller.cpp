@@ -1,0 +1,564 @@
+#include "coordinator/job_controller.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <climits>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "coordinator/gang_planner.h"
+#include "coordinator/job_state_machine.h"
+
+namespace trainlet::coordinator {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string RuntimeKey(const std::string& kind, const std::string& name) {
+  return kind + "/" + name;
+}
+
+bool RankEnded(const v1::RankStatus& r) {
+  return r.state() == "Succeeded" || r.state() == "Failed" || r.state() == "StartFailed" ||
+         r.state() == "Lost" || r.state() == "Stopped";
+}
+
+JobPhase PhaseOf(const v1::JobStatus& s) {
+  return ParseJobPhase(s.phase()).value_or(JobPhase::kPending);
+}
+
+std::string DescribeExit(const v1::RankStatus& r) {
+  if (r.state() == "StartFailed") return "could not start: " + r.message();
+  if (r.signal() != 0) return "was killed by signal " + std::to_string(r.signal());
+  return "exited with code " + std::to_string(r.exit_code());
+}
+
+}  // namespace
+
+JobController::JobController(JobStore* store, NodeRegistry* registry, NodeSink* sink,
+                             JobControllerOptions options)
+    : store_(store), registry_(registry), sink_(sink), options_(options) {}
+
+Status JobController::Load(const std::string& runtimes_dir) {
+  if (!runtimes_dir.empty()) {
+    std::error_code ec;
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::directory_iterator(runtimes_dir, ec)) {
+      if (entry.path().extension() == ".yaml") files.push_back(entry.path());
+    }
+    if (ec) return IoError("--runtimes-dir " + runtimes_dir + ": " + ec.message());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      std::ifstream in(f);
+      std::stringstream text;
+      text << in.rdbuf();
+      auto parsed = trainjob::ParseDocuments(text.str());
+      if (!parsed.ok()) return InvalidError(f.string() + ": " + parsed.status().message());
+      for (auto& rt : parsed->runtimes) runtimes_[RuntimeKey(rt.kind, rt.name)] = std::move(rt);
+    }
+  }
+  TRAINLET_ASSIGN_OR_RETURN(auto stored_runtimes, store_->ListRuntimes());
+  for (const auto& rec : stored_runtimes) {
+    auto parsed = trainjob::ParseDocuments(rec.yaml);
+    if (!parsed.ok() || parsed->runtimes.size() != 1) {
+      spdlog::error("stored runtime {}/{} no longer parses; skipped", rec.kind, rec.name);
+      continue;
+    }
+    runtimes_[RuntimeKey(rec.kind, rec.name)] = std::move(parsed->runtimes[0]);
+  }
+  TRAINLET_ASSIGN_OR_RETURN(auto stored_jobs, store_->ListJobs());
+  for (auto& rec : stored_jobs) {
+    auto spec = trainjob::ParseDocuments(rec.spec_yaml);
+    auto rt = trainjob::ParseDocuments(rec.runtime_yaml);
+    if (!spec.ok() || spec->jobs.size() != 1 || !rt.ok() || rt->runtimes.size() != 1) {
+      spdlog::error("stored trainjob/{} no longer parses; left untouched in the store", rec.name);
+      continue;
+    }
+    std::vector<std::string> warnings;
+    auto job = BuildJob(spec->jobs[0], rt->runtimes[0], warnings);
+    if (!job.ok()) {
+      spdlog::error("stored trainjob/{}: {}", rec.name, job.status().message());
+      continue;
+    }
+    (*job)->record = std::move(rec);
+    order_.push_back((*job)->record.name);
+    jobs_[(*job)->record.name] = std::move(job).value();
+  }
+  spdlog::info("loaded {} runtimes and {} jobs", runtimes_.size(), jobs_.size());
+  return Status::Ok();
+}
+
+const trainjob::TrainingRuntime* JobController::FindRuntime(const std::string& kind,
+                                                            const std::string& name) const {
+  auto it = runtimes_.find(RuntimeKey(kind, name));
+  return it == runtimes_.end() ? nullptr : &it->second;
+}
+
+Result<std::unique_ptr<JobController::Job>> JobController::BuildJob(
+    const trainjob::TrainJob& spec, const trainjob::TrainingRuntime& runtime,
+    std::vector<std::string>& warnings) const {
+  auto job = std::make_unique<Job>();
+  job->spec = spec;
+  job->runtime = runtime;
+  TRAINLET_ASSIGN_OR_RETURN(trainjob::ResolvedTrainer trainer, trainjob::Resolve(spec, runtime));
+  if (trainer.num_nodes < 1) {
+    return InvalidError("TrainJob/" + spec.name + ": spec.trainer.numNodes: must be at least 1");
+  }
+  job->plan_template.job = spec.name;
+  job->plan_template.argv = trainer.argv;
+  for (const auto& e : trainer.env) job->plan_template.env.emplace_back(e.name, e.value);
+  job->plan_template.num_proc_per_node = trainer.num_proc_per_node;
+  job->plan_template.stop_grace_ms = options_.stop_grace_ms;
+  const std::string framework = trainjob::FrameworkName(runtime.ml_policy.framework);
+  job->plugin = FindRuntimePlugin(framework);
+
+  v1::JobStatus& st = job->record.status;
+  st.set_name(spec.name);
+  st.set_num_nodes(static_cast<uint32_t>(trainer.num_nodes));
+  st.set_runtime(runtime.kind + "/" + runtime.name);
+  st.set_plugin(framework);
+  st.set_max_restarts(static_cast<uint32_t>(std::max(0, runtime.max_restarts)));
+  for (const auto& a : trainer.argv) st.add_command(a);
+  if (!trainer.image.empty()) {
+    warnings.push_back("TrainJob/" + spec.name + ": spec.trainer.image (" + trainer.image +
+                       "): ignored, trainlet runs the command directly on the node");
+  }
+  if (job->plugin != nullptr) {
+    TRAINLET_ASSIGN_OR_RETURN(job->procs_per_node,
+                              job->plugin->ProcsPerNode(trainer.num_proc_per_node, nullptr));
+  } else {
+    job->procs_per_node = 1;
+  }
+  st.set_procs_per_node(job->procs_per_node);
+  return job;
+}
+
+Result<v1::ApplyResult> JobController::Apply(const std::string& yaml, const std::string& source,
+                                             int64_t now_ms) {
+  auto parsed = trainjob::ParseDocuments(yaml);
+  if (!parsed.ok()) {
+    return InvalidError((source.empty() ? "" : source + ": ") + parsed.status().message());
+  }
+  v1::ApplyResult result;
+  std::vector<std::string> warnings = parsed->warnings;
+
+  // Runtimes of this file are visible to its jobs, and stored with them.
+  std::map<std::string, trainjob::TrainingRuntime> staged;
+  for (const auto& rt : parsed->runtimes) staged[RuntimeKey(rt.kind, rt.name)] = rt;
+
+  std::vector<std::unique_ptr<Job>> new_jobs;
+  for (const auto& spec : parsed->jobs) {
+    if (jobs_.count(spec.name) != 0) {
+      if (jobs_.at(spec.name)->record.spec_yaml == spec.yaml) {
+        result.add_unchanged("trainjob/" + spec.name);
+        continue;
+      }
+      return Status(ErrorCode::kExists,
+                    "trainjob/" + spec.name +
+                        " already exists with a different spec; delete it first (trainletctl "
+                        "delete trainjob " + spec.name + ")");
+    }
+    const auto& ref = spec.runtime_ref;
+    const trainjob::TrainingRuntime* rt = nullptr;
+    if (auto it = staged.find(RuntimeKey(ref.kind, ref.name)); it != staged.end()) {
+      rt = &it->second;
+    } else {
+      rt = FindRuntime(ref.kind, ref.name);
+    }
+    if (rt == nullptr) {
+      std::string known;
+      for (const auto& [key, r] : runtimes_) known += (known.empty() ? "" : ", ") + key;
+      return NotFoundError("TrainJob/" + spec.name + ": spec.runtimeRef: " + ref.kind + " \"" +
+                           ref.name + "\" not found (known: " + known + ")");
+    }
+    TRAINLET_ASSIGN_OR_RETURN(auto job, BuildJob(spec, *rt, warnings));
+    job->record.name = spec.name;
+    job->record.spec_yaml = spec.yaml;
+    job->record.runtime_kind = rt->kind;
+    job->record.runtime_name = rt->name;
+    job->record.runtime_yaml = rt->yaml;
+    v1::JobStatus& st = job->record.status;
+    st.set_phase(JobPhaseName(JobPhase::kPending));
+    st.set_created_unix_ms(now_ms);
+    for (const auto& w : warnings) {
+      if (w.rfind("TrainJob/" + spec.name + ":", 0) == 0) st.add_notes(w);
+    }
+    if (job->plugin == nullptr) {
+      st.set_reason("NoRuntimePlugin: runtime " + rt->kind + "/" + rt->name + " needs the '" +
+                    st.plugin() + "' runtime plugin, which this trainlet build does not have");
+    }
+    if (spec.suspend) st.set_phase(JobPhaseName(JobPhase::kSuspended));
+    auto* ev = st.add_events();
+    ev->set_unix_ms(now_ms);
+    ev->set_type("Normal");
+    ev->set_reason("Created");
+    ev->set_message("applied from " + (source.empty() ? std::string("stdin") : source));
+    new_jobs.push_back(std::move(job));
+  }
+
+  TRAINLET_RETURN_IF_ERROR(store_->Transaction([&]() -> Status {
+    for (const auto& [key, rt] : staged) {
+      TRAINLET_RETURN_IF_ERROR(store_->PutRuntime({rt.kind, rt.name, rt.yaml}));
+    }
+    for (const auto& job : new_jobs) TRAINLET_RETURN_IF_ERROR(store_->CreateJob(job->record));
+    return Status::Ok();
+  }));
+
+  for (auto& [key, rt] : staged) {
+    const bool existed = runtimes_.count(key) != 0;
+    (existed ? result.add_configured(key) : result.add_created(key));
+    runtimes_[key] = std::move(rt);
+  }
+  for (auto& job : new_jobs) {
+    result.add_created("trainjob/" + job->record.name);
+    order_.push_back(job->record.name);
+    jobs_[job->record.name] = std::move(job);
+  }
+  for (auto& w : warnings) result.add_warnings(std::move(w));
+  ++generation_;
+  Schedule(now_ms);
+  return result;
+}
+
+std::map<std::string, uint32_t> JobController::UsedSlots() const {
+  std::map<std::string, uint32_t> used;
+  for (const auto& [name, job] : jobs_) {
+    const JobPhase p = PhaseOf(job->record.status);
+    // A Restarting job's old ranks may still be stopping; their slots free up as they exit.
+    const bool holds = p == JobPhase::kStarting || p == JobPhase::kRunning ||
+                       p == JobPhase::kRestarting || job->record.status.deleting();
+    if (!holds) continue;
+    for (const auto& r : job->record.status.ranks()) {
+      if (!RankEnded(r)) ++used[r.node()];
+    }
+  }
+  return used;
+}
+
+void JobController::Schedule(int64_t now_ms) {
+  auto used = UsedSlots();
+  for (const auto& name : order_) {
+    Job& job = *jobs_.at(name);
+    const JobPhase p = PhaseOf(job.record.status);
+    if ((p != JobPhase::kPending && p != JobPhase::kRestarting) || job.plugin == nullptr ||
+        job.record.status.deleting() || now_ms < job.not_before_ms) {
+      continue;
+    }
+    if (p == JobPhase::kRestarting) {
+      // The old attempt's ranks must all be gone first: two attempts never run at once.
+      const bool old_alive = std::any_of(job.record.status.ranks().begin(),
+                                         job.record.status.ranks().end(),
+                                         [](const auto& r) { return !RankEnded(r); });
+      if (old_alive) continue;
+    }
+    TryPlace(job, used, now_ms);
+  }
+}
+
+bool JobController::TryPlace(Job& job, std::map<std::string, uint32_t>& used, int64_t now_ms) {
+  v1::JobStatus& st = job.record.status;
+  std::vector<NodeCapacity> capacity;
+  for (const auto& [name, node] : registry_->nodes()) {
+    NodeCapacity c;
+    c.name = name;
+    c.total_slots = node.info.slots();
+    const uint32_t u = used.count(name) ? used[name] : 0;
+    c.free_slots = c.total_slots > u ? c.total_slots - u : 0;
+    c.ready = node.state == NodeState::kReady;
+    c.schedulable = node.schedulable;
+    c.labels.insert(node.info.labels().begin(), node.info.labels().end());
+    capacity.push_back(std::move(c));
+  }
+  auto placement = PlaceGang({st.num_nodes(), job.procs_per_node}, capacity);
+  if (!placement.ok()) {
+    const std::string reason = "Unschedulable: " + placement.status().message();
+    if (st.reason() != reason) {
+      Transition(job, static_cast<int>(JobTrigger::kUnplaceable), reason, "", now_ms);
+    }
+    return false;
+  }
+  PlanRequest req = job.plan_template;
+  req.attempt = st.attempt() + 1;
+  for (const auto& n : placement->nodes) {
+    const NodeEntry* e = registry_->Find(n);
+    req.nodes.push_back({n, e->info.address(), e->info.hostname(), e->info.topology()});
+  }
+  auto plans = job.plugin->Plan(req);
+  if (!plans.ok()) {
+    FailAttempt(job, "planning failed: " + plans.status().message(), now_ms);
+    return false;
+  }
+  st.set_attempt(req.attempt);
+  st.clear_placement();
+  st.clear_ranks();
+  for (const auto& n : placement->nodes) {
+    st.add_placement(n);
+    used[n] += job.procs_per_node;
+  }
+  for (size_t i = 0; i < plans->size(); ++i) {
+    for (const auto& w : (*plans)[i].workers()) {
+      auto* r = st.add_ranks();
+      r->set_rank(w.rank());
+      r->set_local_rank(w.local_rank());
+      r->set_node(placement->nodes[i]);
+      r->set_state("Pending");
+      r->set_attempt(req.attempt);
+    }
+  }
+  std::sort(st.mutable_ranks()->begin(), st.mutable_ranks()->end(),
+            [](const auto& a, const auto& b) { return a.rank() < b.rank(); });
+  auto* rec = st.add_attempts();
+  rec->set_attempt(req.attempt);
+  rec->set_started_unix_ms(now_ms);
+  std::string where;
+  for (const auto& n : placement->nodes) where += (where.empty() ? "" : ", ") + n;
+  Transition(job, static_cast<int>(JobTrigger::kPlaced), "",
+             "attempt " + std::to_string(req.attempt) + " placed on " + where, now_ms);
+  // The attempt is durable before any agent hears of it.
+  if (Status s = Flush(); !s.ok()) spdlog::error("{}", s.message());
+  for (size_t i = 0; i < plans->size(); ++i) {
+    v1::Envelope env;
+    *env.mutable_launch_plan() = std::move((*plans)[i]);
+    sink_->SendToNode(placement->nodes[i], std::move(env));
+  }
+  return true;
+}
+
+void JobController::Transition(Job& job, int trigger, const std::string& reason,
+                               const std::string& message, int64_t now_ms) {
+  Status s = ApplyTransition(job.record.status, static_cast<JobTrigger>(trigger), reason, message,
+                             now_ms);
+  if (!s.ok()) {
+    spdlog::error("trainjob/{}: {}", job.record.name, s.message());
+    return;
+  }
+  spdlog::info("trainjob/{} is {}{}{}", job.record.name, job.record.status.phase(),
+               reason.empty() ? "" : ": ", reason);
+  MarkDirty(job);
+}
+
+void JobController::MarkDirty(Job& job) {
+  job.dirty = true;
+  ++generation_;
+}
+
+void JobController::StopAttempt(Job& job, const std::string& reason) {
+  const v1::JobStatus& st = job.record.status;
+  std::set<std::string> nodes;
+  for (const auto& r : st.ranks()) {
+    if (!RankEnded(r)) nodes.insert(r.node());
+  }
+  for (const auto& n : nodes) {
+    v1::Envelope env;
+    auto* stop = env.mutable_stop_workers();
+    stop->set_job(job.record.name);
+    stop->set_attempt(st.attempt());
+    stop->set_reason(reason);
+    sink_->SendToNode(n, std::move(env));
+  }
+}
+
+void JobController::FailAttempt(Job& job, const std::string& cause, int64_t now_ms) {
+  v1::JobStatus& st = job.record.status;
+  if (st.attempts_size() > 0) {
+    auto* rec = st.mutable_attempts(st.attempts_size() - 1);
+    if (!rec->result().empty()) return;  // this attempt already ended
+    rec->set_result("Failed");
+    rec->set_cause(cause);
+    rec->set_ended_unix_ms(now_ms);
+  }
+  StopAttempt(job, cause);
+  const uint32_t restarts_used = st.attempt() > 0 ? st.attempt() - 1 : 0;
+  if (restarts_used < st.max_restarts()) {
+    const int shift = static_cast<int>(std::min<uint32_t>(restarts_used, 16));
+    const auto delay = std::min(options_.restart_backoff * (1 << shift),
+                                options_.max_restart_backoff);
+    job.not_before_ms = now_ms + delay.count();
+    Transition(job, static_cast<int>(JobTrigger::kAttemptFailed), "AttemptFailed",
+               "attempt " + std::to_string(st.attempt()) + " failed: " + cause + "; restarting in " +
+                   std::to_string(delay.count()) + " ms",
+               now_ms);
+  } else {
+    Transition(job, static_cast<int>(JobTrigger::kAttemptFailedFinal), "BackoffLimitExceeded",
+               "attempt " + std::to_string(st.attempt()) + " failed: " + cause +
+                   (st.max_restarts() == 0 ? "" : " (restart limit " +
+                                                      std::to_string(st.max_restarts()) +
+                                                      " reached)"),
+               now_ms);
+  }
+}
+
+void JobController::OnWorkerEvent(const std::string& node, const v1::WorkerEvent& ev,
+                                  int64_t now_ms) {
+  auto it = jobs_.find(ev.job());
+  const bool known = it != jobs_.end();
+  if (!known || ev.attempt() != it->second->record.status.attempt()) {
+    // A rank of a deleted job or of an older attempt: it must not run.
+    if (ev.kind() == v1::WorkerEvent::KIND_STARTED) {
+      v1::Envelope env;
+      auto* stop = env.mutable_stop_workers();
+      stop->set_job(ev.job());
+      stop->set_attempt(ev.attempt());
+      stop->set_reason("stale attempt");
+      sink_->SendToNode(node, std::move(env));
+    }
+    return;
+  }
+  Job& job = *it->second;
+  v1::JobStatus& st = job.record.status;
+  v1::RankStatus* rank = nullptr;
+  for (auto& r : *st.mutable_ranks()) {
+    if (r.rank() == ev.rank()) rank = &r;
+  }
+  if (rank == nullptr || rank->node() != node) {
+    spdlog::warn("node {} reported rank {} of {}, which is not placed there", node, ev.rank(),
+                 ev.job());
+    return;
+  }
+  switch (ev.kind()) {
+    case v1::WorkerEvent::KIND_STARTED:
+      if (rank->state() == "Pending") rank->set_state("Running");
+      rank->set_pid(ev.pid());
+      break;
+    case v1::WorkerEvent::KIND_EXITED:
+      rank->set_pid(ev.pid());
+      rank->set_exit_code(ev.exit_code());
+      rank->set_signal(ev.signal());
+      rank->set_state(ev.exit_code() == 0 && ev.signal() == 0 ? "Succeeded" : "Failed");
+      break;
+    case v1::WorkerEvent::KIND_START_FAILED:
+      rank->set_state("StartFailed");
+      rank->set_message(ev.message());
+      break;
+    default:
+      return;
+  }
+  MarkDirty(job);
+  if (st.deleting()) {
+    MaybeFinishDelete(job.record.name);
+    return;
+  }
+  const JobPhase phase = PhaseOf(st);
+  if (phase != JobPhase::kStarting && phase != JobPhase::kRunning) return;
+  if (rank->state() == "Failed" || rank->state() == "StartFailed") {
+    FailAttempt(job, "rank " + std::to_string(rank->rank()) + " on " + node + " " +
+                         DescribeExit(*rank),
+                now_ms);
+    return;
+  }
+  const auto& ranks = st.ranks();
+  if (std::all_of(ranks.begin(), ranks.end(),
+                  [](const auto& r) { return r.state() == "Succeeded"; })) {
+    auto* rec = st.mutable_attempts(st.attempts_size() - 1);
+    rec->set_result("Succeeded");
+    rec->set_ended_unix_ms(now_ms);
+    Transition(job, static_cast<int>(JobTrigger::kAllRanksSucceeded), "Succeeded",
+               "all " + std::to_string(ranks.size()) + " ranks exited 0", now_ms);
+  } else if (phase == JobPhase::kStarting &&
+             std::none_of(ranks.begin(), ranks.end(),
+                          [](const auto& r) { return r.state() == "Pending"; })) {
+    Transition(job, static_cast<int>(JobTrigger::kAllRanksStarted), "Running",
+               "all " + std::to_string(ranks.size()) + " ranks started", now_ms);
+  }
+}
+
+void JobController::OnNodeLost(const std::string& node, int64_t now_ms) {
+  for (const auto& name : order_) {
+    Job& job = *jobs_.at(name);
+    bool touched = false;
+    for (auto& r : *job.record.status.mutable_ranks()) {
+      if (r.node() == node && !RankEnded(r)) {
+        r.set_state("Lost");
+        r.set_message("node " + node + " lost");
+        touched = true;
+      }
+    }
+    if (!touched) continue;
+    MarkDirty(job);
+    if (job.record.status.deleting()) {
+      MaybeFinishDelete(name);
+      continue;
+    }
+    const JobPhase p = PhaseOf(job.record.status);
+    if (p == JobPhase::kStarting || p == JobPhase::kRunning) {
+      FailAttempt(job, "node " + node + " lost", now_ms);
+    }
+  }
+}
+
+Result<v1::DeleteJobResult> JobController::Delete(const std::string& name, int64_t now_ms) {
+  auto it = jobs_.find(name);
+  if (it == jobs_.end()) return NotFoundError("trainjob/" + name + " not found");
+  Job& job = *it->second;
+  v1::DeleteJobResult result;
+  result.set_name(name);
+  if (!job.record.status.deleting()) {
+    job.record.status.set_deleting(true);
+    auto* ev = job.record.status.add_events();
+    ev->set_unix_ms(now_ms);
+    ev->set_type("Normal");
+    ev->set_reason("Deleting");
+    ev->set_message("delete requested; stopping every rank");
+    TRAINLET_RETURN_IF_ERROR(store_->UpdateStatus(name, job.record.status));
+    StopAttempt(job, "trainjob deleted");
+    ++generation_;
+  }
+  MaybeFinishDelete(name);
+  return result;
+}
+
+void JobController::MaybeFinishDelete(const std::string& name) {
+  auto it = jobs_.find(name);
+  if (it == jobs_.end() || !it->second->record.status.deleting()) return;
+  const auto& ranks = it->second->record.status.ranks();
+  if (!std::all_of(ranks.begin(), ranks.end(), RankEnded)) return;
+  if (Status s = store_->DeleteJob(name); !s.ok()) {
+    spdlog::error("cannot delete trainjob/{} from the store: {}", name, s.message());
+    return;
+  }
+  jobs_.erase(it);
+  order_.erase(std::remove(order_.begin(), order_.end(), name), order_.end());
+  ++generation_;
+  spdlog::info("trainjob/{} deleted", name);
+}
+
+Status JobController::Flush() {
+  bool any = false;
+  for (const auto& [name, job] : jobs_) any = any || job->dirty;
+  if (!any) return Status::Ok();
+  TRAINLET_RETURN_IF_ERROR(store_->Transaction([&]() -> Status {
+    for (auto& [name, job] : jobs_) {
+      if (job->dirty) TRAINLET_RETURN_IF_ERROR(store_->UpdateStatus(name, job->record.status));
+    }
+    return Status::Ok();
+  }));
+  // Only now: a failed transaction wrote nothing, so every job stays dirty for the next try.
+  for (auto& [name, job] : jobs_) job->dirty = false;
+  return Status::Ok();
+}
+
+int64_t JobController::NextWakeMs() const {
+  int64_t next = INT64_MAX;
+  for (const auto& [name, job] : jobs_) {
+    if (PhaseOf(job->record.status) == JobPhase::kRestarting) {
+      next = std::min(next, job->not_before_ms);
+    }
+  }
+  return next;
+}
+
+const v1::JobStatus* JobController::Find(const std::string& name) const {
+  auto it = jobs_.find(name);
+  return it == jobs_.end() ? nullptr : &it->second->record.status;
+}
+
+std::vector<const v1::JobStatus*> JobController::List() const {
+  std::vector<const v1::JobStatus*> out;
+  for (const auto& name : order_) out.push_back(&jobs_.at(name)->record.status);
+  return out;
+}
+
+}  // namespace trainlet::coordinator

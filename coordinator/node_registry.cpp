@@ -1,0 +1,101 @@
+#include "coordinator/node_registry.h"
+
+#include <spdlog/spdlog.h>
+
+namespace trainlet::coordinator {
+
+const char* NodeStateName(NodeState state) {
+  switch (state) {
+    case NodeState::kReady: return "Ready";
+    case NodeState::kSuspect: return "Suspect";
+    case NodeState::kLost: return "Lost";
+  }
+  return "Unknown";
+}
+
+Status NodeRegistry::Register(const v1::NodeInfo& info, const std::string& routing_id,
+                              const std::string& public_key, Clock::time_point now,
+                              int64_t now_unix_ms) {
+  if (info.name().empty()) return InvalidError("registration without a node name");
+  auto key_it = by_key_.find(public_key);
+  if (key_it != by_key_.end() && key_it->second != info.name()) {
+    return PermissionError("key already registered node " + key_it->second + ", not " +
+                           info.name());
+  }
+  auto it = nodes_.find(info.name());
+  if (it != nodes_.end() && it->second.public_key != public_key &&
+      it->second.state != NodeState::kLost) {
+    return PermissionError("node name " + info.name() + " is held by another live agent key");
+  }
+  if (it != nodes_.end() && it->second.public_key != public_key) {
+    by_key_.erase(it->second.public_key);
+  }
+  NodeEntry& e = nodes_[info.name()];
+  const bool fresh = e.registered_unix_ms == 0 || e.state == NodeState::kLost;
+  e.info = info;
+  e.routing_id = routing_id;
+  e.public_key = public_key;
+  e.state = NodeState::kReady;
+  if (fresh) e.registered_unix_ms = now_unix_ms;
+  e.last_beat = now;
+  e.last_beat_unix_ms = now_unix_ms;
+  by_key_[public_key] = info.name();
+  return Status::Ok();
+}
+
+const NodeEntry* NodeRegistry::Heartbeat(const std::string& public_key,
+                                         const std::string& routing_id, Clock::time_point now,
+                                         int64_t now_unix_ms) {
+  auto key_it = by_key_.find(public_key);
+  if (key_it == by_key_.end()) return nullptr;
+  NodeEntry& e = nodes_.at(key_it->second);
+  if (e.state == NodeState::kLost) return nullptr;  // its ranks were given up: register afresh
+  if (e.state == NodeState::kSuspect) spdlog::info("node {} is Ready again", e.info.name());
+  e.state = NodeState::kReady;
+  e.routing_id = routing_id;
+  e.last_beat = now;
+  e.last_beat_unix_ms = now_unix_ms;
+  return &e;
+}
+
+std::vector<std::string> NodeRegistry::Tick(Clock::time_point now) {
+  std::vector<std::string> lost;
+  // One missed beat, with half an interval of slack for scheduling jitter.
+  const auto suspect_after = interval_ + interval_ / 2;
+  for (auto& [name, e] : nodes_) {
+    const auto silent = now - e.last_beat;
+    if (e.state == NodeState::kReady && silent > suspect_after) {
+      e.state = NodeState::kSuspect;
+      spdlog::warn("node {} is Suspect: no heartbeat for {} ms", name,
+                   std::chrono::duration_cast<std::chrono::milliseconds>(silent).count());
+    }
+    if (e.state == NodeState::kSuspect && silent > lost_timeout_) {
+      e.state = NodeState::kLost;
+      spdlog::error("node {} is Lost: no heartbeat for {} ms", name,
+                    std::chrono::duration_cast<std::chrono::milliseconds>(silent).count());
+      lost.push_back(name);
+    }
+  }
+  return lost;
+}
+
+NodeRegistry::Clock::time_point NodeRegistry::NextDeadline(Clock::time_point now) const {
+  auto next = now + interval_;
+  for (const auto& [name, e] : nodes_) {
+    if (e.state == NodeState::kReady) next = std::min(next, e.last_beat + interval_ + interval_ / 2);
+    if (e.state == NodeState::kSuspect) next = std::min(next, e.last_beat + lost_timeout_);
+  }
+  return std::max(next, now);
+}
+
+const NodeEntry* NodeRegistry::Find(const std::string& name) const {
+  auto it = nodes_.find(name);
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
+const NodeEntry* NodeRegistry::FindByKey(const std::string& public_key) const {
+  auto it = by_key_.find(public_key);
+  return it == by_key_.end() ? nullptr : Find(it->second);
+}
+
+}  // namespace trainlet::coordinator

@@ -1,0 +1,65 @@
+// NodeRegistry: the nodes that registered, and their liveness from application heartbeats.
+//
+// A node is Ready while its beats arrive, Suspect once one interval passed without a beat (it
+// takes no new ranks), and Lost after `lost_timeout` (its ranks are given up). A node's name is
+// bound to the CURVE key that registered it: another key cannot take the name over while the
+// node is not Lost, and a key acts only for its own node.
+//
+// Owned by the coordinator's loop; no locks. Time is passed in, so tests drive it.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "trainlet/v1/node.pb.h"
+
+namespace trainlet::coordinator {
+
+enum class NodeState { kReady, kSuspect, kLost };
+const char* NodeStateName(NodeState state);
+
+struct NodeEntry {
+  v1::NodeInfo info;
+  std::string routing_id;  // ZeroMQ routing id of its current connection
+  std::string public_key;  // the CURVE key it authenticated with
+  NodeState state = NodeState::kReady;
+  bool schedulable = true;
+  int64_t registered_unix_ms = 0;
+  int64_t last_beat_unix_ms = 0;
+  std::chrono::steady_clock::time_point last_beat{};
+};
+
+class NodeRegistry {
+ public:
+  using Clock = std::chrono::steady_clock;
+  NodeRegistry(std::chrono::milliseconds heartbeat_interval, std::chrono::milliseconds lost_timeout)
+      : interval_(heartbeat_interval), lost_timeout_(lost_timeout) {}
+
+  // Records a (re-)registration. PermissionError when the name belongs to another live key.
+  Status Register(const v1::NodeInfo& info, const std::string& routing_id,
+                  const std::string& public_key, Clock::time_point now, int64_t now_unix_ms);
+  // Records a beat from the node owning `public_key`. Returns the node, or nullptr when the key
+  // has no registered node (it must register again, e.g. after a coordinator restart).
+  const NodeEntry* Heartbeat(const std::string& public_key, const std::string& routing_id,
+                             Clock::time_point now, int64_t now_unix_ms);
+  // Moves nodes along Ready -> Suspect -> Lost. Returns the names that became Lost now.
+  std::vector<std::string> Tick(Clock::time_point now);
+  // When Tick next has something to do.
+  Clock::time_point NextDeadline(Clock::time_point now) const;
+
+  const NodeEntry* Find(const std::string& name) const;
+  const NodeEntry* FindByKey(const std::string& public_key) const;
+  const std::map<std::string, NodeEntry>& nodes() const { return nodes_; }
+
+ private:
+  std::chrono::milliseconds interval_;
+  std::chrono::milliseconds lost_timeout_;
+  std::map<std::string, NodeEntry> nodes_;       // by name
+  std::map<std::string, std::string> by_key_;    // public key -> name
+};
+
+}  // namespace trainlet::coordinator

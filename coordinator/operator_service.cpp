@@ -1,0 +1,238 @@
+#include "coordinator/operator_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include "coordinator/job_state_machine.h"
+
+namespace trainlet::coordinator {
+namespace {
+
+constexpr auto kLogRelayTimeout = std::chrono::seconds(10);
+
+bool HasCondition(const v1::JobStatus& job, std::string_view type) {
+  for (const auto& c : job.conditions()) {
+    if (c.type() == type && c.status() == "True") return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void OperatorService::Respond(const std::string& routing_id, v1::OperatorResponse response) {
+  v1::Envelope env;
+  *env.mutable_operator_response() = std::move(response);
+  reply_(routing_id, std::move(env));
+}
+
+void OperatorService::Fail(const std::string& routing_id, uint64_t request_id, ErrorCode code,
+                           const std::string& message) {
+  v1::OperatorResponse r;
+  r.set_request_id(request_id);
+  r.set_error(message);
+  r.set_error_code(ErrorCodeName(code));
+  Respond(routing_id, std::move(r));
+}
+
+void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRequest& req,
+                             Clock::time_point now, int64_t now_ms) {
+  v1::OperatorResponse r;
+  r.set_request_id(req.request_id());
+  switch (req.body_case()) {
+    case v1::OperatorRequest::kApply: {
+      auto result = jobs_->Apply(req.apply().yaml(), req.apply().source_name(), now_ms);
+      if (!result.ok()) {
+        return Fail(routing_id, req.request_id(), result.status().code(), result.status().message());
+      }
+      *r.mutable_apply() = std::move(result).value();
+      break;
+    }
+    case v1::OperatorRequest::kGetNodes:
+      for (const auto& [name, e] : nodes_->nodes()) {
+        auto* n = r.mutable_nodes()->add_nodes();
+        *n->mutable_info() = e.info;
+        n->set_state(NodeStateName(e.state));
+        n->set_registered_unix_ms(e.registered_unix_ms);
+        n->set_last_heartbeat_unix_ms(e.last_beat_unix_ms);
+        n->set_schedulable(e.schedulable);
+      }
+      for (const v1::JobStatus* j : jobs_->List()) {
+        for (const auto& rank : j->ranks()) {
+          if (rank.state() != "Pending" && rank.state() != "Running") continue;
+          for (auto& n : *r.mutable_nodes()->mutable_nodes()) {
+            if (n.info().name() == rank.node()) n.set_used_slots(n.used_slots() + 1);
+          }
+        }
+      }
+      break;
+    case v1::OperatorRequest::kGetJobs:
+      if (!req.get_jobs().name().empty()) {
+        const v1::JobStatus* j = jobs_->Find(req.get_jobs().name());
+        if (j == nullptr) {
+          return Fail(routing_id, req.request_id(), ErrorCode::kNotFound,
+                      "trainjob/" + req.get_jobs().name() + " not found");
+        }
+        *r.mutable_jobs()->add_jobs() = *j;
+      } else {
+        for (const v1::JobStatus* j : jobs_->List()) *r.mutable_jobs()->add_jobs() = *j;
+      }
+      break;
+    case v1::OperatorRequest::kDeleteJob: {
+      auto result = jobs_->Delete(req.delete_job().name(), now_ms);
+      if (!result.ok()) {
+        return Fail(routing_id, req.request_id(), result.status().code(), result.status().message());
+      }
+      *r.mutable_delete_job() = std::move(result).value();
+      break;
+    }
+    case v1::OperatorRequest::kWaitJob: {
+      v1::WaitJobResult result;
+      if (CheckWait(req.wait_job(), result)) {
+        *r.mutable_wait_job() = std::move(result);
+        break;
+      }
+      const auto timeout = std::chrono::milliseconds(std::min<uint32_t>(
+          req.wait_job().timeout_ms() == 0 ? 30000 : req.wait_job().timeout_ms(), 3600 * 1000));
+      waits_.push_back({routing_id, req.request_id(), req.wait_job(), now + timeout});
+      return;
+    }
+    case v1::OperatorRequest::kLogs:
+      return HandleLogs(routing_id, req.request_id(), req.logs(), now);
+    case v1::OperatorRequest::BODY_NOT_SET:
+      return Fail(routing_id, req.request_id(), ErrorCode::kInvalid, "empty request");
+  }
+  Respond(routing_id, std::move(r));
+}
+
+bool OperatorService::CheckWait(const v1::WaitJobRequest& req, v1::WaitJobResult& result) const {
+  const v1::JobStatus* job = jobs_->Find(req.name());
+  const std::string& cond = req.condition();
+  if (job == nullptr) {
+    result.set_met(cond == "Deleted");
+    result.set_impossible(cond != "Deleted");
+    result.set_message(result.met() ? "" : "trainjob/" + req.name() + " not found");
+    return true;
+  }
+  *result.mutable_job() = *job;
+  if (cond == "Deleted") return false;
+  if (HasCondition(*job, cond) || job->phase() == cond) {
+    result.set_met(true);
+    return true;
+  }
+  const auto phase = ParseJobPhase(job->phase());
+  if (phase && IsTerminal(*phase)) {
+    result.set_impossible(true);
+    std::string why = job->reason();
+    for (const auto& c : job->conditions()) {
+      if (c.status() == "True" && !c.message().empty()) why = c.reason() + ": " + c.message();
+    }
+    result.set_message("trainjob/" + req.name() + " ended " + job->phase() +
+                       (why.empty() ? "" : " (" + why + ")") + ", so it will never be " + cond);
+    return true;
+  }
+  return false;
+}
+
+void OperatorService::HandleLogs(const std::string& routing_id, uint64_t request_id,
+                                 const v1::LogsRequest& req, Clock::time_point now) {
+  const v1::JobStatus* job = jobs_->Find(req.job());
+  if (job == nullptr) {
+    return Fail(routing_id, request_id, ErrorCode::kNotFound, "trainjob/" + req.job() + " not found");
+  }
+  if (job->attempt() == 0) {
+    return Fail(routing_id, request_id, ErrorCode::kUnavailable,
+                "trainjob/" + req.job() + " has not started yet (" + job->phase() +
+                    (job->reason().empty() ? "" : ": " + job->reason()) + ")");
+  }
+  const v1::RankStatus* rank = nullptr;
+  for (const auto& r : job->ranks()) {
+    if (r.rank() == req.rank()) rank = &r;
+  }
+  if (rank == nullptr) {
+    return Fail(routing_id, request_id, ErrorCode::kNotFound,
+                "--rank " + std::to_string(req.rank()) + ": trainjob/" + req.job() + " has ranks 0-" +
+                    std::to_string(job->ranks_size() - 1));
+  }
+  const uint32_t attempt = req.attempt() != 0 ? req.attempt() : job->attempt();
+  const NodeEntry* node = nodes_->Find(rank->node());
+  if (node == nullptr || node->state == NodeState::kLost) {
+    return Fail(routing_id, request_id, ErrorCode::kUnavailable,
+                "node " + rank->node() + " holding rank " + std::to_string(req.rank()) +
+                    "'s log is not connected");
+  }
+  const uint64_t id = next_log_request_++;
+  const bool done = rank->state() != "Pending" && rank->state() != "Running";
+  logs_[id] = {routing_id, request_id, done || attempt != job->attempt(), attempt,
+               now + kLogRelayTimeout};
+  v1::Envelope env;
+  auto* read = env.mutable_log_read();
+  read->set_request_id(id);
+  read->set_job(req.job());
+  read->set_attempt(attempt);
+  read->set_rank(req.rank());
+  read->set_offset(req.offset());
+  read->set_max_bytes(req.max_bytes());
+  agents_->SendToNode(rank->node(), std::move(env));
+}
+
+void OperatorService::OnLogChunk(const v1::LogChunk& chunk) {
+  auto it = logs_.find(chunk.request_id());
+  if (it == logs_.end()) return;  // late answer to a relay that timed out
+  const PendingLog p = it->second;
+  logs_.erase(it);
+  if (!chunk.error().empty()) return Fail(p.routing_id, p.request_id, ErrorCode::kNotFound, chunk.error());
+  v1::OperatorResponse r;
+  r.set_request_id(p.request_id);
+  auto* logs = r.mutable_logs();
+  logs->set_data(chunk.data());
+  logs->set_next_offset(chunk.next_offset());
+  logs->set_eof(chunk.eof());
+  logs->set_rank_done(p.rank_done);
+  logs->set_attempt(p.attempt);
+  Respond(p.routing_id, std::move(r));
+}
+
+void OperatorService::Tick(Clock::time_point now) {
+  if (!waits_.empty()) {
+    const bool changed = jobs_->generation() != waits_checked_generation_;
+    waits_checked_generation_ = jobs_->generation();
+    std::vector<PendingWait> still;
+    for (auto& w : waits_) {
+      v1::WaitJobResult result;
+      bool answer = changed && CheckWait(w.request, result);
+      if (!answer && now >= w.deadline) {
+        if (!CheckWait(w.request, result)) {  // also refreshes the job snapshot
+          result.set_message("timed out waiting for trainjob/" + w.request.name() + " to be " +
+                             w.request.condition());
+        }
+        answer = true;
+      }
+      if (answer) {
+        v1::OperatorResponse r;
+        r.set_request_id(w.request_id);
+        *r.mutable_wait_job() = std::move(result);
+        Respond(w.routing_id, std::move(r));
+      } else {
+        still.push_back(std::move(w));
+      }
+    }
+    waits_ = std::move(still);
+  }
+  for (auto it = logs_.begin(); it != logs_.end();) {
+    if (now >= it->second.deadline) {
+      Fail(it->second.routing_id, it->second.request_id, ErrorCode::kUnavailable,
+           "the agent did not answer the log request in time");
+      it = logs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+OperatorService::Clock::time_point OperatorService::NextDeadline(Clock::time_point now) const {
+  auto next = now + std::chrono::seconds(1);
+  for (const auto& w : waits_) next = std::min(next, w.deadline);
+  for (const auto& [id, l] : logs_) next = std::min(next, l.deadline);
+  return std::max(next, now);
+}
+
+}  // namespace trainlet::coordinator

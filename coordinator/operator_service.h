@@ -1,0 +1,69 @@
+// OperatorService: answers trainletctl's requests on the operator endpoint.
+//
+// Most requests are answered at once from the JobController and NodeRegistry. Two are not:
+// `wait` is held until the job meets the condition or its timeout passes, and `logs` is relayed
+// to the agent that holds the rank's log file and answered when the agent replies.
+//
+// Owned by the coordinator's loop; no locks.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "coordinator/job_controller.h"
+#include "coordinator/node_registry.h"
+
+namespace trainlet::coordinator {
+
+class OperatorService {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using Reply = std::function<void(const std::string& routing_id, v1::Envelope env)>;
+
+  OperatorService(JobController* jobs, NodeRegistry* nodes, NodeSink* agents, Reply reply)
+      : jobs_(jobs), nodes_(nodes), agents_(agents), reply_(std::move(reply)) {}
+
+  void Handle(const std::string& routing_id, const v1::OperatorRequest& request, Clock::time_point now,
+              int64_t now_ms);
+  // An agent's answer to a LogRead this service sent.
+  void OnLogChunk(const v1::LogChunk& chunk);
+  // Answers waits whose job changed or whose time ran out, and gives up on silent agents.
+  void Tick(Clock::time_point now);
+  Clock::time_point NextDeadline(Clock::time_point now) const;
+
+ private:
+  struct PendingWait {
+    std::string routing_id;
+    uint64_t request_id;
+    v1::WaitJobRequest request;
+    Clock::time_point deadline;
+  };
+  struct PendingLog {
+    std::string routing_id;
+    uint64_t request_id;
+    bool rank_done;
+    uint32_t attempt;
+    Clock::time_point deadline;
+  };
+
+  void Respond(const std::string& routing_id, v1::OperatorResponse response);
+  void Fail(const std::string& routing_id, uint64_t request_id, ErrorCode code,
+            const std::string& message);
+  // Fills `result` and returns true when the wait can be answered now.
+  bool CheckWait(const v1::WaitJobRequest& request, v1::WaitJobResult& result) const;
+  void HandleLogs(const std::string& routing_id, uint64_t request_id, const v1::LogsRequest& req,
+                  Clock::time_point now);
+
+  JobController* jobs_;
+  NodeRegistry* nodes_;
+  NodeSink* agents_;
+  Reply reply_;
+  std::vector<PendingWait> waits_;
+  uint64_t waits_checked_generation_ = 0;
+  std::map<uint64_t, PendingLog> logs_;  // by LogRead.request_id
+  uint64_t next_log_request_ = 1;
+};
+
+}  // namespace trainlet::coordinator

@@ -1,0 +1,58 @@
+// The runtime plugin interface: how a framework (plain, torch, mpi, jax, mlx, xgboost) turns a
+// gang placement into one launch plan per node.
+//
+// Plugins are plain classes built by a factory and listed in one ordered table
+// (plugins/runtime/registry.cpp). They are stateless and called only from the coordinator's loop.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "trainlet/v1/launch.pb.h"
+#include "trainlet/v1/node.pb.h"
+
+namespace trainlet {
+
+// One node of the placement, in node-rank order.
+struct PlacedNode {
+  std::string name;
+  std::string address;  // where ranks on other nodes reach this node
+  std::string hostname;
+  v1::Topology topology;
+};
+
+// Everything a plugin needs to plan one attempt. The trainer fields are already resolved from the
+// TrainJob and its runtime (TrainJob wins).
+struct PlanRequest {
+  std::string job;
+  uint32_t attempt = 1;
+  std::vector<std::string> argv;              // trainer command + args
+  std::vector<std::pair<std::string, std::string>> env;  // trainer env, in order
+  std::string num_proc_per_node;              // as written: "4", "auto", or "" when unset
+  std::vector<PlacedNode> nodes;
+  uint32_t stop_grace_ms = 10000;
+};
+
+class RuntimePlugin {
+ public:
+  virtual ~RuntimePlugin() = default;
+  // The name runtimes select it by ("plain", "torch", ...). Constant.
+  virtual std::string_view name() const = 0;
+  // Processes this plugin starts on a node with `topology` for `num_proc_per_node`, so the
+  // planner can reserve slots before placing. Errors name the field.
+  virtual Result<uint32_t> ProcsPerNode(std::string_view num_proc_per_node,
+                                        const v1::Topology* topology) const = 0;
+  // One plan per node, in node-rank order. Every worker carries the TRAINLET_* env.
+  virtual Result<std::vector<v1::LaunchPlan>> Plan(const PlanRequest& request) const = 0;
+};
+
+// Finds the built-in plugin for a framework name; nullptr when trainlet has none (yet).
+const RuntimePlugin* FindRuntimePlugin(std::string_view framework);
+// Names of the built-in plugins, in table order.
+std::vector<std::string> RuntimePluginNames();
+
+}  // namespace trainlet
