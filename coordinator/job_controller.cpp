@@ -466,7 +466,8 @@ void JobController::OnWorkerEvent(const std::string& node, const v1::WorkerEvent
 }
 
 void JobController::OnNodeLost(const std::string& node, int64_t now_ms) {
-  for (const auto& name : order_) {
+  const std::vector<std::string> names = order_;  // a finished delete edits order_
+  for (const auto& name : names) {
     Job& job = *jobs_.at(name);
     bool touched = false;
     for (auto& r : *job.record.status.mutable_ranks()) {
@@ -510,7 +511,7 @@ Result<v1::DeleteJobResult> JobController::Delete(const std::string& name, int64
   return result;
 }
 
-void JobController::MaybeFinishDelete(const std::string& name) {
+void JobController::MaybeFinishDelete(std::string name) {
   auto it = jobs_.find(name);
   if (it == jobs_.end() || !it->second->record.status.deleting()) return;
   const auto& ranks = it->second->record.status.ranks();

@@ -90,7 +90,8 @@ class JobController {
                   int64_t now_ms);
   void FailAttempt(Job& job, const std::string& cause, int64_t now_ms);
   void StopAttempt(Job& job, const std::string& reason);
-  void MaybeFinishDelete(const std::string& name);
+  // By value: it may erase the job that owns the caller's string.
+  void MaybeFinishDelete(std::string name);
   void MarkDirty(Job& job);
 
   JobStore* store_;

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Bad files get clear errors and store nothing; garbage on the wire is dropped and counted, and
+# neither daemon crashes.
+source "$(dirname "$0")/lib.sh"
+
+start_cluster 1 --slots 2
+no_jobs() { [ -z "$("$CTL" get trainjobs -o name)" ] || fail "something was stored: $("$CTL" get trainjobs)"; }
+
+# Malformed YAML: the error gives the line.
+printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: x\nspec: [\n' > "$WORK/bad.yaml"
+if "$CTL" apply -f "$WORK/bad.yaml" 2> "$WORK/err"; then fail "malformed YAML accepted"; fi
+assert_contains "$(cat "$WORK/err")" "line" "malformed YAML error"
+no_jobs
+
+# An unknown runtime.
+job=$(write_job orphan 1 1 'true')
+sed -i 's/name: plain/name: no-such-runtime/' "$job"
+if "$CTL" apply -f "$job" 2> "$WORK/err"; then fail "unknown runtime accepted"; fi
+assert_contains "$(cat "$WORK/err")" "spec.runtimeRef" "unknown runtime error"
+assert_contains "$(cat "$WORK/err")" "no-such-runtime" "unknown runtime error"
+no_jobs
+
+# A field invalid under the CRD schema; and a file whose second document is bad stores nothing.
+job=$(write_job typed 1 1 'true')
+sed -i 's/numNodes: 1/numNodes: "three"/' "$job"
+if "$CTL" apply -f "$job" 2> "$WORK/err"; then fail "numNodes: three accepted"; fi
+assert_contains "$(cat "$WORK/err")" "spec.trainer.numNodes" "schema error path"
+good=$(write_job good 1 1 'true')
+{ cat "$good"; echo "---"; cat "$job"; } > "$WORK/mixed.yaml"
+if "$CTL" apply -f "$WORK/mixed.yaml" 2>/dev/null; then fail "a file with one bad document was accepted"; fi
+no_jobs
+log "bad files refused, nothing stored"
+
+# Garbage on the wire, from enrolled keys on both endpoints, and raw bytes without CURVE.
+operator_endpoint=$(awk '/^coordinator:/ {print $2}' "$TRAINLET_HOME/config.yaml")
+agent_endpoint=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["agent_endpoint"])' \
+  "$TRAINLET_HOME/coordinator/endpoints.json")
+"$TRAINLET_BIN/wire_garbage" "$operator_endpoint" "$TRAINLET_HOME/keys/coordinator.key.pub" \
+  "$TRAINLET_HOME/keys/operator.key" 300
+"$TRAINLET_BIN/wire_garbage" "$agent_endpoint" "$TRAINLET_HOME/keys/coordinator.key.pub" \
+  "$TRAINLET_HOME/keys/node-1.key" 300
+for ep in "$operator_endpoint" "$agent_endpoint"; do
+  port=${ep##*:}
+  python3 - "$port" <<'PY'
+import os, socket, sys
+for size in (1, 10, 4096, 65536):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2)
+    try:
+        s.sendall(os.urandom(size))
+    except OSError:
+        pass  # the daemon hung up on us: fine
+    s.close()
+PY
+done
+sleep 0.5
+for f in "$TRAINLET_HOME"/pids/*.pid; do
+  pid=$(awk '{print $1}' "$f")
+  kill -0 "$pid" 2>/dev/null || fail "$(basename "$f" .pid) died after garbage"
+done
+grep -q "dropped" "$TRAINLET_HOME/logs/coordinator.log" || fail "drops were not logged"
+[ -z "$(job_pids evil)" ] || fail "a garbage launch plan started something"
+# Still serving: the node is Ready and a job runs to completion.
+"$CTL" get nodes | grep -q "node-1 *Ready" || fail "node-1 not Ready after garbage"
+"$CTL" apply -f "$good" >/dev/null
+"$CTL" wait trainjob/good --for=condition=Complete --timeout=30s >/dev/null || fail "job after garbage"
+log "garbage dropped, daemons alive and serving"
+echo "PASS bad_input_test"

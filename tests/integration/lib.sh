@@ -1,0 +1,79 @@
+# Shared helpers for the integration tests. Each test sources this, calls `start_cluster`, and
+# relies on the EXIT trap to stop exactly what it started (by PID, via `local down`).
+set -euo pipefail
+
+: "${TRAINLET_BIN:?TRAINLET_BIN must point at the bin directory of the build}"
+: "${TRAINLET_SOURCE_DIR:?TRAINLET_SOURCE_DIR must point at the source tree}"
+CTL="$TRAINLET_BIN/trainletctl"
+FIXTURES="$TRAINLET_SOURCE_DIR/tests/fixtures"
+KUBEFLOW="$TRAINLET_SOURCE_DIR/../shared/kubeflow-trainer"
+
+WORK=$(mktemp -d /tmp/trainlet-it.XXXXXX)
+export TRAINLET_HOME="$WORK/cluster"
+EXTRA_PIDS=()
+
+cleanup() {
+  local rc=$?
+  if [ -d "$TRAINLET_HOME/pids" ]; then
+    "$CTL" local down --dir "$TRAINLET_HOME" --timeout 10 >/dev/null 2>&1 || true
+  fi
+  for pid in "${EXTRA_PIDS[@]:-}"; do
+    [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
+  done
+  if [ $rc -ne 0 ] && [ -d "$TRAINLET_HOME/logs" ]; then
+    echo "---- daemon logs (test failed) ----"
+    tail -n 30 "$TRAINLET_HOME"/logs/*.log || true
+  fi
+  rm -rf "$WORK"
+  exit $rc
+}
+trap cleanup EXIT
+
+log() { echo "[$(date +%H:%M:%S)] $*"; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# start_cluster AGENTS [extra local-up flags...]
+start_cluster() {
+  local agents=$1; shift
+  "$CTL" local up --agents "$agents" --dir "$TRAINLET_HOME" --heartbeat-ms 200 \
+    --lost-timeout-ms 2000 "$@" > "$WORK/up.out"
+  grep -q "export TRAINLET_HOME=$TRAINLET_HOME" "$WORK/up.out" || fail "local up printed no export line"
+}
+
+# write_job NAME NODES PROCS SCRIPT -> path of a TrainJob file running `sh -c SCRIPT`
+write_job() {
+  local name=$1 nodes=$2 procs=$3 script=$4 file="$WORK/$1.yaml"
+  {
+    printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: %s\n' "$name"
+    printf 'spec:\n  runtimeRef:\n    name: plain\n  trainer:\n'
+    printf '    numNodes: %s\n    numProcPerNode: %s\n' "$nodes" "$procs"
+    printf '    command:\n      - /bin/sh\n      - -c\n      - |\n'
+    printf '%s\n' "$script" | sed 's/^/        /'
+  } > "$file"
+  echo "$file"
+}
+
+# assert_contains HAYSTACK NEEDLE WHAT
+assert_contains() {
+  case "$1" in *"$2"*) ;; *) fail "$3: expected to find '$2' in: $1" ;; esac
+}
+
+# PIDs of live processes whose environment says TRAINLET_JOB=$1 (the job's ranks and children).
+job_pids() {
+  local job=$1 p
+  for p in /proc/[0-9]*; do
+    if { tr '\0' '\n' < "$p/environ"; } 2>/dev/null | grep -qx "TRAINLET_JOB=$job"; then
+      # zombies are not alive
+      if [ "$(awk '{print $3}' "$p/stat" 2>/dev/null)" != "Z" ]; then echo "${p#/proc/}"; fi
+    fi
+  done
+}
+
+# wait_for SECONDS CMD... : retries CMD until it succeeds
+wait_for() {
+  local deadline=$(( $(date +%s) + $1 )); shift
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s)" -lt "$deadline" ] || return 1
+    sleep 0.1
+  done
+}

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# A coordinator and 3 agents on loopback: the life of a job, end to end.
+source "$(dirname "$0")/lib.sh"
+
+start_cluster 3 --slots 4
+log "cluster up"
+
+nodes_json=$("$CTL" get nodes -o json)
+[ "$(grep -c '"state": "Ready"' <<<"$nodes_json")" = 3 ] || fail "3 Ready nodes expected: $nodes_json"
+"$CTL" get nodes -o yaml | grep -q "state: Ready" || fail "get nodes -o yaml"
+"$CTL" get nodes | head -1 | grep -q "NAME.*STATUS.*CPUS.*MEMORY.*GPUS.*AGE" || fail "get nodes header"
+
+# 1. A 3-node x 4-rank job completes, and every rank's output is in its log.
+job=$(write_job big 3 4 'echo "out of rank $TRAINLET_RANK/$TRAINLET_WORLD_SIZE node $TRAINLET_NODE_RANK local $TRAINLET_LOCAL_RANK"; echo "err of rank $TRAINLET_RANK" >&2')
+out=$("$CTL" apply -f "$job")
+[ "$out" = "trainjob/big created" ] || fail "apply printed: $out"
+"$CTL" wait trainjob/big --for=condition=Complete --timeout=60s || fail "big did not complete"
+"$CTL" get trainjobs | grep -E "^big +Succeeded +3 +12 +1 " || fail "get trainjobs row: $("$CTL" get trainjobs)"
+for r in $(seq 0 11); do
+  l=$("$CTL" logs big --rank "$r")
+  assert_contains "$l" "out of rank $r/12 node $((r / 4)) local $((r % 4))" "rank $r stdout"
+  assert_contains "$l" "err of rank $r" "rank $r stderr"
+done
+all=$("$CTL" logs big)
+[ "$(grep -c '^\[rank [0-9]*\] out of rank' <<<"$all")" = 12 ] || fail "logs without --rank: $all"
+# The log files themselves, one per rank, on the nodes that ran them.
+[ "$(find "$TRAINLET_HOME/agents" -path '*/logs/big/attempt-1/rank-*.log' | wc -l)" = 12 ] || fail "12 log files"
+log "3x4 job complete, logs ok"
+
+# 2. One failing rank fails the job, with its exit code in describe.
+job=$(write_job failing 3 2 'if [ "$TRAINLET_RANK" = 4 ]; then exit 7; fi; sleep 30')
+"$CTL" apply -f "$job" >/dev/null
+if "$CTL" wait trainjob/failing --for=condition=Complete --timeout=60s 2> "$WORK/wait.err"; then
+  fail "waiting for Complete on a failing job must fail"
+fi
+assert_contains "$(cat "$WORK/wait.err")" "never be Complete" "wait's message"
+"$CTL" wait trainjob/failing --for=condition=Failed --timeout=10s >/dev/null
+d=$("$CTL" describe trainjob failing)
+grep -E "^  4 +node-[0-9]+ +[0-9]+ +Failed +[0-9]+ +7 " <<<"$d" >/dev/null || fail "rank 4 exit 7 in describe: $d"
+assert_contains "$d" "rank 4 on node-" "attempt cause"
+assert_contains "$d" "exited with code 7" "attempt cause"
+# The other ranks were stopped, not left running.
+wait_for 20 test -z "$(job_pids failing)" || fail "ranks of the failed job still alive: $(job_pids failing)"
+log "failing job ok"
+
+# 3. delete of a running job leaves no process of it behind.
+job=$(write_job sleeper 3 2 'sleep 300 & sleep 300; wait')
+"$CTL" apply -f "$job" >/dev/null
+wait_for 30 sh -c "'$CTL' get trainjobs sleeper | grep -q Running" || fail "sleeper never Running"
+[ -n "$(job_pids sleeper)" ] || fail "no sleeper processes found while Running"
+"$CTL" delete trainjob sleeper --timeout 30s | grep -q "trainjob/sleeper deleted" || fail "delete output"
+left=$(job_pids sleeper)
+[ -z "$left" ] || fail "processes of the deleted job remain: $left"
+if "$CTL" get trainjobs sleeper 2>/dev/null; then fail "sleeper still listed after delete"; fi
+log "delete ok"
+
+# 4. A job asking for more nodes than exist stays Pending, with a reason.
+job=$(write_job toobig 5 1 'true')
+"$CTL" apply -f "$job" >/dev/null
+sleep 0.5
+row=$("$CTL" get trainjobs toobig -o wide)
+assert_contains "$row" "Pending" "toobig phase"
+assert_contains "$("$CTL" describe trainjob toobig)" "needs 5 nodes" "toobig reason"
+"$CTL" delete trainjob toobig >/dev/null
+log "pending-with-reason ok"
+
+# 5. wait times out with a clear message and a non-zero exit.
+job=$(write_job slow 1 1 'sleep 30')
+"$CTL" apply -f "$job" >/dev/null
+if "$CTL" wait trainjob/slow --for=condition=Complete --timeout=1s 2> "$WORK/wait.err"; then
+  fail "wait must time out"
+fi
+assert_contains "$(cat "$WORK/wait.err")" "timed out" "timeout message"
+"$CTL" delete trainjob slow >/dev/null
+log "wait timeout ok"
+echo "PASS local_cluster_test"

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# CURVE + per-role allowlists: unknown keys and agent keys on the operator endpoint are refused,
+# an unknown agent never registers, and nothing is launched by anyone refused.
+source "$(dirname "$0")/lib.sh"
+
+start_cluster 1 --slots 2
+endpoint=$(awk '/^coordinator:/ {print $2}' "$TRAINLET_HOME/config.yaml")
+
+# make_home DIR KEYFILE [COORDINATOR_PUB]: a client config using that key
+make_home() {
+  mkdir -p "$1"
+  printf 'coordinator: %s\ncoordinator_key: %s\nkey: %s\n' "$endpoint" \
+    "${3:-$TRAINLET_HOME/keys/coordinator.key.pub}" "$2" > "$1/config.yaml"
+}
+job=$(write_job evil 1 1 'sleep 60')
+
+# 1. An operator key the coordinator never enrolled.
+"$CTL" keys create --role operator --name stranger --dir "$WORK/strangers" >/dev/null
+make_home "$WORK/stranger-home" "$WORK/strangers/stranger.key"
+if "$CTL" --home "$WORK/stranger-home" apply -f "$job" 2> "$WORK/err"; then fail "unknown key was accepted"; fi
+assert_contains "$(cat "$WORK/err")" "refused this operator key" "unknown operator key"
+log "unknown operator key refused"
+
+# 2. An agent's key used on the operator endpoint.
+make_home "$WORK/agent-home" "$TRAINLET_HOME/keys/node-1.key"
+if "$CTL" --home "$WORK/agent-home" apply -f "$job" 2> "$WORK/err"; then fail "agent key was accepted as operator"; fi
+assert_contains "$(cat "$WORK/err")" "refused this operator key" "agent key as operator"
+log "agent key on the operator endpoint refused"
+
+# 3. The right operator key but the wrong coordinator key: the client refuses the server.
+"$CTL" keys create --role coordinator --name fake --dir "$WORK/strangers" >/dev/null
+make_home "$WORK/fake-server-home" "$TRAINLET_HOME/keys/operator.key" "$WORK/strangers/fake.key.pub"
+if timeout 20 "$CTL" --home "$WORK/fake-server-home" get nodes 2> "$WORK/err"; then fail "wrong server key accepted"; fi
+log "wrong coordinator key refused: $(cat "$WORK/err")"
+
+# 4. An agent with a key that is not enrolled never registers.
+"$CTL" keys create --role agent --name intruder --dir "$WORK/strangers" >/dev/null
+agent_endpoint=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["agent_endpoint"])' \
+  "$TRAINLET_HOME/coordinator/endpoints.json")
+"$TRAINLET_BIN/trainlet-agent" --name intruder --coordinator "$agent_endpoint" \
+  --coordinator-key "$TRAINLET_HOME/keys/coordinator.key.pub" --key "$WORK/strangers/intruder.key" \
+  --state-dir "$WORK/intruder" --heartbeat-ms 100 > "$WORK/intruder.log" 2>&1 &
+EXTRA_PIDS+=($!)
+sleep 2
+nodes=$("$CTL" get nodes -o name)
+[ "$nodes" = "node/node-1" ] || fail "only node-1 may be registered, got: $nodes"
+kill "${EXTRA_PIDS[-1]}"; wait "${EXTRA_PIDS[-1]}" 2>/dev/null || true
+log "unenrolled agent never registered"
+
+# Nothing was launched by any of them.
+[ -z "$("$CTL" get trainjobs -o name 2>/dev/null)" ] || fail "a job was stored: $("$CTL" get trainjobs)"
+[ -z "$(job_pids evil)" ] || fail "processes of a refused job exist"
+grep -q "refused CURVE client" "$TRAINLET_HOME/logs/coordinator.log" || fail "refusals not logged"
+
+# 5. Enrolling a key takes effect without a restart.
+"$CTL" keys create --role operator --name alice --dir "$WORK/strangers" \
+  --allowlist "$TRAINLET_HOME/keys/operators.allow" >/dev/null
+make_home "$WORK/alice-home" "$WORK/strangers/alice.key"
+"$CTL" --home "$WORK/alice-home" get nodes >/dev/null || fail "an enrolled operator was refused"
+log "enrolment without restart ok"
+echo "PASS security_test"
