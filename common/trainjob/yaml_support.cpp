@@ -80,13 +80,23 @@ bool IsIdentifier(std::string_view key) {
 struct TooDeep {
   YAML::Mark mark;
 };
+// Thrown when yaml-cpp 0.7 starts a document where the previous one started: on some malformed
+// input (a lone ",") it yields empty documents forever without consuming anything
+// (jbeder/yaml-cpp#1040).
+struct NoProgress {
+  YAML::Mark mark;
+};
+// Thrown past kMaxYamlDocuments.
+struct TooManyDocuments {};
 
 // First pass over the event stream: finds which document a syntax error is in, stops nesting
 // before yaml-cpp's recursive parser goes deep, and notes whether aliases need an expansion check.
 class CountingHandler : public YAML::EventHandler {
  public:
-  void OnDocumentStart(const YAML::Mark&) override {
-    ++documents_;
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    if (documents_ > 0 && mark.pos == last_start_.pos) throw NoProgress{mark};
+    if (++documents_ > kMaxYamlDocuments) throw TooManyDocuments{};
+    last_start_ = mark;
     depth_ = 0;
   }
   void OnDocumentEnd() override {}
@@ -114,6 +124,7 @@ class CountingHandler : public YAML::EventHandler {
   }
 
   int documents_ = 0;
+  YAML::Mark last_start_;
   int depth_ = 0;
   bool has_alias_ = false;
 };
@@ -371,11 +382,19 @@ Result<std::vector<YamlDocument>> LoadDocuments(std::string_view text) {
   } catch (const TooDeep& e) {
     return InvalidError(MarkPrefix(counter.documents(), e.mark) + ": nested deeper than " +
                         std::to_string(kMaxYamlDepth) + " levels");
+  } catch (const NoProgress& e) {
+    // The stuck parser has already opened one empty document past the offending one.
+    int document = counter.documents() > 1 ? counter.documents() - 1 : 1;
+    return InvalidError(MarkPrefix(document, e.mark) +
+                        ": YAML syntax error: unexpected character");
+  } catch (const TooManyDocuments&) {
+    return InvalidError("more than " + std::to_string(kMaxYamlDocuments) + " documents");
   } catch (const YAML::Exception& e) {
     return InvalidError(MarkPrefix(counter.documents(), e.mark) +
                         ": YAML syntax error: " + e.msg);
   }
 
+  // The first pass finished, so this one, on the same text, ends too.
   std::vector<YAML::Node> nodes;
   try {
     nodes = YAML::LoadAll(buffer);

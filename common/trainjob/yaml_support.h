@@ -22,6 +22,7 @@ inline constexpr size_t kMaxYamlBytes = 4u << 20;
 inline constexpr int kMaxYamlDepth = 64;
 // Nodes one document may expand to once aliases are followed.
 inline constexpr int64_t kMaxYamlNodes = 1'000'000;
+inline constexpr int kMaxYamlDocuments = 10'000;
 
 // The JSON type a YAML node stands for, as the Kubernetes API server sees it after converting
 // YAML to JSON. Plain scalars resolve by the YAML 1.2 core schema (true/false, decimal integers,
@@ -61,8 +62,9 @@ struct YamlDocument {
 };
 
 // Loads every document of `text`. Fails on input over kMaxYamlBytes, on a syntax error
-// ("document 2: line 4, column 3: YAML syntax error: ..."), on nesting deeper than kMaxYamlDepth
-// and on alias expansion past kMaxYamlNodes.
+// ("document 2: line 4, column 3: YAML syntax error: ..."; lines count from the top of the file),
+// on text that is not UTF-8, on nesting deeper than kMaxYamlDepth, on more than
+// kMaxYamlDocuments documents and on alias expansion past kMaxYamlNodes.
 Result<std::vector<YamlDocument>> LoadDocuments(std::string_view text);
 
 // Writes `node` as block YAML that loads back to the same JSON value: strings that would read as

@@ -61,6 +61,27 @@ TEST(YamlSupportTest, SyntaxErrorNamesDocumentLineAndColumn) {
   EXPECT_NE(m.find("YAML syntax error"), std::string::npos) << m;
 }
 
+TEST(YamlSupportTest, LoneCommaIsAnErrorNotAHang) {
+  // yaml-cpp 0.7's LoadAll loops forever on these (jbeder/yaml-cpp#1040).
+  for (const char* text : {",", "a: 1\n---\n,\n", "- !+(.,.)"}) {
+    auto docs = LoadDocuments(text);
+    ASSERT_FALSE(docs.ok()) << text;
+    EXPECT_NE(docs.status().message().find("YAML syntax error"), std::string::npos)
+        << docs.status().message();
+  }
+  auto second = LoadDocuments("a: 1\n---\n,\n");
+  EXPECT_NE(second.status().message().find("document 2"), std::string::npos)
+      << second.status().message();
+}
+
+TEST(YamlSupportTest, RefusesTooManyDocuments) {
+  std::string many;
+  for (int i = 0; i <= kMaxYamlDocuments; ++i) many += "---\na: 1\n";
+  auto docs = LoadDocuments(many);
+  ASSERT_FALSE(docs.ok());
+  EXPECT_NE(docs.status().message().find("documents"), std::string::npos);
+}
+
 TEST(YamlSupportTest, RefusesOversizedInput) {
   std::string big(kMaxYamlBytes + 1, ' ');
   auto docs = LoadDocuments(big);
