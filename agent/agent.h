@@ -76,6 +76,7 @@ class Agent {
   DropCounters drops_;
   std::deque<v1::Envelope> outbox_;
   std::map<std::string, uint32_t> latest_attempt_;  // job -> newest attempt seen in a plan
+  std::map<std::string, uint32_t> stop_grace_;      // job -> SIGTERM..SIGKILL delay of its plan, ms
   bool registered_ = false;
   uint64_t heartbeat_seq_ = 0;
   std::chrono::steady_clock::time_point next_heartbeat_{};

@@ -225,12 +225,9 @@ Result<v1::ApplyResult> JobController::Apply(const std::string& yaml, const std:
 
 std::map<std::string, uint32_t> JobController::UsedSlots() const {
   std::map<std::string, uint32_t> used;
+  // Whatever the job's phase, a rank that has not ended holds its slot: the ranks of a Failed or
+  // Restarting attempt keep running until their stop takes effect.
   for (const auto& [name, job] : jobs_) {
-    const JobPhase p = PhaseOf(job->record.status);
-    // A Restarting job's old ranks may still be stopping; their slots free up as they exit.
-    const bool holds = p == JobPhase::kStarting || p == JobPhase::kRunning ||
-                       p == JobPhase::kRestarting || job->record.status.deleting();
-    if (!holds) continue;
     for (const auto& r : job->record.status.ranks()) {
       if (!RankEnded(r)) ++used[r.node()];
     }
@@ -239,6 +236,7 @@ std::map<std::string, uint32_t> JobController::UsedSlots() const {
 }
 
 void JobController::Schedule(int64_t now_ms) {
+  last_schedule_ms_ = now_ms;
   auto used = UsedSlots();
   for (const auto& name : order_) {
     Job& job = *jobs_.at(name);
@@ -312,6 +310,7 @@ bool JobController::TryPlace(Job& job, std::map<std::string, uint32_t>& used, in
             [](const auto& a, const auto& b) { return a.rank() < b.rank(); });
   auto* rec = st.add_attempts();
   rec->set_attempt(req.attempt);
+  for (const auto& r : st.ranks()) rec->add_rank_nodes(r.node());
   rec->set_started_unix_ms(now_ms);
   std::string where;
   for (const auto& n : placement->nodes) where += (where.empty() ? "" : ", ") + n;
@@ -544,7 +543,11 @@ Status JobController::Flush() {
 int64_t JobController::NextWakeMs() const {
   int64_t next = INT64_MAX;
   for (const auto& [name, job] : jobs_) {
-    if (PhaseOf(job->record.status) == JobPhase::kRestarting) {
+    const auto& st = job->record.status;
+    // Only a backoff still to come is timed work; a restart waiting for its old ranks to exit, or
+    // for room, is woken by those events instead.
+    if (PhaseOf(st) != JobPhase::kRestarting || job->not_before_ms <= last_schedule_ms_) continue;
+    if (std::all_of(st.ranks().begin(), st.ranks().end(), RankEnded)) {
       next = std::min(next, job->not_before_ms);
     }
   }

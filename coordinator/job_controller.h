@@ -102,6 +102,7 @@ class JobController {
   std::map<std::string, std::unique_ptr<Job>> jobs_;
   std::vector<std::string> order_;  // job names in creation order (placement is FIFO)
   uint64_t generation_ = 0;
+  int64_t last_schedule_ms_ = 0;  // now_ms of the last Schedule()
 };
 
 }  // namespace trainlet::coordinator

@@ -153,11 +153,25 @@ void OperatorService::HandleLogs(const std::string& routing_id, uint64_t request
                     std::to_string(job->ranks_size() - 1));
   }
   const uint32_t attempt = req.attempt() != 0 ? req.attempt() : job->attempt();
-  const NodeEntry* node = nodes_->Find(rank->node());
+  // An earlier attempt's log is where that attempt ran, which may not be where the rank runs now.
+  std::string node_name = rank->node();
+  if (attempt != job->attempt()) {
+    const v1::AttemptRecord* rec = nullptr;
+    for (const auto& a : job->attempts()) {
+      if (a.attempt() == attempt) rec = &a;
+    }
+    if (rec == nullptr || static_cast<int>(req.rank()) >= rec->rank_nodes_size()) {
+      return Fail(routing_id, request_id, ErrorCode::kNotFound,
+                  "--attempt " + std::to_string(attempt) + ": trainjob/" + req.job() +
+                      " has attempts 1-" + std::to_string(job->attempt()));
+    }
+    node_name = rec->rank_nodes(static_cast<int>(req.rank()));
+  }
+  const NodeEntry* node = nodes_->Find(node_name);
   if (node == nullptr || node->state == NodeState::kLost) {
     return Fail(routing_id, request_id, ErrorCode::kUnavailable,
-                "node " + rank->node() + " holding rank " + std::to_string(req.rank()) +
-                    "'s log is not connected");
+                "node " + node_name + " holding rank " + std::to_string(req.rank()) +
+                    "'s log of attempt " + std::to_string(attempt) + " is not connected");
   }
   const uint64_t id = next_log_request_++;
   const bool done = rank->state() != "Pending" && rank->state() != "Running";
@@ -171,7 +185,7 @@ void OperatorService::HandleLogs(const std::string& routing_id, uint64_t request
   read->set_rank(req.rank());
   read->set_offset(req.offset());
   read->set_max_bytes(req.max_bytes());
-  agents_->SendToNode(rank->node(), std::move(env));
+  agents_->SendToNode(node_name, std::move(env));
 }
 
 void OperatorService::OnLogChunk(const v1::LogChunk& chunk) {
