@@ -64,6 +64,10 @@ TEST_F(JobControllerTest, HelloRunsToCompletion) {
   ASSERT_EQ(st.attempts_size(), 1);
   EXPECT_EQ(st.attempts(0).attempt(), 1u);
   EXPECT_EQ(st.attempts(0).result(), "");
+  // Where each rank of the attempt ran, so its logs stay reachable after a restart moves it.
+  EXPECT_THAT(std::vector<std::string>(st.attempts(0).rank_nodes().begin(),
+                                       st.attempts(0).rank_nodes().end()),
+              ::testing::ElementsAre("n1", "n1", "n2", "n2"));
 
   auto plans = sink_.Plans();
   ASSERT_EQ(plans.size(), 2u);
@@ -234,11 +238,12 @@ TEST_F(JobControllerTest, RestartAfterFailureWithBackoff) {
     EXPECT_EQ(Cond(st, "Failed"), nullptr);
   }
   EXPECT_EQ(sink_.StopNodes(), (std::vector<std::string>{"n1", "n2"}));
-  EXPECT_EQ(controller_->NextWakeMs(), fail_at + 10);
+  // Old ranks still run: the restart waits for their exit events, not for a time.
+  EXPECT_EQ(controller_->NextWakeMs(), INT64_MAX);
   sink_.sent.clear();
 
-  // The backoff passes, but the old ranks still run: two attempts never run at once.
-  controller_->Schedule(fail_at + 50);
+  // Neither the backoff nor the old ranks are over.
+  controller_->Schedule(fail_at + 1);
   EXPECT_TRUE(sink_.Plans().empty());
   EXPECT_EQ(JobOrDie("retry").phase(), "Restarting");
 
@@ -250,9 +255,11 @@ TEST_F(JobControllerTest, RestartAfterFailureWithBackoff) {
   EXPECT_EQ(JobOrDie("retry").attempts_size(), 1);
   EXPECT_THAT(JobOrDie("retry").attempts(0).cause(), HasSubstr("rank 1"));
 
-  // All old ranks exited; a Schedule before the backoff ends does nothing.
+  // All old ranks exited: only the backoff is left, and it is timed work.
+  EXPECT_EQ(controller_->NextWakeMs(), fail_at + 10);
   controller_->Schedule(fail_at + 5);
   EXPECT_TRUE(sink_.Plans().empty());
+  EXPECT_EQ(JobOrDie("retry").phase(), "Restarting");
   controller_->Schedule(fail_at + 10);
   {
     const v1::JobStatus& st = JobOrDie("retry");
@@ -401,10 +408,9 @@ TEST_F(JobControllerTest, DuplicateNamesInOneFileStoreNothing) {
 }
 
 // A Failed job's ranks keep running until their stop takes effect (up to stop_grace_ms), so
-// their slots are still taken: a new gang must not be placed on them meanwhile. get nodes already
-// counts them as used; the planner does not (UsedSlots skips every phase but Starting, Running
-// and Restarting).
-TEST_F(JobControllerTest, DISABLED_StoppingRanksOfFailedJobStillHoldSlots) {
+// their slots are still taken: a new gang must not be placed on them meanwhile (get nodes counts
+// them as used too).
+TEST_F(JobControllerTest, StoppingRanksOfFailedJobStillHoldSlots) {
   ApplyOk(JobYaml("first", 3, 4));  // fills the cluster
   ReportAll("first", kStarted, kT0 + 1);
   Report("first", 0, kExited, kT0 + 2, 1);
@@ -423,18 +429,20 @@ TEST_F(JobControllerTest, DISABLED_StoppingRanksOfFailedJobStillHoldSlots) {
 }
 
 // NextWakeMs promises the time of the next *timed* work. A Restarting job whose backoff ended but
-// whose old ranks still run waits for their exit events, not for time; reporting its past
-// backoff end makes the coordinator's loop poll with a 1 ms timeout, spinning Schedule and Flush
-// until the old ranks exit (up to stop_grace_ms, 10 s by default).
-TEST_F(JobControllerTest, DISABLED_NextWakeIgnoresRestartsWaitingForOldRanks) {
+// whose old ranks still run waits for their exit events, not for time; a past backoff end there
+// would make the coordinator's loop poll with a 1 ms timeout until the old ranks exit.
+TEST_F(JobControllerTest, NextWakeIgnoresRestartsWaitingForOldRanks) {
   options_.restart_backoff = std::chrono::milliseconds(10);
   MakeController();
   ApplyOk(RuntimeYaml("plain-retry", "", 1) + "---\n" + JobYaml("retry", 2, 2, "plain-retry"));
   ReportAll("retry", kStarted, kT0 + 1);
   Report("retry", 0, kExited, kT0 + 100, 1);
   ASSERT_EQ(JobOrDie("retry").phase(), "Restarting");
+  sink_.sent.clear();
   controller_->Schedule(kT0 + 200);  // backoff over; ranks 1-3 still stopping
+  // Two attempts never run at once.
   ASSERT_EQ(JobOrDie("retry").phase(), "Restarting");
+  EXPECT_TRUE(sink_.Plans().empty());
   EXPECT_GT(controller_->NextWakeMs(), kT0 + 200);
 }
 
