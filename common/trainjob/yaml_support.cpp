@@ -208,13 +208,22 @@ void EmitNode(YAML::Emitter& out, const YAML::Node& node, bool is_key) {
   }
 }
 
-// Offset of the first byte that breaks UTF-8 (overlongs, surrogates and values past U+10FFFF
-// included), or npos.
-size_t FindInvalidUtf8(std::string_view s) {
+// YAML's c-printable set: tab, line breaks and the printable characters of Unicode.
+bool IsYamlPrintable(uint32_t cp) {
+  return cp == 0x09 || cp == 0x0A || cp == 0x0D || (cp >= 0x20 && cp <= 0x7E) || cp == 0x85 ||
+         (cp >= 0xA0 && cp <= 0xD7FF) || (cp >= 0xE000 && cp <= 0xFFFD) ||
+         (cp >= 0x10000 && cp <= 0x10FFFF);
+}
+
+// Offset of the first byte that is not UTF-8 (overlongs and surrogates included) or that starts
+// a character YAML does not allow (control characters: yaml-cpp turns a NUL into garbage), or
+// npos.
+size_t FindInvalidText(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
     unsigned char c = static_cast<unsigned char>(s[i]);
     if (c < 0x80) {
+      if (!IsYamlPrintable(c)) return i;
       ++i;
       continue;
     }
@@ -236,7 +245,7 @@ size_t FindInvalidUtf8(std::string_view s) {
       cp = (cp << 6) | (cc & 0x3F);
     }
     static constexpr uint32_t kMinForLength[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMinForLength[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    if (cp < kMinForLength[len] || !IsYamlPrintable(cp)) return i;
     i += len;
   }
   return std::string_view::npos;
@@ -365,12 +374,13 @@ Result<std::vector<YamlDocument>> LoadDocuments(std::string_view text) {
   }
   // Kubernetes objects are JSON, hence UTF-8; yaml-cpp would also guess UTF-16/32 from the first
   // bytes, which no TrainJob file needs.
-  if (size_t bad = FindInvalidUtf8(text); bad != std::string_view::npos) {
+  if (size_t bad = FindInvalidText(text); bad != std::string_view::npos) {
     size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + bad, '\n'));
     size_t line_start = text.rfind('\n', bad);  // text[bad] is not a newline
     size_t column = line_start == std::string_view::npos ? bad + 1 : bad - line_start;
     return InvalidError("line " + std::to_string(line) + ", column " + std::to_string(column) +
-                        ": not valid UTF-8");
+                        ": not printable UTF-8 (control characters other than tab and line breaks "
+                        "are not allowed)");
   }
   std::string buffer(text);
   CountingHandler counter;

@@ -124,7 +124,13 @@ TEST(YamlSupportTest, RefusesBillionLaughs) {
 TEST(YamlSupportTest, RefusesInvalidUtf8WithPosition) {
   auto docs = LoadDocuments("a: 1\nb: x\xff\n");
   ASSERT_FALSE(docs.ok());
-  EXPECT_EQ(docs.status().message(), "line 2, column 5: not valid UTF-8");
+  EXPECT_EQ(docs.status().message(),
+            "line 2, column 5: not printable UTF-8 (control characters other than tab and line "
+            "breaks are not allowed)");
+  // yaml-cpp reads a NUL followed by text as garbage bytes.
+  EXPECT_FALSE(LoadDocuments(std::string("a: x\0Ny\n", 9)).ok());
+  EXPECT_FALSE(LoadDocuments("a: \x0e\n").ok());
+  EXPECT_TRUE(LoadDocuments("a: 'b\tc'\r\n").ok());
   EXPECT_FALSE(LoadDocuments("a: \xc0\x80\n").ok());        // overlong NUL
   EXPECT_FALSE(LoadDocuments("a: \xed\xa0\x80\n").ok());    // a surrogate
   EXPECT_TRUE(LoadDocuments("a: gr\xc3\xbc\xc3\x9f \xf0\x9f\x9a\x80\n").ok());
