@@ -1,0 +1,68 @@
+// OpsEndpoint: a daemon's operations surface, in one fd its event loop polls.
+//
+//  - HTTP on the configured metrics address: /metrics (Prometheus text format 0.0.4), /healthz
+//    (200 whenever the loop answers: a hung loop answers nothing and the probe times out) and
+//    /readyz (200 when the daemon's ready check passes, else 503).
+//  - The service manager (ServiceNotifier): READY=1 once, STATUS= lines when they change,
+//    WATCHDOG=1 every half WATCHDOG_USEC, STOPPING=1.
+//
+// The watchdog is petted from OnReadable(), which only the loop calls: if the loop hangs, the
+// pets stop and the service manager restarts the daemon. That is the point, so never move it to
+// a thread.
+//
+// fd() is an epoll set holding the HTTP sockets and a watchdog timerfd; poll it for POLLIN and
+// call OnReadable() when it is readable. Owned by one loop; no locks.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/http_endpoint.h"
+#include "common/metrics.h"
+#include "common/status.h"
+#include "common/systemd_notify.h"
+
+namespace trainlet {
+
+class OpsEndpoint {
+ public:
+  // metrics_address "" serves no HTTP (the notifier still works). Errors name the address.
+  static Result<std::unique_ptr<OpsEndpoint>> Create(const std::string& metrics_address,
+                                                     std::unique_ptr<ServiceNotifier> notifier);
+  ~OpsEndpoint();
+  OpsEndpoint(const OpsEndpoint&) = delete;
+  OpsEndpoint& operator=(const OpsEndpoint&) = delete;
+
+  int fd() const { return epoll_fd_; }
+  void OnReadable();
+
+  MetricsRegistry& metrics() { return metrics_; }
+  // /readyz answers 200 while this returns true. Default: never ready.
+  void SetReadyCheck(std::function<bool()> ready) { ready_ = std::move(ready); }
+  // The bound "host:port" (port chosen by the kernel for :0); "" when HTTP is off.
+  std::string metrics_address() const { return http_ ? http_->bound_address() : ""; }
+
+  // READY=1 with a status line, once; later calls only update the status.
+  void NotifyReady(const std::string& status);
+  // STATUS=<line>, sent only when it differs from the last one.
+  void NotifyStatus(const std::string& status);
+  void NotifyStopping();
+
+ private:
+  explicit OpsEndpoint(std::unique_ptr<ServiceNotifier> notifier);
+  HttpResponse Serve(const std::string& path);
+
+  // Constant after Create.
+  std::unique_ptr<ServiceNotifier> notifier_;
+  std::unique_ptr<HttpEndpoint> http_;
+  int epoll_fd_ = -1;
+  int watchdog_fd_ = -1;  // timerfd; -1 without a watchdog
+  // Owned by the loop.
+  MetricsRegistry metrics_;
+  std::function<bool()> ready_;
+  bool ready_sent_ = false;
+  std::string last_status_;
+};
+
+}  // namespace trainlet
