@@ -1,11 +1,10 @@
 #include "common/trainjob/crd_schema.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
 #include <set>
@@ -21,8 +20,8 @@ using Json = nlohmann::json;
 struct SchemaRule {
   enum class Kind { kCompare, kIn, kMatches };
   Kind kind = Kind::kCompare;
-  std::string op;    // kCompare: >=, >, <=, <, ==, !=
-  double bound = 0;  // kCompare
+  std::string op;                   // kCompare: >=, >, <=, <, ==, !=
+  double bound = 0;                 // kCompare
   std::vector<std::string> values;  // kIn
   std::regex re;                    // kMatches
   bool allow_empty = false;         // kMatches: `self == '' || ...`
@@ -132,9 +131,9 @@ Status CompileNode(const Json& j, const std::string& spath, SchemaNode* out) {
   if (auto it = j.find("type"); it != j.end()) {
     if (!it->is_string()) return SchemaError(spath, "type is not a string");
     static const std::map<std::string, SchemaNode::Type, std::less<>> kTypes = {
-        {"object", SchemaNode::Type::kObject},   {"array", SchemaNode::Type::kArray},
-        {"string", SchemaNode::Type::kString},   {"integer", SchemaNode::Type::kInteger},
-        {"number", SchemaNode::Type::kNumber},   {"boolean", SchemaNode::Type::kBoolean}};
+        {"object", SchemaNode::Type::kObject}, {"array", SchemaNode::Type::kArray},
+        {"string", SchemaNode::Type::kString}, {"integer", SchemaNode::Type::kInteger},
+        {"number", SchemaNode::Type::kNumber}, {"boolean", SchemaNode::Type::kBoolean}};
     auto t = kTypes.find(it->get<std::string>());
     if (t == kTypes.end()) return SchemaError(spath, "unknown type " + it->dump());
     out->type = t->second;
@@ -183,7 +182,8 @@ Status CompileNode(const Json& j, const std::string& spath, SchemaNode* out) {
   if (auto it = j.find("enum"); it != j.end()) {
     if (!it->is_array()) return SchemaError(spath, "enum is not an array");
     out->has_enum = true;
-    for (const auto& v : *it) out->enum_values.push_back(v.is_string() ? v.get<std::string>() : v.dump());
+    for (const auto& v : *it)
+      out->enum_values.push_back(v.is_string() ? v.get<std::string>() : v.dump());
   }
   out->preserve_unknown = ReadFlag(j, "x-kubernetes-preserve-unknown-fields");
   out->int_or_string = ReadFlag(j, "x-kubernetes-int-or-string");

@@ -28,7 +28,8 @@ namespace trainlet::trainjob {
 struct SchemaNode;  // defined in crd_schema.cpp
 
 // What validation found. Each entry is "<path>: <what>", the path written like
-// spec.trainer.env[0].name (map keys that are not identifiers in brackets: requests[nvidia.com/gpu]).
+// spec.trainer.env[0].name (map keys that are not identifiers in brackets:
+// requests[nvidia.com/gpu]).
 struct SchemaFindings {
   std::vector<std::string> errors;
   std::vector<std::string> warnings;
@@ -54,7 +55,8 @@ class CrdSchema {
   // Checks `doc` (the whole object, apiVersion and kind included). Top-level keys named in
   // `skip_top_level` are not looked at: the caller checks them itself (metadata, whose schema in a
   // CRD is only `type: object`). At most `max_errors` errors are collected.
-  SchemaFindings Validate(const YAML::Node& doc, const std::vector<std::string>& skip_top_level = {},
+  SchemaFindings Validate(const YAML::Node& doc,
+                          const std::vector<std::string>& skip_top_level = {},
                           size_t max_errors = 20) const;
 
  private:

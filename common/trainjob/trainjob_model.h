@@ -61,7 +61,7 @@ struct MlPolicy {
 };
 
 struct TrainingRuntime {
-  std::string kind;  // "ClusterTrainingRuntime" or "TrainingRuntime"
+  std::string kind;              // "ClusterTrainingRuntime" or "TrainingRuntime"
   std::string name, namespace_;  // namespace_ is "" for cluster-scoped runtimes (and when unset)
   std::map<std::string, std::string> labels;
   MlPolicy ml_policy;
@@ -125,11 +125,11 @@ Result<ParsedFile> ParseDocuments(std::string_view yaml_text);
 
 // What a job runs, once the TrainJob's trainer is laid over its runtime.
 struct ResolvedTrainer {
-  int32_t num_nodes = 1;              // trainer.numNodes ?: mlPolicy.numNodes ?: 1
-  std::string num_proc_per_node;      // trainer's ?: mlPolicy's ?: "1"
-  std::vector<std::string> argv;      // command + args
-  std::vector<EnvVar> env;            // runtime container env, then the trainer's (trainer wins)
-  std::string image;                  // trainer's ?: runtime container's
+  int32_t num_nodes = 1;          // trainer.numNodes ?: mlPolicy.numNodes ?: 1
+  std::string num_proc_per_node;  // trainer's ?: mlPolicy's ?: "1"
+  std::vector<std::string> argv;  // command + args
+  std::vector<EnvVar> env;        // runtime container env, then the trainer's (trainer wins)
+  std::string image;              // trainer's ?: runtime container's
 };
 
 // Lays `job`'s trainer over `runtime`. The runtime container is the launcher's when the runtime

@@ -147,18 +147,19 @@ Status ReadName(const YAML::Node& doc, std::string_view kind, const DocContext& 
     if (!IsDns1035Label(*out)) {
       return ctx.Error("metadata.name",
                        "must be a lowercase RFC 1035 label (a letter, then letters, digits or "
-                       "'-', at most 63 characters), got " + QuoteForMessage(*out));
+                       "'-', at most 63 characters), got " +
+                           QuoteForMessage(*out));
     }
   } else if (!IsDns1123Subdomain(*out)) {
     return ctx.Error("metadata.name",
                      "must be a lowercase RFC 1123 subdomain (letters, digits, '-' and '.', at "
-                     "most 253 characters), got " + QuoteForMessage(*out));
+                     "most 253 characters), got " +
+                         QuoteForMessage(*out));
   }
   return Status::Ok();
 }
 
-Status ReadMetadata(const YAML::Node& doc, std::string_view kind, DocContext& ctx,
-                        Metadata* out) {
+Status ReadMetadata(const YAML::Node& doc, std::string_view kind, DocContext& ctx, Metadata* out) {
   YAML::Node meta = MapGet(doc, "metadata");
   YAML::Node ns = MapGet(meta, "namespace");
   if (IsSet(ns)) {
@@ -172,16 +173,17 @@ Status ReadMetadata(const YAML::Node& doc, std::string_view kind, DocContext& ct
       out->namespace_ = ns.Scalar();
     }
   }
-  TRAINLET_RETURN_IF_ERROR(ReadStringMap(MapGet(meta, "labels"), "metadata.labels", ctx,
-                                         &out->labels));
-  TRAINLET_RETURN_IF_ERROR(ReadStringMap(MapGet(meta, "annotations"), "metadata.annotations",
-                                         ctx, &out->annotations));
+  TRAINLET_RETURN_IF_ERROR(
+      ReadStringMap(MapGet(meta, "labels"), "metadata.labels", ctx, &out->labels));
+  TRAINLET_RETURN_IF_ERROR(
+      ReadStringMap(MapGet(meta, "annotations"), "metadata.annotations", ctx, &out->annotations));
   for (const auto* map : {&out->labels, &out->annotations}) {
     const char* field = map == &out->labels ? "metadata.labels" : "metadata.annotations";
     for (const auto& [key, value] : *map) {
       if (auto scheduler = SchedulerOfKey(key)) {
-        ctx.Warn(AppendKey(field, key),
-                 "ignored (" + *scheduler + " is not used: trainlet queues and places jobs itself)");
+        ctx.Warn(
+            AppendKey(field, key),
+            "ignored (" + *scheduler + " is not used: trainlet queues and places jobs itself)");
       }
     }
   }
@@ -211,11 +213,14 @@ ContainerSpec ReadContainer(const YAML::Node& c, const std::string& path, DocCon
   out.command = TextList(MapGet(c, "command"));
   out.args = TextList(MapGet(c, "args"));
   out.env = ReadEnv(MapGet(c, "env"), AppendKey(path, "env"), ctx);
-  static const std::set<std::string, std::less<>> kModelled = {"name", "image", "command",
-                                                                "args", "env"};
+  static const std::set<std::string, std::less<>> kModelled = {"name", "image", "command", "args",
+                                                               "env"};
   for (auto it = c.begin(); it != c.end(); ++it) {
     const std::string& key = it->first.Scalar();
-    if (!kModelled.contains(key)) {
+    if (key == "resources") {
+      ctx.Warn(AppendKey(path, key),
+               "ignored (trainlet places a job by its spec.trainer.resourcesPerNode)");
+    } else if (!kModelled.contains(key)) {
       ctx.Warn(AppendKey(path, key), "ignored (container setting with no effect on bare metal)");
     }
   }
@@ -248,9 +253,11 @@ std::optional<ContainerSpec> ReadJobContainer(const YAML::Node& job, const std::
 Status ReadMlPolicy(const YAML::Node& spec, DocContext& ctx, MlPolicy* out) {
   YAML::Node policy = MapGet(spec, "mlPolicy");
   out->num_nodes = Int32(MapGet(policy, "numNodes"));
-  static const std::pair<const char*, Framework> kFrameworks[] = {
-      {"torch", Framework::kTorch}, {"mpi", Framework::kMpi},         {"jax", Framework::kJax},
-      {"xgboost", Framework::kXgboost}, {"flux", Framework::kFlux}};
+  static const std::pair<const char*, Framework> kFrameworks[] = {{"torch", Framework::kTorch},
+                                                                  {"mpi", Framework::kMpi},
+                                                                  {"jax", Framework::kJax},
+                                                                  {"xgboost", Framework::kXgboost},
+                                                                  {"flux", Framework::kFlux}};
   int set = 0;
   for (const auto& [key, framework] : kFrameworks) {
     if (IsSet(MapGet(policy, key))) {
@@ -339,8 +346,9 @@ Result<TrainJob> BuildTrainJob(const YAML::Node& doc, const Metadata& meta, DocC
                                                      QuoteForMessage(job.runtime_ref.api_group));
   }
   if (job.runtime_ref.kind != kClusterTrainingRuntime && job.runtime_ref.kind != kTrainingRuntime) {
-    return ctx.Error("spec.runtimeRef.kind", "must be ClusterTrainingRuntime or TrainingRuntime, got " +
-                                                 QuoteForMessage(job.runtime_ref.kind));
+    return ctx.Error("spec.runtimeRef.kind",
+                     "must be ClusterTrainingRuntime or TrainingRuntime, got " +
+                         QuoteForMessage(job.runtime_ref.kind));
   }
 
   YAML::Node trainer = MapGet(spec, "trainer");
@@ -472,8 +480,7 @@ Result<ParsedFile> ParseDocuments(std::string_view yaml_text) {
       auto [it, inserted] = defined.emplace(identity, doc.index);
       if (!inserted) {
         return InvalidError(label + ": defined twice in this file (documents " +
-                            std::to_string(it->second) + " and " + std::to_string(doc.index) +
-                            ")");
+                            std::to_string(it->second) + " and " + std::to_string(doc.index) + ")");
       }
     }
     return out;

@@ -17,8 +17,8 @@ Result<ResolvedTrainer> Resolve(const TrainJob& job, const TrainingRuntime& runt
   ResolvedTrainer out;
   out.num_nodes = job.trainer.num_nodes.value_or(runtime.ml_policy.num_nodes.value_or(1));
   if (out.num_nodes < 1) {
-    std::string field = job.trainer.num_nodes ? "spec.trainer.numNodes"
-                                              : "numNodes of runtime " + runtime_label;
+    std::string field =
+        job.trainer.num_nodes ? "spec.trainer.numNodes" : "numNodes of runtime " + runtime_label;
     return InvalidError(label + ": " + field + ": must be at least 1, got " +
                         std::to_string(out.num_nodes));
   }
@@ -36,7 +36,8 @@ Result<ResolvedTrainer> Resolve(const TrainJob& job, const TrainingRuntime& runt
       job.trainer.command.empty() ? base.command : job.trainer.command;
   const std::vector<std::string>& args = job.trainer.args.empty() ? base.args : job.trainer.args;
   if (command.empty()) {
-    return InvalidError(label + ": spec.trainer.command: no command: neither the TrainJob nor runtime " +
+    return InvalidError(label +
+                        ": spec.trainer.command: no command: neither the TrainJob nor runtime " +
                         runtime_label + " sets one");
   }
   out.argv = command;

@@ -24,8 +24,7 @@ bool IsCoreNull(std::string_view s) {
 }
 
 bool IsCoreBool(std::string_view s) {
-  return s == "true" || s == "True" || s == "TRUE" || s == "false" || s == "False" ||
-         s == "FALSE";
+  return s == "true" || s == "True" || s == "TRUE" || s == "false" || s == "False" || s == "FALSE";
 }
 
 bool IsCoreInt(std::string_view s) {
@@ -132,7 +131,8 @@ class CountingHandler : public YAML::EventHandler {
 std::string MarkPrefix(int document, const YAML::Mark& mark) {
   std::string out = "document " + std::to_string(document < 1 ? 1 : document);
   if (!mark.is_null()) {
-    out += ": line " + std::to_string(mark.line + 1) + ", column " + std::to_string(mark.column + 1);
+    out +=
+        ": line " + std::to_string(mark.line + 1) + ", column " + std::to_string(mark.column + 1);
   }
   return out;
 }
@@ -395,13 +395,11 @@ Result<std::vector<YamlDocument>> LoadDocuments(std::string_view text) {
   } catch (const NoProgress& e) {
     // The stuck parser has already opened one empty document past the offending one.
     int document = counter.documents() > 1 ? counter.documents() - 1 : 1;
-    return InvalidError(MarkPrefix(document, e.mark) +
-                        ": YAML syntax error: unexpected character");
+    return InvalidError(MarkPrefix(document, e.mark) + ": YAML syntax error: unexpected character");
   } catch (const TooManyDocuments&) {
     return InvalidError("more than " + std::to_string(kMaxYamlDocuments) + " documents");
   } catch (const YAML::Exception& e) {
-    return InvalidError(MarkPrefix(counter.documents(), e.mark) +
-                        ": YAML syntax error: " + e.msg);
+    return InvalidError(MarkPrefix(counter.documents(), e.mark) + ": YAML syntax error: " + e.msg);
   }
 
   // The first pass finished, so this one, on the same text, ends too.

@@ -121,7 +121,8 @@ TEST_F(ConformanceTest, VolcanoExampleHasRuntimeAndJob) {
   EXPECT_EQ(f.runtimes[0].kind, "ClusterTrainingRuntime");
   EXPECT_EQ(f.jobs[0].runtime_ref.name, f.runtimes[0].name);
   EXPECT_EQ(f.jobs[0].trainer.num_nodes, 4);
-  EXPECT_TRUE(HasWarning(f, "ClusterTrainingRuntime/torch-distributed-volcano: spec.podGroupPolicy"));
+  EXPECT_TRUE(
+      HasWarning(f, "ClusterTrainingRuntime/torch-distributed-volcano: spec.podGroupPolicy"));
 }
 
 TEST_F(ConformanceTest, MultiStepExample) {

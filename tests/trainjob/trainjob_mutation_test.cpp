@@ -58,7 +58,8 @@ TEST(MutationTest, NumNodesBelowSchemaMinimum) {
 
 TEST(MutationTest, NumProcPerNodeRule) {
   std::string m = ErrorOf(Replace(kJob, "numNodes: 2", "numNodes: 2\n    numProcPerNode: 0"));
-  EXPECT_CONTAINS(m, "spec.trainer.numProcPerNode: numProcPerNode must be greater than or equal to 1");
+  EXPECT_CONTAINS(m,
+                  "spec.trainer.numProcPerNode: numProcPerNode must be greater than or equal to 1");
 }
 
 TEST(MutationTest, EnvEntryWithoutName) {
@@ -91,7 +92,8 @@ TEST(MutationTest, MissingMetadataName) {
 }
 
 TEST(MutationTest, MalformedYamlGivesLineAndColumn) {
-  std::string m = ErrorOf(Replace(kJob, "command: [python3, train.py]", "command: [python3, train.py"));
+  std::string m =
+      ErrorOf(Replace(kJob, "command: [python3, train.py]", "command: [python3, train.py"));
   EXPECT_CONTAINS(m, "document 1: line ");
   EXPECT_CONTAINS(m, ", column ");
   EXPECT_CONTAINS(m, "YAML syntax error");
@@ -112,14 +114,16 @@ TEST(MutationTest, UnknownFieldIsAWarningNotAnError) {
   auto parsed = ParseDocuments(Replace(kJob, "numNodes: 2", "numNodes: 2\n    gpusPerNode: 8"));
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   ASSERT_EQ(parsed->warnings.size(), 1u);
-  EXPECT_EQ(parsed->warnings[0], "TrainJob/hello: spec.trainer.gpusPerNode: unknown field, ignored");
+  EXPECT_EQ(parsed->warnings[0],
+            "TrainJob/hello: spec.trainer.gpusPerNode: unknown field, ignored");
 }
 
 TEST(MutationTest, OneBadDocumentFailsTheFile) {
-  std::string two = std::string(kJob) + "---\n" +
-                    Replace(Replace(kJob, "name: hello", "name: second"), "numNodes: 2",
-                            "numNodes: [2]");
-  EXPECT_EQ(ErrorOf(two), "TrainJob/second: spec.trainer.numNodes: must be an integer, got an array");
+  std::string two =
+      std::string(kJob) + "---\n" +
+      Replace(Replace(kJob, "name: hello", "name: second"), "numNodes: 2", "numNodes: [2]");
+  EXPECT_EQ(ErrorOf(two),
+            "TrainJob/second: spec.trainer.numNodes: must be an integer, got an array");
   EXPECT_CONTAINS(ErrorOf(std::string(kJob) + "---\n" + kJob),
                   "TrainJob/hello: defined twice in this file (documents 1 and 2)");
 }
@@ -153,9 +157,9 @@ class KubeflowMutationTest : public ::testing::Test {
 };
 
 TEST_F(KubeflowMutationTest, MultiNodeNumNodesThree) {
-  EXPECT_EQ(ErrorOf(Replace(File("examples/01-multi-node.yaml"), "numNodes: 3",
-                            "numNodes: \"three\"")),
-            "TrainJob/multi-node-example: spec.trainer.numNodes: must be an integer, got \"three\"");
+  EXPECT_EQ(
+      ErrorOf(Replace(File("examples/01-multi-node.yaml"), "numNodes: 3", "numNodes: \"three\"")),
+      "TrainJob/multi-node-example: spec.trainer.numNodes: must be an integer, got \"three\"");
   EXPECT_EQ(ErrorOf(Replace(File("examples/01-multi-node.yaml"), "numNodes: 3", "numNodes: -1")),
             "TrainJob/multi-node-example: spec.trainer.numNodes: must be >= 0, got -1");
 }
@@ -181,8 +185,8 @@ TEST_F(KubeflowMutationTest, TwoPoliciesAtOnce) {
 }
 
 TEST_F(KubeflowMutationTest, DeepInsideThePodTemplate) {
-  std::string m = ErrorOf(Replace(File("runtimes/mlx_distributed.yaml"), "port: 2222",
-                                  "port: 2222.5"));
+  std::string m =
+      ErrorOf(Replace(File("runtimes/mlx_distributed.yaml"), "port: 2222", "port: 2222.5"));
   EXPECT_EQ(m,
             "ClusterTrainingRuntime/mlx-distributed: spec.template.spec.replicatedJobs[0].template."
             "spec.template.spec.containers[0].readinessProbe.tcpSocket.port: must be an integer "
@@ -197,8 +201,9 @@ TEST_F(KubeflowMutationTest, ApiVersionAndKindInAKubeflowFile) {
   size_t second = volcano.find("kind: TrainJob");
   ASSERT_NE(second, std::string::npos);
   volcano.replace(second, 14, "kind: Deployment");
-  EXPECT_EQ(ErrorOf(volcano), "document 2: kind: \"Deployment\" is not TrainJob, TrainingRuntime "
-                              "or ClusterTrainingRuntime");
+  EXPECT_EQ(ErrorOf(volcano),
+            "document 2: kind: \"Deployment\" is not TrainJob, TrainingRuntime "
+            "or ClusterTrainingRuntime");
 }
 
 }  // namespace

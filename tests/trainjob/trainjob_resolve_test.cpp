@@ -119,8 +119,10 @@ TEST(ResolveTest, MpiUsesTheLauncherContainerNotSshd) {
 
 TEST(ResolveTest, KubeflowFilesResolve) {
   if (!std::filesystem::is_directory(testing::KubeflowDir())) GTEST_SKIP();
-  auto rt = ParseDocuments(testing::ReadFile(testing::KubeflowDir() / "runtimes/torch_distributed.yaml"));
-  auto job = ParseDocuments(testing::ReadFile(testing::KubeflowDir() / "examples/01-multi-node.yaml"));
+  auto rt =
+      ParseDocuments(testing::ReadFile(testing::KubeflowDir() / "runtimes/torch_distributed.yaml"));
+  auto job =
+      ParseDocuments(testing::ReadFile(testing::KubeflowDir() / "examples/01-multi-node.yaml"));
   ASSERT_TRUE(rt.ok() && job.ok());
   auto r = Resolve(job->jobs.at(0), rt->runtimes.at(0));
   ASSERT_TRUE(r.ok()) << r.status().ToString();

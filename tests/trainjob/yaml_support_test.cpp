@@ -131,8 +131,8 @@ TEST(YamlSupportTest, RefusesInvalidUtf8WithPosition) {
   EXPECT_FALSE(LoadDocuments(std::string("a: x\0Ny\n", 9)).ok());
   EXPECT_FALSE(LoadDocuments("a: \x0e\n").ok());
   EXPECT_TRUE(LoadDocuments("a: 'b\tc'\r\n").ok());
-  EXPECT_FALSE(LoadDocuments("a: \xc0\x80\n").ok());        // overlong NUL
-  EXPECT_FALSE(LoadDocuments("a: \xed\xa0\x80\n").ok());    // a surrogate
+  EXPECT_FALSE(LoadDocuments("a: \xc0\x80\n").ok());      // overlong NUL
+  EXPECT_FALSE(LoadDocuments("a: \xed\xa0\x80\n").ok());  // a surrogate
   EXPECT_TRUE(LoadDocuments("a: gr\xc3\xbc\xc3\x9f \xf0\x9f\x9a\x80\n").ok());
 }
 
