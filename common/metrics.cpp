@@ -1,6 +1,7 @@
 #include "common/metrics.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -54,10 +55,11 @@ std::string FormatMetricValue(double v) {
   char buf[64];
   if (v == std::floor(v) && std::fabs(v) < 1e15) {
     std::snprintf(buf, sizeof buf, "%.0f", v);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return buf;
   }
-  return buf;
+  // The shortest text that reads back as the same double: 0.025, not 0.025000000000000001.
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, ec == std::errc() ? end : buf);
 }
 
 std::string EscapeLabelValue(const std::string& v) {

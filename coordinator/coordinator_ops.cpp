@@ -1,0 +1,151 @@
+#include "coordinator/coordinator_ops.h"
+
+#include <spdlog/spdlog.h>
+
+namespace trainlet::coordinator {
+namespace {
+
+constexpr const char* kPhases[] = {"Pending",   "Starting", "Running",  "Restarting",
+                                   "Succeeded", "Failed",   "Suspended"};
+
+}  // namespace
+
+Result<std::unique_ptr<CoordinatorOps>> CoordinatorOps::Create(
+    const std::string& metrics_address, bool best_effort,
+    std::unique_ptr<ServiceNotifier> notifier, const NodeRegistry* registry,
+    const JobController* jobs, const DropCounters* drops) {
+  auto c = std::make_unique<CoordinatorOps>();
+  TRAINLET_ASSIGN_OR_RETURN(c->ops_,
+                            OpsEndpoint::Create(metrics_address, std::move(notifier), best_effort));
+  c->registry_ = registry;
+  c->jobs_ = jobs;
+  c->drops_ = drops;
+  MetricsRegistry& m = c->ops_->metrics();
+  m.AddGauge("trainlet_build_info", "Version of this trainlet daemon (always 1)",
+             {"component", "version"})
+      .With({"coordinator", TRAINLET_VERSION})
+      .Set(1);
+  c->nodes_ = &m.AddGauge("trainlet_coordinator_nodes", "Registered nodes by liveness state",
+                          {"state"});
+  c->jobs_by_phase_ = &m.AddGauge("trainlet_coordinator_jobs", "TrainJobs by phase", {"phase"});
+  // From the first attempt's submission (or a restart's placement) until every rank of the
+  // attempt runs: seconds for a healthy cluster, minutes when the job waited for room.
+  c->launch_latency_ =
+      &m.AddHistogram("trainlet_coordinator_launch_latency_seconds",
+                      "Time from a TrainJob's submission (a restart: its placement) until all "
+                      "ranks of the attempt run",
+                      {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800})
+           .Get();
+  // Agent send to coordinator receive; includes clock skew between the two hosts, and values
+  // above the heartbeat interval mean a node is near Suspect.
+  c->heartbeat_lag_ = &m.AddHistogram("trainlet_coordinator_heartbeat_lag_seconds",
+                                      "Coordinator receive time minus the agent's send time of "
+                                      "each heartbeat (negative skew counts as 0)",
+                                      {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                       0.25, 0.5, 1, 2.5, 5})
+                           .Get();
+  c->fence_ = &m.AddHistogram("trainlet_coordinator_fence_seconds",
+                              "Rendezvous fence time: first rank's arrival to all ranks' release",
+                              LatencyBucketsSeconds())
+                   .Get();
+  c->started_ = &m.AddCounter("trainlet_coordinator_workers_started_total",
+                              "Worker processes the agents reported started").Get();
+  c->failed_ = &m.AddCounter(
+      "trainlet_coordinator_workers_failed_total",
+      "Workers the agents could not start (start_failed), that exited non-zero (exit_code) or "
+      "were killed by a signal (signal; includes ranks trainlet stopped)",
+      {"reason"});
+  for (const char* r : {"start_failed", "exit_code", "signal"}) c->failed_->With({r});
+  c->dropped_ = &m.AddCounter("trainlet_coordinator_messages_dropped_total",
+                              "Messages from agents, operators and launchers dropped, by reason",
+                              {"reason"});
+  CoordinatorOps* self = c.get();
+  m.AddCollector([self] { self->Collect(); });
+  c->ops_->SetReadyCheck([self] { return self->serving_; });
+  if (!c->metrics_address().empty()) {
+    spdlog::info("serving /metrics, /healthz and /readyz on http://{}", c->metrics_address());
+  }
+  return c;
+}
+
+void CoordinatorOps::Collect() {
+  for (NodeState s : {NodeState::kReady, NodeState::kSuspect, NodeState::kLost}) {
+    nodes_->With({NodeStateName(s)}).Set(0);
+  }
+  for (const auto& [name, node] : registry_->nodes()) {
+    nodes_->With({NodeStateName(node.state)}).Add(1);
+  }
+  for (const char* p : kPhases) jobs_by_phase_->With({p}).Set(0);
+  std::map<std::string, uint32_t> live;
+  for (const v1::JobStatus* j : jobs_->List()) {
+    jobs_by_phase_->With({j->phase()}).Add(1);
+    if (auto it = launch_observed_.find(j->name()); it != launch_observed_.end()) live.insert(*it);
+  }
+  launch_observed_.swap(live);  // forget deleted jobs
+  for (size_t r = 0; r < static_cast<size_t>(DropReason::kCount); ++r) {
+    const auto reason = static_cast<DropReason>(r);
+    Counter& c = dropped_->With({DropReasonName(reason)});
+    c.Inc(static_cast<double>(drops_->Get(reason)) - c.value());  // mirrors a counter: never down
+  }
+}
+
+std::string CoordinatorOps::StatusLine() const {
+  size_t ready = 0;
+  size_t running = 0;
+  for (const auto& [name, node] : registry_->nodes()) ready += node.state == NodeState::kReady;
+  for (const v1::JobStatus* j : jobs_->List()) running += j->phase() == "Running";
+  return std::to_string(ready) + (ready == 1 ? " node" : " nodes") + " Ready, " +
+         std::to_string(running) + (running == 1 ? " job" : " jobs") + " running";
+}
+
+void CoordinatorOps::Tick(std::chrono::steady_clock::time_point now) {
+  if (!serving_) {
+    serving_ = true;
+    ops_->NotifyReady(StatusLine());
+    next_status_ = now + std::chrono::seconds(1);
+    return;
+  }
+  // Counting every node and job each iteration would cost a large cluster's loop; once a
+  // second is plenty for `systemctl status`.
+  if (now < next_status_) return;
+  next_status_ = now + std::chrono::seconds(1);
+  ops_->NotifyStatus(StatusLine());
+}
+
+void CoordinatorOps::OnHeartbeat(int64_t sent_unix_ms, int64_t now_unix_ms) {
+  if (sent_unix_ms <= 0) return;  // an agent that does not say when it sent
+  heartbeat_lag_->Observe(static_cast<double>(std::max<int64_t>(0, now_unix_ms - sent_unix_ms)) /
+                          1000.0);
+}
+
+void CoordinatorOps::AfterWorkerEvent(const v1::WorkerEvent& event, int64_t now_unix_ms) {
+  switch (event.kind()) {
+    case v1::WorkerEvent::KIND_STARTED: started_->Inc(); break;
+    case v1::WorkerEvent::KIND_START_FAILED: failed_->With({"start_failed"}).Inc(); break;
+    case v1::WorkerEvent::KIND_EXITED:
+      if (event.signal() != 0) {
+        failed_->With({"signal"}).Inc();
+      } else if (event.exit_code() != 0) {
+        failed_->With({"exit_code"}).Inc();
+      }
+      return;
+    default: return;
+  }
+  const v1::JobStatus* job = jobs_->Find(event.job());
+  if (job == nullptr || job->phase() != "Running" || job->attempt() != event.attempt()) return;
+  uint32_t& observed = launch_observed_[job->name()];
+  if (observed == job->attempt()) return;
+  observed = job->attempt();
+  int64_t since = job->created_unix_ms();
+  if (job->attempt() > 1) {
+    for (const auto& a : job->attempts()) {
+      if (a.attempt() == job->attempt() && a.started_unix_ms() > 0) since = a.started_unix_ms();
+    }
+  }
+  if (since > 0) {
+    launch_latency_->Observe(static_cast<double>(std::max<int64_t>(0, now_unix_ms - since)) /
+                             1000.0);
+  }
+}
+
+}  // namespace trainlet::coordinator
