@@ -214,6 +214,7 @@ Status DaemonConfig::LoadFile(const std::string& path) {
                           " (docs/config.md lists the keys)");
     }
     TRAINLET_RETURN_IF_ERROR(SetFromYaml(*key, entry.second, path));
+    key->was_set = true;
   }
   return Status::Ok();
 }
@@ -222,6 +223,7 @@ Status DaemonConfig::Finish() {
   if (!config_file_.empty()) TRAINLET_RETURN_IF_ERROR(LoadFile(config_file_));
   for (Key& k : keys_) {
     if (k.option == nullptr || k.option->count() == 0) continue;
+    k.was_set = true;
     if (k.is_map) {
       k.clear();  // flags replace the file's map rather than merge into it
       for (const auto& v : k.flag_values) {
@@ -245,6 +247,13 @@ std::string DaemonConfig::ToYaml() const {
   out += config_file_.empty() ? "\n" : " (file " + config_file_ + ", then flags)\n";
   for (const Key& k : keys_) out += k.name + ": " + k.render() + "\n";
   return out;
+}
+
+bool DaemonConfig::WasSet(const std::string& key) const {
+  for (const Key& k : keys_) {
+    if (k.name == key) return k.was_set;
+  }
+  return false;
 }
 
 std::vector<std::string> DaemonConfig::Keys() const {

@@ -64,6 +64,8 @@ class DaemonConfig {
   // the key, ready to print as they are.
   Status Finish();
   bool print_requested() const { return print_config_; }
+  // Whether the file or a flag set this key (false: it holds its default).
+  bool WasSet(const std::string& key) const;
   // The effective config as YAML, one line per key in declaration order.
   std::string ToYaml() const;
   // Declared key names, in order.
@@ -86,6 +88,7 @@ class DaemonConfig {
     std::string flag_value;                // CLI11 writes here
     std::vector<std::string> flag_values;  // maps
     CLI::Option* option = nullptr;
+    bool was_set = false;
   };
   Key& Add(const std::string& key, const std::string& doc);
   Status LoadFile(const std::string& path);

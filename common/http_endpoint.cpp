@@ -50,6 +50,7 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Listen(const std::string& ad
   }
   std::unique_ptr<HttpEndpoint> ep(new HttpEndpoint(std::move(handler)));
   std::string last_error = "no address";
+  bool in_use = false;
   for (addrinfo* ai = res; ai != nullptr && ep->listen_fd_ < 0; ai = ai->ai_next) {
     int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -59,6 +60,7 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Listen(const std::string& ad
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 64) != 0) {
+      in_use = in_use || errno == EADDRINUSE;
       last_error = Errno();
       close(fd);
       continue;
@@ -67,6 +69,7 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Listen(const std::string& ad
   }
   freeaddrinfo(res);
   if (ep->listen_fd_ < 0) {
+    if (in_use) return Status(ErrorCode::kExists, "metrics address \"" + address + "\": " + last_error);
     return UnavailableError("metrics address \"" + address + "\": " + last_error);
   }
   sockaddr_storage ss{};

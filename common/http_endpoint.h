@@ -39,7 +39,8 @@ class HttpEndpoint {
   static constexpr std::chrono::seconds kConnectionTimeout{5};
 
   // address: "host:port", "[v6-host]:port" or ":port" (every interface). Port 0 lets the kernel
-  // choose; bound_address() tells which. Errors name the address.
+  // choose; bound_address() tells which. Errors name the address; a port already in use is
+  // ErrorCode::kExists.
   static Result<std::unique_ptr<HttpEndpoint>> Listen(const std::string& address,
                                                       HttpHandler handler);
   ~HttpEndpoint();

@@ -1,5 +1,6 @@
 #include "common/ops_endpoint.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -18,7 +19,8 @@ OpsEndpoint::~OpsEndpoint() {
 }
 
 Result<std::unique_ptr<OpsEndpoint>> OpsEndpoint::Create(
-    const std::string& metrics_address, std::unique_ptr<ServiceNotifier> notifier) {
+    const std::string& metrics_address, std::unique_ptr<ServiceNotifier> notifier,
+    bool best_effort) {
   std::unique_ptr<OpsEndpoint> ops(new OpsEndpoint(std::move(notifier)));
   ops->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (ops->epoll_fd_ < 0) return InternalError(std::string("epoll_create1: ") + strerror(errno));
@@ -33,11 +35,17 @@ Result<std::unique_ptr<OpsEndpoint>> OpsEndpoint::Create(
   };
   if (!metrics_address.empty()) {
     OpsEndpoint* self = ops.get();
-    TRAINLET_ASSIGN_OR_RETURN(ops->http_,
-                              HttpEndpoint::Listen(metrics_address, [self](const std::string& p) {
-                                return self->Serve(p);
-                              }));
-    TRAINLET_RETURN_IF_ERROR(add(ops->http_->fd()));
+    auto http = HttpEndpoint::Listen(metrics_address,
+                                     [self](const std::string& p) { return self->Serve(p); });
+    if (http.ok()) {
+      ops->http_ = std::move(http).value();
+      TRAINLET_RETURN_IF_ERROR(add(ops->http_->fd()));
+    } else if (best_effort && http.status().code() == ErrorCode::kExists) {
+      spdlog::warn("{}; serving no metrics (set metrics_address to choose another)",
+                   http.status().message());
+    } else {
+      return http.status();
+    }
   }
   const auto timeout = ops->notifier_->WatchdogTimeout();
   if (timeout.count() > 0) {

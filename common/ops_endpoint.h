@@ -28,8 +28,12 @@ namespace trainlet {
 class OpsEndpoint {
  public:
   // metrics_address "" serves no HTTP (the notifier still works). Errors name the address.
+  // best_effort: a port already in use is logged and HTTP is left off, rather than an error.
+  // Daemons pass it for their built-in default address, so several of them (a local cluster)
+  // can share a host; an address the operator chose must work or the daemon does not start.
   static Result<std::unique_ptr<OpsEndpoint>> Create(const std::string& metrics_address,
-                                                     std::unique_ptr<ServiceNotifier> notifier);
+                                                     std::unique_ptr<ServiceNotifier> notifier,
+                                                     bool best_effort = false);
   ~OpsEndpoint();
   OpsEndpoint(const OpsEndpoint&) = delete;
   OpsEndpoint& operator=(const OpsEndpoint&) = delete;
