@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "agent/topology.h"
+#include "common/logging.h"
 #include "common/zmq_sockets.h"
 
 extern char** environ;
@@ -42,6 +43,28 @@ std::string Hostname() {
   char buf[256] = {0};
   if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
   return buf;
+}
+
+// Expands $(NAME) references to the node's own values, as Kubernetes does for container env;
+// anything else, including unknown names, is left as written.
+std::string ExpandPlanVars(const std::string& value,
+                           const std::map<std::string, std::string>& vars) {
+  std::string out;
+  for (size_t i = 0; i < value.size();) {
+    if (value.compare(i, 2, "$(") == 0) {
+      const size_t close = value.find(')', i + 2);
+      if (close != std::string::npos) {
+        auto it = vars.find(value.substr(i + 2, close - i - 2));
+        if (it != vars.end()) {
+          out += it->second;
+          i = close + 1;
+          continue;
+        }
+      }
+    }
+    out += value[i++];
+  }
+  return out;
 }
 
 }  // namespace
@@ -97,6 +120,9 @@ Status Agent::Init() {
   sigset_t set = LoopSignals();
   signal_fd_ = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
   if (signal_fd_ < 0) return InternalError(std::string("signalfd: ") + std::strerror(errno));
+  TRAINLET_ASSIGN_OR_RETURN(ops_, AgentOps::Create(config_.metrics_address,
+                                                   config_.metrics_best_effort, config_.name,
+                                                   MakeSystemdNotifier(), &drops_));
 
   // Orphans of a worker (a daemonising helper that left its process group) are re-parented to
   // the agent rather than to init, so Reap() collects them: no zombies, and none escapes notice.
@@ -107,6 +133,10 @@ Status Agent::Init() {
   for (char** e = environ; *e != nullptr; ++e) base_env.emplace_back(*e);
   spawner_ = MakePosixProcessSpawner();
   supervisor_ = std::make_unique<WorkerSupervisor>(spawner_.get(), std::move(base_env));
+  exec_sessions_ =
+      std::make_unique<ExecSessions>(supervisor_.get(), [this](v1::Envelope e) { Send(std::move(e)); });
+  std::error_code self_ec;
+  exec_binary_ = (fs::read_symlink("/proc/self/exe", self_ec).parent_path() / "trainlet-exec").string();
   return Status::Ok();
 }
 
@@ -138,7 +168,7 @@ void Agent::SendHeartbeat() {
   hb->set_sent_unix_ms(NowUnixMs());
   hb->set_running_workers(static_cast<uint32_t>(supervisor_->running()));
   // A heartbeat that cannot go now is worthless later: never queue it.
-  SendOnDealer(socket_, env);
+  if (SendOnDealer(socket_, env)) ops_->OnHeartbeatSent();
 }
 
 std::string Agent::LogPath(const std::string& job, uint32_t attempt, uint32_t rank) const {
@@ -159,24 +189,45 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
   }
   latest = plan.attempt();
   stop_grace_[plan.job()] = plan.stop_grace_ms() != 0 ? plan.stop_grace_ms() : 10000;
-  const std::string work_dir = config_.state_dir + "/work/" + plan.job();
+  const std::string work_dir = WorkDir(plan.job());
   std::error_code ec;
   fs::create_directories(work_dir, ec);
+  std::string file_error;
+  for (const auto& f : plan.files()) {
+    const fs::path rel(f.path());
+    if (rel.empty() || rel.is_absolute() ||
+        std::any_of(rel.begin(), rel.end(), [](const fs::path& p) { return p == ".."; })) {
+      file_error = "plan file " + f.path() + ": must be a relative path inside the work dir";
+      break;
+    }
+    const fs::path full = fs::path(work_dir) / rel;
+    fs::create_directories(full.parent_path(), ec);
+    std::ofstream out(full, std::ios::binary | std::ios::trunc);
+    out << f.content();
+    if (!out.flush()) {
+      file_error = "cannot write " + full.string() + ": " + std::strerror(errno);
+      break;
+    }
+    fs::permissions(full, static_cast<fs::perms>(f.mode() != 0 ? f.mode() : 0644), ec);
+  }
+  const auto node_env = NodeEnv(plan.job());
   spdlog::info("starting {} workers of {} attempt {}", plan.workers_size(), plan.job(),
                plan.attempt());
   for (const auto& w : plan.workers()) {
     if (supervisor_->IsRunning(plan.job(), plan.attempt(), w.rank())) continue;  // duplicate plan
+    ScopedLogFields log_fields(plan.job(), w.rank());  // journal: TRAINLET_JOB, TRAINLET_RANK
     WorkerLaunch launch;
     launch.job = plan.job();
     launch.attempt = plan.attempt();
     launch.rank = w.rank();
     launch.local_rank = w.local_rank();
     launch.argv.assign(w.argv().begin(), w.argv().end());
-    launch.env.insert(w.env().begin(), w.env().end());
-    launch.env["TRAINLET_NODE"] = config_.name;
+    for (const auto& [k, v] : w.env()) launch.env[k] = ExpandPlanVars(v, node_env);
+    for (const auto& [k, v] : node_env) launch.env[k] = v;
     launch.cwd = w.cwd().empty() ? work_dir : w.cwd();
     launch.log_path = LogPath(plan.job(), plan.attempt(), w.rank());
-    auto pid = supervisor_->Start(launch);
+    auto pid = file_error.empty() ? supervisor_->Start(launch)
+                                  : Result<pid_t>(IoError(file_error));
     v1::Envelope env;
     auto* ev = env.mutable_worker_event();
     ev->set_job(plan.job());
@@ -186,14 +237,44 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
     ev->set_unix_ms(NowUnixMs());
     if (pid.ok()) {
       ev->set_kind(v1::WorkerEvent::KIND_STARTED);
+      ops_->OnWorkerStarted();
       ev->set_pid(*pid);
     } else {
       ev->set_kind(v1::WorkerEvent::KIND_START_FAILED);
+      ops_->OnWorkerStartFailed();
       ev->set_message(pid.status().message());
       spdlog::error("rank {} of {}: {}", w.rank(), plan.job(), pid.status().message());
     }
     Send(std::move(env));
   }
+}
+
+std::string Agent::WorkDir(const std::string& job) const {
+  return config_.state_dir + "/work/" + job;
+}
+
+std::map<std::string, std::string> Agent::NodeEnv(const std::string& job) const {
+  return {{"TRAINLET_NODE", config_.name},
+          {"TRAINLET_WORK_DIR", WorkDir(job)},
+          {"TRAINLET_EXEC", exec_binary_}};
+}
+
+void Agent::OnExecStart(const v1::ExecStart& start) {
+  auto it = latest_attempt_.find(start.job());
+  if (it == latest_attempt_.end() || it->second != start.attempt()) {
+    // Never run anything for an attempt this node is not running.
+    v1::Envelope env;
+    auto* ex = env.mutable_exec_exited();
+    ex->set_exec_id(start.exec_id());
+    ex->set_exit_code(255);
+    ex->set_error("node " + config_.name + " is not running attempt " +
+                  std::to_string(start.attempt()) + " of " + start.job());
+    Send(std::move(env));
+    return;
+  }
+  std::error_code ec;
+  fs::create_directories(WorkDir(start.job()), ec);
+  exec_sessions_->Start(start, NodeEnv(start.job()), WorkDir(start.job()));
 }
 
 void Agent::OnStopWorkers(const v1::StopWorkers& stop) {
@@ -229,6 +310,7 @@ void Agent::OnLogRead(const v1::LogRead& read) {
 
 void Agent::OnChildExits() {
   for (const WorkerExit& e : supervisor_->Reap()) {
+    if (exec_sessions_->OnWorkerExit(e)) continue;
     v1::Envelope env;
     auto* ev = env.mutable_worker_event();
     ev->set_job(e.job);
@@ -236,6 +318,8 @@ void Agent::OnChildExits() {
     ev->set_rank(e.rank);
     ev->set_node(config_.name);
     ev->set_kind(v1::WorkerEvent::KIND_EXITED);
+    ScopedLogFields log_fields(e.job, e.rank);
+    ops_->OnWorkerExited(e.exit_code, e.signal);
     ev->set_pid(e.pid);
     ev->set_exit_code(e.exit_code);
     ev->set_signal(e.signal);
@@ -261,6 +345,10 @@ void Agent::OnMessage(const v1::Envelope& env) {
     case v1::Envelope::kLaunchPlan: OnLaunchPlan(env.launch_plan()); break;
     case v1::Envelope::kStopWorkers: OnStopWorkers(env.stop_workers()); break;
     case v1::Envelope::kLogRead: OnLogRead(env.log_read()); break;
+    case v1::Envelope::kExecStart: OnExecStart(env.exec_start()); break;
+    case v1::Envelope::kExecCancel:
+      exec_sessions_->Cancel(env.exec_cancel().exec_id(), Clock::now());
+      break;
     default:
       drops_.Add(DropReason::kUnexpected);
       spdlog::warn("dropped an unexpected {} from the coordinator",
@@ -285,6 +373,7 @@ Status Agent::Run() {
   next_heartbeat_ = Clock::now();
   while (true) {
     const auto now = Clock::now();
+    ops_->Tick(registered_, config_.coordinator, supervisor_->running());  // READY=1, STATUS=
     if (now >= next_heartbeat_) {
       SendHeartbeat();
       next_heartbeat_ = now + config_.heartbeat_interval;
@@ -297,12 +386,16 @@ Status Agent::Run() {
     const auto timeout =
         std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count());
 
-    zmq_pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
-                              {nullptr, signal_fd_, ZMQ_POLLIN, 0}};
-    if (zmq_poll(items, 2, static_cast<long>(timeout)) < 0) {
+    std::vector<zmq_pollitem_t> items = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
+                                         {nullptr, signal_fd_, ZMQ_POLLIN, 0},
+                                         {nullptr, ops_->fd(), ZMQ_POLLIN, 0}};
+    exec_sessions_->AddPollItems(items);
+    if (zmq_poll(items.data(), static_cast<int>(items.size()), static_cast<long>(timeout)) < 0) {
       if (zmq_errno() == EINTR) continue;
       return InternalError(std::string("zmq_poll: ") + zmq_strerror(zmq_errno()));
     }
+    exec_sessions_->OnPolled(items);
+    if (items[2].revents & ZMQ_POLLIN) ops_->OnReadable();  // metrics HTTP, watchdog
     if (items[1].revents & ZMQ_POLLIN) {
       if (!OnSignalFd()) break;
     }
@@ -317,6 +410,7 @@ Status Agent::Run() {
       }
     }
   }
+  ops_->OnStopping();  // STOPPING=1
   spdlog::info("agent {} stopping: ending {} workers", config_.name, supervisor_->running());
   for (const auto& e : supervisor_->KillAllAndWait(std::chrono::seconds(10))) {
     spdlog::info("rank {} of {} ended at shutdown (signal {})", e.rank, e.job, e.signal);

@@ -13,6 +13,8 @@
 #include <string>
 #include <zmq.hpp>
 
+#include "agent/exec_sessions.h"
+#include "agent/agent_ops.h"
 #include "agent/process_spawner.h"
 #include "agent/worker_supervisor.h"
 #include "common/curve_keys.h"
@@ -33,6 +35,8 @@ struct AgentConfig {
   std::map<std::string, std::string> labels;
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds register_retry{2000};
+  std::string metrics_address = "127.0.0.1:9464";  // /metrics, /healthz, /readyz; "" for none
+  bool metrics_best_effort = false;  // a busy port only warns (the default address)
 };
 
 // Blocks the signals the loop reads through its signalfd. Call first thing in main().
@@ -58,6 +62,10 @@ class Agent {
   void OnLaunchPlan(const v1::LaunchPlan& plan);
   void OnStopWorkers(const v1::StopWorkers& stop);
   void OnLogRead(const v1::LogRead& read);
+  void OnExecStart(const v1::ExecStart& start);
+  // The env every process of `job` gets from this node: TRAINLET_NODE, TRAINLET_WORK_DIR, ...
+  std::map<std::string, std::string> NodeEnv(const std::string& job) const;
+  std::string WorkDir(const std::string& job) const;
   void OnChildExits();
   std::string LogPath(const std::string& job, uint32_t attempt, uint32_t rank) const;
   bool OnSignalFd();  // false when asked to stop
@@ -73,7 +81,10 @@ class Agent {
   v1::NodeInfo info_;
   std::unique_ptr<ProcessSpawner> spawner_;
   std::unique_ptr<WorkerSupervisor> supervisor_;
+  std::unique_ptr<ExecSessions> exec_sessions_;
+  std::string exec_binary_;  // trainlet-exec beside this agent
   DropCounters drops_;
+  std::unique_ptr<AgentOps> ops_;  // metrics and sd_notify (agent_ops.h)
   std::deque<v1::Envelope> outbox_;
   std::map<std::string, uint32_t> latest_attempt_;  // job -> newest attempt seen in a plan
   std::map<std::string, uint32_t> stop_grace_;      // job -> SIGTERM..SIGKILL delay of its plan, ms

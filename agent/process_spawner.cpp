@@ -130,8 +130,10 @@ class PosixProcessSpawner final : public ProcessSpawner {
       if (rc == 0) rc = r;
     };
     step(posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0));
-    step(posix_spawn_file_actions_adddup2(&actions, log_fd, STDOUT_FILENO));
-    step(posix_spawn_file_actions_adddup2(&actions, log_fd, STDERR_FILENO));
+    step(posix_spawn_file_actions_adddup2(
+        &actions, request.stdout_fd >= 0 ? request.stdout_fd : log_fd, STDOUT_FILENO));
+    step(posix_spawn_file_actions_adddup2(
+        &actions, request.stderr_fd >= 0 ? request.stderr_fd : log_fd, STDERR_FILENO));
     // The agent's sockets, signalfd and logs are no business of a worker, CLOEXEC or not.
     step(posix_spawn_file_actions_addclosefrom_np(&actions, STDERR_FILENO + 1));
     if (!request.cwd.empty()) {

@@ -22,6 +22,10 @@ class ProcessSpawner {
     std::vector<std::string> envp;  // "K=V", the child's complete environment
     std::string cwd;                // working directory of the child; empty: the agent's own
     std::string log_path;           // stdout+stderr, appended; empty: /dev/null
+    // When >= 0, the child's stdout / stderr is this descriptor (a pipe the caller reads)
+    // instead of the log file. Still owned by the caller, who closes its copy after Spawn.
+    int stdout_fd = -1;
+    int stderr_fd = -1;
   };
 
   // Starts one process and returns its pid. The child:

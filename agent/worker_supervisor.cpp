@@ -68,6 +68,8 @@ Result<pid_t> WorkerSupervisor::Start(const WorkerLaunch& launch) {
   request.envp = BuildEnv(launch.env);
   request.cwd = launch.cwd;
   request.log_path = launch.log_path;
+  request.stdout_fd = launch.stdout_fd;
+  request.stderr_fd = launch.stderr_fd;
   Result<pid_t> pid = spawner_->Spawn(request);
   if (!pid.ok()) {
     spdlog::warn("supervisor: {} failed to start: {}", who, pid.status().ToString());
@@ -98,24 +100,37 @@ void WorkerSupervisor::SignalGroup(const Worker& w, int sig) {
 void WorkerSupervisor::Stop(const std::string& job, uint32_t attempt,
                             std::chrono::milliseconds grace, Clock::time_point now) {
   for (auto& [pid, w] : workers_) {
-    if (w.job != job || (attempt != 0 && w.attempt != attempt) || w.kill_sent) continue;
-    if (grace.count() <= 0) {
-      spdlog::info("supervisor: stopping {} (pid {}) with SIGKILL",
-                   Describe(w.job, w.attempt, w.rank), pid);
-      SignalGroup(w, SIGKILL);
-      w.kill_sent = true;
-      w.kill_at.reset();
-      continue;
-    }
-    Clock::time_point deadline = now + grace;
-    if (!w.term_sent) {
-      spdlog::info("supervisor: stopping {} (pid {}): SIGTERM, SIGKILL in {} ms",
-                   Describe(w.job, w.attempt, w.rank), pid, grace.count());
-      SignalGroup(w, SIGTERM);
-      w.term_sent = true;
-    }
-    if (!w.kill_at || deadline < *w.kill_at) w.kill_at = deadline;
+    if (w.job != job || (attempt != 0 && w.attempt != attempt)) continue;
+    StopWorker(pid, w, grace, now);
   }
+}
+
+void WorkerSupervisor::StopRank(const std::string& job, uint32_t attempt, uint32_t rank,
+                                std::chrono::milliseconds grace, Clock::time_point now) {
+  for (auto& [pid, w] : workers_) {
+    if (w.job == job && w.attempt == attempt && w.rank == rank) StopWorker(pid, w, grace, now);
+  }
+}
+
+void WorkerSupervisor::StopWorker(pid_t pid, Worker& w, std::chrono::milliseconds grace,
+                                  Clock::time_point now) {
+  if (w.kill_sent) return;
+  if (grace.count() <= 0) {
+    spdlog::info("supervisor: stopping {} (pid {}) with SIGKILL",
+                 Describe(w.job, w.attempt, w.rank), pid);
+    SignalGroup(w, SIGKILL);
+    w.kill_sent = true;
+    w.kill_at.reset();
+    return;
+  }
+  Clock::time_point deadline = now + grace;
+  if (!w.term_sent) {
+    spdlog::info("supervisor: stopping {} (pid {}): SIGTERM, SIGKILL in {} ms",
+                 Describe(w.job, w.attempt, w.rank), pid, grace.count());
+    SignalGroup(w, SIGTERM);
+    w.term_sent = true;
+  }
+  if (!w.kill_at || deadline < *w.kill_at) w.kill_at = deadline;
 }
 
 std::optional<std::chrono::milliseconds> WorkerSupervisor::Tick(Clock::time_point now) {

@@ -39,6 +39,8 @@ struct WorkerLaunch {
   std::map<std::string, std::string> env;  // set on top of the supervisor's base env
   std::string cwd;                         // empty: the agent's cwd
   std::string log_path;                    // stdout+stderr, appended; empty: discarded
+  int stdout_fd = -1;                      // >= 0: stdout goes here instead (caller's pipe)
+  int stderr_fd = -1;                      // >= 0: stderr goes here instead (caller's pipe)
 };
 
 // How one worker ended.
@@ -75,6 +77,9 @@ class WorkerSupervisor {
   // brings its SIGKILL forward, a longer one never delays it. The exits still come from Reap().
   void Stop(const std::string& job, uint32_t attempt, std::chrono::milliseconds grace,
             Clock::time_point now);
+  // The same for one worker of an attempt.
+  void StopRank(const std::string& job, uint32_t attempt, uint32_t rank,
+                std::chrono::milliseconds grace, Clock::time_point now);
 
   // Reaps every exited child without blocking, until none is left. Returns the exits of known
   // workers, which are then forgotten; other children are reaped and logged. Each exited worker's
@@ -110,6 +115,7 @@ class WorkerSupervisor {
 
   std::vector<std::string> BuildEnv(const std::map<std::string, std::string>& overrides) const;
   void SignalGroup(const Worker& w, int sig);
+  void StopWorker(pid_t pid, Worker& w, std::chrono::milliseconds grace, Clock::time_point now);
 
   // Constant after construction.
   ProcessSpawner* const spawner_;

@@ -35,6 +35,12 @@ v1::MessageType TypeForBody(v1::Envelope::BodyCase body) {
     case E::kLogChunk: return v1::MESSAGE_TYPE_LOG_CHUNK;
     case E::kOperatorRequest: return v1::MESSAGE_TYPE_OPERATOR_REQUEST;
     case E::kOperatorResponse: return v1::MESSAGE_TYPE_OPERATOR_RESPONSE;
+    case E::kExecRequest: return v1::MESSAGE_TYPE_EXEC_REQUEST;
+    case E::kExecStart: return v1::MESSAGE_TYPE_EXEC_START;
+    case E::kExecOutput: return v1::MESSAGE_TYPE_EXEC_OUTPUT;
+    case E::kExecExited: return v1::MESSAGE_TYPE_EXEC_EXITED;
+    case E::kExecCancel: return v1::MESSAGE_TYPE_EXEC_CANCEL;
+    case E::kExecKeepalive: return v1::MESSAGE_TYPE_EXEC_KEEPALIVE;
     case E::BODY_NOT_SET: break;
   }
   return v1::MESSAGE_TYPE_UNSPECIFIED;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "coordinator/gang_planner.h"
+#include "common/curve_keys.h"
 #include "coordinator/job_state_machine.h"
 
 namespace trainlet::coordinator {
@@ -284,12 +285,27 @@ bool JobController::TryPlace(Job& job, std::map<std::string, uint32_t>& used, in
     const NodeEntry* e = registry_->Find(n);
     req.nodes.push_back({n, e->info.address(), e->info.hostname(), e->info.topology()});
   }
+  if (job.plugin->UsesExec()) {
+    // A fresh launcher key per attempt: a stale launcher cannot start anything in the next one.
+    auto keys = GenerateCurveKeyPair();
+    if (!keys.ok()) {
+      FailAttempt(job, keys.status().message(), now_ms);
+      return false;
+    }
+    req.exec_endpoint = options_.exec_endpoint;
+    req.exec_server_key = options_.server_public_key;
+    req.launcher_public_key = keys->public_z85;
+    req.launcher_secret_key = keys->secret_z85;
+  }
   auto plans = job.plugin->Plan(req);
   if (!plans.ok()) {
     FailAttempt(job, "planning failed: " + plans.status().message(), now_ms);
     return false;
   }
   st.set_attempt(req.attempt);
+  st.set_launcher_key(req.launcher_public_key);
+  st.set_launch_mode(job.plugin->LaunchMode(req));
+  job.launcher_secret = req.launcher_secret_key;
   st.clear_placement();
   st.clear_ranks();
   for (const auto& n : placement->nodes) {
@@ -552,6 +568,68 @@ int64_t JobController::NextWakeMs() const {
     }
   }
   return next;
+}
+
+bool JobController::AttemptActive(const std::string& job, uint32_t attempt) const {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return false;
+  const v1::JobStatus& st = it->second->record.status;
+  const JobPhase p = PhaseOf(st);
+  return st.attempt() == attempt && !st.deleting() &&
+         (p == JobPhase::kStarting || p == JobPhase::kRunning);
+}
+
+std::map<std::string, std::string> JobController::LauncherKeys() const {
+  std::map<std::string, std::string> keys;
+  for (const auto& [name, job] : jobs_) {
+    const v1::JobStatus& st = job->record.status;
+    if (!st.launcher_key().empty() && AttemptActive(name, st.attempt())) {
+      keys[st.launcher_key()] = name;
+    }
+  }
+  return keys;
+}
+
+Result<ExecTarget> JobController::ResolveExec(const std::string& launcher_key,
+                                              const std::string& host) const {
+  const Job* job = nullptr;
+  for (const auto& [name, j] : jobs_) {
+    if (!launcher_key.empty() && j->record.status.launcher_key() == launcher_key) job = j.get();
+  }
+  if (job == nullptr) return PermissionError("this key is not the launcher key of any trainjob");
+  const v1::JobStatus& st = job->record.status;
+  if (!AttemptActive(st.name(), st.attempt())) {
+    return PermissionError("trainjob/" + st.name() + " attempt " + std::to_string(st.attempt()) +
+                           " is " + st.phase() + ", not running: nothing may be started for it");
+  }
+  ExecTarget t;
+  std::string placed;
+  for (int i = 0; i < st.placement_size(); ++i) {
+    const NodeEntry* e = registry_->Find(st.placement(i));
+    if (e == nullptr) continue;
+    placed += (placed.empty() ? "" : ", ") + e->info.name() + " (" + e->info.address() + ")";
+    if (host == e->info.name() || host == e->info.hostname() || host == e->info.address()) {
+      t.node = e->info.name();
+      t.env["TRAINLET_NODE_RANK"] = std::to_string(i);
+    }
+  }
+  if (t.node.empty()) {
+    return PermissionError("host " + host + " is not in the placement of trainjob/" + st.name() +
+                           ": " + placed);
+  }
+  t.job = st.name();
+  t.attempt = st.attempt();
+  t.stop_grace_ms = options_.stop_grace_ms;
+  for (const auto& [k, v] : job->plan_template.env) t.env[k] = v;
+  t.env["TRAINLET_JOB"] = st.name();
+  t.env["TRAINLET_ATTEMPT"] = std::to_string(st.attempt());
+  t.env["TRAINLET_NUM_NODES"] = std::to_string(st.num_nodes());
+  // So an orted can itself start daemons further down a launch tree (OpenMPI's tree spawn).
+  t.env["TRAINLET_EXEC_ENDPOINT"] = options_.exec_endpoint;
+  t.env["TRAINLET_EXEC_SERVER_KEY"] = options_.server_public_key;
+  t.env["TRAINLET_EXEC_PUBLIC_KEY"] = st.launcher_key();
+  t.env["TRAINLET_EXEC_KEY"] = job->launcher_secret;
+  return t;
 }
 
 const v1::JobStatus* JobController::Find(const std::string& name) const {

@@ -32,10 +32,21 @@ class NodeSink {
   virtual void SendToNode(const std::string& node, v1::Envelope env) = 0;
 };
 
+// Where a trainlet-exec request goes, once its key and host are checked.
+struct ExecTarget {
+  std::string job;
+  uint32_t attempt = 0;
+  std::string node;
+  std::map<std::string, std::string> env;  // what every process of the job gets on that node
+  uint32_t stop_grace_ms = 10000;
+};
+
 struct JobControllerOptions {
   std::chrono::milliseconds restart_backoff{1000};      // first restart delay; doubles each time
   std::chrono::milliseconds max_restart_backoff{60000};
   uint32_t stop_grace_ms = 10000;                       // SIGTERM -> SIGKILL for stopped ranks
+  std::string exec_endpoint;    // advertised exec endpoint, for launchers (mpi)
+  std::string server_public_key;  // the coordinator's CURVE public key
 };
 
 class JobController {
@@ -62,6 +73,14 @@ class JobController {
   // When Schedule next has timed work to do (a restart backoff ending); INT64_MAX when none.
   int64_t NextWakeMs() const;
 
+  // The launcher key of every attempt that may start remote commands now (Starting or Running):
+  // the exec endpoint's allowlist, public key -> job name.
+  std::map<std::string, std::string> LauncherKeys() const;
+  // Checks that `launcher_key` belongs to a live attempt and `host` (node name, hostname or
+  // address) is in its placement. Errors say which, for trainlet-exec to print.
+  Result<ExecTarget> ResolveExec(const std::string& launcher_key, const std::string& host) const;
+  bool AttemptActive(const std::string& job, uint32_t attempt) const;
+
   const v1::JobStatus* Find(const std::string& name) const;
   std::vector<const v1::JobStatus*> List() const;
   // Bumped on every change of any job; waiters compare it to skip needless checks.
@@ -76,6 +95,7 @@ class JobController {
     PlanRequest plan_template;              // argv, env, num_proc_per_node
     uint32_t procs_per_node = 1;
     int64_t not_before_ms = 0;              // restart backoff
+    std::string launcher_secret;            // the attempt's launcher secret key (never stored)
     bool dirty = false;
   };
 

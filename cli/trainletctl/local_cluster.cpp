@@ -183,6 +183,7 @@ Status LocalUp(const LocalUpOptions& o) {
                                     "--state-dir", dir + "/coordinator",
                                     "--agent-listen", "tcp://127.0.0.1:0",
                                     "--operator-listen", "tcp://127.0.0.1:0",
+                                    "--exec-listen", "tcp://127.0.0.1:0",
                                     "--key", keys + "/coordinator.key",
                                     "--agent-allowlist", keys + "/agents.allow",
                                     "--operator-allowlist", keys + "/operators.allow",

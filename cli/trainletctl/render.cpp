@@ -166,6 +166,7 @@ std::string DescribeJob(const v1::JobStatus& j, int64_t now_ms) {
     cmd += (cmd.empty() ? "" : " ") + shown;
   }
   field("Command", cmd);
+  if (!j.launch_mode().empty()) field("Launch", j.launch_mode());
   field("Created", Age(j.created_unix_ms(), now_ms) + " ago");
   if (j.notes_size() > 0) {
     o << "Notes:\n";

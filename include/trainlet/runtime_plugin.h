@@ -35,6 +35,12 @@ struct PlanRequest {
   std::string num_proc_per_node;              // as written: "4", "auto", or "" when unset
   std::vector<PlacedNode> nodes;
   uint32_t stop_grace_ms = 10000;
+  // For plugins that UsesExec(): where and as whom the launcher reaches the coordinator's exec
+  // endpoint (trainlet-exec reads these from TRAINLET_EXEC_* env).
+  std::string exec_endpoint;
+  std::string exec_server_key;       // the coordinator's public key
+  std::string launcher_public_key;   // this attempt's launcher key pair
+  std::string launcher_secret_key;
 };
 
 class RuntimePlugin {
@@ -48,6 +54,11 @@ class RuntimePlugin {
                                         const v1::Topology* topology) const = 0;
   // One plan per node, in node-rank order. Every worker carries the TRAINLET_* env.
   virtual Result<std::vector<v1::LaunchPlan>> Plan(const PlanRequest& request) const = 0;
+  // True when the plugin's launcher starts processes on other nodes through trainlet-exec; the
+  // coordinator then makes a launcher key pair for each attempt.
+  virtual bool UsesExec() const { return false; }
+  // One line for `describe`: how the job is started ("ranks started directly by the agents").
+  virtual std::string LaunchMode(const PlanRequest& request) const = 0;
 };
 
 // Finds the built-in plugin for a framework name; nullptr when trainlet has none (yet).

@@ -2,6 +2,7 @@
 // and one line here.
 #include <functional>
 
+#include "plugins/runtime/mpi/mpi_runtime.h"
 #include "plugins/runtime/plain/plain_runtime.h"
 #include "trainlet/runtime_plugin.h"
 
@@ -15,6 +16,7 @@ struct PluginEntry {
 
 constexpr PluginEntry kBuiltinRuntimes[] = {
     {"plain", &MakePlainRuntime},
+    {"mpi", &MakeMpiRuntime},
 };
 
 const std::vector<std::unique_ptr<RuntimePlugin>>& Instances() {

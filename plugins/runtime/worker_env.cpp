@@ -20,6 +20,14 @@ void AddCommonWorkerEnv(const PlanRequest& request, const RankCoordinates& at,
   worker.set_local_rank(at.local_rank);
 }
 
+void AddExecCredentialEnv(const PlanRequest& request, v1::WorkerSpec& worker) {
+  auto& env = *worker.mutable_env();
+  env["TRAINLET_EXEC_ENDPOINT"] = request.exec_endpoint;
+  env["TRAINLET_EXEC_SERVER_KEY"] = request.exec_server_key;
+  env["TRAINLET_EXEC_PUBLIC_KEY"] = request.launcher_public_key;
+  env["TRAINLET_EXEC_KEY"] = request.launcher_secret_key;
+}
+
 Result<uint32_t> ParseProcCount(std::string_view text, std::string_view field, uint32_t fallback) {
   if (text.empty()) return fallback;
   uint32_t n = 0;

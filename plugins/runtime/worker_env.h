@@ -21,6 +21,9 @@ struct RankCoordinates {
 void AddCommonWorkerEnv(const PlanRequest& request, const RankCoordinates& at,
                         v1::WorkerSpec& worker);
 
+// Adds the TRAINLET_EXEC_* variables trainlet-exec reads (the request's launcher credentials).
+void AddExecCredentialEnv(const PlanRequest& request, v1::WorkerSpec& worker);
+
 // Parses a positive integer count for `field`; "" gives `fallback`.
 Result<uint32_t> ParseProcCount(std::string_view text, std::string_view field, uint32_t fallback);
 

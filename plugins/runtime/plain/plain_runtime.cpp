@@ -19,6 +19,10 @@ class PlainRuntime final : public RuntimePlugin {
     return ParseProcCount(num_proc_per_node, "spec.trainer.numProcPerNode", 1);
   }
 
+  std::string LaunchMode(const PlanRequest&) const override {
+    return "ranks started directly by the agents";
+  }
+
   Result<std::vector<v1::LaunchPlan>> Plan(const PlanRequest& request) const override {
     if (request.argv.empty()) return InvalidError("spec.trainer.command: no command to run");
     TRAINLET_ASSIGN_OR_RETURN(const uint32_t per_node,
