@@ -11,8 +11,8 @@ Result<std::unique_ptr<AgentOps>> AgentOps::Create(const std::string& metrics_ad
                                                    std::unique_ptr<ServiceNotifier> notifier,
                                                    const DropCounters* drops) {
   auto a = std::make_unique<AgentOps>();
-  TRAINLET_ASSIGN_OR_RETURN(a->ops_, OpsEndpoint::Create(metrics_address, std::move(notifier),
-                                                             best_effort));
+  TRAINLET_ASSIGN_OR_RETURN(a->ops_,
+                            OpsEndpoint::Create(metrics_address, std::move(notifier), best_effort));
   a->drops_ = drops;
   AgentOps* self = a.get();
   MetricsRegistry& m = a->ops_->metrics();
@@ -23,16 +23,17 @@ Result<std::unique_ptr<AgentOps>> AgentOps::Create(const std::string& metrics_ad
   auto& registered = m.AddGauge("trainlet_agent_registered",
                                 "1 while the coordinator has accepted this node's registration");
   auto& running = m.AddGauge("trainlet_agent_workers_running", "Worker processes alive now");
-  a->started_ = &m.AddCounter("trainlet_agent_workers_started_total",
-                              "Worker processes started").Get();
+  a->started_ =
+      &m.AddCounter("trainlet_agent_workers_started_total", "Worker processes started").Get();
   a->failed_ = &m.AddCounter(
       "trainlet_agent_workers_failed_total",
       "Workers that could not start (start_failed), exited non-zero (exit_code) or were killed "
       "by a signal (signal; includes ranks trainlet stopped)",
       {"reason"});
   for (const char* r : {"start_failed", "exit_code", "signal"}) a->failed_->With({r});
-  a->heartbeats_ = &m.AddCounter("trainlet_agent_heartbeats_sent_total",
-                                 "Heartbeats sent to the coordinator").Get();
+  a->heartbeats_ =
+      &m.AddCounter("trainlet_agent_heartbeats_sent_total", "Heartbeats sent to the coordinator")
+           .Get();
   auto& dropped = m.AddCounter("trainlet_agent_messages_dropped_total",
                                "Messages from the coordinator dropped, by reason", {"reason"});
   m.AddCollector([self, &registered, &running, &dropped] {
@@ -55,10 +56,9 @@ Result<std::unique_ptr<AgentOps>> AgentOps::Create(const std::string& metrics_ad
 void AgentOps::Tick(bool registered, const std::string& coordinator, size_t running_workers) {
   registered_ = registered;
   running_ = running_workers;
-  const std::string status =
-      (registered ? "registered with " : "registering with ") + coordinator + ", " +
-      std::to_string(running_workers) + (running_workers == 1 ? " worker" : " workers") +
-      " running";
+  const std::string status = (registered ? "registered with " : "registering with ") + coordinator +
+                             ", " + std::to_string(running_workers) +
+                             (running_workers == 1 ? " worker" : " workers") + " running";
   if (registered) {
     ops_->NotifyReady(status);
   } else {

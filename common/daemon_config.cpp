@@ -31,10 +31,14 @@ bool ParseInt(const std::string& s, int64_t& out) {
 
 const char* NodeKind(const YAML::Node& n) {
   switch (n.Type()) {
-    case YAML::NodeType::Null: return "nothing";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Map: return "a map";
-    default: return "a scalar";
+    case YAML::NodeType::Null:
+      return "nothing";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a map";
+    default:
+      return "a scalar";
   }
 }
 
@@ -112,13 +116,15 @@ void DaemonConfig::Int(const std::string& key, int64_t min, int64_t max,
 
 void DaemonConfig::Uint32(const std::string& key, uint32_t* value, uint32_t min, uint32_t max,
                           const std::string& doc) {
-  Int(key, min, max, [value](int64_t n) { *value = static_cast<uint32_t>(n); }, *value, doc);
+  Int(
+      key, min, max, [value](int64_t n) { *value = static_cast<uint32_t>(n); }, *value, doc);
 }
 
 void DaemonConfig::Millis(const std::string& key, std::chrono::milliseconds* value, int64_t min,
                           int64_t max, const std::string& doc) {
-  Int(key, min, max, [value](int64_t n) { *value = std::chrono::milliseconds(n); },
-      value->count(), doc);
+  Int(
+      key, min, max, [value](int64_t n) { *value = std::chrono::milliseconds(n); }, value->count(),
+      doc);
 }
 
 void DaemonConfig::StringMap(const std::string& key, std::map<std::string, std::string>* value,
@@ -135,7 +141,8 @@ void DaemonConfig::StringMap(const std::string& key, std::map<std::string, std::
   k.render = [value] {
     YAML::Emitter e;
     e << YAML::Flow << YAML::BeginMap;
-    for (const auto& [mk, mv] : *value) e << YAML::Key << mk << YAML::Value << YAML::DoubleQuoted << mv;
+    for (const auto& [mk, mv] : *value)
+      e << YAML::Key << mk << YAML::Value << YAML::DoubleQuoted << mv;
     e << YAML::EndMap;
     return std::string(e.c_str());
   };

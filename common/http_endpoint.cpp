@@ -14,13 +14,20 @@ namespace {
 
 const char* Reason(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 431: return "Request Header Fields Too Large";
-    case 503: return "Service Unavailable";
-    default: return "Error";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Error";
   }
 }
 
@@ -69,7 +76,8 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Listen(const std::string& ad
   }
   freeaddrinfo(res);
   if (ep->listen_fd_ < 0) {
-    if (in_use) return Status(ErrorCode::kExists, "metrics address \"" + address + "\": " + last_error);
+    if (in_use)
+      return Status(ErrorCode::kExists, "metrics address \"" + address + "\": " + last_error);
     return UnavailableError("metrics address \"" + address + "\": " + last_error);
   }
   sockaddr_storage ss{};

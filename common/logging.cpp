@@ -28,12 +28,18 @@ thread_local int64_t t_rank = -1;
 int SyslogPriority(spdlog::level::level_enum level) {
   switch (level) {
     case spdlog::level::trace:
-    case spdlog::level::debug: return 7;
-    case spdlog::level::info: return 6;
-    case spdlog::level::warn: return 4;
-    case spdlog::level::err: return 3;
-    case spdlog::level::critical: return 2;
-    default: return 6;
+    case spdlog::level::debug:
+      return 7;
+    case spdlog::level::info:
+      return 6;
+    case spdlog::level::warn:
+      return 4;
+    case spdlog::level::err:
+      return 3;
+    case spdlog::level::critical:
+      return 2;
+    default:
+      return 6;
   }
 }
 

@@ -19,7 +19,7 @@
 namespace trainlet {
 
 enum class LogTarget {
-  kAuto,     // the journal when stderr is connected to it (JOURNAL_STREAM), else stderr
+  kAuto,  // the journal when stderr is connected to it (JOURNAL_STREAM), else stderr
   kStderr,
   kJournal,  // the journal; stderr when this system has no journal socket
 };

@@ -23,9 +23,12 @@ bool IsValidMetricName(const std::string& name) {
 std::string EscapeHelp(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -41,8 +44,7 @@ std::string LabelSet(const std::vector<std::string>& names, const std::vector<st
   return out.empty() ? "" : "{" + out + "}";
 }
 
-void Header(std::string& out, const std::string& name, const std::string& help,
-            const char* type) {
+void Header(std::string& out, const std::string& name, const std::string& help, const char* type) {
   out += "# HELP " + name + " " + EscapeHelp(help) + "\n";
   out += "# TYPE " + name + " " + type + "\n";
 }
@@ -65,10 +67,14 @@ std::string FormatMetricValue(double v) {
 std::string EscapeLabelValue(const std::string& v) {
   std::string out;
   for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }

@@ -59,8 +59,7 @@ template <typename Series>
 class Family {
  public:
   using Factory = std::function<std::unique_ptr<Series>()>;
-  Family(std::string name, std::string help, std::vector<std::string> label_names,
-         Factory factory)
+  Family(std::string name, std::string help, std::vector<std::string> label_names, Factory factory)
       : name_(std::move(name)),
         help_(std::move(help)),
         label_names_(std::move(label_names)),

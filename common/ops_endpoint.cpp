@@ -18,9 +18,9 @@ OpsEndpoint::~OpsEndpoint() {
   if (epoll_fd_ >= 0) close(epoll_fd_);
 }
 
-Result<std::unique_ptr<OpsEndpoint>> OpsEndpoint::Create(
-    const std::string& metrics_address, std::unique_ptr<ServiceNotifier> notifier,
-    bool best_effort) {
+Result<std::unique_ptr<OpsEndpoint>> OpsEndpoint::Create(const std::string& metrics_address,
+                                                         std::unique_ptr<ServiceNotifier> notifier,
+                                                         bool best_effort) {
   std::unique_ptr<OpsEndpoint> ops(new OpsEndpoint(std::move(notifier)));
   ops->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (ops->epoll_fd_ < 0) return InternalError(std::string("epoll_create1: ") + strerror(errno));

@@ -11,9 +11,8 @@ constexpr const char* kPhases[] = {"Pending",   "Starting", "Running",  "Restart
 }  // namespace
 
 Result<std::unique_ptr<CoordinatorOps>> CoordinatorOps::Create(
-    const std::string& metrics_address, bool best_effort,
-    std::unique_ptr<ServiceNotifier> notifier, const NodeRegistry* registry,
-    const JobController* jobs, const DropCounters* drops) {
+    const std::string& metrics_address, bool best_effort, std::unique_ptr<ServiceNotifier> notifier,
+    const NodeRegistry* registry, const JobController* jobs, const DropCounters* drops) {
   auto c = std::make_unique<CoordinatorOps>();
   TRAINLET_ASSIGN_OR_RETURN(c->ops_,
                             OpsEndpoint::Create(metrics_address, std::move(notifier), best_effort));
@@ -25,8 +24,8 @@ Result<std::unique_ptr<CoordinatorOps>> CoordinatorOps::Create(
              {"component", "version"})
       .With({"coordinator", TRAINLET_VERSION})
       .Set(1);
-  c->nodes_ = &m.AddGauge("trainlet_coordinator_nodes", "Registered nodes by liveness state",
-                          {"state"});
+  c->nodes_ =
+      &m.AddGauge("trainlet_coordinator_nodes", "Registered nodes by liveness state", {"state"});
   c->jobs_by_phase_ = &m.AddGauge("trainlet_coordinator_jobs", "TrainJobs by phase", {"phase"});
   // From the first attempt's submission (or a restart's placement) until every rank of the
   // attempt runs: seconds for a healthy cluster, minutes when the job waited for room.
@@ -38,27 +37,28 @@ Result<std::unique_ptr<CoordinatorOps>> CoordinatorOps::Create(
            .Get();
   // Agent send to coordinator receive; includes clock skew between the two hosts, and values
   // above the heartbeat interval mean a node is near Suspect.
-  c->heartbeat_lag_ = &m.AddHistogram("trainlet_coordinator_heartbeat_lag_seconds",
-                                      "Coordinator receive time minus the agent's send time of "
-                                      "each heartbeat (negative skew counts as 0)",
-                                      {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                                       0.25, 0.5, 1, 2.5, 5})
-                           .Get();
+  c->heartbeat_lag_ =
+      &m.AddHistogram("trainlet_coordinator_heartbeat_lag_seconds",
+                      "Coordinator receive time minus the agent's send time of "
+                      "each heartbeat (negative skew counts as 0)",
+                      {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5})
+           .Get();
   c->fence_ = &m.AddHistogram("trainlet_coordinator_fence_seconds",
                               "Rendezvous fence time: first rank's arrival to all ranks' release",
                               LatencyBucketsSeconds())
                    .Get();
   c->started_ = &m.AddCounter("trainlet_coordinator_workers_started_total",
-                              "Worker processes the agents reported started").Get();
+                              "Worker processes the agents reported started")
+                     .Get();
   c->failed_ = &m.AddCounter(
       "trainlet_coordinator_workers_failed_total",
       "Workers the agents could not start (start_failed), that exited non-zero (exit_code) or "
       "were killed by a signal (signal; includes ranks trainlet stopped)",
       {"reason"});
   for (const char* r : {"start_failed", "exit_code", "signal"}) c->failed_->With({r});
-  c->dropped_ = &m.AddCounter("trainlet_coordinator_messages_dropped_total",
-                              "Messages from agents, operators and launchers dropped, by reason",
-                              {"reason"});
+  c->dropped_ =
+      &m.AddCounter("trainlet_coordinator_messages_dropped_total",
+                    "Messages from agents, operators and launchers dropped, by reason", {"reason"});
   CoordinatorOps* self = c.get();
   m.AddCollector([self] { self->Collect(); });
   c->ops_->SetReadyCheck([self] { return self->serving_; });
@@ -120,8 +120,12 @@ void CoordinatorOps::OnHeartbeat(int64_t sent_unix_ms, int64_t now_unix_ms) {
 
 void CoordinatorOps::AfterWorkerEvent(const v1::WorkerEvent& event, int64_t now_unix_ms) {
   switch (event.kind()) {
-    case v1::WorkerEvent::KIND_STARTED: started_->Inc(); break;
-    case v1::WorkerEvent::KIND_START_FAILED: failed_->With({"start_failed"}).Inc(); break;
+    case v1::WorkerEvent::KIND_STARTED:
+      started_->Inc();
+      break;
+    case v1::WorkerEvent::KIND_START_FAILED:
+      failed_->With({"start_failed"}).Inc();
+      break;
     case v1::WorkerEvent::KIND_EXITED:
       if (event.signal() != 0) {
         failed_->With({"signal"}).Inc();
@@ -129,7 +133,8 @@ void CoordinatorOps::AfterWorkerEvent(const v1::WorkerEvent& event, int64_t now_
         failed_->With({"exit_code"}).Inc();
       }
       return;
-    default: return;
+    default:
+      return;
   }
   const v1::JobStatus* job = jobs_->Find(event.job());
   if (job == nullptr || job->phase() != "Running" || job->attempt() != event.attempt()) return;

@@ -24,10 +24,12 @@ namespace trainlet::coordinator {
 class CoordinatorOps {
  public:
   // best_effort: see OpsEndpoint::Create. Errors name the address.
-  static Result<std::unique_ptr<CoordinatorOps>> Create(
-      const std::string& metrics_address, bool best_effort,
-      std::unique_ptr<ServiceNotifier> notifier, const NodeRegistry* registry,
-      const JobController* jobs, const DropCounters* drops);
+  static Result<std::unique_ptr<CoordinatorOps>> Create(const std::string& metrics_address,
+                                                        bool best_effort,
+                                                        std::unique_ptr<ServiceNotifier> notifier,
+                                                        const NodeRegistry* registry,
+                                                        const JobController* jobs,
+                                                        const DropCounters* drops);
 
   int fd() const { return ops_->fd(); }
   void OnReadable() { ops_->OnReadable(); }

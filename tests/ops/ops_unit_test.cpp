@@ -1,0 +1,338 @@
+// Unit tests of the operations pieces in trainlet_common: the metrics registry and its text
+// format, the loop-driven HTTP endpoint, OpsEndpoint's notifications and watchdog, DaemonConfig,
+// and the journal fields.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "common/daemon_config.h"
+#include "common/http_endpoint.h"
+#include "common/logging.h"
+#include "common/metrics.h"
+#include "common/ops_endpoint.h"
+#include "tests/common/test_dir.h"
+#include "tests/ops/exposition_parser.h"
+
+namespace trainlet {
+namespace {
+
+using testing::Exposition;
+using testing::ParseExposition;
+
+TEST(Metrics, RendersAParseableExposition) {
+  MetricsRegistry m;
+  m.AddCounter("t_events_total", "Events\nwith a newline and a \\ backslash", {"reason"})
+      .With({"a \"quoted\"\nvalue"})
+      .Inc(3);
+  m.AddGauge("t_temp", "A gauge").Get().Set(-2.5);
+  auto& h = m.AddHistogram("t_latency_seconds", "Latency", {0.1, 1, 10}).Get();
+  for (double v : {0.05, 0.1, 0.5, 5.0, 50.0}) h.Observe(v);
+  int collected = 0;
+  m.AddCollector([&] { ++collected; });
+  const std::string text = m.Render();
+  EXPECT_EQ(collected, 1);
+  Exposition e;
+  ASSERT_EQ(ParseExposition(text, e), "") << text;
+  EXPECT_EQ(e.types["t_events_total"], "counter");
+  EXPECT_EQ(e.types["t_latency_seconds"], "histogram");
+  EXPECT_EQ(e.Value("t_events_total", {{"reason", "a \"quoted\"\nvalue"}}), 3);
+  EXPECT_EQ(e.Value("t_temp"), -2.5);
+  EXPECT_EQ(e.Value("t_latency_seconds_bucket", {{"le", "0.1"}}), 2);  // le is inclusive
+  EXPECT_EQ(e.Value("t_latency_seconds_bucket", {{"le", "1"}}), 3);
+  EXPECT_EQ(e.Value("t_latency_seconds_bucket", {{"le", "10"}}), 4);
+  EXPECT_EQ(e.Value("t_latency_seconds_bucket", {{"le", "+Inf"}}), 5);
+  EXPECT_EQ(e.Value("t_latency_seconds_count"), 5);
+  EXPECT_DOUBLE_EQ(e.Value("t_latency_seconds_sum"), 55.65);
+}
+
+TEST(Metrics, UnlabelledSeriesShowFromTheStart) {
+  MetricsRegistry m;
+  m.AddCounter("t_c_total", "c");
+  m.AddHistogram("t_h", "h", LatencyBucketsSeconds());
+  Exposition e;
+  ASSERT_EQ(ParseExposition(m.Render(), e), "");
+  EXPECT_EQ(e.Value("t_c_total"), 0);
+  EXPECT_EQ(e.Value("t_h_count"), 0);
+}
+
+TEST(Metrics, ValuesUseTheShortestText) {
+  EXPECT_EQ(FormatMetricValue(0.025), "0.025");
+  EXPECT_EQ(FormatMetricValue(3), "3");
+  EXPECT_EQ(FormatMetricValue(1.0 / 0.0), "+Inf");
+  EXPECT_EQ(EscapeLabelValue("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+}
+
+// The parser must be able to fail, or the daemon tests prove nothing.
+TEST(ExpositionParser, RefusesBrokenInput) {
+  auto parse = [](const std::string& text) {
+    Exposition e;
+    return ParseExposition(text, e);
+  };
+  EXPECT_NE(parse("x 1\n"), "");                         // no TYPE
+  EXPECT_NE(parse("# TYPE x counter\nx -1\n"), "");      // negative
+  EXPECT_NE(parse("# TYPE x gauge\nx{a=\"1} 1\n"), "");  // unterminated
+  EXPECT_NE(parse("# TYPE x gauge\nx 1"), "");           // no newline
+  EXPECT_NE(parse("# TYPE x gauge\nx one\n"), "");       // value
+  const std::string h = "# TYPE h histogram\n";
+  EXPECT_NE(parse(h + "h_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\n"
+                      "h_sum 1\nh_count 1\n"),
+            "");                                                           // not cumulative
+  EXPECT_NE(parse(h + "h_bucket{le=\"1\"} 1\nh_sum 1\nh_count 1\n"), "");  // +Inf
+  EXPECT_NE(parse(h + "h_bucket{le=\"+Inf\"} 2\nh_sum 1\nh_count 1\n"), "");
+  EXPECT_EQ(parse(h + "h_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n"), "");
+}
+
+// Sends `request` to `address` and returns the whole response, driving `ep` like a loop does.
+std::string Exchange(HttpEndpoint& ep, const std::string& request) {
+  const std::string addr = ep.bound_address();
+  const int port = std::stoi(addr.substr(addr.rfind(':') + 1));
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  // Write in two pieces, so the endpoint must keep a partial request between wakeups.
+  const size_t half = request.size() / 2;
+  EXPECT_EQ(write(fd, request.data(), half), static_cast<ssize_t>(half));
+  pollfd p{ep.fd(), POLLIN, 0};
+  for (int i = 0; i < 5 && poll(&p, 1, 20) > 0; ++i) ep.Handle();
+  (void)!write(fd, request.data() + half, request.size() - half);
+  std::string response;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (poll(&p, 1, 10) > 0) ep.Handle();
+    pollfd c{fd, POLLIN, 0};
+    if (poll(&c, 1, 0) > 0) {
+      char buf[4096];
+      const ssize_t n = read(fd, buf, sizeof buf);
+      if (n <= 0) break;
+      response.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  return response;
+}
+
+TEST(HttpEndpoint, AnswersAndBoundsRequests) {
+  auto ep = HttpEndpoint::Listen("127.0.0.1:0", [](const std::string& path) {
+    HttpResponse r;
+    r.body = "path=" + path;
+    return r;
+  });
+  ASSERT_TRUE(ep.ok()) << ep.status().message();
+  EXPECT_NE((*ep)->bound_address(), "127.0.0.1:0");
+  std::string r = Exchange(**ep, "GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.0 200 OK\r\n", 0), 0u) << r;
+  EXPECT_NE(r.find("Content-Length: 13\r\n"), std::string::npos) << r;
+  EXPECT_NE(r.find("\r\n\r\npath=/metrics"), std::string::npos) << r;
+  r = Exchange(**ep, "HEAD /x HTTP/1.0\r\n\r\n");
+  EXPECT_EQ(r.substr(r.size() - 4), "\r\n\r\n") << "HEAD has no body: " << r;
+  r = Exchange(**ep, "POST /x HTTP/1.0\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.0 405", 0), 0u) << r;
+  r = Exchange(**ep, "garbage\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.0 400", 0), 0u) << r;
+  r = Exchange(**ep, "GET /" + std::string(HttpEndpoint::kMaxRequestBytes * 2, 'a'));
+  EXPECT_EQ(r.rfind("HTTP/1.0 431", 0), 0u) << r.substr(0, 100);
+}
+
+TEST(HttpEndpoint, RefusesBadAndBusyAddresses) {
+  EXPECT_FALSE(HttpEndpoint::Listen("no-port", {}).ok());
+  EXPECT_FALSE(HttpEndpoint::Listen("127.0.0.1:notaport", {}).ok());
+  auto first = HttpEndpoint::Listen("127.0.0.1:0", {});
+  ASSERT_TRUE(first.ok());
+  auto second = HttpEndpoint::Listen((*first)->bound_address(), {});
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), ErrorCode::kExists);
+  EXPECT_NE(second.status().message().find((*first)->bound_address()), std::string::npos);
+}
+
+class RecordingNotifier : public ServiceNotifier {
+ public:
+  RecordingNotifier(std::vector<std::string>* sent, std::chrono::microseconds watchdog)
+      : sent_(sent), watchdog_(watchdog) {}
+  void Notify(const std::string& state) override { sent_->push_back(state); }
+  std::chrono::microseconds WatchdogTimeout() const override { return watchdog_; }
+
+ private:
+  std::vector<std::string>* sent_;
+  std::chrono::microseconds watchdog_;
+};
+
+TEST(OpsEndpoint, NotifiesOnceAndDeduplicatesStatus) {
+  std::vector<std::string> sent;
+  auto ops = OpsEndpoint::Create(
+      "", std::make_unique<RecordingNotifier>(&sent, std::chrono::microseconds(0)));
+  ASSERT_TRUE(ops.ok());
+  EXPECT_EQ((*ops)->metrics_address(), "");
+  (*ops)->NotifyStatus("starting");
+  (*ops)->NotifyReady("1 node Ready");
+  (*ops)->NotifyReady("1 node Ready");
+  (*ops)->NotifyReady("2 nodes Ready");
+  (*ops)->NotifyStopping();
+  EXPECT_EQ(sent,
+            (std::vector<std::string>{"STATUS=starting", "READY=1\nSTATUS=1 node Ready",
+                                      "STATUS=2 nodes Ready", "STOPPING=1\nSTATUS=stopping"}));
+}
+
+TEST(OpsEndpoint, PetsTheWatchdogOnlyWhenTheLoopRuns) {
+  std::vector<std::string> sent;
+  auto ops = OpsEndpoint::Create(
+      "", std::make_unique<RecordingNotifier>(&sent, std::chrono::milliseconds(100)));
+  ASSERT_TRUE(ops.ok());
+  // A loop that does not call OnReadable pets nothing, however long it waits.
+  std::this_thread::sleep_for(std::chrono::milliseconds(160));
+  EXPECT_TRUE(sent.empty());
+  int pets = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < end) {
+    pollfd p{(*ops)->fd(), POLLIN, 0};
+    if (poll(&p, 1, 10) > 0) (*ops)->OnReadable();
+  }
+  for (const auto& s : sent) pets += s == "WATCHDOG=1";
+  EXPECT_GE(pets, 3);  // every 50 ms: half the timeout
+  EXPECT_LE(pets, 8);
+}
+
+struct ConfigFixture {
+  std::string name;
+  int64_t beat_ms_seen = 0;
+  std::chrono::milliseconds beat{1000};
+  std::string address = "127.0.0.1:9464";
+  std::string level = "info";
+  std::string state_dir;
+  uint32_t slots = 0;
+  std::map<std::string, std::string> labels;
+  DaemonConfig config{"trainlet-test"};
+  CLI::App app;
+
+  ConfigFixture() {
+    config.String("name", &name, "node name");
+    config.Path("state_dir", &state_dir, DaemonConfig::PathKind::kAny, "state", true);
+    config.Millis("heartbeat_ms", &beat, 50, 60000, "beat");
+    config.Uint32("slots", &slots, 0, 1024, "slots");
+    config.StringMap("labels", &labels, "labels");
+    config.String("metrics_address", &address, "metrics", false, DaemonConfig::CheckListenAddress);
+    config.Enum("log_level", &level, {"info", "debug"}, "level");
+    config.AddFlags(app);
+  }
+  Status Run(std::vector<std::string> args) {
+    args.insert(args.begin(), "trainlet-test");
+    std::vector<const char*> argv;
+    for (const auto& a : args) argv.push_back(a.c_str());
+    try {
+      app.parse(static_cast<int>(argv.size()), argv.data());
+    } catch (const CLI::ParseError& e) {
+      return InvalidError(std::string("cli: ") + e.what());
+    }
+    return config.Finish();
+  }
+};
+
+std::string WriteFile(const testing::TempDir& dir, const std::string& name,
+                      const std::string& text) {
+  std::ofstream(dir.File(name)) << text;
+  return dir.File(name);
+}
+
+TEST(DaemonConfig, FileThenFlags) {
+  testing::TempDir dir;
+  const std::string file = WriteFile(dir, "agent.yaml",
+                                     "name: from-file\nstate_dir: /s\nheartbeat_ms: 200\n"
+                                     "labels:\n  zone: a\n  rack: '7'\nslots: 4\n");
+  ConfigFixture f;
+  ASSERT_TRUE(f.Run({"--config", file, "--heartbeat-ms", "300", "--metrics-address", ":0"}).ok());
+  EXPECT_EQ(f.name, "from-file");
+  EXPECT_EQ(f.beat, std::chrono::milliseconds(300));  // the flag wins
+  EXPECT_EQ(f.slots, 4u);
+  EXPECT_EQ(f.address, ":0");
+  EXPECT_EQ(f.labels, (std::map<std::string, std::string>{{"zone", "a"}, {"rack", "7"}}));
+  EXPECT_TRUE(f.config.WasSet("heartbeat_ms"));
+  EXPECT_FALSE(f.config.WasSet("log_level"));
+  const std::string yaml = f.config.ToYaml();
+  EXPECT_NE(yaml.find("heartbeat_ms: 300\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("name: \"from-file\"\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("log_level: \"info\"\n"), std::string::npos) << yaml;
+}
+
+TEST(DaemonConfig, RefusesBadValuesNamingTheKey) {
+  testing::TempDir dir;
+  auto error_for = [&](const std::string& yaml, std::vector<std::string> flags = {}) {
+    const std::string file = WriteFile(dir, "agent.yaml", yaml);
+    ConfigFixture f;
+    flags.insert(flags.begin(), {"--config", file});
+    Status s = f.Run(flags);
+    return s.message();
+  };
+  const std::string path = dir.File("agent.yaml");
+  EXPECT_EQ(error_for("state_dir: /s\nheartbeat_ms: fast\n"),
+            path + ": heartbeat_ms: must be an integer from 50 to 60000, got \"fast\"");
+  EXPECT_EQ(error_for("state_dir: /s\nheartbeat_ms: 10\n"),
+            path + ": heartbeat_ms: must be an integer from 50 to 60000, got \"10\"");
+  EXPECT_EQ(error_for("state_dir: /s\nheartbeat: 100\n"),
+            path + ": heartbeat: unknown key for trainlet-test (docs/config.md lists the keys)");
+  EXPECT_EQ(error_for("state_dir: /s\nlog_level: loud\n"),
+            path + ": log_level: must be one of info, debug, got \"loud\"");
+  EXPECT_EQ(error_for("state_dir: [a, b]\n"),
+            path + ": state_dir: must be a single value, got a list");
+  EXPECT_EQ(error_for("state_dir: /s\nlabels: [a]\n"),
+            path + ": labels: must be a map of strings, got a list");
+  EXPECT_EQ(error_for("state_dir: /s\nmetrics_address: 127.0.0.1\n"),
+            path +
+                ": metrics_address: must be host:port (port 0 to 65535), :port, or \"\" to "
+                "turn it off, got \"127.0.0.1\"");
+  EXPECT_EQ(error_for("- a\n"), path + ": must be a map of keys, got a list");
+  EXPECT_NE(error_for("a: [\n").find(path + ": line "), std::string::npos);
+  EXPECT_EQ(error_for("heartbeat_ms: 100\n"),
+            "state_dir: required: set it in the --config file or with --state-dir");
+  EXPECT_EQ(error_for("state_dir: /s\n", {"--slots", "-1"}),
+            "--slots: must be an integer from 0 to 1024, got \"-1\"");
+  EXPECT_EQ(error_for("state_dir: /s\n", {"--labels", "novalue"}),
+            "--labels: expected key=value, got \"novalue\"");
+  EXPECT_EQ(error_for("state_dir: /s\nmetrics_address: ''\n"), "");  // "" turns it off
+}
+
+TEST(DaemonConfig, PrintConfigSkipsTheRequiredCheck) {
+  ConfigFixture f;
+  ASSERT_TRUE(f.Run({"--print-config"}).ok());
+  EXPECT_TRUE(f.config.print_requested());
+  EXPECT_EQ(f.config.Keys().size(), 7u);
+}
+
+TEST(Logging, JournalFieldsCarryJobAndRankInScope) {
+  SetLogNode("node-7");
+  auto has = [](const std::vector<std::string>& f, const std::string& field) {
+    return std::find(f.begin(), f.end(), field) != f.end();
+  };
+  auto outside = JournalFields(6, "hello");
+  EXPECT_TRUE(has(outside, "MESSAGE=hello"));
+  EXPECT_TRUE(has(outside, "PRIORITY=6"));
+  EXPECT_TRUE(has(outside, "TRAINLET_NODE=node-7"));
+  for (const auto& f : outside) EXPECT_NE(f.rfind("TRAINLET_JOB=", 0), 0u) << f;
+  {
+    ScopedLogFields job("train-1", 3);
+    auto inside = JournalFields(3, "rank exited");
+    EXPECT_TRUE(has(inside, "TRAINLET_JOB=train-1"));
+    EXPECT_TRUE(has(inside, "TRAINLET_RANK=3"));
+    {
+      ScopedLogFields other("train-2");
+      auto nested = JournalFields(3, "x");
+      EXPECT_TRUE(has(nested, "TRAINLET_JOB=train-2"));
+      for (const auto& f : nested) EXPECT_NE(f.rfind("TRAINLET_RANK=", 0), 0u) << f;
+    }
+    EXPECT_TRUE(has(JournalFields(3, "y"), "TRAINLET_RANK=3"));
+  }
+  for (const auto& f : JournalFields(6, "after")) EXPECT_NE(f.rfind("TRAINLET_JOB=", 0), 0u);
+  EXPECT_TRUE(ParseLogTarget("journal").ok());
+  EXPECT_FALSE(ParseLogTarget("syslog").ok());
+}
+
+}  // namespace
+}  // namespace trainlet
