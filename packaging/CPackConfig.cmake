@@ -1,0 +1,50 @@
+# The trainlet .deb: `cpack -G DEB` (or `cmake --build . --target package`) in a build tree.
+# What goes in is decided by the install() rules in cmake/TrainletInstall.cmake; the maintainer
+# scripts in packaging/debian/ create the `trainlet` system user and /var/lib/trainlet, and stop
+# the units on removal only where systemd runs.
+set(CPACK_PACKAGE_NAME "trainlet")
+set(CPACK_PACKAGE_VENDOR "trainlet")
+set(CPACK_PACKAGE_CONTACT "trainlet maintainers <trainlet@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
+    "Run Kubeflow Trainer v2 TrainJobs on bare-metal Linux and macOS nodes")
+set(CPACK_PACKAGE_DESCRIPTION
+    "trainlet is a per-node agent (trainlet-agent), a coordinator (trainlet-coordinator) and a\n\
+kubectl-like CLI (trainletctl) that run Kubeflow Trainer v2 TrainJobs without Kubernetes.\n\
+The package ships the three binaries, systemd units (not enabled), default configs in\n\
+/etc/trainlet and the shipped ClusterTrainingRuntimes in /usr/share/trainlet/runtimes.")
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_GENERATOR "DEB")
+set(CPACK_PACKAGING_INSTALL_PREFIX "/usr")
+set(CPACK_STRIP_FILES ON)
+# /etc/trainlet and /lib/systemd/system are absolute install destinations on purpose.
+set(CPACK_WARN_ON_ABSOLUTE_INSTALL_DESTINATION OFF)
+
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # trainlet_<version>_<arch>.deb
+set(CPACK_DEBIAN_PACKAGE_SECTION "admin")
+set(CPACK_DEBIAN_PACKAGE_PRIORITY "optional")
+# Library dependencies come from dpkg-shlibdeps on the binaries; adduser is for postinst.
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser")
+# hwloc finds GPUs and NICs through its PCI plugin, which Debian packages separately.
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libhwloc-plugins")
+
+# conffiles: every default config, so dpkg keeps an operator's edits across upgrades and removes
+# them only on purge.
+set(_trainlet_conffiles "")
+foreach(_config ${TRAINLET_INSTALL_CONFIGS})
+  get_filename_component(_name ${_config} NAME)
+  string(APPEND _trainlet_conffiles "${TRAINLET_SYSCONF_DIR}/${_name}\n")
+endforeach()
+file(WRITE ${PROJECT_BINARY_DIR}/packaging/debian/conffiles "${_trainlet_conffiles}")
+set(_trainlet_control_extra
+    ${PROJECT_SOURCE_DIR}/packaging/debian/postinst
+    ${PROJECT_SOURCE_DIR}/packaging/debian/prerm
+    ${PROJECT_SOURCE_DIR}/packaging/debian/postrm)
+if(_trainlet_conffiles)
+  list(APPEND _trainlet_control_extra ${PROJECT_BINARY_DIR}/packaging/debian/conffiles)
+endif()
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${_trainlet_control_extra})
+# Maintainer scripts 0755 and conffiles 0644 in the control archive, whatever the checkout's modes.
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION TRUE)
+
+include(CPack)
