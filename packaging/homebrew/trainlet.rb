@@ -32,11 +32,11 @@ class Trainlet < Formula
            "-DTRAINLET_SYSCONF_DIR=#{etc}/trainlet",
            "-DTRAINLET_SYSTEMD_UNIT_DIR=#{lib}/systemd/system",
            *std_cmake_args
-    system "cmake", "--build", "build", "--target", "trainletctl", "trainlet-agent",
-           "trainlet-coordinator"
+    system "cmake", "--build", "build"
     system "cmake", "--install", "build"
+    pkgshare.install "deploy/launchd/io.trainlet.agent.plist"
     (var/"lib/trainlet-agent").mkpath
-    (var/"log/trainlet").mkpath
+    (var/"log").mkpath
     (etc/"trainlet/keys").mkpath
   end
 
@@ -49,15 +49,17 @@ class Trainlet < Formula
     EOS
   end
 
-  # The launchd job (brew services): the same settings as deploy/launchd's plist.
+  # The launchd job (brew services), with the settings of deploy/launchd/io.trainlet.agent.plist,
+  # which is also installed (pkgshare) for a system-wide LaunchDaemon under its own user. The
+  # DSL has no AbandonProcessGroup; the agent starts each rank in a process group of its own,
+  # which launchd's cleanup of the job's group does not include.
   service do
-    run [opt_bin/"trainlet-agent", "--config", etc/"trainlet/agent.yaml"]
+    run [opt_bin/"trainlet-agent", "--config", etc/"trainlet/agent.yaml", "--log-target", "stderr"]
     keep_alive true
     working_dir var/"lib/trainlet-agent"
-    log_path var/"log/trainlet/agent.log"
-    error_log_path var/"log/trainlet/agent.err.log"
-    # Training ranks are the agent's children: do not let macOS throttle them as background work.
-    process_type :interactive
+    log_path var/"log/trainlet-agent.log"
+    error_log_path var/"log/trainlet-agent.log"
+    process_type :standard
   end
 
   test do

@@ -80,6 +80,7 @@ for f in postinst prerm postrm; do grep -qx "./$f" "$work/control-files" || fail
 
 # What the package must hold: binaries, runtimes, and whatever units and configs deploy/ has.
 expect=(/usr/bin/trainletctl /usr/bin/trainlet-agent /usr/bin/trainlet-coordinator)
+[ -d "$src/cli/trainlet-exec" ] && expect+=(/usr/bin/trainlet-exec)
 for f in "$src"/deploy/runtimes/*.yaml; do expect+=("/usr/share/trainlet/runtimes/$(basename "$f")"); done
 units=()
 for f in "$src"/deploy/systemd/*.service; do
