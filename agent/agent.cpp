@@ -10,7 +10,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
+#include "agent/process_sweep.h"
 #include "agent/topology.h"
 #include "common/logging.h"
 #include "common/zmq_sockets.h"
@@ -309,7 +311,9 @@ void Agent::OnLogRead(const v1::LogRead& read) {
 }
 
 void Agent::OnChildExits() {
+  std::set<std::pair<std::string, uint32_t>> ended;
   for (const WorkerExit& e : supervisor_->Reap()) {
+    ended.insert({e.job, e.attempt});
     if (exec_sessions_->OnWorkerExit(e)) continue;
     v1::Envelope env;
     auto* ev = env.mutable_worker_event();
@@ -327,6 +331,15 @@ void Agent::OnChildExits() {
     spdlog::info("rank {} of {} attempt {} exited: code {} signal {}", e.rank, e.job, e.attempt,
                  e.exit_code, e.signal);
     Send(std::move(env));
+  }
+  // Once nothing of an attempt runs here any more, whatever it left outside its process groups
+  // (an orted's ranks, say) goes too.
+  for (const auto& [job, attempt] : ended) {
+    if (supervisor_->running(job) != 0) continue;
+    const size_t swept = KillTaggedProcesses({{"TRAINLET_NODE", config_.name},
+                                              {"TRAINLET_JOB", job},
+                                              {"TRAINLET_ATTEMPT", std::to_string(attempt)}});
+    if (swept > 0) spdlog::warn("killed {} leftover processes of {} attempt {}", swept, job, attempt);
   }
 }
 
@@ -414,6 +427,9 @@ Status Agent::Run() {
   spdlog::info("agent {} stopping: ending {} workers", config_.name, supervisor_->running());
   for (const auto& e : supervisor_->KillAllAndWait(std::chrono::seconds(10))) {
     spdlog::info("rank {} of {} ended at shutdown (signal {})", e.rank, e.job, e.signal);
+  }
+  if (const size_t swept = KillTaggedProcesses({{"TRAINLET_NODE", config_.name}}); swept > 0) {
+    spdlog::warn("killed {} leftover processes of this node's jobs", swept);
   }
   return Status::Ok();
 }

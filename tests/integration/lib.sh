@@ -17,9 +17,17 @@ cleanup() {
   if [ -d "$TRAINLET_HOME/pids" ]; then
     "$CTL" local down --dir "$TRAINLET_HOME" --timeout 10 >/dev/null 2>&1 || true
   fi
+  # Processes a test started itself (agents in namespaces, say): TERM first, so agents stop their
+  # workers, then KILL whatever is left.
   for pid in "${EXTRA_PIDS[@]:-}"; do
-    [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
+    [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null || true
   done
+  for pid in "${EXTRA_PIDS[@]:-}"; do
+    [ -n "$pid" ] || continue
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+  done
+  if declare -F netns_cleanup >/dev/null; then netns_cleanup; fi
   if [ $rc -ne 0 ] && [ -d "$TRAINLET_HOME/logs" ]; then
     echo "---- daemon logs (test failed) ----"
     tail -n 30 "$TRAINLET_HOME"/logs/*.log || true

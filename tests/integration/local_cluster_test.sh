@@ -40,7 +40,8 @@ grep -E "^  4 +node-[0-9]+ +[0-9]+ +Failed +[0-9]+ +7 " <<<"$d" >/dev/null || fa
 assert_contains "$d" "rank 4 on node-" "attempt cause"
 assert_contains "$d" "exited with code 7" "attempt cause"
 # The other ranks were stopped, not left running.
-wait_for 20 test -z "$(job_pids failing)" || fail "ranks of the failed job still alive: $(job_pids failing)"
+no_failing_pids() { [ -z "$(job_pids failing)" ]; }
+wait_for 20 no_failing_pids || fail "ranks of the failed job still alive: $(job_pids failing)"
 log "failing job ok"
 
 # 3. delete of a running job leaves no process of it behind.

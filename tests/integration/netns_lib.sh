@@ -1,0 +1,103 @@
+# Simulated hosts for multi-host tests: one network namespace per host (veth + a bridge the test
+# creates, on a private /24 that routes nowhere else), each with its own UTS namespace and
+# hostname, as a real host has (OpenMPI's shared-memory transport needs distinct hostnames).
+# Where namespaces are not allowed, hosts are 127.0.0.x aliases on loopback instead.
+# Everything is removed by netns_cleanup, which lib.sh's EXIT trap calls.
+
+NETNS_MODE=""
+NETNS_TAG="tl$$"
+NETNS_SUBNET=""
+NETNS_HOSTS=()     # host addresses, one per simulated host
+NETNS_NAMES=()     # namespace names (netns mode)
+NETNS_BRIDGE=""
+
+netns_setup() {  # netns_setup COUNT
+  local count=$1 i
+  local octet=$(( ($$ % 200) + 20 ))
+  NETNS_SUBNET="10.$octet.77"
+  NETNS_BRIDGE="${NETNS_TAG}br"
+  if [ -z "${TRAINLET_TEST_FORCE_LOOPBACK:-}" ] && ip link add "$NETNS_BRIDGE" type bridge 2>/dev/null; then
+    NETNS_MODE=netns
+    ip addr add "$NETNS_SUBNET.1/24" dev "$NETNS_BRIDGE"
+    ip link set "$NETNS_BRIDGE" up
+    for i in $(seq 1 "$count"); do
+      local ns="${NETNS_TAG}n$i" addr="$NETNS_SUBNET.$((i + 1))"
+      ip netns add "$ns"
+      NETNS_NAMES+=("$ns")
+      ip link add "${NETNS_TAG}v$i" type veth peer name eth0 netns "$ns"
+      ip link set "${NETNS_TAG}v$i" master "$NETNS_BRIDGE" up
+      ip -n "$ns" addr add "$addr/24" dev eth0
+      ip -n "$ns" link set eth0 up
+      ip -n "$ns" link set lo up
+      NETNS_HOSTS+=("$addr")
+    done
+  else
+    NETNS_MODE=loopback
+    NETNS_SUBNET="127.0.0"
+    for i in $(seq 1 "$count"); do NETNS_HOSTS+=("127.0.0.$((i + 1))"); done
+  fi
+  echo "simulated hosts: $NETNS_MODE mode (${NETNS_HOSTS[*]})"
+}
+
+# netns_host_cmd INDEX HOSTNAME: fills NETNS_CMD with the command prefix that runs a program on
+# simulated host INDEX (1-based), in its own UTS namespace named HOSTNAME. Every step execs the
+# next, so a backgrounded "${NETNS_CMD[@]}" prog & has the program's PID in $!.
+NETNS_CMD=()
+netns_host_cmd() {
+  local i=$1 name=$2
+  NETNS_CMD=(unshare --uts sh -c "hostname $name; exec \"\$0\" \"\$@\"")
+  if [ "$NETNS_MODE" = netns ]; then
+    NETNS_CMD=(ip netns exec "${NETNS_NAMES[$((i - 1))]}" "${NETNS_CMD[@]}")
+  fi
+}
+
+netns_cleanup() {
+  local ns i
+  for ns in "${NETNS_NAMES[@]:-}"; do [ -n "$ns" ] && ip netns del "$ns" 2>/dev/null || true; done
+  if [ "$NETNS_MODE" = netns ]; then
+    i=1
+    while ip link show "${NETNS_TAG}v$i" >/dev/null 2>&1; do ip link del "${NETNS_TAG}v$i" 2>/dev/null || true; i=$((i + 1)); done
+    ip link del "$NETNS_BRIDGE" 2>/dev/null || true
+  fi
+}
+
+# start_netns_cluster COUNT: a coordinator in the root namespace and one agent per simulated
+# host. Sets TRAINLET_HOME's config so trainletctl reaches it, and records every PID.
+start_netns_cluster() {
+  local count=$1 i keys="$TRAINLET_HOME/keys"
+  netns_setup "$count"
+  mkdir -p "$keys" "$TRAINLET_HOME/logs"
+  "$CTL" keys create --role coordinator --name coordinator --dir "$keys" >/dev/null
+  "$CTL" keys create --role operator --name operator --dir "$keys" --allowlist "$keys/operators.allow" >/dev/null
+  : > "$keys/agents.allow"
+  for i in $(seq 1 "$count"); do
+    "$CTL" keys create --role agent --name "node-$i" --dir "$keys" --allowlist "$keys/agents.allow" >/dev/null
+  done
+  local listen_host=127.0.0.1
+  [ "$NETNS_MODE" = netns ] && listen_host="$NETNS_SUBNET.1"
+  "$TRAINLET_BIN/trainlet-coordinator" --state-dir "$TRAINLET_HOME/coordinator" \
+    --agent-listen "tcp://$listen_host:0" --exec-listen "tcp://$listen_host:0" \
+    --operator-listen tcp://127.0.0.1:0 --key "$keys/coordinator.key" \
+    --agent-allowlist "$keys/agents.allow" --operator-allowlist "$keys/operators.allow" \
+    --runtimes-dir "$TRAINLET_SOURCE_DIR/deploy/runtimes" --heartbeat-ms 200 --lost-timeout-ms 2000 \
+    --metrics-address "" --endpoints-file "$TRAINLET_HOME/endpoints.json" \
+    > "$TRAINLET_HOME/logs/coordinator.log" 2>&1 &
+  EXTRA_PIDS+=($!)
+  wait_for 15 test -s "$TRAINLET_HOME/endpoints.json" || fail "coordinator did not start"
+  local agent_ep operator_ep
+  agent_ep=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["agent_endpoint"])' "$TRAINLET_HOME/endpoints.json")
+  operator_ep=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["operator_endpoint"])' "$TRAINLET_HOME/endpoints.json")
+  printf 'coordinator: %s\ncoordinator_key: keys/coordinator.key.pub\nkey: keys/operator.key\n' \
+    "$operator_ep" > "$TRAINLET_HOME/config.yaml"
+  for i in $(seq 1 "$count"); do
+    netns_host_cmd "$i" "host$i"
+    "${NETNS_CMD[@]}" "$TRAINLET_BIN/trainlet-agent" --name "node-$i" \
+      --address "${NETNS_HOSTS[$((i - 1))]}" --coordinator "$agent_ep" \
+      --coordinator-key "$keys/coordinator.key.pub" --key "$keys/node-$i.key" \
+      --state-dir "$TRAINLET_HOME/agents/node-$i" --slots 4 --heartbeat-ms 200 --metrics-address "" \
+      > "$TRAINLET_HOME/logs/node-$i.log" 2>&1 &
+    EXTRA_PIDS+=($!)
+  done
+  wait_for 20 sh -c "[ \$('$CTL' get nodes 2>/dev/null | grep -c ' Ready ') = $count ]" \
+    || fail "agents did not become Ready: $("$CTL" get nodes 2>&1)"
+}
