@@ -69,7 +69,8 @@ void OpsEndpoint::OnReadable() {
   for (int i = 0; i < n; ++i) {
     if (events[i].data.fd == watchdog_fd_) {
       uint64_t expirations = 0;
-      if (read(watchdog_fd_, &expirations, sizeof expirations) > 0) notifier_->Notify("WATCHDOG=1");
+      if (read(watchdog_fd_, &expirations, sizeof expirations) > 0)
+        notifier_->Notify("WATCHDOG=1", true);
     } else if (http_ && events[i].data.fd == http_->fd()) {
       http_->Handle();
     }
@@ -107,7 +108,7 @@ void OpsEndpoint::NotifyReady(const std::string& status) {
 void OpsEndpoint::NotifyStatus(const std::string& status) {
   if (status == last_status_) return;
   last_status_ = status;
-  notifier_->Notify("STATUS=" + status);
+  notifier_->Notify("STATUS=" + status, true);
 }
 
 void OpsEndpoint::NotifyStopping() { notifier_->Notify("STOPPING=1\nSTATUS=stopping"); }

@@ -1,5 +1,13 @@
 #include "common/systemd_notify.h"
 
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
 #ifdef TRAINLET_HAVE_SYSTEMD
 #include <systemd/sd-daemon.h>
 #endif
@@ -7,35 +15,57 @@
 namespace trainlet {
 namespace {
 
-#ifdef TRAINLET_HAVE_SYSTEMD
-class SdNotifier : public ServiceNotifier {
+class SocketNotifier : public ServiceNotifier {
  public:
-  void Notify(const std::string& state) override { sd_notify(0, state.c_str()); }
+  SocketNotifier() {
+    const char* path = std::getenv("NOTIFY_SOCKET");
+    if (path == nullptr || path[0] == '\0' || std::strlen(path) >= sizeof addr_.sun_path) return;
+    if (path[0] != '/' && path[0] != '@') return;  // not a socket sd_notify(3) would use
+    addr_.sun_family = AF_UNIX;
+    std::memcpy(addr_.sun_path, path, std::strlen(path));
+    addr_len_ = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + std::strlen(path));
+    if (path[0] == '@') addr_.sun_path[0] = '\0';  // abstract namespace
+    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    // Even READY=1 waits for a stuck service manager only this long.
+    timeval timeout{2, 0};
+    if (fd_ >= 0) setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+  }
+  ~SocketNotifier() override {
+    if (fd_ >= 0) close(fd_);
+  }
+
+  void Notify(const std::string& state, bool may_drop) override {
+    if (fd_ < 0) return;
+    sendto(fd_, state.data(), state.size(), MSG_NOSIGNAL | (may_drop ? MSG_DONTWAIT : 0),
+           reinterpret_cast<const sockaddr*>(&addr_), addr_len_);
+  }
+
   std::chrono::microseconds WatchdogTimeout() const override {
     uint64_t usec = 0;
+#ifdef TRAINLET_HAVE_SYSTEMD
     // > 0 only when WATCHDOG_USEC is set and WATCHDOG_PID, if set, names this process.
     if (sd_watchdog_enabled(0, &usec) <= 0) return std::chrono::microseconds(0);
-    return std::chrono::microseconds(usec);
-  }
-};
+#else
+    const char* pid = std::getenv("WATCHDOG_PID");
+    const char* us = std::getenv("WATCHDOG_USEC");
+    if (us == nullptr || (pid != nullptr && std::atol(pid) != static_cast<long>(getpid()))) {
+      return std::chrono::microseconds(0);
+    }
+    usec = std::strtoull(us, nullptr, 10);
 #endif
-
-class NoNotifier : public ServiceNotifier {
- public:
-  void Notify(const std::string&) override {}
-  std::chrono::microseconds WatchdogTimeout() const override {
-    return std::chrono::microseconds(0);
+    return std::chrono::microseconds(static_cast<int64_t>(usec));
   }
+
+ private:
+  int fd_ = -1;
+  sockaddr_un addr_{};
+  socklen_t addr_len_ = 0;
 };
 
 }  // namespace
 
 std::unique_ptr<ServiceNotifier> MakeSystemdNotifier() {
-#ifdef TRAINLET_HAVE_SYSTEMD
-  return std::make_unique<SdNotifier>();
-#else
-  return std::make_unique<NoNotifier>();
-#endif
+  return std::make_unique<SocketNotifier>();
 }
 
 }  // namespace trainlet

@@ -19,13 +19,20 @@ class ServiceNotifier {
   virtual ~ServiceNotifier() = default;
   // Sends one notification, e.g. "READY=1" or "STATUS=3 nodes Ready". Failures are ignored:
   // a service manager that cannot be told is not a reason to stop serving.
-  virtual void Notify(const std::string& state) = 0;
+  // may_drop: when the service manager's queue is full, drop the message rather than wait.
+  // WATCHDOG=1 and STATUS= pass true: the loop must never block on a busy service manager (the
+  // next pet comes soon). READY=1 and STOPPING=1 pass false: they are sent once, and losing
+  // READY=1 would make systemd fail the start.
+  virtual void Notify(const std::string& state, bool may_drop = false) = 0;
   // The watchdog timeout the service manager set for this process (WATCHDOG_USEC, honouring
   // WATCHDOG_PID), or zero when there is no watchdog.
   virtual std::chrono::microseconds WatchdogTimeout() const = 0;
 };
 
-// libsystemd's sd_notify where trainlet was built with it; otherwise (macOS) a no-op notifier.
+// The sd_notify(3) protocol: one datagram per notification to $NOTIFY_SOCKET (a path, or an
+// abstract socket when it starts with '@'); a no-op when it is unset. It is written here rather
+// than calling libsystemd's sd_notify because sd_notify always blocks on a full queue; the
+// watchdog timeout still comes from libsystemd's sd_watchdog_enabled where it is available.
 std::unique_ptr<ServiceNotifier> MakeSystemdNotifier();
 
 }  // namespace trainlet

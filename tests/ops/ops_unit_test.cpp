@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -17,6 +18,7 @@
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "common/ops_endpoint.h"
+#include "common/systemd_notify.h"
 #include "tests/common/test_dir.h"
 #include "tests/ops/exposition_parser.h"
 
@@ -158,7 +160,7 @@ class RecordingNotifier : public ServiceNotifier {
  public:
   RecordingNotifier(std::vector<std::string>* sent, std::chrono::microseconds watchdog)
       : sent_(sent), watchdog_(watchdog) {}
-  void Notify(const std::string& state) override { sent_->push_back(state); }
+  void Notify(const std::string& state, bool) override { sent_->push_back(state); }
   std::chrono::microseconds WatchdogTimeout() const override { return watchdog_; }
 
  private:
@@ -332,6 +334,37 @@ TEST(Logging, JournalFieldsCarryJobAndRankInScope) {
   for (const auto& f : JournalFields(6, "after")) EXPECT_NE(f.rfind("TRAINLET_JOB=", 0), 0u);
   EXPECT_TRUE(ParseLogTarget("journal").ok());
   EXPECT_FALSE(ParseLogTarget("syslog").ok());
+}
+
+}  // namespace
+}  // namespace trainlet
+
+namespace trainlet {
+namespace {
+
+// A service manager that never reads must not stall the loop: droppable messages return at
+// once, and READY=1 waits at most a bounded time.
+TEST(SystemdNotifier, NeverBlocksOnDroppableMessages) {
+  testing::TempDir dir;
+  const std::string path = dir.File("notify.sock");
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path.c_str());
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  setenv("NOTIFY_SOCKET", path.c_str(), 1);
+  setenv("WATCHDOG_USEC", "300000", 1);
+  auto notifier = MakeSystemdNotifier();
+  unsetenv("NOTIFY_SOCKET");
+  EXPECT_EQ(notifier->WatchdogTimeout(), std::chrono::microseconds(300000));
+  unsetenv("WATCHDOG_USEC");
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 500; ++i) notifier->Notify("WATCHDOG=1", true);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
+  char buf[64];
+  ASSERT_EQ(recv(fd, buf, sizeof buf, MSG_DONTWAIT), 10);
+  EXPECT_EQ(std::string(buf, 10), "WATCHDOG=1");
+  close(fd);
 }
 
 }  // namespace
