@@ -81,6 +81,10 @@ Status Coordinator::Init() {
   sigset_t set = LoopSignals();
   signal_fd_ = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
   if (signal_fd_ < 0) return InternalError(std::string("signalfd: ") + std::strerror(errno));
+  TRAINLET_ASSIGN_OR_RETURN(ops_, CoordinatorOps::Create(config_.metrics_address,
+                                                         config_.metrics_best_effort,
+                                                         MakeSystemdNotifier(), registry_.get(),
+                                                         jobs_.get(), &drops_));
   return WriteEndpoints();
 }
 
@@ -89,6 +93,7 @@ Status Coordinator::WriteEndpoints() const {
   if (config_.endpoints_file.empty()) return Status::Ok();
   nlohmann::json j = {{"agent_endpoint", agent_endpoint_},
                       {"operator_endpoint", operator_endpoint_},
+                      {"metrics_endpoint", ops_->metrics_address()},
                       {"pid", getpid()}};
   const std::string tmp = config_.endpoints_file + ".tmp";
   {
@@ -137,6 +142,7 @@ void Coordinator::OnAgentMessage(RouterMessage& msg) {
       return;
     }
     case v1::Envelope::kHeartbeat:
+      ops_->OnHeartbeat(env.heartbeat().sent_unix_ms(), now_ms);
       if (registry_->Heartbeat(msg.user_id, msg.routing_id, now, now_ms) == nullptr) {
         v1::Envelope ack;
         ack.mutable_register_ack()->set_accepted(false);
@@ -159,6 +165,7 @@ void Coordinator::OnAgentMessage(RouterMessage& msg) {
   switch (env.body_case()) {
     case v1::Envelope::kWorkerEvent:
       jobs_->OnWorkerEvent(name, env.worker_event(), now_ms);
+      ops_->AfterWorkerEvent(env.worker_event(), now_ms);
       break;
     case v1::Envelope::kLogChunk:
       operator_service_->OnLogChunk(env.log_chunk());
@@ -182,6 +189,7 @@ Status Coordinator::Run() {
   while (true) {
     auto now = Clock::now();
     const int64_t now_ms = NowUnixMs();
+    ops_->Tick(now);  // READY=1 once, then STATUS=
     for (const auto& lost : registry_->Tick(now)) jobs_->OnNodeLost(lost, now_ms);
     jobs_->Schedule(now_ms);
     if (Status s = jobs_->Flush(); !s.ok()) spdlog::error("store: {}", s.message());
@@ -198,12 +206,14 @@ Status Coordinator::Run() {
     zmq_pollitem_t items[] = {{zap_->socket().handle(), 0, ZMQ_POLLIN, 0},
                               {agents_.handle(), 0, ZMQ_POLLIN, 0},
                               {operators_.handle(), 0, ZMQ_POLLIN, 0},
-                              {nullptr, signal_fd_, ZMQ_POLLIN, 0}};
-    if (zmq_poll(items, 4, timeout) < 0) {
+                              {nullptr, signal_fd_, ZMQ_POLLIN, 0},
+                              {nullptr, ops_->fd(), ZMQ_POLLIN, 0}};
+    if (zmq_poll(items, 5, timeout) < 0) {
       if (zmq_errno() == EINTR) continue;
       return InternalError(std::string("zmq_poll: ") + zmq_strerror(zmq_errno()));
     }
     if (items[0].revents & ZMQ_POLLIN) zap_->HandleRequest();
+    if (items[4].revents & ZMQ_POLLIN) ops_->OnReadable();  // metrics HTTP, watchdog
     if (items[3].revents & ZMQ_POLLIN) {
       signalfd_siginfo info{};
       bool stop = false;
@@ -222,6 +232,7 @@ Status Coordinator::Run() {
       if (auto msg = ReceiveFromRouter(operators_, drops_)) OnOperatorMessage(*msg);
     }
   }
+  ops_->OnStopping();  // STOPPING=1
   spdlog::info("coordinator stopping");
   return jobs_->Flush();
 }

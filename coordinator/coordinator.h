@@ -13,6 +13,7 @@
 #include "common/envelope.h"
 #include "common/zap_authenticator.h"
 #include "common/zmq_sockets.h"
+#include "coordinator/coordinator_ops.h"
 #include "coordinator/job_controller.h"
 #include "coordinator/job_store.h"
 #include "coordinator/node_registry.h"
@@ -31,6 +32,8 @@ struct CoordinatorConfig {
   std::string endpoints_file;            // when set, the bound endpoints are written here (JSON)
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds lost_timeout{3000};
+  std::string metrics_address = "127.0.0.1:9465";  // /metrics, /healthz, /readyz; "" for none
+  bool metrics_best_effort = false;  // a busy port only warns (the default address)
 };
 
 void BlockCoordinatorSignals();
@@ -67,6 +70,7 @@ class Coordinator : public NodeSink {
   std::unique_ptr<NodeRegistry> registry_;
   std::unique_ptr<JobController> jobs_;
   std::unique_ptr<OperatorService> operator_service_;
+  std::unique_ptr<CoordinatorOps> ops_;  // metrics and sd_notify (coordinator_ops.h)
 };
 
 }  // namespace trainlet::coordinator

@@ -1,61 +1,69 @@
-// trainlet-coordinator: node registry, job store, planner and operator API. Parses flags and runs
-// the Coordinator's loop.
+// trainlet-coordinator: node registry, job store, planner and operator API. Reads its config
+// (file, then flags) and runs the Coordinator's loop. Every key is documented in docs/config.md.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "common/daemon_config.h"
 #include "common/logging.h"
 #include "coordinator/coordinator.h"
 
 int main(int argc, char** argv) {
+  using trainlet::DaemonConfig;
   trainlet::coordinator::BlockCoordinatorSignals();  // before any thread exists
   trainlet::coordinator::CoordinatorConfig config;
   std::string log_level = "info";
-  int heartbeat_ms = 1000;
-  int lost_ms = 3000;
+  std::string log_target = "auto";
 
   CLI::App app{
       "trainlet-coordinator: turns Kubeflow Trainer v2 TrainJobs into per-node launch plans,\n"
       "places each job as a gang on the registered agents, and answers trainletctl.\n\n"
       "Example:\n"
+      "  trainlet-coordinator --config /etc/trainlet/coordinator.yaml\n"
       "  trainlet-coordinator --state-dir /var/lib/trainlet \\\n"
       "    --key /etc/trainlet/keys/coordinator.key \\\n"
       "    --agent-allowlist /etc/trainlet/keys/agents.allow \\\n"
       "    --operator-allowlist /etc/trainlet/keys/operators.allow \\\n"
       "    --runtimes-dir /usr/share/trainlet/runtimes"};
   app.set_version_flag("--version", std::string("trainlet-coordinator ") + TRAINLET_VERSION);
-  app.add_option("--state-dir", config.state_dir, "Directory of the job store (SQLite)")
-      ->required();
-  app.add_option("--agent-listen", config.agent_listen,
-                 "Endpoint agents connect to (port 0 picks a free one)")
-      ->capture_default_str();
-  app.add_option("--operator-listen", config.operator_listen,
-                 "Endpoint trainletctl connects to (port 0 picks a free one)")
-      ->capture_default_str();
-  app.add_option("--key", config.key_file, "The coordinator's CURVE key pair file")
-      ->required()
-      ->check(CLI::ExistingFile);
-  app.add_option("--agent-allowlist", config.agent_allowlist,
-                 "Public keys of the agents allowed to connect (one per line)")
-      ->required()
-      ->check(CLI::ExistingFile);
-  app.add_option("--operator-allowlist", config.operator_allowlist,
-                 "Public keys of the operators allowed to connect (one per line)")
-      ->required()
-      ->check(CLI::ExistingFile);
-  app.add_option("--runtimes-dir", config.runtimes_dir,
-                 "Directory of ClusterTrainingRuntime YAML files loaded at start")
-      ->check(CLI::ExistingDirectory);
-  app.add_option("--endpoints-file", config.endpoints_file,
-                 "Write the bound endpoints here as JSON once serving");
-  app.add_option("--heartbeat-ms", heartbeat_ms, "Agent heartbeat interval, ms")
-      ->check(CLI::Range(50, 60000));
-  app.add_option("--lost-timeout-ms", lost_ms, "Silence after which a node is Lost, ms")
-      ->check(CLI::Range(100, 3600000));
-  app.add_option("--log-level", log_level, "trace, debug, info, warn or error");
+  DaemonConfig c("trainlet-coordinator");
+  c.Path("state_dir", &config.state_dir, DaemonConfig::PathKind::kAny,
+         "Directory of the job store (SQLite)", true);
+  c.String("agent_listen", &config.agent_listen,
+           "Endpoint agents connect to (port 0 picks a free one)");
+  c.String("operator_listen", &config.operator_listen,
+           "Endpoint trainletctl connects to (port 0 picks a free one)");
+  c.Path("key", &config.key_file, DaemonConfig::PathKind::kFile,
+         "The coordinator's CURVE key pair file", true);
+  c.Path("agent_allowlist", &config.agent_allowlist, DaemonConfig::PathKind::kFile,
+         "Public keys of the agents allowed to connect (one per line)", true);
+  c.Path("operator_allowlist", &config.operator_allowlist, DaemonConfig::PathKind::kFile,
+         "Public keys of the operators allowed to connect (one per line)", true);
+  c.Path("runtimes_dir", &config.runtimes_dir, DaemonConfig::PathKind::kDirectory,
+         "Directory of ClusterTrainingRuntime YAML files loaded at start");
+  c.Path("endpoints_file", &config.endpoints_file, DaemonConfig::PathKind::kAny,
+         "Write the bound endpoints here as JSON once serving");
+  c.Millis("heartbeat_ms", &config.heartbeat_interval, 50, 60000, "Agent heartbeat interval, ms");
+  c.Millis("lost_timeout_ms", &config.lost_timeout, 100, 3600000,
+           "Silence after which a node is Lost, ms");
+  c.String("metrics_address", &config.metrics_address,
+           "host:port serving /metrics, /healthz and /readyz; \"\" turns it off", false,
+           DaemonConfig::CheckListenAddress);
+  c.Enum("log_level", &log_level, {"trace", "debug", "info", "warn", "error"},
+         "trace, debug, info, warn or error");
+  c.Enum("log_target", &log_target, {"auto", "stderr", "journal"},
+         "auto (the journal under systemd), stderr or journal");
+  c.AddFlags(app);
   CLI11_PARSE(app, argc, argv);
-  config.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
-  config.lost_timeout = std::chrono::milliseconds(lost_ms);
-  trainlet::SetUpLogging("coordinator", log_level);
+  if (trainlet::Status s = c.Finish(); !s.ok()) {
+    std::fprintf(stderr, "trainlet-coordinator: %s\n", s.message().c_str());
+    return 2;
+  }
+  if (c.print_requested()) {
+    std::fputs(c.ToYaml().c_str(), stdout);
+    return 0;
+  }
+  config.metrics_best_effort = !c.WasSet("metrics_address");
+  trainlet::SetUpLogging("coordinator", log_level, *trainlet::ParseLogTarget(log_target));
 
   auto coordinator = trainlet::coordinator::Coordinator::Create(std::move(config));
   if (!coordinator.ok()) {
