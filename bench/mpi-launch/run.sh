@@ -1,0 +1,282 @@
+#!/usr/bin/env bash
+# bench/mpi-launch: the allreduce example (3 hosts x 2 ranks, OpenMPI 4.1) launched two ways on
+# the same three namespace hosts, in the same run:
+#   trainlet  `trainletctl apply` -> `trainletctl wait --for=condition=Complete` returning; mpirun
+#             runs on host1 and starts its remote daemons through trainlet-exec and the agents.
+#   ssh       what Kubeflow's MPI runtime does: an sshd in every host, keys made by this script,
+#             and `mpirun` on host1 starting its remote daemons over ssh; the whole mpirun is timed.
+# Both run the same binary with the same MCA settings; a run whose output lacks 6 correct ranks
+# (on host1..3) stops the benchmark, so no time is reported for a failed run.
+#
+# usage: bench/mpi-launch/run.sh [--reps N] [--bin BUILD/bin] [--probe]
+#   --reps N   timed repetitions of each contender (default 7), interleaved, after one untimed
+#              warm-up of each
+#   --bin DIR  the build's bin directory (default $TRAINLET_BIN, else <repo>/build/bin); needs
+#              trainletctl, trainlet-agent, trainlet-coordinator, trainlet-exec, mpi-allreduce
+#   --probe    afterwards, time the pieces: one ssh connection, one trainlet-exec round trip,
+#              mpirun alone inside a trainlet job, and a trainlet job whose command is /bin/true
+# Needs root (network namespaces, sshd on port 22 inside them). Not a ctest test.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+SRC=$(cd "$HERE/../.." && pwd)
+REPS=7
+PROBE=0
+BIN_DIR=${TRAINLET_BIN:-$SRC/build/bin}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --reps) REPS=${2:?--reps needs a number}; shift 2 ;;
+    --reps=*) REPS=${1#--reps=}; shift ;;
+    --bin) BIN_DIR=${2:?--bin needs a directory}; shift 2 ;;
+    --bin=*) BIN_DIR=${1#--bin=}; shift ;;
+    --probe) PROBE=1; shift ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+case "$REPS" in ''|*[!0-9]*|0) echo "--reps must be a positive integer, got '$REPS'" >&2; exit 2 ;; esac
+
+die() { echo "mpi-launch: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || die "needs root: network namespaces and an sshd on port 22 in each"
+for tool in mpirun ssh ssh-keygen ip unshare python3; do
+  command -v "$tool" >/dev/null || die "$tool not found (scripts/install-deps installs it)"
+done
+SSHD=/usr/sbin/sshd
+[ -x "$SSHD" ] || die "$SSHD not found: install openssh-server (scripts/install-deps)"
+BIN_DIR=$(cd "$BIN_DIR" 2>/dev/null && pwd) || die "--bin: no such directory"
+for b in trainletctl trainlet-agent trainlet-coordinator trainlet-exec mpi-allreduce; do
+  [ -x "$BIN_DIR/$b" ] || die "$BIN_DIR/$b not built"
+done
+
+export TRAINLET_BIN=$BIN_DIR TRAINLET_SOURCE_DIR=$SRC
+unset TRAINLET_TEST_FORCE_LOOPBACK
+# lib.sh: WORK, CTL, wait_for, EXTRA_PIDS and the EXIT trap that stops those PIDs, removes the
+# namespaces (netns_cleanup) and WORK. We wrap the trap to undo our one change outside WORK.
+source "$SRC/tests/integration/lib.sh"
+source "$SRC/tests/integration/netns_lib.sh"
+MADE_RUN_SSHD=0
+bench_exit() {
+  local rc=$?
+  if [ "$MADE_RUN_SSHD" = 1 ]; then rmdir /run/sshd 2>/dev/null || true; fi
+  (exit $rc)
+  cleanup
+}
+trap bench_exit EXIT
+
+now() { echo "$EPOCHREALTIME"; }
+elapsed_ms() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) * 1000 }'; }
+
+# check_ranks LABEL OUTPUT: 6 ranks with the right sum, at least one on each of host1..3.
+check_ranks() {
+  local label=$1 out=$2 ok h
+  ok=$(grep -c "allreduce sum 21 (expected 21) OK" <<<"$out" || true)
+  [ "$ok" = 6 ] || fail "$label: expected 6 ranks with sum 21, got $ok; output:
+$out"
+  for h in host1 host2 host3; do
+    grep -q " on $h: " <<<"$out" || fail "$label: no rank ran on $h; output:
+$out"
+  done
+}
+
+# ---- hosts and the trainlet cluster -----------------------------------------------------------
+start_netns_cluster 3
+[ "$NETNS_MODE" = netns ] || fail "network namespaces are not allowed here (got $NETNS_MODE mode); \
+the SSH peer needs one sshd per host on port 22, so this benchmark does not run on loopback aliases"
+SUBNET="$NETNS_SUBNET.0/24"
+echo "hosts: ${NETNS_HOSTS[*]} (host1..3), bridge $NETNS_BRIDGE, coordinator in the root namespace"
+
+# ---- the SSH peer -----------------------------------------------------------------------------
+SSH_DIR="$WORK/ssh"
+mkdir -p "$SSH_DIR"
+chmod 700 "$SSH_DIR"
+ssh-keygen -q -t ed25519 -N "" -C trainlet-bench-host -f "$SSH_DIR/host_key"
+ssh-keygen -q -t ed25519 -N "" -C trainlet-bench-client -f "$SSH_DIR/client_key"
+if [ ! -d /run/sshd ]; then mkdir -p /run/sshd && chmod 755 /run/sshd && MADE_RUN_SSHD=1; fi
+for i in 1 2 3; do
+  cat > "$SSH_DIR/sshd_config.$i" <<EOF
+Port 22
+ListenAddress ${NETNS_HOSTS[$((i - 1))]}
+HostKey $SSH_DIR/host_key
+AuthorizedKeysFile $SSH_DIR/client_key.pub
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+UseDNS no
+PrintMotd no
+PrintLastLog no
+PidFile $SSH_DIR/sshd.$i.pid
+LogLevel ERROR
+EOF
+  "$SSHD" -t -f "$SSH_DIR/sshd_config.$i" 2> "$SSH_DIR/sshd.$i.check" \
+    || fail "sshd rejects its config: $(cat "$SSH_DIR/sshd.$i.check")"
+  netns_host_cmd "$i" "host$i"
+  "${NETNS_CMD[@]}" "$SSHD" -D -e -f "$SSH_DIR/sshd_config.$i" > "$SSH_DIR/sshd.$i.log" 2>&1 &
+  EXTRA_PIDS+=($!)
+done
+SSH_AGENT_CMD="ssh -i $SSH_DIR/client_key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -F /dev/null -o BatchMode=yes -o LogLevel=ERROR"
+netns_host_cmd 1 host1
+ON_HOST1=("${NETNS_CMD[@]}")
+# Every sshd answers from host1 with its own hostname, or we say why not and stop.
+for i in 1 2 3; do
+  addr=${NETNS_HOSTS[$((i - 1))]}
+  # shellcheck disable=SC2086  # the agent command is split into words on purpose, as mpirun does
+  if ! wait_for 10 "${ON_HOST1[@]}" $SSH_AGENT_CMD -o ConnectTimeout=2 "$addr" true; then
+    got=$("${ON_HOST1[@]}" $SSH_AGENT_CMD -o ConnectTimeout=2 "$addr" hostname 2>&1 || true)
+    fail "sshd on host$i ($addr) does not accept the bench key: $got
+sshd log: $(cat "$SSH_DIR/sshd.$i.log")"
+  fi
+  # shellcheck disable=SC2086
+  name=$("${ON_HOST1[@]}" $SSH_AGENT_CMD "$addr" hostname)
+  [ "$name" = "host$i" ] || fail "ssh to $addr reached '$name', not host$i"
+done
+echo "sshd up on host1..3 (port 22, keys in $SSH_DIR)"
+for addr in "${NETNS_HOSTS[@]}"; do echo "$addr slots=2"; done > "$SSH_DIR/hostfile"
+
+# ---- the two contenders -----------------------------------------------------------------------
+# Both: the same binary, mpirun -np 6 on host1, btl self,tcp, TCP pinned to the bridge subnet.
+MPIRUN_ARGS=(mpirun --allow-run-as-root -np 6 --mca btl self,tcp)
+PROGRAM="$BIN_DIR/mpi-allreduce"
+
+write_trainjob() {  # write_trainjob NAME -> path
+  local file="$WORK/$1.yaml" a
+  {
+    printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: %s\n' "$1"
+    printf 'spec:\n  runtimeRef:\n    name: mpi-distributed\n  trainer:\n'
+    printf '    numNodes: 3\n    numProcPerNode: 2\n    env:\n'
+    printf '      - {name: OMPI_MCA_btl_tcp_if_include, value: "%s"}\n' "$SUBNET"
+    printf '      - {name: OMPI_MCA_oob_tcp_if_include, value: "%s"}\n' "$SUBNET"
+    printf '    command:\n'
+    for a in "${MPIRUN_ARGS[@]}" "$PROGRAM"; do printf '      - "%s"\n' "$a"; done
+  } > "$file"
+  echo "$file"
+}
+
+# run_trainlet NAME: prints the milliseconds from apply to Complete; fails on anything else.
+run_trainlet() {
+  local name=$1 file t0 t1 out
+  file=$(write_trainjob "$name")
+  t0=$(now)
+  "$CTL" apply -f "$file" > /dev/null
+  if ! "$CTL" wait "trainjob/$name" --for=condition=Complete --timeout=120s > /dev/null; then
+    fail "trainlet run $name did not complete: $("$CTL" describe trainjob "$name" 2>&1)
+$("$CTL" logs "$name" 2>&1 || true)"
+  fi
+  t1=$(now)
+  out=$("$CTL" logs "$name")
+  check_ranks "trainlet run $name" "$out"
+  "$CTL" delete trainjob "$name" --timeout 60s > /dev/null
+  elapsed_ms "$t0" "$t1"
+}
+
+# run_ssh LABEL: prints the milliseconds of the whole mpirun; fails unless it exits 0 with 6 ranks.
+run_ssh() {
+  local label=$1 t0 t1 out rc=0
+  t0=$(now)
+  "${ON_HOST1[@]}" "${MPIRUN_ARGS[@]}" --hostfile "$SSH_DIR/hostfile" \
+    --mca btl_tcp_if_include "$SUBNET" --mca oob_tcp_if_include "$SUBNET" \
+    --mca plm_rsh_agent "$SSH_AGENT_CMD" "$PROGRAM" > "$WORK/$label.out" 2>&1 || rc=$?
+  t1=$(now)
+  out=$(cat "$WORK/$label.out")
+  [ "$rc" = 0 ] || fail "ssh run $label: mpirun exited $rc; output:
+$out"
+  check_ranks "ssh run $label" "$out"
+  elapsed_ms "$t0" "$t1"
+}
+
+echo "warm-up (untimed): one run of each"
+run_trainlet bench-warmup > /dev/null
+run_ssh ssh-warmup > /dev/null
+
+TRAINLET_MS=()
+SSH_MS=()
+for r in $(seq 1 "$REPS"); do
+  t=$(run_trainlet "bench-$r")
+  s=$(run_ssh "ssh-$r")
+  TRAINLET_MS+=("$t")
+  SSH_MS+=("$s")
+  printf 'rep %d/%d: trainlet %s ms, ssh %s ms\n' "$r" "$REPS" "$t" "$s"
+done
+
+# ---- the table --------------------------------------------------------------------------------
+python3 - "$REPS" "${TRAINLET_MS[*]}" "${SSH_MS[*]}" <<'EOF'
+import statistics, sys
+reps = int(sys.argv[1])
+t = [float(x) for x in sys.argv[2].split()]
+s = [float(x) for x in sys.argv[3].split()]
+tm, sm = statistics.median(t), statistics.median(s)
+print()
+print(f"3 hosts x 2 ranks, allreduce example, {reps} reps each (after one warm-up each)")
+print()
+print("| | trainlet: apply -> Complete | mpirun over SSH | trainlet / ssh |")
+print("| --- | ---: | ---: | ---: |")
+print(f"| median | {tm:.0f} ms | {sm:.0f} ms | {tm / sm:.2f} |")
+print(f"| min | {min(t):.0f} ms | {min(s):.0f} ms | {min(t) / min(s):.2f} |")
+print()
+verdict = "MET" if tm <= 0.5 * sm else "NOT MET"
+print(f"target (trainlet median at most half the SSH median): {verdict} "
+      f"(ratio {tm / sm:.2f}, target <= 0.50)")
+EOF
+
+# ---- where the time goes (optional) -----------------------------------------------------------
+if [ "$PROBE" = 1 ]; then
+  echo
+  echo "probe: the pieces, 5 samples each, median"
+  # One ssh connection from host1 to host2 running `true`: TCP + key exchange + auth + session.
+  ssh_samples=()
+  for _ in 1 2 3 4 5; do
+    t0=$(now)
+    # shellcheck disable=SC2086
+    "${ON_HOST1[@]}" $SSH_AGENT_CMD "${NETNS_HOSTS[1]}" true
+    ssh_samples+=("$(elapsed_ms "$t0" "$(now)")")
+  done
+  # Inside a trainlet job on host1: trainlet-exec to host2 running `true`, then mpirun alone.
+  probe="$WORK/probe.yaml"
+  {
+    printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: bench-probe\n'
+    printf 'spec:\n  runtimeRef:\n    name: mpi-distributed\n  trainer:\n'
+    printf '    numNodes: 3\n    numProcPerNode: 2\n    env:\n'
+    printf '      - {name: OMPI_MCA_btl_tcp_if_include, value: "%s"}\n' "$SUBNET"
+    printf '      - {name: OMPI_MCA_oob_tcp_if_include, value: "%s"}\n' "$SUBNET"
+    printf '    command:\n      - /bin/sh\n      - -c\n      - |\n'
+    printf '        for i in 1 2 3 4 5; do a=$(date +%%s%%N); "%s" %s true; b=$(date +%%s%%N); echo "exec_ns=$((b - a))"; done\n' \
+      "$BIN_DIR/trainlet-exec" "${NETNS_HOSTS[1]}"
+    printf '        for i in 1 2 3 4 5; do a=$(date +%%s%%N); %s "%s" > /dev/null; b=$(date +%%s%%N); echo "mpirun_ns=$((b - a))"; done\n' \
+      "${MPIRUN_ARGS[*]}" "$PROGRAM"
+  } > "$probe"
+  "$CTL" apply -f "$probe" > /dev/null
+  "$CTL" wait trainjob/bench-probe --for=condition=Complete --timeout=180s > /dev/null \
+    || fail "probe job: $("$CTL" logs bench-probe 2>&1)"
+  plog=$("$CTL" logs bench-probe)
+  python3 - "${ssh_samples[*]}" "$plog" <<'EOF'
+import statistics, sys
+ssh = [float(x) for x in sys.argv[1].split()]
+lines = sys.argv[2].splitlines()
+def grab(key):
+    return [int(l.split(key + "=")[1]) / 1e6 for l in lines if key + "=" in l]
+ex, mp = grab("exec_ns"), grab("mpirun_ns")
+if len(ex) != 5 or len(mp) != 5:
+    sys.exit(f"probe: expected 5 samples of each, got {len(ex)} exec and {len(mp)} mpirun:\n{sys.argv[2]}")
+print(f"ssh host1 -> host2 `true`:                 {statistics.median(ssh):.0f} ms")
+print(f"trainlet-exec host1 -> host2 `true`:       {statistics.median(ex):.0f} ms")
+print(f"mpirun alone inside a trainlet job:        {statistics.median(mp):.0f} ms")
+EOF
+  "$CTL" delete trainjob bench-probe --timeout 60s > /dev/null
+  # The control plane alone: the same 3 x 2 job on mpi-distributed whose command is /bin/true.
+  true_samples=()
+  for i in 1 2 3 4 5; do
+    f="$WORK/true-$i.yaml"
+    sed -e "s/^  name: .*/  name: bench-true-$i/" -e '/^    command:/,$d' "$(write_trainjob x)" > "$f"
+    printf '    command:\n      - /bin/true\n' >> "$f"
+    t0=$(now)
+    "$CTL" apply -f "$f" > /dev/null
+    "$CTL" wait "trainjob/bench-true-$i" --for=condition=Complete --timeout=60s > /dev/null \
+      || fail "probe job bench-true-$i did not complete"
+    true_samples+=("$(elapsed_ms "$t0" "$(now)")")
+    "$CTL" delete trainjob "bench-true-$i" --timeout 60s > /dev/null
+  done
+  python3 -c 'import statistics, sys; print(f"trainlet apply -> Complete, /bin/true:    {statistics.median(map(float, sys.argv[1:])):.0f} ms")' \
+    "${true_samples[@]}"
+fi
