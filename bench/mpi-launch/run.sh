@@ -57,6 +57,7 @@ source "$SRC/tests/integration/netns_lib.sh"
 MADE_RUN_SSHD=0
 bench_exit() {
   local rc=$?
+  set +e  # under -e, the `(exit $rc)` that hands cleanup our status would end the trap early
   if [ "$MADE_RUN_SSHD" = 1 ]; then rmdir /run/sshd 2>/dev/null || true; fi
   (exit $rc)
   cleanup
