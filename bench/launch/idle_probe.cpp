@@ -49,6 +49,10 @@ Result<ProcessSample> Sample(pid_t pid) {
     if (key == "RssAnon:") fields >> s.anon_kb;
     if (key == "RssFile:") fields >> s.file_kb;
   }
+  std::ifstream rollup(base + "/smaps_rollup");  // absent before Linux 4.14: Pss stays 0
+  for (std::string line; std::getline(rollup, line);) {
+    if (line.rfind("Pss:", 0) == 0) s.pss_kb = std::stol(line.substr(4));
+  }
   std::ifstream stat_file(base + "/stat");
   std::string stat;
   if (!std::getline(stat_file, stat)) return NotFoundError(base + "/stat: process gone");
@@ -129,7 +133,7 @@ std::string PrintIdleReport(const IdleReport& r) {
       << "- RSS " << Fixed(rss_mib, 2) << " MiB (" << a.after.rss_kb << " kB; " << a.before.rss_kb
       << " kB at the start of the window, peak " << a.after.hwm_kb << " kB; anonymous "
       << a.after.anon_kb << " kB, file-backed (binary and shared libraries) " << a.after.file_kb
-      << " kB). Target ≤ " << Fixed(kRssTargetMiB, 0)
+      << " kB; PSS " << a.after.pss_kb << " kB). Target ≤ " << Fixed(kRssTargetMiB, 0)
       << " MiB: " << (rss_mib <= kRssTargetMiB ? "PASS" : "MISS") << "\n"
       << "- CPU " << Fixed(pct, 3) << "% of one core = " << Fixed(cpu_s / r.wall_s * 60, 4)
       << " CPU-s per minute (schedstat, ns; utime+stime says "

@@ -19,6 +19,7 @@ struct ProcessSample {
   long hwm_kb = 0;          // VmHWM: peak RSS since start
   long anon_kb = 0;         // RssAnon: heap, stacks; the part the agent itself owns
   long file_kb = 0;         // RssFile: mapped executable and shared libraries
+  long pss_kb = 0;          // smaps_rollup Pss: shared pages divided among their users
   long long cpu_ticks = 0;  // utime + stime, clock ticks (includes exited threads)
   long long sched_ns = 0;   // sum of /proc/<pid>/task/*/schedstat run time: ns precision
   int threads = 0;
