@@ -73,7 +73,8 @@ if (dep) {
 const svc = find(base, "Service", "trainlet-coordinator");
 if (svc) {
   const ports = svc.spec.ports.map((p) => p.port).sort();
-  expect(JSON.stringify(ports) === "[7070,7071,9465]", `service ports 7070 7071 9465 (got ${ports})`);
+  expect(JSON.stringify(ports) === "[7070,7071,7072,9465]",
+         `service ports 7070 7071 7072 9465 (got ${ports})`);
 }
 
 // Agents.
