@@ -58,13 +58,6 @@ Status Coordinator::Init() {
   TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair keys, ReadKeyPair(config_.key_file));
   if (keys.secret_z85.empty()) return InvalidError("--key " + config_.key_file + ": holds no secret-key");
   TRAINLET_ASSIGN_OR_RETURN(store_, JobStore::Open(config_.state_dir));
-  registry_ = std::make_unique<NodeRegistry>(config_.heartbeat_interval, config_.lost_timeout);
-  jobs_ = std::make_unique<JobController>(store_.get(), registry_.get(), this);
-  TRAINLET_RETURN_IF_ERROR(jobs_->Load(config_.runtimes_dir));
-  operator_service_ = std::make_unique<OperatorService>(
-      jobs_.get(), registry_.get(), this, [this](const std::string& rid, v1::Envelope env) {
-        if (!SendToRouterPeer(operators_, rid, env)) spdlog::debug("operator went away");
-      });
 
   // The ZAP handler must exist before a CURVE server socket can admit anyone.
   TRAINLET_ASSIGN_OR_RETURN(zap_, ZapAuthenticator::Create(ctx_));
@@ -74,10 +67,40 @@ Status Coordinator::Init() {
   if (Status s = zap_->AddDomain("operator", config_.operator_allowlist); !s.ok()) {
     return Status(s.code(), "--operator-allowlist: " + s.message());
   }
+  zap_->SetAllowlist("exec", {});  // launcher keys of live attempts, kept current by the loop
   TRAINLET_ASSIGN_OR_RETURN(
       agents_, BindCurveRouter(ctx_, config_.agent_listen, keys, "agent", &agent_endpoint_));
   TRAINLET_ASSIGN_OR_RETURN(operators_, BindCurveRouter(ctx_, config_.operator_listen, keys,
                                                         "operator", &operator_endpoint_));
+  std::string exec_bound;
+  TRAINLET_ASSIGN_OR_RETURN(
+      execs_, BindCurveRouter(ctx_, config_.exec_listen, keys, "exec", &exec_bound));
+  exec_endpoint_ = !config_.exec_advertise.empty() ? config_.exec_advertise : exec_bound;
+  if (config_.exec_advertise.empty()) {
+    // A wildcard bind is reached through this host's name.
+    for (const std::string wildcard : {"tcp://0.0.0.0:", "tcp://*:"}) {
+      if (exec_bound.rfind(wildcard, 0) == 0) {
+        char host[256] = {0};
+        gethostname(host, sizeof host - 1);
+        exec_endpoint_ = "tcp://" + std::string(host) + ":" + exec_bound.substr(wildcard.size());
+      }
+    }
+  }
+
+  registry_ = std::make_unique<NodeRegistry>(config_.heartbeat_interval, config_.lost_timeout);
+  JobControllerOptions options;
+  options.exec_endpoint = exec_endpoint_;
+  options.server_public_key = keys.public_z85;
+  jobs_ = std::make_unique<JobController>(store_.get(), registry_.get(), this, options);
+  TRAINLET_RETURN_IF_ERROR(jobs_->Load(config_.runtimes_dir));
+  operator_service_ = std::make_unique<OperatorService>(
+      jobs_.get(), registry_.get(), this, [this](const std::string& rid, v1::Envelope env) {
+        if (!SendToRouterPeer(operators_, rid, env)) spdlog::debug("operator went away");
+      });
+  exec_relay_ = std::make_unique<ExecRelay>(
+      jobs_.get(), this, [this](const std::string& rid, v1::Envelope env) {
+        if (!SendToRouterPeer(execs_, rid, env)) spdlog::debug("trainlet-exec went away");
+      });
   sigset_t set = LoopSignals();
   signal_fd_ = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
   if (signal_fd_ < 0) return InternalError(std::string("signalfd: ") + std::strerror(errno));
@@ -93,6 +116,7 @@ Status Coordinator::WriteEndpoints() const {
   if (config_.endpoints_file.empty()) return Status::Ok();
   nlohmann::json j = {{"agent_endpoint", agent_endpoint_},
                       {"operator_endpoint", operator_endpoint_},
+                      {"exec_endpoint", exec_endpoint_},
                       {"metrics_endpoint", ops_->metrics_address()},
                       {"pid", getpid()}};
   const std::string tmp = config_.endpoints_file + ".tmp";
@@ -170,10 +194,20 @@ void Coordinator::OnAgentMessage(RouterMessage& msg) {
     case v1::Envelope::kLogChunk:
       operator_service_->OnLogChunk(env.log_chunk());
       break;
+    case v1::Envelope::kExecOutput:
+    case v1::Envelope::kExecExited:
+      exec_relay_->OnAgentMessage(name, env);
+      break;
     default:
       drops_.Add(DropReason::kUnexpected);
       spdlog::warn("dropped unexpected {} from node {}", v1::MessageType_Name(env.type()), name);
   }
+}
+
+void Coordinator::RefreshExecAllowlist() {
+  if (jobs_->generation() == exec_allowlist_generation_) return;
+  exec_allowlist_generation_ = jobs_->generation();
+  zap_->SetAllowlist("exec", jobs_->LauncherKeys());
 }
 
 void Coordinator::OnOperatorMessage(RouterMessage& msg) {
@@ -194,8 +228,11 @@ Status Coordinator::Run() {
     jobs_->Schedule(now_ms);
     if (Status s = jobs_->Flush(); !s.ok()) spdlog::error("store: {}", s.message());
     operator_service_->Tick(now);
+    exec_relay_->Tick(now);
+    RefreshExecAllowlist();
 
-    auto wake = std::min(registry_->NextDeadline(now), operator_service_->NextDeadline(now));
+    auto wake = std::min({registry_->NextDeadline(now), operator_service_->NextDeadline(now),
+                          exec_relay_->NextDeadline(now)});
     const int64_t job_wake = jobs_->NextWakeMs();
     if (job_wake != INT64_MAX) {
       wake = std::min(wake, now + std::chrono::milliseconds(std::max<int64_t>(0, job_wake - now_ms)));
@@ -207,13 +244,14 @@ Status Coordinator::Run() {
                               {agents_.handle(), 0, ZMQ_POLLIN, 0},
                               {operators_.handle(), 0, ZMQ_POLLIN, 0},
                               {nullptr, signal_fd_, ZMQ_POLLIN, 0},
+                              {execs_.handle(), 0, ZMQ_POLLIN, 0},
                               {nullptr, ops_->fd(), ZMQ_POLLIN, 0}};
-    if (zmq_poll(items, 5, timeout) < 0) {
+    if (zmq_poll(items, 6, timeout) < 0) {
       if (zmq_errno() == EINTR) continue;
       return InternalError(std::string("zmq_poll: ") + zmq_strerror(zmq_errno()));
     }
     if (items[0].revents & ZMQ_POLLIN) zap_->HandleRequest();
-    if (items[4].revents & ZMQ_POLLIN) ops_->OnReadable();  // metrics HTTP, watchdog
+    if (items[5].revents & ZMQ_POLLIN) ops_->OnReadable();  // metrics HTTP, watchdog
     if (items[3].revents & ZMQ_POLLIN) {
       signalfd_siginfo info{};
       bool stop = false;
@@ -230,6 +268,10 @@ Status Coordinator::Run() {
     for (int i = 0; i < 64 && (items[2].revents & ZMQ_POLLIN); ++i) {
       if (!(operators_.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
       if (auto msg = ReceiveFromRouter(operators_, drops_)) OnOperatorMessage(*msg);
+    }
+    for (int i = 0; i < 256 && (items[4].revents & ZMQ_POLLIN); ++i) {
+      if (!(execs_.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
+      if (auto msg = ReceiveFromRouter(execs_, drops_)) exec_relay_->OnClientMessage(*msg, Clock::now());
     }
   }
   ops_->OnStopping();  // STOPPING=1

@@ -13,6 +13,7 @@
 #include "common/envelope.h"
 #include "common/zap_authenticator.h"
 #include "common/zmq_sockets.h"
+#include "coordinator/exec_relay.h"
 #include "coordinator/coordinator_ops.h"
 #include "coordinator/job_controller.h"
 #include "coordinator/job_store.h"
@@ -25,6 +26,8 @@ struct CoordinatorConfig {
   std::string state_dir;                 // SQLite store lives here
   std::string agent_listen = "tcp://0.0.0.0:7070";
   std::string operator_listen = "tcp://127.0.0.1:7071";
+  std::string exec_listen = "tcp://0.0.0.0:7072";  // trainlet-exec (MPI launchers) connect here
+  std::string exec_advertise;            // exec endpoint as nodes reach it; "" derives it
   std::string key_file;                  // the coordinator's CURVE key pair
   std::string agent_allowlist;           // public keys allowed to act as agents
   std::string operator_allowlist;        // public keys allowed to act as operators
@@ -54,6 +57,7 @@ class Coordinator : public NodeSink {
   Status WriteEndpoints() const;
   void OnAgentMessage(RouterMessage& msg);
   void OnOperatorMessage(RouterMessage& msg);
+  void RefreshExecAllowlist();
 
   // Constant after construction.
   CoordinatorConfig config_;
@@ -62,6 +66,9 @@ class Coordinator : public NodeSink {
   std::unique_ptr<ZapAuthenticator> zap_;
   zmq::socket_t agents_;
   zmq::socket_t operators_;
+  zmq::socket_t execs_;
+  std::string exec_endpoint_;            // advertised
+  uint64_t exec_allowlist_generation_ = UINT64_MAX;
   std::string agent_endpoint_;
   std::string operator_endpoint_;
   int signal_fd_ = -1;
@@ -71,6 +78,7 @@ class Coordinator : public NodeSink {
   std::unique_ptr<JobController> jobs_;
   std::unique_ptr<OperatorService> operator_service_;
   std::unique_ptr<CoordinatorOps> ops_;  // metrics and sd_notify (coordinator_ops.h)
+  std::unique_ptr<ExecRelay> exec_relay_;
 };
 
 }  // namespace trainlet::coordinator

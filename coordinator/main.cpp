@@ -32,6 +32,11 @@ int main(int argc, char** argv) {
            "Endpoint agents connect to (port 0 picks a free one)");
   c.String("operator_listen", &config.operator_listen,
            "Endpoint trainletctl connects to (port 0 picks a free one)");
+  c.String("exec_listen", &config.exec_listen,
+           "Endpoint trainlet-exec (MPI launchers) connects to (port 0 picks a free one)");
+  c.String("exec_advertise", &config.exec_advertise,
+           "The exec endpoint as nodes reach it (default: the bound one, with this host's name "
+           "for a wildcard address)");
   c.Path("key", &config.key_file, DaemonConfig::PathKind::kFile,
          "The coordinator's CURVE key pair file", true);
   c.Path("agent_allowlist", &config.agent_allowlist, DaemonConfig::PathKind::kFile,
