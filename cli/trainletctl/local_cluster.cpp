@@ -184,6 +184,7 @@ Status LocalUp(const LocalUpOptions& o) {
                                     "--agent-listen", "tcp://127.0.0.1:0",
                                     "--operator-listen", "tcp://127.0.0.1:0",
                                     "--exec-listen", "tcp://127.0.0.1:0",
+                                    "--metrics-address", "127.0.0.1:0",
                                     "--key", keys + "/coordinator.key",
                                     "--agent-allowlist", keys + "/agents.allow",
                                     "--operator-allowlist", keys + "/operators.allow",
@@ -230,7 +231,8 @@ Status LocalUp(const LocalUpOptions& o) {
                                       "--coordinator-key", keys + "/coordinator.key.pub",
                                       "--key", keys + "/" + name + ".key",
                                       "--state-dir", dir + "/agents/" + name,
-                                      "--heartbeat-ms", std::to_string(o.heartbeat_ms)};
+                                      "--heartbeat-ms", std::to_string(o.heartbeat_ms),
+                                      "--metrics-address", "127.0.0.1:0"};
     if (!o.topologies.empty()) {
       aargv.insert(aargv.end(), {"--topology-xml", fs::absolute(o.topologies.size() == 1
                                                                     ? o.topologies[0]
