@@ -13,8 +13,9 @@
 #              warm-up of each
 #   --bin DIR  the build's bin directory (default $TRAINLET_BIN, else <repo>/build/bin); needs
 #              trainletctl, trainlet-agent, trainlet-coordinator, trainlet-exec, mpi-allreduce
-#   --probe    afterwards, time the pieces: one ssh connection, one trainlet-exec round trip,
-#              mpirun alone inside a trainlet job, and a trainlet job whose command is /bin/true
+#   --probe    afterwards, time the pieces (median of 5): one ssh connection, one trainlet-exec
+#              round trip, mpirun alone inside a trainlet job, mpirun with all ranks on host1
+#              (the MPI floor), and a trainlet job whose command is /bin/true
 # Needs root (network namespaces, sshd on port 22 inside them). Not a ctest test.
 set -euo pipefail
 
@@ -30,7 +31,7 @@ while [ $# -gt 0 ]; do
     --bin) BIN_DIR=${2:?--bin needs a directory}; shift 2 ;;
     --bin=*) BIN_DIR=${1#--bin=}; shift ;;
     --probe) PROBE=1; shift ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -233,6 +234,15 @@ if [ "$PROBE" = 1 ]; then
     "${ON_HOST1[@]}" $SSH_AGENT_CMD "${NETNS_HOSTS[1]}" true
     ssh_samples+=("$(elapsed_ms "$t0" "$(now)")")
   done
+  # The MPI floor neither launcher can go under: all 6 ranks on host1, no remote daemon at all.
+  local_samples=()
+  for _ in 1 2 3 4 5; do
+    t0=$(now)
+    "${ON_HOST1[@]}" "${MPIRUN_ARGS[@]}" --oversubscribe --host "${NETNS_HOSTS[0]}:6" \
+      --mca btl_tcp_if_include "$SUBNET" --mca oob_tcp_if_include "$SUBNET" "$PROGRAM" \
+      > "$WORK/local.out" 2>&1 || fail "mpirun on host1 alone: $(cat "$WORK/local.out")"
+    local_samples+=("$(elapsed_ms "$t0" "$(now)")")
+  done
   # Inside a trainlet job on host1: trainlet-exec to host2 running `true`, then mpirun alone.
   probe="$WORK/probe.yaml"
   {
@@ -251,9 +261,10 @@ if [ "$PROBE" = 1 ]; then
   "$CTL" wait trainjob/bench-probe --for=condition=Complete --timeout=180s > /dev/null \
     || fail "probe job: $("$CTL" logs bench-probe 2>&1)"
   plog=$("$CTL" logs bench-probe)
-  python3 - "${ssh_samples[*]}" "$plog" <<'EOF'
+  python3 - "${ssh_samples[*]}" "$plog" "${local_samples[*]}" <<'EOF'
 import statistics, sys
 ssh = [float(x) for x in sys.argv[1].split()]
+local = [float(x) for x in sys.argv[3].split()]
 lines = sys.argv[2].splitlines()
 def grab(key):
     return [int(l.split(key + "=")[1]) / 1e6 for l in lines if key + "=" in l]
@@ -263,6 +274,7 @@ if len(ex) != 5 or len(mp) != 5:
 print(f"ssh host1 -> host2 `true`:                 {statistics.median(ssh):.0f} ms")
 print(f"trainlet-exec host1 -> host2 `true`:       {statistics.median(ex):.0f} ms")
 print(f"mpirun alone inside a trainlet job:        {statistics.median(mp):.0f} ms")
+print(f"mpirun, all 6 ranks on host1 (no remote):  {statistics.median(local):.0f} ms")
 EOF
   "$CTL" delete trainjob bench-probe --timeout 60s > /dev/null
   # The control plane alone: the same 3 x 2 job on mpi-distributed whose command is /bin/true.
