@@ -41,6 +41,7 @@ v1::MessageType TypeForBody(v1::Envelope::BodyCase body) {
     case E::kExecExited: return v1::MESSAGE_TYPE_EXEC_EXITED;
     case E::kExecCancel: return v1::MESSAGE_TYPE_EXEC_CANCEL;
     case E::kExecKeepalive: return v1::MESSAGE_TYPE_EXEC_KEEPALIVE;
+    case E::kHeartbeatAck: return v1::MESSAGE_TYPE_HEARTBEAT_ACK;
     case E::BODY_NOT_SET: break;
   }
   return v1::MESSAGE_TYPE_UNSPECIFIED;
