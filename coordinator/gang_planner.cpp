@@ -1,6 +1,7 @@
 #include "coordinator/gang_planner.h"
 
 #include <algorithm>
+#include <array>
 
 namespace trainlet::coordinator {
 
@@ -8,16 +9,46 @@ namespace {
 
 using Candidates = std::vector<const NodeCapacity*>;
 
+constexpr std::string_view kHostnameLabel = "kubernetes.io/hostname";
+
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
 std::string Count(size_t n, const char* singular, const char* plural) {
   return std::to_string(n) + " " + (n == 1 ? singular : plural);
 }
 
-// Best fit: the fullest node that still fits comes first.
-bool BestFitLess(const NodeCapacity* a, const NodeCapacity* b) {
-  if (a->free_slots != b->free_slots) return a->free_slots < b->free_slots;
-  return a->name < b->name;
+bool BlocksPlacement(const NodeTaint& t) {
+  return t.effect == "NoSchedule" || t.effect == "NoExecute";
+}
+
+// The packing order's keys, computed once per candidate so the sort compares integers.
+struct FitKey {
+  int64_t unasked_gpus = 0;  // GPUs of kinds the job does not ask for
+  int64_t free_gpus = 0;     // free GPUs of the kinds it asks for
+  uint32_t free_slots = 0;
+  const NodeCapacity* node = nullptr;
+};
+
+bool FitLess(const FitKey& a, const FitKey& b) {
+  if (a.unasked_gpus != b.unasked_gpus) return a.unasked_gpus < b.unasked_gpus;
+  if (a.free_gpus != b.free_gpus) return a.free_gpus < b.free_gpus;
+  if (a.free_slots != b.free_slots) return a.free_slots < b.free_slots;
+  return a.node->name < b.node->name;
+}
+
+FitKey KeyOf(const NodeCapacity& n, const Resources& request) {
+  FitKey k;
+  k.node = &n;
+  k.free_slots = n.free_slots;
+  for (ResourceKind gpu :
+       {ResourceKind::kNvidiaGpu, ResourceKind::kAmdGpu, ResourceKind::kAppleGpu}) {
+    if (request[gpu] > 0) {
+      k.free_gpus += n.free_resources[gpu];
+    } else {
+      k.unasked_gpus += n.allocatable[gpu];
+    }
+  }
+  return k;
 }
 
 // Free slots summed over the `k` nodes a best-fit choice from `sorted` (best-fit order) takes:
@@ -52,27 +83,80 @@ void NarrowToBestGroup(Candidates& candidates, std::string_view label, size_t k)
   if (best != nullptr) candidates = std::move(*best);
 }
 
+std::string FormatSelector(const std::map<std::string, std::string>& selector) {
+  std::string out;
+  for (const auto& [k, v] : selector) out += (out.empty() ? "" : ",") + k + "=" + v;
+  return out;
+}
+
+// Counts the nodes through each filter in turn (the same order as the candidate test), so the
+// message shows where the gang is lost.
 Status Unplaceable(const GangRequest& req, const std::vector<NodeCapacity>& nodes) {
-  size_t ready = 0, cordoned = 0, fit = 0;
+  size_t ready = 0, cordoned = 0, unhealthy = 0, selected = 0, tolerated = 0, fit = 0;
+  std::array<size_t, kNumResourceKinds> covered{};
+  bool taints_matter = false;
   for (const NodeCapacity& n : nodes) {
     if (!n.ready) continue;
     if (!n.schedulable) {
       ++cordoned;
       continue;
     }
+    if (!n.healthy) {
+      ++unhealthy;
+      continue;
+    }
     ++ready;
-    if (n.free_slots >= req.slots_per_node) ++fit;
+    if (!MatchesSelector(req.node_selector, n.labels, n.name)) continue;
+    ++selected;
+    if (!ToleratesAll(req.tolerations, n.taints)) {
+      taints_matter = true;
+      continue;
+    }
+    ++tolerated;
+    if (n.free_slots < req.slots_per_node) continue;
+    ++fit;
+    for (int i = 0; i < kNumResourceKinds; ++i) {
+      if (n.free_resources.amount[i] < req.resources.amount[i]) break;
+      ++covered[i];
+    }
   }
   std::string slots = Count(req.slots_per_node, "free slot", "free slots");
-  std::string msg = "needs " + Count(req.num_nodes, "node", "nodes") + " with " + slots + " each; ";
+  const std::string asked = FormatResources(req.resources);
+  std::string msg = "needs " + Count(req.num_nodes, "node", "nodes") + " with " + slots +
+                    (asked.empty() ? "" : ", " + asked) + " each; ";
   if (nodes.empty()) return UnavailableError(msg + "no nodes are registered");
   msg += std::to_string(ready) + " of " + Count(nodes.size(), "node", "nodes") +
-         (ready == 1 ? " is" : " are") + " Ready and schedulable, " + std::to_string(fit) +
-         " of them " + (fit == 1 ? "has " : "have ") + slots;
+         (ready == 1 ? " is" : " are") + " Ready and schedulable";
+  auto stage = [&msg](size_t n, const std::string& what_one, const std::string& what_many) {
+    msg += ", " + std::to_string(n) + " of them " + (n == 1 ? what_one : what_many);
+  };
+  if (!req.node_selector.empty()) {
+    const std::string sel = "nodeSelector " + FormatSelector(req.node_selector);
+    stage(selected, "matches " + sel, "match " + sel);
+  }
+  if (taints_matter) stage(tolerated, "tolerates its taints", "tolerate their taints");
+  stage(fit, "has " + slots, "have " + slots);
+  for (int i = 0; i < kNumResourceKinds; ++i) {
+    if (req.resources.amount[i] == 0) continue;
+    const auto kind = static_cast<ResourceKind>(i);
+    const std::string what = std::string(ResourceName(kind)) + ": " +
+                             FormatQuantity(kind, req.resources.amount[i]) + " free";
+    stage(covered[i], "has " + what, "have " + what);
+  }
+  if (unhealthy > 0) {
+    msg += "; " + Count(unhealthy, "Ready node is", "Ready nodes are") + " unhealthy";
+  }
   if (cordoned > 0) {
     msg += "; " + Count(cordoned, "Ready node is", "Ready nodes are") + " cordoned";
   }
   return UnavailableError(msg);
+}
+
+bool IsCandidate(const NodeCapacity& n, const GangRequest& req) {
+  return n.ready && n.schedulable && n.healthy && n.free_slots >= req.slots_per_node &&
+         n.free_resources.Covers(req.resources) &&
+         MatchesSelector(req.node_selector, n.labels, n.name) &&
+         ToleratesAll(req.tolerations, n.taints);
 }
 
 }  // namespace
@@ -105,16 +189,17 @@ Result<Placement> PlaceGang(const GangRequest& request, const std::vector<NodeCa
   if (request.num_nodes == 0) return InvalidError("gang: num_nodes must be >= 1");
   if (request.slots_per_node == 0) return InvalidError("gang: slots_per_node must be >= 1");
 
-  Candidates candidates;
+  std::vector<FitKey> keys;
   for (const NodeCapacity& n : nodes) {
-    if (n.ready && n.schedulable && n.free_slots >= request.slots_per_node) {
-      candidates.push_back(&n);
-    }
+    if (IsCandidate(n, request)) keys.push_back(KeyOf(n, request.resources));
   }
   const size_t k = request.num_nodes;
-  if (candidates.size() < k) return Unplaceable(request, nodes);
+  if (keys.size() < k) return Unplaceable(request, nodes);
 
-  std::sort(candidates.begin(), candidates.end(), BestFitLess);
+  std::sort(keys.begin(), keys.end(), FitLess);
+  Candidates candidates;
+  candidates.reserve(keys.size());
+  for (const FitKey& key : keys) candidates.push_back(key.node);
   for (std::string_view label : {kZoneLabel, kRackLabel}) {
     NarrowToBestGroup(candidates, label, k);
   }
@@ -127,6 +212,43 @@ Result<Placement> PlaceGang(const GangRequest& request, const std::vector<NodeCa
   placement.nodes.reserve(k);
   for (const NodeCapacity* n : candidates) placement.nodes.push_back(n->name);
   return placement;
+}
+
+bool MatchesSelector(const std::map<std::string, std::string>& selector,
+                     const std::map<std::string, std::string>& labels, std::string_view name) {
+  for (const auto& [key, value] : selector) {
+    auto it = labels.find(key);
+    if (it != labels.end()) {
+      if (it->second != value) return false;
+    } else if (key != kHostnameLabel || value != name) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool ToleratesTaint(const std::vector<trainjob::Toleration>& tolerations, const NodeTaint& taint) {
+  for (const auto& t : tolerations) {
+    if (!t.effect.empty() && t.effect != taint.effect) continue;
+    if (t.op == "Exists") {
+      if (t.key.empty() || t.key == taint.key) return true;
+    } else if (t.key == taint.key && t.value == taint.value) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool ToleratesAll(const std::vector<trainjob::Toleration>& tolerations,
+                  const std::vector<NodeTaint>& taints) {
+  for (const NodeTaint& taint : taints) {
+    if (BlocksPlacement(taint) && !ToleratesTaint(tolerations, taint)) return false;
+  }
+  return true;
+}
+
+std::string FormatTaint(const NodeTaint& taint) {
+  return taint.key + (taint.value.empty() ? "" : "=" + taint.value) + ":" + taint.effect;
 }
 
 }  // namespace trainlet::coordinator
