@@ -60,6 +60,13 @@ struct MlPolicy {
   std::optional<MpiPolicy> mpi;  // set iff framework == kMpi
 };
 
+// A pod toleration (core/v1 Toleration). operator is "Equal" (the default, also for "") or
+// "Exists"; effect "" tolerates every effect.
+struct Toleration {
+  std::string key, op, value, effect;
+  bool operator==(const Toleration&) const = default;
+};
+
 struct TrainingRuntime {
   std::string kind;              // "ClusterTrainingRuntime" or "TrainingRuntime"
   std::string name, namespace_;  // namespace_ is "" for cluster-scoped runtimes (and when unset)
@@ -70,6 +77,10 @@ struct TrainingRuntime {
   // Container "node" (else the first) of replicatedJob "launcher", when the runtime has one.
   std::optional<ContainerSpec> launcher;
   std::vector<std::string> replicated_jobs;  // names, in file order
+  // nodeSelector and tolerations of replicatedJob "node"'s pod template
+  // (spec.template.spec.replicatedJobs[node].template.spec.template.spec): where ranks may run.
+  std::map<std::string, std::string> node_selector;
+  std::vector<Toleration> tolerations;
   int32_t max_restarts = 0;  // spec.template.spec.failurePolicy.maxRestarts; 0 if absent
   std::string yaml;          // this document, re-emitted as YAML (comments are not kept)
 };
@@ -93,6 +104,11 @@ struct TrainJob {
     // nvidia.com/gpu -> "8".
     std::map<std::string, std::string> resources_per_node;
   } trainer;
+  // From spec.runtimePatches[*]: the nodeSelector and tolerations patched into replicatedJob
+  // "node"'s pod spec. They narrow where ranks run on top of the runtime's own (a key set by both
+  // takes the TrainJob's value).
+  std::map<std::string, std::string> node_selector;
+  std::vector<Toleration> tolerations;
   bool suspend = false;
   std::optional<int64_t> active_deadline_seconds;
   std::string yaml;  // this document, re-emitted as YAML (comments are not kept)

@@ -227,13 +227,39 @@ ContainerSpec ReadContainer(const YAML::Node& c, const std::string& path, DocCon
   return out;
 }
 
+std::vector<Toleration> ReadTolerations(const YAML::Node& list) {
+  std::vector<Toleration> out;
+  for (auto it = list.begin(); list.IsSequence() && it != list.end(); ++it) {
+    out.push_back({Text(MapGet(*it, "key")), Text(MapGet(*it, "operator")),
+                   Text(MapGet(*it, "value")), Text(MapGet(*it, "effect"))});
+  }
+  return out;
+}
+
+// Where the ranks of a pod spec may run: its nodeSelector and tolerations, added to `selector`
+// (a key already there keeps its value) and `tolerations`.
+Status ReadPlacement(const YAML::Node& pod_spec, const std::string& pod_path, const DocContext& ctx,
+                     std::map<std::string, std::string>* selector,
+                     std::vector<Toleration>* tolerations) {
+  std::map<std::string, std::string> own;
+  TRAINLET_RETURN_IF_ERROR(
+      ReadStringMap(MapGet(pod_spec, "nodeSelector"), pod_path + ".nodeSelector", ctx, &own));
+  for (auto& [k, v] : own) selector->emplace(k, std::move(v));
+  for (auto& t : ReadTolerations(MapGet(pod_spec, "tolerations"))) {
+    tolerations->push_back(std::move(t));
+  }
+  return Status::Ok();
+}
+
 // The container of a replicatedJob that trainlet models: "node", else the first one.
+// `placement_read` says the caller reads this pod's nodeSelector and tolerations itself.
 std::optional<ContainerSpec> ReadJobContainer(const YAML::Node& job, const std::string& job_path,
-                                              DocContext& ctx) {
+                                              DocContext& ctx, bool placement_read = false) {
   YAML::Node pod_spec = Dig(job, {"template", "spec", "template", "spec"});
   std::string pod_path = job_path + ".template.spec.template.spec";
   for (auto it = pod_spec.begin(); pod_spec.IsMap() && it != pod_spec.end(); ++it) {
     const std::string& key = it->first.Scalar();
+    if (placement_read && (key == "nodeSelector" || key == "tolerations")) continue;
     if (key != "containers") {
       ctx.Warn(AppendKey(pod_path, key), "ignored (pod setting with no effect on bare metal)");
     }
@@ -322,7 +348,12 @@ Result<TrainingRuntime> BuildRuntime(const YAML::Node& doc, const Metadata& meta
       return ctx.Error(path + ".name", "duplicate replicatedJob name " + QuoteForMessage(name));
     }
     rt.replicated_jobs.push_back(name);
-    if (name == "node") rt.node = ReadJobContainer(*it, path, ctx);
+    if (name == "node") {
+      rt.node = ReadJobContainer(*it, path, ctx, /*placement_read=*/true);
+      TRAINLET_RETURN_IF_ERROR(ReadPlacement(Dig(*it, {"template", "spec", "template", "spec"}),
+                                             path + ".template.spec.template.spec", ctx,
+                                             &rt.node_selector, &rt.tolerations));
+    }
     if (name == "launcher") rt.launcher = ReadJobContainer(*it, path, ctx);
   }
   rt.yaml = EmitYaml(doc);
@@ -377,7 +408,27 @@ Result<TrainJob> BuildTrainJob(const YAML::Node& doc, const Metadata& meta, DocC
   job.active_deadline_seconds = Int(MapGet(spec, "activeDeadlineSeconds"));
 
   if (IsSet(MapGet(spec, "runtimePatches"))) {
-    ctx.Warn("spec.runtimePatches", "ignored (pod customisation has no effect on bare metal)");
+    // Of the pod customisation only where the node ranks may run means something on bare metal.
+    YAML::Node patches = MapGet(spec, "runtimePatches");
+    size_t i = 0;
+    for (auto it = patches.begin(); patches.IsSequence() && it != patches.end(); ++it, ++i) {
+      YAML::Node jobs = Dig(*it, {"trainingRuntimeSpec", "template", "spec", "replicatedJobs"});
+      size_t j = 0;
+      for (auto jt = jobs.begin(); jobs.IsSequence() && jt != jobs.end(); ++jt, ++j) {
+        if (Text(MapGet(*jt, "name")) != "node") continue;
+        const std::string path =
+            AppendIndex(AppendIndex("spec.runtimePatches", i) +
+                            ".trainingRuntimeSpec.template.spec.replicatedJobs",
+                        j) +
+            ".template.spec.template.spec";
+        TRAINLET_RETURN_IF_ERROR(
+            ReadPlacement(Dig(*jt, {"template", "spec", "template", "spec"}), path, ctx,
+                          &job.node_selector, &job.tolerations));
+      }
+    }
+    ctx.Warn("spec.runtimePatches",
+             "ignored but for the nodeSelector and tolerations of replicatedJob node (pod "
+             "customisation has no effect on bare metal)");
   }
   if (IsSet(MapGet(spec, "initializer"))) {
     ctx.Warn("spec.initializer", "ignored (dataset and model initializers are not modelled)");
