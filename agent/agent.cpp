@@ -11,8 +11,10 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <utility>
 
 #include "agent/process_sweep.h"
+#include "agent/rank_binding.h"
 #include "agent/topology.h"
 #include "common/logging.h"
 #include "common/zmq_sockets.h"
@@ -113,6 +115,11 @@ Status Agent::Init() {
   info_.set_slots(config_.slots != 0 ? config_.slots : std::max<uint32_t>(1, topo.pus()));
   *info_.mutable_topology() = std::move(topo);
   for (const auto& [k, v] : config_.labels) (*info_.mutable_labels())[k] = v;
+  accelerator_plugins_ = MakeAcceleratorPlugins();
+  const NodeAccelerators found = DiscoverNodeAccelerators(
+      accelerator_plugins_, info_.topology(), AcceleratorEnvFor(config_.topology_xml));
+  for (const auto& note : found.notes) spdlog::info("accelerators: {}", note);
+  AddAccelerators(found, &info_);
   info_.set_agent_version(TRAINLET_VERSION);
   info_.set_boot_id_hash(static_cast<uint64_t>(NowUnixMs()));
 
@@ -215,6 +222,8 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
   const auto node_env = NodeEnv(plan.job());
   spdlog::info("starting {} workers of {} attempt {}", plan.workers_size(), plan.job(),
                plan.attempt());
+  const std::vector<RankBinding> bindings = BindingsForPlan(plan, info_);
+  bool told_unapplied = false;
   for (const auto& w : plan.workers()) {
     if (supervisor_->IsRunning(plan.job(), plan.attempt(), w.rank())) continue;  // duplicate plan
     ScopedLogFields log_fields(plan.job(), w.rank());  // journal: TRAINLET_JOB, TRAINLET_RANK
@@ -228,6 +237,18 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
     for (const auto& [k, v] : node_env) launch.env[k] = v;
     launch.cwd = w.cwd().empty() ? work_dir : w.cwd();
     launch.log_path = LogPath(plan.job(), plan.attempt(), w.rank());
+    const RankBinding* binding =
+        w.local_rank() < bindings.size() ? &bindings[w.local_rank()] : nullptr;
+    if (binding != nullptr) {
+      launch.env.merge(BindingEnv(*binding, accelerator_plugins_));  // the plan's own env wins
+      if (CpusAvailableHere(binding->cpus)) {
+        launch.cpus = binding->cpus;
+      } else if (!std::exchange(told_unapplied, true)) {
+        spdlog::info("{}: CPU binding {} of local rank {} names CPUs this machine lacks "
+                     "(topology {}): reported, not applied",
+                     plan.job(), binding->CpuList(), w.local_rank(), info_.topology().source());
+      }
+    }
     auto pid = file_error.empty() ? supervisor_->Start(launch)
                                   : Result<pid_t>(IoError(file_error));
     v1::Envelope env;
@@ -241,6 +262,10 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
       ev->set_kind(v1::WorkerEvent::KIND_STARTED);
       ops_->OnWorkerStarted();
       ev->set_pid(*pid);
+      if (binding != nullptr) {
+        ev->set_cpuset(binding->CpuList());
+        ev->set_devices(binding->DeviceList());
+      }
     } else {
       ev->set_kind(v1::WorkerEvent::KIND_START_FAILED);
       ops_->OnWorkerStartFailed();

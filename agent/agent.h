@@ -20,6 +20,7 @@
 #include "common/curve_keys.h"
 #include "common/envelope.h"
 #include "common/status.h"
+#include "trainlet/accelerator_plugin.h"
 
 namespace trainlet::agent {
 
@@ -82,6 +83,7 @@ class Agent {
   std::unique_ptr<ProcessSpawner> spawner_;
   std::unique_ptr<WorkerSupervisor> supervisor_;
   std::unique_ptr<ExecSessions> exec_sessions_;
+  std::vector<std::unique_ptr<AcceleratorPlugin>> accelerator_plugins_;  // table order
   std::string exec_binary_;  // trainlet-exec beside this agent
   DropCounters drops_;
   std::unique_ptr<AgentOps> ops_;  // metrics and sd_notify (agent_ops.h)

@@ -26,6 +26,9 @@ class ProcessSpawner {
     // instead of the log file. Still owned by the caller, who closes its copy after Spawn.
     int stdout_fd = -1;
     int stderr_fd = -1;
+    // When not empty, the child's CPU affinity: the spawning thread binds itself to these CPUs,
+    // spawns (the child inherits the mask through exec) and restores its own mask.
+    std::vector<unsigned> cpus;
   };
 
   // Starts one process and returns its pid. The child:
@@ -38,7 +41,7 @@ class ProcessSpawner {
   //  - runs in `cwd`; a relative argv[0] containing '/' is resolved from there.
   // argv[0] without '/' is looked up in the PATH found in `envp` (not the agent's PATH), relative
   // PATH entries taken from `cwd`. Never forks the agent (posix_spawn, which is vfork-like).
-  // Errors (values, never aborts): Invalid for an empty argv; NotFound when argv[0] or cwd does
+  // Errors (values, never aborts): Invalid for an empty argv or CPUs the kernel refuses; NotFound when argv[0] or cwd does
   // not exist; Io when the log file cannot be created; Permission when exec is refused; Internal
   // otherwise. The message names argv[0] (or the path) and the errno text.
   virtual Result<pid_t> Spawn(const Request& request) = 0;

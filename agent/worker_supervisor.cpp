@@ -70,6 +70,7 @@ Result<pid_t> WorkerSupervisor::Start(const WorkerLaunch& launch) {
   request.log_path = launch.log_path;
   request.stdout_fd = launch.stdout_fd;
   request.stderr_fd = launch.stderr_fd;
+  request.cpus = launch.cpus;
   Result<pid_t> pid = spawner_->Spawn(request);
   if (!pid.ok()) {
     spdlog::warn("supervisor: {} failed to start: {}", who, pid.status().ToString());

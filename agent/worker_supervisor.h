@@ -41,6 +41,7 @@ struct WorkerLaunch {
   std::string log_path;                    // stdout+stderr, appended; empty: discarded
   int stdout_fd = -1;                      // >= 0: stdout goes here instead (caller's pipe)
   int stderr_fd = -1;                      // >= 0: stderr goes here instead (caller's pipe)
+  std::vector<unsigned> cpus;              // CPU affinity of the worker; empty: the agent's
 };
 
 // How one worker ended.
