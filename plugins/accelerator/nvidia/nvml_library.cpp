@@ -88,10 +88,12 @@ Result<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open(const std::string& librar
     return UnavailableError("NVML: " + library + " lacks " + missing);
   }
   if (nvmlReturn_t rc = api->init(); rc != kNvmlSuccess) {
+    // The message text lives in the library: copy it before dlclose unmaps it.
     const char* why = api->error_string(rc);
+    Status failed = InternalError("NVML: nvmlInit_v2 failed: " + std::string(why ? why : "?") +
+                                  " (" + std::to_string(rc) + ")");
     dlclose(handle);
-    return InternalError("NVML: nvmlInit_v2 failed: " + std::string(why ? why : "?") + " (" +
-                         std::to_string(rc) + ")");
+    return failed;
   }
   return std::unique_ptr<NvmlLibrary>(new NvmlLibrary(handle, std::move(api)));
 }
