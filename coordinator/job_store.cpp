@@ -1,5 +1,6 @@
 #include "coordinator/job_store.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -42,6 +43,7 @@ constexpr const char* kInsertJob =
     "INSERT INTO jobs (name, spec_yaml, runtime_kind, runtime_name, runtime_yaml, status) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 constexpr const char* kUpdateStatus = "UPDATE jobs SET status = ?2 WHERE name = ?1";
+constexpr const char* kUpdateSpec = "UPDATE jobs SET spec_yaml = ?2 WHERE name = ?1";
 constexpr const char* kSelectJob =
     "SELECT name, spec_yaml, runtime_kind, runtime_name, runtime_yaml, status FROM jobs "
     "WHERE name = ?1";
@@ -84,6 +86,21 @@ std::string ColumnText(sqlite3_stmt* s, int i) {
   const auto* p = reinterpret_cast<const char*>(sqlite3_column_blob(s, i));
   int n = sqlite3_column_bytes(s, i);
   return p == nullptr ? std::string() : std::string(p, static_cast<size_t>(n));
+}
+
+// What a failed write means for the operator, from SQLite's extended code and the OS error behind
+// it: SQLite says "database or disk is full" or "disk I/O error", which hides the cause.
+std::string DiskHint(int extended_code, int sys_errno) {
+  const int primary = extended_code & 0xff;
+  // The OS error is only the cause of an I/O-class result; after others it may be stale.
+  const bool io = primary == SQLITE_FULL || primary == SQLITE_IOERR ||
+                  primary == SQLITE_READONLY || primary == SQLITE_CANTOPEN;
+  if (!io) return "";
+  if (primary == SQLITE_FULL || sys_errno == ENOSPC || sys_errno == EDQUOT) {
+    return " (no space left on device)";
+  }
+  if (primary == SQLITE_READONLY || sys_errno == EROFS) return " (read-only file system)";
+  return sys_errno != 0 ? std::string(" (") + std::strerror(sys_errno) + ")" : "";
 }
 
 }  // namespace
@@ -164,7 +181,28 @@ Status JobStore::Init() {
 }
 
 Status JobStore::Error(const std::string& what) const {
-  return IoError(path_ + ": " + what + ": " + sqlite3_errmsg(db_.get()));
+  return IoError(path_ + ": " + what + ": " + sqlite3_errmsg(db_.get()) +
+                 DiskHint(sqlite3_extended_errcode(db_.get()), sqlite3_system_errno(db_.get())));
+}
+
+std::string JobStore::state_dir() const { return fs::path(path_).parent_path().string(); }
+
+Status JobStore::CheckSpace(uint64_t min_free_bytes) const {
+  const std::string dir = state_dir();
+  struct statvfs vfs {};
+  if (statvfs(dir.c_str(), &vfs) != 0) {
+    return IoError("state dir " + dir + ": " + std::strerror(errno));
+  }
+  if ((vfs.f_flag & ST_RDONLY) != 0) {
+    return IoError("state dir " + dir + ": read-only file system: new work cannot be stored");
+  }
+  const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  if (free_bytes < min_free_bytes) {
+    return IoError("state dir " + dir + ": no space left on device (" +
+                   std::to_string(free_bytes / 1024) + " KiB free, new work needs " +
+                   std::to_string(min_free_bytes / 1024) + " KiB): new work is refused");
+  }
+  return Status::Ok();
 }
 
 Status JobStore::Exec(const char* sql) {
@@ -173,6 +211,7 @@ Status JobStore::Exec(const char* sql) {
   if (rc == SQLITE_OK) return Status::Ok();
   std::string msg = err != nullptr ? err : sqlite3_errstr(rc);
   sqlite3_free(err);
+  msg += DiskHint(sqlite3_extended_errcode(db_.get()), sqlite3_system_errno(db_.get()));
   std::string what(sql);
   what = what.substr(what.find_first_not_of('\n'));
   what = what.substr(0, what.find_first_of("\n("));
@@ -218,6 +257,16 @@ Status JobStore::UpdateStatus(const std::string& name, const v1::JobStatus& stat
   BindText(s, 1, name);
   BindBlob(s, 2, status_bytes);
   if (sqlite3_step(s) != SQLITE_DONE) return Error("updating the status of trainjob/" + name);
+  if (sqlite3_changes(db_.get()) == 0) return NotFoundError("trainjob/" + name + " not found");
+  return Status::Ok();
+}
+
+Status JobStore::UpdateSpec(const std::string& name, const std::string& spec_yaml) {
+  TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kUpdateSpec));
+  StatementUse use(s);
+  BindText(s, 1, name);
+  BindText(s, 2, spec_yaml);
+  if (sqlite3_step(s) != SQLITE_DONE) return Error("updating the spec of trainjob/" + name);
   if (sqlite3_changes(db_.get()) == 0) return NotFoundError("trainjob/" + name + " not found");
   return Status::Ok();
 }

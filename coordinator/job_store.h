@@ -11,7 +11,8 @@
 //
 // Errors: kExists / kNotFound for names that are / are not there; kInvalid for a database
 // written by a newer trainlet; kIo for anything SQLite or the file system refused (including a
-// file that is not a database, or a corrupt one), with the path and SQLite's message. A stored
+// file that is not a database, or a corrupt one), with the path and SQLite's message; a full or
+// read-only file system says so ("no space left on device", "read-only file system"). A stored
 // status that no longer parses is kIo too, naming the job.
 #pragma once
 
@@ -59,11 +60,21 @@ class JobStore {
   JobStore& operator=(const JobStore&) = delete;
 
   const std::string& path() const { return path_; }
+  // The directory holding the database.
+  std::string state_dir() const;
+
+  // Whether new work may be accepted: kIo naming the state dir when its file system is
+  // read-only or has less than `min_free_bytes` available to this user ("no space left"). Writes
+  // are checked on their own too; this refuses work before a half-full disk fails it midway.
+  Status CheckSpace(uint64_t min_free_bytes) const;
 
   // kExists "trainjob/<name> already exists" when a job of that name is stored.
   Status CreateJob(const JobRecord& job);
   // Replaces the stored status; kNotFound when there is no such job.
   Status UpdateStatus(const std::string& name, const v1::JobStatus& status);
+  // Replaces the stored TrainJob document (only spec.suspend may change after creation; the
+  // caller checks that); kNotFound when there is no such job.
+  Status UpdateSpec(const std::string& name, const std::string& spec_yaml);
   // nullopt when there is no such job.
   Result<std::optional<JobRecord>> GetJob(const std::string& name);
   // Every job, oldest first.
