@@ -121,7 +121,8 @@ Result<std::unique_ptr<JobController::Job>> JobController::BuildJob(
   st.set_num_nodes(static_cast<uint32_t>(trainer.num_nodes));
   st.set_runtime(runtime.kind + "/" + runtime.name);
   st.set_plugin(framework);
-  st.set_max_restarts(static_cast<uint32_t>(std::max(0, runtime.max_restarts)));
+  TRAINLET_ASSIGN_OR_RETURN(uint32_t max_restarts, RestartLimit(spec, runtime));
+  st.set_max_restarts(max_restarts);
   for (const auto& a : trainer.argv) st.add_command(a);
   if (!trainer.image.empty()) {
     warnings.push_back("TrainJob/" + spec.name + ": spec.trainer.image (" + trainer.image +
@@ -134,6 +135,7 @@ Result<std::unique_ptr<JobController::Job>> JobController::BuildJob(
     job->procs_per_node = 1;
   }
   st.set_procs_per_node(job->procs_per_node);
+  TRAINLET_RETURN_IF_ERROR(FillGangRequest(*job, warnings));
   return job;
 }
 
@@ -151,16 +153,17 @@ Result<v1::ApplyResult> JobController::Apply(const std::string& yaml, const std:
   for (const auto& rt : parsed->runtimes) staged[RuntimeKey(rt.kind, rt.name)] = rt;
 
   std::vector<std::unique_ptr<Job>> new_jobs;
+  std::vector<SuspendFlip> flips;  // existing jobs whose spec.suspend this file changes
   for (const auto& spec : parsed->jobs) {
-    if (jobs_.count(spec.name) != 0) {
-      if (jobs_.at(spec.name)->record.spec_yaml == spec.yaml) {
+    if (auto existing = jobs_.find(spec.name); existing != jobs_.end()) {
+      TRAINLET_ASSIGN_OR_RETURN(auto flip,
+                                CompareWithStored(*existing->second, spec, source, now_ms));
+      if (flip) {
+        flips.push_back(std::move(*flip));
+      } else {
         result.add_unchanged("trainjob/" + spec.name);
-        continue;
       }
-      return Status(ErrorCode::kExists,
-                    "trainjob/" + spec.name +
-                        " already exists with a different spec; delete it first (trainletctl "
-                        "delete trainjob " + spec.name + ")");
+      continue;
     }
     const auto& ref = spec.runtime_ref;
     const trainjob::TrainingRuntime* rt = nullptr;
@@ -191,22 +194,41 @@ Result<v1::ApplyResult> JobController::Apply(const std::string& yaml, const std:
       st.set_reason("NoRuntimePlugin: runtime " + rt->kind + "/" + rt->name + " needs the '" +
                     st.plugin() + "' runtime plugin, which this trainlet build does not have");
     }
-    if (spec.suspend) st.set_phase(JobPhaseName(JobPhase::kSuspended));
     auto* ev = st.add_events();
     ev->set_unix_ms(now_ms);
     ev->set_type("Normal");
     ev->set_reason("Created");
     ev->set_message("applied from " + (source.empty() ? std::string("stdin") : source));
+    if (spec.suspend) {
+      TRAINLET_RETURN_IF_ERROR(ApplyTransition(st, JobTrigger::kSuspend,
+                                               std::string(kReasonSuspended),
+                                               "created with spec.suspend: true", now_ms));
+    }
     new_jobs.push_back(std::move(job));
   }
 
-  TRAINLET_RETURN_IF_ERROR(store_->Transaction([&]() -> Status {
-    for (const auto& [key, rt] : staged) {
-      TRAINLET_RETURN_IF_ERROR(store_->PutRuntime({rt.kind, rt.name, rt.yaml}));
-    }
-    for (const auto& job : new_jobs) TRAINLET_RETURN_IF_ERROR(store_->CreateJob(job->record));
-    return Status::Ok();
-  }));
+  if (options_.min_free_bytes > 0 && (!staged.empty() || !new_jobs.empty() || !flips.empty())) {
+    TRAINLET_RETURN_IF_ERROR(store_->CheckSpace(options_.min_free_bytes));
+  }
+  // All or nothing, and memory changes only after the store has everything.
+  if (Status s = store_->Transaction([&]() -> Status {
+        for (const auto& [key, rt] : staged) {
+          TRAINLET_RETURN_IF_ERROR(store_->PutRuntime({rt.kind, rt.name, rt.yaml}));
+        }
+        for (const auto& job : new_jobs) TRAINLET_RETURN_IF_ERROR(store_->CreateJob(job->record));
+        for (const auto& flip : flips) TRAINLET_RETURN_IF_ERROR(StoreSuspend(flip));
+        return Status::Ok();
+      });
+      !s.ok()) {
+    if (s.code() != ErrorCode::kIo) return s;
+    return IoError("state dir " + store_->state_dir() + ": nothing of " +
+                   (source.empty() ? std::string("stdin") : source) + " was stored: " +
+                   s.message());
+  }
+  for (auto& flip : flips) {
+    result.add_configured("trainjob/" + flip.job->record.name);
+    CommitSuspend(std::move(flip));
+  }
 
   for (auto& [key, rt] : staged) {
     const bool existed = runtimes_.count(key) != 0;
@@ -238,6 +260,11 @@ std::map<std::string, uint32_t> JobController::UsedSlots() const {
 
 void JobController::Schedule(int64_t now_ms) {
   last_schedule_ms_ = now_ms;
+  // A delete whose last store write failed is finished here once the store takes it.
+  for (const auto& name : std::vector<std::string>(order_)) {
+    if (jobs_.at(name)->record.status.deleting()) MaybeFinishDelete(name);
+  }
+  EnforceDeadlines(now_ms);
   auto used = UsedSlots();
   for (const auto& name : order_) {
     Job& job = *jobs_.at(name);
@@ -246,8 +273,9 @@ void JobController::Schedule(int64_t now_ms) {
         job.record.status.deleting() || now_ms < job.not_before_ms) {
       continue;
     }
-    if (p == JobPhase::kRestarting) {
-      // The old attempt's ranks must all be gone first: two attempts never run at once.
+    {
+      // The old attempt's ranks (of a failed attempt, or one stopped by a suspend) must all be
+      // gone first: two attempts never run at once.
       const bool old_alive = std::any_of(job.record.status.ranks().begin(),
                                          job.record.status.ranks().end(),
                                          [](const auto& r) { return !RankEnded(r); });
@@ -259,19 +287,10 @@ void JobController::Schedule(int64_t now_ms) {
 
 bool JobController::TryPlace(Job& job, std::map<std::string, uint32_t>& used, int64_t now_ms) {
   v1::JobStatus& st = job.record.status;
-  std::vector<NodeCapacity> capacity;
-  for (const auto& [name, node] : registry_->nodes()) {
-    NodeCapacity c;
-    c.name = name;
-    c.total_slots = node.info.slots();
-    const uint32_t u = used.count(name) ? used[name] : 0;
-    c.free_slots = c.total_slots > u ? c.total_slots - u : 0;
-    c.ready = node.state == NodeState::kReady;
-    c.schedulable = node.schedulable;
-    c.labels.insert(node.info.labels().begin(), node.info.labels().end());
-    capacity.push_back(std::move(c));
-  }
-  auto placement = PlaceGang({st.num_nodes(), job.procs_per_node}, capacity);
+  GangRequest gang = job.gang;
+  gang.num_nodes = st.num_nodes();
+  gang.slots_per_node = job.procs_per_node;
+  auto placement = PlaceGang(gang, Capacity(used));
   if (!placement.ok()) {
     const std::string reason = "Unschedulable: " + placement.status().message();
     if (st.reason() != reason) {
@@ -302,6 +321,10 @@ bool JobController::TryPlace(Job& job, std::map<std::string, uint32_t>& used, in
     FailAttempt(job, "planning failed: " + plans.status().message(), now_ms);
     return false;
   }
+  if (auto b = job.spec.annotations.find("trainlet.io/binding"); b != job.spec.annotations.end()) {
+    for (auto& plan : *plans) plan.set_binding(b->second);  // "none": agents bind nothing
+  }
+  const v1::JobStatus before = st;  // what stays if the placement cannot be stored
   st.set_attempt(req.attempt);
   st.set_launcher_key(req.launcher_public_key);
   st.set_launch_mode(job.plugin->LaunchMode(req));
@@ -332,8 +355,18 @@ bool JobController::TryPlace(Job& job, std::map<std::string, uint32_t>& used, in
   for (const auto& n : placement->nodes) where += (where.empty() ? "" : ", ") + n;
   Transition(job, static_cast<int>(JobTrigger::kPlaced), "",
              "attempt " + std::to_string(req.attempt) + " placed on " + where, now_ms);
-  // The attempt is durable before any agent hears of it.
-  if (Status s = Flush(); !s.ok()) spdlog::error("{}", s.message());
+  // The attempt is durable before any agent hears of it. When the store refuses it (a full or
+  // read-only disk), nobody hears of it: the job stays as it was and is placed again later.
+  if (Status s = Flush(); !s.ok()) {
+    spdlog::error("trainjob/{}: attempt {} not started, the store refused it: {}",
+                  job.record.name, req.attempt, s.message());
+    st = before;
+    job.launcher_secret.clear();
+    job.dirty = true;  // whatever else was unflushed still is
+    for (const auto& n : placement->nodes) used[n] -= job.procs_per_node;
+    ++generation_;
+    return false;
+  }
   for (size_t i = 0; i < plans->size(); ++i) {
     v1::Envelope env;
     *env.mutable_launch_plan() = std::move((*plans)[i]);
@@ -386,7 +419,10 @@ void JobController::FailAttempt(Job& job, const std::string& cause, int64_t now_
     rec->set_ended_unix_ms(now_ms);
   }
   StopAttempt(job, cause);
-  const uint32_t restarts_used = st.attempt() > 0 ? st.attempt() - 1 : 0;
+  // Failed attempts before this one; an attempt stopped by a suspend does not count.
+  const auto failed = std::count_if(st.attempts().begin(), st.attempts().end(),
+                                    [](const auto& a) { return a.result() == "Failed"; });
+  const uint32_t restarts_used = failed > 0 ? static_cast<uint32_t>(failed - 1) : 0;
   if (restarts_used < st.max_restarts()) {
     const int shift = static_cast<int>(std::min<uint32_t>(restarts_used, 16));
     const auto delay = std::min(options_.restart_backoff * (1 << shift),
@@ -437,6 +473,8 @@ void JobController::OnWorkerEvent(const std::string& node, const v1::WorkerEvent
     case v1::WorkerEvent::KIND_STARTED:
       if (rank->state() == "Pending") rank->set_state("Running");
       rank->set_pid(ev.pid());
+      rank->set_cpuset(ev.cpuset());
+      rank->set_devices(ev.devices());
       break;
     case v1::WorkerEvent::KIND_EXITED:
       rank->set_pid(ev.pid());
@@ -480,7 +518,48 @@ void JobController::OnWorkerEvent(const std::string& node, const v1::WorkerEvent
   }
 }
 
-void JobController::OnNodeLost(const std::string& node, int64_t now_ms) {
+void JobController::ReconcileNode(
+    const std::string& node, const google::protobuf::RepeatedPtrField<v1::RunningWorker>& running,
+    int64_t now_ms) {
+  std::set<std::pair<std::string, uint32_t>> stale;
+  for (const auto& w : running) {
+    if (!AttemptActive(w.job(), w.attempt())) {
+      stale.insert({w.job(), w.attempt()});
+      continue;
+    }
+    Job& job = *jobs_.at(w.job());
+    for (auto& r : *job.record.status.mutable_ranks()) {
+      if (r.rank() == w.rank() && r.node() == node && r.state() == "Pending") {
+        r.set_state("Running");
+        r.set_pid(w.pid());
+        MarkDirty(job);
+      }
+    }
+  }
+  for (const auto& [job, attempt] : stale) {
+    spdlog::warn("node {} runs {} attempt {}, which is not current: stopping it", node, job, attempt);
+    v1::Envelope env;
+    auto* stop = env.mutable_stop_workers();
+    stop->set_job(job);
+    stop->set_attempt(attempt);
+    stop->set_reason("stale attempt found when the node registered");
+    sink_->SendToNode(node, std::move(env));
+  }
+  (void)now_ms;
+}
+
+std::set<std::string> JobController::PlacedNodes() const {
+  std::set<std::string> nodes;
+  for (const auto& [name, job] : jobs_) {
+    if (!AttemptActive(name, job->record.status.attempt())) continue;
+    for (const auto& r : job->record.status.ranks()) {
+      if (!RankEnded(r)) nodes.insert(r.node());
+    }
+  }
+  return nodes;
+}
+
+void JobController::OnNodeLost(const std::string& node, int64_t now_ms, int64_t hold_until_ms) {
   const std::vector<std::string> names = order_;  // a finished delete edits order_
   for (const auto& name : names) {
     Job& job = *jobs_.at(name);
@@ -501,6 +580,7 @@ void JobController::OnNodeLost(const std::string& node, int64_t now_ms) {
     const JobPhase p = PhaseOf(job.record.status);
     if (p == JobPhase::kStarting || p == JobPhase::kRunning) {
       FailAttempt(job, "node " + node + " lost", now_ms);
+      job.not_before_ms = std::max(job.not_before_ms, hold_until_ms);
     }
   }
 }
@@ -512,13 +592,16 @@ Result<v1::DeleteJobResult> JobController::Delete(const std::string& name, int64
   v1::DeleteJobResult result;
   result.set_name(name);
   if (!job.record.status.deleting()) {
-    job.record.status.set_deleting(true);
-    auto* ev = job.record.status.add_events();
+    // Memory changes only once the store has it: a refused write leaves the job as it was.
+    v1::JobStatus deleting = job.record.status;
+    deleting.set_deleting(true);
+    auto* ev = deleting.add_events();
     ev->set_unix_ms(now_ms);
     ev->set_type("Normal");
     ev->set_reason("Deleting");
     ev->set_message("delete requested; stopping every rank");
-    TRAINLET_RETURN_IF_ERROR(store_->UpdateStatus(name, job.record.status));
+    TRAINLET_RETURN_IF_ERROR(store_->UpdateStatus(name, deleting));
+    job.record.status = std::move(deleting);
     StopAttempt(job, "trainjob deleted");
     ++generation_;
   }
@@ -560,6 +643,7 @@ int64_t JobController::NextWakeMs() const {
   int64_t next = INT64_MAX;
   for (const auto& [name, job] : jobs_) {
     const auto& st = job->record.status;
+    if (!IsTerminal(PhaseOf(st)) && !st.deleting()) next = std::min(next, DeadlineMs(*job));
     // Only a backoff still to come is timed work; a restart waiting for its old ranks to exit, or
     // for room, is woken by those events instead.
     if (PhaseOf(st) != JobPhase::kRestarting || job->not_before_ms <= last_schedule_ms_) continue;

@@ -13,11 +13,15 @@
 
 #include <chrono>
 #include <map>
+#include <set>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/trainjob/trainjob_model.h"
+#include "coordinator/gang_planner.h"
 #include "coordinator/job_store.h"
 #include "coordinator/node_registry.h"
 #include "trainlet/runtime_plugin.h"
@@ -41,10 +45,22 @@ struct ExecTarget {
   uint32_t stop_grace_ms = 10000;
 };
 
+// A TrainJob annotation overriding the runtime's failurePolicy.maxRestarts for that job.
+inline constexpr std::string_view kMaxRestartsAnnotation = "trainlet.io/max-restarts";
+inline constexpr long kMaxRestartsLimit = 1000;  // the largest value the annotation accepts
+
+// How many times a failed attempt of `job` may be restarted: the annotation when set, else the
+// runtime's failurePolicy.maxRestarts (0 when absent). Invalid, naming the annotation, unless
+// its value is a plain integer from 0 to kMaxRestartsLimit.
+Result<uint32_t> RestartLimit(const trainjob::TrainJob& job, const trainjob::TrainingRuntime& runtime);
+
 struct JobControllerOptions {
   std::chrono::milliseconds restart_backoff{1000};      // first restart delay; doubles each time
   std::chrono::milliseconds max_restart_backoff{60000};
   uint32_t stop_grace_ms = 10000;                       // SIGTERM -> SIGKILL for stopped ranks
+  // Apply refuses new work when the state dir's file system has less than this free (or is
+  // read-only), so a filling disk stops intake before a write fails halfway. 0: no check.
+  uint64_t min_free_bytes = 1 << 20;
   std::string exec_endpoint;    // advertised exec endpoint, for launchers (mpi)
   std::string server_public_key;  // the coordinator's CURVE public key
 };
@@ -63,14 +79,43 @@ class JobController {
                                 int64_t now_ms);
   // Asks every rank of the job to stop and removes the job once none runs. NotFound if absent.
   Result<v1::DeleteJobResult> Delete(const std::string& name, int64_t now_ms);
+  // Sets spec.suspend, as `apply` of the same TrainJob with only suspend changed does (the
+  // stored spec is rewritten). Suspending stops every rank of the attempt (its record ends
+  // "Stopped", not counted against maxRestarts) and sets condition Suspended; resuming makes
+  // the job Pending, and its next placement is a new attempt. Stored before it returns.
+  // NotFound if absent; Invalid when the job has finished or is being deleted; kIo from the store
+  // (and, for a resume, from the free-space check Apply makes), with memory left as it was.
+  Result<v1::SuspendJobResult> SetSuspend(const std::string& name, bool suspend, int64_t now_ms);
 
-  // Places whatever waits and can be placed now.
+  // Fails jobs whose active deadline has passed, then places whatever waits and can be placed now.
   void Schedule(int64_t now_ms);
   void OnWorkerEvent(const std::string& node, const v1::WorkerEvent& event, int64_t now_ms);
-  void OnNodeLost(const std::string& node, int64_t now_ms);
+  // The node's ranks are given up and their attempts fail. No restart is placed before
+  // `hold_until_ms`: the node may still run the old ranks until its partition grace runs out,
+  // and two attempts of a job must never run at once.
+  void OnNodeLost(const std::string& node, int64_t now_ms, int64_t hold_until_ms = 0);
+  // A node (re-)registered reporting what it runs: ranks of live attempts placed there are
+  // adopted; anything of another attempt, or of a job that is gone, is told to stop.
+  void ReconcileNode(const std::string& node,
+                     const google::protobuf::RepeatedPtrField<v1::RunningWorker>& running,
+                     int64_t now_ms);
+  // Nodes that hold ranks of a Starting or Running attempt.
+  std::set<std::string> PlacedNodes() const;
   // Writes every job changed since the last call. Errors are logged and retried next call.
   Status Flush();
-  // When Schedule next has timed work to do (a restart backoff ending); INT64_MAX when none.
+
+  // Placement constraints (job_placement.cpp).
+  // What the placed jobs ask of each node: a job's resourcesPerNode counts on every node where
+  // one of its ranks has not ended.
+  std::map<std::string, Resources> UsedResources() const;
+  // Drain --force: fails the current attempt of every job with a live rank on `node`, with cause
+  // `cause` (each restarts elsewhere, within its restart limit). Returns the jobs it failed.
+  std::vector<std::string> FailJobsOnNode(const std::string& node, const std::string& cause,
+                                          int64_t now_ms);
+  // The jobs with a live rank on `node`, and how many such ranks there are.
+  std::vector<std::string> JobsOnNode(const std::string& node, uint32_t* live_ranks) const;
+  // When Schedule next has timed work to do (a restart backoff ending, an active deadline
+  // passing); INT64_MAX when none.
   int64_t NextWakeMs() const;
 
   // The launcher key of every attempt that may start remote commands now (Starting or Running):
@@ -96,6 +141,7 @@ class JobController {
     uint32_t procs_per_node = 1;
     int64_t not_before_ms = 0;              // restart backoff
     std::string launcher_secret;            // the attempt's launcher secret key (never stored)
+    GangRequest gang;  // resources, nodeSelector, tolerations; sizes are set when placing
     bool dirty = false;
   };
 
@@ -105,6 +151,11 @@ class JobController {
   const trainjob::TrainingRuntime* FindRuntime(const std::string& kind,
                                                const std::string& name) const;
   std::map<std::string, uint32_t> UsedSlots() const;
+  // Every registered node as the planner sees it, `used` slots taken.
+  std::vector<NodeCapacity> Capacity(const std::map<std::string, uint32_t>& used) const;
+  // Resources, nodeSelector and tolerations of the job's spec and runtime, into job.gang.
+  // Invalid (naming the field) for a quantity that does not parse.
+  Status FillGangRequest(Job& job, std::vector<std::string>& warnings) const;
   bool TryPlace(Job& job, std::map<std::string, uint32_t>& used, int64_t now_ms);
   void Transition(Job& job, int trigger, const std::string& reason, const std::string& message,
                   int64_t now_ms);
@@ -113,6 +164,31 @@ class JobController {
   // By value: it may erase the job that owns the caller's string.
   void MaybeFinishDelete(std::string name);
   void MarkDirty(Job& job);
+
+  // Lifecycle: deadlines, suspend and restart limits (job_lifecycle.cpp).
+  // A change of spec.suspend, prepared in full before anything is stored or sent.
+  struct SuspendFlip {
+    Job* job = nullptr;
+    bool suspend = false;
+    std::string spec_yaml;  // the spec as it reads after the change
+    v1::JobStatus status;   // the status after the change
+  };
+  // When the job's activeDeadlineSeconds runs out (counted from creation); INT64_MAX for none.
+  static int64_t DeadlineMs(const Job& job);
+  // Fails every live job whose deadline has passed, with reason DeadlineExceeded.
+  void EnforceDeadlines(int64_t now_ms);
+  // Invalid when the job has finished or is being deleted. `how` says who asked, for the event.
+  Result<SuspendFlip> PrepareSuspend(Job& job, bool suspend, std::string spec_yaml,
+                                     const std::string& how, int64_t now_ms) const;
+  // Writes the flip's spec and status; the caller holds a store transaction.
+  Status StoreSuspend(const SuspendFlip& flip);
+  // Once stored: memory takes the flip, and a suspend stops the attempt's ranks.
+  void CommitSuspend(SuspendFlip flip);
+  // Apply's answer for a TrainJob whose name is taken: nullopt when `spec` is the stored one
+  // (unchanged), a flip when it differs only in spec.suspend, kExists for any other change.
+  Result<std::optional<SuspendFlip>> CompareWithStored(Job& job, const trainjob::TrainJob& spec,
+                                                       const std::string& source,
+                                                       int64_t now_ms) const;
 
   JobStore* store_;
   NodeRegistry* registry_;

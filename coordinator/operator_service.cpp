@@ -54,6 +54,7 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
         n->set_registered_unix_ms(e.registered_unix_ms);
         n->set_last_heartbeat_unix_ms(e.last_beat_unix_ms);
         n->set_schedulable(e.schedulable);
+        DescribeConditions(e, *n);
       }
       for (const v1::JobStatus* j : jobs_->List()) {
         for (const auto& rank : j->ranks()) {
@@ -63,6 +64,7 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
           }
         }
       }
+      FillUsedResources(*r.mutable_nodes());
       break;
     case v1::OperatorRequest::kGetJobs:
       if (!req.get_jobs().name().empty()) {
@@ -94,6 +96,33 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
           req.wait_job().timeout_ms() == 0 ? 30000 : req.wait_job().timeout_ms(), 3600 * 1000));
       waits_.push_back({routing_id, req.request_id(), req.wait_job(), now + timeout});
       return;
+    }
+    case v1::OperatorRequest::kSuspendJob: {
+      auto result = jobs_->SetSuspend(req.suspend_job().name(), req.suspend_job().suspend(), now_ms);
+      if (!result.ok()) {
+        return Fail(routing_id, req.request_id(), result.status().code(), result.status().message());
+      }
+      *r.mutable_suspend_job() = std::move(result).value();
+      break;
+    }
+    case v1::OperatorRequest::kCordonNode: {
+      const auto& c = req.cordon_node();
+      auto changed = nodes_->SetSchedulable(c.node(), !c.cordon(), c.reason());
+      if (!changed.ok()) {
+        return Fail(routing_id, req.request_id(), changed.status().code(),
+                    changed.status().message());
+      }
+      r.mutable_cordon_node()->set_node(c.node());
+      r.mutable_cordon_node()->set_changed(*changed);
+      break;
+    }
+    case v1::OperatorRequest::kDrainNode: {
+      auto result = Drain(req.drain_node(), now_ms);
+      if (!result.ok()) {
+        return Fail(routing_id, req.request_id(), result.status().code(), result.status().message());
+      }
+      *r.mutable_drain_node() = std::move(result).value();
+      break;
     }
     case v1::OperatorRequest::kLogs:
       return HandleLogs(routing_id, req.request_id(), req.logs(), now);
