@@ -6,7 +6,9 @@
 #include "trainletctl/client_config.h"
 #include "trainletctl/commands.h"
 #include "trainletctl/keys_command.h"
+#include "trainletctl/lifecycle_commands.h"
 #include "trainletctl/local_cluster.h"
+#include "trainletctl/node_commands.h"
 
 using namespace trainlet::cli;
 
@@ -60,6 +62,41 @@ int main(int argc, char** argv) {
   del->add_option("--wait", del_wait, "Wait until every rank has stopped (default true)");
   del->add_option("--timeout", del_timeout, "How long to wait, e.g. 60s")->capture_default_str();
   del->callback([&] { rc = CmdDelete(common, del_kind, del_name, del_wait, del_timeout); });
+
+  // suspend / resume
+  std::string s_kind, s_name;
+  for (const bool suspend : {true, false}) {
+    auto* sub = app.add_subcommand(
+        suspend ? "suspend" : "resume",
+        suspend ? "Stop every rank of a trainjob and keep it Suspended\n  trainletctl suspend trainjob hello"
+                : "Resume a suspended trainjob: a new attempt starts\n  trainletctl resume trainjob hello");
+    sub->add_option("kind", s_kind, "trainjob (or trainjob/NAME)")->required();
+    sub->add_option("name", s_name, "The trainjob's name");
+    sub->callback([&, suspend] { rc = CmdSetSuspend(common, s_kind, s_name, suspend); });
+  }
+
+  // cordon / uncordon / drain
+  std::string n_node, n_reason, drain_timeout = "0";
+  bool drain_force = false;
+  for (const bool cordon : {true, false}) {
+    auto* sub = app.add_subcommand(
+        cordon ? "cordon" : "uncordon",
+        cordon ? "Keep new ranks off a node; what runs there keeps running\n  trainletctl cordon node-3"
+               : "Let a cordoned node take new ranks again\n  trainletctl uncordon node-3");
+    sub->add_option("node", n_node, "The node's name (or node/NAME)")->required();
+    if (cordon) sub->add_option("--reason", n_reason, "Shown by get nodes");
+    sub->callback([&, cordon] { rc = CmdCordon(common, n_node, cordon, n_reason); });
+  }
+  auto* drain = app.add_subcommand(
+      "drain",
+      "Cordon a node and wait until no rank runs there; --force fails the attempts of its jobs so\n"
+      "they restart elsewhere\n  trainletctl drain node-3 --timeout 10m\n  trainletctl drain node-3 --force");
+  drain->add_option("node", n_node, "The node's name (or node/NAME)")->required();
+  drain->add_flag("--force", drain_force, "Stop the jobs running there (cause \"node drained\")");
+  drain->add_option("--timeout", drain_timeout, "Give up waiting after this long, e.g. 5m; 0 waits forever")
+      ->capture_default_str();
+  drain->add_option("--reason", n_reason, "Shown by get nodes");
+  drain->callback([&] { rc = CmdDrain(common, n_node, drain_force, drain_timeout, n_reason); });
 
   // wait
   auto* wait = app.add_subcommand(
@@ -128,6 +165,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   up->add_option("--timeout", up_opts.timeout_s, "Seconds to wait for every agent to be Ready")
       ->capture_default_str();
+  up->add_option("--labels", up_opts.labels,
+                 "Node labels per agent, in order, as k=v,k2=v2 (repeatable; one value applies to "
+                 "all; - for none)");
+  up->add_option("--taints", up_opts.taints,
+                 "Node taints per agent, as key=value:Effect,... (repeatable, as --labels)");
+  up->add_option("--health-check", up_opts.health_checks,
+                 "Health check program per agent (repeatable, as --labels)");
+  up->add_option("--health-interval-ms", up_opts.health_interval_ms,
+                 "The agents' health check interval");
   up->callback([&] {
     if (up_opts.dir.empty()) up_opts.dir = ResolveHome(common.home);
     up_opts.dir = std::filesystem::absolute(up_opts.dir).lexically_normal().string();
