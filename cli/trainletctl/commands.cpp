@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "trainletctl/coordinator_client.h"
+#include "trainletctl/describe_node.h"
 #include "trainletctl/render.h"
 
 namespace trainlet::cli {
@@ -112,11 +113,24 @@ int CmdGet(const CommonFlags& f, const std::string& kind_arg, const std::string&
 int CmdDescribe(const CommonFlags& f, const std::string& kind_arg, const std::string& name_arg) {
   std::string name = name_arg;
   const std::string kind = NormalizeKind(kind_arg, name);
-  if (kind != "trainjob") return Error("describe supports trainjob only, got \"" + kind_arg + "\"");
-  if (name.empty()) return Error("describe trainjob: give the job's name");
+  if (kind != "trainjob" && kind != "node") {
+    return Error("describe supports trainjob and node, got \"" + kind_arg + "\"");
+  }
+  if (name.empty()) return Error("describe " + kind + ": give the " + kind + "'s name");
   auto client = Open(f);
   if (!client.ok()) return Error(client.status());
   v1::OperatorRequest req;
+  if (kind == "node") {  // describe_node.h
+    req.mutable_get_nodes();
+    auto nodes = (*client)->Call(req);
+    if (!nodes.ok()) return Error(nodes.status());
+    for (const auto& n : nodes->nodes().nodes()) {
+      if (n.info().name() != name) continue;
+      std::cout << DescribeNode(n, NowMs());
+      return 0;
+    }
+    return Error("node \"" + name + "\" not found");
+  }
   req.mutable_get_jobs()->set_name(name);
   auto resp = (*client)->Call(req);
   if (!resp.ok()) return Error(resp.status());

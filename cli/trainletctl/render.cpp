@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "common/status.h"
+#include "trainletctl/describe_node.h"
 
 namespace trainlet::cli {
 
@@ -109,9 +110,13 @@ std::string RenderNodes(const v1::NodeList& nodes, OutputFormat format, int64_t 
   for (const auto& n : nodes.nodes()) {
     const auto& t = n.info().topology();
     std::string status = n.state();
+    for (const auto& c : n.conditions()) {
+      // A failing health check: the node takes no new ranks, as a NotReady one in Kubernetes.
+      if (c.type() == "Healthy" && c.status() == "False" && n.state() == "Ready") status = "NotReady";
+    }
     if (!n.schedulable()) status += ",SchedulingDisabled";
     std::vector<std::string> row = {n.info().name(), status, std::to_string(t.pus()),
-                                    HumanBytes(t.memory_bytes()), std::to_string(t.gpus_size()),
+                                    HumanBytes(t.memory_bytes()), GpuColumn(n.info()),
                                     Age(n.registered_unix_ms(), now_ms)};
     if (wide) {
       row.insert(row.end(), {std::to_string(n.info().slots()), std::to_string(n.used_slots()),
@@ -183,13 +188,16 @@ std::string DescribeJob(const v1::JobStatus& j, int64_t now_ms) {
   if (j.ranks_size() > 0) {
     o << "Ranks (attempt " << j.attempt() << "):\n";
     std::vector<std::vector<std::string>> rows = {
-        {"  RANK", "NODE", "LOCAL", "STATE", "PID", "EXIT", "SIGNAL", "MESSAGE"}};
+        {"  RANK", "NODE", "LOCAL", "STATE", "PID", "EXIT", "SIGNAL", "DEVICES", "CPUS",
+         "MESSAGE"}};
     for (const auto& r : j.ranks()) {
       const bool ended = r.state() == "Succeeded" || r.state() == "Failed";
       rows.push_back({"  " + std::to_string(r.rank()), r.node(), std::to_string(r.local_rank()),
                       r.state(), r.pid() ? std::to_string(r.pid()) : "-",
                       ended && r.signal() == 0 ? std::to_string(r.exit_code()) : "-",
-                      r.signal() ? std::to_string(r.signal()) : "-", r.message()});
+                      r.signal() ? std::to_string(r.signal()) : "-",
+                      r.devices().empty() ? "-" : r.devices(),
+                      r.cpuset().empty() ? "-" : r.cpuset(), r.message()});
     }
     o << RenderTable(rows);
   }

@@ -6,7 +6,7 @@ start_cluster 2 --topology "$FIXTURES/dgx-2socket-8gpu.xml" --topology "$FIXTURE
 table=$("$CTL" get nodes)
 echo "$table"
 grep -Eq "^node-1 +Ready +224 +[0-9.]+Gi +8 " <<<"$table" || fail "node-1 should show 224 CPUs and 8 GPUs"
-grep -Eq "^node-2 +Ready +8 +16Gi +1 " <<<"$table" || fail "node-2 should show 8 CPUs, 16Gi and 1 GPU"
+grep -Eq "^node-2 +Ready +8 +16Gi +0 " <<<"$table" || fail "node-2 should show 8 CPUs, 16Gi and 0 GPUs (an iGPU is no accelerator)"
 json=$("$CTL" get nodes node-1 -o json)
 assert_contains "$json" "\"vendor\": \"nvidia\"" "GPU vendor in json"
 assert_contains "$json" "\"numaNode\": 1" "GPU NUMA node in json"
