@@ -178,9 +178,8 @@ std::vector<RankBinding> BindingsForPlan(const v1::LaunchPlan& plan, const v1::N
   if (plan.binding() == "none") return {};
   uint32_t local_ranks = 0;
   for (const auto& w : plan.workers()) local_ranks = std::max(local_ranks, w.local_rank() + 1);
-  return ComputeRankBindings(node.topology(), {node.accelerators().begin(),
-                                               node.accelerators().end()},
-                             local_ranks);
+  return ComputeRankBindings(node.topology(),
+                             {node.accelerators().begin(), node.accelerators().end()}, local_ranks);
 }
 
 }  // namespace trainlet::agent

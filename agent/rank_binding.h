@@ -33,7 +33,7 @@ struct RankBinding {
   std::vector<uint32_t> devices;  // v1::Accelerator.index values
   std::vector<unsigned> cpus;     // sorted PUs; empty: unbound
 
-  std::string CpuList() const;  // "0-13,112-125", "" when unbound
+  std::string CpuList() const;     // "0-13,112-125", "" when unbound
   std::string DeviceList() const;  // "nvidia:0,1", "" when none
 };
 

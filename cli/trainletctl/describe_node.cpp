@@ -57,7 +57,8 @@ std::string Tree(const v1::NodeInfo& info) {
   std::vector<std::pair<std::string, std::vector<std::string>>> branches;
   for (const auto& n : t.numa_nodes()) {
     std::vector<std::string> leaves;
-    for (const auto* d : by_numa[static_cast<int>(n.os_index())]) leaves.push_back(DeviceLine(*d, info));
+    for (const auto* d : by_numa[static_cast<int>(n.os_index())])
+      leaves.push_back(DeviceLine(*d, info));
     by_numa.erase(static_cast<int>(n.os_index()));
     branches.push_back({"NUMA " + std::to_string(n.os_index()) + ": " +
                             HumanBytes(n.memory_bytes()) + ", CPUs " +
@@ -105,9 +106,9 @@ std::string Accelerators(const v1::NodeInfo& info) {
   }
   for (const auto& a : info.accelerators()) {
     if (a.performance_cores() != 0 || a.efficiency_cores() != 0) {
-      out += "  " + a.model() + ": " + std::to_string(a.performance_cores()) +
-             " performance + " + std::to_string(a.efficiency_cores()) +
-             " efficiency cores, unified memory " + HumanBytes(a.memory_bytes()) + "\n";
+      out += "  " + a.model() + ": " + std::to_string(a.performance_cores()) + " performance + " +
+             std::to_string(a.efficiency_cores()) + " efficiency cores, unified memory " +
+             HumanBytes(a.memory_bytes()) + "\n";
     }
   }
   return out;
@@ -134,9 +135,9 @@ std::string SortedLines(const Map& map, bool bytes_for_memory) {
 }  // namespace
 
 std::string GpuColumn(const v1::NodeInfo& info) {
-  const auto unhealthy = std::count_if(
-      info.accelerators().begin(), info.accelerators().end(),
-      [](const v1::Accelerator& a) { return a.health().starts_with("unhealthy"); });
+  const auto unhealthy =
+      std::count_if(info.accelerators().begin(), info.accelerators().end(),
+                    [](const v1::Accelerator& a) { return a.health().starts_with("unhealthy"); });
   std::string out = std::to_string(info.accelerators_size());
   if (unhealthy > 0) out += " (" + std::to_string(unhealthy) + " unhealthy)";
   return out;
@@ -151,8 +152,8 @@ std::string DescribeNode(const v1::NodeStatus& node, int64_t now_ms) {
   out += Field("Hostname", info.hostname());
   out += Field("Agent version", info.agent_version());
   out += Field("Registered", Age(node.registered_unix_ms(), now_ms) + " ago");
-  out += Field("Slots", std::to_string(info.slots()) + " (" + std::to_string(node.used_slots()) +
-                            " used)");
+  out += Field("Slots",
+               std::to_string(info.slots()) + " (" + std::to_string(node.used_slots()) + " used)");
   out += Field("Topology", info.topology().source());
   out += Tree(info);
   out += "Accelerators:\n" + Accelerators(info);

@@ -121,7 +121,7 @@ TEST(NvidiaPlugin, SysfsOverridesHwlocLocality) {
   EXPECT_EQ(report->accelerators[0].numa_node(), 1);
   EXPECT_EQ(report->accelerators[0].local_cpuset(), "56-111,168-223");
   EXPECT_EQ(report->accelerators[1].numa_node(), -1);  // the kernel knows no NUMA node for it
-  EXPECT_EQ(report->accelerators[2].numa_node(), 0);    // no sysfs entry: hwloc's value
+  EXPECT_EQ(report->accelerators[2].numa_node(), 0);   // no sysfs entry: hwloc's value
 }
 
 TEST(NvidiaPlugin, NoNvidiaGpusFindsNothing) {
@@ -142,8 +142,8 @@ class FakeNvml : public ::testing::Test {
            1);
   }
   void TearDown() override {
-    for (const char* v : {"FAKE_NVML_DEVICES", "FAKE_NVML_XID", "FAKE_NVML_DBE",
-                          "FAKE_NVML_INIT_FAILS"}) {
+    for (const char* v :
+         {"FAKE_NVML_DEVICES", "FAKE_NVML_XID", "FAKE_NVML_DBE", "FAKE_NVML_INIT_FAILS"}) {
       unsetenv(v);
     }
   }
@@ -276,8 +276,8 @@ TEST(ApplePlugin, BadCapturesNameTheProblem) {
   auto missing = accelerator::ParseAppleSysctl("hw.memsize: 1\n", "s.txt");
   ASSERT_FALSE(missing.ok());
   EXPECT_THAT(missing.status().message(), HasSubstr("s.txt: no machdep.cpu.brand_string"));
-  auto bad = accelerator::ParseAppleSysctl(
-      "machdep.cpu.brand_string: Apple M1\nhw.memsize: 12x\n", "s.txt");
+  auto bad = accelerator::ParseAppleSysctl("machdep.cpu.brand_string: Apple M1\nhw.memsize: 12x\n",
+                                           "s.txt");
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("hw.memsize: not a number: \"12x\""));
   auto gpu = accelerator::ParseAppleIoreg(

@@ -32,8 +32,8 @@ Node Load(const std::string& name) {
   EXPECT_TRUE(t.ok()) << t.status().ToString();
   if (!t.ok()) return n;
   n.topology = *t;
-  NodeAccelerators found = DiscoverNodeAccelerators(
-      MakeAcceleratorPlugins(), n.topology, AcceleratorEnvFor(kFixtures + name));
+  NodeAccelerators found = DiscoverNodeAccelerators(MakeAcceleratorPlugins(), n.topology,
+                                                    AcceleratorEnvFor(kFixtures + name));
   n.accelerators = found.accelerators;
   return n;
 }
@@ -56,7 +56,8 @@ TEST(RankBinding, DgxEightRanksEightDistinctGpusOnTheirNumaNode) {
     auto numa_cpus = ParseCpuList(dgx.topology.numa_nodes(gpu.numa_node()).cpuset());
     ASSERT_TRUE(numa_cpus.ok());
     ASSERT_FALSE(b[r].cpus.empty());
-    for (unsigned c : b[r].cpus) EXPECT_TRUE(Set(*numa_cpus).contains(c)) << "rank " << r << " cpu " << c;
+    for (unsigned c : b[r].cpus)
+      EXPECT_TRUE(Set(*numa_cpus).contains(c)) << "rank " << r << " cpu " << c;
     EXPECT_EQ(b[r].cpus.size(), 28u);  // 112 PUs of a NUMA node, 4 ranks on it
     cpu_count += b[r].cpus.size();
     all_cpus.insert(b[r].cpus.begin(), b[r].cpus.end());
@@ -108,7 +109,7 @@ TEST(RankBinding, CpuOnlySplitsPusByNuma) {
   for (const auto& r : b) EXPECT_TRUE(r.devices.empty());
   auto env = BindingEnv(b[2], MakeAcceleratorPlugins());
   EXPECT_THAT(env, ElementsAre(std::pair<const std::string, std::string>("TRAINLET_CPUSET",
-                                                                          "32-47,96-111")));
+                                                                         "32-47,96-111")));
   // One rank spans the machine.
   auto one = ComputeRankBindings(box.topology, box.accelerators, 1);
   EXPECT_EQ(one[0].CpuList(), "0-127");

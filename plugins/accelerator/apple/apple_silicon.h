@@ -19,8 +19,8 @@ struct AppleSysctl {
 };
 
 struct AppleGpu {
-  std::string model;        // "model" of the AGXAccelerator, e.g. "Apple M2 Ultra"
-  uint32_t gpu_cores = 0;   // "gpu-core-count"
+  std::string model;          // "model" of the AGXAccelerator, e.g. "Apple M2 Ultra"
+  uint32_t gpu_cores = 0;     // "gpu-core-count"
   uint32_t accelerators = 0;  // AGXAccelerator objects listed (1 on every Apple Silicon Mac)
 };
 

@@ -33,7 +33,7 @@ struct nvmlEventData_t {
   unsigned int computeInstanceId;
 };
 
-constexpr std::array<uint64_t, 15> kFatalXids = {48, 61, 62, 63, 64, 69, 74, 79,
+constexpr std::array<uint64_t, 15> kFatalXids = {48, 61, 62, 63,  64,  69,  74, 79,
                                                  92, 94, 95, 119, 120, 140, 143};
 
 }  // namespace
@@ -134,8 +134,7 @@ void NvmlLibrary::WatchXids(const std::vector<std::string>& pci_bus_ids) {
   for (const std::string& bus_id : pci_bus_ids) {
     nvmlDevice_t device = DeviceOf(bus_id);
     if (device == nullptr || watched_.contains(device)) continue;
-    if (api_->register_events(device, kNvmlEventTypeXidCriticalError, event_set_) ==
-        kNvmlSuccess) {
+    if (api_->register_events(device, kNvmlEventTypeXidCriticalError, event_set_) == kNvmlSuccess) {
       watched_[device] = bus_id;
     }
   }
@@ -158,9 +157,8 @@ std::map<std::string, uint64_t> NvmlLibrary::PollFatalXids() {
 uint64_t NvmlLibrary::DoubleBitEccErrors(const std::string& pci_bus_id) {
   nvmlDevice_t device = DeviceOf(pci_bus_id);
   unsigned long long count = 0;
-  if (device == nullptr ||
-      api_->total_ecc(device, kNvmlMemoryErrorTypeUncorrected, kNvmlVolatileEcc, &count) !=
-          kNvmlSuccess) {
+  if (device == nullptr || api_->total_ecc(device, kNvmlMemoryErrorTypeUncorrected,
+                                           kNvmlVolatileEcc, &count) != kNvmlSuccess) {
     return 0;
   }
   return count;

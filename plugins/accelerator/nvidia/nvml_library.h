@@ -58,8 +58,8 @@ class NvmlLibrary {
 
   void* handle_ = nullptr;  // dlopen handle, owned
   std::unique_ptr<Api> api_;
-  void* event_set_ = nullptr;                     // nvmlEventSet_t, owned when non-null
-  std::map<void*, std::string> watched_;          // nvmlDevice_t -> bus id
+  void* event_set_ = nullptr;             // nvmlEventSet_t, owned when non-null
+  std::map<void*, std::string> watched_;  // nvmlDevice_t -> bus id
 };
 
 }  // namespace trainlet::accelerator
