@@ -167,6 +167,11 @@ void Coordinator::OnAgentMessage(RouterMessage& msg) {
     }
     case v1::Envelope::kHeartbeat:
       ops_->OnHeartbeat(env.heartbeat().sent_unix_ms(), now_ms);
+      // Authorised by the key, like the beat itself: a node reports only its own health.
+      if (const NodeEntry* e = registry_->FindByKey(msg.user_id)) {
+        registry_->SetHealth(e->info.name(), env.heartbeat().healthy(),
+                             env.heartbeat().health_reason());
+      }
       if (registry_->Heartbeat(msg.user_id, msg.routing_id, now, now_ms) == nullptr) {
         v1::Envelope ack;
         ack.mutable_register_ack()->set_accepted(false);

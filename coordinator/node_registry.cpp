@@ -88,6 +88,36 @@ NodeRegistry::Clock::time_point NodeRegistry::NextDeadline(Clock::time_point now
   return std::max(next, now);
 }
 
+Result<bool> NodeRegistry::SetSchedulable(const std::string& name, bool schedulable,
+                                           const std::string& reason) {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return NotFoundError("node " + name + " is not registered");
+  NodeEntry& e = it->second;
+  const bool changed = e.schedulable != schedulable;
+  e.schedulable = schedulable;
+  e.cordon_reason = schedulable ? "" : reason;
+  if (changed) {
+    spdlog::info("node {} {}{}{}", name, schedulable ? "uncordoned" : "cordoned",
+                 reason.empty() || schedulable ? "" : ": ", schedulable ? "" : reason);
+  }
+  return changed;
+}
+
+void NodeRegistry::SetHealth(const std::string& name, bool healthy, const std::string& reason) {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return;
+  NodeEntry& e = it->second;
+  if (e.healthy != healthy) {
+    if (healthy) {
+      spdlog::info("node {} is healthy again", name);
+    } else {
+      spdlog::warn("node {} is unhealthy: {}", name, reason);
+    }
+  }
+  e.healthy = healthy;
+  e.health_reason = healthy ? "" : reason;
+}
+
 const NodeEntry* NodeRegistry::Find(const std::string& name) const {
   auto it = nodes_.find(name);
   return it == nodes_.end() ? nullptr : &it->second;

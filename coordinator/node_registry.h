@@ -28,6 +28,10 @@ struct NodeEntry {
   std::string public_key;  // the CURVE key it authenticated with
   NodeState state = NodeState::kReady;
   bool schedulable = true;
+  std::string cordon_reason;  // why it is cordoned; kept by name across re-registration
+  // From the agent's heartbeats: its health checks. Unhealthy nodes take no new ranks.
+  bool healthy = true;
+  std::string health_reason;
   int64_t registered_unix_ms = 0;
   int64_t last_beat_unix_ms = 0;
   std::chrono::steady_clock::time_point last_beat{};
@@ -50,6 +54,12 @@ class NodeRegistry {
   std::vector<std::string> Tick(Clock::time_point now);
   // When Tick next has something to do.
   Clock::time_point NextDeadline(Clock::time_point now) const;
+
+  // Cordon (schedulable = false) or uncordon a node, by name; the state outlives the agent's
+  // re-registrations. Returns whether it changed; NotFound for a name never registered.
+  Result<bool> SetSchedulable(const std::string& name, bool schedulable, const std::string& reason);
+  // Records the health a heartbeat reported. Logs each change.
+  void SetHealth(const std::string& name, bool healthy, const std::string& reason);
 
   const NodeEntry* Find(const std::string& name) const;
   const NodeEntry* FindByKey(const std::string& public_key) const;

@@ -53,6 +53,11 @@ class OperatorService {
             const std::string& message);
   // Fills `result` and returns true when the wait can be answered now.
   bool CheckWait(const v1::WaitJobRequest& request, v1::WaitJobResult& result) const;
+  // Nodes (operator_nodes.cpp): conditions and resources for get nodes, and drain.
+  static void DescribeConditions(const NodeEntry& entry, v1::NodeStatus& status);
+  void FillUsedResources(v1::NodeList& list) const;
+  // Cordons the node; with force, fails the attempts of the jobs running there.
+  Result<v1::DrainNodeResult> Drain(const v1::DrainNodeRequest& req, int64_t now_ms);
   void HandleLogs(const std::string& routing_id, uint64_t request_id, const v1::LogsRequest& req,
                   Clock::time_point now);
 

@@ -1,0 +1,63 @@
+// OperatorService's node requests: conditions and resources for `get nodes`, and drain.
+#include "coordinator/operator_service.h"
+
+#include <spdlog/spdlog.h>
+
+namespace trainlet::coordinator {
+
+void OperatorService::DescribeConditions(const NodeEntry& e, v1::NodeStatus& n) {
+  auto* ready = n.add_conditions();
+  ready->set_type("Ready");
+  ready->set_status(e.state == NodeState::kReady ? "True" : "False");
+  ready->set_reason(NodeStateName(e.state));
+  ready->set_unix_ms(e.last_beat_unix_ms);
+  auto* healthy = n.add_conditions();
+  healthy->set_type("Healthy");
+  healthy->set_status(e.healthy ? "True" : "False");
+  healthy->set_reason(e.healthy ? "" : "HealthCheckFailed");
+  healthy->set_message(e.health_reason);
+  if (!e.schedulable) {
+    auto* cordoned = n.add_conditions();
+    cordoned->set_type("SchedulingDisabled");
+    cordoned->set_status("True");
+    cordoned->set_reason("Cordoned");
+    cordoned->set_message(e.cordon_reason);
+    n.set_cordon_reason(e.cordon_reason);
+  }
+}
+
+void OperatorService::FillUsedResources(v1::NodeList& list) const {
+  const std::map<std::string, Resources> used = jobs_->UsedResources();
+  for (auto& n : *list.mutable_nodes()) {
+    auto it = used.find(n.info().name());
+    if (it == used.end()) continue;
+    for (int i = 0; i < kNumResourceKinds; ++i) {
+      const auto kind = static_cast<ResourceKind>(i);
+      int64_t v = it->second[kind];
+      if (v == 0) continue;
+      // allocatable's units: cpu in whole PUs (rounded up), the rest as they are.
+      if (kind == ResourceKind::kCpu) v = (v + 999) / 1000;
+      (*n.mutable_used_resources())[std::string(ResourceName(kind))] = v;
+    }
+  }
+}
+
+Result<v1::DrainNodeResult> OperatorService::Drain(const v1::DrainNodeRequest& req,
+                                                   int64_t now_ms) {
+  const std::string reason = req.reason().empty() ? "drained" : req.reason();
+  TRAINLET_ASSIGN_OR_RETURN(bool changed, nodes_->SetSchedulable(req.node(), false, reason));
+  (void)changed;
+  v1::DrainNodeResult result;
+  result.set_node(req.node());
+  if (req.force()) {
+    for (auto& job : jobs_->FailJobsOnNode(req.node(), "node drained (" + req.node() + ")", now_ms)) {
+      result.add_stopped(std::move(job));
+    }
+  }
+  uint32_t live = 0;
+  for (auto& job : jobs_->JobsOnNode(req.node(), &live)) result.add_jobs(std::move(job));
+  result.set_running_ranks(live);
+  return result;
+}
+
+}  // namespace trainlet::coordinator
