@@ -136,7 +136,6 @@ Result<std::unique_ptr<JobController::Job>> JobController::BuildJob(
   }
   st.set_procs_per_node(job->procs_per_node);
   TRAINLET_RETURN_IF_ERROR(FillGangRequest(*job, warnings));
-  TRAINLET_RETURN_IF_ERROR(FillGangRequest(*job, warnings));
   return job;
 }
 
