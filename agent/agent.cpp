@@ -1,4 +1,5 @@
 #include "agent/agent.h"
+#include "agent/node_taints.h"
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -115,6 +116,11 @@ Status Agent::Init() {
   info_.set_slots(config_.slots != 0 ? config_.slots : std::max<uint32_t>(1, topo.pus()));
   *info_.mutable_topology() = std::move(topo);
   for (const auto& [k, v] : config_.labels) (*info_.mutable_labels())[k] = v;
+  {
+    auto taints = ParseTaintList(config_.taints);
+    if (!taints.ok()) return InvalidError("--taints: " + taints.status().message());
+    for (auto& t : *taints) *info_.add_taints() = std::move(t);
+  }
   accelerator_plugins_ = MakeAcceleratorPlugins();
   const NodeAccelerators found = DiscoverNodeAccelerators(
       accelerator_plugins_, info_.topology(), AcceleratorEnvFor(config_.topology_xml));
@@ -142,6 +148,13 @@ Status Agent::Init() {
   for (char** e = environ; *e != nullptr; ++e) base_env.emplace_back(*e);
   spawner_ = MakePosixProcessSpawner();
   supervisor_ = std::make_unique<WorkerSupervisor>(spawner_.get(), std::move(base_env));
+  // The GPU check counts this machine's GPUs, also when impersonating another: only a change
+  // since start counts, so the baseline and the checks see the same machine.
+  config_.health.state_dir = config_.state_dir;
+  std::vector<std::string> health_env = {"TRAINLET_NODE=" + config_.name,
+                                         "TRAINLET_STATE_DIR=" + config_.state_dir};
+  for (char** e = environ; *e != nullptr; ++e) health_env.emplace_back(*e);
+  health_ = std::make_unique<HealthChecker>(config_.health, spawner_.get(), std::move(health_env));
   exec_sessions_ =
       std::make_unique<ExecSessions>(supervisor_.get(), [this](v1::Envelope e) { Send(std::move(e)); });
   std::error_code self_ec;
@@ -176,6 +189,8 @@ void Agent::SendHeartbeat() {
   hb->set_seq(++heartbeat_seq_);
   hb->set_sent_unix_ms(NowUnixMs());
   hb->set_running_workers(static_cast<uint32_t>(supervisor_->running()));
+  hb->set_healthy(health_->healthy());
+  hb->set_health_reason(health_->reason());
   // A heartbeat that cannot go now is worthless later: never queue it.
   if (SendOnDealer(socket_, env)) ops_->OnHeartbeatSent();
 }
@@ -337,6 +352,7 @@ void Agent::OnLogRead(const v1::LogRead& read) {
 
 void Agent::OnChildExits() {
   std::set<std::pair<std::string, uint32_t>> ended;
+  health_->Reap();  // first: the supervisor reaps every child, and logs those it does not know
   for (const WorkerExit& e : supervisor_->Reap()) {
     ended.insert({e.job, e.attempt});
     if (exec_sessions_->OnWorkerExit(e)) continue;
@@ -420,6 +436,7 @@ Status Agent::Run() {
     FlushOutbox();
     auto wake = std::min(next_heartbeat_, registered_ ? next_heartbeat_ : next_register_);
     if (auto t = supervisor_->Tick(now)) wake = std::min(wake, now + *t);
+    wake = std::min(wake, now + health_->Tick(now));
     if (!outbox_.empty()) wake = std::min(wake, now + std::chrono::milliseconds(50));
     const auto timeout =
         std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count());
@@ -428,11 +445,13 @@ Status Agent::Run() {
                                          {nullptr, signal_fd_, ZMQ_POLLIN, 0},
                                          {nullptr, ops_->fd(), ZMQ_POLLIN, 0}};
     exec_sessions_->AddPollItems(items);
+    health_->AddPollItems(items);
     if (zmq_poll(items.data(), static_cast<int>(items.size()), static_cast<long>(timeout)) < 0) {
       if (zmq_errno() == EINTR) continue;
       return InternalError(std::string("zmq_poll: ") + zmq_strerror(zmq_errno()));
     }
     exec_sessions_->OnPolled(items);
+    health_->OnPolled(items, Clock::now());
     if (items[2].revents & ZMQ_POLLIN) ops_->OnReadable();  // metrics HTTP, watchdog
     if (items[1].revents & ZMQ_POLLIN) {
       if (!OnSignalFd()) break;

@@ -14,6 +14,7 @@
 #include <zmq.hpp>
 
 #include "agent/exec_sessions.h"
+#include "agent/health_checker.h"
 #include "agent/agent_ops.h"
 #include "agent/process_spawner.h"
 #include "agent/worker_supervisor.h"
@@ -38,6 +39,8 @@ struct AgentConfig {
   std::chrono::milliseconds register_retry{2000};
   std::string metrics_address = "127.0.0.1:9464";  // /metrics, /healthz, /readyz; "" for none
   bool metrics_best_effort = false;  // a busy port only warns (the default address)
+  std::string taints;                // "key=value:Effect,...", sent in NodeInfo.taints
+  HealthCheckConfig health;          // program, interval, timeout, disk threshold
 };
 
 // Blocks the signals the loop reads through its signalfd. Call first thing in main().
@@ -83,6 +86,7 @@ class Agent {
   std::unique_ptr<ProcessSpawner> spawner_;
   std::unique_ptr<WorkerSupervisor> supervisor_;
   std::unique_ptr<ExecSessions> exec_sessions_;
+  std::unique_ptr<HealthChecker> health_;  // reported in every heartbeat
   std::vector<std::unique_ptr<AcceleratorPlugin>> accelerator_plugins_;  // table order
   std::string exec_binary_;  // trainlet-exec beside this agent
   DropCounters drops_;

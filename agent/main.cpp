@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "agent/agent.h"
+#include "agent/node_taints.h"
 #include "common/daemon_config.h"
 #include "common/logging.h"
 
@@ -39,6 +40,23 @@ int main(int argc, char** argv) {
          "Load this hwloc XML export instead of discovering the machine");
   c.Uint32("slots", &config.slots, 0, 1u << 20, "Ranks this node runs at once (0: one per PU)");
   c.StringMap("labels", &config.labels, "Node labels, key=value");
+  c.String("taints", &config.taints,
+           "Node taints, comma-separated key=value:Effect or key:Effect (NoSchedule, "
+           "PreferNoSchedule, NoExecute)",
+           false, [](const std::string& v) -> std::string {
+             auto t = trainlet::agent::ParseTaintList(v);
+             return t.ok() ? "" : t.status().message();
+           });
+  c.Path("health_check_program", &config.health.program, DaemonConfig::PathKind::kFile,
+         "Program run every health_check_interval_ms; a non-zero exit makes the node NotReady");
+  c.Millis("health_check_interval_ms", &config.health.interval, 100, 86400000,
+           "How often the health checks run, ms");
+  c.Millis("health_check_timeout_ms", &config.health.timeout, 10, 3600000,
+           "A health check program running longer is killed and the node is unhealthy, ms");
+  c.Int("health_min_free_disk_mb", 0, int64_t{1} << 40,
+        [&config](int64_t v) { config.health.min_free_disk_bytes = static_cast<uint64_t>(v) << 20; },
+        static_cast<int64_t>(config.health.min_free_disk_bytes >> 20),
+        "The node is unhealthy while the state dir's file system has less free, MiB (0: off)");
   c.Millis("heartbeat_ms", &config.heartbeat_interval, 50, 60000,
            "Heartbeat interval in milliseconds");
   c.Millis("register_retry_ms", &config.register_retry, 100, 600000,
