@@ -137,7 +137,7 @@ void HealthChecker::StartProgram(Clock::time_point now) {
   deadline_ = now + config_.timeout;
   output_.clear();
   output_truncated_ = false;
-  reaped_ = false;
+  pid_reaped_ = false;
 }
 
 void HealthChecker::AddPollItems(std::vector<zmq_pollitem_t>& items) const {
@@ -197,6 +197,7 @@ void HealthChecker::ReadOutput(Clock::time_point now) {
 void HealthChecker::FinishProgram(const std::string& verdict) {
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
+  if (pid_ > 0 && !pid_reaped_) unreaped_.push_back(pid_);
   Reap();
   pid_ = -1;
   program_verdict_ = verdict;
@@ -207,14 +208,21 @@ void HealthChecker::FinishProgram(const std::string& verdict) {
 }
 
 void HealthChecker::Reap() {
-  if (pid_ <= 0 || reaped_) return;
-  int status = 0;
-  pid_t r;
-  do {
-    r = waitpid(pid_, &status, WNOHANG);
-  } while (r < 0 && errno == EINTR);
-  // ECHILD: the supervisor took it first; the status still comes from the pipe.
-  if (r == pid_ || (r < 0 && errno == ECHILD)) reaped_ = true;
+  if (pid_ > 0 && !pid_reaped_) {
+    // Exited before its output was read to the end: the verdict still comes from the pipe.
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) pid_reaped_ = true;
+  }
+  // The output pipe's EOF usually comes before the exit, so a finished program may still wait.
+  for (auto it = unreaped_.begin(); it != unreaped_.end();) {
+    int status = 0;
+    pid_t r;
+    do {
+      r = waitpid(*it, &status, WNOHANG);
+    } while (r < 0 && errno == EINTR);
+    // ECHILD: the supervisor took it first; the status came from the pipe anyway.
+    it = (r == *it || (r < 0 && errno == ECHILD)) ? unreaped_.erase(it) : it + 1;
+  }
 }
 
 void HealthChecker::Recompute() {

@@ -96,7 +96,8 @@ class HealthChecker {
   Clock::time_point deadline_{};
   std::string output_;
   bool output_truncated_ = false;
-  bool reaped_ = false;
+  bool pid_reaped_ = false;      // the running program's shell has exited and been reaped
+  std::vector<pid_t> unreaped_;  // finished programs whose exit Reap() has not collected yet
   std::string program_verdict_;  // the last finished run's failure, "" when it passed
   std::string builtin_verdict_;  // the built-in checks' failure, "" when they pass
   std::string reason_;

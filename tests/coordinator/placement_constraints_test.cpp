@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "coordinator/gang_planner.h"
+#include "coordinator/node_registry.h"
 
 namespace trainlet::coordinator {
 namespace {
@@ -185,6 +186,53 @@ TEST(Placement, ZonePackingHonoursResources) {
   };
   EXPECT_EQ(Names(PlaceGang(Gpus(3, 8), nodes)), (V{"b1", "b2", "b3"}));
   EXPECT_EQ(Names(PlaceGang(Gpus(2, 8), nodes)), (V{"a1", "a2"}));
+}
+
+}  // namespace
+}  // namespace trainlet::coordinator
+
+// Cordon and health live in the registry by node name.
+namespace trainlet::coordinator {
+namespace {
+
+TEST(NodeRegistryPlacement, CordonSurvivesReRegistration) {
+  NodeRegistry reg(std::chrono::milliseconds(100), std::chrono::milliseconds(300));
+  v1::NodeInfo info;
+  info.set_name("n1");
+  const auto t0 = NodeRegistry::Clock::now();
+  ASSERT_TRUE(reg.Register(info, "r1", "key-1", t0, 1).ok());
+  auto changed = reg.SetSchedulable("n1", false, "DIMM swap");
+  ASSERT_TRUE(changed.ok());
+  EXPECT_TRUE(*changed);
+  EXPECT_FALSE(*reg.SetSchedulable("n1", false, "again"));
+  // The agent restarts and registers again, even after being Lost, with a new key.
+  reg.Tick(t0 + std::chrono::seconds(1));
+  EXPECT_EQ(reg.Find("n1")->state, NodeState::kLost);
+  ASSERT_TRUE(reg.Register(info, "r2", "key-2", t0 + std::chrono::seconds(2), 2).ok());
+  EXPECT_FALSE(reg.Find("n1")->schedulable);
+  EXPECT_EQ(reg.Find("n1")->cordon_reason, "again");
+  EXPECT_TRUE(*reg.SetSchedulable("n1", true, ""));
+  EXPECT_TRUE(reg.Find("n1")->schedulable);
+  EXPECT_EQ(reg.Find("n1")->cordon_reason, "");
+  auto missing = reg.SetSchedulable("n9", false, "");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), ErrorCode::kNotFound);
+}
+
+TEST(NodeRegistryPlacement, HealthIsRecordedByName) {
+  NodeRegistry reg(std::chrono::milliseconds(100), std::chrono::milliseconds(300));
+  v1::NodeInfo info;
+  info.set_name("n1");
+  ASSERT_TRUE(reg.Register(info, "r1", "key-1", NodeRegistry::Clock::now(), 1).ok());
+  EXPECT_TRUE(reg.Find("n1")->healthy);
+  reg.SetHealth("n1", false, "disk full");
+  EXPECT_FALSE(reg.Find("n1")->healthy);
+  EXPECT_EQ(reg.Find("n1")->health_reason, "disk full");
+  reg.SetHealth("n1", true, "ignored when healthy");
+  EXPECT_TRUE(reg.Find("n1")->healthy);
+  EXPECT_EQ(reg.Find("n1")->health_reason, "");
+  reg.SetHealth("unknown", false, "x");  // a node never registered is ignored
+  EXPECT_EQ(reg.Find("unknown"), nullptr);
 }
 
 }  // namespace
