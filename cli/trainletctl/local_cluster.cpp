@@ -116,6 +116,39 @@ bool Died(pid_t pid) {
   return waitpid(pid, &status, WNOHANG) == pid;
 }
 
+// The value of a per-agent option for agent `i`: one per agent, or one for all; "" for none.
+Result<std::string> PerAgent(const std::vector<std::string>& values, int i, int agents,
+                             const char* flag) {
+  if (values.empty()) return std::string();
+  if (values.size() != 1 && static_cast<int>(values.size()) != agents) {
+    return InvalidError(std::string(flag) + ": give one value per agent (" +
+                        std::to_string(agents) + ") or a single value for all");
+  }
+  const std::string& v = values.size() == 1 ? values[0] : values[i];
+  return v == "-" ? std::string() : v;
+}
+
+Status AddPerAgentOptions(const LocalUpOptions& o, int i, std::vector<std::string>& argv) {
+  TRAINLET_ASSIGN_OR_RETURN(std::string labels, PerAgent(o.labels, i, o.agents, "--labels"));
+  for (size_t start = 0; start < labels.size();) {
+    size_t comma = labels.find(',', start);
+    if (comma == std::string::npos) comma = labels.size();
+    if (comma > start) argv.insert(argv.end(), {"--labels", labels.substr(start, comma - start)});
+    start = comma + 1;
+  }
+  TRAINLET_ASSIGN_OR_RETURN(std::string taints, PerAgent(o.taints, i, o.agents, "--taints"));
+  if (!taints.empty()) argv.insert(argv.end(), {"--taints", taints});
+  TRAINLET_ASSIGN_OR_RETURN(std::string health,
+                            PerAgent(o.health_checks, i, o.agents, "--health-check"));
+  if (!health.empty()) {
+    argv.insert(argv.end(), {"--health-check-program", fs::absolute(health).string()});
+  }
+  if (o.health_interval_ms > 0) {
+    argv.insert(argv.end(), {"--health-check-interval-ms", std::to_string(o.health_interval_ms)});
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status LocalUp(const LocalUpOptions& o) {
@@ -239,6 +272,7 @@ Status LocalUp(const LocalUpOptions& o) {
                                                                     : o.topologies[i]).string()});
     }
     if (o.slots != 0) aargv.insert(aargv.end(), {"--slots", std::to_string(o.slots)});
+    TRAINLET_RETURN_IF_ERROR(AddPerAgentOptions(o, i, aargv));
     TRAINLET_ASSIGN_OR_RETURN(pid_t apid, SpawnDaemon(aargv, dir + "/logs/" + name + ".log"));
     TRAINLET_RETURN_IF_ERROR(WritePidFile(dir + "/pids/" + name + ".pid", apid));
   }
