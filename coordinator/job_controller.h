@@ -22,7 +22,6 @@
 
 #include "common/trainjob/trainjob_model.h"
 #include "coordinator/gang_planner.h"
-#include "coordinator/gang_planner.h"
 #include "coordinator/job_store.h"
 #include "coordinator/node_registry.h"
 #include "trainlet/runtime_plugin.h"
@@ -115,17 +114,6 @@ class JobController {
                                           int64_t now_ms);
   // The jobs with a live rank on `node`, and how many such ranks there are.
   std::vector<std::string> JobsOnNode(const std::string& node, uint32_t* live_ranks) const;
-
-  // Placement constraints (job_placement.cpp).
-  // What the placed jobs ask of each node: a job's resourcesPerNode counts on every node where
-  // one of its ranks has not ended.
-  std::map<std::string, Resources> UsedResources() const;
-  // Drain --force: fails the current attempt of every job with a live rank on `node`, with cause
-  // `cause` (each restarts elsewhere, within its restart limit). Returns the jobs it failed.
-  std::vector<std::string> FailJobsOnNode(const std::string& node, const std::string& cause,
-                                          int64_t now_ms);
-  // The jobs with a live rank on `node`, and how many such ranks there are.
-  std::vector<std::string> JobsOnNode(const std::string& node, uint32_t* live_ranks) const;
   // When Schedule next has timed work to do (a restart backoff ending, an active deadline
   // passing); INT64_MAX when none.
   int64_t NextWakeMs() const;
@@ -154,7 +142,6 @@ class JobController {
     int64_t not_before_ms = 0;              // restart backoff
     std::string launcher_secret;            // the attempt's launcher secret key (never stored)
     GangRequest gang;  // resources, nodeSelector, tolerations; sizes are set when placing
-    GangRequest gang;  // resources, nodeSelector, tolerations; sizes are set when placing
     bool dirty = false;
   };
 
@@ -164,11 +151,6 @@ class JobController {
   const trainjob::TrainingRuntime* FindRuntime(const std::string& kind,
                                                const std::string& name) const;
   std::map<std::string, uint32_t> UsedSlots() const;
-  // Every registered node as the planner sees it, `used` slots taken.
-  std::vector<NodeCapacity> Capacity(const std::map<std::string, uint32_t>& used) const;
-  // Resources, nodeSelector and tolerations of the job's spec and runtime, into job.gang.
-  // Invalid (naming the field) for a quantity that does not parse.
-  Status FillGangRequest(Job& job, std::vector<std::string>& warnings) const;
   // Every registered node as the planner sees it, `used` slots taken.
   std::vector<NodeCapacity> Capacity(const std::map<std::string, uint32_t>& used) const;
   // Resources, nodeSelector and tolerations of the job's spec and runtime, into job.gang.

@@ -55,7 +55,6 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
         n->set_last_heartbeat_unix_ms(e.last_beat_unix_ms);
         n->set_schedulable(e.schedulable);
         DescribeConditions(e, *n);
-        DescribeConditions(e, *n);
       }
       for (const v1::JobStatus* j : jobs_->List()) {
         for (const auto& rank : j->ranks()) {
@@ -65,7 +64,6 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
           }
         }
       }
-      FillUsedResources(*r.mutable_nodes());
       FillUsedResources(*r.mutable_nodes());
       break;
     case v1::OperatorRequest::kGetJobs:
@@ -105,25 +103,6 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
         return Fail(routing_id, req.request_id(), result.status().code(), result.status().message());
       }
       *r.mutable_suspend_job() = std::move(result).value();
-      break;
-    }
-    case v1::OperatorRequest::kCordonNode: {
-      const auto& c = req.cordon_node();
-      auto changed = nodes_->SetSchedulable(c.node(), !c.cordon(), c.reason());
-      if (!changed.ok()) {
-        return Fail(routing_id, req.request_id(), changed.status().code(),
-                    changed.status().message());
-      }
-      r.mutable_cordon_node()->set_node(c.node());
-      r.mutable_cordon_node()->set_changed(*changed);
-      break;
-    }
-    case v1::OperatorRequest::kDrainNode: {
-      auto result = Drain(req.drain_node(), now_ms);
-      if (!result.ok()) {
-        return Fail(routing_id, req.request_id(), result.status().code(), result.status().message());
-      }
-      *r.mutable_drain_node() = std::move(result).value();
       break;
     }
     case v1::OperatorRequest::kCordonNode: {
