@@ -174,9 +174,53 @@ void Agent::FlushOutbox() {
   }
 }
 
+void Agent::SendEvent(v1::Envelope env) {
+  events_.Add(std::move(env));
+  FlushEvents(false);
+}
+
+void Agent::FlushEvents(bool everything) {
+  // Events wait for a registration: a coordinator that does not know this node drops them.
+  if (!registered_) return;
+  auto due = events_.Due(Clock::now(), everything);
+  for (size_t i = 0; i < due.size(); ++i) {
+    if (!SendOnDealer(socket_, *due[i])) {
+      events_.Unsent(due, i);
+      return;
+    }
+  }
+}
+
+void Agent::CheckPartition(Clock::time_point now) {
+  if (last_heard_ == Clock::time_point{} || partition_stopped_) return;
+  if (now - last_heard_ < partition_grace_ || supervisor_->running() == 0) return;
+  // The coordinator has failed these attempts by now and may run them elsewhere; two attempts of
+  // a job must never run at once.
+  spdlog::error("no word from the coordinator for {} ms: stopping {} workers",
+                std::chrono::duration_cast<std::chrono::milliseconds>(now - last_heard_).count(),
+                supervisor_->running());
+  std::set<std::string> jobs;
+  for (const auto& w : supervisor_->Running()) jobs.insert(w.job);
+  for (const auto& job : jobs) {
+    auto grace = stop_grace_.find(job);
+    supervisor_->Stop(job, 0,
+                      std::chrono::milliseconds(grace != stop_grace_.end() ? grace->second : 10000),
+                      now);
+  }
+  partition_stopped_ = true;
+}
+
 void Agent::SendRegister() {
   v1::Envelope env;
   *env.mutable_register_() = info_;
+  for (const auto& w : supervisor_->Running()) {
+    auto* r = env.mutable_register_()->add_running();
+    r->set_job(w.job);
+    r->set_attempt(w.attempt);
+    r->set_rank(w.rank);
+    r->set_pid(w.pid);
+  }
+  env.mutable_register_()->set_events_acked_through(events_.acked_through());
   // Registration is resent on a timer, so it never waits in the outbox behind itself.
   SendOnDealer(socket_, env);
   next_register_ = Clock::now() + config_.register_retry;
@@ -287,7 +331,7 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
       ev->set_message(pid.status().message());
       spdlog::error("rank {} of {}: {}", w.rank(), plan.job(), pid.status().message());
     }
-    Send(std::move(env));
+    SendEvent(std::move(env));
   }
 }
 
@@ -371,7 +415,7 @@ void Agent::OnChildExits() {
     ev->set_unix_ms(NowUnixMs());
     spdlog::info("rank {} of {} attempt {} exited: code {} signal {}", e.rank, e.job, e.attempt,
                  e.exit_code, e.signal);
-    Send(std::move(env));
+    SendEvent(std::move(env));
   }
   // Once nothing of an attempt runs here any more, whatever it left outside its process groups
   // (an orted's ranks, say) goes too.
@@ -390,11 +434,22 @@ void Agent::OnMessage(const v1::Envelope& env) {
       if (env.register_ack().accepted()) {
         if (!registered_) spdlog::info("registered with {}", config_.coordinator);
         registered_ = true;
+        last_heard_ = Clock::now();
+        partition_stopped_ = false;
+        if (env.register_ack().partition_grace_ms() != 0) {
+          partition_grace_ = std::chrono::milliseconds(env.register_ack().partition_grace_ms());
+        }
+        FlushEvents(true);  // a new coordinator has seen none of the unacknowledged events
       } else {
         spdlog::warn("coordinator asks to register again: {}", env.register_ack().reason());
         registered_ = false;
         SendRegister();
       }
+      break;
+    case v1::Envelope::kHeartbeatAck:
+      last_heard_ = Clock::now();
+      partition_stopped_ = false;
+      events_.Ack(env.heartbeat_ack().acked_event_seq());
       break;
     case v1::Envelope::kLaunchPlan: OnLaunchPlan(env.launch_plan()); break;
     case v1::Envelope::kStopWorkers: OnStopWorkers(env.stop_workers()); break;
@@ -434,10 +489,18 @@ Status Agent::Run() {
     }
     if (!registered_ && now >= next_register_) SendRegister();
     FlushOutbox();
+    FlushEvents(false);
+    CheckPartition(now);
     auto wake = std::min(next_heartbeat_, registered_ ? next_heartbeat_ : next_register_);
     if (auto t = supervisor_->Tick(now)) wake = std::min(wake, now + *t);
     wake = std::min(wake, now + health_->Tick(now));
     if (!outbox_.empty()) wake = std::min(wake, now + std::chrono::milliseconds(50));
+    if (auto due = events_.NextDue(); due && registered_) {
+      wake = std::min(wake, std::max(*due, now + std::chrono::milliseconds(50)));
+    }
+    if (last_heard_ != Clock::time_point{} && !partition_stopped_ && supervisor_->running() != 0) {
+      wake = std::min(wake, std::max(last_heard_ + partition_grace_, now));
+    }
     const auto timeout =
         std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count());
 

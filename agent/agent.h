@@ -13,6 +13,7 @@
 #include <string>
 #include <zmq.hpp>
 
+#include "agent/event_outbox.h"
 #include "agent/exec_sessions.h"
 #include "agent/health_checker.h"
 #include "agent/agent_ops.h"
@@ -61,6 +62,9 @@ class Agent {
   void SendRegister();
   void SendHeartbeat();
   void Send(v1::Envelope env);  // queued and retried while the coordinator is unreachable
+  void SendEvent(v1::Envelope env);  // a worker event: kept until the coordinator acks it
+  void FlushEvents(bool everything);
+  void CheckPartition(std::chrono::steady_clock::time_point now);
   void FlushOutbox();
   void OnMessage(const v1::Envelope& env);
   void OnLaunchPlan(const v1::LaunchPlan& plan);
@@ -92,6 +96,10 @@ class Agent {
   DropCounters drops_;
   std::unique_ptr<AgentOps> ops_;  // metrics and sd_notify (agent_ops.h)
   std::deque<v1::Envelope> outbox_;
+  EventOutbox events_;
+  std::chrono::steady_clock::time_point last_heard_{};  // last message from the coordinator
+  std::chrono::milliseconds partition_grace_{10000};     // set by the coordinator at registration
+  bool partition_stopped_ = false;  // workers were stopped because the coordinator was silent
   std::map<std::string, uint32_t> latest_attempt_;  // job -> newest attempt seen in a plan
   std::map<std::string, uint32_t> stop_grace_;      // job -> SIGTERM..SIGKILL delay of its plan, ms
   bool registered_ = false;

@@ -35,9 +35,9 @@ struct HealthCheckConfig {
   std::string program;  // "" for none; an absolute path (it runs with the agent's environment)
   std::chrono::milliseconds interval{30000};
   std::chrono::milliseconds timeout{10000};
-  std::string state_dir;              // free space checked here
-  uint64_t min_free_disk_bytes = 0;   // 0: no disk check
-  bool check_gpu_count = true;        // off when the agent impersonates another machine
+  std::string state_dir;             // free space checked here
+  uint64_t min_free_disk_bytes = 0;  // 0: no disk check
+  bool check_gpu_count = true;       // off when the agent impersonates another machine
 };
 
 class HealthChecker {

@@ -98,6 +98,12 @@ void WorkerSupervisor::SignalGroup(const Worker& w, int sig) {
   }
 }
 
+std::vector<WorkerSupervisor::RunningWorker> WorkerSupervisor::Running() const {
+  std::vector<RunningWorker> out;
+  for (const auto& [pid, w] : workers_) out.push_back({w.job, w.attempt, w.rank, pid});
+  return out;
+}
+
 void WorkerSupervisor::Stop(const std::string& job, uint32_t attempt,
                             std::chrono::milliseconds grace, Clock::time_point now) {
   for (auto& [pid, w] : workers_) {

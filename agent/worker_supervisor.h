@@ -95,6 +95,14 @@ class WorkerSupervisor {
   size_t running() const { return workers_.size(); }
   size_t running(const std::string& job) const;
   bool IsRunning(const std::string& job, uint32_t attempt, uint32_t rank) const;
+  // Every worker still running: (job, attempt, rank, pid), for a registration report.
+  struct RunningWorker {
+    std::string job;
+    uint32_t attempt;
+    uint32_t rank;
+    pid_t pid;
+  };
+  std::vector<RunningWorker> Running() const;
 
   // Shutdown: SIGKILL every worker's group, then reap until every worker is gone or `timeout` has
   // passed. Blocks the loop (by design: nothing else runs during shutdown), polling Reap() with

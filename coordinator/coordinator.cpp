@@ -152,6 +152,7 @@ void Coordinator::OnAgentMessage(RouterMessage& msg) {
       v1::Envelope ack;
       auto* a = ack.mutable_register_ack();
       a->set_heartbeat_interval_ms(static_cast<uint32_t>(config_.heartbeat_interval.count()));
+      a->set_partition_grace_ms(static_cast<uint32_t>(config_.partition_grace.count()));
       Status s = registry_->Register(env.register_(), msg.routing_id, msg.user_id, now, now_ms);
       a->set_accepted(s.ok());
       a->set_reason(s.message());
@@ -162,7 +163,10 @@ void Coordinator::OnAgentMessage(RouterMessage& msg) {
         spdlog::warn("refused registration of {}: {}", env.register_().name(), s.message());
       }
       SendToRouterPeer(agents_, msg.routing_id, ack);
-      if (s.ok()) jobs_->Schedule(now_ms);
+      if (s.ok()) {
+        jobs_->ReconcileNode(env.register_().name(), env.register_().running(), now_ms);
+        jobs_->Schedule(now_ms);
+      }
       return;
     }
     case v1::Envelope::kHeartbeat:
@@ -172,7 +176,12 @@ void Coordinator::OnAgentMessage(RouterMessage& msg) {
         registry_->SetHealth(e->info.name(), env.heartbeat().healthy(),
                              env.heartbeat().health_reason());
       }
-      if (registry_->Heartbeat(msg.user_id, msg.routing_id, now, now_ms) == nullptr) {
+      if (const NodeEntry* node = registry_->Heartbeat(msg.user_id, msg.routing_id, now, now_ms)) {
+        v1::Envelope ack;
+        ack.mutable_heartbeat_ack()->set_heartbeat_seq(env.heartbeat().seq());
+        ack.mutable_heartbeat_ack()->set_acked_event_seq(node->applied_event_seq);
+        SendToRouterPeer(agents_, msg.routing_id, ack);
+      } else {
         v1::Envelope ack;
         ack.mutable_register_ack()->set_accepted(false);
         ack.mutable_register_ack()->set_reason("unknown node: register again");
@@ -193,8 +202,11 @@ void Coordinator::OnAgentMessage(RouterMessage& msg) {
   const std::string name = node->info.name();
   switch (env.body_case()) {
     case v1::Envelope::kWorkerEvent:
-      jobs_->OnWorkerEvent(name, env.worker_event(), now_ms);
-      ops_->AfterWorkerEvent(env.worker_event(), now_ms);
+      // In order and once: a resend of an applied event, or one after a gap, is not applied.
+      if (registry_->AcceptEvent(name, env.worker_event().seq())) {
+        jobs_->OnWorkerEvent(name, env.worker_event(), now_ms);
+        ops_->AfterWorkerEvent(env.worker_event(), now_ms);
+      }
       break;
     case v1::Envelope::kLogChunk:
       operator_service_->OnLogChunk(env.log_chunk());
@@ -225,11 +237,26 @@ void Coordinator::OnOperatorMessage(RouterMessage& msg) {
 }
 
 Status Coordinator::Run() {
+  started_ = Clock::now();
   while (true) {
     auto now = Clock::now();
     const int64_t now_ms = NowUnixMs();
     ops_->Tick(now);  // READY=1 once, then STATUS=
-    for (const auto& lost : registry_->Tick(now)) jobs_->OnNodeLost(lost, now_ms);
+    for (const auto& lost : registry_->Tick(now)) {
+      const NodeEntry* e = registry_->Find(lost);
+      jobs_->OnNodeLost(lost, now_ms, e->last_beat_unix_ms + config_.partition_grace.count() + 500);
+    }
+    if (!checked_unregistered_ && now - started_ > config_.lost_timeout) {
+      // After a restart, a node that held ranks and has not come back within the lost timeout is
+      // as good as Lost: its ranks' attempts fail, as if it had stopped heartbeating.
+      checked_unregistered_ = true;
+      for (const auto& node : jobs_->PlacedNodes()) {
+        if (registry_->Find(node) == nullptr) {
+          spdlog::warn("node {} held ranks before the restart and has not registered", node);
+          jobs_->OnNodeLost(node, now_ms, now_ms + config_.partition_grace.count());
+        }
+      }
+    }
     jobs_->Schedule(now_ms);
     if (Status s = jobs_->Flush(); !s.ok()) spdlog::error("store: {}", s.message());
     operator_service_->Tick(now);

@@ -35,6 +35,9 @@ struct CoordinatorConfig {
   std::string endpoints_file;            // when set, the bound endpoints are written here (JSON)
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds lost_timeout{3000};
+  // How long an agent that cannot hear the coordinator keeps its ranks; no restart of their job
+  // is placed before it has passed since the node was last heard.
+  std::chrono::milliseconds partition_grace{10000};
   std::string metrics_address = "127.0.0.1:9465";  // /metrics, /healthz, /readyz; "" for none
   bool metrics_best_effort = false;  // a busy port only warns (the default address)
 };
@@ -69,6 +72,8 @@ class Coordinator : public NodeSink {
   zmq::socket_t execs_;
   std::string exec_endpoint_;            // advertised
   uint64_t exec_allowlist_generation_ = UINT64_MAX;
+  std::chrono::steady_clock::time_point started_{};
+  bool checked_unregistered_ = false;  // placed nodes that never came back after a restart
   std::string agent_endpoint_;
   std::string operator_endpoint_;
   int signal_fd_ = -1;

@@ -50,6 +50,8 @@ int main(int argc, char** argv) {
   c.Millis("heartbeat_ms", &config.heartbeat_interval, 50, 60000, "Agent heartbeat interval, ms");
   c.Millis("lost_timeout_ms", &config.lost_timeout, 100, 3600000,
            "Silence after which a node is Lost, ms");
+  c.Millis("partition_grace_ms", &config.partition_grace, 100, 3600000,
+           "How long an agent cut off from the coordinator keeps its ranks running, ms");
   c.String("metrics_address", &config.metrics_address,
            "host:port serving /metrics, /healthz and /readyz; \"\" turns it off", false,
            DaemonConfig::CheckListenAddress);

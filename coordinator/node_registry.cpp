@@ -39,8 +39,18 @@ Status NodeRegistry::Register(const v1::NodeInfo& info, const std::string& routi
   if (fresh) e.registered_unix_ms = now_unix_ms;
   e.last_beat = now;
   e.last_beat_unix_ms = now_unix_ms;
+  e.applied_event_seq = info.events_acked_through();
   by_key_[public_key] = info.name();
   return Status::Ok();
+}
+
+bool NodeRegistry::AcceptEvent(const std::string& name, uint64_t seq) {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return false;
+  if (seq == 0) return true;
+  if (seq != it->second.applied_event_seq + 1) return false;
+  it->second.applied_event_seq = seq;
+  return true;
 }
 
 const NodeEntry* NodeRegistry::Heartbeat(const std::string& public_key,

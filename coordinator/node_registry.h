@@ -33,6 +33,7 @@ struct NodeEntry {
   bool healthy = true;
   std::string health_reason;
   int64_t registered_unix_ms = 0;
+  uint64_t applied_event_seq = 0;  // worker events of this agent applied, in order, up to here
   int64_t last_beat_unix_ms = 0;
   std::chrono::steady_clock::time_point last_beat{};
 };
@@ -54,6 +55,11 @@ class NodeRegistry {
   std::vector<std::string> Tick(Clock::time_point now);
   // When Tick next has something to do.
   Clock::time_point NextDeadline(Clock::time_point now) const;
+
+  // In-order delivery of a node's numbered worker events: true when `seq` is the next one, which
+  // the caller then applies. A number already applied (a resend) or beyond a gap (an earlier one
+  // was lost; the agent resends it) is refused. seq 0 means unnumbered and is always accepted.
+  bool AcceptEvent(const std::string& name, uint64_t seq);
 
   // Cordon (schedulable = false) or uncordon a node, by name; the state outlives the agent's
   // re-registrations. Returns whether it changed; NotFound for a name never registered.
