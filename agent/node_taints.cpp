@@ -29,14 +29,16 @@ Result<v1::Taint> ParseTaint(std::string_view text) {
   }
   std::string_view kv = text.substr(0, colon), effect = text.substr(colon + 1);
   if (effect != "NoSchedule" && effect != "PreferNoSchedule" && effect != "NoExecute") {
-    return InvalidError(quoted + ": effect must be NoSchedule, PreferNoSchedule or NoExecute, got \"" +
+    return InvalidError(quoted +
+                        ": effect must be NoSchedule, PreferNoSchedule or NoExecute, got \"" +
                         std::string(effect) + "\"");
   }
   std::string_view key = kv, value;
   if (const size_t eq = kv.find('='); eq != std::string_view::npos) {
     key = kv.substr(0, eq);
     value = kv.substr(eq + 1);
-    if (!ValidPart(value)) return InvalidError(quoted + ": bad value \"" + std::string(value) + "\"");
+    if (!ValidPart(value))
+      return InvalidError(quoted + ": bad value \"" + std::string(value) + "\"");
   }
   if (!ValidPart(key)) return InvalidError(quoted + ": bad key \"" + std::string(key) + "\"");
   v1::Taint t;

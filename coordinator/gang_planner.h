@@ -29,9 +29,9 @@ struct NodeCapacity {
   bool ready = false;        // registered and heartbeating (not Suspect or Lost)
   bool schedulable = false;  // false when cordoned or draining
   std::map<std::string, std::string> labels;
-  bool healthy = true;             // its health checks pass
-  Resources free_resources;        // allocatable minus what placed jobs ask for
-  Resources allocatable;           // the whole node; packing keeps nodes with unasked GPUs free
+  bool healthy = true;       // its health checks pass
+  Resources free_resources;  // allocatable minus what placed jobs ask for
+  Resources allocatable;     // the whole node; packing keeps nodes with unasked GPUs free
   std::vector<NodeTaint> taints;
 };
 

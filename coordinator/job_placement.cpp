@@ -29,8 +29,7 @@ Status JobController::FillGangRequest(Job& job, std::vector<std::string>& warnin
   job.gang.resources = requests.resources;
   // The TrainJob's runtimePatches narrow the runtime's pod template: its keys win.
   job.gang.node_selector = job.spec.node_selector;
-  job.gang.node_selector.insert(job.runtime.node_selector.begin(),
-                                job.runtime.node_selector.end());
+  job.gang.node_selector.insert(job.runtime.node_selector.begin(), job.runtime.node_selector.end());
   job.gang.tolerations = job.runtime.tolerations;
   job.gang.tolerations.insert(job.gang.tolerations.end(), job.spec.tolerations.begin(),
                               job.spec.tolerations.end());
@@ -68,7 +67,8 @@ std::vector<NodeCapacity> JobController::Capacity(
     c.labels.insert(node.info.labels().begin(), node.info.labels().end());
     c.allocatable = AllocatableOf(node.info);
     c.free_resources = c.allocatable;
-    if (auto r = used_resources.find(name); r != used_resources.end()) c.free_resources -= r->second;
+    if (auto r = used_resources.find(name); r != used_resources.end())
+      c.free_resources -= r->second;
     for (const auto& t : node.info.taints()) c.taints.push_back({t.key(), t.value(), t.effect()});
     capacity.push_back(std::move(c));
   }

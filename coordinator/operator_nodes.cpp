@@ -1,7 +1,7 @@
 // OperatorService's node requests: conditions and resources for `get nodes`, and drain.
-#include "coordinator/operator_service.h"
-
 #include <spdlog/spdlog.h>
+
+#include "coordinator/operator_service.h"
 
 namespace trainlet::coordinator {
 
@@ -50,7 +50,8 @@ Result<v1::DrainNodeResult> OperatorService::Drain(const v1::DrainNodeRequest& r
   v1::DrainNodeResult result;
   result.set_node(req.node());
   if (req.force()) {
-    for (auto& job : jobs_->FailJobsOnNode(req.node(), "node drained (" + req.node() + ")", now_ms)) {
+    for (auto& job :
+         jobs_->FailJobsOnNode(req.node(), "node drained (" + req.node() + ")", now_ms)) {
       result.add_stopped(std::move(job));
     }
   }

@@ -28,11 +28,11 @@ int128 Pow10(int n) {
 
 // The suffix as a binary shift or a decimal exponent; false when unknown.
 bool ParseSuffix(std::string_view s, int* shift, int* exp10) {
-  static const std::pair<std::string_view, int> kBinary[] = {
-      {"Ki", 10}, {"Mi", 20}, {"Gi", 30}, {"Ti", 40}, {"Pi", 50}, {"Ei", 60}};
+  static const std::pair<std::string_view, int> kBinary[] = {{"Ki", 10}, {"Mi", 20}, {"Gi", 30},
+                                                             {"Ti", 40}, {"Pi", 50}, {"Ei", 60}};
   static const std::pair<std::string_view, int> kDecimal[] = {
-      {"", 0}, {"n", -9}, {"u", -6}, {"m", -3}, {"k", 3}, {"M", 6},
-      {"G", 9}, {"T", 12}, {"P", 15}, {"E", 18}};
+      {"", 0},  {"n", -9}, {"u", -6}, {"m", -3}, {"k", 3},
+      {"M", 6}, {"G", 9},  {"T", 12}, {"P", 15}, {"E", 18}};
   for (const auto& [name, v] : kBinary) {
     if (s == name) {
       *shift = v;
@@ -135,9 +135,7 @@ Result<int64_t> ParseQuantity(std::string_view text, int64_t scale) {
 
   int128 value = mantissa * scale;
   const int128 cap = int128{kMaxQuantity} << 1;  // anything past this is too large anyway
-  auto too_large = [&] {
-    return InvalidError("\"" + std::string(text) + "\": too large");
-  };
+  auto too_large = [&] { return InvalidError("\"" + std::string(text) + "\": too large"); };
   for (int b = 0; b < shift && value != 0; ++b) {
     value <<= 1;
     if (value > cap) return too_large();
@@ -168,9 +166,11 @@ std::string FormatQuantity(ResourceKind kind, int64_t amount) {
     // The shortest exact form, binary first on a tie: 4Gi, 16G, 1536Mi.
     std::string best = std::to_string(amount);
     static const std::pair<const char*, int64_t> kUnits[] = {
-        {"Ei", int64_t{1} << 60}, {"Pi", int64_t{1} << 50}, {"Ti", int64_t{1} << 40},
-        {"Gi", int64_t{1} << 30}, {"Mi", int64_t{1} << 20}, {"Ki", int64_t{1} << 10},
-        {"T", 1000000000000}, {"G", 1000000000}, {"M", 1000000}, {"k", 1000}};
+        {"Ei", int64_t{1} << 60}, {"Pi", int64_t{1} << 50},
+        {"Ti", int64_t{1} << 40}, {"Gi", int64_t{1} << 30},
+        {"Mi", int64_t{1} << 20}, {"Ki", int64_t{1} << 10},
+        {"T", 1000000000000},     {"G", 1000000000},
+        {"M", 1000000},           {"k", 1000}};
     for (const auto& [suffix, unit] : kUnits) {
       if (amount % unit != 0) continue;
       std::string s = std::to_string(amount / unit) + suffix;
@@ -201,8 +201,9 @@ Result<ParsedRequests> ParseResourceRequests(const std::map<std::string, std::st
     }
     const std::string field = "spec.trainer.resourcesPerNode." + name;
     if (kind < 0) {
-      out.ignored.push_back(field + ": ignored (trainlet places by cpu, memory, nvidia.com/gpu, "
-                                    "amd.com/gpu and apple.com/gpu)");
+      out.ignored.push_back(field +
+                            ": ignored (trainlet places by cpu, memory, nvidia.com/gpu, "
+                            "amd.com/gpu and apple.com/gpu)");
       continue;
     }
     const auto k = static_cast<ResourceKind>(kind);
@@ -226,7 +227,8 @@ Resources AllocatableOf(const v1::NodeInfo& info) {
   }
   const v1::Topology& t = info.topology();
   r[ResourceKind::kCpu] = int64_t{t.pus()} * 1000;
-  r[ResourceKind::kMemory] = static_cast<int64_t>(std::min<uint64_t>(t.memory_bytes(), kMaxQuantity));
+  r[ResourceKind::kMemory] =
+      static_cast<int64_t>(std::min<uint64_t>(t.memory_bytes(), kMaxQuantity));
   for (const auto& gpu : t.gpus()) {
     if (gpu.vendor() == "nvidia") ++r[ResourceKind::kNvidiaGpu];
     if (gpu.vendor() == "amd") ++r[ResourceKind::kAmdGpu];

@@ -147,7 +147,8 @@ void ReportRssPerNode(int n) {
     if (!s.ok()) std::fprintf(stderr, "register: %s\n", s.message().c_str());
   }
   const int64_t after = RssKiB();
-  std::printf("| registered nodes | NodeInfo wire size | RSS before | RSS after | RSS per node |\n");
+  std::printf(
+      "| registered nodes | NodeInfo wire size | RSS before | RSS after | RSS per node |\n");
   std::printf("| ---: | ---: | ---: | ---: | ---: |\n");
   std::printf("| %d | %zu B | %.1f MiB | %.1f MiB | %.1f KiB |\n\n", n, base.ByteSizeLong(),
               before / 1024.0, after / 1024.0, static_cast<double>(after - before) / n);

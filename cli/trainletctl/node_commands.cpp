@@ -91,8 +91,9 @@ int CmdDrain(const CommonFlags& f, const std::string& node_arg, bool force,
       return 0;
     }
     if (d.running_ranks() != last_reported) {
-      std::cout << "waiting for " << d.running_ranks() << (d.running_ranks() == 1 ? " rank" : " ranks")
-                << " of " << Join(d.jobs()) << " to end\n";
+      std::cout << "waiting for " << d.running_ranks()
+                << (d.running_ranks() == 1 ? " rank" : " ranks") << " of " << Join(d.jobs())
+                << " to end\n";
       last_reported = d.running_ranks();
     }
     if (timeout_ms > 0 &&

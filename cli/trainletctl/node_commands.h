@@ -10,7 +10,8 @@ namespace trainlet::cli {
 
 // `node` is "NAME" or "node/NAME". Cordon keeps new ranks off the node; what runs there keeps
 // running. The state is kept by the coordinator across the agent's re-registrations.
-int CmdCordon(const CommonFlags& f, const std::string& node, bool cordon, const std::string& reason);
+int CmdCordon(const CommonFlags& f, const std::string& node, bool cordon,
+              const std::string& reason);
 
 // Cordons the node, then waits until no rank runs there (polling), or `timeout` ("5m"; "0" waits
 // forever) passes: exit 0 when empty, 1 on timeout (the node stays cordoned). With `force`, every

@@ -50,10 +50,10 @@ TEST(Selector, HostnameFallsBackToTheNodeName) {
   EXPECT_TRUE(MatchesSelector({{"kubernetes.io/hostname", "n1"}}, {}, "n1"));
   EXPECT_FALSE(MatchesSelector({{"kubernetes.io/hostname", "n2"}}, {}, "n1"));
   // An explicit label wins over the name.
-  EXPECT_TRUE(MatchesSelector({{"kubernetes.io/hostname", "h"}},
-                              {{"kubernetes.io/hostname", "h"}}, "n1"));
-  EXPECT_FALSE(MatchesSelector({{"kubernetes.io/hostname", "n1"}},
-                               {{"kubernetes.io/hostname", "h"}}, "n1"));
+  EXPECT_TRUE(
+      MatchesSelector({{"kubernetes.io/hostname", "h"}}, {{"kubernetes.io/hostname", "h"}}, "n1"));
+  EXPECT_FALSE(
+      MatchesSelector({{"kubernetes.io/hostname", "n1"}}, {{"kubernetes.io/hostname", "h"}}, "n1"));
 }
 
 TEST(Tolerations, KubernetesMatchingRules) {

@@ -50,8 +50,8 @@ TEST(Quantity, ExponentsAndRounding) {
 }
 
 TEST(Quantity, RefusesWhatIsNotAQuantity) {
-  for (std::string_view bad : {"", "GB", "4GB", "4 Gi", "1.2.3", "abc", "1e", "1e+", "Gi", "-",
-                               "1Kb", "0x10", "1e3Gi"}) {
+  for (std::string_view bad :
+       {"", "GB", "4GB", "4 Gi", "1.2.3", "abc", "1e", "1e+", "Gi", "-", "1Kb", "0x10", "1e3Gi"}) {
     auto q = ParseQuantity(bad);
     EXPECT_FALSE(q.ok()) << "\"" << bad << "\" parsed as " << (q.ok() ? *q : 0);
     if (!q.ok()) {
@@ -80,10 +80,8 @@ TEST(Quantity, Format) {
 }
 
 TEST(ResourceRequests, ParsesKnownAndNotesTheRest) {
-  auto r = ParseResourceRequests({{"cpu", "4"},
-                                  {"memory", "32Gi"},
-                                  {"nvidia.com/gpu", "8"},
-                                  {"ephemeral-storage", "10Gi"}});
+  auto r = ParseResourceRequests(
+      {{"cpu", "4"}, {"memory", "32Gi"}, {"nvidia.com/gpu", "8"}, {"ephemeral-storage", "10Gi"}});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->resources[ResourceKind::kCpu], 4000);
   EXPECT_EQ(r->resources[ResourceKind::kMemory], int64_t{32} << 30);

@@ -138,8 +138,8 @@ TEST_F(HealthCheckerTest, LowDiskSpaceIsUnhealthy) {
   free = int64_t{512} << 20;
   h.Tick(Clock::now() + milliseconds(200000));
   EXPECT_FALSE(h.healthy());
-  EXPECT_EQ(h.reason(), "state dir " + dir_.string() +
-                            " has 512 MiB free, under the 10 GiB minimum");
+  EXPECT_EQ(h.reason(),
+            "state dir " + dir_.string() + " has 512 MiB free, under the 10 GiB minimum");
 }
 
 TEST_F(HealthCheckerTest, GpuCountChangeIsUnhealthy) {
