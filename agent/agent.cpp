@@ -1,3 +1,4 @@
+#include "common/wall_clock.h"
 #include "agent/agent.h"
 #include "agent/node_taints.h"
 
@@ -36,12 +37,6 @@ sigset_t LoopSignals() {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGHUP);
   return set;
-}
-
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 std::string Hostname() {

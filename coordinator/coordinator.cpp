@@ -1,3 +1,4 @@
+#include "common/wall_clock.h"
 #include "coordinator/coordinator.h"
 
 #include <signal.h>
@@ -25,12 +26,6 @@ sigset_t LoopSignals() {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGHUP);
   return set;
-}
-
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace

@@ -1,3 +1,4 @@
+#include "common/wall_clock.h"
 #include "trainletctl/commands.h"
 
 #include <unistd.h>
@@ -18,12 +19,6 @@ namespace trainlet::cli {
 namespace {
 
 using namespace std::chrono_literals;
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 int Error(const std::string& message) {
   std::cerr << "error: " << message << "\n";
@@ -99,13 +94,13 @@ int CmdGet(const CommonFlags& f, const std::string& kind_arg, const std::string&
       std::cerr << "No nodes registered.\n";
       return 0;
     }
-    std::cout << RenderNodes(nodes, *format, NowMs());
+    std::cout << RenderNodes(nodes, *format, NowUnixMs());
   } else {
     if (resp->jobs().jobs_size() == 0 && *format == OutputFormat::kTable) {
       std::cerr << "No trainjobs found.\n";
       return 0;
     }
-    std::cout << RenderJobs(resp->jobs(), *format, NowMs());
+    std::cout << RenderJobs(resp->jobs(), *format, NowUnixMs());
   }
   return 0;
 }
@@ -126,7 +121,7 @@ int CmdDescribe(const CommonFlags& f, const std::string& kind_arg, const std::st
     if (!nodes.ok()) return Error(nodes.status());
     for (const auto& n : nodes->nodes().nodes()) {
       if (n.info().name() != name) continue;
-      std::cout << DescribeNode(n, NowMs());
+      std::cout << DescribeNode(n, NowUnixMs());
       return 0;
     }
     return Error("node \"" + name + "\" not found");
@@ -134,7 +129,7 @@ int CmdDescribe(const CommonFlags& f, const std::string& kind_arg, const std::st
   req.mutable_get_jobs()->set_name(name);
   auto resp = (*client)->Call(req);
   if (!resp.ok()) return Error(resp.status());
-  std::cout << DescribeJob(resp->jobs().jobs(0), NowMs());
+  std::cout << DescribeJob(resp->jobs().jobs(0), NowUnixMs());
   return 0;
 }
 
