@@ -149,7 +149,20 @@ Status Agent::Init() {
   std::vector<std::string> health_env = {"TRAINLET_NODE=" + config_.name,
                                          "TRAINLET_STATE_DIR=" + config_.state_dir};
   for (char** e = environ; *e != nullptr; ++e) health_env.emplace_back(*e);
-  health_ = std::make_unique<HealthChecker>(config_.health, spawner_.get(), std::move(health_env));
+  // GPU health (XID events, ECC) changing since registration makes the node unhealthy too.
+  auto accelerator_health = [this]() -> std::string {
+    std::vector<v1::Accelerator> now(info_.accelerators().begin(), info_.accelerators().end());
+    for (auto& plugin : accelerator_plugins_) plugin->RefreshHealth(&now);
+    for (const auto& a : now) {
+      if (a.health().rfind("unhealthy", 0) == 0) {
+        return a.vendor() + " GPU " + a.pci_bus_id() + ": " + a.health();
+      }
+    }
+    return "";
+  };
+  health_ = std::make_unique<HealthChecker>(config_.health, spawner_.get(), std::move(health_env),
+                                            HealthChecker::GpuCounter{},
+                                            HealthChecker::FreeSpace{}, accelerator_health);
   exec_sessions_ =
       std::make_unique<ExecSessions>(supervisor_.get(), [this](v1::Envelope e) { Send(std::move(e)); });
   std::error_code self_ec;

@@ -66,12 +66,13 @@ int64_t FreeBytes(const std::string& path) {
 
 HealthChecker::HealthChecker(HealthCheckConfig config, ProcessSpawner* spawner,
                              std::vector<std::string> env, GpuCounter count_gpus,
-                             FreeSpace free_space)
+                             FreeSpace free_space, AcceleratorHealth accelerator_health)
     : config_(std::move(config)),
       spawner_(spawner),
       env_(std::move(env)),
       count_gpus_(count_gpus ? std::move(count_gpus) : GpuCounter(CountGpusFromSysfs)),
       free_space_(free_space ? std::move(free_space) : FreeSpace(FreeBytes)),
+      accelerator_health_(std::move(accelerator_health)),
       baseline_gpus_(config_.check_gpu_count ? count_gpus_() : -1) {}
 
 HealthChecker::~HealthChecker() {
@@ -103,6 +104,7 @@ std::chrono::milliseconds HealthChecker::Tick(Clock::time_point now) {
                   std::to_string(baseline_gpus_) + " when the agent started";
       }
     }
+    if (builtin.empty() && accelerator_health_) builtin = accelerator_health_();
     builtin_verdict_ = builtin;
     if (!config_.program.empty() && pid_ <= 0) StartProgram(now);
     Recompute();

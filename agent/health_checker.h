@@ -47,12 +47,16 @@ class HealthChecker {
   using GpuCounter = std::function<int()>;
   // Free bytes of the file system holding a path, or -1 when it cannot tell.
   using FreeSpace = std::function<int64_t(const std::string&)>;
+  // Rechecks the accelerators found at registration; "" while all are healthy, else why not
+  // ("GPU 0000:17:00.0: unhealthy: XID 79"). Optional.
+  using AcceleratorHealth = std::function<std::string()>;
 
   // `spawner` is not owned and must outlive the checker. `env` ("K=V") is the program's whole
   // environment. Counters default to the real ones (sysfs/procfs and statvfs); the GPU baseline
   // is taken here.
   HealthChecker(HealthCheckConfig config, ProcessSpawner* spawner, std::vector<std::string> env,
-                GpuCounter count_gpus = {}, FreeSpace free_space = {});
+                GpuCounter count_gpus = {}, FreeSpace free_space = {},
+                AcceleratorHealth accelerator_health = {});
   // Kills a check still running.
   ~HealthChecker();
   HealthChecker(const HealthChecker&) = delete;
@@ -87,6 +91,7 @@ class HealthChecker {
   const std::vector<std::string> env_;
   const GpuCounter count_gpus_;
   const FreeSpace free_space_;
+  const AcceleratorHealth accelerator_health_;
   const int baseline_gpus_;
 
   // Owned by the loop.

@@ -158,6 +158,19 @@ TEST_F(HealthCheckerTest, GpuCountChangeIsUnhealthy) {
   EXPECT_TRUE(h.healthy());
 }
 
+TEST_F(HealthCheckerTest, AcceleratorTurningUnhealthyIsUnhealthy) {
+  auto c = Config("");
+  std::string verdict;
+  HealthChecker h(c, spawner_.get(), Env(), [] { return 8; }, {},
+                  [&verdict] { return verdict; });
+  h.Tick(Clock::now());
+  EXPECT_TRUE(h.healthy());
+  verdict = "nvidia GPU 0000:17:00.0: unhealthy: XID 79";
+  h.Tick(Clock::now() + milliseconds(200000));
+  EXPECT_FALSE(h.healthy());
+  EXPECT_EQ(h.reason(), "nvidia GPU 0000:17:00.0: unhealthy: XID 79");
+}
+
 TEST(NodeTaints, Parses) {
   auto t = ParseTaint("gpu=true:NoSchedule");
   ASSERT_TRUE(t.ok()) << t.status().ToString();
