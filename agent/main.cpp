@@ -6,14 +6,14 @@
 #include "agent/agent.h"
 #include "agent/node_taints.h"
 #include "common/daemon_config.h"
-#include "common/logging.h"
+#include "common/daemon_main.h"
 
 int main(int argc, char** argv) {
   using trainlet::DaemonConfig;
   trainlet::agent::BlockLoopSignals();  // before any thread exists
   trainlet::agent::AgentConfig config;
-  std::string log_level = "info";
-  std::string log_target = "auto";
+  trainlet::CommonDaemonKeys common;
+  common.metrics_address = config.metrics_address;
 
   CLI::App app{
       "trainlet-agent: discovers this node, registers it with the trainlet coordinator, and\n"
@@ -61,35 +61,11 @@ int main(int argc, char** argv) {
            "Heartbeat interval in milliseconds");
   c.Millis("register_retry_ms", &config.register_retry, 100, 600000,
            "Delay between registration attempts until the coordinator answers, ms");
-  c.String("metrics_address", &config.metrics_address,
-           "host:port serving /metrics, /healthz and /readyz; \"\" turns it off", false,
-           DaemonConfig::CheckListenAddress);
-  c.Enum("log_level", &log_level, {"trace", "debug", "info", "warn", "error"},
-         "trace, debug, info, warn or error");
-  c.Enum("log_target", &log_target, {"auto", "stderr", "journal"},
-         "auto (the journal under systemd), stderr or journal");
+  trainlet::AddCommonDaemonKeys(c, &common);
   c.AddFlags(app);
   CLI11_PARSE(app, argc, argv);
-  if (trainlet::Status s = c.Finish(); !s.ok()) {
-    std::fprintf(stderr, "trainlet-agent: %s\n", s.message().c_str());
-    return 2;
-  }
-  if (c.print_requested()) {
-    std::fputs(c.ToYaml().c_str(), stdout);
-    return 0;
-  }
-  config.metrics_best_effort = !c.WasSet("metrics_address");
-  trainlet::SetUpLogging("agent", log_level, *trainlet::ParseLogTarget(log_target));
-
-  auto agent = trainlet::agent::Agent::Create(std::move(config));
-  if (!agent.ok()) {
-    std::fprintf(stderr, "trainlet-agent: %s\n", agent.status().message().c_str());
-    return 1;
-  }
-  const trainlet::Status st = (*agent)->Run();
-  if (!st.ok()) {
-    std::fprintf(stderr, "trainlet-agent: %s\n", st.message().c_str());
-    return 1;
-  }
-  return 0;
+  if (auto exit_code = trainlet::FinishDaemonConfig(c, &common, "agent")) return *exit_code;
+  config.metrics_address = common.metrics_address;
+  config.metrics_best_effort = common.metrics_best_effort;
+  return trainlet::RunDaemon("trainlet-agent", trainlet::agent::Agent::Create(std::move(config)));
 }

@@ -39,6 +39,7 @@ class DaemonConfig {
 
   // daemon: the program name used in messages, e.g. "trainlet-agent".
   explicit DaemonConfig(std::string daemon) : daemon_(std::move(daemon)) {}
+  const std::string& daemon() const { return daemon_; }
 
   // Declarations. `doc` is the flag's help line. The pointers must outlive this object.
   void String(const std::string& key, std::string* value, const std::string& doc,

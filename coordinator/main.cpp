@@ -4,15 +4,15 @@
 #include <cstdio>
 
 #include "common/daemon_config.h"
-#include "common/logging.h"
+#include "common/daemon_main.h"
 #include "coordinator/coordinator.h"
 
 int main(int argc, char** argv) {
   using trainlet::DaemonConfig;
   trainlet::coordinator::BlockCoordinatorSignals();  // before any thread exists
   trainlet::coordinator::CoordinatorConfig config;
-  std::string log_level = "info";
-  std::string log_target = "auto";
+  trainlet::CommonDaemonKeys common;
+  common.metrics_address = config.metrics_address;
 
   CLI::App app{
       "trainlet-coordinator: turns Kubeflow Trainer v2 TrainJobs into per-node launch plans,\n"
@@ -52,35 +52,11 @@ int main(int argc, char** argv) {
            "Silence after which a node is Lost, ms");
   c.Millis("partition_grace_ms", &config.partition_grace, 100, 3600000,
            "How long an agent cut off from the coordinator keeps its ranks running, ms");
-  c.String("metrics_address", &config.metrics_address,
-           "host:port serving /metrics, /healthz and /readyz; \"\" turns it off", false,
-           DaemonConfig::CheckListenAddress);
-  c.Enum("log_level", &log_level, {"trace", "debug", "info", "warn", "error"},
-         "trace, debug, info, warn or error");
-  c.Enum("log_target", &log_target, {"auto", "stderr", "journal"},
-         "auto (the journal under systemd), stderr or journal");
+  trainlet::AddCommonDaemonKeys(c, &common);
   c.AddFlags(app);
   CLI11_PARSE(app, argc, argv);
-  if (trainlet::Status s = c.Finish(); !s.ok()) {
-    std::fprintf(stderr, "trainlet-coordinator: %s\n", s.message().c_str());
-    return 2;
-  }
-  if (c.print_requested()) {
-    std::fputs(c.ToYaml().c_str(), stdout);
-    return 0;
-  }
-  config.metrics_best_effort = !c.WasSet("metrics_address");
-  trainlet::SetUpLogging("coordinator", log_level, *trainlet::ParseLogTarget(log_target));
-
-  auto coordinator = trainlet::coordinator::Coordinator::Create(std::move(config));
-  if (!coordinator.ok()) {
-    std::fprintf(stderr, "trainlet-coordinator: %s\n", coordinator.status().message().c_str());
-    return 1;
-  }
-  const trainlet::Status st = (*coordinator)->Run();
-  if (!st.ok()) {
-    std::fprintf(stderr, "trainlet-coordinator: %s\n", st.message().c_str());
-    return 1;
-  }
-  return 0;
+  if (auto exit_code = trainlet::FinishDaemonConfig(c, &common, "coordinator")) return *exit_code;
+  config.metrics_address = common.metrics_address;
+  config.metrics_best_effort = common.metrics_best_effort;
+  return trainlet::RunDaemon("trainlet-coordinator", trainlet::coordinator::Coordinator::Create(std::move(config)));
 }
