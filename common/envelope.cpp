@@ -42,6 +42,12 @@ v1::MessageType TypeForBody(v1::Envelope::BodyCase body) {
     case E::kExecCancel: return v1::MESSAGE_TYPE_EXEC_CANCEL;
     case E::kExecKeepalive: return v1::MESSAGE_TYPE_EXEC_KEEPALIVE;
     case E::kHeartbeatAck: return v1::MESSAGE_TYPE_HEARTBEAT_ACK;
+    case E::kReservePorts: return v1::MESSAGE_TYPE_RESERVE_PORTS;
+    case E::kPortsReserved: return v1::MESSAGE_TYPE_PORTS_RESERVED;
+    case E::kRendezvousRequest: return v1::MESSAGE_TYPE_RENDEZVOUS_REQUEST;
+    case E::kRendezvousReply: return v1::MESSAGE_TYPE_RENDEZVOUS_REPLY;
+    case E::kFenceContribute: return v1::MESSAGE_TYPE_FENCE_CONTRIBUTE;
+    case E::kFenceResult: return v1::MESSAGE_TYPE_FENCE_RESULT;
     case E::BODY_NOT_SET: break;
   }
   return v1::MESSAGE_TYPE_UNSPECIFIED;

@@ -113,14 +113,16 @@ Result<std::unique_ptr<JobController::Job>> JobController::BuildJob(
   for (const auto& e : trainer.env) job->plan_template.env.emplace_back(e.name, e.value);
   job->plan_template.num_proc_per_node = trainer.num_proc_per_node;
   job->plan_template.stop_grace_ms = options_.stop_grace_ms;
+  job->plan_template.labels = runtime.labels;
+  job->plan_template.annotations = spec.annotations;
   const std::string framework = trainjob::FrameworkName(runtime.ml_policy.framework);
-  job->plugin = FindRuntimePlugin(framework);
+  job->plugin = SelectRuntimePlugin(framework, runtime.labels);
 
   v1::JobStatus& st = job->record.status;
   st.set_name(spec.name);
   st.set_num_nodes(static_cast<uint32_t>(trainer.num_nodes));
   st.set_runtime(runtime.kind + "/" + runtime.name);
-  st.set_plugin(framework);
+  st.set_plugin(job->plugin != nullptr ? std::string(job->plugin->name()) : framework);
   TRAINLET_ASSIGN_OR_RETURN(uint32_t max_restarts, RestartLimit(spec, runtime));
   st.set_max_restarts(max_restarts);
   for (const auto& a : trainer.argv) st.add_command(a);

@@ -37,6 +37,11 @@ const RuntimePlugin* FindRuntimePlugin(std::string_view framework) {
   return nullptr;
 }
 
+const RuntimePlugin* SelectRuntimePlugin(std::string_view framework,
+                                         const std::map<std::string, std::string>& /*labels*/) {
+  return FindRuntimePlugin(framework);
+}
+
 std::vector<std::string> RuntimePluginNames() {
   std::vector<std::string> names;
   for (const auto& e : kBuiltinRuntimes) names.emplace_back(e.framework);
