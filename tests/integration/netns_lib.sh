@@ -10,6 +10,7 @@ NETNS_SUBNET=""
 NETNS_HOSTS=()     # host addresses, one per simulated host
 NETNS_NAMES=()     # namespace names (netns mode)
 NETNS_BRIDGE=""
+NETNS_COORDINATOR_FLAGS=()  # extra trainlet-coordinator flags a test sets before start_netns_cluster
 
 netns_setup() {  # netns_setup COUNT
   local count=$1 i
@@ -37,6 +38,12 @@ netns_setup() {  # netns_setup COUNT
     for i in $(seq 1 "$count"); do NETNS_HOSTS+=("127.0.0.$((i + 1))"); done
   fi
   echo "simulated hosts: $NETNS_MODE mode (${NETNS_HOSTS[*]})"
+}
+
+# netns_link INDEX up|down: takes simulated host INDEX's link to the bridge down or up (a network
+# partition of that host). Namespace mode only.
+netns_link() {
+  ip link set "${NETNS_TAG}v$1" "$2"
 }
 
 # netns_host_cmd INDEX HOSTNAME: fills NETNS_CMD with the command prefix that runs a program on
@@ -81,7 +88,7 @@ start_netns_cluster() {
     --agent-allowlist "$keys/agents.allow" --operator-allowlist "$keys/operators.allow" \
     --runtimes-dir "$TRAINLET_SOURCE_DIR/deploy/runtimes" --heartbeat-ms 200 --lost-timeout-ms 2000 \
     --metrics-address "" --endpoints-file "$TRAINLET_HOME/endpoints.json" \
-    > "$TRAINLET_HOME/logs/coordinator.log" 2>&1 &
+    "${NETNS_COORDINATOR_FLAGS[@]}" > "$TRAINLET_HOME/logs/coordinator.log" 2>&1 &
   EXTRA_PIDS+=($!)
   wait_for 15 test -s "$TRAINLET_HOME/endpoints.json" || fail "coordinator did not start"
   local agent_ep operator_ep

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# A network partition, through a namespace link going down, then healing.
+#
+# A 2-node job runs on 3 simulated hosts. The link of one of its hosts goes down: the coordinator
+# marks the node Lost and fails the attempt; the cut-off agent keeps its rank for the partition
+# grace, then stops it, and only then does the next attempt start, on the two hosts still
+# reachable. When the link comes back, the agent re-registers, is told attempt 1 is stale, and
+# nothing of it runs. Throughout, a sampler checks the process table: no two attempts of the job
+# ever run at once, and after the heal no orphan rank is left.
+source "$(dirname "$0")/../lib.sh"
+source "$(dirname "$0")/../netns_lib.sh"
+
+GRACE_MS=3000
+NETNS_COORDINATOR_FLAGS=(--partition-grace-ms "$GRACE_MS")
+start_netns_cluster 3
+if [ "$NETNS_MODE" != netns ]; then
+  echo "SKIP: network namespaces are not available here; a partition needs a link to cut"
+  exit 77
+fi
+
+cat > "$WORK/split.yaml" <<'EOF'
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata:
+  name: plain-retry
+spec:
+  mlPolicy:
+    numNodes: 1
+  template:
+    spec:
+      failurePolicy:
+        maxRestarts: 3
+      replicatedJobs:
+        - name: node
+          template:
+            spec:
+              template:
+                spec:
+                  containers:
+                    - name: node
+---
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: split
+spec:
+  runtimeRef:
+    name: plain-retry
+  trainer:
+    numNodes: 2
+    command: ["/bin/sleep", "300"]
+EOF
+"$CTL" apply -f "$WORK/split.yaml" >/dev/null
+wait_for 20 sh -c "'$CTL' get trainjobs split | grep -qE 'Running +2 +2 +1 '" \
+  || fail "split never Running: $("$CTL" describe trainjob split)"
+
+# The sampler: every 50 ms, the attempts that have a live rank. More than one is a violation.
+attempts_running() {
+  local p
+  for p in $(job_pids split); do
+    { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null | sed -n 's/^TRAINLET_ATTEMPT=//p'
+  done | sort -u | tr '\n' ' '
+}
+( while :; do
+    a=$(attempts_running)
+    [ "$(wc -w <<<"$a")" -le 1 ] || echo "$(date +%s%N) attempts $a at once" >> "$WORK/violations"
+    sleep 0.05
+  done ) &
+SAMPLER=$!
+EXTRA_PIDS+=("$SAMPLER")
+
+victim=$("$CTL" get trainjobs split -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["placement"][0])')
+index=${victim#node-}
+victim_rank_pid() {
+  "$CTL" get trainjobs split -o json | python3 -c '
+import json, sys
+job = json.load(sys.stdin)["jobs"][0]
+print(next(r["pid"] for r in job["ranks"] if r["node"] == sys.argv[1]))' "$victim"
+}
+stale_pid=$(victim_rank_pid)
+kill -0 "$stale_pid" || fail "the victim's rank $stale_pid is not alive"
+log "cutting $victim (host $index) off the bridge; its rank is pid $stale_pid"
+netns_link "$index" down
+t0=$(date +%s%N)
+
+wait_for 10 sh -c "'$CTL' get nodes $victim | grep -q Lost" || fail "$victim not Lost after the cut"
+log "$victim Lost after $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+# The cut-off agent cannot hear the coordinator, so it stops its rank after the grace.
+wait_for 15 sh -c "! kill -0 $stale_pid 2>/dev/null" \
+  || fail "the partitioned rank $stale_pid still runs $(( GRACE_MS / 1000 + 15 )) s after the cut"
+stopped_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+log "partitioned rank stopped by its agent after $stopped_ms ms (grace $GRACE_MS ms)"
+[ "$stopped_ms" -ge $(( GRACE_MS - 500 )) ] || fail "rank stopped before the grace ($stopped_ms ms)"
+
+# The gang restarts on the two reachable hosts.
+wait_for 30 sh -c "'$CTL' get trainjobs split | grep -qE 'Running +2 +2 +2 '" \
+  || fail "split did not restart: $("$CTL" describe trainjob split)"
+placement=$("$CTL" get trainjobs split -o json | python3 -c 'import json,sys; print(" ".join(json.load(sys.stdin)["jobs"][0]["placement"]))')
+case " $placement " in *" $victim "*) fail "attempt 2 placed on the partitioned node: $placement" ;; esac
+assert_contains "$("$CTL" describe trainjob split)" "node $victim lost" "attempt 1 cause"
+
+# Heal. The agent re-registers; the coordinator keeps attempt 2 and nothing of attempt 1 runs.
+netns_link "$index" up
+wait_for 20 sh -c "'$CTL' get nodes $victim | grep -q ' Ready '" || fail "$victim not Ready after the heal"
+sleep 1  # a few heartbeats after the heal: room for a wrong duplicate to appear
+[ "$("$CTL" get trainjobs split -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["attempt"])')" = 2 ] \
+  || fail "the heal changed the attempt: $("$CTL" describe trainjob split)"
+pids=$(job_pids split | wc -w)
+[ "$pids" = 2 ] || fail "expected exactly the 2 ranks of attempt 2 after the heal, found $pids"
+[ "$(attempts_running)" = "2 " ] || fail "ranks of attempts '$(attempts_running)' run after the heal"
+
+kill "$SAMPLER" 2>/dev/null || true
+wait "$SAMPLER" 2>/dev/null || true
+if [ -s "$WORK/violations" ]; then
+  fail "two attempts ran at once: $(head -3 "$WORK/violations")"
+fi
+"$CTL" delete trainjob split >/dev/null
+no_split() { [ -z "$(job_pids split)" ]; }
+wait_for 15 no_split || fail "ranks of the deleted job remain: $(job_pids split)"
+log "partition: Lost, rank stopped after the grace, restart elsewhere, clean heal"
+echo "PASS partition_test"
