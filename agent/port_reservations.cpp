@@ -1,0 +1,270 @@
+#include "agent/port_reservations.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+namespace trainlet::agent {
+namespace {
+
+// An expired attempt is remembered this many hold timeouts, so a plan that comes late fails with
+// a reason rather than starting ranks on ports that are no longer theirs.
+constexpr int kExpiredMemory = 10;
+
+std::optional<uint32_t> ParsePort(std::string_view s) {
+  uint32_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+Result<PortRange> ParsePortRange(std::string_view text, std::string_view key) {
+  const auto bad = [&](const std::string& why) {
+    return InvalidError(std::string(key) + ": " + why + ", got \"" + std::string(text) + "\"");
+  };
+  const size_t dash = text.find('-');
+  if (dash == std::string_view::npos)
+    return bad("must be a port range LOW-HIGH such as 20000-29999");
+  auto low = ParsePort(text.substr(0, dash));
+  auto high = ParsePort(text.substr(dash + 1));
+  if (!low || !high) return bad("must be a port range LOW-HIGH such as 20000-29999");
+  if (*low < 1 || *high > 65535) return bad("ports must be from 1 to 65535");
+  if (*low > *high) return bad("LOW must not be above HIGH");
+  return PortRange{static_cast<uint16_t>(*low), static_cast<uint16_t>(*high)};
+}
+
+Result<PortReservations> PortReservations::Create(const std::string& address, PortRange range,
+                                                  std::chrono::milliseconds hold_timeout) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (int rc = getaddrinfo(address.c_str(), nullptr, &hints, &found); rc != 0 || found == nullptr) {
+    return InvalidError("address " + address +
+                        ": cannot reserve worker ports on it: " + gai_strerror(rc));
+  }
+  sockaddr_storage addr{};
+  std::memcpy(&addr, found->ai_addr, found->ai_addrlen);
+  const socklen_t len = found->ai_addrlen;
+  freeaddrinfo(found);
+  return PortReservations(addr, len, address, range, hold_timeout);
+}
+
+PortReservations::PortReservations(sockaddr_storage addr, socklen_t addr_len, std::string address,
+                                   PortRange range, std::chrono::milliseconds hold_timeout)
+    : addr_(addr),
+      addr_len_(addr_len),
+      address_(std::move(address)),
+      range_(range),
+      hold_timeout_(hold_timeout) {}
+
+PortReservations::PortReservations(PortReservations&& other) noexcept
+    : addr_(other.addr_),
+      addr_len_(other.addr_len_),
+      address_(std::move(other.address_)),
+      range_(other.range_),
+      hold_timeout_(other.hold_timeout_),
+      cursor_(other.cursor_),
+      attempts_(std::move(other.attempts_)),
+      owned_(std::move(other.owned_)) {
+  other.attempts_.clear();
+  other.owned_.clear();
+}
+
+PortReservations& PortReservations::operator=(PortReservations&& other) noexcept {
+  if (this != &other) {
+    CloseAll();
+    addr_ = other.addr_;
+    addr_len_ = other.addr_len_;
+    address_ = std::move(other.address_);
+    range_ = other.range_;
+    hold_timeout_ = other.hold_timeout_;
+    cursor_ = other.cursor_;
+    attempts_ = std::move(other.attempts_);
+    owned_ = std::move(other.owned_);
+    other.attempts_.clear();
+    other.owned_.clear();
+  }
+  return *this;
+}
+
+PortReservations::~PortReservations() { CloseAll(); }
+
+void PortReservations::CloseAll() {
+  for (auto& [key, a] : attempts_) {
+    for (int fd : a.fds) close(fd);
+    a.fds.clear();
+  }
+}
+
+int PortReservations::BindPort(uint32_t port, bool listen_too) const {
+  sockaddr_storage addr = addr_;
+  if (addr.ss_family == AF_INET) {
+    reinterpret_cast<sockaddr_in*>(&addr)->sin_port = htons(static_cast<uint16_t>(port));
+  } else {
+    reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port = htons(static_cast<uint16_t>(port));
+  }
+  const int fd = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -errno;
+  if (!listen_too) {
+    // The probe only asks whether a rank could bind the port now. A connection our own held
+    // socket had may leave the port in TIME_WAIT, which ranks binding with SO_REUSEADDR (as
+    // torch's store does) ignore; anything bound or listening still refuses the probe.
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  }
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&addr), addr_len_) != 0 ||
+      (listen_too && listen(fd, 8) != 0)) {
+    const int err = errno;
+    close(fd);
+    return -err;
+  }
+  return fd;
+}
+
+Result<std::vector<uint32_t>> PortReservations::Reserve(const std::string& job, uint32_t attempt,
+                                                        uint32_t count, Clock::time_point now) {
+  const AttemptKey key{job, attempt};
+  if (auto it = attempts_.find(key); it != attempts_.end()) {
+    if (it->second.phase != Phase::kExpired) return it->second.ports;
+    Forget(it);  // asked again after the hold ran out: reserve afresh
+  }
+  Attempt a;
+  a.deadline = now + hold_timeout_;
+  const uint32_t size = range_.size();
+  for (uint32_t tried = 0; tried < size && a.ports.size() < count; ++tried) {
+    const uint32_t port = range_.low + cursor_;
+    cursor_ = (cursor_ + 1) % size;
+    if (owned_.count(port) != 0) continue;  // a live attempt's, bound or not
+    const int fd = BindPort(port, true);
+    if (fd >= 0) {
+      a.ports.push_back(port);
+      a.fds.push_back(fd);
+      continue;
+    }
+    if (-fd == EADDRINUSE || -fd == EACCES) continue;  // another process's (or privileged)
+    for (int held : a.fds) close(held);
+    return InternalError("cannot reserve port " + std::to_string(port) + " on " + address_ + ": " +
+                         std::strerror(-fd));
+  }
+  if (a.ports.size() < count) {
+    for (int held : a.fds) close(held);
+    return UnavailableError("no free port in " + range_.ToString() + " on " + address_ + " (" +
+                            std::to_string(count) + " needed, " + std::to_string(a.ports.size()) +
+                            " free)");
+  }
+  owned_.insert(a.ports.begin(), a.ports.end());
+  std::vector<uint32_t> ports = a.ports;
+  attempts_.emplace(key, std::move(a));
+  return ports;
+}
+
+Status PortReservations::HandOver(const std::string& job, uint32_t attempt) {
+  auto it = attempts_.find({job, attempt});
+  if (it == attempts_.end() || it->second.phase == Phase::kHandedOver) return Status::Ok();
+  TRAINLET_RETURN_IF_ERROR(CloseHeld(job, attempt));
+  return Recheck(job, attempt);
+}
+
+Status PortReservations::CloseHeld(const std::string& job, uint32_t attempt) {
+  auto it = attempts_.find({job, attempt});
+  if (it == attempts_.end()) return Status::Ok();
+  Attempt& a = it->second;
+  if (a.phase == Phase::kExpired) {
+    return UnavailableError("the ports reserved on " + address_ + " for attempt " +
+                            std::to_string(attempt) + " were given back after " +
+                            std::to_string(hold_timeout_.count()) +
+                            " ms without a launch plan; they may be taken");
+  }
+  for (int fd : a.fds) close(fd);
+  a.fds.clear();
+  a.phase = Phase::kHandedOver;
+  return Status::Ok();
+}
+
+Status PortReservations::Recheck(const std::string& job, uint32_t attempt) const {
+  auto it = attempts_.find({job, attempt});
+  if (it == attempts_.end() || it->second.phase != Phase::kHandedOver) return Status::Ok();
+  // Held until CloseHeld, so anything that holds a port now took it in between: the ranks would
+  // fail to bind it, so they must not start.
+  for (uint32_t port : it->second.ports) {
+    const int fd = BindPort(port, false);
+    if (fd >= 0) {
+      close(fd);
+      continue;
+    }
+    return UnavailableError("port " + std::to_string(port) + " on " + address_ +
+                            " was taken by another process before the ranks started");
+  }
+  return Status::Ok();
+}
+
+void PortReservations::Forget(std::map<AttemptKey, Attempt>::iterator it) {
+  Attempt& a = it->second;
+  for (int fd : a.fds) close(fd);
+  if (a.phase != Phase::kExpired) {
+    for (uint32_t p : a.ports) owned_.erase(p);
+  }
+  attempts_.erase(it);
+}
+
+void PortReservations::Release(const std::string& job, uint32_t attempt) {
+  if (auto it = attempts_.find({job, attempt}); it != attempts_.end()) Forget(it);
+}
+
+void PortReservations::ReleaseBelow(const std::string& job, uint32_t attempt) {
+  for (auto it = attempts_.lower_bound({job, 0});
+       it != attempts_.end() && it->first.first == job && it->first.second < attempt;) {
+    Forget(it++);
+  }
+}
+
+std::vector<PortReservations::AttemptKey> PortReservations::Expire(Clock::time_point now) {
+  std::vector<AttemptKey> expired;
+  for (auto it = attempts_.begin(); it != attempts_.end();) {
+    Attempt& a = it->second;
+    if (a.phase == Phase::kExpired && now >= a.deadline) {
+      attempts_.erase(it++);
+      continue;
+    }
+    if (a.phase == Phase::kHeld && now >= a.deadline) {
+      for (int fd : a.fds) close(fd);
+      a.fds.clear();
+      for (uint32_t p : a.ports) owned_.erase(p);
+      a.phase = Phase::kExpired;
+      a.deadline = now + hold_timeout_ * kExpiredMemory;
+      expired.push_back(it->first);
+    }
+    ++it;
+  }
+  return expired;
+}
+
+std::optional<PortReservations::Clock::time_point> PortReservations::NextExpiry() const {
+  std::optional<Clock::time_point> next;
+  for (const auto& [key, a] : attempts_) {
+    if (a.phase == Phase::kHandedOver) continue;
+    if (!next || a.deadline < *next) next = a.deadline;
+  }
+  return next;
+}
+
+std::vector<uint32_t> PortReservations::Ports(const std::string& job, uint32_t attempt) const {
+  auto it = attempts_.find({job, attempt});
+  return it == attempts_.end() ? std::vector<uint32_t>{} : it->second.ports;
+}
+
+size_t PortReservations::held_sockets() const {
+  size_t n = 0;
+  for (const auto& [key, a] : attempts_) n += a.fds.size();
+  return n;
+}
+
+}  // namespace trainlet::agent

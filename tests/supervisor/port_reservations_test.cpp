@@ -1,0 +1,227 @@
+// PortReservations on real sockets on 127.0.0.1, in a port range picked away from the kernel's
+// ephemeral range so the test's own connections do not interfere.
+#include "agent/port_reservations.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <set>
+#include <string>
+
+namespace trainlet::agent {
+namespace {
+
+using Clock = PortReservations::Clock;
+using std::chrono::milliseconds;
+
+// A listening socket on 127.0.0.1:port, as another process's would be; -1 when it cannot bind.
+int Grab(uint32_t port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd, 1) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+PortReservations Make(PortRange range, milliseconds hold = milliseconds(60000)) {
+  auto r = PortReservations::Create("127.0.0.1", range, hold);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return std::move(r).value();
+}
+
+TEST(ParsePortRange, AcceptsARange) {
+  auto r = ParsePortRange("20000-29999");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->low, 20000);
+  EXPECT_EQ(r->high, 29999);
+  EXPECT_EQ(r->size(), 10000u);
+  auto one = ParsePortRange("5000-5000");
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->size(), 1u);
+}
+
+TEST(ParsePortRange, ErrorsNameTheKeyAndTheText) {
+  for (const char* bad : {"", "20000", "abc-def", "20000-", "-5", "0-100", "1-65536", "30000-20000",
+                          "20000-29999x", " 1-2"}) {
+    auto r = ParsePortRange(bad, "worker_ports");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), ErrorCode::kInvalid);
+    EXPECT_EQ(r.status().message().rfind("worker_ports: ", 0), 0u) << r.status().message();
+    EXPECT_NE(r.status().message().find(std::string("\"") + bad + "\""), std::string::npos)
+        << r.status().message();
+  }
+  auto flag = ParsePortRange("9-1", "--worker-ports");
+  ASSERT_FALSE(flag.ok());
+  EXPECT_NE(flag.status().message().find("--worker-ports: LOW must not be above HIGH"),
+            std::string::npos)
+      << flag.status().message();
+}
+
+TEST(PortReservations, UnresolvableAddressIsInvalid) {
+  auto r = PortReservations::Create("no-such-host.invalid", PortRange{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no-such-host.invalid"), std::string::npos);
+}
+
+TEST(PortReservations, HeldPortsAreBoundAndNobodyElseGetsThem) {
+  auto ports = Make({23100, 23139});
+  auto got = ports.Reserve("job", 1, 3, Clock::now());
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 3u);
+  EXPECT_EQ(ports.held_sockets(), 3u);
+  for (uint32_t p : *got) {
+    EXPECT_GE(p, 23100u);
+    EXPECT_LE(p, 23139u);
+    EXPECT_EQ(Grab(p), -1) << "port " << p << " is held, nobody else may bind it";
+  }
+  // A resent request gets the same ports, not more.
+  auto again = ports.Reserve("job", 1, 3, Clock::now());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *got);
+  EXPECT_EQ(ports.owned(), 3u);
+}
+
+TEST(PortReservations, NoPortIsHandedOutTwiceUnderManyReservations) {
+  const PortRange range{23200, 23399};  // 200 ports
+  auto ports = Make(range);
+  std::set<uint32_t> seen;
+  const auto now = Clock::now();
+  // 60 attempts of 3 ports; every other one is handed over (sockets closed, ports still owned):
+  // ownership, not the open socket, is what keeps them from being given again.
+  for (uint32_t i = 0; i < 60; ++i) {
+    const std::string job = "job-" + std::to_string(i % 7);
+    auto got = ports.Reserve(job, i + 1, 3, now);
+    ASSERT_TRUE(got.ok()) << i << ": " << got.status().ToString();
+    for (uint32_t p : *got) EXPECT_TRUE(seen.insert(p).second) << "port " << p << " given twice";
+    if (i % 2 == 0) ASSERT_TRUE(ports.HandOver(job, i + 1).ok());
+  }
+  EXPECT_EQ(ports.owned(), 180u);
+  EXPECT_EQ(ports.held_sockets(), 90u);
+  // 20 left in the range at most: a request for more fails as a whole and holds nothing.
+  auto too_many = ports.Reserve("big", 1, 25, now);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_EQ(too_many.status().code(), ErrorCode::kUnavailable);
+  EXPECT_NE(too_many.status().message().find("no free port in 23200-23399 on 127.0.0.1"),
+            std::string::npos)
+      << too_many.status().message();
+  EXPECT_EQ(ports.owned(), 180u);
+  EXPECT_EQ(ports.held_sockets(), 90u);
+  EXPECT_TRUE(ports.Ports("big", 1).empty());
+}
+
+TEST(PortReservations, PortsOfAnotherProcessAreSkipped) {
+  auto ports = Make({23400, 23404});
+  const int other = Grab(23400);
+  ASSERT_GE(other, 0);
+  auto got = ports.Reserve("job", 1, 4, Clock::now());
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(std::set<uint32_t>(got->begin(), got->end()),
+            (std::set<uint32_t>{23401, 23402, 23403, 23404}));
+  EXPECT_FALSE(ports.Reserve("job", 2, 1, Clock::now()).ok());
+  close(other);
+}
+
+TEST(PortReservations, ReleaseOnAttemptEndGivesThePortsBack) {
+  auto ports = Make({23500, 23503});  // 4 ports
+  const auto now = Clock::now();
+  auto a = ports.Reserve("a", 1, 2, now);
+  auto b = ports.Reserve("b", 1, 2, now);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(ports.HandOver("a", 1).ok());
+  EXPECT_FALSE(ports.Reserve("c", 1, 1, now).ok()) << "all four are owned";
+  // The handed-over attempt ends: its ports become free for the next one.
+  ports.Release("a", 1);
+  EXPECT_EQ(ports.owned(), 2u);
+  auto c = ports.Reserve("c", 1, 2, now);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(std::set<uint32_t>(c->begin(), c->end()), std::set<uint32_t>(a->begin(), a->end()));
+  // A held attempt released closes its sockets: the port can be bound by anyone again.
+  ports.Release("b", 1);
+  EXPECT_EQ(ports.held_sockets(), 2u);
+  for (uint32_t p : *b) {
+    const int fd = Grab(p);
+    EXPECT_GE(fd, 0) << "port " << p << " still held after release";
+    if (fd >= 0) close(fd);
+  }
+  // Releasing everything of a job below an attempt, and unknown attempts, is fine.
+  ports.ReleaseBelow("c", UINT32_MAX);
+  ports.Release("nope", 9);
+  EXPECT_EQ(ports.owned(), 0u);
+  EXPECT_EQ(ports.held_sockets(), 0u);
+}
+
+TEST(PortReservations, NewerAttemptReleasesOlderOnesOfTheJobOnly) {
+  auto ports = Make({23600, 23619});
+  const auto now = Clock::now();
+  ASSERT_TRUE(ports.Reserve("j", 1, 2, now).ok());
+  ASSERT_TRUE(ports.Reserve("j", 2, 2, now).ok());
+  ASSERT_TRUE(ports.Reserve("k", 1, 2, now).ok());
+  ports.ReleaseBelow("j", 2);
+  EXPECT_TRUE(ports.Ports("j", 1).empty());
+  EXPECT_EQ(ports.Ports("j", 2).size(), 2u);
+  EXPECT_EQ(ports.Ports("k", 1).size(), 2u);
+  EXPECT_EQ(ports.owned(), 4u);
+}
+
+TEST(PortReservations, CollisionAfterTheSocketsCloseIsDetected) {
+  auto ports = Make({23700, 23709});
+  auto got = ports.Reserve("job", 3, 2, Clock::now());
+  ASSERT_TRUE(got.ok());
+  ASSERT_TRUE(ports.CloseHeld("job", 3).ok());
+  // Another process takes the second port between the close and the ranks' start.
+  const int thief = Grab((*got)[1]);
+  ASSERT_GE(thief, 0);
+  Status s = ports.Recheck("job", 3);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), "port " + std::to_string((*got)[1]) +
+                             " on 127.0.0.1 was taken by another process before the ranks started");
+  // Still owned by the attempt until it ends: not given to another.
+  auto other = ports.Reserve("other", 1, 8, Clock::now());
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  for (uint32_t p : *other) EXPECT_TRUE(p != (*got)[0] && p != (*got)[1]);
+  close(thief);
+  EXPECT_TRUE(ports.Recheck("job", 3).ok());
+  // A clean hand-over passes, and a resent plan's second hand-over is a no-op.
+  ASSERT_TRUE(ports.Reserve("clean", 1, 0, Clock::now()).ok());
+  EXPECT_TRUE(ports.HandOver("other", 1).ok());
+  EXPECT_TRUE(ports.HandOver("other", 1).ok());
+  EXPECT_TRUE(ports.HandOver("never-reserved", 1).ok());
+}
+
+TEST(PortReservations, HoldTimesOutAndALatePlanFails) {
+  auto ports = Make({23800, 23804}, milliseconds(1000));
+  const auto t0 = Clock::now();
+  auto got = ports.Reserve("job", 1, 2, t0);
+  ASSERT_TRUE(got.ok());
+  ASSERT_TRUE(ports.NextExpiry().has_value());
+  EXPECT_EQ(*ports.NextExpiry(), t0 + milliseconds(1000));
+  EXPECT_TRUE(ports.Expire(t0 + milliseconds(999)).empty());
+  auto expired = ports.Expire(t0 + milliseconds(1000));
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0], (PortReservations::AttemptKey{"job", 1}));
+  EXPECT_EQ(ports.owned(), 0u);
+  EXPECT_EQ(ports.held_sockets(), 0u);
+  Status late = ports.HandOver("job", 1);
+  ASSERT_FALSE(late.ok());
+  EXPECT_NE(late.message().find("given back after 1000 ms without a launch plan"),
+            std::string::npos)
+      << late.message();
+  // The remembered expiry is forgotten in time, and a fresh request reserves again.
+  ports.Expire(t0 + milliseconds(20000));
+  EXPECT_FALSE(ports.NextExpiry().has_value());
+  auto again = ports.Reserve("job", 1, 2, t0 + milliseconds(20000));
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(ports.HandOver("job", 1).ok());
+  EXPECT_FALSE(ports.NextExpiry().has_value()) << "handed over ports do not expire";
+}
+
+}  // namespace
+}  // namespace trainlet::agent
