@@ -83,8 +83,11 @@ Status Coordinator::Init() {
   }
 
   registry_ = std::make_unique<NodeRegistry>(config_.heartbeat_interval, config_.lost_timeout);
+  TRAINLET_RETURN_IF_ERROR(registry_->LoadCordons(store_.get()));
   JobControllerOptions options;
   options.exec_endpoint = exec_endpoint_;
+  options.restart_backoff = config_.restart_backoff;
+  options.max_restart_backoff = config_.max_restart_backoff;
   options.server_public_key = keys.public_z85;
   jobs_ = std::make_unique<JobController>(store_.get(), registry_.get(), this, options);
   TRAINLET_RETURN_IF_ERROR(jobs_->Load(config_.runtimes_dir));

@@ -38,6 +38,10 @@ struct CoordinatorConfig {
   // How long an agent that cannot hear the coordinator keeps its ranks; no restart of their job
   // is placed before it has passed since the node was last heard.
   std::chrono::milliseconds partition_grace{10000};
+  // The first restart of a failed attempt waits restart_backoff; each further one twice as long,
+  // up to max_restart_backoff.
+  std::chrono::milliseconds restart_backoff{250};
+  std::chrono::milliseconds max_restart_backoff{60000};
   std::string metrics_address = "127.0.0.1:9465";  // /metrics, /healthz, /readyz; "" for none
   bool metrics_best_effort = false;  // a busy port only warns (the default address)
 };

@@ -55,7 +55,7 @@ inline constexpr long kMaxRestartsLimit = 1000;  // the largest value the annota
 Result<uint32_t> RestartLimit(const trainjob::TrainJob& job, const trainjob::TrainingRuntime& runtime);
 
 struct JobControllerOptions {
-  std::chrono::milliseconds restart_backoff{1000};      // first restart delay; doubles each time
+  std::chrono::milliseconds restart_backoff{250};       // first restart delay; doubles each time
   std::chrono::milliseconds max_restart_backoff{60000};
   uint32_t stop_grace_ms = 10000;                       // SIGTERM -> SIGKILL for stopped ranks
   // Apply refuses new work when the state dir's file system has less than this free (or is

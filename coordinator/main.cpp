@@ -52,6 +52,10 @@ int main(int argc, char** argv) {
            "Silence after which a node is Lost, ms");
   c.Millis("partition_grace_ms", &config.partition_grace, 100, 3600000,
            "How long an agent cut off from the coordinator keeps its ranks running, ms");
+  c.Millis("restart_backoff_ms", &config.restart_backoff, 0, 3600000,
+           "Delay before the first restart of a failed attempt; doubles with each restart, ms");
+  c.Millis("max_restart_backoff_ms", &config.max_restart_backoff, 0, 86400000,
+           "The longest delay between restarts of a job, ms");
   trainlet::AddCommonDaemonKeys(c, &common);
   c.AddFlags(app);
   CLI11_PARSE(app, argc, argv);
