@@ -2,8 +2,12 @@
 // and one line here.
 #include <functional>
 
+#include "plugins/runtime/jax/jax_runtime.h"
+#include "plugins/runtime/mlx/mlx_runtime.h"
 #include "plugins/runtime/mpi/mpi_runtime.h"
 #include "plugins/runtime/plain/plain_runtime.h"
+#include "plugins/runtime/torch/torch_runtime.h"
+#include "plugins/runtime/xgboost/xgboost_runtime.h"
 #include "trainlet/runtime_plugin.h"
 
 namespace trainlet {
@@ -15,9 +19,12 @@ struct PluginEntry {
 };
 
 constexpr PluginEntry kBuiltinRuntimes[] = {
-    {"plain", &MakePlainRuntime},
-    {"mpi", &MakeMpiRuntime},
+    {"plain", &MakePlainRuntime}, {"mpi", &MakeMpiRuntime},         {"torch", &MakeTorchRuntime},
+    {"jax", &MakeJaxRuntime},     {"xgboost", &MakeXgboostRuntime}, {"mlx", &MakeMlxRuntime},
 };
+
+// The label Kubeflow puts on its runtimes to name the trainer's framework.
+constexpr std::string_view kFrameworkLabel = "trainer.kubeflow.org/framework";
 
 const std::vector<std::unique_ptr<RuntimePlugin>>& Instances() {
   static const auto* instances = [] {
@@ -37,8 +44,17 @@ const RuntimePlugin* FindRuntimePlugin(std::string_view framework) {
   return nullptr;
 }
 
+// The rules, in order:
+// 1. A runtime labelled trainer.kubeflow.org/framework: mlx without an mlPolicy.mpi section runs
+//    on the native mlx plugin (ring or jaccl). Kubeflow's mlx-distributed has mpi and stays on
+//    mpi: MLX over OpenMPI, as Kubeflow runs it.
+// 2. Otherwise the mlPolicy key decides (torchtune-* runtimes have mlPolicy.torch, so torch).
 const RuntimePlugin* SelectRuntimePlugin(std::string_view framework,
-                                         const std::map<std::string, std::string>& /*labels*/) {
+                                         const std::map<std::string, std::string>& labels) {
+  if (auto it = labels.find(std::string(kFrameworkLabel));
+      it != labels.end() && it->second == "mlx" && framework != "mpi") {
+    return FindRuntimePlugin("mlx");
+  }
   return FindRuntimePlugin(framework);
 }
 
