@@ -20,11 +20,25 @@ jobs=$("$CTL" get trainjobs -o json)
 for name in multi-node-example runtime-patches-example multi-step-example; do
   assert_contains "$jobs" "\"name\": \"$name\"" "stored job $name"
 done
-# Their runtime plugin (torch) is not in this build yet: stored, Pending, with a clear reason.
+# Kubeflow's torch, jax and xgboost runtimes each run on a trainlet plugin of that name. The
+# 3-node multi-node-example cannot be placed on 2 nodes: stored, Pending, not for want of a plugin.
 d=$("$CTL" describe trainjob multi-node-example)
 assert_contains "$d" "Pending" "multi-node-example phase"
-assert_contains "$d" "NoRuntimePlugin" "multi-node-example reason"
+assert_contains "$d" "ClusterTrainingRuntime/torch-distributed (plugin torch)" "multi-node-example plugin"
+case "$d" in *NoRuntimePlugin*) fail "torch-distributed has a plugin now: $d" ;; esac
 assert_contains "$d" "image" "image reported as ignored"
+for rt in jax xgboost; do
+  printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: %s-job\nspec:\n  runtimeRef:\n    name: %s-distributed\n  trainer:\n    numNodes: 3\n    command: ["true"]\n' \
+    "$rt" "$rt" > "$WORK/$rt.yaml"
+  "$CTL" apply -f "$WORK/$rt.yaml" >/dev/null 2>&1 || fail "TrainJob on Kubeflow's $rt-distributed refused"
+  d=$("$CTL" describe trainjob "$rt-job")
+  assert_contains "$d" "ClusterTrainingRuntime/$rt-distributed (plugin $rt)" "$rt-distributed plugin"
+  case "$d" in *NoRuntimePlugin*) fail "$rt-distributed has a plugin now: $d" ;; esac
+done
+# Kubeflow's mlx-distributed has mlPolicy.mpi: MLX over OpenMPI, on the mpi plugin.
+printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: mlx-mpi-job\nspec:\n  runtimeRef:\n    name: mlx-distributed\n  trainer:\n    numNodes: 3\n    command: ["true"]\n' > "$WORK/mlx.yaml"
+"$CTL" apply -f "$WORK/mlx.yaml" >/dev/null 2>&1 || fail "TrainJob on Kubeflow's mlx-distributed refused"
+assert_contains "$("$CTL" describe trainjob mlx-mpi-job)" "(plugin mpi)" "mlx-distributed stays on mpi"
 before=$("$CTL" get trainjobs -o name | wc -l)
 
 # Mutations: one field wrong under the schema each; the error names its path.
