@@ -1,0 +1,203 @@
+// trainlet-sim-agents: many light agents in one process, for bench/failover. Each one is a real
+// CURVE client with its own key pair and speaks the agent protocol: it registers with a NodeInfo,
+// heartbeats, and registers again when the coordinator does not know it (after a restart). It
+// runs no workers.
+//
+// Measurement: on SIGUSR1 every agent forgets that it was accepted, and the program prints
+// "marked"; once each agent has had a registration accepted again it prints
+// "reregistered <count> last_unix_ms=<ms>". The driver (bench/failover/run.sh) sends SIGUSR1, kills
+// and restarts the coordinator, and subtracts the restart time from last_unix_ms.
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "common/curve_keys.h"
+#include "common/wall_clock.h"
+#include "common/zmq_sockets.h"
+
+namespace trainlet::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct SimAgent {
+  std::string name;
+  zmq::socket_t socket;
+  bool registered = false;
+  bool accepted_since_mark = false;
+  uint64_t seq = 0;
+  Clock::time_point next_register{};
+  Clock::time_point next_beat{};
+};
+
+v1::Envelope RegisterMessage(const std::string& name) {
+  v1::Envelope env;
+  v1::NodeInfo* info = env.mutable_register_();
+  info->set_name(name);
+  info->set_address("127.0.0.1");
+  info->set_hostname(name);
+  info->set_slots(1);
+  info->set_agent_version("sim");
+  v1::Topology* topo = info->mutable_topology();
+  topo->set_packages(1);
+  topo->set_cores(1);
+  topo->set_pus(1);
+  topo->set_memory_bytes(uint64_t{1} << 30);
+  topo->set_source("simulated");
+  return env;
+}
+
+void RaiseFileLimit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
+}
+
+int Run(int count, const std::string& endpoint, const std::string& server_key_file,
+        const std::string& allowlist, int heartbeat_ms, const std::string& prefix) {
+  RaiseFileLimit();
+  auto server = ReadKeyPair(server_key_file);
+  if (!server.ok()) {
+    std::fprintf(stderr, "--server-key: %s\n", server.status().message().c_str());
+    return 2;
+  }
+  const std::string server_key = server->public_z85;
+  std::vector<CurveKeyPair> keys;
+  keys.reserve(count);
+  for (int i = 0; i < count; ++i) {
+    auto k = GenerateCurveKeyPair();
+    if (!k.ok()) {
+      std::fprintf(stderr, "key generation: %s\n", k.status().message().c_str());
+      return 1;
+    }
+    keys.push_back(*k);
+    if (Status s = AppendToAllowlist(allowlist, k->public_z85, prefix + std::to_string(i));
+        !s.ok()) {
+      std::fprintf(stderr, "--allowlist: %s\n", s.message().c_str());
+      return 2;
+    }
+  }
+  zmq::context_t ctx;
+  ctx.set(zmq::ctxopt::max_sockets, count + 64);
+  std::vector<SimAgent> agents;
+  agents.reserve(count);
+  for (int i = 0; i < count; ++i) {
+    auto s = ConnectCurveDealer(ctx, endpoint, server_key, keys[i]);
+    if (!s.ok()) {
+      std::fprintf(stderr, "connect: %s\n", s.status().message().c_str());
+      return 1;
+    }
+    char name[64];
+    std::snprintf(name, sizeof name, "%s%04d", prefix.c_str(), i);
+    agents.push_back({name, std::move(*s)});
+  }
+
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGUSR1);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigprocmask(SIG_BLOCK, &set, nullptr);
+  const int sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+
+  std::vector<zmq_pollitem_t> items(agents.size() + 1);
+  for (size_t i = 0; i < agents.size(); ++i) {
+    items[i] = {agents[i].socket.handle(), 0, ZMQ_POLLIN, 0};
+  }
+  items.back() = {nullptr, sig_fd, ZMQ_POLLIN, 0};
+  const auto beat = std::chrono::milliseconds(heartbeat_ms);
+  DropCounters drops;
+  bool marked = false;
+  bool printed_ready = false;
+  int accepted_after_mark = 0;
+  for (;;) {
+    const auto now = Clock::now();
+    int registered = 0;
+    for (SimAgent& a : agents) {
+      if (!a.registered && now >= a.next_register) {
+        v1::Envelope env = RegisterMessage(a.name);
+        SendOnDealer(a.socket, env);
+        a.next_register = now + std::chrono::seconds(2);
+      } else if (a.registered && now >= a.next_beat) {
+        v1::Envelope env;
+        env.mutable_heartbeat()->set_node(a.name);
+        env.mutable_heartbeat()->set_seq(++a.seq);
+        env.mutable_heartbeat()->set_sent_unix_ms(NowUnixMs());
+        env.mutable_heartbeat()->set_healthy(true);
+        SendOnDealer(a.socket, env);
+        a.next_beat = now + beat;
+      }
+      registered += a.registered ? 1 : 0;
+    }
+    if (!printed_ready && registered == count) {
+      std::printf("registered %d\n", count);
+      std::fflush(stdout);
+      printed_ready = true;
+    }
+    zmq::poll(items.data(), items.size(), std::chrono::milliseconds(10));
+    if (items.back().revents & ZMQ_POLLIN) {
+      signalfd_siginfo info{};
+      while (read(sig_fd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+        if (info.ssi_signo != SIGUSR1) return 0;
+        for (SimAgent& a : agents) a.accepted_since_mark = false;
+        marked = true;
+        accepted_after_mark = 0;
+        std::printf("marked\n");
+        std::fflush(stdout);
+      }
+    }
+    for (size_t i = 0; i < agents.size(); ++i) {
+      if (!(items[i].revents & ZMQ_POLLIN)) continue;
+      SimAgent& a = agents[i];
+      while (auto env = ReceiveFromDealer(a.socket, drops)) {
+        if (!env->has_register_ack()) continue;  // heartbeat acks, plans: nothing to do
+        if (!env->register_ack().accepted()) {
+          a.registered = false;  // "unknown node: register again"
+          a.next_register = Clock::now();
+          continue;
+        }
+        a.registered = true;
+        a.next_beat = Clock::now() + beat;
+        if (marked && !a.accepted_since_mark) {
+          a.accepted_since_mark = true;
+          if (++accepted_after_mark == count) {
+            std::printf("reregistered %d last_unix_ms=%lld\n", count,
+                        static_cast<long long>(NowUnixMs()));
+            std::fflush(stdout);
+            marked = false;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace trainlet::bench
+
+int main(int argc, char** argv) {
+  CLI::App app{"trainlet-sim-agents: N simulated agents speaking the real protocol (bench/failover)"};
+  int count = 1000;
+  int heartbeat_ms = 1000;
+  std::string endpoint, server_key, allowlist, prefix = "sim-";
+  app.add_option("--count", count, "Agents to simulate")->check(CLI::Range(1, 100000));
+  app.add_option("--endpoint", endpoint, "Coordinator agent endpoint, tcp://host:port")->required();
+  app.add_option("--server-key", server_key, "The coordinator's public key file")->required();
+  app.add_option("--allowlist", allowlist,
+                 "Agent allowlist the coordinator reads; the agents' keys are appended")
+      ->required();
+  app.add_option("--heartbeat-ms", heartbeat_ms, "Heartbeat interval")->check(CLI::Range(10, 60000));
+  app.add_option("--prefix", prefix, "Node name prefix");
+  CLI11_PARSE(app, argc, argv);
+  return trainlet::bench::Run(count, endpoint, server_key, allowlist, heartbeat_ms, prefix);
+}
