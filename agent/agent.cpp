@@ -121,6 +121,12 @@ Status Agent::Init() {
       accelerator_plugins_, info_.topology(), AcceleratorEnvFor(config_.topology_xml));
   for (const auto& note : found.notes) spdlog::info("accelerators: {}", note);
   AddAccelerators(found, &info_);
+  {
+    TRAINLET_ASSIGN_OR_RETURN(PortRange range, ParsePortRange(config_.worker_ports));
+    auto ports = PortReservations::Create(config_.address, range);
+    if (!ports.ok()) return InvalidError("--address: " + ports.status().message());
+    ports_ = std::make_unique<PortReservations>(std::move(ports).value());
+  }
   info_.set_agent_version(TRAINLET_VERSION);
   info_.set_boot_id_hash(static_cast<uint64_t>(NowUnixMs()));
 
@@ -264,6 +270,7 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
     supervisor_->Stop(plan.job(), latest, std::chrono::milliseconds(0), Clock::now());
   }
   latest = plan.attempt();
+  ports_->ReleaseBelow(plan.job(), plan.attempt());
   stop_grace_[plan.job()] = plan.stop_grace_ms() != 0 ? plan.stop_grace_ms() : 10000;
   const std::string work_dir = WorkDir(plan.job());
   std::error_code ec;
@@ -285,6 +292,9 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
       break;
     }
     fs::permissions(full, static_cast<fs::perms>(f.mode() != 0 ? f.mode() : 0644), ec);
+  }
+  if (Status s = ports_->HandOver(plan.job(), plan.attempt()); !s.ok() && file_error.empty()) {
+    file_error = s.message();  // every rank fails to start: the attempt fails and is retried
   }
   const auto node_env = NodeEnv(plan.job());
   spdlog::info("starting {} workers of {} attempt {}", plan.workers_size(), plan.job(),
@@ -373,10 +383,46 @@ void Agent::OnExecStart(const v1::ExecStart& start) {
 
 void Agent::OnStopWorkers(const v1::StopWorkers& stop) {
   spdlog::info("stopping {} attempt {}: {}", stop.job(), stop.attempt(), stop.reason());
+  if (stop.attempt() == 0) {
+    ports_->ReleaseBelow(stop.job(), UINT32_MAX);
+  } else {
+    ports_->Release(stop.job(), stop.attempt());
+  }
   auto grace = stop_grace_.find(stop.job());
   supervisor_->Stop(stop.job(), stop.attempt(),
                     std::chrono::milliseconds(grace != stop_grace_.end() ? grace->second : 10000),
                     Clock::now());
+}
+
+void Agent::OnReservePorts(const v1::ReservePorts& request) {
+  // More than any runtime asks per node; a bigger count is a bad request, not a scan to run.
+  constexpr uint32_t kMaxPortsPerAttempt = 1024;
+  v1::Envelope env;
+  auto* answer = env.mutable_ports_reserved();
+  answer->set_job(request.job());
+  answer->set_attempt(request.attempt());
+  auto latest = latest_attempt_.find(request.job());
+  if (latest != latest_attempt_.end() && request.attempt() < latest->second) {
+    answer->set_error("attempt " + std::to_string(request.attempt()) + " is older than attempt " +
+                      std::to_string(latest->second) + " of " + request.job() + " on this node");
+  } else if (request.count() > kMaxPortsPerAttempt) {
+    answer->set_error("asked for " + std::to_string(request.count()) + " ports; at most " +
+                      std::to_string(kMaxPortsPerAttempt) + " per attempt");
+  } else {
+    auto ports = ports_->Reserve(request.job(), request.attempt(), request.count(), Clock::now());
+    if (ports.ok()) {
+      for (uint32_t p : *ports) answer->add_ports(p);
+      spdlog::info("holding {} ports for {} attempt {}", ports->size(), request.job(),
+                   request.attempt());
+    } else {
+      answer->set_error(ports.status().message());
+    }
+  }
+  if (!answer->error().empty()) {
+    spdlog::warn("cannot reserve ports for {} attempt {}: {}", request.job(), request.attempt(),
+                 answer->error());
+  }
+  Send(std::move(env));
 }
 
 void Agent::OnLogRead(const v1::LogRead& read) {
@@ -429,6 +475,7 @@ void Agent::OnChildExits() {
   // (an orted's ranks, say) goes too.
   for (const auto& [job, attempt] : ended) {
     if (supervisor_->running(job) != 0) continue;
+    ports_->Release(job, attempt);
     const size_t swept = KillTaggedProcesses({{"TRAINLET_NODE", config_.name},
                                               {"TRAINLET_JOB", job},
                                               {"TRAINLET_ATTEMPT", std::to_string(attempt)}});
@@ -461,6 +508,7 @@ void Agent::OnMessage(const v1::Envelope& env) {
       break;
     case v1::Envelope::kLaunchPlan: OnLaunchPlan(env.launch_plan()); break;
     case v1::Envelope::kStopWorkers: OnStopWorkers(env.stop_workers()); break;
+    case v1::Envelope::kReservePorts: OnReservePorts(env.reserve_ports()); break;
     case v1::Envelope::kLogRead: OnLogRead(env.log_read()); break;
     case v1::Envelope::kExecStart: OnExecStart(env.exec_start()); break;
     case v1::Envelope::kExecCancel:
@@ -499,7 +547,12 @@ Status Agent::Run() {
     FlushOutbox();
     FlushEvents(false);
     CheckPartition(now);
+    for (const auto& [job, attempt] : ports_->Expire(now)) {
+      spdlog::warn("{} attempt {}: no launch plan came within the port hold timeout; its ports "
+                   "are given back", job, attempt);
+    }
     auto wake = std::min(next_heartbeat_, registered_ ? next_heartbeat_ : next_register_);
+    if (auto expiry = ports_->NextExpiry()) wake = std::min(wake, *expiry);
     if (auto t = supervisor_->Tick(now)) wake = std::min(wake, now + *t);
     wake = std::min(wake, now + health_->Tick(now));
     if (!outbox_.empty()) wake = std::min(wake, now + std::chrono::milliseconds(50));

@@ -16,6 +16,7 @@
 #include "agent/event_outbox.h"
 #include "agent/exec_sessions.h"
 #include "agent/health_checker.h"
+#include "agent/port_reservations.h"
 #include "agent/agent_ops.h"
 #include "agent/process_spawner.h"
 #include "agent/worker_supervisor.h"
@@ -42,6 +43,7 @@ struct AgentConfig {
   bool metrics_best_effort = false;  // a busy port only warns (the default address)
   std::string taints;                // "key=value:Effect,...", sent in NodeInfo.taints
   HealthCheckConfig health;          // program, interval, timeout, disk threshold
+  std::string worker_ports = "20000-29999";  // LOW-HIGH: ports reserved for ranks (ReservePorts)
 };
 
 // Blocks the signals the loop reads through its signalfd. Call first thing in main().
@@ -69,6 +71,7 @@ class Agent {
   void OnMessage(const v1::Envelope& env);
   void OnLaunchPlan(const v1::LaunchPlan& plan);
   void OnStopWorkers(const v1::StopWorkers& stop);
+  void OnReservePorts(const v1::ReservePorts& request);
   void OnLogRead(const v1::LogRead& read);
   void OnExecStart(const v1::ExecStart& start);
   // The env every process of `job` gets from this node: TRAINLET_NODE, TRAINLET_WORK_DIR, ...
@@ -91,6 +94,7 @@ class Agent {
   std::unique_ptr<WorkerSupervisor> supervisor_;
   std::unique_ptr<ExecSessions> exec_sessions_;
   std::unique_ptr<HealthChecker> health_;  // reported in every heartbeat
+  std::unique_ptr<PortReservations> ports_;  // held for attempts until their ranks start
   std::vector<std::unique_ptr<AcceleratorPlugin>> accelerator_plugins_;  // table order
   std::string exec_binary_;  // trainlet-exec beside this agent
   DropCounters drops_;

@@ -59,6 +59,13 @@ int main(int argc, char** argv) {
         "The node is unhealthy while the state dir's file system has less free, MiB (0: off)");
   c.Millis("heartbeat_ms", &config.heartbeat_interval, 50, 60000,
            "Heartbeat interval in milliseconds");
+  c.String("worker_ports", &config.worker_ports,
+           "Ports reserved for ranks (MASTER_PORT, ring ports), LOW-HIGH; keep it outside the "
+           "kernel's ephemeral range (net.ipv4.ip_local_port_range)",
+           false, [](const std::string& v) -> std::string {
+             auto r = trainlet::agent::ParsePortRange(v, "");
+             return r.ok() ? "" : r.status().message();
+           });
   c.Millis("register_retry_ms", &config.register_retry, 100, 600000,
            "Delay between registration attempts until the coordinator answers, ms");
   trainlet::AddCommonDaemonKeys(c, &common);

@@ -27,7 +27,7 @@ std::optional<uint32_t> ParsePort(std::string_view s) {
 
 Result<PortRange> ParsePortRange(std::string_view text, std::string_view key) {
   const auto bad = [&](const std::string& why) {
-    return InvalidError(std::string(key) + ": " + why + ", got \"" + std::string(text) + "\"");
+    return InvalidError((key.empty() ? "" : std::string(key) + ": ") + why + ", got \"" + std::string(text) + "\"");
   };
   const size_t dash = text.find('-');
   if (dash == std::string_view::npos)

@@ -38,7 +38,8 @@ struct PortRange {
   std::string ToString() const { return std::to_string(low) + "-" + std::to_string(high); }
 };
 
-// Parses "LOW-HIGH" (1 <= LOW <= HIGH <= 65535). Invalid, naming `key` and the text, otherwise.
+// Parses "LOW-HIGH" (1 <= LOW <= HIGH <= 65535). Invalid, naming `key` (when not empty) and the
+// text, otherwise.
 Result<PortRange> ParsePortRange(std::string_view text, std::string_view key = "worker_ports");
 
 class PortReservations {

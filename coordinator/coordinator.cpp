@@ -86,6 +86,7 @@ Status Coordinator::Init() {
   TRAINLET_RETURN_IF_ERROR(registry_->LoadCordons(store_.get()));
   JobControllerOptions options;
   options.exec_endpoint = exec_endpoint_;
+  options.start_timeout = config_.start_timeout;
   options.restart_backoff = config_.restart_backoff;
   options.max_restart_backoff = config_.max_restart_backoff;
   options.server_public_key = keys.public_z85;
@@ -208,6 +209,9 @@ void Coordinator::OnAgentMessage(RouterMessage& msg) {
       break;
     case v1::Envelope::kLogChunk:
       operator_service_->OnLogChunk(env.log_chunk());
+      break;
+    case v1::Envelope::kPortsReserved:
+      jobs_->OnPortsReserved(name, env.ports_reserved(), now_ms);
       break;
     case v1::Envelope::kExecOutput:
     case v1::Envelope::kExecExited:

@@ -38,6 +38,8 @@ struct CoordinatorConfig {
   // How long an agent that cannot hear the coordinator keeps its ranks; no restart of their job
   // is placed before it has passed since the node was last heard.
   std::chrono::milliseconds partition_grace{10000};
+  // A Starting attempt with ranks not yet started this long after placement fails (StartTimeout).
+  std::chrono::milliseconds start_timeout{60000};
   // The first restart of a failed attempt waits restart_backoff; each further one twice as long,
   // up to max_restart_backoff.
   std::chrono::milliseconds restart_backoff{250};

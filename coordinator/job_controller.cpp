@@ -116,7 +116,8 @@ Result<std::unique_ptr<JobController::Job>> JobController::BuildJob(
   job->plan_template.labels = runtime.labels;
   job->plan_template.annotations = spec.annotations;
   const std::string framework = trainjob::FrameworkName(runtime.ml_policy.framework);
-  job->plugin = SelectRuntimePlugin(framework, runtime.labels);
+  job->plugin = options_.select_plugin ? options_.select_plugin(framework, runtime.labels)
+                                       : SelectRuntimePlugin(framework, runtime.labels);
 
   v1::JobStatus& st = job->record.status;
   st.set_name(spec.name);
@@ -267,6 +268,7 @@ void JobController::Schedule(int64_t now_ms) {
     if (jobs_.at(name)->record.status.deleting()) MaybeFinishDelete(name);
   }
   EnforceDeadlines(now_ms);
+  EnforceStartTimeouts(now_ms);
   auto used = UsedSlots();
   for (const auto& name : order_) {
     Job& job = *jobs_.at(name);
@@ -318,7 +320,13 @@ bool JobController::TryPlace(Job& job, std::map<std::string, uint32_t>& used, in
     req.launcher_public_key = keys->public_z85;
     req.launcher_secret_key = keys->secret_z85;
   }
+  // A runtime that needs ports plans this first time with stand-ins (job_ports.cpp): these plans
+  // only check the request and lay out the ranks; the real ones are made once the ports are held.
+  const bool stand_in_ports = FillStandInPorts(job, req);
   auto plans = job.plugin->Plan(req);
+  if (stand_in_ports) {
+    for (auto& n : req.nodes) n.ports.clear();
+  }
   if (!plans.ok()) {
     FailAttempt(job, "planning failed: " + plans.status().message(), now_ms);
     return false;
@@ -369,6 +377,8 @@ bool JobController::TryPlace(Job& job, std::map<std::string, uint32_t>& used, in
     ++generation_;
     return false;
   }
+  // A runtime that needs ports (MASTER_PORT, ring ports) plans again once the nodes hold them.
+  if (RequestPorts(job, req)) return true;
   for (size_t i = 0; i < plans->size(); ++i) {
     v1::Envelope env;
     *env.mutable_launch_plan() = std::move((*plans)[i]);
@@ -409,6 +419,7 @@ void JobController::StopAttempt(Job& job, const std::string& reason) {
     stop->set_reason(reason);
     sink_->SendToNode(n, std::move(env));
   }
+  EndPortWait(job);
 }
 
 void JobController::FailAttempt(Job& job, const std::string& cause, int64_t now_ms) {
@@ -646,6 +657,7 @@ int64_t JobController::NextWakeMs() const {
   for (const auto& [name, job] : jobs_) {
     const auto& st = job->record.status;
     if (!IsTerminal(PhaseOf(st)) && !st.deleting()) next = std::min(next, DeadlineMs(*job));
+    next = std::min(next, StartDeadlineMs(*job));
     // Only a backoff still to come is timed work; a restart waiting for its old ranks to exit, or
     // for room, is woken by those events instead.
     if (PhaseOf(st) != JobPhase::kRestarting || job->not_before_ms <= last_schedule_ms_) continue;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <set>
 #include <memory>
@@ -62,6 +63,15 @@ struct JobControllerOptions {
   // read-only), so a filling disk stops intake before a write fails halfway. 0: no check.
   uint64_t min_free_bytes = 1 << 20;
   std::string exec_endpoint;    // advertised exec endpoint, for launchers (mpi)
+  // A Starting attempt whose ranks have not all reported Started this long after it was placed
+  // fails with cause StartTimeout, naming the nodes that never reported (a plan or a port
+  // reservation was lost): a job never hangs in Starting.
+  std::chrono::milliseconds start_timeout{60000};
+  // Picks a job's runtime plugin from its framework and runtime labels; empty means
+  // SelectRuntimePlugin (the built-ins). Tests put fake plugins here.
+  std::function<const RuntimePlugin*(std::string_view framework,
+                                     const std::map<std::string, std::string>& labels)>
+      select_plugin;
   std::string server_public_key;  // the coordinator's CURVE public key
 };
 
@@ -90,6 +100,12 @@ class JobController {
   // Fails jobs whose active deadline has passed, then places whatever waits and can be placed now.
   void Schedule(int64_t now_ms);
   void OnWorkerEvent(const std::string& node, const v1::WorkerEvent& event, int64_t now_ms);
+  // A node's answer to ReservePorts (job_ports.cpp). Once every node of the attempt has its
+  // ports, the plugin plans again with them and the plans are sent. An answer with an error
+  // fails the attempt naming the node (normal restart path); an answer for an attempt that is
+  // not waiting for ports (stale, duplicate) is dropped, and any ports it holds are given back.
+  void OnPortsReserved(const std::string& node, const v1::PortsReserved& reserved,
+                       int64_t now_ms);
   // The node's ranks are given up and their attempts fail. No restart is placed before
   // `hold_until_ms`: the node may still run the old ranks until its partition grace runs out,
   // and two attempts of a job must never run at once.
@@ -115,7 +131,7 @@ class JobController {
   // The jobs with a live rank on `node`, and how many such ranks there are.
   std::vector<std::string> JobsOnNode(const std::string& node, uint32_t* live_ranks) const;
   // When Schedule next has timed work to do (a restart backoff ending, an active deadline
-  // passing); INT64_MAX when none.
+  // passing, a start timeout); INT64_MAX when none.
   int64_t NextWakeMs() const;
 
   // The launcher key of every attempt that may start remote commands now (Starting or Running):
@@ -132,6 +148,15 @@ class JobController {
   uint64_t generation() const { return generation_; }
 
  private:
+  // An attempt placed and stored whose nodes are reserving ports; its plans go out once all
+  // have answered (job_ports.cpp). Not stored: after a coordinator restart the start timeout
+  // fails such an attempt and it is placed again.
+  struct PortWait {
+    uint32_t attempt = 0;
+    PlanRequest request;          // Plan()'s input; PlacedNode::ports filled as answers come
+    std::vector<uint32_t> wanted;  // ports per node rank (0: that node reserves none)
+    std::vector<bool> answered;    // per node rank
+  };
   struct Job {
     JobRecord record;
     trainjob::TrainJob spec;
@@ -142,6 +167,7 @@ class JobController {
     int64_t not_before_ms = 0;              // restart backoff
     std::string launcher_secret;            // the attempt's launcher secret key (never stored)
     GangRequest gang;  // resources, nodeSelector, tolerations; sizes are set when placing
+    std::optional<PortWait> port_wait;  // set while the attempt's nodes reserve ports
     bool dirty = false;
   };
 
@@ -164,6 +190,24 @@ class JobController {
   // By value: it may erase the job that owns the caller's string.
   void MaybeFinishDelete(std::string name);
   void MarkDirty(Job& job);
+
+  // Reserve-then-launch and the start timeout (job_ports.cpp).
+  // Fills PlacedNode::ports with stand-in ports (1, 2, ...) where the plugin asks for ports, for
+  // the first Plan() that only checks the request and lays out the ranks (plugins refuse to plan
+  // without the ports they need). True when it filled any; the caller clears them after.
+  bool FillStandInPorts(const Job& job, PlanRequest& request) const;
+  // Called once the attempt is stored: sends ReservePorts to every node whose share needs ports
+  // and returns true (the plans wait), or returns false when none does (send the plans now).
+  bool RequestPorts(Job& job, const PlanRequest& request);
+  // Every node holds its ports: plans again with them and sends the plans.
+  void LaunchWithPorts(Job& job, int64_t now_ms);
+  // The attempt stopped while reserving ports: no plan went out, so its ranks never existed and
+  // end here (Stopped) rather than wait for events that will never come.
+  void EndPortWait(Job& job);
+  // Fails every Starting attempt past its start timeout.
+  void EnforceStartTimeouts(int64_t now_ms);
+  // When the job's current attempt times out in Starting; INT64_MAX when it cannot.
+  int64_t StartDeadlineMs(const Job& job) const;
 
   // Lifecycle: deadlines, suspend and restart limits (job_lifecycle.cpp).
   // A change of spec.suspend, prepared in full before anything is stored or sent.

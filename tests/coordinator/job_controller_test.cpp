@@ -279,7 +279,8 @@ TEST_F(JobControllerTest, RestartAfterFailureWithBackoff) {
     EXPECT_EQ(plan.attempt(), 2u);
     for (const auto& w : plan.workers()) EXPECT_EQ(w.env().at("TRAINLET_ATTEMPT"), "2");
   }
-  EXPECT_EQ(controller_->NextWakeMs(), INT64_MAX);
+  // Starting: the start timeout is the only timed work left.
+  EXPECT_EQ(controller_->NextWakeMs(), fail_at + 10 + options_.start_timeout.count());
   sink_.sent.clear();
 
   // Stale events for attempt 1: an exit is ignored; a start is answered with a stop.
