@@ -103,7 +103,9 @@ Status Agent::Init() {
   TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair server, ReadKeyPair(config_.coordinator_key_file));
   coordinator_public_ = server.public_z85;
 
-  TRAINLET_ASSIGN_OR_RETURN(v1::Topology topo, DiscoverTopology(config_.topology_xml));
+  TRAINLET_ASSIGN_OR_RETURN(NodeHardware hw,
+                            DiscoverNodeHardware(config_.topology_xml, config_.apple_fixture));
+  v1::Topology topo = std::move(hw.topology);
   spdlog::info("node {}: {}", config_.name, SummarizeTopology(topo));
   info_.set_name(config_.name);
   info_.set_address(config_.address);
@@ -118,7 +120,7 @@ Status Agent::Init() {
   }
   accelerator_plugins_ = MakeAcceleratorPlugins();
   const NodeAccelerators found = DiscoverNodeAccelerators(
-      accelerator_plugins_, info_.topology(), AcceleratorEnvFor(config_.topology_xml));
+      accelerator_plugins_, info_.topology(), hw.accelerator_env);
   for (const auto& note : found.notes) spdlog::info("accelerators: {}", note);
   AddAccelerators(found, &info_);
   {

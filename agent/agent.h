@@ -35,6 +35,7 @@ struct AgentConfig {
   std::string key_file;              // this agent's key pair
   std::string state_dir;             // logs and worker dirs live here
   std::string topology_xml;          // "" discovers this machine; else impersonates that XML
+  std::string apple_fixture;         // testing aid: "" or a Mac capture prefix (apple_fixture.h)
   uint32_t slots = 0;                // ranks accepted at once; 0 means one per PU
   std::map<std::string, std::string> labels;
   std::chrono::milliseconds heartbeat_interval{1000};

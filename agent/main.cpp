@@ -38,6 +38,9 @@ int main(int argc, char** argv) {
          "Directory for worker logs and working dirs", true);
   c.Path("topology_xml", &config.topology_xml, DaemonConfig::PathKind::kFile,
          "Load this hwloc XML export instead of discovering the machine");
+  c.String("apple_fixture", &config.apple_fixture,
+           "Testing aid: impersonate an Apple Silicon Mac from captured <prefix>-sysctl.txt and "
+           "<prefix>-ioreg.txt (e.g. tests/fixtures/macos/m2-ultra)");
   c.Uint32("slots", &config.slots, 0, 1u << 20, "Ranks this node runs at once (0: one per PU)");
   c.StringMap("labels", &config.labels, "Node labels, key=value");
   c.String("taints", &config.taints,

@@ -12,7 +12,9 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/rank_binding.h"
 #include "common/cpulist.h"
+#include "plugins/accelerator/apple/apple_fixture.h"
 
 namespace trainlet::agent {
 namespace {
@@ -122,6 +124,35 @@ std::string PciBusId(hwloc_obj_t pci) {
   return buf;
 }
 
+// The os_index of the one package whose PUs include all of `set`: -1 for an empty set, one that
+// spans packages, or a machine without package objects.
+int PackageOf(hwloc_topology_t topo, hwloc_const_bitmap_t set) {
+  if (set == nullptr || hwloc_bitmap_iszero(set)) return -1;
+  for (hwloc_obj_t pkg = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_PACKAGE, nullptr);
+       pkg != nullptr; pkg = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_PACKAGE, pkg)) {
+    if (hwloc_bitmap_isincluded(set, pkg->cpuset)) return static_cast<int>(pkg->os_index);
+  }
+  return -1;
+}
+
+// Every package with its PUs, in os_index order. Memory is filled in once the NUMA nodes are.
+void AddPackages(hwloc_topology_t topo, v1::Topology& out) {
+  for (hwloc_obj_t pkg = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_PACKAGE, nullptr);
+       pkg != nullptr; pkg = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_PACKAGE, pkg)) {
+    v1::CpuPackage* p = out.add_cpu_packages();
+    p->set_os_index(pkg->os_index);
+    p->set_cpuset(CpusetToList(topo, pkg->cpuset));
+    p->set_cpu_model(InfoOrEmpty(pkg, "CPUModel"));
+    const int cores = hwloc_get_nbobjs_inside_cpuset_by_type(topo, pkg->cpuset, HWLOC_OBJ_CORE);
+    const int pus = hwloc_get_nbobjs_inside_cpuset_by_type(topo, pkg->cpuset, HWLOC_OBJ_PU);
+    p->set_cores(cores > 0 ? static_cast<uint32_t>(cores) : 0);
+    p->set_pus(pus > 0 ? static_cast<uint32_t>(pus) : 0);
+  }
+  std::sort(
+      out.mutable_cpu_packages()->begin(), out.mutable_cpu_packages()->end(),
+      [](const v1::CpuPackage& a, const v1::CpuPackage& b) { return a.os_index() < b.os_index(); });
+}
+
 v1::PciDevice DescribePciDevice(hwloc_topology_t topo, hwloc_obj_t pci,
                                 const std::vector<hwloc_obj_t>& osdevs,
                                 v1::PciDevice::Class device_class) {
@@ -147,6 +178,7 @@ v1::PciDevice DescribePciDevice(hwloc_topology_t topo, hwloc_obj_t pci,
     dev.set_local_cpuset(CpusetToList(topo, ancestor->cpuset));
   }
   dev.set_numa_node(numa_node);
+  dev.set_package(ancestor != nullptr ? PackageOf(topo, ancestor->cpuset) : -1);
 
   for (hwloc_obj_t osdev : osdevs) {
     if (osdev->name == nullptr) continue;
@@ -222,6 +254,7 @@ Result<v1::Topology> DiscoverTopology(const std::string& xml_path) {
     out.set_cpu_model(InfoOrEmpty(pkg, "CPUModel"));
   }
 
+  AddPackages(topo.get(), out);
   uint64_t memory = 0;
   for (hwloc_obj_t node = hwloc_get_next_obj_by_type(topo.get(), HWLOC_OBJ_NUMANODE, nullptr);
        node != nullptr; node = hwloc_get_next_obj_by_type(topo.get(), HWLOC_OBJ_NUMANODE, node)) {
@@ -229,6 +262,12 @@ Result<v1::Topology> DiscoverTopology(const std::string& xml_path) {
     numa->set_os_index(node->os_index);
     numa->set_memory_bytes(node->attr->numanode.local_memory);
     numa->set_cpuset(CpusetToList(topo.get(), node->cpuset));
+    numa->set_package(PackageOf(topo.get(), node->cpuset));
+    for (v1::CpuPackage& p : *out.mutable_cpu_packages()) {
+      if (static_cast<int>(p.os_index()) == numa->package()) {
+        p.set_memory_bytes(p.memory_bytes() + node->attr->numanode.local_memory);
+      }
+    }
     memory += node->attr->numanode.local_memory;
   }
   // Sum of the NUMA nodes' memory, which is what hwloc puts in the root's total_memory too; the
@@ -245,6 +284,25 @@ Result<v1::Topology> DiscoverTopology(const std::string& xml_path) {
     }
   }
   return out;
+}
+
+Result<NodeHardware> DiscoverNodeHardware(const std::string& topology_xml,
+                                          const std::string& apple_fixture) {
+  NodeHardware hw;
+  hw.accelerator_env = AcceleratorEnvFor(topology_xml);
+  if (apple_fixture.empty()) {
+    TRAINLET_ASSIGN_OR_RETURN(hw.topology, DiscoverTopology(topology_xml));
+    return hw;
+  }
+  auto mac = accelerator::LoadAppleFixture(apple_fixture);
+  if (!mac.ok()) return Status(mac.status().code(), "--apple-fixture: " + mac.status().message());
+  accelerator::UseAppleFixture(*mac, &hw.accelerator_env);
+  if (topology_xml.empty()) {
+    hw.topology = accelerator::AppleFixtureTopology(*mac);
+  } else {
+    TRAINLET_ASSIGN_OR_RETURN(hw.topology, DiscoverTopology(topology_xml));
+  }
+  return hw;
 }
 
 std::string SummarizeTopology(const v1::Topology& t) {

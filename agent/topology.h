@@ -14,6 +14,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "trainlet/accelerator_plugin.h"
 #include "trainlet/v1/node.pb.h"
 
 namespace trainlet::agent {
@@ -33,6 +34,10 @@ namespace trainlet::agent {
 //  - A device's numa_node is the os_index of the one NUMA node local to its nearest CPU-side
 //    ancestor, -1 when that ancestor spans several NUMA nodes or none; local_cpuset is that
 //    ancestor's cpuset. Devices are listed in hwloc's order (PCI bus order).
+//  - cpu_packages: each package (socket) in os_index order, with its PUs, cores, CPU model and
+//    the memory of its NUMA nodes. A NUMA node's package, and a device's, is the package whose
+//    PUs include all of the node's (the device's nearest CPU-side ancestor's) PUs; -1 when they
+//    span packages or there are none (a memory-only NUMA node).
 //  - cpu_model: the CPUModel hwloc read for the first package ("" when unknown).
 //  - source: "hwloc" for the live machine, "xml:<path>" for a file. hwloc itself honours the
 //    HWLOC_XMLFILE environment variable for live discovery; when set, source says "xml:<it>".
@@ -41,6 +46,22 @@ namespace trainlet::agent {
 // hwloc rejects (Invalid) returns a Status naming the path and the reason; a failure of hwloc on
 // the live machine returns Internal.
 Result<v1::Topology> DiscoverTopology(const std::string& xml_path);
+
+// Where an agent's hardware facts come from: its topology, and the sources its accelerator
+// plugins read.
+struct NodeHardware {
+  v1::Topology topology;
+  AcceleratorEnv accelerator_env;
+};
+
+// The agent's hardware: this machine (both arguments empty); another machine's hwloc XML
+// (`topology_xml`, live accelerator sources off); or, as a testing aid, an Apple Silicon Mac from
+// captured `sysctl`/`ioreg` output at `apple_fixture` (a path prefix, e.g.
+// "tests/fixtures/macos/m2-ultra": see plugins/accelerator/apple/apple_fixture.h), whose
+// topology is the Mac's unless `topology_xml` is given too. Errors are DiscoverTopology's and
+// LoadAppleFixture's, the latter prefixed with "--apple-fixture: ".
+Result<NodeHardware> DiscoverNodeHardware(const std::string& topology_xml,
+                                          const std::string& apple_fixture);
 
 // A one-line, hostname-free summary for logs, e.g.
 // "2 packages, 112 cores, 224 PUs, 2 NUMA, 2015 GiB, 8 GPUs (nvidia), 10 NICs".

@@ -119,9 +119,18 @@ int CmdDescribe(const CommonFlags& f, const std::string& kind_arg, const std::st
     req.mutable_get_nodes();
     auto nodes = (*client)->Call(req);
     if (!nodes.ok()) return Error(nodes.status());
+    auto format = ParseOutputFormat(f.output);
+    if (!format.ok()) return Error(format.status());
     for (const auto& n : nodes->nodes().nodes()) {
       if (n.info().name() != name) continue;
-      std::cout << DescribeNode(n, NowUnixMs());
+      // The same data as the text: conditions, packages, NUMA nodes, devices, accelerators.
+      if (*format == OutputFormat::kJson) {
+        std::cout << ToJson(n);
+      } else if (*format == OutputFormat::kYaml) {
+        std::cout << ToYaml(n);
+      } else {
+        std::cout << DescribeNode(n, NowUnixMs());
+      }
       return 0;
     }
     return Error("node \"" + name + "\" not found");

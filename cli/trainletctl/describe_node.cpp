@@ -42,45 +42,127 @@ std::string DeviceLine(const v1::PciDevice& d, const v1::NodeInfo& info) {
   return line;
 }
 
-std::string Tree(const v1::NodeInfo& info) {
+// One line of the hardware tree and what hangs under it.
+struct Branch {
+  std::string text;
+  std::vector<Branch> children;
+};
+
+void RenderBranches(const std::vector<Branch>& branches, const std::string& prefix,
+                    std::string& out) {
+  for (size_t i = 0; i < branches.size(); ++i) {
+    const bool last = i + 1 == branches.size();
+    out += prefix + (last ? "└─ " : "├─ ") + branches[i].text + "\n";
+    RenderBranches(branches[i].children, prefix + (last ? "   " : "│  "), out);
+  }
+}
+
+std::string PackageLine(const v1::CpuPackage& p) {
+  std::string line = "Package " + std::to_string(p.os_index()) + ":";
+  if (!p.cpu_model().empty()) line += " " + p.cpu_model() + ",";
+  line += " " + std::to_string(p.cores()) + " cores, " + std::to_string(p.pus()) + " PUs";
+  if (!p.cpuset().empty()) line += " (CPUs " + p.cpuset() + ")";
+  if (p.memory_bytes() != 0) line += ", " + HumanBytes(p.memory_bytes());
+  return line;
+}
+
+std::string NumaLine(const v1::NumaNode& n) {
+  return "NUMA " + std::to_string(n.os_index()) + ": " + HumanBytes(n.memory_bytes()) + ", CPUs " +
+         (n.cpuset().empty() ? "none" : n.cpuset());
+}
+
+}  // namespace
+
+std::string TopologyTree(const v1::NodeInfo& info) {
   const v1::Topology& t = info.topology();
   std::string out = "  Machine: " + std::to_string(t.packages()) + " packages, " +
                     std::to_string(t.cores()) + " cores, " + std::to_string(t.pus()) + " PUs, " +
                     HumanBytes(t.memory_bytes());
   if (!t.cpu_model().empty()) out += ", " + t.cpu_model();
   out += "\n";
-  // Devices under the NUMA node they are local to; the rest under the machine.
-  std::map<int, std::vector<const v1::PciDevice*>> by_numa;
+  // Without cpu_packages (an agent that predates them) the package fields read 0 and mean
+  // nothing, so the tree starts at the NUMA nodes.
+  const bool packaged = !t.cpu_packages().empty();
+  auto package_of_numa = [&](const v1::NumaNode& n) { return packaged ? n.package() : -1; };
+
+  // Devices under the NUMA node they are local to; else under their package; else the machine.
+  std::map<int, std::vector<Branch>> by_numa, by_package;
+  std::vector<Branch> elsewhere;
   for (const auto* list : {&t.gpus(), &t.nics()}) {
-    for (const auto& d : *list) by_numa[d.numa_node()].push_back(&d);
-  }
-  std::vector<std::pair<std::string, std::vector<std::string>>> branches;
-  for (const auto& n : t.numa_nodes()) {
-    std::vector<std::string> leaves;
-    for (const auto* d : by_numa[static_cast<int>(n.os_index())])
-      leaves.push_back(DeviceLine(*d, info));
-    by_numa.erase(static_cast<int>(n.os_index()));
-    branches.push_back({"NUMA " + std::to_string(n.os_index()) + ": " +
-                            HumanBytes(n.memory_bytes()) + ", CPUs " +
-                            (n.cpuset().empty() ? "none" : n.cpuset()),
-                        std::move(leaves)});
-  }
-  std::vector<std::string> elsewhere;
-  for (const auto& [numa, devices] : by_numa) {
-    for (const auto* d : devices) elsewhere.push_back(DeviceLine(*d, info));
-  }
-  if (!elsewhere.empty()) branches.push_back({"not local to one NUMA node", std::move(elsewhere)});
-  for (size_t b = 0; b < branches.size(); ++b) {
-    const bool last = b + 1 == branches.size();
-    out += std::string("  ") + (last ? "└─ " : "├─ ") + branches[b].first + "\n";
-    const auto& leaves = branches[b].second;
-    for (size_t i = 0; i < leaves.size(); ++i) {
-      out += std::string("  ") + (last ? "   " : "│  ") + (i + 1 == leaves.size() ? "└─ " : "├─ ") +
-             leaves[i] + "\n";
+    for (const auto& d : *list) {
+      Branch leaf{DeviceLine(d, info), {}};
+      const bool numa_known = std::any_of(
+          t.numa_nodes().begin(), t.numa_nodes().end(),
+          [&](const v1::NumaNode& n) { return static_cast<int>(n.os_index()) == d.numa_node(); });
+      if (d.numa_node() >= 0 && numa_known) {
+        by_numa[d.numa_node()].push_back(std::move(leaf));
+      } else if (packaged && d.package() >= 0) {
+        by_package[d.package()].push_back(std::move(leaf));
+      } else {
+        elsewhere.push_back(std::move(leaf));
+      }
     }
+  }
+  std::map<int, std::vector<Branch>> numa_by_package;
+  std::vector<Branch> top;
+  for (const auto& n : t.numa_nodes()) {
+    Branch b{NumaLine(n), std::move(by_numa[static_cast<int>(n.os_index())])};
+    const int pkg = package_of_numa(n);
+    if (pkg >= 0) {
+      numa_by_package[pkg].push_back(std::move(b));
+    } else {
+      top.push_back(std::move(b));
+    }
+  }
+  std::vector<Branch> packages;
+  for (const auto& p : t.cpu_packages()) {
+    const int id = static_cast<int>(p.os_index());
+    Branch b{PackageLine(p), std::move(numa_by_package[id])};
+    for (auto& d : by_package[id]) b.children.push_back(std::move(d));
+    numa_by_package.erase(id);
+    by_package.erase(id);
+    packages.push_back(std::move(b));
+  }
+  // A NUMA node or device naming a package the list lacks: keep it visible rather than drop it.
+  for (auto& [id, numas] : numa_by_package) {
+    for (auto& n : numas) top.push_back(std::move(n));
+  }
+  for (auto& [id, devices] : by_package) {
+    for (auto& d : devices) elsewhere.push_back(std::move(d));
+  }
+  top.insert(top.begin(), std::make_move_iterator(packages.begin()),
+             std::make_move_iterator(packages.end()));
+  if (!elsewhere.empty()) {
+    top.push_back({packaged ? "not local to one package" : "not local to one NUMA node",
+                   std::move(elsewhere)});
+  }
+  RenderBranches(top, "  ", out);
+  return out;
+}
+
+std::string NodeConditions(const v1::NodeStatus& node, int64_t now_ms) {
+  if (node.conditions().empty()) return "  <none>\n";
+  std::vector<std::vector<std::string>> rows = {{"TYPE", "STATUS", "SINCE", "REASON", "MESSAGE"}};
+  for (const auto& c : node.conditions()) {
+    rows.push_back({c.type(), c.status(), c.unix_ms() == 0 ? "-" : Age(c.unix_ms(), now_ms),
+                    c.reason().empty() ? "-" : c.reason(),
+                    c.message().empty() ? "-" : c.message()});
+  }
+  const std::string table = RenderTable(rows);
+  std::string out;
+  for (size_t start = 0; start < table.size();) {
+    const size_t nl = table.find('\n', start);
+    // Trailing spaces of the last column's padding are noise in a terminal and in grep.
+    std::string line = table.substr(start, nl - start);
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += "  " + line + "\n";
+    if (nl == std::string::npos) break;
+    start = nl + 1;
   }
   return out;
 }
+
+namespace {
 
 std::string Accelerators(const v1::NodeInfo& info) {
   if (info.accelerators().empty()) return "  <none>\n";
@@ -154,8 +236,9 @@ std::string DescribeNode(const v1::NodeStatus& node, int64_t now_ms) {
   out += Field("Registered", Age(node.registered_unix_ms(), now_ms) + " ago");
   out += Field("Slots",
                std::to_string(info.slots()) + " (" + std::to_string(node.used_slots()) + " used)");
+  out += "Conditions:\n" + NodeConditions(node, now_ms);
   out += Field("Topology", info.topology().source());
-  out += Tree(info);
+  out += TopologyTree(info);
   out += "Accelerators:\n" + Accelerators(info);
   out += "Allocatable:\n" + SortedLines(info.allocatable(), true);
   out += "Labels:\n" + SortedLines(info.labels(), false);

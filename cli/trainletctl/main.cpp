@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   std::string d_kind, d_name;
   describe->add_option("kind", d_kind, "trainjob (or trainjob/NAME)")->required();
   describe->add_option("name", d_name, "The trainjob's name");
+  describe->add_option("-o,--output", common.output, "json | yaml: a node's full status");
   describe->callback([&] { rc = CmdDescribe(common, d_kind, d_name); });
 
   // apply
