@@ -19,6 +19,8 @@
 #include "agent/rank_binding.h"
 #include "agent/topology.h"
 #include "common/logging.h"
+#include "common/logging.h"
+#include "common/rendezvous/fence_message.h"
 #include "common/zmq_sockets.h"
 
 extern char** environ;
@@ -173,6 +175,9 @@ Status Agent::Init() {
                                             HealthChecker::FreeSpace{}, accelerator_health);
   exec_sessions_ =
       std::make_unique<ExecSessions>(supervisor_.get(), [this](v1::Envelope e) { Send(std::move(e)); });
+  rendezvous_ = std::make_unique<RendezvousServer>(config_.name, config_.state_dir,
+                                                   [this](v1::Envelope e) { Send(std::move(e)); });
+  TRAINLET_RETURN_IF_ERROR(rendezvous_->Bind(ctx_));
   std::error_code self_ec;
   exec_binary_ = (fs::read_symlink("/proc/self/exe", self_ec).parent_path() / "trainlet-exec").string();
   return Status::Ok();
@@ -270,6 +275,8 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
   if (latest != 0 && plan.attempt() > latest) {
     // A newer attempt replaces the old one on this node: the old ranks must not run beside it.
     supervisor_->Stop(plan.job(), latest, std::chrono::milliseconds(0), Clock::now());
+    rendezvous_->EndAttempt(plan.job(), latest, "attempt " + std::to_string(latest) + " of " +
+                                                    plan.job() + " was replaced on this node");
   }
   latest = plan.attempt();
   ports_->ReleaseBelow(plan.job(), plan.attempt());
@@ -303,6 +310,9 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
                plan.attempt());
   const std::vector<RankBinding> bindings = BindingsForPlan(plan, info_);
   bool told_unapplied = false;
+  std::vector<uint32_t> local_ranks;
+  for (const auto& w : plan.workers()) local_ranks.push_back(w.rank());
+  const auto rendezvous_env = rendezvous_->AddAttempt(plan.job(), plan.attempt(), local_ranks);
   for (const auto& w : plan.workers()) {
     if (supervisor_->IsRunning(plan.job(), plan.attempt(), w.rank())) continue;  // duplicate plan
     ScopedLogFields log_fields(plan.job(), w.rank());  // journal: TRAINLET_JOB, TRAINLET_RANK
@@ -314,6 +324,7 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
     launch.argv.assign(w.argv().begin(), w.argv().end());
     for (const auto& [k, v] : w.env()) launch.env[k] = ExpandPlanVars(v, node_env);
     for (const auto& [k, v] : node_env) launch.env[k] = v;
+    for (const auto& [k, v] : rendezvous_env) launch.env[k] = v;
     launch.cwd = w.cwd().empty() ? work_dir : w.cwd();
     launch.log_path = LogPath(plan.job(), plan.attempt(), w.rank());
     const RankBinding* binding =
@@ -390,6 +401,7 @@ void Agent::OnStopWorkers(const v1::StopWorkers& stop) {
   } else {
     ports_->Release(stop.job(), stop.attempt());
   }
+  rendezvous_->EndAttempt(stop.job(), stop.attempt(), "attempt stopped: " + stop.reason());
   auto grace = stop_grace_.find(stop.job());
   supervisor_->Stop(stop.job(), stop.attempt(),
                     std::chrono::milliseconds(grace != stop_grace_.end() ? grace->second : 10000),
@@ -456,6 +468,8 @@ void Agent::OnChildExits() {
   for (const WorkerExit& e : supervisor_->Reap()) {
     ended.insert({e.job, e.attempt});
     if (exec_sessions_->OnWorkerExit(e)) continue;
+    rendezvous_->OnRankExited(e.job, e.attempt, e.rank,
+                              rendezvous::DescribeRankExit(e.exit_code, e.signal));
     v1::Envelope env;
     auto* ev = env.mutable_worker_event();
     ev->set_job(e.job);
@@ -477,6 +491,8 @@ void Agent::OnChildExits() {
   // (an orted's ranks, say) goes too.
   for (const auto& [job, attempt] : ended) {
     if (supervisor_->running(job) != 0) continue;
+    rendezvous_->EndAttempt(job, attempt, "every rank of attempt " + std::to_string(attempt) +
+                                              " on this node has ended");
     ports_->Release(job, attempt);
     const size_t swept = KillTaggedProcesses({{"TRAINLET_NODE", config_.name},
                                               {"TRAINLET_JOB", job},
@@ -512,6 +528,7 @@ void Agent::OnMessage(const v1::Envelope& env) {
     case v1::Envelope::kStopWorkers: OnStopWorkers(env.stop_workers()); break;
     case v1::Envelope::kReservePorts: OnReservePorts(env.reserve_ports()); break;
     case v1::Envelope::kLogRead: OnLogRead(env.log_read()); break;
+    case v1::Envelope::kFenceResult: rendezvous_->OnFenceResult(env.fence_result()); break;
     case v1::Envelope::kExecStart: OnExecStart(env.exec_start()); break;
     case v1::Envelope::kExecCancel:
       exec_sessions_->Cancel(env.exec_cancel().exec_id(), Clock::now());
@@ -557,6 +574,7 @@ Status Agent::Run() {
     if (auto expiry = ports_->NextExpiry()) wake = std::min(wake, *expiry);
     if (auto t = supervisor_->Tick(now)) wake = std::min(wake, now + *t);
     wake = std::min(wake, now + health_->Tick(now));
+    if (auto t = rendezvous_->Tick(now)) wake = std::min(wake, now + *t);
     if (!outbox_.empty()) wake = std::min(wake, now + std::chrono::milliseconds(50));
     if (auto due = events_.NextDue(); due && registered_) {
       wake = std::min(wake, std::max(*due, now + std::chrono::milliseconds(50)));
@@ -572,12 +590,14 @@ Status Agent::Run() {
                                          {nullptr, ops_->fd(), ZMQ_POLLIN, 0}};
     exec_sessions_->AddPollItems(items);
     health_->AddPollItems(items);
+    rendezvous_->AddPollItems(items);
     if (zmq_poll(items.data(), static_cast<int>(items.size()), static_cast<long>(timeout)) < 0) {
       if (zmq_errno() == EINTR) continue;
       return InternalError(std::string("zmq_poll: ") + zmq_strerror(zmq_errno()));
     }
     exec_sessions_->OnPolled(items);
     health_->OnPolled(items, Clock::now());
+    rendezvous_->OnPolled(items, Clock::now());
     if (items[2].revents & ZMQ_POLLIN) ops_->OnReadable();  // metrics HTTP, watchdog
     if (items[1].revents & ZMQ_POLLIN) {
       if (!OnSignalFd()) break;

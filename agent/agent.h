@@ -19,6 +19,7 @@
 #include "agent/port_reservations.h"
 #include "agent/agent_ops.h"
 #include "agent/process_spawner.h"
+#include "agent/rendezvous_server.h"
 #include "agent/worker_supervisor.h"
 #include "common/curve_keys.h"
 #include "common/envelope.h"
@@ -95,6 +96,7 @@ class Agent {
   std::unique_ptr<WorkerSupervisor> supervisor_;
   std::unique_ptr<ExecSessions> exec_sessions_;
   std::unique_ptr<HealthChecker> health_;  // reported in every heartbeat
+  std::unique_ptr<RendezvousServer> rendezvous_;  // the ranks' local rendezvous endpoint
   std::unique_ptr<PortReservations> ports_;  // held for attempts until their ranks start
   std::vector<std::unique_ptr<AcceleratorPlugin>> accelerator_plugins_;  // table order
   std::string exec_binary_;  // trainlet-exec beside this agent

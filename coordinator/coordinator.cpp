@@ -100,6 +100,12 @@ Status Coordinator::Init() {
       jobs_.get(), this, [this](const std::string& rid, v1::Envelope env) {
         if (!SendToRouterPeer(execs_, rid, env)) spdlog::debug("trainlet-exec went away");
       });
+  fences_ = std::make_unique<FenceTable>(
+      [this](const std::string& job, uint32_t attempt) -> std::optional<std::vector<std::string>> {
+        const v1::JobStatus* st = jobs_->Find(job);
+        if (st == nullptr || !jobs_->AttemptActive(job, attempt)) return std::nullopt;
+        return std::vector<std::string>(st->placement().begin(), st->placement().end());
+      });
   sigset_t set = LoopSignals();
   signal_fd_ = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
   if (signal_fd_ < 0) return InternalError(std::string("signalfd: ") + std::strerror(errno));
@@ -203,10 +209,21 @@ void Coordinator::OnAgentMessage(RouterMessage& msg) {
     case v1::Envelope::kWorkerEvent:
       // In order and once: a resend of an applied event, or one after a gap, is not applied.
       if (registry_->AcceptEvent(name, env.worker_event().seq())) {
+        // First, while the attempt is still live: a rank's exit fails the fence it missed.
+        DeliverFences(fences_->OnWorkerEvent(name, env.worker_event()));
         jobs_->OnWorkerEvent(name, env.worker_event(), now_ms);
         ops_->AfterWorkerEvent(env.worker_event(), now_ms);
       }
       break;
+    case v1::Envelope::kFenceContribute: {
+      auto outcome = fences_->OnContribute(name, env.fence_contribute(), now);
+      if (!outcome.rejected.ok()) {
+        drops_.Add(DropReason::kUnauthorized);
+        spdlog::warn("rendezvous: {}", outcome.rejected.message());
+      }
+      DeliverFences(std::move(outcome));
+      break;
+    }
     case v1::Envelope::kLogChunk:
       operator_service_->OnLogChunk(env.log_chunk());
       break;
@@ -221,6 +238,11 @@ void Coordinator::OnAgentMessage(RouterMessage& msg) {
       drops_.Add(DropReason::kUnexpected);
       spdlog::warn("dropped unexpected {} from node {}", v1::MessageType_Name(env.type()), name);
   }
+}
+
+void Coordinator::DeliverFences(FenceTable::Outcome outcome) {
+  if (outcome.fence_time) ops_->OnFence(*outcome.fence_time);
+  for (auto& send : outcome.sends) SendToNode(send.node, std::move(send.envelope));
 }
 
 void Coordinator::RefreshExecAllowlist() {
@@ -264,6 +286,10 @@ Status Coordinator::Run() {
     operator_service_->Tick(now);
     exec_relay_->Tick(now);
     RefreshExecAllowlist();
+    if (jobs_->generation() != fence_generation_) {  // an attempt may have ended
+      fence_generation_ = jobs_->generation();
+      DeliverFences(fences_->Sweep());
+    }
 
     auto wake = std::min({registry_->NextDeadline(now), operator_service_->NextDeadline(now),
                           exec_relay_->NextDeadline(now)});

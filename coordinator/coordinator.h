@@ -14,6 +14,7 @@
 #include "common/zap_authenticator.h"
 #include "common/zmq_sockets.h"
 #include "coordinator/exec_relay.h"
+#include "coordinator/fence_table.h"
 #include "coordinator/coordinator_ops.h"
 #include "coordinator/job_controller.h"
 #include "coordinator/job_store.h"
@@ -67,6 +68,8 @@ class Coordinator : public NodeSink {
   void OnAgentMessage(RouterMessage& msg);
   void OnOperatorMessage(RouterMessage& msg);
   void RefreshExecAllowlist();
+  // Sends what the fence table decided and records a completed fence's time.
+  void DeliverFences(FenceTable::Outcome outcome);
 
   // Constant after construction.
   CoordinatorConfig config_;
@@ -90,6 +93,8 @@ class Coordinator : public NodeSink {
   std::unique_ptr<OperatorService> operator_service_;
   std::unique_ptr<CoordinatorOps> ops_;  // metrics and sd_notify (coordinator_ops.h)
   std::unique_ptr<ExecRelay> exec_relay_;
+  std::unique_ptr<FenceTable> fences_;              // rendezvous fences (fence_table.h)
+  uint64_t fence_generation_ = UINT64_MAX;          // jobs_->generation() at the last Sweep
 };
 
 }  // namespace trainlet::coordinator

@@ -9,6 +9,7 @@
 #include "trainletctl/lifecycle_commands.h"
 #include "trainletctl/local_cluster.h"
 #include "trainletctl/node_commands.h"
+#include "trainletctl/rendezvous_command.h"
 
 using namespace trainlet::cli;
 
@@ -197,6 +198,8 @@ int main(int argc, char** argv) {
       rc = 1;
     }
   });
+
+  AddRendezvousCommand(app, rc);  // put|get|fence, for ranks that are shell scripts
 
   CLI11_PARSE(app, argc, argv);
   return rc;

@@ -334,6 +334,13 @@ int trainlet_rdzv_get(trainlet_rdzv* h, const char* key, void* buf, size_t cap, 
   return CopyOut(h, reply.value(), buf, cap, len);
 }
 
+int trainlet_rdzv_resume(trainlet_rdzv* h, uint64_t fences_done) {
+  if (h == nullptr) return TRAINLET_RDZV_INVALID;
+  if (h->epoch != 0 || h->in_fence) return Fail(h, TRAINLET_RDZV_INVALID, "resume: the handle has fenced already");
+  h->epoch = fences_done;
+  return Ok(h);
+}
+
 uint64_t trainlet_rdzv_epoch(const trainlet_rdzv* h) { return h == nullptr ? 0 : h->epoch; }
 
 int trainlet_rdzv_count(trainlet_rdzv* h, size_t* count) {

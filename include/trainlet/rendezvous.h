@@ -71,6 +71,11 @@ int trainlet_rdzv_fence(trainlet_rdzv* h, int timeout_ms);
 int trainlet_rdzv_fence_start(trainlet_rdzv* h);
 int trainlet_rdzv_fence_finish(trainlet_rdzv* h, int timeout_ms);
 
+/* Continues a rank's fence count in a new process: the next fence is fences_done + 1. For a
+ * rank that is a sequence of processes (a shell script calling `trainletctl rendezvous`). INVALID
+ * after this handle's first fence. */
+int trainlet_rdzv_resume(trainlet_rdzv* h, uint64_t fences_done);
+
 /* How many fences of this handle completed (the epoch of the snapshot it reads). */
 uint64_t trainlet_rdzv_epoch(const trainlet_rdzv* h);
 

@@ -1,0 +1,351 @@
+#include "agent/rendezvous_server.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "common/envelope.h"
+#include "common/rendezvous/fence_message.h"
+#include "common/rendezvous/snapshot_format.h"
+
+namespace trainlet::agent {
+namespace fs = std::filesystem;
+using rendezvous::FenceAbortMessage;
+
+namespace {
+
+// 128 random bits as hex. The token only has to be unguessable by other users' processes; the
+// socket's mode already keeps them out, so this is the second lock, not the only one.
+std::string NewToken() {
+  unsigned char bytes[16];
+  size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    TRAINLET_CHECK_MSG(n > 0, std::string("getrandom: ") + std::strerror(errno));
+    got += static_cast<size_t>(n);
+  }
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : bytes) {
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
+  return out;
+}
+
+// Room left for the envelope around a contribution's pairs.
+constexpr size_t kContributionSlack = 64 << 10;
+
+}  // namespace
+
+RendezvousServer::RendezvousServer(std::string node, std::string state_dir, SendFn to_coordinator)
+    : node_(std::move(node)),
+      state_dir_(std::move(state_dir)),
+      endpoint_("ipc://" + state_dir_ + "/rendezvous.sock"),
+      to_coordinator_(std::move(to_coordinator)) {}
+
+RendezvousServer::~RendezvousServer() {
+  std::error_code ec;
+  fs::remove_all(fs::path(state_dir_) / "rendezvous", ec);
+}
+
+Status RendezvousServer::Bind(zmq::context_t& ctx) {
+  const std::string path = state_dir_ + "/rendezvous.sock";
+  // sun_path holds 108 bytes; libzmq would fail with a less helpful message.
+  if (path.size() >= 108) {
+    return InvalidError("rendezvous socket " + path + ": path longer than 107 bytes (shorten --state-dir)");
+  }
+  try {
+    zmq::socket_t s(ctx, zmq::socket_type::router);
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxMessageBytes));
+    s.set(zmq::sockopt::router_mandatory, 0);  // a rank that went away: its reply is dropped
+    s.bind(endpoint_);
+    socket_ = std::move(s);
+  } catch (const zmq::error_t& e) {
+    return IoError("rendezvous endpoint " + endpoint_ + ": " + e.what());
+  }
+  // Only this user's processes (the ranks) may connect; the token is checked on top.
+  if (::chmod(path.c_str(), 0600) != 0) {
+    return IoError("rendezvous socket " + path + ": chmod: " + std::strerror(errno));
+  }
+  reply_ = [this](const std::string& peer, v1::RendezvousReply reply) {
+    v1::Envelope env;
+    *env.mutable_rendezvous_reply() = std::move(reply);
+    const std::string bytes = EncodeEnvelope(env);
+    zmq::send_result_t sent;
+    try {
+      sent = socket_->send(zmq::buffer(peer), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+      if (sent) sent = socket_->send(zmq::buffer(bytes), zmq::send_flags::dontwait);
+    } catch (const zmq::error_t& e) {
+      spdlog::debug("rendezvous reply not sent: {}", e.what());
+    }
+  };
+  spdlog::info("rendezvous endpoint {}", endpoint_);
+  return Status::Ok();
+}
+
+std::map<std::string, std::string> RendezvousServer::AddAttempt(const std::string& job,
+                                                                uint32_t attempt,
+                                                                const std::vector<uint32_t>& ranks) {
+  Attempt& a = attempts_[{job, attempt}];
+  if (a.token.empty()) a.token = NewToken();
+  a.ranks.insert(ranks.begin(), ranks.end());
+  return {{"TRAINLET_RENDEZVOUS_ENDPOINT", endpoint_}, {"TRAINLET_RENDEZVOUS_TOKEN", a.token}};
+}
+
+std::string RendezvousServer::AttemptDir(const Key& key) const {
+  return state_dir_ + "/rendezvous/" + key.first + "/attempt-" + std::to_string(key.second);
+}
+
+void RendezvousServer::EndAttempt(const std::string& job, uint32_t attempt, const std::string& why) {
+  for (auto it = attempts_.lower_bound({job, 0}); it != attempts_.end() && it->first.first == job;) {
+    if (attempt != 0 && it->first.second != attempt) {
+      ++it;
+      continue;
+    }
+    Abort(it->second, why);
+    std::error_code ec;
+    fs::remove_all(AttemptDir(it->first), ec);
+    it = attempts_.erase(it);
+  }
+  std::error_code ec;
+  fs::remove(fs::path(state_dir_) / "rendezvous" / job, ec);  // only when empty
+}
+
+void RendezvousServer::OnRankExited(const std::string& job, uint32_t attempt, uint32_t rank,
+                                    const std::string& how) {
+  auto it = attempts_.find({job, attempt});
+  if (it == attempts_.end() || !it->second.ranks.count(rank)) return;
+  it->second.exited[rank] = how;
+  MaybeContribute(it->first, it->second);
+}
+
+void RendezvousServer::Reply(const std::string& peer, uint64_t id, v1::RendezvousReply::Code code,
+                             std::string message) {
+  v1::RendezvousReply r;
+  r.set_id(id);
+  r.set_code(code);
+  r.set_message(std::move(message));
+  if (reply_) reply_(peer, std::move(r));
+}
+
+void RendezvousServer::Abort(Attempt& a, const std::string& why) {
+  if (a.aborted.empty()) a.aborted = why.empty() ? "the attempt's rendezvous was aborted" : why;
+  for (const auto& [rank, w] : a.waiting) Reply(w.peer, w.id, v1::RendezvousReply::CODE_ABORTED, a.aborted);
+  a.waiting.clear();
+  for (const auto& g : a.gets) Reply(g.peer, g.id, v1::RendezvousReply::CODE_ABORTED, a.aborted);
+  a.gets.clear();
+  a.merged.clear();
+}
+
+void RendezvousServer::Handle(const std::string& peer, const v1::RendezvousRequest& req,
+                              Clock::time_point now) {
+  auto it = attempts_.find({req.job(), req.attempt()});
+  if (it == attempts_.end() || it->second.token != req.token() || !it->second.ranks.count(req.rank())) {
+    // One reason for all three, so a caller cannot probe which jobs or ranks run here.
+    Reply(peer, req.id(), v1::RendezvousReply::CODE_DENIED,
+          "node " + node_ + " runs no rank " + std::to_string(req.rank()) + " of " + req.job() +
+              " attempt " + std::to_string(req.attempt()) + " with this token");
+    return;
+  }
+  Attempt& a = it->second;
+  if (!a.aborted.empty()) {
+    Reply(peer, req.id(), v1::RendezvousReply::CODE_ABORTED, a.aborted);
+    return;
+  }
+  switch (req.op()) {
+    case v1::RendezvousRequest::OP_FENCE: HandleFence(it->first, a, peer, req); break;
+    case v1::RendezvousRequest::OP_GET: HandleGet(a, peer, req, now); break;
+    default:
+      Reply(peer, req.id(), v1::RendezvousReply::CODE_INVALID, "unknown op " + std::to_string(req.op()));
+  }
+}
+
+void RendezvousServer::HandleFence(const Key& key, Attempt& a, const std::string& peer,
+                                   const v1::RendezvousRequest& req) {
+  uint64_t& joined = a.joined[req.rank()];
+  if (req.epoch() == joined && req.epoch() == a.open) {
+    a.waiting[req.rank()] = {peer, req.id()};  // the same rank waiting again (a retry)
+    return;
+  }
+  if (req.epoch() != joined + 1 || req.epoch() != a.completed + 1) {
+    Reply(peer, req.id(), v1::RendezvousReply::CODE_INVALID,
+          "fence " + std::to_string(req.epoch()) + ": rank " + std::to_string(req.rank()) +
+              " last joined fence " + std::to_string(joined) + " and fence " +
+              std::to_string(a.completed) + " is the last completed");
+    return;
+  }
+  for (const auto& kv : req.puts()) {
+    auto [slot, fresh] = a.merged.try_emplace(kv.key(), req.rank(), kv.value());
+    if (!fresh && slot->second.first <= req.rank()) slot->second = {req.rank(), kv.value()};
+  }
+  joined = req.epoch();
+  a.open = req.epoch();
+  a.waiting[req.rank()] = {peer, req.id()};
+  MaybeContribute(key, a);
+}
+
+void RendezvousServer::MaybeContribute(const Key& key, Attempt& a) {
+  if (a.open == 0 || a.contributed || !a.aborted.empty()) return;
+  size_t joined = 0;
+  for (uint32_t r : a.ranks) {
+    const auto j = a.joined.find(r);
+    if (j != a.joined.end() && j->second == a.open) {
+      ++joined;
+      continue;
+    }
+    if (auto ex = a.exited.find(r); ex != a.exited.end()) {
+      Abort(a, FenceAbortMessage(r, node_, ex->second, a.open));
+      return;
+    }
+  }
+  if (joined < a.ranks.size()) return;
+  v1::Envelope env;
+  auto* c = env.mutable_fence_contribute();
+  c->set_job(key.first);
+  c->set_attempt(key.second);
+  c->set_epoch(a.open);
+  c->set_node(node_);
+  c->set_ranks(static_cast<uint32_t>(joined));
+  for (auto& [k, rv] : a.merged) {
+    auto* kv = c->add_puts();
+    kv->set_key(k);
+    kv->set_value(std::move(rv.second));
+  }
+  a.merged.clear();
+  if (c->ByteSizeLong() + kContributionSlack > kMaxMessageBytes) {
+    Abort(a, "fence " + std::to_string(a.open) + ": the puts of node " + node_ + " take " +
+                 std::to_string(c->ByteSizeLong()) + " bytes, more than a message may carry");
+    return;
+  }
+  a.contributed = true;
+  ++contributions_sent_;
+  to_coordinator_(std::move(env));
+}
+
+void RendezvousServer::HandleGet(Attempt& a, const std::string& peer,
+                                 const v1::RendezvousRequest& req, Clock::time_point now) {
+  if (req.key().empty()) {
+    Reply(peer, req.id(), v1::RendezvousReply::CODE_INVALID, "get: empty key");
+    return;
+  }
+  if (auto it = a.published.find(req.key()); it != a.published.end()) {
+    v1::RendezvousReply r;
+    r.set_id(req.id());
+    r.set_value(it->second);
+    if (reply_) reply_(peer, std::move(r));
+    return;
+  }
+  PendingGet g{peer, req.id(), req.key(),
+               req.timeout_ms() == 0 ? Clock::time_point::max()
+                                     : now + std::chrono::milliseconds(req.timeout_ms())};
+  a.gets.push_back(std::move(g));
+}
+
+void RendezvousServer::OnFenceResult(const v1::FenceResult& result) {
+  const Key key{result.job(), result.attempt()};
+  auto it = attempts_.find(key);
+  if (it == attempts_.end()) return;  // ended here already
+  Attempt& a = it->second;
+  if (!result.ok()) {
+    Abort(a, result.message());
+    return;
+  }
+  if (result.epoch() != a.open || !a.contributed || !a.aborted.empty()) {
+    spdlog::warn("rendezvous: ignoring result of fence {} of {} attempt {} (open: {})",
+                 result.epoch(), key.first, key.second, a.open);
+    return;
+  }
+  a.published.clear();
+  for (const auto& kv : result.pairs()) a.published[kv.key()] = kv.value();
+  const std::string dir = AttemptDir(key);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const std::string path = dir + "/fence-" + std::to_string(result.epoch()) + ".snap";
+  if (Status s = rendezvous::WriteSnapshotFile(path, result.epoch(), a.published); !s.ok()) {
+    spdlog::error("rendezvous: {}", s.message());
+    Abort(a, s.message());
+    return;
+  }
+  // Every rank mapped the previous file before it could join this fence: nobody needs it now.
+  if (!a.snapshot_path.empty()) fs::remove(a.snapshot_path, ec);
+  a.snapshot_path = path;
+  a.completed = result.epoch();
+  a.open = 0;
+  a.contributed = false;
+  for (const auto& [rank, w] : a.waiting) {
+    v1::RendezvousReply r;
+    r.set_id(w.id);
+    r.set_snapshot_path(path);
+    r.set_epoch(result.epoch());
+    if (reply_) reply_(w.peer, std::move(r));
+  }
+  a.waiting.clear();
+  std::erase_if(a.gets, [&](const PendingGet& g) {
+    auto v = a.published.find(g.key);
+    if (v == a.published.end()) return false;
+    v1::RendezvousReply r;
+    r.set_id(g.id);
+    r.set_value(v->second);
+    if (reply_) reply_(g.peer, std::move(r));
+    return true;
+  });
+}
+
+std::optional<std::chrono::milliseconds> RendezvousServer::Tick(Clock::time_point now) {
+  std::optional<Clock::time_point> next;
+  for (auto& [key, a] : attempts_) {
+    std::erase_if(a.gets, [&](const PendingGet& g) {
+      if (g.deadline > now) return false;
+      Reply(g.peer, g.id, v1::RendezvousReply::CODE_TIMEOUT,
+            "get " + g.key + ": not published within the timeout");
+      return true;
+    });
+    for (const auto& g : a.gets) {
+      if (g.deadline != Clock::time_point::max() && (!next || g.deadline < *next)) next = g.deadline;
+    }
+  }
+  if (!next) return std::nullopt;
+  return std::chrono::ceil<std::chrono::milliseconds>(*next - now);
+}
+
+void RendezvousServer::AddPollItems(std::vector<zmq_pollitem_t>& items) {
+  if (!socket_) return;
+  poll_index_ = static_cast<int>(items.size());
+  items.push_back({socket_->handle(), 0, ZMQ_POLLIN, 0});
+}
+
+void RendezvousServer::OnPolled(const std::vector<zmq_pollitem_t>& items, Clock::time_point now) {
+  if (!socket_ || poll_index_ < 0 || poll_index_ >= static_cast<int>(items.size())) return;
+  if (!(items[poll_index_].revents & ZMQ_POLLIN)) return;
+  // Bounded, so 4,096 ranks arriving at once do not starve the coordinator socket.
+  for (int i = 0; i < 1024; ++i) {
+    zmq::message_t id, body;
+    if (!socket_->recv(id, zmq::recv_flags::dontwait)) return;
+    if (!id.more()) continue;
+    if (!socket_->recv(body, zmq::recv_flags::dontwait)) return;
+    const bool several = body.more();
+    bool extra = several;
+    while (extra) {  // one envelope per message: anything more is dropped with the message
+      zmq::message_t rest;
+      if (!socket_->recv(rest, zmq::recv_flags::dontwait)) break;
+      extra = rest.more();
+    }
+    if (several) continue;
+    v1::Envelope env;
+    if (auto err = DecodeEnvelope(body.data(), body.size(), env)) {
+      spdlog::debug("rendezvous: dropped a request: {}", err->detail);
+      continue;
+    }
+    if (env.body_case() != v1::Envelope::kRendezvousRequest) continue;
+    Handle(id.to_string(), env.rendezvous_request(), now);
+  }
+}
+
+}  // namespace trainlet::agent

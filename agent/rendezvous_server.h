@@ -1,0 +1,137 @@
+// RendezvousServer: the node's end of the rendezvous store (proto/trainlet/v1/rendezvous.proto).
+//
+// Ranks reach it on a ROUTER bound at ipc://<state_dir>/rendezvous.sock (mode 0600). Each request
+// names job, attempt and rank and carries the attempt's token, which the agent made when it
+// started the attempt here and gave only to its ranks (TRAINLET_RENDEZVOUS_TOKEN); a wrong token
+// or a rank not started here is DENIED.
+//
+// Fence: a rank's request carries its puts. Once every local rank of the attempt has joined fence
+// e, ONE FenceContribute goes to the coordinator with their merged puts (a higher rank wins a
+// clash). The coordinator's FenceResult is written to a snapshot file (common/rendezvous/
+// snapshot_format.h) renamed into place, and every waiting rank is answered with its path; the
+// previous epoch's file is removed (every rank has mapped it before it could join this fence).
+// Get: answered from the published pairs, or when a later fence publishes the key, or TIMEOUT.
+//
+// Failure: a FenceResult with ok=false, a local rank that exits before joining an open fence, or
+// the attempt ending here answers every waiting rank ABORTED with the reason, and every later
+// request of that attempt too (until EndAttempt forgets it).
+//
+// Threading: owned by the agent's loop, like everything in it; no locks. Replies and messages to
+// the coordinator go out through the functions given at construction, never blocking.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+#include <zmq.hpp>
+
+#include "common/status.h"
+#include "trainlet/v1/envelope.pb.h"
+
+namespace trainlet::agent {
+
+class RendezvousServer {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // peer: the rank's ROUTER routing id.
+  using ReplyFn = std::function<void(const std::string& peer, v1::RendezvousReply reply)>;
+  // An Envelope holding a FenceContribute, for the coordinator.
+  using SendFn = std::function<void(v1::Envelope env)>;
+
+  // Snapshots live under <state_dir>/rendezvous/. Nothing is bound until Bind.
+  RendezvousServer(std::string node, std::string state_dir, SendFn to_coordinator);
+  ~RendezvousServer();
+
+  // Binds the ROUTER; replies go on it from now on. kIo/kInternal naming the endpoint on failure.
+  Status Bind(zmq::context_t& ctx);
+  // Tests drive Handle() without a socket: replies go to `reply` instead.
+  void SetReplyForTest(ReplyFn reply) { reply_ = std::move(reply); }
+  // "ipc://<state_dir>/rendezvous.sock", also before Bind.
+  const std::string& endpoint() const { return endpoint_; }
+
+  // The ranks of (job, attempt) that run here, from the plan. Returns the env each of those
+  // workers gets: TRAINLET_RENDEZVOUS_ENDPOINT and TRAINLET_RENDEZVOUS_TOKEN (a fresh random
+  // secret per attempt; the same one again for a repeated plan, whose ranks are added).
+  std::map<std::string, std::string> AddAttempt(const std::string& job, uint32_t attempt,
+                                                const std::vector<uint32_t>& ranks);
+  // The attempt stopped or was replaced here (attempt 0: every attempt of the job): its waiting
+  // ranks get ABORTED with `why`, its snapshots are removed and it is forgotten.
+  void EndAttempt(const std::string& job, uint32_t attempt, const std::string& why);
+  // A local rank ended ("exited with code 3", "exited with signal 9"). If it has not joined a
+  // fence its peers here are gathering, or one they start later, that fence is aborted.
+  void OnRankExited(const std::string& job, uint32_t attempt, uint32_t rank,
+                    const std::string& how);
+  // The coordinator's answer to a contribution (or its news that the attempt's rendezvous failed).
+  void OnFenceResult(const v1::FenceResult& result);
+  // One request from a rank.
+  void Handle(const std::string& peer, const v1::RendezvousRequest& request, Clock::time_point now);
+
+  // Loop integration: the ROUTER joins the poll set; OnPolled reads what it holds.
+  void AddPollItems(std::vector<zmq_pollitem_t>& items);
+  void OnPolled(const std::vector<zmq_pollitem_t>& items, Clock::time_point now);
+  // Answers gets whose time ran out; returns how long until the next one would, if any waits.
+  std::optional<std::chrono::milliseconds> Tick(Clock::time_point now);
+
+  // For tests and metrics.
+  size_t attempts() const { return attempts_.size(); }
+  uint64_t contributions_sent() const { return contributions_sent_; }
+
+ private:
+  struct Waiter {
+    std::string peer;
+    uint64_t id = 0;
+  };
+  struct PendingGet {
+    std::string peer;
+    uint64_t id = 0;
+    std::string key;
+    Clock::time_point deadline;  // Clock::time_point::max(): while the attempt lives
+  };
+  struct Attempt {
+    std::string token;
+    std::set<uint32_t> ranks;                        // local ranks, from the plan
+    std::map<uint32_t, uint64_t> joined;             // rank -> last fence it joined
+    std::map<uint32_t, Waiter> waiting;              // rank -> its fence request in flight
+    uint64_t completed = 0;                          // last fence published here
+    uint64_t open = 0;                               // fence being gathered; 0 when none
+    bool contributed = false;                        // FenceContribute for `open` sent
+    std::map<std::string, std::pair<uint32_t, std::string>> merged;  // key -> (rank, value)
+    std::map<std::string, std::string> published;    // everything the last fence released
+    std::string snapshot_path;                       // "" before the first fence
+    std::vector<PendingGet> gets;
+    std::map<uint32_t, std::string> exited;          // rank -> how it ended
+    std::string aborted;                             // non-empty: why every request fails
+  };
+  using Key = std::pair<std::string, uint32_t>;
+
+  void Reply(const std::string& peer, uint64_t id, v1::RendezvousReply::Code code,
+             std::string message);
+  void HandleFence(const Key& key, Attempt& a, const std::string& peer,
+                   const v1::RendezvousRequest& req);
+  void HandleGet(Attempt& a, const std::string& peer, const v1::RendezvousRequest& req,
+                 Clock::time_point now);
+  // Aborts the open fence if a rank that cannot join it has exited; sends the contribution when
+  // every local rank has joined.
+  void MaybeContribute(const Key& key, Attempt& a);
+  void Abort(Attempt& a, const std::string& why);
+  std::string AttemptDir(const Key& key) const;
+
+  // Constant after construction.
+  std::string node_;
+  std::string state_dir_;
+  std::string endpoint_;
+  SendFn to_coordinator_;
+  // Owned by the loop.
+  ReplyFn reply_;
+  std::optional<zmq::socket_t> socket_;
+  int poll_index_ = -1;
+  std::map<Key, Attempt> attempts_;
+  uint64_t contributions_sent_ = 0;
+};
+
+}  // namespace trainlet::agent

@@ -1,0 +1,241 @@
+// The agent's rendezvous logic without sockets: requests go in through Handle(), replies and
+// contributions come out through the functions the server was given.
+#include "agent/rendezvous_server.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "common/rendezvous/snapshot_format.h"
+
+namespace trainlet::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = RendezvousServer::Clock;
+using Code = v1::RendezvousReply;
+
+class RendezvousServerTest : public ::testing::Test {
+ protected:
+  RendezvousServerTest()
+      : dir_(fs::temp_directory_path() / ("rdzv-server-" + std::to_string(::getpid()))),
+        server_("node-b", dir_.string(), [this](v1::Envelope e) { sent_.push_back(std::move(e)); }) {
+    fs::create_directories(dir_);
+    server_.SetReplyForTest([this](const std::string& peer, v1::RendezvousReply r) {
+      replies_.emplace_back(peer, std::move(r));
+    });
+    auto env = server_.AddAttempt("j", 1, {4, 5});
+    EXPECT_EQ(env.at("TRAINLET_RENDEZVOUS_ENDPOINT"), "ipc://" + dir_.string() + "/rendezvous.sock");
+    token_ = env.at("TRAINLET_RENDEZVOUS_TOKEN");
+  }
+  ~RendezvousServerTest() override { fs::remove_all(dir_); }
+
+  v1::RendezvousRequest Request(uint32_t rank, v1::RendezvousRequest::Op op, uint64_t id) {
+    v1::RendezvousRequest r;
+    r.set_id(id);
+    r.set_job("j");
+    r.set_attempt(1);
+    r.set_rank(rank);
+    r.set_token(token_);
+    r.set_op(op);
+    return r;
+  }
+  void Fence(uint32_t rank, uint64_t epoch, std::map<std::string, std::string> puts, uint64_t id) {
+    auto r = Request(rank, v1::RendezvousRequest::OP_FENCE, id);
+    r.set_epoch(epoch);
+    for (const auto& [k, v] : puts) {
+      auto* kv = r.add_puts();
+      kv->set_key(k);
+      kv->set_value(v);
+    }
+    server_.Handle("peer-" + std::to_string(rank), r, now_);
+  }
+  v1::FenceResult Result(uint64_t epoch, std::map<std::string, std::string> pairs) {
+    v1::FenceResult r;
+    r.set_job("j");
+    r.set_attempt(1);
+    r.set_epoch(epoch);
+    r.set_ok(true);
+    for (const auto& [k, v] : pairs) {
+      auto* kv = r.add_pairs();
+      kv->set_key(k);
+      kv->set_value(v);
+    }
+    return r;
+  }
+
+  fs::path dir_;
+  std::vector<v1::Envelope> sent_;
+  std::vector<std::pair<std::string, v1::RendezvousReply>> replies_;
+  RendezvousServer server_;
+  std::string token_;
+  Clock::time_point now_ = Clock::now();
+};
+
+TEST_F(RendezvousServerTest, OneContributionPerNodeThenSnapshotForEveryRank) {
+  Fence(5, 1, {{"addr/5", "e"}, {"shared", "from-5"}}, 10);
+  EXPECT_TRUE(sent_.empty());  // rank 4 has not joined
+  Fence(4, 1, {{"addr/4", "d"}, {"shared", "from-4"}}, 11);
+  ASSERT_EQ(sent_.size(), 1u);
+  const auto& c = sent_[0].fence_contribute();
+  EXPECT_EQ(c.job(), "j");
+  EXPECT_EQ(c.attempt(), 1u);
+  EXPECT_EQ(c.epoch(), 1u);
+  EXPECT_EQ(c.node(), "node-b");
+  EXPECT_EQ(c.ranks(), 2u);
+  std::map<std::string, std::string> puts;
+  for (const auto& kv : c.puts()) puts[kv.key()] = kv.value();
+  // A clash between local ranks goes to the higher rank, whatever the arrival order.
+  EXPECT_EQ(puts, (std::map<std::string, std::string>{
+                      {"addr/4", "d"}, {"addr/5", "e"}, {"shared", "from-5"}}));
+  EXPECT_TRUE(replies_.empty());
+
+  server_.OnFenceResult(Result(1, {{"addr/0", "a"}, {"addr/4", "d"}, {"addr/5", "e"}}));
+  ASSERT_EQ(replies_.size(), 2u);
+  std::set<uint64_t> ids;
+  for (const auto& [peer, r] : replies_) {
+    EXPECT_EQ(r.code(), Code::CODE_OK);
+    EXPECT_EQ(r.epoch(), 1u);
+    ids.insert(r.id());
+    auto snap = rendezvous::MappedSnapshot::Open(r.snapshot_path());
+    ASSERT_TRUE(snap.ok()) << snap.status().message();
+    EXPECT_EQ(snap->view().size(), 3u);
+    EXPECT_EQ(*snap->view().Find("addr/0"), "a");
+  }
+  EXPECT_EQ(ids, (std::set<uint64_t>{10, 11}));
+  const std::string first = replies_[0].second.snapshot_path();
+
+  // Fence 2: the previous snapshot goes once the new one is in place.
+  replies_.clear();
+  Fence(4, 2, {}, 12);
+  Fence(5, 2, {}, 13);
+  ASSERT_EQ(sent_.size(), 2u);
+  server_.OnFenceResult(Result(2, {{"addr/0", "a"}}));
+  ASSERT_EQ(replies_.size(), 2u);
+  EXPECT_NE(replies_[0].second.snapshot_path(), first);
+  EXPECT_FALSE(fs::exists(first));
+  EXPECT_TRUE(fs::exists(replies_[0].second.snapshot_path()));
+}
+
+TEST_F(RendezvousServerTest, DeniesWrongTokenUnknownRankAndAttempt) {
+  auto r = Request(4, v1::RendezvousRequest::OP_FENCE, 1);
+  r.set_epoch(1);
+  r.set_token("nope");
+  server_.Handle("p", r, now_);
+  r.set_token(token_);
+  r.set_rank(6);
+  server_.Handle("p", r, now_);
+  r.set_rank(4);
+  r.set_attempt(2);
+  server_.Handle("p", r, now_);
+  ASSERT_EQ(replies_.size(), 3u);
+  for (const auto& [peer, reply] : replies_) EXPECT_EQ(reply.code(), Code::CODE_DENIED);
+  EXPECT_TRUE(sent_.empty());
+  // A second attempt gets a token of its own.
+  EXPECT_NE(server_.AddAttempt("j", 2, {4}).at("TRAINLET_RENDEZVOUS_TOKEN"), token_);
+  EXPECT_EQ(server_.AddAttempt("j", 1, {4}).at("TRAINLET_RENDEZVOUS_TOKEN"), token_);
+}
+
+TEST_F(RendezvousServerTest, WrongEpochIsInvalid) {
+  Fence(4, 2, {}, 1);
+  ASSERT_EQ(replies_.size(), 1u);
+  EXPECT_EQ(replies_[0].second.code(), Code::CODE_INVALID);
+  EXPECT_TRUE(sent_.empty());
+}
+
+TEST_F(RendezvousServerTest, GetsWaitForAFenceOrTimeOut) {
+  auto get = Request(4, v1::RendezvousRequest::OP_GET, 20);
+  get.set_key("addr/9");
+  get.set_timeout_ms(0);  // while the attempt lives
+  server_.Handle("g1", get, now_);
+  get.set_id(21);
+  get.set_key("never");
+  get.set_timeout_ms(100);
+  server_.Handle("g2", get, now_);
+  EXPECT_TRUE(replies_.empty());
+  auto next = server_.Tick(now_);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_LE(next->count(), 100);
+
+  Fence(4, 1, {}, 1);
+  Fence(5, 1, {}, 2);
+  server_.OnFenceResult(Result(1, {{"addr/9", "nine"}}));
+  ASSERT_EQ(replies_.size(), 3u);  // two fences and the first get
+  EXPECT_EQ(replies_[2].first, "g1");
+  EXPECT_EQ(replies_[2].second.id(), 20u);
+  EXPECT_EQ(replies_[2].second.value(), "nine");
+
+  server_.Tick(now_ + std::chrono::milliseconds(101));
+  ASSERT_EQ(replies_.size(), 4u);
+  EXPECT_EQ(replies_[3].second.code(), Code::CODE_TIMEOUT);
+  EXPECT_FALSE(server_.Tick(now_ + std::chrono::milliseconds(200)).has_value());
+
+  // A published key is answered at once.
+  get.set_id(22);
+  get.set_key("addr/9");
+  server_.Handle("g3", get, now_);
+  ASSERT_EQ(replies_.size(), 5u);
+  EXPECT_EQ(replies_[4].second.value(), "nine");
+}
+
+TEST_F(RendezvousServerTest, FailedResultAbortsWaitersAndLaterRequests) {
+  Fence(4, 1, {}, 1);
+  Fence(5, 1, {}, 2);
+  v1::FenceResult failed;
+  failed.set_job("j");
+  failed.set_attempt(1);
+  failed.set_epoch(1);
+  failed.set_ok(false);
+  failed.set_message("rank 9 on node-c exited with signal 9 before joining fence 1");
+  server_.OnFenceResult(failed);
+  ASSERT_EQ(replies_.size(), 2u);
+  for (const auto& [peer, r] : replies_) {
+    EXPECT_EQ(r.code(), Code::CODE_ABORTED);
+    EXPECT_EQ(r.message(), failed.message());
+  }
+  Fence(4, 2, {}, 3);
+  ASSERT_EQ(replies_.size(), 3u);
+  EXPECT_EQ(replies_[2].second.code(), Code::CODE_ABORTED);
+}
+
+TEST_F(RendezvousServerTest, LocalRankExitAbortsTheFenceItMissed) {
+  Fence(4, 1, {}, 1);
+  server_.OnRankExited("j", 1, 5, "exited with signal 9");
+  ASSERT_EQ(replies_.size(), 1u);
+  EXPECT_EQ(replies_[0].second.code(), Code::CODE_ABORTED);
+  EXPECT_EQ(replies_[0].second.message(),
+            "rank 5 on node-b exited with signal 9 before joining fence 1");
+  EXPECT_TRUE(sent_.empty());
+}
+
+TEST_F(RendezvousServerTest, ExitBeforeAnyFenceAbortsTheNextOne) {
+  server_.OnRankExited("j", 1, 5, "exited with code 1");
+  EXPECT_TRUE(replies_.empty());
+  Fence(4, 1, {}, 1);
+  ASSERT_EQ(replies_.size(), 1u);
+  EXPECT_EQ(replies_[0].second.code(), Code::CODE_ABORTED);
+  EXPECT_NE(replies_[0].second.message().find("rank 5 on node-b exited with code 1"),
+            std::string::npos);
+}
+
+TEST_F(RendezvousServerTest, EndAttemptAnswersWaitersAndRemovesFiles) {
+  Fence(4, 1, {}, 1);
+  Fence(5, 1, {}, 2);
+  server_.OnFenceResult(Result(1, {{"k", "v"}}));
+  const std::string snap = replies_[0].second.snapshot_path();
+  ASSERT_TRUE(fs::exists(snap));
+  replies_.clear();
+  Fence(4, 2, {}, 3);
+  server_.EndAttempt("j", 0, "attempt stopped: deleted");
+  ASSERT_EQ(replies_.size(), 1u);
+  EXPECT_EQ(replies_[0].second.code(), Code::CODE_ABORTED);
+  EXPECT_EQ(replies_[0].second.message(), "attempt stopped: deleted");
+  EXPECT_FALSE(fs::exists(snap));
+  EXPECT_EQ(server_.attempts(), 0u);
+  Fence(5, 2, {}, 4);
+  EXPECT_EQ(replies_.back().second.code(), Code::CODE_DENIED);
+}
+
+}  // namespace
+}  // namespace trainlet::agent
