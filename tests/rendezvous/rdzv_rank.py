@@ -59,6 +59,8 @@ if mode == "all":
         sys.exit(4)
     print(f"rank {rank} read {world} addresses", flush=True)
 elif mode == "kill":
+    # The attempt's other ranks are stopped (SIGTERM) right after their fence fails: report first.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if rank == 5:
         time.sleep(1.0)
         with open(os.path.join(sys.argv[3], "killed_at"), "w") as f:
