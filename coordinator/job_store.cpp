@@ -35,6 +35,17 @@ CREATE TABLE runtimes (
 PRAGMA user_version = 1;
 )sql";
 
+// Version 2: node cordons (`trainletctl cordon` / `drain`), so they outlive a restart.
+constexpr const char* kSchemaV2 = R"sql(
+CREATE TABLE node_cordons (
+  node          TEXT PRIMARY KEY,
+  reason        TEXT NOT NULL,
+  drain         INTEGER NOT NULL,
+  since_unix_ms INTEGER NOT NULL
+);
+PRAGMA user_version = 2;
+)sql";
+
 // A writer that waits longer than this for the lock gets SQLITE_BUSY; only other processes
 // (a `sqlite3` shell, a backup) can hold it, since one JobStore owns the database.
 constexpr int kBusyTimeoutMs = 5000;
@@ -57,6 +68,13 @@ constexpr const char* kUpsertRuntime =
 constexpr const char* kSelectRuntime =
     "SELECT kind, name, yaml FROM runtimes WHERE kind = ?1 AND name = ?2";
 constexpr const char* kSelectRuntimes = "SELECT kind, name, yaml FROM runtimes ORDER BY kind, name";
+constexpr const char* kUpsertCordon =
+    "INSERT INTO node_cordons (node, reason, drain, since_unix_ms) VALUES (?1, ?2, ?3, ?4) "
+    "ON CONFLICT (node) DO UPDATE SET reason = excluded.reason, drain = excluded.drain, "
+    "since_unix_ms = excluded.since_unix_ms";
+constexpr const char* kDeleteCordon = "DELETE FROM node_cordons WHERE node = ?1";
+constexpr const char* kSelectCordons =
+    "SELECT node, reason, drain, since_unix_ms FROM node_cordons ORDER BY node";
 
 // Resets a cached statement when the use ends, whatever the path out, so the next use starts
 // clean and no read transaction is left open.
@@ -174,9 +192,9 @@ Status JobStore::Init() {
   // not vanish.
   TRAINLET_RETURN_IF_ERROR(Exec("PRAGMA synchronous = FULL"));
 
-  if (version == 0) {
-    TRAINLET_RETURN_IF_ERROR(Transaction([&] { return Exec(kSchemaV1); }));
-  }
+  // Each step migrates one version up, in one transaction, so a crash leaves a whole version.
+  if (version < 1) TRAINLET_RETURN_IF_ERROR(Transaction([&] { return Exec(kSchemaV1); }));
+  if (version < 2) TRAINLET_RETURN_IF_ERROR(Transaction([&] { return Exec(kSchemaV2); }));
   return Status::Ok();
 }
 
@@ -390,6 +408,38 @@ Status JobStore::Transaction(const std::function<Status()>& body) {
   rollback.armed = false;
   --transaction_depth_;
   return Status::Ok();
+}
+
+Status JobStore::PutNodeCordon(const NodeCordonRecord& cordon) {
+  TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kUpsertCordon));
+  StatementUse use(s);
+  BindText(s, 1, cordon.node);
+  BindText(s, 2, cordon.reason);
+  sqlite3_bind_int(s, 3, cordon.drain ? 1 : 0);
+  sqlite3_bind_int64(s, 4, cordon.since_unix_ms);
+  if (sqlite3_step(s) != SQLITE_DONE) return Error("storing the cordon of node " + cordon.node);
+  return Status::Ok();
+}
+
+Status JobStore::DeleteNodeCordon(const std::string& node) {
+  TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kDeleteCordon));
+  StatementUse use(s);
+  BindText(s, 1, node);
+  if (sqlite3_step(s) != SQLITE_DONE) return Error("removing the cordon of node " + node);
+  return Status::Ok();
+}
+
+Result<std::vector<NodeCordonRecord>> JobStore::ListNodeCordons() {
+  TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kSelectCordons));
+  StatementUse use(s);
+  std::vector<NodeCordonRecord> out;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    out.push_back({ColumnText(s, 0), ColumnText(s, 1), sqlite3_column_int(s, 2) != 0,
+                   sqlite3_column_int64(s, 3)});
+  }
+  if (rc != SQLITE_DONE) return Error("listing node cordons");
+  return out;
 }
 
 }  // namespace trainlet::coordinator

@@ -1,4 +1,5 @@
-// The coordinator's durable state: TrainJobs, their status, and the runtimes they refer to.
+// The coordinator's durable state: TrainJobs, their status, the runtimes they refer to, and the
+// nodes an operator cordoned or drained.
 //
 // One SQLite database, <state_dir>/trainlet.db, in WAL mode with synchronous=FULL: when a write
 // method returns OK the change is on disk and survives a crash of the process or the machine,
@@ -45,17 +46,39 @@ struct RuntimeRecord {
   std::string yaml;
 };
 
-class JobStore {
+// A node taken out of placement by `trainletctl cordon` or `drain`, kept by node name.
+struct NodeCordonRecord {
+  std::string node;
+  std::string reason;         // as the operator gave it; "" for none
+  bool drain = false;         // cordoned by a drain (shown as reason Drained)
+  int64_t since_unix_ms = 0;  // when it was cordoned
+};
+
+// Where NodeRegistry keeps cordons: JobStore, or a fake in tests, so the registry and its tests
+// need no database. Errors as JobStore's.
+class NodeCordonStore {
+ public:
+  virtual ~NodeCordonStore() = default;
+  // Inserts or replaces the node's record.
+  virtual Status PutNodeCordon(const NodeCordonRecord& cordon) = 0;
+  // OK for a node with no record too.
+  virtual Status DeleteNodeCordon(const std::string& node) = 0;
+  // Ordered by node name.
+  virtual Result<std::vector<NodeCordonRecord>> ListNodeCordons() = 0;
+};
+
+class JobStore : public NodeCordonStore {
  public:
   // The schema version this build writes (PRAGMA user_version). Older databases are migrated;
   // newer ones are refused rather than misread.
-  static constexpr int kSchemaVersion = 1;
+  // 2 added node_cordons.
+  static constexpr int kSchemaVersion = 2;
   static constexpr const char* kFileName = "trainlet.db";
 
   // Opens <state_dir>/trainlet.db, creating the directory (mode 0700) and the schema when
   // missing.
   static Result<std::unique_ptr<JobStore>> Open(const std::string& state_dir);
-  ~JobStore();
+  ~JobStore() override;
   JobStore(const JobStore&) = delete;
   JobStore& operator=(const JobStore&) = delete;
 
@@ -87,6 +110,11 @@ class JobStore {
   Result<std::optional<RuntimeRecord>> GetRuntime(const std::string& kind, const std::string& name);
   // Ordered by kind, then name.
   Result<std::vector<RuntimeRecord>> ListRuntimes();
+
+  // NodeCordonStore: each write is on disk when it returns OK.
+  Status PutNodeCordon(const NodeCordonRecord& cordon) override;
+  Status DeleteNodeCordon(const std::string& node) override;
+  Result<std::vector<NodeCordonRecord>> ListNodeCordons() override;
 
   // Runs `body`; its writes commit together when it returns OK and are all rolled back when it
   // returns an error (which is then returned). Nests: an inner failure rolls back only the inner

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/wall_clock.h"
+
 namespace trainlet::coordinator {
 
 const char* NodeStateName(NodeState state) {
@@ -31,6 +33,15 @@ Status NodeRegistry::Register(const v1::NodeInfo& info, const std::string& routi
     by_key_.erase(it->second.public_key);
   }
   NodeEntry& e = nodes_[info.name()];
+  if (auto cordon = pending_.find(info.name()); cordon != pending_.end()) {
+    e.schedulable = false;
+    e.cordon_reason = cordon->second.reason;
+    e.drained = cordon->second.drain;
+    e.cordoned_unix_ms = cordon->second.since_unix_ms;
+    spdlog::info("node {} registered cordoned (stored{}{})", info.name(),
+                 e.cordon_reason.empty() ? "" : ": ", e.cordon_reason);
+    pending_.erase(cordon);
+  }
   const bool fresh = e.registered_unix_ms == 0 || e.state == NodeState::kLost;
   e.info = info;
   e.routing_id = routing_id;
@@ -98,16 +109,72 @@ NodeRegistry::Clock::time_point NodeRegistry::NextDeadline(Clock::time_point now
   return std::max(next, now);
 }
 
+Status NodeRegistry::LoadCordons(NodeCordonStore* store) {
+  TRAINLET_CHECK(store != nullptr);
+  TRAINLET_ASSIGN_OR_RETURN(std::vector<NodeCordonRecord> stored, store->ListNodeCordons());
+  store_ = store;
+  for (auto& c : stored) {
+    auto it = nodes_.find(c.node);
+    if (it == nodes_.end()) {
+      const std::string name = c.node;
+      pending_[name] = std::move(c);
+      continue;
+    }
+    it->second.schedulable = false;
+    it->second.cordon_reason = c.reason;
+    it->second.drained = c.drain;
+    it->second.cordoned_unix_ms = c.since_unix_ms;
+  }
+  if (!stored.empty()) spdlog::info("{} stored node cordon(s) loaded", stored.size());
+  return Status::Ok();
+}
+
 Result<bool> NodeRegistry::SetSchedulable(const std::string& name, bool schedulable,
-                                           const std::string& reason) {
+                                          const std::string& reason, bool drain,
+                                          int64_t now_unix_ms) {
   auto it = nodes_.find(name);
-  if (it == nodes_.end()) return NotFoundError("node " + name + " is not registered");
-  NodeEntry& e = it->second;
-  const bool changed = e.schedulable != schedulable;
-  e.schedulable = schedulable;
-  e.cordon_reason = schedulable ? "" : reason;
+  auto pending = pending_.find(name);
+  if (it == nodes_.end() && pending == pending_.end()) {
+    return NotFoundError("node " + name + " is not registered");
+  }
+  // The state as it is now, wherever it lives.
+  const bool was_schedulable = it != nodes_.end() ? it->second.schedulable : false;
+  const std::string old_reason =
+      it != nodes_.end() ? it->second.cordon_reason : pending->second.reason;
+  const bool was_drained = it != nodes_.end() ? it->second.drained : pending->second.drain;
+  const bool changed = was_schedulable != schedulable;
+  const bool new_drained = !schedulable && (drain || (!changed && was_drained));
+  const std::string new_reason = schedulable ? "" : reason;
+  // A cordon that stays a cordon keeps its start; only its reason or drain mark changes.
+  int64_t since = now_unix_ms != 0 ? now_unix_ms : NowUnixMs();
+  if (!changed && !schedulable) {
+    since = it != nodes_.end() ? it->second.cordoned_unix_ms : pending->second.since_unix_ms;
+  }
+  const bool same = !changed && new_reason == old_reason && new_drained == was_drained;
+  if (store_ != nullptr && !same) {
+    // Written before it takes effect, so an operator told "cordoned" finds it so after a crash.
+    if (schedulable) {
+      TRAINLET_RETURN_IF_ERROR(store_->DeleteNodeCordon(name));
+    } else {
+      TRAINLET_RETURN_IF_ERROR(store_->PutNodeCordon({name, new_reason, new_drained, since}));
+    }
+  }
+  if (it == nodes_.end()) {
+    if (schedulable) {
+      pending_.erase(pending);
+    } else {
+      pending->second = {name, new_reason, new_drained, since};
+    }
+  } else {
+    NodeEntry& e = it->second;
+    e.schedulable = schedulable;
+    e.cordon_reason = new_reason;
+    e.drained = new_drained;
+    e.cordoned_unix_ms = schedulable ? 0 : since;
+  }
   if (changed) {
-    spdlog::info("node {} {}{}{}", name, schedulable ? "uncordoned" : "cordoned",
+    spdlog::info("node {} {}{}{}", name,
+                 schedulable ? "uncordoned" : (new_drained ? "drained" : "cordoned"),
                  reason.empty() || schedulable ? "" : ": ", schedulable ? "" : reason);
   }
   return changed;

@@ -5,6 +5,11 @@
 // bound to the CURVE key that registered it: another key cannot take the name over while the
 // node is not Lost, and a key acts only for its own node.
 //
+// Cordons (`trainletctl cordon`, `drain`) are kept by node name: they outlive the agent's
+// re-registrations, and with a store attached (LoadCordons) they are written before they take
+// effect and are read back at start, so they outlive a coordinator restart too; a stored cordon
+// of a node that has not registered again yet applies when it does.
+//
 // Owned by the coordinator's loop; no locks. Time is passed in, so tests drive it.
 #pragma once
 
@@ -15,6 +20,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "coordinator/job_store.h"
 #include "trainlet/v1/node.pb.h"
 
 namespace trainlet::coordinator {
@@ -29,6 +35,8 @@ struct NodeEntry {
   NodeState state = NodeState::kReady;
   bool schedulable = true;
   std::string cordon_reason;  // why it is cordoned; kept by name across re-registration
+  bool drained = false;       // cordoned by a drain
+  int64_t cordoned_unix_ms = 0;
   // From the agent's heartbeats: its health checks. Unhealthy nodes take no new ranks.
   bool healthy = true;
   std::string health_reason;
@@ -61,21 +69,32 @@ class NodeRegistry {
   // was lost; the agent resends it) is refused. seq 0 means unnumbered and is always accepted.
   bool AcceptEvent(const std::string& name, uint64_t seq);
 
-  // Cordon (schedulable = false) or uncordon a node, by name; the state outlives the agent's
-  // re-registrations. Returns whether it changed; NotFound for a name never registered.
-  Result<bool> SetSchedulable(const std::string& name, bool schedulable, const std::string& reason);
+  // Reads the cordons stored in `store` and writes every later change there before applying it.
+  // `store` must outlive the registry. kIo when the store cannot be read.
+  Status LoadCordons(NodeCordonStore* store);
+
+  // Cordon (schedulable = false) or uncordon a node, by name; `drain` marks a cordon a drain
+  // made. Returns whether schedulable changed. NotFound for a name that never registered and has
+  // no stored cordon; kIo (and nothing changes) when the store refuses the write. `now_unix_ms`
+  // 0 means the wall clock.
+  Result<bool> SetSchedulable(const std::string& name, bool schedulable, const std::string& reason,
+                              bool drain = false, int64_t now_unix_ms = 0);
   // Records the health a heartbeat reported. Logs each change.
   void SetHealth(const std::string& name, bool healthy, const std::string& reason);
 
   const NodeEntry* Find(const std::string& name) const;
   const NodeEntry* FindByKey(const std::string& public_key) const;
   const std::map<std::string, NodeEntry>& nodes() const { return nodes_; }
+  // Stored cordons of nodes that have not registered since the coordinator started.
+  const std::map<std::string, NodeCordonRecord>& pending_cordons() const { return pending_; }
 
  private:
   std::chrono::milliseconds interval_;
   std::chrono::milliseconds lost_timeout_;
-  std::map<std::string, NodeEntry> nodes_;       // by name
-  std::map<std::string, std::string> by_key_;    // public key -> name
+  std::map<std::string, NodeEntry> nodes_;           // by name
+  std::map<std::string, std::string> by_key_;        // public key -> name
+  NodeCordonStore* store_ = nullptr;                 // not owned; null: cordons are not stored
+  std::map<std::string, NodeCordonRecord> pending_;  // by name, applied at registration
 };
 
 }  // namespace trainlet::coordinator

@@ -1,4 +1,5 @@
-// OperatorService's node requests: conditions and resources for `get nodes`, and drain.
+// OperatorService's node requests: conditions (Ready, Healthy, SchedulingDisabled, Draining) and
+// resources for `get nodes`, and drain.
 #include <spdlog/spdlog.h>
 
 #include "coordinator/operator_service.h"
@@ -14,21 +15,38 @@ void OperatorService::DescribeConditions(const NodeEntry& e, v1::NodeStatus& n) 
   auto* healthy = n.add_conditions();
   healthy->set_type("Healthy");
   healthy->set_status(e.healthy ? "True" : "False");
-  healthy->set_reason(e.healthy ? "" : "HealthCheckFailed");
+  healthy->set_reason(e.healthy ? "HealthChecksPassed" : "HealthCheckFailed");
   healthy->set_message(e.health_reason);
   if (!e.schedulable) {
     auto* cordoned = n.add_conditions();
     cordoned->set_type("SchedulingDisabled");
     cordoned->set_status("True");
-    cordoned->set_reason("Cordoned");
+    cordoned->set_reason(e.drained ? "Drained" : "Cordoned");
     cordoned->set_message(e.cordon_reason);
+    cordoned->set_unix_ms(e.cordoned_unix_ms);
     n.set_cordon_reason(e.cordon_reason);
   }
 }
 
+// Also adds the Draining condition of drained nodes, since it too counts what runs there:
+// True while ranks of some job still run on the node, False once it is empty.
 void OperatorService::FillUsedResources(v1::NodeList& list) const {
   const std::map<std::string, Resources> used = jobs_->UsedResources();
   for (auto& n : *list.mutable_nodes()) {
+    const NodeEntry* entry = nodes_->Find(n.info().name());
+    if (entry != nullptr && !entry->schedulable && entry->drained) {
+      uint32_t live = 0;
+      const std::vector<std::string> jobs = jobs_->JobsOnNode(n.info().name(), &live);
+      auto* draining = n.add_conditions();
+      draining->set_type("Draining");
+      draining->set_status(live > 0 ? "True" : "False");
+      draining->set_reason(live > 0 ? "RanksRunning" : "Drained");
+      std::string message = std::to_string(live) + (live == 1 ? " rank" : " ranks") + " running";
+      for (size_t i = 0; i < jobs.size(); ++i) message += (i ? ", " : " (jobs: ") + jobs[i];
+      if (!jobs.empty()) message += ")";
+      draining->set_message(message);
+      draining->set_unix_ms(entry->cordoned_unix_ms);
+    }
     auto it = used.find(n.info().name());
     if (it == used.end()) continue;
     for (int i = 0; i < kNumResourceKinds; ++i) {
@@ -45,7 +63,8 @@ void OperatorService::FillUsedResources(v1::NodeList& list) const {
 Result<v1::DrainNodeResult> OperatorService::Drain(const v1::DrainNodeRequest& req,
                                                    int64_t now_ms) {
   const std::string reason = req.reason().empty() ? "drained" : req.reason();
-  TRAINLET_ASSIGN_OR_RETURN(bool changed, nodes_->SetSchedulable(req.node(), false, reason));
+  TRAINLET_ASSIGN_OR_RETURN(
+      bool changed, nodes_->SetSchedulable(req.node(), false, reason, /*drain=*/true, now_ms));
   (void)changed;
   v1::DrainNodeResult result;
   result.set_node(req.node());

@@ -75,9 +75,9 @@ std::string NumaLine(const v1::NumaNode& n) {
 
 std::string TopologyTree(const v1::NodeInfo& info) {
   const v1::Topology& t = info.topology();
-  std::string out = "  Machine: " + std::to_string(t.packages()) + " packages, " +
-                    std::to_string(t.cores()) + " cores, " + std::to_string(t.pus()) + " PUs, " +
-                    HumanBytes(t.memory_bytes());
+  std::string out = "  Machine: " + std::to_string(t.packages()) +
+                    (t.packages() == 1 ? " package, " : " packages, ") + std::to_string(t.cores()) +
+                    " cores, " + std::to_string(t.pus()) + " PUs, " + HumanBytes(t.memory_bytes());
   if (!t.cpu_model().empty()) out += ", " + t.cpu_model();
   out += "\n";
   // Without cpu_packages (an agent that predates them) the package fields read 0 and mean
