@@ -38,6 +38,7 @@ sigset_t LoopSignals() {
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGHUP);
+  sigaddset(&set, SIGUSR2);  // stop the workers too, then exit (see Run)
   return set;
 }
 
@@ -152,7 +153,24 @@ Status Agent::Init() {
   std::vector<std::string> base_env;
   for (char** e = environ; *e != nullptr; ++e) base_env.emplace_back(*e);
   spawner_ = MakePosixProcessSpawner();
-  supervisor_ = std::make_unique<WorkerSupervisor>(spawner_.get(), std::move(base_env));
+  WorkerSupervisor::Options steps;
+  steps.steps_dir = config_.state_dir + "/steps";
+  {
+    std::error_code exe_ec;
+    steps.step_binary =
+        (fs::read_symlink("/proc/self/exe", exe_ec).parent_path() / "trainlet-step").string();
+  }
+  supervisor_ =
+      std::make_unique<WorkerSupervisor>(spawner_.get(), std::move(base_env), std::move(steps));
+  // Ranks a previous agent started on this node ran on under their steps: take them back before
+  // registering, so the registration lists them and the coordinator keeps their attempts.
+  for (const auto& adopted : supervisor_->AdoptSteps()) {
+    uint32_t& latest = latest_attempt_[adopted.job];
+    latest = std::max(latest, adopted.attempt);
+    stop_grace_[adopted.job] = adopted.stop_grace_ms != 0 ? adopted.stop_grace_ms : 10000;
+    // Partition grace counts from now: a silent coordinator still stops adopted ranks.
+    if (adopted.running != 0) last_heard_ = Clock::now();
+  }
   // The GPU check counts this machine's GPUs, also when impersonating another: only a change
   // since start counts, so the baseline and the checks see the same machine.
   config_.health.state_dir = config_.state_dir;
@@ -313,9 +331,12 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
   std::vector<uint32_t> local_ranks;
   for (const auto& w : plan.workers()) local_ranks.push_back(w.rank());
   const auto rendezvous_env = rendezvous_->AddAttempt(plan.job(), plan.attempt(), local_ranks);
+  // Every rank of the plan starts under one step process (WorkerSupervisor::StartStep).
+  std::vector<WorkerLaunch> launches;
+  std::vector<const v1::WorkerSpec*> specs;
+  std::vector<const RankBinding*> launch_bindings;
   for (const auto& w : plan.workers()) {
     if (supervisor_->IsRunning(plan.job(), plan.attempt(), w.rank())) continue;  // duplicate plan
-    ScopedLogFields log_fields(plan.job(), w.rank());  // journal: TRAINLET_JOB, TRAINLET_RANK
     WorkerLaunch launch;
     launch.job = plan.job();
     launch.attempt = plan.attempt();
@@ -339,8 +360,19 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
                      plan.job(), binding->CpuList(), w.local_rank(), info_.topology().source());
       }
     }
-    auto pid = file_error.empty() ? supervisor_->Start(launch)
-                                  : Result<pid_t>(IoError(file_error));
+    launches.push_back(std::move(launch));
+    specs.push_back(&w);
+    launch_bindings.push_back(binding);
+  }
+  std::vector<Result<pid_t>> started =
+      file_error.empty()
+          ? supervisor_->StartStep(launches, std::chrono::milliseconds(stop_grace_[plan.job()]))
+          : std::vector<Result<pid_t>>(launches.size(), Result<pid_t>(IoError(file_error)));
+  for (size_t i = 0; i < launches.size(); ++i) {
+    const auto& w = *specs[i];
+    const RankBinding* binding = launch_bindings[i];
+    const Result<pid_t>& pid = started[i];
+    ScopedLogFields log_fields(plan.job(), w.rank());  // journal: TRAINLET_JOB, TRAINLET_RANK
     v1::Envelope env;
     auto* ev = env.mutable_worker_event();
     ev->set_job(plan.job());
@@ -482,10 +514,12 @@ void Agent::OnChildExits() {
     ev->set_pid(e.pid);
     ev->set_exit_code(e.exit_code);
     ev->set_signal(e.signal);
+    ev->set_message(e.message);
     ev->set_unix_ms(NowUnixMs());
     spdlog::info("rank {} of {} attempt {} exited: code {} signal {}", e.rank, e.job, e.attempt,
                  e.exit_code, e.signal);
     SendEvent(std::move(env));
+    supervisor_->ExitReported(e, events_.last_seq());  // its step record goes once acked
   }
   // Once nothing of an attempt runs here any more, whatever it left outside its process groups
   // (an orted's ranks, say) goes too.
@@ -494,8 +528,11 @@ void Agent::OnChildExits() {
     rendezvous_->EndAttempt(job, attempt, "every rank of attempt " + std::to_string(attempt) +
                                               " on this node has ended");
     ports_->Release(job, attempt);
+    // The work dir names this agent's state dir: other agents on this machine (test clusters)
+    // use the same node and job names.
     const size_t swept = KillTaggedProcesses({{"TRAINLET_NODE", config_.name},
                                               {"TRAINLET_JOB", job},
+                                              {"TRAINLET_WORK_DIR", WorkDir(job)},
                                               {"TRAINLET_ATTEMPT", std::to_string(attempt)}});
     if (swept > 0) spdlog::warn("killed {} leftover processes of {} attempt {}", swept, job, attempt);
   }
@@ -522,7 +559,12 @@ void Agent::OnMessage(const v1::Envelope& env) {
     case v1::Envelope::kHeartbeatAck:
       last_heard_ = Clock::now();
       partition_stopped_ = false;
-      events_.Ack(env.heartbeat_ack().acked_event_seq());
+      // Before this agent's registration is accepted, an ack counts the events of a previous
+      // agent on this node (a restart): applying it would drop this agent's unsent events.
+      if (registered_) {
+        events_.Ack(env.heartbeat_ack().acked_event_seq());
+        supervisor_->ReportsAcked(env.heartbeat_ack().acked_event_seq());
+      }
       break;
     case v1::Envelope::kLaunchPlan: OnLaunchPlan(env.launch_plan()); break;
     case v1::Envelope::kStopWorkers: OnStopWorkers(env.stop_workers()); break;
@@ -546,6 +588,10 @@ bool Agent::OnSignalFd() {
   while (read(signal_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
     if (info.ssi_signo == SIGCHLD) continue;  // reaped below, whatever the count
     if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGINT) keep_running = false;
+    if (info.ssi_signo == SIGUSR2) {
+      stop_workers_on_exit_ = true;
+      keep_running = false;
+    }
   }
   OnChildExits();
   return keep_running;
@@ -587,7 +633,8 @@ Status Agent::Run() {
 
     std::vector<zmq_pollitem_t> items = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
                                          {nullptr, signal_fd_, ZMQ_POLLIN, 0},
-                                         {nullptr, ops_->fd(), ZMQ_POLLIN, 0}};
+                                         {nullptr, ops_->fd(), ZMQ_POLLIN, 0},
+                                         {nullptr, supervisor_->wake_fd(), ZMQ_POLLIN, 0}};
     exec_sessions_->AddPollItems(items);
     health_->AddPollItems(items);
     rendezvous_->AddPollItems(items);
@@ -599,6 +646,7 @@ Status Agent::Run() {
     health_->OnPolled(items, Clock::now());
     rendezvous_->OnPolled(items, Clock::now());
     if (items[2].revents & ZMQ_POLLIN) ops_->OnReadable();  // metrics HTTP, watchdog
+    if (items[3].revents & ZMQ_POLLIN) OnChildExits();      // a step recorded exits
     if (items[1].revents & ZMQ_POLLIN) {
       if (!OnSignalFd()) break;
     }
@@ -614,13 +662,25 @@ Status Agent::Run() {
     }
   }
   ops_->OnStopping();  // STOPPING=1
+  if (!stop_workers_on_exit_) {
+    // SIGTERM (a restart, an upgrade): the steps and their ranks run on, and the next agent on
+    // this state dir adopts them. Exec sessions are the agent's own children and end here.
+    spdlog::info("agent {} stopping: {} ranks run on under their steps; ending {} exec session(s)",
+                 config_.name, supervisor_->running(), exec_sessions_->size());
+    supervisor_->KillDirectAndWait(std::chrono::seconds(10));
+    return Status::Ok();
+  }
   spdlog::info("agent {} stopping: ending {} workers", config_.name, supervisor_->running());
   for (const auto& e : supervisor_->KillAllAndWait(std::chrono::seconds(10))) {
     spdlog::info("rank {} of {} ended at shutdown (signal {})", e.rank, e.job, e.signal);
   }
-  if (const size_t swept = KillTaggedProcesses({{"TRAINLET_NODE", config_.name}}); swept > 0) {
-    spdlog::warn("killed {} leftover processes of this node's jobs", swept);
+  size_t swept = 0;
+  for (const auto& [job, attempt] : latest_attempt_) {
+    swept += KillTaggedProcesses({{"TRAINLET_NODE", config_.name},
+                                  {"TRAINLET_JOB", job},
+                                  {"TRAINLET_WORK_DIR", WorkDir(job)}});
   }
+  if (swept > 0) spdlog::warn("killed {} leftover processes of this node's jobs", swept);
   return Status::Ok();
 }
 

@@ -57,7 +57,9 @@ class Agent {
   static Result<std::unique_ptr<Agent>> Create(AgentConfig config);
   ~Agent();
 
-  // Runs until SIGTERM or SIGINT, then stops every worker and returns.
+  // Runs until SIGTERM, SIGINT or SIGUSR2. On SIGTERM and SIGINT (a restart) the ranks run on
+  // under their step processes, for the next agent on this state dir to adopt; only exec sessions
+  // end. On SIGUSR2 every worker is stopped first (`trainletctl local down`).
   Status Run();
 
  private:
@@ -110,6 +112,7 @@ class Agent {
   std::map<std::string, uint32_t> latest_attempt_;  // job -> newest attempt seen in a plan
   std::map<std::string, uint32_t> stop_grace_;      // job -> SIGTERM..SIGKILL delay of its plan, ms
   bool registered_ = false;
+  bool stop_workers_on_exit_ = false;  // SIGUSR2: end the ranks too, not only the agent
   uint64_t heartbeat_seq_ = 0;
   std::chrono::steady_clock::time_point next_heartbeat_{};
   std::chrono::steady_clock::time_point next_register_{};

@@ -13,7 +13,6 @@
 #include <string_view>
 #include <system_error>
 
-#include "common/cpulist.h"
 
 namespace trainlet::agent {
 namespace {
@@ -147,9 +146,14 @@ class PosixProcessSpawner final : public ProcessSpawner {
     sigfillset(&all_signals);
     step(posix_spawnattr_setsigmask(&attr, &empty_mask));
     step(posix_spawnattr_setsigdefault(&attr, &all_signals));
-    step(posix_spawnattr_setpgroup(&attr, 0));
-    step(posix_spawnattr_setflags(
-        &attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP));
+    short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+    if (request.new_session) {
+      flags |= POSIX_SPAWN_SETSID;
+    } else {
+      step(posix_spawnattr_setpgroup(&attr, 0));
+      flags |= POSIX_SPAWN_SETPGROUP;
+    }
+    step(posix_spawnattr_setflags(&attr, flags));
     pid_t pid = -1;
     // posix_spawn has no affinity attribute: bind this thread, spawn, restore. The loop is the
     // only thread that spawns, so nothing else runs on the borrowed mask meanwhile.
@@ -167,8 +171,10 @@ class PosixProcessSpawner final : public ProcessSpawner {
         posix_spawn_file_actions_destroy(&actions);
         posix_spawnattr_destroy(&attr);
         close(log_fd);
-        return InvalidError("spawn " + program + ": cannot bind to CPUs " +
-                            FormatCpuList(request.cpus) + ": " + std::strerror(err));
+        std::string cpus;
+        for (unsigned c : request.cpus) cpus += (cpus.empty() ? "" : ",") + std::to_string(c);
+        return InvalidError("spawn " + program + ": cannot bind to CPUs " + cpus + ": " +
+                            std::strerror(err));
       }
     }
     if (rc == 0) {

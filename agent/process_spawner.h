@@ -29,10 +29,14 @@ class ProcessSpawner {
     // When not empty, the child's CPU affinity: the spawning thread binds itself to these CPUs,
     // spawns (the child inherits the mask through exec) and restores its own mask.
     std::vector<unsigned> cpus;
+    // Leads a new session (setsid) instead of only a new process group: a step process, which
+    // must not get the terminal's or the agent's session signals.
+    bool new_session = false;
   };
 
   // Starts one process and returns its pid. The child:
-  //  - leads its own process group (pgid == pid), so the whole tree can be signalled at once;
+  //  - leads its own process group (pgid == pid), so the whole tree can be signalled at once
+//    (and its own session too when `new_session`);
   //  - has stdin from /dev/null and stdout+stderr appended to log_path (created 0640, parent dirs
   //    created as needed);
   //  - has an empty signal mask and default dispositions, since the agent blocks SIGCHLD, SIGTERM
@@ -51,7 +55,8 @@ class ProcessSpawner {
   virtual int Kill(pid_t pgid_or_pid, int sig) = 0;
 };
 
-// The real spawner over posix_spawn(3) and kill(2). Stateless, so any thread may use it.
+// The real spawner over posix_spawn(3) and kill(2). Stateless, so any thread may use it. It is
+// also what `trainlet-step` spawns ranks with (agent/step/), so it uses nothing but libc.
 std::unique_ptr<ProcessSpawner> MakePosixProcessSpawner();
 
 }  // namespace trainlet::agent

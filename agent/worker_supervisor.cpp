@@ -12,10 +12,10 @@
 #include <thread>
 #include <utility>
 
+#include "agent/step/step_launch.h"
+
 namespace trainlet::agent {
 namespace {
-
-std::string_view KeyOf(std::string_view kv) { return kv.substr(0, kv.find('=')); }
 
 std::string Describe(const std::string& job, uint32_t attempt, uint32_t rank) {
   return "job " + job + " attempt " + std::to_string(attempt) + " rank " + std::to_string(rank);
@@ -23,49 +23,40 @@ std::string Describe(const std::string& job, uint32_t attempt, uint32_t rank) {
 
 }  // namespace
 
-WorkerSupervisor::WorkerSupervisor(ProcessSpawner* spawner, std::vector<std::string> base_env)
-    : spawner_(spawner), base_env_(std::move(base_env)) {
+WorkerSupervisor::WorkerSupervisor(ProcessSpawner* spawner, std::vector<std::string> base_env,
+                                   Options options)
+    : spawner_(spawner), base_env_(std::move(base_env)), options_(std::move(options)) {
   TRAINLET_CHECK(spawner_ != nullptr);
+  if (!options_.steps_dir.empty()) {
+    Status s = InitSteps();
+    if (!s.ok()) spdlog::error("supervisor: steps: {}", s.message());
+  }
 }
 
-std::vector<std::string> WorkerSupervisor::BuildEnv(
-    const std::map<std::string, std::string>& overrides) const {
-  std::vector<std::string> env;
-  env.reserve(base_env_.size() + overrides.size());
-  // getenv() takes the first of duplicate keys, so keep only the first; entries without '=' are
-  // not environment variables and are dropped.
-  std::set<std::string_view> seen;
-  for (const std::string& kv : base_env_) {
-    if (kv.find('=') == std::string::npos) continue;
-    std::string_view key = KeyOf(kv);
-    if (!seen.insert(key).second) continue;
-    auto it = overrides.find(std::string(key));
-    env.push_back(it == overrides.end() ? kv : it->first + "=" + it->second);
-  }
-  for (const auto& [key, value] : overrides) {
-    if (!seen.contains(key)) env.push_back(key + "=" + value);
-  }
-  return env;
-}
+WorkerSupervisor::WorkerSupervisor(ProcessSpawner* spawner, std::vector<std::string> base_env)
+    : WorkerSupervisor(spawner, std::move(base_env), Options{}) {}
 
-Result<pid_t> WorkerSupervisor::Start(const WorkerLaunch& launch) {
-  const std::string who = Describe(launch.job, launch.attempt, launch.rank);
+Status WorkerSupervisor::ValidateLaunch(const WorkerLaunch& launch, const std::string& who) const {
   if (launch.argv.empty()) return InvalidError(who + ": argv is empty");
   if (launch.attempt == 0) return InvalidError(who + ": attempt must be >= 1");
-  for (const auto& [pid, w] : workers_) {
-    if (w.job == launch.job && w.attempt == launch.attempt && w.rank == launch.rank) {
-      return Status(ErrorCode::kExists, who + ": already running as pid " + std::to_string(pid));
-    }
+  if (IsRunning(launch.job, launch.attempt, launch.rank)) {
+    return Status(ErrorCode::kExists, who + ": already running");
   }
   for (const auto& [key, value] : launch.env) {
     if (key.empty() || key.find('=') != std::string::npos) {
       return InvalidError(who + ": env name '" + key + "' is empty or contains '='");
     }
   }
+  return Status::Ok();
+}
+
+Result<pid_t> WorkerSupervisor::Start(const WorkerLaunch& launch) {
+  const std::string who = Describe(launch.job, launch.attempt, launch.rank);
+  TRAINLET_RETURN_IF_ERROR(ValidateLaunch(launch, who));
 
   ProcessSpawner::Request request;
   request.argv = launch.argv;
-  request.envp = BuildEnv(launch.env);
+  request.envp = step::BuildWorkerEnv(base_env_, launch.env);
   request.cwd = launch.cwd;
   request.log_path = launch.log_path;
   request.stdout_fd = launch.stdout_fd;
@@ -101,6 +92,9 @@ void WorkerSupervisor::SignalGroup(const Worker& w, int sig) {
 std::vector<WorkerSupervisor::RunningWorker> WorkerSupervisor::Running() const {
   std::vector<RunningWorker> out;
   for (const auto& [pid, w] : workers_) out.push_back({w.job, w.attempt, w.rank, pid});
+  for (const auto& [id, st] : steps_) {
+    for (const auto& [rank, r] : st.live) out.push_back({st.job, st.attempt, rank, r.pid});
+  }
   return out;
 }
 
@@ -109,6 +103,10 @@ void WorkerSupervisor::Stop(const std::string& job, uint32_t attempt,
   for (auto& [pid, w] : workers_) {
     if (w.job != job || (attempt != 0 && w.attempt != attempt)) continue;
     StopWorker(pid, w, grace, now);
+  }
+  for (auto& [id, st] : steps_) {
+    if (st.job != job || (attempt != 0 && st.attempt != attempt) || st.live.empty()) continue;
+    StopStep(st, grace, now);
   }
 }
 
@@ -154,6 +152,20 @@ std::optional<std::chrono::milliseconds> WorkerSupervisor::Tick(Clock::time_poin
       next = w.kill_at;
     }
   }
+  for (auto& [id, st] : steps_) {
+    if (!st.kill_at) continue;
+    if (*st.kill_at <= now) {
+      spdlog::info(
+          "supervisor: step of job {} attempt {} (pid {}) outlived its grace: SIGKILL "
+          "to its ranks",
+          st.job, st.attempt, st.pid);
+      SignalStep(st, SIGUSR1);
+      st.kill_sent = true;
+      st.kill_at.reset();
+    } else if (!next || *st.kill_at < *next) {
+      next = st.kill_at;
+    }
+  }
   if (!next) return std::nullopt;
   return std::chrono::ceil<std::chrono::milliseconds>(*next - now);
 }
@@ -173,6 +185,10 @@ std::vector<WorkerExit> WorkerSupervisor::Reap() {
     const pid_t pid = info.si_pid;
     if (pid == 0) break;  // children exist, none has exited
 
+    Step* step = nullptr;
+    for (auto& [id, st] : steps_) {
+      if (st.child && !st.gone && st.pid == pid) step = &st;
+    }
     auto it = workers_.find(pid);
     if (it != workers_.end()) SignalGroup(it->second, SIGKILL);
 
@@ -195,6 +211,15 @@ std::vector<WorkerExit> WorkerSupervisor::Reap() {
       sig = WTERMSIG(status);
       exit_code = 128 + sig;
     }
+    if (step != nullptr) {
+      // Its records are read below, now that it can write no more.
+      step->gone = true;
+      if (exit_code != 0) {
+        spdlog::warn("supervisor: step of job {} attempt {} (pid {}) ended with code {}; see {}",
+                     step->job, step->attempt, pid, exit_code, step->dir + "/step.log");
+      }
+      continue;
+    }
     if (it == workers_.end()) {
       spdlog::info("supervisor: reaped unknown child pid {} (exit code {}, signal {})", pid,
                    exit_code, sig);
@@ -208,18 +233,32 @@ std::vector<WorkerExit> WorkerSupervisor::Reap() {
       spdlog::info("supervisor: {} (pid {}) exited with code {}",
                    Describe(w.job, w.attempt, w.rank), pid, exit_code);
     }
-    exits.push_back(WorkerExit{w.job, w.attempt, w.rank, pid, exit_code, sig});
+    exits.push_back(WorkerExit{w.job, w.attempt, w.rank, pid, exit_code, sig, ""});
     workers_.erase(it);
   }
+  ReapSteps(&exits);
   return exits;
 }
 
+size_t WorkerSupervisor::running() const {
+  size_t n = workers_.size();
+  for (const auto& [id, st] : steps_) n += st.live.size();
+  return n;
+}
+
 size_t WorkerSupervisor::running(const std::string& job) const {
-  return std::count_if(workers_.begin(), workers_.end(),
-                       [&job](const auto& entry) { return entry.second.job == job; });
+  size_t n = std::count_if(workers_.begin(), workers_.end(),
+                           [&job](const auto& entry) { return entry.second.job == job; });
+  for (const auto& [id, st] : steps_) {
+    if (st.job == job) n += st.live.size();
+  }
+  return n;
 }
 
 bool WorkerSupervisor::IsRunning(const std::string& job, uint32_t attempt, uint32_t rank) const {
+  for (const auto& [id, st] : steps_) {
+    if (st.job == job && st.attempt == attempt && st.live.contains(rank)) return true;
+  }
   return std::any_of(workers_.begin(), workers_.end(), [&](const auto& entry) {
     const Worker& w = entry.second;
     return w.job == job && w.attempt == attempt && w.rank == rank;
@@ -227,28 +266,52 @@ bool WorkerSupervisor::IsRunning(const std::string& job, uint32_t attempt, uint3
 }
 
 std::vector<WorkerExit> WorkerSupervisor::KillAllAndWait(std::chrono::milliseconds timeout) {
-  if (!workers_.empty()) {
-    spdlog::info("supervisor: killing {} worker(s)", workers_.size());
-  }
+  if (running() != 0) spdlog::info("supervisor: killing {} worker(s)", running());
   for (auto& [pid, w] : workers_) {
     SignalGroup(w, SIGKILL);
     w.kill_sent = true;
     w.kill_at.reset();
   }
+  for (auto& [id, st] : steps_) {
+    if (st.gone) continue;
+    SignalStep(st, SIGUSR1);  // the step SIGKILLs its ranks, records their exits and ends
+    st.kill_sent = true;
+    st.kill_at.reset();
+  }
+  return WaitGone(timeout, true);
+}
+
+std::vector<WorkerExit> WorkerSupervisor::KillDirectAndWait(std::chrono::milliseconds timeout) {
+  if (!workers_.empty()) spdlog::info("supervisor: killing {} direct worker(s)", workers_.size());
+  for (auto& [pid, w] : workers_) {
+    SignalGroup(w, SIGKILL);
+    w.kill_sent = true;
+    w.kill_at.reset();
+  }
+  return WaitGone(timeout, false);
+}
+
+std::vector<WorkerExit> WorkerSupervisor::WaitGone(std::chrono::milliseconds timeout,
+                                                   bool steps_too) {
+  auto busy = [&] {
+    if (!workers_.empty()) return true;
+    if (!steps_too) return false;
+    return std::any_of(steps_.begin(), steps_.end(),
+                       [](const auto& e) { return !e.second.gone || !e.second.live.empty(); });
+  };
   const Clock::time_point deadline = Clock::now() + timeout;
   std::vector<WorkerExit> exits = Reap();
   // SIGKILLed processes die within microseconds to a few milliseconds; a short, growing sleep
   // keeps this cheap without owning SIGCHLD, which belongs to the loop's signalfd.
   auto nap = std::chrono::microseconds(200);
-  while (!workers_.empty() && Clock::now() < deadline) {
+  while (busy() && Clock::now() < deadline) {
     std::this_thread::sleep_for(std::min<Clock::duration>(nap, deadline - Clock::now()));
     nap = std::min(nap * 2, std::chrono::microseconds(10'000));
     std::vector<WorkerExit> more = Reap();
     exits.insert(exits.end(), more.begin(), more.end());
   }
-  if (!workers_.empty()) {
-    spdlog::warn("supervisor: {} worker(s) not reaped within {} ms", workers_.size(),
-                 timeout.count());
+  if (busy()) {
+    spdlog::warn("supervisor: {} worker(s) not reaped within {} ms", running(), timeout.count());
   }
   return exits;
 }

@@ -1,16 +1,33 @@
 // WorkerSupervisor: the agent's record of the worker processes (ranks) it started, and the only
 // code that starts, signals and reaps them.
 //
+// Two kinds of worker:
+//  - Ranks of a job attempt run under a step (StartStep): one `trainlet-step` process per
+//    (job, attempt) on this node is their parent (agent/step/step_runner.h). It records every
+//    start and exit in <steps_dir>/<step>/events, so the ranks outlive the agent (SIGTERM,
+//    SIGKILL, upgrade) and a restarted agent re-adopts them with AdoptSteps() and loses no exit
+//    status (DESIGN "State and scale"). A step whose process died before its ranks' exits were
+//    recorded has its surviving ranks SIGKILLed and reported as exited with code 255 and the
+//    message "step process died; exit status unknown".
+//  - Direct workers (Start): children of the agent itself, used for trainlet-exec sessions,
+//    whose output is piped to the agent. They do not survive the agent: KillDirectAndWait ends
+//    them at shutdown.
+//
 // Threading: single-threaded. Every method is called from the agent's event loop only; there are
-// no locks. The loop blocks SIGCHLD and reads it from a signalfd; on SIGCHLD it calls Reap(), and
-// it calls Tick() when the timeout Tick last returned has passed (and after Stop()).
+// no locks. The loop blocks SIGCHLD and reads it from a signalfd; on SIGCHLD, and whenever
+// wake_fd() is readable, it calls Reap(). It calls Tick() when the timeout Tick last returned has
+// passed (and after Stop()).
 //
 // Process groups: each worker leads its own process group (pgid == pid). Signals go to the group,
 // so helpers a rank started (a launcher's children, `sh -c 'a & b'`) are stopped with it. When a
 // worker's leader exits, for whatever reason (normal exit, crash, Stop), its group is sent SIGKILL
-// before the leader is reaped: a finished rank must not leave children behind to hold GPUs, ports
-// or files into the next attempt. The leader is still a zombie at that moment, so its pgid cannot
-// have been reused by an unrelated group.
+// before the leader is reaped (by the agent, or by the step for its ranks): a finished rank must
+// not leave children behind to hold GPUs, ports or files into the next attempt. The leader is
+// still a zombie at that moment, so its pgid cannot have been reused by an unrelated group.
+//
+// PID reuse: a step is named by its pid and its start time (/proc/<pid>/stat field 22), and is
+// signalled through a pidfd, so a restarted agent never signals an unrelated process that got a
+// dead step's pid.
 //
 // Zombies: Reap() and KillAllAndWait() reap every exited child of the agent, workers or not.
 #pragma once
@@ -21,10 +38,12 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "agent/process_spawner.h"
+#include "agent/step/step_records.h"
 #include "common/status.h"
 
 namespace trainlet::agent {
@@ -39,9 +58,9 @@ struct WorkerLaunch {
   std::map<std::string, std::string> env;  // set on top of the supervisor's base env
   std::string cwd;                         // empty: the agent's cwd
   std::string log_path;                    // stdout+stderr, appended; empty: discarded
-  int stdout_fd = -1;                      // >= 0: stdout goes here instead (caller's pipe)
-  int stderr_fd = -1;                      // >= 0: stderr goes here instead (caller's pipe)
-  std::vector<unsigned> cpus;              // CPU affinity of the worker; empty: the agent's
+  int stdout_fd = -1;  // >= 0: stdout goes here instead (caller's pipe); direct workers only
+  int stderr_fd = -1;  // >= 0: stderr goes here instead (caller's pipe); direct workers only
+  std::vector<unsigned> cpus;  // CPU affinity of the worker; empty: the agent's
 };
 
 // How one worker ended.
@@ -50,49 +69,100 @@ struct WorkerExit {
   uint32_t attempt = 0;
   uint32_t rank = 0;
   pid_t pid = 0;
-  int exit_code = 0;  // the exit status; 128 + signal when killed by a signal, as a shell says
-  int signal = 0;     // the terminating signal, 0 when it exited by itself
+  int exit_code = 0;    // the exit status; 128 + signal when killed by a signal, as a shell says
+  int signal = 0;       // the terminating signal, 0 when it exited by itself
+  std::string message;  // why the status is not the process's own (step died, start failed)
 };
 
 class WorkerSupervisor {
  public:
   using Clock = std::chrono::steady_clock;
 
+  struct Options {
+    // Where step directories live (<state_dir>/steps); created 0700. Empty: StartStep and
+    // AdoptSteps are unavailable (every launch fails), as in tests of direct workers.
+    std::string steps_dir;
+    std::string step_binary;  // absolute path of trainlet-step
+    // How long StartStep waits for the step to report its ranks started.
+    std::chrono::milliseconds step_start_timeout{60000};
+  };
+
   // `spawner` is not owned and must outlive the supervisor. `base_env` ("K=V" entries) is the
   // environment every worker starts from, normally the agent's own environ.
+  WorkerSupervisor(ProcessSpawner* spawner, std::vector<std::string> base_env, Options options);
+  // Direct workers only (no steps directory).
   WorkerSupervisor(ProcessSpawner* spawner, std::vector<std::string> base_env);
   WorkerSupervisor(const WorkerSupervisor&) = delete;
   WorkerSupervisor& operator=(const WorkerSupervisor&) = delete;
-  // Does not kill the workers: they may outlive the agent (see DESIGN "State and scale"). Call
-  // KillAllAndWait() first to stop them.
-  ~WorkerSupervisor() = default;
+  // Kills nothing: steps and their ranks outlive the agent, and a new supervisor over the same
+  // steps_dir adopts them. Direct workers are orphaned: call KillDirectAndWait() first.
+  ~WorkerSupervisor();
 
-  // Starts one worker and records it. Its env is base_env with launch.env set on top. Errors:
-  // Invalid (empty argv, attempt 0), Exists (that job/attempt/rank is already running), or the
-  // spawner's error prefixed with the rank; nothing is recorded when Start fails.
+  // Starts one direct worker (a child of the agent) and records it. Its env is base_env with
+  // launch.env set on top. Errors: Invalid (empty argv, attempt 0), Exists (that
+  // job/attempt/rank is already running), or the spawner's error prefixed with the rank;
+  // nothing is recorded when Start fails.
   Result<pid_t> Start(const WorkerLaunch& launch);
+
+  // Starts `launches`, ranks of one (job, attempt), under a new step process, and returns one
+  // result per launch, in order: the rank's pid, or why it did not start (the same checks as
+  // Start, or the step's spawn error naming argv[0], or the step's own failure). Blocks the loop
+  // until the step has spawned every rank (about what spawning them directly costs, plus one
+  // exec), at most Options::step_start_timeout. `stop_grace` is what the step waits between
+  // SIGTERM and SIGKILL when stopped while no agent runs.
+  std::vector<Result<pid_t>> StartStep(const std::vector<WorkerLaunch>& launches,
+                                       std::chrono::milliseconds stop_grace);
+
+  // What AdoptSteps found: one entry per step directory that belongs to a job attempt.
+  struct AdoptedStep {
+    std::string job;
+    uint32_t attempt = 0;
+    uint32_t stop_grace_ms = 0;
+    size_t running = 0;  // ranks alive under a live step
+    size_t exited = 0;   // exits recorded while no agent was there (reported by the next Reap)
+    bool step_alive = false;
+  };
+  // Re-adopts every step left in steps_dir by a previous agent: live steps (same pid and start
+  // time) keep their running ranks, recorded exits are returned by the next Reap() (again, if
+  // the previous agent had reported them: the coordinator ignores repeats), and ranks of steps
+  // that died unrecorded are SIGKILLed and reported as exited with an unknown status. Call once,
+  // before any StartStep. Unreadable step directories are logged and left alone.
+  std::vector<AdoptedStep> AdoptSteps();
+
+  // A descriptor for the loop's poll set: readable when a step has written records, an adopted
+  // step has ended, or adopted exits wait; then call Reap(). -1 without a steps_dir.
+  int wake_fd() const { return wake_fd_; }
+
+  // Delivery bookkeeping for step ranks, so that a step's directory, the only durable record of
+  // its exits, is removed only once the coordinator has them: the agent numbers each reported
+  // exit (ExitReported) and passes on the coordinator's cumulative acknowledgements.
+  void ExitReported(const WorkerExit& exit, uint64_t seq);
+  void ReportsAcked(uint64_t seq);
 
   // Asks every worker of (job, attempt) to stop, or of every attempt of the job when attempt is 0:
   // SIGTERM to its process group now, SIGKILL once `grace` has passed (sent by Tick; at once when
   // grace <= 0). Idempotent: a worker already stopping gets no second SIGTERM; a shorter grace
   // brings its SIGKILL forward, a longer one never delays it. The exits still come from Reap().
+  // A step is asked instead (SIGTERM, then SIGUSR1 for "SIGKILL now"), and it signals its ranks.
   void Stop(const std::string& job, uint32_t attempt, std::chrono::milliseconds grace,
             Clock::time_point now);
-  // The same for one worker of an attempt.
+  // The same for one direct worker of an attempt (an exec session). Ranks of a step are stopped
+  // with their step only; for them this does nothing.
   void StopRank(const std::string& job, uint32_t attempt, uint32_t rank,
                 std::chrono::milliseconds grace, Clock::time_point now);
 
-  // Reaps every exited child without blocking, until none is left. Returns the exits of known
-  // workers, which are then forgotten; other children are reaped and logged. Each exited worker's
-  // process group is sent SIGKILL first (see the top of this file).
+  // Reaps every exited child without blocking, until none is left, and reads what the steps
+  // recorded. Returns the exits of known workers, which are then forgotten; other children are
+  // reaped and logged. Each exited direct worker's process group is sent SIGKILL first (see the
+  // top of this file).
   std::vector<WorkerExit> Reap();
 
   // Sends the SIGKILLs that are due at `now`. Returns the time until the next one, rounded up to a
   // whole millisecond, or nullopt when none is pending.
   std::optional<std::chrono::milliseconds> Tick(Clock::time_point now);
 
-  // Workers started and not yet reaped (a stopping worker still counts).
-  size_t running() const { return workers_.size(); }
+  // Workers started (or adopted) and not yet reaped (a stopping worker still counts).
+  size_t running() const;
   size_t running(const std::string& job) const;
   bool IsRunning(const std::string& job, uint32_t attempt, uint32_t rank) const;
   // Every worker still running: (job, attempt, rank, pid), for a registration report.
@@ -103,12 +173,17 @@ class WorkerSupervisor {
     pid_t pid;
   };
   std::vector<RunningWorker> Running() const;
+  // Step processes known (running, or ended with exits not yet acknowledged).
+  size_t steps() const { return steps_.size(); }
 
-  // Shutdown: SIGKILL every worker's group, then reap until every worker is gone or `timeout` has
-  // passed. Blocks the loop (by design: nothing else runs during shutdown), polling Reap() with
-  // short sleeps rather than waiting on SIGCHLD, which belongs to the loop's signalfd. Workers not
-  // reaped by the deadline are logged and stay recorded.
+  // Shutdown that stops the work: SIGKILL every direct worker's group and tell every step to
+  // SIGKILL its ranks, then reap until every worker is gone and every step process has ended,
+  // or `timeout` has passed. Blocks the loop (by design: nothing else runs during shutdown),
+  // polling Reap() with short sleeps rather than waiting on SIGCHLD, which belongs to the
+  // loop's signalfd. Workers not reaped by the deadline are logged and stay recorded.
   std::vector<WorkerExit> KillAllAndWait(std::chrono::milliseconds timeout);
+  // Shutdown that leaves the steps running for the next agent: the same for direct workers only.
+  std::vector<WorkerExit> KillDirectAndWait(std::chrono::milliseconds timeout);
 
  private:
   struct Worker {
@@ -121,17 +196,65 @@ class WorkerSupervisor {
     bool kill_sent = false;
     std::optional<Clock::time_point> kill_at;  // pending SIGKILL, set by Stop
   };
+  struct StepRankState {
+    pid_t pid = 0;
+    uint64_t start_time = 0;
+  };
+  struct Step {
+    std::string dir;
+    std::string job;
+    uint32_t attempt = 0;
+    uint32_t stop_grace_ms = 0;
+    pid_t pid = 0;
+    uint64_t start_time = 0;
+    int pidfd = -1;
+    bool child = false;    // our child: reaped by Reap's waitid
+    bool gone = false;     // the step process has ended
+    bool done = false;     // D read: every rank's exit is recorded
+    bool corrupt = false;  // the events file holds bytes that are not records
+    int events_fd = -1;
+    int watch = -1;       // inotify watch on the events file
+    uint64_t offset = 0;  // bytes of the events file parsed
+    std::string partial;  // an unfinished last line
+    bool term_sent = false;
+    bool kill_sent = false;
+    std::optional<Clock::time_point> kill_at;
+    std::map<uint32_t, StepRankState> live;  // rank -> running rank
+    std::set<uint32_t> known;                // ranks with an S or F record
+    std::map<uint32_t, uint64_t> returned;   // rank -> seq of its report (0: not yet)
+  };
 
-  std::vector<std::string> BuildEnv(const std::map<std::string, std::string>& overrides) const;
+  Status ValidateLaunch(const WorkerLaunch& launch, const std::string& who) const;
   void SignalGroup(const Worker& w, int sig);
   void StopWorker(pid_t pid, Worker& w, std::chrono::milliseconds grace, Clock::time_point now);
+  // worker_supervisor_steps.cpp
+  Status InitSteps();
+  void SignalStep(Step& s, int sig);
+  void StopStep(Step& s, std::chrono::milliseconds grace, Clock::time_point now);
+  void ReadNewRecords(Step& s, std::vector<step::StepRecord>* out);
+  void ApplyStepRecords(Step& s, const std::vector<step::StepRecord>& records,
+                        std::vector<WorkerExit>* exits);
+  void CheckStepAlive(Step& s);
+  void EndDeadStep(Step& s, std::vector<WorkerExit>* exits);
+  void ReapSteps(std::vector<WorkerExit>* exits);
+  void RemoveFinishedSteps();
+  void CloseStep(Step& s);
+  std::vector<WorkerExit> WaitGone(std::chrono::milliseconds timeout, bool steps_too);
 
   // Constant after construction.
   ProcessSpawner* const spawner_;
   const std::vector<std::string> base_env_;
+  const Options options_;
+  int inotify_fd_ = -1;
+  int pending_fd_ = -1;  // eventfd: adopted exits wait for Reap
+  int wake_fd_ = -1;     // epoll over inotify_fd_, pending_fd_ and adopted steps' pidfds
 
-  // Owned by the loop: live workers by pid.
-  std::map<pid_t, Worker> workers_;
+  // Owned by the loop.
+  std::map<pid_t, Worker> workers_;  // direct workers by pid
+  std::map<int, Step> steps_;        // by step id
+  int next_step_id_ = 1;
+  std::vector<WorkerExit> pending_exits_;  // found by AdoptSteps, returned by the next Reap
+  uint64_t acked_through_ = 0;
 };
 
 }  // namespace trainlet::agent

@@ -4,7 +4,7 @@
 #
 # Layout (prefix /usr in the .deb, /usr/local by default):
 #   <prefix>/bin/                      trainletctl, trainlet-agent, trainlet-coordinator,
-#                                      trainlet-exec
+#                                      trainlet-exec, trainlet-step
 #   <prefix>/share/trainlet/runtimes/  the shipped ClusterTrainingRuntimes; `trainletctl local up`
 #                                      finds them as <exe>/../share/trainlet/runtimes
 #   <prefix>/share/doc/trainlet/       operator docs
@@ -24,6 +24,10 @@ install(TARGETS trainletctl trainlet-agent trainlet-coordinator
 # mpirun's launch agent on every node (OMPI_MCA_plm_rsh_agent), so it goes beside the daemons.
 if(TARGET trainlet-exec)
   install(TARGETS trainlet-exec RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
+# The per-step parent of the ranks; the agent runs it from its own directory.
+if(TARGET trainlet-step)
+  install(TARGETS trainlet-step RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
 
 # Globs, so that a runtime, unit or config added to deploy/ ships without editing this file;

@@ -325,7 +325,9 @@ Status LocalDown(const std::string& dir, int timeout_s) {
     }
   }
   auto stop = [&](const std::string& name, pid_t pid) {
-    kill(pid, SIGTERM);
+    // SIGTERM would leave an agent's ranks running for the next agent (a restart); SIGUSR2 asks
+    // it to stop them too before it exits, which is what taking the cluster down means.
+    kill(pid, name == "coordinator" ? SIGTERM : SIGUSR2);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
     while (!IsZombieOrGone(pid) && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(20ms);

@@ -17,10 +17,16 @@ cleanup() {
   if [ -d "$TRAINLET_HOME/pids" ]; then
     "$CTL" local down --dir "$TRAINLET_HOME" --timeout 10 >/dev/null 2>&1 || true
   fi
-  # Processes a test started itself (agents in namespaces, say): TERM first, so agents stop their
-  # workers, then KILL whatever is left.
+  # Processes a test started itself (agents in namespaces, say): USR2 to agents, so they stop
+  # their workers (TERM would leave them running for a next agent), TERM to the rest, then KILL
+  # whatever is left.
   for pid in "${EXTRA_PIDS[@]:-}"; do
-    [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null || true
+    [ -n "$pid" ] || continue
+    if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = trainlet-agent ]; then
+      kill -USR2 "$pid" 2>/dev/null || true
+    else
+      kill -TERM "$pid" 2>/dev/null || true
+    fi
   done
   for pid in "${EXTRA_PIDS[@]:-}"; do
     [ -n "$pid" ] || continue

@@ -1,0 +1,230 @@
+#include "agent/step/step_launch.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string_view>
+
+namespace trainlet::step {
+namespace {
+
+using json = nlohmann::json;
+
+std::string_view KeyOf(std::string_view kv) { return kv.substr(0, kv.find('=')); }
+
+// Typed field access that reports the field's path instead of throwing.
+class Reader {
+ public:
+  explicit Reader(std::string* error) : error_(error) {}
+
+  const json* Field(const json& obj, const char* key, const std::string& where,
+                    json::value_t type) {
+    if (!error_->empty()) return nullptr;
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+      *error_ = where + key + ": missing";
+      return nullptr;
+    }
+    const bool ok = it->type() == type ||
+                    (type == json::value_t::number_unsigned &&
+                     it->type() == json::value_t::number_integer && it->get<int64_t>() >= 0);
+    if (!ok) {
+      *error_ = where + key + ": has the wrong type (" + it->type_name() + ")";
+      return nullptr;
+    }
+    return &*it;
+  }
+  bool U32(const json& obj, const char* key, const std::string& where, uint32_t* out) {
+    const json* v = Field(obj, key, where, json::value_t::number_unsigned);
+    if (v == nullptr) return false;
+    const uint64_t n = v->get<uint64_t>();
+    if (n > UINT32_MAX) {
+      *error_ = where + key + ": out of range";
+      return false;
+    }
+    *out = static_cast<uint32_t>(n);
+    return true;
+  }
+  bool Str(const json& obj, const char* key, const std::string& where, std::string* out) {
+    const json* v = Field(obj, key, where, json::value_t::string);
+    if (v == nullptr) return false;
+    *out = v->get<std::string>();
+    return true;
+  }
+  bool StrList(const json& obj, const char* key, const std::string& where,
+               std::vector<std::string>* out) {
+    const json* v = Field(obj, key, where, json::value_t::array);
+    if (v == nullptr) return false;
+    for (size_t i = 0; i < v->size(); ++i) {
+      if (!(*v)[i].is_string()) {
+        *error_ = where + key + "[" + std::to_string(i) + "]: not a string";
+        return false;
+      }
+      out->push_back((*v)[i].get<std::string>());
+    }
+    return true;
+  }
+
+ private:
+  std::string* error_;
+};
+
+}  // namespace
+
+std::vector<std::string> BuildWorkerEnv(const std::vector<std::string>& base_env,
+                                        const std::map<std::string, std::string>& overrides) {
+  std::vector<std::string> env;
+  env.reserve(base_env.size() + overrides.size());
+  std::set<std::string_view> seen;
+  for (const std::string& kv : base_env) {
+    if (kv.find('=') == std::string::npos) continue;
+    std::string_view key = KeyOf(kv);
+    if (!seen.insert(key).second) continue;
+    auto it = overrides.find(std::string(key));
+    env.push_back(it == overrides.end() ? kv : it->first + "=" + it->second);
+  }
+  for (const auto& [key, value] : overrides) {
+    if (!seen.contains(key)) env.push_back(key + "=" + value);
+  }
+  return env;
+}
+
+std::string EncodeLaunch(const StepLaunch& launch) {
+  json ranks = json::array();
+  for (const StepRank& r : launch.ranks) {
+    ranks.push_back({{"rank", r.rank},
+                     {"local_rank", r.local_rank},
+                     {"argv", r.argv},
+                     {"env", r.env},
+                     {"cwd", r.cwd},
+                     {"log_path", r.log_path},
+                     {"cpus", r.cpus}});
+  }
+  json doc = {{"version", kStepLaunchVersion}, {"job", launch.job},
+              {"attempt", launch.attempt},     {"stop_grace_ms", launch.stop_grace_ms},
+              {"base_env", launch.base_env},   {"ranks", std::move(ranks)}};
+  // Env values and paths are bytes from outside: never fail on invalid UTF-8.
+  return doc.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+Result<StepLaunch> DecodeLaunch(const std::string& text) {
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return InvalidError("not valid JSON");
+  if (!doc.is_object()) return InvalidError("not a JSON object");
+  std::string error;
+  Reader rd(&error);
+  StepLaunch out;
+  uint32_t version = 0;
+  if (rd.U32(doc, "version", "", &version) && version != kStepLaunchVersion) {
+    return InvalidError("version: " + std::to_string(version) + " is not " +
+                        std::to_string(kStepLaunchVersion));
+  }
+  rd.Str(doc, "job", "", &out.job);
+  rd.U32(doc, "attempt", "", &out.attempt);
+  rd.U32(doc, "stop_grace_ms", "", &out.stop_grace_ms);
+  rd.StrList(doc, "base_env", "", &out.base_env);
+  const json* ranks = rd.Field(doc, "ranks", "", json::value_t::array);
+  if (ranks != nullptr) {
+    for (size_t i = 0; i < ranks->size() && error.empty(); ++i) {
+      const json& r = (*ranks)[i];
+      const std::string where = "ranks[" + std::to_string(i) + "].";
+      if (!r.is_object()) {
+        error = "ranks[" + std::to_string(i) + "]: not an object";
+        break;
+      }
+      StepRank sr;
+      rd.U32(r, "rank", where, &sr.rank);
+      rd.U32(r, "local_rank", where, &sr.local_rank);
+      rd.StrList(r, "argv", where, &sr.argv);
+      rd.Str(r, "cwd", where, &sr.cwd);
+      rd.Str(r, "log_path", where, &sr.log_path);
+      if (const json* env = rd.Field(r, "env", where, json::value_t::object)) {
+        for (const auto& [k, v] : env->items()) {
+          if (!v.is_string()) {
+            error = where + "env." + k + ": not a string";
+            break;
+          }
+          sr.env[k] = v.get<std::string>();
+        }
+      }
+      if (const json* cpus = rd.Field(r, "cpus", where, json::value_t::array)) {
+        for (const json& c : *cpus) {
+          if (!c.is_number_unsigned() || c.get<uint64_t>() > (1u << 20)) {
+            error = where + "cpus: not a CPU number";
+            break;
+          }
+          sr.cpus.push_back(c.get<unsigned>());
+        }
+      }
+      if (error.empty() && sr.argv.empty()) error = where + "argv: empty";
+      out.ranks.push_back(std::move(sr));
+    }
+  }
+  if (!error.empty()) return InvalidError(error);
+  if (out.job.empty()) return InvalidError("job: empty");
+  if (out.attempt == 0) return InvalidError("attempt: must be >= 1");
+  return out;
+}
+
+Status WriteLaunchFile(const std::string& path, const StepLaunch& launch) {
+  const std::string tmp = path + ".tmp";
+  const std::string text = EncodeLaunch(launch);
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return IoError("launch file " + tmp + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      close(fd);
+      unlink(tmp.c_str());
+      return IoError("launch file " + tmp + ": " + std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    unlink(tmp.c_str());
+    return IoError("launch file " + path + ": " + std::strerror(err));
+  }
+  return Status::Ok();
+}
+
+Result<StepLaunch> ReadLaunchFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    std::string message = "launch file " + path + ": " + std::strerror(err);
+    return err == ENOENT ? NotFoundError(message) : IoError(message);
+  }
+  std::string text;
+  char buf[64 * 1024];
+  while (true) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      close(fd);
+      return IoError("launch file " + path + ": " + std::strerror(err));
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > (64u << 20)) {
+      close(fd);
+      return InvalidError("launch file " + path + ": larger than 64 MiB");
+    }
+  }
+  close(fd);
+  auto launch = DecodeLaunch(text);
+  if (!launch.ok()) return InvalidError("launch file " + path + ": " + launch.status().message());
+  return launch;
+}
+
+}  // namespace trainlet::step

@@ -1,0 +1,58 @@
+// The launch file of a step (<step dir>/launch.json): everything `trainlet-step` needs to start
+// the ranks of one (job, attempt) on this node, written by the agent before it spawns the step,
+// and read again by a restarted agent to learn what the step runs.
+//
+// The environment is stored once (base_env, normally the agent's environ) plus each rank's
+// overrides, and combined by BuildWorkerEnv in the step exactly as the agent combines it for the
+// workers it spawns itself. The file holds the ranks' env, which may hold secrets: it is written
+// 0600 inside a 0700 steps directory.
+//
+// Pure data and file I/O; safe from any thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace trainlet::step {
+
+inline constexpr int kStepLaunchVersion = 1;
+
+struct StepRank {
+  uint32_t rank = 0;
+  uint32_t local_rank = 0;
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;  // on top of StepLaunch::base_env
+  std::string cwd;                         // empty: "/"
+  std::string log_path;                    // stdout+stderr, appended; empty: discarded
+  std::vector<unsigned> cpus;              // empty: the step's own affinity
+};
+
+struct StepLaunch {
+  std::string job;
+  uint32_t attempt = 0;
+  // SIGTERM to SIGKILL, when the step is asked to stop (SIGTERM) and the agent is not there to
+  // escalate.
+  uint32_t stop_grace_ms = 10000;
+  std::vector<std::string> base_env;  // "K=V"
+  std::vector<StepRank> ranks;
+};
+
+// base_env with `overrides` set on top: the first of duplicate keys wins (as getenv does),
+// entries without '=' are dropped, new keys are appended in key order.
+std::vector<std::string> BuildWorkerEnv(const std::vector<std::string>& base_env,
+                                        const std::map<std::string, std::string>& overrides);
+
+std::string EncodeLaunch(const StepLaunch& launch);
+// Errors (Invalid) name the field at fault: "ranks[3].argv: ...".
+Result<StepLaunch> DecodeLaunch(const std::string& text);
+
+// Written to `path`.tmp (0600), then renamed over `path`.
+Status WriteLaunchFile(const std::string& path, const StepLaunch& launch);
+// Errors name the path: NotFound when missing, Io when unreadable, Invalid when not a launch file.
+Result<StepLaunch> ReadLaunchFile(const std::string& path);
+
+}  // namespace trainlet::step

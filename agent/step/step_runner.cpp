@@ -1,0 +1,237 @@
+#include "agent/step/step_runner.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <optional>
+
+#include "agent/process_spawner.h"
+#include "agent/step/step_launch.h"
+#include "agent/step/step_records.h"
+
+namespace trainlet::step {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void Say(const std::string& dir, const std::string& what) {
+  std::fprintf(stderr, "trainlet-step %s: %s\n", dir.c_str(), what.c_str());
+}
+
+class Step {
+ public:
+  explicit Step(std::string dir) : dir_(std::move(dir)) {}
+
+  int Run() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGCHLD, SIGTERM, SIGUSR1, SIGINT, SIGHUP}) sigaddset(&set, sig);
+    sigprocmask(SIG_BLOCK, &set, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+    signal_fd_ = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (signal_fd_ < 0) return Fail(std::string("signalfd: ") + std::strerror(errno));
+    // Orphans of a rank (a daemonising helper) come to the step, not to init: they are reaped
+    // here and the rank's group kill still finds what stayed in the group.
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
+      Say(dir_, std::string("cannot become a child subreaper: ") + std::strerror(errno));
+    }
+    events_fd_ = open((dir_ + "/events").c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (events_fd_ < 0) return Fail("events file: " + std::string(std::strerror(errno)));
+    StepRecord header;
+    header.kind = StepRecord::Kind::kHeader;
+    header.pid = getpid();
+    header.start_time = ProcessStartTime(header.pid).value_or(0);
+    Append(EncodeRecord(header), false);
+
+    auto launch = ReadLaunchFile(dir_ + "/launch.json");
+    if (!launch.ok()) return Fail(launch.status().message());
+    launch_ = std::move(*launch);
+    StartRanks();
+    SignalReady();
+    while (!live_.empty()) Wait();
+    StepRecord done;
+    done.kind = StepRecord::Kind::kDone;
+    Append(EncodeRecord(done), true);
+    return 0;
+  }
+
+ private:
+  struct Rank {
+    uint32_t rank = 0;
+  };
+
+  int Fail(const std::string& why) {
+    Say(dir_, why);
+    SignalReady();
+    return 2;
+  }
+
+  void StartRanks() {
+    auto spawner = agent::MakePosixProcessSpawner();
+    std::string batch;
+    for (const StepRank& r : launch_.ranks) {
+      agent::ProcessSpawner::Request request;
+      request.argv = r.argv;
+      request.envp = BuildWorkerEnv(launch_.base_env, r.env);
+      request.cwd = r.cwd;
+      request.log_path = r.log_path;
+      request.cpus = r.cpus;
+      Result<pid_t> pid = spawner->Spawn(request);
+      StepRecord rec;
+      rec.rank = r.rank;
+      if (pid.ok()) {
+        rec.kind = StepRecord::Kind::kStarted;
+        rec.pid = *pid;
+        // The child cannot be reaped before we wait for it, so its /proc entry is there.
+        rec.start_time = ProcessStartTime(*pid).value_or(0);
+        live_[*pid] = Rank{r.rank};
+      } else {
+        rec.kind = StepRecord::Kind::kStartFailed;
+        rec.message = pid.status().message();
+      }
+      batch += EncodeRecord(rec);
+    }
+    Append(batch, false);
+  }
+
+  // The agent waits for this line before it reads the S and F records.
+  void SignalReady() {
+    if (ready_sent_) return;
+    ready_sent_ = true;
+    static const char kReady[] = "ready\n";
+    ssize_t n;
+    do {
+      n = write(STDOUT_FILENO, kReady, sizeof kReady - 1);
+    } while (n < 0 && errno == EINTR);
+    const int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null_fd >= 0) {
+      dup2(null_fd, STDOUT_FILENO);
+      close(null_fd);
+    }
+  }
+
+  // One write(2) per call, so a reader never sees half of a batch written by a torn loop.
+  void Append(const std::string& bytes, bool sync) {
+    if (bytes.empty() || events_fd_ < 0) return;
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n = write(events_fd_, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        // Nothing better to do than say so: the ranks still run and are still reaped; an agent
+        // reading this file will report them as ended with an unknown status.
+        Say(dir_, std::string("cannot append to the events file: ") + std::strerror(errno));
+        return;
+      }
+      done += static_cast<size_t>(n);
+    }
+    if (sync && fdatasync(events_fd_) != 0) {
+      Say(dir_, std::string("fdatasync of the events file: ") + std::strerror(errno));
+    }
+  }
+
+  void SignalRanks(int sig) {
+    for (const auto& [pid, r] : live_) {
+      if (kill(-pid, sig) != 0 && errno != ESRCH) {
+        Say(dir_, "kill(-" + std::to_string(pid) + ", " + std::to_string(sig) +
+                      "): " + std::strerror(errno));
+      }
+    }
+  }
+
+  void Wait() {
+    int timeout = -1;
+    if (kill_at_) {
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(*kill_at_ - Clock::now()).count();
+      timeout = static_cast<int>(std::max<int64_t>(0, left));
+    }
+    pollfd p{signal_fd_, POLLIN, 0};
+    const int rc = poll(&p, 1, timeout);
+    if (rc < 0 && errno != EINTR) {
+      Say(dir_, std::string("poll: ") + std::strerror(errno));
+      sleep(1);
+    }
+    signalfd_siginfo info{};
+    while (read(signal_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+      if (info.ssi_signo == SIGTERM && !term_sent_) {
+        term_sent_ = true;
+        SignalRanks(SIGTERM);
+        const auto at = Clock::now() + std::chrono::milliseconds(launch_.stop_grace_ms);
+        if (!kill_at_ || at < *kill_at_) kill_at_ = at;
+      } else if (info.ssi_signo == SIGUSR1) {
+        SignalRanks(SIGKILL);
+        kill_at_.reset();
+      }
+    }
+    if (kill_at_ && Clock::now() >= *kill_at_) {
+      SignalRanks(SIGKILL);
+      kill_at_.reset();
+    }
+    Reap();
+  }
+
+  void Reap() {
+    std::string batch;
+    while (true) {
+      // WNOWAIT first: the exited leader stays a zombie, so its pgid cannot be reused while the
+      // rest of its group is killed. Then the real reap.
+      siginfo_t info;
+      std::memset(&info, 0, sizeof info);
+      if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+        if (errno == EINTR) continue;
+        break;  // ECHILD
+      }
+      const pid_t pid = info.si_pid;
+      if (pid == 0) break;
+      auto it = live_.find(pid);
+      if (it != live_.end()) kill(-pid, SIGKILL);
+      int status = 0;
+      pid_t reaped;
+      do {
+        reaped = waitpid(pid, &status, WNOHANG);
+      } while (reaped < 0 && errno == EINTR);
+      if (reaped != pid || it == live_.end()) continue;  // an orphan that came to us
+      StepRecord rec;
+      rec.kind = StepRecord::Kind::kExited;
+      rec.rank = it->second.rank;
+      rec.pid = pid;
+      if (WIFEXITED(status)) {
+        rec.exit_code = WEXITSTATUS(status);
+      } else if (WIFSIGNALED(status)) {
+        rec.signal = WTERMSIG(status);
+        rec.exit_code = 128 + rec.signal;
+      }
+      batch += EncodeRecord(rec);
+      live_.erase(it);
+    }
+    Append(batch, true);
+  }
+
+  // Constant after construction.
+  const std::string dir_;
+  // Owned by the single thread.
+  StepLaunch launch_;
+  int signal_fd_ = -1;
+  int events_fd_ = -1;
+  bool ready_sent_ = false;
+  bool term_sent_ = false;
+  std::optional<Clock::time_point> kill_at_;
+  std::map<pid_t, Rank> live_;  // rank leaders not yet reaped
+};
+
+}  // namespace
+
+int RunStep(const std::string& dir) { return Step(dir).Run(); }
+
+}  // namespace trainlet::step

@@ -1,0 +1,29 @@
+// The body of `trainlet-step <dir>`: the parent process of one step (the ranks of one job attempt
+// on this node), in the spirit of Slurm's slurmstepd and containerd's shim. It exists so that the
+// ranks outlive an agent restart and no exit status is lost while no agent runs.
+//
+// Contract with the agent (agent/worker_supervisor.h is the other side):
+//  - The agent creates <dir>, writes <dir>/launch.json (step_launch.h), creates <dir>/events empty
+//    and spawns the step in a session of its own, its stdout a pipe.
+//  - The step becomes a child subreaper, appends the H record, starts every rank with the agent's
+//    own spawner (same process groups, log files, affinity and env as a worker the agent starts
+//    itself), appends S or F for each, writes "ready\n" to stdout and closes it.
+//  - It reaps its ranks (and any orphan re-parented to it). When a rank leader exits, its process
+//    group is SIGKILLed before the leader is reaped, as the agent does for its own workers. Each
+//    batch of exits is appended as X records and made durable with fdatasync.
+//  - SIGTERM: SIGTERM to every live rank's group, SIGKILL after the launch file's stop grace.
+//    SIGUSR1: SIGKILL to every live rank's group now (the agent's grace ran out). SIGINT and
+//    SIGHUP are ignored: only the agent stops a step.
+//  - Once every rank has exited it appends D, syncs and exits 0. Exit 2: the launch file or the
+//    events file was unusable (the message is on stderr, <dir>/step.log).
+#pragma once
+
+#include <string>
+
+namespace trainlet::step {
+
+// Runs the step in `dir` to the end and returns the process exit code. Changes process-wide
+// state (signal mask, subreaper, stdout): call it only from trainlet-step's main.
+int RunStep(const std::string& dir);
+
+}  // namespace trainlet::step

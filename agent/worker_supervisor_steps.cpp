@@ -1,0 +1,549 @@
+// WorkerSupervisor, the step half: starting a step, reading its events file, adopting the steps
+// of a previous agent, and ending the record of a step. See worker_supervisor.h.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <system_error>
+
+#include "agent/step/step_launch.h"
+#include "agent/step/step_records.h"
+#include "agent/worker_supervisor.h"
+
+namespace trainlet::agent {
+namespace fs = std::filesystem;
+using step::StepRecord;
+
+namespace {
+
+constexpr char kStepDied[] = "step process died; exit status unknown";
+
+// Raw system calls: Debian 12's glibc declares its pidfd wrappers without C linkage for C++.
+int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+int PidfdSendSignal(int pidfd, int sig) {
+  return static_cast<int>(syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
+}
+
+std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// The name of a new step's directory: <job>.<attempt>, with .<n> added when a step of that
+// attempt exists already (a plan that added ranks).
+std::string NewStepDir(const std::string& steps_dir, const std::string& job, uint32_t attempt) {
+  const std::string base = steps_dir + "/" + job + "." + std::to_string(attempt);
+  std::string dir = base;
+  for (int n = 1; fs::exists(dir); ++n) dir = base + "." + std::to_string(n);
+  return dir;
+}
+
+void AddToEpoll(int epoll_fd, int fd) {
+  if (epoll_fd < 0 || fd < 0) return;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    spdlog::warn("supervisor: epoll_ctl: {}", std::strerror(errno));
+  }
+}
+
+// True when the step named by (pid, start time) is still that process, alive.
+bool SameProcessAlive(pid_t pid, uint64_t start_time) {
+  auto now = step::ProcessStartTime(pid);
+  return now && *now == start_time && !step::IsZombie(pid);
+}
+
+}  // namespace
+
+Status WorkerSupervisor::InitSteps() {
+  std::error_code ec;
+  fs::create_directories(options_.steps_dir, ec);
+  if (ec) return IoError(options_.steps_dir + ": " + ec.message());
+  // Launch files hold the ranks' env: keep them to the agent's user.
+  fs::permissions(options_.steps_dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+  inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (inotify_fd_ < 0) return InternalError(Errno("inotify_init1"));
+  pending_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (pending_fd_ < 0) return InternalError(Errno("eventfd"));
+  wake_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (wake_fd_ < 0) return InternalError(Errno("epoll_create1"));
+  AddToEpoll(wake_fd_, inotify_fd_);
+  AddToEpoll(wake_fd_, pending_fd_);
+  return Status::Ok();
+}
+
+WorkerSupervisor::~WorkerSupervisor() {
+  for (auto& [id, st] : steps_) CloseStep(st);
+  for (int fd : {wake_fd_, pending_fd_, inotify_fd_}) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+void WorkerSupervisor::CloseStep(Step& s) {
+  if (s.watch >= 0 && inotify_fd_ >= 0) inotify_rm_watch(inotify_fd_, s.watch);
+  if (s.pidfd >= 0) close(s.pidfd);  // also leaves the epoll set
+  if (s.events_fd >= 0) close(s.events_fd);
+  s.watch = s.pidfd = s.events_fd = -1;
+}
+
+void WorkerSupervisor::SignalStep(Step& s, int sig) {
+  if (s.gone) return;
+  int rc;
+  if (s.pidfd >= 0) {
+    rc = PidfdSendSignal(s.pidfd, sig);
+  } else if (s.child || SameProcessAlive(s.pid, s.start_time)) {
+    rc = kill(s.pid, sig);  // a child cannot be reused before we reap it
+  } else {
+    return;
+  }
+  if (rc != 0 && errno != ESRCH) {
+    spdlog::warn("supervisor: signal {} to the step of {} attempt {} (pid {}): {}", sig, s.job,
+                 s.attempt, s.pid, std::strerror(errno));
+  }
+}
+
+void WorkerSupervisor::StopStep(Step& s, std::chrono::milliseconds grace, Clock::time_point now) {
+  if (s.kill_sent) return;
+  if (grace.count() <= 0) {
+    spdlog::info("supervisor: stopping job {} attempt {} (step pid {}) with SIGKILL", s.job,
+                 s.attempt, s.pid);
+    SignalStep(s, SIGUSR1);
+    s.kill_sent = true;
+    s.kill_at.reset();
+    return;
+  }
+  if (!s.term_sent) {
+    spdlog::info("supervisor: stopping job {} attempt {} (step pid {}): SIGTERM, SIGKILL in {} ms",
+                 s.job, s.attempt, s.pid, grace.count());
+    SignalStep(s, SIGTERM);
+    s.term_sent = true;
+  }
+  const Clock::time_point deadline = now + grace;
+  if (!s.kill_at || deadline < *s.kill_at) s.kill_at = deadline;
+}
+
+std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerLaunch>& launches,
+                                                       std::chrono::milliseconds stop_grace) {
+  std::vector<Result<pid_t>> results(launches.size(), Result<pid_t>(InternalError("not started")));
+  if (launches.empty()) return results;
+  const std::string job = launches[0].job;
+  const uint32_t attempt = launches[0].attempt;
+  step::StepLaunch spec;
+  spec.job = job;
+  spec.attempt = attempt;
+  spec.stop_grace_ms = static_cast<uint32_t>(std::max<int64_t>(0, stop_grace.count()));
+  spec.base_env = base_env_;
+  std::vector<size_t> index;  // spec.ranks[i] is launches[index[i]]
+  std::set<uint32_t> ranks;
+  for (size_t i = 0; i < launches.size(); ++i) {
+    const WorkerLaunch& l = launches[i];
+    const std::string who = "job " + l.job + " attempt " + std::to_string(l.attempt) + " rank " +
+                            std::to_string(l.rank);
+    Status st = ValidateLaunch(l, who);
+    if (st.ok() && (l.job != job || l.attempt != attempt)) {
+      st = InvalidError(who + ": a step runs ranks of one job attempt (" + job + " attempt " +
+                        std::to_string(attempt) + ")");
+    }
+    if (st.ok() && (l.stdout_fd >= 0 || l.stderr_fd >= 0)) {
+      st = InvalidError(who + ": output pipes are for direct workers only");
+    }
+    if (st.ok() && !ranks.insert(l.rank).second) {
+      st = Status(ErrorCode::kExists, who + ": listed twice");
+    }
+    if (st.ok() && (wake_fd_ < 0 || options_.step_binary.empty())) {
+      st = UnavailableError(who + ": this supervisor has no steps directory or step binary");
+    }
+    if (!st.ok()) {
+      results[i] = st;
+      continue;
+    }
+    step::StepRank r;
+    r.rank = l.rank;
+    r.local_rank = l.local_rank;
+    r.argv = l.argv;
+    r.env = l.env;
+    r.cwd = l.cwd;
+    r.log_path = l.log_path;
+    r.cpus = l.cpus;
+    spec.ranks.push_back(std::move(r));
+    index.push_back(i);
+  }
+  if (spec.ranks.empty()) return results;
+  auto fail_all = [&](const Status& why) {
+    spdlog::error("supervisor: job {} attempt {}: {}", job, attempt, why.message());
+    for (size_t i : index) {
+      results[i] =
+          Status(why.code(), "job " + job + " attempt " + std::to_string(attempt) + " rank " +
+                                 std::to_string(launches[i].rank) + ": " + why.message());
+    }
+    return results;
+  };
+
+  Step s;
+  s.dir = NewStepDir(options_.steps_dir, job, attempt);
+  s.job = job;
+  s.attempt = attempt;
+  s.stop_grace_ms = spec.stop_grace_ms;
+  s.child = true;
+  std::error_code ec;
+  fs::create_directory(s.dir, ec);
+  if (ec) return fail_all(IoError("step dir " + s.dir + ": " + ec.message()));
+  Status written = step::WriteLaunchFile(s.dir + "/launch.json", spec);
+  if (!written.ok()) {
+    fs::remove_all(s.dir, ec);
+    return fail_all(written);
+  }
+  const std::string events = s.dir + "/events";
+  const int create = open(events.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (create >= 0) close(create);
+  s.events_fd = open(events.c_str(), O_RDONLY | O_CLOEXEC);
+  if (s.events_fd < 0) {
+    const Status st = IoError(Errno(events));
+    fs::remove_all(s.dir, ec);
+    return fail_all(st);
+  }
+  s.watch = inotify_add_watch(inotify_fd_, events.c_str(), IN_MODIFY);
+  int ready[2];
+  if (pipe2(ready, O_CLOEXEC) != 0) {
+    const Status st = InternalError(Errno("pipe"));
+    CloseStep(s);
+    fs::remove_all(s.dir, ec);
+    return fail_all(st);
+  }
+  ProcessSpawner::Request request;
+  request.argv = {options_.step_binary, s.dir};
+  request.cwd = "/";
+  request.log_path = s.dir + "/step.log";
+  request.stdout_fd = ready[1];
+  request.new_session = true;
+  Result<pid_t> pid = spawner_->Spawn(request);
+  close(ready[1]);
+  if (!pid.ok()) {
+    close(ready[0]);
+    CloseStep(s);
+    fs::remove_all(s.dir, ec);
+    return fail_all(Status(pid.status().code(), "step: " + pid.status().message()));
+  }
+  s.pid = *pid;
+  s.start_time = step::ProcessStartTime(s.pid).value_or(0);
+  s.pidfd = PidfdOpen(s.pid);  // our unreaped child: cannot be another process
+
+  // Blocks the loop while the step spawns the ranks, as spawning them here would. The step says
+  // "ready" once every S or F record is written; EOF means it died first.
+  const auto deadline = Clock::now() + options_.step_start_timeout;
+  std::string said;
+  while (said.find('\n') == std::string::npos) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) break;
+    pollfd p{ready[0], POLLIN, 0};
+    const int rc = poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+    if (rc < 0 && errno != EINTR) break;
+    if (rc <= 0) continue;
+    char buf[64];
+    const ssize_t n = read(ready[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    said.append(buf, static_cast<size_t>(n));
+  }
+  close(ready[0]);
+  const bool is_ready = said == "ready\n";
+
+  std::vector<StepRecord> records;
+  ReadNewRecords(s, &records);
+  std::map<uint32_t, std::string> failed;
+  for (const StepRecord& r : records) {
+    if (r.kind == StepRecord::Kind::kHeader && r.start_time != 0) s.start_time = r.start_time;
+    if (r.kind == StepRecord::Kind::kStarted) {
+      s.live[r.rank] = StepRankState{r.pid, r.start_time};
+      s.known.insert(r.rank);
+    } else if (r.kind == StepRecord::Kind::kStartFailed) {
+      failed[r.rank] = r.message;
+      s.known.insert(r.rank);
+    }
+  }
+  // Exits that came in already stay in `records`: replay them after the starts are reported.
+  for (size_t k = 0; k < index.size(); ++k) {
+    const WorkerLaunch& l = launches[index[k]];
+    const std::string who =
+        "job " + job + " attempt " + std::to_string(attempt) + " rank " + std::to_string(l.rank);
+    if (auto it = s.live.find(l.rank); it != s.live.end()) {
+      results[index[k]] = it->second.pid;
+      spdlog::info("supervisor: {} local_rank {} started as pid {} under step {} (log {})", who,
+                   l.local_rank, it->second.pid, s.pid,
+                   l.log_path.empty() ? "discarded" : l.log_path);
+    } else if (auto f = failed.find(l.rank); f != failed.end()) {
+      results[index[k]] = InternalError(who + ": " + f->second);
+      spdlog::warn("supervisor: {} failed to start: {}", who, f->second);
+    } else {
+      results[index[k]] = UnavailableError(
+          who + ": the step process " +
+          (is_ready ? std::string("did not start it") : "ended or hung before starting it") +
+          "; see " + s.dir + "/step.log");
+    }
+  }
+  if (!is_ready) {
+    spdlog::error("supervisor: step of job {} attempt {} (pid {}) did not report ready", job,
+                  attempt, s.pid);
+    SignalStep(s, SIGKILL);  // its ranks are ended as those of a dead step by Reap
+  }
+  const int id = next_step_id_++;
+  Step& kept = steps_[id] = std::move(s);
+  // Exits recorded during the start (a rank that ended at once) go out with the next Reap,
+  // after the caller has reported the starts.
+  std::vector<WorkerExit> early;
+  ApplyStepRecords(kept, records, &early);
+  if (!early.empty()) {
+    pending_exits_.insert(pending_exits_.end(), early.begin(), early.end());
+    const uint64_t one = 1;
+    (void)!write(pending_fd_, &one, sizeof one);
+  }
+  return results;
+}
+
+void WorkerSupervisor::ReadNewRecords(Step& s, std::vector<StepRecord>* out) {
+  if (s.events_fd < 0 || s.corrupt) return;
+  char buf[64 * 1024];
+  while (true) {
+    const ssize_t n = pread(s.events_fd, buf, sizeof buf, static_cast<off_t>(s.offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      spdlog::error("supervisor: {}/events: {}", s.dir, std::strerror(errno));
+      return;
+    }
+    if (n == 0) break;
+    s.offset += static_cast<uint64_t>(n);
+    s.partial.append(buf, static_cast<size_t>(n));
+    if (static_cast<size_t>(n) < sizeof buf) break;
+  }
+  const uint64_t base = s.offset - s.partial.size();
+  auto used = step::ParseRecords(s.partial, base, out);
+  if (!used.ok()) {
+    // What came before the bad bytes stands; nothing after it can be trusted. The step's
+    // unrecorded ranks are then ended as those of a dead step.
+    spdlog::error("supervisor: {}/events: {}", s.dir, used.status().message());
+    s.corrupt = true;
+    s.partial.clear();
+    return;
+  }
+  s.partial.erase(0, *used);
+}
+
+void WorkerSupervisor::ApplyStepRecords(Step& s, const std::vector<StepRecord>& records,
+                                        std::vector<WorkerExit>* exits) {
+  for (const StepRecord& r : records) {
+    switch (r.kind) {
+      case StepRecord::Kind::kHeader:
+        break;
+      case StepRecord::Kind::kStarted:
+        break;  // StartStep and AdoptSteps take the starts; a late one has no caller to tell
+      case StepRecord::Kind::kStartFailed:
+        break;
+      case StepRecord::Kind::kExited: {
+        auto it = s.live.find(r.rank);
+        if (it == s.live.end()) break;  // reported already
+        WorkerExit e{s.job, s.attempt, r.rank, r.pid, r.exit_code, r.signal, ""};
+        if (r.signal != 0) {
+          spdlog::info("supervisor: job {} attempt {} rank {} (pid {}) killed by {}", s.job,
+                       s.attempt, r.rank, r.pid, strsignal(r.signal));
+        } else {
+          spdlog::info("supervisor: job {} attempt {} rank {} (pid {}) exited with code {}", s.job,
+                       s.attempt, r.rank, r.pid, r.exit_code);
+        }
+        exits->push_back(std::move(e));
+        s.returned.emplace(r.rank, 0);
+        s.live.erase(it);
+        break;
+      }
+      case StepRecord::Kind::kDone:
+        s.done = true;
+        break;
+    }
+  }
+}
+
+void WorkerSupervisor::CheckStepAlive(Step& s) {
+  if (s.gone || s.child) return;  // a child's end comes from waitid
+  if (s.pidfd >= 0) {
+    pollfd p{s.pidfd, POLLIN, 0};
+    if (poll(&p, 1, 0) == 1) {
+      s.gone = true;
+      close(s.pidfd);  // it stays readable: out of the wake-up set for good
+      s.pidfd = -1;
+    }
+    return;
+  }
+  if (!SameProcessAlive(s.pid, s.start_time)) s.gone = true;
+}
+
+void WorkerSupervisor::EndDeadStep(Step& s, std::vector<WorkerExit>* exits) {
+  if (s.live.empty()) return;
+  spdlog::error(
+      "supervisor: the step of job {} attempt {} (pid {}) {} with {} rank(s) not "
+      "recorded as exited: ending them",
+      s.job, s.attempt, s.pid, s.corrupt ? "wrote a corrupt events file" : "died", s.live.size());
+  if (!s.gone) SignalStep(s, SIGKILL);
+  for (auto& [rank, r] : s.live) {
+    // Only the very process the step started: its pid with its start time.
+    if (r.pid > 0 && SameProcessAlive(r.pid, r.start_time)) {
+      kill(-r.pid, SIGKILL);
+      kill(r.pid, SIGKILL);
+    }
+    WorkerExit e{s.job, s.attempt, rank, r.pid, 255, 0, kStepDied};
+    exits->push_back(std::move(e));
+    s.returned.emplace(rank, 0);
+  }
+  s.live.clear();
+}
+
+void WorkerSupervisor::ReapSteps(std::vector<WorkerExit>* exits) {
+  if (wake_fd_ < 0) return;
+  // Drain the wake-ups; every step is read below whatever woke us.
+  char buf[4096];
+  while (read(inotify_fd_, buf, sizeof buf) > 0) {
+  }
+  uint64_t count;
+  while (read(pending_fd_, &count, sizeof count) > 0) {
+  }
+  epoll_event evs[16];
+  while (epoll_wait(wake_fd_, evs, 16, 0) == 16) {
+  }
+  exits->insert(exits->end(), pending_exits_.begin(), pending_exits_.end());
+  pending_exits_.clear();
+  for (auto& [id, s] : steps_) {
+    CheckStepAlive(s);  // first: once it is gone, the file below holds all it ever wrote
+    std::vector<StepRecord> records;
+    ReadNewRecords(s, &records);
+    ApplyStepRecords(s, records, exits);
+    if ((s.gone && !s.done) || s.corrupt) EndDeadStep(s, exits);
+  }
+  RemoveFinishedSteps();
+}
+
+void WorkerSupervisor::ExitReported(const WorkerExit& exit, uint64_t seq) {
+  for (auto& [id, s] : steps_) {
+    if (s.job != exit.job || s.attempt != exit.attempt) continue;
+    auto it = s.returned.find(exit.rank);
+    if (it != s.returned.end()) it->second = seq;
+  }
+}
+
+void WorkerSupervisor::ReportsAcked(uint64_t seq) {
+  acked_through_ = std::max(acked_through_, seq);
+  RemoveFinishedSteps();
+}
+
+void WorkerSupervisor::RemoveFinishedSteps() {
+  for (auto it = steps_.begin(); it != steps_.end();) {
+    Step& s = it->second;
+    const bool delivered = std::all_of(s.returned.begin(), s.returned.end(), [&](const auto& r) {
+      return r.second != 0 && r.second <= acked_through_;
+    });
+    if (!s.gone || !s.live.empty() || !delivered) {
+      ++it;
+      continue;
+    }
+    CloseStep(s);
+    std::error_code ec;
+    fs::remove_all(s.dir, ec);
+    if (ec) spdlog::warn("supervisor: cannot remove {}: {}", s.dir, ec.message());
+    it = steps_.erase(it);
+  }
+}
+
+std::vector<WorkerSupervisor::AdoptedStep> WorkerSupervisor::AdoptSteps() {
+  std::vector<AdoptedStep> found;
+  if (wake_fd_ < 0) return found;
+  std::error_code ec;
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(options_.steps_dir, ec)) {
+    if (e.is_directory(ec)) dirs.push_back(e.path());
+  }
+  std::sort(dirs.begin(), dirs.end());
+  for (const fs::path& dir : dirs) {
+    auto launch = step::ReadLaunchFile((dir / "launch.json").string());
+    if (!launch.ok()) {
+      if (launch.status().code() == ErrorCode::kNotFound && !fs::exists(dir / "events", ec)) {
+        // The previous agent died before it started this step: nothing ran.
+        fs::remove_all(dir, ec);
+      } else {
+        spdlog::error("supervisor: cannot adopt step {}: {}", dir.string(),
+                      launch.status().message());
+      }
+      continue;
+    }
+    Step s;
+    s.dir = dir.string();
+    s.job = launch->job;
+    s.attempt = launch->attempt;
+    s.stop_grace_ms = launch->stop_grace_ms;
+    const std::string events = s.dir + "/events";
+    s.events_fd = open(events.c_str(), O_RDONLY | O_CLOEXEC);
+    if (s.events_fd < 0) {
+      spdlog::error("supervisor: cannot adopt step {}: {}", s.dir, Errno(events));
+      continue;
+    }
+    std::vector<StepRecord> records;
+    ReadNewRecords(s, &records);
+    bool alive = false;
+    if (!records.empty() && records[0].kind == StepRecord::Kind::kHeader) {
+      s.pid = records[0].pid;
+      s.start_time = records[0].start_time;
+      if (SameProcessAlive(s.pid, s.start_time)) {
+        s.pidfd = PidfdOpen(s.pid);
+        // Checked again with the pidfd held: the pidfd now names that very process.
+        alive = SameProcessAlive(s.pid, s.start_time);
+        if (!alive && s.pidfd >= 0) {
+          close(s.pidfd);
+          s.pidfd = -1;
+        }
+      }
+    }
+    s.gone = !alive;
+    std::vector<WorkerExit> exits;
+    for (const StepRecord& r : records) {
+      if (r.kind == StepRecord::Kind::kStarted) {
+        s.live[r.rank] = StepRankState{r.pid, r.start_time};
+        s.known.insert(r.rank);
+      } else if (r.kind == StepRecord::Kind::kStartFailed) {
+        // Reported as START_FAILED by the previous agent, perhaps never delivered: again, as an
+        // exit, which fails the attempt just the same and is ignored for an older one.
+        s.known.insert(r.rank);
+        exits.push_back(
+            WorkerExit{s.job, s.attempt, r.rank, 0, 127, 0, "start failed: " + r.message});
+        s.returned.emplace(r.rank, 0);
+      }
+    }
+    ApplyStepRecords(s, records, &exits);
+    AdoptedStep info{s.job, s.attempt, s.stop_grace_ms, 0, exits.size(), alive};
+    if ((s.gone && !s.done) || s.corrupt) EndDeadStep(s, &exits);
+    info.running = s.live.size();
+    info.exited = exits.size();
+    s.watch = inotify_add_watch(inotify_fd_, events.c_str(), IN_MODIFY);
+    AddToEpoll(wake_fd_, s.pidfd);
+    spdlog::info(
+        "supervisor: adopted step {} (pid {}, {}): {} rank(s) running, {} exit(s) to "
+        "report",
+        s.dir, s.pid, alive ? "alive" : "ended", info.running, info.exited);
+    pending_exits_.insert(pending_exits_.end(), exits.begin(), exits.end());
+    found.push_back(info);
+    steps_[next_step_id_++] = std::move(s);
+  }
+  if (!pending_exits_.empty()) {
+    const uint64_t one = 1;
+    (void)!write(pending_fd_, &one, sizeof one);
+  }
+  RemoveFinishedSteps();
+  return found;
+}
+
+}  // namespace trainlet::agent

@@ -1,0 +1,236 @@
+// The step's on-disk formats: the events file records and the launch file. Both are read back
+// after crashes, so bad bytes must give a clear error and never a crash.
+#include "agent/step/step_records.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "agent/step/step_launch.h"
+
+namespace trainlet::step {
+namespace {
+
+namespace fs = std::filesystem;
+using Kind = StepRecord::Kind;
+
+StepRecord Rec(Kind kind, uint32_t rank = 0, pid_t pid = 0, uint64_t start = 0, int code = 0,
+               int sig = 0, std::string message = "") {
+  StepRecord r;
+  r.kind = kind;
+  r.rank = rank;
+  r.pid = pid;
+  r.start_time = start;
+  r.exit_code = code;
+  r.signal = sig;
+  r.message = std::move(message);
+  return r;
+}
+
+TEST(StepRecords, RoundTripEveryKind) {
+  std::vector<StepRecord> in = {Rec(Kind::kHeader, 0, 4242, 987654321),
+                                Rec(Kind::kStarted, 3, 100, 55),
+                                Rec(Kind::kStartFailed, 4, 0, 0, 0, 0, "spawn nope: No such file"),
+                                Rec(Kind::kExited, 3, 100, 0, 7, 0),
+                                Rec(Kind::kExited, 5, 101, 0, 137, 9),
+                                Rec(Kind::kDone)};
+  std::string bytes;
+  for (const auto& r : in) bytes += EncodeRecord(r);
+  EXPECT_EQ(EncodeRecord(in[0]), "H 1 4242 987654321\n");
+  EXPECT_EQ(EncodeRecord(in[3]), "X 3 100 7 0\n");
+  std::vector<StepRecord> out;
+  auto used = ParseRecords(bytes, 0, &out);
+  ASSERT_TRUE(used.ok()) << used.status().message();
+  EXPECT_EQ(*used, bytes.size());
+  EXPECT_EQ(out, in);
+}
+
+TEST(StepRecords, MessagesLoseNewlinesAndStayShort) {
+  std::string bytes = EncodeRecord(Rec(Kind::kHeader, 0, 1, 1)) +
+                      EncodeRecord(Rec(Kind::kStartFailed, 1, 0, 0, 0, 0,
+                                       "line one\nline two\r" + std::string(10000, 'x')));
+  std::vector<StepRecord> out;
+  auto used = ParseRecords(bytes, 0, &out);
+  ASSERT_TRUE(used.ok()) << used.status().message();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1].message.substr(0, 18), "line one line two ");
+  EXPECT_LE(out[1].message.size(), kMaxRecordBytes);
+}
+
+TEST(StepRecords, UnfinishedLastLineIsLeftForLater) {
+  std::string bytes = "H 1 10 20\nS 0 11 2";
+  std::vector<StepRecord> out;
+  auto used = ParseRecords(bytes, 0, &out);
+  ASSERT_TRUE(used.ok());
+  EXPECT_EQ(*used, 10u);
+  EXPECT_EQ(out.size(), 1u);
+  // The rest arrives: parsing resumes at the byte offset it stopped at.
+  std::string rest = bytes.substr(*used) + "1\n";
+  auto more = ParseRecords(rest, *used, &out);
+  ASSERT_TRUE(more.ok());
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1], Rec(Kind::kStarted, 0, 11, 21));
+}
+
+TEST(StepRecords, BadBytesAreErrorsNamingTheOffset) {
+  const std::string h = "H 1 10 20\n";
+  struct Case {
+    std::string bytes;
+    std::string offset;
+  };
+  std::vector<Case> cases = {
+      {"S 0 1 2\n", "byte 0"},                                  // no header first
+      {"H 2 10 20\n", "byte 0"},                                // unknown version
+      {h + "Q 1 2\n", "byte 10"},                               // unknown kind
+      {h + "S 1 -5 2\n", "byte 10"},                            // negative pid
+      {h + "S 01 5 2\n", "byte 10"},                            // two spellings of one number
+      {h + "S 1 5\n", "byte 10"},                               // missing field
+      {h + "X 1 5 7 0 9\n", "byte 10"},                         // extra field
+      {h + "X 1 5 300 0\n", "byte 10"},                         // exit code out of range
+      {h + "X 1 5 -1 0\n", "byte 10"},                          // negative exit code
+      {h + "X 1 5 0 99\n", "byte 10"},                          // no such signal
+      {h + "D 1\n", "byte 10"},                                 // D has no fields
+      {h + "S 1 5 2\0\n", "byte 10"},                           // NUL
+      {h + "\n", "byte 10"},                                    // empty line
+      {h + "S  1 5 2\n", "byte 10"},                            // doubled space
+      {h + "S 99999999999999999999 5 2\n", "byte 10"},          // overflow
+      {h + std::string(kMaxRecordBytes + 10, 'x'), "byte 10"},  // no newline, too long
+  };
+  cases[11].bytes = h + std::string("S 1 5 2\0\n", 9);
+  for (const auto& c : cases) {
+    std::vector<StepRecord> out;
+    auto used = ParseRecords(c.bytes, 0, &out);
+    ASSERT_FALSE(used.ok()) << c.bytes;
+    EXPECT_EQ(used.status().code(), ErrorCode::kInvalid);
+    EXPECT_NE(used.status().message().find(c.offset), std::string::npos) << used.status().message();
+    EXPECT_LE(used.status().message().size(), 200u);
+    // What came before the bad line stands.
+    EXPECT_EQ(out.size(), c.offset == "byte 0" ? 0u : 1u) << c.bytes;
+  }
+}
+
+TEST(StepRecords, RandomBytesNeverCrash) {
+  std::mt19937 rng(7);
+  const std::string alphabet = "HSFXD 0123456789\n-\x01\xff";
+  size_t accepted = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string bytes = i % 2 == 0 ? "H 1 5 6\n" : "";
+    const size_t n = rng() % 64;
+    for (size_t k = 0; k < n; ++k) bytes += alphabet[rng() % alphabet.size()];
+    std::vector<StepRecord> out;
+    auto used = ParseRecords(bytes, 0, &out);
+    if (used.ok()) {
+      ++accepted;
+      EXPECT_LE(*used, bytes.size());
+    }
+  }
+  EXPECT_GT(accepted, 0u);
+}
+
+TEST(StepRecords, ProcessStartTimeNamesOneProcess) {
+  auto self = ProcessStartTime(getpid());
+  ASSERT_TRUE(self.has_value());
+  EXPECT_GT(*self, 0u);
+  EXPECT_EQ(ProcessStartTime(getpid()), self);
+  EXPECT_FALSE(IsZombie(getpid()));
+  EXPECT_FALSE(ProcessStartTime(99'999'999).has_value());  // above any pid_max
+  EXPECT_FALSE(ProcessStartTime(0).has_value());
+}
+
+TEST(StepLaunch, RoundTripAndEnv) {
+  StepLaunch l;
+  l.job = "job-a";
+  l.attempt = 2;
+  l.stop_grace_ms = 1500;
+  l.base_env = {"PATH=/bin", "A=1", "A=2", "junk"};
+  StepRank r;
+  r.rank = 3;
+  r.local_rank = 1;
+  r.argv = {"/bin/sh", "-c", "echo \"hi\"\n"};
+  r.env = {{"A", "over"}, {"B", "new"}};
+  r.cwd = "/tmp";
+  r.log_path = "/tmp/x.log";
+  r.cpus = {0, 2};
+  l.ranks.push_back(r);
+  auto back = DecodeLaunch(EncodeLaunch(l));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->job, "job-a");
+  EXPECT_EQ(back->attempt, 2u);
+  EXPECT_EQ(back->stop_grace_ms, 1500u);
+  ASSERT_EQ(back->ranks.size(), 1u);
+  EXPECT_EQ(back->ranks[0].argv, r.argv);
+  EXPECT_EQ(back->ranks[0].env, r.env);
+  EXPECT_EQ(back->ranks[0].cpus, r.cpus);
+  EXPECT_EQ(back->ranks[0].rank, 3u);
+  EXPECT_EQ(back->ranks[0].local_rank, 1u);
+  EXPECT_EQ(BuildWorkerEnv(back->base_env, back->ranks[0].env),
+            (std::vector<std::string>{"PATH=/bin", "A=over", "B=new"}));
+}
+
+TEST(StepLaunch, ErrorsNameTheField) {
+  struct Case {
+    std::string text;
+    std::string field;
+  };
+  const std::string ok_rank =
+      R"({"rank":0,"local_rank":0,"argv":["x"],"env":{},"cwd":"","log_path":"","cpus":[]})";
+  auto doc = [](const std::string& ranks) {
+    return R"({"version":1,"job":"j","attempt":1,"stop_grace_ms":5,"base_env":[],"ranks":[)" +
+           ranks + "]}";
+  };
+  std::vector<Case> cases = {
+      {"not json", "not valid JSON"},
+      {"[1]", "not a JSON object"},
+      {R"({"version":2})", "version"},
+      {R"({"version":1,"attempt":1})", "job: missing"},
+      {doc(ok_rank + ",5"), "ranks[1]: not an object"},
+      {doc(R"({"rank":-1})"), "ranks[0].rank"},
+      {doc(R"({"rank":0,"local_rank":0,"argv":"x"})"), "ranks[0].argv"},
+      {doc(R"({"rank":0,"local_rank":0,"argv":[],"env":{},"cwd":"","log_path":"","cpus":[]})"),
+       "ranks[0].argv: empty"},
+      {doc(R"({"rank":0,"local_rank":0,"argv":["x"],"env":{"A":1},"cwd":"","log_path":"","cpus":[]})"),
+       "ranks[0].env.A"},
+      {doc(R"({"rank":0,"local_rank":0,"argv":["x"],"env":{},"cwd":"","log_path":"","cpus":["a"]})"),
+       "ranks[0].cpus"},
+  };
+  for (const auto& c : cases) {
+    auto r = DecodeLaunch(c.text);
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_EQ(r.status().code(), ErrorCode::kInvalid);
+    EXPECT_NE(r.status().message().find(c.field), std::string::npos)
+        << c.text << " -> " << r.status().message();
+  }
+  EXPECT_TRUE(DecodeLaunch(doc(ok_rank)).ok());
+}
+
+TEST(StepLaunch, FilesNameThePath) {
+  char tmpl[] = "/tmp/trainlet-steplaunch-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const fs::path dir = tmpl;
+  auto missing = ReadLaunchFile((dir / "none.json").string());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), ErrorCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("none.json"), std::string::npos);
+
+  std::ofstream(dir / "bad.json") << "{\"version\":1,";
+  auto bad = ReadLaunchFile((dir / "bad.json").string());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("bad.json"), std::string::npos);
+
+  StepLaunch l;
+  l.job = "j";
+  l.attempt = 1;
+  ASSERT_TRUE(WriteLaunchFile((dir / "good.json").string(), l).ok());
+  EXPECT_EQ(fs::status(dir / "good.json").permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_FALSE(fs::exists(dir / "good.json.tmp"));
+  EXPECT_TRUE(ReadLaunchFile((dir / "good.json").string()).ok());
+  EXPECT_FALSE(WriteLaunchFile((dir / "no-dir" / "x.json").string(), l).ok());
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace trainlet::step

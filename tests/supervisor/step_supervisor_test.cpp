@@ -1,0 +1,418 @@
+// WorkerSupervisor with steps: ranks started under a real trainlet-step process, stopped with a
+// grace, their exit codes and signals kept, and re-adopted by a new supervisor over the same
+// steps directory (what a restarted agent does). Like the agent, the test blocks SIGCHLD,
+// SIGTERM and SIGINT.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "agent/process_spawner.h"
+#include "agent/step/step_records.h"
+#include "agent/worker_supervisor.h"
+
+namespace trainlet::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool Alive(pid_t pid) { return kill(pid, 0) == 0 && !step::IsZombie(pid); }
+
+class StepSupervisorTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    ASSERT_EQ(sigprocmask(SIG_BLOCK, &set, nullptr), 0);
+    spdlog::set_level(spdlog::level::warn);
+  }
+
+  void SetUp() override {
+    char tmpl[] = "/tmp/trainlet-steps-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = fs::canonical(tmpl);
+    options_.steps_dir = (dir_ / "steps").string();
+    options_.step_binary = std::string(TRAINLET_BINARY_DIR) + "/bin/trainlet-step";
+    options_.step_start_timeout = 10s;
+    ASSERT_TRUE(fs::exists(options_.step_binary)) << options_.step_binary;
+  }
+
+  void TearDown() override {
+    if (sup_) {
+      sup_->KillAllAndWait(5s);
+      EXPECT_EQ(sup_->running(), 0u);
+      sup_.reset();
+    }
+    auto deadline = Clock::now() + 5s;
+    while (Clock::now() < deadline) {
+      pid_t p = waitpid(-1, nullptr, WNOHANG);
+      if (p < 0) break;
+      if (p == 0) std::this_thread::sleep_for(2ms);
+    }
+    fs::remove_all(dir_);
+  }
+
+  WorkerSupervisor& Make() {
+    sup_ = std::make_unique<WorkerSupervisor>(
+        posix_.get(), std::vector<std::string>{"PATH=/usr/bin:/bin", "LANG=C"}, options_);
+    return *sup_;
+  }
+
+  WorkerLaunch Launch(std::vector<std::string> argv, uint32_t rank) {
+    WorkerLaunch l;
+    l.job = "job-a";
+    l.attempt = 1;
+    l.rank = rank;
+    l.local_rank = rank;
+    l.argv = std::move(argv);
+    l.log_path = (dir_ / "logs" / ("rank-" + std::to_string(rank) + ".log")).string();
+    return l;
+  }
+
+  std::vector<WorkerExit> WaitExits(size_t n, Clock::duration timeout = 10s) {
+    std::vector<WorkerExit> all;
+    auto deadline = Clock::now() + timeout;
+    while (all.size() < n && Clock::now() < deadline) {
+      for (auto& e : sup_->Reap()) all.push_back(e);
+      if (all.size() < n) std::this_thread::sleep_for(2ms);
+    }
+    std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+    return all;
+  }
+
+  size_t StepDirs() const {
+    size_t n = 0;
+    std::error_code ec;
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator(options_.steps_dir, ec)) ++n;
+    return n;
+  }
+
+  // The pid of the (only) step process, from its events file.
+  pid_t StepPid() const {
+    for (const auto& e : fs::directory_iterator(options_.steps_dir)) {
+      std::string events = ReadFile(e.path() / "events");
+      std::vector<step::StepRecord> records;
+      (void)step::ParseRecords(events, 0, &records);
+      if (!records.empty()) return records[0].pid;
+    }
+    return -1;
+  }
+
+  // Acknowledges every exit as the coordinator would.
+  void Deliver(const std::vector<WorkerExit>& exits) {
+    for (const auto& e : exits) sup_->ExitReported(e, ++seq_);
+    sup_->ReportsAcked(seq_);
+  }
+
+  fs::path dir_;
+  WorkerSupervisor::Options options_;
+  std::unique_ptr<ProcessSpawner> posix_ = MakePosixProcessSpawner();
+  std::unique_ptr<WorkerSupervisor> sup_;
+  uint64_t seq_ = 0;
+};
+
+TEST_F(StepSupervisorTest, ExitCodesSignalsAndLogsKept) {
+  auto& sup = Make();
+  auto started = sup.StartStep(
+      {Launch({"/bin/sh", "-c", "echo out; echo err >&2; exit 3"}, 0),
+       Launch({"/bin/sh", "-c", "kill -USR1 $$; sleep 5"}, 1), Launch({"/usr/bin/env"}, 2)},
+      1s);
+  ASSERT_EQ(started.size(), 3u);
+  for (const auto& s : started) ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(StepDirs(), 1u);
+  const pid_t step_pid = StepPid();
+  ASSERT_GT(step_pid, 0);
+  auto exits = WaitExits(3);
+  ASSERT_EQ(exits.size(), 3u);
+  EXPECT_EQ(exits[0].exit_code, 3);
+  EXPECT_EQ(exits[0].signal, 0);
+  EXPECT_EQ(exits[0].pid, *started[0]);
+  EXPECT_EQ(exits[1].signal, SIGUSR1);
+  EXPECT_EQ(exits[1].exit_code, 128 + SIGUSR1);
+  EXPECT_EQ(exits[2].exit_code, 0);
+  EXPECT_EQ(ReadFile(dir_ / "logs" / "rank-0.log"), "out\nerr\n");
+  // The env is the supervisor's base env with the launch env on top, as for direct workers.
+  EXPECT_EQ(ReadFile(dir_ / "logs" / "rank-2.log"), "PATH=/usr/bin:/bin\nLANG=C\n");
+  EXPECT_EQ(sup.running(), 0u);
+
+  // The step ends once every rank has; its record stays until the coordinator has the exits.
+  auto deadline = Clock::now() + 5s;
+  while (Alive(step_pid) && Clock::now() < deadline) std::this_thread::sleep_for(2ms);
+  EXPECT_FALSE(Alive(step_pid));
+  EXPECT_TRUE(sup.Reap().empty());
+  EXPECT_EQ(sup.steps(), 1u);
+  EXPECT_EQ(StepDirs(), 1u);
+  Deliver(exits);
+  EXPECT_EQ(sup.steps(), 0u);
+  EXPECT_EQ(StepDirs(), 0u);
+}
+
+TEST_F(StepSupervisorTest, BadLaunchesFailAloneOthersStart) {
+  auto& sup = Make();
+  auto started = sup.StartStep({Launch({"/bin/sleep", "5"}, 0),
+                                Launch({"/nonexistent/trainlet-no-such-prog"}, 1), Launch({}, 2)},
+                               1s);
+  ASSERT_TRUE(started[0].ok());
+  ASSERT_FALSE(started[1].ok());
+  EXPECT_NE(started[1].status().message().find("trainlet-no-such-prog"), std::string::npos)
+      << started[1].status().message();
+  EXPECT_NE(started[1].status().message().find("rank 1"), std::string::npos);
+  ASSERT_FALSE(started[2].ok());
+  EXPECT_EQ(started[2].status().code(), ErrorCode::kInvalid);
+  EXPECT_TRUE(sup.IsRunning("job-a", 1, 0));
+  EXPECT_FALSE(sup.IsRunning("job-a", 1, 1));
+  // Already running: a second step for the same rank is refused.
+  auto again = sup.StartStep({Launch({"/bin/true"}, 0)}, 1s);
+  EXPECT_EQ(again[0].status().code(), ErrorCode::kExists);
+  EXPECT_EQ(sup.running(), 1u);
+}
+
+TEST_F(StepSupervisorTest, StopTermsThenKillsAfterGrace) {
+  auto& sup = Make();
+  auto started =
+      sup.StartStep({Launch({"/bin/sh", "-c", "trap '' TERM; echo trapped; sleep 100 & wait"}, 0),
+                     Launch({"/bin/sleep", "100"}, 1)},
+                    10s);
+  ASSERT_TRUE(started[0].ok() && started[1].ok());
+  auto deadline = Clock::now() + 5s;
+  while (ReadFile(dir_ / "logs" / "rank-0.log").find("trapped") == std::string::npos &&
+         Clock::now() < deadline) {
+    std::this_thread::sleep_for(2ms);
+  }
+  const auto t0 = Clock::now();
+  sup.Stop("job-a", 1, 300ms, t0);
+  EXPECT_EQ(sup.Tick(t0), 300ms);
+  // sleep dies of the TERM; the trapping shell outlives it.
+  auto first = WaitExits(1, 3s);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].rank, 1u);
+  EXPECT_EQ(first[0].signal, SIGTERM);
+  EXPECT_TRUE(sup.IsRunning("job-a", 1, 0));
+  // The agent's grace runs out: the step SIGKILLs the group.
+  EXPECT_EQ(sup.Tick(t0 + 300ms), std::nullopt);
+  auto second = WaitExits(1, 3s);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].rank, 0u);
+  EXPECT_EQ(second[0].signal, SIGKILL);
+}
+
+TEST_F(StepSupervisorTest, StepEscalatesOnItsOwnWithoutAnAgent) {
+  auto& sup = Make();
+  auto started = sup.StartStep({Launch({"/bin/sh", "-c",
+                                        "trap '' TERM; echo trapped; "
+                                        "while :; do sleep 0.05; done"},
+                                       0)},
+                               200ms);
+  ASSERT_TRUE(started[0].ok());
+  auto deadline = Clock::now() + 5s;
+  while (ReadFile(dir_ / "logs" / "rank-0.log").find("trapped") == std::string::npos &&
+         Clock::now() < deadline) {
+    std::this_thread::sleep_for(2ms);
+  }
+  sup.Stop("job-a", 1, 200ms, Clock::now());
+  sup_.reset();  // the agent goes away before its grace runs out
+  std::this_thread::sleep_for(600ms);
+  EXPECT_FALSE(Alive(*started[0]));
+  auto& again = Make();
+  auto adopted = again.AdoptSteps();
+  ASSERT_EQ(adopted.size(), 1u);
+  EXPECT_EQ(adopted[0].exited, 1u);
+  auto exits = WaitExits(1);
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].signal, SIGKILL);
+  EXPECT_EQ(exits[0].pid, *started[0]);
+}
+
+TEST_F(StepSupervisorTest, ReadoptedAfterTheSupervisorIsRecreated) {
+  auto& sup = Make();
+  auto started =
+      sup.StartStep({Launch({"/bin/sh", "-c", "sleep 0.3; exit 7"}, 0),
+                     Launch({"/bin/sh", "-c", "trap 'exit 5' TERM; sleep 100 & wait"}, 1),
+                     Launch({"/bin/sh", "-c", "exit 2"}, 2)},
+                    5s);
+  for (const auto& s : started) ASSERT_TRUE(s.ok()) << s.status().message();
+  // Rank 2's exit is read, reported, but never acknowledged: it must come again.
+  auto early = WaitExits(1);
+  ASSERT_EQ(early.size(), 1u);
+  EXPECT_EQ(early[0].rank, 2u);
+  sup.ExitReported(early[0], 1);
+  sup_.reset();  // "kill -9 the agent": the step and its ranks run on
+
+  std::this_thread::sleep_for(500ms);  // rank 0 exits while nobody watches
+  EXPECT_TRUE(Alive(*started[1]));
+
+  auto& sup2 = Make();
+  auto adopted = sup2.AdoptSteps();
+  ASSERT_EQ(adopted.size(), 1u);
+  EXPECT_EQ(adopted[0].job, "job-a");
+  EXPECT_EQ(adopted[0].attempt, 1u);
+  EXPECT_EQ(adopted[0].stop_grace_ms, 5000u);
+  EXPECT_TRUE(adopted[0].step_alive);
+  EXPECT_EQ(adopted[0].running, 1u);
+  EXPECT_EQ(adopted[0].exited, 2u);
+  auto running = sup2.Running();
+  ASSERT_EQ(running.size(), 1u);
+  EXPECT_EQ(running[0].rank, 1u);
+  EXPECT_EQ(running[0].pid, *started[1]);  // the same process, not a new one
+  // ... still the child of the step, not of the supervisor.
+  std::string stat = ReadFile("/proc/" + std::to_string(*started[1]) + "/stat");
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+  std::string state;
+  pid_t ppid = 0;
+  fields >> state >> ppid;
+  EXPECT_EQ(ppid, StepPid());
+
+  auto exits = WaitExits(2);
+  ASSERT_EQ(exits.size(), 2u);
+  EXPECT_EQ(exits[0].rank, 0u);
+  EXPECT_EQ(exits[0].exit_code, 7);
+  EXPECT_EQ(exits[0].pid, *started[0]);
+  EXPECT_EQ(exits[1].rank, 2u);
+  EXPECT_EQ(exits[1].exit_code, 2);
+
+  // The adopted step is stopped through its pidfd; the rank's exit code comes through.
+  sup2.Stop("job-a", 1, 5s, Clock::now());
+  auto last = WaitExits(1);
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].exit_code, 5);
+  exits.push_back(last[0]);
+  Deliver(exits);
+  auto deadline = Clock::now() + 5s;
+  while (sup2.steps() != 0 && Clock::now() < deadline) {
+    (void)sup2.Reap();
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(sup2.steps(), 0u);
+  EXPECT_EQ(StepDirs(), 0u);
+}
+
+TEST_F(StepSupervisorTest, DeadStepEndsItsRanksWithUnknownStatus) {
+  auto& sup = Make();
+  auto started = sup.StartStep({Launch({"/bin/sleep", "100"}, 0)}, 1s);
+  ASSERT_TRUE(started[0].ok());
+  const pid_t step_pid = StepPid();
+  ASSERT_EQ(kill(step_pid, SIGKILL), 0);
+  auto exits = WaitExits(1);
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].exit_code, 255);
+  EXPECT_EQ(exits[0].message, "step process died; exit status unknown");
+  auto deadline = Clock::now() + 5s;
+  while (Alive(*started[0]) && Clock::now() < deadline) std::this_thread::sleep_for(2ms);
+  EXPECT_FALSE(Alive(*started[0])) << "the orphaned rank was not ended";
+}
+
+TEST_F(StepSupervisorTest, StepDiedWhileNoAgentRan) {
+  auto& sup = Make();
+  auto started = sup.StartStep({Launch({"/bin/sleep", "100"}, 0)}, 1s);
+  ASSERT_TRUE(started[0].ok());
+  const pid_t step_pid = StepPid();
+  sup_.reset();
+  ASSERT_EQ(kill(step_pid, SIGKILL), 0);
+  while (waitpid(step_pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  auto& again = Make();
+  auto adopted = again.AdoptSteps();
+  ASSERT_EQ(adopted.size(), 1u);
+  EXPECT_FALSE(adopted[0].step_alive);
+  auto exits = WaitExits(1);
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].message, "step process died; exit status unknown");
+  auto deadline = Clock::now() + 5s;
+  while (Alive(*started[0]) && Clock::now() < deadline) std::this_thread::sleep_for(2ms);
+  EXPECT_FALSE(Alive(*started[0]));
+}
+
+TEST_F(StepSupervisorTest, CorruptStepFilesAreReportedNotFatal) {
+  // A rank whose recorded start time is not its own must not be signalled: it is another process.
+  pid_t bystander = fork();
+  if (bystander == 0) {
+    pause();
+    _exit(0);
+  }
+  fs::create_directories(options_.steps_dir + "/job-b.1");
+  fs::create_directories(options_.steps_dir + "/junk");
+  std::ofstream(options_.steps_dir + "/job-b.1/launch.json")
+      << R"({"version":1,"job":"job-b","attempt":1,"stop_grace_ms":5,"base_env":[],"ranks":[]})";
+  std::ofstream(options_.steps_dir + "/job-b.1/events")
+      << "H 1 99999991 1\nS 0 " << bystander
+      << " 1\nS 1 99999992 1\nX 1 99999992 0 0\n\x01garbage\n";
+  std::ofstream(options_.steps_dir + "/junk/launch.json") << "{";
+  auto& sup = Make();
+  auto adopted = sup.AdoptSteps();
+  ASSERT_EQ(adopted.size(), 1u);
+  EXPECT_FALSE(adopted[0].step_alive);
+  auto exits = WaitExits(2);
+  ASSERT_EQ(exits.size(), 2u);
+  EXPECT_EQ(exits[0].rank, 0u);
+  EXPECT_EQ(exits[0].exit_code, 255);
+  EXPECT_EQ(exits[1].rank, 1u);
+  EXPECT_EQ(exits[1].exit_code, 0);
+  EXPECT_TRUE(Alive(bystander));
+  kill(bystander, SIGKILL);
+  waitpid(bystander, nullptr, 0);
+  EXPECT_TRUE(fs::exists(options_.steps_dir + "/junk"));  // left for a person to look at
+}
+
+TEST_F(StepSupervisorTest, ShutdownChoices) {
+  auto& sup = Make();
+  auto started = sup.StartStep({Launch({"/bin/sleep", "100"}, 0)}, 1s);
+  ASSERT_TRUE(started[0].ok());
+  WorkerLaunch direct = Launch({"/bin/sleep", "100"}, 1);
+  direct.job = "exec";
+  auto direct_pid = sup.Start(direct);
+  ASSERT_TRUE(direct_pid.ok());
+  // A restart: the direct worker ends, the step's rank does not.
+  auto exits = sup.KillDirectAndWait(5s);
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].pid, *direct_pid);
+  EXPECT_TRUE(Alive(*started[0]));
+  // A full stop: everything ends, the step process too.
+  const pid_t step_pid = StepPid();
+  exits = sup.KillAllAndWait(5s);
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].signal, SIGKILL);
+  EXPECT_FALSE(Alive(*started[0]));
+  EXPECT_FALSE(Alive(step_pid));
+}
+
+// Not a pass/fail check: 64 ranks under one step vs 64 direct spawns.
+TEST_F(StepSupervisorTest, MicroMeasureStep64True) {
+  auto& sup = Make();
+  std::vector<WorkerLaunch> launches;
+  for (uint32_t rank = 0; rank < 64; ++rank) launches.push_back(Launch({"/bin/true"}, rank));
+  auto t0 = Clock::now();
+  auto started = sup.StartStep(launches, 1s);
+  auto t1 = Clock::now();
+  for (const auto& s : started) ASSERT_TRUE(s.ok());
+  auto exits = WaitExits(64);
+  auto t2 = Clock::now();
+  ASSERT_EQ(exits.size(), 64u);
+  auto us = [](auto d) { return std::chrono::duration_cast<std::chrono::microseconds>(d).count(); };
+  std::printf(
+      "[ measure  ] 64 x /bin/true under one step: started %lld us, all exits read %lld us\n",
+      static_cast<long long>(us(t1 - t0)), static_cast<long long>(us(t2 - t0)));
+}
+
+}  // namespace
+}  // namespace trainlet::agent
