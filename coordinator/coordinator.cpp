@@ -84,7 +84,6 @@ Status Coordinator::Init() {
 
   registry_ = std::make_unique<NodeRegistry>(config_.heartbeat_interval, config_.lost_timeout);
   TRAINLET_RETURN_IF_ERROR(registry_->LoadCordons(store_.get()));
-  TRAINLET_RETURN_IF_ERROR(registry_->LoadCordons(store_.get()));
   JobControllerOptions options;
   options.exec_endpoint = exec_endpoint_;
   options.start_timeout = config_.start_timeout;
