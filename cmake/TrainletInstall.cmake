@@ -25,6 +25,12 @@ install(TARGETS trainletctl trainlet-agent trainlet-coordinator
 if(TARGET trainlet-exec)
   install(TARGETS trainlet-exec RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
+# The rendezvous C API for ranks (ctypes loads libtrainlet_rendezvous.so; docs/rendezvous.md).
+if(TARGET trainlet_rendezvous_shared)
+  install(TARGETS trainlet_rendezvous_shared LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(FILES ${PROJECT_SOURCE_DIR}/include/trainlet/rendezvous.h
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/trainlet)
+endif()
 # The per-step parent of the ranks; the agent runs it from its own directory.
 if(TARGET trainlet-step)
   install(TARGETS trainlet-step RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
