@@ -58,7 +58,8 @@ Status RendezvousServer::Bind(zmq::context_t& ctx) {
   const std::string path = state_dir_ + "/rendezvous.sock";
   // sun_path holds 108 bytes; libzmq would fail with a less helpful message.
   if (path.size() >= 108) {
-    return InvalidError("rendezvous socket " + path + ": path longer than 107 bytes (shorten --state-dir)");
+    return InvalidError("rendezvous socket " + path +
+                        ": path longer than 107 bytes (shorten --state-dir)");
   }
   try {
     zmq::socket_t s(ctx, zmq::socket_type::router);
@@ -90,9 +91,8 @@ Status RendezvousServer::Bind(zmq::context_t& ctx) {
   return Status::Ok();
 }
 
-std::map<std::string, std::string> RendezvousServer::AddAttempt(const std::string& job,
-                                                                uint32_t attempt,
-                                                                const std::vector<uint32_t>& ranks) {
+std::map<std::string, std::string> RendezvousServer::AddAttempt(
+    const std::string& job, uint32_t attempt, const std::vector<uint32_t>& ranks) {
   Attempt& a = attempts_[{job, attempt}];
   if (a.token.empty()) a.token = NewToken();
   a.ranks.insert(ranks.begin(), ranks.end());
@@ -103,8 +103,10 @@ std::string RendezvousServer::AttemptDir(const Key& key) const {
   return state_dir_ + "/rendezvous/" + key.first + "/attempt-" + std::to_string(key.second);
 }
 
-void RendezvousServer::EndAttempt(const std::string& job, uint32_t attempt, const std::string& why) {
-  for (auto it = attempts_.lower_bound({job, 0}); it != attempts_.end() && it->first.first == job;) {
+void RendezvousServer::EndAttempt(const std::string& job, uint32_t attempt,
+                                  const std::string& why) {
+  for (auto it = attempts_.lower_bound({job, 0});
+       it != attempts_.end() && it->first.first == job;) {
     if (attempt != 0 && it->first.second != attempt) {
       ++it;
       continue;
@@ -137,7 +139,8 @@ void RendezvousServer::Reply(const std::string& peer, uint64_t id, v1::Rendezvou
 
 void RendezvousServer::Abort(Attempt& a, const std::string& why) {
   if (a.aborted.empty()) a.aborted = why.empty() ? "the attempt's rendezvous was aborted" : why;
-  for (const auto& [rank, w] : a.waiting) Reply(w.peer, w.id, v1::RendezvousReply::CODE_ABORTED, a.aborted);
+  for (const auto& [rank, w] : a.waiting)
+    Reply(w.peer, w.id, v1::RendezvousReply::CODE_ABORTED, a.aborted);
   a.waiting.clear();
   for (const auto& g : a.gets) Reply(g.peer, g.id, v1::RendezvousReply::CODE_ABORTED, a.aborted);
   a.gets.clear();
@@ -147,7 +150,8 @@ void RendezvousServer::Abort(Attempt& a, const std::string& why) {
 void RendezvousServer::Handle(const std::string& peer, const v1::RendezvousRequest& req,
                               Clock::time_point now) {
   auto it = attempts_.find({req.job(), req.attempt()});
-  if (it == attempts_.end() || it->second.token != req.token() || !it->second.ranks.count(req.rank())) {
+  if (it == attempts_.end() || it->second.token != req.token() ||
+      !it->second.ranks.count(req.rank())) {
     // One reason for all three, so a caller cannot probe which jobs or ranks run here.
     Reply(peer, req.id(), v1::RendezvousReply::CODE_DENIED,
           "node " + node_ + " runs no rank " + std::to_string(req.rank()) + " of " + req.job() +
@@ -160,10 +164,15 @@ void RendezvousServer::Handle(const std::string& peer, const v1::RendezvousReque
     return;
   }
   switch (req.op()) {
-    case v1::RendezvousRequest::OP_FENCE: HandleFence(it->first, a, peer, req); break;
-    case v1::RendezvousRequest::OP_GET: HandleGet(a, peer, req, now); break;
+    case v1::RendezvousRequest::OP_FENCE:
+      HandleFence(it->first, a, peer, req);
+      break;
+    case v1::RendezvousRequest::OP_GET:
+      HandleGet(a, peer, req, now);
+      break;
     default:
-      Reply(peer, req.id(), v1::RendezvousReply::CODE_INVALID, "unknown op " + std::to_string(req.op()));
+      Reply(peer, req.id(), v1::RendezvousReply::CODE_INVALID,
+            "unknown op " + std::to_string(req.op()));
   }
 }
 
@@ -308,7 +317,8 @@ std::optional<std::chrono::milliseconds> RendezvousServer::Tick(Clock::time_poin
       return true;
     });
     for (const auto& g : a.gets) {
-      if (g.deadline != Clock::time_point::max() && (!next || g.deadline < *next)) next = g.deadline;
+      if (g.deadline != Clock::time_point::max() && (!next || g.deadline < *next))
+        next = g.deadline;
     }
   }
   if (!next) return std::nullopt;

@@ -94,18 +94,18 @@ class RendezvousServer {
   };
   struct Attempt {
     std::string token;
-    std::set<uint32_t> ranks;                        // local ranks, from the plan
-    std::map<uint32_t, uint64_t> joined;             // rank -> last fence it joined
-    std::map<uint32_t, Waiter> waiting;              // rank -> its fence request in flight
-    uint64_t completed = 0;                          // last fence published here
-    uint64_t open = 0;                               // fence being gathered; 0 when none
-    bool contributed = false;                        // FenceContribute for `open` sent
+    std::set<uint32_t> ranks;             // local ranks, from the plan
+    std::map<uint32_t, uint64_t> joined;  // rank -> last fence it joined
+    std::map<uint32_t, Waiter> waiting;   // rank -> its fence request in flight
+    uint64_t completed = 0;               // last fence published here
+    uint64_t open = 0;                    // fence being gathered; 0 when none
+    bool contributed = false;             // FenceContribute for `open` sent
     std::map<std::string, std::pair<uint32_t, std::string>> merged;  // key -> (rank, value)
-    std::map<std::string, std::string> published;    // everything the last fence released
-    std::string snapshot_path;                       // "" before the first fence
+    std::map<std::string, std::string> published;  // everything the last fence released
+    std::string snapshot_path;                     // "" before the first fence
     std::vector<PendingGet> gets;
-    std::map<uint32_t, std::string> exited;          // rank -> how it ended
-    std::string aborted;                             // non-empty: why every request fails
+    std::map<uint32_t, std::string> exited;  // rank -> how it ended
+    std::string aborted;                     // non-empty: why every request fails
   };
   using Key = std::pair<std::string, uint32_t>;
 

@@ -64,8 +64,10 @@ FenceTable::Outcome FenceTable::OnContribute(const std::string& sender,
     return out;
   }
   if (std::find(placement->begin(), placement->end(), sender) == placement->end()) {
-    out.rejected = PermissionError("fence contribution from node " + sender + ", which is not in the "
-                                   "placement of " + AttemptName(c.job(), c.attempt()));
+    out.rejected = PermissionError("fence contribution from node " + sender +
+                                   ", which is not in the "
+                                   "placement of " +
+                                   AttemptName(c.job(), c.attempt()));
     return out;
   }
   Entry& e = entries_[key];
@@ -128,7 +130,8 @@ void FenceTable::Complete(const Key& key, Entry& e, Clock::time_point now, Outco
 
 FenceTable::Outcome FenceTable::OnWorkerEvent(const std::string& node, const v1::WorkerEvent& ev) {
   Outcome out;
-  if (ev.kind() != v1::WorkerEvent::KIND_EXITED && ev.kind() != v1::WorkerEvent::KIND_START_FAILED) {
+  if (ev.kind() != v1::WorkerEvent::KIND_EXITED &&
+      ev.kind() != v1::WorkerEvent::KIND_START_FAILED) {
     return out;
   }
   const Key key{ev.job(), ev.attempt()};

@@ -36,8 +36,8 @@ class FenceTable {
   using Clock = std::chrono::steady_clock;
   // The placement (node names in node-rank order) of (job, attempt) while that attempt is live
   // (Starting or Running, not being deleted); nullopt otherwise.
-  using PlacementFn =
-      std::function<std::optional<std::vector<std::string>>(const std::string& job, uint32_t attempt)>;
+  using PlacementFn = std::function<std::optional<std::vector<std::string>>(const std::string& job,
+                                                                            uint32_t attempt)>;
 
   struct Send {
     std::string node;
@@ -77,8 +77,8 @@ class FenceTable {
     uint64_t open = 0;       // fence being gathered; 0 when none
     Clock::time_point opened_at{};
     std::map<std::string, v1::FenceContribute> joined;  // node -> its contribution to `open`
-    std::map<std::string, uint64_t> last_contributed;  // node -> last fence it contributed to
-    std::map<std::string, std::string> pairs;          // everything released so far
+    std::map<std::string, uint64_t> last_contributed;   // node -> last fence it contributed to
+    std::map<std::string, std::string> pairs;           // everything released so far
     std::vector<Exit> exits;
     std::string failure;  // non-empty: the rendezvous failed, for this reason
   };

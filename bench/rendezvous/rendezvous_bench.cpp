@@ -47,7 +47,8 @@ const char* Env(const char* name) {
 
 void Check(int rc, trainlet_rdzv* h, const char* what) {
   if (rc == TRAINLET_RDZV_OK) return;
-  std::printf("driver: %s: %s: %s\n", what, trainlet_rdzv_code_name(rc), trainlet_rdzv_last_error(h));
+  std::printf("driver: %s: %s: %s\n", what, trainlet_rdzv_code_name(rc),
+              trainlet_rdzv_last_error(h));
   std::fflush(stdout);
   std::exit(3);
 }
@@ -64,8 +65,9 @@ int Driver(int iters) {
   const uint32_t attempt = static_cast<uint32_t>(std::atoi(Env("TRAINLET_ATTEMPT")));
   std::vector<trainlet_rdzv*> handles(local);
   for (uint32_t i = 0; i < local; ++i) {
-    Check(trainlet_rdzv_open_with(Env("TRAINLET_RENDEZVOUS_ENDPOINT"), Env("TRAINLET_RENDEZVOUS_TOKEN"),
-                                  Env("TRAINLET_JOB"), attempt, base + i, &handles[i]),
+    Check(trainlet_rdzv_open_with(Env("TRAINLET_RENDEZVOUS_ENDPOINT"),
+                                  Env("TRAINLET_RENDEZVOUS_TOKEN"), Env("TRAINLET_JOB"), attempt,
+                                  base + i, &handles[i]),
           handles[i], "open");
   }
   std::vector<std::string> keys;
@@ -81,7 +83,8 @@ int Driver(int iters) {
     for (uint32_t i = 0; i < local; ++i) {
       const std::string v = "10.0." + std::to_string((base + i) / 256) + "." +
                             std::to_string((base + i) % 256) + ":29500";
-      Check(trainlet_rdzv_put(handles[i], keys[base + i].c_str(), v.data(), v.size()), handles[i], "put");
+      Check(trainlet_rdzv_put(handles[i], keys[base + i].c_str(), v.data(), v.size()), handles[i],
+            "put");
     }
     fence(60000);
     const auto t1 = Clock::now();
@@ -251,7 +254,9 @@ int main(int argc, char** argv) {
                 "trainlet ms", "TCPStore ms", "ratio", "trainlet get-all", "TCPStore get-all",
                 "ratio");
   rows.push_back(line);
-  rows.push_back("| -----: | -------------: | -------------: | ------: | ---------------: | ---------------: | ------: |");
+  rows.push_back(
+      "| -----: | -------------: | -------------: | ------: | ---------------: | ---------------: "
+      "| ------: |");
   for (int n : counts) {
     if (n % 8 != 0) {
       std::cerr << "--ranks: " << n << " is not a multiple of 8 agents\n";
@@ -280,8 +285,9 @@ int main(int argc, char** argv) {
     rows.push_back(line);
     std::cerr << line << "\n";
   }
-  std::cout << "\nput+fence (TCPStore: set + add/wait barrier) and get-all per rank, ms; medians of "
-            << iters << " (trainlet) and " << std::min(iters, 3) << " (TCPStore) iterations\n";
+  std::cout
+      << "\nput+fence (TCPStore: set + add/wait barrier) and get-all per rank, ms; medians of "
+      << iters << " (trainlet) and " << std::min(iters, 3) << " (TCPStore) iterations\n";
   for (const auto& r : rows) std::cout << r << "\n";
   return 0;
 }

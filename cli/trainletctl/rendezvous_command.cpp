@@ -72,18 +72,22 @@ int Put(const std::string& key, const std::string& value) {
   auto puts = ReadPuts(*prefix + ".puts");
   if (!puts.ok()) return Error(puts.status());
   if (key.empty() || key.size() > TRAINLET_RDZV_MAX_KEY || value.size() > TRAINLET_RDZV_MAX_VALUE) {
-    return Error(InvalidError("rendezvous put: the key must be 1 to 4096 bytes and the value at most 1 MiB"));
+    return Error(InvalidError(
+        "rendezvous put: the key must be 1 to 4096 bytes and the value at most 1 MiB"));
   }
   (*puts)[key] = value;
-  if (Status s = rendezvous::WriteSnapshotFile(*prefix + ".puts", 0, *puts); !s.ok()) return Error(s);
+  if (Status s = rendezvous::WriteSnapshotFile(*prefix + ".puts", 0, *puts); !s.ok())
+    return Error(s);
   return 0;
 }
 
 // Opens this rank's handle, resumed after the fences its earlier invocations completed.
 int OpenResumed(const std::string& prefix, Handle& handle) {
-  if (int rc = trainlet_rdzv_open(&handle.h); rc != TRAINLET_RDZV_OK) return Report("open", rc, handle.h);
+  if (int rc = trainlet_rdzv_open(&handle.h); rc != TRAINLET_RDZV_OK)
+    return Report("open", rc, handle.h);
   const uint64_t done = ReadFences(prefix + ".fences");
-  if (int rc = trainlet_rdzv_resume(handle.h, done); rc != TRAINLET_RDZV_OK) return Report("open", rc, handle.h);
+  if (int rc = trainlet_rdzv_resume(handle.h, done); rc != TRAINLET_RDZV_OK)
+    return Report("open", rc, handle.h);
   return 0;
 }
 
@@ -106,7 +110,8 @@ int Fence(const std::string& timeout) {
   Handle handle;
   if (int rc = OpenResumed(*prefix, handle); rc != 0) return rc;
   for (const auto& [k, v] : *puts) {
-    if (int rc = trainlet_rdzv_put(handle.h, k.c_str(), v.data(), v.size()); rc != TRAINLET_RDZV_OK) {
+    if (int rc = trainlet_rdzv_put(handle.h, k.c_str(), v.data(), v.size());
+        rc != TRAINLET_RDZV_OK) {
       return Report("fence", rc, handle.h);
     }
   }

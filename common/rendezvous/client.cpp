@@ -3,8 +3,6 @@
 //
 // This file is built into libtrainlet_rendezvous.so as well as the static library, so it uses
 // only the protobuf types and libzmq: nothing of trainlet_common (logging, config) comes along.
-#include "trainlet/rendezvous.h"
-
 #include <sys/stat.h>
 #include <zmq.h>
 
@@ -17,6 +15,7 @@
 #include <string>
 
 #include "common/rendezvous/snapshot_format.h"
+#include "trainlet/rendezvous.h"
 #include "trainlet/v1/envelope.pb.h"
 
 namespace v1 = trainlet::v1;
@@ -76,12 +75,14 @@ int Connect(trainlet_rdzv* h) {
     struct stat st {};
     const std::string path = h->endpoint.substr(6);
     if (::stat(path.c_str(), &st) != 0) {
-      return Fail(h, TRAINLET_RDZV_IO, "rendezvous endpoint " + path + ": " + std::strerror(errno) +
-                                           " (is the node's agent running?)");
+      return Fail(h, TRAINLET_RDZV_IO,
+                  "rendezvous endpoint " + path + ": " + std::strerror(errno) +
+                      " (is the node's agent running?)");
     }
   }
   void* s = zmq_socket(Context(), ZMQ_DEALER);
-  if (s == nullptr) return Fail(h, TRAINLET_RDZV_IO, std::string("zmq_socket: ") + zmq_strerror(zmq_errno()));
+  if (s == nullptr)
+    return Fail(h, TRAINLET_RDZV_IO, std::string("zmq_socket: ") + zmq_strerror(zmq_errno()));
   const int linger = 0;
   zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
   const int64_t max = static_cast<int64_t>(kMaxReplyBytes);
@@ -115,7 +116,8 @@ int Send(trainlet_rdzv* h, v1::RendezvousRequest request) {
   const std::string bytes = env.SerializeAsString();
   while (zmq_send(h->socket, bytes.data(), bytes.size(), 0) < 0) {
     if (zmq_errno() == EINTR) continue;
-    return Fail(h, TRAINLET_RDZV_IO, std::string("send to the agent: ") + zmq_strerror(zmq_errno()));
+    return Fail(h, TRAINLET_RDZV_IO,
+                std::string("send to the agent: ") + zmq_strerror(zmq_errno()));
   }
   return TRAINLET_RDZV_OK;
 }
@@ -128,7 +130,8 @@ int Receive(trainlet_rdzv* h, uint64_t id, int timeout_ms, v1::RendezvousReply* 
     long wait = -1;
     if (timeout_ms >= 0) {
       wait = static_cast<long>(std::max<int64_t>(
-          0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
+          0,
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
     }
     zmq_pollitem_t item = {h->socket, 0, ZMQ_POLLIN, 0};
     const int n = zmq_poll(&item, 1, wait);
@@ -136,7 +139,9 @@ int Receive(trainlet_rdzv* h, uint64_t id, int timeout_ms, v1::RendezvousReply* 
       if (zmq_errno() == EINTR) continue;
       return Fail(h, TRAINLET_RDZV_IO, std::string("zmq_poll: ") + zmq_strerror(zmq_errno()));
     }
-    if (n == 0) return Fail(h, TRAINLET_RDZV_TIMEOUT, "timed out after " + std::to_string(timeout_ms) + " ms");
+    if (n == 0)
+      return Fail(h, TRAINLET_RDZV_TIMEOUT,
+                  "timed out after " + std::to_string(timeout_ms) + " ms");
     zmq_msg_t msg;
     zmq_msg_init(&msg);
     if (zmq_msg_recv(&msg, h->socket, ZMQ_DONTWAIT) < 0) {
@@ -144,7 +149,8 @@ int Receive(trainlet_rdzv* h, uint64_t id, int timeout_ms, v1::RendezvousReply* 
       continue;
     }
     v1::Envelope env;
-    const bool parsed = env.ParseFromArray(zmq_msg_data(&msg), static_cast<int>(zmq_msg_size(&msg)));
+    const bool parsed =
+        env.ParseFromArray(zmq_msg_data(&msg), static_cast<int>(zmq_msg_size(&msg)));
     const bool more = zmq_msg_more(&msg);
     zmq_msg_close(&msg);
     if (more) {  // the agent sends one frame; drain anything else
@@ -170,11 +176,16 @@ int Receive(trainlet_rdzv* h, uint64_t id, int timeout_ms, v1::RendezvousReply* 
 
 int CodeOf(v1::RendezvousReply::Code code) {
   switch (code) {
-    case v1::RendezvousReply::CODE_OK: return TRAINLET_RDZV_OK;
-    case v1::RendezvousReply::CODE_TIMEOUT: return TRAINLET_RDZV_TIMEOUT;
-    case v1::RendezvousReply::CODE_ABORTED: return TRAINLET_RDZV_ABORTED;
-    case v1::RendezvousReply::CODE_DENIED: return TRAINLET_RDZV_DENIED;
-    default: return TRAINLET_RDZV_INVALID;
+    case v1::RendezvousReply::CODE_OK:
+      return TRAINLET_RDZV_OK;
+    case v1::RendezvousReply::CODE_TIMEOUT:
+      return TRAINLET_RDZV_TIMEOUT;
+    case v1::RendezvousReply::CODE_ABORTED:
+      return TRAINLET_RDZV_ABORTED;
+    case v1::RendezvousReply::CODE_DENIED:
+      return TRAINLET_RDZV_DENIED;
+    default:
+      return TRAINLET_RDZV_INVALID;
   }
 }
 
@@ -190,8 +201,9 @@ int FromReply(trainlet_rdzv* h, const v1::RendezvousReply& reply) {
 int CopyOut(trainlet_rdzv* h, std::string_view value, void* buf, size_t cap, size_t* len) {
   if (len != nullptr) *len = value.size();
   if (value.size() > cap) {
-    return Fail(h, TRAINLET_RDZV_TOO_SMALL, "value of " + std::to_string(value.size()) +
-                                                " bytes does not fit in " + std::to_string(cap));
+    return Fail(h, TRAINLET_RDZV_TOO_SMALL,
+                "value of " + std::to_string(value.size()) + " bytes does not fit in " +
+                    std::to_string(cap));
   }
   if (!value.empty()) std::memcpy(buf, value.data(), value.size());
   return Ok(h);
@@ -218,7 +230,8 @@ int trainlet_rdzv_open_with(const char* endpoint, const char* token, const char*
   auto* h = new (std::nothrow) trainlet_rdzv;
   if (h == nullptr) return TRAINLET_RDZV_IO;
   *out = h;
-  if (endpoint == nullptr || *endpoint == '\0') return Fail(h, TRAINLET_RDZV_INVALID, "endpoint: empty");
+  if (endpoint == nullptr || *endpoint == '\0')
+    return Fail(h, TRAINLET_RDZV_INVALID, "endpoint: empty");
   if (token == nullptr || *token == '\0') return Fail(h, TRAINLET_RDZV_INVALID, "token: empty");
   if (job == nullptr || *job == '\0') return Fail(h, TRAINLET_RDZV_INVALID, "job: empty");
   h->endpoint = endpoint;
@@ -240,8 +253,9 @@ int trainlet_rdzv_open(trainlet_rdzv** out) {
     if (values[i] == nullptr || *values[i] == '\0') {
       auto* h = new (std::nothrow) trainlet_rdzv;
       *out = h;
-      return Fail(h, TRAINLET_RDZV_INVALID,
-                  std::string(names[i]) + ": not set (is this process a rank started by trainlet?)");
+      return Fail(
+          h, TRAINLET_RDZV_INVALID,
+          std::string(names[i]) + ": not set (is this process a rank started by trainlet?)");
     }
   }
   uint32_t attempt = 0, rank = 0;
@@ -257,10 +271,14 @@ int trainlet_rdzv_put(trainlet_rdzv* h, const char* key, const void* value, size
   if (h == nullptr) return TRAINLET_RDZV_INVALID;
   if (key == nullptr || *key == '\0') return Fail(h, TRAINLET_RDZV_INVALID, "put: empty key");
   const size_t key_len = std::strlen(key);
-  if (key_len > TRAINLET_RDZV_MAX_KEY) return Fail(h, TRAINLET_RDZV_INVALID, "put: key longer than 4096 bytes");
-  if (len > TRAINLET_RDZV_MAX_VALUE) return Fail(h, TRAINLET_RDZV_INVALID, "put " + std::string(key) + ": value larger than 1 MiB");
-  if (value == nullptr && len != 0) return Fail(h, TRAINLET_RDZV_INVALID, "put " + std::string(key) + ": null value");
-  if (h->in_fence) return Fail(h, TRAINLET_RDZV_INVALID, "put " + std::string(key) + ": a fence is in flight");
+  if (key_len > TRAINLET_RDZV_MAX_KEY)
+    return Fail(h, TRAINLET_RDZV_INVALID, "put: key longer than 4096 bytes");
+  if (len > TRAINLET_RDZV_MAX_VALUE)
+    return Fail(h, TRAINLET_RDZV_INVALID, "put " + std::string(key) + ": value larger than 1 MiB");
+  if (value == nullptr && len != 0)
+    return Fail(h, TRAINLET_RDZV_INVALID, "put " + std::string(key) + ": null value");
+  if (h->in_fence)
+    return Fail(h, TRAINLET_RDZV_INVALID, "put " + std::string(key) + ": a fence is in flight");
   std::string v(static_cast<const char*>(value), len);
   h->own[key] = v;
   h->pending[key] = std::move(v);
@@ -270,7 +288,8 @@ int trainlet_rdzv_put(trainlet_rdzv* h, const char* key, const void* value, size
 int trainlet_rdzv_fence_start(trainlet_rdzv* h) {
   if (h == nullptr) return TRAINLET_RDZV_INVALID;
   if (h->aborted) return Fail(h, TRAINLET_RDZV_ABORTED, h->abort_message);
-  if (h->in_fence) return Fail(h, TRAINLET_RDZV_INVALID, "fence_start: a fence is already in flight");
+  if (h->in_fence)
+    return Fail(h, TRAINLET_RDZV_INVALID, "fence_start: a fence is already in flight");
   auto req = NewRequest(h, v1::RendezvousRequest::OP_FENCE);
   req.set_epoch(h->epoch + 1);
   for (const auto& [k, v] : h->pending) {
@@ -318,8 +337,10 @@ int trainlet_rdzv_get(trainlet_rdzv* h, const char* key, void* buf, size_t cap, 
     if (auto v = h->snapshot.view().Find(key)) return CopyOut(h, *v, buf, cap, len);
   }
   if (h->aborted) return Fail(h, TRAINLET_RDZV_ABORTED, h->abort_message);
-  if (timeout_ms == 0) return Fail(h, TRAINLET_RDZV_NOT_FOUND, std::string("get ") + key + ": not published");
-  if (h->in_fence) return Fail(h, TRAINLET_RDZV_INVALID, std::string("get ") + key + ": a fence is in flight");
+  if (timeout_ms == 0)
+    return Fail(h, TRAINLET_RDZV_NOT_FOUND, std::string("get ") + key + ": not published");
+  if (h->in_fence)
+    return Fail(h, TRAINLET_RDZV_INVALID, std::string("get ") + key + ": a fence is in flight");
   auto req = NewRequest(h, v1::RendezvousRequest::OP_GET);
   req.set_key(key);
   req.set_timeout_ms(timeout_ms < 0 ? 0 : static_cast<uint32_t>(timeout_ms));
@@ -327,7 +348,8 @@ int trainlet_rdzv_get(trainlet_rdzv* h, const char* key, void* buf, size_t cap, 
   if (int rc = Send(h, std::move(req)); rc != TRAINLET_RDZV_OK) return rc;
   // The agent enforces the timeout; waiting a little longer here keeps its answer, which says why.
   v1::RendezvousReply reply;
-  if (int rc = Receive(h, id, timeout_ms < 0 ? -1 : timeout_ms + 2000, &reply); rc != TRAINLET_RDZV_OK) {
+  if (int rc = Receive(h, id, timeout_ms < 0 ? -1 : timeout_ms + 2000, &reply);
+      rc != TRAINLET_RDZV_OK) {
     return rc;
   }
   if (reply.code() != v1::RendezvousReply::CODE_OK) return FromReply(h, reply);
@@ -336,7 +358,8 @@ int trainlet_rdzv_get(trainlet_rdzv* h, const char* key, void* buf, size_t cap, 
 
 int trainlet_rdzv_resume(trainlet_rdzv* h, uint64_t fences_done) {
   if (h == nullptr) return TRAINLET_RDZV_INVALID;
-  if (h->epoch != 0 || h->in_fence) return Fail(h, TRAINLET_RDZV_INVALID, "resume: the handle has fenced already");
+  if (h->epoch != 0 || h->in_fence)
+    return Fail(h, TRAINLET_RDZV_INVALID, "resume: the handle has fenced already");
   h->epoch = fences_done;
   return Ok(h);
 }
@@ -371,15 +394,24 @@ const char* trainlet_rdzv_last_error(const trainlet_rdzv* h) {
 
 const char* trainlet_rdzv_code_name(int code) {
   switch (code) {
-    case TRAINLET_RDZV_OK: return "OK";
-    case TRAINLET_RDZV_TIMEOUT: return "TIMEOUT";
-    case TRAINLET_RDZV_ABORTED: return "ABORTED";
-    case TRAINLET_RDZV_DENIED: return "DENIED";
-    case TRAINLET_RDZV_INVALID: return "INVALID";
-    case TRAINLET_RDZV_NOT_FOUND: return "NOT_FOUND";
-    case TRAINLET_RDZV_TOO_SMALL: return "TOO_SMALL";
-    case TRAINLET_RDZV_IO: return "IO";
-    default: return "UNKNOWN";
+    case TRAINLET_RDZV_OK:
+      return "OK";
+    case TRAINLET_RDZV_TIMEOUT:
+      return "TIMEOUT";
+    case TRAINLET_RDZV_ABORTED:
+      return "ABORTED";
+    case TRAINLET_RDZV_DENIED:
+      return "DENIED";
+    case TRAINLET_RDZV_INVALID:
+      return "INVALID";
+    case TRAINLET_RDZV_NOT_FOUND:
+      return "NOT_FOUND";
+    case TRAINLET_RDZV_TOO_SMALL:
+      return "TOO_SMALL";
+    case TRAINLET_RDZV_IO:
+      return "IO";
+    default:
+      return "UNKNOWN";
   }
 }
 

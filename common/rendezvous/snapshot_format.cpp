@@ -169,7 +169,8 @@ Result<MappedSnapshot> MappedSnapshot::Open(const std::string& path) {
   void* base = ::mmap(nullptr, length, PROT_READ, MAP_SHARED, fd, 0);
   const int err = errno;
   ::close(fd);  // the mapping keeps the file
-  if (base == MAP_FAILED) return IoError("rendezvous snapshot " + path + ": mmap: " + std::strerror(err));
+  if (base == MAP_FAILED)
+    return IoError("rendezvous snapshot " + path + ": mmap: " + std::strerror(err));
   MappedSnapshot m;
   m.base_ = base;
   m.length_ = length;

@@ -1,7 +1,5 @@
 // The C API against a real agent-side server on an ipc socket, with a one-node fence table in
 // place of the coordinator: what a rank sees, including timeouts, denial and aborts.
-#include "trainlet/rendezvous.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,6 +11,7 @@
 
 #include "agent/rendezvous_server.h"
 #include "coordinator/fence_table.h"
+#include "trainlet/rendezvous.h"
 
 namespace trainlet {
 namespace {
@@ -28,7 +27,8 @@ class LocalAgent {
           return std::vector<std::string>{"node-a"};
         }),
         server_("node-a", dir.string(), [this](v1::Envelope e) {
-          auto out = fences_.OnContribute("node-a", e.fence_contribute(), agent::RendezvousServer::Clock::now());
+          auto out = fences_.OnContribute("node-a", e.fence_contribute(),
+                                          agent::RendezvousServer::Clock::now());
           for (auto& s : out.sends) server_.OnFenceResult(s.envelope.fence_result());
         }) {
     EXPECT_TRUE(server_.Bind(ctx_).ok());
@@ -111,19 +111,22 @@ class ClientApiTest : public ::testing::Test {
 TEST_F(ClientApiTest, PutFenceGetAllFromOneThread) {
   for (uint32_t r = 0; r < kRanks; ++r) {
     const std::string v = "10.0.0." + std::to_string(r) + ":29500";
-    ASSERT_EQ(trainlet_rdzv_put(handles_[r], ("addr/" + std::to_string(r)).c_str(), v.data(), v.size()),
-              TRAINLET_RDZV_OK);
+    ASSERT_EQ(
+        trainlet_rdzv_put(handles_[r], ("addr/" + std::to_string(r)).c_str(), v.data(), v.size()),
+        TRAINLET_RDZV_OK);
   }
   for (auto* h : handles_) ASSERT_EQ(trainlet_rdzv_fence_start(h), TRAINLET_RDZV_OK);
   for (auto* h : handles_) {
-    ASSERT_EQ(trainlet_rdzv_fence_finish(h, 10000), TRAINLET_RDZV_OK) << trainlet_rdzv_last_error(h);
+    ASSERT_EQ(trainlet_rdzv_fence_finish(h, 10000), TRAINLET_RDZV_OK)
+        << trainlet_rdzv_last_error(h);
   }
   for (auto* h : handles_) {
     EXPECT_EQ(trainlet_rdzv_epoch(h), 1u);
     for (uint32_t r = 0; r < kRanks; ++r) {
       int rc = 0;
       // timeout 0: a memory read of the snapshot or NOT_FOUND, never a round trip.
-      EXPECT_EQ(Get(h, "addr/" + std::to_string(r), 0, &rc), "10.0.0." + std::to_string(r) + ":29500");
+      EXPECT_EQ(Get(h, "addr/" + std::to_string(r), 0, &rc),
+                "10.0.0." + std::to_string(r) + ":29500");
       EXPECT_EQ(rc, TRAINLET_RDZV_OK);
     }
     size_t n = 0;
@@ -143,7 +146,8 @@ TEST_F(ClientApiTest, PutFenceGetAllFromOneThread) {
   EXPECT_EQ(rc, TRAINLET_RDZV_TIMEOUT);
   char small[2];
   size_t len = 0;
-  EXPECT_EQ(trainlet_rdzv_get(handles_[0], "addr/1", small, sizeof small, &len, 0), TRAINLET_RDZV_TOO_SMALL);
+  EXPECT_EQ(trainlet_rdzv_get(handles_[0], "addr/1", small, sizeof small, &len, 0),
+            TRAINLET_RDZV_TOO_SMALL);
   EXPECT_EQ(len, 14u);  // "10.0.0.1:29500"
 }
 
@@ -162,9 +166,11 @@ TEST_F(ClientApiTest, BlockingGetIsAnsweredByALaterFence) {
 }
 
 TEST_F(ClientApiTest, ARankThatDiesAbortsTheOthersFence) {
-  for (uint32_t r = 0; r + 1 < kRanks; ++r) ASSERT_EQ(trainlet_rdzv_fence_start(handles_[r]), TRAINLET_RDZV_OK);
+  for (uint32_t r = 0; r + 1 < kRanks; ++r)
+    ASSERT_EQ(trainlet_rdzv_fence_start(handles_[r]), TRAINLET_RDZV_OK);
   EXPECT_EQ(trainlet_rdzv_fence_finish(handles_[0], 100), TRAINLET_RDZV_TIMEOUT);
-  agent_->Post([](agent::RendezvousServer& s) { s.OnRankExited("job", 1, 7, "exited with signal 9"); });
+  agent_->Post(
+      [](agent::RendezvousServer& s) { s.OnRankExited("job", 1, 7, "exited with signal 9"); });
   for (uint32_t r = 0; r + 1 < kRanks; ++r) {
     EXPECT_EQ(trainlet_rdzv_fence_finish(handles_[r], 10000), TRAINLET_RDZV_ABORTED);
     EXPECT_STREQ(trainlet_rdzv_last_error(handles_[r]),

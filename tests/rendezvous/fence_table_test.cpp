@@ -10,8 +10,8 @@ using Clock = FenceTable::Clock;
 class FenceTableTest : public ::testing::Test {
  protected:
   FenceTableTest()
-      : table_([this](const std::string& job, uint32_t attempt)
-                   -> std::optional<std::vector<std::string>> {
+      : table_([this](const std::string& job,
+                      uint32_t attempt) -> std::optional<std::vector<std::string>> {
           if (job != "j" || attempt != live_attempt_) return std::nullopt;
           return placement_;
         }) {}
@@ -79,8 +79,9 @@ TEST_F(FenceTableTest, ReleasesEveryNodeOnceAllContributed) {
   table_.OnContribute("a", Contribution("a", 2, {{"x", "from-a"}, {"addr/0", "A2"}}), t0_);
   out = table_.OnContribute("b", Contribution("b", 2), t0_);
   ASSERT_EQ(out.sends.size(), 3u);
-  EXPECT_EQ(Pairs(out.sends[0]), (std::map<std::string, std::string>{
-                                     {"addr/0", "A2"}, {"addr/1", "B"}, {"addr/2", "C"}, {"x", "from-c"}}));
+  EXPECT_EQ(Pairs(out.sends[0]),
+            (std::map<std::string, std::string>{
+                {"addr/0", "A2"}, {"addr/1", "B"}, {"addr/2", "C"}, {"x", "from-c"}}));
 }
 
 TEST_F(FenceTableTest, RejectsStrangersDuplicatesAndWrongEpochs) {
@@ -91,7 +92,8 @@ TEST_F(FenceTableTest, RejectsStrangersDuplicatesAndWrongEpochs) {
   out = table_.OnContribute("a", Contribution("a", 2), t0_);
   EXPECT_EQ(out.rejected.code(), ErrorCode::kInvalid);
   EXPECT_TRUE(table_.OnContribute("a", Contribution("a", 1), t0_).rejected.ok());
-  EXPECT_EQ(table_.OnContribute("a", Contribution("a", 1), t0_).rejected.code(), ErrorCode::kInvalid);
+  EXPECT_EQ(table_.OnContribute("a", Contribution("a", 1), t0_).rejected.code(),
+            ErrorCode::kInvalid);
   table_.OnContribute("b", Contribution("b", 1), t0_);
   EXPECT_EQ(table_.OnContribute("c", Contribution("c", 1), t0_).sends.size(), 3u);
 }

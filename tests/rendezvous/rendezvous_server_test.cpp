@@ -20,13 +20,15 @@ class RendezvousServerTest : public ::testing::Test {
  protected:
   RendezvousServerTest()
       : dir_(fs::temp_directory_path() / ("rdzv-server-" + std::to_string(::getpid()))),
-        server_("node-b", dir_.string(), [this](v1::Envelope e) { sent_.push_back(std::move(e)); }) {
+        server_("node-b", dir_.string(),
+                [this](v1::Envelope e) { sent_.push_back(std::move(e)); }) {
     fs::create_directories(dir_);
     server_.SetReplyForTest([this](const std::string& peer, v1::RendezvousReply r) {
       replies_.emplace_back(peer, std::move(r));
     });
     auto env = server_.AddAttempt("j", 1, {4, 5});
-    EXPECT_EQ(env.at("TRAINLET_RENDEZVOUS_ENDPOINT"), "ipc://" + dir_.string() + "/rendezvous.sock");
+    EXPECT_EQ(env.at("TRAINLET_RENDEZVOUS_ENDPOINT"),
+              "ipc://" + dir_.string() + "/rendezvous.sock");
     token_ = env.at("TRAINLET_RENDEZVOUS_TOKEN");
   }
   ~RendezvousServerTest() override { fs::remove_all(dir_); }

@@ -10,8 +10,11 @@ namespace trainlet::rendezvous {
 namespace {
 
 std::map<std::string, std::string> Sample() {
-  return {{"addr/0", "10.0.0.1:29500"}, {"addr/1", "10.0.0.2:29500"}, {"b", ""},
-          {std::string("bin\0key", 7), std::string("\0\1\2", 3)}, {"zzz", "last"}};
+  return {{"addr/0", "10.0.0.1:29500"},
+          {"addr/1", "10.0.0.2:29500"},
+          {"b", ""},
+          {std::string("bin\0key", 7), std::string("\0\1\2", 3)},
+          {"zzz", "last"}};
 }
 
 TEST(SnapshotFormat, RoundTripAndFind) {
@@ -81,8 +84,8 @@ TEST(SnapshotFormat, RejectsDamage) {
 }
 
 TEST(SnapshotFormat, FileWriteAndMap) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("rdzv-snap-" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("rdzv-snap-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "s.snap").string();
   ASSERT_TRUE(WriteSnapshotFile(path, 2, Sample()).ok());
