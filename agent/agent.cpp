@@ -19,7 +19,6 @@
 #include "agent/rank_binding.h"
 #include "agent/topology.h"
 #include "common/logging.h"
-#include "common/logging.h"
 #include "common/rendezvous/fence_message.h"
 #include "common/zmq_sockets.h"
 
@@ -525,9 +524,9 @@ void Agent::OnChildExits() {
   // (an orted's ranks, say) goes too.
   for (const auto& [job, attempt] : ended) {
     if (supervisor_->running(job) != 0) continue;
+    ports_->Release(job, attempt);
     rendezvous_->EndAttempt(job, attempt, "every rank of attempt " + std::to_string(attempt) +
                                               " on this node has ended");
-    ports_->Release(job, attempt);
     // The work dir names this agent's state dir: other agents on this machine (test clusters)
     // use the same node and job names.
     const size_t swept = KillTaggedProcesses({{"TRAINLET_NODE", config_.name},

@@ -98,8 +98,8 @@ class Agent {
   std::unique_ptr<WorkerSupervisor> supervisor_;
   std::unique_ptr<ExecSessions> exec_sessions_;
   std::unique_ptr<HealthChecker> health_;  // reported in every heartbeat
-  std::unique_ptr<RendezvousServer> rendezvous_;  // the ranks' local rendezvous endpoint
   std::unique_ptr<PortReservations> ports_;  // held for attempts until their ranks start
+  std::unique_ptr<RendezvousServer> rendezvous_;  // the ranks' local rendezvous endpoint
   std::vector<std::unique_ptr<AcceleratorPlugin>> accelerator_plugins_;  // table order
   std::string exec_binary_;  // trainlet-exec beside this agent
   DropCounters drops_;
