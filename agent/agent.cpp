@@ -4,6 +4,8 @@
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -79,6 +81,14 @@ void BlockLoopSignals() {
 
 Agent::Agent(AgentConfig config) : config_(std::move(config)) {}
 
+std::chrono::milliseconds Agent::OrphanGrace() const {
+  // The coordinator places no restart before the node's last heartbeat + partition grace (+0.5 s);
+  // this agent may have died up to one heartbeat after that beat, and its steps notice within
+  // 0.2 s. So they stop their ranks that much earlier than the grace.
+  const auto early = config_.heartbeat_interval + std::chrono::milliseconds(750);
+  return std::max(std::chrono::milliseconds(100), partition_grace_ - early);
+}
+
 Agent::~Agent() {
   if (signal_fd_ >= 0) close(signal_fd_);
 }
@@ -97,6 +107,23 @@ Status Agent::Init() {
   std::error_code ec;
   fs::create_directories(config_.state_dir, ec);
   if (ec) return IoError("--state-dir " + config_.state_dir + ": " + ec.message());
+  // One agent per state dir, and the steps' proof that an agent lives: an exclusive flock held
+  // until this process ends, however it ends (the kernel drops it on kill -9 too). O_CLOEXEC
+  // keeps it out of the steps and ranks.
+  lock_path_ = config_.state_dir + "/agent.lock";
+  lock_fd_ = open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd_ < 0) return IoError(lock_path_ + ": " + std::strerror(errno));
+  // A step checking whether an agent lives holds the lock shared for a moment: retry briefly.
+  bool locked = false;
+  for (int i = 0; i < 50 && !locked; ++i) {
+    locked = flock(lock_fd_, LOCK_EX | LOCK_NB) == 0;
+    if (!locked) usleep(20000);
+  }
+  if (!locked) {
+    return Status(ErrorCode::kExists, "--state-dir " + config_.state_dir +
+                                          ": another trainlet-agent is running with it (" +
+                                          lock_path_ + " is locked)");
+  }
 
   TRAINLET_ASSIGN_OR_RETURN(keys_, ReadKeyPair(config_.key_file));
   if (keys_.secret_z85.empty()) {
@@ -154,6 +181,8 @@ Status Agent::Init() {
   spawner_ = MakePosixProcessSpawner();
   WorkerSupervisor::Options steps;
   steps.steps_dir = config_.state_dir + "/steps";
+  steps.agent_lock = lock_path_;
+  steps.orphan_grace = OrphanGrace();
   {
     std::error_code exe_ec;
     steps.step_binary =
@@ -547,6 +576,7 @@ void Agent::OnMessage(const v1::Envelope& env) {
         partition_stopped_ = false;
         if (env.register_ack().partition_grace_ms() != 0) {
           partition_grace_ = std::chrono::milliseconds(env.register_ack().partition_grace_ms());
+          supervisor_->set_orphan_grace(OrphanGrace());
         }
         FlushEvents(true);  // a new coordinator has seen none of the unacknowledged events
       } else {

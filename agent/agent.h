@@ -71,6 +71,8 @@ class Agent {
   void SendEvent(v1::Envelope env);  // a worker event: kept until the coordinator acks it
   void FlushEvents(bool everything);
   void CheckPartition(std::chrono::steady_clock::time_point now);
+  // How long a step keeps its ranks once no agent runs (WorkerSupervisor::Options::orphan_grace).
+  std::chrono::milliseconds OrphanGrace() const;
   void FlushOutbox();
   void OnMessage(const v1::Envelope& env);
   void OnLaunchPlan(const v1::LaunchPlan& plan);
@@ -91,6 +93,8 @@ class Agent {
   zmq::context_t ctx_;
   zmq::socket_t socket_;
   int signal_fd_ = -1;
+  int lock_fd_ = -1;       // flock'd <state_dir>/agent.lock, held for the process's life
+  std::string lock_path_;
   CurveKeyPair keys_;
   std::string coordinator_public_;
   v1::NodeInfo info_;

@@ -85,6 +85,10 @@ class WorkerSupervisor {
     std::string step_binary;  // absolute path of trainlet-step
     // How long StartStep waits for the step to report its ranks started.
     std::chrono::milliseconds step_start_timeout{60000};
+    // The file the agent holds an exclusive flock on while it runs, and how long steps keep their
+    // ranks once nobody holds it (StepLaunch::orphan_grace_ms). "": steps never stop on their own.
+    std::string agent_lock;
+    std::chrono::milliseconds orphan_grace{10000};
   };
 
   // `spawner` is not owned and must outlive the supervisor. `base_env` ("K=V" entries) is the
@@ -175,6 +179,8 @@ class WorkerSupervisor {
   std::vector<RunningWorker> Running() const;
   // Step processes known (running, or ended with exits not yet acknowledged).
   size_t steps() const { return steps_.size(); }
+  // The coordinator's partition grace, for steps started from now on (Options::orphan_grace).
+  void set_orphan_grace(std::chrono::milliseconds grace) { options_.orphan_grace = grace; }
 
   // Shutdown that stops the work: SIGKILL every direct worker's group and tell every step to
   // SIGKILL its ranks, then reap until every worker is gone and every step process has ended,
@@ -244,7 +250,7 @@ class WorkerSupervisor {
   // Constant after construction.
   ProcessSpawner* const spawner_;
   const std::vector<std::string> base_env_;
-  const Options options_;
+  Options options_;  // constant but for orphan_grace (set_orphan_grace)
   int inotify_fd_ = -1;
   int pending_fd_ = -1;  // eventfd: adopted exits wait for Reap
   int wake_fd_ = -1;     // epoll over inotify_fd_, pending_fd_ and adopted steps' pidfds

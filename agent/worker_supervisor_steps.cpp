@@ -142,6 +142,8 @@ std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerL
   spec.job = job;
   spec.attempt = attempt;
   spec.stop_grace_ms = static_cast<uint32_t>(std::max<int64_t>(0, stop_grace.count()));
+  spec.agent_lock = options_.agent_lock;
+  spec.orphan_grace_ms = static_cast<uint32_t>(std::max<int64_t>(0, options_.orphan_grace.count()));
   spec.base_env = base_env_;
   std::vector<size_t> index;  // spec.ranks[i] is launches[index[i]]
   std::set<uint32_t> ranks;

@@ -107,6 +107,7 @@ std::string EncodeLaunch(const StepLaunch& launch) {
   }
   json doc = {{"version", kStepLaunchVersion}, {"job", launch.job},
               {"attempt", launch.attempt},     {"stop_grace_ms", launch.stop_grace_ms},
+              {"agent_lock", launch.agent_lock}, {"orphan_grace_ms", launch.orphan_grace_ms},
               {"base_env", launch.base_env},   {"ranks", std::move(ranks)}};
   // Env values and paths are bytes from outside: never fail on invalid UTF-8.
   return doc.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
@@ -127,6 +128,9 @@ Result<StepLaunch> DecodeLaunch(const std::string& text) {
   rd.Str(doc, "job", "", &out.job);
   rd.U32(doc, "attempt", "", &out.attempt);
   rd.U32(doc, "stop_grace_ms", "", &out.stop_grace_ms);
+  // Optional: absent, the step never stops its ranks on its own.
+  if (doc.contains("agent_lock")) rd.Str(doc, "agent_lock", "", &out.agent_lock);
+  if (doc.contains("orphan_grace_ms")) rd.U32(doc, "orphan_grace_ms", "", &out.orphan_grace_ms);
   rd.StrList(doc, "base_env", "", &out.base_env);
   const json* ranks = rd.Field(doc, "ranks", "", json::value_t::array);
   if (ranks != nullptr) {

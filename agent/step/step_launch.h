@@ -37,6 +37,12 @@ struct StepLaunch {
   // SIGTERM to SIGKILL, when the step is asked to stop (SIGTERM) and the agent is not there to
   // escalate.
   uint32_t stop_grace_ms = 10000;
+  // The agent holds an exclusive flock on `agent_lock` while it runs. When no process has held it
+  // for `orphan_grace_ms` (the agent died and none was started again; the coordinator has given
+  // the node up and may be restarting the job elsewhere), the step stops its ranks itself, as a
+  // partitioned agent would. "" or 0: never.
+  std::string agent_lock;
+  uint32_t orphan_grace_ms = 0;
   std::vector<std::string> base_env;  // "K=V"
   std::vector<StepRank> ranks;
 };

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -56,6 +57,13 @@ class Step {
     auto launch = ReadLaunchFile(dir_ + "/launch.json");
     if (!launch.ok()) return Fail(launch.status().message());
     launch_ = std::move(*launch);
+    if (!launch_.agent_lock.empty() && launch_.orphan_grace_ms != 0) {
+      lock_fd_ = open(launch_.agent_lock.c_str(), O_RDONLY | O_CLOEXEC);
+      if (lock_fd_ < 0) {
+        Say(dir_, "agent lock " + launch_.agent_lock + ": " + std::strerror(errno) +
+                      "; the ranks will not be stopped if the agent dies");
+      }
+    }
     StartRanks();
     SignalReady();
     while (!live_.empty()) Wait();
@@ -149,12 +157,45 @@ class Step {
     }
   }
 
+  // True while some process (the agent) holds the agent lock exclusively.
+  bool AgentAlive() const {
+    if (flock(lock_fd_, LOCK_SH | LOCK_NB) == 0) {
+      flock(lock_fd_, LOCK_UN);
+      return false;
+    }
+    return errno == EWOULDBLOCK;
+  }
+
+  // An agent that died and was not started again cannot stop these ranks, and the coordinator,
+  // having lost the node, restarts the job elsewhere once the partition grace has passed. So the
+  // step does what a partitioned agent does: after orphan_grace_ms without an agent, it stops
+  // the ranks. A restarted agent takes the lock again and re-adopts the step in time.
+  void CheckAgent() {
+    if (lock_fd_ < 0 || term_sent_) return;
+    const auto now = Clock::now();
+    if (AgentAlive()) {
+      agent_gone_since_.reset();
+      return;
+    }
+    if (!agent_gone_since_) agent_gone_since_ = now;
+    if (now - *agent_gone_since_ < std::chrono::milliseconds(launch_.orphan_grace_ms)) return;
+    Say(dir_, "no agent for " + std::to_string(launch_.orphan_grace_ms) +
+                  " ms: stopping the ranks, as a partitioned agent would");
+    term_sent_ = true;
+    SignalRanks(SIGTERM);
+    const auto at = now + std::chrono::milliseconds(launch_.stop_grace_ms);
+    if (!kill_at_ || at < *kill_at_) kill_at_ = at;
+  }
+
   void Wait() {
     int timeout = -1;
     if (kill_at_) {
       const auto left =
           std::chrono::ceil<std::chrono::milliseconds>(*kill_at_ - Clock::now()).count();
       timeout = static_cast<int>(std::max<int64_t>(0, left));
+    }
+    if (lock_fd_ >= 0 && !term_sent_) {
+      timeout = timeout < 0 ? kAgentCheckMs : std::min(timeout, kAgentCheckMs);
     }
     pollfd p{signal_fd_, POLLIN, 0};
     const int rc = poll(&p, 1, timeout);
@@ -174,6 +215,7 @@ class Step {
         kill_at_.reset();
       }
     }
+    CheckAgent();
     if (kill_at_ && Clock::now() >= *kill_at_) {
       SignalRanks(SIGKILL);
       kill_at_.reset();
@@ -218,6 +260,8 @@ class Step {
     Append(batch, true);
   }
 
+  static constexpr int kAgentCheckMs = 200;
+
   // Constant after construction.
   const std::string dir_;
   // Owned by the single thread.
@@ -227,6 +271,8 @@ class Step {
   bool ready_sent_ = false;
   bool term_sent_ = false;
   std::optional<Clock::time_point> kill_at_;
+  int lock_fd_ = -1;  // the agent lock, or -1 when the step never stops on its own
+  std::optional<Clock::time_point> agent_gone_since_;
   std::map<pid_t, Rank> live_;  // rank leaders not yet reaped
 };
 
