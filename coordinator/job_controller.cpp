@@ -328,7 +328,12 @@ bool JobController::TryPlace(Job& job, std::map<std::string, uint32_t>& used, in
     for (auto& n : req.nodes) n.ports.clear();
   }
   if (!plans.ok()) {
-    FailAttempt(job, "planning failed: " + plans.status().message(), now_ms);
+    // Nothing was placed or sent: the job, not an attempt, fails, and it is never retried (the
+    // same spec would be refused the same way).
+    Transition(job, static_cast<int>(JobTrigger::kPlanRefused), "PlanRefused",
+               "the " + std::string(job.plugin->name()) +
+                   " runtime cannot plan this job: " + plans.status().message(),
+               now_ms);
     return false;
   }
   if (auto b = job.spec.annotations.find("trainlet.io/binding"); b != job.spec.annotations.end()) {

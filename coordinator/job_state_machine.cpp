@@ -19,6 +19,7 @@ bool IsWarning(JobTrigger trigger) {
     case JobTrigger::kAttemptFailed:
     case JobTrigger::kAttemptFailedFinal:
     case JobTrigger::kDeadlineExceeded:
+    case JobTrigger::kPlanRefused:
       return true;
     default:
       return false;
@@ -102,6 +103,8 @@ const char* JobTriggerName(JobTrigger trigger) {
       return "Resume";
     case JobTrigger::kDeadlineExceeded:
       return "DeadlineExceeded";
+    case JobTrigger::kPlanRefused:
+      return "PlanRefused";
   }
   TRAINLET_CHECK_MSG(false, "unknown JobTrigger " + std::to_string(static_cast<int>(trigger)));
 }

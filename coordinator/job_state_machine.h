@@ -39,6 +39,8 @@ enum class JobTrigger {
   kSuspend,             // spec.suspend became true
   kResume,              // spec.suspend became false
   kDeadlineExceeded,    // spec's active deadline passed
+  kPlanRefused,         // the runtime plugin refused to plan the job (its spec does not fit the
+                        // runtime, e.g. a variable the runtime owns): no attempt can ever start
 };
 
 struct Transition {
@@ -74,6 +76,8 @@ inline constexpr std::array kJobTransitions = {
     Transition{JobPhase::kRunning,    JobTrigger::kDeadlineExceeded,    JobPhase::kFailed},
     Transition{JobPhase::kRestarting, JobTrigger::kDeadlineExceeded,    JobPhase::kFailed},
     Transition{JobPhase::kSuspended,  JobTrigger::kDeadlineExceeded,    JobPhase::kFailed},
+    Transition{JobPhase::kPending,    JobTrigger::kPlanRefused,         JobPhase::kFailed},
+    Transition{JobPhase::kRestarting, JobTrigger::kPlanRefused,         JobPhase::kFailed},
 };
 // clang-format on
 

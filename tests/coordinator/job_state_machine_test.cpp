@@ -17,7 +17,7 @@ const std::vector<P> kAllPhases = {P::kPending,   P::kStarting, P::kRunning,  P:
 const std::vector<T> kAllTriggers = {
     T::kPlaced,          T::kUnplaceable,        T::kAllRanksStarted, T::kAllRanksSucceeded,
     T::kAttemptFailed,   T::kAttemptFailedFinal, T::kSuspend,         T::kResume,
-    T::kDeadlineExceeded};
+    T::kDeadlineExceeded, T::kPlanRefused};
 
 // The lifecycle written out independently of the header's table, so a slip in either shows.
 const std::set<std::tuple<P, T, P>> kExpected = {
@@ -42,6 +42,8 @@ const std::set<std::tuple<P, T, P>> kExpected = {
     {P::kRunning, T::kDeadlineExceeded, P::kFailed},
     {P::kRestarting, T::kDeadlineExceeded, P::kFailed},
     {P::kSuspended, T::kDeadlineExceeded, P::kFailed},
+    {P::kPending, T::kPlanRefused, P::kFailed},
+    {P::kRestarting, T::kPlanRefused, P::kFailed},
 };
 
 TEST(JobStateMachine, EveryPairMatchesTheExpectedLifecycle) {
