@@ -7,7 +7,9 @@ log "cluster up"
 
 nodes_json=$("$CTL" get nodes -o json)
 [ "$(grep -c '"state": "Ready"' <<<"$nodes_json")" = 3 ] || fail "3 Ready nodes expected: $nodes_json"
-"$CTL" get nodes -o yaml | grep -q "state: Ready" || fail "get nodes -o yaml"
+# Into a variable: with pipefail, grep -q leaving a long pipe early would fail the test.
+nodes_yaml=$("$CTL" get nodes -o yaml)
+grep -q "state: Ready" <<<"$nodes_yaml" || fail "get nodes -o yaml"
 "$CTL" get nodes | head -1 | grep -q "NAME.*STATUS.*CPUS.*MEMORY.*GPUS.*AGE" || fail "get nodes header"
 
 # 1. A 3-node x 4-rank job completes, and every rank's output is in its log.

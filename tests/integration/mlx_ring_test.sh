@@ -50,8 +50,8 @@ hosts, c = json.load(open(sys.argv[1])), int(sys.argv[2])
 assert len(hosts) == 4 and all(len(h) == c for h in hosts), hosts
 ips = [h[0].rsplit(":", 1)[0] for h in hosts]
 assert ips[0] == ips[1] and ips[2] == ips[3] and ips[0] != ips[2], ips
-ports = [int(a.rsplit(":", 1)[1]) for h in hosts for a in h]
-assert len(set(ports)) == len(ports) and all(p > 0 for p in ports), ports
+addrs = [a for h in hosts for a in h]  # each ip:port once; two nodes may reserve the same port
+assert len(set(addrs)) == len(addrs) and all(int(a.rsplit(":", 1)[1]) > 0 for a in addrs), addrs
 PY
   log "4-rank ring over $c connection(s) per rank complete in $(( $(date +%s) - start )) s"
 done

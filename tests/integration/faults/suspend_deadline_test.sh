@@ -22,6 +22,9 @@ rank_attempts() {
     tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | sed -n 's/^TRAINLET_ATTEMPT=//p'
   done | sort -u
 }
+# wait_for takes a command: these re-count on every try (a "$(pid_count x)" argument would not).
+pids_at_least() { [ "$(pid_count "$1")" -ge "$2" ]; }
+pids_none() { [ "$(pid_count "$1")" -eq 0 ]; }
 
 start_cluster 2 --slots 2
 log "cluster up"
@@ -30,13 +33,13 @@ log "cluster up"
 job=$(write_job sj 2 1 'echo "attempt $TRAINLET_ATTEMPT rank $TRAINLET_RANK"; exec sleep 300')
 "$CTL" apply -f "$job" >/dev/null
 wait_for 30 running_attempt sj 1 || fail "sj attempt 1 not Running: $("$CTL" describe trainjob sj)"
-wait_for 10 test "$(pid_count sj)" -ge 2 || fail "sj ranks not in the process table"
+wait_for 10 pids_at_least sj 2 || fail "sj ranks not in the process table"
 
 # 1. trainletctl suspend: every rank stops, the job stays, Suspended.
 out=$("$CTL" suspend trainjob sj)
 [ "$out" = "trainjob/sj suspended" ] || fail "suspend printed: $out"
 "$CTL" wait trainjob/sj --for=condition=Suspended --timeout=10s >/dev/null || fail "no Suspended condition"
-wait_for 20 test "$(pid_count sj)" -eq 0 || fail "ranks of a suspended job still run: $(job_pids sj)"
+wait_for 20 pids_none sj || fail "ranks of a suspended job still run: $(job_pids sj)"
 phase_is sj Suspended || fail "phase $(job_field sj phase), not Suspended"
 d=$("$CTL" describe trainjob sj)
 assert_contains "$d" "Suspended" "describe of a suspended job"
@@ -50,7 +53,7 @@ log "suspend: ranks stopped, job kept"
 out=$("$CTL" resume trainjob sj)
 [ "$out" = "trainjob/sj resumed" ] || fail "resume printed: $out"
 wait_for 30 running_attempt sj 2 || fail "sj attempt 2 not Running: $("$CTL" describe trainjob sj)"
-wait_for 10 test "$(pid_count sj)" -ge 2 || fail "attempt 2's ranks not running"
+wait_for 10 pids_at_least sj 2 || fail "attempt 2's ranks not running"
 [ "$(rank_attempts sj)" = 2 ] || fail "live ranks of attempts: $(rank_attempts sj)"
 log "resume: attempt 2 runs"
 
@@ -60,14 +63,14 @@ sed 's/^spec:$/spec:\n  suspend: true/' "$job" > "$suspended_file"
 grep -q "^  suspend: true" "$suspended_file" || fail "could not write the suspended spec"
 out=$("$CTL" apply -f "$suspended_file")
 [ "$out" = "trainjob/sj configured" ] || fail "apply with suspend: true printed: $out"
-wait_for 20 test "$(pid_count sj)" -eq 0 || fail "apply suspend: ranks still run"
+wait_for 20 pids_none sj || fail "apply suspend: ranks still run"
 phase_is sj Suspended || fail "apply suspend: phase $(job_field sj phase)"
 out=$("$CTL" apply -f "$suspended_file")
 [ "$out" = "trainjob/sj unchanged" ] || fail "re-apply printed: $out"
 out=$("$CTL" apply -f "$job")
 [ "$out" = "trainjob/sj configured" ] || fail "apply without suspend printed: $out"
 wait_for 30 running_attempt sj 3 || fail "sj attempt 3 not Running: $("$CTL" describe trainjob sj)"
-wait_for 10 test "$(pid_count sj)" -ge 2 || fail "attempt 3's ranks not running"
+wait_for 10 pids_at_least sj 2 || fail "attempt 3's ranks not running"
 [ "$(rank_attempts sj)" = 3 ] || fail "live ranks of attempts: $(rank_attempts sj)"
 # Suspends are not failures: no restart was used up.
 d=$("$CTL" describe trainjob sj)
@@ -80,7 +83,7 @@ if "$CTL" apply -f "$changed" 2> "$WORK/changed.err"; then fail "a changed comma
 assert_contains "$(cat "$WORK/changed.err")" "already exists" "apply of a changed spec"
 assert_contains "$(cat "$WORK/changed.err")" "only spec.suspend may change" "apply of a changed spec"
 "$CTL" delete trainjob sj --timeout 30s >/dev/null || fail "delete sj"
-wait_for 10 test "$(pid_count sj)" -eq 0 || fail "sj's ranks outlived its delete"
+wait_for 10 pids_none sj || fail "sj's ranks outlived its delete"
 
 # 5. Resume of an unknown job fails clearly.
 if "$CTL" resume trainjob nosuch 2> "$WORK/nosuch.err"; then fail "resume of an unknown job"; fi
@@ -92,12 +95,12 @@ dl=$(write_job dl 2 1 'exec sleep 300')
 sed -i 's/^spec:$/spec:\n  activeDeadlineSeconds: 3/' "$dl"
 start=$(date +%s)
 "$CTL" apply -f "$dl" >/dev/null
-wait_for 10 test "$(pid_count dl)" -ge 2 || fail "dl ranks not running"
+wait_for 10 pids_at_least dl 2 || fail "dl ranks not running"
 "$CTL" wait trainjob/dl --for=condition=Failed --timeout=20s >/dev/null || fail "dl did not fail"
 elapsed=$(( $(date +%s) - start ))
 [ "$elapsed" -ge 2 ] || fail "dl failed after ${elapsed}s, before its 3 s deadline"
 [ "$(job_field dl reason)" = DeadlineExceeded ] || fail "reason $(job_field dl reason)"
-wait_for 20 test "$(pid_count dl)" -eq 0 || fail "ranks outlived the deadline: $(job_pids dl)"
+wait_for 20 pids_none dl || fail "ranks outlived the deadline: $(job_pids dl)"
 d=$("$CTL" describe trainjob dl)
 assert_contains "$d" "activeDeadlineSeconds" "describe names the deadline as the cause"
 sleep 2
