@@ -110,8 +110,11 @@ int main(int argc, char** argv) {
   if (!sock.ok()) return Fail(sock.status().message());
   zmq::socket_t& s = *sock;
   zmq::socket_t monitor(ctx, zmq::socket_type::pair);
+  // Handshake failures end the command; a success sends the request at once instead of at the
+  // next retry tick.
   zmq_socket_monitor(s.handle(), "inproc://trainlet-exec-monitor",
-                     ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                     ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                         ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                          ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL);
   monitor.set(zmq::sockopt::linger, 0);
   monitor.connect("inproc://trainlet-exec-monitor");
@@ -126,6 +129,7 @@ int main(int argc, char** argv) {
 
   trainlet::DropCounters drops;
   bool sent = false;
+  bool connected = false;
   const auto connect_deadline = Clock::now() + std::chrono::seconds(15);
   auto last_heard = Clock::now();
   auto next_keepalive = Clock::now();
@@ -152,10 +156,18 @@ int main(int argc, char** argv) {
     zmq_pollitem_t items[] = {{s.handle(), 0, ZMQ_POLLIN, 0},
                               {monitor.handle(), 0, ZMQ_POLLIN, 0},
                               {nullptr, sfd, ZMQ_POLLIN, 0}};
-    zmq_poll(items, 3, sent ? 250 : 20);
+    zmq_poll(items, 3, sent ? 250 : (connected ? 1 : 20));
     if (items[1].revents & ZMQ_POLLIN) {
       zmq::message_t event;
       (void)monitor.recv(event);
+      zmq::message_t address;
+      if (event.more()) (void)monitor.recv(address);
+      uint16_t what = 0;
+      if (event.size() >= 2) std::memcpy(&what, event.data(), 2);
+      if (what == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+        connected = true;
+        continue;
+      }
       return Fail("the coordinator at " + endpoint +
                   " refused this job key: the attempt it belongs to is not running");
     }

@@ -15,10 +15,12 @@ Result<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(const Clie
   if (mine.secret_z85.empty()) return InvalidError(config.key_file + ": holds no secret-key");
   TRAINLET_ASSIGN_OR_RETURN(
       c->socket_, ConnectCurveDealer(c->ctx_, config.coordinator, server.public_z85, mine));
-  // The monitor tells a refused key apart from a coordinator that is not there.
+  // The monitor tells a refused key apart from a coordinator that is not there, and says when
+  // the handshake is done, so the request goes out then rather than at the next retry tick.
   const std::string monitor_endpoint = "inproc://trainletctl-monitor";
   if (zmq_socket_monitor(c->socket_.handle(), monitor_endpoint.c_str(),
-                         ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                         ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                              ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0) {
     c->monitor_ = zmq::socket_t(c->ctx_, zmq::socket_type::pair);
     c->monitor_.set(zmq::sockopt::linger, 0);
@@ -36,6 +38,7 @@ Result<v1::OperatorResponse> CoordinatorClient::Call(v1::OperatorRequest request
   const std::string bytes = EncodeEnvelope(env);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   bool sent = false;
+  bool connected = false;  // the handshake succeeded: a send that failed is retried at once
   while (true) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
@@ -52,7 +55,7 @@ Result<v1::OperatorResponse> CoordinatorClient::Call(v1::OperatorRequest request
     if (monitor_.handle() != nullptr) items.push_back({monitor_.handle(), 0, ZMQ_POLLIN, 0});
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
     zmq_poll(items.data(), static_cast<int>(items.size()),
-             sent ? static_cast<long>(left.count()) : 20L);
+             sent ? static_cast<long>(left.count()) : (connected ? 1L : 20L));
     if (items.size() > 1 && (items[1].revents & ZMQ_POLLIN)) {
       zmq::message_t event;
       zmq::message_t address;
@@ -60,6 +63,10 @@ Result<v1::OperatorResponse> CoordinatorClient::Call(v1::OperatorRequest request
       if (event.more()) (void)monitor_.recv(address);
       uint16_t what = 0;
       if (event.size() >= 2) std::memcpy(&what, event.data(), 2);
+      if (what == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+        connected = true;
+        continue;
+      }
       if (what == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
         return PermissionError("the coordinator at " + endpoint_ +
                                " refused this operator key: it is not in the coordinator's "
