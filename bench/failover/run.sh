@@ -105,27 +105,7 @@ echo >&2
 start_agent node-1
 start_agent node-2
 wait_for 20 sh -c "[ \$('$CTL' get nodes | grep -cE '^node-[12] +Ready') = 2 ]" || fail "agents not Ready"
-cat > "$WORK/retry-runtime.yaml" <<'EOF'
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: ClusterTrainingRuntime
-metadata:
-  name: plain-retry
-spec:
-  mlPolicy:
-    numNodes: 1
-  template:
-    spec:
-      failurePolicy:
-        maxRestarts: 1
-      replicatedJobs:
-        - name: node
-          template:
-            spec:
-              template:
-                spec:
-                  containers:
-                    - name: node
-EOF
+retry_runtime_yaml plain-retry 1 > "$WORK/retry-runtime.yaml"
 "$CTL" apply -f "$WORK/retry-runtime.yaml" >/dev/null
 job_state() {  # job_state NAME -> "attempt running_ranks rank1_pid"
   "$CTL" get trainjobs "$1" -o json 2>/dev/null | python3 -c '

@@ -91,3 +91,39 @@ wait_for() {
     sleep 0.1
   done
 }
+
+# retry_runtime_yaml NAME RESTARTS: a plain ClusterTrainingRuntime NAME whose failurePolicy allows
+# RESTARTS restarts, as YAML on stdout.
+retry_runtime_yaml() {
+  printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: ClusterTrainingRuntime\nmetadata:\n  name: %s\nspec:\n  mlPolicy:\n    numNodes: 1\n  template:\n    spec:\n      failurePolicy:\n        maxRestarts: %s\n      replicatedJobs:\n        - name: node\n          template:\n            spec:\n              template:\n                spec:\n                  containers:\n                    - name: node\n' "$1" "$2"
+}
+
+# attempts_running JOB: the attempts (TRAINLET_ATTEMPT) that have a live rank of JOB, each
+# followed by a space.
+attempts_running() {
+  local p
+  for p in $(job_pids "$1"); do
+    { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null | sed -n 's/^TRAINLET_ATTEMPT=//p'
+  done | sort -u | tr '\n' ' '
+}
+
+# start_attempt_sampler JOB: every 50 ms, in the background, records in $WORK/violations any
+# moment when ranks of two attempts of JOB are alive at once. Sets SAMPLER (its PID, also in
+# EXTRA_PIDS); check_attempt_sampler stops it and fails the test on a violation.
+start_attempt_sampler() {
+  local job=$1
+  ( while :; do
+      a=$(attempts_running "$job")
+      [ "$(wc -w <<<"$a")" -le 1 ] || echo "$(date +%s%N) attempts $a at once" >> "$WORK/violations"
+      sleep 0.05
+    done ) &
+  SAMPLER=$!
+  EXTRA_PIDS+=("$SAMPLER")
+}
+check_attempt_sampler() {
+  kill "$SAMPLER" 2>/dev/null || true
+  wait "$SAMPLER" 2>/dev/null || true
+  if [ -s "$WORK/violations" ]; then
+    fail "two attempts ran at once: $(head -3 "$WORK/violations")"
+  fi
+}

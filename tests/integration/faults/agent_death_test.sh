@@ -13,27 +13,7 @@ source "$(dirname "$0")/../netns_lib.sh"
 GRACE_MS=3000
 NETNS_COORDINATOR_FLAGS=(--partition-grace-ms "$GRACE_MS")
 start_netns_cluster 3
-cat > "$WORK/orphan.yaml" <<'EOF'
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: ClusterTrainingRuntime
-metadata:
-  name: plain-retry
-spec:
-  mlPolicy:
-    numNodes: 1
-  template:
-    spec:
-      failurePolicy:
-        maxRestarts: 3
-      replicatedJobs:
-        - name: node
-          template:
-            spec:
-              template:
-                spec:
-                  containers:
-                    - name: node
----
+{ retry_runtime_yaml plain-retry 3; echo "---"; cat <<'EOF'; } > "$WORK/orphan.yaml"
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata:
@@ -49,20 +29,7 @@ EOF
 wait_for 20 sh -c "'$CTL' get trainjobs orphan | grep -qE 'Running +2 +2 +1 '" \
   || fail "orphan never Running: $("$CTL" describe trainjob orphan)"
 
-# The sampler: every 50 ms, the attempts that have a live rank. More than one is a violation.
-attempts_running() {
-  local p
-  for p in $(job_pids orphan); do
-    { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null | sed -n 's/^TRAINLET_ATTEMPT=//p'
-  done | sort -u | tr '\n' ' '
-}
-( while :; do
-    a=$(attempts_running)
-    [ "$(wc -w <<<"$a")" -le 1 ] || echo "$(date +%s%N) attempts $a at once" >> "$WORK/violations"
-    sleep 0.05
-  done ) &
-SAMPLER=$!
-EXTRA_PIDS+=("$SAMPLER")
+start_attempt_sampler orphan  # never two attempts alive at once (lib.sh)
 
 victim=$("$CTL" get trainjobs orphan -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["placement"][0])')
 index=${victim#node-}
@@ -91,13 +58,9 @@ placement=$("$CTL" get trainjobs orphan -o json | python3 -c 'import json,sys; p
 case " $placement " in *" $victim "*) fail "attempt 2 placed on the dead node: $placement" ;; esac
 assert_contains "$("$CTL" describe trainjob orphan)" "node $victim lost" "attempt 1 cause"
 sleep 0.5
-[ "$(attempts_running)" = "2 " ] || fail "ranks of attempts '$(attempts_running)' run after the restart"
+[ "$(attempts_running orphan)" = "2 " ] || fail "ranks of attempts '$(attempts_running orphan)' run after the restart"
 
-kill "$SAMPLER" 2>/dev/null || true
-wait "$SAMPLER" 2>/dev/null || true
-if [ -s "$WORK/violations" ]; then
-  fail "two attempts ran at once: $(head -3 "$WORK/violations")"
-fi
+check_attempt_sampler
 "$CTL" delete trainjob orphan >/dev/null
 no_orphan() { [ -z "$(job_pids orphan)" ]; }
 wait_for 15 no_orphan || fail "ranks of the deleted job remain: $(job_pids orphan)"

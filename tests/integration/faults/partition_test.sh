@@ -18,27 +18,7 @@ if [ "$NETNS_MODE" != netns ]; then
   exit 77
 fi
 
-cat > "$WORK/split.yaml" <<'EOF'
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: ClusterTrainingRuntime
-metadata:
-  name: plain-retry
-spec:
-  mlPolicy:
-    numNodes: 1
-  template:
-    spec:
-      failurePolicy:
-        maxRestarts: 3
-      replicatedJobs:
-        - name: node
-          template:
-            spec:
-              template:
-                spec:
-                  containers:
-                    - name: node
----
+{ retry_runtime_yaml plain-retry 3; echo "---"; cat <<'EOF'; } > "$WORK/split.yaml"
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata:
@@ -54,20 +34,7 @@ EOF
 wait_for 20 sh -c "'$CTL' get trainjobs split | grep -qE 'Running +2 +2 +1 '" \
   || fail "split never Running: $("$CTL" describe trainjob split)"
 
-# The sampler: every 50 ms, the attempts that have a live rank. More than one is a violation.
-attempts_running() {
-  local p
-  for p in $(job_pids split); do
-    { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null | sed -n 's/^TRAINLET_ATTEMPT=//p'
-  done | sort -u | tr '\n' ' '
-}
-( while :; do
-    a=$(attempts_running)
-    [ "$(wc -w <<<"$a")" -le 1 ] || echo "$(date +%s%N) attempts $a at once" >> "$WORK/violations"
-    sleep 0.05
-  done ) &
-SAMPLER=$!
-EXTRA_PIDS+=("$SAMPLER")
+start_attempt_sampler split  # never two attempts alive at once (lib.sh)
 
 victim=$("$CTL" get trainjobs split -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["placement"][0])')
 index=${victim#node-}
@@ -107,13 +74,9 @@ sleep 1  # a few heartbeats after the heal: room for a wrong duplicate to appear
   || fail "the heal changed the attempt: $("$CTL" describe trainjob split)"
 pids=$(job_pids split | wc -w)
 [ "$pids" = 2 ] || fail "expected exactly the 2 ranks of attempt 2 after the heal, found $pids"
-[ "$(attempts_running)" = "2 " ] || fail "ranks of attempts '$(attempts_running)' run after the heal"
+[ "$(attempts_running split)" = "2 " ] || fail "ranks of attempts '$(attempts_running split)' run after the heal"
 
-kill "$SAMPLER" 2>/dev/null || true
-wait "$SAMPLER" 2>/dev/null || true
-if [ -s "$WORK/violations" ]; then
-  fail "two attempts ran at once: $(head -3 "$WORK/violations")"
-fi
+check_attempt_sampler
 "$CTL" delete trainjob split >/dev/null
 no_split() { [ -z "$(job_pids split)" ]; }
 wait_for 15 no_split || fail "ranks of the deleted job remain: $(job_pids split)"
