@@ -163,6 +163,7 @@ Status Agent::Init() {
 
   TRAINLET_ASSIGN_OR_RETURN(
       socket_, ConnectCurveDealer(ctx_, config_.coordinator, coordinator_public_, keys_));
+  handshakes_ = HandshakeMonitor(ctx_, socket_, "agent-coordinator-monitor");
 
   sigset_t set = LoopSignals();
   signal_fd_ = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
@@ -611,6 +612,18 @@ void Agent::OnMessage(const v1::Envelope& env) {
   }
 }
 
+void Agent::OnHandshakeEvents() {
+  while (auto event = handshakes_.Read()) {
+    // The first registration at start-up, and one after a partition, is sent once the connection
+    // is usable rather than at the next register_retry tick (ZMQ_IMMEDIATE drops earlier sends).
+    if (*event == HandshakeEvent::kSucceeded && !registered_) SendRegister();
+    if (*event == HandshakeEvent::kRefusedKey) {
+      spdlog::error("the coordinator at {} refused this agent's key: add its public key to the "
+                    "coordinator's agent allowlist", config_.coordinator);
+    }
+  }
+}
+
 bool Agent::OnSignalFd() {
   bool keep_running = true;
   signalfd_siginfo info{};
@@ -663,7 +676,8 @@ Status Agent::Run() {
     std::vector<zmq_pollitem_t> items = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
                                          {nullptr, signal_fd_, ZMQ_POLLIN, 0},
                                          {nullptr, ops_->fd(), ZMQ_POLLIN, 0},
-                                         {nullptr, supervisor_->wake_fd(), ZMQ_POLLIN, 0}};
+                                         {nullptr, supervisor_->wake_fd(), ZMQ_POLLIN, 0},
+                                         {handshakes_.handle(), -1, ZMQ_POLLIN, 0}};
     exec_sessions_->AddPollItems(items);
     health_->AddPollItems(items);
     rendezvous_->AddPollItems(items);
@@ -676,6 +690,7 @@ Status Agent::Run() {
     rendezvous_->OnPolled(items, Clock::now());
     if (items[2].revents & ZMQ_POLLIN) ops_->OnReadable();  // metrics HTTP, watchdog
     if (items[3].revents & ZMQ_POLLIN) OnChildExits();      // a step recorded exits
+    if (items[4].revents & ZMQ_POLLIN) OnHandshakeEvents();
     if (items[1].revents & ZMQ_POLLIN) {
       if (!OnSignalFd()) break;
     }

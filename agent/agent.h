@@ -23,6 +23,7 @@
 #include "agent/worker_supervisor.h"
 #include "common/curve_keys.h"
 #include "common/envelope.h"
+#include "common/handshake_monitor.h"
 #include "common/status.h"
 #include "trainlet/accelerator_plugin.h"
 
@@ -86,12 +87,14 @@ class Agent {
   void OnChildExits();
   std::string LogPath(const std::string& job, uint32_t attempt, uint32_t rank) const;
   bool OnSignalFd();  // false when asked to stop
+  void OnHandshakeEvents();
 
   // Constant after construction.
   AgentConfig config_;
   // Owned by the loop.
   zmq::context_t ctx_;
   zmq::socket_t socket_;
+  HandshakeMonitor handshakes_;  // registers the moment the CURVE handshake completes
   int signal_fd_ = -1;
   int lock_fd_ = -1;       // flock'd <state_dir>/agent.lock, held for the process's life
   std::string lock_path_;

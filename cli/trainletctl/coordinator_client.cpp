@@ -1,6 +1,5 @@
 #include "trainletctl/coordinator_client.h"
 
-#include <cstring>
 #include <map>
 
 #include "common/zmq_sockets.h"
@@ -17,15 +16,7 @@ Result<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(const Clie
       c->socket_, ConnectCurveDealer(c->ctx_, config.coordinator, server.public_z85, mine));
   // The monitor tells a refused key apart from a coordinator that is not there, and says when
   // the handshake is done, so the request goes out then rather than at the next retry tick.
-  const std::string monitor_endpoint = "inproc://trainletctl-monitor";
-  if (zmq_socket_monitor(c->socket_.handle(), monitor_endpoint.c_str(),
-                         ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
-                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                             ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0) {
-    c->monitor_ = zmq::socket_t(c->ctx_, zmq::socket_type::pair);
-    c->monitor_.set(zmq::sockopt::linger, 0);
-    c->monitor_.connect(monitor_endpoint);
-  }
+  c->monitor_ = HandshakeMonitor(c->ctx_, c->socket_, "trainletctl-monitor");
   return c;
 }
 
@@ -57,24 +48,21 @@ Result<v1::OperatorResponse> CoordinatorClient::Call(v1::OperatorRequest request
     zmq_poll(items.data(), static_cast<int>(items.size()),
              sent ? static_cast<long>(left.count()) : (connected ? 1L : 20L));
     if (items.size() > 1 && (items[1].revents & ZMQ_POLLIN)) {
-      zmq::message_t event;
-      zmq::message_t address;
-      (void)monitor_.recv(event);
-      if (event.more()) (void)monitor_.recv(address);
-      uint16_t what = 0;
-      if (event.size() >= 2) std::memcpy(&what, event.data(), 2);
-      if (what == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
-        connected = true;
-        continue;
+      switch (monitor_.Read().value_or(HandshakeEvent::kDisconnected)) {
+        case HandshakeEvent::kSucceeded:
+          connected = true;
+          continue;
+        case HandshakeEvent::kDisconnected:
+          continue;
+        case HandshakeEvent::kRefusedKey:
+          return PermissionError("the coordinator at " + endpoint_ +
+                                 " refused this operator key: it is not in the coordinator's "
+                                 "operator allowlist (see README: enrolling an operator)");
+        case HandshakeEvent::kFailed:
+          return PermissionError("CURVE handshake with " + endpoint_ +
+                                 " failed: the coordinator's public key in TRAINLET_HOME does "
+                                 "not match the server");
       }
-      if (what == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
-        return PermissionError("the coordinator at " + endpoint_ +
-                               " refused this operator key: it is not in the coordinator's "
-                               "operator allowlist (see README: enrolling an operator)");
-      }
-      return PermissionError("CURVE handshake with " + endpoint_ +
-                             " failed: the coordinator's public key in TRAINLET_HOME does not "
-                             "match the server");
     }
     if (items[0].revents & ZMQ_POLLIN) {
       auto reply = ReceiveFromDealer(socket_, drops_);

@@ -8,6 +8,7 @@
 
 #include "common/curve_keys.h"
 #include "common/envelope.h"
+#include "common/handshake_monitor.h"
 #include "trainletctl/client_config.h"
 
 namespace trainlet::cli {
@@ -26,7 +27,7 @@ class CoordinatorClient {
   CoordinatorClient() = default;
   zmq::context_t ctx_;
   zmq::socket_t socket_;
-  zmq::socket_t monitor_;
+  HandshakeMonitor monitor_;
   std::string endpoint_;
   uint64_t next_id_ = 1;
   DropCounters drops_;
