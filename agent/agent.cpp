@@ -154,9 +154,11 @@ Status Agent::Init() {
   AddAccelerators(found, &info_);
   {
     TRAINLET_ASSIGN_OR_RETURN(PortRange range, ParsePortRange(config_.worker_ports));
-    auto ports = PortReservations::Create(config_.address, range);
+    auto ports = PortReservations::Create(config_.address, range, std::chrono::seconds(60),
+                                          config_.state_dir + "/ports");
     if (!ports.ok()) return InvalidError("--address: " + ports.status().message());
     ports_ = std::make_unique<PortReservations>(std::move(ports).value());
+    ports_->Restore(Clock::now());  // what a previous agent reserved or handed over
   }
   info_.set_agent_version(TRAINLET_VERSION);
   info_.set_boot_id_hash(static_cast<uint64_t>(NowUnixMs()));
@@ -193,13 +195,18 @@ Status Agent::Init() {
       std::make_unique<WorkerSupervisor>(spawner_.get(), std::move(base_env), std::move(steps));
   // Ranks a previous agent started on this node ran on under their steps: take them back before
   // registering, so the registration lists them and the coordinator keeps their attempts.
+  std::set<PortReservations::AttemptKey> adopted_attempts;
   for (const auto& adopted : supervisor_->AdoptSteps()) {
+    adopted_attempts.insert({adopted.job, adopted.attempt});
     uint32_t& latest = latest_attempt_[adopted.job];
     latest = std::max(latest, adopted.attempt);
     stop_grace_[adopted.job] = adopted.stop_grace_ms != 0 ? adopted.stop_grace_ms : 10000;
     // Partition grace counts from now: a silent coordinator still stops adopted ranks.
     if (adopted.running != 0) last_heard_ = Clock::now();
   }
+  // An attempt whose step is gone ended while no agent ran: nothing else would give back its
+  // ports. Adopted ones give theirs back when their exits are reported.
+  ports_->ReleaseHandedOverExcept(adopted_attempts);
   // The GPU check counts this machine's GPUs, also when impersonating another: only a change
   // since start counts, so the baseline and the checks see the same machine.
   config_.health.state_dir = config_.state_dir;

@@ -5,9 +5,14 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
+
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 namespace trainlet::agent {
 namespace {
@@ -41,7 +46,8 @@ Result<PortRange> ParsePortRange(std::string_view text, std::string_view key) {
 }
 
 Result<PortReservations> PortReservations::Create(const std::string& address, PortRange range,
-                                                  std::chrono::milliseconds hold_timeout) {
+                                                  std::chrono::milliseconds hold_timeout,
+                                                  std::string journal_path) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -54,16 +60,18 @@ Result<PortReservations> PortReservations::Create(const std::string& address, Po
   std::memcpy(&addr, found->ai_addr, found->ai_addrlen);
   const socklen_t len = found->ai_addrlen;
   freeaddrinfo(found);
-  return PortReservations(addr, len, address, range, hold_timeout);
+  return PortReservations(addr, len, address, range, hold_timeout, std::move(journal_path));
 }
 
 PortReservations::PortReservations(sockaddr_storage addr, socklen_t addr_len, std::string address,
-                                   PortRange range, std::chrono::milliseconds hold_timeout)
+                                   PortRange range, std::chrono::milliseconds hold_timeout,
+                                   std::string journal_path)
     : addr_(addr),
       addr_len_(addr_len),
       address_(std::move(address)),
       range_(range),
-      hold_timeout_(hold_timeout) {}
+      hold_timeout_(hold_timeout),
+      journal_path_(std::move(journal_path)) {}
 
 PortReservations::PortReservations(PortReservations&& other) noexcept
     : addr_(other.addr_),
@@ -71,6 +79,7 @@ PortReservations::PortReservations(PortReservations&& other) noexcept
       address_(std::move(other.address_)),
       range_(other.range_),
       hold_timeout_(other.hold_timeout_),
+      journal_path_(std::move(other.journal_path_)),
       cursor_(other.cursor_),
       attempts_(std::move(other.attempts_)),
       owned_(std::move(other.owned_)) {
@@ -86,6 +95,7 @@ PortReservations& PortReservations::operator=(PortReservations&& other) noexcept
     address_ = std::move(other.address_);
     range_ = other.range_;
     hold_timeout_ = other.hold_timeout_;
+    journal_path_ = std::move(other.journal_path_);
     cursor_ = other.cursor_;
     attempts_ = std::move(other.attempts_);
     owned_ = std::move(other.owned_);
@@ -163,6 +173,7 @@ Result<std::vector<uint32_t>> PortReservations::Reserve(const std::string& job, 
   owned_.insert(a.ports.begin(), a.ports.end());
   std::vector<uint32_t> ports = a.ports;
   attempts_.emplace(key, std::move(a));
+  WriteJournal();
   return ports;
 }
 
@@ -179,13 +190,12 @@ Status PortReservations::CloseHeld(const std::string& job, uint32_t attempt) {
   Attempt& a = it->second;
   if (a.phase == Phase::kExpired) {
     return UnavailableError("the ports reserved on " + address_ + " for attempt " +
-                            std::to_string(attempt) + " were given back after " +
-                            std::to_string(hold_timeout_.count()) +
-                            " ms without a launch plan; they may be taken");
+                            std::to_string(attempt) + " " + a.expired_why);
   }
   for (int fd : a.fds) close(fd);
   a.fds.clear();
   a.phase = Phase::kHandedOver;
+  WriteJournal();
   return Status::Ok();
 }
 
@@ -216,14 +226,125 @@ void PortReservations::Forget(std::map<AttemptKey, Attempt>::iterator it) {
 }
 
 void PortReservations::Release(const std::string& job, uint32_t attempt) {
-  if (auto it = attempts_.find({job, attempt}); it != attempts_.end()) Forget(it);
+  if (auto it = attempts_.find({job, attempt}); it != attempts_.end()) {
+    Forget(it);
+    WriteJournal();
+  }
 }
 
 void PortReservations::ReleaseBelow(const std::string& job, uint32_t attempt) {
+  bool changed = false;
   for (auto it = attempts_.lower_bound({job, 0});
        it != attempts_.end() && it->first.first == job && it->first.second < attempt;) {
     Forget(it++);
+    changed = true;
   }
+  if (changed) WriteJournal();
+}
+
+void PortReservations::ReleaseHandedOverExcept(const std::set<AttemptKey>& live) {
+  bool changed = false;
+  for (auto it = attempts_.begin(); it != attempts_.end();) {
+    if (it->second.phase == Phase::kHandedOver && live.count(it->first) == 0) {
+      spdlog::info("{} attempt {} ended while the agent was down: its ports are given back",
+                   it->first.first, it->first.second);
+      Forget(it++);
+      changed = true;
+    } else {
+      ++it;
+    }
+  }
+  if (changed) WriteJournal();
+}
+
+void PortReservations::MarkExpired(Attempt& a, Clock::time_point now, std::string why) {
+  for (int fd : a.fds) close(fd);
+  a.fds.clear();
+  if (a.phase != Phase::kExpired) {
+    for (uint32_t p : a.ports) owned_.erase(p);
+  }
+  a.phase = Phase::kExpired;
+  a.deadline = now + hold_timeout_ * kExpiredMemory;
+  a.expired_why = std::move(why);
+}
+
+// One line per attempt: "<job> <attempt> held|handed <port>,<port>,...". Job names are
+// Kubernetes names, so they hold no spaces. Written to a temporary file and renamed over the
+// journal, so a crash leaves the old journal or the new one, never half of one. No fsync: it
+// guards against the agent process dying, and a machine that goes down takes the ranks with it.
+void PortReservations::WriteJournal() const {
+  if (journal_path_.empty()) return;
+  std::string text = "# trainlet-agent port reservations: job attempt held|handed ports\n";
+  for (const auto& [key, a] : attempts_) {
+    if (a.phase == Phase::kExpired) continue;
+    text += key.first + " " + std::to_string(key.second) +
+            (a.phase == Phase::kHeld ? " held " : " handed ");
+    for (size_t i = 0; i < a.ports.size(); ++i) text += (i ? "," : "") + std::to_string(a.ports[i]);
+    text += "\n";
+  }
+  const std::string tmp = journal_path_ + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  bool ok = f != nullptr && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (f != nullptr) ok = std::fclose(f) == 0 && ok;
+  if (!ok || std::rename(tmp.c_str(), journal_path_.c_str()) != 0) {
+    spdlog::warn("{}: cannot write the port journal: {}; a restarted agent will not know these "
+                 "reservations", journal_path_, std::strerror(errno));
+  }
+}
+
+std::vector<PortReservations::AttemptKey> PortReservations::Restore(Clock::time_point now) {
+  std::vector<AttemptKey> restored;
+  if (journal_path_.empty()) return restored;
+  std::ifstream in(journal_path_);
+  if (!in) return restored;
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    std::string job, attempt_text, phase, ports_text, extra;
+    fields >> job >> attempt_text >> phase >> ports_text;
+    const auto attempt = ParsePort(attempt_text);  // any uint32
+    std::vector<uint32_t> ports;
+    bool ok = !job.empty() && attempt && (phase == "held" || phase == "handed") && !(fields >> extra);
+    for (size_t start = 0; ok && start <= ports_text.size();) {
+      const size_t comma = std::min(ports_text.find(',', start), ports_text.size());
+      const auto port = ParsePort(std::string_view(ports_text).substr(start, comma - start));
+      ok = port && *port >= range_.low && *port <= range_.high && owned_.count(*port) == 0;
+      if (ok) ports.push_back(*port);
+      start = comma + 1;
+    }
+    const AttemptKey key{job, attempt.value_or(0)};
+    if (!ok || attempts_.count(key) != 0) {
+      spdlog::warn("{}:{}: skipping an unreadable port reservation: {}", journal_path_, line_no,
+                   line);
+      continue;
+    }
+    Attempt a;
+    a.ports = ports;
+    a.deadline = now + hold_timeout_;
+    owned_.insert(ports.begin(), ports.end());
+    if (phase == "held") {
+      for (uint32_t port : ports) {
+        const int fd = BindPort(port, true);
+        if (fd < 0) {
+          MarkExpired(a, now, "could not be held again when the agent restarted: port " +
+                                  std::to_string(port) + " was taken meanwhile");
+          break;
+        }
+        a.fds.push_back(fd);
+      }
+    } else {
+      a.phase = Phase::kHandedOver;
+    }
+    spdlog::info("restored the ports of {} attempt {} ({}): {}", job, key.second,
+                 a.phase == Phase::kExpired ? a.expired_why : phase, ports_text);
+    attempts_.emplace(key, std::move(a));
+    restored.push_back(key);
+  }
+  WriteJournal();
+  return restored;
 }
 
 std::vector<PortReservations::AttemptKey> PortReservations::Expire(Clock::time_point now) {
@@ -235,15 +356,13 @@ std::vector<PortReservations::AttemptKey> PortReservations::Expire(Clock::time_p
       continue;
     }
     if (a.phase == Phase::kHeld && now >= a.deadline) {
-      for (int fd : a.fds) close(fd);
-      a.fds.clear();
-      for (uint32_t p : a.ports) owned_.erase(p);
-      a.phase = Phase::kExpired;
-      a.deadline = now + hold_timeout_ * kExpiredMemory;
+      MarkExpired(a, now, "were given back after " + std::to_string(hold_timeout_.count()) +
+                              " ms without a launch plan; they may be taken");
       expired.push_back(it->first);
     }
     ++it;
   }
+  if (!expired.empty()) WriteJournal();
   return expired;
 }
 

@@ -11,6 +11,10 @@
 //
 // Every socket is opened close-on-exec, so spawned ranks never inherit a held port.
 //
+// With a journal path, every change is written to that file (a few lines of text, replaced by
+// rename), so a restarted agent knows which ports its running attempts own and which it had
+// promised to attempts still waiting for their plans: Restore() takes them back.
+//
 // Owned by the agent's loop; no locks.
 #pragma once
 
@@ -52,7 +56,8 @@ class PortReservations {
   // resolve. `hold_timeout`: how long ports are held for an attempt whose plan never comes.
   static Result<PortReservations> Create(
       const std::string& address, PortRange range,
-      std::chrono::milliseconds hold_timeout = std::chrono::seconds(60));
+      std::chrono::milliseconds hold_timeout = std::chrono::seconds(60),
+      std::string journal_path = "");
   PortReservations(PortReservations&& other) noexcept;
   PortReservations& operator=(PortReservations&& other) noexcept;
   PortReservations(const PortReservations&) = delete;
@@ -90,6 +95,16 @@ class PortReservations {
   // When Expire() next has something to do; nullopt when nothing is held.
   std::optional<Clock::time_point> NextExpiry() const;
 
+  // Reads the journal a previous agent left (none: nothing to do). Handed-over attempts own their
+  // ports again. Held ones are bound again with a fresh hold timeout; when one of their ports was
+  // taken meanwhile, the attempt is expired instead, so its plan fails HandOver with that reason
+  // and the coordinator retries. Returns the restored attempts; unreadable lines are skipped with
+  // a warning (the journal is advisory: the worst case is a port probed again at HandOver).
+  std::vector<AttemptKey> Restore(Clock::time_point now);
+  // After the steps are re-adopted: releases handed-over attempts not in `live` (they ended while
+  // the agent was down, and no exit report will release them).
+  void ReleaseHandedOverExcept(const std::set<AttemptKey>& live);
+
   // The attempt's ports (empty when it has none).
   std::vector<uint32_t> Ports(const std::string& job, uint32_t attempt) const;
   // Ports owned by live attempts (held or handed over).
@@ -109,14 +124,18 @@ class PortReservations {
     std::vector<uint32_t> ports;
     std::vector<int> fds;        // parallel to ports while kHeld
     Clock::time_point deadline;  // kHeld: expiry; kExpired: when the record is forgotten
+    std::string expired_why;     // kExpired: why the ports were given back
   };
 
   PortReservations(sockaddr_storage addr, socklen_t addr_len, std::string address, PortRange range,
-                   std::chrono::milliseconds hold_timeout);
+                   std::chrono::milliseconds hold_timeout, std::string journal_path);
   // Binds (and, when `listen_too`, listens on) `port`; the fd, or -errno.
   int BindPort(uint32_t port, bool listen_too) const;
   void CloseAll();
   void Forget(std::map<AttemptKey, Attempt>::iterator it);
+  void MarkExpired(Attempt& a, Clock::time_point now, std::string why);
+  // Rewrites the journal from attempts_ (kHeld and kHandedOver); a failure is logged, not fatal.
+  void WriteJournal() const;
 
   // Constant after construction.
   sockaddr_storage addr_{};
@@ -124,6 +143,7 @@ class PortReservations {
   std::string address_;
   PortRange range_;
   std::chrono::milliseconds hold_timeout_;
+  std::string journal_path_;  // "" keeps no journal
   // Owned by the loop.
   uint32_t cursor_ = 0;  // offset into the range where the next scan starts
   std::map<AttemptKey, Attempt> attempts_;

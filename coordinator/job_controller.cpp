@@ -563,6 +563,7 @@ void JobController::ReconcileNode(
     stop->set_reason("stale attempt found when the node registered");
     sink_->SendToNode(node, std::move(env));
   }
+  ResendReservePorts(node);
   (void)now_ms;
 }
 

@@ -196,6 +196,9 @@ class JobController {
   // the first Plan() that only checks the request and lays out the ranks (plugins refuse to plan
   // without the ports they need). True when it filled any; the caller clears them after.
   bool FillStandInPorts(const Job& job, PlanRequest& request) const;
+  void SendReservePorts(const Job& job, uint32_t attempt, uint32_t count, const std::string& node);
+  // A node (re-)registered: asks it again for the ports of every attempt still waiting for them.
+  void ResendReservePorts(const std::string& node);
   // Called once the attempt is stored: sends ReservePorts to every node whose share needs ports
   // and returns true (the plans wait), or returns false when none does (send the plans now).
   bool RequestPorts(Job& job, const PlanRequest& request);

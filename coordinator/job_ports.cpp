@@ -49,18 +49,37 @@ bool JobController::RequestPorts(Job& job, const PlanRequest& request) {
   }
   if (!any) return false;
   for (uint32_t i = 0; i < request.nodes.size(); ++i) {
-    if (wait.wanted[i] == 0) continue;
-    v1::Envelope env;
-    auto* ask = env.mutable_reserve_ports();
-    ask->set_job(job.record.name);
-    ask->set_attempt(request.attempt);
-    ask->set_count(wait.wanted[i]);
-    sink_->SendToNode(request.nodes[i].name, std::move(env));
+    if (wait.wanted[i] != 0) SendReservePorts(job, request.attempt, wait.wanted[i], request.nodes[i].name);
   }
   spdlog::info("trainjob/{}: attempt {} waits for its nodes to reserve ports", job.record.name,
                request.attempt);
   job.port_wait = std::move(wait);
   return true;
+}
+
+void JobController::SendReservePorts(const Job& job, uint32_t attempt, uint32_t count,
+                                     const std::string& node) {
+  v1::Envelope env;
+  auto* ask = env.mutable_reserve_ports();
+  ask->set_job(job.record.name);
+  ask->set_attempt(attempt);
+  ask->set_count(count);
+  sink_->SendToNode(node, std::move(env));
+}
+
+void JobController::ResendReservePorts(const std::string& node) {
+  for (const auto& [name, job] : jobs_) {
+    if (!job->port_wait || !AttemptActive(name, job->port_wait->attempt)) continue;
+    const PortWait& wait = *job->port_wait;
+    for (size_t i = 0; i < wait.request.nodes.size(); ++i) {
+      if (wait.request.nodes[i].name != node || wait.answered[i]) continue;
+      // The agent may have restarted (or the coordinator's message was lost with a dropped
+      // connection) before it answered; asking again is safe: it answers with the same ports.
+      spdlog::info("trainjob/{}: asking node {} again for the ports of attempt {}", name, node,
+                   wait.attempt);
+      SendReservePorts(*job, wait.attempt, wait.wanted[i], node);
+    }
+  }
 }
 
 void JobController::OnPortsReserved(const std::string& node, const v1::PortsReserved& reserved,
@@ -81,8 +100,10 @@ void JobController::OnPortsReserved(const std::string& node, const v1::PortsRese
     spdlog::info("node {}: dropped a port reservation for {} attempt {}, which does not wait "
                  "for one there",
                  node, reserved.job(), reserved.attempt());
-    if (reserved.ports_size() > 0) {
-      // The agent would hold them until its hold timeout: give them back now.
+    if (reserved.ports_size() > 0 && !AttemptActive(reserved.job(), reserved.attempt())) {
+      // The agent would hold them until its hold timeout: give them back now. A second answer
+      // for the current attempt (asked again after a re-registration) names the ports it
+      // already has: nothing to give back, and its ranks must not be stopped.
       v1::Envelope env;
       auto* stop = env.mutable_stop_workers();
       stop->set_job(reserved.job());

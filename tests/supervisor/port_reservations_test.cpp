@@ -10,6 +10,7 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
 namespace trainlet::agent {
 namespace {
@@ -221,6 +222,119 @@ TEST(PortReservations, HoldTimesOutAndALatePlanFails) {
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(ports.HandOver("job", 1).ok());
   EXPECT_FALSE(ports.NextExpiry().has_value()) << "handed over ports do not expire";
+}
+
+// A journal in a fresh temporary directory, removed with the fixture.
+class PortJournalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/trainlet-port-journal-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    path_ = dir_ + "/ports";
+  }
+  void TearDown() override {
+    unlink(path_.c_str());
+    unlink((path_ + ".tmp").c_str());
+    rmdir(dir_.c_str());
+  }
+  PortReservations MakeJournaled(PortRange range) {
+    auto r = PortReservations::Create("127.0.0.1", range, milliseconds(60000), path_);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return std::move(r).value();
+  }
+  std::string dir_;
+  std::string path_;
+};
+
+// An agent restart (a new PortReservations on the same journal) keeps what attempts own: running
+// attempts' ports are never handed out again, and attempts waiting for their plan hold theirs.
+TEST_F(PortJournalTest, ARestartedAgentKeepsOwnedAndHeldPorts) {
+  std::vector<uint32_t> running, waiting;
+  {
+    auto before = MakeJournaled({23900, 23909});
+    running = before.Reserve("train", 1, 2, Clock::now()).value();
+    ASSERT_TRUE(before.HandOver("train", 1).ok());
+    waiting = before.Reserve("other", 3, 2, Clock::now()).value();
+  }  // the agent dies: its held sockets close with it
+  auto after = MakeJournaled({23900, 23909});
+  auto restored = after.Restore(Clock::now());
+  EXPECT_EQ(restored.size(), 2u);
+  EXPECT_EQ(after.owned(), 4u);
+  EXPECT_EQ(after.held_sockets(), 2u) << "the waiting attempt's ports are bound again";
+  for (uint32_t p : waiting) EXPECT_EQ(Grab(p), -1) << "port " << p << " is held again";
+  EXPECT_EQ(after.Ports("train", 1), running);
+  // A resent ReservePorts gets the same ports; the plan then hands them over.
+  EXPECT_EQ(after.Reserve("other", 3, 2, Clock::now()).value(), waiting);
+  EXPECT_TRUE(after.HandOver("other", 3).ok());
+  // New reservations avoid all four.
+  auto fresh = after.Reserve("new", 1, 6, Clock::now());
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  std::set<uint32_t> seen(fresh->begin(), fresh->end());
+  for (uint32_t p : running) EXPECT_EQ(seen.count(p), 0u) << p;
+  for (uint32_t p : waiting) EXPECT_EQ(seen.count(p), 0u) << p;
+  EXPECT_FALSE(after.Reserve("more", 1, 1, Clock::now()).ok()) << "the range is used up";
+}
+
+TEST_F(PortJournalTest, AHeldPortTakenDuringTheRestartFailsThePlanWithTheReason) {
+  std::vector<uint32_t> waiting;
+  {
+    auto before = MakeJournaled({23910, 23914});
+    waiting = before.Reserve("train", 2, 2, Clock::now()).value();
+  }
+  const int thief = Grab(waiting[1]);
+  ASSERT_GE(thief, 0);
+  auto after = MakeJournaled({23910, 23914});
+  after.Restore(Clock::now());
+  EXPECT_EQ(after.held_sockets(), 0u);
+  EXPECT_EQ(after.owned(), 0u);
+  Status plan = after.HandOver("train", 2);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.message().find("port " + std::to_string(waiting[1]) + " was taken meanwhile"),
+            std::string::npos)
+      << plan.message();
+  close(thief);
+}
+
+TEST_F(PortJournalTest, AttemptsThatEndedWhileTheAgentWasDownAreReleased) {
+  {
+    auto before = MakeJournaled({23920, 23929});
+    before.Reserve("gone", 1, 2, Clock::now()).value();
+    ASSERT_TRUE(before.HandOver("gone", 1).ok());
+    before.Reserve("alive", 1, 2, Clock::now()).value();
+    ASSERT_TRUE(before.HandOver("alive", 1).ok());
+  }
+  auto after = MakeJournaled({23920, 23929});
+  after.Restore(Clock::now());
+  EXPECT_EQ(after.owned(), 4u);
+  after.ReleaseHandedOverExcept({{"alive", 1}});
+  EXPECT_EQ(after.owned(), 2u);
+  EXPECT_TRUE(after.Ports("gone", 1).empty());
+  EXPECT_EQ(after.Ports("alive", 1).size(), 2u);
+  // And the journal says so: a second restart restores only the live attempt.
+  auto again = MakeJournaled({23920, 23929});
+  EXPECT_EQ(again.Restore(Clock::now()), (std::vector<PortReservations::AttemptKey>{{"alive", 1}}));
+}
+
+TEST_F(PortJournalTest, UnreadableLinesAreSkipped) {
+  {
+    FILE* f = fopen(path_.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fputs("# header\n"
+          "ok 1 handed 23931,23932\n"
+          "nospace\n"
+          "bad x handed 23933\n"
+          "bad 1 maybe 23934\n"
+          "outside 1 handed 80\n"
+          "dup 1 handed 23931\n"
+          "junk 1 handed 23935,\n"
+          "extra 1 handed 23936 more\n",
+          f);
+    fclose(f);
+  }
+  auto after = MakeJournaled({23930, 23939});
+  EXPECT_EQ(after.Restore(Clock::now()), (std::vector<PortReservations::AttemptKey>{{"ok", 1}}));
+  EXPECT_EQ(after.owned(), 2u);
 }
 
 }  // namespace

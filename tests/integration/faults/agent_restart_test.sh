@@ -95,6 +95,35 @@ start_agent
 wait_for 15 sh -c "[ -z \"\$(ls '$state/steps')\" ]" || fail "step records left: $(ls "$state/steps")"
 log "exit code 3 from the outage delivered; the step records are gone once acknowledged"
 
+# Reserved ports survive the restart too: the new agent reads <state>/ports, so a job started
+# after it never gets the MASTER_PORT a running attempt owns, and the port is given back when that
+# attempt ends.
+master_port() { tr '\0' '\n' < "/proc/$1/environ" | sed -n 's/^MASTER_PORT=//p'; }
+job=$(write_job ported 1 1 'sleep 300')
+sed -i 's/name: plain/name: torch-distributed/' "$job"
+"$CTL" apply -f "$job" >/dev/null
+wait_for 20 ranks_running ported 1 || fail "ported never Running: $("$CTL" describe trainjob ported)"
+port1=$(master_port "$(rank_field ported 0 5)")
+[ -n "$port1" ] || fail "ported has no MASTER_PORT"
+grep -q "^ported 1 handed $port1\$" "$state/ports" || fail "port journal: $(cat "$state/ports")"
+kill -9 "$apid"
+wait_for 15 sh -c "! kill -0 $apid 2>/dev/null" || fail "agent survived SIGKILL"
+start_agent
+wait_for 10 grep -q "restored the ports of ported attempt 1" "$TRAINLET_HOME/logs/node-1.log" \
+  || fail "the new agent did not restore the ports"
+for i in 1 2 3; do  # the agent's cursor starts over: without the journal it would pick port1 again
+  job=$(write_job "second-$i" 1 1 'sleep 300')
+  sed -i 's/name: plain/name: torch-distributed/' "$job"
+  "$CTL" apply -f "$job" >/dev/null
+  wait_for 20 ranks_running "second-$i" 1 || fail "second-$i never Running"
+  port2=$(master_port "$(rank_field "second-$i" 0 5)")
+  [ "$port2" != "$port1" ] || fail "MASTER_PORT $port1 of a running attempt was handed out again"
+  "$CTL" delete trainjob "second-$i" >/dev/null
+done
+"$CTL" delete trainjob ported >/dev/null
+wait_for 10 sh -c "! grep -q '^ported ' '$state/ports'" || fail "ported's port not given back: $(cat "$state/ports")"
+log "reserved ports kept across the restart (MASTER_PORT $port1), given back at the end"
+
 # `local down` (SIGUSR2 to agents) stops what still runs: a job started now leaves nothing.
 job=$(write_job lingering 1 2 'sleep 300')
 "$CTL" apply -f "$job" >/dev/null
