@@ -46,6 +46,7 @@ Status NodeRegistry::Register(const v1::NodeInfo& info, const std::string& routi
   e.info = info;
   e.routing_id = routing_id;
   e.public_key = public_key;
+  if (fresh || e.state != NodeState::kReady) e.state_since_unix_ms = now_unix_ms;
   e.state = NodeState::kReady;
   if (fresh) e.registered_unix_ms = now_unix_ms;
   e.last_beat = now;
@@ -71,7 +72,10 @@ const NodeEntry* NodeRegistry::Heartbeat(const std::string& public_key,
   if (key_it == by_key_.end()) return nullptr;
   NodeEntry& e = nodes_.at(key_it->second);
   if (e.state == NodeState::kLost) return nullptr;  // its ranks were given up: register afresh
-  if (e.state == NodeState::kSuspect) spdlog::info("node {} is Ready again", e.info.name());
+  if (e.state == NodeState::kSuspect) {
+    spdlog::info("node {} is Ready again", e.info.name());
+    e.state_since_unix_ms = now_unix_ms;
+  }
   e.state = NodeState::kReady;
   e.routing_id = routing_id;
   e.last_beat = now;
@@ -85,13 +89,18 @@ std::vector<std::string> NodeRegistry::Tick(Clock::time_point now) {
   const auto suspect_after = interval_ + interval_ / 2;
   for (auto& [name, e] : nodes_) {
     const auto silent = now - e.last_beat;
+    // The wall-clock time of `now`, from the last beat's: Tick runs on the steady clock only.
+    const int64_t now_unix_ms =
+        e.last_beat_unix_ms + std::chrono::duration_cast<std::chrono::milliseconds>(silent).count();
     if (e.state == NodeState::kReady && silent > suspect_after) {
       e.state = NodeState::kSuspect;
+      e.state_since_unix_ms = now_unix_ms;
       spdlog::warn("node {} is Suspect: no heartbeat for {} ms", name,
                    std::chrono::duration_cast<std::chrono::milliseconds>(silent).count());
     }
     if (e.state == NodeState::kSuspect && silent > lost_timeout_) {
       e.state = NodeState::kLost;
+      e.state_since_unix_ms = now_unix_ms;
       spdlog::error("node {} is Lost: no heartbeat for {} ms", name,
                     std::chrono::duration_cast<std::chrono::milliseconds>(silent).count());
       lost.push_back(name);

@@ -33,6 +33,7 @@ struct NodeEntry {
   std::string routing_id;  // ZeroMQ routing id of its current connection
   std::string public_key;  // the CURVE key it authenticated with
   NodeState state = NodeState::kReady;
+  int64_t state_since_unix_ms = 0;  // when `state` last changed (the Ready condition's time)
   bool schedulable = true;
   std::string cordon_reason;  // why it is cordoned; kept by name across re-registration
   bool drained = false;       // cordoned by a drain

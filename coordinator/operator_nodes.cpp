@@ -11,7 +11,7 @@ void OperatorService::DescribeConditions(const NodeEntry& e, v1::NodeStatus& n) 
   ready->set_type("Ready");
   ready->set_status(e.state == NodeState::kReady ? "True" : "False");
   ready->set_reason(NodeStateName(e.state));
-  ready->set_unix_ms(e.last_beat_unix_ms);
+  ready->set_unix_ms(e.state_since_unix_ms);  // the last beat is NodeStatus.last_heartbeat_unix_ms
   auto* healthy = n.add_conditions();
   healthy->set_type("Healthy");
   healthy->set_status(e.healthy ? "True" : "False");

@@ -10,8 +10,9 @@
 #                start until every simulated agent has had its registration accepted
 # Prints the median and the maximum of each, beside the targets and the published defaults of
 # Kubernetes (node-monitor-grace-period 40 s, plus the pod eviction that follows) and Slurm
-# (SlurmdTimeout 300 s). Times are read by polling trainletctl (each poll costs ~10 ms), so they
-# are upper bounds.
+# (SlurmdTimeout 300 s). Node death is timed by the coordinator's own clock (the Lost transition's
+# time in `get nodes -o json`); the other two are read by polling trainletctl (each poll costs
+# ~10 ms), so they are upper bounds.
 #
 # usage: bench/failover/run.sh [--trials N] [--sim-agents S] [--bin BUILD/bin]
 #   --trials N      trials of each measurement (default 20)
@@ -85,18 +86,30 @@ stats() {  # stats FILE -> "median max" of the numbers in FILE
   sort -n "$1" | awk '{v[NR]=$1} END {m = (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2; printf "%d %d", m, v[NR]}'
 }
 
-# 1. Node death -> Lost.
+# 1. Node death -> Lost. The time is the coordinator's own: its Ready condition's transition time
+# (when it declared the node Lost) minus the moment of the kill, both on this machine's clock;
+# polling trainletctl only finds out that it happened.
+lost_since() {  # lost_since NODE -> the Lost transition's unix ms, or nothing while not Lost
+  "$CTL" get nodes "$1" -o json 2>/dev/null | python3 -c '
+import json, sys
+n = json.load(sys.stdin)["nodes"][0]
+if n.get("state") == "Lost":
+    print(next(int(c["unixMs"]) for c in n["conditions"] if c["type"] == "Ready"))'
+}
 : > "$WORK/lost.ms"
 for t in $(seq "$TRIALS"); do
   start_agent victim
   wait_for 20 sh -c "'$CTL' get nodes victim | grep -q ' Ready '" || fail "victim not Ready"
   sleep 0.$(( RANDOM % 10 ))  # kill at a random point of the heartbeat interval
-  { kill -9 "$AGENT_PID"; wait "$AGENT_PID"; } 2>/dev/null || true
   t0=$(now_ms)
-  until "$CTL" get nodes victim 2>/dev/null | grep -q ' Lost '; do
+  { kill -9 "$AGENT_PID"; wait "$AGENT_PID"; } 2>/dev/null || true
+  while :; do
+    lost_ms=$(lost_since victim)
+    [ -n "$lost_ms" ] && break
     [ $(( $(now_ms) - t0 )) -lt 30000 ] || fail "victim not Lost 30 s after its death"
+    sleep 0.05
   done
-  echo $(( $(now_ms) - t0 )) >> "$WORK/lost.ms"
+  echo $(( lost_ms - t0 )) >> "$WORK/lost.ms"
   printf '\rnode death -> Lost: trial %d/%d' "$t" "$TRIALS" >&2
 done
 echo >&2

@@ -103,6 +103,26 @@ TEST_F(NodeRegistryTest, SuspectAfterOneAndAHalfIntervalsThenLostOnce) {
   EXPECT_EQ(StateOf("n1"), NodeState::kLost);
 }
 
+// The Ready condition's time is when the state last changed, on the wall clock, so an operator
+// (and bench/failover) can tell when a node was declared Lost, not only that it is.
+TEST_F(NodeRegistryTest, StateSinceIsTheTransitionTime) {
+  RegisterOk("n1", "key1", 100);
+  EXPECT_EQ(registry_.Find("n1")->state_since_unix_ms, kUnix0 + 100);
+  registry_.Heartbeat("key1", "rid-key1", At(1100), kUnix0 + 1100);
+  EXPECT_EQ(registry_.Find("n1")->state_since_unix_ms, kUnix0 + 100);  // Ready stays Ready
+  registry_.Tick(At(2700));
+  EXPECT_EQ(StateOf("n1"), NodeState::kSuspect);
+  EXPECT_EQ(registry_.Find("n1")->state_since_unix_ms, kUnix0 + 2700);
+  registry_.Heartbeat("key1", "rid-key1", At(2800), kUnix0 + 2800);
+  EXPECT_EQ(StateOf("n1"), NodeState::kReady);
+  EXPECT_EQ(registry_.Find("n1")->state_since_unix_ms, kUnix0 + 2800);
+  registry_.Tick(At(5801));
+  EXPECT_EQ(StateOf("n1"), NodeState::kLost);
+  EXPECT_EQ(registry_.Find("n1")->state_since_unix_ms, kUnix0 + 5801);
+  RegisterOk("n1", "key1", 9000);  // back after Lost: Ready since the registration
+  EXPECT_EQ(registry_.Find("n1")->state_since_unix_ms, kUnix0 + 9000);
+}
+
 TEST_F(NodeRegistryTest, LongSilenceGoesStraightToLostInOneTick) {
   RegisterOk("n1", "key1");
   EXPECT_EQ(registry_.Tick(At(10000)), std::vector<std::string>{"n1"});
