@@ -77,7 +77,6 @@ struct Row {
 struct ConfigResult {
   Config config;
   std::vector<Row> rows;   // floor first
-  Samples trainlet_apply;  // the `apply` part of trainlet's time
   Samples cli_round_trip;  // `trainletctl get nodes`, for the analysis; not a contender
   Samples cli_start;       // `trainletctl --version`: process start and exit, no network
 };
@@ -167,33 +166,23 @@ Result<double> MustRun(const std::vector<std::string>& argv, const std::vector<s
   return r.elapsed_ms;
 }
 
-struct TrainletTiming {
-  double total_ms = 0;
-  double apply_ms = 0;
-};
-
-// apply → wait Complete, timed from before `apply` starts to `wait` returning. The job is deleted
-// afterwards, outside the timed region.
-Result<TrainletTiming> RunTrainletOnce(const LocalCluster& cluster, const Options& opt,
-                                       const Config& c, const std::string& name) {
+// `trainletctl apply -f job.yaml --wait`: submit and block until Complete, one CLI process and one
+// connection, as `sbatch --wait` or `mpirun` block. The job is deleted afterwards, outside the
+// timed region.
+Result<double> RunTrainletOnce(const LocalCluster& cluster, const Options& opt, const Config& c,
+                               const std::string& name) {
   std::string yaml = cluster.dir() + "/" + name + ".yaml";
   TRAINLET_RETURN_IF_ERROR(WriteJob(yaml, name, c, opt.worker));
   seconds timeout(opt.job_timeout_s);
-  auto start = Clock::now();
-  TRAINLET_ASSIGN_OR_RETURN(double apply_ms,
-                            MustRun(cluster.Ctl({"apply", "-f", yaml}), {}, timeout));
   TRAINLET_ASSIGN_OR_RETURN(
-      double wait_ms, MustRun(cluster.Ctl({"wait", "trainjob/" + name, "--for=condition=Complete",
-                                           "--timeout=" + std::to_string(opt.job_timeout_s) + "s"}),
-                              {}, timeout + seconds(10)));
-  (void)wait_ms;
-  TrainletTiming t;
-  t.total_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-  t.apply_ms = apply_ms;
+      double total_ms,
+      MustRun(cluster.Ctl({"apply", "-f", yaml, "--wait",
+                           "--timeout=" + std::to_string(opt.job_timeout_s) + "s"}),
+              {}, timeout + seconds(10)));
   TRAINLET_ASSIGN_OR_RETURN(double del_ms,
                             MustRun(cluster.Ctl({"delete", "trainjob", name}), {}, timeout));
   (void)del_ms;
-  return t;
+  return total_ms;
 }
 
 // Why srun cannot run here, or "" when it can.
@@ -212,7 +201,7 @@ Result<ConfigResult> RunConfig(const Options& opt, const std::string& ctl, const
   ConfigResult res;
   res.config = c;
   Row floor{"floor (posix_spawn loop)", {}, ""};
-  Row trainlet{"trainlet (apply → wait Complete)", {}, ""};
+  Row trainlet{"trainlet (apply --wait, until Complete)", {}, ""};
   Row mpirun{"mpirun --oversubscribe -np " + std::to_string(c.ranks), {}, ""};
   Row srun{"srun -O -n " + std::to_string(c.ranks), {}, ""};
 
@@ -251,11 +240,10 @@ Result<ConfigResult> RunConfig(const Options& opt, const std::string& ctl, const
 
     std::string name = "launch-" + std::to_string(config_index) + "-" +
                        (timed ? "r" + std::to_string(rep) : "warm" + std::to_string(-rep));
-    TRAINLET_ASSIGN_OR_RETURN(TrainletTiming t, RunTrainletOnce(*cluster, opt, c, name));
+    TRAINLET_ASSIGN_OR_RETURN(double trainlet_ms, RunTrainletOnce(*cluster, opt, c, name));
     TRAINLET_ASSIGN_OR_RETURN(double rt_ms, MustRun(cluster->Ctl({"get", "nodes"}), {}, timeout));
     if (timed) {
-      trainlet.samples.ms.push_back(t.total_ms);
-      res.trainlet_apply.ms.push_back(t.apply_ms);
+      trainlet.samples.ms.push_back(trainlet_ms);
       res.cli_round_trip.ms.push_back(rt_ms);
       TRAINLET_ASSIGN_OR_RETURN(double start_ms, MustRun({ctl, "--version"}, {}, timeout));
       res.cli_start.ms.push_back(start_ms);
@@ -269,7 +257,7 @@ Result<ConfigResult> RunConfig(const Options& opt, const std::string& ctl, const
       TRAINLET_ASSIGN_OR_RETURN(double ms, MustRun(srun_argv, {}, timeout));
       if (timed) srun.samples.ms.push_back(ms);
     }
-    std::cerr << "   rep " << rep << ": floor " << floor_ms << " ms, trainlet " << t.total_ms
+    std::cerr << "   rep " << rep << ": floor " << floor_ms << " ms, trainlet " << trainlet_ms
               << " ms\n";
   }
   res.rows = {floor, trainlet, mpirun, srun};
@@ -330,14 +318,10 @@ void PrintResults(const Options& opt, const std::vector<ConfigResult>& results,
   }
   std::cout << "\n";
   for (const auto& r : results) {
-    double total = r.rows[1].samples.Median();
-    double apply = r.trainlet_apply.Median();
-    std::cout << "- trainlet, " << r.config.Label() << ": median `apply` " << Fixed(apply, 1)
-              << " ms, then `wait` until Complete about " << Fixed(total - apply, 1)
-              << " ms. For scale: one CLI round trip (`trainletctl get nodes`) "
-              << Fixed(r.cli_round_trip.Median(), 1) << " ms, of which starting and exiting the "
-              << "CLI process (`trainletctl --version`) " << Fixed(r.cli_start.Median(), 1)
-              << " ms\n";
+    std::cout << "- trainlet, " << r.config.Label() << ": for scale, one CLI round trip "
+              << "(`trainletctl get nodes`) " << Fixed(r.cli_round_trip.Median(), 1)
+              << " ms, of which starting and exiting the CLI process (`trainletctl --version`) "
+              << Fixed(r.cli_start.Median(), 1) << " ms\n";
   }
 
   // Launch targets: the first configuration with one agent.

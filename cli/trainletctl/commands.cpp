@@ -142,7 +142,13 @@ int CmdDescribe(const CommonFlags& f, const std::string& kind_arg, const std::st
   return 0;
 }
 
-int CmdApply(const CommonFlags& f, const std::string& file) {
+static int WaitForEnd(CoordinatorClient& client, const std::vector<std::string>& jobs,
+                      int64_t timeout_ms, bool say_complete);
+
+int CmdApply(const CommonFlags& f, const std::string& file, bool wait,
+             const std::string& timeout) {
+  const int64_t wait_ms = ParseDuration(timeout);
+  if (wait_ms < 0) return Error("--timeout=" + timeout + ": expected a duration such as 60s, 5m or 1h");
   std::stringstream text;
   if (file == "-") {
     text << std::cin.rdbuf();
@@ -166,11 +172,53 @@ int CmdApply(const CommonFlags& f, const std::string& file) {
   for (const auto& w : r.warnings()) std::cerr << "Warning: " << w << "\n";
   if (f.output == "json") {
     std::cout << ToJson(r);
-    return 0;
+  } else {
+    for (const auto& c : r.created()) std::cout << lower(c) << " created\n";
+    for (const auto& c : r.configured()) std::cout << lower(c) << " configured\n";
+    for (const auto& c : r.unchanged()) std::cout << lower(c) << " unchanged\n";
   }
-  for (const auto& c : r.created()) std::cout << lower(c) << " created\n";
-  for (const auto& c : r.configured()) std::cout << lower(c) << " configured\n";
-  for (const auto& c : r.unchanged()) std::cout << lower(c) << " unchanged\n";
+  if (!wait) return 0;
+  std::cout.flush();
+  std::vector<std::string> jobs;
+  for (const auto* list : {&r.created(), &r.configured()}) {
+    for (const auto& c : *list) {
+      if (lower(c).rfind("trainjob/", 0) == 0) jobs.push_back(c.substr(9));
+    }
+  }
+  // -o json keeps stdout one JSON document; the exit status says how the jobs ended.
+  return WaitForEnd(**client, jobs, wait_ms, f.output != "json");
+}
+
+// Waits for each job in turn until it is Complete; the first that cannot be any more, or the
+// timeout, ends the wait with that reason. The jobs run concurrently meanwhile, so waiting in turn
+// costs nothing. The coordinator holds one wait for at most an hour: without a timeout, or past
+// an hour, the wait is asked again.
+static int WaitForEnd(CoordinatorClient& client, const std::vector<std::string>& jobs,
+                      int64_t timeout_ms, bool say_complete) {
+  constexpr int64_t kOneWait = 3600 * 1000;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (const auto& name : jobs) {
+    while (true) {
+      int64_t left = kOneWait;
+      if (timeout_ms > 0) {
+        left = std::min(kOneWait, static_cast<int64_t>(
+                                      std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          deadline - std::chrono::steady_clock::now()).count()));
+        if (left <= 0) {
+          return Error("timed out waiting for trainjob/" + name + " to be Complete (--timeout)");
+        }
+      }
+      v1::OperatorRequest req;
+      req.mutable_wait_job()->set_name(name);
+      req.mutable_wait_job()->set_condition("Complete");
+      req.mutable_wait_job()->set_timeout_ms(static_cast<uint32_t>(left));
+      auto resp = client.Call(req, std::chrono::milliseconds(left) + 10s);
+      if (!resp.ok()) return Error(resp.status());
+      if (resp->wait_job().met()) break;
+      if (resp->wait_job().impossible() || timeout_ms > 0) return Error(resp->wait_job().message());
+    }
+    if (say_complete) std::cout << "trainjob/" << name << " complete\n";
+  }
   return 0;
 }
 

@@ -13,7 +13,10 @@ struct CommonFlags {
 
 int CmdGet(const CommonFlags& f, const std::string& kind, const std::string& name);
 int CmdDescribe(const CommonFlags& f, const std::string& kind, const std::string& name);
-int CmdApply(const CommonFlags& f, const std::string& file);
+// With `wait`, then waits on the same connection until every TrainJob the file created or
+// configured is Complete (0) or one is Failed (1, with its reason); `timeout` "0" waits forever.
+int CmdApply(const CommonFlags& f, const std::string& file, bool wait = false,
+             const std::string& timeout = "0");
 int CmdDelete(const CommonFlags& f, const std::string& kind, const std::string& name, bool wait,
               const std::string& timeout);
 int CmdWait(const CommonFlags& f, const std::string& target, const std::string& for_condition,

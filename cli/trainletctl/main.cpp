@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
       "  trainletctl apply -f examples/hello/trainjob.yaml\n"
       "  trainletctl wait trainjob/hello --for=condition=Complete --timeout=60s\n"
       "  trainletctl logs hello\n"
+      "  trainletctl apply -f job.yaml --wait        # submit and block until it ends, as sbatch --wait\n"
       "  trainletctl local down\n\n"
       "The client configuration (coordinator endpoint and keys) lives in TRAINLET_HOME\n"
       "(default ~/.trainlet), or in the directory given with --home."};
@@ -53,7 +54,14 @@ int main(int argc, char** argv) {
   std::string apply_file;
   apply->add_option("-f,--filename", apply_file, "The YAML file, or - for stdin")->required();
   apply->add_option("-o,--output", common.output, "json");
-  apply->callback([&] { rc = CmdApply(common, apply_file); });
+  bool apply_wait = false;
+  std::string apply_timeout = "0";
+  apply->add_flag("--wait", apply_wait,
+                  "Then wait, on the same connection, until every TrainJob the file created or "
+                  "changed is Complete (exit 0) or Failed (exit 1, saying why), as sbatch --wait");
+  apply->add_option("--timeout", apply_timeout, "With --wait: give up after this long, e.g. 10m; 0 waits forever")
+      ->capture_default_str();
+  apply->callback([&] { rc = CmdApply(common, apply_file, apply_wait, apply_timeout); });
 
   // delete
   auto* del = app.add_subcommand("delete", "Stop every rank of a trainjob and remove it\n  trainletctl delete trainjob hello");

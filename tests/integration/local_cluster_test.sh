@@ -76,4 +76,26 @@ fi
 assert_contains "$(cat "$WORK/wait.err")" "timed out" "timeout message"
 "$CTL" delete trainjob slow >/dev/null
 log "wait timeout ok"
+
+# 6. apply --wait: one command submits and blocks until the job ends, as sbatch --wait.
+job=$(write_job quick 2 2 'echo "rank $TRAINLET_RANK"')
+out=$("$CTL" apply -f "$job" --wait --timeout 60s) || fail "apply --wait of a completing job: $out"
+[ "$out" = "$(printf 'trainjob/quick created\ntrainjob/quick complete')" ] || fail "apply --wait printed: $out"
+"$CTL" get trainjobs quick | grep -q Succeeded || fail "quick not Succeeded after apply --wait"
+job=$(write_job doomed 1 2 'if [ "$TRAINLET_RANK" = 1 ]; then exit 3; fi')
+if "$CTL" apply -f "$job" --wait 2> "$WORK/apply.err" > "$WORK/apply.out"; then
+  fail "apply --wait of a failing job must exit non-zero"
+fi
+assert_contains "$(cat "$WORK/apply.out")" "trainjob/doomed created" "apply --wait output"
+assert_contains "$(cat "$WORK/apply.err")" "ended Failed" "apply --wait's reason"
+assert_contains "$(cat "$WORK/apply.err")" "exited with code 3" "apply --wait's reason"
+job=$(write_job slow2 1 1 'sleep 30')
+if "$CTL" apply -f "$job" --wait --timeout 1s 2> "$WORK/apply.err" >/dev/null; then
+  fail "apply --wait --timeout must time out"
+fi
+assert_contains "$(cat "$WORK/apply.err")" "timed out waiting for trainjob/slow2" "apply --wait timeout"
+"$CTL" delete trainjob slow2 >/dev/null
+if "$CTL" apply -f "$job" --wait --timeout forever 2> "$WORK/apply.err"; then fail "bad --timeout accepted"; fi
+assert_contains "$(cat "$WORK/apply.err")" "--timeout=forever" "apply --timeout error names the flag"
+log "apply --wait ok"
 echo "PASS local_cluster_test"
