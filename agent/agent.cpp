@@ -186,6 +186,12 @@ Status Agent::Init() {
   steps.steps_dir = config_.state_dir + "/steps";
   steps.agent_lock = lock_path_;
   steps.orphan_grace = OrphanGrace();
+  // A step starting hundreds of ranks on a busy machine can take seconds; the node keeps beating
+  // meanwhile, so neither side takes the wait for a hang or a partition.
+  steps.keepalive = [this] {
+    SendHeartbeat();
+    next_heartbeat_ = Clock::now() + config_.heartbeat_interval;
+  };
   {
     std::error_code exe_ec;
     steps.step_binary =
@@ -266,9 +272,24 @@ void Agent::FlushEvents(bool everything) {
   }
 }
 
+void Agent::ReadCoordinator(int at_most) {
+  for (int i = 0; i < at_most; ++i) {
+    auto env = ReceiveFromDealer(socket_, drops_);
+    if (!env) {
+      if (!(socket_.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
+      continue;
+    }
+    OnMessage(*env);
+  }
+}
+
 void Agent::CheckPartition(Clock::time_point now) {
   if (last_heard_ == Clock::time_point{} || partition_stopped_) return;
   if (now - last_heard_ < partition_grace_ || supervisor_->running() == 0) return;
+  // After a long stall of our own loop (starting hundreds of ranks on a busy machine) the
+  // coordinator's answers to the beats sent meanwhile are waiting unread: read them first.
+  ReadCoordinator(1024);
+  if (now - last_heard_ < partition_grace_ || partition_stopped_) return;
   // The coordinator has failed these attempts by now and may run them elsewhere; two attempts of
   // a job must never run at once.
   spdlog::error("no word from the coordinator for {} ms: stopping {} workers",
@@ -701,16 +722,7 @@ Status Agent::Run() {
     if (items[1].revents & ZMQ_POLLIN) {
       if (!OnSignalFd()) break;
     }
-    if (items[0].revents & ZMQ_POLLIN) {
-      for (int i = 0; i < 64; ++i) {
-        auto env = ReceiveFromDealer(socket_, drops_);
-        if (!env) {
-          if (!(socket_.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
-          continue;
-        }
-        OnMessage(*env);
-      }
-    }
+    if (items[0].revents & ZMQ_POLLIN) ReadCoordinator(64);
   }
   ops_->OnStopping();  // STOPPING=1
   if (!stop_workers_on_exit_) {

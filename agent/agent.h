@@ -88,6 +88,7 @@ class Agent {
   std::string LogPath(const std::string& job, uint32_t attempt, uint32_t rank) const;
   bool OnSignalFd();  // false when asked to stop
   void OnHandshakeEvents();
+  void ReadCoordinator(int at_most);  // handles up to `at_most` waiting messages, without blocking
 
   // Constant after construction.
   AgentConfig config_;

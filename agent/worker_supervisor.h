@@ -36,6 +36,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -85,6 +86,8 @@ class WorkerSupervisor {
     std::string step_binary;  // absolute path of trainlet-step
     // How long StartStep waits for the step to report its ranks started.
     std::chrono::milliseconds step_start_timeout{60000};
+    // Called about once a second while StartStep waits (the agent sends a heartbeat from it).
+    std::function<void()> keepalive;
     // The file the agent holds an exclusive flock on while it runs, and how long steps keep their
     // ranks once nobody holds it (StepLaunch::orphan_grace_ms). "": steps never stop on their own.
     std::string agent_lock;

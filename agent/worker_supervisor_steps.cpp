@@ -243,12 +243,18 @@ std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerL
   // Blocks the loop while the step spawns the ranks, as spawning them here would. The step says
   // "ready" once every S or F record is written; EOF means it died first.
   const auto deadline = Clock::now() + options_.step_start_timeout;
+  auto next_keepalive = Clock::now() + std::chrono::seconds(1);
   std::string said;
   while (said.find('\n') == std::string::npos) {
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto now = Clock::now();
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
     if (left.count() <= 0) break;
+    if (now >= next_keepalive) {
+      if (options_.keepalive) options_.keepalive();
+      next_keepalive = now + std::chrono::seconds(1);
+    }
     pollfd p{ready[0], POLLIN, 0};
-    const int rc = poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+    const int rc = poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 500)));
     if (rc < 0 && errno != EINTR) break;
     if (rc <= 0) continue;
     char buf[64];

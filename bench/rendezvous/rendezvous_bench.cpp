@@ -158,10 +158,7 @@ Numbers Trainlet(const fs::path& bin, const fs::path& self, int ranks, int iters
   const std::string ctl = (bin / "trainletctl").string();
   int st = 0;
   std::string out = Run({ctl, "local", "up", "--agents", "8", "--dir", dir.string(), "--slots",
-                         std::to_string(ranks / 8), "--timeout", "60",
-                         // Starting 512 ranks keeps an agent's loop busy for seconds; the
-                         // default lost timeout would fail the job before it begins.
-                         "--lost-timeout-ms", "60000"},
+                         std::to_string(ranks / 8), "--timeout", "60"},
                         &st);
   if (st != 0) {
     n.error = "local up: " + out;

@@ -168,6 +168,29 @@ TEST_F(StepSupervisorTest, ExitCodesSignalsAndLogsKept) {
   EXPECT_EQ(StepDirs(), 0u);
 }
 
+// A step that is slow to report its ranks started (hundreds of ranks on a busy machine) keeps the
+// caller's keepalive going about once a second, so the agent goes on heartbeating meanwhile.
+TEST_F(StepSupervisorTest, KeepaliveRunsWhileASlowStepStarts) {
+  const fs::path slow = dir_ / "slow-step.sh";
+  {
+    std::ofstream f(slow);
+    f << "#!/bin/sh\nsleep 2.3\nexec " << options_.step_binary << " \"$@\"\n";
+  }
+  fs::permissions(slow, fs::perms::owner_all);
+  options_.step_binary = slow.string();
+  int calls = 0;
+  options_.keepalive = [&calls] { ++calls; };
+  auto& sup = Make();
+  const auto t0 = Clock::now();
+  auto started = sup.StartStep({Launch({"/bin/true"}, 0)}, 1s);
+  ASSERT_EQ(started.size(), 1u);
+  ASSERT_TRUE(started[0].ok()) << started[0].status().message();
+  EXPECT_GE(Clock::now() - t0, 2s);
+  EXPECT_GE(calls, 2) << "one keepalive per second of waiting";
+  EXPECT_LE(calls, 4);
+  EXPECT_EQ(WaitExits(1).size(), 1u);
+}
+
 TEST_F(StepSupervisorTest, BadLaunchesFailAloneOthersStart) {
   auto& sup = Make();
   auto started = sup.StartStep({Launch({"/bin/sleep", "5"}, 0),
