@@ -1,8 +1,13 @@
 #include "launch/idle_probe.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -100,9 +105,32 @@ double TickSeconds(const ProcessIdle& p, long hz) {
   return static_cast<double>(p.after.cpu_ticks - p.before.cpu_ticks) / hz;
 }
 
+// Starts `binary` (output discarded), samples it after the settle time, then stops it.
+Result<ProcessSample> SampleFloor(const std::string& binary) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  char* argv[] = {const_cast<char*>(binary.c_str()), nullptr};
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return InternalError(binary + ": " + std::strerror(rc));
+  std::this_thread::sleep_for(kSettle);
+  Result<ProcessSample> sample = Sample(pid);
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return sample;
+}
+
 }  // namespace
 
-Result<IdleReport> MeasureIdle(const std::string& cluster_dir, std::chrono::seconds idle) {
+Result<IdleReport> MeasureIdle(const std::string& cluster_dir, std::chrono::seconds idle,
+                               const std::string& floor_binary) {
+  std::optional<ProcessSample> floor;
+  if (!floor_binary.empty() && fs::exists(floor_binary)) {
+    TRAINLET_ASSIGN_OR_RETURN(floor, SampleFloor(floor_binary));
+  }
   std::this_thread::sleep_for(kSettle);
   IdleReport r;
   r.clock_ticks_per_s = sysconf(_SC_CLK_TCK);
@@ -119,6 +147,7 @@ Result<IdleReport> MeasureIdle(const std::string& cluster_dir, std::chrono::seco
   TRAINLET_ASSIGN_OR_RETURN(r.agent.after, Sample(r.agent.pid));
   TRAINLET_ASSIGN_OR_RETURN(r.coordinator.after, Sample(r.coordinator.pid));
   r.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  r.library_floor = floor;
   return r;
 }
 
@@ -140,6 +169,14 @@ std::string PrintIdleReport(const IdleReport& r) {
       << Fixed(TickSeconds(a, r.clock_ticks_per_s), 2) << " s in " << Fixed(r.wall_s, 1) << " s at "
       << r.clock_ticks_per_s << " ticks/s). Target < " << Fixed(kCpuTargetPercent, 1)
       << "%: " << (pct < kCpuTargetPercent ? "PASS" : "MISS") << "\n";
+  if (r.library_floor) {
+    const ProcessSample& f = *r.library_floor;
+    out << "- the floor of the agent's libraries (trainlet-rss-floor: hwloc topology, libzmq with a "
+        << "CURVE socket, protobuf, spdlog, yaml-cpp, libsystemd; no trainlet code): RSS "
+        << Fixed(f.rss_kb / 1024.0, 2) << " MiB (anonymous " << f.anon_kb << " kB, file-backed "
+        << f.file_kb << " kB; PSS " << f.pss_kb << " kB). The agent adds "
+        << Fixed((a.after.rss_kb - f.rss_kb) / 1024.0, 2) << " MiB to it\n";
+  }
   const ProcessIdle& c = r.coordinator;
   double c_cpu = CpuSeconds(c);
   out << "- for context, the coordinator over the same window: RSS "

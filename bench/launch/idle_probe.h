@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "common/status.h"
@@ -37,13 +38,19 @@ struct IdleReport {
   long clock_ticks_per_s = 100;
   ProcessIdle agent;
   ProcessIdle coordinator;
+  // trainlet-rss-floor sampled after the same settle time: the agent's libraries, no trainlet
+  // code. Absent when that binary is not built.
+  std::optional<ProcessSample> library_floor;
 };
 
 // Samples the agent node-1 and the coordinator of the cluster in `cluster_dir` (pid files
 // "<pid> <starttime>" under pids/), sleeps `idle` (returns early, with an error, on a stop
 // request), and samples again. Waits a few seconds first so start-up work is not counted.
 // Errors: a missing pid file, or a process that is gone or was replaced (pid reuse).
-Result<IdleReport> MeasureIdle(const std::string& cluster_dir, std::chrono::seconds idle);
+// With `floor_binary` (trainlet-rss-floor, "" for none), also starts it, samples it after the
+// same settle time and stops it (by pid).
+Result<IdleReport> MeasureIdle(const std::string& cluster_dir, std::chrono::seconds idle,
+                               const std::string& floor_binary = "");
 
 // Markdown lines with the agent's RSS and CPU against the targets (≤ 8 MiB RSS, < 0.2% of one
 // core), each with PASS or MISS, plus the coordinator's numbers for context.

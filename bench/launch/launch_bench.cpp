@@ -425,7 +425,8 @@ int Main(int argc, char** argv) {
     if (!cluster.ok()) {
       idle_error = cluster.status().ToString();
     } else {
-      auto report = MeasureIdle((*cluster)->dir(), seconds(opt.idle_seconds));
+      auto report = MeasureIdle((*cluster)->dir(), seconds(opt.idle_seconds),
+                                (fs::path(ctl).parent_path() / "trainlet-rss-floor").string());
       if (report.ok()) {
         idle = *report;
       } else {

@@ -1,0 +1,46 @@
+// trainlet-rss-floor: the resident memory a daemon built on the agent's libraries costs before any
+// trainlet code runs. It loads the node's topology with hwloc (I/O devices kept, as the agent
+// does), parses YAML, serialises a protobuf message, logs with spdlog, tells systemd it is ready
+// when NOTIFY_SOCKET is set, and waits on a CURVE DEALER socket of libzmq, then idles. The launch
+// benchmark samples it beside the agent, so the agent's RSS can be read against this floor.
+#include <google/protobuf/timestamp.pb.h>
+#include <hwloc.h>
+#include <spdlog/spdlog.h>
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+#include <zmq.hpp>
+
+#ifdef TRAINLET_HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
+int main() {
+  hwloc_topology_t topology;
+  hwloc_topology_init(&topology);
+  hwloc_topology_set_io_types_filter(topology, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  hwloc_topology_load(topology);
+  const int pus = hwloc_get_nbobjs_by_type(topology, HWLOC_OBJ_PU);
+  hwloc_topology_destroy(topology);
+
+  const YAML::Node config = YAML::Load("heartbeat_ms: 1000");
+  google::protobuf::Timestamp stamp;
+  stamp.set_seconds(config["heartbeat_ms"].as<int>());
+  const std::string bytes = stamp.SerializeAsString();
+
+  zmq::context_t ctx;
+  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  char server_public[41], public_key[41], secret_key[41];
+  zmq_curve_keypair(server_public, secret_key);
+  zmq_curve_keypair(public_key, secret_key);
+  dealer.set(zmq::sockopt::curve_serverkey, std::string(server_public));
+  dealer.set(zmq::sockopt::curve_publickey, std::string(public_key));
+  dealer.set(zmq::sockopt::curve_secretkey, std::string(secret_key));
+  dealer.connect("tcp://127.0.0.1:9");  // discard port: nothing answers, libzmq retries
+#ifdef TRAINLET_HAVE_SYSTEMD
+  sd_notify(0, "READY=1");
+#endif
+  spdlog::info("rss floor: {} PUs, {} protobuf bytes; idling", pus, bytes.size());
+  zmq_pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
+  while (true) zmq_poll(&item, 1, 1000);
+}
