@@ -83,8 +83,8 @@ std::vector<std::pair<std::string, std::string>> MpiTuningDefaults(const PlanReq
   std::vector<std::pair<std::string, std::string>> out;
   // Without an RDMA device, OpenMPI's selection ends at the ob1 PML (over the tcp BTL) anyway:
   // UCX wants mlx devices, the cm PML's MTLs want Omni-Path/TrueScale (psm2, psm) or a libfabric
-  // provider other than tcp/sockets. Asking for ob1 skips loading and probing them in every rank
-  // (libpsm_infinipath and libpsm2 alone cost ~100 ms per rank on the bench VM). mpirun
+  // provider other than tcp/sockets. Asking for ob1 skips loading and initialising them in every
+  // rank (MPI_Init: ~230 ms by default, ~25 ms with ob1, on the bench VM). mpirun
   // forwards OMPI_MCA_* to the remote daemons and ranks, so this reaches every rank.
   if (TcpOnly(request)) out.emplace_back("OMPI_MCA_pml", "ob1");
   return out;
