@@ -44,6 +44,20 @@ check_allreduce_output allreduce
 "$CTL" describe trainjob allreduce | grep -q "through trainlet-exec" || fail "describe must say how it launched"
 log "C allreduce complete on 3 hosts"
 
+# 1b. No host reports an RDMA device, so the launcher gets OMPI_MCA_pml=ob1 (docs/runtimes.md,
+# "mpi"), and mpirun hands it to every rank on every host; a trainer env entry overrides it.
+"$CTL" apply -f "$(mpi_job pmlenv "" /bin/sh -c 'echo pml=$OMPI_MCA_pml on $(hostname)')" >/dev/null
+"$CTL" wait trainjob/pmlenv --for=condition=Complete --timeout=120s >/dev/null || fail "pmlenv: $("$CTL" logs pmlenv)"
+out=$("$CTL" logs pmlenv)
+[ "$(grep -c "pml=ob1 on " <<<"$out")" = 6 ] || fail "every rank should see OMPI_MCA_pml=ob1: $out"
+if [ "$NETNS_MODE" = netns ]; then
+  for h in host2 host3; do grep -q "pml=ob1 on $h" <<<"$out" || fail "no ob1 rank on $h: $out"; done
+fi
+"$CTL" apply -f "$(mpi_job pmlown '      - {name: OMPI_MCA_pml, value: "^cm"}' /bin/sh -c 'echo pml=$OMPI_MCA_pml')" >/dev/null
+"$CTL" wait trainjob/pmlown --for=condition=Complete --timeout=120s >/dev/null || fail "pmlown: $("$CTL" logs pmlown)"
+[ "$("$CTL" logs pmlown | grep -c 'pml=^cm')" = 6 ] || fail "the trainer's OMPI_MCA_pml must win: $("$CTL" logs pmlown)"
+log "TCP-only placement: every rank runs with OMPI_MCA_pml=ob1 unless the trainer env says otherwise"
+
 # 2. The same with mpi4py under Debian's /usr/bin/python3.
 if /usr/bin/python3 -c 'import mpi4py' 2>/dev/null; then
   "$CTL" apply -f "$(mpi_job pyallreduce "" /usr/bin/python3 "$TRAINLET_SOURCE_DIR/examples/mpi-allreduce/allreduce.py")" >/dev/null
