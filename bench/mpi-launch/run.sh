@@ -11,6 +11,7 @@
 # failed run.
 #
 # usage: bench/mpi-launch/run.sh [--reps N] [--bin BUILD/bin] [--probe] [--logs DIR]
+#                                [--mpi-env NAME=VALUE]...
 #   --reps N   timed repetitions of each contender (default 7), interleaved, after one untimed
 #              warm-up of each
 #   --bin DIR  the build's bin directory (default $TRAINLET_BIN, else <repo>/build/bin); needs
@@ -19,6 +20,9 @@
 #              round trip, mpirun alone inside a trainlet job, mpirun with a launch agent that
 #              costs nothing (ip netns exec), mpirun with all ranks on host1 (the MPI floor), and
 #              a trainlet job whose command is /bin/true
+#   --mpi-env NAME=VALUE  an OpenMPI setting for both contenders: trainer env of the trainlet jobs
+#              (where it wins over the mpi runtime's defaults) and so also the SSH contender's env;
+#              e.g. --mpi-env OMPI_MCA_pml= gives OpenMPI its own PML selection back (the "before")
 #   --logs DIR copy the coordinator's and agents' logs (millisecond timestamps) and the job
 #              files into DIR when the script ends, to see where a run's time went
 # Needs root (network namespaces, sshd on port 22 inside them). Not a ctest test.
@@ -29,6 +33,7 @@ SRC=$(cd "$HERE/../.." && pwd)
 REPS=7
 PROBE=0
 LOGS_DIR=""
+MPI_ENV=()
 BIN_DIR=${TRAINLET_BIN:-$SRC/build/bin}
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -37,13 +42,18 @@ while [ $# -gt 0 ]; do
     --bin) BIN_DIR=${2:?--bin needs a directory}; shift 2 ;;
     --bin=*) BIN_DIR=${1#--bin=}; shift ;;
     --probe) PROBE=1; shift ;;
+    --mpi-env) MPI_ENV+=("${2:?--mpi-env needs NAME=VALUE}"); shift 2 ;;
+    --mpi-env=*) MPI_ENV+=("${1#--mpi-env=}"); shift ;;
     --logs) LOGS_DIR=${2:?--logs needs a directory}; shift 2 ;;
     --logs=*) LOGS_DIR=${1#--logs=}; shift ;;
-    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 case "$REPS" in ''|*[!0-9]*|0) echo "--reps must be a positive integer, got '$REPS'" >&2; exit 2 ;; esac
+for kv in "${MPI_ENV[@]}"; do
+  case "$kv" in OMPI_MCA_[A-Za-z0-9_]*=*) ;; *) echo "--mpi-env wants OMPI_MCA_NAME=VALUE, got '$kv'" >&2; exit 2 ;; esac
+done
 
 die() { echo "mpi-launch: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root: network namespaces and an sshd on port 22 in each"
@@ -153,6 +163,14 @@ for addr in "${NETNS_HOSTS[@]}"; do echo "$addr slots=2"; done > "$SSH_DIR/hostf
 MPIRUN_ARGS=(mpirun --allow-run-as-root -np 6 --mca btl self,tcp)
 PROGRAM="$BIN_DIR/mpi-allreduce"
 
+# job_env_yaml: the env entries every benchmark TrainJob carries (TCP on the bridge, --mpi-env).
+job_env_yaml() {
+  local kv
+  printf '      - {name: OMPI_MCA_btl_tcp_if_include, value: "%s"}\n' "$SUBNET"
+  printf '      - {name: OMPI_MCA_oob_tcp_if_include, value: "%s"}\n' "$SUBNET"
+  for kv in "${MPI_ENV[@]}"; do printf '      - {name: %s, value: "%s"}\n' "${kv%%=*}" "${kv#*=}"; done
+}
+
 # write_trainjob NAME [COMMAND...] -> path; the command defaults to the benchmark's mpirun.
 write_trainjob() {
   local file="$WORK/$1.yaml" a
@@ -162,8 +180,7 @@ write_trainjob() {
     printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: %s\n' "$1"
     printf 'spec:\n  runtimeRef:\n    name: mpi-distributed\n  trainer:\n'
     printf '    numNodes: 3\n    numProcPerNode: 2\n    env:\n'
-    printf '      - {name: OMPI_MCA_btl_tcp_if_include, value: "%s"}\n' "$SUBNET"
-    printf '      - {name: OMPI_MCA_oob_tcp_if_include, value: "%s"}\n' "$SUBNET"
+    job_env_yaml
     printf '    command:\n'
     for a in "${cmd[@]}"; do printf '      - "%s"\n' "$a"; done
   } > "$file"
@@ -298,8 +315,7 @@ if [ "$PROBE" = 1 ]; then
     printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: bench-probe\n'
     printf 'spec:\n  runtimeRef:\n    name: mpi-distributed\n  trainer:\n'
     printf '    numNodes: 3\n    numProcPerNode: 2\n    env:\n'
-    printf '      - {name: OMPI_MCA_btl_tcp_if_include, value: "%s"}\n' "$SUBNET"
-    printf '      - {name: OMPI_MCA_oob_tcp_if_include, value: "%s"}\n' "$SUBNET"
+    job_env_yaml
     printf '    command:\n      - /bin/sh\n      - -c\n      - |\n'
     printf '        for i in 1 2 3 4 5; do a=$(date +%%s%%N); "%s" %s true; b=$(date +%%s%%N); echo "exec_ns=$((b - a))"; done\n' \
       "$BIN_DIR/trainlet-exec" "${NETNS_HOSTS[1]}"
