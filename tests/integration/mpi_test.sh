@@ -84,8 +84,9 @@ fi
 assert_contains "$(cat "$WORK/err")" "no job credentials" "no-credentials refusal"
 "$CTL" apply -f "$(mpi_job sleeper "" sleep 300)" >/dev/null
 wait_for 60 sh -c "'$CTL' get trainjobs sleeper | grep -q Running" || fail "sleeper never Running"
-wait_for 30 sh -c "[ \$(pgrep -c -x orted) -ge 2 ]" || fail "no orted started for sleeper"
-launcher=$(pgrep -f -x "mpirun --allow-run-as-root -np 6 sleep 300" | head -1)
+two_orteds() { [ "$(own_pgrep -x orted | wc -l)" -ge 2 ]; }
+wait_for 30 two_orteds || fail "no orted started for sleeper"
+launcher=$(own_pgrep -f -x "mpirun --allow-run-as-root -np 6 sleep 300" | head -1)
 [ -n "$launcher" ] || fail "launcher mpirun not found"
 creds=$(tr '\0' '\n' < "/proc/$launcher/environ" | grep '^TRAINLET_EXEC_' | tr '\n' ' ')
 # A host outside the placement, with the job's real credentials.
@@ -110,7 +111,7 @@ out=$(env $creds "$TRAINLET_BIN/trainlet-exec" "${NETNS_HOSTS[2]}" 'echo out-$TR
 [ "$rc" = 7 ] || fail "trainlet-exec exit status: $rc (want 7)"
 [ "$out" = "out-node-3" ] || fail "trainlet-exec stdout: $out"
 [ "$(cat "$WORK/err")" = "err" ] || fail "trainlet-exec stderr: $(cat "$WORK/err")"
-has_remote_sleeper() { pgrep -f -x "sleep 4242" >/dev/null; }
+has_remote_sleeper() { [ -n "$(own_pgrep -f -x "sleep 4242")" ]; }
 for how in TERM KILL; do
   env $creds "$TRAINLET_BIN/trainlet-exec" "${NETNS_HOSTS[2]}" sleep 4242 &
   exec_pid=$!
@@ -125,7 +126,7 @@ log "trainlet-exec relays output and status; its command dies with it (TERM and 
 "$CTL" delete trainjob sleeper --timeout 60s >/dev/null
 no_sleeper_pids() { [ -z "$(job_pids sleeper)" ]; }
 wait_for 15 no_sleeper_pids || fail "processes of the deleted MPI job remain: $(ps -o pid,args -p "$(job_pids sleeper | tr '\n' ',' | sed 's/,$//')")"
-[ -z "$(pgrep -x orted || true)" ] || fail "orted still running: $(pgrep -a -x orted)"
+[ -z "$(own_pgrep -x orted)" ] || fail "orted still running: $(ps -o pid,args -p "$(own_pgrep -x orted | tr '\n' ',' | sed 's/,$//')")"
 # The old launcher key died with its attempt.
 if env $creds timeout 30 "$TRAINLET_BIN/trainlet-exec" "${NETNS_HOSTS[1]}" touch "$marker" 2>/dev/null; then
   fail "the key of a deleted job still starts commands"
