@@ -5,17 +5,26 @@
 #             runs on host1 and starts its remote daemons through trainlet-exec and the agents.
 #   ssh       what Kubeflow's MPI runtime does: an sshd in every host, keys made by this script,
 #             and `mpirun` on host1 starting its remote daemons over ssh; the whole mpirun is timed.
-# Both run the same binary with the same MCA settings; a run whose output lacks 6 correct ranks
-# (on host1..3) stops the benchmark, so no time is reported for a failed run.
+# Both run the same binary with the same MCA settings: the SSH contender also gets the OMPI_MCA_*
+# defaults the mpi runtime gives its launcher (read from a launcher's env, printed). A run whose
+# output lacks 6 correct ranks (on host1..3) stops the benchmark, so no time is reported for a
+# failed run.
 #
-# usage: bench/mpi-launch/run.sh [--reps N] [--bin BUILD/bin] [--probe]
+# usage: bench/mpi-launch/run.sh [--reps N] [--bin BUILD/bin] [--probe] [--logs DIR]
+#                                [--mpi-env NAME=VALUE]...
 #   --reps N   timed repetitions of each contender (default 7), interleaved, after one untimed
 #              warm-up of each
 #   --bin DIR  the build's bin directory (default $TRAINLET_BIN, else <repo>/build/bin); needs
 #              trainletctl, trainlet-agent, trainlet-coordinator, trainlet-exec, mpi-allreduce
 #   --probe    afterwards, time the pieces (median of 5): one ssh connection, one trainlet-exec
-#              round trip, mpirun alone inside a trainlet job, mpirun with all ranks on host1
-#              (the MPI floor), and a trainlet job whose command is /bin/true
+#              round trip, mpirun alone inside a trainlet job, mpirun with a launch agent that
+#              costs nothing (ip netns exec), mpirun with all ranks on host1 (the MPI floor), and
+#              a trainlet job whose command is /bin/true
+#   --mpi-env NAME=VALUE  an OpenMPI setting for both contenders: trainer env of the trainlet jobs
+#              (where it wins over the mpi runtime's defaults) and so also the SSH contender's env;
+#              e.g. --mpi-env OMPI_MCA_pml= gives OpenMPI its own PML selection back (the "before")
+#   --logs DIR copy the coordinator's and agents' logs (millisecond timestamps) and the job
+#              files into DIR when the script ends, to see where a run's time went
 # Needs root (network namespaces, sshd on port 22 inside them). Not a ctest test.
 set -euo pipefail
 
@@ -23,6 +32,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(cd "$HERE/../.." && pwd)
 REPS=7
 PROBE=0
+LOGS_DIR=""
+MPI_ENV=()
 BIN_DIR=${TRAINLET_BIN:-$SRC/build/bin}
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -31,11 +42,18 @@ while [ $# -gt 0 ]; do
     --bin) BIN_DIR=${2:?--bin needs a directory}; shift 2 ;;
     --bin=*) BIN_DIR=${1#--bin=}; shift ;;
     --probe) PROBE=1; shift ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --mpi-env) MPI_ENV+=("${2:?--mpi-env needs NAME=VALUE}"); shift 2 ;;
+    --mpi-env=*) MPI_ENV+=("${1#--mpi-env=}"); shift ;;
+    --logs) LOGS_DIR=${2:?--logs needs a directory}; shift 2 ;;
+    --logs=*) LOGS_DIR=${1#--logs=}; shift ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 case "$REPS" in ''|*[!0-9]*|0) echo "--reps must be a positive integer, got '$REPS'" >&2; exit 2 ;; esac
+for kv in "${MPI_ENV[@]}"; do
+  case "$kv" in OMPI_MCA_[A-Za-z0-9_]*=*) ;; *) echo "--mpi-env wants OMPI_MCA_NAME=VALUE, got '$kv'" >&2; exit 2 ;; esac
+done
 
 die() { echo "mpi-launch: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root: network namespaces and an sshd on port 22 in each"
@@ -60,6 +78,9 @@ bench_exit() {
   local rc=$?
   set +e  # under -e, the `(exit $rc)` that hands cleanup our status would end the trap early
   if [ "$MADE_RUN_SSHD" = 1 ]; then rmdir /run/sshd 2>/dev/null || true; fi
+  if [ -n "$LOGS_DIR" ]; then
+    mkdir -p "$LOGS_DIR" && cp -r "$TRAINLET_HOME/logs/." "$WORK"/*.yaml "$LOGS_DIR/" 2>/dev/null
+  fi
   (exit $rc)
   cleanup
 }
@@ -142,16 +163,26 @@ for addr in "${NETNS_HOSTS[@]}"; do echo "$addr slots=2"; done > "$SSH_DIR/hostf
 MPIRUN_ARGS=(mpirun --allow-run-as-root -np 6 --mca btl self,tcp)
 PROGRAM="$BIN_DIR/mpi-allreduce"
 
-write_trainjob() {  # write_trainjob NAME -> path
+# job_env_yaml: the env entries every benchmark TrainJob carries (TCP on the bridge, --mpi-env).
+job_env_yaml() {
+  local kv
+  printf '      - {name: OMPI_MCA_btl_tcp_if_include, value: "%s"}\n' "$SUBNET"
+  printf '      - {name: OMPI_MCA_oob_tcp_if_include, value: "%s"}\n' "$SUBNET"
+  for kv in "${MPI_ENV[@]}"; do printf '      - {name: %s, value: "%s"}\n' "${kv%%=*}" "${kv#*=}"; done
+}
+
+# write_trainjob NAME [COMMAND...] -> path; the command defaults to the benchmark's mpirun.
+write_trainjob() {
   local file="$WORK/$1.yaml" a
+  local cmd=("${@:2}")
+  [ ${#cmd[@]} -gt 0 ] || cmd=("${MPIRUN_ARGS[@]}" "$PROGRAM")
   {
     printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: %s\n' "$1"
     printf 'spec:\n  runtimeRef:\n    name: mpi-distributed\n  trainer:\n'
     printf '    numNodes: 3\n    numProcPerNode: 2\n    env:\n'
-    printf '      - {name: OMPI_MCA_btl_tcp_if_include, value: "%s"}\n' "$SUBNET"
-    printf '      - {name: OMPI_MCA_oob_tcp_if_include, value: "%s"}\n' "$SUBNET"
+    job_env_yaml
     printf '    command:\n'
-    for a in "${MPIRUN_ARGS[@]}" "$PROGRAM"; do printf '      - "%s"\n' "$a"; done
+    for a in "${cmd[@]}"; do printf '      - "%s"\n' "$a"; done
   } > "$file"
   echo "$file"
 }
@@ -173,13 +204,14 @@ $("$CTL" logs "$name" 2>&1 || true)"
   elapsed_ms "$t0" "$t1"
 }
 
-# run_ssh LABEL: prints the milliseconds of the whole mpirun; fails unless it exits 0 with 6 ranks.
+# run_ssh LABEL [AGENT]: prints the milliseconds of the whole mpirun from host1 over the hostfile,
+# remote daemons started by AGENT (default: ssh); fails unless it exits 0 with 6 ranks.
 run_ssh() {
-  local label=$1 t0 t1 out rc=0
+  local label=$1 agent=${2:-$SSH_AGENT_CMD} t0 t1 out rc=0
   t0=$(now)
-  "${ON_HOST1[@]}" "${MPIRUN_ARGS[@]}" --hostfile "$SSH_DIR/hostfile" \
+  "${ON_HOST1[@]}" env "${SHARED_MCA[@]}" "${MPIRUN_ARGS[@]}" --hostfile "$SSH_DIR/hostfile" \
     --mca btl_tcp_if_include "$SUBNET" --mca oob_tcp_if_include "$SUBNET" \
-    --mca plm_rsh_agent "$SSH_AGENT_CMD" "$PROGRAM" > "$WORK/$label.out" 2>&1 || rc=$?
+    --mca plm_rsh_agent "$agent" "$PROGRAM" < /dev/null > "$WORK/$label.out" 2>&1 || rc=$?
   t1=$(now)
   out=$(cat "$WORK/$label.out")
   [ "$rc" = 0 ] || fail "ssh run $label: mpirun exited $rc; output:
@@ -187,6 +219,23 @@ $out"
   check_ranks "ssh run $label" "$out"
   elapsed_ms "$t0" "$t1"
 }
+
+# ---- the MPI settings both contenders run with ------------------------------------------------
+# The mpi runtime gives its launcher OpenMPI start-up defaults chosen from what the placed nodes
+# report (plugins/runtime/mpi, docs/runtimes.md). The SSH contender gets the very same OMPI_MCA_*
+# values, read here from a launcher's environment, so the ratio compares launch paths and not MPI
+# tuning. Left out: the four that say how and where mpirun launches (rsh agent, hostfile, slots,
+# host names), which the SSH contender sets its own way.
+"$CTL" apply -f "$(write_trainjob bench-env /bin/sh -c env)" > /dev/null
+"$CTL" wait trainjob/bench-env --for=condition=Complete --timeout=60s > /dev/null \
+  || fail "the env job did not complete: $("$CTL" describe trainjob bench-env 2>&1)"
+SHARED_MCA=()
+while IFS= read -r kv; do SHARED_MCA+=("$kv"); done < <("$CTL" logs bench-env \
+  | grep -o 'OMPI_MCA_[A-Za-z0-9_]*=.*' \
+  | grep -v -E '^OMPI_MCA_(plm_rsh_agent|orte_default_hostfile|orte_keep_fqdn_hostnames|orte_set_default_slots)=' \
+  | sort)
+"$CTL" delete trainjob bench-env --timeout 60s > /dev/null
+echo "MPI settings of both contenders (besides the mpirun arguments): ${SHARED_MCA[*]:-none}"
 
 echo "warm-up (untimed): one run of each"
 run_trainlet bench-warmup > /dev/null
@@ -238,19 +287,35 @@ if [ "$PROBE" = 1 ]; then
   local_samples=()
   for _ in 1 2 3 4 5; do
     t0=$(now)
-    "${ON_HOST1[@]}" "${MPIRUN_ARGS[@]}" --oversubscribe --host "${NETNS_HOSTS[0]}:6" \
+    "${ON_HOST1[@]}" env "${SHARED_MCA[@]}" "${MPIRUN_ARGS[@]}" --oversubscribe \
+      --host "${NETNS_HOSTS[0]}:6" \
       --mca btl_tcp_if_include "$SUBNET" --mca oob_tcp_if_include "$SUBNET" "$PROGRAM" \
       > "$WORK/local.out" 2>&1 || fail "mpirun on host1 alone: $(cat "$WORK/local.out")"
     local_samples+=("$(elapsed_ms "$t0" "$(now)")")
   done
+  # The same 3 x 2 mpirun from host1, its remote daemons started by a launch agent that costs
+  # nothing: `ip netns exec` into the host's namespace (own UTS namespace and hostname), no
+  # network, no authentication. What a launcher, trainlet's or ssh, adds is its time over this.
+  direct="$WORK/direct-agent"
+  {
+    printf '#!/bin/sh\n# rsh-style: [options] host command...\n'
+    printf 'while [ "${1#-}" != "$1" ]; do shift; done\nh=$1; shift\ncase $h in\n'
+    for i in 2 3; do
+      printf '  %s) exec ip netns exec %s unshare --uts sh -c "hostname host%s; $*" ;;\n' \
+        "${NETNS_HOSTS[$((i - 1))]}" "${NETNS_NAMES[$((i - 1))]}" "$i"
+    done
+    printf 'esac\necho "direct-agent: unknown host $h" >&2\nexit 255\n'
+  } > "$direct"
+  chmod +x "$direct"
+  direct_samples=()
+  for i in 1 2 3 4 5; do direct_samples+=("$(run_ssh "direct-$i" "$direct")"); done
   # Inside a trainlet job on host1: trainlet-exec to host2 running `true`, then mpirun alone.
   probe="$WORK/probe.yaml"
   {
     printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: bench-probe\n'
     printf 'spec:\n  runtimeRef:\n    name: mpi-distributed\n  trainer:\n'
     printf '    numNodes: 3\n    numProcPerNode: 2\n    env:\n'
-    printf '      - {name: OMPI_MCA_btl_tcp_if_include, value: "%s"}\n' "$SUBNET"
-    printf '      - {name: OMPI_MCA_oob_tcp_if_include, value: "%s"}\n' "$SUBNET"
+    job_env_yaml
     printf '    command:\n      - /bin/sh\n      - -c\n      - |\n'
     printf '        for i in 1 2 3 4 5; do a=$(date +%%s%%N); "%s" %s true; b=$(date +%%s%%N); echo "exec_ns=$((b - a))"; done\n' \
       "$BIN_DIR/trainlet-exec" "${NETNS_HOSTS[1]}"
@@ -261,10 +326,11 @@ if [ "$PROBE" = 1 ]; then
   "$CTL" wait trainjob/bench-probe --for=condition=Complete --timeout=180s > /dev/null \
     || fail "probe job: $("$CTL" logs bench-probe 2>&1)"
   plog=$("$CTL" logs bench-probe)
-  python3 - "${ssh_samples[*]}" "$plog" "${local_samples[*]}" <<'EOF'
+  python3 - "${ssh_samples[*]}" "$plog" "${local_samples[*]}" "${direct_samples[*]}" <<'EOF'
 import statistics, sys
 ssh = [float(x) for x in sys.argv[1].split()]
 local = [float(x) for x in sys.argv[3].split()]
+direct = [float(x) for x in sys.argv[4].split()]
 lines = sys.argv[2].splitlines()
 def grab(key):
     return [int(l.split(key + "=")[1]) / 1e6 for l in lines if key + "=" in l]
@@ -274,15 +340,14 @@ if len(ex) != 5 or len(mp) != 5:
 print(f"ssh host1 -> host2 `true`:                 {statistics.median(ssh):.0f} ms")
 print(f"trainlet-exec host1 -> host2 `true`:       {statistics.median(ex):.0f} ms")
 print(f"mpirun alone inside a trainlet job:        {statistics.median(mp):.0f} ms")
+print(f"mpirun, launch agent `ip netns exec`:      {statistics.median(direct):.0f} ms")
 print(f"mpirun, all 6 ranks on host1 (no remote):  {statistics.median(local):.0f} ms")
 EOF
   "$CTL" delete trainjob bench-probe --timeout 60s > /dev/null
   # The control plane alone: the same 3 x 2 job on mpi-distributed whose command is /bin/true.
   true_samples=()
   for i in 1 2 3 4 5; do
-    f="$WORK/true-$i.yaml"
-    sed -e "s/^  name: .*/  name: bench-true-$i/" -e '/^    command:/,$d' "$(write_trainjob x)" > "$f"
-    printf '    command:\n      - /bin/true\n' >> "$f"
+    f=$(write_trainjob "bench-true-$i" /bin/true)
     t0=$(now)
     "$CTL" apply -f "$f" > /dev/null
     "$CTL" wait "trainjob/bench-true-$i" --for=condition=Complete --timeout=60s > /dev/null \

@@ -72,15 +72,31 @@ assert_contains() {
   case "$1" in *"$2"*) ;; *) fail "$3: expected to find '$2' in: $1" ;; esac
 }
 
-# PIDs of live processes whose environment says TRAINLET_JOB=$1 (the job's ranks and children).
+# True when PID was started by an agent of this test: agents give every process they start
+# TRAINLET_WORK_DIR under their state dir, and this test's state dirs are all inside WORK. Other
+# tests (another worktree's run of the same test, say) use the same job names and commands on
+# this machine.
+ours() {
+  { tr '\0' '\n' < "/proc/$1/environ"; } 2>/dev/null | grep -q "^TRAINLET_WORK_DIR=$WORK/"
+}
+
+# PIDs of this cluster's live processes whose environment says TRAINLET_JOB=$1 (the job's ranks
+# and children).
 job_pids() {
   local job=$1 p
   for p in /proc/[0-9]*; do
-    if { tr '\0' '\n' < "$p/environ"; } 2>/dev/null | grep -qx "TRAINLET_JOB=$job"; then
+    if { tr '\0' '\n' < "$p/environ"; } 2>/dev/null | grep -qx "TRAINLET_JOB=$job" && ours "${p#/proc/}"; then
       # zombies are not alive
       if [ "$(awk '{print $3}' "$p/stat" 2>/dev/null)" != "Z" ]; then echo "${p#/proc/}"; fi
     fi
   done
+}
+
+# own_pgrep PGREP-ARGS...: pgrep's matches that this test's cluster started (see ours).
+own_pgrep() {
+  local pid
+  for pid in $(pgrep "$@"); do ours "$pid" && echo "$pid"; done
+  return 0
 }
 
 # wait_for SECONDS CMD... : retries CMD until it succeeds

@@ -44,6 +44,20 @@ check_allreduce_output allreduce
 "$CTL" describe trainjob allreduce | grep -q "through trainlet-exec" || fail "describe must say how it launched"
 log "C allreduce complete on 3 hosts"
 
+# 1b. No host reports an RDMA device, so the launcher gets OMPI_MCA_pml=ob1 (docs/runtimes.md,
+# "mpi"), and mpirun hands it to every rank on every host; a trainer env entry overrides it.
+"$CTL" apply -f "$(mpi_job pmlenv "" /bin/sh -c 'echo pml=$OMPI_MCA_pml on $(hostname)')" >/dev/null
+"$CTL" wait trainjob/pmlenv --for=condition=Complete --timeout=120s >/dev/null || fail "pmlenv: $("$CTL" logs pmlenv)"
+out=$("$CTL" logs pmlenv)
+[ "$(grep -c "pml=ob1 on " <<<"$out")" = 6 ] || fail "every rank should see OMPI_MCA_pml=ob1: $out"
+if [ "$NETNS_MODE" = netns ]; then
+  for h in host2 host3; do grep -q "pml=ob1 on $h" <<<"$out" || fail "no ob1 rank on $h: $out"; done
+fi
+"$CTL" apply -f "$(mpi_job pmlown '      - {name: OMPI_MCA_pml, value: "^cm"}' /bin/sh -c 'echo pml=$OMPI_MCA_pml')" >/dev/null
+"$CTL" wait trainjob/pmlown --for=condition=Complete --timeout=120s >/dev/null || fail "pmlown: $("$CTL" logs pmlown)"
+[ "$("$CTL" logs pmlown | grep -c 'pml=^cm')" = 6 ] || fail "the trainer's OMPI_MCA_pml must win: $("$CTL" logs pmlown)"
+log "TCP-only placement: every rank runs with OMPI_MCA_pml=ob1 unless the trainer env says otherwise"
+
 # 2. The same with mpi4py under Debian's /usr/bin/python3.
 if /usr/bin/python3 -c 'import mpi4py' 2>/dev/null; then
   "$CTL" apply -f "$(mpi_job pyallreduce "" /usr/bin/python3 "$TRAINLET_SOURCE_DIR/examples/mpi-allreduce/allreduce.py")" >/dev/null
@@ -70,8 +84,9 @@ fi
 assert_contains "$(cat "$WORK/err")" "no job credentials" "no-credentials refusal"
 "$CTL" apply -f "$(mpi_job sleeper "" sleep 300)" >/dev/null
 wait_for 60 sh -c "'$CTL' get trainjobs sleeper | grep -q Running" || fail "sleeper never Running"
-wait_for 30 sh -c "[ \$(pgrep -c -x orted) -ge 2 ]" || fail "no orted started for sleeper"
-launcher=$(pgrep -f -x "mpirun --allow-run-as-root -np 6 sleep 300" | head -1)
+two_orteds() { [ "$(own_pgrep -x orted | wc -l)" -ge 2 ]; }
+wait_for 30 two_orteds || fail "no orted started for sleeper"
+launcher=$(own_pgrep -f -x "mpirun --allow-run-as-root -np 6 sleep 300" | head -1)
 [ -n "$launcher" ] || fail "launcher mpirun not found"
 creds=$(tr '\0' '\n' < "/proc/$launcher/environ" | grep '^TRAINLET_EXEC_' | tr '\n' ' ')
 # A host outside the placement, with the job's real credentials.
@@ -96,7 +111,7 @@ out=$(env $creds "$TRAINLET_BIN/trainlet-exec" "${NETNS_HOSTS[2]}" 'echo out-$TR
 [ "$rc" = 7 ] || fail "trainlet-exec exit status: $rc (want 7)"
 [ "$out" = "out-node-3" ] || fail "trainlet-exec stdout: $out"
 [ "$(cat "$WORK/err")" = "err" ] || fail "trainlet-exec stderr: $(cat "$WORK/err")"
-has_remote_sleeper() { pgrep -f -x "sleep 4242" >/dev/null; }
+has_remote_sleeper() { [ -n "$(own_pgrep -f -x "sleep 4242")" ]; }
 for how in TERM KILL; do
   env $creds "$TRAINLET_BIN/trainlet-exec" "${NETNS_HOSTS[2]}" sleep 4242 &
   exec_pid=$!
@@ -111,7 +126,7 @@ log "trainlet-exec relays output and status; its command dies with it (TERM and 
 "$CTL" delete trainjob sleeper --timeout 60s >/dev/null
 no_sleeper_pids() { [ -z "$(job_pids sleeper)" ]; }
 wait_for 15 no_sleeper_pids || fail "processes of the deleted MPI job remain: $(ps -o pid,args -p "$(job_pids sleeper | tr '\n' ',' | sed 's/,$//')")"
-[ -z "$(pgrep -x orted || true)" ] || fail "orted still running: $(pgrep -a -x orted)"
+[ -z "$(own_pgrep -x orted)" ] || fail "orted still running: $(ps -o pid,args -p "$(own_pgrep -x orted | tr '\n' ',' | sed 's/,$//')")"
 # The old launcher key died with its attempt.
 if env $creds timeout 30 "$TRAINLET_BIN/trainlet-exec" "${NETNS_HOSTS[1]}" touch "$marker" 2>/dev/null; then
   fail "the key of a deleted job still starts commands"
