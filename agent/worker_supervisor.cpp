@@ -167,15 +167,6 @@ std::optional<std::chrono::milliseconds> WorkerSupervisor::Tick(Clock::time_poin
       next = st.kill_at;
     }
   }
-  if (StepsPolled()) {
-    // No kernel notification for some step's file or exit: look every poll interval.
-    if (now >= next_poll_) {
-      pending_->Notify();
-      next_poll_ = now + std::min(platform::FileWatch::kPollInterval,
-                                  platform::ProcessHandle::kPollInterval);
-    }
-    if (!next || next_poll_ < *next) next = next_poll_;
-  }
   if (!next) return std::nullopt;
   return std::chrono::ceil<std::chrono::milliseconds>(*next - now);
 }

@@ -17,7 +17,8 @@
 // no locks. The loop reads SIGCHLD from its SignalWatch; on SIGCHLD, and whenever wake_fd() is
 // readable, it calls Reap(). It calls Tick() when the timeout Tick last returned has passed (and
 // after Stop()). Where the platform cannot watch a step's file or an adopted step's exit (the
-// portable build, platform/file_watch.h), Tick wakes the loop every 100 ms while steps run.
+// portable build, platform/file_watch.h), a timer in the wake-up set makes wake_fd() readable
+// every 100 ms while such steps exist.
 //
 // Process groups: each worker leads its own process group (pgid == pid). Signals go to the group,
 // so helpers a rank started (a launcher's children, `sh -c 'a & b'`) are stopped with it. When a
@@ -47,6 +48,7 @@
 #include "agent/process_spawner.h"
 #include "agent/step/step_records.h"
 #include "common/platform/file_watch.h"
+#include "common/platform/periodic_timer.h"
 #include "common/platform/poll_set.h"
 #include "common/platform/process_watch.h"
 #include "common/platform/wake_event.h"
@@ -168,8 +170,7 @@ class WorkerSupervisor {
   std::vector<WorkerExit> Reap();
 
   // Sends the SIGKILLs that are due at `now`. Returns the time until the next one, rounded up to a
-  // whole millisecond, or nullopt when none is pending; at most 100 ms while steps are polled
-  // (see the top of this file).
+  // whole millisecond, or nullopt when none is pending.
   std::optional<std::chrono::milliseconds> Tick(Clock::time_point now);
 
   // Workers started (or adopted) and not yet reaped (a stopping worker still counts).
@@ -254,6 +255,8 @@ class WorkerSupervisor {
   void CloseStep(Step& s);
   // Some step's records or exit can only be found by looking (no kernel notification).
   bool StepsPolled() const;
+  // Adds the poll timer to the wake-up set while StepsPolled(), and removes it after.
+  void UpdatePolling();
   std::vector<WorkerExit> WaitGone(std::chrono::milliseconds timeout, bool steps_too);
 
   // Constant after construction.
@@ -264,13 +267,13 @@ class WorkerSupervisor {
   std::unique_ptr<platform::FileWatch> files_;  // the steps' events files
   std::unique_ptr<platform::WakeEvent> pending_;  // exits wait for Reap (adopted, or early)
   std::unique_ptr<platform::PollSet> wake_;
+  std::unique_ptr<platform::PeriodicTimer> poll_timer_;  // in wake_ while StepsPolled()
 
   // Owned by the loop.
   std::map<pid_t, Worker> workers_;  // direct workers by pid
   std::map<int, Step> steps_;        // by step id
   int next_step_id_ = 1;
   std::vector<WorkerExit> pending_exits_;  // found by AdoptSteps, returned by the next Reap
-  Clock::time_point next_poll_{};  // StepsPolled(): when Tick next wakes the loop to look
   uint64_t acked_through_ = 0;
 };
 

@@ -87,6 +87,24 @@ bool WorkerSupervisor::StepsPolled() const {
   });
 }
 
+void WorkerSupervisor::UpdatePolling() {
+  const bool wanted = StepsPolled();
+  if (wanted == (poll_timer_ != nullptr)) return;
+  if (!wanted) {
+    poll_timer_.reset();  // closing it takes it out of the wake-up set
+    return;
+  }
+  std::string error;
+  poll_timer_ = platform::PeriodicTimer::Open(
+      std::min(platform::FileWatch::kPollInterval, platform::ProcessHandle::kPollInterval), &error);
+  if (!poll_timer_) {
+    spdlog::error("supervisor: cannot poll the steps ({}): their exits come only with SIGCHLD",
+                  error);
+    return;
+  }
+  AddToWakeSet(*wake_, poll_timer_->fd());
+}
+
 void WorkerSupervisor::SignalStep(Step& s, int sig) {
   if (s.gone) return;
   int err;
@@ -301,6 +319,7 @@ std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerL
     pending_exits_.insert(pending_exits_.end(), early.begin(), early.end());
     pending_->Notify();
   }
+  UpdatePolling();
   return results;
 }
 
@@ -398,6 +417,7 @@ void WorkerSupervisor::ReapSteps(std::vector<WorkerExit>* exits) {
   // Drain the wake-ups; every step is read below whatever woke us.
   files_->Drain();
   pending_->Drain();
+  if (poll_timer_) poll_timer_->Consume();
   while (wake_->Ready(16).size() == 16) {
   }
   exits->insert(exits->end(), pending_exits_.begin(), pending_exits_.end());
@@ -441,6 +461,7 @@ void WorkerSupervisor::RemoveFinishedSteps() {
     if (ec) spdlog::warn("supervisor: cannot remove {}: {}", s.dir, ec.message());
     it = steps_.erase(it);
   }
+  UpdatePolling();
 }
 
 std::vector<WorkerSupervisor::AdoptedStep> WorkerSupervisor::AdoptSteps() {

@@ -68,7 +68,7 @@ int PollSet::Apply(int fd, uint32_t old_events, uint32_t events, void* tag) {
   const uint32_t had = old_events == 0 ? 0 : registered_[fd];
   struct kevent changes[2];
   int n = 0;
-  for (const auto [bit, filter] : {std::pair{kReadable, EVFILT_READ}, {kWritable, EVFILT_WRITE}}) {
+  for (const auto& [bit, filter] : {std::pair{kReadable, EVFILT_READ}, {kWritable, EVFILT_WRITE}}) {
     if (events & bit) {
       EV_SET(&changes[n++], fd, filter, EV_ADD | EV_ENABLE, 0, 0, tag);  // also updates the tag
     } else if (had & bit) {
