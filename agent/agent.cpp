@@ -6,14 +6,13 @@
 #include <spdlog/spdlog.h>
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/prctl.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <set>
 #include <utility>
 
@@ -21,6 +20,9 @@
 #include "agent/rank_binding.h"
 #include "agent/topology.h"
 #include "common/logging.h"
+#include "common/platform/cpu_affinity.h"
+#include "common/platform/process_control.h"
+#include "common/platform/process_info.h"
 #include "common/rendezvous/fence_message.h"
 #include "common/zmq_sockets.h"
 
@@ -32,16 +34,8 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-sigset_t LoopSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGCHLD);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGHUP);
-  sigaddset(&set, SIGUSR2);  // stop the workers too, then exit (see Run)
-  return set;
-}
+// SIGUSR2: stop the workers too, then exit (see Run).
+constexpr std::initializer_list<int> kLoopSignals = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR2};
 
 std::string Hostname() {
   char buf[256] = {0};
@@ -73,9 +67,10 @@ std::string ExpandPlanVars(const std::string& value,
 
 }  // namespace
 
-void BlockLoopSignals() {
-  sigset_t set = LoopSignals();
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+void PrepareLoopSignals() {
+  if (const std::string why = platform::PrepareSignals(kLoopSignals); !why.empty()) {
+    spdlog::error("signals: {}", why);  // Init's SignalWatch::Open fails the same way
+  }
   signal(SIGPIPE, SIG_IGN);
 }
 
@@ -89,9 +84,7 @@ std::chrono::milliseconds Agent::OrphanGrace() const {
   return std::max(std::chrono::milliseconds(100), partition_grace_ - early);
 }
 
-Agent::~Agent() {
-  if (signal_fd_ >= 0) close(signal_fd_);
-}
+Agent::~Agent() = default;
 
 Result<std::unique_ptr<Agent>> Agent::Create(AgentConfig config) {
   std::unique_ptr<Agent> agent(new Agent(std::move(config)));
@@ -167,18 +160,20 @@ Status Agent::Init() {
       socket_, ConnectCurveDealer(ctx_, config_.coordinator, coordinator_public_, keys_));
   handshakes_ = HandshakeMonitor(ctx_, socket_, "agent-coordinator-monitor");
 
-  sigset_t set = LoopSignals();
-  signal_fd_ = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-  if (signal_fd_ < 0) return InternalError(std::string("signalfd: ") + std::strerror(errno));
+  std::string signal_error;
+  signals_ = platform::SignalWatch::Open(kLoopSignals, &signal_error);
+  if (!signals_) return InternalError(signal_error);
   TRAINLET_ASSIGN_OR_RETURN(ops_, AgentOps::Create(config_.metrics_address,
                                                    config_.metrics_best_effort, config_.name,
                                                    MakeSystemdNotifier(), &drops_));
 
   // Orphans of a worker (a daemonising helper that left its process group) are re-parented to
   // the agent rather than to init, so Reap() collects them: no zombies, and none escapes notice.
-  if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
-    spdlog::warn("cannot become a child subreaper: {}", std::strerror(errno));
+  // Where there is no subreaper (macOS), launchd reaps them; the group kill still finds them.
+  if (const std::string why = platform::BecomeChildSubreaper(); !why.empty()) {
+    spdlog::warn("orphans of workers go to init, not to the agent: {}", why);
   }
+  const fs::path bin_dir = fs::path(platform::ExecutablePath()).parent_path();
   std::vector<std::string> base_env;
   for (char** e = environ; *e != nullptr; ++e) base_env.emplace_back(*e);
   spawner_ = MakePosixProcessSpawner();
@@ -192,11 +187,7 @@ Status Agent::Init() {
     SendHeartbeat();
     next_heartbeat_ = Clock::now() + config_.heartbeat_interval;
   };
-  {
-    std::error_code exe_ec;
-    steps.step_binary =
-        (fs::read_symlink("/proc/self/exe", exe_ec).parent_path() / "trainlet-step").string();
-  }
+  steps.step_binary = (bin_dir / "trainlet-step").string();
   supervisor_ =
       std::make_unique<WorkerSupervisor>(spawner_.get(), std::move(base_env), std::move(steps));
   // Ranks a previous agent started on this node ran on under their steps: take them back before
@@ -238,8 +229,7 @@ Status Agent::Init() {
   rendezvous_ = std::make_unique<RendezvousServer>(config_.name, config_.state_dir,
                                                    [this](v1::Envelope e) { Send(std::move(e)); });
   TRAINLET_RETURN_IF_ERROR(rendezvous_->Bind(ctx_));
-  std::error_code self_ec;
-  exec_binary_ = (fs::read_symlink("/proc/self/exe", self_ec).parent_path() / "trainlet-exec").string();
+  exec_binary_ = (bin_dir / "trainlet-exec").string();
   return Status::Ok();
 }
 
@@ -409,7 +399,13 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
         w.local_rank() < bindings.size() ? &bindings[w.local_rank()] : nullptr;
     if (binding != nullptr) {
       launch.env.merge(BindingEnv(*binding, accelerator_plugins_));  // the plan's own env wins
-      if (CpusAvailableHere(binding->cpus)) {
+      if (!platform::CpuAffinitySupported()) {
+        static bool told_unsupported = false;  // once per agent; only the loop gets here
+        if (!std::exchange(told_unsupported, true)) {
+          spdlog::info("CPU bindings are given to ranks (TRAINLET_CPUSET) but not applied: this "
+                       "platform has no CPU affinity API");
+        }
+      } else if (CpusAvailableHere(binding->cpus)) {
         launch.cpus = binding->cpus;
       } else if (!std::exchange(told_unapplied, true)) {
         spdlog::info("{}: CPU binding {} of local rank {} names CPUs this machine lacks "
@@ -652,13 +648,12 @@ void Agent::OnHandshakeEvents() {
   }
 }
 
-bool Agent::OnSignalFd() {
+bool Agent::OnSignals() {
   bool keep_running = true;
-  signalfd_siginfo info{};
-  while (read(signal_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-    if (info.ssi_signo == SIGCHLD) continue;  // reaped below, whatever the count
-    if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGINT) keep_running = false;
-    if (info.ssi_signo == SIGUSR2) {
+  for (const int sig : signals_->Take()) {
+    if (sig == SIGCHLD) continue;  // reaped below, whatever the count
+    if (sig == SIGTERM || sig == SIGINT) keep_running = false;
+    if (sig == SIGUSR2) {
       stop_workers_on_exit_ = true;
       keep_running = false;
     }
@@ -702,7 +697,7 @@ Status Agent::Run() {
         std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count());
 
     std::vector<zmq_pollitem_t> items = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
-                                         {nullptr, signal_fd_, ZMQ_POLLIN, 0},
+                                         {nullptr, signals_->fd(), ZMQ_POLLIN, 0},
                                          {nullptr, ops_->fd(), ZMQ_POLLIN, 0},
                                          {nullptr, supervisor_->wake_fd(), ZMQ_POLLIN, 0},
                                          {handshakes_.handle(), -1, ZMQ_POLLIN, 0}};
@@ -720,7 +715,7 @@ Status Agent::Run() {
     if (items[3].revents & ZMQ_POLLIN) OnChildExits();      // a step recorded exits
     if (items[4].revents & ZMQ_POLLIN) OnHandshakeEvents();
     if (items[1].revents & ZMQ_POLLIN) {
-      if (!OnSignalFd()) break;
+      if (!OnSignals()) break;
     }
     if (items[0].revents & ZMQ_POLLIN) ReadCoordinator(64);
   }

@@ -1,9 +1,9 @@
 // The node agent: registers this node with the coordinator, heartbeats, starts and supervises the
 // node's workers, reports their events and serves their logs.
 //
-// Threading: one event loop (Run) polls the coordinator socket and a signalfd; nothing else runs
-// on its own thread, so no member needs a lock. The caller must have blocked SIGCHLD, SIGTERM,
-// SIGINT and SIGHUP in every thread before creating any thread (BlockLoopSignals does it).
+// Threading: one event loop (Run) polls the coordinator socket and a SignalWatch; nothing else
+// runs on its own thread, so no member needs a lock. The caller must have prepared SIGCHLD,
+// SIGTERM, SIGINT, SIGHUP and SIGUSR2 before creating any thread (PrepareLoopSignals does it).
 #pragma once
 
 #include <chrono>
@@ -24,6 +24,7 @@
 #include "common/curve_keys.h"
 #include "common/envelope.h"
 #include "common/handshake_monitor.h"
+#include "common/platform/signal_watch.h"
 #include "common/status.h"
 #include "trainlet/accelerator_plugin.h"
 
@@ -49,8 +50,9 @@ struct AgentConfig {
   std::string worker_ports = "20000-29999";  // LOW-HIGH: ports reserved for ranks (ReservePorts)
 };
 
-// Blocks the signals the loop reads through its signalfd. Call first thing in main().
-void BlockLoopSignals();
+// Prepares the signals the loop reads through its SignalWatch (blocks them on Linux, installs the
+// self-pipe handlers on macOS) and ignores SIGPIPE. Call first thing in main().
+void PrepareLoopSignals();
 
 class Agent {
  public:
@@ -86,7 +88,7 @@ class Agent {
   std::string WorkDir(const std::string& job) const;
   void OnChildExits();
   std::string LogPath(const std::string& job, uint32_t attempt, uint32_t rank) const;
-  bool OnSignalFd();  // false when asked to stop
+  bool OnSignals();  // false when asked to stop
   void OnHandshakeEvents();
   void ReadCoordinator(int at_most);  // handles up to `at_most` waiting messages, without blocking
 
@@ -96,7 +98,7 @@ class Agent {
   zmq::context_t ctx_;
   zmq::socket_t socket_;
   HandshakeMonitor handshakes_;  // registers the moment the CURVE handshake completes
-  int signal_fd_ = -1;
+  std::unique_ptr<platform::SignalWatch> signals_;
   int lock_fd_ = -1;       // flock'd <state_dir>/agent.lock, held for the process's life
   std::string lock_path_;
   CurveKeyPair keys_;

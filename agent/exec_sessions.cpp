@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/platform/descriptors.h"
+
 namespace trainlet::agent {
 
 ExecSessions::~ExecSessions() {
@@ -29,8 +31,8 @@ void ExecSessions::Start(const v1::ExecStart& start, const std::map<std::string,
   if (sessions_.count(start.exec_id()) != 0) return;  // a duplicate of a running session
   int out[2];
   int err[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return refuse(std::string("pipe: ") + std::strerror(errno));
-  if (pipe2(err, O_CLOEXEC) != 0) {
+  if (platform::OpenPipe(out) != 0) return refuse(std::string("pipe: ") + std::strerror(errno));
+  if (platform::OpenPipe(err) != 0) {
     close(out[0]);
     close(out[1]);
     return refuse(std::string("pipe: ") + std::strerror(errno));

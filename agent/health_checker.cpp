@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/platform/descriptors.h"
+
 namespace trainlet::agent {
 namespace fs = std::filesystem;
 namespace {
@@ -117,7 +119,7 @@ std::chrono::milliseconds HealthChecker::Tick(Clock::time_point now) {
 
 void HealthChecker::StartProgram(Clock::time_point now) {
   int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+  if (platform::OpenPipe(pipe_fds) != 0) {
     program_verdict_ = std::string("health check program: pipe: ") + std::strerror(errno);
     return;
   }

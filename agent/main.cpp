@@ -10,7 +10,7 @@
 
 int main(int argc, char** argv) {
   using trainlet::DaemonConfig;
-  trainlet::agent::BlockLoopSignals();  // before any thread exists
+  trainlet::agent::PrepareLoopSignals();  // before any thread exists
   trainlet::agent::AgentConfig config;
   trainlet::CommonDaemonKeys common;
   common.metrics_address = config.metrics_address;

@@ -14,6 +14,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/platform/descriptors.h"
+
 namespace trainlet::agent {
 namespace {
 
@@ -121,7 +123,7 @@ int PortReservations::BindPort(uint32_t port, bool listen_too) const {
   } else {
     reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port = htons(static_cast<uint16_t>(port));
   }
-  const int fd = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = platform::OpenSocket(addr.ss_family, SOCK_STREAM, 0);
   if (fd < 0) return -errno;
   if (!listen_too) {
     // The probe only asks whether a rank could bind the port now. A connection our own held

@@ -1,7 +1,6 @@
 #include "agent/process_spawner.h"
 
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -13,6 +12,8 @@
 #include <string_view>
 #include <system_error>
 
+#include "common/platform/cpu_affinity.h"
+#include "common/platform/process_control.h"
 
 namespace trainlet::agent {
 namespace {
@@ -136,17 +137,16 @@ class PosixProcessSpawner final : public ProcessSpawner {
         &actions, request.stdout_fd >= 0 ? request.stdout_fd : log_fd, STDOUT_FILENO));
     step(posix_spawn_file_actions_adddup2(
         &actions, request.stderr_fd >= 0 ? request.stderr_fd : log_fd, STDERR_FILENO));
-    // The agent's sockets, signalfd and logs are no business of a worker, CLOEXEC or not.
-    step(posix_spawn_file_actions_addclosefrom_np(&actions, STDERR_FILENO + 1));
-    if (!request.cwd.empty()) {
-      step(posix_spawn_file_actions_addchdir_np(&actions, request.cwd.c_str()));
-    }
+    // The agent's sockets, signal descriptor and logs are no business of a worker, CLOEXEC or
+    // not.
+    short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+    step(platform::CloseOtherDescriptorsOnSpawn(&actions, &flags));
+    if (!request.cwd.empty()) step(platform::ChdirOnSpawn(&actions, request.cwd));
     sigset_t empty_mask, all_signals;
     sigemptyset(&empty_mask);
     sigfillset(&all_signals);
     step(posix_spawnattr_setsigmask(&attr, &empty_mask));
     step(posix_spawnattr_setsigdefault(&attr, &all_signals));
-    short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
     if (request.new_session) {
       flags |= POSIX_SPAWN_SETSID;
     } else {
@@ -156,18 +156,12 @@ class PosixProcessSpawner final : public ProcessSpawner {
     step(posix_spawnattr_setflags(&attr, flags));
     pid_t pid = -1;
     // posix_spawn has no affinity attribute: bind this thread, spawn, restore. The loop is the
-    // only thread that spawns, so nothing else runs on the borrowed mask meanwhile.
-    cpu_set_t saved;
-    const bool bind = rc == 0 && !request.cpus.empty();
+    // only thread that spawns, so nothing else runs on the borrowed mask meanwhile. Where the
+    // platform has no affinity (macOS) this binds nothing; the agent has said so once.
+    platform::SavedAffinity saved;
+    const bool bind = rc == 0 && !request.cpus.empty() && platform::CpuAffinitySupported();
     if (bind) {
-      cpu_set_t mask;
-      CPU_ZERO(&mask);
-      for (unsigned c : request.cpus) {
-        if (c < CPU_SETSIZE) CPU_SET(c, &mask);
-      }
-      if (sched_getaffinity(0, sizeof saved, &saved) != 0 ||
-          sched_setaffinity(0, sizeof mask, &mask) != 0) {
-        const int err = errno;
+      if (const int err = platform::BindThisThread(request.cpus, &saved); err != 0) {
         posix_spawn_file_actions_destroy(&actions);
         posix_spawnattr_destroy(&attr);
         close(log_fd);
@@ -180,7 +174,7 @@ class PosixProcessSpawner final : public ProcessSpawner {
     if (rc == 0) {
       rc = posix_spawn(&pid, path.c_str(), &actions, &attr, argv.data(), envp.data());
     }
-    if (bind) sched_setaffinity(0, sizeof saved, &saved);
+    if (bind) platform::RestoreThisThread(saved);
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attr);
     close(log_fd);

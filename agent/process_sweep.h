@@ -3,7 +3,8 @@
 // A rank's helpers may leave its process group: OpenMPI's orted puts every rank it starts in a
 // group of its own, so signalling orted's group misses the ranks. Every process a job starts on
 // this node carries the job's TRAINLET_* variables in its environment (inherited through orted
-// and its ranks), so a sweep of /proc by those variables finds them all. Slurm's
+// and its ranks), so a sweep of every process's environment (/proc on Linux, sysctl
+// KERN_PROCARGS2 on macOS: platform/process_info.h) by those variables finds them all. Slurm's
 // proctrack/linuxproc tracks by parent pids instead; the environment survives re-parenting.
 #pragma once
 

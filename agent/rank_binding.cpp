@@ -1,11 +1,10 @@
 #include "agent/rank_binding.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <set>
 
 #include "common/cpulist.h"
+#include "common/platform/cpu_affinity.h"
 
 namespace trainlet::agent {
 namespace {
@@ -143,11 +142,10 @@ std::map<std::string, std::string> BindingEnv(
 }
 
 bool CpusAvailableHere(const std::vector<unsigned>& cpus) {
-  cpu_set_t mask;
-  CPU_ZERO(&mask);
-  if (sched_getaffinity(0, sizeof mask, &mask) != 0) return false;
-  return std::all_of(cpus.begin(), cpus.end(),
-                     [&](unsigned c) { return c < CPU_SETSIZE && CPU_ISSET(c, &mask); });
+  const std::vector<unsigned> mine = platform::ThisThreadCpus();  // sorted
+  return std::all_of(cpus.begin(), cpus.end(), [&](unsigned c) {
+    return std::binary_search(mine.begin(), mine.end(), c);
+  });
 }
 
 AcceleratorEnv AcceleratorEnvFor(const std::string& topology_xml) {

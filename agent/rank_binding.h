@@ -12,7 +12,7 @@
 //    hyper-thread numbering (0-55,112-167) a rank gets cores with their siblings (0-13,112-125).
 //    A topology without NUMA information leaves ranks unbound.
 //
-// Pure functions except CpusAvailableHere (sched_getaffinity); any thread may call them.
+// Pure functions except CpusAvailableHere (the thread's affinity); any thread may call them.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +48,8 @@ std::map<std::string, std::string> BindingEnv(
     const RankBinding& binding, const std::vector<std::unique_ptr<AcceleratorPlugin>>& plugins);
 
 // True when every CPU of `cpus` is one this process may run on (an impersonated topology's CPUs
-// may not exist on this machine; then the binding is reported but not applied).
+// may not exist on this machine; then the binding is reported but not applied). False where
+// the platform has no CPU affinity (macOS): check platform::CpuAffinitySupported() first.
 bool CpusAvailableHere(const std::vector<unsigned>& cpus);
 
 // The AcceleratorEnv an agent uses: live sources for this machine, none when it impersonates

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
 #include <cerrno>
 #include <cstring>
@@ -22,13 +23,9 @@ namespace {
 // socket's mode already keeps them out, so this is the second lock, not the only one.
 std::string NewToken() {
   unsigned char bytes[16];
-  size_t got = 0;
-  while (got < sizeof bytes) {
-    const ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    TRAINLET_CHECK_MSG(n > 0, std::string("getrandom: ") + std::strerror(errno));
-    got += static_cast<size_t>(n);
-  }
+  // The kernel's random source on Linux (getrandom) and macOS alike; never short below 256 bytes.
+  TRAINLET_CHECK_MSG(getentropy(bytes, sizeof bytes) == 0,
+                     std::string("getentropy: ") + std::strerror(errno));
   static const char kHex[] = "0123456789abcdef";
   std::string out;
   for (unsigned char b : bytes) {
@@ -56,10 +53,12 @@ RendezvousServer::~RendezvousServer() {
 
 Status RendezvousServer::Bind(zmq::context_t& ctx) {
   const std::string path = state_dir_ + "/rendezvous.sock";
-  // sun_path holds 108 bytes; libzmq would fail with a less helpful message.
-  if (path.size() >= 108) {
-    return InvalidError("rendezvous socket " + path +
-                        ": path longer than 107 bytes (shorten --state-dir)");
+  // sun_path holds 108 bytes on Linux, 104 on macOS; libzmq would fail with a less helpful
+  // message.
+  constexpr size_t kMaxPath = sizeof(sockaddr_un::sun_path) - 1;
+  if (path.size() > kMaxPath) {
+    return InvalidError("rendezvous socket " + path + ": path longer than " +
+                        std::to_string(kMaxPath) + " bytes (shorten --state-dir)");
   }
   try {
     zmq::socket_t s(ctx, zmq::socket_type::router);

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "agent/step/step_launch.h"
+#include "common/platform/process_control.h"
 
 namespace trainlet::agent {
 namespace {
@@ -173,16 +174,13 @@ std::optional<std::chrono::milliseconds> WorkerSupervisor::Tick(Clock::time_poin
 std::vector<WorkerExit> WorkerSupervisor::Reap() {
   std::vector<WorkerExit> exits;
   while (true) {
-    // WNOWAIT first: the exited leader stays a zombie, which keeps its pgid from being reused
+    // Peeked first: the exited leader stays a zombie, which keeps its pgid from being reused
     // while its group is killed below. Then the real reap.
-    siginfo_t info;
-    std::memset(&info, 0, sizeof(info));
-    if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
-      if (errno == EINTR) continue;
+    const pid_t pid = platform::PeekExitedChild();
+    if (pid < 0) {
       if (errno != ECHILD) spdlog::error("supervisor: waitid: {}", std::strerror(errno));
       break;
     }
-    const pid_t pid = info.si_pid;
     if (pid == 0) break;  // children exist, none has exited
 
     Step* step = nullptr;
@@ -302,7 +300,7 @@ std::vector<WorkerExit> WorkerSupervisor::WaitGone(std::chrono::milliseconds tim
   const Clock::time_point deadline = Clock::now() + timeout;
   std::vector<WorkerExit> exits = Reap();
   // SIGKILLed processes die within microseconds to a few milliseconds; a short, growing sleep
-  // keeps this cheap without owning SIGCHLD, which belongs to the loop's signalfd.
+  // keeps this cheap without owning SIGCHLD, which belongs to the loop's SignalWatch.
   auto nap = std::chrono::microseconds(200);
   while (busy() && Clock::now() < deadline) {
     std::this_thread::sleep_for(std::min<Clock::duration>(nap, deadline - Clock::now()));

@@ -14,9 +14,11 @@
 //    them at shutdown.
 //
 // Threading: single-threaded. Every method is called from the agent's event loop only; there are
-// no locks. The loop blocks SIGCHLD and reads it from a signalfd; on SIGCHLD, and whenever
-// wake_fd() is readable, it calls Reap(). It calls Tick() when the timeout Tick last returned has
-// passed (and after Stop()).
+// no locks. The loop reads SIGCHLD from its SignalWatch; on SIGCHLD, and whenever wake_fd() is
+// readable, it calls Reap(). It calls Tick() when the timeout Tick last returned has passed (and
+// after Stop()). Where the platform cannot watch a step's file or an adopted step's exit (the
+// portable build, platform/file_watch.h), a timer in the wake-up set makes wake_fd() readable
+// every 100 ms while such steps exist.
 //
 // Process groups: each worker leads its own process group (pgid == pid). Signals go to the group,
 // so helpers a rank started (a launcher's children, `sh -c 'a & b'`) are stopped with it. When a
@@ -25,9 +27,9 @@
 // not leave children behind to hold GPUs, ports or files into the next attempt. The leader is
 // still a zombie at that moment, so its pgid cannot have been reused by an unrelated group.
 //
-// PID reuse: a step is named by its pid and its start time (/proc/<pid>/stat field 22), and is
-// signalled through a pidfd, so a restarted agent never signals an unrelated process that got a
-// dead step's pid.
+// PID reuse: a step is named by its pid and its start time (platform/process_info.h), and is
+// signalled through a ProcessHandle (a pidfd on Linux), so a restarted agent never signals an
+// unrelated process that got a dead step's pid.
 //
 // Zombies: Reap() and KillAllAndWait() reap every exited child of the agent, workers or not.
 #pragma once
@@ -38,6 +40,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -45,6 +48,11 @@
 
 #include "agent/process_spawner.h"
 #include "agent/step/step_records.h"
+#include "common/platform/file_watch.h"
+#include "common/platform/periodic_timer.h"
+#include "common/platform/poll_set.h"
+#include "common/platform/process_watch.h"
+#include "common/platform/wake_event.h"
 #include "common/status.h"
 
 namespace trainlet::agent {
@@ -138,7 +146,7 @@ class WorkerSupervisor {
 
   // A descriptor for the loop's poll set: readable when a step has written records, an adopted
   // step has ended, or adopted exits wait; then call Reap(). -1 without a steps_dir.
-  int wake_fd() const { return wake_fd_; }
+  int wake_fd() const { return wake_ ? wake_->fd() : -1; }
 
   // Delivery bookkeeping for step ranks, so that a step's directory, the only durable record of
   // its exits, is removed only once the coordinator has them: the agent numbers each reported
@@ -189,7 +197,7 @@ class WorkerSupervisor {
   // SIGKILL its ranks, then reap until every worker is gone and every step process has ended,
   // or `timeout` has passed. Blocks the loop (by design: nothing else runs during shutdown),
   // polling Reap() with short sleeps rather than waiting on SIGCHLD, which belongs to the
-  // loop's signalfd. Workers not reaped by the deadline are logged and stay recorded.
+  // loop's SignalWatch. Workers not reaped by the deadline are logged and stay recorded.
   std::vector<WorkerExit> KillAllAndWait(std::chrono::milliseconds timeout);
   // Shutdown that leaves the steps running for the next agent: the same for direct workers only.
   std::vector<WorkerExit> KillDirectAndWait(std::chrono::milliseconds timeout);
@@ -216,13 +224,13 @@ class WorkerSupervisor {
     uint32_t stop_grace_ms = 0;
     pid_t pid = 0;
     uint64_t start_time = 0;
-    int pidfd = -1;
+    platform::ProcessHandle process;  // invalid once gone, or if it could not be opened
     bool child = false;    // our child: reaped by Reap's waitid
     bool gone = false;     // the step process has ended
     bool done = false;     // D read: every rank's exit is recorded
     bool corrupt = false;  // the events file holds bytes that are not records
     int events_fd = -1;
-    int watch = -1;       // inotify watch on the events file
+    int watch = -1;       // FileWatch handle of the events file
     uint64_t offset = 0;  // bytes of the events file parsed
     std::string partial;  // an unfinished last line
     bool term_sent = false;
@@ -248,15 +256,21 @@ class WorkerSupervisor {
   void ReapSteps(std::vector<WorkerExit>* exits);
   void RemoveFinishedSteps();
   void CloseStep(Step& s);
+  // Some step's records or exit can only be found by looking (no kernel notification).
+  bool StepsPolled() const;
+  // Adds the poll timer to the wake-up set while StepsPolled(), and removes it after.
+  void UpdatePolling();
   std::vector<WorkerExit> WaitGone(std::chrono::milliseconds timeout, bool steps_too);
 
   // Constant after construction.
   ProcessSpawner* const spawner_;
   const std::vector<std::string> base_env_;
   Options options_;  // constant but for orphan_grace (set_orphan_grace)
-  int inotify_fd_ = -1;
-  int pending_fd_ = -1;  // eventfd: adopted exits wait for Reap
-  int wake_fd_ = -1;     // epoll over inotify_fd_, pending_fd_ and adopted steps' pidfds
+  // Null without a steps_dir. wake_ holds files_, pending_ and adopted steps' exit watches.
+  std::unique_ptr<platform::FileWatch> files_;  // the steps' events files
+  std::unique_ptr<platform::WakeEvent> pending_;  // exits wait for Reap (adopted, or early)
+  std::unique_ptr<platform::PollSet> wake_;
+  std::unique_ptr<platform::PeriodicTimer> poll_timer_;  // in wake_ while StepsPolled()
 
   // Owned by the loop.
   std::map<pid_t, Worker> workers_;  // direct workers by pid

@@ -4,11 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +17,8 @@
 #include "agent/step/step_launch.h"
 #include "agent/step/step_records.h"
 #include "agent/worker_supervisor.h"
+#include "common/platform/descriptors.h"
+#include "common/platform/process_info.h"
 
 namespace trainlet::agent {
 namespace fs = std::filesystem;
@@ -29,12 +27,6 @@ using step::StepRecord;
 namespace {
 
 constexpr char kStepDied[] = "step process died; exit status unknown";
-
-// Raw system calls: Debian 12's glibc declares its pidfd wrappers without C linkage for C++.
-int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
-int PidfdSendSignal(int pidfd, int sig) {
-  return static_cast<int>(syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
-}
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
@@ -47,20 +39,11 @@ std::string NewStepDir(const std::string& steps_dir, const std::string& job, uin
   return dir;
 }
 
-void AddToEpoll(int epoll_fd, int fd) {
-  if (epoll_fd < 0 || fd < 0) return;
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = fd;
-  if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-    spdlog::warn("supervisor: epoll_ctl: {}", std::strerror(errno));
+void AddToWakeSet(platform::PollSet& set, int fd) {
+  if (fd < 0) return;  // polled instead (Tick)
+  if (const int err = set.Add(fd, platform::PollSet::kReadable, nullptr); err != 0) {
+    spdlog::warn("supervisor: adding to the wake-up set: {}", std::strerror(err));
   }
-}
-
-// True when the step named by (pid, start time) is still that process, alive.
-bool SameProcessAlive(pid_t pid, uint64_t start_time) {
-  auto now = step::ProcessStartTime(pid);
-  return now && *now == start_time && !step::IsZombie(pid);
 }
 
 }  // namespace
@@ -71,44 +54,70 @@ Status WorkerSupervisor::InitSteps() {
   if (ec) return IoError(options_.steps_dir + ": " + ec.message());
   // Launch files hold the ranks' env: keep them to the agent's user.
   fs::permissions(options_.steps_dir, fs::perms::owner_all, fs::perm_options::replace, ec);
-  inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (inotify_fd_ < 0) return InternalError(Errno("inotify_init1"));
-  pending_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (pending_fd_ < 0) return InternalError(Errno("eventfd"));
-  wake_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (wake_fd_ < 0) return InternalError(Errno("epoll_create1"));
-  AddToEpoll(wake_fd_, inotify_fd_);
-  AddToEpoll(wake_fd_, pending_fd_);
+  std::string error;
+  auto files = platform::FileWatch::Open(&error);
+  auto pending = files ? platform::WakeEvent::Open(&error) : nullptr;
+  auto wake = pending ? platform::PollSet::Open(&error) : nullptr;
+  if (!wake) return InternalError("supervisor: " + error);
+  files_ = std::move(files);
+  pending_ = std::move(pending);
+  wake_ = std::move(wake);
+  AddToWakeSet(*wake_, files_->fd());
+  AddToWakeSet(*wake_, pending_->fd());
   return Status::Ok();
 }
 
 WorkerSupervisor::~WorkerSupervisor() {
   for (auto& [id, st] : steps_) CloseStep(st);
-  for (int fd : {wake_fd_, pending_fd_, inotify_fd_}) {
-    if (fd >= 0) close(fd);
-  }
 }
 
 void WorkerSupervisor::CloseStep(Step& s) {
-  if (s.watch >= 0 && inotify_fd_ >= 0) inotify_rm_watch(inotify_fd_, s.watch);
-  if (s.pidfd >= 0) close(s.pidfd);  // also leaves the epoll set
+  if (s.watch >= 0 && files_) files_->Remove(s.watch);
+  s.process.Reset();  // also leaves the wake-up set
   if (s.events_fd >= 0) close(s.events_fd);
-  s.watch = s.pidfd = s.events_fd = -1;
+  s.watch = s.events_fd = -1;
+}
+
+bool WorkerSupervisor::StepsPolled() const {
+  if (steps_.empty()) return false;
+  if (files_ && files_->fd() < 0) return true;
+  return std::any_of(steps_.begin(), steps_.end(), [](const auto& entry) {
+    const Step& s = entry.second;
+    return !s.gone && !s.child && s.process.fd() < 0;  // an adopted step with no exit watch
+  });
+}
+
+void WorkerSupervisor::UpdatePolling() {
+  const bool wanted = StepsPolled();
+  if (wanted == (poll_timer_ != nullptr)) return;
+  if (!wanted) {
+    poll_timer_.reset();  // closing it takes it out of the wake-up set
+    return;
+  }
+  std::string error;
+  poll_timer_ = platform::PeriodicTimer::Open(
+      std::min(platform::FileWatch::kPollInterval, platform::ProcessHandle::kPollInterval), &error);
+  if (!poll_timer_) {
+    spdlog::error("supervisor: cannot poll the steps ({}): their exits come only with SIGCHLD",
+                  error);
+    return;
+  }
+  AddToWakeSet(*wake_, poll_timer_->fd());
 }
 
 void WorkerSupervisor::SignalStep(Step& s, int sig) {
   if (s.gone) return;
-  int rc;
-  if (s.pidfd >= 0) {
-    rc = PidfdSendSignal(s.pidfd, sig);
-  } else if (s.child || SameProcessAlive(s.pid, s.start_time)) {
-    rc = kill(s.pid, sig);  // a child cannot be reused before we reap it
+  int err;
+  if (s.process.valid()) {
+    err = s.process.Signal(sig);
+  } else if (s.child) {
+    err = kill(s.pid, sig) == 0 ? 0 : errno;  // a child cannot be reused before we reap it
   } else {
     return;
   }
-  if (rc != 0 && errno != ESRCH) {
+  if (err != 0 && err != ESRCH) {
     spdlog::warn("supervisor: signal {} to the step of {} attempt {} (pid {}): {}", sig, s.job,
-                 s.attempt, s.pid, std::strerror(errno));
+                 s.attempt, s.pid, std::strerror(err));
   }
 }
 
@@ -162,7 +171,7 @@ std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerL
     if (st.ok() && !ranks.insert(l.rank).second) {
       st = Status(ErrorCode::kExists, who + ": listed twice");
     }
-    if (st.ok() && (wake_fd_ < 0 || options_.step_binary.empty())) {
+    if (st.ok() && (!wake_ || options_.step_binary.empty())) {
       st = UnavailableError(who + ": this supervisor has no steps directory or step binary");
     }
     if (!st.ok()) {
@@ -214,9 +223,9 @@ std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerL
     fs::remove_all(s.dir, ec);
     return fail_all(st);
   }
-  s.watch = inotify_add_watch(inotify_fd_, events.c_str(), IN_MODIFY);
+  s.watch = files_->Add(events);
   int ready[2];
-  if (pipe2(ready, O_CLOEXEC) != 0) {
+  if (platform::OpenPipe(ready) != 0) {
     const Status st = InternalError(Errno("pipe"));
     CloseStep(s);
     fs::remove_all(s.dir, ec);
@@ -237,8 +246,10 @@ std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerL
     return fail_all(Status(pid.status().code(), "step: " + pid.status().message()));
   }
   s.pid = *pid;
-  s.start_time = step::ProcessStartTime(s.pid).value_or(0);
-  s.pidfd = PidfdOpen(s.pid);  // our unreaped child: cannot be another process
+  s.start_time = platform::ProcessStartTime(s.pid).value_or(0);
+  // Our unreaped child: the handle cannot name another process. It is not in the wake-up set:
+  // a child's end comes from waitid.
+  s.process = platform::ProcessHandle::OpenChild(s.pid, s.start_time);
 
   // Blocks the loop while the step spawns the ranks, as spawning them here would. The step says
   // "ready" once every S or F record is written; EOF means it died first.
@@ -312,9 +323,9 @@ std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerL
   ApplyStepRecords(kept, records, &early);
   if (!early.empty()) {
     pending_exits_.insert(pending_exits_.end(), early.begin(), early.end());
-    const uint64_t one = 1;
-    (void)!write(pending_fd_, &one, sizeof one);
+    pending_->Notify();
   }
+  UpdatePolling();
   return results;
 }
 
@@ -381,16 +392,10 @@ void WorkerSupervisor::ApplyStepRecords(Step& s, const std::vector<StepRecord>& 
 
 void WorkerSupervisor::CheckStepAlive(Step& s) {
   if (s.gone || s.child) return;  // a child's end comes from waitid
-  if (s.pidfd >= 0) {
-    pollfd p{s.pidfd, POLLIN, 0};
-    if (poll(&p, 1, 0) == 1) {
-      s.gone = true;
-      close(s.pidfd);  // it stays readable: out of the wake-up set for good
-      s.pidfd = -1;
-    }
-    return;
+  if (s.process.Exited()) {
+    s.gone = true;
+    s.process.Reset();  // it stays readable: out of the wake-up set for good
   }
-  if (!SameProcessAlive(s.pid, s.start_time)) s.gone = true;
 }
 
 void WorkerSupervisor::EndDeadStep(Step& s, std::vector<WorkerExit>* exits) {
@@ -402,7 +407,7 @@ void WorkerSupervisor::EndDeadStep(Step& s, std::vector<WorkerExit>* exits) {
   if (!s.gone) SignalStep(s, SIGKILL);
   for (auto& [rank, r] : s.live) {
     // Only the very process the step started: its pid with its start time.
-    if (r.pid > 0 && SameProcessAlive(r.pid, r.start_time)) {
+    if (r.pid > 0 && platform::SameProcessAlive(r.pid, r.start_time)) {
       kill(-r.pid, SIGKILL);
       kill(r.pid, SIGKILL);
     }
@@ -414,16 +419,12 @@ void WorkerSupervisor::EndDeadStep(Step& s, std::vector<WorkerExit>* exits) {
 }
 
 void WorkerSupervisor::ReapSteps(std::vector<WorkerExit>* exits) {
-  if (wake_fd_ < 0) return;
+  if (!wake_) return;
   // Drain the wake-ups; every step is read below whatever woke us.
-  char buf[4096];
-  while (read(inotify_fd_, buf, sizeof buf) > 0) {
-  }
-  uint64_t count;
-  while (read(pending_fd_, &count, sizeof count) > 0) {
-  }
-  epoll_event evs[16];
-  while (epoll_wait(wake_fd_, evs, 16, 0) == 16) {
+  files_->Drain();
+  pending_->Drain();
+  if (poll_timer_) poll_timer_->Consume();
+  while (wake_->Ready(16).size() == 16) {
   }
   exits->insert(exits->end(), pending_exits_.begin(), pending_exits_.end());
   pending_exits_.clear();
@@ -466,11 +467,12 @@ void WorkerSupervisor::RemoveFinishedSteps() {
     if (ec) spdlog::warn("supervisor: cannot remove {}: {}", s.dir, ec.message());
     it = steps_.erase(it);
   }
+  UpdatePolling();
 }
 
 std::vector<WorkerSupervisor::AdoptedStep> WorkerSupervisor::AdoptSteps() {
   std::vector<AdoptedStep> found;
-  if (wake_fd_ < 0) return found;
+  if (!wake_) return found;
   std::error_code ec;
   std::vector<fs::path> dirs;
   for (const auto& e : fs::directory_iterator(options_.steps_dir, ec)) {
@@ -506,15 +508,8 @@ std::vector<WorkerSupervisor::AdoptedStep> WorkerSupervisor::AdoptSteps() {
     if (!records.empty() && records[0].kind == StepRecord::Kind::kHeader) {
       s.pid = records[0].pid;
       s.start_time = records[0].start_time;
-      if (SameProcessAlive(s.pid, s.start_time)) {
-        s.pidfd = PidfdOpen(s.pid);
-        // Checked again with the pidfd held: the pidfd now names that very process.
-        alive = SameProcessAlive(s.pid, s.start_time);
-        if (!alive && s.pidfd >= 0) {
-          close(s.pidfd);
-          s.pidfd = -1;
-        }
-      }
+      s.process = platform::ProcessHandle::Open(s.pid, s.start_time);  // checks twice
+      alive = s.process.valid();
     }
     s.gone = !alive;
     std::vector<WorkerExit> exits;
@@ -536,8 +531,8 @@ std::vector<WorkerSupervisor::AdoptedStep> WorkerSupervisor::AdoptSteps() {
     if ((s.gone && !s.done) || s.corrupt) EndDeadStep(s, &exits);
     info.running = s.live.size();
     info.exited = exits.size();
-    s.watch = inotify_add_watch(inotify_fd_, events.c_str(), IN_MODIFY);
-    AddToEpoll(wake_fd_, s.pidfd);
+    s.watch = files_->Add(events);
+    AddToWakeSet(*wake_, s.process.fd());
     spdlog::info(
         "supervisor: adopted step {} (pid {}, {}): {} rank(s) running, {} exit(s) to "
         "report",
@@ -546,10 +541,7 @@ std::vector<WorkerSupervisor::AdoptedStep> WorkerSupervisor::AdoptSteps() {
     found.push_back(info);
     steps_[next_step_id_++] = std::move(s);
   }
-  if (!pending_exits_.empty()) {
-    const uint64_t one = 1;
-    (void)!write(pending_fd_, &one, sizeof one);
-  }
+  if (!pending_exits_.empty()) pending_->Notify();
   RemoveFinishedSteps();
   return found;
 }

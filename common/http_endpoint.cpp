@@ -2,12 +2,13 @@
 
 #include <arpa/inet.h>
 #include <netdb.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+
+#include "common/platform/descriptors.h"
 
 namespace trainlet {
 namespace {
@@ -59,7 +60,8 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Listen(const std::string& ad
   std::string last_error = "no address";
   bool in_use = false;
   for (addrinfo* ai = res; ai != nullptr && ep->listen_fd_ < 0; ai = ai->ai_next) {
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = platform::OpenSocket(ai->ai_family, ai->ai_socktype, 0,
+                                  platform::Blocking::kNonBlocking);
     if (fd < 0) {
       last_error = Errno();
       continue;
@@ -96,13 +98,14 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Listen(const std::string& ad
     bound_port = ntohs(a->sin_port);
     ep->bound_address_ = std::string(name) + ":" + std::to_string(bound_port);
   }
-  ep->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (ep->epoll_fd_ < 0) return InternalError("epoll_create1: " + Errno());
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.ptr = nullptr;  // null marks the listening socket
-  if (epoll_ctl(ep->epoll_fd_, EPOLL_CTL_ADD, ep->listen_fd_, &ev) != 0) {
-    return InternalError("epoll_ctl: " + Errno());
+  std::string error;
+  ep->poll_set_ = platform::PollSet::Open(&error);
+  if (!ep->poll_set_) return InternalError(error);
+  // A null tag marks the listening socket.
+  if (const int err = ep->poll_set_->Add(ep->listen_fd_, platform::PollSet::kReadable, nullptr);
+      err != 0) {
+    return InternalError(std::string("adding the listening socket to a poll set: ") +
+                         std::strerror(err));
   }
   return ep;
 }
@@ -110,26 +113,25 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Listen(const std::string& ad
 HttpEndpoint::~HttpEndpoint() {
   for (auto& c : connections_) close(c.fd);
   if (listen_fd_ >= 0) close(listen_fd_);
-  if (epoll_fd_ >= 0) close(epoll_fd_);
 }
 
 void HttpEndpoint::Close(std::list<Connection>::iterator it) {
-  close(it->fd);  // also leaves the epoll set
+  close(it->fd);  // also leaves the poll set
   connections_.erase(it);
 }
 
 void HttpEndpoint::Accept() {
   while (true) {
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd = platform::AcceptConnection(listen_fd_, platform::Blocking::kNonBlocking);
     if (fd < 0) return;  // EAGAIN, or an aborted connection: nothing to do either way
     if (connections_.size() >= kMaxConnections) Close(connections_.begin());
     Connection& c = connections_.emplace_back();
     c.fd = fd;
     c.opened = std::chrono::steady_clock::now();
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.ptr = &c;  // list nodes never move
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) Close(std::prev(connections_.end()));
+    // Tagged with its list node, which never moves.
+    if (poll_set_->Add(fd, platform::PollSet::kReadable, &c) != 0) {
+      Close(std::prev(connections_.end()));
+    }
   }
 }
 
@@ -140,10 +142,7 @@ void HttpEndpoint::Respond(Connection& c, int status, const std::string& content
           "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
   if (!head) c.out += body;
   c.written = 0;
-  epoll_event ev{};
-  ev.events = EPOLLOUT;
-  ev.data.ptr = &c;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
+  poll_set_->Modify(c.fd, platform::PollSet::kWritable, &c);
 }
 
 void HttpEndpoint::OnReadable(Connection& c) {
@@ -192,7 +191,8 @@ void HttpEndpoint::OnReadable(Connection& c) {
 
 bool HttpEndpoint::Write(Connection& c) {
   while (c.written < c.out.size()) {
-    const ssize_t n = send(c.fd, c.out.data() + c.written, c.out.size() - c.written, MSG_NOSIGNAL);
+    const ssize_t n =
+        platform::SendNoSignal(c.fd, c.out.data() + c.written, c.out.size() - c.written, 0);
     if (n < 0) return !(errno == EAGAIN || errno == EINTR);  // a failed peer is done too
     c.written += static_cast<size_t>(n);
   }
@@ -200,14 +200,12 @@ bool HttpEndpoint::Write(Connection& c) {
 }
 
 void HttpEndpoint::Handle() {
-  epoll_event events[64];
-  const int n = epoll_wait(epoll_fd_, events, 64, 0);
-  for (int i = 0; i < n; ++i) {
-    if (events[i].data.ptr == nullptr) {
+  for (const auto& ready : poll_set_->Ready(64)) {
+    if (ready.tag == nullptr) {
       Accept();
       continue;
     }
-    auto* c = static_cast<Connection*>(events[i].data.ptr);
+    auto* c = static_cast<Connection*>(ready.tag);
     // The connection may have been closed by Accept() evicting it in this same batch.
     auto it = connections_.begin();
     while (it != connections_.end() && &*it != c) ++it;

@@ -1,8 +1,9 @@
 // A tiny HTTP/1.0 responder for /metrics, /healthz and /readyz, driven by the daemon's own event
 // loop: no threads, and nothing it does blocks.
 //
-// Every socket is non-blocking and sits in one epoll set whose fd the loop polls (fd()). When it
-// is readable the loop calls Handle(), which accepts, reads request heads, answers and closes.
+// Every socket is non-blocking and sits in one PollSet (platform/poll_set.h) whose fd the loop
+// polls (fd()). When it is readable the loop calls Handle(), which accepts, reads request heads,
+// answers and closes.
 // One request per connection ("Connection: close"); only GET and HEAD.
 //
 // Bounds, so a slow or hostile client cannot hurt the loop: a request head larger than
@@ -19,6 +20,7 @@
 #include <memory>
 #include <string>
 
+#include "common/platform/poll_set.h"
 #include "common/status.h"
 
 namespace trainlet {
@@ -48,7 +50,7 @@ class HttpEndpoint {
   HttpEndpoint& operator=(const HttpEndpoint&) = delete;
 
   // Readable when Handle() has work. Owned by this object.
-  int fd() const { return epoll_fd_; }
+  int fd() const { return poll_set_->fd(); }
   // Does all the work that is ready now, without blocking.
   void Handle();
   // "127.0.0.1:9464", with the port the kernel chose.
@@ -74,7 +76,7 @@ class HttpEndpoint {
   HttpHandler handler_;
   std::string bound_address_;
   int listen_fd_ = -1;
-  int epoll_fd_ = -1;
+  std::unique_ptr<platform::PollSet> poll_set_;
   // Owned by the loop; oldest first.
   std::list<Connection> connections_;
 };

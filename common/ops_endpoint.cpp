@@ -1,11 +1,7 @@
 #include "common/ops_endpoint.h"
 
 #include <spdlog/spdlog.h>
-#include <sys/epoll.h>
-#include <sys/timerfd.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 
 namespace trainlet {
@@ -13,23 +9,19 @@ namespace trainlet {
 OpsEndpoint::OpsEndpoint(std::unique_ptr<ServiceNotifier> notifier)
     : notifier_(std::move(notifier)) {}
 
-OpsEndpoint::~OpsEndpoint() {
-  if (watchdog_fd_ >= 0) close(watchdog_fd_);
-  if (epoll_fd_ >= 0) close(epoll_fd_);
-}
+OpsEndpoint::~OpsEndpoint() = default;
 
 Result<std::unique_ptr<OpsEndpoint>> OpsEndpoint::Create(const std::string& metrics_address,
                                                          std::unique_ptr<ServiceNotifier> notifier,
                                                          bool best_effort) {
   std::unique_ptr<OpsEndpoint> ops(new OpsEndpoint(std::move(notifier)));
-  ops->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (ops->epoll_fd_ < 0) return InternalError(std::string("epoll_create1: ") + strerror(errno));
-  auto add = [&](int fd) -> Status {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = fd;
-    if (epoll_ctl(ops->epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
-      return InternalError(std::string("epoll_ctl: ") + strerror(errno));
+  std::string error;
+  ops->poll_set_ = platform::PollSet::Open(&error);
+  if (!ops->poll_set_) return InternalError(error);
+  // Tags: the watchdog's is its timer, HTTP's the endpoint.
+  auto add = [&](int fd, void* tag) -> Status {
+    if (const int err = ops->poll_set_->Add(fd, platform::PollSet::kReadable, tag); err != 0) {
+      return InternalError(std::string("adding to the ops poll set: ") + strerror(err));
     }
     return Status::Ok();
   };
@@ -39,7 +31,7 @@ Result<std::unique_ptr<OpsEndpoint>> OpsEndpoint::Create(const std::string& metr
                                      [self](const std::string& p) { return self->Serve(p); });
     if (http.ok()) {
       ops->http_ = std::move(http).value();
-      TRAINLET_RETURN_IF_ERROR(add(ops->http_->fd()));
+      TRAINLET_RETURN_IF_ERROR(add(ops->http_->fd(), ops->http_.get()));
     } else if (best_effort && http.status().code() == ErrorCode::kExists) {
       spdlog::warn("{}; serving no metrics (set metrics_address to choose another)",
                    http.status().message());
@@ -49,29 +41,19 @@ Result<std::unique_ptr<OpsEndpoint>> OpsEndpoint::Create(const std::string& metr
   }
   const auto timeout = ops->notifier_->WatchdogTimeout();
   if (timeout.count() > 0) {
-    ops->watchdog_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (ops->watchdog_fd_ < 0) return InternalError(std::string("timerfd: ") + strerror(errno));
     // Half the timeout, as sd_watchdog_enabled(3) advises, so one late pet is not fatal.
-    const int64_t half_us = std::max<int64_t>(1, timeout.count() / 2);
-    itimerspec spec{};
-    spec.it_interval.tv_sec = half_us / 1000000;
-    spec.it_interval.tv_nsec = (half_us % 1000000) * 1000;
-    spec.it_value = spec.it_interval;
-    timerfd_settime(ops->watchdog_fd_, 0, &spec, nullptr);
-    TRAINLET_RETURN_IF_ERROR(add(ops->watchdog_fd_));
+    ops->watchdog_ = platform::PeriodicTimer::Open(timeout / 2, &error);
+    if (!ops->watchdog_) return InternalError("watchdog: " + error);
+    TRAINLET_RETURN_IF_ERROR(add(ops->watchdog_->fd(), ops->watchdog_.get()));
   }
   return ops;
 }
 
 void OpsEndpoint::OnReadable() {
-  epoll_event events[4];
-  const int n = epoll_wait(epoll_fd_, events, 4, 0);
-  for (int i = 0; i < n; ++i) {
-    if (events[i].data.fd == watchdog_fd_) {
-      uint64_t expirations = 0;
-      if (read(watchdog_fd_, &expirations, sizeof expirations) > 0)
-        notifier_->Notify("WATCHDOG=1", true);
-    } else if (http_ && events[i].data.fd == http_->fd()) {
+  for (const auto& ready : poll_set_->Ready(4)) {
+    if (watchdog_ && ready.tag == watchdog_.get()) {
+      if (watchdog_->Consume()) notifier_->Notify("WATCHDOG=1", true);
+    } else if (http_ && ready.tag == http_.get()) {
       http_->Handle();
     }
   }

@@ -10,8 +10,8 @@
 // pets stop and the service manager restarts the daemon. That is the point, so never move it to
 // a thread.
 //
-// fd() is an epoll set holding the HTTP sockets and a watchdog timerfd; poll it for POLLIN and
-// call OnReadable() when it is readable. Owned by one loop; no locks.
+// fd() is a PollSet (platform/poll_set.h) holding the HTTP sockets and a watchdog timer; poll it
+// for POLLIN and call OnReadable() when it is readable. Owned by one loop; no locks.
 #pragma once
 
 #include <functional>
@@ -20,6 +20,8 @@
 
 #include "common/http_endpoint.h"
 #include "common/metrics.h"
+#include "common/platform/periodic_timer.h"
+#include "common/platform/poll_set.h"
 #include "common/status.h"
 #include "common/systemd_notify.h"
 
@@ -38,7 +40,7 @@ class OpsEndpoint {
   OpsEndpoint(const OpsEndpoint&) = delete;
   OpsEndpoint& operator=(const OpsEndpoint&) = delete;
 
-  int fd() const { return epoll_fd_; }
+  int fd() const { return poll_set_->fd(); }
   void OnReadable();
 
   MetricsRegistry& metrics() { return metrics_; }
@@ -60,8 +62,8 @@ class OpsEndpoint {
   // Constant after Create.
   std::unique_ptr<ServiceNotifier> notifier_;
   std::unique_ptr<HttpEndpoint> http_;
-  int epoll_fd_ = -1;
-  int watchdog_fd_ = -1;  // timerfd; -1 without a watchdog
+  std::unique_ptr<platform::PollSet> poll_set_;
+  std::unique_ptr<platform::PeriodicTimer> watchdog_;  // null without a watchdog
   // Owned by the loop.
   MetricsRegistry metrics_;
   std::function<bool()> ready_;

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/platform/descriptors.h"
+
 #ifdef TRAINLET_HAVE_SYSTEMD
 #include <systemd/sd-daemon.h>
 #endif
@@ -25,7 +27,7 @@ class SocketNotifier : public ServiceNotifier {
     std::memcpy(addr_.sun_path, path, std::strlen(path));
     addr_len_ = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + std::strlen(path));
     if (path[0] == '@') addr_.sun_path[0] = '\0';  // abstract namespace
-    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    fd_ = platform::OpenSocket(AF_UNIX, SOCK_DGRAM, 0);
     // Even READY=1 waits for a stuck service manager only this long.
     timeval timeout{2, 0};
     if (fd_ >= 0) setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
@@ -36,8 +38,8 @@ class SocketNotifier : public ServiceNotifier {
 
   void Notify(const std::string& state, bool may_drop) override {
     if (fd_ < 0) return;
-    sendto(fd_, state.data(), state.size(), MSG_NOSIGNAL | (may_drop ? MSG_DONTWAIT : 0),
-           reinterpret_cast<const sockaddr*>(&addr_), addr_len_);
+    platform::SendToNoSignal(fd_, state.data(), state.size(), may_drop ? MSG_DONTWAIT : 0,
+                             reinterpret_cast<const sockaddr*>(&addr_), addr_len_);
   }
 
   std::chrono::microseconds WatchdogTimeout() const override {

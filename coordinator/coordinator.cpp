@@ -3,15 +3,16 @@
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 
 #include "common/curve_keys.h"
+#include "common/platform/signal_watch.h"
 #include "common/zmq_sockets.h"
 
 namespace trainlet::coordinator {
@@ -19,28 +20,20 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-sigset_t LoopSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGHUP);
-  return set;
-}
+constexpr std::initializer_list<int> kLoopSignals = {SIGTERM, SIGINT, SIGHUP};
 
 }  // namespace
 
-void BlockCoordinatorSignals() {
-  sigset_t set = LoopSignals();
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+void PrepareCoordinatorSignals() {
+  if (const std::string why = platform::PrepareSignals(kLoopSignals); !why.empty()) {
+    spdlog::error("signals: {}", why);  // Init's SignalWatch::Open fails the same way
+  }
   signal(SIGPIPE, SIG_IGN);
 }
 
 Coordinator::Coordinator(CoordinatorConfig config) : config_(std::move(config)) {}
 
-Coordinator::~Coordinator() {
-  if (signal_fd_ >= 0) close(signal_fd_);
-}
+Coordinator::~Coordinator() = default;
 
 Result<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorConfig config) {
   std::unique_ptr<Coordinator> c(new Coordinator(std::move(config)));
@@ -106,9 +99,9 @@ Status Coordinator::Init() {
         if (st == nullptr || !jobs_->AttemptActive(job, attempt)) return std::nullopt;
         return std::vector<std::string>(st->placement().begin(), st->placement().end());
       });
-  sigset_t set = LoopSignals();
-  signal_fd_ = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-  if (signal_fd_ < 0) return InternalError(std::string("signalfd: ") + std::strerror(errno));
+  std::string signal_error;
+  signals_ = platform::SignalWatch::Open(kLoopSignals, &signal_error);
+  if (!signals_) return InternalError(signal_error);
   TRAINLET_ASSIGN_OR_RETURN(ops_, CoordinatorOps::Create(config_.metrics_address,
                                                          config_.metrics_best_effort,
                                                          MakeSystemdNotifier(), registry_.get(),
@@ -303,7 +296,7 @@ Status Coordinator::Run() {
     zmq_pollitem_t items[] = {{zap_->socket().handle(), 0, ZMQ_POLLIN, 0},
                               {agents_.handle(), 0, ZMQ_POLLIN, 0},
                               {operators_.handle(), 0, ZMQ_POLLIN, 0},
-                              {nullptr, signal_fd_, ZMQ_POLLIN, 0},
+                              {nullptr, signals_->fd(), ZMQ_POLLIN, 0},
                               {execs_.handle(), 0, ZMQ_POLLIN, 0},
                               {nullptr, ops_->fd(), ZMQ_POLLIN, 0}};
     if (zmq_poll(items, 6, timeout) < 0) {
@@ -313,11 +306,8 @@ Status Coordinator::Run() {
     if (items[0].revents & ZMQ_POLLIN) zap_->HandleRequest();
     if (items[5].revents & ZMQ_POLLIN) ops_->OnReadable();  // metrics HTTP, watchdog
     if (items[3].revents & ZMQ_POLLIN) {
-      signalfd_siginfo info{};
       bool stop = false;
-      while (read(signal_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-        if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGINT) stop = true;
-      }
+      for (const int sig : signals_->Take()) stop = stop || sig == SIGTERM || sig == SIGINT;
       if (stop) break;
     }
     // Bounded batches keep one busy endpoint from starving the other.

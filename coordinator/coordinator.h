@@ -1,8 +1,8 @@
 // Coordinator: the event loop that ties the agent endpoint, the operator endpoint and the ZAP
 // handler to the NodeRegistry, JobController and OperatorService.
 //
-// Threading: Run() is the only loop; it polls three sockets and a signalfd. Every member is
-// owned by it. The caller blocks SIGTERM/SIGINT/SIGHUP first (BlockCoordinatorSignals).
+// Threading: Run() is the only loop; it polls its sockets and a SignalWatch. Every member is
+// owned by it. The caller prepares SIGTERM/SIGINT/SIGHUP first (PrepareCoordinatorSignals).
 #pragma once
 
 #include <chrono>
@@ -11,6 +11,7 @@
 #include <zmq.hpp>
 
 #include "common/envelope.h"
+#include "common/platform/signal_watch.h"
 #include "common/zap_authenticator.h"
 #include "common/zmq_sockets.h"
 #include "coordinator/exec_relay.h"
@@ -49,7 +50,9 @@ struct CoordinatorConfig {
   bool metrics_best_effort = false;  // a busy port only warns (the default address)
 };
 
-void BlockCoordinatorSignals();
+// Prepares the signals the loop reads (platform::PrepareSignals) and ignores SIGPIPE. Call first
+// thing in main(), before any thread exists.
+void PrepareCoordinatorSignals();
 
 class Coordinator : public NodeSink {
  public:
@@ -85,7 +88,7 @@ class Coordinator : public NodeSink {
   bool checked_unregistered_ = false;  // placed nodes that never came back after a restart
   std::string agent_endpoint_;
   std::string operator_endpoint_;
-  int signal_fd_ = -1;
+  std::unique_ptr<platform::SignalWatch> signals_;
   DropCounters drops_;
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<NodeRegistry> registry_;

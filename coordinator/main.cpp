@@ -9,7 +9,7 @@
 
 int main(int argc, char** argv) {
   using trainlet::DaemonConfig;
-  trainlet::coordinator::BlockCoordinatorSignals();  // before any thread exists
+  trainlet::coordinator::PrepareCoordinatorSignals();  // before any thread exists
   trainlet::coordinator::CoordinatorConfig config;
   trainlet::CommonDaemonKeys common;
   common.metrics_address = config.metrics_address;

@@ -174,46 +174,4 @@ Result<size_t> ParseRecords(std::string_view data, uint64_t base, std::vector<St
   return pos;
 }
 
-std::optional<uint64_t> ProcessStartTime(pid_t pid) {
-  if (pid <= 0) return std::nullopt;
-  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  char buf[1024];
-  ssize_t n;
-  do {
-    n = read(fd, buf, sizeof buf - 1);
-  } while (n < 0 && errno == EINTR);
-  close(fd);
-  if (n <= 0) return std::nullopt;
-  std::string_view stat(buf, static_cast<size_t>(n));
-  // comm (field 2) may hold spaces and parentheses: fields resume after the last ')'.
-  const size_t close_paren = stat.rfind(')');
-  if (close_paren == std::string_view::npos || close_paren + 2 >= stat.size()) return std::nullopt;
-  std::string_view rest = stat.substr(close_paren + 2);  // field 3 onwards
-  for (int field = 3; field < 22; ++field) {
-    const size_t sp = rest.find(' ');
-    if (sp == std::string_view::npos) return std::nullopt;
-    rest.remove_prefix(sp + 1);
-  }
-  const size_t sp = rest.find(' ');
-  uint64_t start = 0;
-  if (!ParseNumber(rest.substr(0, sp), &start)) return std::nullopt;
-  return start;
-}
-
-bool IsZombie(pid_t pid) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char buf[1024];
-  const ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return false;
-  std::string_view stat(buf, static_cast<size_t>(n));
-  const size_t close_paren = stat.rfind(')');
-  return close_paren != std::string_view::npos && close_paren + 2 < stat.size() &&
-         (stat[close_paren + 2] == 'Z' || stat[close_paren + 2] == 'X');
-}
-
 }  // namespace trainlet::step

@@ -7,13 +7,13 @@
 //   X <rank> <pid> <exit code> <signal>  rank exited; code is 128 + signal when killed
 //   D                                    every rank has exited: the step is done
 //
-// Start times are field 22 of /proc/<pid>/stat (clock ticks since boot): with the pid they name
-// one process across pid reuse. The file is read back from disk after crashes, so the parser is
-// strict and total: bytes it does not understand give an error naming the byte offset, never a
-// crash. A last line without its newline is not an error: it is still being written (or a crash
+// Start times are platform::ProcessStartTime's (clock ticks since boot on Linux, microseconds
+// since the epoch on macOS): with the pid they name one process across pid reuse. The file is
+// read back from disk after crashes, so the parser is strict and total: bytes it does not
+// understand give an error naming the byte offset, never a crash. A last line without its newline is not an error: it is still being written (or a crash
 // cut it short) and is left for a later read.
 //
-// Pure functions over bytes, plus ProcessStartTime; safe from any thread.
+// Pure functions over bytes; safe from any thread.
 #pragma once
 
 #include <sys/types.h>
@@ -58,10 +58,5 @@ std::string EncodeRecord(const StepRecord& record);
 // consumed (the start of an unfinished last line, or data.size()). Errors (Invalid) name the
 // byte offset `base + i` of the bad line and quote its start; records before it are in `out`.
 Result<size_t> ParseRecords(std::string_view data, uint64_t base, std::vector<StepRecord>* out);
-
-// Field 22 of /proc/<pid>/stat; nullopt when the process is gone (or /proc is unreadable).
-// A zombie still has its start time: callers that need "alive" check IsZombie too.
-std::optional<uint64_t> ProcessStartTime(pid_t pid);
-bool IsZombie(pid_t pid);
 
 }  // namespace trainlet::step

@@ -4,8 +4,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
-#include <sys/prctl.h>
-#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,11 +12,16 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <optional>
 
 #include "agent/process_spawner.h"
 #include "agent/step/step_launch.h"
 #include "agent/step/step_records.h"
+#include "common/platform/descriptors.h"
+#include "common/platform/process_control.h"
+#include "common/platform/process_info.h"
+#include "common/platform/signal_watch.h"
 
 namespace trainlet::step {
 namespace {
@@ -34,24 +37,21 @@ class Step {
   explicit Step(std::string dir) : dir_(std::move(dir)) {}
 
   int Run() {
-    sigset_t set;
-    sigemptyset(&set);
-    for (int sig : {SIGCHLD, SIGTERM, SIGUSR1, SIGINT, SIGHUP}) sigaddset(&set, sig);
-    sigprocmask(SIG_BLOCK, &set, nullptr);
+    // No thread runs yet: the signals are prepared before they can come.
+    std::string why;
+    signals_ = platform::SignalWatch::Open({SIGCHLD, SIGTERM, SIGUSR1, SIGINT, SIGHUP}, &why);
     signal(SIGPIPE, SIG_IGN);
-    signal_fd_ = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-    if (signal_fd_ < 0) return Fail(std::string("signalfd: ") + std::strerror(errno));
+    if (!signals_) return Fail(why);
     // Orphans of a rank (a daemonising helper) come to the step, not to init: they are reaped
-    // here and the rank's group kill still finds what stayed in the group.
-    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
-      Say(dir_, std::string("cannot become a child subreaper: ") + std::strerror(errno));
-    }
+    // here and the rank's group kill still finds what stayed in the group. Without a subreaper
+    // (macOS) they go to launchd, and the group kill still finds them.
+    if (const std::string no = platform::BecomeChildSubreaper(); !no.empty()) Say(dir_, no);
     events_fd_ = open((dir_ + "/events").c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
     if (events_fd_ < 0) return Fail("events file: " + std::string(std::strerror(errno)));
     StepRecord header;
     header.kind = StepRecord::Kind::kHeader;
     header.pid = getpid();
-    header.start_time = ProcessStartTime(header.pid).value_or(0);
+    header.start_time = platform::ProcessStartTime(header.pid).value_or(0);
     Append(EncodeRecord(header), false);
 
     auto launch = ReadLaunchFile(dir_ + "/launch.json");
@@ -100,8 +100,8 @@ class Step {
       if (pid.ok()) {
         rec.kind = StepRecord::Kind::kStarted;
         rec.pid = *pid;
-        // The child cannot be reaped before we wait for it, so its /proc entry is there.
-        rec.start_time = ProcessStartTime(*pid).value_or(0);
+        // The child cannot be reaped before we wait for it, so its start time is there.
+        rec.start_time = platform::ProcessStartTime(*pid).value_or(0);
         live_[*pid] = Rank{r.rank};
       } else {
         rec.kind = StepRecord::Kind::kStartFailed;
@@ -143,8 +143,8 @@ class Step {
       }
       done += static_cast<size_t>(n);
     }
-    if (sync && fdatasync(events_fd_) != 0) {
-      Say(dir_, std::string("fdatasync of the events file: ") + std::strerror(errno));
+    if (sync && platform::SyncData(events_fd_) != 0) {
+      Say(dir_, std::string("syncing the events file: ") + std::strerror(errno));
     }
   }
 
@@ -197,20 +197,19 @@ class Step {
     if (lock_fd_ >= 0 && !term_sent_) {
       timeout = timeout < 0 ? kAgentCheckMs : std::min(timeout, kAgentCheckMs);
     }
-    pollfd p{signal_fd_, POLLIN, 0};
+    pollfd p{signals_->fd(), POLLIN, 0};
     const int rc = poll(&p, 1, timeout);
     if (rc < 0 && errno != EINTR) {
       Say(dir_, std::string("poll: ") + std::strerror(errno));
       sleep(1);
     }
-    signalfd_siginfo info{};
-    while (read(signal_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-      if (info.ssi_signo == SIGTERM && !term_sent_) {
+    for (const int sig : signals_->Take()) {
+      if (sig == SIGTERM && !term_sent_) {
         term_sent_ = true;
         SignalRanks(SIGTERM);
         const auto at = Clock::now() + std::chrono::milliseconds(launch_.stop_grace_ms);
         if (!kill_at_ || at < *kill_at_) kill_at_ = at;
-      } else if (info.ssi_signo == SIGUSR1) {
+      } else if (sig == SIGUSR1) {
         SignalRanks(SIGKILL);
         kill_at_.reset();
       }
@@ -226,16 +225,10 @@ class Step {
   void Reap() {
     std::string batch;
     while (true) {
-      // WNOWAIT first: the exited leader stays a zombie, so its pgid cannot be reused while the
+      // Peeked first: the exited leader stays a zombie, so its pgid cannot be reused while the
       // rest of its group is killed. Then the real reap.
-      siginfo_t info;
-      std::memset(&info, 0, sizeof info);
-      if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
-        if (errno == EINTR) continue;
-        break;  // ECHILD
-      }
-      const pid_t pid = info.si_pid;
-      if (pid == 0) break;
+      const pid_t pid = platform::PeekExitedChild();
+      if (pid <= 0) break;  // none has exited, or ECHILD
       auto it = live_.find(pid);
       if (it != live_.end()) kill(-pid, SIGKILL);
       int status = 0;
@@ -266,7 +259,7 @@ class Step {
   const std::string dir_;
   // Owned by the single thread.
   StepLaunch launch_;
-  int signal_fd_ = -1;
+  std::unique_ptr<platform::SignalWatch> signals_;
   int events_fd_ = -1;
   bool ready_sent_ = false;
   bool term_sent_ = false;

@@ -10,7 +10,7 @@
 //    itself), appends S or F for each, writes "ready\n" to stdout and closes it.
 //  - It reaps its ranks (and any orphan re-parented to it). When a rank leader exits, its process
 //    group is SIGKILLed before the leader is reaped, as the agent does for its own workers. Each
-//    batch of exits is appended as X records and made durable with fdatasync.
+//    batch of exits is appended as X records and made durable with platform::SyncData (fdatasync).
 //  - SIGTERM: SIGTERM to every live rank's group, SIGKILL after the launch file's stop grace.
 //    SIGUSR1: SIGKILL to every live rank's group now (the agent's grace ran out). SIGINT and
 //    SIGHUP are ignored: only the agent stops a step.

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/platform/process_info.h"
 #include "launch/subprocess.h"
 
 namespace trainlet::bench {
@@ -82,7 +83,7 @@ Result<ProcessSample> Sample(pid_t pid) {
 
 Result<ProcessIdle> Begin(const std::string& pid_path, std::string name) {
   TRAINLET_ASSIGN_OR_RETURN(PidFile f, ReadPidFile(pid_path));
-  if (!SameProcessAlive(f.pid, f.start_time)) {
+  if (!platform::SameProcessAlive(f.pid, f.start_time)) {
     return NotFoundError(name + " (pid " + std::to_string(f.pid) + " from " + pid_path +
                          ") is not running");
   }

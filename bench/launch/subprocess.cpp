@@ -13,7 +13,6 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 extern char** environ;
@@ -217,23 +216,6 @@ Result<double> SpawnLoop(const std::string& worker, int count) {
   posix_spawn_file_actions_destroy(&actions);
   if (!failure.ok()) return failure;
   return ms;
-}
-
-bool SameProcessAlive(pid_t pid, unsigned long long start_time) {
-  if (pid <= 0 || kill(pid, 0) != 0) return false;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!std::getline(in, stat)) return false;
-  // Field 2 (comm) may contain spaces; fields after the last ')' are space separated. Start time
-  // is field 22, i.e. the 20th after comm.
-  auto close_paren = stat.rfind(')');
-  if (close_paren == std::string::npos) return false;
-  std::stringstream rest(stat.substr(close_paren + 2));
-  std::string field;
-  for (int i = 3; i <= 22 && rest >> field; ++i) {
-    if (i == 22) return std::stoull(field) == start_time;
-  }
-  return false;
 }
 
 }  // namespace trainlet::bench

@@ -45,8 +45,4 @@ Result<double> SpawnLoop(const std::string& worker, int count);
 // Looks up `name` in PATH; empty when absent.
 std::string FindInPath(const std::string& name);
 
-// True when `pid` is alive and still the process whose /proc/<pid>/stat start time (field 22)
-// is `start_time`, so a reused pid is never mistaken for it.
-bool SameProcessAlive(pid_t pid, unsigned long long start_time);
-
 }  // namespace trainlet::bench

@@ -8,7 +8,6 @@
 // When trainlet-exec is killed, or loses the coordinator, the remote command is stopped: the
 // coordinator stops any session whose trainlet-exec has been silent for a few seconds.
 #include <signal.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -22,6 +21,7 @@
 
 #include "common/curve_keys.h"
 #include "common/envelope.h"
+#include "common/platform/signal_watch.h"
 #include "common/zmq_sockets.h"
 
 namespace {
@@ -96,14 +96,11 @@ int main(int argc, char** argv) {
     return Fail("TRAINLET_EXEC_* keys are not 40-character Z85 keys");
   }
 
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before zmq starts its threads
+  std::string signal_error;  // before zmq starts its threads
+  const auto signals =
+      trainlet::platform::SignalWatch::Open({SIGTERM, SIGINT, SIGHUP}, &signal_error);
+  if (!signals) return Fail(signal_error);
   signal(SIGPIPE, SIG_IGN);
-  const int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 
   zmq::context_t ctx;
   auto sock = trainlet::ConnectCurveDealer(ctx, endpoint, server, mine);
@@ -155,7 +152,7 @@ int main(int argc, char** argv) {
     }
     zmq_pollitem_t items[] = {{s.handle(), 0, ZMQ_POLLIN, 0},
                               {monitor.handle(), 0, ZMQ_POLLIN, 0},
-                              {nullptr, sfd, ZMQ_POLLIN, 0}};
+                              {nullptr, signals->fd(), ZMQ_POLLIN, 0}};
     zmq_poll(items, 3, sent ? 250 : (connected ? 1 : 20));
     if (items[1].revents & ZMQ_POLLIN) {
       zmq::message_t event;
@@ -172,10 +169,8 @@ int main(int argc, char** argv) {
                   " refused this job key: the attempt it belongs to is not running");
     }
     if (items[2].revents & ZMQ_POLLIN) {
-      signalfd_siginfo info{};
-      while (read(sfd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-        stopping_signal = static_cast<int>(info.ssi_signo);
-      }
+      for (const int sig : signals->Take()) stopping_signal = sig;
+      if (stopping_signal == 0) continue;  // woken, but the signal was not one of ours
       trainlet::v1::Envelope cancel;
       cancel.mutable_exec_cancel()->set_exec_id(exec_id);
       cancel.mutable_exec_cancel()->set_reason(std::string("trainlet-exec got ") +

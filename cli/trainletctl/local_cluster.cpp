@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "common/curve_keys.h"
+#include "common/platform/process_info.h"
 #include "trainletctl/client_config.h"
 #include "trainletctl/coordinator_client.h"
 
@@ -28,9 +29,8 @@ using namespace std::chrono_literals;
 namespace {
 
 std::string SelfDir() {
-  std::error_code ec;
-  auto exe = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? "." : exe.parent_path().string();
+  const std::string exe = platform::ExecutablePath();
+  return exe.empty() ? "." : fs::path(exe).parent_path().string();
 }
 
 // The daemons sit next to trainletctl, both in a build tree (build/bin) and when installed.
@@ -48,26 +48,14 @@ std::string FindRuntimesDir() {
   return "";
 }
 
-// Field 22 of /proc/<pid>/stat: start time in clock ticks since boot; "" when gone.
-std::string ProcessStartTime(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!std::getline(in, stat)) return "";
-  const auto close = stat.rfind(')');
-  if (close == std::string::npos) return "";
-  std::istringstream rest(stat.substr(close + 2));
-  std::string field;
-  for (int i = 3; i <= 22 && rest >> field; ++i) {
-  }
-  return field;
+// The start time a pid file records with the pid (platform::ProcessStartTime); "" when gone.
+std::string StartTimeText(pid_t pid) {
+  const auto start = platform::ProcessStartTime(pid);
+  return start ? std::to_string(*start) : "";
 }
 
 bool IsZombieOrGone(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!std::getline(in, stat)) return true;
-  const auto close = stat.rfind(')');
-  return close == std::string::npos || stat.size() < close + 3 || stat[close + 2] == 'Z';
+  return !platform::ProcessStartTime(pid) || platform::IsZombie(pid);
 }
 
 // Starts a daemon in its own session (so it outlives this command), output to `log`.
@@ -93,7 +81,7 @@ Result<pid_t> SpawnDaemon(const std::vector<std::string>& argv, const std::strin
 
 Status WritePidFile(const std::string& path, pid_t pid) {
   std::ofstream out(path, std::ios::trunc);
-  out << pid << " " << ProcessStartTime(pid) << "\n";
+  out << pid << " " << StartTimeText(pid) << "\n";
   if (!out.flush()) return IoError("cannot write " + path);
   return Status::Ok();
 }
@@ -167,7 +155,7 @@ Status LocalUp(const LocalUpOptions& o) {
     pid_t pid = 0;
     std::string start;
     in >> pid >> start;
-    if (pid > 0 && ProcessStartTime(pid) == start) {
+    if (pid > 0 && StartTimeText(pid) == start) {
       return Status(ErrorCode::kExists, "a local cluster is already running in " + dir +
                                             " (stop it with: trainletctl local down --dir " + dir +
                                             ")");
@@ -320,7 +308,7 @@ Status LocalDown(const std::string& dir, int timeout_s) {
     pid_t pid = 0;
     std::string start;
     in >> pid >> start;
-    if (pid > 0 && !start.empty() && ProcessStartTime(pid) == start) {
+    if (pid > 0 && !start.empty() && StartTimeText(pid) == start) {
       live.emplace_back(f.stem().string(), pid);
     }
   }

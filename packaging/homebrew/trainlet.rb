@@ -1,7 +1,11 @@
 # Homebrew formula for trainlet: `brew install --HEAD ./packaging/homebrew/trainlet.rb`, or from a
 # tap once a release is tagged. The agent runs as a launchd service: `brew services start trainlet`
-# (see docs/operations.md, "macOS"). Not buildable yet: the daemons' event loops use Linux's
-# epoll, signalfd and timerfd, and the macOS (kqueue) port has not landed.
+# (see docs/operations.md, "macOS"). What macOS needs differently is in common/platform/: signals
+# through a self-pipe, kqueue for readiness sets, timers, step exits and step files, proc_pidinfo
+# and sysctl for process facts; no libsystemd (the journal and sd_notify are compiled out). The
+# portable half of that code is built and tested on Linux (scripts/test-portable, Debian 12); the
+# macOS-only half (kqueue, proc_pidinfo, sysctl, SO_NOSIGPIPE, POSIX_SPAWN_CLOEXEC_DEFAULT) has
+# not yet been compiled on a Mac: the first `brew install --HEAD` is its first build.
 class Trainlet < Formula
   desc "Run Kubeflow Trainer v2 TrainJobs on bare-metal Linux and macOS nodes"
   # Placeholders for the project's public repository. A release fills in the tag's source

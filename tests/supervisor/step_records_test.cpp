@@ -130,15 +130,6 @@ TEST(StepRecords, RandomBytesNeverCrash) {
   EXPECT_GT(accepted, 0u);
 }
 
-TEST(StepRecords, ProcessStartTimeNamesOneProcess) {
-  auto self = ProcessStartTime(getpid());
-  ASSERT_TRUE(self.has_value());
-  EXPECT_GT(*self, 0u);
-  EXPECT_EQ(ProcessStartTime(getpid()), self);
-  EXPECT_FALSE(IsZombie(getpid()));
-  EXPECT_FALSE(ProcessStartTime(99'999'999).has_value());  // above any pid_max
-  EXPECT_FALSE(ProcessStartTime(0).has_value());
-}
 
 TEST(StepLaunch, RoundTripAndEnv) {
   StepLaunch l;

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include "agent/process_spawner.h"
 #include "agent/step/step_records.h"
 #include "agent/worker_supervisor.h"
+#include "common/platform/process_info.h"
 
 namespace trainlet::agent {
 namespace {
@@ -34,7 +34,7 @@ std::string ReadFile(const fs::path& path) {
   return ss.str();
 }
 
-bool Alive(pid_t pid) { return kill(pid, 0) == 0 && !step::IsZombie(pid); }
+bool Alive(pid_t pid) { return kill(pid, 0) == 0 && !platform::IsZombie(pid); }
 
 class StepSupervisorTest : public ::testing::Test {
  protected:
@@ -314,7 +314,7 @@ TEST_F(StepSupervisorTest, ReadoptedAfterTheSupervisorIsRecreated) {
   EXPECT_EQ(exits[1].rank, 2u);
   EXPECT_EQ(exits[1].exit_code, 2);
 
-  // The adopted step is stopped through its pidfd; the rank's exit code comes through.
+  // The adopted step is stopped through its process handle; the rank's exit code comes through.
   sup2.Stop("job-a", 1, 5s, Clock::now());
   auto last = WaitExits(1);
   ASSERT_EQ(last.size(), 1u);
