@@ -21,6 +21,7 @@
 
 #include "common/curve_keys.h"
 #include "common/envelope.h"
+#include "common/handshake_monitor.h"
 #include "common/platform/signal_watch.h"
 #include "common/zmq_sockets.h"
 
@@ -106,15 +107,9 @@ int main(int argc, char** argv) {
   auto sock = trainlet::ConnectCurveDealer(ctx, endpoint, server, mine);
   if (!sock.ok()) return Fail(sock.status().message());
   zmq::socket_t& s = *sock;
-  zmq::socket_t monitor(ctx, zmq::socket_type::pair);
   // Handshake failures end the command; a success sends the request at once instead of at the
   // next retry tick.
-  zmq_socket_monitor(s.handle(), "inproc://trainlet-exec-monitor",
-                     ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
-                         ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                         ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL);
-  monitor.set(zmq::sockopt::linger, 0);
-  monitor.connect("inproc://trainlet-exec-monitor");
+  trainlet::HandshakeMonitor handshakes(ctx, s, "trainlet-exec-monitor");
 
   const uint64_t exec_id = std::random_device{}() | 1ull << 40;
   trainlet::v1::Envelope request;
@@ -151,22 +146,17 @@ int main(int argc, char** argv) {
                   "; the remote command on " + host + " will be stopped");
     }
     zmq_pollitem_t items[] = {{s.handle(), 0, ZMQ_POLLIN, 0},
-                              {monitor.handle(), 0, ZMQ_POLLIN, 0},
+                              {handshakes.handle(), -1, ZMQ_POLLIN, 0},
                               {nullptr, signals->fd(), ZMQ_POLLIN, 0}};
     zmq_poll(items, 3, sent ? 250 : (connected ? 1 : 20));
     if (items[1].revents & ZMQ_POLLIN) {
-      zmq::message_t event;
-      (void)monitor.recv(event);
-      zmq::message_t address;
-      if (event.more()) (void)monitor.recv(address);
-      uint16_t what = 0;
-      if (event.size() >= 2) std::memcpy(&what, event.data(), 2);
-      if (what == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
-        connected = true;
-        continue;
+      const auto event = handshakes.Read();
+      if (event == trainlet::HandshakeEvent::kSucceeded) connected = true;
+      if (event == trainlet::HandshakeEvent::kRefusedKey || event == trainlet::HandshakeEvent::kFailed) {
+        return Fail("the coordinator at " + endpoint +
+                    " refused this job key: the attempt it belongs to is not running");
       }
-      return Fail("the coordinator at " + endpoint +
-                  " refused this job key: the attempt it belongs to is not running");
+      continue;
     }
     if (items[2].revents & ZMQ_POLLIN) {
       for (const int sig : signals->Take()) stopping_signal = sig;
