@@ -23,7 +23,7 @@ namespace {
 // a reason rather than starting ranks on ports that are no longer theirs.
 constexpr int kExpiredMemory = 10;
 
-std::optional<uint32_t> ParsePort(std::string_view s) {
+std::optional<uint32_t> ParseUint32(std::string_view s) {
   uint32_t v = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
@@ -39,8 +39,8 @@ Result<PortRange> ParsePortRange(std::string_view text, std::string_view key) {
   const size_t dash = text.find('-');
   if (dash == std::string_view::npos)
     return bad("must be a port range LOW-HIGH such as 20000-29999");
-  auto low = ParsePort(text.substr(0, dash));
-  auto high = ParsePort(text.substr(dash + 1));
+  auto low = ParseUint32(text.substr(0, dash));
+  auto high = ParseUint32(text.substr(dash + 1));
   if (!low || !high) return bad("must be a port range LOW-HIGH such as 20000-29999");
   if (*low < 1 || *high > 65535) return bad("ports must be from 1 to 65535");
   if (*low > *high) return bad("LOW must not be above HIGH");
@@ -307,12 +307,12 @@ std::vector<PortReservations::AttemptKey> PortReservations::Restore(Clock::time_
     std::istringstream fields(line);
     std::string job, attempt_text, phase, ports_text, extra;
     fields >> job >> attempt_text >> phase >> ports_text;
-    const auto attempt = ParsePort(attempt_text);  // any uint32
+    const auto attempt = ParseUint32(attempt_text);
     std::vector<uint32_t> ports;
     bool ok = !job.empty() && attempt && (phase == "held" || phase == "handed") && !(fields >> extra);
     for (size_t start = 0; ok && start <= ports_text.size();) {
       const size_t comma = std::min(ports_text.find(',', start), ports_text.size());
-      const auto port = ParsePort(std::string_view(ports_text).substr(start, comma - start));
+      const auto port = ParseUint32(std::string_view(ports_text).substr(start, comma - start));
       ok = port && *port >= range_.low && *port <= range_.high && owned_.count(*port) == 0;
       if (ok) ports.push_back(*port);
       start = comma + 1;

@@ -114,6 +114,32 @@ retry_runtime_yaml() {
   printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: ClusterTrainingRuntime\nmetadata:\n  name: %s\nspec:\n  mlPolicy:\n    numNodes: 1\n  template:\n    spec:\n      failurePolicy:\n        maxRestarts: %s\n      replicatedJobs:\n        - name: node\n          template:\n            spec:\n              template:\n                spec:\n                  containers:\n                    - name: node\n' "$1" "$2"
 }
 
+# start_sleeper_pair JOB: applies a 2-node job of `/bin/sleep 300` on a plain runtime allowing 3
+# restarts (plain-retry), waits until attempt 1 is Running, starts the attempt sampler on it, and
+# sets VICTIM (the node of node rank 0), VICTIM_INDEX (its number) and VICTIM_PID (its rank's pid).
+start_sleeper_pair() {
+  local job=$1
+  { retry_runtime_yaml plain-retry 3; echo "---"
+    printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: %s\n' "$job"
+    printf 'spec:\n  runtimeRef:\n    name: plain-retry\n  trainer:\n    numNodes: 2\n'
+    printf '    command: ["/bin/sleep", "300"]\n'; } > "$WORK/$job.yaml"
+  "$CTL" apply -f "$WORK/$job.yaml" >/dev/null
+  wait_for 20 sh -c "'$CTL' get trainjobs $job | grep -qE 'Running +2 +2 +1 '" \
+    || fail "$job never Running: $("$CTL" describe trainjob "$job")"
+  start_attempt_sampler "$job"  # never two attempts alive at once
+  VICTIM=$("$CTL" get trainjobs "$job" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["placement"][0])')
+  VICTIM_INDEX=${VICTIM#node-}
+  VICTIM_PID=$(rank_pid_on "$job" "$VICTIM")
+}
+
+# rank_pid_on JOB NODE: the pid of JOB's (first) rank on NODE.
+rank_pid_on() {
+  "$CTL" get trainjobs "$1" -o json | python3 -c '
+import json, sys
+job = json.load(sys.stdin)["jobs"][0]
+print(next(r["pid"] for r in job["ranks"] if r["node"] == sys.argv[1]))' "$2"
+}
+
 # attempts_running JOB: the attempts (TRAINLET_ATTEMPT) that have a live rank of JOB, each
 # followed by a space.
 attempts_running() {

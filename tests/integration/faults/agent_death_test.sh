@@ -13,31 +13,10 @@ source "$(dirname "$0")/../netns_lib.sh"
 GRACE_MS=3000
 NETNS_COORDINATOR_FLAGS=(--partition-grace-ms "$GRACE_MS")
 start_netns_cluster 3
-{ retry_runtime_yaml plain-retry 3; echo "---"; cat <<'EOF'; } > "$WORK/orphan.yaml"
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata:
-  name: orphan
-spec:
-  runtimeRef:
-    name: plain-retry
-  trainer:
-    numNodes: 2
-    command: ["/bin/sleep", "300"]
-EOF
-"$CTL" apply -f "$WORK/orphan.yaml" >/dev/null
-wait_for 20 sh -c "'$CTL' get trainjobs orphan | grep -qE 'Running +2 +2 +1 '" \
-  || fail "orphan never Running: $("$CTL" describe trainjob orphan)"
-
-start_attempt_sampler orphan  # never two attempts alive at once (lib.sh)
-
-victim=$("$CTL" get trainjobs orphan -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["placement"][0])')
-index=${victim#node-}
-agent_pid=${EXTRA_PIDS[$index]}  # start_netns_cluster: coordinator, then node-1..3
-stale_pid=$("$CTL" get trainjobs orphan -o json | python3 -c '
-import json, sys
-job = json.load(sys.stdin)["jobs"][0]
-print(next(r["pid"] for r in job["ranks"] if r["node"] == sys.argv[1]))' "$victim")
+start_sleeper_pair orphan
+victim=$VICTIM
+agent_pid=${EXTRA_PIDS[$VICTIM_INDEX]}  # start_netns_cluster: coordinator, then node-1..3
+stale_pid=$VICTIM_PID
 step_pid=$(awk '{print $4}' "/proc/$stale_pid/stat")  # the rank's parent: its step
 grep -q trainlet-step "/proc/$step_pid/cmdline" || fail "rank $stale_pid's parent $step_pid is not a trainlet-step"
 log "killing the agent of $victim (pid $agent_pid); its rank $stale_pid runs under step $step_pid"

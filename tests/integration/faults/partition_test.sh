@@ -18,33 +18,10 @@ if [ "$NETNS_MODE" != netns ]; then
   exit 77
 fi
 
-{ retry_runtime_yaml plain-retry 3; echo "---"; cat <<'EOF'; } > "$WORK/split.yaml"
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata:
-  name: split
-spec:
-  runtimeRef:
-    name: plain-retry
-  trainer:
-    numNodes: 2
-    command: ["/bin/sleep", "300"]
-EOF
-"$CTL" apply -f "$WORK/split.yaml" >/dev/null
-wait_for 20 sh -c "'$CTL' get trainjobs split | grep -qE 'Running +2 +2 +1 '" \
-  || fail "split never Running: $("$CTL" describe trainjob split)"
-
-start_attempt_sampler split  # never two attempts alive at once (lib.sh)
-
-victim=$("$CTL" get trainjobs split -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["placement"][0])')
-index=${victim#node-}
-victim_rank_pid() {
-  "$CTL" get trainjobs split -o json | python3 -c '
-import json, sys
-job = json.load(sys.stdin)["jobs"][0]
-print(next(r["pid"] for r in job["ranks"] if r["node"] == sys.argv[1]))' "$victim"
-}
-stale_pid=$(victim_rank_pid)
+start_sleeper_pair split
+victim=$VICTIM
+index=$VICTIM_INDEX
+stale_pid=$VICTIM_PID
 kill -0 "$stale_pid" || fail "the victim's rank $stale_pid is not alive"
 log "cutting $victim (host $index) off the bridge; its rank is pid $stale_pid"
 netns_link "$index" down
