@@ -569,8 +569,10 @@ void Agent::OnChildExits() {
     ev->set_signal(e.signal);
     ev->set_message(e.message);
     ev->set_unix_ms(NowUnixMs());
-    spdlog::info("rank {} of {} attempt {} exited: code {} signal {}", e.rank, e.job, e.attempt,
-                 e.exit_code, e.signal);
+    // A rank that failed is worth a line at info; the thousands that end well are not.
+    spdlog::log(e.exit_code != 0 || e.signal != 0 ? spdlog::level::info : spdlog::level::debug,
+                "rank {} of {} attempt {} exited: code {} signal {}", e.rank, e.job, e.attempt,
+                e.exit_code, e.signal);
     SendEvent(std::move(env));
     supervisor_->ExitReported(e, events_.last_seq());  // its step record goes once acked
   }

@@ -70,15 +70,17 @@ Result<std::string> ResolveProgram(const std::string& name, const std::vector<st
                      "spawn " + name + " (searched PATH=" + path + ")");
 }
 
-// Opens the log for appending, O_CLOEXEC so only the dup2'd copies reach the child.
-Result<int> OpenLog(const std::string& log_path) {
+}  // namespace
+
+// O_CLOEXEC, so only the dup2'd copies reach the child.
+Result<int> OpenWorkerLog(const std::string& log_path, bool create_parent) {
   if (log_path.empty()) {
     int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (fd < 0) return ErrnoStatus(errno, "open /dev/null");
     return fd;
   }
   std::filesystem::path parent = std::filesystem::path(log_path).parent_path();
-  if (!parent.empty()) {
+  if (create_parent && !parent.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(parent, ec);
     if (ec) return IoError("log dir " + parent.string() + ": " + ec.message());
@@ -95,6 +97,8 @@ Result<int> OpenLog(const std::string& log_path) {
   }
   return fd;
 }
+
+namespace {
 
 class PosixProcessSpawner final : public ProcessSpawner {
  public:
@@ -113,7 +117,11 @@ class PosixProcessSpawner final : public ProcessSpawner {
         return ErrnoStatus(ENOTDIR, "spawn " + program + ": cwd " + request.cwd);
     }
     TRAINLET_ASSIGN_OR_RETURN(std::string path, ResolveProgram(program, request.envp, request.cwd));
-    TRAINLET_ASSIGN_OR_RETURN(int log_fd, OpenLog(request.log_path));
+    // Both streams redirected by the caller: no log file to open.
+    int log_fd = -1;
+    if (request.stdout_fd < 0 || request.stderr_fd < 0) {
+      TRAINLET_ASSIGN_OR_RETURN(log_fd, OpenWorkerLog(request.log_path));
+    }
 
     std::vector<char*> argv;
     argv.reserve(request.argv.size() + 1);
@@ -164,7 +172,7 @@ class PosixProcessSpawner final : public ProcessSpawner {
       if (const int err = platform::BindThisThread(request.cpus, &saved); err != 0) {
         posix_spawn_file_actions_destroy(&actions);
         posix_spawnattr_destroy(&attr);
-        close(log_fd);
+        if (log_fd >= 0) close(log_fd);
         std::string cpus;
         for (unsigned c : request.cpus) cpus += (cpus.empty() ? "" : ",") + std::to_string(c);
         return InvalidError("spawn " + program + ": cannot bind to CPUs " + cpus + ": " +
@@ -177,7 +185,7 @@ class PosixProcessSpawner final : public ProcessSpawner {
     if (bind) platform::RestoreThisThread(saved);
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attr);
-    close(log_fd);
+    if (log_fd >= 0) close(log_fd);
     if (rc != 0) {
       std::string what = "spawn " + program;
       if (path != program) what += " (" + path + ")";

@@ -291,15 +291,18 @@ std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerL
     }
   }
   // Exits that came in already stay in `records`: replay them after the starts are reported.
+  // One line for the step at info, one per rank at debug: a 4,096-rank job is one line.
+  size_t started = 0;
   for (size_t k = 0; k < index.size(); ++k) {
     const WorkerLaunch& l = launches[index[k]];
     const std::string who =
         "job " + job + " attempt " + std::to_string(attempt) + " rank " + std::to_string(l.rank);
     if (auto it = s.live.find(l.rank); it != s.live.end()) {
       results[index[k]] = it->second.pid;
-      spdlog::info("supervisor: {} local_rank {} started as pid {} under step {} (log {})", who,
-                   l.local_rank, it->second.pid, s.pid,
-                   l.log_path.empty() ? "discarded" : l.log_path);
+      ++started;
+      spdlog::debug("supervisor: {} local_rank {} started as pid {} under step {} (log {})", who,
+                    l.local_rank, it->second.pid, s.pid,
+                    l.log_path.empty() ? "discarded" : l.log_path);
     } else if (auto f = failed.find(l.rank); f != failed.end()) {
       results[index[k]] = InternalError(who + ": " + f->second);
       spdlog::warn("supervisor: {} failed to start: {}", who, f->second);
@@ -309,6 +312,10 @@ std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerL
           (is_ready ? std::string("did not start it") : "ended or hung before starting it") +
           "; see " + s.dir + "/step.log");
     }
+  }
+  if (started != 0) {
+    spdlog::info("supervisor: job {} attempt {}: {} rank(s) started under step {} ({})", job,
+                 attempt, started, s.pid, s.dir);
   }
   if (!is_ready) {
     spdlog::error("supervisor: step of job {} attempt {} (pid {}) did not report ready", job,
@@ -371,13 +378,9 @@ void WorkerSupervisor::ApplyStepRecords(Step& s, const std::vector<StepRecord>& 
         auto it = s.live.find(r.rank);
         if (it == s.live.end()) break;  // reported already
         WorkerExit e{s.job, s.attempt, r.rank, r.pid, r.exit_code, r.signal, ""};
-        if (r.signal != 0) {
-          spdlog::info("supervisor: job {} attempt {} rank {} (pid {}) killed by {}", s.job,
-                       s.attempt, r.rank, r.pid, strsignal(r.signal));
-        } else {
-          spdlog::info("supervisor: job {} attempt {} rank {} (pid {}) exited with code {}", s.job,
-                       s.attempt, r.rank, r.pid, r.exit_code);
-        }
+        // The agent logs each exit it reports; this line only adds the pid.
+        spdlog::debug("supervisor: job {} attempt {} rank {} (pid {}) exited: code {} signal {}",
+                      s.job, s.attempt, r.rank, r.pid, r.exit_code, r.signal);
         exits->push_back(std::move(e));
         s.returned.emplace(r.rank, 0);
         s.live.erase(it);

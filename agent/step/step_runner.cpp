@@ -84,28 +84,51 @@ class Step {
     return 2;
   }
 
+  static Result<pid_t> Spawn(agent::ProcessSpawner& spawner, const StepRank& r,
+                             std::vector<std::string> envp, int log_fd) {
+    agent::ProcessSpawner::Request request;
+    request.argv = r.argv;
+    request.envp = std::move(envp);
+    request.cwd = r.cwd;
+    request.stdout_fd = log_fd;
+    request.stderr_fd = log_fd;
+    request.cpus = r.cpus;
+    return spawner.Spawn(request);
+  }
+
+  // Starts every rank, then reads their start times (a /proc read each, which cannot change
+  // before the step reaps them) once all of them run, and appends one batch of S and F records.
   void StartRanks() {
+    const size_t n = launch_.ranks.size();
     auto spawner = agent::MakePosixProcessSpawner();
-    std::string batch;
-    for (const StepRank& r : launch_.ranks) {
-      agent::ProcessSpawner::Request request;
-      request.argv = r.argv;
-      request.envp = BuildWorkerEnv(launch_.base_env, r.env);
-      request.cwd = r.cwd;
-      request.log_path = r.log_path;
-      request.cpus = r.cpus;
-      Result<pid_t> pid = spawner->Spawn(request);
-      StepRecord rec;
+    std::vector<StepRecord> records(n);
+    std::string last_parent;
+    for (size_t i = 0; i < n; ++i) {
+      const StepRank& r = launch_.ranks[i];
+      StepRecord& rec = records[i];
       rec.rank = r.rank;
+      // Ranks share their log directory: it is created (if need be) for the first of them only.
+      const std::string parent = r.log_path.substr(0, r.log_path.rfind('/') + 1);
+      Result<int> log = agent::OpenWorkerLog(r.log_path, parent != last_parent);
+      if (log.ok()) last_parent = parent;
+      Result<pid_t> pid = log.ok()
+                              ? Spawn(*spawner, r, BuildWorkerEnv(launch_.base_env, r.env), *log)
+                              : Result<pid_t>(log.status());
+      if (log.ok()) close(*log);
       if (pid.ok()) {
         rec.kind = StepRecord::Kind::kStarted;
         rec.pid = *pid;
-        // The child cannot be reaped before we wait for it, so its start time is there.
-        rec.start_time = platform::ProcessStartTime(*pid).value_or(0);
         live_[*pid] = Rank{r.rank};
       } else {
         rec.kind = StepRecord::Kind::kStartFailed;
         rec.message = pid.status().message();
+      }
+    }
+
+    std::string batch;
+    for (StepRecord& rec : records) {
+      if (rec.kind == StepRecord::Kind::kStarted) {
+        rec.start_time = platform::ProcessStartTime(rec.pid).value_or(0);
       }
       batch += EncodeRecord(rec);
     }

@@ -529,5 +529,44 @@ TEST_F(SupervisorTest, MicroMeasureSpawn64True) {
       static_cast<long long>(us(t2 - t0)));
 }
 
+// OpenWorkerLog is what lets trainlet-step open a rank's log itself and hand it to Spawn.
+TEST(OpenWorkerLogTest, CreatesTheLogAndOptionallyItsDirectory) {
+  const fs::path dir = fs::temp_directory_path() / ("owl-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  const std::string nested = (dir / "a" / "rank-0.log").string();
+
+  // Without create_parent a missing directory is an Io error naming the file.
+  Result<int> missing = OpenWorkerLog(nested, /*create_parent=*/false);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), ErrorCode::kIo);
+  EXPECT_NE(missing.status().message().find(nested), std::string::npos);
+
+  Result<int> fd = OpenWorkerLog(nested);
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  EXPECT_GT(*fd, STDERR_FILENO);
+  EXPECT_NE(fcntl(*fd, F_GETFD) & FD_CLOEXEC, 0);
+
+  // Both streams given: Spawn writes to them and never touches log_path.
+  auto spawner = MakePosixProcessSpawner();
+  ProcessSpawner::Request request;
+  request.argv = {"/bin/sh", "-c", "echo out; echo err >&2"};
+  request.envp = {"PATH=/bin:/usr/bin"};
+  request.log_path = (dir / "not-a-dir" / "x" / "never.log").string();
+  request.stdout_fd = *fd;
+  request.stderr_fd = *fd;
+  Result<pid_t> pid = spawner->Spawn(request);
+  close(*fd);
+  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+  int status = 0;
+  ASSERT_EQ(waitpid(*pid, &status, 0), *pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  std::ifstream in(nested);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(), "out\nerr\n");
+  EXPECT_FALSE(fs::exists(dir / "not-a-dir"));
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace trainlet::agent
