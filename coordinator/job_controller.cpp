@@ -306,7 +306,11 @@ bool JobController::TryPlace(Job& job, std::map<std::string, uint32_t>& used, in
   req.attempt = st.attempt() + 1;
   for (const auto& n : placement->nodes) {
     const NodeEntry* e = registry_->Find(n);
-    req.nodes.push_back({n, e->info.address(), e->info.hostname(), e->info.topology()});
+    PlacedNode& placed = req.nodes.emplace_back();
+    placed.name = n;
+    placed.address = e->info.address();
+    placed.hostname = e->info.hostname();
+    placed.topology = e->info.topology();
   }
   if (job.plugin->UsesExec()) {
     // A fresh launcher key per attempt: a stale launcher cannot start anything in the next one.

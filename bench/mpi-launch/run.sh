@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/mpi-launch: the allreduce example (3 hosts x 2 ranks, OpenMPI 4.1) launched two ways on
 # the same three namespace hosts, in the same run:
-#   trainlet  `trainletctl apply` -> `trainletctl wait --for=condition=Complete` returning; mpirun
+#   trainlet  `trainletctl apply --wait` returning (submitted, then Complete); mpirun
 #             runs on host1 and starts its remote daemons through trainlet-exec and the agents.
 #   ssh       what Kubeflow's MPI runtime does: an sshd in every host, keys made by this script,
 #             and `mpirun` on host1 starting its remote daemons over ssh; the whole mpirun is timed.
@@ -192,8 +192,8 @@ run_trainlet() {
   local name=$1 file t0 t1 out
   file=$(write_trainjob "$name")
   t0=$(now)
-  "$CTL" apply -f "$file" > /dev/null
-  if ! "$CTL" wait "trainjob/$name" --for=condition=Complete --timeout=120s > /dev/null; then
+  # One CLI process that submits and blocks until Complete, as `sbatch --wait` or `mpirun` block.
+  if ! "$CTL" apply -f "$file" --wait --timeout=120s > /dev/null; then
     fail "trainlet run $name did not complete: $("$CTL" describe trainjob "$name" 2>&1)
 $("$CTL" logs "$name" 2>&1 || true)"
   fi
