@@ -114,6 +114,22 @@ class PosixProcessSpawner final : public ProcessSpawner {
     }
     TRAINLET_ASSIGN_OR_RETURN(std::string path, ResolveProgram(program, request.envp, request.cwd));
     TRAINLET_ASSIGN_OR_RETURN(int log_fd, OpenLog(request.log_path));
+    int err_fd = log_fd;
+    if (!request.stderr_path.empty()) {
+      Result<int> opened = OpenLog(request.stderr_path);
+      if (!opened.ok()) {
+        close(log_fd);
+        return opened.status();
+      }
+      err_fd = *opened;
+    }
+    // Closes the stderr file when it is not the log (every return below).
+    struct CloseErr {
+      int fd, log;
+      ~CloseErr() {
+        if (fd != log) close(fd);
+      }
+    } close_err{err_fd, log_fd};
 
     std::vector<char*> argv;
     argv.reserve(request.argv.size() + 1);
@@ -136,7 +152,7 @@ class PosixProcessSpawner final : public ProcessSpawner {
     step(posix_spawn_file_actions_adddup2(
         &actions, request.stdout_fd >= 0 ? request.stdout_fd : log_fd, STDOUT_FILENO));
     step(posix_spawn_file_actions_adddup2(
-        &actions, request.stderr_fd >= 0 ? request.stderr_fd : log_fd, STDERR_FILENO));
+        &actions, request.stderr_fd >= 0 ? request.stderr_fd : err_fd, STDERR_FILENO));
     // The agent's sockets, signal descriptor and logs are no business of a worker, CLOEXEC or
     // not.
     short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;

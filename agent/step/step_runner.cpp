@@ -93,6 +93,7 @@ class Step {
       request.envp = BuildWorkerEnv(launch_.base_env, r.env);
       request.cwd = r.cwd;
       request.log_path = r.log_path;
+      request.stderr_path = r.stderr_path;
       request.cpus = r.cpus;
       Result<pid_t> pid = spawner->Spawn(request);
       StepRecord rec;
