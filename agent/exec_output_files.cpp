@@ -29,10 +29,14 @@ Status GetUnsigned(const json& doc, const char* key, uint64_t max, uint64_t* out
 }  // namespace
 
 std::string EncodeExecRecord(const ExecSessionRecord& r) {
-  json doc = {{"version", kExecRecordVersion}, {"exec_id", r.exec_id},
-              {"job", r.job},                  {"attempt", r.attempt},
-              {"rank", r.rank},                {"grace_ms", r.grace_ms},
-              {"acked_stdout", r.acked_stdout}, {"acked_stderr", r.acked_stderr}};
+  json doc = {{"version", kExecRecordVersion},
+              {"exec_id", r.exec_id},
+              {"job", r.job},
+              {"attempt", r.attempt},
+              {"rank", r.rank},
+              {"grace_ms", r.grace_ms},
+              {"acked_stdout", r.acked_stdout},
+              {"acked_stderr", r.acked_stderr}};
   return doc.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 

@@ -26,11 +26,11 @@ namespace trainlet::agent {
 inline constexpr int kExecRecordVersion = 1;
 
 struct ExecSessionRecord {
-  uint64_t exec_id = 0;     // the coordinator's id of the session
+  uint64_t exec_id = 0;  // the coordinator's id of the session
   std::string job;
   uint32_t attempt = 0;
-  uint32_t rank = 0;        // the session's rank number in the supervisor (>= kExecRankBase)
-  uint32_t grace_ms = 0;    // SIGTERM to SIGKILL when it is cancelled
+  uint32_t rank = 0;          // the session's rank number in the supervisor (>= kExecRankBase)
+  uint32_t grace_ms = 0;      // SIGTERM to SIGKILL when it is cancelled
   uint64_t acked_stdout = 0;  // bytes of stdout the coordinator has relayed
   uint64_t acked_stderr = 0;
 

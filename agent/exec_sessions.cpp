@@ -67,8 +67,8 @@ void ExecSessions::Watch(Session& s) {
     s.out_watch = watch_->Add(s.dir + "/stdout");
     s.err_watch = watch_->Add(s.dir + "/stderr");
     if (s.out_watch < 0 || s.err_watch < 0) {
-      spdlog::warn("exec {}: cannot watch its output ({}): read on exit only",
-                   s.record.exec_id, std::strerror(errno));
+      spdlog::warn("exec {}: cannot watch its output ({}): read on exit only", s.record.exec_id,
+                   std::strerror(errno));
     }
   }
   UpdatePolling();
@@ -95,7 +95,8 @@ void ExecSessions::UpdatePolling() {
   }
   std::string error;
   poll_timer_ = platform::PeriodicTimer::Open(platform::FileWatch::kPollInterval, &error);
-  if (!poll_timer_) spdlog::error("exec sessions: cannot poll output ({}): read on exit only", error);
+  if (!poll_timer_)
+    spdlog::error("exec sessions: cannot poll output ({}): read on exit only", error);
 }
 
 void ExecSessions::Start(const v1::ExecStart& start, const std::map<std::string, std::string>& env,
@@ -133,8 +134,7 @@ void ExecSessions::Start(const v1::ExecStart& start, const std::map<std::string,
   launch.cwd = cwd;
   launch.log_path = s.dir + "/stdout";
   launch.stderr_path = s.dir + "/stderr";
-  auto started =
-      supervisor_->StartStep({launch}, std::chrono::milliseconds(s.record.grace_ms));
+  auto started = supervisor_->StartStep({launch}, std::chrono::milliseconds(s.record.grace_ms));
   if (started.empty() || !started[0].ok()) {
     // Nothing runs: the step, if it came up at all, ends by itself. Its exit record is not ours.
     const std::string why = started.empty() ? "not started" : started[0].status().message();
@@ -167,9 +167,10 @@ void ExecSessions::Restore() {
     next_rank_ = std::max(next_rank_, record->rank + 1);
     if (sessions_.count(record->exec_id) != 0) continue;
     if (!supervisor_->StepKnows(record->job, record->attempt, record->rank)) {
-      spdlog::warn("exec {} of {} attempt {}: no step ran it (the agent stopped before it "
-                   "started); reporting it as failed", record->exec_id, record->job,
-                   record->attempt);
+      spdlog::warn(
+          "exec {} of {} attempt {}: no step ran it (the agent stopped before it "
+          "started); reporting it as failed",
+          record->exec_id, record->job, record->attempt);
       Refuse(record->exec_id, "the trainlet agent restarted before the command started");
       fs::remove_all(dir, ec);
       continue;
@@ -180,9 +181,10 @@ void ExecSessions::Restore() {
     Status opened = s.out.Open(s.dir + "/stdout", record->acked_stdout);
     if (opened.ok()) opened = s.err.Open(s.dir + "/stderr", record->acked_stderr);
     if (!opened.ok()) spdlog::error("exec {}: {}", record->exec_id, opened.message());
-    spdlog::info("exec {} of {} attempt {}: adopted; resending output from byte {} (stdout) "
-                 "and {} (stderr)", record->exec_id, record->job, record->attempt,
-                 record->acked_stdout, record->acked_stderr);
+    spdlog::info(
+        "exec {} of {} attempt {}: adopted; resending output from byte {} (stdout) "
+        "and {} (stderr)",
+        record->exec_id, record->job, record->attempt, record->acked_stdout, record->acked_stderr);
     Session& kept = sessions_[record->exec_id] = std::move(s);
     Watch(kept);
     ReadOutput(kept);

@@ -194,7 +194,8 @@ TEST_F(ExecSessionsTest, SessionOutlivesTheAgentAndOnlyUnacknowledgedOutputIsRes
   const fs::path go = dir_ / "go";
   StartSession(9, "echo before; echo early-err >&2; while [ ! -e " + go.string() +
                       " ]; do sleep 0.02; done; echo after; exit 5");
-  ASSERT_TRUE(RunUntil([&] { return Stream(9, 1) == "before\n" && Stream(9, 2) == "early-err\n"; }));
+  ASSERT_TRUE(
+      RunUntil([&] { return Stream(9, 1) == "before\n" && Stream(9, 2) == "early-err\n"; }));
   const pid_t pid = SessionPid();
   ASSERT_GT(pid, 0);
   // The coordinator relayed 3 bytes of stdout and all of stderr; the rest of stdout was in

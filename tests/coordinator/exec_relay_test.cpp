@@ -1,10 +1,10 @@
 // ExecRelay's dedup rule for one output stream (ExecRelay::TrimRelayed): output a restarted agent
 // resends from the last acknowledged offset reaches trainlet-exec once, in order.
+#include "coordinator/exec_relay.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
-
-#include "coordinator/exec_relay.h"
 
 namespace trainlet::coordinator {
 namespace {
