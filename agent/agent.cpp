@@ -224,8 +224,11 @@ Status Agent::Init() {
   health_ = std::make_unique<HealthChecker>(config_.health, spawner_.get(), std::move(health_env),
                                             HealthChecker::GpuCounter{},
                                             HealthChecker::FreeSpace{}, accelerator_health);
-  exec_sessions_ =
-      std::make_unique<ExecSessions>(supervisor_.get(), [this](v1::Envelope e) { Send(std::move(e)); });
+  // Exec sessions run under steps too: take back those a previous agent left, before the first
+  // Reap() reports the exits recorded while no agent ran.
+  exec_sessions_ = std::make_unique<ExecSessions>(supervisor_.get(), config_.state_dir + "/exec",
+                                                  [this](v1::Envelope e) { Send(std::move(e)); });
+  exec_sessions_->Restore();
   rendezvous_ = std::make_unique<RendezvousServer>(config_.name, config_.state_dir,
                                                    [this](v1::Envelope e) { Send(std::move(e)); });
   TRAINLET_RETURN_IF_ERROR(rendezvous_->Bind(ctx_));
@@ -621,6 +624,8 @@ void Agent::OnMessage(const v1::Envelope& env) {
         events_.Ack(env.heartbeat_ack().acked_event_seq());
         supervisor_->ReportsAcked(env.heartbeat_ack().acked_event_seq());
       }
+      // The exec sessions the coordinator relays for this node stand whoever registered.
+      exec_sessions_->OnDelivered(env.heartbeat_ack().exec_sessions(), Clock::now());
       break;
     case v1::Envelope::kLaunchPlan: OnLaunchPlan(env.launch_plan()); break;
     case v1::Envelope::kStopWorkers: OnStopWorkers(env.stop_workers()); break;
@@ -723,9 +728,9 @@ Status Agent::Run() {
   }
   ops_->OnStopping();  // STOPPING=1
   if (!stop_workers_on_exit_) {
-    // SIGTERM (a restart, an upgrade): the steps and their ranks run on, and the next agent on
-    // this state dir adopts them. Exec sessions are the agent's own children and end here.
-    spdlog::info("agent {} stopping: {} ranks run on under their steps; ending {} exec session(s)",
+    // SIGTERM (a restart, an upgrade): the steps and their ranks run on, exec sessions included,
+    // and the next agent on this state dir adopts them. Only direct workers (none today) end.
+    spdlog::info("agent {} stopping: {} ranks run on under their steps, {} of them exec sessions",
                  config_.name, supervisor_->running(), exec_sessions_->size());
     supervisor_->KillDirectAndWait(std::chrono::seconds(10));
     return Status::Ok();

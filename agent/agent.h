@@ -60,9 +60,9 @@ class Agent {
   static Result<std::unique_ptr<Agent>> Create(AgentConfig config);
   ~Agent();
 
-  // Runs until SIGTERM, SIGINT or SIGUSR2. On SIGTERM and SIGINT (a restart) the ranks run on
-  // under their step processes, for the next agent on this state dir to adopt; only exec sessions
-  // end. On SIGUSR2 every worker is stopped first (`trainletctl local down`).
+  // Runs until SIGTERM, SIGINT or SIGUSR2. On SIGTERM and SIGINT (a restart) the ranks and exec
+  // sessions run on under their step processes, for the next agent on this state dir to adopt.
+  // On SIGUSR2 every worker is stopped first (`trainletctl local down`).
   Status Run();
 
  private:

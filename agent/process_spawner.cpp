@@ -117,11 +117,27 @@ class PosixProcessSpawner final : public ProcessSpawner {
         return ErrnoStatus(ENOTDIR, "spawn " + program + ": cwd " + request.cwd);
     }
     TRAINLET_ASSIGN_OR_RETURN(std::string path, ResolveProgram(program, request.envp, request.cwd));
-    // Both streams redirected by the caller: no log file to open.
+    // Opened only when a stream goes there: not when the caller redirected both.
     int log_fd = -1;
-    if (request.stdout_fd < 0 || request.stderr_fd < 0) {
+    if (request.stdout_fd < 0 || (request.stderr_fd < 0 && request.stderr_path.empty())) {
       TRAINLET_ASSIGN_OR_RETURN(log_fd, OpenWorkerLog(request.log_path));
     }
+    int err_fd = log_fd;
+    if (request.stderr_fd < 0 && !request.stderr_path.empty()) {
+      Result<int> opened = OpenWorkerLog(request.stderr_path);
+      if (!opened.ok()) {
+        if (log_fd >= 0) close(log_fd);
+        return opened.status();
+      }
+      err_fd = *opened;
+    }
+    // Closes the stderr file when it is not the log (every return below).
+    struct CloseErr {
+      int fd, log;
+      ~CloseErr() {
+        if (fd != log) close(fd);
+      }
+    } close_err{err_fd, log_fd};
 
     std::vector<char*> argv;
     argv.reserve(request.argv.size() + 1);
@@ -144,7 +160,7 @@ class PosixProcessSpawner final : public ProcessSpawner {
     step(posix_spawn_file_actions_adddup2(
         &actions, request.stdout_fd >= 0 ? request.stdout_fd : log_fd, STDOUT_FILENO));
     step(posix_spawn_file_actions_adddup2(
-        &actions, request.stderr_fd >= 0 ? request.stderr_fd : log_fd, STDERR_FILENO));
+        &actions, request.stderr_fd >= 0 ? request.stderr_fd : err_fd, STDERR_FILENO));
     // The agent's sockets, signal descriptor and logs are no business of a worker, CLOEXEC or
     // not.
     short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;

@@ -22,9 +22,12 @@ class ProcessSpawner {
     std::vector<std::string> envp;  // "K=V", the child's complete environment
     std::string cwd;                // working directory of the child; empty: the agent's own
     std::string log_path;           // stdout+stderr, appended; empty: /dev/null
+    // When not empty, stderr is appended here instead, and log_path takes stdout only (an exec
+    // session, whose two streams are relayed apart). Created like log_path.
+    std::string stderr_path;
     // When >= 0, the child's stdout / stderr is this descriptor (a pipe the caller reads, or a
     // log the caller opened with OpenWorkerLog) instead of the log file; with both set, log_path
-    // is not opened. Still owned by the caller, who closes its copy after Spawn.
+    // and stderr_path are not opened. Still owned by the caller, who closes its copy after Spawn.
     int stdout_fd = -1;
     int stderr_fd = -1;
     // When not empty, the child's CPU affinity: the spawning thread binds itself to these CPUs,

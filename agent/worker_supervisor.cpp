@@ -60,6 +60,7 @@ Result<pid_t> WorkerSupervisor::Start(const WorkerLaunch& launch) {
   request.envp = step::BuildWorkerEnv(base_env_, launch.env);
   request.cwd = launch.cwd;
   request.log_path = launch.log_path;
+  request.stderr_path = launch.stderr_path;
   request.stdout_fd = launch.stdout_fd;
   request.stderr_fd = launch.stderr_fd;
   request.cpus = launch.cpus;
@@ -115,6 +116,15 @@ void WorkerSupervisor::StopRank(const std::string& job, uint32_t attempt, uint32
                                 std::chrono::milliseconds grace, Clock::time_point now) {
   for (auto& [pid, w] : workers_) {
     if (w.job == job && w.attempt == attempt && w.rank == rank) StopWorker(pid, w, grace, now);
+  }
+  for (auto& [id, st] : steps_) {
+    if (st.job != job || st.attempt != attempt || !st.live.contains(rank)) continue;
+    if (st.live.size() == 1) {
+      StopStep(st, grace, now);
+    } else {
+      spdlog::warn("supervisor: {} shares its step with {} other rank(s): not stopped alone",
+                   Describe(job, attempt, rank), st.live.size() - 1);
+    }
   }
 }
 

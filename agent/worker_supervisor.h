@@ -9,9 +9,10 @@
 //    status (DESIGN "State and scale"). A step whose process died before its ranks' exits were
 //    recorded has its surviving ranks SIGKILLed and reported as exited with code 255 and the
 //    message "step process died; exit status unknown".
-//  - Direct workers (Start): children of the agent itself, used for trainlet-exec sessions,
-//    whose output is piped to the agent. They do not survive the agent: KillDirectAndWait ends
-//    them at shutdown.
+//    trainlet-exec sessions run the same way, each under a step of its own (one rank), so a
+//    session can be stopped alone (StopRank) and outlives the agent like any rank.
+//  - Direct workers (Start): children of the agent itself, their output optionally piped to the
+//    caller. They do not survive the agent: KillDirectAndWait ends them at shutdown.
 //
 // Threading: single-threaded. Every method is called from the agent's event loop only; there are
 // no locks. The loop reads SIGCHLD from its SignalWatch; on SIGCHLD, and whenever wake_fd() is
@@ -67,6 +68,7 @@ struct WorkerLaunch {
   std::map<std::string, std::string> env;  // set on top of the supervisor's base env
   std::string cwd;                         // empty: the agent's cwd
   std::string log_path;                    // stdout+stderr, appended; empty: discarded
+  std::string stderr_path;                 // not empty: stderr here, log_path has stdout only
   int stdout_fd = -1;  // >= 0: stdout goes here instead (caller's pipe); direct workers only
   int stderr_fd = -1;  // >= 0: stderr goes here instead (caller's pipe); direct workers only
   std::vector<unsigned> cpus;  // CPU affinity of the worker; empty: the agent's
@@ -153,6 +155,12 @@ class WorkerSupervisor {
   // exit (ExitReported) and passes on the coordinator's cumulative acknowledgements.
   void ExitReported(const WorkerExit& exit, uint64_t seq);
   void ReportsAcked(uint64_t seq);
+  // For ranks whose exit the caller delivers by its own means (exec sessions): the exit of
+  // (job, attempt, rank) needs no acknowledgement; its step's directory goes once the step is done.
+  void ExitDelivered(const std::string& job, uint32_t attempt, uint32_t rank);
+  // True when a step knows the rank (started, failed to start, or exited with the exit not yet
+  // delivered): its exit comes, or came, from Reap. False for direct workers.
+  bool StepKnows(const std::string& job, uint32_t attempt, uint32_t rank) const;
 
   // Asks every worker of (job, attempt) to stop, or of every attempt of the job when attempt is 0:
   // SIGTERM to its process group now, SIGKILL once `grace` has passed (sent by Tick; at once when
@@ -161,8 +169,9 @@ class WorkerSupervisor {
   // A step is asked instead (SIGTERM, then SIGUSR1 for "SIGKILL now"), and it signals its ranks.
   void Stop(const std::string& job, uint32_t attempt, std::chrono::milliseconds grace,
             Clock::time_point now);
-  // The same for one direct worker of an attempt (an exec session). Ranks of a step are stopped
-  // with their step only; for them this does nothing.
+  // The same for one worker of an attempt: a direct worker, or the only live rank of its step
+  // (an exec session's). A rank that shares its step with others is stopped with its step only;
+  // for it this logs a warning and does nothing.
   void StopRank(const std::string& job, uint32_t attempt, uint32_t rank,
                 std::chrono::milliseconds grace, Clock::time_point now);
 

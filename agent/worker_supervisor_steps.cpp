@@ -185,6 +185,7 @@ std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerL
     r.env = l.env;
     r.cwd = l.cwd;
     r.log_path = l.log_path;
+    r.stderr_path = l.stderr_path;
     r.cpus = l.cpus;
     spec.ranks.push_back(std::move(r));
     index.push_back(i);
@@ -447,6 +448,21 @@ void WorkerSupervisor::ExitReported(const WorkerExit& exit, uint64_t seq) {
     auto it = s.returned.find(exit.rank);
     if (it != s.returned.end()) it->second = seq;
   }
+}
+
+void WorkerSupervisor::ExitDelivered(const std::string& job, uint32_t attempt, uint32_t rank) {
+  for (auto& [id, s] : steps_) {
+    if (s.job == job && s.attempt == attempt) s.returned.erase(rank);
+  }
+  RemoveFinishedSteps();
+}
+
+bool WorkerSupervisor::StepKnows(const std::string& job, uint32_t attempt, uint32_t rank) const {
+  return std::any_of(steps_.begin(), steps_.end(), [&](const auto& entry) {
+    const Step& s = entry.second;
+    return s.job == job && s.attempt == attempt &&
+           (s.known.contains(rank) || s.live.contains(rank) || s.returned.contains(rank));
+  });
 }
 
 void WorkerSupervisor::ReportsAcked(uint64_t seq) {

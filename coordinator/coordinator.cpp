@@ -178,6 +178,7 @@ void Coordinator::OnAgentMessage(RouterMessage& msg) {
         v1::Envelope ack;
         ack.mutable_heartbeat_ack()->set_heartbeat_seq(env.heartbeat().seq());
         ack.mutable_heartbeat_ack()->set_acked_event_seq(node->applied_event_seq);
+        exec_relay_->AddDelivered(node->info.name(), ack.mutable_heartbeat_ack());
         SendToRouterPeer(agents_, msg.routing_id, ack);
       } else {
         v1::Envelope ack;

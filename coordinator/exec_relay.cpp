@@ -14,6 +14,32 @@ std::string JoinCommand(const google::protobuf::RepeatedPtrField<std::string>& a
 
 }  // namespace
 
+ExecRelay::ExecRelay(JobController* jobs, NodeSink* agents, ReplyToClient reply)
+    : jobs_(jobs), agents_(agents), reply_(std::move(reply)) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+  next_id_ = (static_cast<uint64_t>(ms) << 16) + 1;  // 65,536 sessions a millisecond to spare
+}
+
+bool ExecRelay::TrimRelayed(uint64_t offset, std::string* data, uint64_t* relayed) {
+  const uint64_t end = offset + data->size();
+  if (end <= *relayed) return false;
+  if (offset < *relayed) data->erase(0, static_cast<size_t>(*relayed - offset));
+  *relayed = end;
+  return true;
+}
+
+void ExecRelay::AddDelivered(const std::string& node, v1::HeartbeatAck* ack) const {
+  for (const auto& [id, s] : sessions_) {
+    if (s.node != node) continue;
+    auto* d = ack->add_exec_sessions();
+    d->set_exec_id(id);
+    d->set_stdout_bytes(s.relayed[0]);
+    d->set_stderr_bytes(s.relayed[1]);
+  }
+}
+
 void ExecRelay::Refuse(const std::string& routing_id, uint64_t client_exec_id,
                        const std::string& why) {
   spdlog::warn("refused trainlet-exec request: {}", why);
@@ -82,7 +108,18 @@ void ExecRelay::OnAgentMessage(const std::string& node, const v1::Envelope& env)
   if (it == sessions_.end() || it->second.node != node) return;  // ended, or not that node's
   v1::Envelope out = env;
   if (out.body_case() == v1::Envelope::kExecOutput) {
-    out.mutable_exec_output()->set_exec_id(it->second.client_exec_id);
+    auto* o = out.mutable_exec_output();
+    const uint32_t stream = o->stream();
+    if (stream != 1 && stream != 2) return;
+    uint64_t& relayed = it->second.relayed[stream - 1];
+    if (o->offset() > relayed) {
+      spdlog::warn("exec {} on {}: bytes {}..{} of stream {} never arrived", id, node, relayed,
+                   o->offset(), stream);
+    }
+    // A restarted agent resends what was not acknowledged: trainlet-exec has part of it already.
+    if (!TrimRelayed(o->offset(), o->mutable_data(), &relayed)) return;
+    o->set_exec_id(it->second.client_exec_id);
+    o->clear_offset();
   } else {
     out.mutable_exec_exited()->set_exec_id(it->second.client_exec_id);
   }

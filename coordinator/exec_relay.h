@@ -6,6 +6,14 @@
 // kClientSilence (killed, or cut off); or when the job's attempt stops being active. In the last
 // two cases the agent is told to stop the command, so nothing outlives its launcher.
 //
+// Sessions are tied to the node's name, not to its connection: an agent that restarts (kill -9
+// included) and registers again keeps its sessions, as it keeps its ranks. Each ExecOutput says
+// where its bytes start in their stream; the relay counts what it passed on, drops what it passed
+// on already (a restarted agent resends what was not acknowledged) and acknowledges the counts in
+// every HeartbeatAck to the node (AddDelivered). A session the agent does not find listed there
+// is stopped by the agent, which also covers an ExecCancel lost while the agent was down. A Lost
+// node fails its attempts, and that ends their sessions.
+//
 // Owned by the coordinator's loop; no locks.
 #pragma once
 
@@ -25,17 +33,26 @@ class ExecRelay {
   using ReplyToClient = std::function<void(const std::string& routing_id, v1::Envelope env)>;
   static constexpr auto kClientSilence = std::chrono::seconds(5);
 
-  ExecRelay(JobController* jobs, NodeSink* agents, ReplyToClient reply)
-      : jobs_(jobs), agents_(agents), reply_(std::move(reply)) {}
+  // Session ids start from the wall clock, so that ids of a previous coordinator process, which
+  // agents may still hold, are not handed out again.
+  ExecRelay(JobController* jobs, NodeSink* agents, ReplyToClient reply);
 
   // A message from trainlet-exec on the exec endpoint (authenticated as msg.user_id).
   void OnClientMessage(const RouterMessage& msg, Clock::time_point now);
   // ExecOutput / ExecExited from the agent on `node`.
   void OnAgentMessage(const std::string& node, const v1::Envelope& env);
+  // The node's sessions and the bytes of each stream relayed so far, for its HeartbeatAck.
+  void AddDelivered(const std::string& node, v1::HeartbeatAck* ack) const;
   // Ends sessions whose client went silent or whose attempt is over.
   void Tick(Clock::time_point now);
   Clock::time_point NextDeadline(Clock::time_point now) const;
   size_t sessions() const { return sessions_.size(); }
+
+  // The dedup rule for one stream: `data` starts at byte `offset` of the stream and `*relayed`
+  // bytes have been passed on. Cuts from `data` what was passed on already, advances *relayed
+  // past it, and returns false when nothing new is left. A gap (bytes that never came) is logged
+  // by the caller; what follows it is still passed on.
+  static bool TrimRelayed(uint64_t offset, std::string* data, uint64_t* relayed);
 
  private:
   struct Session {
@@ -45,6 +62,7 @@ class ExecRelay {
     uint32_t attempt = 0;
     std::string node;
     Clock::time_point last_seen;
+    uint64_t relayed[2] = {0, 0};  // bytes of stdout, stderr passed on to trainlet-exec
   };
   void Refuse(const std::string& routing_id, uint64_t client_exec_id, const std::string& why);
   void End(std::map<uint64_t, Session>::iterator it, const std::string& reason);

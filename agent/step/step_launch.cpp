@@ -103,6 +103,7 @@ std::string EncodeLaunch(const StepLaunch& launch) {
                      {"env", r.env},
                      {"cwd", r.cwd},
                      {"log_path", r.log_path},
+                     {"stderr_path", r.stderr_path},
                      {"cpus", r.cpus}});
   }
   json doc = {{"version", kStepLaunchVersion}, {"job", launch.job},
@@ -147,6 +148,8 @@ Result<StepLaunch> DecodeLaunch(const std::string& text) {
       rd.StrList(r, "argv", where, &sr.argv);
       rd.Str(r, "cwd", where, &sr.cwd);
       rd.Str(r, "log_path", where, &sr.log_path);
+      // Optional: launch files written before exec sessions ran under steps lack it.
+      if (r.contains("stderr_path")) rd.Str(r, "stderr_path", where, &sr.stderr_path);
       if (const json* env = rd.Field(r, "env", where, json::value_t::object)) {
         for (const auto& [k, v] : env->items()) {
           if (!v.is_string()) {

@@ -28,6 +28,7 @@ struct StepRank {
   std::map<std::string, std::string> env;  // on top of StepLaunch::base_env
   std::string cwd;                         // empty: "/"
   std::string log_path;                    // stdout+stderr, appended; empty: discarded
+  std::string stderr_path;                 // not empty: stderr here, log_path has stdout only
   std::vector<unsigned> cpus;              // empty: the step's own affinity
 };
 

@@ -91,7 +91,11 @@ class Step {
     request.envp = std::move(envp);
     request.cwd = r.cwd;
     request.stdout_fd = log_fd;
-    request.stderr_fd = log_fd;
+    if (r.stderr_path.empty()) {
+      request.stderr_fd = log_fd;
+    } else {
+      request.stderr_path = r.stderr_path;  // an exec session's stderr, kept apart
+    }
     request.cpus = r.cpus;
     return spawner.Spawn(request);
   }

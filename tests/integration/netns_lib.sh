@@ -11,6 +11,7 @@ NETNS_HOSTS=()     # host addresses, one per simulated host
 NETNS_NAMES=()     # namespace names (netns mode)
 NETNS_BRIDGE=""
 NETNS_COORDINATOR_FLAGS=()  # extra trainlet-coordinator flags a test sets before start_netns_cluster
+# NETNS_LOST_TIMEOUT_MS: the coordinator's lost timeout (default 2000), set before start_netns_cluster
 
 netns_setup() {  # netns_setup COUNT
   local count=$1 i
@@ -86,7 +87,8 @@ start_netns_cluster() {
     --agent-listen "tcp://$listen_host:0" --exec-listen "tcp://$listen_host:0" \
     --operator-listen tcp://127.0.0.1:0 --key "$keys/coordinator.key" \
     --agent-allowlist "$keys/agents.allow" --operator-allowlist "$keys/operators.allow" \
-    --runtimes-dir "$TRAINLET_SOURCE_DIR/deploy/runtimes" --heartbeat-ms 200 --lost-timeout-ms 2000 \
+    --runtimes-dir "$TRAINLET_SOURCE_DIR/deploy/runtimes" --heartbeat-ms 200 \
+    --lost-timeout-ms "${NETNS_LOST_TIMEOUT_MS:-2000}" \
     --metrics-address "" --endpoints-file "$TRAINLET_HOME/endpoints.json" \
     "${NETNS_COORDINATOR_FLAGS[@]}" > "$TRAINLET_HOME/logs/coordinator.log" 2>&1 &
   EXTRA_PIDS+=($!)
