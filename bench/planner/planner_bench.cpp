@@ -82,7 +82,9 @@ BENCHMARK(BM_PlaceGang)
 // A CPU job with no constraints on the same clusters: the planner's floor.
 void BM_PlaceGangSlotsOnly(benchmark::State& state) {
   const auto nodes = MakeCluster(static_cast<int>(state.range(1)));
-  GangRequest req{static_cast<uint32_t>(state.range(0)), 1};
+  GangRequest req;
+  req.num_nodes = static_cast<uint32_t>(state.range(0));
+  req.slots_per_node = 1;
   for (auto _ : state) benchmark::DoNotOptimize(PlaceGang(req, nodes));
 }
 BENCHMARK(BM_PlaceGangSlotsOnly)
