@@ -21,6 +21,7 @@
 #include "agent/topology.h"
 #include "common/logging.h"
 #include "common/platform/cpu_affinity.h"
+#include "common/platform/directory_spread.h"
 #include "common/platform/process_control.h"
 #include "common/platform/process_info.h"
 #include "common/rendezvous/fence_message.h"
@@ -229,6 +230,16 @@ Status Agent::Init() {
   exec_sessions_ = std::make_unique<ExecSessions>(supervisor_.get(), config_.state_dir + "/exec",
                                                   [this](v1::Envelope e) { Send(std::move(e)); });
   exec_sessions_->Restore();
+  // One subdirectory per job comes and goes under each of these: spread them over the disk so
+  // that a new job's files are not allocated among the last job's freed inodes
+  // (platform/directory_spread.h).
+  fs::create_directories(config_.state_dir + "/logs", ec);
+  for (const char* sub : {"/logs", "/steps", "/exec"}) {
+    if (const std::string why = platform::SpreadSubdirectories(config_.state_dir + sub);
+        !why.empty()) {
+      spdlog::debug("job directories are not spread over the disk: {}", why);
+    }
+  }
   rendezvous_ = std::make_unique<RendezvousServer>(config_.name, config_.state_dir,
                                                    [this](v1::Envelope e) { Send(std::move(e)); });
   TRAINLET_RETURN_IF_ERROR(rendezvous_->Bind(ctx_));

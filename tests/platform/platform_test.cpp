@@ -1,6 +1,10 @@
 // common/platform against the real kernel: what the daemons rely on from each class, whichever
 // implementation this build compiled (Linux's own, or the portable one macOS shares).
 #include <fcntl.h>
+#if defined(__linux__)
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#endif
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -21,6 +25,7 @@
 
 #include "common/platform/cpu_affinity.h"
 #include "common/platform/descriptors.h"
+#include "common/platform/directory_spread.h"
 #include "common/platform/file_watch.h"
 #include "common/platform/periodic_timer.h"
 #include "common/platform/poll_set.h"
@@ -285,6 +290,33 @@ TEST(CpuAffinity, BindsAndRestores) {
   EXPECT_EQ(ThisThreadCpus(), std::vector<unsigned>{mine.back()});
   RestoreThisThread(saved);
   EXPECT_EQ(ThisThreadCpus(), mine);
+}
+
+TEST(DirectorySpread, MarksTheDirectoryAndSaysWhyNot) {
+  const std::string missing = "/nonexistent-trainlet-dir/logs";
+  const std::string why = SpreadSubdirectories(missing);
+  EXPECT_NE(why.find(missing), std::string::npos) << why;
+
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("spread-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string result = SpreadSubdirectories(dir.string());
+#if defined(__linux__)
+  if (!result.empty()) {
+    std::filesystem::remove_all(dir);
+    GTEST_SKIP() << "this file system has no FS_TOPDIR_FL: " << result;
+  }
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  int flags = 0;
+  ASSERT_EQ(ioctl(fd, FS_IOC_GETFLAGS, &flags), 0);
+  close(fd);
+  EXPECT_NE(flags & FS_TOPDIR_FL, 0);
+  EXPECT_EQ(SpreadSubdirectories(dir.string()), "");  // already set: still fine
+#else
+  EXPECT_NE(result, "");
+#endif
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
