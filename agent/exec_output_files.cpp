@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "agent/step/private_file.h"
+
 namespace trainlet::agent {
 namespace {
 
@@ -69,56 +71,12 @@ Result<ExecSessionRecord> DecodeExecRecord(const std::string& text) {
 }
 
 Status WriteExecRecord(const std::string& path, const ExecSessionRecord& record) {
-  const std::string tmp = path + ".tmp";
-  const std::string text = EncodeExecRecord(record);
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return IoError("exec session record " + tmp + ": " + std::strerror(errno));
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : ENOSPC;
-      close(fd);
-      unlink(tmp.c_str());
-      return IoError("exec session record " + tmp + ": " + std::strerror(err));
-    }
-    done += static_cast<size_t>(n);
-  }
-  close(fd);
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    unlink(tmp.c_str());
-    return IoError("exec session record " + path + ": " + std::strerror(err));
-  }
-  return Status::Ok();
+  return step::ReplaceFile(path, EncodeExecRecord(record), "exec session record");
 }
 
 Result<ExecSessionRecord> ReadExecRecord(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    std::string message = "exec session record " + path + ": " + std::strerror(err);
-    return err == ENOENT ? NotFoundError(message) : IoError(message);
-  }
-  std::string text;
-  char buf[4096];
-  while (true) {
-    const ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      close(fd);
-      return IoError("exec session record " + path + ": " + std::strerror(err));
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
-    if (text.size() > (1u << 20)) {
-      close(fd);
-      return InvalidError("exec session record " + path + ": larger than 1 MiB");
-    }
-  }
-  close(fd);
+  TRAINLET_ASSIGN_OR_RETURN(std::string text,
+                            step::ReadPrivateFile(path, 1u << 20, "exec session record"));
   auto record = DecodeExecRecord(text);
   if (!record.ok()) {
     return InvalidError("exec session record " + path + ": " + record.status().message());

@@ -1,14 +1,10 @@
 #include "agent/step/step_launch.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string_view>
+
+#include "agent/step/private_file.h"
 
 namespace trainlet::step {
 namespace {
@@ -179,56 +175,11 @@ Result<StepLaunch> DecodeLaunch(const std::string& text) {
 }
 
 Status WriteLaunchFile(const std::string& path, const StepLaunch& launch) {
-  const std::string tmp = path + ".tmp";
-  const std::string text = EncodeLaunch(launch);
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return IoError("launch file " + tmp + ": " + std::strerror(errno));
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      close(fd);
-      unlink(tmp.c_str());
-      return IoError("launch file " + tmp + ": " + std::strerror(err));
-    }
-    done += static_cast<size_t>(n);
-  }
-  close(fd);
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    unlink(tmp.c_str());
-    return IoError("launch file " + path + ": " + std::strerror(err));
-  }
-  return Status::Ok();
+  return ReplaceFile(path, EncodeLaunch(launch), "launch file");
 }
 
 Result<StepLaunch> ReadLaunchFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    std::string message = "launch file " + path + ": " + std::strerror(err);
-    return err == ENOENT ? NotFoundError(message) : IoError(message);
-  }
-  std::string text;
-  char buf[64 * 1024];
-  while (true) {
-    const ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      close(fd);
-      return IoError("launch file " + path + ": " + std::strerror(err));
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
-    if (text.size() > (64u << 20)) {
-      close(fd);
-      return InvalidError("launch file " + path + ": larger than 64 MiB");
-    }
-  }
-  close(fd);
+  TRAINLET_ASSIGN_OR_RETURN(std::string text, ReadPrivateFile(path, 64u << 20, "launch file"));
   auto launch = DecodeLaunch(text);
   if (!launch.ok()) return InvalidError("launch file " + path + ": " + launch.status().message());
   return launch;

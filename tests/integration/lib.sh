@@ -99,6 +99,17 @@ own_pgrep() {
   return 0
 }
 
+# live_orted: this test's orted processes that are alive. A killed orted whose parent died first
+# is a zombie of init until init reaps it (without a child subreaper: the portable build, macOS);
+# dead is what counts.
+live_orted() {
+  local pid
+  for pid in $(own_pgrep -x orted); do
+    ps -o stat= -p "$pid" 2>/dev/null | grep -qv '^Z' && echo "$pid"
+  done
+  return 0
+}
+
 # wait_for SECONDS CMD... : retries CMD until it succeeds
 wait_for() {
   local deadline=$(( $(date +%s) + $1 )); shift

@@ -126,15 +126,6 @@ log "trainlet-exec relays output and status; its command dies with it (TERM and 
 "$CTL" delete trainjob sleeper --timeout 60s >/dev/null
 no_sleeper_pids() { [ -z "$(job_pids sleeper)" ]; }
 wait_for 15 no_sleeper_pids || fail "processes of the deleted MPI job remain: $(ps -o pid,args -p "$(job_pids sleeper | tr '\n' ',' | sed 's/,$//')")"
-# A killed orted whose parent died first is a zombie of init until init reaps it (without a child
-# subreaper: the portable build, macOS); dead is what counts here. Only this test's own orteds.
-live_orted() {
-  local pid
-  for pid in $(own_pgrep -x orted); do
-    ps -o stat= -p "$pid" 2>/dev/null | grep -qv '^Z' && echo "$pid"
-  done
-  return 0
-}
 [ -z "$(live_orted)" ] || fail "orted still running: $(live_orted)"
 # The old launcher key died with its attempt.
 if env $creds timeout 30 "$TRAINLET_BIN/trainlet-exec" "${NETNS_HOSTS[1]}" touch "$marker" 2>/dev/null; then

@@ -19,6 +19,7 @@
 #include "agent/step/step_records.h"
 #include "agent/worker_supervisor.h"
 #include "common/platform/process_info.h"
+#include "tests/common/supervisor_fixture.h"
 
 namespace trainlet::agent {
 namespace {
@@ -38,24 +39,13 @@ bool Alive(pid_t pid) { return kill(pid, 0) == 0 && !platform::IsZombie(pid); }
 
 class StepSupervisorTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGCHLD);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    ASSERT_EQ(sigprocmask(SIG_BLOCK, &set, nullptr), 0);
-    spdlog::set_level(spdlog::level::warn);
-  }
+  static void SetUpTestSuite() { testing::BlockAgentSignals(); }
 
   void SetUp() override {
     char tmpl[] = "/tmp/trainlet-steps-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = fs::canonical(tmpl);
-    options_.steps_dir = (dir_ / "steps").string();
-    options_.step_binary = std::string(TRAINLET_BINARY_DIR) + "/bin/trainlet-step";
-    options_.step_start_timeout = 10s;
-    ASSERT_TRUE(fs::exists(options_.step_binary)) << options_.step_binary;
+    options_ = testing::StepOptionsUnder(dir_);
   }
 
   void TearDown() override {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "agent/process_spawner.h"
+#include "tests/common/supervisor_fixture.h"
 
 namespace trainlet::agent {
 namespace {
@@ -81,15 +82,7 @@ class FakeSpawner : public ProcessSpawner {
 
 class SupervisorTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGCHLD);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    ASSERT_EQ(sigprocmask(SIG_BLOCK, &set, nullptr), 0);
-    spdlog::set_level(spdlog::level::warn);  // the supervisor logs every start and exit
-  }
+  static void SetUpTestSuite() { testing::BlockAgentSignals(); }
 
   void SetUp() override {
     char tmpl[] = "/tmp/trainlet-supervisor-XXXXXX";

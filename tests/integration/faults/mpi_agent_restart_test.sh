@@ -152,13 +152,6 @@ log "the trainlet-exec session across the restart got all of its output once, an
 
 # Deleting the job leaves no orted, no rank, and no session or step record on node-2.
 "$CTL" delete trainjob survivor --timeout 60s >/dev/null
-live_orted() {
-  local pid
-  for pid in $(own_pgrep -x orted); do
-    ps -o stat= -p "$pid" 2>/dev/null | grep -qv '^Z' && echo "$pid"
-  done
-  return 0
-}
 wait_for 15 sh -c "[ -z \"\$(ps -o pid= -p $orted2 2>/dev/null)\" ] || ps -o stat= -p $orted2 | grep -q Z" \
   || fail "node-2's orted $orted2 outlived the job"
 [ -z "$(live_orted)" ] || fail "orted still running: $(live_orted)"
