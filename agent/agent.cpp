@@ -321,6 +321,7 @@ void Agent::SendRegister() {
     r->set_pid(w.pid);
   }
   env.mutable_register_()->set_events_acked_through(events_.acked_through());
+  exec_sessions_->Report(env.mutable_register_()->mutable_exec_sessions());
   // Registration is resent on a timer, so it never waits in the outbox behind itself.
   SendOnDealer(socket_, env);
   next_register_ = Clock::now() + config_.register_retry;
@@ -620,6 +621,7 @@ void Agent::OnMessage(const v1::Envelope& env) {
           supervisor_->set_orphan_grace(OrphanGrace());
         }
         FlushEvents(true);  // a new coordinator has seen none of the unacknowledged events
+        exec_sessions_->Resend();  // nor the sessions' unacknowledged output and exits
       } else {
         spdlog::warn("coordinator asks to register again: {}", env.register_ack().reason());
         registered_ = false;

@@ -309,20 +309,57 @@ bool ExecSessions::OnWorkerExit(const WorkerExit& exit) {
 
 void ExecSessions::SendExit(Session& s, const WorkerExit& exit) {
   s.exited = true;
+  s.exit = exit;
   // Everything in the files was written before the exit: send it first.
   ReadOutput(s);
   Unwatch(s);
+  spdlog::info("exec {} for {} ended: code {} signal {}", s.record.exec_id, s.record.job,
+               exit.exit_code, exit.signal);
+  SendExitMessage(s);
+  s.exit_sent = true;
+  UpdatePolling();
+}
+
+void ExecSessions::SendExitMessage(const Session& s) {
   v1::Envelope env;
   auto* ex = env.mutable_exec_exited();
   ex->set_exec_id(s.record.exec_id);
-  ex->set_exit_code(exit.exit_code);
-  ex->set_signal(exit.signal);
-  if (!exit.message.empty()) ex->set_error(exit.message);
-  spdlog::info("exec {} for {} ended: code {} signal {}", s.record.exec_id, s.record.job,
-               exit.exit_code, exit.signal);
+  ex->set_exit_code(s.exit.exit_code);
+  ex->set_signal(s.exit.signal);
+  if (!s.exit.message.empty()) ex->set_error(s.exit.message);
   send_(std::move(env));
-  s.exit_sent = true;
-  UpdatePolling();
+}
+
+void ExecSessions::Report(google::protobuf::RepeatedPtrField<v1::ExecSessionReport>* out) const {
+  for (const auto& [id, s] : sessions_) {
+    auto* r = out->Add();
+    r->set_exec_id(id);
+    r->set_job(s.record.job);
+    r->set_attempt(s.record.attempt);
+    r->set_stdout_bytes(s.record.acked_stdout);
+    r->set_stderr_bytes(s.record.acked_stderr);
+  }
+}
+
+void ExecSessions::Resend() {
+  for (auto& [id, s] : sessions_) {
+    // Reopened at the acknowledged counts: what went out since may have been lost with the
+    // coordinator's old connection.
+    for (const uint32_t stream : {kStdout, kStderr}) {
+      OutputTail& tail = stream == kStdout ? s.out : s.err;
+      const uint64_t acked = stream == kStdout ? s.record.acked_stdout : s.record.acked_stderr;
+      const std::string path = s.dir + (stream == kStdout ? "/stdout" : "/stderr");
+      if (Status opened = tail.Open(path, acked); !opened.ok()) {
+        spdlog::error("exec {}: {}", id, opened.message());
+      }
+    }
+    ReadOutput(s);
+    if (s.exit_sent) {  // its files are complete: read them to the end again, then the exit
+      s.out.Close();
+      s.err.Close();
+      SendExitMessage(s);
+    }
+  }
 }
 
 }  // namespace trainlet::agent

@@ -66,6 +66,14 @@ class ExecSessions {
   void OnDelivered(const google::protobuf::RepeatedPtrField<v1::ExecDelivered>& delivered,
                    std::chrono::steady_clock::time_point now);
 
+  // What a registration says of the sessions: each one's id, job, attempt and acknowledged
+  // counts, so that a coordinator that restarted takes them back instead of ending them.
+  void Report(google::protobuf::RepeatedPtrField<v1::ExecSessionReport>* out) const;
+  // After a registration is accepted: sends again what the coordinator has not acknowledged,
+  // from the acknowledged counts, and the exits already sent (they may have gone to a coordinator
+  // that then restarted). The coordinator drops what it relayed already.
+  void Resend();
+
   // Adds the output wake-up (a file watch, or a timer where files are polled) to the loop's poll
   // set, and reads new output after the poll when it fired.
   void AddPollItems(std::vector<zmq_pollitem_t>& items) const;
@@ -85,6 +93,7 @@ class ExecSessions {
     int err_watch = -1;
     bool exited = false;
     bool exit_sent = false;
+    WorkerExit exit;  // valid once exited
     bool cancelled = false;
   };
   std::string SessionDir(uint64_t exec_id) const;
@@ -94,6 +103,7 @@ class ExecSessions {
   // Sends what is new in both files; on a read error the stream is reported and closed.
   void ReadOutput(Session& s);
   void SendExit(Session& s, const WorkerExit& exit);
+  void SendExitMessage(const Session& s);
   void Forget(std::map<uint64_t, Session>::iterator it);
   void UpdatePolling();
 

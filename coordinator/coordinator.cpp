@@ -163,6 +163,7 @@ void Coordinator::OnAgentMessage(RouterMessage& msg) {
       SendToRouterPeer(agents_, msg.routing_id, ack);
       if (s.ok()) {
         jobs_->ReconcileNode(env.register_().name(), env.register_().running(), now_ms);
+        exec_relay_->AdoptSessions(env.register_().name(), env.register_().exec_sessions(), now);
         jobs_->Schedule(now_ms);
       }
       return;

@@ -1,5 +1,6 @@
 #include "coordinator/exec_relay.h"
 
+#include <algorithm>
 #include <spdlog/spdlog.h>
 
 namespace trainlet::coordinator {
@@ -20,6 +21,7 @@ ExecRelay::ExecRelay(JobController* jobs, NodeSink* agents, ReplyToClient reply)
                       std::chrono::system_clock::now().time_since_epoch())
                       .count();
   next_id_ = (static_cast<uint64_t>(ms) << 16) + 1;  // 65,536 sessions a millisecond to spare
+  first_id_ = next_id_;
 }
 
 bool ExecRelay::TrimRelayed(uint64_t offset, std::string* data, uint64_t* relayed) {
@@ -60,8 +62,13 @@ void ExecRelay::OnClientMessage(const RouterMessage& msg, Clock::time_point now)
       auto target = jobs_->ResolveExec(msg.user_id, req.host());
       if (!target.ok()) return Refuse(msg.routing_id, req.exec_id(), target.status().message());
       const uint64_t id = next_id_++;
-      sessions_[id] = {msg.routing_id, req.exec_id(), target->job, target->attempt, target->node,
-                       now};
+      Session& session = sessions_[id];
+      session.routing_id = msg.routing_id;
+      session.client_exec_id = req.exec_id();
+      session.job = target->job;
+      session.attempt = target->attempt;
+      session.node = target->node;
+      session.last_seen = now;
       v1::Envelope start;
       auto* s = start.mutable_exec_start();
       s->set_exec_id(id);
@@ -80,24 +87,87 @@ void ExecRelay::OnClientMessage(const RouterMessage& msg, Clock::time_point now)
       const uint64_t client_id = env.body_case() == v1::Envelope::kExecCancel
                                      ? env.exec_cancel().exec_id()
                                      : env.exec_keepalive().exec_id();
-      for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
-        if (it->second.routing_id != msg.routing_id || it->second.client_exec_id != client_id) {
-          continue;
-        }
-        if (env.body_case() == v1::Envelope::kExecCancel) {
-          End(it, "cancelled by trainlet-exec: " + env.exec_cancel().reason());
-        } else {
-          it->second.last_seen = now;
-          v1::Envelope echo;
-          echo.mutable_exec_keepalive()->set_exec_id(client_id);
-          reply_(msg.routing_id, std::move(echo));
-        }
-        return;
+      const uint64_t session_id = env.body_case() == v1::Envelope::kExecCancel
+                                      ? env.exec_cancel().session_id()
+                                      : env.exec_keepalive().session_id();
+      auto it = FindForClient(msg, client_id, session_id, now);
+      if (it == sessions_.end()) return;
+      if (env.body_case() == v1::Envelope::kExecCancel) {
+        End(it, "cancelled by trainlet-exec: " + env.exec_cancel().reason());
+      } else {
+        it->second.last_seen = now;
+        v1::Envelope echo;
+        echo.mutable_exec_keepalive()->set_exec_id(client_id);
+        echo.mutable_exec_keepalive()->set_session_id(it->first);
+        reply_(msg.routing_id, std::move(echo));
       }
       return;
     }
     default:
       spdlog::warn("dropped unexpected {} on the exec endpoint", v1::MessageType_Name(env.type()));
+  }
+}
+
+std::map<uint64_t, ExecRelay::Session>::iterator ExecRelay::FindForClient(
+    const RouterMessage& msg, uint64_t client_id, uint64_t session_id, Clock::time_point now) {
+  for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
+    if (it->second.routing_id == msg.routing_id && it->second.client_exec_id == client_id) {
+      return it;
+    }
+  }
+  auto it = sessions_.find(session_id);
+  if (session_id == 0 || it == sessions_.end()) return sessions_.end();
+  const auto keys = jobs_->LauncherKeys();  // launcher key -> job, of live attempts
+  const auto key = keys.find(msg.user_id);
+  if (key == keys.end() || key->second != it->second.job) {
+    spdlog::warn("refused to re-attach exec {} of {}: the client's key is not that job's launcher",
+                 it->first, it->second.job);
+    return sessions_.end();
+  }
+  spdlog::info("exec {} of trainjob/{} on {}: trainlet-exec re-attached", it->first,
+               it->second.job, it->second.node);
+  Session& s = it->second;
+  s.routing_id = msg.routing_id;
+  s.client_exec_id = client_id;
+  s.last_seen = now;
+  // What came from the agent meanwhile, in order, under the client's id.
+  bool exited = false;
+  for (v1::Envelope& env : s.pending) {
+    if (env.body_case() == v1::Envelope::kExecOutput) {
+      env.mutable_exec_output()->set_exec_id(client_id);
+    } else {
+      env.mutable_exec_exited()->set_exec_id(client_id);
+      exited = true;
+    }
+    reply_(s.routing_id, std::move(env));
+  }
+  s.pending.clear();
+  s.pending_bytes = 0;
+  if (exited) {
+    sessions_.erase(it);
+    return sessions_.end();
+  }
+  return it;
+}
+
+void ExecRelay::AdoptSessions(
+    const std::string& node,
+    const google::protobuf::RepeatedPtrField<v1::ExecSessionReport>& reports,
+    Clock::time_point now) {
+  for (const auto& r : reports) {
+    // Ours and unknown: this process ended it (the agent learns so from the next ack).
+    if (r.exec_id() >= first_id_ || sessions_.count(r.exec_id()) != 0) continue;
+    if (!jobs_->AttemptActive(r.job(), r.attempt())) continue;
+    Session& s = sessions_[r.exec_id()];
+    s.job = r.job();
+    s.attempt = r.attempt();
+    s.node = node;
+    s.last_seen = now;  // the client's time to re-attach starts now
+    s.relayed[0] = r.stdout_bytes();
+    s.relayed[1] = r.stderr_bytes();
+    spdlog::info("exec {} of trainjob/{} attempt {} on {}: taken back from the agent; waiting "
+                 "for its trainlet-exec",
+                 r.exec_id(), r.job(), r.attempt(), node);
   }
 }
 
@@ -117,13 +187,30 @@ void ExecRelay::OnAgentMessage(const std::string& node, const v1::Envelope& env)
                    o->offset(), stream);
     }
     // A restarted agent resends what was not acknowledged: trainlet-exec has part of it already.
+    const uint64_t start = std::max(o->offset(), relayed);
     if (!TrimRelayed(o->offset(), o->mutable_data(), &relayed)) return;
     o->set_exec_id(it->second.client_exec_id);
-    o->clear_offset();
+    // Kept towards trainlet-exec, which drops what it has: after a coordinator restart the
+    // count the agent resends from is the last acknowledged one, behind what it received.
+    o->set_offset(start);
   } else {
     out.mutable_exec_exited()->set_exec_id(it->second.client_exec_id);
   }
-  reply_(it->second.routing_id, std::move(out));
+  Session& s = it->second;
+  if (s.routing_id.empty()) {
+    // Taken back after a restart, its trainlet-exec not re-attached yet: kept for it, up to a
+    // bound (what is over it is dropped, and said).
+    s.pending_bytes += out.ByteSizeLong();
+    if (s.pending_bytes > kMaxPendingBytes && out.body_case() == v1::Envelope::kExecOutput) {
+      spdlog::warn("exec {} on {}: {} bytes of output for a trainlet-exec not re-attached; "
+                   "dropping the rest until it is",
+                   id, node, s.pending_bytes);
+      return;
+    }
+    s.pending.push_back(std::move(out));
+    return;
+  }
+  reply_(s.routing_id, std::move(out));
   if (env.body_case() == v1::Envelope::kExecExited) sessions_.erase(it);
 }
 

@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "common/zmq_sockets.h"
 #include "coordinator/job_controller.h"
@@ -39,6 +40,14 @@ class ExecRelay {
 
   // A message from trainlet-exec on the exec endpoint (authenticated as msg.user_id).
   void OnClientMessage(const RouterMessage& msg, Clock::time_point now);
+  // The sessions a (re-)registered agent reports. One that an earlier coordinator process started
+  // (its id is below this process's first) is taken back when its attempt is still active on that node,
+  // with the counts the agent says were acknowledged; its trainlet-exec, which keeps the
+  // session's id from the keepalive echoes, has kClientSilence to re-attach. Known sessions and
+  // those of ended attempts are left alone: the acks that follow end the latter at the agent.
+  void AdoptSessions(const std::string& node,
+                     const google::protobuf::RepeatedPtrField<v1::ExecSessionReport>& reports,
+                     Clock::time_point now);
   // ExecOutput / ExecExited from the agent on `node`.
   void OnAgentMessage(const std::string& node, const v1::Envelope& env);
   // The node's sessions and the bytes of each stream relayed so far, for its HeartbeatAck.
@@ -63,8 +72,18 @@ class ExecRelay {
     std::string node;
     Clock::time_point last_seen;
     uint64_t relayed[2] = {0, 0};  // bytes of stdout, stderr passed on to trainlet-exec
+    // From the agent while no trainlet-exec is attached (routing_id empty: taken back after a
+    // restart), passed on when it re-attaches.
+    std::vector<v1::Envelope> pending;
+    size_t pending_bytes = 0;
   };
+  static constexpr size_t kMaxPendingBytes = 4 << 20;
   void Refuse(const std::string& routing_id, uint64_t client_exec_id, const std::string& why);
+  // The session a keepalive or cancel names: by its connection and client id, or, for a
+  // trainlet-exec that reconnected to a restarted coordinator, by the session id it learnt from
+  // an echo, re-attached to the new connection if the client's key is its job's launcher key.
+  std::map<uint64_t, Session>::iterator FindForClient(const RouterMessage& msg, uint64_t client_id,
+                                                      uint64_t session_id, Clock::time_point now);
   void End(std::map<uint64_t, Session>::iterator it, const std::string& reason);
 
   JobController* jobs_;
@@ -72,6 +91,7 @@ class ExecRelay {
   ReplyToClient reply_;
   std::map<uint64_t, Session> sessions_;  // by the coordinator's exec id
   uint64_t next_id_ = 1;
+  uint64_t first_id_ = 1;  // ids below it were handed out by an earlier coordinator process
 };
 
 }  // namespace trainlet::coordinator

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 #include <zmq.hpp>
 
@@ -40,7 +41,7 @@ std::string Env(const char* name) {
   return v != nullptr ? v : "";
 }
 
-bool WriteAll(int fd, const std::string& data) {
+bool WriteAll(int fd, std::string_view data) {
   size_t done = 0;
   while (done < data.size()) {
     const ssize_t n = write(fd, data.data() + done, data.size() - done);
@@ -126,6 +127,11 @@ int main(int argc, char** argv) {
   auto last_heard = Clock::now();
   auto next_keepalive = Clock::now();
   int stopping_signal = 0;
+  // The coordinator's id of our session, from its keepalive echoes. Sent back with every
+  // keepalive and cancel, so that a coordinator that restarted can re-attach us to the session it
+  // took back from the agent: the remote command runs on through the restart.
+  uint64_t session_id = 0;
+  uint64_t written[2] = {0, 0};  // bytes of stdout, stderr written out, by their stream offsets
   while (true) {
     const auto now = Clock::now();
     if (!sent) {
@@ -138,6 +144,7 @@ int main(int argc, char** argv) {
     if (sent && now >= next_keepalive) {
       trainlet::v1::Envelope ka;
       ka.mutable_exec_keepalive()->set_exec_id(exec_id);
+      ka.mutable_exec_keepalive()->set_session_id(session_id);
       trainlet::SendOnDealer(s, ka);
       next_keepalive = now + std::chrono::seconds(1);
     }
@@ -163,6 +170,7 @@ int main(int argc, char** argv) {
       if (stopping_signal == 0) continue;  // woken, but the signal was not one of ours
       trainlet::v1::Envelope cancel;
       cancel.mutable_exec_cancel()->set_exec_id(exec_id);
+      cancel.mutable_exec_cancel()->set_session_id(session_id);
       cancel.mutable_exec_cancel()->set_reason(std::string("trainlet-exec got ") +
                                                strsignal(stopping_signal));
       trainlet::SendOnDealer(s, cancel);
@@ -175,10 +183,19 @@ int main(int argc, char** argv) {
     while (auto env = trainlet::ReceiveFromDealer(s, drops)) {
       last_heard = Clock::now();
       switch (env->body_case()) {
-        case trainlet::v1::Envelope::kExecOutput:
-          if (env->exec_output().exec_id() != exec_id) break;
-          WriteAll(env->exec_output().stream() == 2 ? 2 : 1, env->exec_output().data());
+        case trainlet::v1::Envelope::kExecOutput: {
+          const auto& o = env->exec_output();
+          if (o.exec_id() != exec_id) break;
+          // Bytes this process has written already come again after a coordinator restart.
+          const int stream = o.stream() == 2 ? 2 : 1;
+          uint64_t& have = written[stream - 1];
+          const uint64_t end = o.offset() + o.data().size();
+          if (end <= have) break;
+          const size_t skip = o.offset() < have ? static_cast<size_t>(have - o.offset()) : 0;
+          WriteAll(stream, std::string_view(o.data()).substr(skip));
+          have = end;
           break;
+        }
         case trainlet::v1::Envelope::kExecExited: {
           const auto& ex = env->exec_exited();
           if (ex.exec_id() != exec_id) break;
@@ -186,8 +203,13 @@ int main(int argc, char** argv) {
           if (ex.signal() != 0) return 128 + ex.signal();
           return ex.exit_code();
         }
+        case trainlet::v1::Envelope::kExecKeepalive:
+          if (env->exec_keepalive().exec_id() == exec_id && env->exec_keepalive().session_id() != 0) {
+            session_id = env->exec_keepalive().session_id();
+          }
+          break;
         default:
-          break;  // keepalive echoes
+          break;
       }
     }
   }

@@ -6,8 +6,10 @@
 # state dirs. The orteds keep their pids, the job completes in its first attempt with every
 # rank's allreduce right, and what the ranks on node-2 and node-3 print after the restart reaches
 # the job's log. A trainlet-exec session to node-2 that spans the restart gets all of its output
-# once, and its exit status. Deleting the job leaves no orted, and the agents leave no session or
-# step record behind.
+# once, and its exit status. Then the coordinator is killed (SIGKILL) and restarted: the agents
+# report their sessions, the new coordinator takes them back, and the trainlet-exec processes
+# re-attach, so the orteds and the session run on again. Deleting the job leaves no orted, and
+# the agents leave no session or step record behind.
 source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/../netns_lib.sh"
 command -v mpirun >/dev/null || fail "mpirun not installed (apt-get install openmpi-bin)"
@@ -122,6 +124,39 @@ kill -0 "$orted3" 2>/dev/null || fail "the orted on node-3 did not outlive the S
 [ "$(orted_on node-2)" = "$orted2" ] || fail "node-2's orted changed: $(orted_on node-2)"
 [ "$(orted_on node-3)" = "$orted3" ] || fail "node-3's orted changed: $(orted_on node-3)"
 kill -0 "$exec_pid" 2>/dev/null || fail "trainlet-exec ended during the restart: $(cat "$WORK/exec.err")"
+
+# Then the coordinator: SIGKILL, and started again on the same endpoints and state dir. The
+# agents re-register with their sessions, the new coordinator takes them back, and every
+# trainlet-exec (mpirun's two, and ours) re-attaches by the session id it was told: the orteds,
+# the ranks and our session run on.
+coord=${EXTRA_PIDS[0]}
+[ "$(cat "/proc/$coord/comm")" = trainlet-coordi ] || fail "pid $coord is not the coordinator"
+endpoint() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$TRAINLET_HOME/endpoints.json" "$1"; }
+agent_ep=$(endpoint agent_endpoint); exec_ep=$(endpoint exec_endpoint); op_ep=$(endpoint operator_endpoint)
+disown "$coord" 2>/dev/null || true
+kill -KILL "$coord"
+wait_for 15 sh -c "! kill -0 $coord 2>/dev/null" || fail "the coordinator survived SIGKILL"
+log "coordinator (pid $coord) killed with SIGKILL"
+sleep 1
+coord_log="$TRAINLET_HOME/logs/coordinator.log"
+keys="$TRAINLET_HOME/keys"
+"$TRAINLET_BIN/trainlet-coordinator" --state-dir "$TRAINLET_HOME/coordinator" \
+  --agent-listen "$agent_ep" --exec-listen "$exec_ep" --operator-listen "$op_ep" \
+  --key "$keys/coordinator.key" --agent-allowlist "$keys/agents.allow" \
+  --operator-allowlist "$keys/operators.allow" --runtimes-dir "$TRAINLET_SOURCE_DIR/deploy/runtimes" \
+  --heartbeat-ms 200 --lost-timeout-ms "$NETNS_LOST_TIMEOUT_MS" --metrics-address "" \
+  >> "$coord_log" 2>&1 &
+EXTRA_PIDS+=($!)
+log "coordinator restarted as pid $! on the same endpoints"
+reattached() { [ "$(grep -c "trainlet-exec re-attached" "$coord_log")" -ge 3 ]; }
+wait_for 20 reattached || fail "the trainlet-exec sessions did not re-attach: $(grep exec "$coord_log" | tail -20)"
+[ "$(grep -c "taken back from the agent" "$coord_log")" -ge 3 ] \
+  || fail "the coordinator did not take the sessions back: $(grep exec "$coord_log" | tail -20)"
+sleep 1
+kill -0 "$orted2" 2>/dev/null || fail "the orted on node-2 did not outlive the coordinator restart"
+kill -0 "$orted3" 2>/dev/null || fail "the orted on node-3 did not outlive the coordinator restart"
+kill -0 "$exec_pid" 2>/dev/null || fail "trainlet-exec ended across the coordinator restart: $(cat "$WORK/exec.err")"
+log "orteds and the trainlet-exec session survived the coordinator restart"
 
 # Go: the ranks print, allreduce and end; the session prints and exits 7.
 touch "$go" "$go2"
