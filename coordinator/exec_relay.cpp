@@ -1,7 +1,8 @@
 #include "coordinator/exec_relay.h"
 
-#include <algorithm>
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
 
 namespace trainlet::coordinator {
 namespace {
@@ -77,8 +78,8 @@ void ExecRelay::OnClientMessage(const RouterMessage& msg, Clock::time_point now)
       s->set_command(JoinCommand(req.argv()));
       s->set_stop_grace_ms(target->stop_grace_ms);
       for (const auto& [k, v] : target->env) (*s->mutable_env())[k] = v;
-      spdlog::info("exec {} for trainjob/{} attempt {} on {}: {}", id, target->job,
-                   target->attempt, target->node, s->command().substr(0, 120));
+      spdlog::info("exec {} for trainjob/{} attempt {} on {}: {}", id, target->job, target->attempt,
+                   target->node, s->command().substr(0, 120));
       agents_->SendToNode(target->node, std::move(start));
       return;
     }
@@ -108,8 +109,10 @@ void ExecRelay::OnClientMessage(const RouterMessage& msg, Clock::time_point now)
   }
 }
 
-std::map<uint64_t, ExecRelay::Session>::iterator ExecRelay::FindForClient(
-    const RouterMessage& msg, uint64_t client_id, uint64_t session_id, Clock::time_point now) {
+std::map<uint64_t, ExecRelay::Session>::iterator ExecRelay::FindForClient(const RouterMessage& msg,
+                                                                          uint64_t client_id,
+                                                                          uint64_t session_id,
+                                                                          Clock::time_point now) {
   for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
     if (it->second.routing_id == msg.routing_id && it->second.client_exec_id == client_id) {
       return it;
@@ -124,8 +127,8 @@ std::map<uint64_t, ExecRelay::Session>::iterator ExecRelay::FindForClient(
                  it->first, it->second.job);
     return sessions_.end();
   }
-  spdlog::info("exec {} of trainjob/{} on {}: trainlet-exec re-attached", it->first,
-               it->second.job, it->second.node);
+  spdlog::info("exec {} of trainjob/{} on {}: trainlet-exec re-attached", it->first, it->second.job,
+               it->second.node);
   Session& s = it->second;
   s.routing_id = msg.routing_id;
   s.client_exec_id = client_id;
@@ -165,9 +168,10 @@ void ExecRelay::AdoptSessions(
     s.last_seen = now;  // the client's time to re-attach starts now
     s.relayed[0] = r.stdout_bytes();
     s.relayed[1] = r.stderr_bytes();
-    spdlog::info("exec {} of trainjob/{} attempt {} on {}: taken back from the agent; waiting "
-                 "for its trainlet-exec",
-                 r.exec_id(), r.job(), r.attempt(), node);
+    spdlog::info(
+        "exec {} of trainjob/{} attempt {} on {}: taken back from the agent; waiting "
+        "for its trainlet-exec",
+        r.exec_id(), r.job(), r.attempt(), node);
   }
 }
 
@@ -202,9 +206,10 @@ void ExecRelay::OnAgentMessage(const std::string& node, const v1::Envelope& env)
     // bound (what is over it is dropped, and said).
     s.pending_bytes += out.ByteSizeLong();
     if (s.pending_bytes > kMaxPendingBytes && out.body_case() == v1::Envelope::kExecOutput) {
-      spdlog::warn("exec {} on {}: {} bytes of output for a trainlet-exec not re-attached; "
-                   "dropping the rest until it is",
-                   id, node, s.pending_bytes);
+      spdlog::warn(
+          "exec {} on {}: {} bytes of output for a trainlet-exec not re-attached; "
+          "dropping the rest until it is",
+          id, node, s.pending_bytes);
       return;
     }
     s.pending.push_back(std::move(out));
@@ -229,8 +234,8 @@ void ExecRelay::Tick(Clock::time_point now) {
     if (now - it->second.last_seen > kClientSilence) {
       End(it, "trainlet-exec went silent");
     } else if (!jobs_->AttemptActive(it->second.job, it->second.attempt)) {
-      End(it, "attempt " + std::to_string(it->second.attempt) + " of " + it->second.job +
-                  " is over");
+      End(it,
+          "attempt " + std::to_string(it->second.attempt) + " of " + it->second.job + " is over");
     }
     it = next;
   }

@@ -41,8 +41,8 @@ class ExecRelay {
   // A message from trainlet-exec on the exec endpoint (authenticated as msg.user_id).
   void OnClientMessage(const RouterMessage& msg, Clock::time_point now);
   // The sessions a (re-)registered agent reports. One that an earlier coordinator process started
-  // (its id is below this process's first) is taken back when its attempt is still active on that node,
-  // with the counts the agent says were acknowledged; its trainlet-exec, which keeps the
+  // (its id is below this process's first) is taken back when its attempt is still active on that
+  // node, with the counts the agent says were acknowledged; its trainlet-exec, which keeps the
   // session's id from the keepalive echoes, has kClientSilence to re-attach. Known sessions and
   // those of ended attempts are left alone: the acks that follow end the latter at the agent.
   void AdoptSessions(const std::string& node,

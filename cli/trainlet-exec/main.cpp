@@ -82,7 +82,8 @@ int main(int argc, char** argv) {
   if (i >= argc) return Fail("no host given\n" + std::string(kUsage));
   std::string host = argv[i++];
   if (auto at = host.rfind('@'); at != std::string::npos) host = host.substr(at + 1);
-  if (i >= argc) return Fail("no command given for " + host + " (interactive logins are not supported)");
+  if (i >= argc)
+    return Fail("no command given for " + host + " (interactive logins are not supported)");
 
   const std::string endpoint = Env("TRAINLET_EXEC_ENDPOINT");
   trainlet::CurveKeyPair mine{Env("TRAINLET_EXEC_PUBLIC_KEY"), Env("TRAINLET_EXEC_KEY")};
@@ -149,8 +150,8 @@ int main(int argc, char** argv) {
       next_keepalive = now + std::chrono::seconds(1);
     }
     if (sent && now - last_heard > std::chrono::seconds(10)) {
-      return Fail("lost the trainlet coordinator at " + endpoint +
-                  "; the remote command on " + host + " will be stopped");
+      return Fail("lost the trainlet coordinator at " + endpoint + "; the remote command on " +
+                  host + " will be stopped");
     }
     zmq_pollitem_t items[] = {{s.handle(), 0, ZMQ_POLLIN, 0},
                               {handshakes.handle(), -1, ZMQ_POLLIN, 0},
@@ -159,7 +160,8 @@ int main(int argc, char** argv) {
     if (items[1].revents & ZMQ_POLLIN) {
       const auto event = handshakes.Read();
       if (event == trainlet::HandshakeEvent::kSucceeded) connected = true;
-      if (event == trainlet::HandshakeEvent::kRefusedKey || event == trainlet::HandshakeEvent::kFailed) {
+      if (event == trainlet::HandshakeEvent::kRefusedKey ||
+          event == trainlet::HandshakeEvent::kFailed) {
         return Fail("the coordinator at " + endpoint +
                     " refused this job key: the attempt it belongs to is not running");
       }
@@ -204,7 +206,8 @@ int main(int argc, char** argv) {
           return ex.exit_code();
         }
         case trainlet::v1::Envelope::kExecKeepalive:
-          if (env->exec_keepalive().exec_id() == exec_id && env->exec_keepalive().session_id() != 0) {
+          if (env->exec_keepalive().exec_id() == exec_id &&
+              env->exec_keepalive().session_id() != 0) {
             session_id = env->exec_keepalive().session_id();
           }
           break;
