@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-bool Alive(pid_t pid) { return kill(pid, 0) == 0 && !platform::IsZombie(pid); }
+using testing::Alive;
 
 class ExecSessionsTest : public ::testing::Test {
  protected:

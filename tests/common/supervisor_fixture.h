@@ -12,6 +12,7 @@
 #include <string>
 
 #include "agent/worker_supervisor.h"
+#include "common/platform/process_info.h"
 
 namespace trainlet::testing {
 
@@ -26,6 +27,9 @@ inline void BlockAgentSignals() {
   ASSERT_EQ(sigprocmask(SIG_BLOCK, &set, nullptr), 0);
   spdlog::set_level(spdlog::level::warn);
 }
+
+// True while `pid` runs: it exists and is not a zombie waiting to be reaped.
+inline bool Alive(pid_t pid) { return kill(pid, 0) == 0 && !platform::IsZombie(pid); }
 
 // Supervisor options for steps under `dir`/steps, run by the trainlet-step of this build.
 inline agent::WorkerSupervisor::Options StepOptionsUnder(const std::filesystem::path& dir) {

@@ -35,7 +35,7 @@ std::string ReadFile(const fs::path& path) {
   return ss.str();
 }
 
-bool Alive(pid_t pid) { return kill(pid, 0) == 0 && !platform::IsZombie(pid); }
+using testing::Alive;
 
 class StepSupervisorTest : public ::testing::Test {
  protected:
