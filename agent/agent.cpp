@@ -322,6 +322,7 @@ void Agent::SendRegister() {
   }
   env.mutable_register_()->set_events_acked_through(events_.acked_through());
   exec_sessions_->Report(env.mutable_register_()->mutable_exec_sessions());
+  exec_sessions_->Hold();  // until the ack: a restarted coordinator resumes from the report
   // Registration is resent on a timer, so it never waits in the outbox behind itself.
   SendOnDealer(socket_, env);
   next_register_ = Clock::now() + config_.register_retry;

@@ -202,7 +202,7 @@ void ExecSessions::ReadOutput(Session& s) {
       o->set_stream(stream);
       o->set_offset(offset);
       o->set_data(data.data(), data.size());
-      send_(std::move(env));
+      Emit(std::move(env));
     });
     if (!read.ok()) {
       spdlog::error("exec {}: {}", s.record.exec_id, read.message());
@@ -327,8 +327,14 @@ void ExecSessions::SendExitMessage(const Session& s) {
   ex->set_exit_code(s.exit.exit_code);
   ex->set_signal(s.exit.signal);
   if (!s.exit.message.empty()) ex->set_error(s.exit.message);
-  send_(std::move(env));
+  Emit(std::move(env));
 }
+
+void ExecSessions::Emit(v1::Envelope env) {
+  if (!held_) send_(std::move(env));
+}
+
+void ExecSessions::Hold() { held_ = true; }
 
 void ExecSessions::Report(google::protobuf::RepeatedPtrField<v1::ExecSessionReport>* out) const {
   for (const auto& [id, s] : sessions_) {
@@ -342,6 +348,7 @@ void ExecSessions::Report(google::protobuf::RepeatedPtrField<v1::ExecSessionRepo
 }
 
 void ExecSessions::Resend() {
+  held_ = false;
   for (auto& [id, s] : sessions_) {
     // Reopened at the acknowledged counts: what went out since may have been lost with the
     // coordinator's old connection.

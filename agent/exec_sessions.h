@@ -69,6 +69,11 @@ class ExecSessions {
   // What a registration says of the sessions: each one's id, job, attempt and acknowledged
   // counts, so that a coordinator that restarted takes them back instead of ending them.
   void Report(google::protobuf::RepeatedPtrField<v1::ExecSessionReport>* out) const;
+  // From a registration until it is accepted, output and exits are not sent. A coordinator that
+  // restarted takes the sessions back at the counts Report gave, so output sent after the
+  // registration, from further on in the files, would reach it ahead of the bytes in between
+  // and leave a gap in what trainlet-exec writes. Resend() ends the hold.
+  void Hold();
   // After a registration is accepted: sends again what the coordinator has not acknowledged,
   // from the acknowledged counts, and the exits already sent (they may have gone to a coordinator
   // that then restarted). The coordinator drops what it relayed already.
@@ -104,6 +109,8 @@ class ExecSessions {
   void ReadOutput(Session& s);
   void SendExit(Session& s, const WorkerExit& exit);
   void SendExitMessage(const Session& s);
+  // Output and exits go through here: dropped while held (Resend sends them again).
+  void Emit(v1::Envelope env);
   void Forget(std::map<uint64_t, Session>::iterator it);
   void UpdatePolling();
 
@@ -116,6 +123,7 @@ class ExecSessions {
   std::unique_ptr<platform::PeriodicTimer> poll_timer_;  // while sessions exist and no watch fd
   std::map<uint64_t, Session> sessions_;
   uint32_t next_rank_ = kExecRankBase;
+  bool held_ = false;  // a registration is unanswered
 };
 
 }  // namespace trainlet::agent

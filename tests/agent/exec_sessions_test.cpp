@@ -222,6 +222,32 @@ TEST_F(ExecSessionsTest, ExitWhileNoAgentRunsIsDeliveredAfterTheRestart) {
   EXPECT_EQ(Exited(11)->exit_code(), 4);
 }
 
+// The coordinator restarted: the agent registers again, reporting what was acknowledged, and
+// the new coordinator resumes from those counts. Output read after the registration is held, and
+// sent from the acknowledged counts once it is accepted, so trainlet-exec sees no gap.
+TEST_F(ExecSessionsTest, OutputWhileARegistrationIsUnansweredIsSentFromTheAcknowledgedCounts) {
+  MakeAgent();
+  const fs::path go = dir_ / "go";
+  StartSession(15, "echo one; while [ ! -e " + go.string() +
+                       " ]; do sleep 0.02; done; echo two; echo late-err >&2; exit 6");
+  ASSERT_TRUE(RunUntil([&] { return Stream(15, 1) == "one\n"; }));
+  sessions_->OnDelivered(Listed({{15, 2, 0}}), Clock::now());
+
+  sessions_->Hold();
+  const size_t sent_before = sent_.size();
+  { std::ofstream(go.string()) << "x"; }
+  ASSERT_TRUE(RunUntil([&] { return sessions_->size() == 0; }));  // it wrote, and exited
+  EXPECT_EQ(sent_.size(), sent_before) << "nothing may go out before the registration's ack";
+
+  sent_.clear();
+  sessions_->Resend();
+  EXPECT_EQ(Stream(15, 1, 2), "e\ntwo\n");
+  EXPECT_EQ(Stream(15, 2), "late-err\n");
+  ASSERT_NE(Exited(15), nullptr);
+  EXPECT_EQ(Exited(15)->exit_code(), 6);
+  EXPECT_TRUE(sent_.back().has_exec_exited());
+}
+
 TEST_F(ExecSessionsTest, ASessionTheCoordinatorNoLongerListsIsStopped) {
   MakeAgent();
   StartSession(13, "exec sleep 300");
