@@ -10,9 +10,7 @@
 #include <cstdlib>
 #include <mutex>
 
-#ifdef TRAINLET_HAVE_SYSTEMD
-#include <systemd/sd-journal.h>
-#endif
+#include "common/systemd_library.h"
 
 namespace trainlet {
 namespace {
@@ -56,8 +54,10 @@ bool StderrIsJournal() {
          ino == static_cast<unsigned long long>(st.st_ino);
 }
 
-#ifdef TRAINLET_HAVE_SYSTEMD
 class JournalSink : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  explicit JournalSink(const SystemdLibrary* systemd) : systemd_(systemd) {}
+
  protected:
   void sink_it_(const spdlog::details::log_msg& msg) override {
     const std::vector<std::string> fields = JournalFields(
@@ -67,11 +67,13 @@ class JournalSink : public spdlog::sinks::base_sink<std::mutex> {
       iov[i].iov_base = const_cast<char*>(fields[i].data());
       iov[i].iov_len = fields[i].size();
     }
-    sd_journal_sendv(iov.data(), static_cast<int>(iov.size()));
+    systemd_->journal_sendv(iov.data(), static_cast<int>(iov.size()));
   }
   void flush_() override {}
+
+ private:
+  const SystemdLibrary* const systemd_;
 };
-#endif
 
 }  // namespace
 
@@ -102,32 +104,32 @@ std::vector<std::string> JournalFields(int priority, const std::string& message)
 void SetUpLogging(const std::string& component, const std::string& level, LogTarget target) {
   g_component = component;
   bool journal = target == LogTarget::kJournal || (target == LogTarget::kAuto && StderrIsJournal());
-#ifdef TRAINLET_HAVE_SYSTEMD
-  // Asked for the journal where there is none (a container, a chroot): stderr rather than nothing.
-  const bool no_socket = access("/run/systemd/journal/socket", W_OK) != 0;
-  if (journal && no_socket) journal = false;
+  // Asked for the journal where there is none (a container, a chroot, macOS): stderr rather
+  // than nothing, and said once the logger is up.
+  std::string no_journal;
+  const SystemdLibrary* systemd = nullptr;
+  if (journal && access("/run/systemd/journal/socket", W_OK) != 0) {
+    no_journal = "no journal socket on this system";
+  } else if (journal && (systemd = LoadSystemdLibrary(&no_journal)) == nullptr) {
+    no_journal = "libsystemd cannot be loaded (" + no_journal + ")";
+  }
+  if (!no_journal.empty()) journal = false;
   std::shared_ptr<spdlog::logger> logger;
   if (journal) {
-    logger = std::make_shared<spdlog::logger>(component, std::make_shared<JournalSink>());
+    logger = std::make_shared<spdlog::logger>(component, std::make_shared<JournalSink>(systemd));
     spdlog::register_logger(logger);
   } else {
     logger = spdlog::stderr_logger_mt(component);
   }
-#else
-  journal = false;
-  auto logger = spdlog::stderr_logger_mt(component);
-#endif
   g_target = journal ? "journal" : "stderr";
   logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ " + component + ": %v");
   spdlog::set_default_logger(logger);
   auto lvl = spdlog::level::from_str(level);
   spdlog::set_level(lvl == spdlog::level::off && level != "off" ? spdlog::level::info : lvl);
   spdlog::flush_on(spdlog::level::info);
-#ifdef TRAINLET_HAVE_SYSTEMD
-  if (target == LogTarget::kJournal && no_socket) {
-    spdlog::warn("log_target journal: no journal socket on this system; logging to stderr");
+  if (target == LogTarget::kJournal && !no_journal.empty()) {
+    spdlog::warn("log_target journal: {}; logging to stderr", no_journal);
   }
-#endif
 }
 
 void SetLogNode(const std::string& node) { g_node = node; }

@@ -9,10 +9,7 @@
 #include <cstring>
 
 #include "common/platform/descriptors.h"
-
-#ifdef TRAINLET_HAVE_SYSTEMD
-#include <systemd/sd-daemon.h>
-#endif
+#include "common/systemd_library.h"
 
 namespace trainlet {
 namespace {
@@ -43,18 +40,19 @@ class SocketNotifier : public ServiceNotifier {
   }
 
   std::chrono::microseconds WatchdogTimeout() const override {
-    uint64_t usec = 0;
-#ifdef TRAINLET_HAVE_SYSTEMD
-    // > 0 only when WATCHDOG_USEC is set and WATCHDOG_PID, if set, names this process.
-    if (sd_watchdog_enabled(0, &usec) <= 0) return std::chrono::microseconds(0);
-#else
-    const char* pid = std::getenv("WATCHDOG_PID");
     const char* us = std::getenv("WATCHDOG_USEC");
-    if (us == nullptr || (pid != nullptr && std::atol(pid) != static_cast<long>(getpid()))) {
-      return std::chrono::microseconds(0);
+    if (us == nullptr) return std::chrono::microseconds(0);  // no watchdog: libsystemd not loaded
+    uint64_t usec = 0;
+    if (const SystemdLibrary* systemd = LoadSystemdLibrary()) {
+      // > 0 only when WATCHDOG_USEC is valid and WATCHDOG_PID, if set, names this process.
+      if (systemd->watchdog_enabled(0, &usec) <= 0) return std::chrono::microseconds(0);
+    } else {
+      const char* pid = std::getenv("WATCHDOG_PID");
+      if (pid != nullptr && std::atol(pid) != static_cast<long>(getpid())) {
+        return std::chrono::microseconds(0);
+      }
+      usec = std::strtoull(us, nullptr, 10);
     }
-    usec = std::strtoull(us, nullptr, 10);
-#endif
     return std::chrono::microseconds(static_cast<int64_t>(usec));
   }
 

@@ -32,7 +32,8 @@ class ServiceNotifier {
 // The sd_notify(3) protocol: one datagram per notification to $NOTIFY_SOCKET (a path, or an
 // abstract socket when it starts with '@'); a no-op when it is unset. It is written here rather
 // than calling libsystemd's sd_notify because sd_notify always blocks on a full queue; the
-// watchdog timeout still comes from libsystemd's sd_watchdog_enabled where it is available.
+// watchdog timeout still comes from libsystemd's sd_watchdog_enabled where it is available
+// (loaded only when WATCHDOG_USEC is set: systemd_library.h).
 std::unique_ptr<ServiceNotifier> MakeSystemdNotifier();
 
 }  // namespace trainlet

@@ -24,7 +24,9 @@ set(CPACK_DEBIAN_PACKAGE_SECTION "admin")
 set(CPACK_DEBIAN_PACKAGE_PRIORITY "optional")
 # Library dependencies come from dpkg-shlibdeps on the binaries; adduser is for postinst.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser")
+# libsystemd is loaded with dlopen under systemd (common/systemd_library.h), so shlibdeps cannot
+# see it.
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser, libsystemd0")
 # hwloc finds GPUs and NICs through its PCI plugin, which Debian packages separately.
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libhwloc-plugins")
 

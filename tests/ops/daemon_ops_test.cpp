@@ -166,6 +166,11 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
+bool MapsLibsystemd(pid_t pid) {
+  return ReadFile("/proc/" + std::to_string(pid) + "/maps").find("libsystemd.so") !=
+         std::string::npos;
+}
+
 // GET over HTTP/1.0 with curl's absence in mind: a raw socket. Returns "" on failure.
 std::string HttpGet(const std::string& address, const std::string& path, int* status) {
   const auto colon = address.rfind(':');
@@ -239,7 +244,7 @@ class DaemonOpsTest : public ::testing::Test {
   std::vector<std::string> NotifyEnv() {
     return {"NOTIFY_SOCKET=" + dir_.File("notify.sock"), "WATCHDOG_USEC=200000"};
   }
-  pid_t StartCoordinator() {
+  pid_t StartCoordinator(const std::vector<std::string>& env) {
     pid_t pid = Spawn({kBin + "trainlet-coordinator",
                        "--state-dir",
                        dir_.File("state"),
@@ -263,7 +268,7 @@ class DaemonOpsTest : public ::testing::Test {
                        "200",
                        "--metrics-address",
                        "127.0.0.1:0"},
-                      NotifyEnv(), dir_.File("coordinator.log"));
+                      env, dir_.File("coordinator.log"));
     pids_.push_back(pid);
     return pid;
   }
@@ -289,7 +294,7 @@ class DaemonOpsTest : public ::testing::Test {
 
 TEST_F(DaemonOpsTest, NotifiesSystemdAndServesMetrics) {
   NotifySocket notify(dir_.File("notify.sock"));
-  const pid_t coordinator = StartCoordinator();
+  const pid_t coordinator = StartCoordinator(NotifyEnv());
   ASSERT_TRUE(notify.WaitFor(coordinator, "READY=1", 15s)) << "coordinator never READY";
   // READY comes after binding: the endpoints are written by then.
   auto endpoints = nlohmann::json::parse(ReadFile(dir_.File("endpoints.json")));
@@ -394,6 +399,10 @@ TEST_F(DaemonOpsTest, NotifiesSystemdAndServesMetrics) {
   auto a2 = Scrape(agent_metrics);
   EXPECT_GE(a2.Value("trainlet_agent_workers_failed_total", {{"reason", "exit_code"}}), 1);
 
+  // The watchdog is read with libsystemd, loaded for it.
+  EXPECT_TRUE(MapsLibsystemd(agent));
+  EXPECT_TRUE(MapsLibsystemd(coordinator));
+
   // SIGTERM: STOPPING=1, then a clean exit.
   ASSERT_EQ(kill(agent, SIGTERM), 0);
   EXPECT_TRUE(notify.WaitFor(agent, "STOPPING=1", 5s));
@@ -403,6 +412,18 @@ TEST_F(DaemonOpsTest, NotifiesSystemdAndServesMetrics) {
   EXPECT_EQ(WaitExit(coordinator, 15s), 0);
   EXPECT_EQ(notify.Count(coordinator, "READY=1"), 1);
   EXPECT_EQ(notify.Count(agent, "READY=1"), 1);
+}
+
+// Started by something other than systemd (no watchdog, stderr not the journal), a daemon does
+// not load libsystemd and the libraries it brings (common/systemd_library.h).
+TEST_F(DaemonOpsTest, OutsideSystemdLibsystemdIsNotLoaded) {
+  const pid_t coordinator = StartCoordinator({});
+  for (auto end = Clock::now() + 15s;
+       !std::filesystem::exists(dir_.File("endpoints.json")) && Clock::now() < end;) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(std::filesystem::exists(dir_.File("endpoints.json"))) << "coordinator never bound";
+  EXPECT_FALSE(MapsLibsystemd(coordinator));
 }
 
 }  // namespace
