@@ -1,9 +1,9 @@
 // trainlet-rss-floor: the resident memory a daemon built on the agent's libraries costs before any
 // trainlet code runs. It loads the node's topology with hwloc (I/O devices kept, as the agent
-// does), parses YAML, serialises a protobuf message, logs with spdlog, tells systemd it is ready
-// when NOTIFY_SOCKET is set, and waits on a CURVE DEALER socket of libzmq, then idles. The launch
+// does), parses YAML, serialises a protobuf message, logs with spdlog, and waits on a CURVE DEALER
+// socket of libzmq, then idles. libsystemd is not in it: the agent loads it only under systemd
+// (common/systemd_library.h). The launch
 // benchmark samples it beside the agent, so the agent's RSS can be read against this floor.
-#include <google/protobuf/timestamp.pb.h>
 #include <hwloc.h>
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
@@ -11,9 +11,7 @@
 #include <string>
 #include <zmq.hpp>
 
-#ifdef TRAINLET_HAVE_SYSTEMD
-#include <systemd/sd-daemon.h>
-#endif
+#include "trainlet/v1/node.pb.h"  // the wire messages, lite as the agent has them
 
 int main() {
   hwloc_topology_t topology;
@@ -24,9 +22,10 @@ int main() {
   hwloc_topology_destroy(topology);
 
   const YAML::Node config = YAML::Load("heartbeat_ms: 1000");
-  google::protobuf::Timestamp stamp;
-  stamp.set_seconds(config["heartbeat_ms"].as<int>());
-  const std::string bytes = stamp.SerializeAsString();
+  trainlet::v1::Heartbeat beat;
+  beat.set_node("floor");
+  beat.set_seq(config["heartbeat_ms"].as<uint64_t>());
+  const std::string bytes = beat.SerializeAsString();
 
   zmq::context_t ctx;
   zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
@@ -37,9 +36,6 @@ int main() {
   dealer.set(zmq::sockopt::curve_publickey, std::string(public_key));
   dealer.set(zmq::sockopt::curve_secretkey, std::string(secret_key));
   dealer.connect("tcp://127.0.0.1:9");  // discard port: nothing answers, libzmq retries
-#ifdef TRAINLET_HAVE_SYSTEMD
-  sd_notify(0, "READY=1");
-#endif
   spdlog::info("rss floor: {} PUs, {} protobuf bytes; idling", pus, bytes.size());
   zmq_pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
   while (true) zmq_poll(&item, 1, 1000);

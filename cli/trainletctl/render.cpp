@@ -1,12 +1,12 @@
 #include "trainletctl/render.h"
 
-#include <google/protobuf/util/json_util.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <sstream>
 
 #include "common/status.h"
+#include "proto/reflection.h"
 #include "trainletctl/describe_node.h"
 
 namespace trainlet::cli {
@@ -38,13 +38,8 @@ std::string RenderTable(const std::vector<std::vector<std::string>>& rows) {
   return out;
 }
 
-std::string ToJson(const google::protobuf::Message& message) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.always_print_primitive_fields = true;
-  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
-  return out;
+std::string ToJson(const google::protobuf::MessageLite& message) {
+  return proto::ToJson(message);
 }
 
 namespace {
@@ -70,7 +65,7 @@ void EmitYaml(YAML::Emitter& out, const YAML::Node& n) {
 
 }  // namespace
 
-std::string ToYaml(const google::protobuf::Message& message) {
+std::string ToYaml(const google::protobuf::MessageLite& message) {
   YAML::Node node = YAML::Load(ToJson(message));  // JSON is YAML
   YAML::Emitter out;
   EmitYaml(out, node);

@@ -2,7 +2,7 @@
 // JSON or YAML for scripts (-o json, -o yaml).
 #pragma once
 
-#include <google/protobuf/message.h>
+#include <google/protobuf/message_lite.h>
 
 #include <string>
 #include <vector>
@@ -18,8 +18,8 @@ Result<OutputFormat> ParseOutputFormat(const std::string& text);
 
 // Columns padded to their widest cell, separated by three spaces, header first.
 std::string RenderTable(const std::vector<std::vector<std::string>>& rows);
-std::string ToJson(const google::protobuf::Message& message);
-std::string ToYaml(const google::protobuf::Message& message);
+std::string ToJson(const google::protobuf::MessageLite& message);
+std::string ToYaml(const google::protobuf::MessageLite& message);
 
 // "3d", "5h", "12m", "40s" since `unix_ms`; "<unknown>" when 0.
 std::string Age(int64_t unix_ms, int64_t now_ms);
