@@ -1,19 +1,23 @@
 // trainlet-rss-floor: the resident memory a daemon built on the agent's libraries costs before any
 // trainlet code runs. It loads the node's topology with hwloc (I/O devices kept, as the agent
 // does), parses YAML, serialises a protobuf message, logs with spdlog, and waits on a CURVE DEALER
-// socket of libzmq, then idles. libsystemd is not in it: the agent loads it only under systemd
-// (common/systemd_library.h). The launch
-// benchmark samples it beside the agent, so the agent's RSS can be read against this floor.
+// socket of libzmq, then idles. It is linked as the agent is (cmake/TrainletStaticAgent.cmake).
+// libsystemd is not in it: the agent loads it only under systemd (common/systemd_library.h). The
+// launch benchmark samples it beside the agent, so the agent's RSS can be read against this floor.
 #include <hwloc.h>
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cstdlib>
 #include <string>
 #include <zmq.hpp>
 
 #include "trainlet/v1/node.pb.h"  // the wire messages, lite as the agent has them
 
 int main() {
+  // As the agent does (agent/topology.cpp): without hwloc's libxml2 plugin, which would leave
+  // libstdc++.so mapped.
+  setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_xml_libxml", 0);
   hwloc_topology_t topology;
   hwloc_topology_init(&topology);
   hwloc_topology_set_io_types_filter(topology, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);

@@ -166,10 +166,11 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
-bool MapsLibsystemd(pid_t pid) {
-  return ReadFile("/proc/" + std::to_string(pid) + "/maps").find("libsystemd.so") !=
-         std::string::npos;
+bool Maps(pid_t pid, const std::string& library) {
+  return ReadFile("/proc/" + std::to_string(pid) + "/maps").find(library) != std::string::npos;
 }
+
+bool MapsLibsystemd(pid_t pid) { return Maps(pid, "/libsystemd.so"); }
 
 // GET over HTTP/1.0 with curl's absence in mind: a raw socket. Returns "" on failure.
 std::string HttpGet(const std::string& address, const std::string& path, int* status) {
@@ -402,6 +403,14 @@ TEST_F(DaemonOpsTest, NotifiesSystemdAndServesMetrics) {
   // The watchdog is read with libsystemd, loaded for it.
   EXPECT_TRUE(MapsLibsystemd(agent));
   EXPECT_TRUE(MapsLibsystemd(coordinator));
+#if TRAINLET_EXPECT_STATIC_AGENT
+  // Linked with its C++ libraries as archives (cmake/TrainletStaticAgent.cmake), after topology
+  // discovery, registration and a job: no shared C++ library was loaded, not even by hwloc.
+  for (const char* library : {"/libstdc++.so", "/libzmq.so", "/libspdlog.so", "/libyaml-cpp.so",
+                              "/libxml2.so"}) {
+    EXPECT_FALSE(Maps(agent, library)) << library;
+  }
+#endif
 
   // SIGTERM: STOPPING=1, then a clean exit.
   ASSERT_EQ(kill(agent, SIGTERM), 0);
