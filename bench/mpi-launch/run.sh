@@ -18,8 +18,9 @@
 #              trainletctl, trainlet-agent, trainlet-coordinator, trainlet-exec, mpi-allreduce
 #   --probe    afterwards, time the pieces (median of 5): one ssh connection, one trainlet-exec
 #              round trip, mpirun alone inside a trainlet job, mpirun with a launch agent that
-#              costs nothing (ip netns exec), mpirun with all ranks on host1 (the MPI floor), and
-#              a trainlet job whose command is /bin/true
+#              costs nothing (ip netns exec; from outside and from inside a trainlet job, and with
+#              each daemon in a session of its own as sshd and trainlet run it), mpirun with all
+#              ranks on host1 (the MPI floor), and a trainlet job whose command is /bin/true
 #   --mpi-env NAME=VALUE  an OpenMPI setting for both contenders: trainer env of the trainlet jobs
 #              (where it wins over the mpi runtime's defaults) and so also the SSH contender's env;
 #              e.g. --mpi-env OMPI_MCA_pml= gives OpenMPI its own PML selection back (the "before")
@@ -307,8 +308,19 @@ if [ "$PROBE" = 1 ]; then
     printf 'esac\necho "direct-agent: unknown host $h" >&2\nexit 255\n'
   } > "$direct"
   chmod +x "$direct"
+  # The same, but the daemon in a session of its own, as sshd and trainlet's agents run it. On
+  # one machine standing in for three, the scheduler shares the CPUs between sessions
+  # (autogroup), not between processes: this, not the launch path, is most of what mpirun in a
+  # trainlet job takes over the free launcher (bench/README.md).
+  direct_setsid="$WORK/direct-agent-setsid"
+  sed 's/unshare --uts sh -c/unshare --uts setsid -w sh -c/' "$direct" > "$direct_setsid"
+  chmod +x "$direct_setsid"
   direct_samples=()
-  for i in 1 2 3 4 5; do direct_samples+=("$(run_ssh "direct-$i" "$direct")"); done
+  setsid_samples=()
+  for i in 1 2 3 4 5; do
+    direct_samples+=("$(run_ssh "direct-$i" "$direct")")
+    setsid_samples+=("$(run_ssh "setsid-$i" "$direct_setsid")")
+  done
   # Inside a trainlet job on host1: trainlet-exec to host2 running `true`, then mpirun alone.
   probe="$WORK/probe.yaml"
   {
@@ -321,26 +333,32 @@ if [ "$PROBE" = 1 ]; then
       "$BIN_DIR/trainlet-exec" "${NETNS_HOSTS[1]}"
     printf '        for i in 1 2 3 4 5; do a=$(date +%%s%%N); %s "%s" > /dev/null; b=$(date +%%s%%N); echo "mpirun_ns=$((b - a))"; done\n' \
       "${MPIRUN_ARGS[*]}" "$PROGRAM"
+    printf '        for i in 1 2 3 4 5; do a=$(date +%%s%%N); OMPI_MCA_plm_rsh_agent=%s %s "%s" > /dev/null; b=$(date +%%s%%N); echo "direct_in_job_ns=$((b - a))"; done\n' \
+      "$direct" "${MPIRUN_ARGS[*]}" "$PROGRAM"
   } > "$probe"
   "$CTL" apply -f "$probe" > /dev/null
   "$CTL" wait trainjob/bench-probe --for=condition=Complete --timeout=180s > /dev/null \
     || fail "probe job: $("$CTL" logs bench-probe 2>&1)"
   plog=$("$CTL" logs bench-probe)
-  python3 - "${ssh_samples[*]}" "$plog" "${local_samples[*]}" "${direct_samples[*]}" <<'EOF'
+  python3 - "${ssh_samples[*]}" "$plog" "${local_samples[*]}" "${direct_samples[*]}" \
+    "${setsid_samples[*]}" <<'EOF'
 import statistics, sys
 ssh = [float(x) for x in sys.argv[1].split()]
 local = [float(x) for x in sys.argv[3].split()]
 direct = [float(x) for x in sys.argv[4].split()]
+setsid = [float(x) for x in sys.argv[5].split()]
 lines = sys.argv[2].splitlines()
 def grab(key):
     return [int(l.split(key + "=")[1]) / 1e6 for l in lines if key + "=" in l]
-ex, mp = grab("exec_ns"), grab("mpirun_ns")
-if len(ex) != 5 or len(mp) != 5:
+ex, mp, dj = grab("exec_ns"), grab("mpirun_ns"), grab("direct_in_job_ns")
+if len(ex) != 5 or len(mp) != 5 or len(dj) != 5:
     sys.exit(f"probe: expected 5 samples of each, got {len(ex)} exec and {len(mp)} mpirun:\n{sys.argv[2]}")
 print(f"ssh host1 -> host2 `true`:                 {statistics.median(ssh):.0f} ms")
 print(f"trainlet-exec host1 -> host2 `true`:       {statistics.median(ex):.0f} ms")
 print(f"mpirun alone inside a trainlet job:        {statistics.median(mp):.0f} ms")
 print(f"mpirun, launch agent `ip netns exec`:      {statistics.median(direct):.0f} ms")
+print(f"  the same, run from inside a trainlet job: {statistics.median(dj):.0f} ms")
+print(f"  the same, each daemon in its own session:  {statistics.median(setsid):.0f} ms")
 print(f"mpirun, all 6 ranks on host1 (no remote):  {statistics.median(local):.0f} ms")
 EOF
   "$CTL" delete trainjob bench-probe --timeout 60s > /dev/null
