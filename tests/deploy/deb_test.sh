@@ -72,7 +72,7 @@ echo "built $(basename "$deb")"
 dpkg-deb -I "$deb" > "$work/info"
 depends="$(sed -n 's/^ Depends: //p' "$work/info")"
 echo "Depends: $depends"
-for d in adduser libzmq5 libhwloc15 libprotobuf libsqlite3-0 libyaml-cpp; do
+for d in adduser libsystemd0 libzmq5 libhwloc15 libprotobuf libsqlite3-0 libyaml-cpp; do
   grep -q "$d" <<<"$depends" || fail "Depends lacks $d (shlibdeps)"
 done
 dpkg-deb --ctrl-tarfile "$deb" | tar -t > "$work/control-files"
