@@ -192,6 +192,7 @@ void ExecSessions::Restore() {
 }
 
 void ExecSessions::ReadOutput(Session& s) {
+  if (held_) return;  // what is new now, Resend() reads from the acknowledged counts anyway
   for (const uint32_t stream : {kStdout, kStderr}) {
     OutputTail& tail = stream == kStdout ? s.out : s.err;
     if (!tail.is_open()) continue;

@@ -105,7 +105,8 @@ class ExecSessions {
   void Refuse(uint64_t exec_id, const std::string& why);
   void Watch(Session& s);
   void Unwatch(Session& s);
-  // Sends what is new in both files; on a read error the stream is reported and closed.
+  // Sends what is new in both files; on a read error the stream is reported and closed. Reads
+  // nothing while held.
   void ReadOutput(Session& s);
   void SendExit(Session& s, const WorkerExit& exit);
   void SendExitMessage(const Session& s);

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "tests/common/test_dir.h"
+
 namespace trainlet::agent {
 namespace {
 
@@ -19,13 +21,6 @@ namespace fs = std::filesystem;
 
 class ExecOutputFilesTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/trainlet-exec-files-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   void Append(const std::string& path, const std::string& bytes) {
     std::ofstream out(path, std::ios::binary | std::ios::app);
     out << bytes;
@@ -41,7 +36,8 @@ class ExecOutputFilesTest : public ::testing::Test {
     return got;
   }
 
-  fs::path dir_;
+  testing::TempDir tmp_;
+  const fs::path dir_ = tmp_.path();
 };
 
 ExecSessionRecord Sample() {
