@@ -76,6 +76,7 @@ Status Coordinator::Init() {
   }
 
   registry_ = std::make_unique<NodeRegistry>(config_.heartbeat_interval, config_.lost_timeout);
+  registry_->BindNamesToKeys([this] { return zap_->KeysOf("agent"); });  // issue 19, defect 7
   TRAINLET_RETURN_IF_ERROR(registry_->LoadCordons(store_.get()));
   JobControllerOptions options;
   options.exec_endpoint = exec_endpoint_;
