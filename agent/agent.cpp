@@ -66,6 +66,80 @@ std::string ExpandPlanVars(const std::string& value,
   return out;
 }
 
+// Creates the state dir and takes its lock: one agent per state dir, and the steps' proof that an
+// agent lives. Returns the locked descriptor, held until this process ends however it ends (the
+// kernel drops the lock on kill -9 too). O_CLOEXEC keeps it out of the steps and ranks.
+Result<int> LockStateDir(const std::string& state_dir, const std::string& lock_path) {
+  std::error_code ec;
+  fs::create_directories(state_dir, ec);
+  if (ec) return IoError("--state-dir " + state_dir + ": " + ec.message());
+  const int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return IoError(lock_path + ": " + std::strerror(errno));
+  // A step checking whether an agent lives holds the lock shared for a moment: retry briefly.
+  bool locked = false;
+  for (int i = 0; i < 50 && !locked; ++i) {
+    locked = flock(fd, LOCK_EX | LOCK_NB) == 0;
+    if (!locked) usleep(20000);
+  }
+  if (!locked) {
+    close(fd);
+    return Status(ErrorCode::kExists, "--state-dir " + state_dir +
+                                          ": another trainlet-agent is running with it (" +
+                                          lock_path + " is locked)");
+  }
+  return fd;
+}
+
+// What the node tells the coordinator about itself at registration, less the version fields:
+// its hardware (this machine, or the XML it impersonates), labels, taints and accelerators.
+Result<v1::NodeInfo> DescribeNode(const AgentConfig& config, const std::string& hostname,
+                                  const std::vector<std::unique_ptr<AcceleratorPlugin>>& plugins) {
+  TRAINLET_ASSIGN_OR_RETURN(NodeHardware hw,
+                            DiscoverNodeHardware(config.topology_xml, config.apple_fixture));
+  v1::Topology topo = std::move(hw.topology);
+  spdlog::info("node {}: {}", config.name, SummarizeTopology(topo));
+  v1::NodeInfo info;
+  info.set_name(config.name);
+  info.set_address(config.address);
+  info.set_hostname(hostname);
+  info.set_slots(config.slots != 0 ? config.slots : std::max<uint32_t>(1, topo.pus()));
+  *info.mutable_topology() = std::move(topo);
+  for (const auto& [k, v] : config.labels) (*info.mutable_labels())[k] = v;
+  auto taints = ParseTaintList(config.taints);
+  if (!taints.ok()) return InvalidError("--taints: " + taints.status().message());
+  for (auto& t : *taints) *info.add_taints() = std::move(t);
+  const NodeAccelerators found =
+      DiscoverNodeAccelerators(plugins, info.topology(), hw.accelerator_env);
+  for (const auto& note : found.notes) spdlog::info("accelerators: {}", note);
+  AddAccelerators(found, &info);
+  return info;
+}
+
+// The worker ports of --worker-ports on --address, with what a previous agent reserved or handed
+// over.
+Result<std::unique_ptr<PortReservations>> OpenPortReservations(const AgentConfig& config) {
+  TRAINLET_ASSIGN_OR_RETURN(PortRange range, ParsePortRange(config.worker_ports));
+  auto ports = PortReservations::Create(config.address, range, std::chrono::seconds(60),
+                                        config.state_dir + "/ports");
+  if (!ports.ok()) return InvalidError("--address: " + ports.status().message());
+  auto reservations = std::make_unique<PortReservations>(std::move(ports).value());
+  reservations->Restore(Clock::now());
+  return reservations;
+}
+
+// One subdirectory per job comes and goes under logs/, steps/ and exec/: spread them over the disk
+// so that a new job's files are not allocated among the last job's freed inodes
+// (platform/directory_spread.h).
+void SpreadJobDirectories(const std::string& state_dir) {
+  std::error_code ec;
+  fs::create_directories(state_dir + "/logs", ec);
+  for (const char* sub : {"/logs", "/steps", "/exec"}) {
+    if (const std::string why = platform::SpreadSubdirectories(state_dir + sub); !why.empty()) {
+      spdlog::debug("job directories are not spread over the disk: {}", why);
+    }
+  }
+}
+
 }  // namespace
 
 void PrepareLoopSignals() {
@@ -82,7 +156,7 @@ std::chrono::milliseconds Agent::OrphanGrace() const {
   // this agent may have died up to one heartbeat after that beat, and its steps notice within
   // 0.2 s. So they stop their ranks that much earlier than the grace.
   const auto early = config_.heartbeat_interval + std::chrono::milliseconds(750);
-  return std::max(std::chrono::milliseconds(100), partition_grace_ - early);
+  return std::max(std::chrono::milliseconds(100), link_->partition_grace() - early);
 }
 
 Agent::~Agent() = default;
@@ -98,83 +172,58 @@ Status Agent::Init() {
   if (config_.address.empty()) config_.address = "127.0.0.1";
   if (config_.coordinator.empty()) return InvalidError("--coordinator: required");
   if (config_.state_dir.empty()) return InvalidError("--state-dir: required");
-  std::error_code ec;
-  fs::create_directories(config_.state_dir, ec);
-  if (ec) return IoError("--state-dir " + config_.state_dir + ": " + ec.message());
-  // One agent per state dir, and the steps' proof that an agent lives: an exclusive flock held
-  // until this process ends, however it ends (the kernel drops it on kill -9 too). O_CLOEXEC
-  // keeps it out of the steps and ranks.
   lock_path_ = config_.state_dir + "/agent.lock";
-  lock_fd_ = open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock_fd_ < 0) return IoError(lock_path_ + ": " + std::strerror(errno));
-  // A step checking whether an agent lives holds the lock shared for a moment: retry briefly.
-  bool locked = false;
-  for (int i = 0; i < 50 && !locked; ++i) {
-    locked = flock(lock_fd_, LOCK_EX | LOCK_NB) == 0;
-    if (!locked) usleep(20000);
-  }
-  if (!locked) {
-    return Status(ErrorCode::kExists, "--state-dir " + config_.state_dir +
-                                          ": another trainlet-agent is running with it (" +
-                                          lock_path_ + " is locked)");
-  }
+  TRAINLET_ASSIGN_OR_RETURN(lock_fd_, LockStateDir(config_.state_dir, lock_path_));
 
-  TRAINLET_ASSIGN_OR_RETURN(keys_, ReadKeyPair(config_.key_file));
-  if (keys_.secret_z85.empty()) {
+  TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair keys, ReadKeyPair(config_.key_file));
+  if (keys.secret_z85.empty()) {
     return InvalidError("--key " + config_.key_file + ": holds no secret-key");
   }
   TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair server, ReadKeyPair(config_.coordinator_key_file));
-  coordinator_public_ = server.public_z85;
 
-  TRAINLET_ASSIGN_OR_RETURN(NodeHardware hw,
-                            DiscoverNodeHardware(config_.topology_xml, config_.apple_fixture));
-  v1::Topology topo = std::move(hw.topology);
-  spdlog::info("node {}: {}", config_.name, SummarizeTopology(topo));
-  info_.set_name(config_.name);
-  info_.set_address(config_.address);
-  info_.set_hostname(Hostname());
-  info_.set_slots(config_.slots != 0 ? config_.slots : std::max<uint32_t>(1, topo.pus()));
-  *info_.mutable_topology() = std::move(topo);
-  for (const auto& [k, v] : config_.labels) (*info_.mutable_labels())[k] = v;
-  {
-    auto taints = ParseTaintList(config_.taints);
-    if (!taints.ok()) return InvalidError("--taints: " + taints.status().message());
-    for (auto& t : *taints) *info_.add_taints() = std::move(t);
-  }
   accelerator_plugins_ = MakeAcceleratorPlugins();
-  const NodeAccelerators found = DiscoverNodeAccelerators(
-      accelerator_plugins_, info_.topology(), hw.accelerator_env);
-  for (const auto& note : found.notes) spdlog::info("accelerators: {}", note);
-  AddAccelerators(found, &info_);
-  {
-    TRAINLET_ASSIGN_OR_RETURN(PortRange range, ParsePortRange(config_.worker_ports));
-    auto ports = PortReservations::Create(config_.address, range, std::chrono::seconds(60),
-                                          config_.state_dir + "/ports");
-    if (!ports.ok()) return InvalidError("--address: " + ports.status().message());
-    ports_ = std::make_unique<PortReservations>(std::move(ports).value());
-    ports_->Restore(Clock::now());  // what a previous agent reserved or handed over
-  }
+  TRAINLET_ASSIGN_OR_RETURN(info_, DescribeNode(config_, Hostname(), accelerator_plugins_));
+  TRAINLET_ASSIGN_OR_RETURN(ports_, OpenPortReservations(config_));
   info_.set_agent_version(TRAINLET_VERSION);
   info_.set_boot_id_hash(static_cast<uint64_t>(NowUnixMs()));
 
-  TRAINLET_ASSIGN_OR_RETURN(
-      socket_, ConnectCurveDealer(ctx_, config_.coordinator, coordinator_public_, keys_));
-  handshakes_ = HandshakeMonitor(ctx_, socket_, "agent-coordinator-monitor");
-
+  TRAINLET_RETURN_IF_ERROR(ConnectToCoordinator(std::move(keys), server.public_z85));
   std::string signal_error;
   signals_ = platform::SignalWatch::Open(kLoopSignals, &signal_error);
   if (!signals_) return InternalError(signal_error);
   TRAINLET_ASSIGN_OR_RETURN(ops_, AgentOps::Create(config_.metrics_address,
                                                    config_.metrics_best_effort, config_.name,
                                                    MakeSystemdNotifier(), &drops_));
+  bin_dir_ = fs::path(platform::ExecutablePath()).parent_path().string();
+  StartSupervisor();
+  StartHealthChecks();
+  return StartExecAndRendezvous();
+}
 
+Status Agent::ConnectToCoordinator(CurveKeyPair keys, std::string coordinator_public) {
+  CoordinatorLink::Options options;
+  options.endpoint = config_.coordinator;
+  options.coordinator_public = std::move(coordinator_public);
+  options.keys = std::move(keys);
+  options.heartbeat_interval = config_.heartbeat_interval;
+  options.register_retry = config_.register_retry;
+  CoordinatorLink::Hooks hooks;
+  hooks.registration = [this] { return Registration(); };
+  hooks.heartbeat = [this] { return Heartbeat(); };
+  hooks.heartbeat_sent = [this] { ops_->OnHeartbeatSent(); };
+  hooks.message = [this](const v1::Envelope& env) { OnMessage(env); };
+  TRAINLET_ASSIGN_OR_RETURN(
+      link_, CoordinatorLink::Connect(ctx_, std::move(options), std::move(hooks), &drops_));
+  return Status::Ok();
+}
+
+void Agent::StartSupervisor() {
   // Orphans of a worker (a daemonising helper that left its process group) are re-parented to
   // the agent rather than to init, so Reap() collects them: no zombies, and none escapes notice.
   // Where there is no subreaper (macOS), launchd reaps them; the group kill still finds them.
   if (const std::string why = platform::BecomeChildSubreaper(); !why.empty()) {
     spdlog::warn("orphans of workers go to init, not to the agent: {}", why);
   }
-  const fs::path bin_dir = fs::path(platform::ExecutablePath()).parent_path();
   std::vector<std::string> base_env;
   for (char** e = environ; *e != nullptr; ++e) base_env.emplace_back(*e);
   spawner_ = MakePosixProcessSpawner();
@@ -184,11 +233,8 @@ Status Agent::Init() {
   steps.orphan_grace = OrphanGrace();
   // A step starting hundreds of ranks on a busy machine can take seconds; the node keeps beating
   // meanwhile, so neither side takes the wait for a hang or a partition.
-  steps.keepalive = [this] {
-    SendHeartbeat();
-    next_heartbeat_ = Clock::now() + config_.heartbeat_interval;
-  };
-  steps.step_binary = (bin_dir / "trainlet-step").string();
+  steps.keepalive = [this] { link_->HeartbeatNow(); };
+  steps.step_binary = (fs::path(bin_dir_) / "trainlet-step").string();
   supervisor_ =
       std::make_unique<WorkerSupervisor>(spawner_.get(), std::move(base_env), std::move(steps));
   // Ranks a previous agent started on this node ran on under their steps: take them back before
@@ -200,11 +246,14 @@ Status Agent::Init() {
     latest = std::max(latest, adopted.attempt);
     stop_grace_[adopted.job] = adopted.stop_grace_ms != 0 ? adopted.stop_grace_ms : 10000;
     // Partition grace counts from now: a silent coordinator still stops adopted ranks.
-    if (adopted.running != 0) last_heard_ = Clock::now();
+    if (adopted.running != 0) link_->CountSilenceFrom(Clock::now());
   }
   // An attempt whose step is gone ended while no agent ran: nothing else would give back its
   // ports. Adopted ones give theirs back when their exits are reported.
   ports_->ReleaseHandedOverExcept(adopted_attempts);
+}
+
+void Agent::StartHealthChecks() {
   // The GPU check counts this machine's GPUs, also when impersonating another: only a change
   // since start counts, so the baseline and the checks see the same machine.
   config_.health.state_dir = config_.state_dir;
@@ -225,80 +274,32 @@ Status Agent::Init() {
   health_ = std::make_unique<HealthChecker>(config_.health, spawner_.get(), std::move(health_env),
                                             HealthChecker::GpuCounter{},
                                             HealthChecker::FreeSpace{}, accelerator_health);
+}
+
+Status Agent::StartExecAndRendezvous() {
   // Exec sessions run under steps too: take back those a previous agent left, before the first
   // Reap() reports the exits recorded while no agent ran.
   exec_sessions_ = std::make_unique<ExecSessions>(supervisor_.get(), config_.state_dir + "/exec",
                                                   [this](v1::Envelope e) { Send(std::move(e)); });
   exec_sessions_->Restore();
-  // One subdirectory per job comes and goes under each of these: spread them over the disk so
-  // that a new job's files are not allocated among the last job's freed inodes
-  // (platform/directory_spread.h).
-  fs::create_directories(config_.state_dir + "/logs", ec);
-  for (const char* sub : {"/logs", "/steps", "/exec"}) {
-    if (const std::string why = platform::SpreadSubdirectories(config_.state_dir + sub);
-        !why.empty()) {
-      spdlog::debug("job directories are not spread over the disk: {}", why);
-    }
-  }
+  SpreadJobDirectories(config_.state_dir);
   rendezvous_ = std::make_unique<RendezvousServer>(config_.name, config_.state_dir,
                                                    [this](v1::Envelope e) { Send(std::move(e)); });
   TRAINLET_RETURN_IF_ERROR(rendezvous_->Bind(ctx_));
-  exec_binary_ = (bin_dir / "trainlet-exec").string();
+  exec_binary_ = (fs::path(bin_dir_) / "trainlet-exec").string();
   return Status::Ok();
 }
 
-void Agent::Send(v1::Envelope env) {
-  outbox_.push_back(std::move(env));
-  FlushOutbox();
-}
+void Agent::Send(v1::Envelope env) { link_->Send(std::move(env)); }
 
-void Agent::FlushOutbox() {
-  while (!outbox_.empty()) {
-    if (!SendOnDealer(socket_, outbox_.front())) return;  // not connected: keep, retry later
-    outbox_.pop_front();
-  }
-}
-
-void Agent::SendEvent(v1::Envelope env) {
-  events_.Add(std::move(env));
-  FlushEvents(false);
-}
-
-void Agent::FlushEvents(bool everything) {
-  // Events wait for a registration: a coordinator that does not know this node drops them.
-  if (!registered_) return;
-  auto due = events_.Due(Clock::now(), everything);
-  for (size_t i = 0; i < due.size(); ++i) {
-    if (!SendOnDealer(socket_, *due[i])) {
-      events_.Unsent(due, i);
-      return;
-    }
-  }
-}
-
-void Agent::ReadCoordinator(int at_most) {
-  for (int i = 0; i < at_most; ++i) {
-    auto env = ReceiveFromDealer(socket_, drops_);
-    if (!env) {
-      if (!(socket_.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
-      continue;
-    }
-    OnMessage(*env);
-  }
-}
+void Agent::SendEvent(v1::Envelope env) { link_->SendEvent(std::move(env)); }
 
 void Agent::CheckPartition(Clock::time_point now) {
-  if (last_heard_ == Clock::time_point{} || partition_stopped_) return;
-  if (now - last_heard_ < partition_grace_ || supervisor_->running() == 0) return;
-  // After a long stall of our own loop (starting hundreds of ranks on a busy machine) the
-  // coordinator's answers to the beats sent meanwhile are waiting unread: read them first.
-  ReadCoordinator(1024);
-  if (now - last_heard_ < partition_grace_ || partition_stopped_) return;
+  if (!link_->CheckPartition(now, supervisor_->running())) return;
   // The coordinator has failed these attempts by now and may run them elsewhere; two attempts of
   // a job must never run at once.
   spdlog::error("no word from the coordinator for {} ms: stopping {} workers",
-                std::chrono::duration_cast<std::chrono::milliseconds>(now - last_heard_).count(),
-                supervisor_->running());
+                link_->SilentFor(now).count(), supervisor_->running());
   std::set<std::string> jobs;
   for (const auto& w : supervisor_->Running()) jobs.insert(w.job);
   for (const auto& job : jobs) {
@@ -307,10 +308,9 @@ void Agent::CheckPartition(Clock::time_point now) {
                       std::chrono::milliseconds(grace != stop_grace_.end() ? grace->second : 10000),
                       now);
   }
-  partition_stopped_ = true;
 }
 
-void Agent::SendRegister() {
+v1::Envelope Agent::Registration() {
   v1::Envelope env;
   *env.mutable_register_() = info_;
   for (const auto& w : supervisor_->Running()) {
@@ -320,25 +320,19 @@ void Agent::SendRegister() {
     r->set_rank(w.rank);
     r->set_pid(w.pid);
   }
-  env.mutable_register_()->set_events_acked_through(events_.acked_through());
   exec_sessions_->Report(env.mutable_register_()->mutable_exec_sessions());
   exec_sessions_->Hold();  // until the ack: a restarted coordinator resumes from the report
-  // Registration is resent on a timer, so it never waits in the outbox behind itself.
-  SendOnDealer(socket_, env);
-  next_register_ = Clock::now() + config_.register_retry;
+  return env;
 }
 
-void Agent::SendHeartbeat() {
-  v1::Envelope env;
-  auto* hb = env.mutable_heartbeat();
-  hb->set_node(config_.name);
-  hb->set_seq(++heartbeat_seq_);
-  hb->set_sent_unix_ms(NowUnixMs());
-  hb->set_running_workers(static_cast<uint32_t>(supervisor_->running()));
-  hb->set_healthy(health_->healthy());
-  hb->set_health_reason(health_->reason());
-  // A heartbeat that cannot go now is worthless later: never queue it.
-  if (SendOnDealer(socket_, env)) ops_->OnHeartbeatSent();
+v1::Heartbeat Agent::Heartbeat() {
+  v1::Heartbeat hb;
+  hb.set_node(config_.name);
+  hb.set_sent_unix_ms(NowUnixMs());
+  hb.set_running_workers(static_cast<uint32_t>(supervisor_->running()));
+  hb.set_healthy(health_->healthy());
+  hb.set_health_reason(health_->reason());
+  return hb;
 }
 
 std::string Agent::LogPath(const std::string& job, uint32_t attempt, uint32_t rank) const {
@@ -590,7 +584,7 @@ void Agent::OnChildExits() {
                 "rank {} of {} attempt {} exited: code {} signal {}", e.rank, e.job, e.attempt,
                 e.exit_code, e.signal);
     SendEvent(std::move(env));
-    supervisor_->ExitReported(e, events_.last_seq());  // its step record goes once acked
+    supervisor_->ExitReported(e, link_->last_event_seq());  // its step record goes once acked
   }
   // Once nothing of an attempt runs here any more, whatever it left outside its process groups
   // (an orted's ranks, say) goes too.
@@ -611,33 +605,17 @@ void Agent::OnChildExits() {
 
 void Agent::OnMessage(const v1::Envelope& env) {
   switch (env.body_case()) {
+    // The link applied the acks to itself first (registered, events acked, partition clock).
     case v1::Envelope::kRegisterAck:
       if (env.register_ack().accepted()) {
-        if (!registered_) spdlog::info("registered with {}", config_.coordinator);
-        registered_ = true;
-        last_heard_ = Clock::now();
-        partition_stopped_ = false;
         if (env.register_ack().partition_grace_ms() != 0) {
-          partition_grace_ = std::chrono::milliseconds(env.register_ack().partition_grace_ms());
           supervisor_->set_orphan_grace(OrphanGrace());
         }
-        FlushEvents(true);  // a new coordinator has seen none of the unacknowledged events
-        exec_sessions_->Resend();  // nor the sessions' unacknowledged output and exits
-      } else {
-        spdlog::warn("coordinator asks to register again: {}", env.register_ack().reason());
-        registered_ = false;
-        SendRegister();
+        exec_sessions_->Resend();  // a new coordinator has seen none of their output and exits
       }
       break;
     case v1::Envelope::kHeartbeatAck:
-      last_heard_ = Clock::now();
-      partition_stopped_ = false;
-      // Before this agent's registration is accepted, an ack counts the events of a previous
-      // agent on this node (a restart): applying it would drop this agent's unsent events.
-      if (registered_) {
-        events_.Ack(env.heartbeat_ack().acked_event_seq());
-        supervisor_->ReportsAcked(env.heartbeat_ack().acked_event_seq());
-      }
+      if (link_->registered()) supervisor_->ReportsAcked(env.heartbeat_ack().acked_event_seq());
       // The exec sessions the coordinator relays for this node stand whoever registered.
       exec_sessions_->OnDelivered(env.heartbeat_ack().exec_sessions(), Clock::now());
       break;
@@ -657,18 +635,6 @@ void Agent::OnMessage(const v1::Envelope& env) {
   }
 }
 
-void Agent::OnHandshakeEvents() {
-  while (auto event = handshakes_.Read()) {
-    // The first registration at start-up, and one after a partition, is sent once the connection
-    // is usable rather than at the next register_retry tick (ZMQ_IMMEDIATE drops earlier sends).
-    if (*event == HandshakeEvent::kSucceeded && !registered_) SendRegister();
-    if (*event == HandshakeEvent::kRefusedKey) {
-      spdlog::error("the coordinator at {} refused this agent's key: add its public key to the "
-                    "coordinator's agent allowlist", config_.coordinator);
-    }
-  }
-}
-
 bool Agent::OnSignals() {
   bool keep_running = true;
   for (const int sig : signals_->Take()) {
@@ -685,43 +651,29 @@ bool Agent::OnSignals() {
 
 Status Agent::Run() {
   spdlog::info("agent {} ({}) connecting to {}", config_.name, config_.address, config_.coordinator);
-  SendRegister();
-  next_heartbeat_ = Clock::now();
+  link_->Start();
   while (true) {
     const auto now = Clock::now();
-    ops_->Tick(registered_, config_.coordinator, supervisor_->running());  // READY=1, STATUS=
-    if (now >= next_heartbeat_) {
-      SendHeartbeat();
-      next_heartbeat_ = now + config_.heartbeat_interval;
-    }
-    if (!registered_ && now >= next_register_) SendRegister();
-    FlushOutbox();
-    FlushEvents(false);
+    ops_->Tick(link_->registered(), config_.coordinator, supervisor_->running());  // READY=1
+    link_->Tick(now);  // heartbeat, registration, outboxes
     CheckPartition(now);
     for (const auto& [job, attempt] : ports_->Expire(now)) {
       spdlog::warn("{} attempt {}: no launch plan came within the port hold timeout; its ports "
                    "are given back", job, attempt);
     }
-    auto wake = std::min(next_heartbeat_, registered_ ? next_heartbeat_ : next_register_);
+    auto wake = link_->NextWake(now, supervisor_->running() != 0);
     if (auto expiry = ports_->NextExpiry()) wake = std::min(wake, *expiry);
     if (auto t = supervisor_->Tick(now)) wake = std::min(wake, now + *t);
     wake = std::min(wake, now + health_->Tick(now));
     if (auto t = rendezvous_->Tick(now)) wake = std::min(wake, now + *t);
-    if (!outbox_.empty()) wake = std::min(wake, now + std::chrono::milliseconds(50));
-    if (auto due = events_.NextDue(); due && registered_) {
-      wake = std::min(wake, std::max(*due, now + std::chrono::milliseconds(50)));
-    }
-    if (last_heard_ != Clock::time_point{} && !partition_stopped_ && supervisor_->running() != 0) {
-      wake = std::min(wake, std::max(last_heard_ + partition_grace_, now));
-    }
     const auto timeout =
         std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count());
 
-    std::vector<zmq_pollitem_t> items = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
+    std::vector<zmq_pollitem_t> items = {{link_->socket_handle(), 0, ZMQ_POLLIN, 0},
                                          {nullptr, signals_->fd(), ZMQ_POLLIN, 0},
                                          {nullptr, ops_->fd(), ZMQ_POLLIN, 0},
                                          {nullptr, supervisor_->wake_fd(), ZMQ_POLLIN, 0},
-                                         {handshakes_.handle(), -1, ZMQ_POLLIN, 0}};
+                                         {link_->monitor_handle(), -1, ZMQ_POLLIN, 0}};
     exec_sessions_->AddPollItems(items);
     health_->AddPollItems(items);
     rendezvous_->AddPollItems(items);
@@ -734,11 +686,11 @@ Status Agent::Run() {
     rendezvous_->OnPolled(items, Clock::now());
     if (items[2].revents & ZMQ_POLLIN) ops_->OnReadable();  // metrics HTTP, watchdog
     if (items[3].revents & ZMQ_POLLIN) OnChildExits();      // a step recorded exits
-    if (items[4].revents & ZMQ_POLLIN) OnHandshakeEvents();
+    if (items[4].revents & ZMQ_POLLIN) link_->OnHandshakeEvents();
     if (items[1].revents & ZMQ_POLLIN) {
       if (!OnSignals()) break;
     }
-    if (items[0].revents & ZMQ_POLLIN) ReadCoordinator(64);
+    if (items[0].revents & ZMQ_POLLIN) link_->Read(64);
   }
   ops_->OnStopping();  // STOPPING=1
   if (!stop_workers_on_exit_) {

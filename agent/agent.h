@@ -1,29 +1,28 @@
 // The node agent: registers this node with the coordinator, heartbeats, starts and supervises the
 // node's workers, reports their events and serves their logs.
 //
-// Threading: one event loop (Run) polls the coordinator socket and a SignalWatch; nothing else
-// runs on its own thread, so no member needs a lock. The caller must have prepared SIGCHLD,
-// SIGTERM, SIGINT, SIGHUP and SIGUSR2 before creating any thread (PrepareLoopSignals does it).
+// Threading: one event loop (Run) polls the coordinator link (coordinator_link.h) and a
+// SignalWatch; nothing else runs on its own thread, so no member needs a lock. The caller must have
+// prepared SIGCHLD, SIGTERM, SIGINT, SIGHUP and SIGUSR2 before creating any thread
+// (PrepareLoopSignals does it).
 #pragma once
 
 #include <chrono>
-#include <deque>
 #include <map>
 #include <memory>
 #include <string>
 #include <zmq.hpp>
 
-#include "agent/event_outbox.h"
+#include "agent/agent_ops.h"
+#include "agent/coordinator_link.h"
 #include "agent/exec_sessions.h"
 #include "agent/health_checker.h"
 #include "agent/port_reservations.h"
-#include "agent/agent_ops.h"
 #include "agent/process_spawner.h"
 #include "agent/rendezvous_server.h"
 #include "agent/worker_supervisor.h"
 #include "common/curve_keys.h"
 #include "common/envelope.h"
-#include "common/handshake_monitor.h"
 #include "common/platform/signal_watch.h"
 #include "common/status.h"
 #include "trainlet/accelerator_plugin.h"
@@ -67,16 +66,20 @@ class Agent {
 
  private:
   explicit Agent(AgentConfig config);
+  // Start-up, in order (Init): each step either completes or returns the error Create returns.
   Status Init();
-  void SendRegister();
-  void SendHeartbeat();
+  Status ConnectToCoordinator(CurveKeyPair keys, std::string coordinator_public);
+  void StartSupervisor();  // takes back the steps (and ranks) a previous agent left
+  void StartHealthChecks();
+  Status StartExecAndRendezvous();
+  // What the coordinator link sends for this node (CoordinatorLink::Hooks).
+  v1::Envelope Registration();
+  v1::Heartbeat Heartbeat();
   void Send(v1::Envelope env);  // queued and retried while the coordinator is unreachable
   void SendEvent(v1::Envelope env);  // a worker event: kept until the coordinator acks it
-  void FlushEvents(bool everything);
   void CheckPartition(std::chrono::steady_clock::time_point now);
   // How long a step keeps its ranks once no agent runs (WorkerSupervisor::Options::orphan_grace).
   std::chrono::milliseconds OrphanGrace() const;
-  void FlushOutbox();
   void OnMessage(const v1::Envelope& env);
   void OnLaunchPlan(const v1::LaunchPlan& plan);
   void OnStopWorkers(const v1::StopWorkers& stop);
@@ -89,20 +92,15 @@ class Agent {
   void OnChildExits();
   std::string LogPath(const std::string& job, uint32_t attempt, uint32_t rank) const;
   bool OnSignals();  // false when asked to stop
-  void OnHandshakeEvents();
-  void ReadCoordinator(int at_most);  // handles up to `at_most` waiting messages, without blocking
 
   // Constant after construction.
   AgentConfig config_;
   // Owned by the loop.
-  zmq::context_t ctx_;
-  zmq::socket_t socket_;
-  HandshakeMonitor handshakes_;  // registers the moment the CURVE handshake completes
+  zmq::context_t ctx_;                     // first: destroyed last, after every socket on it
+  std::unique_ptr<CoordinatorLink> link_;  // socket, outbox, register, heartbeat, partition
   std::unique_ptr<platform::SignalWatch> signals_;
   int lock_fd_ = -1;       // flock'd <state_dir>/agent.lock, held for the process's life
   std::string lock_path_;
-  CurveKeyPair keys_;
-  std::string coordinator_public_;
   v1::NodeInfo info_;
   std::unique_ptr<ProcessSpawner> spawner_;
   std::unique_ptr<WorkerSupervisor> supervisor_;
@@ -112,20 +110,12 @@ class Agent {
   std::unique_ptr<RendezvousServer> rendezvous_;  // the ranks' local rendezvous endpoint
   std::vector<std::unique_ptr<AcceleratorPlugin>> accelerator_plugins_;  // table order
   std::string exec_binary_;  // trainlet-exec beside this agent
+  std::string bin_dir_;      // where this agent's binary lies: trainlet-step, trainlet-exec
   DropCounters drops_;
-  std::unique_ptr<AgentOps> ops_;  // metrics and sd_notify (agent_ops.h)
-  std::deque<v1::Envelope> outbox_;
-  EventOutbox events_;
-  std::chrono::steady_clock::time_point last_heard_{};  // last message from the coordinator
-  std::chrono::milliseconds partition_grace_{10000};     // set by the coordinator at registration
-  bool partition_stopped_ = false;  // workers were stopped because the coordinator was silent
+  std::unique_ptr<AgentOps> ops_;                   // metrics and sd_notify (agent_ops.h)
   std::map<std::string, uint32_t> latest_attempt_;  // job -> newest attempt seen in a plan
   std::map<std::string, uint32_t> stop_grace_;      // job -> SIGTERM..SIGKILL delay of its plan, ms
-  bool registered_ = false;
   bool stop_workers_on_exit_ = false;  // SIGUSR2: end the ranks too, not only the agent
-  uint64_t heartbeat_seq_ = 0;
-  std::chrono::steady_clock::time_point next_heartbeat_{};
-  std::chrono::steady_clock::time_point next_register_{};
 };
 
 }  // namespace trainlet::agent
