@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -27,8 +28,6 @@
 #include "common/rendezvous/fence_message.h"
 #include "common/zmq_sockets.h"
 
-extern char** environ;
-
 namespace trainlet::agent {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -38,10 +37,9 @@ namespace {
 // SIGUSR2: stop the workers too, then exit (see Run).
 constexpr std::initializer_list<int> kLoopSignals = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR2};
 
-std::string Hostname() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
-  return buf;
+std::string Hostname(platform::Env& env) {
+  Result<std::string> name = env.Hostname();
+  return name.ok() ? *name : "localhost";
 }
 
 // Expands $(NAME) references to the node's own values, as Kubernetes does for container env;
@@ -67,27 +65,22 @@ std::string ExpandPlanVars(const std::string& value,
 }
 
 // Creates the state dir and takes its lock: one agent per state dir, and the steps' proof that an
-// agent lives. Returns the locked descriptor, held until this process ends however it ends (the
-// kernel drops the lock on kill -9 too). O_CLOEXEC keeps it out of the steps and ranks.
-Result<int> LockStateDir(const std::string& state_dir, const std::string& lock_path) {
+// agent lives. The lock is held until the agent ends, however it ends (the kernel drops it on
+// kill -9 too), and kept out of the steps and ranks (close-on-exec). A step checking whether an
+// agent lives holds the lock shared for a moment: Env::LockFile retries briefly.
+Result<std::unique_ptr<platform::FileLock>> LockStateDir(platform::Env& env,
+                                                         const std::string& state_dir,
+                                                         const std::string& lock_path) {
   std::error_code ec;
   fs::create_directories(state_dir, ec);
   if (ec) return IoError("--state-dir " + state_dir + ": " + ec.message());
-  const int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return IoError(lock_path + ": " + std::strerror(errno));
-  // A step checking whether an agent lives holds the lock shared for a moment: retry briefly.
-  bool locked = false;
-  for (int i = 0; i < 50 && !locked; ++i) {
-    locked = flock(fd, LOCK_EX | LOCK_NB) == 0;
-    if (!locked) usleep(20000);
-  }
-  if (!locked) {
-    close(fd);
+  auto lock = env.LockFile(lock_path);
+  if (!lock.ok() && lock.status().code() == ErrorCode::kExists) {
     return Status(ErrorCode::kExists, "--state-dir " + state_dir +
                                           ": another trainlet-agent is running with it (" +
                                           lock_path + " is locked)");
   }
-  return fd;
+  return lock;
 }
 
 // What the node tells the coordinator about itself at registration, less the version fields:
@@ -117,13 +110,14 @@ Result<v1::NodeInfo> DescribeNode(const AgentConfig& config, const std::string& 
 
 // The worker ports of --worker-ports on --address, with what a previous agent reserved or handed
 // over.
-Result<std::unique_ptr<PortReservations>> OpenPortReservations(const AgentConfig& config) {
+Result<std::unique_ptr<PortReservations>> OpenPortReservations(const AgentConfig& config,
+                                                               Clock::time_point now) {
   TRAINLET_ASSIGN_OR_RETURN(PortRange range, ParsePortRange(config.worker_ports));
   auto ports = PortReservations::Create(config.address, range, std::chrono::seconds(60),
                                         config.state_dir + "/ports");
   if (!ports.ok()) return InvalidError("--address: " + ports.status().message());
   auto reservations = std::make_unique<PortReservations>(std::move(ports).value());
-  reservations->Restore(Clock::now());
+  reservations->Restore(now);
   return reservations;
 }
 
@@ -149,7 +143,8 @@ void PrepareLoopSignals() {
   signal(SIGPIPE, SIG_IGN);
 }
 
-Agent::Agent(AgentConfig config) : config_(std::move(config)) {}
+Agent::Agent(AgentConfig config, platform::Env& env)
+    : env_(env), config_(std::move(config)), loop_(env) {}
 
 std::chrono::milliseconds Agent::OrphanGrace() const {
   // The coordinator places no restart before the node's last heartbeat + partition grace (+0.5 s);
@@ -162,18 +157,22 @@ std::chrono::milliseconds Agent::OrphanGrace() const {
 Agent::~Agent() = default;
 
 Result<std::unique_ptr<Agent>> Agent::Create(AgentConfig config) {
-  std::unique_ptr<Agent> agent(new Agent(std::move(config)));
+  return Create(std::move(config), platform::RealEnv());
+}
+
+Result<std::unique_ptr<Agent>> Agent::Create(AgentConfig config, platform::Env& env) {
+  std::unique_ptr<Agent> agent(new Agent(std::move(config), env));
   TRAINLET_RETURN_IF_ERROR(agent->Init());
   return agent;
 }
 
 Status Agent::Init() {
-  if (config_.name.empty()) config_.name = Hostname();
+  if (config_.name.empty()) config_.name = Hostname(env_);
   if (config_.address.empty()) config_.address = "127.0.0.1";
   if (config_.coordinator.empty()) return InvalidError("--coordinator: required");
   if (config_.state_dir.empty()) return InvalidError("--state-dir: required");
   lock_path_ = config_.state_dir + "/agent.lock";
-  TRAINLET_ASSIGN_OR_RETURN(lock_fd_, LockStateDir(config_.state_dir, lock_path_));
+  TRAINLET_ASSIGN_OR_RETURN(lock_, LockStateDir(env_, config_.state_dir, lock_path_));
 
   TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair keys, ReadKeyPair(config_.key_file));
   if (keys.secret_z85.empty()) {
@@ -182,10 +181,10 @@ Status Agent::Init() {
   TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair server, ReadKeyPair(config_.coordinator_key_file));
 
   accelerator_plugins_ = MakeAcceleratorPlugins();
-  TRAINLET_ASSIGN_OR_RETURN(info_, DescribeNode(config_, Hostname(), accelerator_plugins_));
-  TRAINLET_ASSIGN_OR_RETURN(ports_, OpenPortReservations(config_));
+  TRAINLET_ASSIGN_OR_RETURN(info_, DescribeNode(config_, Hostname(env_), accelerator_plugins_));
+  TRAINLET_ASSIGN_OR_RETURN(ports_, OpenPortReservations(config_, env_.MonotonicNow()));
   info_.set_agent_version(TRAINLET_VERSION);
-  info_.set_boot_id_hash(static_cast<uint64_t>(NowUnixMs()));
+  info_.set_boot_id_hash(static_cast<uint64_t>(env_.WallUnixMs()));
 
   TRAINLET_RETURN_IF_ERROR(ConnectToCoordinator(std::move(keys), server.public_z85));
   std::string signal_error;
@@ -194,10 +193,12 @@ Status Agent::Init() {
   TRAINLET_ASSIGN_OR_RETURN(ops_, AgentOps::Create(config_.metrics_address,
                                                    config_.metrics_best_effort, config_.name,
                                                    MakeSystemdNotifier(), &drops_));
-  bin_dir_ = fs::path(platform::ExecutablePath()).parent_path().string();
+  bin_dir_ = fs::path(env_.ExecutablePath()).parent_path().string();
   StartSupervisor();
   StartHealthChecks();
-  return StartExecAndRendezvous();
+  TRAINLET_RETURN_IF_ERROR(StartExecAndRendezvous());
+  RegisterLoopSources();
+  return Status::Ok();
 }
 
 Status Agent::ConnectToCoordinator(CurveKeyPair keys, std::string coordinator_public) {
@@ -207,6 +208,7 @@ Status Agent::ConnectToCoordinator(CurveKeyPair keys, std::string coordinator_pu
   options.keys = std::move(keys);
   options.heartbeat_interval = config_.heartbeat_interval;
   options.register_retry = config_.register_retry;
+  options.now = [this] { return env_.MonotonicNow(); };
   CoordinatorLink::Hooks hooks;
   hooks.registration = [this] { return Registration(); };
   hooks.heartbeat = [this] { return Heartbeat(); };
@@ -224,9 +226,8 @@ void Agent::StartSupervisor() {
   if (const std::string why = platform::BecomeChildSubreaper(); !why.empty()) {
     spdlog::warn("orphans of workers go to init, not to the agent: {}", why);
   }
-  std::vector<std::string> base_env;
-  for (char** e = environ; *e != nullptr; ++e) base_env.emplace_back(*e);
-  spawner_ = MakePosixProcessSpawner();
+  std::vector<std::string> base_env = env_.Environment();
+  spawner_ = &env_.processes();
   WorkerSupervisor::Options steps;
   steps.steps_dir = config_.state_dir + "/steps";
   steps.agent_lock = lock_path_;
@@ -236,7 +237,7 @@ void Agent::StartSupervisor() {
   steps.keepalive = [this] { link_->HeartbeatNow(); };
   steps.step_binary = (fs::path(bin_dir_) / "trainlet-step").string();
   supervisor_ =
-      std::make_unique<WorkerSupervisor>(spawner_.get(), std::move(base_env), std::move(steps));
+      std::make_unique<WorkerSupervisor>(spawner_, std::move(base_env), std::move(steps));
   // Ranks a previous agent started on this node ran on under their steps: take them back before
   // registering, so the registration lists them and the coordinator keeps their attempts.
   std::set<PortReservations::AttemptKey> adopted_attempts;
@@ -246,7 +247,7 @@ void Agent::StartSupervisor() {
     latest = std::max(latest, adopted.attempt);
     stop_grace_[adopted.job] = adopted.stop_grace_ms != 0 ? adopted.stop_grace_ms : 10000;
     // Partition grace counts from now: a silent coordinator still stops adopted ranks.
-    if (adopted.running != 0) link_->CountSilenceFrom(Clock::now());
+    if (adopted.running != 0) link_->CountSilenceFrom(env_.MonotonicNow());
   }
   // An attempt whose step is gone ended while no agent ran: nothing else would give back its
   // ports. Adopted ones give theirs back when their exits are reported.
@@ -259,7 +260,7 @@ void Agent::StartHealthChecks() {
   config_.health.state_dir = config_.state_dir;
   std::vector<std::string> health_env = {"TRAINLET_NODE=" + config_.name,
                                          "TRAINLET_STATE_DIR=" + config_.state_dir};
-  for (char** e = environ; *e != nullptr; ++e) health_env.emplace_back(*e);
+  for (std::string& e : env_.Environment()) health_env.push_back(std::move(e));
   // GPU health (XID events, ECC) changing since registration makes the node unhealthy too.
   auto accelerator_health = [this]() -> std::string {
     std::vector<v1::Accelerator> now(info_.accelerators().begin(), info_.accelerators().end());
@@ -271,7 +272,7 @@ void Agent::StartHealthChecks() {
     }
     return "";
   };
-  health_ = std::make_unique<HealthChecker>(config_.health, spawner_.get(), std::move(health_env),
+  health_ = std::make_unique<HealthChecker>(config_.health, spawner_, std::move(health_env),
                                             HealthChecker::GpuCounter{},
                                             HealthChecker::FreeSpace{}, accelerator_health);
 }
@@ -328,7 +329,7 @@ v1::Envelope Agent::Registration() {
 v1::Heartbeat Agent::Heartbeat() {
   v1::Heartbeat hb;
   hb.set_node(config_.name);
-  hb.set_sent_unix_ms(NowUnixMs());
+  hb.set_sent_unix_ms(env_.WallUnixMs());
   hb.set_running_workers(static_cast<uint32_t>(supervisor_->running()));
   hb.set_healthy(health_->healthy());
   hb.set_health_reason(health_->reason());
@@ -617,7 +618,7 @@ void Agent::OnMessage(const v1::Envelope& env) {
     case v1::Envelope::kHeartbeatAck:
       if (link_->registered()) supervisor_->ReportsAcked(env.heartbeat_ack().acked_event_seq());
       // The exec sessions the coordinator relays for this node stand whoever registered.
-      exec_sessions_->OnDelivered(env.heartbeat_ack().exec_sessions(), Clock::now());
+      exec_sessions_->OnDelivered(env.heartbeat_ack().exec_sessions(), env_.MonotonicNow());
       break;
     case v1::Envelope::kLaunchPlan: OnLaunchPlan(env.launch_plan()); break;
     case v1::Envelope::kStopWorkers: OnStopWorkers(env.stop_workers()); break;
@@ -626,7 +627,7 @@ void Agent::OnMessage(const v1::Envelope& env) {
     case v1::Envelope::kFenceResult: rendezvous_->OnFenceResult(env.fence_result()); break;
     case v1::Envelope::kExecStart: OnExecStart(env.exec_start()); break;
     case v1::Envelope::kExecCancel:
-      exec_sessions_->Cancel(env.exec_cancel().exec_id(), Clock::now());
+      exec_sessions_->Cancel(env.exec_cancel().exec_id(), env_.MonotonicNow());
       break;
     default:
       drops_.Add(DropReason::kUnexpected);
@@ -649,49 +650,75 @@ bool Agent::OnSignals() {
   return keep_running;
 }
 
+void Agent::RegisterLoopSources() {
+  using Loop = platform::EventLoop;
+  loop_.AddTick([this](Clock::time_point now) -> std::optional<Clock::time_point> {
+    return OnTick(now);
+  });
+  // Ready sources run in this order. The ranks' rendezvous requests go before their exits, so a
+  // rank's last request is answered before its exit ends the attempt.
+  std::vector<zmq_pollitem_t> rendezvous_items;
+  rendezvous_->AddPollItems(rendezvous_items);
+  for (const auto& item : rendezvous_items) {
+    loop_.AddSocket(item.socket, Loop::kReadable, [this](short) {
+      std::vector<zmq_pollitem_t> items;
+      rendezvous_->AddPollItems(items);
+      for (auto& i : items) i.revents = ZMQ_POLLIN;
+      rendezvous_->OnPolled(items, env_.MonotonicNow());
+    });
+  }
+  loop_.AddFd(ops_->fd(), Loop::kReadable, [this](short) { ops_->OnReadable(); });  // /metrics
+  loop_.AddFd(supervisor_->wake_fd(), Loop::kReadable, [this](short) { OnChildExits(); });
+  if (link_->monitor_handle() != nullptr) {
+    loop_.AddSocket(link_->monitor_handle(), Loop::kReadable,
+                    [this](short) { link_->OnHandshakeEvents(); });
+  }
+  loop_.AddFd(signals_->fd(), Loop::kReadable, [this](short) {
+    if (!OnSignals()) loop_.Stop();
+  });
+  loop_.AddSocket(link_->socket_handle(), Loop::kReadable, [this](short) { link_->Read(64); });
+  // Their descriptors come and go (a health program's pipe, the exec output watch); neither cares
+  // whether it runs before or after the sources above.
+  exec_output_source_ = std::make_unique<PollItemSource>(
+      loop_, [this](std::vector<zmq_pollitem_t>& items) { exec_sessions_->AddPollItems(items); },
+      [this](const std::vector<zmq_pollitem_t>& items) { exec_sessions_->OnPolled(items); });
+  health_source_ = std::make_unique<PollItemSource>(
+      loop_, [this](std::vector<zmq_pollitem_t>& items) { health_->AddPollItems(items); },
+      [this](const std::vector<zmq_pollitem_t>& items) {
+        health_->OnPolled(items, env_.MonotonicNow());
+      });
+}
+
+Clock::time_point Agent::OnTick(Clock::time_point now) {
+  ops_->Tick(link_->registered(), config_.coordinator, supervisor_->running());  // READY=1
+  link_->Tick(now);  // heartbeat, registration, outboxes
+  CheckPartition(now);
+  for (const auto& [job, attempt] : ports_->Expire(now)) {
+    spdlog::warn("{} attempt {}: no launch plan came within the port hold timeout; its ports "
+                 "are given back", job, attempt);
+  }
+  auto wake = link_->NextWake(now, supervisor_->running() != 0);
+  if (auto expiry = ports_->NextExpiry()) wake = std::min(wake, *expiry);
+  if (auto t = supervisor_->Tick(now)) wake = std::min(wake, now + *t);
+  wake = std::min(wake, now + health_->Tick(now));
+  if (auto t = rendezvous_->Tick(now)) wake = std::min(wake, now + *t);
+  return wake;
+}
+
+Status Agent::RunOnce(std::chrono::milliseconds max_wait) {
+  if (loop_.stopped()) return Status::Ok();
+  if (!std::exchange(started_, true)) link_->Start();
+  return loop_.RunOnce(max_wait);
+}
+
 Status Agent::Run() {
   spdlog::info("agent {} ({}) connecting to {}", config_.name, config_.address, config_.coordinator);
-  link_->Start();
-  while (true) {
-    const auto now = Clock::now();
-    ops_->Tick(link_->registered(), config_.coordinator, supervisor_->running());  // READY=1
-    link_->Tick(now);  // heartbeat, registration, outboxes
-    CheckPartition(now);
-    for (const auto& [job, attempt] : ports_->Expire(now)) {
-      spdlog::warn("{} attempt {}: no launch plan came within the port hold timeout; its ports "
-                   "are given back", job, attempt);
-    }
-    auto wake = link_->NextWake(now, supervisor_->running() != 0);
-    if (auto expiry = ports_->NextExpiry()) wake = std::min(wake, *expiry);
-    if (auto t = supervisor_->Tick(now)) wake = std::min(wake, now + *t);
-    wake = std::min(wake, now + health_->Tick(now));
-    if (auto t = rendezvous_->Tick(now)) wake = std::min(wake, now + *t);
-    const auto timeout =
-        std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count());
+  if (!std::exchange(started_, true)) link_->Start();
+  TRAINLET_RETURN_IF_ERROR(loop_.Run());
+  return Shutdown();
+}
 
-    std::vector<zmq_pollitem_t> items = {{link_->socket_handle(), 0, ZMQ_POLLIN, 0},
-                                         {nullptr, signals_->fd(), ZMQ_POLLIN, 0},
-                                         {nullptr, ops_->fd(), ZMQ_POLLIN, 0},
-                                         {nullptr, supervisor_->wake_fd(), ZMQ_POLLIN, 0},
-                                         {link_->monitor_handle(), -1, ZMQ_POLLIN, 0}};
-    exec_sessions_->AddPollItems(items);
-    health_->AddPollItems(items);
-    rendezvous_->AddPollItems(items);
-    if (zmq_poll(items.data(), static_cast<int>(items.size()), static_cast<long>(timeout)) < 0) {
-      if (zmq_errno() == EINTR) continue;
-      return InternalError(std::string("zmq_poll: ") + zmq_strerror(zmq_errno()));
-    }
-    exec_sessions_->OnPolled(items);
-    health_->OnPolled(items, Clock::now());
-    rendezvous_->OnPolled(items, Clock::now());
-    if (items[2].revents & ZMQ_POLLIN) ops_->OnReadable();  // metrics HTTP, watchdog
-    if (items[3].revents & ZMQ_POLLIN) OnChildExits();      // a step recorded exits
-    if (items[4].revents & ZMQ_POLLIN) link_->OnHandshakeEvents();
-    if (items[1].revents & ZMQ_POLLIN) {
-      if (!OnSignals()) break;
-    }
-    if (items[0].revents & ZMQ_POLLIN) link_->Read(64);
-  }
+Status Agent::Shutdown() {
   ops_->OnStopping();  // STOPPING=1
   if (!stop_workers_on_exit_) {
     // SIGTERM (a restart, an upgrade): the steps and their ranks run on, exec sessions included,

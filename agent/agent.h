@@ -17,12 +17,15 @@
 #include "agent/coordinator_link.h"
 #include "agent/exec_sessions.h"
 #include "agent/health_checker.h"
+#include "agent/poll_item_source.h"
 #include "agent/port_reservations.h"
 #include "agent/process_spawner.h"
 #include "agent/rendezvous_server.h"
 #include "agent/worker_supervisor.h"
 #include "common/curve_keys.h"
 #include "common/envelope.h"
+#include "common/platform/env.h"
+#include "common/platform/event_loop.h"
 #include "common/platform/signal_watch.h"
 #include "common/status.h"
 #include "trainlet/accelerator_plugin.h"
@@ -53,25 +56,39 @@ struct AgentConfig {
 // self-pipe handlers on macOS) and ignores SIGPIPE. Call first thing in main().
 void PrepareLoopSignals();
 
+// About 30 methods, over the usual 25: the start-up steps and one handler per coordinator message.
+// The per-attempt handlers (plans, stops, ports) are the ones to move out next.
 class Agent {
  public:
-  // Loads keys and discovers the topology. Errors name the flag or file at fault.
+  // Loads keys and discovers the topology. Errors name the flag or file at fault. The agent
+  // reaches the OS through `env` (clocks, hostname, environment, its lock, process spawning),
+  // which must outlive it; the first overload uses the real one.
   static Result<std::unique_ptr<Agent>> Create(AgentConfig config);
+  static Result<std::unique_ptr<Agent>> Create(AgentConfig config, platform::Env& env);
   ~Agent();
 
   // Runs until SIGTERM, SIGINT or SIGUSR2. On SIGTERM and SIGINT (a restart) the ranks and exec
   // sessions run on under their step processes, for the next agent on this state dir to adopt.
   // On SIGUSR2 every worker is stopped first (`trainletctl local down`).
   Status Run();
+  // For tests: one iteration of Run's loop, waiting at most `max_wait` (real time); the first
+  // call sends the first registration as Run does. Returns Run's errors; after a stop signal
+  // it returns OK and does nothing more (no shutdown: the test ends the agent by destroying it).
+  Status RunOnce(std::chrono::milliseconds max_wait);
 
  private:
-  explicit Agent(AgentConfig config);
+  Agent(AgentConfig config, platform::Env& env);
   // Start-up, in order (Init): each step either completes or returns the error Create returns.
   Status Init();
   Status ConnectToCoordinator(CurveKeyPair keys, std::string coordinator_public);
   void StartSupervisor();  // takes back the steps (and ranks) a previous agent left
   void StartHealthChecks();
   Status StartExecAndRendezvous();
+  void RegisterLoopSources();
+  // The loop's tick: timers of the link, partition, port holds, supervisor, health, rendezvous.
+  // Returns when the loop must wake next.
+  std::chrono::steady_clock::time_point OnTick(std::chrono::steady_clock::time_point now);
+  Status Shutdown();  // after the loop: what SIGTERM or SIGUSR2 asked for
   // What the coordinator link sends for this node (CoordinatorLink::Hooks).
   v1::Envelope Registration();
   v1::Heartbeat Heartbeat();
@@ -94,15 +111,18 @@ class Agent {
   bool OnSignals();  // false when asked to stop
 
   // Constant after construction.
+  platform::Env& env_;
   AgentConfig config_;
   // Owned by the loop.
-  zmq::context_t ctx_;                     // first: destroyed last, after every socket on it
+  zmq::context_t ctx_;  // first: destroyed last, after every socket on it
+  platform::EventLoop loop_;
+  bool started_ = false;  // the first registration went (Run, RunOnce)
   std::unique_ptr<CoordinatorLink> link_;  // socket, outbox, register, heartbeat, partition
   std::unique_ptr<platform::SignalWatch> signals_;
-  int lock_fd_ = -1;       // flock'd <state_dir>/agent.lock, held for the process's life
+  std::unique_ptr<platform::FileLock> lock_;  // <state_dir>/agent.lock, held for the agent's life
   std::string lock_path_;
   v1::NodeInfo info_;
-  std::unique_ptr<ProcessSpawner> spawner_;
+  ProcessSpawner* spawner_ = nullptr;  // the Env's
   std::unique_ptr<WorkerSupervisor> supervisor_;
   std::unique_ptr<ExecSessions> exec_sessions_;
   std::unique_ptr<HealthChecker> health_;  // reported in every heartbeat
@@ -116,6 +136,9 @@ class Agent {
   std::map<std::string, uint32_t> latest_attempt_;  // job -> newest attempt seen in a plan
   std::map<std::string, uint32_t> stop_grace_;      // job -> SIGTERM..SIGKILL delay of its plan, ms
   bool stop_workers_on_exit_ = false;  // SIGUSR2: end the ranks too, not only the agent
+  // Last: removed from loop_ before anything they poll goes.
+  std::unique_ptr<PollItemSource> exec_output_source_;  // exec sessions' output wake-ups
+  std::unique_ptr<PollItemSource> health_source_;       // the health program's output pipe
 };
 
 }  // namespace trainlet::agent
