@@ -236,8 +236,7 @@ void Agent::StartSupervisor() {
   // meanwhile, so neither side takes the wait for a hang or a partition.
   steps.keepalive = [this] { link_->HeartbeatNow(); };
   steps.step_binary = (fs::path(bin_dir_) / "trainlet-step").string();
-  supervisor_ =
-      std::make_unique<WorkerSupervisor>(spawner_, std::move(base_env), std::move(steps));
+  supervisor_ = std::make_unique<WorkerSupervisor>(spawner_, std::move(base_env), std::move(steps));
   // Ranks a previous agent started on this node ran on under their steps: take them back before
   // registering, so the registration lists them and the coordinator keeps their attempts.
   std::set<PortReservations::AttemptKey> adopted_attempts;
@@ -273,8 +272,8 @@ void Agent::StartHealthChecks() {
     return "";
   };
   health_ = std::make_unique<HealthChecker>(config_.health, spawner_, std::move(health_env),
-                                            HealthChecker::GpuCounter{},
-                                            HealthChecker::FreeSpace{}, accelerator_health);
+                                            HealthChecker::GpuCounter{}, HealthChecker::FreeSpace{},
+                                            accelerator_health);
 }
 
 Status Agent::StartExecAndRendezvous() {
@@ -652,9 +651,8 @@ bool Agent::OnSignals() {
 
 void Agent::RegisterLoopSources() {
   using Loop = platform::EventLoop;
-  loop_.AddTick([this](Clock::time_point now) -> std::optional<Clock::time_point> {
-    return OnTick(now);
-  });
+  loop_.AddTick(
+      [this](Clock::time_point now) -> std::optional<Clock::time_point> { return OnTick(now); });
   // Ready sources run in this order. The ranks' rendezvous requests go before their exits, so a
   // rank's last request is answered before its exit ends the attempt.
   std::vector<zmq_pollitem_t> rendezvous_items;
@@ -694,8 +692,10 @@ Clock::time_point Agent::OnTick(Clock::time_point now) {
   link_->Tick(now);  // heartbeat, registration, outboxes
   CheckPartition(now);
   for (const auto& [job, attempt] : ports_->Expire(now)) {
-    spdlog::warn("{} attempt {}: no launch plan came within the port hold timeout; its ports "
-                 "are given back", job, attempt);
+    spdlog::warn(
+        "{} attempt {}: no launch plan came within the port hold timeout; its ports "
+        "are given back",
+        job, attempt);
   }
   auto wake = link_->NextWake(now, supervisor_->running() != 0);
   if (auto expiry = ports_->NextExpiry()) wake = std::min(wake, *expiry);

@@ -116,7 +116,7 @@ class Agent {
   // Owned by the loop.
   zmq::context_t ctx_;  // first: destroyed last, after every socket on it
   platform::EventLoop loop_;
-  bool started_ = false;  // the first registration went (Run, RunOnce)
+  bool started_ = false;                   // the first registration went (Run, RunOnce)
   std::unique_ptr<CoordinatorLink> link_;  // socket, outbox, register, heartbeat, partition
   std::unique_ptr<platform::SignalWatch> signals_;
   std::unique_ptr<platform::FileLock> lock_;  // <state_dir>/agent.lock, held for the agent's life
