@@ -1,10 +1,11 @@
 // The node agent: registers this node with the coordinator, heartbeats, starts and supervises the
 // node's workers, reports their events and serves their logs.
 //
-// Threading: one event loop (Run) polls the coordinator link (coordinator_link.h) and a
-// SignalWatch; nothing else runs on its own thread, so no member needs a lock. The caller must have
-// prepared SIGCHLD, SIGTERM, SIGINT, SIGHUP and SIGUSR2 before creating any thread
-// (PrepareLoopSignals does it).
+// Threading: one platform::EventLoop (Run) calls everything: a tick for the timers, and one
+// callback per registered source (the coordinator link, coordinator_link.h; signals; the
+// supervisor's wake-ups; the ranks' rendezvous socket; metrics). Nothing else runs on its own
+// thread, so no member needs a lock. The caller must have prepared SIGCHLD, SIGTERM, SIGINT,
+// SIGHUP and SIGUSR2 before creating any thread (PrepareLoopSignals does it).
 #pragma once
 
 #include <chrono>
