@@ -10,15 +10,18 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <zmq.hpp>
 
 #include "agent/event_outbox.h"
 #include "agent/exec_sessions.h"
 #include "agent/health_checker.h"
+#include "agent/node_attempt.h"
 #include "agent/port_reservations.h"
 #include "agent/agent_ops.h"
 #include "agent/process_spawner.h"
+#include "agent/rank_binding.h"
 #include "agent/rendezvous_server.h"
 #include "agent/worker_supervisor.h"
 #include "common/curve_keys.h"
@@ -79,6 +82,9 @@ class Agent {
   void FlushOutbox();
   void OnMessage(const v1::Envelope& env);
   void OnLaunchPlan(const v1::LaunchPlan& plan);
+  // A Started or StartFailed event for `rank` of the plan, with its binding when it has one.
+  void ReportStart(const v1::LaunchPlan& plan, uint32_t rank,
+                   const std::optional<RankBinding>& binding, const Result<pid_t>& pid);
   void OnStopWorkers(const v1::StopWorkers& stop);
   void OnReservePorts(const v1::ReservePorts& request);
   void OnLogRead(const v1::LogRead& read);
@@ -119,8 +125,7 @@ class Agent {
   std::chrono::steady_clock::time_point last_heard_{};  // last message from the coordinator
   std::chrono::milliseconds partition_grace_{10000};     // set by the coordinator at registration
   bool partition_stopped_ = false;  // workers were stopped because the coordinator was silent
-  std::map<std::string, uint32_t> latest_attempt_;  // job -> newest attempt seen in a plan
-  std::map<std::string, uint32_t> stop_grace_;      // job -> SIGTERM..SIGKILL delay of its plan, ms
+  NodeAttempts attempts_;  // every (job, attempt) on this node: ports, rendezvous, step, grace
   bool registered_ = false;
   bool stop_workers_on_exit_ = false;  // SIGUSR2: end the ranks too, not only the agent
   uint64_t heartbeat_seq_ = 0;
