@@ -17,6 +17,7 @@
 #include <set>
 #include <utility>
 
+#include "agent/launch_planning.h"
 #include "agent/process_sweep.h"
 #include "agent/rank_binding.h"
 #include "agent/topology.h"
@@ -40,28 +41,6 @@ constexpr std::initializer_list<int> kLoopSignals = {SIGCHLD, SIGTERM, SIGINT, S
 std::string Hostname(platform::Env& env) {
   Result<std::string> name = env.Hostname();
   return name.ok() ? *name : "localhost";
-}
-
-// Expands $(NAME) references to the node's own values, as Kubernetes does for container env;
-// anything else, including unknown names, is left as written.
-std::string ExpandPlanVars(const std::string& value,
-                           const std::map<std::string, std::string>& vars) {
-  std::string out;
-  for (size_t i = 0; i < value.size();) {
-    if (value.compare(i, 2, "$(") == 0) {
-      const size_t close = value.find(')', i + 2);
-      if (close != std::string::npos) {
-        auto it = vars.find(value.substr(i + 2, close - i - 2));
-        if (it != vars.end()) {
-          out += it->second;
-          i = close + 1;
-          continue;
-        }
-      }
-    }
-    out += value[i++];
-  }
-  return out;
 }
 
 // Creates the state dir and takes its lock: one agent per state dir, and the steps' proof that an
@@ -242,9 +221,7 @@ void Agent::StartSupervisor() {
   std::set<PortReservations::AttemptKey> adopted_attempts;
   for (const auto& adopted : supervisor_->AdoptSteps()) {
     adopted_attempts.insert({adopted.job, adopted.attempt});
-    uint32_t& latest = latest_attempt_[adopted.job];
-    latest = std::max(latest, adopted.attempt);
-    stop_grace_[adopted.job] = adopted.stop_grace_ms != 0 ? adopted.stop_grace_ms : 10000;
+    attempts_.Adopt(adopted.job, adopted.attempt, adopted.stop_grace_ms);
     // Partition grace counts from now: a silent coordinator still stops adopted ranks.
     if (adopted.running != 0) link_->CountSilenceFrom(env_.MonotonicNow());
   }
@@ -286,6 +263,7 @@ Status Agent::StartExecAndRendezvous() {
   rendezvous_ = std::make_unique<RendezvousServer>(config_.name, config_.state_dir,
                                                    [this](v1::Envelope e) { Send(std::move(e)); });
   TRAINLET_RETURN_IF_ERROR(rendezvous_->Bind(ctx_));
+  attempts_.Attach({ports_.get(), rendezvous_.get(), supervisor_.get()});
   exec_binary_ = (fs::path(bin_dir_) / "trainlet-exec").string();
   return Status::Ok();
 }
@@ -302,12 +280,7 @@ void Agent::CheckPartition(Clock::time_point now) {
                 link_->SilentFor(now).count(), supervisor_->running());
   std::set<std::string> jobs;
   for (const auto& w : supervisor_->Running()) jobs.insert(w.job);
-  for (const auto& job : jobs) {
-    auto grace = stop_grace_.find(job);
-    supervisor_->Stop(job, 0,
-                      std::chrono::milliseconds(grace != stop_grace_.end() ? grace->second : 10000),
-                      now);
-  }
+  for (const auto& job : jobs) attempts_.StopRanks(job, now);
 }
 
 v1::Envelope Agent::Registration() {
@@ -336,144 +309,101 @@ v1::Heartbeat Agent::Heartbeat() {
 }
 
 std::string Agent::LogPath(const std::string& job, uint32_t attempt, uint32_t rank) const {
-  return config_.state_dir + "/logs/" + job + "/attempt-" + std::to_string(attempt) + "/rank-" +
-         std::to_string(rank) + ".log";
+  return RankLogPath(config_.state_dir, job, attempt, rank);
 }
 
 void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
-  uint32_t& latest = latest_attempt_[plan.job()];
-  if (plan.attempt() < latest) {
-    spdlog::warn("ignoring plan for {} attempt {}: attempt {} is newer", plan.job(), plan.attempt(),
-                 latest);
+  std::string why;
+  bool refused = false;
+  NodeAttempt* attempt = attempts_.BeginPlan(plan, &why, &refused);
+  if (attempt == nullptr) {
+    spdlog::warn("ignoring plan for {} attempt {}: {}", plan.job(), plan.attempt(), why);
+    // A plan for an attempt that was stopped here: its ranks fail, should anyone wait for them.
+    if (refused) {
+      for (const auto& w : plan.workers()) {
+        ReportStart(plan, w.rank(), std::nullopt, Result<pid_t>(InvalidError(why)));
+      }
+    }
     return;
   }
-  if (latest != 0 && plan.attempt() > latest) {
-    // A newer attempt replaces the old one on this node: the old ranks must not run beside it.
-    supervisor_->Stop(plan.job(), latest, std::chrono::milliseconds(0), Clock::now());
-    rendezvous_->EndAttempt(plan.job(), latest, "attempt " + std::to_string(latest) + " of " +
-                                                    plan.job() + " was replaced on this node");
-  }
-  latest = plan.attempt();
-  ports_->ReleaseBelow(plan.job(), plan.attempt());
-  stop_grace_[plan.job()] = plan.stop_grace_ms() != 0 ? plan.stop_grace_ms() : 10000;
   const std::string work_dir = WorkDir(plan.job());
   std::error_code ec;
   fs::create_directories(work_dir, ec);
-  std::string file_error;
-  for (const auto& f : plan.files()) {
-    const fs::path rel(f.path());
-    if (rel.empty() || rel.is_absolute() ||
-        std::any_of(rel.begin(), rel.end(), [](const fs::path& p) { return p == ".."; })) {
-      file_error = "plan file " + f.path() + ": must be a relative path inside the work dir";
-      break;
-    }
-    const fs::path full = fs::path(work_dir) / rel;
-    fs::create_directories(full.parent_path(), ec);
-    std::ofstream out(full, std::ios::binary | std::ios::trunc);
-    out << f.content();
-    if (!out.flush()) {
-      file_error = "cannot write " + full.string() + ": " + std::strerror(errno);
-      break;
-    }
-    fs::permissions(full, static_cast<fs::perms>(f.mode() != 0 ? f.mode() : 0644), ec);
+  Status blocked = WritePlanFiles(plan, work_dir);
+  if (Status s = attempt->HandOverPorts(); !s.ok() && blocked.ok()) {
+    blocked = s;  // every rank fails to start: the attempt fails and is retried
   }
-  if (Status s = ports_->HandOver(plan.job(), plan.attempt()); !s.ok() && file_error.empty()) {
-    file_error = s.message();  // every rank fails to start: the attempt fails and is retried
-  }
-  const auto node_env = NodeEnv(plan.job());
   spdlog::info("starting {} workers of {} attempt {}", plan.workers_size(), plan.job(),
                plan.attempt());
-  const std::vector<RankBinding> bindings = BindingsForPlan(plan, info_);
-  bool told_unapplied = false;
+  NodeLaunchContext node;
+  node.node = config_.name;
+  node.state_dir = config_.state_dir;
+  node.exec_binary = exec_binary_;
+  node.node_info = &info_;
+  node.plugins = &accelerator_plugins_;
   std::vector<uint32_t> local_ranks;
-  for (const auto& w : plan.workers()) local_ranks.push_back(w.rank());
-  const auto rendezvous_env = rendezvous_->AddAttempt(plan.job(), plan.attempt(), local_ranks);
-  // Every rank of the plan starts under one step process (WorkerSupervisor::StartStep).
-  std::vector<WorkerLaunch> launches;
-  std::vector<const v1::WorkerSpec*> specs;
-  std::vector<const RankBinding*> launch_bindings;
   for (const auto& w : plan.workers()) {
-    if (supervisor_->IsRunning(plan.job(), plan.attempt(), w.rank())) continue;  // duplicate plan
-    WorkerLaunch launch;
-    launch.job = plan.job();
-    launch.attempt = plan.attempt();
-    launch.rank = w.rank();
-    launch.local_rank = w.local_rank();
-    launch.argv.assign(w.argv().begin(), w.argv().end());
-    for (const auto& [k, v] : w.env()) launch.env[k] = ExpandPlanVars(v, node_env);
-    for (const auto& [k, v] : node_env) launch.env[k] = v;
-    for (const auto& [k, v] : rendezvous_env) launch.env[k] = v;
-    launch.cwd = w.cwd().empty() ? work_dir : w.cwd();
-    launch.log_path = LogPath(plan.job(), plan.attempt(), w.rank());
-    const RankBinding* binding =
-        w.local_rank() < bindings.size() ? &bindings[w.local_rank()] : nullptr;
-    if (binding != nullptr) {
-      launch.env.merge(BindingEnv(*binding, accelerator_plugins_));  // the plan's own env wins
-      if (!platform::CpuAffinitySupported()) {
-        static bool told_unsupported = false;  // once per agent; only the loop gets here
-        if (!std::exchange(told_unsupported, true)) {
-          spdlog::info("CPU bindings are given to ranks (TRAINLET_CPUSET) but not applied: this "
-                       "platform has no CPU affinity API");
-        }
-      } else if (CpusAvailableHere(binding->cpus)) {
-        launch.cpus = binding->cpus;
-      } else if (!std::exchange(told_unapplied, true)) {
-        spdlog::info("{}: CPU binding {} of local rank {} names CPUs this machine lacks "
-                     "(topology {}): reported, not applied",
-                     plan.job(), binding->CpuList(), w.local_rank(), info_.topology().source());
-      }
-    }
-    launches.push_back(std::move(launch));
-    specs.push_back(&w);
-    launch_bindings.push_back(binding);
+    local_ranks.push_back(w.rank());
+    if (supervisor_->IsRunning(plan.job(), plan.attempt(), w.rank())) node.running.insert(w.rank());
   }
-  std::vector<Result<pid_t>> started =
-      file_error.empty()
-          ? supervisor_->StartStep(launches, std::chrono::milliseconds(stop_grace_[plan.job()]))
-          : std::vector<Result<pid_t>>(launches.size(), Result<pid_t>(IoError(file_error)));
-  for (size_t i = 0; i < launches.size(); ++i) {
-    const auto& w = *specs[i];
-    const RankBinding* binding = launch_bindings[i];
-    const Result<pid_t>& pid = started[i];
-    ScopedLogFields log_fields(plan.job(), w.rank());  // journal: TRAINLET_JOB, TRAINLET_RANK
-    v1::Envelope env;
-    auto* ev = env.mutable_worker_event();
-    ev->set_job(plan.job());
-    ev->set_attempt(plan.attempt());
-    ev->set_rank(w.rank());
-    ev->set_node(config_.name);
-    ev->set_unix_ms(NowUnixMs());
-    if (pid.ok()) {
-      ev->set_kind(v1::WorkerEvent::KIND_STARTED);
-      ops_->OnWorkerStarted();
-      ev->set_pid(*pid);
-      if (binding != nullptr) {
-        ev->set_cpuset(binding->CpuList());
-        ev->set_devices(binding->DeviceList());
-      }
-    } else {
-      ev->set_kind(v1::WorkerEvent::KIND_START_FAILED);
-      ops_->OnWorkerStartFailed();
-      ev->set_message(pid.status().message());
-      spdlog::error("rank {} of {}: {}", w.rank(), plan.job(), pid.status().message());
+  node.rendezvous_env = attempt->JoinRendezvous(local_ranks);
+  node.cpu_affinity = platform::CpuAffinitySupported();
+  node.cpus_available = CpusAvailableHere;
+  const PlannedLaunches planned = PlanLaunches(plan, node);
+  if (planned.cpus_unsupported) {
+    static bool told_unsupported = false;  // once per agent; only the loop gets here
+    if (!std::exchange(told_unsupported, true)) {
+      spdlog::info(
+          "CPU bindings are given to ranks (TRAINLET_CPUSET) but not applied: this "
+          "platform has no CPU affinity API");
     }
-    SendEvent(std::move(env));
   }
+  if (!planned.cpus_unavailable.empty()) spdlog::info("{}", planned.cpus_unavailable);
+  // Every rank of the plan starts under one step process (WorkerSupervisor::StartStep).
+  const std::vector<Result<pid_t>> started = attempt->Launch(planned.launches, blocked);
+  for (size_t i = 0; i < planned.launches.size(); ++i) {
+    ReportStart(plan, planned.launches[i].rank, planned.bindings[i], started[i]);
+  }
+}
+
+void Agent::ReportStart(const v1::LaunchPlan& plan, uint32_t rank,
+                        const std::optional<RankBinding>& binding, const Result<pid_t>& pid) {
+  ScopedLogFields log_fields(plan.job(), rank);  // journal: TRAINLET_JOB, TRAINLET_RANK
+  v1::Envelope env;
+  auto* ev = env.mutable_worker_event();
+  ev->set_job(plan.job());
+  ev->set_attempt(plan.attempt());
+  ev->set_rank(rank);
+  ev->set_node(config_.name);
+  ev->set_unix_ms(NowUnixMs());
+  if (pid.ok()) {
+    ev->set_kind(v1::WorkerEvent::KIND_STARTED);
+    ops_->OnWorkerStarted();
+    ev->set_pid(*pid);
+    if (binding) {
+      ev->set_cpuset(binding->CpuList());
+      ev->set_devices(binding->DeviceList());
+    }
+  } else {
+    ev->set_kind(v1::WorkerEvent::KIND_START_FAILED);
+    ops_->OnWorkerStartFailed();
+    ev->set_message(pid.status().message());
+    spdlog::error("rank {} of {}: {}", rank, plan.job(), pid.status().message());
+  }
+  SendEvent(std::move(env));
 }
 
 std::string Agent::WorkDir(const std::string& job) const {
-  return config_.state_dir + "/work/" + job;
+  return JobWorkDir(config_.state_dir, job);
 }
 
 std::map<std::string, std::string> Agent::NodeEnv(const std::string& job) const {
-  return {{"TRAINLET_NODE", config_.name},
-          {"TRAINLET_WORK_DIR", WorkDir(job)},
-          {"TRAINLET_EXEC", exec_binary_}};
+  return NodeEnvFor(config_.name, WorkDir(job), exec_binary_);
 }
 
 void Agent::OnExecStart(const v1::ExecStart& start) {
-  auto it = latest_attempt_.find(start.job());
-  if (it == latest_attempt_.end() || it->second != start.attempt()) {
+  const uint32_t latest = attempts_.latest(start.job());
+  if (latest == 0 || latest != start.attempt()) {
     // Never run anything for an attempt this node is not running.
     v1::Envelope env;
     auto* ex = env.mutable_exec_exited();
@@ -491,45 +421,19 @@ void Agent::OnExecStart(const v1::ExecStart& start) {
 
 void Agent::OnStopWorkers(const v1::StopWorkers& stop) {
   spdlog::info("stopping {} attempt {}: {}", stop.job(), stop.attempt(), stop.reason());
-  if (stop.attempt() == 0) {
-    ports_->ReleaseBelow(stop.job(), UINT32_MAX);
-  } else {
-    ports_->Release(stop.job(), stop.attempt());
-  }
-  rendezvous_->EndAttempt(stop.job(), stop.attempt(), "attempt stopped: " + stop.reason());
-  auto grace = stop_grace_.find(stop.job());
-  supervisor_->Stop(stop.job(), stop.attempt(),
-                    std::chrono::milliseconds(grace != stop_grace_.end() ? grace->second : 10000),
-                    Clock::now());
+  attempts_.Stop(stop.job(), stop.attempt(), stop.reason(), Clock::now());
 }
 
 void Agent::OnReservePorts(const v1::ReservePorts& request) {
-  // More than any runtime asks per node; a bigger count is a bad request, not a scan to run.
-  constexpr uint32_t kMaxPortsPerAttempt = 1024;
   v1::Envelope env;
-  auto* answer = env.mutable_ports_reserved();
-  answer->set_job(request.job());
-  answer->set_attempt(request.attempt());
-  auto latest = latest_attempt_.find(request.job());
-  if (latest != latest_attempt_.end() && request.attempt() < latest->second) {
-    answer->set_error("attempt " + std::to_string(request.attempt()) + " is older than attempt " +
-                      std::to_string(latest->second) + " of " + request.job() + " on this node");
-  } else if (request.count() > kMaxPortsPerAttempt) {
-    answer->set_error("asked for " + std::to_string(request.count()) + " ports; at most " +
-                      std::to_string(kMaxPortsPerAttempt) + " per attempt");
+  *env.mutable_ports_reserved() = attempts_.ReservePorts(request, Clock::now());
+  const v1::PortsReserved& answer = env.ports_reserved();
+  if (answer.error().empty()) {
+    spdlog::info("holding {} ports for {} attempt {}", answer.ports_size(), request.job(),
+                 request.attempt());
   } else {
-    auto ports = ports_->Reserve(request.job(), request.attempt(), request.count(), Clock::now());
-    if (ports.ok()) {
-      for (uint32_t p : *ports) answer->add_ports(p);
-      spdlog::info("holding {} ports for {} attempt {}", ports->size(), request.job(),
-                   request.attempt());
-    } else {
-      answer->set_error(ports.status().message());
-    }
-  }
-  if (!answer->error().empty()) {
     spdlog::warn("cannot reserve ports for {} attempt {}: {}", request.job(), request.attempt(),
-                 answer->error());
+                 answer.error());
   }
   Send(std::move(env));
 }
@@ -590,9 +494,7 @@ void Agent::OnChildExits() {
   // (an orted's ranks, say) goes too.
   for (const auto& [job, attempt] : ended) {
     if (supervisor_->running(job) != 0) continue;
-    ports_->Release(job, attempt);
-    rendezvous_->EndAttempt(job, attempt, "every rank of attempt " + std::to_string(attempt) +
-                                              " on this node has ended");
+    attempts_.RanksEnded(job, attempt);
     // The work dir names this agent's state dir: other agents on this machine (test clusters)
     // use the same node and job names.
     const size_t swept = KillTaggedProcesses({{"TRAINLET_NODE", config_.name},
@@ -733,7 +635,7 @@ Status Agent::Shutdown() {
     spdlog::info("rank {} of {} ended at shutdown (signal {})", e.rank, e.job, e.signal);
   }
   size_t swept = 0;
-  for (const auto& [job, attempt] : latest_attempt_) {
+  for (const auto& job : attempts_.jobs()) {
     swept += KillTaggedProcesses({{"TRAINLET_NODE", config_.name},
                                   {"TRAINLET_JOB", job},
                                   {"TRAINLET_WORK_DIR", WorkDir(job)}});

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <zmq.hpp>
 
@@ -18,9 +19,11 @@
 #include "agent/coordinator_link.h"
 #include "agent/exec_sessions.h"
 #include "agent/health_checker.h"
+#include "agent/node_attempt.h"
 #include "agent/poll_item_source.h"
 #include "agent/port_reservations.h"
 #include "agent/process_spawner.h"
+#include "agent/rank_binding.h"
 #include "agent/rendezvous_server.h"
 #include "agent/worker_supervisor.h"
 #include "common/curve_keys.h"
@@ -100,6 +103,9 @@ class Agent {
   std::chrono::milliseconds OrphanGrace() const;
   void OnMessage(const v1::Envelope& env);
   void OnLaunchPlan(const v1::LaunchPlan& plan);
+  // A Started or StartFailed event for `rank` of the plan, with its binding when it has one.
+  void ReportStart(const v1::LaunchPlan& plan, uint32_t rank,
+                   const std::optional<RankBinding>& binding, const Result<pid_t>& pid);
   void OnStopWorkers(const v1::StopWorkers& stop);
   void OnReservePorts(const v1::ReservePorts& request);
   void OnLogRead(const v1::LogRead& read);
@@ -133,9 +139,8 @@ class Agent {
   std::string exec_binary_;  // trainlet-exec beside this agent
   std::string bin_dir_;      // where this agent's binary lies: trainlet-step, trainlet-exec
   DropCounters drops_;
-  std::unique_ptr<AgentOps> ops_;                   // metrics and sd_notify (agent_ops.h)
-  std::map<std::string, uint32_t> latest_attempt_;  // job -> newest attempt seen in a plan
-  std::map<std::string, uint32_t> stop_grace_;      // job -> SIGTERM..SIGKILL delay of its plan, ms
+  std::unique_ptr<AgentOps> ops_;  // metrics and sd_notify (agent_ops.h)
+  NodeAttempts attempts_;  // every (job, attempt) on this node: ports, rendezvous, step, grace
   bool stop_workers_on_exit_ = false;  // SIGUSR2: end the ranks too, not only the agent
   // Last: removed from loop_ before anything they poll goes.
   std::unique_ptr<PollItemSource> exec_output_source_;  // exec sessions' output wake-ups
