@@ -1,22 +1,33 @@
 // Coordinator: the event loop that ties the agent endpoint, the operator endpoint and the ZAP
 // handler to the NodeRegistry, JobController and OperatorService.
 //
-// Threading: Run() is the only loop; it polls its sockets and a SignalWatch. Every member is
-// owned by it. The caller prepares SIGTERM/SIGINT/SIGHUP first (PrepareCoordinatorSignals).
+// Threading: one platform::EventLoop runs everything; its sources are the ZAP handler, the
+// operations endpoint (metrics, watchdog), a SignalWatch and the agent, operator and exec
+// sockets, registered in that order, which is the order their callbacks run when several are
+// ready (so a SIGTERM is seen before more requests are read). Every member is owned by the
+// thread that calls Run (or RunOnce). The caller prepares SIGTERM/SIGINT/SIGHUP first
+// (PrepareCoordinatorSignals).
+//
+// OS access goes through the platform::Env given to Create: the clocks (liveness and deadlines
+// use the monotonic clock only; the wall clock stamps records), the host name, the pid and the
+// endpoints file. Tests give a fake one (tests/coordinator/coordinator_test.cpp).
 #pragma once
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <zmq.hpp>
 
 #include "common/envelope.h"
+#include "common/platform/env.h"
+#include "common/platform/event_loop.h"
 #include "common/platform/signal_watch.h"
 #include "common/zap_authenticator.h"
 #include "common/zmq_sockets.h"
+#include "coordinator/coordinator_ops.h"
 #include "coordinator/exec_relay.h"
 #include "coordinator/fence_table.h"
-#include "coordinator/coordinator_ops.h"
 #include "coordinator/job_controller.h"
 #include "coordinator/job_store.h"
 #include "coordinator/node_registry.h"
@@ -25,16 +36,16 @@
 namespace trainlet::coordinator {
 
 struct CoordinatorConfig {
-  std::string state_dir;                 // SQLite store lives here
+  std::string state_dir;  // SQLite store lives here
   std::string agent_listen = "tcp://0.0.0.0:7070";
   std::string operator_listen = "tcp://127.0.0.1:7071";
   std::string exec_listen = "tcp://0.0.0.0:7072";  // trainlet-exec (MPI launchers) connect here
-  std::string exec_advertise;            // exec endpoint as nodes reach it; "" derives it
-  std::string key_file;                  // the coordinator's CURVE key pair
-  std::string agent_allowlist;           // public keys allowed to act as agents
-  std::string operator_allowlist;        // public keys allowed to act as operators
-  std::string runtimes_dir;              // shipped ClusterTrainingRuntimes; "" for none
-  std::string endpoints_file;            // when set, the bound endpoints are written here (JSON)
+  std::string exec_advertise;                      // exec endpoint as nodes reach it; "" derives it
+  std::string key_file;                            // the coordinator's CURVE key pair
+  std::string agent_allowlist;                     // public keys allowed to act as agents
+  std::string operator_allowlist;                  // public keys allowed to act as operators
+  std::string runtimes_dir;                        // shipped ClusterTrainingRuntimes; "" for none
+  std::string endpoints_file;  // when set, the bound endpoints are written here (JSON)
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds lost_timeout{3000};
   // How long an agent that cannot hear the coordinator keeps its ranks; no restart of their job
@@ -47,7 +58,7 @@ struct CoordinatorConfig {
   std::chrono::milliseconds restart_backoff{250};
   std::chrono::milliseconds max_restart_backoff{60000};
   std::string metrics_address = "127.0.0.1:9465";  // /metrics, /healthz, /readyz; "" for none
-  bool metrics_best_effort = false;  // a busy port only warns (the default address)
+  bool metrics_best_effort = false;                // a busy port only warns (the default address)
 };
 
 // Prepares the signals the loop reads (platform::PrepareSignals) and ignores SIGPIPE. Call first
@@ -56,17 +67,37 @@ void PrepareCoordinatorSignals();
 
 class Coordinator : public NodeSink {
  public:
+  // Binds the endpoints, loads the store and writes the endpoints file. Errors name the flag or
+  // file at fault. The first form uses the real OS (platform::RealEnv()); `env` must outlive the
+  // coordinator.
   static Result<std::unique_ptr<Coordinator>> Create(CoordinatorConfig config);
+  static Result<std::unique_ptr<Coordinator>> Create(CoordinatorConfig config, platform::Env& env);
   ~Coordinator() override;
 
-  // Serves until SIGTERM or SIGINT.
+  // Serves until SIGTERM or SIGINT, then says it is stopping (sd_notify) and flushes the store.
+  // An error only when the loop itself fails (zmq_poll).
   Status Run();
+  // One iteration of Run's loop, waiting at most `max_wait`: for a test that drives the
+  // coordinator on its own thread with a fake clock. A SIGTERM seen here only stops the loop.
+  Status RunOnce(std::chrono::milliseconds max_wait) { return loop_.RunOnce(max_wait); }
+
+  // The bound endpoints (a port 0 in the configuration is resolved here).
+  const std::string& agent_endpoint() const { return agent_endpoint_; }
+  const std::string& operator_endpoint() const { return operator_endpoint_; }
+  // The nodes as the loop sees them; for tests and the loop's thread only.
+  const NodeRegistry& registry() const { return *registry_; }
 
   void SendToNode(const std::string& node, v1::Envelope env) override;
 
  private:
-  explicit Coordinator(CoordinatorConfig config);
+  Coordinator(CoordinatorConfig config, platform::Env& env);
   Status Init();
+  // Registers the sockets and descriptors with loop_, in the order the header comment gives.
+  void AddLoopSources();
+  // The loop's work each iteration (liveness, scheduling, flushing the store, deadlines);
+  // returns when the loop must wake next.
+  std::optional<platform::EventLoop::TimePoint> Tick(platform::EventLoop::TimePoint now);
+  void OnSignals();
   Status WriteEndpoints() const;
   void OnAgentMessage(RouterMessage& msg);
   void OnOperatorMessage(RouterMessage& msg);
@@ -76,13 +107,15 @@ class Coordinator : public NodeSink {
 
   // Constant after construction.
   CoordinatorConfig config_;
+  platform::Env& env_;
   // Owned by the loop.
+  platform::EventLoop loop_;
   zmq::context_t ctx_;
   std::unique_ptr<ZapAuthenticator> zap_;
   zmq::socket_t agents_;
   zmq::socket_t operators_;
   zmq::socket_t execs_;
-  std::string exec_endpoint_;            // advertised
+  std::string exec_endpoint_;  // advertised
   uint64_t exec_allowlist_generation_ = UINT64_MAX;
   std::chrono::steady_clock::time_point started_{};
   bool checked_unregistered_ = false;  // placed nodes that never came back after a restart
@@ -96,8 +129,8 @@ class Coordinator : public NodeSink {
   std::unique_ptr<OperatorService> operator_service_;
   std::unique_ptr<CoordinatorOps> ops_;  // metrics and sd_notify (coordinator_ops.h)
   std::unique_ptr<ExecRelay> exec_relay_;
-  std::unique_ptr<FenceTable> fences_;              // rendezvous fences (fence_table.h)
-  uint64_t fence_generation_ = UINT64_MAX;          // jobs_->generation() at the last Sweep
+  std::unique_ptr<FenceTable> fences_;      // rendezvous fences (fence_table.h)
+  uint64_t fence_generation_ = UINT64_MAX;  // jobs_->generation() at the last Sweep
 };
 
 }  // namespace trainlet::coordinator
