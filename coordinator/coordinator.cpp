@@ -102,9 +102,7 @@ Status Coordinator::Init() {
         if (st == nullptr || !jobs_->AttemptActive(job, attempt)) return std::nullopt;
         return std::vector<std::string>(st->placement().begin(), st->placement().end());
       });
-  std::string signal_error;
-  signals_ = platform::SignalWatch::Open(kLoopSignals, &signal_error);
-  if (!signals_) return InternalError(signal_error);
+  TRAINLET_ASSIGN_OR_RETURN(signals_, platform::SignalWatch::Open(kLoopSignals));
   TRAINLET_ASSIGN_OR_RETURN(ops_, CoordinatorOps::Create(config_.metrics_address,
                                                          config_.metrics_best_effort,
                                                          MakeSystemdNotifier(), registry_.get(),
