@@ -166,9 +166,7 @@ Status Agent::Init() {
   info_.set_boot_id_hash(static_cast<uint64_t>(env_.WallUnixMs()));
 
   TRAINLET_RETURN_IF_ERROR(ConnectToCoordinator(std::move(keys), server.public_z85));
-  std::string signal_error;
-  signals_ = platform::SignalWatch::Open(kLoopSignals, &signal_error);
-  if (!signals_) return InternalError(signal_error);
+  TRAINLET_ASSIGN_OR_RETURN(signals_, platform::SignalWatch::Open(kLoopSignals));
   TRAINLET_ASSIGN_OR_RETURN(ops_, AgentOps::Create(config_.metrics_address,
                                                    config_.metrics_best_effort, config_.name,
                                                    MakeSystemdNotifier(), &drops_));
