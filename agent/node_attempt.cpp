@@ -219,13 +219,13 @@ NodeAttempt* NodeAttempts::BeginPlan(const v1::LaunchPlan& plan, std::string* wh
            AttemptStateName(it->second.state()) + " on this node";
     return nullptr;
   }
-  // A newer attempt replaces the older ones on this node: their ranks must not run beside it.
+  // A newer attempt replaces the latest one on this node: its ranks must not run beside the new
+  // ones. Older attempts were replaced or stopped before; those holding only ports give them back.
   for (auto& [number, older] : job.attempts) {
     if (number >= plan.attempt()) break;
-    const bool live = older.state() == AttemptState::kPortsHeld ||
-                      older.state() == AttemptState::kRunning ||
-                      older.state() == AttemptState::kStopping;
-    if (number == job.latest || live) older.Replace(plan.attempt());
+    if (number == job.latest || older.state() == AttemptState::kPortsHeld) {
+      older.Replace(plan.attempt());
+    }
   }
   job.latest = plan.attempt();
   // Ports promised to older attempts the table does not hold (a previous agent's) go too.

@@ -166,8 +166,9 @@ class NodeAttempts {
   // latest of the job, too many ports, refused by the table, the range is full).
   v1::PortsReserved ReservePorts(const v1::ReservePorts& request, Clock::time_point now);
 
-  // A plan arrived. Returns the attempt to launch it, now kLaunching, after replacing every older
-  // attempt of the job here (the old ranks must not run beside the new). Null, with `why`, when
+  // A plan arrived. Returns the attempt to launch it, now kLaunching, after replacing the job's
+  // latest attempt here, if older (its ranks must not run beside the new), and older attempts
+  // that hold only ports. Null, with `why`, when
   // the plan is to be ignored (an older attempt than the latest) or the attempt is refused by
   // the table (it is being launched); `refused` tells the second case. A plan for an attempt
   // that stops or has ended here starts a new attempt of that number (see the table).
