@@ -316,7 +316,8 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
   NodeAttempt* attempt = attempts_.BeginPlan(plan, &why, &refused);
   if (attempt == nullptr) {
     spdlog::warn("ignoring plan for {} attempt {}: {}", plan.job(), plan.attempt(), why);
-    // A plan for an attempt that was stopped here: its ranks fail, should anyone wait for them.
+    // A plan the attempt table refuses (its attempt is being launched): its ranks fail, should
+    // anyone wait for them. An older attempt's plan is only ignored.
     if (refused) {
       for (const auto& w : plan.workers()) {
         ReportStart(plan, w.rank(), std::nullopt, Result<pid_t>(InvalidError(why)));

@@ -147,8 +147,27 @@ void NodeAttempt::RanksEnded() {
   Apply(AttemptTrigger::kRanksEnded);
 }
 
+void NodeAttempts::Attach(AttemptServices services) {
+  services_ = services;
+  for (auto& [name, job] : jobs_) {
+    for (auto& [number, attempt] : job.attempts) attempt.services_ = services;
+  }
+}
+
 NodeAttempt& NodeAttempts::Get(Job& job, const std::string& name, uint32_t attempt) {
   return job.attempts.try_emplace(attempt, name, attempt, services_).first->second;
+}
+
+NodeAttempt& NodeAttempts::GetToStart(Job& job, const std::string& name, uint32_t attempt) {
+  auto it = job.attempts.find(attempt);
+  if (it != job.attempts.end() && (it->second.state() == AttemptState::kStopping ||
+                                   it->second.state() == AttemptState::kEnded)) {
+    // The job was deleted and created again under the same name: its attempts count from 1
+    // again, and this is a new attempt that happens to bear an old one's number. The old one's
+    // ranks, if any still stop, are the supervisor's to end.
+    job.attempts.erase(it);
+  }
+  return Get(job, name, attempt);
 }
 
 void NodeAttempts::Forget(Job& job) {
@@ -174,7 +193,7 @@ v1::PortsReserved NodeAttempts::ReservePorts(const v1::ReservePorts& request,
     return answer;
   }
   Job& job = jobs_[request.job()];
-  NodeAttempt& attempt = Get(job, request.job(), request.attempt());
+  NodeAttempt& attempt = GetToStart(job, request.job(), request.attempt());
   auto ports = attempt.ReservePorts(request.count(), now);
   if (ports.ok()) {
     for (uint32_t p : *ports) answer.add_ports(p);
@@ -193,24 +212,25 @@ NodeAttempt* NodeAttempts::BeginPlan(const v1::LaunchPlan& plan, std::string* wh
     return nullptr;
   }
   if (const auto it = job.attempts.find(plan.attempt());
-      it != job.attempts.end() && !NextState(it->second.state(), AttemptTrigger::kPlanArrived)) {
+      it != job.attempts.end() && !NextState(it->second.state(), AttemptTrigger::kPlanArrived) &&
+      it->second.state() != AttemptState::kStopping && it->second.state() != AttemptState::kEnded) {
     *refused = true;
     *why = "attempt " + std::to_string(plan.attempt()) + " of " + plan.job() + " is " +
            AttemptStateName(it->second.state()) + " on this node";
     return nullptr;
   }
-  // A newer attempt replaces the older ones on this node: their ranks must not run beside it.
+  // A newer attempt replaces the latest one on this node: its ranks must not run beside the new
+  // ones. Older attempts were replaced or stopped before; those holding only ports give them back.
   for (auto& [number, older] : job.attempts) {
     if (number >= plan.attempt()) break;
-    const bool live = older.state() == AttemptState::kPortsHeld ||
-                      older.state() == AttemptState::kRunning ||
-                      older.state() == AttemptState::kStopping;
-    if (number == job.latest || live) older.Replace(plan.attempt());
+    if (number == job.latest || older.state() == AttemptState::kPortsHeld) {
+      older.Replace(plan.attempt());
+    }
   }
   job.latest = plan.attempt();
   // Ports promised to older attempts the table does not hold (a previous agent's) go too.
   services_.ports->ReleaseBelow(plan.job(), plan.attempt());
-  NodeAttempt& attempt = Get(job, plan.job(), plan.attempt());
+  NodeAttempt& attempt = GetToStart(job, plan.job(), plan.attempt());
   attempt.PlanArrived(std::chrono::milliseconds(plan.stop_grace_ms()));
   Forget(job);
   return &attempt;

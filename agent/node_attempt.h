@@ -58,12 +58,15 @@ struct AttemptTransition {
 };
 
 // The whole life of an attempt on a node. A (from, trigger) pair that is not listed is
-// forbidden. kEnded appears in no `from` column.
+// forbidden. kEnded appears in no `from` column. An attempt number that comes again once its
+// attempt stops or has ended belongs to a new attempt (a job deleted and created again under the
+// same name counts from 1 again): NodeAttempts makes a new NodeAttempt for it.
 // clang-format off
 inline constexpr std::array kAttemptTransitions = {
     //                from                     trigger                         to
     AttemptTransition{AttemptState::kNew,       AttemptTrigger::kPortsReserved, AttemptState::kPortsHeld},
     AttemptTransition{AttemptState::kPortsHeld, AttemptTrigger::kPortsReserved, AttemptState::kPortsHeld},
+    AttemptTransition{AttemptState::kRunning,   AttemptTrigger::kPortsReserved, AttemptState::kRunning},
     AttemptTransition{AttemptState::kNew,       AttemptTrigger::kPlanArrived,   AttemptState::kLaunching},
     AttemptTransition{AttemptState::kPortsHeld, AttemptTrigger::kPlanArrived,   AttemptState::kLaunching},
     AttemptTransition{AttemptState::kRunning,   AttemptTrigger::kPlanArrived,   AttemptState::kLaunching},
@@ -136,6 +139,8 @@ class NodeAttempt {
   void RanksEnded();
 
  private:
+  friend class NodeAttempts;  // Attach gives the services to attempts adopted before them
+
   std::string job_;
   uint32_t attempt_;
   AttemptServices services_;
@@ -151,7 +156,8 @@ class NodeAttempts {
   explicit NodeAttempts(AttemptServices services) : services_(services) {}
   // The services, for a table made before them (the agent adopts its steps before its rendezvous
   // server exists). Adopt, and the accessors below, need none; every other method needs them.
-  void Attach(AttemptServices services) { services_ = services; }
+  // Attempts adopted before it are given the services too.
+  void Attach(AttemptServices services);
 
   // At most this many ports per attempt: more is a bad request, not a scan to run.
   static constexpr uint32_t kMaxPortsPerAttempt = 1024;
@@ -160,10 +166,12 @@ class NodeAttempts {
   // latest of the job, too many ports, refused by the table, the range is full).
   v1::PortsReserved ReservePorts(const v1::ReservePorts& request, Clock::time_point now);
 
-  // A plan arrived. Returns the attempt to launch it, now kLaunching, after replacing every older
-  // attempt of the job here (the old ranks must not run beside the new). Null, with `why`, when
+  // A plan arrived. Returns the attempt to launch it, now kLaunching, after replacing the job's
+  // latest attempt here, if older (its ranks must not run beside the new), and older attempts
+  // that hold only ports. Null, with `why`, when
   // the plan is to be ignored (an older attempt than the latest) or the attempt is refused by
-  // the table (it was stopped here, or has ended); `refused` tells the second case.
+  // the table (it is being launched); `refused` tells the second case. A plan for an attempt
+  // that stops or has ended here starts a new attempt of that number (see the table).
   NodeAttempt* BeginPlan(const v1::LaunchPlan& plan, std::string* why, bool* refused);
 
   // StopWorkers: the attempt (0: every attempt of the job) stops, with the job's stop grace.
@@ -192,6 +200,8 @@ class NodeAttempts {
     std::map<uint32_t, NodeAttempt> attempts;
   };
   NodeAttempt& Get(Job& job, const std::string& name, uint32_t attempt);
+  // Get, for a trigger that starts something: an attempt that stops or has ended is made anew.
+  NodeAttempt& GetToStart(Job& job, const std::string& name, uint32_t attempt);
   // Ended attempts other than the latest are forgotten: the latest keeps the job's stop grace.
   void Forget(Job& job);
 

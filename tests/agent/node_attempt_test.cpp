@@ -208,16 +208,27 @@ TEST_F(NodeAttemptsTest, StopEndsHeldPortsAndStopsRunningRanks) {
   EXPECT_EQ(attempts_.Find("job", 5)->state(), S::kStopping);
   EXPECT_EQ(rendezvous_->attempts(), 0u);
   EXPECT_EQ(attempts_.StopGrace("job"), 1200ms);
-  // A stopped attempt is never launched again: its plan is refused.
-  std::string why;
-  bool refused = false;
-  EXPECT_EQ(attempts_.BeginPlan(Plan(5), &why, &refused), nullptr);
-  EXPECT_TRUE(refused);
-  EXPECT_EQ(why, "attempt 5 of job is Stopping on this node");
   attempts_.RanksEnded("job", 5);
   EXPECT_EQ(attempts_.Find("job", 5)->state(), S::kEnded);  // the latest stays, ended
   EXPECT_EQ(attempts_.StopGrace("job"), 1200ms);
   EXPECT_EQ(attempts_.jobs(), std::vector<std::string>{"job"});
+}
+
+// A job deleted and created again under the same name counts its attempts from 1 again: an
+// attempt number that comes back after its attempt stopped or ended is a new attempt.
+TEST_F(NodeAttemptsTest, AnAttemptNumberThatComesBackIsANewAttempt) {
+  PlanAndLaunch(1, 1500);
+  attempts_.Stop("job", 0, "job deleted", Clock::now());
+  EXPECT_EQ(attempts_.Find("job", 1)->state(), S::kStopping);
+  const v1::PortsReserved again = Reserve(1, 2);  // the job, created again
+  EXPECT_TRUE(again.error().empty()) << again.error();
+  EXPECT_EQ(attempts_.Find("job", 1)->state(), S::kPortsHeld);
+  EXPECT_EQ(attempts_.StopGrace("job"), kDefaultStopGrace);  // no plan of the new one yet
+  PlanAndLaunch(1);
+  attempts_.RanksEnded("job", 1);
+  EXPECT_EQ(attempts_.Find("job", 1)->state(), S::kEnded);
+  PlanAndLaunch(1);  // and again, straight from a plan
+  EXPECT_EQ(ports_->owned(), 0u);
 }
 
 TEST_F(NodeAttemptsTest, StopOfEveryAttemptAndOfUnknownOnes) {
@@ -246,6 +257,21 @@ TEST_F(NodeAttemptsTest, AdoptedAttemptsSetTheLatestAndTheGrace) {
   EXPECT_EQ(attempts_.Find("job", 3)->state(), S::kStopping);
   EXPECT_EQ(attempts_.StopGrace("other"), kDefaultStopGrace);
   EXPECT_EQ(attempts_.latest("other"), 0u);
+}
+
+// The agent adopts its steps before its rendezvous server exists, and attaches the services after.
+TEST_F(NodeAttemptsTest, AttemptsAdoptedBeforeAttachGetTheServices) {
+  NodeAttempts table;
+  table.Adopt("job", 2, 0);
+  table.Attach({ports_.get(), rendezvous_.get(), supervisor_.get()});
+  table.RanksEnded("job", 2);  // gives back its ports through the services: must not crash
+  EXPECT_EQ(table.Find("job", 2)->state(), S::kEnded);
+  NodeAttempt* next = nullptr;
+  std::string why;
+  bool refused = false;
+  next = table.BeginPlan(Plan(3), &why, &refused);
+  ASSERT_NE(next, nullptr) << why;
+  EXPECT_TRUE(next->HandOverPorts().ok());
 }
 
 TEST_F(NodeAttemptsTest, BlockedLaunchFailsEveryRankWithTheReason) {
