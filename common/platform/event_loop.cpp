@@ -125,7 +125,7 @@ Status EventLoop::PollAndDispatch(TimePoint now, std::optional<TimePoint> wake,
   std::vector<zmq_pollitem_t> items;
   for (const auto& source : sources_) {
     if (source->removed || source->kind == Source::Kind::kTick) continue;
-    // A negative fd is never ready; zmq_poll would refuse it.
+    // A negative fd is never ready (poll(2) would ignore it too): left out of the poll.
     if (source->kind == Source::Kind::kFd && source->fd < 0) continue;
     polled.push_back(source);
     items.push_back({source->socket, source->fd, source->events, 0});
