@@ -14,10 +14,6 @@
 namespace trainlet::coordinator {
 namespace {
 
-JobPhase PhaseOf(const v1::JobStatus& s) {
-  return ParseJobPhase(s.phase()).value_or(JobPhase::kPending);
-}
-
 // Closes the attempt record of the current attempt, unless it already ended.
 void EndAttemptRecord(v1::JobStatus& st, const std::string& result, const std::string& cause,
                       int64_t now_ms) {
@@ -64,8 +60,9 @@ Result<uint32_t> RestartLimit(const trainjob::TrainJob& job,
   auto it = job.annotations.find(std::string(kMaxRestartsAnnotation));
   if (it == job.annotations.end()) return static_cast<uint32_t>(std::max(0, runtime.max_restarts));
   const std::string& text = it->second;
-  const bool digits = !text.empty() && text.size() <= 4 &&
-                      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const bool digits =
+      !text.empty() && text.size() <= 4 &&
+      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
   const long value = digits ? std::strtol(text.c_str(), nullptr, 10) : -1;
   if (value < 0 || value > kMaxRestartsLimit) {
     return InvalidError("TrainJob/" + job.name + ": metadata.annotations[" +
@@ -93,15 +90,15 @@ void JobController::EnforceDeadlines(int64_t now_ms) {
                               " s since the job was created) exceeded";
     EndAttemptRecord(st, "Failed", cause, now_ms);
     StopAttempt(job, "deadline exceeded");
-    Transition(job, static_cast<int>(JobTrigger::kDeadlineExceeded), "DeadlineExceeded",
+    Transition(job, JobTrigger::kDeadlineExceeded, "DeadlineExceeded",
                cause + "; every rank is stopped", now_ms);
   }
 }
 
 Result<JobController::SuspendFlip> JobController::PrepareSuspend(Job& job, bool suspend,
-                                                                  std::string spec_yaml,
-                                                                  const std::string& how,
-                                                                  int64_t now_ms) const {
+                                                                 std::string spec_yaml,
+                                                                 const std::string& how,
+                                                                 int64_t now_ms) const {
   const v1::JobStatus& st = job.record.status;
   const JobPhase phase = PhaseOf(st);
   const std::string verb = suspend ? "suspended" : "resumed";
@@ -158,7 +155,8 @@ Result<std::optional<JobController::SuspendFlip>> JobController::CompareWithStor
     return Status(ErrorCode::kExists,
                   "trainjob/" + spec.name +
                       " already exists with a different spec (only spec.suspend may change); "
-                      "delete it first (trainletctl delete trainjob " + spec.name + ")");
+                      "delete it first (trainletctl delete trainjob " +
+                      spec.name + ")");
   }
   // The same job; "suspend: false" written out where it was absent is no change.
   if (spec.suspend == job.spec.suspend) return std::optional<SuspendFlip>();

@@ -98,7 +98,7 @@ std::vector<std::string> JobController::FailJobsOnNode(const std::string& node,
   std::vector<std::string> failed;
   for (const auto& name : JobsOnNode(node, nullptr)) {
     Job& job = *jobs_.at(name);
-    const auto phase = ParseJobPhase(job.record.status.phase()).value_or(JobPhase::kPending);
+    const JobPhase phase = PhaseOf(job.record.status);
     if (job.record.status.deleting() ||
         (phase != JobPhase::kStarting && phase != JobPhase::kRunning)) {
       continue;  // already stopping; its ranks end on their own
