@@ -12,11 +12,6 @@
 namespace trainlet::coordinator {
 namespace {
 
-bool RankEnded(const v1::RankStatus& r) {
-  return r.state() == "Succeeded" || r.state() == "Failed" || r.state() == "StartFailed" ||
-         r.state() == "Lost" || r.state() == "Stopped";
-}
-
 std::string DescribeExit(const v1::RankStatus& r) {
   if (r.state() == "StartFailed") return "could not start: " + r.message();
   if (r.signal() != 0) return "was killed by signal " + std::to_string(r.signal());
@@ -185,8 +180,9 @@ Result<v1::ApplyResult> JobController::Apply(const std::string& yaml, const std:
   std::vector<SuspendFlip> flips;  // existing jobs whose spec.suspend this file changes
   for (const auto& spec : parsed->jobs) {
     if (auto existing = jobs_.find(spec.name); existing != jobs_.end()) {
-      TRAINLET_ASSIGN_OR_RETURN(auto flip,
-                                CompareWithStored(*existing->second, spec, source, now_ms));
+      TRAINLET_ASSIGN_OR_RETURN(
+          auto flip, CompareWithStored(existing->second->record, existing->second->spec.suspend,
+                                       spec, source, now_ms));
       if (flip) {
         flips.push_back(std::move(*flip));
       } else {
@@ -205,7 +201,7 @@ Result<v1::ApplyResult> JobController::Apply(const std::string& yaml, const std:
   if (Status s = store_->Transaction([&]() -> Status {
         TRAINLET_RETURN_IF_ERROR(RuntimeCatalog::Store(staged, *store_));
         for (const auto& job : new_jobs) TRAINLET_RETURN_IF_ERROR(store_->CreateJob(job->record));
-        for (const auto& flip : flips) TRAINLET_RETURN_IF_ERROR(StoreSuspend(flip));
+        for (const auto& flip : flips) TRAINLET_RETURN_IF_ERROR(StoreSuspend(*store_, flip));
         return Status::Ok();
       });
       !s.ok()) {
@@ -215,7 +211,7 @@ Result<v1::ApplyResult> JobController::Apply(const std::string& yaml, const std:
                    " was stored: " + s.message());
   }
   for (auto& flip : flips) {
-    result.add_configured("trainjob/" + flip.job->record.name);
+    result.add_configured("trainjob/" + flip.job);
     CommitSuspend(std::move(flip));
   }
   runtimes_.Commit(std::move(staged), result);
@@ -407,9 +403,8 @@ void JobController::FailAttempt(Job& job, const std::string& cause, int64_t now_
                                     [](const auto& a) { return a.result() == "Failed"; });
   const uint32_t restarts_used = failed > 0 ? static_cast<uint32_t>(failed - 1) : 0;
   if (restarts_used < st.max_restarts()) {
-    const int shift = static_cast<int>(std::min<uint32_t>(restarts_used, 16));
     const auto delay =
-        std::min(options_.restart_backoff * (1 << shift), options_.max_restart_backoff);
+        RestartBackoff(restarts_used, options_.restart_backoff, options_.max_restart_backoff);
     job.not_before_ms = now_ms + delay.count();
     Transition(job, JobTrigger::kAttemptFailed, "AttemptFailed",
                "attempt " + std::to_string(st.attempt()) + " failed: " + cause +
@@ -607,8 +602,9 @@ int64_t JobController::NextWakeMs() const {
   int64_t next = INT64_MAX;
   for (const auto& [name, job] : jobs_) {
     const auto& st = job->record.status;
-    if (!IsTerminal(PhaseOf(st)) && !st.deleting()) next = std::min(next, DeadlineMs(*job));
-    next = std::min(next, StartDeadlineMs(*job));
+    if (!IsTerminal(PhaseOf(st)) && !st.deleting())
+      next = std::min(next, ActiveDeadlineMs(job->spec, st.created_unix_ms()));
+    next = std::min(next, StartDeadlineMs(st, options_.start_timeout));
     // Only a backoff still to come is timed work; a restart waiting for its old ranks to exit, or
     // for room, is woken by those events instead.
     if (PhaseOf(st) != JobPhase::kRestarting || job->not_before_ms <= last_schedule_ms_) continue;

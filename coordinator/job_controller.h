@@ -11,6 +11,8 @@
 //   - ExecAuthority (exec_authority.h): per-attempt launcher keys, the exec allowlist, and where
 //     a trainlet-exec request may run.
 //   - AgentCommands (agent_commands.h): every command sent to an agent, over the NodeSink.
+// and applies the pure rules of lifecycle_rules.h (restart limit and backoff, deadlines, the
+// edits of a suspend) and the phase table of job_state_machine.h.
 // The plugin is called in two small functions only (LayOut, RenderWithPorts in job_ports.cpp).
 //
 // Durability: Apply() and Delete() write before they return (the operator is acknowledged after).
@@ -36,6 +38,7 @@
 #include "coordinator/gang_planner.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/job_store.h"
+#include "coordinator/lifecycle_rules.h"
 #include "coordinator/node_registry.h"
 #include "coordinator/port_reservation_waits.h"
 #include "coordinator/runtime_catalog.h"
@@ -43,16 +46,6 @@
 #include "trainlet/v1/envelope.pb.h"
 
 namespace trainlet::coordinator {
-
-// A TrainJob annotation overriding the runtime's failurePolicy.maxRestarts for that job.
-inline constexpr std::string_view kMaxRestartsAnnotation = "trainlet.io/max-restarts";
-inline constexpr long kMaxRestartsLimit = 1000;  // the largest value the annotation accepts
-
-// How many times a failed attempt of `job` may be restarted: the annotation when set, else the
-// runtime's failurePolicy.maxRestarts (0 when absent). Invalid, naming the annotation, unless
-// its value is a plain integer from 0 to kMaxRestartsLimit.
-Result<uint32_t> RestartLimit(const trainjob::TrainJob& job,
-                              const trainjob::TrainingRuntime& runtime);
 
 // The trainlet.io/binding annotation of a job, onto every plan of its attempt ("none": agents
 // bind nothing); nothing when the job has no such annotation.
@@ -217,33 +210,12 @@ class JobController {
   void EndPortWait(Job& job);
   // Fails every Starting attempt past its start timeout.
   void EnforceStartTimeouts(int64_t now_ms);
-  // When the job's current attempt times out in Starting; INT64_MAX when it cannot.
-  int64_t StartDeadlineMs(const Job& job) const;
 
-  // Lifecycle: deadlines, suspend and restart limits (job_lifecycle.cpp).
-  // A change of spec.suspend, prepared in full before anything is stored or sent.
-  struct SuspendFlip {
-    Job* job = nullptr;
-    bool suspend = false;
-    std::string spec_yaml;  // the spec as it reads after the change
-    v1::JobStatus status;   // the status after the change
-  };
-  // When the job's activeDeadlineSeconds runs out (counted from creation); INT64_MAX for none.
-  static int64_t DeadlineMs(const Job& job);
+  // Lifecycle: deadlines and suspend (job_lifecycle.cpp; the rules are in lifecycle_rules.h).
   // Fails every live job whose deadline has passed, with reason DeadlineExceeded.
   void EnforceDeadlines(int64_t now_ms);
-  // Invalid when the job has finished or is being deleted. `how` says who asked, for the event.
-  Result<SuspendFlip> PrepareSuspend(Job& job, bool suspend, std::string spec_yaml,
-                                     const std::string& how, int64_t now_ms) const;
-  // Writes the flip's spec and status; the caller holds a store transaction.
-  Status StoreSuspend(const SuspendFlip& flip);
   // Once stored: memory takes the flip, and a suspend stops the attempt's ranks.
   void CommitSuspend(SuspendFlip flip);
-  // Apply's answer for a TrainJob whose name is taken: nullopt when `spec` is the stored one
-  // (unchanged), a flip when it differs only in spec.suspend, kExists for any other change.
-  Result<std::optional<SuspendFlip>> CompareWithStored(Job& job, const trainjob::TrainJob& spec,
-                                                       const std::string& source,
-                                                       int64_t now_ms) const;
 
   // Constant after construction.
   JobStore* store_;

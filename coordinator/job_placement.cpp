@@ -11,12 +11,8 @@
 namespace trainlet::coordinator {
 namespace {
 
-// A rank that has not ended holds its node's slot and its job's resources there (the same test
-// as the controller's slot count).
-bool Live(const v1::RankStatus& r) {
-  return !(r.state() == "Succeeded" || r.state() == "Failed" || r.state() == "StartFailed" ||
-           r.state() == "Lost" || r.state() == "Stopped");
-}
+// A rank that has not ended holds its node's slot and its job's resources there.
+bool Live(const v1::RankStatus& r) { return !RankEnded(r); }
 
 }  // namespace
 

@@ -110,24 +110,12 @@ void JobController::EndPortWait(Job& job) {
   MarkDirty(job);
 }
 
-int64_t JobController::StartDeadlineMs(const Job& job) const {
-  const v1::JobStatus& st = job.record.status;
-  if (PhaseOf(st) != JobPhase::kStarting || st.deleting() || st.attempts_size() == 0) {
-    return INT64_MAX;
-  }
-  const auto& rec = st.attempts(st.attempts_size() - 1);
-  if (!rec.result().empty()) return INT64_MAX;
-  const bool pending = std::any_of(st.ranks().begin(), st.ranks().end(),
-                                   [](const auto& r) { return r.state() == "Pending"; });
-  return pending ? rec.started_unix_ms() + options_.start_timeout.count() : INT64_MAX;
-}
-
 void JobController::EnforceStartTimeouts(int64_t now_ms) {
   for (const auto& name : std::vector<std::string>(order_)) {
     auto it = jobs_.find(name);
     if (it == jobs_.end()) continue;
     Job& job = *it->second;
-    if (now_ms < StartDeadlineMs(job)) continue;
+    if (now_ms < StartDeadlineMs(job.record.status, options_.start_timeout)) continue;
     v1::JobStatus& st = job.record.status;
     // The nodes at fault, in placement order: while ports are awaited no plan has gone out, so
     // only the nodes that did not answer are; after that, those with ranks that never reported.
