@@ -128,7 +128,7 @@ Result<std::unique_ptr<JobController::Job>> JobController::BuildJob(
     job->procs_per_node = 1;
   }
   st.set_procs_per_node(job->procs_per_node);
-  TRAINLET_RETURN_IF_ERROR(FillGangRequest(*job, warnings));
+  TRAINLET_ASSIGN_OR_RETURN(job->gang, GangRequestOf(spec, runtime, warnings));
   return job;
 }
 
@@ -270,7 +270,7 @@ bool JobController::TryPlace(Job& job, std::map<std::string, uint32_t>& used, in
   GangRequest gang = job.gang;
   gang.num_nodes = st.num_nodes();
   gang.slots_per_node = job.procs_per_node;
-  auto placement = PlaceGang(gang, Capacity(used));
+  auto placement = PlaceGang(gang, NodeCapacities(*registry_, used, UsedResources()));
   if (!placement.ok()) {
     const std::string reason = "Unschedulable: " + placement.status().message();
     if (st.reason() != reason) Transition(job, JobTrigger::kUnplaceable, reason, "", now_ms);

@@ -11,9 +11,12 @@
 //   - ExecAuthority (exec_authority.h): per-attempt launcher keys, the exec allowlist, and where
 //     a trainlet-exec request may run.
 //   - AgentCommands (agent_commands.h): every command sent to an agent, over the NodeSink.
-// and applies the pure rules of lifecycle_rules.h (restart limit and backoff, deadlines, the
-// edits of a suspend) and the phase table of job_state_machine.h.
-// The plugin is called in two small functions only (LayOut, RenderWithPorts in job_ports.cpp).
+// It applies, owning no state of theirs: the phase table of job_state_machine.h; the pure rules
+// of lifecycle_rules.h (restart limit and backoff, deadlines, the edits of a suspend); and
+// placement_inputs.h, which builds what the planner is given (a job's request, the nodes' room).
+// Who owns what: the job map, the store writes and every phase change are JobController's; the
+// runtimes, port waits and launcher secrets are the delegates'. The runtime plugin is called in
+// two small functions only (LayOut, RenderWithPorts in job_ports.cpp).
 //
 // Durability: Apply() and Delete() write before they return (the operator is acknowledged after).
 // Changes made by events (a rank started or exited) are marked dirty and written together by
@@ -40,6 +43,7 @@
 #include "coordinator/job_store.h"
 #include "coordinator/lifecycle_rules.h"
 #include "coordinator/node_registry.h"
+#include "coordinator/placement_inputs.h"
 #include "coordinator/port_reservation_waits.h"
 #include "coordinator/runtime_catalog.h"
 #include "trainlet/runtime_plugin.h"
@@ -176,11 +180,6 @@ class JobController {
   void Adopt(std::unique_ptr<Job> job);
   // Slots taken on each node: one per rank that has not ended, whatever its job's phase.
   std::map<std::string, uint32_t> UsedSlots() const;
-  // Resources, nodeSelector and tolerations of the job's spec and runtime, into job.gang.
-  // Invalid (naming the field) for a quantity that does not parse.
-  Status FillGangRequest(Job& job, std::vector<std::string>& warnings) const;
-  // Every registered node as the planner sees it, `used` slots taken.
-  std::vector<NodeCapacity> Capacity(const std::map<std::string, uint32_t>& used) const;
   bool TryPlace(Job& job, std::map<std::string, uint32_t>& used, int64_t now_ms);
   // Writes the placed attempt into the job's status: placement, Pending ranks, attempt record.
   void RecordAttempt(Job& job, const PlanRequest& request, const std::vector<std::string>& nodes,
