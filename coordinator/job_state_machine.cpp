@@ -83,6 +83,10 @@ std::optional<JobPhase> ParseJobPhase(std::string_view name) {
   return std::nullopt;
 }
 
+JobPhase PhaseOf(const v1::JobStatus& status) {
+  return ParseJobPhase(status.phase()).value_or(JobPhase::kPending);
+}
+
 const char* JobTriggerName(JobTrigger trigger) {
   switch (trigger) {
     case JobTrigger::kPlaced:

@@ -85,6 +85,9 @@ inline constexpr std::array kJobTransitions = {
 const char* JobPhaseName(JobPhase phase);
 // Exact, case-sensitive inverse of JobPhaseName; nullopt for anything else.
 std::optional<JobPhase> ParseJobPhase(std::string_view name);
+// The phase `status` is in; an empty or unknown phase string reads as Pending. The one place the
+// coordinator reads JobStatus.phase back.
+JobPhase PhaseOf(const v1::JobStatus& status);
 // "Placed", "AttemptFailed", ...: the default event reason for a trigger.
 const char* JobTriggerName(JobTrigger trigger);
 
