@@ -5,7 +5,7 @@
 source "$(dirname "$0")/lib.sh"
 
 LIB="$TRAINLET_BIN/../lib/libtrainlet_rendezvous.so"
-RANK_PY="$TRAINLET_SOURCE_DIR/tests/rendezvous/rdzv_rank.py"
+RANK_PY="$TRAINLET_SOURCE_DIR/tests/common/rendezvous/rdzv_rank.py"
 [ -f "$LIB" ] || fail "$LIB missing (build target trainlet_rendezvous_shared)"
 PY=/usr/bin/python3
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "common/trainjob/trainjob_model.h"
-#include "tests/trainjob/test_util.h"
+#include "tests/common/trainjob/test_util.h"
 
 namespace trainlet::trainjob {
 namespace {

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "common/trainjob/trainjob_model.h"
-#include "tests/trainjob/test_util.h"
+#include "tests/common/trainjob/test_util.h"
 
 namespace trainlet::trainjob {
 namespace {
