@@ -9,9 +9,11 @@
 #include <set>
 #include <sstream>
 
-#include "coordinator/gang_planner.h"
 #include "common/curve_keys.h"
+#include "coordinator/attempt_plan.h"
+#include "coordinator/gang_planner.h"
 #include "coordinator/job_state_machine.h"
+#include "plugins/plugin_status.h"
 
 namespace trainlet::coordinator {
 namespace fs = std::filesystem;
@@ -132,8 +134,8 @@ Result<std::unique_ptr<JobController::Job>> JobController::BuildJob(
                        "): ignored, trainlet runs the command directly on the node");
   }
   if (job->plugin != nullptr) {
-    TRAINLET_ASSIGN_OR_RETURN(job->procs_per_node,
-                              job->plugin->ProcsPerNode(trainer.num_proc_per_node, nullptr));
+    TRAINLET_ASSIGN_OR_RETURN(job->procs_per_node, ToResult(job->plugin->ProcsPerNode(
+                                                       trainer.num_proc_per_node, nullptr)));
   } else {
     job->procs_per_node = 1;
   }
@@ -312,7 +314,11 @@ bool JobController::TryPlace(Job& job, std::map<std::string, uint32_t>& used, in
     placed.hostname = e->info.hostname();
     placed.topology = e->info.topology();
   }
-  if (job.plugin->UsesExec()) {
+  // The layout checks the request and lays out the ranks without ports (attempt_plan.h); a
+  // runtime that needs ports is rendered once the nodes hold them (job_ports.cpp), others now.
+  auto layout = LayoutAttempt(*job.plugin, req);
+  LauncherSecret secret;
+  if (layout.ok() && layout->exec_launcher_rank) {
     // A fresh launcher key per attempt: a stale launcher cannot start anything in the next one.
     auto keys = GenerateCurveKeyPair();
     if (!keys.ok()) {
@@ -322,14 +328,13 @@ bool JobController::TryPlace(Job& job, std::map<std::string, uint32_t>& used, in
     req.exec_endpoint = options_.exec_endpoint;
     req.exec_server_key = options_.server_public_key;
     req.launcher_public_key = keys->public_z85;
-    req.launcher_secret_key = keys->secret_z85;
+    secret.z85 = keys->secret_z85;
   }
-  // A runtime that needs ports plans this first time with stand-ins (job_ports.cpp): these plans
-  // only check the request and lay out the ranks; the real ones are made once the ports are held.
-  const bool stand_in_ports = FillStandInPorts(job, req);
-  auto plans = job.plugin->Plan(req);
-  if (stand_in_ports) {
-    for (auto& n : req.nodes) n.ports.clear();
+  Result<std::vector<v1::LaunchPlan>> plans = std::vector<v1::LaunchPlan>();
+  if (!layout.ok()) {
+    plans = layout.status();
+  } else if (!WantsPorts(*layout)) {
+    plans = RenderAttempt(*job.plugin, req, *layout, secret);
   }
   if (!plans.ok()) {
     // Nothing was placed or sent: the job, not an attempt, fails, and it is never retried (the
@@ -340,25 +345,22 @@ bool JobController::TryPlace(Job& job, std::map<std::string, uint32_t>& used, in
                now_ms);
     return false;
   }
-  if (auto b = job.spec.annotations.find("trainlet.io/binding"); b != job.spec.annotations.end()) {
-    for (auto& plan : *plans) plan.set_binding(b->second);  // "none": agents bind nothing
-  }
   const v1::JobStatus before = st;  // what stays if the placement cannot be stored
   st.set_attempt(req.attempt);
   st.set_launcher_key(req.launcher_public_key);
   st.set_launch_mode(job.plugin->LaunchMode(req));
-  job.launcher_secret = req.launcher_secret_key;
+  job.launcher_secret = secret.z85;
   st.clear_placement();
   st.clear_ranks();
   for (const auto& n : placement->nodes) {
     st.add_placement(n);
     used[n] += job.procs_per_node;
   }
-  for (size_t i = 0; i < plans->size(); ++i) {
-    for (const auto& w : (*plans)[i].workers()) {
+  for (size_t i = 0; i < layout->nodes.size(); ++i) {
+    for (const auto& w : layout->nodes[i].ranks) {
       auto* r = st.add_ranks();
-      r->set_rank(w.rank());
-      r->set_local_rank(w.local_rank());
+      r->set_rank(w.rank);
+      r->set_local_rank(w.local_rank);
       r->set_node(placement->nodes[i]);
       r->set_state("Pending");
       r->set_attempt(req.attempt);
@@ -386,8 +388,8 @@ bool JobController::TryPlace(Job& job, std::map<std::string, uint32_t>& used, in
     ++generation_;
     return false;
   }
-  // A runtime that needs ports (MASTER_PORT, ring ports) plans again once the nodes hold them.
-  if (RequestPorts(job, req)) return true;
+  // A runtime that needs ports (MASTER_PORT, ring ports) is rendered once the nodes hold them.
+  if (RequestPorts(job, req, *layout)) return true;
   for (size_t i = 0; i < plans->size(); ++i) {
     v1::Envelope env;
     *env.mutable_launch_plan() = std::move((*plans)[i]);

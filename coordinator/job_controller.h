@@ -153,7 +153,8 @@ class JobController {
   // fails such an attempt and it is placed again.
   struct PortWait {
     uint32_t attempt = 0;
-    PlanRequest request;          // Plan()'s input; PlacedNode::ports filled as answers come
+    PlanRequest request;           // Render's input; PlacedNode::ports filled as answers come
+    AttemptLayout layout;          // the plugin's layout of the attempt (attempt_plan.h)
     std::vector<uint32_t> wanted;  // ports per node rank (0: that node reserves none)
     std::vector<bool> answered;    // per node rank
   };
@@ -192,17 +193,14 @@ class JobController {
   void MarkDirty(Job& job);
 
   // Reserve-then-launch and the start timeout (job_ports.cpp).
-  // Fills PlacedNode::ports with stand-in ports (1, 2, ...) where the plugin asks for ports, for
-  // the first Plan() that only checks the request and lays out the ranks (plugins refuse to plan
-  // without the ports they need). True when it filled any; the caller clears them after.
-  bool FillStandInPorts(const Job& job, PlanRequest& request) const;
   void SendReservePorts(const Job& job, uint32_t attempt, uint32_t count, const std::string& node);
   // A node (re-)registered: asks it again for the ports of every attempt still waiting for them.
   void ResendReservePorts(const std::string& node);
-  // Called once the attempt is stored: sends ReservePorts to every node whose share needs ports
-  // and returns true (the plans wait), or returns false when none does (send the plans now).
-  bool RequestPorts(Job& job, const PlanRequest& request);
-  // Every node holds its ports: plans again with them and sends the plans.
+  // Called once the attempt is stored: sends ReservePorts to every node whose share of `layout`
+  // needs ports and returns true (the plans wait), or returns false when none does (send the
+  // plans now).
+  bool RequestPorts(Job& job, const PlanRequest& request, const AttemptLayout& layout);
+  // Every node holds its ports: renders the plans with them and sends them.
   void LaunchWithPorts(Job& job, int64_t now_ms);
   // The attempt stopped while reserving ports: no plan went out, so its ranks never existed and
   // end here (Stopped) rather than wait for events that will never come.

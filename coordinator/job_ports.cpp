@@ -1,18 +1,18 @@
 // JobController's reserve-then-launch step and the start timeout. Split from job_controller.cpp
 // by responsibility; same class, same loop.
 //
-// A runtime that needs ports on a node (RuntimePlugin::PortsPerNode > 0) gets them from that
-// node's agent before its plans are made: TryPlace plans once with stand-in ports (checking the
-// request and laying out the ranks; those plans are never sent), stores the attempt, and
-// RequestPorts sends ReservePorts.
-// The job stays Starting with its ranks Pending until every node has answered; then Plan() runs
-// again with PlacedNode::ports filled and the plans go out. Jobs whose runtime needs no ports
-// skip all of this and launch exactly as before.
+// A runtime that needs ports on a node (NodeLayout::ports > 0) gets them from that node's agent
+// before its plans are made: TryPlace lays the attempt out (checking the request and laying out
+// the ranks, without ports), stores the attempt, and RequestPorts sends ReservePorts.
+// The job stays Starting with its ranks Pending until every node has answered; then the plugin
+// renders the plans with PlacedNode::ports filled and they go out. Jobs whose runtime needs no
+// ports skip all of this and launch exactly as before.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <climits>
 
+#include "coordinator/attempt_plan.h"
 #include "coordinator/job_controller.h"
 #include "coordinator/job_state_machine.h"
 
@@ -25,24 +25,16 @@ JobPhase PhaseOf(const v1::JobStatus& s) {
 
 }  // namespace
 
-bool JobController::FillStandInPorts(const Job& job, PlanRequest& request) const {
-  bool any = false;
-  for (uint32_t i = 0; i < request.nodes.size(); ++i) {
-    const uint32_t n = job.plugin->PortsPerNode(request, i);
-    for (uint32_t p = 1; p <= n; ++p) request.nodes[i].ports.push_back(p);
-    any = any || n > 0;
-  }
-  return any;
-}
-
-bool JobController::RequestPorts(Job& job, const PlanRequest& request) {
+bool JobController::RequestPorts(Job& job, const PlanRequest& request,
+                                 const AttemptLayout& layout) {
   job.port_wait.reset();  // whatever an earlier attempt waited for is moot now
   PortWait wait;
   wait.attempt = request.attempt;
   wait.request = request;
+  wait.layout = layout;
   bool any = false;
   for (uint32_t i = 0; i < request.nodes.size(); ++i) {
-    const uint32_t n = job.plugin->PortsPerNode(request, i);
+    const uint32_t n = layout.nodes[i].ports;
     wait.wanted.push_back(n);
     wait.answered.push_back(n == 0);
     any = any || n > 0;
@@ -134,34 +126,12 @@ void JobController::OnPortsReserved(const std::string& node, const v1::PortsRese
 void JobController::LaunchWithPorts(Job& job, int64_t now_ms) {
   TRAINLET_CHECK(job.port_wait.has_value());
   const PlanRequest& req = job.port_wait->request;
-  auto plans = job.plugin->Plan(req);
-  if (plans.ok() && plans->size() != req.nodes.size()) {
-    plans = InternalError("the plugin made " + std::to_string(plans->size()) + " plans for " +
-                          std::to_string(req.nodes.size()) + " nodes");
-  }
-  if (plans.ok()) {
-    // The ranks were stored from the first plan; the second must lay them out the same way.
-    for (size_t i = 0; i < plans->size() && plans.ok(); ++i) {
-      for (const auto& w : (*plans)[i].workers()) {
-        bool placed = false;
-        for (const auto& r : job.record.status.ranks()) {
-          placed = placed || (r.rank() == w.rank() && r.node() == req.nodes[i].name);
-        }
-        if (!placed) {
-          plans = InternalError("with ports, rank " + std::to_string(w.rank()) +
-                                " moved to node " + req.nodes[i].name);
-          break;
-        }
-      }
-    }
-  }
+  auto plans =
+      RenderAttempt(*job.plugin, req, job.port_wait->layout, LauncherSecret{job.launcher_secret});
   if (!plans.ok()) {
     FailAttempt(job, "planning with the reserved ports failed: " + plans.status().message(),
                 now_ms);
     return;
-  }
-  if (auto b = job.spec.annotations.find("trainlet.io/binding"); b != job.spec.annotations.end()) {
-    for (auto& plan : *plans) plan.set_binding(b->second);  // "none": agents bind nothing
   }
   std::vector<std::string> nodes;
   for (const auto& n : req.nodes) nodes.push_back(n.name);
