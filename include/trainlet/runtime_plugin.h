@@ -107,7 +107,8 @@ class RuntimePlugin {
   // Step 2: `request` is Layout's with each node's reserved ports (layout.nodes[i].ports of them)
   // and, when the layout names an exec launcher, the exec_* fields. One plan per node, in
   // node-rank order; every worker carries the TRAINLET_* env. An error (a port missing: Invalid,
-  // naming the variable and the node) fails the attempt.
+  // naming the variable and the node) fails the attempt; for a layout that wants no ports, Render
+  // runs before the attempt is stored, so there it fails the job, as a Layout error does.
   virtual PluginResult<std::vector<v1::LaunchPlan>> Render(const PlanRequest& request,
                                                            const AttemptLayout& layout) const = 0;
   // One line for `describe`: how the job is started ("ranks started directly by the agents").
