@@ -21,20 +21,24 @@ void ExecAuthority::Track(const std::string& job,
 
 void ExecAuthority::Forget(const std::string& job) { launchers_.erase(job); }
 
-Status ExecAuthority::IssueLauncherKeys(PlanRequest& request) const {
+Result<LauncherSecret> ExecAuthority::IssueLauncherKeys(PlanRequest& request) const {
   // A fresh launcher key per attempt: a stale launcher cannot start anything in the next one.
   TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair keys, GenerateCurveKeyPair());
   request.exec_endpoint = options_.exec_endpoint;
   request.exec_server_key = options_.server_public_key;
   request.launcher_public_key = keys.public_z85;
-  request.launcher_secret_key = keys.secret_z85;
-  return Status::Ok();
+  return LauncherSecret{keys.secret_z85};
 }
 
 void ExecAuthority::SetLauncherSecret(const std::string& job, std::string secret) {
   auto it = launchers_.find(job);
   TRAINLET_CHECK(it != launchers_.end());
   it->second.secret = std::move(secret);
+}
+
+LauncherSecret ExecAuthority::SecretOf(const std::string& job) const {
+  auto it = launchers_.find(job);
+  return LauncherSecret{it == launchers_.end() ? "" : it->second.secret};
 }
 
 bool ExecAuthority::AttemptActive(const std::string& job, uint32_t attempt) const {

@@ -1,11 +1,11 @@
 // ExecAuthority: who may start remote commands through trainlet-exec, and where.
 //
-// A runtime whose launcher starts processes on other nodes (RuntimePlugin::UsesExec, e.g. mpi)
-// gets a fresh CURVE launcher key pair for every attempt: the public half is stored in
-// JobStatus.launcher_key, the secret half only here (never stored; after a coordinator restart
-// it is empty). While the attempt is Starting or Running, its launcher key is on the exec
-// endpoint's allowlist and may start commands on the attempt's nodes; a stale launcher cannot
-// start anything in the next attempt.
+// A runtime whose launcher starts processes on other nodes (its AttemptLayout names an
+// exec_launcher_rank, e.g. mpi) gets a fresh CURVE launcher key pair for every attempt: the
+// public half is stored in JobStatus.launcher_key, the secret half only here (never stored, never
+// in a PlanRequest; after a coordinator restart it is empty). While the attempt is Starting or
+// Running, its launcher key is on the exec endpoint's allowlist and may start commands on the
+// attempt's nodes; a stale launcher cannot start anything in the next attempt.
 //
 // It reads each job's status through `find` (the JobController's job map) and the nodes through
 // the NodeRegistry; JobController tells it which jobs exist (Track/Forget) and each attempt's
@@ -21,6 +21,7 @@
 
 #include "common/status.h"
 #include "coordinator/agent_commands.h"
+#include "coordinator/attempt_plan.h"
 #include "coordinator/node_registry.h"
 #include "trainlet/runtime_plugin.h"
 #include "trainlet/v1/operator.pb.h"
@@ -58,11 +59,14 @@ class ExecAuthority {
   // The job is gone, with its secret.
   void Forget(const std::string& job);
 
-  // A fresh launcher key pair for a new attempt, and where the launcher reaches the exec
-  // endpoint, into `request`'s exec fields. Errors come from key generation (the attempt fails).
-  Status IssueLauncherKeys(PlanRequest& request) const;
+  // A fresh launcher key pair for a new attempt: its public half, and where the launcher reaches
+  // the exec endpoint, into `request`'s exec fields; its secret half returned, for RenderAttempt
+  // and SetLauncherSecret only. Errors come from key generation (the attempt fails).
+  Result<LauncherSecret> IssueLauncherKeys(PlanRequest& request) const;
   // The secret half of the launcher key of the attempt `job` now runs ("" when it has none).
   void SetLauncherSecret(const std::string& job, std::string secret);
+  // What SetLauncherSecret last gave for `job` (empty when nothing, or the job is unknown).
+  LauncherSecret SecretOf(const std::string& job) const;
 
   // AttemptActive() of the job named `job`; false when there is none.
   bool AttemptActive(const std::string& job, uint32_t attempt) const;

@@ -6,8 +6,10 @@
 #include <climits>
 #include <set>
 
+#include "coordinator/attempt_plan.h"
 #include "coordinator/gang_planner.h"
 #include "coordinator/job_state_machine.h"
+#include "plugins/plugin_status.h"
 
 namespace trainlet::coordinator {
 namespace {
@@ -122,8 +124,8 @@ Result<std::unique_ptr<JobController::Job>> JobController::BuildJob(
                        "): ignored, trainlet runs the command directly on the node");
   }
   if (job->plugin != nullptr) {
-    TRAINLET_ASSIGN_OR_RETURN(job->procs_per_node,
-                              job->plugin->ProcsPerNode(trainer.num_proc_per_node, nullptr));
+    TRAINLET_ASSIGN_OR_RETURN(job->procs_per_node, ToResult(job->plugin->ProcsPerNode(
+                                                       trainer.num_proc_per_node, nullptr)));
   } else {
     job->procs_per_node = 1;
   }
@@ -286,26 +288,36 @@ bool JobController::TryPlace(Job& job, std::map<std::string, uint32_t>& used, in
     placed.hostname = e->info.hostname();
     placed.topology = e->info.topology();
   }
-  if (job.plugin->UsesExec()) {
-    if (Status s = exec_.IssueLauncherKeys(req); !s.ok()) {
-      FailAttempt(job, s.message(), now_ms);
-      return false;
-    }
-  }
-  // A runtime that needs ports lays out the ranks first (job_ports.cpp); the plans it sends are
-  // made once the ports are held.
-  auto layout = LayOut(job, req);
-  if (!layout.ok()) {
-    // Nothing was placed or sent: the job, not an attempt, fails, and it is never retried (the
-    // same spec would be refused the same way).
+  // The layout checks the request and lays out the ranks without ports (attempt_plan.h). A
+  // refusal means nothing was placed or sent: the job, not an attempt, fails, and it is never
+  // retried (the same spec would be refused the same way).
+  auto refuse = [&](const Status& why) {
     Transition(job, JobTrigger::kPlanRefused, "PlanRefused",
                "the " + std::string(job.plugin->name()) +
-                   " runtime cannot plan this job: " + layout.status().message(),
+                   " runtime cannot plan this job: " + why.message(),
                now_ms);
     return false;
+  };
+  auto layout = LayoutAttempt(*job.plugin, req);
+  if (!layout.ok()) return refuse(layout.status());
+  LauncherSecret secret;  // held here and by ExecAuthority, never in the request
+  if (layout->exec_launcher_rank) {
+    auto issued = exec_.IssueLauncherKeys(req);
+    if (!issued.ok()) {
+      FailAttempt(job, issued.status().message(), now_ms);
+      return false;
+    }
+    secret = std::move(*issued);
+  }
+  // A runtime that needs ports is rendered once the nodes hold them (job_ports.cpp), others now.
+  std::vector<v1::LaunchPlan> plans;
+  if (!WantsPorts(*layout)) {
+    auto rendered = RenderAttempt(*job.plugin, req, *layout, secret);
+    if (!rendered.ok()) return refuse(rendered.status());
+    plans = std::move(*rendered);
   }
   const v1::JobStatus before = st;  // what stays if the placement cannot be stored
-  RecordAttempt(job, req, placement->nodes, layout->plans, now_ms);
+  RecordAttempt(job, req, placement->nodes, *layout, secret, now_ms);
   for (const auto& n : placement->nodes) used[n] += job.procs_per_node;
   // The attempt is durable before any agent hears of it. When the store refuses it (a full or
   // read-only disk), nobody hears of it: the job stays as it was and is placed again later.
@@ -319,31 +331,31 @@ bool JobController::TryPlace(Job& job, std::map<std::string, uint32_t>& used, in
     ++generation_;
     return false;
   }
-  // A runtime that needs ports (MASTER_PORT, ring ports) plans again once the nodes hold them.
-  if (port_waits_.Begin(job.record.name, req, layout->ports_per_node)) return true;
-  ApplyBindingAnnotation(job.spec.annotations, layout->plans);
-  for (size_t i = 0; i < layout->plans.size(); ++i) {
-    agents_.LaunchPlan(placement->nodes[i], std::move(layout->plans[i]));
+  // A runtime that needs ports (MASTER_PORT, ring ports) is rendered once the nodes hold them.
+  if (port_waits_.Begin(job.record.name, req, *layout)) return true;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    agents_.LaunchPlan(placement->nodes[i], std::move(plans[i]));
   }
   return true;
 }
 
 void JobController::RecordAttempt(Job& job, const PlanRequest& req,
                                   const std::vector<std::string>& nodes,
-                                  const std::vector<v1::LaunchPlan>& plans, int64_t now_ms) {
+                                  const AttemptLayout& layout, const LauncherSecret& secret,
+                                  int64_t now_ms) {
   v1::JobStatus& st = job.record.status;
   st.set_attempt(req.attempt);
   st.set_launcher_key(req.launcher_public_key);
   st.set_launch_mode(job.plugin->LaunchMode(req));
-  exec_.SetLauncherSecret(job.record.name, req.launcher_secret_key);
+  exec_.SetLauncherSecret(job.record.name, secret.z85);
   st.clear_placement();
   st.clear_ranks();
   for (const auto& n : nodes) st.add_placement(n);
-  for (size_t i = 0; i < plans.size(); ++i) {
-    for (const auto& w : plans[i].workers()) {
+  for (size_t i = 0; i < layout.nodes.size(); ++i) {
+    for (const LaidOutRank& w : layout.nodes[i].ranks) {
       auto* r = st.add_ranks();
-      r->set_rank(w.rank());
-      r->set_local_rank(w.local_rank());
+      r->set_rank(w.rank);
+      r->set_local_rank(w.local_rank);
       r->set_node(nodes[i]);
       r->set_state("Pending");
       r->set_attempt(req.attempt);

@@ -15,8 +15,10 @@
 // of lifecycle_rules.h (restart limit and backoff, deadlines, the edits of a suspend); and
 // placement_inputs.h, which builds what the planner is given (a job's request, the nodes' room).
 // Who owns what: the job map, the store writes and every phase change are JobController's; the
-// runtimes, port waits and launcher secrets are the delegates'. The runtime plugin is called in
-// two small functions only (LayOut, RenderWithPorts in job_ports.cpp).
+// runtimes, port waits and launcher secrets are the delegates'. The runtime plugin plans an
+// attempt only through attempt_plan.h, which checks its answers: LayoutAttempt (TryPlace, before
+// any port is reserved) and RenderAttempt (TryPlace when no port is wanted, else
+// LaunchWithPorts in job_ports.cpp once the ports are held).
 //
 // Durability: Apply() and Delete() write before they return (the operator is acknowledged after).
 // Changes made by events (a rank started or exited) are marked dirty and written together by
@@ -37,6 +39,7 @@
 
 #include "common/trainjob/trainjob_model.h"
 #include "coordinator/agent_commands.h"
+#include "coordinator/attempt_plan.h"
 #include "coordinator/exec_authority.h"
 #include "coordinator/gang_planner.h"
 #include "coordinator/job_state_machine.h"
@@ -50,11 +53,6 @@
 #include "trainlet/v1/envelope.pb.h"
 
 namespace trainlet::coordinator {
-
-// The trainlet.io/binding annotation of a job, onto every plan of its attempt ("none": agents
-// bind nothing); nothing when the job has no such annotation.
-void ApplyBindingAnnotation(const std::map<std::string, std::string>& annotations,
-                            std::vector<v1::LaunchPlan>& plans);
 
 struct JobControllerOptions {
   std::chrono::milliseconds restart_backoff{250};  // first restart delay; doubles each time
@@ -101,7 +99,7 @@ class JobController {
   void Schedule(int64_t now_ms);
   void OnWorkerEvent(const std::string& node, const v1::WorkerEvent& event, int64_t now_ms);
   // A node's answer to ReservePorts (job_ports.cpp). Once every node of the attempt has its
-  // ports, the plugin plans again with them and the plans are sent. An answer with an error
+  // ports, the plugin renders the plans with them and they are sent. An answer with an error
   // fails the attempt naming the node (normal restart path); an answer for an attempt that is
   // not waiting for ports (stale, duplicate) is dropped, and any ports it holds are given back.
   void OnPortsReserved(const std::string& node, const v1::PortsReserved& reserved, int64_t now_ms);
@@ -162,11 +160,6 @@ class JobController {
     GangRequest gang;           // resources, nodeSelector, tolerations; sizes are set when placing
     bool dirty = false;
   };
-  // What the plugin's first pass made of an attempt (job_ports.cpp).
-  struct AttemptLayout {
-    std::vector<v1::LaunchPlan> plans;     // one per node; checked, never sent
-    std::vector<uint32_t> ports_per_node;  // ports each node must reserve first (0: none)
-  };
 
   Result<std::unique_ptr<Job>> BuildJob(const trainjob::TrainJob& spec,
                                         const trainjob::TrainingRuntime& runtime,
@@ -181,9 +174,10 @@ class JobController {
   // Slots taken on each node: one per rank that has not ended, whatever its job's phase.
   std::map<std::string, uint32_t> UsedSlots() const;
   bool TryPlace(Job& job, std::map<std::string, uint32_t>& used, int64_t now_ms);
-  // Writes the placed attempt into the job's status: placement, Pending ranks, attempt record.
+  // Writes the placed attempt into the job's status (placement, the layout's ranks Pending, the
+  // attempt record) and gives ExecAuthority its launcher secret.
   void RecordAttempt(Job& job, const PlanRequest& request, const std::vector<std::string>& nodes,
-                     const std::vector<v1::LaunchPlan>& plans, int64_t now_ms);
+                     const AttemptLayout& layout, const LauncherSecret& secret, int64_t now_ms);
   void Transition(Job& job, JobTrigger trigger, const std::string& reason,
                   const std::string& message, int64_t now_ms);
   void FailAttempt(Job& job, const std::string& cause, int64_t now_ms);
@@ -195,14 +189,8 @@ class JobController {
   // or moves the job on when every rank has started or succeeded.
   void OnRankChanged(Job& job, const v1::RankStatus& rank, const std::string& node, int64_t now_ms);
 
-  // The runtime plugin's two passes and reserve-then-launch (job_ports.cpp).
-  // First pass: checks the request and lays out the ranks, with stand-in ports (1, 2, ...) where
-  // the plugin asks for ports (plugins refuse to plan without the ports they need).
-  Result<AttemptLayout> LayOut(const Job& job, const PlanRequest& request) const;
-  // Second pass: the plans to send, made with the ports the nodes reserved.
-  Result<std::vector<v1::LaunchPlan>> RenderWithPorts(const Job& job,
-                                                      const PlanRequest& request) const;
-  // Every node holds its ports: plans again with them and sends the plans.
+  // Reserve-then-launch and the start timeout (job_ports.cpp).
+  // Every node holds its ports: renders the plans with them and sends them.
   void LaunchWithPorts(Job& job, int64_t now_ms);
   // The attempt stopped while reserving ports: no plan went out, so its ranks never existed and
   // end here (Stopped) rather than wait for events that will never come.

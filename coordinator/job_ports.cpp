@@ -1,48 +1,23 @@
-// JobController's two runtime-plugin passes, reserve-then-launch, and the start timeout. Split
-// from job_controller.cpp by responsibility; same class, same loop.
+// JobController's reserve-then-launch step and the start timeout. Split from job_controller.cpp
+// by responsibility; same class, same loop.
 //
-// A runtime that needs ports on a node (RuntimePlugin::PortsPerNode > 0) gets them from that
-// node's agent before its plans are made: TryPlace lays the attempt out (LayOut: the plugin's
-// first pass, with stand-in ports; those plans are never sent), stores the attempt, and
-// PortReservationWaits sends ReservePorts. The job stays Starting with its ranks Pending until
-// every node has answered; then RenderWithPorts (the plugin's second pass) makes the plans with
-// the reserved ports and they go out. Jobs whose runtime needs no ports skip all of this.
-//
-// The plugin is called only in LayOut and RenderWithPorts.
+// A runtime that needs ports on a node (NodeLayout::ports > 0) gets them from that node's agent
+// before its plans are made: TryPlace lays the attempt out (LayoutAttempt: the plugin's Layout,
+// without ports), stores the attempt, and PortReservationWaits sends ReservePorts, keeping the
+// request and the layout. The job stays Starting with its ranks Pending until every node has
+// answered; then LaunchWithPorts renders the plans with the reserved ports (RenderAttempt: the
+// plugin's Render) and they go out. Jobs whose runtime needs no ports skip all of this: TryPlace
+// renders them at once.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <climits>
 
+#include "coordinator/attempt_plan.h"
 #include "coordinator/job_controller.h"
 #include "coordinator/job_state_machine.h"
 
 namespace trainlet::coordinator {
-
-void ApplyBindingAnnotation(const std::map<std::string, std::string>& annotations,
-                            std::vector<v1::LaunchPlan>& plans) {
-  if (auto b = annotations.find("trainlet.io/binding"); b != annotations.end()) {
-    for (auto& plan : plans) plan.set_binding(b->second);  // "none": agents bind nothing
-  }
-}
-
-Result<JobController::AttemptLayout> JobController::LayOut(const Job& job,
-                                                           const PlanRequest& request) const {
-  AttemptLayout layout;
-  PlanRequest with_stand_ins = request;
-  for (uint32_t i = 0; i < request.nodes.size(); ++i) {
-    const uint32_t n = job.plugin->PortsPerNode(request, i);
-    layout.ports_per_node.push_back(n);
-    for (uint32_t p = 1; p <= n; ++p) with_stand_ins.nodes[i].ports.push_back(p);
-  }
-  TRAINLET_ASSIGN_OR_RETURN(layout.plans, job.plugin->Plan(with_stand_ins));
-  return layout;
-}
-
-Result<std::vector<v1::LaunchPlan>> JobController::RenderWithPorts(
-    const Job& job, const PlanRequest& request) const {
-  return job.plugin->Plan(request);
-}
 
 void JobController::OnPortsReserved(const std::string& node, const v1::PortsReserved& reserved,
                                     int64_t now_ms) {
@@ -61,41 +36,23 @@ void JobController::OnPortsReserved(const std::string& node, const v1::PortsRese
 }
 
 void JobController::LaunchWithPorts(Job& job, int64_t now_ms) {
-  const PlanRequest* waited = port_waits_.Request(job.record.name, job.record.status.attempt());
-  TRAINLET_CHECK(waited != nullptr);
+  const std::string& name = job.record.name;
+  const uint32_t attempt = job.record.status.attempt();
+  const PlanRequest* waited = port_waits_.Request(name, attempt);
+  const AttemptLayout* layout = port_waits_.Layout(name, attempt);
+  TRAINLET_CHECK(waited != nullptr && layout != nullptr);
   const PlanRequest& req = *waited;
-  auto plans = RenderWithPorts(job, req);
-  if (plans.ok() && plans->size() != req.nodes.size()) {
-    plans = InternalError("the plugin made " + std::to_string(plans->size()) + " plans for " +
-                          std::to_string(req.nodes.size()) + " nodes");
-  }
-  if (plans.ok()) {
-    // The ranks were stored from the first plan; the second must lay them out the same way.
-    for (size_t i = 0; i < plans->size() && plans.ok(); ++i) {
-      for (const auto& w : (*plans)[i].workers()) {
-        bool placed = false;
-        for (const auto& r : job.record.status.ranks()) {
-          placed = placed || (r.rank() == w.rank() && r.node() == req.nodes[i].name);
-        }
-        if (!placed) {
-          plans = InternalError("with ports, rank " + std::to_string(w.rank()) + " moved to node " +
-                                req.nodes[i].name);
-          break;
-        }
-      }
-    }
-  }
+  // RenderAttempt checks that the plans hold exactly the ranks stored from the layout.
+  auto plans = RenderAttempt(*job.plugin, req, *layout, exec_.SecretOf(name));
   if (!plans.ok()) {
     FailAttempt(job, "planning with the reserved ports failed: " + plans.status().message(),
                 now_ms);
     return;
   }
-  ApplyBindingAnnotation(job.spec.annotations, *plans);
   std::vector<std::string> nodes;
   for (const auto& n : req.nodes) nodes.push_back(n.name);
-  port_waits_.End(job.record.name, job.record.status.attempt());
-  spdlog::info("trainjob/{}: ports reserved, sending the plans of attempt {}", job.record.name,
-               job.record.status.attempt());
+  port_waits_.End(name, attempt);  // `req` and `layout` go with it
+  spdlog::info("trainjob/{}: ports reserved, sending the plans of attempt {}", name, attempt);
   for (size_t i = 0; i < plans->size(); ++i) agents_.LaunchPlan(nodes[i], std::move((*plans)[i]));
 }
 

@@ -11,15 +11,19 @@ PortReservationWaits::PortReservationWaits(AgentCommands* agents, AttemptActiveF
     : agents_(agents), active_(std::move(active)) {}
 
 bool PortReservationWaits::Begin(const std::string& job, const PlanRequest& request,
-                                 const std::vector<uint32_t>& wanted) {
+                                 const AttemptLayout& layout) {
   waits_.erase(job);  // whatever an earlier attempt waited for is moot now
-  TRAINLET_CHECK(wanted.size() == request.nodes.size());
-  if (std::all_of(wanted.begin(), wanted.end(), [](uint32_t n) { return n == 0; })) return false;
+  TRAINLET_CHECK(layout.nodes.size() == request.nodes.size());
   Wait wait;
+  for (const NodeLayout& node : layout.nodes) {
+    wait.wanted.push_back(node.ports);
+    wait.answered.push_back(node.ports == 0);
+  }
+  const std::vector<uint32_t>& wanted = wait.wanted;
+  if (std::all_of(wanted.begin(), wanted.end(), [](uint32_t n) { return n == 0; })) return false;
   wait.attempt = request.attempt;
   wait.request = request;
-  wait.wanted = wanted;
-  for (uint32_t n : wanted) wait.answered.push_back(n == 0);
+  wait.layout = layout;
   for (size_t i = 0; i < request.nodes.size(); ++i) {
     if (wanted[i] != 0)
       agents_->ReservePorts(request.nodes[i].name, job, request.attempt, wanted[i]);
@@ -94,6 +98,11 @@ const PortReservationWaits::Wait* PortReservationWaits::Find(const std::string& 
 const PlanRequest* PortReservationWaits::Request(const std::string& job, uint32_t attempt) const {
   const Wait* wait = Find(job, attempt);
   return wait == nullptr ? nullptr : &wait->request;
+}
+
+const AttemptLayout* PortReservationWaits::Layout(const std::string& job, uint32_t attempt) const {
+  const Wait* wait = Find(job, attempt);
+  return wait == nullptr ? nullptr : &wait->layout;
 }
 
 std::vector<std::string> PortReservationWaits::Unanswered(const std::string& job,

@@ -2,8 +2,9 @@
 //
 // A runtime that needs ports on a node (MASTER_PORT, ring ports) gets them from that node's agent
 // before its plans are made: once the attempt is stored, Begin() sends ReservePorts to every node
-// whose share needs ports, and each agent answers with PortsReserved (Record()). When every node
-// has answered, the request holds the reserved ports and the caller plans with them.
+// whose share of the attempt's layout (NodeLayout::ports) needs ports, and each agent answers
+// with PortsReserved (Record()). When every node has answered, the request holds the reserved
+// ports and the caller renders the plans from it and the layout kept here (RenderAttempt).
 //
 // Not stored: after a coordinator restart the start timeout fails such an attempt and it is
 // placed again. At most one wait per job (a new attempt replaces the old one's).
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "coordinator/agent_commands.h"
+#include "coordinator/attempt_plan.h"
 #include "trainlet/runtime_plugin.h"
 #include "trainlet/v1/envelope.pb.h"
 
@@ -38,11 +40,12 @@ class PortReservationWaits {
   // `agents` outlives this.
   PortReservationWaits(AgentCommands* agents, AttemptActiveFn active);
 
-  // Starts waiting for `job`'s attempt `request.attempt`: node i of `request` reserves
-  // `wanted[i]` ports (0: none). Sends ReservePorts to each node that wants any and returns true;
-  // returns false, waiting for nothing, when none does. Ends whatever the job waited for before.
-  bool Begin(const std::string& job, const PlanRequest& request,
-             const std::vector<uint32_t>& wanted);
+  // Starts waiting for `job`'s attempt `request.attempt`, laid out as `layout` (LayoutAttempt):
+  // node i of `request` reserves layout.nodes[i].ports ports (0: none). Sends ReservePorts to
+  // each node that wants any and returns true, keeping the request and the layout; returns
+  // false, waiting for nothing, when none does (!WantsPorts). Ends whatever the job waited for
+  // before.
+  bool Begin(const std::string& job, const PlanRequest& request, const AttemptLayout& layout);
   // `node` (re-)registered: asks it again for the ports of every active attempt still waiting for
   // its answer. Safe: an agent answers a repeated ask with the ports it already holds.
   void Resend(const std::string& node);
@@ -52,6 +55,8 @@ class PortReservationWaits {
   // The request of `job`'s `attempt`, with PlacedNode::ports filled as answers came; null when
   // nothing waits for that attempt.
   const PlanRequest* Request(const std::string& job, uint32_t attempt) const;
+  // The layout Begin() was given for `job`'s `attempt`; null when nothing waits for that attempt.
+  const AttemptLayout* Layout(const std::string& job, uint32_t attempt) const;
   // The nodes of `job`'s `attempt` that have not answered, in placement order (empty when nothing
   // waits for that attempt).
   std::vector<std::string> Unanswered(const std::string& job, uint32_t attempt) const;
@@ -63,7 +68,8 @@ class PortReservationWaits {
  private:
   struct Wait {
     uint32_t attempt = 0;
-    PlanRequest request;           // Plan()'s input; PlacedNode::ports filled as answers come
+    PlanRequest request;           // Render's input; PlacedNode::ports filled as answers come
+    AttemptLayout layout;          // the attempt's layout, rendered once all ports are held
     std::vector<uint32_t> wanted;  // ports per node rank (0: that node reserves none)
     std::vector<bool> answered;    // per node rank
   };

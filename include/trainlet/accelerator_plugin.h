@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/status.h"
+#include "trainlet/plugin_result.h"
 #include "trainlet/v1/node.pb.h"
 
 namespace trainlet {
@@ -56,8 +56,8 @@ class AcceleratorPlugin {
   // plugin adds what `env`'s sources say. Finding none is not an error. Errors are reserved for
   // sources that exist but are unreadable or malformed (a captured output that does not parse);
   // the message names the source.
-  virtual Result<AcceleratorReport> Discover(const v1::Topology& topology,
-                                             const AcceleratorEnv& env) = 0;
+  virtual PluginResult<AcceleratorReport> Discover(const v1::Topology& topology,
+                                                   const AcceleratorEnv& env) = 0;
 
   // Re-reads the health of `accelerators` (as Discover returned them) in place: a device that
   // became unhealthy stays so ("unhealthy: XID 79"). A plugin with no health source leaves them

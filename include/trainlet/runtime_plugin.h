@@ -3,15 +3,30 @@
 //
 // Plugins are plain classes built by a factory and listed in one ordered table
 // (plugins/runtime/registry.cpp). They are stateless and called only from the coordinator's loop.
+//
+// One attempt is planned in two steps, each called once:
+//   1. Layout(request): before any port is reserved. Checks the request, lays out the ranks on
+//      the placed nodes, and says how many ports each node's agent must reserve and which rank
+//      (if any) starts others through trainlet-exec. The coordinator stores the ranks from it.
+//   2. Render(request, layout): the same request with the reserved ports filled in
+//      (PlacedNode::ports); makes the launch plans, whose workers are exactly the layout's ranks.
+// Secrets never pass through a plugin: the coordinator gives the exec launcher its key after
+// Render (TRAINLET_EXEC_* env, which trainlet-exec reads).
+//
+// This header and trainlet/plugin_result.h are the whole contract: they include nothing of
+// trainlet's internals, only the generated trainlet/v1/ messages.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
-#include "common/status.h"
+#include "trainlet/plugin_result.h"
 #include "trainlet/v1/launch.pb.h"
 #include "trainlet/v1/node.pb.h"
 
@@ -23,8 +38,8 @@ struct PlacedNode {
   std::string address;  // where ranks on other nodes reach this node
   std::string hostname;
   v1::Topology topology;
-  // Ports the node's agent reserved for this attempt (RuntimePlugin::PortsPerNode of them), in
-  // the order the plugin asked; empty when the plugin asked for none.
+  // Ports the node's agent reserved for this attempt (NodeLayout::ports of them), in the order
+  // the plugin asked. Always empty in Layout's request; filled in Render's.
   std::vector<uint32_t> ports;
   // RDMA devices the node reported (InfiniBand verbs names such as "mlx5_0"), for MLX's jaccl.
   std::vector<std::string> rdma_devices;
@@ -35,21 +50,46 @@ struct PlacedNode {
 struct PlanRequest {
   std::string job;
   uint32_t attempt = 1;
-  std::vector<std::string> argv;              // trainer command + args
+  std::vector<std::string> argv;                         // trainer command + args
   std::vector<std::pair<std::string, std::string>> env;  // trainer env, in order
-  std::string num_proc_per_node;              // as written: "4", "auto", or "" when unset
+  std::string num_proc_per_node;  // as written: "4", "auto", or "" when unset
   // The runtime's labels and annotations, then the TrainJob's annotations on top. Plugins read
   // their switches here (e.g. trainer.kubeflow.org/framework: mlx).
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> annotations;
   std::vector<PlacedNode> nodes;
   uint32_t stop_grace_ms = 10000;
-  // For plugins that UsesExec(): where and as whom the launcher reaches the coordinator's exec
-  // endpoint (trainlet-exec reads these from TRAINLET_EXEC_* env).
+  // Set in Render's request when the layout names an exec launcher, empty otherwise: where the
+  // launcher reaches the coordinator's exec endpoint and as whom. Public values; the coordinator
+  // itself puts them, and the launcher's secret key, in the launcher's TRAINLET_EXEC_* env, so a
+  // plugin needs them only to hand them over some other way.
   std::string exec_endpoint;
-  std::string exec_server_key;       // the coordinator's public key
-  std::string launcher_public_key;   // this attempt's launcher key pair
-  std::string launcher_secret_key;
+  std::string exec_server_key;      // the coordinator's public key (Z85)
+  std::string launcher_public_key;  // this attempt's launcher public key (Z85)
+};
+
+// One rank as the layout places it.
+struct LaidOutRank {
+  uint32_t rank = 0;        // global rank, 0 .. world size - 1
+  uint32_t local_rank = 0;  // its index among its node's ranks
+};
+
+// What one placed node runs.
+struct NodeLayout {
+  // The workers Render puts in this node's plan, in that order. Empty for a node that runs
+  // nothing until a launcher asks (mpi's non-launcher nodes).
+  std::vector<LaidOutRank> ranks;
+  // Ports the node's agent reserves before Render (0: none).
+  uint32_t ports = 0;
+};
+
+// Layout's answer: how an attempt sits on its placed nodes, decided before any port exists.
+struct AttemptLayout {
+  std::vector<NodeLayout> nodes;  // one per PlanRequest::nodes, in node-rank order
+  // The rank whose process starts processes on other nodes through trainlet-exec (mpirun); the
+  // coordinator makes a key pair for the attempt and gives this rank its TRAINLET_EXEC_* env.
+  // Unset: the runtime does not use exec.
+  std::optional<uint32_t> exec_launcher_rank;
 };
 
 class RuntimePlugin {
@@ -59,19 +99,18 @@ class RuntimePlugin {
   virtual std::string_view name() const = 0;
   // Processes this plugin starts on a node with `topology` for `num_proc_per_node`, so the
   // planner can reserve slots before placing. Errors name the field.
-  virtual Result<uint32_t> ProcsPerNode(std::string_view num_proc_per_node,
-                                        const v1::Topology* topology) const = 0;
-  // Ports the agent of the node at `node_rank` must reserve before Plan() is called with them in
-  // PlacedNode::ports (the coordinator calls Plan once without ports to check the request and
-  // lay out the ranks, then reserves, then plans again). 0, the default, skips the reservation.
-  virtual uint32_t PortsPerNode(const PlanRequest& /*request*/, uint32_t /*node_rank*/) const {
-    return 0;
-  }
-  // One plan per node, in node-rank order. Every worker carries the TRAINLET_* env.
-  virtual Result<std::vector<v1::LaunchPlan>> Plan(const PlanRequest& request) const = 0;
-  // True when the plugin's launcher starts processes on other nodes through trainlet-exec; the
-  // coordinator then makes a launcher key pair for each attempt.
-  virtual bool UsesExec() const { return false; }
+  virtual PluginResult<uint32_t> ProcsPerNode(std::string_view num_proc_per_node,
+                                              const v1::Topology* topology) const = 0;
+  // Step 1, without ports (PlacedNode::ports is empty). An error means the request cannot run on
+  // this runtime (Invalid, naming the field): the coordinator fails the job and never retries it.
+  virtual PluginResult<AttemptLayout> Layout(const PlanRequest& request) const = 0;
+  // Step 2: `request` is Layout's with each node's reserved ports (layout.nodes[i].ports of them)
+  // and, when the layout names an exec launcher, the exec_* fields. One plan per node, in
+  // node-rank order; every worker carries the TRAINLET_* env. An error (a port missing: Invalid,
+  // naming the variable and the node) fails the attempt; for a layout that wants no ports, Render
+  // runs before the attempt is stored, so there it fails the job, as a Layout error does.
+  virtual PluginResult<std::vector<v1::LaunchPlan>> Render(const PlanRequest& request,
+                                                           const AttemptLayout& layout) const = 0;
   // One line for `describe`: how the job is started ("ranks started directly by the agents").
   virtual std::string LaunchMode(const PlanRequest& request) const = 0;
 };

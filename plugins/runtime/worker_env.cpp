@@ -21,14 +21,6 @@ void AddCommonWorkerEnv(const PlanRequest& request, const RankCoordinates& at,
   worker.set_local_rank(at.local_rank);
 }
 
-void AddExecCredentialEnv(const PlanRequest& request, v1::WorkerSpec& worker) {
-  auto& env = *worker.mutable_env();
-  env["TRAINLET_EXEC_ENDPOINT"] = request.exec_endpoint;
-  env["TRAINLET_EXEC_SERVER_KEY"] = request.exec_server_key;
-  env["TRAINLET_EXEC_PUBLIC_KEY"] = request.launcher_public_key;
-  env["TRAINLET_EXEC_KEY"] = request.launcher_secret_key;
-}
-
 Result<uint32_t> ParseProcCount(std::string_view text, std::string_view field, uint32_t fallback) {
   if (text.empty()) return fallback;
   uint32_t n = 0;
@@ -104,6 +96,22 @@ RankLayout LayOutRanks(const std::vector<uint32_t>& procs) {
     layout.world_size += p;
   }
   return layout;
+}
+
+AttemptLayout RanksInNodeOrder(const std::vector<uint32_t>& procs) {
+  AttemptLayout layout;
+  uint32_t next = 0;
+  for (uint32_t count : procs) {
+    NodeLayout& node = layout.nodes.emplace_back();
+    for (uint32_t l = 0; l < count; ++l) node.ranks.push_back({next++, l});
+  }
+  return layout;
+}
+
+uint32_t WorldSize(const AttemptLayout& layout) {
+  uint32_t world = 0;
+  for (const NodeLayout& node : layout.nodes) world += static_cast<uint32_t>(node.ranks.size());
+  return world;
 }
 
 bool IsVerbsDeviceName(std::string_view name) {

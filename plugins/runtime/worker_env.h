@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/status.h"
 #include "trainlet/runtime_plugin.h"
 
 namespace trainlet {
@@ -22,9 +23,6 @@ struct RankCoordinates {
 // the user's env cannot override.
 void AddCommonWorkerEnv(const PlanRequest& request, const RankCoordinates& at,
                         v1::WorkerSpec& worker);
-
-// Adds the TRAINLET_EXEC_* variables trainlet-exec reads (the request's launcher credentials).
-void AddExecCredentialEnv(const PlanRequest& request, v1::WorkerSpec& worker);
 
 // Parses a positive integer count for `field`; "" gives `fallback`.
 Result<uint32_t> ParseProcCount(std::string_view text, std::string_view field, uint32_t fallback);
@@ -64,6 +62,13 @@ struct RankLayout {
   uint32_t world_size = 0;
 };
 RankLayout LayOutRanks(const std::vector<uint32_t>& procs);
+
+// The AttemptLayout of `procs[n]` ranks on node n, numbered in node-rank order (node n's first
+// rank is the sum of the counts before it), asking for no ports and no exec launcher.
+AttemptLayout RanksInNodeOrder(const std::vector<uint32_t>& procs);
+
+// The number of ranks `layout` lays out over all its nodes.
+uint32_t WorldSize(const AttemptLayout& layout);
 
 // RDMA (ibverbs) device names of a node: PlacedNode::rdma_devices when the coordinator filled it,
 // else the verbs names among the OS devices of the node's topology NICs ("mlx5_0", "rdma_en2";

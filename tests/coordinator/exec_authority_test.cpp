@@ -70,14 +70,18 @@ TEST(AttemptActive, OnlyTheCurrentStartingOrRunningAttemptOfALiveJob) {
 
 TEST_F(ExecAuthorityTest, IssuesAFreshKeyPairPerAttempt) {
   PlanRequest a, b;
-  ASSERT_TRUE(exec_.IssueLauncherKeys(a).ok());
-  ASSERT_TRUE(exec_.IssueLauncherKeys(b).ok());
+  // The secret half is returned, never put in the request (it would reach the plugin).
+  auto secret_a = exec_.IssueLauncherKeys(a);
+  auto secret_b = exec_.IssueLauncherKeys(b);
+  ASSERT_TRUE(secret_a.ok());
+  ASSERT_TRUE(secret_b.ok());
   EXPECT_EQ(a.exec_endpoint, "tcp://coord:7000");
   EXPECT_EQ(a.exec_server_key, "server-key");
   EXPECT_EQ(a.launcher_public_key.size(), 40u);
-  EXPECT_EQ(a.launcher_secret_key.size(), 40u);
+  EXPECT_EQ(secret_a->z85.size(), 40u);
   EXPECT_NE(a.launcher_public_key, b.launcher_public_key);
-  EXPECT_NE(a.launcher_secret_key, b.launcher_secret_key);
+  EXPECT_NE(secret_a->z85, secret_b->z85);
+  EXPECT_NE(secret_a->z85, a.launcher_public_key);
 }
 
 TEST_F(ExecAuthorityTest, AllowlistHoldsOnlyActiveAttemptsWithAKey) {
@@ -95,6 +99,8 @@ TEST_F(ExecAuthorityTest, AllowlistHoldsOnlyActiveAttemptsWithAKey) {
 TEST_F(ExecAuthorityTest, ResolvesAHostOfThePlacement) {
   AddJob("job", JobPhase::kRunning, 4, "key-job");
   exec_.SetLauncherSecret("job", "secret-4");
+  EXPECT_EQ(exec_.SecretOf("job").z85, "secret-4");  // what RenderAttempt gets once ports are held
+  EXPECT_TRUE(exec_.SecretOf("absent").z85.empty());
   for (const std::string host : {"n2", "host-n2", "10.0.0.2"}) {
     auto t = exec_.ResolveExec("key-job", host);
     ASSERT_TRUE(t.ok()) << host << ": " << t.status().ToString();

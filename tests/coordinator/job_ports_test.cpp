@@ -15,29 +15,38 @@ using ::testing::Not;
 
 // Asks node rank 0 for `first` ports and every other node for `others`; each worker's env carries
 // MASTER_PORT (node 0's first port) and NODE_PORTS (its node's ports, comma-separated). Like the
-// real plugins, it refuses to plan without the ports it asked for.
+// real plugins, it refuses to render without the ports it asked for. Written against the public
+// headers only, as a plugin outside trainlet would be.
 class FakePortsPlugin : public RuntimePlugin {
  public:
   std::string_view name() const override { return "fake-ports"; }
-  Result<uint32_t> ProcsPerNode(std::string_view n, const v1::Topology*) const override {
+  PluginResult<uint32_t> ProcsPerNode(std::string_view n, const v1::Topology*) const override {
     return n.empty() ? 1u : static_cast<uint32_t>(std::stoul(std::string(n)));
   }
-  uint32_t PortsPerNode(const PlanRequest&, uint32_t node_rank) const override {
-    return node_rank == 0 ? first : others;
-  }
-  Result<std::vector<v1::LaunchPlan>> Plan(const PlanRequest& req) const override {
-    requests.push_back(req);
+  uint32_t PortsPerNode(uint32_t node_rank) const { return node_rank == 0 ? first : others; }
+  PluginResult<AttemptLayout> Layout(const PlanRequest& req) const override {
+    layouts.push_back(req);
+    const uint32_t procs = *ProcsPerNode(req.num_proc_per_node, nullptr);
+    AttemptLayout layout;
     for (uint32_t n = 0; n < req.nodes.size(); ++n) {
-      if (req.nodes[n].ports.size() < PortsPerNode(req, n)) {
-        return InvalidError("fake: node rank " + std::to_string(n) + " has no ports");
+      NodeLayout& node = layout.nodes.emplace_back();
+      for (uint32_t l = 0; l < procs; ++l) node.ranks.push_back({n * procs + l, l});
+      node.ports = PortsPerNode(n);
+    }
+    return layout;
+  }
+  PluginResult<std::vector<v1::LaunchPlan>> Render(const PlanRequest& req,
+                                                   const AttemptLayout& layout) const override {
+    renders.push_back(req);
+    for (uint32_t n = 0; n < req.nodes.size(); ++n) {
+      if (req.nodes[n].ports.size() < PortsPerNode(n)) {
+        return PluginStatus(PluginErrorCode::kInvalid,
+                            "fake: node rank " + std::to_string(n) + " has no ports");
       }
     }
-    if (fail_with_ports && requests.size() > 1) {
-      return InvalidError("fake: no good with ports");
+    if (fail_with_ports) {
+      return PluginStatus(PluginErrorCode::kInvalid, "fake: no good with ports");
     }
-    const uint32_t procs = req.num_proc_per_node.empty()
-                               ? 1
-                               : static_cast<uint32_t>(std::stoul(req.num_proc_per_node));
     std::vector<v1::LaunchPlan> plans;
     for (uint32_t n = 0; n < req.nodes.size(); ++n) {
       v1::LaunchPlan plan;
@@ -46,10 +55,10 @@ class FakePortsPlugin : public RuntimePlugin {
       plan.set_node_rank(n);
       std::string ports;
       for (uint32_t p : req.nodes[n].ports) ports += (ports.empty() ? "" : ",") + std::to_string(p);
-      for (uint32_t l = 0; l < procs; ++l) {
+      for (const LaidOutRank& r : layout.nodes[n].ranks) {
         auto* w = plan.add_workers();
-        w->set_rank(n * procs + l);
-        w->set_local_rank(l);
+        w->set_rank(r.rank);
+        w->set_local_rank(r.local_rank);
         w->add_argv("/bin/true");
         if (!req.nodes[0].ports.empty()) {
           (*w->mutable_env())["MASTER_PORT"] = std::to_string(req.nodes[0].ports[0]);
@@ -65,7 +74,8 @@ class FakePortsPlugin : public RuntimePlugin {
   uint32_t first = 2;
   uint32_t others = 1;
   bool fail_with_ports = false;
-  mutable std::vector<PlanRequest> requests;  // every Plan() call's input
+  mutable std::vector<PlanRequest> layouts;  // every Layout() call's input
+  mutable std::vector<PlanRequest> renders;  // every Render() call's input
 };
 
 class JobPortsTest : public ControllerFixture {
@@ -115,11 +125,12 @@ class JobPortsTest : public ControllerFixture {
 
 TEST_F(JobPortsTest, ReservesFirstThenPlansWithThePortsAndLaunches) {
   const auto nodes = PlaceTwoNodes();
-  // Planned once with stand-in ports (checks the request, lays out the ranks), stored, then the
-  // nodes are asked: node rank 0 for 2 ports, node rank 1 for 1. No plan has gone out.
-  ASSERT_EQ(plugin_.requests.size(), 1u);
-  EXPECT_EQ(plugin_.requests[0].nodes[0].ports, (std::vector<uint32_t>{1, 2}));
-  EXPECT_EQ(plugin_.requests[0].nodes[1].ports, (std::vector<uint32_t>{1}));
+  // Laid out once without ports (checks the request, lays out the ranks), stored, then the
+  // nodes are asked: node rank 0 for 2 ports, node rank 1 for 1. Nothing is rendered or sent yet.
+  ASSERT_EQ(plugin_.layouts.size(), 1u);
+  EXPECT_TRUE(plugin_.layouts[0].nodes[0].ports.empty());
+  EXPECT_TRUE(plugin_.layouts[0].nodes[1].ports.empty());
+  EXPECT_TRUE(plugin_.renders.empty());
   EXPECT_TRUE(sink_.Plans().empty());
   const auto reserves = Reserves();
   ASSERT_EQ(reserves.size(), 2u);
@@ -137,12 +148,13 @@ TEST_F(JobPortsTest, ReservesFirstThenPlansWithThePortsAndLaunches) {
   // Out of order: node rank 1 answers first. Still nothing is sent.
   controller_->OnPortsReserved(nodes[1], Answer("train", 1, {20007}), kT0 + 10);
   EXPECT_TRUE(sink_.Plans().empty());
-  EXPECT_EQ(plugin_.requests.size(), 1u);
+  EXPECT_TRUE(plugin_.renders.empty());
   controller_->OnPortsReserved(nodes[0], Answer("train", 1, {20001, 20002}), kT0 + 20);
 
-  ASSERT_EQ(plugin_.requests.size(), 2u);
-  EXPECT_EQ(plugin_.requests[1].nodes[0].ports, (std::vector<uint32_t>{20001, 20002}));
-  EXPECT_EQ(plugin_.requests[1].nodes[1].ports, (std::vector<uint32_t>{20007}));
+  EXPECT_EQ(plugin_.layouts.size(), 1u) << "the layout is not made again";
+  ASSERT_EQ(plugin_.renders.size(), 1u);
+  EXPECT_EQ(plugin_.renders[0].nodes[0].ports, (std::vector<uint32_t>{20001, 20002}));
+  EXPECT_EQ(plugin_.renders[0].nodes[1].ports, (std::vector<uint32_t>{20007}));
   const auto plans = sink_.Plans();
   ASSERT_EQ(plans.size(), 2u);
   EXPECT_EQ(plans[0].first, nodes[0]);
@@ -191,7 +203,9 @@ TEST_F(JobPortsTest, RuntimeWithoutPortsLaunchesAtOnce) {
   PlaceTwoNodes();
   EXPECT_TRUE(Reserves().empty());
   EXPECT_EQ(sink_.Plans().size(), 2u);
-  EXPECT_EQ(plugin_.requests.size(), 1u) << "planned once, as before";
+  EXPECT_EQ(plugin_.layouts.size(), 1u) << "laid out once";
+  EXPECT_EQ(plugin_.renders.size(), 1u) << "and rendered at once, with no ports";
+  EXPECT_TRUE(plugin_.renders[0].nodes[0].ports.empty());
 }
 
 TEST_F(JobPortsTest, OnlyNodesThatNeedPortsAreAsked) {

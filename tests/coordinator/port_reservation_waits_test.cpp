@@ -25,6 +25,13 @@ PlanRequest Request(uint32_t attempt, const std::vector<std::string>& nodes) {
   return req;
 }
 
+// A layout whose node rank i reserves ports[i] ports (its ranks do not matter here).
+AttemptLayout Wanting(const std::vector<uint32_t>& ports) {
+  AttemptLayout layout;
+  for (uint32_t n : ports) layout.nodes.emplace_back().ports = n;
+  return layout;
+}
+
 v1::PortsReserved Answer(uint32_t attempt, std::vector<uint32_t> ports, std::string error = "") {
   v1::PortsReserved r;
   r.set_job("job");
@@ -59,13 +66,14 @@ class PortReservationWaitsTest : public ::testing::Test {
 };
 
 TEST_F(PortReservationWaitsTest, NoPortsWantedMeansNoWait) {
-  EXPECT_FALSE(waits_.Begin("job", Request(1, {"n1", "n2"}), {0, 0}));
+  EXPECT_FALSE(waits_.Begin("job", Request(1, {"n1", "n2"}), Wanting({0, 0})));
   EXPECT_TRUE(sink_.sent.empty());
   EXPECT_EQ(waits_.Request("job", 1), nullptr);
+  EXPECT_EQ(waits_.Layout("job", 1), nullptr);
 }
 
 TEST_F(PortReservationWaitsTest, AsksOnlyNodesThatWantPortsAndCompletesWhenAllAnswer) {
-  ASSERT_TRUE(waits_.Begin("job", Request(1, {"n1", "n2", "n3"}), {2, 0, 1}));
+  ASSERT_TRUE(waits_.Begin("job", Request(1, {"n1", "n2", "n3"}), Wanting({2, 0, 1})));
   EXPECT_EQ(Asks(), (std::vector<std::pair<std::string, uint32_t>>{{"n1", 2}, {"n3", 1}}));
   EXPECT_EQ(waits_.Unanswered("job", 1), (std::vector<std::string>{"n1", "n3"}));
 
@@ -79,13 +87,20 @@ TEST_F(PortReservationWaitsTest, AsksOnlyNodesThatWantPortsAndCompletesWhenAllAn
   EXPECT_EQ(req->nodes[0].ports, (std::vector<uint32_t>{6000, 6001}));
   EXPECT_TRUE(req->nodes[1].ports.empty());
   EXPECT_EQ(req->nodes[2].ports, std::vector<uint32_t>{7000});
+  // The layout is kept as given, for the render once every port is held.
+  const AttemptLayout* layout = waits_.Layout("job", 1);
+  ASSERT_NE(layout, nullptr);
+  ASSERT_EQ(layout->nodes.size(), 3u);
+  EXPECT_EQ(layout->nodes[0].ports, 2u);
+  EXPECT_EQ(layout->nodes[2].ports, 1u);
   EXPECT_TRUE(waits_.End("job", 1));
   EXPECT_EQ(waits_.Request("job", 1), nullptr);
+  EXPECT_EQ(waits_.Layout("job", 1), nullptr);
   EXPECT_FALSE(waits_.End("job", 1));
 }
 
 TEST_F(PortReservationWaitsTest, AnErrorOrAWrongCountIsRefusedNamingTheNode) {
-  ASSERT_TRUE(waits_.Begin("job", Request(1, {"n1", "n2"}), {1, 2}));
+  ASSERT_TRUE(waits_.Begin("job", Request(1, {"n1", "n2"}), Wanting({1, 2})));
   std::string why;
   EXPECT_EQ(waits_.Record("n1", Answer(1, {}, "no free port"), &why), Outcome::kRefused);
   EXPECT_EQ(why, "n1: no free port");
@@ -94,7 +109,7 @@ TEST_F(PortReservationWaitsTest, AnErrorOrAWrongCountIsRefusedNamingTheNode) {
 }
 
 TEST_F(PortReservationWaitsTest, DuplicateAnswerIsDroppedWithoutStoppingAnything) {
-  ASSERT_TRUE(waits_.Begin("job", Request(1, {"n1", "n2"}), {1, 1}));
+  ASSERT_TRUE(waits_.Begin("job", Request(1, {"n1", "n2"}), Wanting({1, 1})));
   std::string why;
   EXPECT_EQ(waits_.Record("n1", Answer(1, {9}), &why), Outcome::kWaiting);
   EXPECT_EQ(waits_.Record("n1", Answer(1, {9}), &why), Outcome::kDropped);
@@ -115,7 +130,7 @@ TEST_F(PortReservationWaitsTest, StaleAnswerGivesItsPortsBack) {
 }
 
 TEST_F(PortReservationWaitsTest, AnswerForAnAttemptNoLongerActiveIsDropped) {
-  ASSERT_TRUE(waits_.Begin("job", Request(1, {"n1"}), {1}));
+  ASSERT_TRUE(waits_.Begin("job", Request(1, {"n1"}), Wanting({1})));
   active_.clear();
   std::string why;
   EXPECT_EQ(waits_.Record("n1", Answer(1, {9}), &why), Outcome::kDropped);
@@ -123,7 +138,7 @@ TEST_F(PortReservationWaitsTest, AnswerForAnAttemptNoLongerActiveIsDropped) {
 }
 
 TEST_F(PortReservationWaitsTest, ResendAsksOnlyUnansweredNodesOfActiveAttempts) {
-  ASSERT_TRUE(waits_.Begin("job", Request(1, {"n1", "n2"}), {1, 3}));
+  ASSERT_TRUE(waits_.Begin("job", Request(1, {"n1", "n2"}), Wanting({1, 3})));
   std::string why;
   ASSERT_EQ(waits_.Record("n1", Answer(1, {9}), &why), Outcome::kWaiting);
   sink_.sent.clear();
@@ -138,9 +153,9 @@ TEST_F(PortReservationWaitsTest, ResendAsksOnlyUnansweredNodesOfActiveAttempts) 
 }
 
 TEST_F(PortReservationWaitsTest, ANewAttemptReplacesTheOldWait) {
-  ASSERT_TRUE(waits_.Begin("job", Request(1, {"n1"}), {1}));
+  ASSERT_TRUE(waits_.Begin("job", Request(1, {"n1"}), Wanting({1})));
   active_.insert({"job", 2});
-  ASSERT_TRUE(waits_.Begin("job", Request(2, {"n2"}), {1}));
+  ASSERT_TRUE(waits_.Begin("job", Request(2, {"n2"}), Wanting({1})));
   EXPECT_EQ(waits_.Request("job", 1), nullptr);
   EXPECT_FALSE(waits_.End("job", 1));
   EXPECT_EQ(waits_.Unanswered("job", 2), std::vector<std::string>{"n2"});

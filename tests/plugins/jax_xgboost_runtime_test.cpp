@@ -12,8 +12,11 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing_util::Env;
+using testing_util::LayoutAndRender;
 using testing_util::MakeRequest;
+using testing_util::PortsPerNode;
 using testing_util::Topo;
+using testing_util::WithoutPorts;
 
 TEST(JaxRuntimeTest, EnvContract) {
   auto plugin = MakeJaxRuntime();
@@ -22,9 +25,9 @@ TEST(JaxRuntimeTest, EnvContract) {
     for (uint32_t per_node : {1u, 4u}) {
       PlanRequest req =
           MakeRequest(nodes, per_node == 1 ? "" : std::to_string(per_node), {"python3", "j.py"});
-      EXPECT_EQ(plugin->PortsPerNode(req, 0), 1u);
-      if (nodes > 1) EXPECT_EQ(plugin->PortsPerNode(req, 1), 0u);
-      auto plans = plugin->Plan(req);
+      EXPECT_EQ(PortsPerNode(*plugin, req, 0), 1u);
+      if (nodes > 1) EXPECT_EQ(PortsPerNode(*plugin, req, 1), 0u);
+      auto plans = LayoutAndRender(*plugin, req);
       ASSERT_TRUE(plans.ok()) << plans.status().ToString();
       ASSERT_EQ(plans->size(), nodes);
       for (uint32_t n = 0; n < nodes; ++n) {
@@ -53,11 +56,11 @@ TEST(JaxRuntimeTest, OneProcessPerNodeByDefaultAndForAuto) {
 
 TEST(JaxRuntimeTest, MissingPortAndCommand) {
   auto plugin = MakeJaxRuntime();
-  auto r = plugin->Plan(MakeRequest(2, "1", {"j"}, 0));
+  auto r = LayoutAndRender(*plugin, MakeRequest(2, "1", {"j"}, 0));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), ErrorCode::kInvalid);
   EXPECT_THAT(r.status().message(), HasSubstr("JAX_COORDINATOR_ADDRESS"));
-  r = plugin->Plan(MakeRequest(2, "1", {}));
+  r = LayoutAndRender(*plugin, MakeRequest(2, "1", {}));
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("spec.trainer.command"));
 }
@@ -65,7 +68,7 @@ TEST(JaxRuntimeTest, MissingPortAndCommand) {
 TEST(JaxRuntimeTest, Ipv6CoordinatorInBrackets) {
   PlanRequest req = MakeRequest(1, "1", {"j"});
   req.nodes[0].address = "fd00::7";
-  auto plans = MakeJaxRuntime()->Plan(req);
+  auto plans = LayoutAndRender(*MakeJaxRuntime(), req);
   ASSERT_TRUE(plans.ok());
   EXPECT_EQ(Env((*plans)[0].workers(0))["JAX_COORDINATOR_ADDRESS"], "[fd00::7]:30000");
 }
@@ -74,9 +77,9 @@ TEST(XgboostRuntimeTest, EnvContractKubeflowCpuCase) {
   auto plugin = MakeXgboostRuntime();
   EXPECT_EQ(plugin->name(), "xgboost");
   PlanRequest req = MakeRequest(4, "", {"python3", "x.py"});
-  EXPECT_EQ(plugin->PortsPerNode(req, 0), 1u);
-  EXPECT_EQ(plugin->PortsPerNode(req, 3), 0u);
-  auto plans = plugin->Plan(req);
+  EXPECT_EQ(PortsPerNode(*plugin, req, 0), 1u);
+  EXPECT_EQ(PortsPerNode(*plugin, req, 3), 0u);
+  auto plans = LayoutAndRender(*plugin, req);
   ASSERT_TRUE(plans.ok()) << plans.status().ToString();
   ASSERT_EQ(plans->size(), 4u);
   for (uint32_t n = 0; n < 4; ++n) {
@@ -94,7 +97,7 @@ TEST(XgboostRuntimeTest, SeveralWorkersPerNode) {
   PlanRequest req = MakeRequest(2, "auto", {"x"});
   req.nodes[0].topology = Topo(4, 32);
   req.nodes[1].topology = Topo(4, 32);
-  auto plans = plugin->Plan(req);
+  auto plans = LayoutAndRender(*plugin, req);
   ASSERT_TRUE(plans.ok()) << plans.status().ToString();
   ASSERT_EQ((*plans)[1].workers_size(), 4);
   auto env = Env((*plans)[1].workers(3));
@@ -111,7 +114,7 @@ TEST(XgboostRuntimeTest, ReservedEnvIsRefused) {
        {"DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"}) {
     PlanRequest req = MakeRequest(2, "1", {"x"});
     req.env = {{"OK", "1"}, {name, "custom"}};
-    auto r = plugin->Plan(req);
+    auto r = LayoutAndRender(*plugin, req);
     ASSERT_FALSE(r.ok()) << name;
     EXPECT_EQ(r.status().code(), ErrorCode::kInvalid);
     EXPECT_THAT(r.status().message(), HasSubstr("spec.trainer.env"));
@@ -120,7 +123,7 @@ TEST(XgboostRuntimeTest, ReservedEnvIsRefused) {
 }
 
 TEST(XgboostRuntimeTest, MissingPort) {
-  auto r = MakeXgboostRuntime()->Plan(MakeRequest(2, "1", {"x"}, 0));
+  auto r = LayoutAndRender(*MakeXgboostRuntime(), MakeRequest(2, "1", {"x"}, 0));
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("DMLC_TRACKER_PORT"));
 }

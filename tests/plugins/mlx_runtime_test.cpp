@@ -15,8 +15,11 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing_util::Env;
+using testing_util::LayoutAndRender;
 using testing_util::MakeRequest;
+using testing_util::PortsPerNode;
 using testing_util::Topo;
+using testing_util::WithoutPorts;
 
 nlohmann::json FileJson(const v1::LaunchPlan& plan, const std::string& path) {
   for (const auto& f : plan.files()) {
@@ -30,9 +33,9 @@ TEST(MlxRuntimeTest, RingOnePortPerRank) {
   auto plugin = MakeMlxRuntime();
   EXPECT_EQ(plugin->name(), "mlx");
   PlanRequest req = MakeRequest(2, "2", {"/usr/bin/python3", "ring.py"}, 2);
-  EXPECT_EQ(plugin->PortsPerNode(req, 0), 2u);
-  EXPECT_EQ(plugin->PortsPerNode(req, 1), 2u);
-  auto plans = plugin->Plan(req);
+  EXPECT_EQ(PortsPerNode(*plugin, req, 0), 2u);
+  EXPECT_EQ(PortsPerNode(*plugin, req, 1), 2u);
+  auto plans = LayoutAndRender(*plugin, req);
   ASSERT_TRUE(plans.ok()) << plans.status().ToString();
   ASSERT_EQ(plans->size(), 2u);
   const nlohmann::json want = nlohmann::json::parse(R"([
@@ -54,8 +57,8 @@ TEST(MlxRuntimeTest, RingSeveralConnectionsPerRank) {
   auto plugin = MakeMlxRuntime();
   PlanRequest req = MakeRequest(3, "1", {"r"}, 2);
   req.annotations[std::string(kMlxRingConnectionsAnnotation)] = "2";
-  EXPECT_EQ(plugin->PortsPerNode(req, 2), 2u);
-  auto plans = plugin->Plan(req);
+  EXPECT_EQ(PortsPerNode(*plugin, req, 2), 2u);
+  auto plans = LayoutAndRender(*plugin, req);
   ASSERT_TRUE(plans.ok()) << plans.status().ToString();
   const nlohmann::json want = nlohmann::json::parse(R"([
       ["10.0.0.1:30000", "10.0.0.1:30001"],
@@ -70,7 +73,7 @@ TEST(MlxRuntimeTest, RingErrors) {
   // Too few ports reserved on node 2 for its second rank: named, never made up.
   PlanRequest req = MakeRequest(2, "2", {"r"}, 2);
   req.nodes[1].ports = {30100};
-  auto r = plugin->Plan(req);
+  auto r = LayoutAndRender(*plugin, req);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("MLX_HOSTFILE (rank 3)"));
   EXPECT_THAT(r.status().message(), HasSubstr("node-2"));
@@ -78,18 +81,19 @@ TEST(MlxRuntimeTest, RingErrors) {
   for (const char* bad : {"0", "17", "many"}) {
     req = MakeRequest(2, "1", {"r"});
     req.annotations[std::string(kMlxRingConnectionsAnnotation)] = bad;
-    r = plugin->Plan(req);
+    r = LayoutAndRender(*plugin, req);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_THAT(r.status().message(),
                 HasSubstr("metadata.annotations[trainlet.io/mlx-ring-connections]"));
-    EXPECT_EQ(plugin->PortsPerNode(req, 0), 0u);
+    // Refused by the layout, before any port is asked for.
+    EXPECT_FALSE(plugin->Layout(WithoutPorts(req)).ok()) << bad;
   }
   req = MakeRequest(2, "1", {"r"});
   req.annotations[std::string(kMlxBackendAnnotation)] = "nccl";
-  r = plugin->Plan(req);
+  r = LayoutAndRender(*plugin, req);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("metadata.annotations[trainlet.io/mlx-backend]"));
-  r = plugin->Plan(MakeRequest(2, "1", {}));
+  r = LayoutAndRender(*plugin, MakeRequest(2, "1", {}));
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("spec.trainer.command"));
 }
@@ -104,9 +108,9 @@ TEST(MlxRuntimeTest, JacclWhenEveryNodeHasRdma) {
   auto plugin = MakeMlxRuntime();
   PlanRequest req = RdmaRequest(4);
   EXPECT_EQ(*ChooseMlxBackend(req), MlxBackend::kJaccl);
-  EXPECT_EQ(plugin->PortsPerNode(req, 0), 1u);
-  EXPECT_EQ(plugin->PortsPerNode(req, 1), 0u);
-  auto plans = plugin->Plan(req);
+  EXPECT_EQ(PortsPerNode(*plugin, req, 0), 1u);
+  EXPECT_EQ(PortsPerNode(*plugin, req, 1), 0u);
+  auto plans = LayoutAndRender(*plugin, req);
   ASSERT_TRUE(plans.ok()) << plans.status().ToString();
   const nlohmann::json want = nlohmann::json::parse(R"([
       [null, "rdma_en2", "rdma_en3", "rdma_en4"],
@@ -172,19 +176,19 @@ TEST(MlxRuntimeTest, ForcedJacclErrors) {
   PlanRequest req = RdmaRequest(2);
   req.annotations[std::string(kMlxBackendAnnotation)] = "jaccl";
   req.nodes[1].rdma_devices.clear();
-  auto r = MakeMlxRuntime()->Plan(req);
+  auto r = LayoutAndRender(*MakeMlxRuntime(), req);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("node-2"));
   EXPECT_THAT(r.status().message(), HasSubstr("RDMA"));
   req = RdmaRequest(2);
   req.annotations[std::string(kMlxBackendAnnotation)] = "jaccl";
   req.num_proc_per_node = "2";
-  r = MakeMlxRuntime()->Plan(req);
+  r = LayoutAndRender(*MakeMlxRuntime(), req);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("spec.trainer.numProcPerNode"));
   req = RdmaRequest(2);
   req.nodes[0].ports.clear();
-  r = MakeMlxRuntime()->Plan(req);
+  r = LayoutAndRender(*MakeMlxRuntime(), req);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("MLX_JACCL_COORDINATOR"));
 }

@@ -8,12 +8,15 @@
 #include <set>
 
 #include "plugins/runtime/worker_env.h"
+#include "runtime_test_util.h"
 #include "trainlet/runtime_plugin.h"
 
 namespace trainlet {
 namespace {
 
 using ::testing::HasSubstr;
+using testing_util::LayoutAndRender;
+using testing_util::WithoutPorts;
 
 PlanRequest Request(uint32_t nodes, const std::string& per_node) {
   PlanRequest req;
@@ -51,14 +54,14 @@ TEST(PlainRuntimeTest, ProcsPerNode) {
 
   auto autop = plugin->ProcsPerNode("auto", nullptr);
   ASSERT_FALSE(autop.ok());
-  EXPECT_EQ(autop.status().code(), ErrorCode::kInvalid);
+  EXPECT_EQ(autop.status().code(), PluginErrorCode::kInvalid);
   EXPECT_THAT(autop.status().message(), HasSubstr("spec.trainer.numProcPerNode"));
   EXPECT_THAT(autop.status().message(), HasSubstr("auto"));
 
   for (const char* bad : {"0", "x", "-1", "4x", " 4", "4.0", "99999999999", "4097"}) {
     auto r = plugin->ProcsPerNode(bad, nullptr);
     ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_EQ(r.status().code(), ErrorCode::kInvalid) << bad;
+    EXPECT_EQ(r.status().code(), PluginErrorCode::kInvalid) << bad;
     EXPECT_THAT(r.status().message(), HasSubstr("spec.trainer.numProcPerNode")) << bad;
   }
   EXPECT_EQ(*plugin->ProcsPerNode("4096", nullptr), 4096u);
@@ -66,7 +69,7 @@ TEST(PlainRuntimeTest, ProcsPerNode) {
 
 TEST(PlainRuntimeTest, PlanRankMath) {
   auto plugin = MakePlainRuntime();
-  auto plans = plugin->Plan(Request(3, "2"));
+  auto plans = LayoutAndRender(*plugin, Request(3, "2"));
   ASSERT_TRUE(plans.ok()) << plans.status().ToString();
   ASSERT_EQ(plans->size(), 3u);
   std::set<uint32_t> ranks;
@@ -107,7 +110,7 @@ TEST(PlainRuntimeTest, PlanRankMath) {
 }
 
 TEST(PlainRuntimeTest, DefaultsToOneProcPerNode) {
-  auto plans = MakePlainRuntime()->Plan(Request(2, ""));
+  auto plans = LayoutAndRender(*MakePlainRuntime(), Request(2, ""));
   ASSERT_TRUE(plans.ok()) << plans.status().ToString();
   ASSERT_EQ(plans->size(), 2u);
   EXPECT_EQ((*plans)[1].workers_size(), 1);
@@ -123,7 +126,7 @@ TEST(PlainRuntimeTest, UserEnvKeptButCannotOverrideTrainletEnv) {
              {"TRAINLET_RANK", "99"},
              {"TRAINLET_WORLD_SIZE", "1000"},
              {"TRAINLET_JOB", "other"}};
-  auto plans = MakePlainRuntime()->Plan(req);
+  auto plans = LayoutAndRender(*MakePlainRuntime(), req);
   ASSERT_TRUE(plans.ok()) << plans.status().ToString();
   const auto& env = (*plans)[1].workers(0).env();
   EXPECT_EQ(env.at("FOO"), "bar");
@@ -137,11 +140,11 @@ TEST(PlainRuntimeTest, PlanErrorsNameTheField) {
   auto plugin = MakePlainRuntime();
   PlanRequest req = Request(2, "2");
   req.argv.clear();
-  auto r = plugin->Plan(req);
+  auto r = LayoutAndRender(*plugin, req);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("spec.trainer.command"));
 
-  r = plugin->Plan(Request(2, "auto"));
+  r = LayoutAndRender(*plugin, Request(2, "auto"));
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("spec.trainer.numProcPerNode"));
 }

@@ -1,10 +1,16 @@
-// PlanRequests for the runtime plugin tests: N nodes at 10.0.0.(i+1), each with reserved ports.
+// PlanRequests for the runtime plugin tests: N nodes at 10.0.0.(i+1), each with reserved ports;
+// and the two planning steps called as the coordinator calls them.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+#include "plugins/plugin_status.h"
 #include "trainlet/runtime_plugin.h"
 
 namespace trainlet::testing_util {
@@ -26,6 +32,39 @@ inline PlanRequest MakeRequest(uint32_t nodes, const std::string& per_node,
     req.nodes.push_back(n);
   }
   return req;
+}
+
+// `request` as Layout sees it: placed, no port reserved yet.
+inline PlanRequest WithoutPorts(PlanRequest request) {
+  for (auto& n : request.nodes) n.ports.clear();
+  return request;
+}
+
+// Layout (without ports) then Render (with `request`'s ports), as the coordinator plans an
+// attempt: the plans, or the error of the step that refused, in trainlet's Result so tests can
+// compare ErrorCode.
+inline Result<std::vector<v1::LaunchPlan>> LayoutAndRender(const RuntimePlugin& plugin,
+                                                           const PlanRequest& request) {
+  TRAINLET_ASSIGN_OR_RETURN(const AttemptLayout layout,
+                            ToResult(plugin.Layout(WithoutPorts(request))));
+  return ToResult(plugin.Render(request, layout));
+}
+
+// The ports the layout asks node `node_rank` to reserve. A refused layout fails the test.
+inline uint32_t PortsPerNode(const RuntimePlugin& plugin, const PlanRequest& request,
+                             uint32_t node_rank) {
+  auto layout = plugin.Layout(WithoutPorts(request));
+  EXPECT_TRUE(layout.ok()) << layout.status().ToString();
+  if (!layout.ok() || node_rank >= layout->nodes.size()) return 0;
+  return layout->nodes[node_rank].ports;
+}
+
+// The rank the layout names its exec launcher, if any.
+inline std::optional<uint32_t> ExecLauncher(const RuntimePlugin& plugin,
+                                            const PlanRequest& request) {
+  auto layout = plugin.Layout(WithoutPorts(request));
+  EXPECT_TRUE(layout.ok()) << layout.status().ToString();
+  return layout.ok() ? layout->exec_launcher_rank : std::nullopt;
 }
 
 inline std::map<std::string, std::string> Env(const v1::WorkerSpec& w) {

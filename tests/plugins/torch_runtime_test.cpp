@@ -16,8 +16,12 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using testing_util::Argv;
 using testing_util::Env;
+using testing_util::ExecLauncher;
+using testing_util::LayoutAndRender;
 using testing_util::MakeRequest;
+using testing_util::PortsPerNode;
 using testing_util::Topo;
+using testing_util::WithoutPorts;
 
 TEST(TorchLauncherTest, Detects) {
   EXPECT_TRUE(IsTorchLauncher({"torchrun", "train.py"}));
@@ -51,10 +55,10 @@ TEST(TorchRuntimeTest, NameAndPorts) {
   auto plugin = MakeTorchRuntime();
   EXPECT_EQ(plugin->name(), "torch");
   PlanRequest req = MakeRequest(3, "2", {"python3", "train.py"});
-  EXPECT_EQ(plugin->PortsPerNode(req, 0), 1u);  // MASTER_PORT on node rank 0
-  EXPECT_EQ(plugin->PortsPerNode(req, 1), 0u);
-  EXPECT_EQ(plugin->PortsPerNode(req, 2), 0u);
-  EXPECT_FALSE(plugin->UsesExec());
+  EXPECT_EQ(PortsPerNode(*plugin, req, 0), 1u);  // MASTER_PORT on node rank 0
+  EXPECT_EQ(PortsPerNode(*plugin, req, 1), 0u);
+  EXPECT_EQ(PortsPerNode(*plugin, req, 2), 0u);
+  EXPECT_FALSE(ExecLauncher(*plugin, req).has_value());
 }
 
 TEST(TorchRuntimeTest, ProcsPerNode) {
@@ -63,13 +67,14 @@ TEST(TorchRuntimeTest, ProcsPerNode) {
   EXPECT_EQ(*plugin->ProcsPerNode("8", nullptr), 8u);
   const v1::Topology dgx = Topo(8, 224);
   const v1::Topology cpu = Topo(0, 16);
-  EXPECT_EQ(*plugin->ProcsPerNode("auto", &dgx), 8u);     // GPUs
-  EXPECT_EQ(*plugin->ProcsPerNode("auto", &cpu), 16u);    // else CPUs
-  EXPECT_EQ(*plugin->ProcsPerNode("auto", nullptr), 1u);  // before placement: resolved in Plan
+  EXPECT_EQ(*plugin->ProcsPerNode("auto", &dgx), 8u);   // GPUs
+  EXPECT_EQ(*plugin->ProcsPerNode("auto", &cpu), 16u);  // else CPUs
+  EXPECT_EQ(*plugin->ProcsPerNode("auto", nullptr),
+            1u);  // before placement: resolved in the layout
   for (const char* bad : {"0", "x", "-2", "auto2", "4097"}) {
     auto r = plugin->ProcsPerNode(bad, nullptr);
     ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_EQ(r.status().code(), ErrorCode::kInvalid);
+    EXPECT_EQ(r.status().code(), PluginErrorCode::kInvalid);
     EXPECT_THAT(r.status().message(), HasSubstr("spec.trainer.numProcPerNode")) << bad;
   }
 }
@@ -79,7 +84,7 @@ void CheckDirect(uint32_t nodes, uint32_t per_node) {
   auto plugin = MakeTorchRuntime();
   PlanRequest req = MakeRequest(nodes, std::to_string(per_node), {"/usr/bin/python3", "train.py"});
   req.env = {{"FOO", "bar"}, {"MASTER_PORT", "1"}};  // the plugin's value wins
-  auto plans = plugin->Plan(req);
+  auto plans = LayoutAndRender(*plugin, req);
   ASSERT_TRUE(plans.ok()) << plans.status().ToString();
   ASSERT_EQ(plans->size(), nodes);
   std::set<uint32_t> ranks;
@@ -129,7 +134,7 @@ TEST(TorchRuntimeTest, TorchrunGetsOneProcessPerNodeWithPetEnv) {
            {"torchrun", "--no-python", "python3", "-c", "print(1)"},
            {"python3", "-m", "torch.distributed.run", "train.py"}}) {
     PlanRequest req = MakeRequest(3, "4", argv);
-    auto plans = plugin->Plan(req);
+    auto plans = LayoutAndRender(*plugin, req);
     ASSERT_TRUE(plans.ok()) << plans.status().ToString();
     ASSERT_EQ(plans->size(), 3u);
     for (uint32_t n = 0; n < 3; ++n) {
@@ -165,7 +170,7 @@ TEST(TorchRuntimeTest, AutoUsesEachNodesTopology) {
   PlanRequest req = MakeRequest(2, "auto", {"python3", "t.py"});
   req.nodes[0].topology = Topo(4, 64);  // 4 GPUs
   req.nodes[1].topology = Topo(0, 3);   // CPU only: 3 hardware threads
-  auto plans = plugin->Plan(req);
+  auto plans = LayoutAndRender(*plugin, req);
   ASSERT_TRUE(plans.ok()) << plans.status().ToString();
   ASSERT_EQ((*plans)[0].workers_size(), 4);
   ASSERT_EQ((*plans)[1].workers_size(), 3);
@@ -180,22 +185,22 @@ TEST(TorchRuntimeTest, AutoUsesEachNodesTopology) {
 TEST(TorchRuntimeTest, NoReservedPortIsAnErrorNotAMadeUpPort) {
   auto plugin = MakeTorchRuntime();
   PlanRequest req = MakeRequest(2, "2", {"python3", "t.py"}, /*ports_per_node=*/0);
-  auto r = plugin->Plan(req);
+  auto r = LayoutAndRender(*plugin, req);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), ErrorCode::kInvalid);
   EXPECT_THAT(r.status().message(), HasSubstr("MASTER_PORT"));
   EXPECT_THAT(r.status().message(), HasSubstr("node-1"));
   // Ports on other nodes do not stand in for node 0's.
   req.nodes[1].ports = {40000};
-  EXPECT_FALSE(plugin->Plan(req).ok());
+  EXPECT_FALSE(LayoutAndRender(*plugin, req).ok());
 }
 
 TEST(TorchRuntimeTest, ErrorsNameTheField) {
   auto plugin = MakeTorchRuntime();
-  auto r = plugin->Plan(MakeRequest(2, "2", {}));
+  auto r = LayoutAndRender(*plugin, MakeRequest(2, "2", {}));
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("spec.trainer.command"));
-  r = plugin->Plan(MakeRequest(2, "two", {"t"}));
+  r = LayoutAndRender(*plugin, MakeRequest(2, "two", {"t"}));
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("spec.trainer.numProcPerNode"));
 }
@@ -204,7 +209,7 @@ TEST(TorchRuntimeTest, Ipv6MasterAddrIsBare) {
   auto plugin = MakeTorchRuntime();
   PlanRequest req = MakeRequest(1, "1", {"t"});
   req.nodes[0].address = "fd00::1";
-  auto plans = plugin->Plan(req);
+  auto plans = LayoutAndRender(*plugin, req);
   ASSERT_TRUE(plans.ok());
   EXPECT_EQ(Env((*plans)[0].workers(0))["MASTER_ADDR"], "fd00::1");
 }

@@ -15,8 +15,8 @@ class AmdPlugin final : public AcceleratorPlugin {
   std::string_view name() const override { return "amd"; }
   std::string_view resource_name() const override { return "amd.com/gpu"; }
 
-  Result<AcceleratorReport> Discover(const v1::Topology& topology,
-                                     const AcceleratorEnv& env) override {
+  PluginResult<AcceleratorReport> Discover(const v1::Topology& topology,
+                                           const AcceleratorEnv& env) override {
     AcceleratorReport report;
     uint32_t device_id = 0;
     for (const v1::PciDevice& gpu : topology.gpus()) {

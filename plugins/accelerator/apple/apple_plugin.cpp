@@ -2,6 +2,7 @@
 
 #include "plugins/accelerator/apple/apple_silicon.h"
 #include "plugins/accelerator/label_value.h"
+#include "plugins/plugin_status.h"
 
 namespace trainlet {
 namespace {
@@ -11,8 +12,21 @@ class ApplePlugin final : public AcceleratorPlugin {
   std::string_view name() const override { return "apple"; }
   std::string_view resource_name() const override { return "apple.com/gpu"; }
 
-  Result<AcceleratorReport> Discover(const v1::Topology& topology,
-                                     const AcceleratorEnv& env) override {
+  PluginResult<AcceleratorReport> Discover(const v1::Topology& topology,
+                                           const AcceleratorEnv& env) override {
+    return ToPluginResult(DiscoverChip(topology, env));
+  }
+
+  std::map<std::string, std::string> VisibleDevicesEnv(
+      const std::vector<uint32_t>& indexes) const override {
+    (void)indexes;
+    return {};
+  }
+
+ private:
+  // Discover, in trainlet's own Result (its parsers return one).
+  static Result<AcceleratorReport> DiscoverChip(const v1::Topology& topology,
+                                                const AcceleratorEnv& env) {
     (void)topology;  // hwloc sees no PCI GPU on Apple Silicon
     AcceleratorReport report;
     std::string sysctl_text = env.apple_sysctl_text;
@@ -56,12 +70,6 @@ class ApplePlugin final : public AcceleratorPlugin {
     if (gpu.gpu_cores != 0) report.labels["apple.com/gpu.cores"] = std::to_string(gpu.gpu_cores);
     report.accelerators.push_back(std::move(a));
     return report;
-  }
-
-  std::map<std::string, std::string> VisibleDevicesEnv(
-      const std::vector<uint32_t>& indexes) const override {
-    (void)indexes;
-    return {};
   }
 };
 

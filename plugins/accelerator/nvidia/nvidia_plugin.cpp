@@ -14,8 +14,8 @@ class NvidiaPlugin final : public AcceleratorPlugin {
   std::string_view name() const override { return "nvidia"; }
   std::string_view resource_name() const override { return "nvidia.com/gpu"; }
 
-  Result<AcceleratorReport> Discover(const v1::Topology& topology,
-                                     const AcceleratorEnv& env) override {
+  PluginResult<AcceleratorReport> Discover(const v1::Topology& topology,
+                                           const AcceleratorEnv& env) override {
     AcceleratorReport report;
     std::vector<std::string> bus_ids;
     for (const v1::PciDevice& gpu : topology.gpus()) {

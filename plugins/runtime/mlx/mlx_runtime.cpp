@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "plugins/runtime/builtin_runtime.h"
 #include "plugins/runtime/worker_env.h"
 
 namespace trainlet {
@@ -14,26 +15,9 @@ std::string AnnotationField(std::string_view key) {
   return "metadata.annotations[" + std::string(key) + "]";
 }
 
-class MlxRuntime final : public RuntimePlugin {
+class MlxRuntime final : public BuiltinRuntime {
  public:
   std::string_view name() const override { return "mlx"; }
-
-  // "auto" is 1: MLX runs one process per Mac, which uses the whole GPU.
-  Result<uint32_t> ProcsPerNode(std::string_view num_proc_per_node,
-                                const v1::Topology*) const override {
-    if (num_proc_per_node == "auto") return 1u;
-    return ParseProcCount(num_proc_per_node, kProcsField, 1);
-  }
-
-  uint32_t PortsPerNode(const PlanRequest& request, uint32_t node_rank) const override {
-    auto backend = ChooseMlxBackend(request);
-    if (!backend.ok()) return 0;  // Plan reports the error
-    if (*backend == MlxBackend::kJaccl) return node_rank == 0 ? 1 : 0;
-    auto per_node = ProcsPerNode(request.num_proc_per_node, nullptr);
-    auto connections = MlxRingConnections(request);
-    if (!per_node.ok() || !connections.ok()) return 0;
-    return *per_node * *connections;
-  }
 
   std::string LaunchMode(const PlanRequest& request) const override {
     auto backend = ChooseMlxBackend(request);
@@ -46,14 +30,36 @@ class MlxRuntime final : public RuntimePlugin {
            std::to_string(connections.ok() ? *connections : 1) + " connection(s) per rank";
   }
 
-  Result<std::vector<v1::LaunchPlan>> Plan(const PlanRequest& request) const override {
+ protected:
+  // "auto" is 1: MLX runs one process per Mac, which uses the whole GPU.
+  Result<uint32_t> CountProcs(std::string_view num_proc_per_node,
+                              const v1::Topology*) const override {
+    if (num_proc_per_node == "auto") return 1u;
+    return ParseProcCount(num_proc_per_node, kProcsField, 1);
+  }
+
+  // Ports: the ring's, one per connection of each rank, on every node; jaccl's coordinator's
+  // one on node rank 0.
+  Result<AttemptLayout> LayOut(const PlanRequest& request) const override {
     if (request.argv.empty()) return InvalidError("spec.trainer.command: no command to run");
     if (request.nodes.empty()) return InvalidError("mlx plan: no nodes placed");
     TRAINLET_ASSIGN_OR_RETURN(const uint32_t per_node,
-                              ProcsPerNode(request.num_proc_per_node, nullptr));
+                              CountProcs(request.num_proc_per_node, nullptr));
     TRAINLET_ASSIGN_OR_RETURN(const MlxBackend backend, ChooseMlxBackend(request));
-    const auto nodes = static_cast<uint32_t>(request.nodes.size());
-    const uint32_t world = nodes * per_node;
+    AttemptLayout layout = RanksInNodeOrder(std::vector<uint32_t>(request.nodes.size(), per_node));
+    if (backend == MlxBackend::kJaccl) {
+      layout.nodes[0].ports = 1;
+    } else {
+      TRAINLET_ASSIGN_OR_RETURN(const uint32_t connections, MlxRingConnections(request));
+      for (NodeLayout& node : layout.nodes) node.ports = per_node * connections;
+    }
+    return layout;
+  }
+
+  Result<std::vector<v1::LaunchPlan>> MakePlans(const PlanRequest& request,
+                                                const AttemptLayout& layout) const override {
+    TRAINLET_ASSIGN_OR_RETURN(const MlxBackend backend, ChooseMlxBackend(request));
+    const uint32_t world = WorldSize(layout);
     std::vector<v1::LaunchPlan> plans = EmptyPlans(request);
     std::map<std::string, std::string> shared_env;
     v1::PlanFile file;
@@ -67,14 +73,14 @@ class MlxRuntime final : public RuntimePlugin {
     } else {
       TRAINLET_ASSIGN_OR_RETURN(const uint32_t connections, MlxRingConnections(request));
       std::vector<std::vector<std::string>> hosts(world);
-      for (uint32_t n = 0; n < nodes; ++n) {
-        for (uint32_t l = 0; l < per_node; ++l) {
+      for (uint32_t n = 0; n < plans.size(); ++n) {
+        for (const LaidOutRank& r : layout.nodes[n].ranks) {
           for (uint32_t c = 0; c < connections; ++c) {
             TRAINLET_ASSIGN_OR_RETURN(
                 const uint32_t port,
-                ReservedPort(request, n, l * connections + c,
-                             "MLX_HOSTFILE (rank " + std::to_string(n * per_node + l) + ")"));
-            hosts[n * per_node + l].push_back(HostPort(request.nodes[n].address, port));
+                ReservedPort(request, n, r.local_rank * connections + c,
+                             "MLX_HOSTFILE (rank " + std::to_string(r.rank) + ")"));
+            hosts.at(r.rank).push_back(HostPort(request.nodes[n].address, port));
           }
         }
       }
@@ -82,16 +88,17 @@ class MlxRuntime final : public RuntimePlugin {
       file.set_path(std::string(kMlxHostfileName));
       file.set_content(MlxRingHostfileJson(hosts));
     }
-    for (uint32_t n = 0; n < nodes; ++n) {
+    for (uint32_t n = 0; n < plans.size(); ++n) {
       *plans[n].add_files() = file;
-      for (uint32_t l = 0; l < per_node; ++l) {
-        const uint32_t rank = n * per_node + l;
+      const auto& ranks = layout.nodes[n].ranks;
+      for (const LaidOutRank& r : ranks) {
         v1::WorkerSpec* w = plans[n].add_workers();
         for (const auto& a : request.argv) w->add_argv(a);
-        AddCommonWorkerEnv(request, {rank, l, n, world, per_node}, *w);
+        AddCommonWorkerEnv(
+            request, {r.rank, r.local_rank, n, world, static_cast<uint32_t>(ranks.size())}, *w);
         auto& env = *w->mutable_env();
         for (const auto& [k, v] : shared_env) env[k] = v;
-        env["MLX_RANK"] = std::to_string(rank);
+        env["MLX_RANK"] = std::to_string(r.rank);
       }
     }
     return plans;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "plugins/runtime/builtin_runtime.h"
 #include "plugins/runtime/worker_env.h"
 
 namespace trainlet {
@@ -15,15 +16,9 @@ bool TcpOnly(const PlanRequest& request) {
                      [](const PlacedNode& n) { return RdmaDevices(n).empty(); });
 }
 
-class MpiRuntime final : public RuntimePlugin {
+class MpiRuntime final : public BuiltinRuntime {
  public:
   std::string_view name() const override { return "mpi"; }
-  bool UsesExec() const override { return true; }
-
-  Result<uint32_t> ProcsPerNode(std::string_view num_proc_per_node,
-                                const v1::Topology*) const override {
-    return ParseProcCount(num_proc_per_node, "spec.mlPolicy.mpi.numProcPerNode", 1);
-  }
 
   std::string LaunchMode(const PlanRequest& request) const override {
     return "launcher (" + (request.argv.empty() ? std::string("?") : request.argv[0]) + ") on " +
@@ -31,20 +26,32 @@ class MpiRuntime final : public RuntimePlugin {
            "; remote daemons started through trainlet-exec, no SSH";
   }
 
-  Result<std::vector<v1::LaunchPlan>> Plan(const PlanRequest& request) const override {
+ protected:
+  Result<uint32_t> CountProcs(std::string_view num_proc_per_node,
+                              const v1::Topology*) const override {
+    return ParseProcCount(num_proc_per_node, "spec.mlPolicy.mpi.numProcPerNode", 1);
+  }
+
+  // One worker, the launcher (rank 0 on node rank 0), which starts the rest through
+  // trainlet-exec; the other nodes run nothing until it asks.
+  Result<AttemptLayout> LayOut(const PlanRequest& request) const override {
     if (request.argv.empty()) return InvalidError("spec.trainer.command: no command to run");
-    if (request.exec_endpoint.empty() || request.launcher_secret_key.empty()) {
-      return InternalError("mpi plan without launcher credentials");
-    }
-    TRAINLET_ASSIGN_OR_RETURN(const uint32_t slots, ProcsPerNode(request.num_proc_per_node, nullptr));
+    TRAINLET_RETURN_IF_ERROR(CountProcs(request.num_proc_per_node, nullptr).status());
+    if (request.nodes.empty()) return InvalidError("mpi plan: no nodes placed");
+    AttemptLayout layout;
+    layout.nodes.resize(request.nodes.size());
+    layout.nodes[0].ranks.push_back({0, 0});
+    layout.exec_launcher_rank = 0;
+    return layout;
+  }
+
+  // The launcher's TRAINLET_EXEC_* credentials are added by the coordinator, not here.
+  Result<std::vector<v1::LaunchPlan>> MakePlans(const PlanRequest& request,
+                                                const AttemptLayout&) const override {
+    TRAINLET_ASSIGN_OR_RETURN(const uint32_t slots, CountProcs(request.num_proc_per_node, nullptr));
     const auto nodes = static_cast<uint32_t>(request.nodes.size());
-    std::vector<v1::LaunchPlan> plans(nodes);
-    for (uint32_t n = 0; n < nodes; ++n) {
-      plans[n].set_job(request.job);
-      plans[n].set_attempt(request.attempt);
-      plans[n].set_node_rank(n);
-      plans[n].set_stop_grace_ms(request.stop_grace_ms);
-    }
+    std::vector<v1::LaunchPlan> plans = EmptyPlans(request);
+    if (plans.empty()) return InvalidError("mpi plan: no nodes placed");
     v1::LaunchPlan& launcher_plan = plans[0];
     auto* file = launcher_plan.add_files();
     file->set_path("hostfile");
@@ -52,7 +59,6 @@ class MpiRuntime final : public RuntimePlugin {
     v1::WorkerSpec* launcher = launcher_plan.add_workers();
     for (const auto& a : request.argv) launcher->add_argv(a);
     AddCommonWorkerEnv(request, {0, 0, 0, nodes * slots, slots}, *launcher);
-    AddExecCredentialEnv(request, *launcher);
     auto& env = *launcher->mutable_env();
     const std::string slots_text = std::to_string(slots);
     // OpenMPI 4.x (ORTE)

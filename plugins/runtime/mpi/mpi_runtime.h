@@ -20,7 +20,8 @@ std::unique_ptr<RuntimePlugin> MakeMpiRuntime();
 
 // MPI start-up settings the launcher gets unless the trainer env sets them (the trainer's value
 // wins): what a well-run cluster sets for its interconnect, chosen from what the placed nodes
-// report. Today one: OMPI_MCA_pml=ob1 when no node reports an RDMA device (docs/runtimes.md, "mpi").
+// report. Today one: OMPI_MCA_pml=ob1 when no node reports an RDMA device (docs/runtimes.md,
+// "mpi").
 std::vector<std::pair<std::string, std::string>> MpiTuningDefaults(const PlanRequest& request);
 
 // The hostfile (`<address> slots=N`, one line per node) for a placement.

@@ -1,16 +1,22 @@
 #include "plugins/runtime/plain/plain_runtime.h"
 
+#include "plugins/runtime/builtin_runtime.h"
 #include "plugins/runtime/worker_env.h"
 
 namespace trainlet {
 namespace {
 
-class PlainRuntime final : public RuntimePlugin {
+class PlainRuntime final : public BuiltinRuntime {
  public:
   std::string_view name() const override { return "plain"; }
 
-  Result<uint32_t> ProcsPerNode(std::string_view num_proc_per_node,
-                                const v1::Topology*) const override {
+  std::string LaunchMode(const PlanRequest&) const override {
+    return "ranks started directly by the agents";
+  }
+
+ protected:
+  Result<uint32_t> CountProcs(std::string_view num_proc_per_node,
+                              const v1::Topology*) const override {
     if (num_proc_per_node == "auto") {
       return InvalidError(
           "spec.trainer.numProcPerNode: \"auto\" needs a framework runtime (torch); the plain "
@@ -19,26 +25,24 @@ class PlainRuntime final : public RuntimePlugin {
     return ParseProcCount(num_proc_per_node, "spec.trainer.numProcPerNode", 1);
   }
 
-  std::string LaunchMode(const PlanRequest&) const override {
-    return "ranks started directly by the agents";
-  }
-
-  Result<std::vector<v1::LaunchPlan>> Plan(const PlanRequest& request) const override {
+  Result<AttemptLayout> LayOut(const PlanRequest& request) const override {
     if (request.argv.empty()) return InvalidError("spec.trainer.command: no command to run");
     TRAINLET_ASSIGN_OR_RETURN(const uint32_t per_node,
-                              ProcsPerNode(request.num_proc_per_node, nullptr));
-    const auto nodes = static_cast<uint32_t>(request.nodes.size());
-    std::vector<v1::LaunchPlan> plans(nodes);
-    for (uint32_t n = 0; n < nodes; ++n) {
-      v1::LaunchPlan& plan = plans[n];
-      plan.set_job(request.job);
-      plan.set_attempt(request.attempt);
-      plan.set_node_rank(n);
-      plan.set_stop_grace_ms(request.stop_grace_ms);
-      for (uint32_t l = 0; l < per_node; ++l) {
-        v1::WorkerSpec* w = plan.add_workers();
+                              CountProcs(request.num_proc_per_node, nullptr));
+    return RanksInNodeOrder(std::vector<uint32_t>(request.nodes.size(), per_node));
+  }
+
+  Result<std::vector<v1::LaunchPlan>> MakePlans(const PlanRequest& request,
+                                                const AttemptLayout& layout) const override {
+    const uint32_t world = WorldSize(layout);
+    std::vector<v1::LaunchPlan> plans = EmptyPlans(request);
+    for (uint32_t n = 0; n < plans.size(); ++n) {
+      const auto& ranks = layout.nodes[n].ranks;
+      for (const LaidOutRank& r : ranks) {
+        v1::WorkerSpec* w = plans[n].add_workers();
         for (const auto& a : request.argv) w->add_argv(a);
-        AddCommonWorkerEnv(request, {n * per_node + l, l, n, nodes * per_node, per_node}, *w);
+        AddCommonWorkerEnv(
+            request, {r.rank, r.local_rank, n, world, static_cast<uint32_t>(ranks.size())}, *w);
       }
     }
     return plans;

@@ -1,7 +1,9 @@
 #include "plugins/runtime/torch/torch_runtime.h"
 
+#include <algorithm>
 #include <regex>
 
+#include "plugins/runtime/builtin_runtime.h"
 #include "plugins/runtime/worker_env.h"
 
 namespace trainlet {
@@ -14,21 +16,9 @@ std::string_view BaseName(std::string_view path) {
   return slash == std::string_view::npos ? path : path.substr(slash + 1);
 }
 
-class TorchRuntime final : public RuntimePlugin {
+class TorchRuntime final : public BuiltinRuntime {
  public:
   std::string_view name() const override { return "torch"; }
-
-  // "auto" without a topology (the coordinator sizes a job before it is placed) counts 1 per
-  // node; Plan resolves it from each placed node's topology.
-  Result<uint32_t> ProcsPerNode(std::string_view num_proc_per_node,
-                                const v1::Topology* topology) const override {
-    if (num_proc_per_node == "auto") return topology ? AutoProcsPerNode(*topology) : 1u;
-    return ParseProcCount(num_proc_per_node, kProcsField, 1);
-  }
-
-  uint32_t PortsPerNode(const PlanRequest&, uint32_t node_rank) const override {
-    return node_rank == 0 ? 1 : 0;  // MASTER_PORT
-  }
 
   std::string LaunchMode(const PlanRequest& request) const override {
     if (IsTorchLauncher(request.argv)) {
@@ -40,15 +30,35 @@ class TorchRuntime final : public RuntimePlugin {
            "torchrun (a failed rank restarts the gang)";
   }
 
-  Result<std::vector<v1::LaunchPlan>> Plan(const PlanRequest& request) const override {
+ protected:
+  // "auto" without a topology (the coordinator sizes a job before it is placed) counts 1 per
+  // node; the layout resolves it from each placed node's topology.
+  Result<uint32_t> CountProcs(std::string_view num_proc_per_node,
+                              const v1::Topology* topology) const override {
+    if (num_proc_per_node == "auto") return topology ? AutoProcsPerNode(*topology) : 1u;
+    return ParseProcCount(num_proc_per_node, kProcsField, 1);
+  }
+
+  // A torch launcher is one worker per node (rank = node rank), which starts the node's ranks;
+  // otherwise the agents start every rank. MASTER_PORT is reserved on node rank 0.
+  Result<AttemptLayout> LayOut(const PlanRequest& request) const override {
     if (request.argv.empty()) return InvalidError("spec.trainer.command: no command to run");
     if (request.nodes.empty()) return InvalidError("torch plan: no nodes placed");
+    TRAINLET_ASSIGN_OR_RETURN(std::vector<uint32_t> procs, ProcsOfNodes(request, kProcsField));
+    if (IsTorchLauncher(request.argv)) std::fill(procs.begin(), procs.end(), 1u);
+    AttemptLayout layout = RanksInNodeOrder(procs);
+    layout.nodes[0].ports = 1;
+    return layout;
+  }
+
+  Result<std::vector<v1::LaunchPlan>> MakePlans(const PlanRequest& request,
+                                                const AttemptLayout& layout) const override {
     TRAINLET_ASSIGN_OR_RETURN(const std::vector<uint32_t> procs,
                               ProcsOfNodes(request, kProcsField));
     TRAINLET_ASSIGN_OR_RETURN(const uint32_t master_port,
                               ReservedPort(request, 0, 0, "MASTER_PORT"));
     const std::string& master_addr = request.nodes[0].address;
-    const RankLayout layout = LayOutRanks(procs);
+    const uint32_t world = WorldSize(layout);
     const auto nodes = static_cast<uint32_t>(request.nodes.size());
     const bool launcher = IsTorchLauncher(request.argv);
 
@@ -63,29 +73,24 @@ class TorchRuntime final : public RuntimePlugin {
           {"PET_MASTER_ADDR", master_addr},
           {"PET_MASTER_PORT", std::to_string(master_port)},
       };
-      if (launcher) {
+      const auto& ranks = layout.nodes[n].ranks;
+      const auto local_world = static_cast<uint32_t>(ranks.size());
+      for (const LaidOutRank& r : ranks) {
         v1::WorkerSpec* w = plans[n].add_workers();
         for (const auto& a : request.argv) w->add_argv(a);
-        AddCommonWorkerEnv(request, {n, 0, n, nodes, 1}, *w);
-        for (const auto& [k, v] : pet) (*w->mutable_env())[k] = v;
-        continue;
-      }
-      for (uint32_t l = 0; l < procs[n]; ++l) {
-        const uint32_t rank = layout.first_rank[n] + l;
-        v1::WorkerSpec* w = plans[n].add_workers();
-        for (const auto& a : request.argv) w->add_argv(a);
-        AddCommonWorkerEnv(request, {rank, l, n, layout.world_size, procs[n]}, *w);
+        AddCommonWorkerEnv(request, {r.rank, r.local_rank, n, world, local_world}, *w);
         auto& env = *w->mutable_env();
         for (const auto& [k, v] : pet) env[k] = v;
+        if (launcher) continue;
         // What torchrun gives each worker it starts.
-        env["RANK"] = std::to_string(rank);
-        env["LOCAL_RANK"] = std::to_string(l);
-        env["WORLD_SIZE"] = std::to_string(layout.world_size);
-        env["LOCAL_WORLD_SIZE"] = std::to_string(procs[n]);
+        env["RANK"] = std::to_string(r.rank);
+        env["LOCAL_RANK"] = std::to_string(r.local_rank);
+        env["WORLD_SIZE"] = std::to_string(world);
+        env["LOCAL_WORLD_SIZE"] = std::to_string(local_world);
         env["GROUP_RANK"] = std::to_string(n);
         env["GROUP_WORLD_SIZE"] = std::to_string(nodes);
-        env["ROLE_RANK"] = std::to_string(rank);
-        env["ROLE_WORLD_SIZE"] = std::to_string(layout.world_size);
+        env["ROLE_RANK"] = std::to_string(r.rank);
+        env["ROLE_WORLD_SIZE"] = std::to_string(world);
         env["MASTER_ADDR"] = master_addr;
         env["MASTER_PORT"] = std::to_string(master_port);
         env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(request.attempt - 1);

@@ -8,8 +8,8 @@
 //   would have given it (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,
 //   MASTER_PORT, ...), so no torchrun is needed; a failed rank restarts the whole gang.
 //
-// MASTER_PORT is a port the agent of node rank 0 reserved for the attempt (PortsPerNode asks for
-// one there); Plan fails (Invalid) while it is missing. docs/runtimes.md has the rules.
+// MASTER_PORT is a port the agent of node rank 0 reserved for the attempt (the layout asks for
+// one there); Render fails (Invalid) while it is missing. docs/runtimes.md has the rules.
 #pragma once
 
 #include <memory>
