@@ -49,6 +49,8 @@ struct PortRange {
 // text, otherwise.
 Result<PortRange> ParsePortRange(std::string_view text, std::string_view key = "worker_ports");
 
+// 26 methods, one over the usual 25: six are creation, moves and destruction; the journal
+// (Restore, ReleaseHandedOverExcept, WriteJournal) is the part to move out if it grows.
 class PortReservations {
  public:
   using Clock = std::chrono::steady_clock;

@@ -30,6 +30,87 @@ std::vector<unsigned> Piece(const std::vector<unsigned>& pus, size_t piece, size
   return out;
 }
 
+// The splittable accelerators of the vendor with the most of them, by index; `vendor` is set to
+// that vendor.
+std::vector<const v1::Accelerator*> SplittableGpus(const std::vector<v1::Accelerator>& accelerators,
+                                                   std::string& vendor) {
+  std::map<std::string, std::vector<const v1::Accelerator*>> by_vendor;
+  std::vector<std::string> vendor_order;
+  for (const v1::Accelerator& a : accelerators) {
+    if (a.pci_bus_id().empty()) continue;  // an Apple SoC: one GPU for the whole machine
+    if (!by_vendor.contains(a.vendor())) vendor_order.push_back(a.vendor());
+    by_vendor[a.vendor()].push_back(&a);
+  }
+  std::vector<const v1::Accelerator*> gpus;
+  for (const std::string& v : vendor_order) {
+    if (by_vendor[v].size() > gpus.size()) {
+      gpus = by_vendor[v];
+      vendor = v;
+    }
+  }
+  std::sort(gpus.begin(), gpus.end(),
+            [](const auto* a, const auto* b) { return a->index() < b->index(); });
+  return gpus;
+}
+
+// The PUs of each NUMA node that has CPUs, by OS index.
+std::map<uint32_t, std::vector<unsigned>> NumaPus(const v1::Topology& topology) {
+  std::map<uint32_t, std::vector<unsigned>> numa_pus;
+  for (const v1::NumaNode& n : topology.numa_nodes()) {
+    auto pus = Cpus(n.cpuset());
+    if (!pus.empty()) numa_pus[n.os_index()] = std::move(pus);
+  }
+  return numa_pus;
+}
+
+// What the ranks are placed on: the GPUs and the NUMA nodes that have CPUs.
+struct Machine {
+  std::vector<const v1::Accelerator*> gpus;
+  std::string vendor;
+  std::map<uint32_t, std::vector<unsigned>> numa_pus;
+  std::vector<uint32_t> numa_ids;  // the keys of numa_pus, in order
+};
+
+// Gives rank `r` of `l` its devices and returns its home as a key ("" for none): the NUMA nodes of
+// its GPUs (or, without GPUs, its share of the NUMA nodes), or the local cpusets of GPUs whose
+// NUMA node is unknown. `home_pus` gets the home's PUs.
+std::string AssignHome(const Machine& m, size_t r, size_t l, RankBinding& b,
+                       std::vector<unsigned>& home_pus) {
+  std::set<uint32_t> nodes;
+  std::set<unsigned> fallback;  // local cpusets of GPUs without a known NUMA node
+  const size_t g = m.gpus.size();
+  if (g > 0) {
+    b.vendor = m.vendor;
+    const size_t lo = r * g / l;
+    const size_t hi = l <= g ? (r + 1) * g / l : lo + 1;
+    for (size_t i = lo; i < hi; ++i) {
+      b.devices.push_back(m.gpus[i]->index());
+      if (m.gpus[i]->numa_node() >= 0 && m.numa_pus.contains(m.gpus[i]->numa_node())) {
+        nodes.insert(static_cast<uint32_t>(m.gpus[i]->numa_node()));
+      } else {
+        for (unsigned c : Cpus(m.gpus[i]->local_cpuset())) fallback.insert(c);
+      }
+    }
+  } else if (!m.numa_ids.empty()) {
+    const size_t n = m.numa_ids.size();
+    const size_t lo = r * n / l;
+    const size_t hi = std::max(lo + 1, (r + 1) * n / l);
+    for (size_t i = lo; i < hi; ++i) nodes.insert(m.numa_ids[i]);
+  }
+  std::string key;
+  std::set<unsigned> pus(fallback);
+  for (uint32_t id : nodes) {
+    key += "numa" + std::to_string(id) + ";";
+    const auto& node_pus = m.numa_pus.at(id);
+    pus.insert(node_pus.begin(), node_pus.end());
+  }
+  if (nodes.empty() && !fallback.empty()) {
+    key = "cpus" + FormatCpuList({fallback.begin(), fallback.end()});
+  }
+  home_pus.assign(pus.begin(), pus.end());
+  return key;
+}
+
 }  // namespace
 
 std::string RankBinding::CpuList() const { return FormatCpuList(cpus); }
@@ -48,70 +129,19 @@ std::vector<RankBinding> ComputeRankBindings(const v1::Topology& topology,
   if (local_ranks == 0) return out;
   for (uint32_t r = 0; r < local_ranks; ++r) out[r].local_rank = r;
 
-  // The splittable accelerators of the vendor with the most of them.
-  std::map<std::string, std::vector<const v1::Accelerator*>> by_vendor;
-  std::vector<std::string> vendor_order;
-  for (const v1::Accelerator& a : accelerators) {
-    if (a.pci_bus_id().empty()) continue;  // an Apple SoC: one GPU for the whole machine
-    if (!by_vendor.contains(a.vendor())) vendor_order.push_back(a.vendor());
-    by_vendor[a.vendor()].push_back(&a);
-  }
-  std::vector<const v1::Accelerator*> gpus;
-  std::string vendor;
-  for (const std::string& v : vendor_order) {
-    if (by_vendor[v].size() > gpus.size()) {
-      gpus = by_vendor[v];
-      vendor = v;
-    }
-  }
-  std::sort(gpus.begin(), gpus.end(),
-            [](const auto* a, const auto* b) { return a->index() < b->index(); });
-
-  std::map<uint32_t, std::vector<unsigned>> numa_pus;  // NUMA nodes that have CPUs
-  for (const v1::NumaNode& n : topology.numa_nodes()) {
-    auto pus = Cpus(n.cpuset());
-    if (!pus.empty()) numa_pus[n.os_index()] = std::move(pus);
-  }
-  std::vector<uint32_t> numa_ids;
-  for (const auto& [id, pus] : numa_pus) numa_ids.push_back(id);
+  Machine m;
+  m.gpus = SplittableGpus(accelerators, m.vendor);
+  m.numa_pus = NumaPus(topology);
+  for (const auto& [id, pus] : m.numa_pus) m.numa_ids.push_back(id);
 
   // Each rank's home, as a key, and the PUs of each home.
   std::vector<std::string> home(local_ranks);
   std::map<std::string, std::vector<unsigned>> home_pus;
-  const size_t g = gpus.size(), l = local_ranks;
+  const size_t l = local_ranks;
   for (size_t r = 0; r < l; ++r) {
-    RankBinding& b = out[r];
-    std::set<uint32_t> nodes;
-    std::set<unsigned> fallback;  // local cpusets of GPUs without a known NUMA node
-    if (g > 0) {
-      b.vendor = vendor;
-      const size_t lo = r * g / l;
-      const size_t hi = l <= g ? (r + 1) * g / l : lo + 1;
-      for (size_t i = lo; i < hi; ++i) {
-        b.devices.push_back(gpus[i]->index());
-        if (gpus[i]->numa_node() >= 0 && numa_pus.contains(gpus[i]->numa_node())) {
-          nodes.insert(static_cast<uint32_t>(gpus[i]->numa_node()));
-        } else {
-          for (unsigned c : Cpus(gpus[i]->local_cpuset())) fallback.insert(c);
-        }
-      }
-    } else if (!numa_ids.empty()) {
-      const size_t n = numa_ids.size();
-      const size_t lo = r * n / l;
-      const size_t hi = std::max(lo + 1, (r + 1) * n / l);
-      for (size_t i = lo; i < hi; ++i) nodes.insert(numa_ids[i]);
-    }
-    std::string key;
-    std::set<unsigned> pus(fallback);
-    for (uint32_t id : nodes) {
-      key += "numa" + std::to_string(id) + ";";
-      pus.insert(numa_pus[id].begin(), numa_pus[id].end());
-    }
-    if (nodes.empty() && !fallback.empty()) {
-      key = "cpus" + FormatCpuList({fallback.begin(), fallback.end()});
-    }
-    home[r] = key;
-    if (!key.empty()) home_pus[key] = {pus.begin(), pus.end()};
+    std::vector<unsigned> pus;
+    home[r] = AssignHome(m, r, l, out[r], pus);
+    if (!home[r].empty()) home_pus[home[r]] = std::move(pus);
   }
 
   // The ranks of one home split its PUs, in local-rank order.
@@ -143,9 +173,8 @@ std::map<std::string, std::string> BindingEnv(
 
 bool CpusAvailableHere(const std::vector<unsigned>& cpus) {
   const std::vector<unsigned> mine = platform::ThisThreadCpus();  // sorted
-  return std::all_of(cpus.begin(), cpus.end(), [&](unsigned c) {
-    return std::binary_search(mine.begin(), mine.end(), c);
-  });
+  return std::all_of(cpus.begin(), cpus.end(),
+                     [&](unsigned c) { return std::binary_search(mine.begin(), mine.end(), c); });
 }
 
 AcceleratorEnv AcceleratorEnvFor(const std::string& topology_xml) {

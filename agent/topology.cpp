@@ -226,15 +226,14 @@ class LibxmlPluginLeftOut {
   const bool set_;
 };
 
-}  // namespace
-
-Result<v1::Topology> DiscoverTopology(const std::string& xml_path) {
+// Initialises and loads `topo` from `xml_path`, or, when it is empty, from this machine (or from
+// HWLOC_XMLFILE, which hwloc reads itself). `source` says which, for v1::Topology::source.
+Status LoadHwlocTopology(const std::string& xml_path, TopologyPtr& topo, std::string& source) {
   hwloc_topology_t raw = nullptr;
-  const LibxmlPluginLeftOut no_libxml;  // read by the first hwloc_topology_init
   if (hwloc_topology_init(&raw) != 0) {
     return InternalError(std::string("hwloc_topology_init: ") + std::strerror(errno));
   }
-  TopologyPtr topo(raw);
+  topo.reset(raw);
 
   // Keep PCI devices and OS devices that matter (GPUs, NICs, disks), and the bridges above them.
   if (hwloc_topology_set_io_types_filter(topo.get(), HWLOC_TYPE_FILTER_KEEP_IMPORTANT) != 0) {
@@ -242,7 +241,7 @@ Result<v1::Topology> DiscoverTopology(const std::string& xml_path) {
                          std::strerror(errno));
   }
 
-  std::string source = "hwloc";
+  source = "hwloc";
   if (!xml_path.empty()) {
     TRAINLET_RETURN_IF_ERROR(CheckReadable(xml_path));
     // Not HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM: the file describes another machine, so hwloc must
@@ -263,6 +262,51 @@ Result<v1::Topology> DiscoverTopology(const std::string& xml_path) {
     return InvalidError("hwloc XML topology \"" + xml_path +
                         "\": not a valid hwloc topology: " + why);
   }
+  return Status::Ok();
+}
+
+// The NUMA nodes, each package's memory, and the machine's memory.
+void AddNumaNodes(hwloc_topology_t topo, v1::Topology& out) {
+  uint64_t memory = 0;
+  for (hwloc_obj_t node = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, nullptr);
+       node != nullptr; node = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, node)) {
+    v1::NumaNode* numa = out.add_numa_nodes();
+    numa->set_os_index(node->os_index);
+    numa->set_memory_bytes(node->attr->numanode.local_memory);
+    numa->set_cpuset(CpusetToList(topo, node->cpuset));
+    numa->set_package(PackageOf(topo, node->cpuset));
+    for (v1::CpuPackage& p : *out.mutable_cpu_packages()) {
+      if (static_cast<int>(p.os_index()) == numa->package()) {
+        p.set_memory_bytes(p.memory_bytes() + node->attr->numanode.local_memory);
+      }
+    }
+    memory += node->attr->numanode.local_memory;
+  }
+  // Sum of the NUMA nodes' memory, which is what hwloc puts in the root's total_memory too; the
+  // loop also covers machines whose root total is not filled in.
+  out.set_memory_bytes(std::max<uint64_t>(memory, hwloc_get_root_obj(topo)->total_memory));
+}
+
+// The PCI devices that are GPUs or NICs.
+void AddGpusAndNics(hwloc_topology_t topo, v1::Topology& out) {
+  for (hwloc_obj_t pci = hwloc_get_next_pcidev(topo, nullptr); pci != nullptr;
+       pci = hwloc_get_next_pcidev(topo, pci)) {
+    const std::vector<hwloc_obj_t> osdevs = OsDevicesOf(pci);
+    if (IsGpu(pci, osdevs)) {
+      *out.add_gpus() = DescribePciDevice(topo, pci, osdevs, v1::PciDevice::CLASS_GPU);
+    } else if (IsNic(pci)) {
+      *out.add_nics() = DescribePciDevice(topo, pci, osdevs, v1::PciDevice::CLASS_NIC);
+    }
+  }
+}
+
+}  // namespace
+
+Result<v1::Topology> DiscoverTopology(const std::string& xml_path) {
+  const LibxmlPluginLeftOut no_libxml;  // read by the first hwloc_topology_init
+  TopologyPtr topo;
+  std::string source;
+  TRAINLET_RETURN_IF_ERROR(LoadHwlocTopology(xml_path, topo, source));
 
   v1::Topology out;
   out.set_source(source);
@@ -279,34 +323,8 @@ Result<v1::Topology> DiscoverTopology(const std::string& xml_path) {
   }
 
   AddPackages(topo.get(), out);
-  uint64_t memory = 0;
-  for (hwloc_obj_t node = hwloc_get_next_obj_by_type(topo.get(), HWLOC_OBJ_NUMANODE, nullptr);
-       node != nullptr; node = hwloc_get_next_obj_by_type(topo.get(), HWLOC_OBJ_NUMANODE, node)) {
-    v1::NumaNode* numa = out.add_numa_nodes();
-    numa->set_os_index(node->os_index);
-    numa->set_memory_bytes(node->attr->numanode.local_memory);
-    numa->set_cpuset(CpusetToList(topo.get(), node->cpuset));
-    numa->set_package(PackageOf(topo.get(), node->cpuset));
-    for (v1::CpuPackage& p : *out.mutable_cpu_packages()) {
-      if (static_cast<int>(p.os_index()) == numa->package()) {
-        p.set_memory_bytes(p.memory_bytes() + node->attr->numanode.local_memory);
-      }
-    }
-    memory += node->attr->numanode.local_memory;
-  }
-  // Sum of the NUMA nodes' memory, which is what hwloc puts in the root's total_memory too; the
-  // loop also covers machines whose root total is not filled in.
-  out.set_memory_bytes(std::max<uint64_t>(memory, hwloc_get_root_obj(topo.get())->total_memory));
-
-  for (hwloc_obj_t pci = hwloc_get_next_pcidev(topo.get(), nullptr); pci != nullptr;
-       pci = hwloc_get_next_pcidev(topo.get(), pci)) {
-    const std::vector<hwloc_obj_t> osdevs = OsDevicesOf(pci);
-    if (IsGpu(pci, osdevs)) {
-      *out.add_gpus() = DescribePciDevice(topo.get(), pci, osdevs, v1::PciDevice::CLASS_GPU);
-    } else if (IsNic(pci)) {
-      *out.add_nics() = DescribePciDevice(topo.get(), pci, osdevs, v1::PciDevice::CLASS_NIC);
-    }
-  }
+  AddNumaNodes(topo.get(), out);
+  AddGpusAndNics(topo.get(), out);
   return out;
 }
 

@@ -174,49 +174,12 @@ void Coordinator::SendToNode(const std::string& node, v1::Envelope env) {
 void Coordinator::OnAgentMessage(RouterMessage& msg) {
   const auto now = env_.MonotonicNow();
   const int64_t now_ms = env_.WallUnixMs();
-  v1::Envelope& env = msg.envelope;
-  switch (env.body_case()) {
-    case v1::Envelope::kRegister: {
-      v1::Envelope ack;
-      auto* a = ack.mutable_register_ack();
-      a->set_heartbeat_interval_ms(static_cast<uint32_t>(config_.heartbeat_interval.count()));
-      a->set_partition_grace_ms(static_cast<uint32_t>(config_.partition_grace.count()));
-      Status s = registry_->Register(env.register_(), msg.routing_id, msg.user_id, now, now_ms);
-      a->set_accepted(s.ok());
-      a->set_reason(s.message());
-      if (s.ok()) {
-        spdlog::info("node {} registered ({} slots, address {})", env.register_().name(),
-                     env.register_().slots(), env.register_().address());
-      } else {
-        spdlog::warn("refused registration of {}: {}", env.register_().name(), s.message());
-      }
-      SendToRouterPeer(agents_, msg.routing_id, ack);
-      if (s.ok()) {
-        jobs_->ReconcileNode(env.register_().name(), env.register_().running(), now_ms);
-        exec_relay_->AdoptSessions(env.register_().name(), env.register_().exec_sessions(), now);
-        jobs_->Schedule(now_ms);
-      }
+  switch (msg.envelope.body_case()) {
+    case v1::Envelope::kRegister:
+      OnRegister(msg, now, now_ms);
       return;
-    }
     case v1::Envelope::kHeartbeat:
-      ops_->OnHeartbeat(env.heartbeat().sent_unix_ms(), now_ms);
-      // Authorised by the key, like the beat itself: a node reports only its own health.
-      if (const NodeEntry* e = registry_->FindByKey(msg.user_id)) {
-        registry_->SetHealth(e->info.name(), env.heartbeat().healthy(),
-                             env.heartbeat().health_reason());
-      }
-      if (const NodeEntry* node = registry_->Heartbeat(msg.user_id, msg.routing_id, now, now_ms)) {
-        v1::Envelope ack;
-        ack.mutable_heartbeat_ack()->set_heartbeat_seq(env.heartbeat().seq());
-        ack.mutable_heartbeat_ack()->set_acked_event_seq(node->applied_event_seq);
-        exec_relay_->AddDelivered(node->info.name(), ack.mutable_heartbeat_ack());
-        SendToRouterPeer(agents_, msg.routing_id, ack);
-      } else {
-        v1::Envelope ack;
-        ack.mutable_register_ack()->set_accepted(false);
-        ack.mutable_register_ack()->set_reason("unknown node: register again");
-        SendToRouterPeer(agents_, msg.routing_id, ack);
-      }
+      OnHeartbeat(msg, now, now_ms);
       return;
     default:
       break;
@@ -226,29 +189,68 @@ void Coordinator::OnAgentMessage(RouterMessage& msg) {
   if (node == nullptr || node->state == NodeState::kLost) {
     drops_.Add(DropReason::kUnauthorized);
     spdlog::warn("dropped {} from an unregistered agent key",
-                 v1::MessageType_Name(env.type()));
+                 v1::MessageType_Name(msg.envelope.type()));
     return;
   }
-  const std::string name = node->info.name();
+  OnNodeMessage(node->info.name(), msg.envelope, now, now_ms);
+}
+
+void Coordinator::OnRegister(const RouterMessage& msg, std::chrono::steady_clock::time_point now,
+                             int64_t now_ms) {
+  const v1::Envelope& env = msg.envelope;
+  v1::Envelope ack;
+  auto* a = ack.mutable_register_ack();
+  a->set_heartbeat_interval_ms(static_cast<uint32_t>(config_.heartbeat_interval.count()));
+  a->set_partition_grace_ms(static_cast<uint32_t>(config_.partition_grace.count()));
+  Status s = registry_->Register(env.register_(), msg.routing_id, msg.user_id, now, now_ms);
+  a->set_accepted(s.ok());
+  a->set_reason(s.message());
+  if (s.ok()) {
+    spdlog::info("node {} registered ({} slots, address {})", env.register_().name(),
+                 env.register_().slots(), env.register_().address());
+  } else {
+    spdlog::warn("refused registration of {}: {}", env.register_().name(), s.message());
+  }
+  SendToRouterPeer(agents_, msg.routing_id, ack);
+  if (s.ok()) {
+    jobs_->ReconcileNode(env.register_().name(), env.register_().running(), now_ms);
+    exec_relay_->AdoptSessions(env.register_().name(), env.register_().exec_sessions(), now);
+    jobs_->Schedule(now_ms);
+  }
+}
+
+void Coordinator::OnHeartbeat(const RouterMessage& msg, std::chrono::steady_clock::time_point now,
+                              int64_t now_ms) {
+  const v1::Envelope& env = msg.envelope;
+  ops_->OnHeartbeat(env.heartbeat().sent_unix_ms(), now_ms);
+  // Authorised by the key, like the beat itself: a node reports only its own health.
+  if (const NodeEntry* e = registry_->FindByKey(msg.user_id)) {
+    registry_->SetHealth(e->info.name(), env.heartbeat().healthy(),
+                         env.heartbeat().health_reason());
+  }
+  if (const NodeEntry* node = registry_->Heartbeat(msg.user_id, msg.routing_id, now, now_ms)) {
+    v1::Envelope ack;
+    ack.mutable_heartbeat_ack()->set_heartbeat_seq(env.heartbeat().seq());
+    ack.mutable_heartbeat_ack()->set_acked_event_seq(node->applied_event_seq);
+    exec_relay_->AddDelivered(node->info.name(), ack.mutable_heartbeat_ack());
+    SendToRouterPeer(agents_, msg.routing_id, ack);
+  } else {
+    v1::Envelope ack;
+    ack.mutable_register_ack()->set_accepted(false);
+    ack.mutable_register_ack()->set_reason("unknown node: register again");
+    SendToRouterPeer(agents_, msg.routing_id, ack);
+  }
+}
+
+void Coordinator::OnNodeMessage(std::string name, v1::Envelope& env,
+                                std::chrono::steady_clock::time_point now, int64_t now_ms) {
   switch (env.body_case()) {
     case v1::Envelope::kWorkerEvent:
-      // In order and once: a resend of an applied event, or one after a gap, is not applied.
-      if (registry_->AcceptEvent(name, env.worker_event().seq())) {
-        // First, while the attempt is still live: a rank's exit fails the fence it missed.
-        DeliverFences(fences_->OnWorkerEvent(name, env.worker_event()));
-        jobs_->OnWorkerEvent(name, env.worker_event(), now_ms);
-        ops_->AfterWorkerEvent(env.worker_event(), now_ms);
-      }
+      OnWorkerEvent(name, env.worker_event(), now_ms);
       break;
-    case v1::Envelope::kFenceContribute: {
-      auto outcome = fences_->OnContribute(name, env.fence_contribute(), now);
-      if (!outcome.rejected.ok()) {
-        drops_.Add(DropReason::kUnauthorized);
-        spdlog::warn("rendezvous: {}", outcome.rejected.message());
-      }
-      DeliverFences(std::move(outcome));
+    case v1::Envelope::kFenceContribute:
+      OnFenceContribute(name, env.fence_contribute(), now);
       break;
-    }
     case v1::Envelope::kLogChunk:
       operator_service_->OnLogChunk(env.log_chunk());
       break;
@@ -263,6 +265,27 @@ void Coordinator::OnAgentMessage(RouterMessage& msg) {
       drops_.Add(DropReason::kUnexpected);
       spdlog::warn("dropped unexpected {} from node {}", v1::MessageType_Name(env.type()), name);
   }
+}
+
+void Coordinator::OnWorkerEvent(const std::string& name, const v1::WorkerEvent& event,
+                                int64_t now_ms) {
+  // In order and once: a resend of an applied event, or one after a gap, is not applied.
+  if (!registry_->AcceptEvent(name, event.seq())) return;
+  // First, while the attempt is still live: a rank's exit fails the fence it missed.
+  DeliverFences(fences_->OnWorkerEvent(name, event));
+  jobs_->OnWorkerEvent(name, event, now_ms);
+  ops_->AfterWorkerEvent(event, now_ms);
+}
+
+void Coordinator::OnFenceContribute(const std::string& name,
+                                    const v1::FenceContribute& contribution,
+                                    std::chrono::steady_clock::time_point now) {
+  auto outcome = fences_->OnContribute(name, contribution, now);
+  if (!outcome.rejected.ok()) {
+    drops_.Add(DropReason::kUnauthorized);
+    spdlog::warn("rendezvous: {}", outcome.rejected.message());
+  }
+  DeliverFences(std::move(outcome));
 }
 
 void Coordinator::DeliverFences(FenceTable::Outcome outcome) {

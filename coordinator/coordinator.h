@@ -102,6 +102,16 @@ class Coordinator : public NodeSink {
   void OnAgentMessage(RouterMessage& msg);
   void OnOperatorMessage(RouterMessage& msg);
   void RefreshExecAllowlist();
+  void OnRegister(const RouterMessage& msg, std::chrono::steady_clock::time_point now,
+                  int64_t now_ms);
+  void OnHeartbeat(const RouterMessage& msg, std::chrono::steady_clock::time_point now,
+                   int64_t now_ms);
+  // `name` is a copy: the handlers may change the registry entry it came from.
+  void OnNodeMessage(std::string name, v1::Envelope& env, std::chrono::steady_clock::time_point now,
+                     int64_t now_ms);
+  void OnWorkerEvent(const std::string& name, const v1::WorkerEvent& event, int64_t now_ms);
+  void OnFenceContribute(const std::string& name, const v1::FenceContribute& contribution,
+                         std::chrono::steady_clock::time_point now);
   // Sends what the fence table decided and records a completed fence's time.
   void DeliverFences(FenceTable::Outcome outcome);
 

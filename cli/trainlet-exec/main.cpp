@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -61,10 +62,14 @@ const char* kUsage =
     "It works only inside a trainlet job's launcher, whose TRAINLET_EXEC_* variables carry the\n"
     "job's credentials. ssh options are accepted and ignored.\n";
 
-}  // namespace
+// The command line, parsed like ssh's: options first, then the host, then the command words.
+struct SshCommand {
+  std::string host;
+  std::vector<std::string> words;
+};
 
-int main(int argc, char** argv) {
-  // Parse like ssh: options first, then the host, then the command words.
+// Returns the exit status when trainlet-exec should stop here (--help, or a bad command line).
+std::optional<int> ParseSshCommandLine(int argc, char** argv, SshCommand& out) {
   int i = 1;
   for (; i < argc && argv[i][0] == '-'; ++i) {
     const std::string opt = argv[i];
@@ -80,24 +85,204 @@ int main(int argc, char** argv) {
     if (opt.size() == 2 && std::strchr("lpoiFcmLRDbeEIJQSWw", opt[1]) != nullptr) ++i;
   }
   if (i >= argc) return Fail("no host given\n" + std::string(kUsage));
-  std::string host = argv[i++];
-  if (auto at = host.rfind('@'); at != std::string::npos) host = host.substr(at + 1);
+  out.host = argv[i++];
+  if (auto at = out.host.rfind('@'); at != std::string::npos) out.host = out.host.substr(at + 1);
   if (i >= argc)
-    return Fail("no command given for " + host + " (interactive logins are not supported)");
+    return Fail("no command given for " + out.host + " (interactive logins are not supported)");
+  out.words.assign(argv + i, argv + argc);
+  return std::nullopt;
+}
 
-  const std::string endpoint = Env("TRAINLET_EXEC_ENDPOINT");
-  trainlet::CurveKeyPair mine{Env("TRAINLET_EXEC_PUBLIC_KEY"), Env("TRAINLET_EXEC_KEY")};
-  const std::string server = Env("TRAINLET_EXEC_SERVER_KEY");
-  if (endpoint.empty() || mine.secret_z85.empty() || server.empty()) {
+// The job's credentials, from the TRAINLET_EXEC_* environment the coordinator gave the launcher.
+struct JobCredentials {
+  std::string endpoint;
+  trainlet::CurveKeyPair mine;
+  std::string server;
+};
+
+// Returns the exit status when the credentials are missing or malformed.
+std::optional<int> LoadJobCredentials(JobCredentials& out) {
+  out.endpoint = Env("TRAINLET_EXEC_ENDPOINT");
+  out.mine = trainlet::CurveKeyPair{Env("TRAINLET_EXEC_PUBLIC_KEY"), Env("TRAINLET_EXEC_KEY")};
+  out.server = Env("TRAINLET_EXEC_SERVER_KEY");
+  if (out.endpoint.empty() || out.mine.secret_z85.empty() || out.server.empty()) {
     return Fail(
         "no job credentials: TRAINLET_EXEC_ENDPOINT, TRAINLET_EXEC_KEY and "
         "TRAINLET_EXEC_SERVER_KEY must be set; trainlet-exec runs only inside a trainlet job's "
         "launcher");
   }
-  if (!trainlet::IsValidZ85Key(mine.secret_z85) || !trainlet::IsValidZ85Key(mine.public_z85) ||
-      !trainlet::IsValidZ85Key(server)) {
+  if (!trainlet::IsValidZ85Key(out.mine.secret_z85) ||
+      !trainlet::IsValidZ85Key(out.mine.public_z85) || !trainlet::IsValidZ85Key(out.server)) {
     return Fail("TRAINLET_EXEC_* keys are not 40-character Z85 keys");
   }
+  return std::nullopt;
+}
+
+// One remote command's session with the coordinator: sends the request until it leaves, keeps the
+// session alive, relays output, and turns the command's end (or ours) into an exit status.
+// Single-threaded; every On*/Step method returns the exit status once the session is over.
+class ExecSession {
+ public:
+  ExecSession(zmq::socket_t& socket, trainlet::HandshakeMonitor& handshakes,
+              trainlet::platform::SignalWatch& signals, std::string endpoint, std::string host,
+              const std::vector<std::string>& words)
+      : s_(socket),
+        handshakes_(handshakes),
+        signals_(signals),
+        endpoint_(std::move(endpoint)),
+        host_(std::move(host)) {
+    trainlet::v1::Envelope request;
+    auto* req = request.mutable_exec_request();
+    req->set_exec_id(exec_id_);
+    req->set_host(host_);
+    for (const auto& w : words) req->add_argv(w);
+    request_bytes_ = trainlet::EncodeEnvelope(request);
+  }
+
+  int Run() {
+    while (true) {
+      if (auto rc = SendDue(Clock::now())) return *rc;
+      zmq_pollitem_t items[] = {{s_.handle(), 0, ZMQ_POLLIN, 0},
+                                {handshakes_.handle(), -1, ZMQ_POLLIN, 0},
+                                {nullptr, signals_.fd(), ZMQ_POLLIN, 0}};
+      zmq_poll(items, 3, sent_ ? 250 : (connected_ ? 1 : 20));
+      if (items[1].revents & ZMQ_POLLIN) {
+        if (auto rc = OnHandshakeEvent()) return *rc;
+        continue;
+      }
+      if (items[2].revents & ZMQ_POLLIN) {
+        if (auto rc = OnSignal()) return *rc;
+        continue;
+      }
+      if (!(items[0].revents & ZMQ_POLLIN)) continue;
+      if (auto rc = OnReplies()) return *rc;
+    }
+  }
+
+ private:
+  // The request until it leaves, then a keepalive a second; gives up when the coordinator is
+  // unreachable or silent.
+  std::optional<int> SendDue(Clock::time_point now) {
+    if (!sent_) {
+      sent_ = s_.send(zmq::buffer(request_bytes_), zmq::send_flags::dontwait).has_value();
+      if (!sent_ && now > connect_deadline_) {
+        return Fail("cannot reach the trainlet coordinator at " + endpoint_);
+      }
+      if (sent_) last_heard_ = now;
+    }
+    if (sent_ && now >= next_keepalive_) {
+      trainlet::v1::Envelope ka;
+      ka.mutable_exec_keepalive()->set_exec_id(exec_id_);
+      ka.mutable_exec_keepalive()->set_session_id(session_id_);
+      trainlet::SendOnDealer(s_, ka);
+      next_keepalive_ = now + std::chrono::seconds(1);
+    }
+    if (sent_ && now - last_heard_ > std::chrono::seconds(10)) {
+      return Fail("lost the trainlet coordinator at " + endpoint_ + "; the remote command on " +
+                  host_ + " will be stopped");
+    }
+    return std::nullopt;
+  }
+
+  // Handshake failures end the command; a success sends the request at once instead of at the
+  // next retry tick.
+  std::optional<int> OnHandshakeEvent() {
+    const auto event = handshakes_.Read();
+    if (event == trainlet::HandshakeEvent::kSucceeded) connected_ = true;
+    if (event == trainlet::HandshakeEvent::kRefusedKey ||
+        event == trainlet::HandshakeEvent::kFailed) {
+      return Fail("the coordinator at " + endpoint_ +
+                  " refused this job key: the attempt it belongs to is not running");
+    }
+    return std::nullopt;
+  }
+
+  // A stopping signal cancels the remote command and exits as the signal would.
+  std::optional<int> OnSignal() {
+    for (const int sig : signals_.Take()) stopping_signal_ = sig;
+    if (stopping_signal_ == 0) return std::nullopt;  // woken, but the signal was not one of ours
+    trainlet::v1::Envelope cancel;
+    cancel.mutable_exec_cancel()->set_exec_id(exec_id_);
+    cancel.mutable_exec_cancel()->set_session_id(session_id_);
+    cancel.mutable_exec_cancel()->set_reason(std::string("trainlet-exec got ") +
+                                             strsignal(stopping_signal_));
+    trainlet::SendOnDealer(s_, cancel);
+    // Give the cancel a moment to leave before the socket closes.
+    zmq_pollitem_t none[] = {{s_.handle(), 0, ZMQ_POLLOUT, 0}};
+    zmq_poll(none, 1, 200);
+    return 128 + stopping_signal_;
+  }
+
+  std::optional<int> OnReplies() {
+    while (auto env = trainlet::ReceiveFromDealer(s_, drops_)) {
+      last_heard_ = Clock::now();
+      switch (env->body_case()) {
+        case trainlet::v1::Envelope::kExecOutput:
+          WriteOutput(env->exec_output());
+          break;
+        case trainlet::v1::Envelope::kExecExited: {
+          const auto& ex = env->exec_exited();
+          if (ex.exec_id() != exec_id_) break;
+          if (!ex.error().empty()) return Fail(ex.error());
+          if (ex.signal() != 0) return 128 + ex.signal();
+          return ex.exit_code();
+        }
+        case trainlet::v1::Envelope::kExecKeepalive:
+          if (env->exec_keepalive().exec_id() == exec_id_ &&
+              env->exec_keepalive().session_id() != 0) {
+            session_id_ = env->exec_keepalive().session_id();
+          }
+          break;
+        default:
+          break;
+      }
+    }
+    return std::nullopt;
+  }
+
+  void WriteOutput(const trainlet::v1::ExecOutput& o) {
+    if (o.exec_id() != exec_id_) return;
+    // Bytes this process has written already come again after a coordinator restart.
+    const int stream = o.stream() == 2 ? 2 : 1;
+    uint64_t& have = written_[stream - 1];
+    const uint64_t end = o.offset() + o.data().size();
+    if (end <= have) return;
+    const size_t skip = o.offset() < have ? static_cast<size_t>(have - o.offset()) : 0;
+    WriteAll(stream, std::string_view(o.data()).substr(skip));
+    have = end;
+  }
+
+  // Borrowed from main, which outlives the session.
+  zmq::socket_t& s_;
+  trainlet::HandshakeMonitor& handshakes_;
+  trainlet::platform::SignalWatch& signals_;
+  // Constant after construction.
+  const std::string endpoint_;
+  const std::string host_;
+  const uint64_t exec_id_ = std::random_device{}() | 1ull << 40;
+  std::string request_bytes_;
+  const Clock::time_point connect_deadline_ = Clock::now() + std::chrono::seconds(15);
+
+  trainlet::DropCounters drops_;
+  bool sent_ = false;
+  bool connected_ = false;
+  Clock::time_point last_heard_ = Clock::now();
+  Clock::time_point next_keepalive_ = Clock::now();
+  int stopping_signal_ = 0;
+  // The coordinator's id of our session, from its keepalive echoes. Sent back with every
+  // keepalive and cancel, so that a coordinator that restarted can re-attach us to the session it
+  // took back from the agent: the remote command runs on through the restart.
+  uint64_t session_id_ = 0;
+  uint64_t written_[2] = {0, 0};  // bytes of stdout, stderr written out, by their stream offsets
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  SshCommand command;
+  if (auto rc = ParseSshCommandLine(argc, argv, command)) return *rc;
+  JobCredentials creds;
+  if (auto rc = LoadJobCredentials(creds)) return *rc;
 
   // Before zmq starts its threads.
   auto opened = trainlet::platform::SignalWatch::Open({SIGTERM, SIGINT, SIGHUP});
@@ -106,114 +291,11 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   zmq::context_t ctx;
-  auto sock = trainlet::ConnectCurveDealer(ctx, endpoint, server, mine);
+  auto sock = trainlet::ConnectCurveDealer(ctx, creds.endpoint, creds.server, creds.mine);
   if (!sock.ok()) return Fail(sock.status().message());
   zmq::socket_t& s = *sock;
-  // Handshake failures end the command; a success sends the request at once instead of at the
-  // next retry tick.
   trainlet::HandshakeMonitor handshakes(ctx, s, "trainlet-exec-monitor");
 
-  const uint64_t exec_id = std::random_device{}() | 1ull << 40;
-  trainlet::v1::Envelope request;
-  auto* req = request.mutable_exec_request();
-  req->set_exec_id(exec_id);
-  req->set_host(host);
-  for (; i < argc; ++i) req->add_argv(argv[i]);
-  const std::string request_bytes = trainlet::EncodeEnvelope(request);
-
-  trainlet::DropCounters drops;
-  bool sent = false;
-  bool connected = false;
-  const auto connect_deadline = Clock::now() + std::chrono::seconds(15);
-  auto last_heard = Clock::now();
-  auto next_keepalive = Clock::now();
-  int stopping_signal = 0;
-  // The coordinator's id of our session, from its keepalive echoes. Sent back with every
-  // keepalive and cancel, so that a coordinator that restarted can re-attach us to the session it
-  // took back from the agent: the remote command runs on through the restart.
-  uint64_t session_id = 0;
-  uint64_t written[2] = {0, 0};  // bytes of stdout, stderr written out, by their stream offsets
-  while (true) {
-    const auto now = Clock::now();
-    if (!sent) {
-      sent = s.send(zmq::buffer(request_bytes), zmq::send_flags::dontwait).has_value();
-      if (!sent && now > connect_deadline) {
-        return Fail("cannot reach the trainlet coordinator at " + endpoint);
-      }
-      if (sent) last_heard = now;
-    }
-    if (sent && now >= next_keepalive) {
-      trainlet::v1::Envelope ka;
-      ka.mutable_exec_keepalive()->set_exec_id(exec_id);
-      ka.mutable_exec_keepalive()->set_session_id(session_id);
-      trainlet::SendOnDealer(s, ka);
-      next_keepalive = now + std::chrono::seconds(1);
-    }
-    if (sent && now - last_heard > std::chrono::seconds(10)) {
-      return Fail("lost the trainlet coordinator at " + endpoint + "; the remote command on " +
-                  host + " will be stopped");
-    }
-    zmq_pollitem_t items[] = {{s.handle(), 0, ZMQ_POLLIN, 0},
-                              {handshakes.handle(), -1, ZMQ_POLLIN, 0},
-                              {nullptr, signals->fd(), ZMQ_POLLIN, 0}};
-    zmq_poll(items, 3, sent ? 250 : (connected ? 1 : 20));
-    if (items[1].revents & ZMQ_POLLIN) {
-      const auto event = handshakes.Read();
-      if (event == trainlet::HandshakeEvent::kSucceeded) connected = true;
-      if (event == trainlet::HandshakeEvent::kRefusedKey ||
-          event == trainlet::HandshakeEvent::kFailed) {
-        return Fail("the coordinator at " + endpoint +
-                    " refused this job key: the attempt it belongs to is not running");
-      }
-      continue;
-    }
-    if (items[2].revents & ZMQ_POLLIN) {
-      for (const int sig : signals->Take()) stopping_signal = sig;
-      if (stopping_signal == 0) continue;  // woken, but the signal was not one of ours
-      trainlet::v1::Envelope cancel;
-      cancel.mutable_exec_cancel()->set_exec_id(exec_id);
-      cancel.mutable_exec_cancel()->set_session_id(session_id);
-      cancel.mutable_exec_cancel()->set_reason(std::string("trainlet-exec got ") +
-                                               strsignal(stopping_signal));
-      trainlet::SendOnDealer(s, cancel);
-      // Give the cancel a moment to leave before the socket closes.
-      zmq_pollitem_t none[] = {{s.handle(), 0, ZMQ_POLLOUT, 0}};
-      zmq_poll(none, 1, 200);
-      return 128 + stopping_signal;
-    }
-    if (!(items[0].revents & ZMQ_POLLIN)) continue;
-    while (auto env = trainlet::ReceiveFromDealer(s, drops)) {
-      last_heard = Clock::now();
-      switch (env->body_case()) {
-        case trainlet::v1::Envelope::kExecOutput: {
-          const auto& o = env->exec_output();
-          if (o.exec_id() != exec_id) break;
-          // Bytes this process has written already come again after a coordinator restart.
-          const int stream = o.stream() == 2 ? 2 : 1;
-          uint64_t& have = written[stream - 1];
-          const uint64_t end = o.offset() + o.data().size();
-          if (end <= have) break;
-          const size_t skip = o.offset() < have ? static_cast<size_t>(have - o.offset()) : 0;
-          WriteAll(stream, std::string_view(o.data()).substr(skip));
-          have = end;
-          break;
-        }
-        case trainlet::v1::Envelope::kExecExited: {
-          const auto& ex = env->exec_exited();
-          if (ex.exec_id() != exec_id) break;
-          if (!ex.error().empty()) return Fail(ex.error());
-          if (ex.signal() != 0) return 128 + ex.signal();
-          return ex.exit_code();
-        }
-        case trainlet::v1::Envelope::kExecKeepalive:
-          if (env->exec_keepalive().exec_id() == exec_id &&
-              env->exec_keepalive().session_id() != 0) {
-            session_id = env->exec_keepalive().session_id();
-          }
-          break;
-        default:
-          break;
-      }
-    }
-  }
+  ExecSession session(s, handshakes, *signals, creds.endpoint, command.host, command.words);
+  return session.Run();
 }

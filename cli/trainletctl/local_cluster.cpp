@@ -41,8 +41,8 @@ Result<std::string> FindBinary(const std::string& name) {
 }
 
 std::string FindRuntimesDir() {
-  for (const std::string& d : {SelfDir() + "/../share/trainlet/runtimes",
-                               std::string(TRAINLET_SOURCE_RUNTIMES_DIR)}) {
+  for (const std::string& d :
+       {SelfDir() + "/../share/trainlet/runtimes", std::string(TRAINLET_SOURCE_RUNTIMES_DIR)}) {
     if (fs::is_directory(d)) return fs::canonical(d).string();
   }
   return "";
@@ -137,9 +137,8 @@ Status AddPerAgentOptions(const LocalUpOptions& o, int i, std::vector<std::strin
   return Status::Ok();
 }
 
-}  // namespace
-
-Status LocalUp(const LocalUpOptions& o) {
+// The checks LocalUp makes before it creates anything.
+Status CheckLocalUpOptions(const LocalUpOptions& o) {
   if (o.agents < 1 || o.agents > 250) return InvalidError("--agents: must be from 1 to 250");
   if (!o.topologies.empty() && static_cast<int>(o.topologies.size()) != o.agents &&
       o.topologies.size() != 1) {
@@ -149,7 +148,7 @@ Status LocalUp(const LocalUpOptions& o) {
   for (const auto& t : o.topologies) {
     if (!fs::is_regular_file(t)) return InvalidError("--topology " + t + ": no such file");
   }
-  const std::string dir = o.dir;
+  const std::string& dir = o.dir;
   if (fs::exists(dir + "/pids/coordinator.pid")) {
     std::ifstream in(dir + "/pids/coordinator.pid");
     pid_t pid = 0;
@@ -161,27 +160,35 @@ Status LocalUp(const LocalUpOptions& o) {
                                             ")");
     }
   }
-  TRAINLET_ASSIGN_OR_RETURN(std::string coordinator_bin, FindBinary("trainlet-coordinator"));
-  TRAINLET_ASSIGN_OR_RETURN(std::string agent_bin, FindBinary("trainlet-agent"));
+  return Status::Ok();
+}
+
+Status MakeClusterDirs(const std::string& dir) {
   for (const char* sub : {"keys", "coordinator", "agents", "logs", "pids"}) {
     std::error_code ec;
     fs::create_directories(dir + "/" + sub, ec);
     if (ec) return IoError("--dir " + dir + "/" + sub + ": " + ec.message());
   }
   fs::permissions(dir + "/keys", fs::perms::owner_all, fs::perm_options::replace);
+  return Status::Ok();
+}
 
-  // Keys: one for the coordinator, one per agent, one for the operator; allowlists by role.
-  const std::string keys = dir + "/keys";
-  auto make_key = [&](const std::string& name) -> Result<CurveKeyPair> {
-    const std::string path = keys + "/" + name + ".key";
-    if (fs::exists(path)) return ReadKeyPair(path);
-    TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair k, GenerateCurveKeyPair());
-    TRAINLET_RETURN_IF_ERROR(WriteKeyPair(path, k));
-    return k;
-  };
-  TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair coordinator_key, make_key("coordinator"));
+// The key pair `name` in `keys`: the one there, so that a restarted cluster keeps its keys, or a
+// new one.
+Result<CurveKeyPair> MakeKey(const std::string& keys, const std::string& name) {
+  const std::string path = keys + "/" + name + ".key";
+  if (fs::exists(path)) return ReadKeyPair(path);
+  TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair k, GenerateCurveKeyPair());
+  TRAINLET_RETURN_IF_ERROR(WriteKeyPair(path, k));
+  return k;
+}
+
+// Keys: one for the coordinator, one per agent, one for the operator; allowlists by role.
+// Returns the agents' names, node-1 to node-N.
+Result<std::vector<std::string>> MakeClusterKeys(const std::string& keys, int agents) {
+  TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair coordinator_key, MakeKey(keys, "coordinator"));
   (void)coordinator_key;
-  TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair operator_key, make_key("operator"));
+  TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair operator_key, MakeKey(keys, "operator"));
   {
     std::ofstream(keys + "/operators.allow", std::ios::trunc)
         << "# operator public keys allowed on the operator endpoint\n";
@@ -191,15 +198,28 @@ Status LocalUp(const LocalUpOptions& o) {
   TRAINLET_RETURN_IF_ERROR(
       AppendToAllowlist(keys + "/operators.allow", operator_key.public_z85, "operator"));
   std::vector<std::string> names;
-  for (int i = 1; i <= o.agents; ++i) {
+  for (int i = 1; i <= agents; ++i) {
     names.push_back("node-" + std::to_string(i));
-    TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair k, make_key(names.back()));
+    TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair k, MakeKey(keys, names.back()));
     TRAINLET_RETURN_IF_ERROR(AppendToAllowlist(keys + "/agents.allow", k.public_z85, names.back()));
   }
+  return names;
+}
 
-  // The coordinator picks free ports and tells us which through its endpoints file.
+struct CoordinatorEndpoints {
+  std::string agent;
+  std::string op;  // the operator endpoint
+};
+
+// Starts the coordinator and waits (15 s at most) for the endpoints file in which it says which
+// free ports it picked.
+Result<CoordinatorEndpoints> StartCoordinator(const LocalUpOptions& o,
+                                              const std::string& coordinator_bin) {
+  const std::string& dir = o.dir;
+  const std::string keys = dir + "/keys";
   const std::string endpoints = dir + "/coordinator/endpoints.json";
   fs::remove(endpoints);
+  // clang-format off
   std::vector<std::string> cargv = {coordinator_bin,
                                     "--state-dir", dir + "/coordinator",
                                     "--agent-listen", "tcp://127.0.0.1:0",
@@ -212,15 +232,15 @@ Status LocalUp(const LocalUpOptions& o) {
                                     "--endpoints-file", endpoints,
                                     "--heartbeat-ms", std::to_string(o.heartbeat_ms),
                                     "--lost-timeout-ms", std::to_string(o.lost_timeout_ms)};
+  // clang-format on
   const std::string runtimes = FindRuntimesDir();
   if (!runtimes.empty()) cargv.insert(cargv.end(), {"--runtimes-dir", runtimes});
   const std::string clog = dir + "/logs/coordinator.log";
   TRAINLET_ASSIGN_OR_RETURN(pid_t cpid, SpawnDaemon(cargv, clog));
   TRAINLET_RETURN_IF_ERROR(WritePidFile(dir + "/pids/coordinator.pid", cpid));
-  std::string agent_endpoint;
-  std::string operator_endpoint;
+  CoordinatorEndpoints ep;
   const auto deadline = std::chrono::steady_clock::now() + 15s;
-  while (agent_endpoint.empty()) {
+  while (ep.agent.empty()) {
     if (Died(cpid)) {
       fs::remove(dir + "/pids/coordinator.pid");
       return UnavailableError("the coordinator exited at start; its log " + clog + " ends with:\n" +
@@ -233,18 +253,25 @@ Status LocalUp(const LocalUpOptions& o) {
     if (in) {
       try {
         auto j = nlohmann::json::parse(in);
-        agent_endpoint = j.at("agent_endpoint").get<std::string>();
-        operator_endpoint = j.at("operator_endpoint").get<std::string>();
+        ep.agent = j.at("agent_endpoint").get<std::string>();
+        ep.op = j.at("operator_endpoint").get<std::string>();
       } catch (const std::exception&) {
       }
     }
-    if (agent_endpoint.empty()) std::this_thread::sleep_for(20ms);
+    if (ep.agent.empty()) std::this_thread::sleep_for(20ms);
   }
-  std::cerr << "coordinator: pid " << cpid << ", agents on " << agent_endpoint
-            << ", operators on " << operator_endpoint << "\n";
+  std::cerr << "coordinator: pid " << cpid << ", agents on " << ep.agent << ", operators on "
+            << ep.op << "\n";
+  return ep;
+}
 
+Status StartAgents(const LocalUpOptions& o, const std::string& agent_bin,
+                   const std::vector<std::string>& names, const std::string& agent_endpoint) {
+  const std::string& dir = o.dir;
+  const std::string keys = dir + "/keys";
   for (int i = 0; i < o.agents; ++i) {
     const std::string& name = names[i];
+    // clang-format off
     std::vector<std::string> aargv = {agent_bin,
                                       "--name", name,
                                       "--address", "127.0.0." + std::to_string(i + 2),
@@ -254,17 +281,25 @@ Status LocalUp(const LocalUpOptions& o) {
                                       "--state-dir", dir + "/agents/" + name,
                                       "--heartbeat-ms", std::to_string(o.heartbeat_ms),
                                       "--metrics-address", "127.0.0.1:0"};
+    // clang-format on
     if (!o.topologies.empty()) {
-      aargv.insert(aargv.end(), {"--topology-xml", fs::absolute(o.topologies.size() == 1
-                                                                    ? o.topologies[0]
-                                                                    : o.topologies[i]).string()});
+      aargv.insert(
+          aargv.end(),
+          {"--topology-xml",
+           fs::absolute(o.topologies.size() == 1 ? o.topologies[0] : o.topologies[i]).string()});
     }
     if (o.slots != 0) aargv.insert(aargv.end(), {"--slots", std::to_string(o.slots)});
     TRAINLET_RETURN_IF_ERROR(AddPerAgentOptions(o, i, aargv));
     TRAINLET_ASSIGN_OR_RETURN(pid_t apid, SpawnDaemon(aargv, dir + "/logs/" + name + ".log"));
     TRAINLET_RETURN_IF_ERROR(WritePidFile(dir + "/pids/" + name + ".pid", apid));
   }
+  return Status::Ok();
+}
 
+// Writes the client configuration, then asks the coordinator until every agent is Ready or
+// o.timeout_s has passed.
+Status WaitForReadyAgents(const LocalUpOptions& o, const std::string& operator_endpoint) {
+  const std::string& dir = o.dir;
   ClientConfig config{dir, operator_endpoint, "keys/coordinator.key.pub", "keys/operator.key"};
   TRAINLET_RETURN_IF_ERROR(SaveClientConfig(config));
   TRAINLET_ASSIGN_OR_RETURN(ClientConfig loaded, LoadClientConfig(dir));
@@ -286,8 +321,23 @@ Status LocalUp(const LocalUpOptions& o) {
     }
     std::this_thread::sleep_for(50ms);
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status LocalUp(const LocalUpOptions& o) {
+  TRAINLET_RETURN_IF_ERROR(CheckLocalUpOptions(o));
+  TRAINLET_ASSIGN_OR_RETURN(std::string coordinator_bin, FindBinary("trainlet-coordinator"));
+  TRAINLET_ASSIGN_OR_RETURN(std::string agent_bin, FindBinary("trainlet-agent"));
+  TRAINLET_RETURN_IF_ERROR(MakeClusterDirs(o.dir));
+  TRAINLET_ASSIGN_OR_RETURN(std::vector<std::string> names,
+                            MakeClusterKeys(o.dir + "/keys", o.agents));
+  TRAINLET_ASSIGN_OR_RETURN(CoordinatorEndpoints endpoints, StartCoordinator(o, coordinator_bin));
+  TRAINLET_RETURN_IF_ERROR(StartAgents(o, agent_bin, names, endpoints.agent));
+  TRAINLET_RETURN_IF_ERROR(WaitForReadyAgents(o, endpoints.op));
   std::cerr << o.agents << " agents Ready\n";
-  std::cout << "export TRAINLET_HOME=" << dir << "\n";
+  std::cout << "export TRAINLET_HOME=" << o.dir << "\n";
   return Status::Ok();
 }
 

@@ -126,8 +126,10 @@ std::optional<SchemaRule> ParseRule(const std::string& rule, const std::string& 
   return std::nullopt;
 }
 
-Status CompileNode(const Json& j, const std::string& spath, SchemaNode* out) {
-  if (!j.is_object()) return SchemaError(spath, "is not an object");
+Status CompileNode(const Json& j, const std::string& spath, SchemaNode* out);
+
+// "type" and "format".
+Status CompileType(const Json& j, const std::string& spath, SchemaNode* out) {
   if (auto it = j.find("type"); it != j.end()) {
     if (!it->is_string()) return SchemaError(spath, "type is not a string");
     static const std::map<std::string, SchemaNode::Type, std::less<>> kTypes = {
@@ -142,6 +144,11 @@ Status CompileNode(const Json& j, const std::string& spath, SchemaNode* out) {
     if (*it == "int32") out->format = SchemaNode::Format::kInt32;
     if (*it == "int64") out->format = SchemaNode::Format::kInt64;
   }
+  return Status::Ok();
+}
+
+// The keywords that hold sub-schemas, compiled recursively, and "required".
+Status CompileChildren(const Json& j, const std::string& spath, SchemaNode* out) {
   if (auto it = j.find("properties"); it != j.end()) {
     if (!it->is_object()) return SchemaError(spath, "properties is not an object");
     for (const auto& [name, sub] : it->items()) {
@@ -179,6 +186,11 @@ Status CompileNode(const Json& j, const std::string& spath, SchemaNode* out) {
       out->any_of.push_back(std::move(node));
     }
   }
+  return Status::Ok();
+}
+
+// "enum", the Kubernetes flags, the numeric and size bounds, and "pattern".
+Status CompileValueConstraints(const Json& j, const std::string& spath, SchemaNode* out) {
   if (auto it = j.find("enum"); it != j.end()) {
     if (!it->is_array()) return SchemaError(spath, "enum is not an array");
     out->has_enum = true;
@@ -207,6 +219,12 @@ Status CompileNode(const Json& j, const std::string& spath, SchemaNode* out) {
       return SchemaError(spath, "pattern " + out->pattern_text + " does not compile: " + e.what());
     }
   }
+  return Status::Ok();
+}
+
+// "x-kubernetes-validations": the CEL rules ParseRule understands; the rest are left to the API
+// server.
+void CompileRules(const Json& j, SchemaNode* out) {
   if (auto it = j.find("x-kubernetes-validations"); it != j.end() && it->is_array()) {
     for (const auto& v : *it) {
       if (!v.is_object() || !v.contains("rule") || !v["rule"].is_string()) continue;
@@ -218,6 +236,14 @@ Status CompileNode(const Json& j, const std::string& spath, SchemaNode* out) {
       }
     }
   }
+}
+
+Status CompileNode(const Json& j, const std::string& spath, SchemaNode* out) {
+  if (!j.is_object()) return SchemaError(spath, "is not an object");
+  TRAINLET_RETURN_IF_ERROR(CompileType(j, spath, out));
+  TRAINLET_RETURN_IF_ERROR(CompileChildren(j, spath, out));
+  TRAINLET_RETURN_IF_ERROR(CompileValueConstraints(j, spath, out));
+  CompileRules(j, out);
   return Status::Ok();
 }
 
