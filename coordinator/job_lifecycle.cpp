@@ -10,21 +10,18 @@
 
 #include "coordinator/job_controller.h"
 #include "coordinator/job_state_machine.h"
+#include "coordinator/rank_state_machine.h"
 
 namespace trainlet::coordinator {
 namespace {
 
-JobPhase PhaseOf(const v1::JobStatus& s) {
-  return ParseJobPhase(s.phase()).value_or(JobPhase::kPending);
-}
-
 // Closes the attempt record of the current attempt, unless it already ended.
-void EndAttemptRecord(v1::JobStatus& st, const std::string& result, const std::string& cause,
+void EndAttemptRecord(v1::JobStatus& st, AttemptTrigger result, const std::string& cause,
                       int64_t now_ms) {
   if (st.attempts_size() == 0) return;
   auto* rec = st.mutable_attempts(st.attempts_size() - 1);
-  if (!rec->result().empty()) return;
-  rec->set_result(result);
+  if (AttemptEnded(*rec)) return;
+  TRAINLET_CHECK(ApplyAttemptTrigger(*rec, result).ok());
   rec->set_cause(cause);
   rec->set_ended_unix_ms(now_ms);
 }
@@ -91,7 +88,7 @@ void JobController::EnforceDeadlines(int64_t now_ms) {
     const std::string cause = "activeDeadlineSeconds (" +
                               std::to_string(*job.spec.active_deadline_seconds) +
                               " s since the job was created) exceeded";
-    EndAttemptRecord(st, "Failed", cause, now_ms);
+    EndAttemptRecord(st, AttemptTrigger::kFailed, cause, now_ms);
     StopAttempt(job, "deadline exceeded");
     Transition(job, static_cast<int>(JobTrigger::kDeadlineExceeded), "DeadlineExceeded",
                cause + "; every rank is stopped", now_ms);
@@ -106,7 +103,7 @@ Result<JobController::SuspendFlip> JobController::PrepareSuspend(Job& job, bool 
   const JobPhase phase = PhaseOf(st);
   const std::string verb = suspend ? "suspended" : "resumed";
   if (IsTerminal(phase)) {
-    return InvalidError("trainjob/" + st.name() + " is " + st.phase() +
+    return InvalidError("trainjob/" + st.name() + " is " + JobPhaseName(phase) +
                         ": a finished job cannot be " + verb);
   }
   if (st.deleting()) {
@@ -116,7 +113,7 @@ Result<JobController::SuspendFlip> JobController::PrepareSuspend(Job& job, bool 
   Status s;
   if (suspend) {
     // A suspend is not a failure: the attempt ends "Stopped" and no restart is used up.
-    EndAttemptRecord(flip.status, "Stopped", "suspended", now_ms);
+    EndAttemptRecord(flip.status, AttemptTrigger::kStopped, "suspended", now_ms);
     s = ApplyTransition(flip.status, JobTrigger::kSuspend, std::string(kReasonSuspended),
                         "suspended by " + how + "; every rank is stopped", now_ms);
   } else {
@@ -146,7 +143,7 @@ void JobController::CommitSuspend(SuspendFlip flip) {
     job.not_before_ms = 0;  // a resume is not a restart: no backoff
   }
   ++generation_;
-  spdlog::info("trainjob/{} is {}", job.record.name, job.record.status.phase());
+  spdlog::info("trainjob/{} is {}", job.record.name, JobPhaseName(PhaseOf(job.record.status)));
 }
 
 Result<std::optional<JobController::SuspendFlip>> JobController::CompareWithStored(
@@ -191,7 +188,7 @@ Result<v1::SuspendJobResult> JobController::SetSuspend(const std::string& name, 
     result.set_changed(true);
     if (!suspend) Schedule(now_ms);
   }
-  result.set_phase(job.record.status.phase());
+  result.set_job_phase(static_cast<v1::JobPhase>(PhaseOf(job.record.status)));
   return result;
 }
 

@@ -7,16 +7,14 @@
 
 #include "coordinator/job_controller.h"
 #include "coordinator/job_state_machine.h"
+#include "coordinator/rank_state_machine.h"
 
 namespace trainlet::coordinator {
 namespace {
 
 // A rank that has not ended holds its node's slot and its job's resources there (the same test
 // as the controller's slot count).
-bool Live(const v1::RankStatus& r) {
-  return !(r.state() == "Succeeded" || r.state() == "Failed" || r.state() == "StartFailed" ||
-           r.state() == "Lost" || r.state() == "Stopped");
-}
+bool Live(const v1::RankStatus& r) { return IsRankActive(r.rank_state()); }
 
 }  // namespace
 
@@ -98,7 +96,7 @@ std::vector<std::string> JobController::FailJobsOnNode(const std::string& node,
   std::vector<std::string> failed;
   for (const auto& name : JobsOnNode(node, nullptr)) {
     Job& job = *jobs_.at(name);
-    const auto phase = ParseJobPhase(job.record.status.phase()).value_or(JobPhase::kPending);
+    const auto phase = PhaseOf(job.record.status);
     if (job.record.status.deleting() ||
         (phase != JobPhase::kStarting && phase != JobPhase::kRunning)) {
       continue;  // already stopping; its ranks end on their own

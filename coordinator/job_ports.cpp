@@ -15,15 +15,9 @@
 
 #include "coordinator/job_controller.h"
 #include "coordinator/job_state_machine.h"
+#include "coordinator/rank_state_machine.h"
 
 namespace trainlet::coordinator {
-namespace {
-
-JobPhase PhaseOf(const v1::JobStatus& s) {
-  return ParseJobPhase(s.phase()).value_or(JobPhase::kPending);
-}
-
-}  // namespace
 
 bool JobController::FillStandInPorts(const Job& job, PlanRequest& request) const {
   bool any = false;
@@ -180,8 +174,8 @@ void JobController::EndPortWait(Job& job) {
   if (!job.port_wait || job.port_wait->attempt != st.attempt()) return;
   job.port_wait.reset();
   for (auto& r : *st.mutable_ranks()) {
-    if (r.state() != "Pending") continue;
-    r.set_state("Stopped");
+    if (r.rank_state() != v1::RANK_STATE_PENDING) continue;
+    TRAINLET_CHECK(ApplyRankTrigger(r, RankTrigger::kAttemptStopped).ok());
     r.set_message("never started: the attempt ended while its nodes reserved ports");
   }
   MarkDirty(job);
@@ -193,9 +187,10 @@ int64_t JobController::StartDeadlineMs(const Job& job) const {
     return INT64_MAX;
   }
   const auto& rec = st.attempts(st.attempts_size() - 1);
-  if (!rec.result().empty()) return INT64_MAX;
-  const bool pending = std::any_of(st.ranks().begin(), st.ranks().end(),
-                                   [](const auto& r) { return r.state() == "Pending"; });
+  if (AttemptEnded(rec)) return INT64_MAX;
+  const bool pending = std::any_of(st.ranks().begin(), st.ranks().end(), [](const auto& r) {
+    return r.rank_state() == v1::RANK_STATE_PENDING;
+  });
   return pending ? rec.started_unix_ms() + options_.start_timeout.count() : INT64_MAX;
 }
 
@@ -218,7 +213,7 @@ void JobController::EnforceStartTimeouts(int64_t now_ms) {
     } else {
       for (const std::string& node : st.placement()) {
         const bool pending = std::any_of(st.ranks().begin(), st.ranks().end(), [&](const auto& r) {
-          return r.node() == node && r.state() == "Pending";
+          return r.node() == node && r.rank_state() == v1::RANK_STATE_PENDING;
         });
         if (pending) silent += (silent.empty() ? "" : ", ") + node + " (no rank reported started)";
       }
@@ -230,8 +225,8 @@ void JobController::EnforceStartTimeouts(int64_t now_ms) {
     // Ranks that never reported are given up, like a lost node's, so the restart does not wait
     // for events that may never come; the StopWorkers FailAttempt sent ends any that do exist.
     for (auto& r : *st.mutable_ranks()) {
-      if (r.state() != "Pending") continue;
-      r.set_state("Lost");
+      if (r.rank_state() != v1::RANK_STATE_PENDING) continue;
+      TRAINLET_CHECK(ApplyRankTrigger(r, RankTrigger::kNodeLost).ok());
       r.set_message("never reported started within the start timeout");
     }
     MarkDirty(job);
