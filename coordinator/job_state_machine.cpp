@@ -83,6 +83,18 @@ std::optional<JobPhase> ParseJobPhase(std::string_view name) {
   return std::nullopt;
 }
 
+bool IsJobPhase(int value) {
+  return value != v1::JOB_PHASE_UNSPECIFIED && v1::JobPhase_IsValid(value);
+}
+
+JobPhase PhaseOf(const v1::JobStatus& status) {
+  const int value = status.job_phase();
+  if (value == v1::JOB_PHASE_UNSPECIFIED) return JobPhase::kPending;
+  TRAINLET_CHECK_MSG(IsJobPhase(value), "trainjob/" + status.name() + ": job_phase " +
+                                            std::to_string(value) + " is not a JobPhase");
+  return static_cast<JobPhase>(value);
+}
+
 const char* JobTriggerName(JobTrigger trigger) {
   switch (trigger) {
     case JobTrigger::kPlaced:
@@ -118,18 +130,6 @@ std::optional<JobPhase> NextPhase(JobPhase from, JobTrigger trigger) {
 
 bool IsTerminal(JobPhase phase) {
   return phase == JobPhase::kSucceeded || phase == JobPhase::kFailed;
-}
-
-bool IsJobPhase(int value) {
-  return value != v1::JOB_PHASE_UNSPECIFIED && v1::JobPhase_IsValid(value);
-}
-
-JobPhase PhaseOf(const v1::JobStatus& s) {
-  const int value = s.job_phase();
-  if (value == v1::JOB_PHASE_UNSPECIFIED) return JobPhase::kPending;
-  TRAINLET_CHECK_MSG(IsJobPhase(value), "trainjob/" + s.name() + ": job_phase " +
-                                            std::to_string(value) + " is not a JobPhase");
-  return static_cast<JobPhase>(value);
 }
 
 Status ApplyTransition(v1::JobStatus& status, JobTrigger trigger, std::string reason,

@@ -91,6 +91,12 @@ inline constexpr std::array kJobTransitions = {
 const char* JobPhaseName(JobPhase phase);
 // Exact, case-sensitive inverse of JobPhaseName; nullopt for anything else.
 std::optional<JobPhase> ParseJobPhase(std::string_view name);
+// The phase `status` is in: its job_phase, with JOB_PHASE_UNSPECIFIED (a job just created) read
+// as Pending. Stops the process on a value that is not a JobPhase: JobStore refuses such records
+// when it reads them (stored_status.h), so one in memory is a broken invariant.
+JobPhase PhaseOf(const v1::JobStatus& status);
+// True for every value of v1::JobPhase but JOB_PHASE_UNSPECIFIED.
+bool IsJobPhase(int value);
 // "Placed", "AttemptFailed", ...: the default event reason for a trigger.
 const char* JobTriggerName(JobTrigger trigger);
 
@@ -98,13 +104,6 @@ const char* JobTriggerName(JobTrigger trigger);
 std::optional<JobPhase> NextPhase(JobPhase from, JobTrigger trigger);
 // Succeeded and Failed: no trigger leaves them.
 bool IsTerminal(JobPhase phase);
-
-// The phase of `s`: its job_phase, with JOB_PHASE_UNSPECIFIED (a job just created) read as
-// Pending. Stops the process on a value that is not a JobPhase: JobStore refuses such records
-// when it reads them, so one in memory is a broken invariant.
-JobPhase PhaseOf(const v1::JobStatus& s);
-// True for every value of v1::JobPhase but JOB_PHASE_UNSPECIFIED.
-bool IsJobPhase(int value);
 
 // Kubeflow TrainJob condition types and the reasons trainlet uses for the Suspended condition.
 inline constexpr std::string_view kConditionComplete = "Complete";
