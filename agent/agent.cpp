@@ -13,9 +13,11 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <optional>
 #include <set>
 #include <utility>
 
+#include "agent/launch_planning.h"
 #include "agent/process_sweep.h"
 #include "agent/rank_binding.h"
 #include "agent/topology.h"
@@ -27,8 +29,6 @@
 #include "common/rendezvous/fence_message.h"
 #include "common/zmq_sockets.h"
 
-extern char** environ;
-
 namespace trainlet::agent {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -38,32 +38,79 @@ namespace {
 // SIGUSR2: stop the workers too, then exit (see Run).
 constexpr std::initializer_list<int> kLoopSignals = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR2};
 
-std::string Hostname() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
-  return buf;
+std::string Hostname(platform::Env& env) {
+  Result<std::string> name = env.Hostname();
+  return name.ok() ? *name : "localhost";
 }
 
-// Expands $(NAME) references to the node's own values, as Kubernetes does for container env;
-// anything else, including unknown names, is left as written.
-std::string ExpandPlanVars(const std::string& value,
-                           const std::map<std::string, std::string>& vars) {
-  std::string out;
-  for (size_t i = 0; i < value.size();) {
-    if (value.compare(i, 2, "$(") == 0) {
-      const size_t close = value.find(')', i + 2);
-      if (close != std::string::npos) {
-        auto it = vars.find(value.substr(i + 2, close - i - 2));
-        if (it != vars.end()) {
-          out += it->second;
-          i = close + 1;
-          continue;
-        }
-      }
-    }
-    out += value[i++];
+// Creates the state dir and takes its lock: one agent per state dir, and the steps' proof that an
+// agent lives. The lock is held until the agent ends, however it ends (the kernel drops it on
+// kill -9 too), and kept out of the steps and ranks (close-on-exec). A step checking whether an
+// agent lives holds the lock shared for a moment: Env::LockFile retries briefly.
+Result<std::unique_ptr<platform::FileLock>> LockStateDir(platform::Env& env,
+                                                         const std::string& state_dir,
+                                                         const std::string& lock_path) {
+  std::error_code ec;
+  fs::create_directories(state_dir, ec);
+  if (ec) return IoError("--state-dir " + state_dir + ": " + ec.message());
+  auto lock = env.LockFile(lock_path);
+  if (!lock.ok() && lock.status().code() == ErrorCode::kExists) {
+    return Status(ErrorCode::kExists, "--state-dir " + state_dir +
+                                          ": another trainlet-agent is running with it (" +
+                                          lock_path + " is locked)");
   }
-  return out;
+  return lock;
+}
+
+// What the node tells the coordinator about itself at registration, less the version fields:
+// its hardware (this machine, or the XML it impersonates), labels, taints and accelerators.
+Result<v1::NodeInfo> DescribeNode(const AgentConfig& config, const std::string& hostname,
+                                  const std::vector<std::unique_ptr<AcceleratorPlugin>>& plugins) {
+  TRAINLET_ASSIGN_OR_RETURN(NodeHardware hw,
+                            DiscoverNodeHardware(config.topology_xml, config.apple_fixture));
+  v1::Topology topo = std::move(hw.topology);
+  spdlog::info("node {}: {}", config.name, SummarizeTopology(topo));
+  v1::NodeInfo info;
+  info.set_name(config.name);
+  info.set_address(config.address);
+  info.set_hostname(hostname);
+  info.set_slots(config.slots != 0 ? config.slots : std::max<uint32_t>(1, topo.pus()));
+  *info.mutable_topology() = std::move(topo);
+  for (const auto& [k, v] : config.labels) (*info.mutable_labels())[k] = v;
+  auto taints = ParseTaintList(config.taints);
+  if (!taints.ok()) return InvalidError("--taints: " + taints.status().message());
+  for (auto& t : *taints) *info.add_taints() = std::move(t);
+  const NodeAccelerators found =
+      DiscoverNodeAccelerators(plugins, info.topology(), hw.accelerator_env);
+  for (const auto& note : found.notes) spdlog::info("accelerators: {}", note);
+  AddAccelerators(found, &info);
+  return info;
+}
+
+// The worker ports of --worker-ports on --address, with what a previous agent reserved or handed
+// over.
+Result<std::unique_ptr<PortReservations>> OpenPortReservations(const AgentConfig& config,
+                                                               Clock::time_point now) {
+  TRAINLET_ASSIGN_OR_RETURN(PortRange range, ParsePortRange(config.worker_ports));
+  auto ports = PortReservations::Create(config.address, range, std::chrono::seconds(60),
+                                        config.state_dir + "/ports");
+  if (!ports.ok()) return InvalidError("--address: " + ports.status().message());
+  auto reservations = std::make_unique<PortReservations>(std::move(ports).value());
+  reservations->Restore(now);
+  return reservations;
+}
+
+// One subdirectory per job comes and goes under logs/, steps/ and exec/: spread them over the disk
+// so that a new job's files are not allocated among the last job's freed inodes
+// (platform/directory_spread.h).
+void SpreadJobDirectories(const std::string& state_dir) {
+  std::error_code ec;
+  fs::create_directories(state_dir + "/logs", ec);
+  for (const char* sub : {"/logs", "/steps", "/exec"}) {
+    if (const std::string why = platform::SpreadSubdirectories(state_dir + sub); !why.empty()) {
+      spdlog::debug("job directories are not spread over the disk: {}", why);
+    }
+  }
 }
 
 }  // namespace
@@ -75,142 +122,119 @@ void PrepareLoopSignals() {
   signal(SIGPIPE, SIG_IGN);
 }
 
-Agent::Agent(AgentConfig config) : config_(std::move(config)) {}
+Agent::Agent(AgentConfig config, platform::Env& env)
+    : env_(env), config_(std::move(config)), loop_(env) {}
 
 std::chrono::milliseconds Agent::OrphanGrace() const {
   // The coordinator places no restart before the node's last heartbeat + partition grace (+0.5 s);
   // this agent may have died up to one heartbeat after that beat, and its steps notice within
   // 0.2 s. So they stop their ranks that much earlier than the grace.
   const auto early = config_.heartbeat_interval + std::chrono::milliseconds(750);
-  return std::max(std::chrono::milliseconds(100), partition_grace_ - early);
+  return std::max(std::chrono::milliseconds(100), link_->partition_grace() - early);
 }
 
 Agent::~Agent() = default;
 
 Result<std::unique_ptr<Agent>> Agent::Create(AgentConfig config) {
-  std::unique_ptr<Agent> agent(new Agent(std::move(config)));
+  return Create(std::move(config), platform::RealEnv());
+}
+
+Result<std::unique_ptr<Agent>> Agent::Create(AgentConfig config, platform::Env& env) {
+  std::unique_ptr<Agent> agent(new Agent(std::move(config), env));
   TRAINLET_RETURN_IF_ERROR(agent->Init());
   return agent;
 }
 
 Status Agent::Init() {
-  if (config_.name.empty()) config_.name = Hostname();
+  if (config_.name.empty()) config_.name = Hostname(env_);
   if (config_.address.empty()) config_.address = "127.0.0.1";
   if (config_.coordinator.empty()) return InvalidError("--coordinator: required");
   if (config_.state_dir.empty()) return InvalidError("--state-dir: required");
-  std::error_code ec;
-  fs::create_directories(config_.state_dir, ec);
-  if (ec) return IoError("--state-dir " + config_.state_dir + ": " + ec.message());
-  // One agent per state dir, and the steps' proof that an agent lives: an exclusive flock held
-  // until this process ends, however it ends (the kernel drops it on kill -9 too). O_CLOEXEC
-  // keeps it out of the steps and ranks.
   lock_path_ = config_.state_dir + "/agent.lock";
-  lock_fd_ = open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock_fd_ < 0) return IoError(lock_path_ + ": " + std::strerror(errno));
-  // A step checking whether an agent lives holds the lock shared for a moment: retry briefly.
-  bool locked = false;
-  for (int i = 0; i < 50 && !locked; ++i) {
-    locked = flock(lock_fd_, LOCK_EX | LOCK_NB) == 0;
-    if (!locked) usleep(20000);
-  }
-  if (!locked) {
-    return Status(ErrorCode::kExists, "--state-dir " + config_.state_dir +
-                                          ": another trainlet-agent is running with it (" +
-                                          lock_path_ + " is locked)");
-  }
+  TRAINLET_ASSIGN_OR_RETURN(lock_, LockStateDir(env_, config_.state_dir, lock_path_));
 
-  TRAINLET_ASSIGN_OR_RETURN(keys_, ReadKeyPair(config_.key_file));
-  if (keys_.secret_z85.empty()) {
+  TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair keys, ReadKeyPair(config_.key_file));
+  if (keys.secret_z85.empty()) {
     return InvalidError("--key " + config_.key_file + ": holds no secret-key");
   }
   TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair server, ReadKeyPair(config_.coordinator_key_file));
-  coordinator_public_ = server.public_z85;
 
-  TRAINLET_ASSIGN_OR_RETURN(NodeHardware hw,
-                            DiscoverNodeHardware(config_.topology_xml, config_.apple_fixture));
-  v1::Topology topo = std::move(hw.topology);
-  spdlog::info("node {}: {}", config_.name, SummarizeTopology(topo));
-  info_.set_name(config_.name);
-  info_.set_address(config_.address);
-  info_.set_hostname(Hostname());
-  info_.set_slots(config_.slots != 0 ? config_.slots : std::max<uint32_t>(1, topo.pus()));
-  *info_.mutable_topology() = std::move(topo);
-  for (const auto& [k, v] : config_.labels) (*info_.mutable_labels())[k] = v;
-  {
-    auto taints = ParseTaintList(config_.taints);
-    if (!taints.ok()) return InvalidError("--taints: " + taints.status().message());
-    for (auto& t : *taints) *info_.add_taints() = std::move(t);
-  }
   accelerator_plugins_ = MakeAcceleratorPlugins();
-  const NodeAccelerators found = DiscoverNodeAccelerators(
-      accelerator_plugins_, info_.topology(), hw.accelerator_env);
-  for (const auto& note : found.notes) spdlog::info("accelerators: {}", note);
-  AddAccelerators(found, &info_);
-  {
-    TRAINLET_ASSIGN_OR_RETURN(PortRange range, ParsePortRange(config_.worker_ports));
-    auto ports = PortReservations::Create(config_.address, range, std::chrono::seconds(60),
-                                          config_.state_dir + "/ports");
-    if (!ports.ok()) return InvalidError("--address: " + ports.status().message());
-    ports_ = std::make_unique<PortReservations>(std::move(ports).value());
-    ports_->Restore(Clock::now());  // what a previous agent reserved or handed over
-  }
+  TRAINLET_ASSIGN_OR_RETURN(info_, DescribeNode(config_, Hostname(env_), accelerator_plugins_));
+  TRAINLET_ASSIGN_OR_RETURN(ports_, OpenPortReservations(config_, env_.MonotonicNow()));
   info_.set_agent_version(TRAINLET_VERSION);
-  info_.set_boot_id_hash(static_cast<uint64_t>(NowUnixMs()));
+  info_.set_boot_id_hash(static_cast<uint64_t>(env_.WallUnixMs()));
 
-  TRAINLET_ASSIGN_OR_RETURN(
-      socket_, ConnectCurveDealer(ctx_, config_.coordinator, coordinator_public_, keys_));
-  handshakes_ = HandshakeMonitor(ctx_, socket_, "agent-coordinator-monitor");
-
-  std::string signal_error;
-  signals_ = platform::SignalWatch::Open(kLoopSignals, &signal_error);
-  if (!signals_) return InternalError(signal_error);
+  TRAINLET_RETURN_IF_ERROR(ConnectToCoordinator(std::move(keys), server.public_z85));
+  TRAINLET_ASSIGN_OR_RETURN(signals_, platform::SignalWatch::Open(kLoopSignals));
   TRAINLET_ASSIGN_OR_RETURN(ops_, AgentOps::Create(config_.metrics_address,
                                                    config_.metrics_best_effort, config_.name,
                                                    MakeSystemdNotifier(), &drops_));
+  bin_dir_ = fs::path(env_.ExecutablePath()).parent_path().string();
+  StartSupervisor();
+  StartHealthChecks();
+  TRAINLET_RETURN_IF_ERROR(StartExecAndRendezvous());
+  RegisterLoopSources();
+  return Status::Ok();
+}
 
+Status Agent::ConnectToCoordinator(CurveKeyPair keys, std::string coordinator_public) {
+  CoordinatorLink::Options options;
+  options.endpoint = config_.coordinator;
+  options.coordinator_public = std::move(coordinator_public);
+  options.keys = std::move(keys);
+  options.heartbeat_interval = config_.heartbeat_interval;
+  options.register_retry = config_.register_retry;
+  options.now = [this] { return env_.MonotonicNow(); };
+  CoordinatorLink::Hooks hooks;
+  hooks.registration = [this] { return Registration(); };
+  hooks.heartbeat = [this] { return Heartbeat(); };
+  hooks.heartbeat_sent = [this] { ops_->OnHeartbeatSent(); };
+  hooks.message = [this](const v1::Envelope& env) { OnMessage(env); };
+  TRAINLET_ASSIGN_OR_RETURN(
+      link_, CoordinatorLink::Connect(ctx_, std::move(options), std::move(hooks), &drops_));
+  return Status::Ok();
+}
+
+void Agent::StartSupervisor() {
   // Orphans of a worker (a daemonising helper that left its process group) are re-parented to
   // the agent rather than to init, so Reap() collects them: no zombies, and none escapes notice.
   // Where there is no subreaper (macOS), launchd reaps them; the group kill still finds them.
   if (const std::string why = platform::BecomeChildSubreaper(); !why.empty()) {
     spdlog::warn("orphans of workers go to init, not to the agent: {}", why);
   }
-  const fs::path bin_dir = fs::path(platform::ExecutablePath()).parent_path();
-  std::vector<std::string> base_env;
-  for (char** e = environ; *e != nullptr; ++e) base_env.emplace_back(*e);
-  spawner_ = MakePosixProcessSpawner();
+  std::vector<std::string> base_env = env_.Environment();
+  spawner_ = &env_.processes();
   WorkerSupervisor::Options steps;
   steps.steps_dir = config_.state_dir + "/steps";
   steps.agent_lock = lock_path_;
   steps.orphan_grace = OrphanGrace();
   // A step starting hundreds of ranks on a busy machine can take seconds; the node keeps beating
   // meanwhile, so neither side takes the wait for a hang or a partition.
-  steps.keepalive = [this] {
-    SendHeartbeat();
-    next_heartbeat_ = Clock::now() + config_.heartbeat_interval;
-  };
-  steps.step_binary = (bin_dir / "trainlet-step").string();
-  supervisor_ =
-      std::make_unique<WorkerSupervisor>(spawner_.get(), std::move(base_env), std::move(steps));
+  steps.keepalive = [this] { link_->HeartbeatNow(); };
+  steps.step_binary = (fs::path(bin_dir_) / "trainlet-step").string();
+  supervisor_ = std::make_unique<WorkerSupervisor>(spawner_, std::move(base_env), std::move(steps));
   // Ranks a previous agent started on this node ran on under their steps: take them back before
   // registering, so the registration lists them and the coordinator keeps their attempts.
   std::set<PortReservations::AttemptKey> adopted_attempts;
   for (const auto& adopted : supervisor_->AdoptSteps()) {
     adopted_attempts.insert({adopted.job, adopted.attempt});
-    uint32_t& latest = latest_attempt_[adopted.job];
-    latest = std::max(latest, adopted.attempt);
-    stop_grace_[adopted.job] = adopted.stop_grace_ms != 0 ? adopted.stop_grace_ms : 10000;
+    attempts_.Adopt(adopted.job, adopted.attempt, adopted.stop_grace_ms);
     // Partition grace counts from now: a silent coordinator still stops adopted ranks.
-    if (adopted.running != 0) last_heard_ = Clock::now();
+    if (adopted.running != 0) link_->CountSilenceFrom(env_.MonotonicNow());
   }
   // An attempt whose step is gone ended while no agent ran: nothing else would give back its
   // ports. Adopted ones give theirs back when their exits are reported.
   ports_->ReleaseHandedOverExcept(adopted_attempts);
+}
+
+void Agent::StartHealthChecks() {
   // The GPU check counts this machine's GPUs, also when impersonating another: only a change
   // since start counts, so the baseline and the checks see the same machine.
   config_.health.state_dir = config_.state_dir;
   std::vector<std::string> health_env = {"TRAINLET_NODE=" + config_.name,
                                          "TRAINLET_STATE_DIR=" + config_.state_dir};
-  for (char** e = environ; *e != nullptr; ++e) health_env.emplace_back(*e);
+  for (std::string& e : env_.Environment()) health_env.push_back(std::move(e));
   // GPU health (XID events, ECC) changing since registration makes the node unhealthy too.
   auto accelerator_health = [this]() -> std::string {
     std::vector<v1::Accelerator> now(info_.accelerators().begin(), info_.accelerators().end());
@@ -222,95 +246,42 @@ Status Agent::Init() {
     }
     return "";
   };
-  health_ = std::make_unique<HealthChecker>(config_.health, spawner_.get(), std::move(health_env),
-                                            HealthChecker::GpuCounter{},
-                                            HealthChecker::FreeSpace{}, accelerator_health);
+  health_ = std::make_unique<HealthChecker>(config_.health, spawner_, std::move(health_env),
+                                            HealthChecker::GpuCounter{}, HealthChecker::FreeSpace{},
+                                            accelerator_health);
+}
+
+Status Agent::StartExecAndRendezvous() {
   // Exec sessions run under steps too: take back those a previous agent left, before the first
   // Reap() reports the exits recorded while no agent ran.
   exec_sessions_ = std::make_unique<ExecSessions>(supervisor_.get(), config_.state_dir + "/exec",
                                                   [this](v1::Envelope e) { Send(std::move(e)); });
   exec_sessions_->Restore();
-  // One subdirectory per job comes and goes under each of these: spread them over the disk so
-  // that a new job's files are not allocated among the last job's freed inodes
-  // (platform/directory_spread.h).
-  fs::create_directories(config_.state_dir + "/logs", ec);
-  for (const char* sub : {"/logs", "/steps", "/exec"}) {
-    if (const std::string why = platform::SpreadSubdirectories(config_.state_dir + sub);
-        !why.empty()) {
-      spdlog::debug("job directories are not spread over the disk: {}", why);
-    }
-  }
+  SpreadJobDirectories(config_.state_dir);
   rendezvous_ = std::make_unique<RendezvousServer>(config_.name, config_.state_dir,
                                                    [this](v1::Envelope e) { Send(std::move(e)); });
   TRAINLET_RETURN_IF_ERROR(rendezvous_->Bind(ctx_));
-  exec_binary_ = (bin_dir / "trainlet-exec").string();
+  attempts_.Attach({ports_.get(), rendezvous_.get(), supervisor_.get()});
+  exec_binary_ = (fs::path(bin_dir_) / "trainlet-exec").string();
   return Status::Ok();
 }
 
-void Agent::Send(v1::Envelope env) {
-  outbox_.push_back(std::move(env));
-  FlushOutbox();
-}
+void Agent::Send(v1::Envelope env) { link_->Send(std::move(env)); }
 
-void Agent::FlushOutbox() {
-  while (!outbox_.empty()) {
-    if (!SendOnDealer(socket_, outbox_.front())) return;  // not connected: keep, retry later
-    outbox_.pop_front();
-  }
-}
-
-void Agent::SendEvent(v1::Envelope env) {
-  events_.Add(std::move(env));
-  FlushEvents(false);
-}
-
-void Agent::FlushEvents(bool everything) {
-  // Events wait for a registration: a coordinator that does not know this node drops them.
-  if (!registered_) return;
-  auto due = events_.Due(Clock::now(), everything);
-  for (size_t i = 0; i < due.size(); ++i) {
-    if (!SendOnDealer(socket_, *due[i])) {
-      events_.Unsent(due, i);
-      return;
-    }
-  }
-}
-
-void Agent::ReadCoordinator(int at_most) {
-  for (int i = 0; i < at_most; ++i) {
-    auto env = ReceiveFromDealer(socket_, drops_);
-    if (!env) {
-      if (!(socket_.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
-      continue;
-    }
-    OnMessage(*env);
-  }
-}
+void Agent::SendEvent(v1::Envelope env) { link_->SendEvent(std::move(env)); }
 
 void Agent::CheckPartition(Clock::time_point now) {
-  if (last_heard_ == Clock::time_point{} || partition_stopped_) return;
-  if (now - last_heard_ < partition_grace_ || supervisor_->running() == 0) return;
-  // After a long stall of our own loop (starting hundreds of ranks on a busy machine) the
-  // coordinator's answers to the beats sent meanwhile are waiting unread: read them first.
-  ReadCoordinator(1024);
-  if (now - last_heard_ < partition_grace_ || partition_stopped_) return;
+  if (!link_->CheckPartition(now, supervisor_->running())) return;
   // The coordinator has failed these attempts by now and may run them elsewhere; two attempts of
   // a job must never run at once.
   spdlog::error("no word from the coordinator for {} ms: stopping {} workers",
-                std::chrono::duration_cast<std::chrono::milliseconds>(now - last_heard_).count(),
-                supervisor_->running());
+                link_->SilentFor(now).count(), supervisor_->running());
   std::set<std::string> jobs;
   for (const auto& w : supervisor_->Running()) jobs.insert(w.job);
-  for (const auto& job : jobs) {
-    auto grace = stop_grace_.find(job);
-    supervisor_->Stop(job, 0,
-                      std::chrono::milliseconds(grace != stop_grace_.end() ? grace->second : 10000),
-                      now);
-  }
-  partition_stopped_ = true;
+  for (const auto& job : jobs) attempts_.StopRanks(job, now);
 }
 
-void Agent::SendRegister() {
+v1::Envelope Agent::Registration() {
   v1::Envelope env;
   *env.mutable_register_() = info_;
   for (const auto& w : supervisor_->Running()) {
@@ -320,166 +291,118 @@ void Agent::SendRegister() {
     r->set_rank(w.rank);
     r->set_pid(w.pid);
   }
-  env.mutable_register_()->set_events_acked_through(events_.acked_through());
   exec_sessions_->Report(env.mutable_register_()->mutable_exec_sessions());
   exec_sessions_->Hold();  // until the ack: a restarted coordinator resumes from the report
-  // Registration is resent on a timer, so it never waits in the outbox behind itself.
-  SendOnDealer(socket_, env);
-  next_register_ = Clock::now() + config_.register_retry;
+  return env;
 }
 
-void Agent::SendHeartbeat() {
-  v1::Envelope env;
-  auto* hb = env.mutable_heartbeat();
-  hb->set_node(config_.name);
-  hb->set_seq(++heartbeat_seq_);
-  hb->set_sent_unix_ms(NowUnixMs());
-  hb->set_running_workers(static_cast<uint32_t>(supervisor_->running()));
-  hb->set_healthy(health_->healthy());
-  hb->set_health_reason(health_->reason());
-  // A heartbeat that cannot go now is worthless later: never queue it.
-  if (SendOnDealer(socket_, env)) ops_->OnHeartbeatSent();
+v1::Heartbeat Agent::Heartbeat() {
+  v1::Heartbeat hb;
+  hb.set_node(config_.name);
+  hb.set_sent_unix_ms(env_.WallUnixMs());
+  hb.set_running_workers(static_cast<uint32_t>(supervisor_->running()));
+  hb.set_healthy(health_->healthy());
+  hb.set_health_reason(health_->reason());
+  return hb;
 }
 
 std::string Agent::LogPath(const std::string& job, uint32_t attempt, uint32_t rank) const {
-  return config_.state_dir + "/logs/" + job + "/attempt-" + std::to_string(attempt) + "/rank-" +
-         std::to_string(rank) + ".log";
+  return RankLogPath(config_.state_dir, job, attempt, rank);
 }
 
 void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
-  uint32_t& latest = latest_attempt_[plan.job()];
-  if (plan.attempt() < latest) {
-    spdlog::warn("ignoring plan for {} attempt {}: attempt {} is newer", plan.job(), plan.attempt(),
-                 latest);
+  std::string why;
+  bool refused = false;
+  NodeAttempt* attempt = attempts_.BeginPlan(plan, &why, &refused);
+  if (attempt == nullptr) {
+    spdlog::warn("ignoring plan for {} attempt {}: {}", plan.job(), plan.attempt(), why);
+    // A plan the attempt table refuses (its attempt is being launched): its ranks fail, should
+    // anyone wait for them. An older attempt's plan is only ignored.
+    if (refused) {
+      for (const auto& w : plan.workers()) {
+        ReportStart(plan, w.rank(), std::nullopt, Result<pid_t>(InvalidError(why)));
+      }
+    }
     return;
   }
-  if (latest != 0 && plan.attempt() > latest) {
-    // A newer attempt replaces the old one on this node: the old ranks must not run beside it.
-    supervisor_->Stop(plan.job(), latest, std::chrono::milliseconds(0), Clock::now());
-    rendezvous_->EndAttempt(plan.job(), latest, "attempt " + std::to_string(latest) + " of " +
-                                                    plan.job() + " was replaced on this node");
-  }
-  latest = plan.attempt();
-  ports_->ReleaseBelow(plan.job(), plan.attempt());
-  stop_grace_[plan.job()] = plan.stop_grace_ms() != 0 ? plan.stop_grace_ms() : 10000;
   const std::string work_dir = WorkDir(plan.job());
   std::error_code ec;
   fs::create_directories(work_dir, ec);
-  std::string file_error;
-  for (const auto& f : plan.files()) {
-    const fs::path rel(f.path());
-    if (rel.empty() || rel.is_absolute() ||
-        std::any_of(rel.begin(), rel.end(), [](const fs::path& p) { return p == ".."; })) {
-      file_error = "plan file " + f.path() + ": must be a relative path inside the work dir";
-      break;
-    }
-    const fs::path full = fs::path(work_dir) / rel;
-    fs::create_directories(full.parent_path(), ec);
-    std::ofstream out(full, std::ios::binary | std::ios::trunc);
-    out << f.content();
-    if (!out.flush()) {
-      file_error = "cannot write " + full.string() + ": " + std::strerror(errno);
-      break;
-    }
-    fs::permissions(full, static_cast<fs::perms>(f.mode() != 0 ? f.mode() : 0644), ec);
+  Status blocked = WritePlanFiles(plan, work_dir);
+  if (Status s = attempt->HandOverPorts(); !s.ok() && blocked.ok()) {
+    blocked = s;  // every rank fails to start: the attempt fails and is retried
   }
-  if (Status s = ports_->HandOver(plan.job(), plan.attempt()); !s.ok() && file_error.empty()) {
-    file_error = s.message();  // every rank fails to start: the attempt fails and is retried
-  }
-  const auto node_env = NodeEnv(plan.job());
   spdlog::info("starting {} workers of {} attempt {}", plan.workers_size(), plan.job(),
                plan.attempt());
-  const std::vector<RankBinding> bindings = BindingsForPlan(plan, info_);
-  bool told_unapplied = false;
+  NodeLaunchContext node;
+  node.node = config_.name;
+  node.state_dir = config_.state_dir;
+  node.exec_binary = exec_binary_;
+  node.node_info = &info_;
+  node.plugins = &accelerator_plugins_;
   std::vector<uint32_t> local_ranks;
-  for (const auto& w : plan.workers()) local_ranks.push_back(w.rank());
-  const auto rendezvous_env = rendezvous_->AddAttempt(plan.job(), plan.attempt(), local_ranks);
-  // Every rank of the plan starts under one step process (WorkerSupervisor::StartStep).
-  std::vector<WorkerLaunch> launches;
-  std::vector<const v1::WorkerSpec*> specs;
-  std::vector<const RankBinding*> launch_bindings;
   for (const auto& w : plan.workers()) {
-    if (supervisor_->IsRunning(plan.job(), plan.attempt(), w.rank())) continue;  // duplicate plan
-    WorkerLaunch launch;
-    launch.job = plan.job();
-    launch.attempt = plan.attempt();
-    launch.rank = w.rank();
-    launch.local_rank = w.local_rank();
-    launch.argv.assign(w.argv().begin(), w.argv().end());
-    for (const auto& [k, v] : w.env()) launch.env[k] = ExpandPlanVars(v, node_env);
-    for (const auto& [k, v] : node_env) launch.env[k] = v;
-    for (const auto& [k, v] : rendezvous_env) launch.env[k] = v;
-    launch.cwd = w.cwd().empty() ? work_dir : w.cwd();
-    launch.log_path = LogPath(plan.job(), plan.attempt(), w.rank());
-    const RankBinding* binding =
-        w.local_rank() < bindings.size() ? &bindings[w.local_rank()] : nullptr;
-    if (binding != nullptr) {
-      launch.env.merge(BindingEnv(*binding, accelerator_plugins_));  // the plan's own env wins
-      if (!platform::CpuAffinitySupported()) {
-        static bool told_unsupported = false;  // once per agent; only the loop gets here
-        if (!std::exchange(told_unsupported, true)) {
-          spdlog::info("CPU bindings are given to ranks (TRAINLET_CPUSET) but not applied: this "
-                       "platform has no CPU affinity API");
-        }
-      } else if (CpusAvailableHere(binding->cpus)) {
-        launch.cpus = binding->cpus;
-      } else if (!std::exchange(told_unapplied, true)) {
-        spdlog::info("{}: CPU binding {} of local rank {} names CPUs this machine lacks "
-                     "(topology {}): reported, not applied",
-                     plan.job(), binding->CpuList(), w.local_rank(), info_.topology().source());
-      }
-    }
-    launches.push_back(std::move(launch));
-    specs.push_back(&w);
-    launch_bindings.push_back(binding);
+    local_ranks.push_back(w.rank());
+    if (supervisor_->IsRunning(plan.job(), plan.attempt(), w.rank())) node.running.insert(w.rank());
   }
-  std::vector<Result<pid_t>> started =
-      file_error.empty()
-          ? supervisor_->StartStep(launches, std::chrono::milliseconds(stop_grace_[plan.job()]))
-          : std::vector<Result<pid_t>>(launches.size(), Result<pid_t>(IoError(file_error)));
-  for (size_t i = 0; i < launches.size(); ++i) {
-    const auto& w = *specs[i];
-    const RankBinding* binding = launch_bindings[i];
-    const Result<pid_t>& pid = started[i];
-    ScopedLogFields log_fields(plan.job(), w.rank());  // journal: TRAINLET_JOB, TRAINLET_RANK
-    v1::Envelope env;
-    auto* ev = env.mutable_worker_event();
-    ev->set_job(plan.job());
-    ev->set_attempt(plan.attempt());
-    ev->set_rank(w.rank());
-    ev->set_node(config_.name);
-    ev->set_unix_ms(NowUnixMs());
-    if (pid.ok()) {
-      ev->set_kind(v1::WorkerEvent::KIND_STARTED);
-      ops_->OnWorkerStarted();
-      ev->set_pid(*pid);
-      if (binding != nullptr) {
-        ev->set_cpuset(binding->CpuList());
-        ev->set_devices(binding->DeviceList());
-      }
-    } else {
-      ev->set_kind(v1::WorkerEvent::KIND_START_FAILED);
-      ops_->OnWorkerStartFailed();
-      ev->set_message(pid.status().message());
-      spdlog::error("rank {} of {}: {}", w.rank(), plan.job(), pid.status().message());
+  node.rendezvous_env = attempt->JoinRendezvous(local_ranks);
+  node.cpu_affinity = platform::CpuAffinitySupported();
+  node.cpus_available = CpusAvailableHere;
+  const PlannedLaunches planned = PlanLaunches(plan, node);
+  if (planned.cpus_unsupported) {
+    static bool told_unsupported = false;  // once per agent; only the loop gets here
+    if (!std::exchange(told_unsupported, true)) {
+      spdlog::info(
+          "CPU bindings are given to ranks (TRAINLET_CPUSET) but not applied: this "
+          "platform has no CPU affinity API");
     }
-    SendEvent(std::move(env));
   }
+  if (!planned.cpus_unavailable.empty()) spdlog::info("{}", planned.cpus_unavailable);
+  // Every rank of the plan starts under one step process (WorkerSupervisor::StartStep).
+  const std::vector<Result<pid_t>> started = attempt->Launch(planned.launches, blocked);
+  for (size_t i = 0; i < planned.launches.size(); ++i) {
+    ReportStart(plan, planned.launches[i].rank, planned.bindings[i], started[i]);
+  }
+}
+
+void Agent::ReportStart(const v1::LaunchPlan& plan, uint32_t rank,
+                        const std::optional<RankBinding>& binding, const Result<pid_t>& pid) {
+  ScopedLogFields log_fields(plan.job(), rank);  // journal: TRAINLET_JOB, TRAINLET_RANK
+  v1::Envelope env;
+  auto* ev = env.mutable_worker_event();
+  ev->set_job(plan.job());
+  ev->set_attempt(plan.attempt());
+  ev->set_rank(rank);
+  ev->set_node(config_.name);
+  ev->set_unix_ms(NowUnixMs());
+  if (pid.ok()) {
+    ev->set_kind(v1::WorkerEvent::KIND_STARTED);
+    ops_->OnWorkerStarted();
+    ev->set_pid(*pid);
+    if (binding) {
+      ev->set_cpuset(binding->CpuList());
+      ev->set_devices(binding->DeviceList());
+    }
+  } else {
+    ev->set_kind(v1::WorkerEvent::KIND_START_FAILED);
+    ops_->OnWorkerStartFailed();
+    ev->set_message(pid.status().message());
+    spdlog::error("rank {} of {}: {}", rank, plan.job(), pid.status().message());
+  }
+  SendEvent(std::move(env));
 }
 
 std::string Agent::WorkDir(const std::string& job) const {
-  return config_.state_dir + "/work/" + job;
+  return JobWorkDir(config_.state_dir, job);
 }
 
 std::map<std::string, std::string> Agent::NodeEnv(const std::string& job) const {
-  return {{"TRAINLET_NODE", config_.name},
-          {"TRAINLET_WORK_DIR", WorkDir(job)},
-          {"TRAINLET_EXEC", exec_binary_}};
+  return NodeEnvFor(config_.name, WorkDir(job), exec_binary_);
 }
 
 void Agent::OnExecStart(const v1::ExecStart& start) {
-  auto it = latest_attempt_.find(start.job());
-  if (it == latest_attempt_.end() || it->second != start.attempt()) {
+  const uint32_t latest = attempts_.latest(start.job());
+  if (latest == 0 || latest != start.attempt()) {
     // Never run anything for an attempt this node is not running.
     v1::Envelope env;
     auto* ex = env.mutable_exec_exited();
@@ -497,45 +420,19 @@ void Agent::OnExecStart(const v1::ExecStart& start) {
 
 void Agent::OnStopWorkers(const v1::StopWorkers& stop) {
   spdlog::info("stopping {} attempt {}: {}", stop.job(), stop.attempt(), stop.reason());
-  if (stop.attempt() == 0) {
-    ports_->ReleaseBelow(stop.job(), UINT32_MAX);
-  } else {
-    ports_->Release(stop.job(), stop.attempt());
-  }
-  rendezvous_->EndAttempt(stop.job(), stop.attempt(), "attempt stopped: " + stop.reason());
-  auto grace = stop_grace_.find(stop.job());
-  supervisor_->Stop(stop.job(), stop.attempt(),
-                    std::chrono::milliseconds(grace != stop_grace_.end() ? grace->second : 10000),
-                    Clock::now());
+  attempts_.Stop(stop.job(), stop.attempt(), stop.reason(), Clock::now());
 }
 
 void Agent::OnReservePorts(const v1::ReservePorts& request) {
-  // More than any runtime asks per node; a bigger count is a bad request, not a scan to run.
-  constexpr uint32_t kMaxPortsPerAttempt = 1024;
   v1::Envelope env;
-  auto* answer = env.mutable_ports_reserved();
-  answer->set_job(request.job());
-  answer->set_attempt(request.attempt());
-  auto latest = latest_attempt_.find(request.job());
-  if (latest != latest_attempt_.end() && request.attempt() < latest->second) {
-    answer->set_error("attempt " + std::to_string(request.attempt()) + " is older than attempt " +
-                      std::to_string(latest->second) + " of " + request.job() + " on this node");
-  } else if (request.count() > kMaxPortsPerAttempt) {
-    answer->set_error("asked for " + std::to_string(request.count()) + " ports; at most " +
-                      std::to_string(kMaxPortsPerAttempt) + " per attempt");
+  *env.mutable_ports_reserved() = attempts_.ReservePorts(request, Clock::now());
+  const v1::PortsReserved& answer = env.ports_reserved();
+  if (answer.error().empty()) {
+    spdlog::info("holding {} ports for {} attempt {}", answer.ports_size(), request.job(),
+                 request.attempt());
   } else {
-    auto ports = ports_->Reserve(request.job(), request.attempt(), request.count(), Clock::now());
-    if (ports.ok()) {
-      for (uint32_t p : *ports) answer->add_ports(p);
-      spdlog::info("holding {} ports for {} attempt {}", ports->size(), request.job(),
-                   request.attempt());
-    } else {
-      answer->set_error(ports.status().message());
-    }
-  }
-  if (!answer->error().empty()) {
     spdlog::warn("cannot reserve ports for {} attempt {}: {}", request.job(), request.attempt(),
-                 answer->error());
+                 answer.error());
   }
   Send(std::move(env));
 }
@@ -590,15 +487,13 @@ void Agent::OnChildExits() {
                 "rank {} of {} attempt {} exited: code {} signal {}", e.rank, e.job, e.attempt,
                 e.exit_code, e.signal);
     SendEvent(std::move(env));
-    supervisor_->ExitReported(e, events_.last_seq());  // its step record goes once acked
+    supervisor_->ExitReported(e, link_->last_event_seq());  // its step record goes once acked
   }
   // Once nothing of an attempt runs here any more, whatever it left outside its process groups
   // (an orted's ranks, say) goes too.
   for (const auto& [job, attempt] : ended) {
     if (supervisor_->running(job) != 0) continue;
-    ports_->Release(job, attempt);
-    rendezvous_->EndAttempt(job, attempt, "every rank of attempt " + std::to_string(attempt) +
-                                              " on this node has ended");
+    attempts_.RanksEnded(job, attempt);
     // The work dir names this agent's state dir: other agents on this machine (test clusters)
     // use the same node and job names.
     const size_t swept = KillTaggedProcesses({{"TRAINLET_NODE", config_.name},
@@ -611,35 +506,19 @@ void Agent::OnChildExits() {
 
 void Agent::OnMessage(const v1::Envelope& env) {
   switch (env.body_case()) {
+    // The link applied the acks to itself first (registered, events acked, partition clock).
     case v1::Envelope::kRegisterAck:
       if (env.register_ack().accepted()) {
-        if (!registered_) spdlog::info("registered with {}", config_.coordinator);
-        registered_ = true;
-        last_heard_ = Clock::now();
-        partition_stopped_ = false;
         if (env.register_ack().partition_grace_ms() != 0) {
-          partition_grace_ = std::chrono::milliseconds(env.register_ack().partition_grace_ms());
           supervisor_->set_orphan_grace(OrphanGrace());
         }
-        FlushEvents(true);  // a new coordinator has seen none of the unacknowledged events
-        exec_sessions_->Resend();  // nor the sessions' unacknowledged output and exits
-      } else {
-        spdlog::warn("coordinator asks to register again: {}", env.register_ack().reason());
-        registered_ = false;
-        SendRegister();
+        exec_sessions_->Resend();  // a new coordinator has seen none of their output and exits
       }
       break;
     case v1::Envelope::kHeartbeatAck:
-      last_heard_ = Clock::now();
-      partition_stopped_ = false;
-      // Before this agent's registration is accepted, an ack counts the events of a previous
-      // agent on this node (a restart): applying it would drop this agent's unsent events.
-      if (registered_) {
-        events_.Ack(env.heartbeat_ack().acked_event_seq());
-        supervisor_->ReportsAcked(env.heartbeat_ack().acked_event_seq());
-      }
+      if (link_->registered()) supervisor_->ReportsAcked(env.heartbeat_ack().acked_event_seq());
       // The exec sessions the coordinator relays for this node stand whoever registered.
-      exec_sessions_->OnDelivered(env.heartbeat_ack().exec_sessions(), Clock::now());
+      exec_sessions_->OnDelivered(env.heartbeat_ack().exec_sessions(), env_.MonotonicNow());
       break;
     case v1::Envelope::kLaunchPlan: OnLaunchPlan(env.launch_plan()); break;
     case v1::Envelope::kStopWorkers: OnStopWorkers(env.stop_workers()); break;
@@ -648,24 +527,12 @@ void Agent::OnMessage(const v1::Envelope& env) {
     case v1::Envelope::kFenceResult: rendezvous_->OnFenceResult(env.fence_result()); break;
     case v1::Envelope::kExecStart: OnExecStart(env.exec_start()); break;
     case v1::Envelope::kExecCancel:
-      exec_sessions_->Cancel(env.exec_cancel().exec_id(), Clock::now());
+      exec_sessions_->Cancel(env.exec_cancel().exec_id(), env_.MonotonicNow());
       break;
     default:
       drops_.Add(DropReason::kUnexpected);
       spdlog::warn("dropped an unexpected {} from the coordinator",
                    v1::MessageType_Name(env.type()));
-  }
-}
-
-void Agent::OnHandshakeEvents() {
-  while (auto event = handshakes_.Read()) {
-    // The first registration at start-up, and one after a partition, is sent once the connection
-    // is usable rather than at the next register_retry tick (ZMQ_IMMEDIATE drops earlier sends).
-    if (*event == HandshakeEvent::kSucceeded && !registered_) SendRegister();
-    if (*event == HandshakeEvent::kRefusedKey) {
-      spdlog::error("the coordinator at {} refused this agent's key: add its public key to the "
-                    "coordinator's agent allowlist", config_.coordinator);
-    }
   }
 }
 
@@ -683,63 +550,76 @@ bool Agent::OnSignals() {
   return keep_running;
 }
 
+void Agent::RegisterLoopSources() {
+  using Loop = platform::EventLoop;
+  loop_.AddTick(
+      [this](Clock::time_point now) -> std::optional<Clock::time_point> { return OnTick(now); });
+  // Ready sources run in this order. The ranks' rendezvous requests go before their exits, so a
+  // rank's last request is answered before its exit ends the attempt.
+  std::vector<zmq_pollitem_t> rendezvous_items;
+  rendezvous_->AddPollItems(rendezvous_items);
+  for (const auto& item : rendezvous_items) {
+    loop_.AddSocket(item.socket, Loop::kReadable, [this](short) {
+      std::vector<zmq_pollitem_t> items;
+      rendezvous_->AddPollItems(items);
+      for (auto& i : items) i.revents = ZMQ_POLLIN;
+      rendezvous_->OnPolled(items, env_.MonotonicNow());
+    });
+  }
+  loop_.AddFd(ops_->fd(), Loop::kReadable, [this](short) { ops_->OnReadable(); });  // /metrics
+  loop_.AddFd(supervisor_->wake_fd(), Loop::kReadable, [this](short) { OnChildExits(); });
+  if (link_->monitor_handle() != nullptr) {
+    loop_.AddSocket(link_->monitor_handle(), Loop::kReadable,
+                    [this](short) { link_->OnHandshakeEvents(); });
+  }
+  loop_.AddFd(signals_->fd(), Loop::kReadable, [this](short) {
+    if (!OnSignals()) loop_.Stop();
+  });
+  loop_.AddSocket(link_->socket_handle(), Loop::kReadable, [this](short) { link_->Read(64); });
+  // Their descriptors come and go (a health program's pipe, the exec output watch); neither cares
+  // whether it runs before or after the sources above.
+  exec_output_source_ = std::make_unique<PollItemSource>(
+      loop_, [this](std::vector<zmq_pollitem_t>& items) { exec_sessions_->AddPollItems(items); },
+      [this](const std::vector<zmq_pollitem_t>& items) { exec_sessions_->OnPolled(items); });
+  health_source_ = std::make_unique<PollItemSource>(
+      loop_, [this](std::vector<zmq_pollitem_t>& items) { health_->AddPollItems(items); },
+      [this](const std::vector<zmq_pollitem_t>& items) {
+        health_->OnPolled(items, env_.MonotonicNow());
+      });
+}
+
+Clock::time_point Agent::OnTick(Clock::time_point now) {
+  ops_->Tick(link_->registered(), config_.coordinator, supervisor_->running());  // READY=1
+  link_->Tick(now);  // heartbeat, registration, outboxes
+  CheckPartition(now);
+  for (const auto& [job, attempt] : ports_->Expire(now)) {
+    spdlog::warn(
+        "{} attempt {}: no launch plan came within the port hold timeout; its ports "
+        "are given back",
+        job, attempt);
+  }
+  auto wake = link_->NextWake(now, supervisor_->running() != 0);
+  if (auto expiry = ports_->NextExpiry()) wake = std::min(wake, *expiry);
+  if (auto t = supervisor_->Tick(now)) wake = std::min(wake, now + *t);
+  wake = std::min(wake, now + health_->Tick(now));
+  if (auto t = rendezvous_->Tick(now)) wake = std::min(wake, now + *t);
+  return wake;
+}
+
+Status Agent::RunOnce(std::chrono::milliseconds max_wait) {
+  if (loop_.stopped()) return Status::Ok();
+  if (!std::exchange(started_, true)) link_->Start();
+  return loop_.RunOnce(max_wait);
+}
+
 Status Agent::Run() {
   spdlog::info("agent {} ({}) connecting to {}", config_.name, config_.address, config_.coordinator);
-  SendRegister();
-  next_heartbeat_ = Clock::now();
-  while (true) {
-    const auto now = Clock::now();
-    ops_->Tick(registered_, config_.coordinator, supervisor_->running());  // READY=1, STATUS=
-    if (now >= next_heartbeat_) {
-      SendHeartbeat();
-      next_heartbeat_ = now + config_.heartbeat_interval;
-    }
-    if (!registered_ && now >= next_register_) SendRegister();
-    FlushOutbox();
-    FlushEvents(false);
-    CheckPartition(now);
-    for (const auto& [job, attempt] : ports_->Expire(now)) {
-      spdlog::warn("{} attempt {}: no launch plan came within the port hold timeout; its ports "
-                   "are given back", job, attempt);
-    }
-    auto wake = std::min(next_heartbeat_, registered_ ? next_heartbeat_ : next_register_);
-    if (auto expiry = ports_->NextExpiry()) wake = std::min(wake, *expiry);
-    if (auto t = supervisor_->Tick(now)) wake = std::min(wake, now + *t);
-    wake = std::min(wake, now + health_->Tick(now));
-    if (auto t = rendezvous_->Tick(now)) wake = std::min(wake, now + *t);
-    if (!outbox_.empty()) wake = std::min(wake, now + std::chrono::milliseconds(50));
-    if (auto due = events_.NextDue(); due && registered_) {
-      wake = std::min(wake, std::max(*due, now + std::chrono::milliseconds(50)));
-    }
-    if (last_heard_ != Clock::time_point{} && !partition_stopped_ && supervisor_->running() != 0) {
-      wake = std::min(wake, std::max(last_heard_ + partition_grace_, now));
-    }
-    const auto timeout =
-        std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count());
+  if (!std::exchange(started_, true)) link_->Start();
+  TRAINLET_RETURN_IF_ERROR(loop_.Run());
+  return Shutdown();
+}
 
-    std::vector<zmq_pollitem_t> items = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
-                                         {nullptr, signals_->fd(), ZMQ_POLLIN, 0},
-                                         {nullptr, ops_->fd(), ZMQ_POLLIN, 0},
-                                         {nullptr, supervisor_->wake_fd(), ZMQ_POLLIN, 0},
-                                         {handshakes_.handle(), -1, ZMQ_POLLIN, 0}};
-    exec_sessions_->AddPollItems(items);
-    health_->AddPollItems(items);
-    rendezvous_->AddPollItems(items);
-    if (zmq_poll(items.data(), static_cast<int>(items.size()), static_cast<long>(timeout)) < 0) {
-      if (zmq_errno() == EINTR) continue;
-      return InternalError(std::string("zmq_poll: ") + zmq_strerror(zmq_errno()));
-    }
-    exec_sessions_->OnPolled(items);
-    health_->OnPolled(items, Clock::now());
-    rendezvous_->OnPolled(items, Clock::now());
-    if (items[2].revents & ZMQ_POLLIN) ops_->OnReadable();  // metrics HTTP, watchdog
-    if (items[3].revents & ZMQ_POLLIN) OnChildExits();      // a step recorded exits
-    if (items[4].revents & ZMQ_POLLIN) OnHandshakeEvents();
-    if (items[1].revents & ZMQ_POLLIN) {
-      if (!OnSignals()) break;
-    }
-    if (items[0].revents & ZMQ_POLLIN) ReadCoordinator(64);
-  }
+Status Agent::Shutdown() {
   ops_->OnStopping();  // STOPPING=1
   if (!stop_workers_on_exit_) {
     // SIGTERM (a restart, an upgrade): the steps and their ranks run on, exec sessions included,
@@ -754,7 +634,7 @@ Status Agent::Run() {
     spdlog::info("rank {} of {} ended at shutdown (signal {})", e.rank, e.job, e.signal);
   }
   size_t swept = 0;
-  for (const auto& [job, attempt] : latest_attempt_) {
+  for (const auto& job : attempts_.jobs()) {
     swept += KillTaggedProcesses({{"TRAINLET_NODE", config_.name},
                                   {"TRAINLET_JOB", job},
                                   {"TRAINLET_WORK_DIR", WorkDir(job)}});

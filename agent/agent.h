@@ -1,29 +1,35 @@
 // The node agent: registers this node with the coordinator, heartbeats, starts and supervises the
 // node's workers, reports their events and serves their logs.
 //
-// Threading: one event loop (Run) polls the coordinator socket and a SignalWatch; nothing else
-// runs on its own thread, so no member needs a lock. The caller must have prepared SIGCHLD,
-// SIGTERM, SIGINT, SIGHUP and SIGUSR2 before creating any thread (PrepareLoopSignals does it).
+// Threading: one platform::EventLoop (Run) calls everything: a tick for the timers, and one
+// callback per registered source (the coordinator link, coordinator_link.h; signals; the
+// supervisor's wake-ups; the ranks' rendezvous socket; metrics). Nothing else runs on its own
+// thread, so no member needs a lock. The caller must have prepared SIGCHLD, SIGTERM, SIGINT,
+// SIGHUP and SIGUSR2 before creating any thread (PrepareLoopSignals does it).
 #pragma once
 
 #include <chrono>
-#include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <zmq.hpp>
 
-#include "agent/event_outbox.h"
+#include "agent/agent_ops.h"
+#include "agent/coordinator_link.h"
 #include "agent/exec_sessions.h"
 #include "agent/health_checker.h"
+#include "agent/node_attempt.h"
+#include "agent/poll_item_source.h"
 #include "agent/port_reservations.h"
-#include "agent/agent_ops.h"
 #include "agent/process_spawner.h"
+#include "agent/rank_binding.h"
 #include "agent/rendezvous_server.h"
 #include "agent/worker_supervisor.h"
 #include "common/curve_keys.h"
 #include "common/envelope.h"
-#include "common/handshake_monitor.h"
+#include "common/platform/env.h"
+#include "common/platform/event_loop.h"
 #include "common/platform/signal_watch.h"
 #include "common/status.h"
 #include "trainlet/accelerator_plugin.h"
@@ -54,31 +60,52 @@ struct AgentConfig {
 // self-pipe handlers on macOS) and ignores SIGPIPE. Call first thing in main().
 void PrepareLoopSignals();
 
+// About 30 methods, over the usual 25: the start-up steps and one handler per coordinator message.
+// The per-attempt handlers (plans, stops, ports) are the ones to move out next.
 class Agent {
  public:
-  // Loads keys and discovers the topology. Errors name the flag or file at fault.
+  // Loads keys and discovers the topology. Errors name the flag or file at fault. The agent
+  // reaches the OS through `env` (clocks, hostname, environment, its lock, process spawning),
+  // which must outlive it; the first overload uses the real one.
   static Result<std::unique_ptr<Agent>> Create(AgentConfig config);
+  static Result<std::unique_ptr<Agent>> Create(AgentConfig config, platform::Env& env);
   ~Agent();
 
   // Runs until SIGTERM, SIGINT or SIGUSR2. On SIGTERM and SIGINT (a restart) the ranks and exec
   // sessions run on under their step processes, for the next agent on this state dir to adopt.
   // On SIGUSR2 every worker is stopped first (`trainletctl local down`).
   Status Run();
+  // For tests: one iteration of Run's loop, waiting at most `max_wait` (real time); the first
+  // call sends the first registration as Run does. Returns Run's errors; after a stop signal
+  // it returns OK and does nothing more (no shutdown: the test ends the agent by destroying it).
+  Status RunOnce(std::chrono::milliseconds max_wait);
 
  private:
-  explicit Agent(AgentConfig config);
+  Agent(AgentConfig config, platform::Env& env);
+  // Start-up, in order (Init): each step either completes or returns the error Create returns.
   Status Init();
-  void SendRegister();
-  void SendHeartbeat();
+  Status ConnectToCoordinator(CurveKeyPair keys, std::string coordinator_public);
+  void StartSupervisor();  // takes back the steps (and ranks) a previous agent left
+  void StartHealthChecks();
+  Status StartExecAndRendezvous();
+  void RegisterLoopSources();
+  // The loop's tick: timers of the link, partition, port holds, supervisor, health, rendezvous.
+  // Returns when the loop must wake next.
+  std::chrono::steady_clock::time_point OnTick(std::chrono::steady_clock::time_point now);
+  Status Shutdown();  // after the loop: what SIGTERM or SIGUSR2 asked for
+  // What the coordinator link sends for this node (CoordinatorLink::Hooks).
+  v1::Envelope Registration();
+  v1::Heartbeat Heartbeat();
   void Send(v1::Envelope env);  // queued and retried while the coordinator is unreachable
   void SendEvent(v1::Envelope env);  // a worker event: kept until the coordinator acks it
-  void FlushEvents(bool everything);
   void CheckPartition(std::chrono::steady_clock::time_point now);
   // How long a step keeps its ranks once no agent runs (WorkerSupervisor::Options::orphan_grace).
   std::chrono::milliseconds OrphanGrace() const;
-  void FlushOutbox();
   void OnMessage(const v1::Envelope& env);
   void OnLaunchPlan(const v1::LaunchPlan& plan);
+  // A Started or StartFailed event for `rank` of the plan, with its binding when it has one.
+  void ReportStart(const v1::LaunchPlan& plan, uint32_t rank,
+                   const std::optional<RankBinding>& binding, const Result<pid_t>& pid);
   void OnStopWorkers(const v1::StopWorkers& stop);
   void OnReservePorts(const v1::ReservePorts& request);
   void OnLogRead(const v1::LogRead& read);
@@ -89,22 +116,20 @@ class Agent {
   void OnChildExits();
   std::string LogPath(const std::string& job, uint32_t attempt, uint32_t rank) const;
   bool OnSignals();  // false when asked to stop
-  void OnHandshakeEvents();
-  void ReadCoordinator(int at_most);  // handles up to `at_most` waiting messages, without blocking
 
   // Constant after construction.
+  platform::Env& env_;
   AgentConfig config_;
   // Owned by the loop.
-  zmq::context_t ctx_;
-  zmq::socket_t socket_;
-  HandshakeMonitor handshakes_;  // registers the moment the CURVE handshake completes
+  zmq::context_t ctx_;  // first: destroyed last, after every socket on it
+  platform::EventLoop loop_;
+  bool started_ = false;                   // the first registration went (Run, RunOnce)
+  std::unique_ptr<CoordinatorLink> link_;  // socket, outbox, register, heartbeat, partition
   std::unique_ptr<platform::SignalWatch> signals_;
-  int lock_fd_ = -1;       // flock'd <state_dir>/agent.lock, held for the process's life
+  std::unique_ptr<platform::FileLock> lock_;  // <state_dir>/agent.lock, held for the agent's life
   std::string lock_path_;
-  CurveKeyPair keys_;
-  std::string coordinator_public_;
   v1::NodeInfo info_;
-  std::unique_ptr<ProcessSpawner> spawner_;
+  ProcessSpawner* spawner_ = nullptr;  // the Env's
   std::unique_ptr<WorkerSupervisor> supervisor_;
   std::unique_ptr<ExecSessions> exec_sessions_;
   std::unique_ptr<HealthChecker> health_;  // reported in every heartbeat
@@ -112,20 +137,14 @@ class Agent {
   std::unique_ptr<RendezvousServer> rendezvous_;  // the ranks' local rendezvous endpoint
   std::vector<std::unique_ptr<AcceleratorPlugin>> accelerator_plugins_;  // table order
   std::string exec_binary_;  // trainlet-exec beside this agent
+  std::string bin_dir_;      // where this agent's binary lies: trainlet-step, trainlet-exec
   DropCounters drops_;
   std::unique_ptr<AgentOps> ops_;  // metrics and sd_notify (agent_ops.h)
-  std::deque<v1::Envelope> outbox_;
-  EventOutbox events_;
-  std::chrono::steady_clock::time_point last_heard_{};  // last message from the coordinator
-  std::chrono::milliseconds partition_grace_{10000};     // set by the coordinator at registration
-  bool partition_stopped_ = false;  // workers were stopped because the coordinator was silent
-  std::map<std::string, uint32_t> latest_attempt_;  // job -> newest attempt seen in a plan
-  std::map<std::string, uint32_t> stop_grace_;      // job -> SIGTERM..SIGKILL delay of its plan, ms
-  bool registered_ = false;
+  NodeAttempts attempts_;  // every (job, attempt) on this node: ports, rendezvous, step, grace
   bool stop_workers_on_exit_ = false;  // SIGUSR2: end the ranks too, not only the agent
-  uint64_t heartbeat_seq_ = 0;
-  std::chrono::steady_clock::time_point next_heartbeat_{};
-  std::chrono::steady_clock::time_point next_register_{};
+  // Last: removed from loop_ before anything they poll goes.
+  std::unique_ptr<PollItemSource> exec_output_source_;  // exec sessions' output wake-ups
+  std::unique_ptr<PollItemSource> health_source_;       // the health program's output pipe
 };
 
 }  // namespace trainlet::agent

@@ -108,7 +108,8 @@ void ExecSessions::Start(const v1::ExecStart& start, const std::map<std::string,
   s.record.job = start.job();
   s.record.attempt = start.attempt();
   s.record.rank = next_rank_++;
-  s.record.grace_ms = start.stop_grace_ms() != 0 ? start.stop_grace_ms() : 10000;
+  s.record.grace_ms = start.stop_grace_ms() != 0 ? start.stop_grace_ms()
+                                                 : static_cast<uint32_t>(kDefaultStopGrace.count());
   std::error_code ec;
   fs::remove_all(s.dir, ec);  // a leftover of a session the coordinator forgot long ago
   fs::create_directory(s.dir, ec);

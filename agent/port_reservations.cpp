@@ -3,9 +3,8 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <unistd.h>
-
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
@@ -30,11 +29,35 @@ std::optional<uint32_t> ParseUint32(std::string_view s) {
   return v;
 }
 
+// 0.0.0.0, and [::] where the host can bind IPv6 at all (a kernel without IPv6, or with it
+// disabled, has no [::] that a program could take a port on).
+std::vector<std::pair<sockaddr_storage, socklen_t>> WildcardAddresses() {
+  std::vector<std::pair<sockaddr_storage, socklen_t>> out;
+  sockaddr_storage v4{};
+  reinterpret_cast<sockaddr_in*>(&v4)->sin_family = AF_INET;
+  reinterpret_cast<sockaddr_in*>(&v4)->sin_addr.s_addr = htonl(INADDR_ANY);
+  out.emplace_back(v4, static_cast<socklen_t>(sizeof(sockaddr_in)));
+  sockaddr_storage v6{};
+  reinterpret_cast<sockaddr_in6*>(&v6)->sin6_family = AF_INET6;
+  reinterpret_cast<sockaddr_in6*>(&v6)->sin6_addr = in6addr_any;
+  const int fd = platform::OpenSocket(AF_INET6, SOCK_STREAM, 0);
+  if (fd >= 0) {
+    const int one = 1;
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    if (bind(fd, reinterpret_cast<const sockaddr*>(&v6), sizeof(sockaddr_in6)) == 0) {
+      out.emplace_back(v6, static_cast<socklen_t>(sizeof(sockaddr_in6)));
+    }
+    close(fd);
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<PortRange> ParsePortRange(std::string_view text, std::string_view key) {
   const auto bad = [&](const std::string& why) {
-    return InvalidError((key.empty() ? "" : std::string(key) + ": ") + why + ", got \"" + std::string(text) + "\"");
+    return InvalidError((key.empty() ? "" : std::string(key) + ": ") + why + ", got \"" +
+                        std::string(text) + "\"");
   };
   const size_t dash = text.find('-');
   if (dash == std::string_view::npos)
@@ -71,6 +94,7 @@ PortReservations::PortReservations(sockaddr_storage addr, socklen_t addr_len, st
     : addr_(addr),
       addr_len_(addr_len),
       address_(std::move(address)),
+      wildcards_(WildcardAddresses()),
       range_(range),
       hold_timeout_(hold_timeout),
       journal_path_(std::move(journal_path)) {}
@@ -79,6 +103,7 @@ PortReservations::PortReservations(PortReservations&& other) noexcept
     : addr_(other.addr_),
       addr_len_(other.addr_len_),
       address_(std::move(other.address_)),
+      wildcards_(std::move(other.wildcards_)),
       range_(other.range_),
       hold_timeout_(other.hold_timeout_),
       journal_path_(std::move(other.journal_path_)),
@@ -95,6 +120,7 @@ PortReservations& PortReservations::operator=(PortReservations&& other) noexcept
     addr_ = other.addr_;
     addr_len_ = other.addr_len_;
     address_ = std::move(other.address_);
+    wildcards_ = std::move(other.wildcards_);
     range_ = other.range_;
     hold_timeout_ = other.hold_timeout_;
     journal_path_ = std::move(other.journal_path_);
@@ -116,8 +142,8 @@ void PortReservations::CloseAll() {
   }
 }
 
-int PortReservations::BindPort(uint32_t port, bool listen_too) const {
-  sockaddr_storage addr = addr_;
+int PortReservations::BindOn(sockaddr_storage addr, socklen_t addr_len, uint32_t port,
+                             bool listen_too) {
   if (addr.ss_family == AF_INET) {
     reinterpret_cast<sockaddr_in*>(&addr)->sin_port = htons(static_cast<uint16_t>(port));
   } else {
@@ -125,6 +151,11 @@ int PortReservations::BindPort(uint32_t port, bool listen_too) const {
   }
   const int fd = platform::OpenSocket(addr.ss_family, SOCK_STREAM, 0);
   if (fd < 0) return -errno;
+  if (addr.ss_family == AF_INET6) {
+    // [::] held v6-only beside 0.0.0.0: a dual-stack [::] would collide with our own 0.0.0.0.
+    const int one = 1;
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  }
   if (!listen_too) {
     // The probe only asks whether a rank could bind the port now. A connection our own held
     // socket had may leave the port in TIME_WAIT, which ranks binding with SO_REUSEADDR (as
@@ -132,13 +163,46 @@ int PortReservations::BindPort(uint32_t port, bool listen_too) const {
     const int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   }
-  if (bind(fd, reinterpret_cast<const sockaddr*>(&addr), addr_len_) != 0 ||
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&addr), addr_len) != 0 ||
       (listen_too && listen(fd, 8) != 0)) {
     const int err = errno;
     close(fd);
     return -err;
   }
   return fd;
+}
+
+int PortReservations::HoldPort(uint32_t port, std::vector<int>* fds) const {
+  // The advertised address is only probed: a held wildcard of its family covers it (and would
+  // refuse our own bind of it). The probe keeps a non-local address an error, as it always was.
+  if (const int probe = BindOn(addr_, addr_len_, port, false); probe < 0) {
+    return probe;
+  } else {
+    close(probe);
+  }
+  const size_t first = fds->size();
+  for (const auto& [addr, len] : wildcards_) {
+    const int fd = BindOn(addr, len, port, true);
+    if (fd < 0) {
+      for (size_t i = first; i < fds->size(); ++i) close((*fds)[i]);
+      fds->resize(first);
+      return fd;
+    }
+    fds->push_back(fd);
+  }
+  return 0;
+}
+
+int PortReservations::ProbePort(uint32_t port) const {
+  const int fd = BindOn(addr_, addr_len_, port, false);
+  if (fd < 0) return fd;
+  close(fd);
+  for (const auto& [addr, len] : wildcards_) {
+    const int probe = BindOn(addr, len, port, false);
+    if (probe < 0) return probe;
+    close(probe);
+  }
+  return 0;
 }
 
 Result<std::vector<uint32_t>> PortReservations::Reserve(const std::string& job, uint32_t attempt,
@@ -155,10 +219,9 @@ Result<std::vector<uint32_t>> PortReservations::Reserve(const std::string& job, 
     const uint32_t port = range_.low + cursor_;
     cursor_ = (cursor_ + 1) % size;
     if (owned_.count(port) != 0) continue;  // a live attempt's, bound or not
-    const int fd = BindPort(port, true);
+    const int fd = HoldPort(port, &a.fds);
     if (fd >= 0) {
       a.ports.push_back(port);
-      a.fds.push_back(fd);
       continue;
     }
     if (-fd == EADDRINUSE || -fd == EACCES) continue;  // another process's (or privileged)
@@ -207,11 +270,7 @@ Status PortReservations::Recheck(const std::string& job, uint32_t attempt) const
   // Held until CloseHeld, so anything that holds a port now took it in between: the ranks would
   // fail to bind it, so they must not start.
   for (uint32_t port : it->second.ports) {
-    const int fd = BindPort(port, false);
-    if (fd >= 0) {
-      close(fd);
-      continue;
-    }
+    if (ProbePort(port) == 0) continue;
     return UnavailableError("port " + std::to_string(port) + " on " + address_ +
                             " was taken by another process before the ranks started");
   }
@@ -289,8 +348,10 @@ void PortReservations::WriteJournal() const {
   bool ok = f != nullptr && std::fwrite(text.data(), 1, text.size(), f) == text.size();
   if (f != nullptr) ok = std::fclose(f) == 0 && ok;
   if (!ok || std::rename(tmp.c_str(), journal_path_.c_str()) != 0) {
-    spdlog::warn("{}: cannot write the port journal: {}; a restarted agent will not know these "
-                 "reservations", journal_path_, std::strerror(errno));
+    spdlog::warn(
+        "{}: cannot write the port journal: {}; a restarted agent will not know these "
+        "reservations",
+        journal_path_, std::strerror(errno));
   }
 }
 
@@ -309,7 +370,8 @@ std::vector<PortReservations::AttemptKey> PortReservations::Restore(Clock::time_
     fields >> job >> attempt_text >> phase >> ports_text;
     const auto attempt = ParseUint32(attempt_text);
     std::vector<uint32_t> ports;
-    bool ok = !job.empty() && attempt && (phase == "held" || phase == "handed") && !(fields >> extra);
+    bool ok =
+        !job.empty() && attempt && (phase == "held" || phase == "handed") && !(fields >> extra);
     for (size_t start = 0; ok && start <= ports_text.size();) {
       const size_t comma = std::min(ports_text.find(',', start), ports_text.size());
       const auto port = ParseUint32(std::string_view(ports_text).substr(start, comma - start));
@@ -329,13 +391,12 @@ std::vector<PortReservations::AttemptKey> PortReservations::Restore(Clock::time_
     owned_.insert(ports.begin(), ports.end());
     if (phase == "held") {
       for (uint32_t port : ports) {
-        const int fd = BindPort(port, true);
-        if (fd < 0) {
-          MarkExpired(a, now, "could not be held again when the agent restarted: port " +
-                                  std::to_string(port) + " was taken meanwhile");
+        if (HoldPort(port, &a.fds) < 0) {
+          MarkExpired(a, now,
+                      "could not be held again when the agent restarted: port " +
+                          std::to_string(port) + " was taken meanwhile");
           break;
         }
-        a.fds.push_back(fd);
       }
     } else {
       a.phase = Phase::kHandedOver;
@@ -358,8 +419,9 @@ std::vector<PortReservations::AttemptKey> PortReservations::Expire(Clock::time_p
       continue;
     }
     if (a.phase == Phase::kHeld && now >= a.deadline) {
-      MarkExpired(a, now, "were given back after " + std::to_string(hold_timeout_.count()) +
-                              " ms without a launch plan; they may be taken");
+      MarkExpired(a, now,
+                  "were given back after " + std::to_string(hold_timeout_.count()) +
+                      " ms without a launch plan; they may be taken");
       expired.push_back(it->first);
     }
     ++it;
@@ -385,7 +447,7 @@ std::vector<uint32_t> PortReservations::Ports(const std::string& job, uint32_t a
 size_t PortReservations::held_sockets() const {
   size_t n = 0;
   for (const auto& [key, a] : attempts_) n += a.fds.size();
-  return n;
+  return wildcards_.empty() ? n : n / wildcards_.size();
 }
 
 }  // namespace trainlet::agent

@@ -2,12 +2,15 @@
 // coordinator's ReservePorts), so that a rank's MASTER_PORT or MLX ring port is free when the rank
 // binds it and no two attempts on the node are ever given the same port.
 //
-// A port is reserved by binding it (SO_REUSEADDR off) and listening on the node's address: while
-// the socket is held no other process can take it. Right before the attempt's ranks are spawned,
-// HandOver() closes the sockets so the ranks can bind the ports, and checks each port is still
-// free at that moment. From Reserve() until Release() the attempt owns its ports, also after
-// HandOver(): an owned port is never reserved for another attempt, even though nothing of this
-// agent is bound to it any more.
+// A port is reserved by binding it (SO_REUSEADDR off) and listening on the wildcard addresses,
+// 0.0.0.0 and [::] (IPV6_V6ONLY, where the host has IPv6), after a probe of the node's advertised
+// address: real programs bind the wildcard (torch's TCPStore, the xgboost tracker), so a port
+// another process holds on any local address (another cluster's 127.0.0.3, say) is skipped, and
+// while the sockets are held no other process can take the port on any address. Right before the
+// attempt's ranks are spawned, HandOver() closes the sockets so the ranks can bind the ports, and
+// checks each port is still free at that moment. From Reserve() until Release() the attempt owns
+// its ports, also after HandOver(): an owned port is never reserved for another attempt, even
+// though nothing of this agent is bound to it any more.
 //
 // Every socket is opened close-on-exec, so spawned ranks never inherit a held port.
 //
@@ -109,7 +112,7 @@ class PortReservations {
   std::vector<uint32_t> Ports(const std::string& job, uint32_t attempt) const;
   // Ports owned by live attempts (held or handed over).
   size_t owned() const { return owned_.size(); }
-  // Sockets currently held open.
+  // Ports currently held open (each by one socket per wildcard address).
   size_t held_sockets() const;
   const PortRange& range() const { return range_; }
 
@@ -122,15 +125,22 @@ class PortReservations {
   struct Attempt {
     Phase phase = Phase::kHeld;
     std::vector<uint32_t> ports;
-    std::vector<int> fds;        // parallel to ports while kHeld
+    std::vector<int> fds;        // while kHeld: wildcards_.size() sockets per port, in order
     Clock::time_point deadline;  // kHeld: expiry; kExpired: when the record is forgotten
     std::string expired_why;     // kExpired: why the ports were given back
   };
 
   PortReservations(sockaddr_storage addr, socklen_t addr_len, std::string address, PortRange range,
                    std::chrono::milliseconds hold_timeout, std::string journal_path);
-  // Binds (and, when `listen_too`, listens on) `port`; the fd, or -errno.
-  int BindPort(uint32_t port, bool listen_too) const;
+  // Binds (and, when `listen_too`, listens on) `port` of `addr`; the fd, or -errno.
+  static int BindOn(sockaddr_storage addr, socklen_t addr_len, uint32_t port, bool listen_too);
+  // Holds `port`: probes the advertised address, then binds and listens on every wildcard,
+  // appending the sockets to `fds`. 0, or -errno of the first address that refused (nothing of
+  // this port is then left open).
+  int HoldPort(uint32_t port, std::vector<int>* fds) const;
+  // Whether a rank could bind `port` now, on the advertised address and on every wildcard: 0, or
+  // -errno of the first that refused.
+  int ProbePort(uint32_t port) const;
   void CloseAll();
   void Forget(std::map<AttemptKey, Attempt>::iterator it);
   void MarkExpired(Attempt& a, Clock::time_point now, std::string why);
@@ -141,6 +151,7 @@ class PortReservations {
   sockaddr_storage addr_{};
   socklen_t addr_len_ = 0;
   std::string address_;
+  std::vector<std::pair<sockaddr_storage, socklen_t>> wildcards_;  // 0.0.0.0, [::] with IPv6
   PortRange range_;
   std::chrono::milliseconds hold_timeout_;
   std::string journal_path_;  // "" keeps no journal

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -37,6 +38,32 @@ std::string NewToken() {
 
 // Room left for the envelope around a contribution's pairs.
 constexpr size_t kContributionSlack = 64 << 10;
+
+// Why a request's puts break a cap, or "" when none does.
+std::string PutsOverCap(const v1::RendezvousRequest& req) {
+  for (const auto& kv : req.puts()) {
+    if (kv.key().size() > RendezvousServer::kMaxKeyBytes) {
+      return "put: key of " + std::to_string(kv.key().size()) + " bytes, over the " +
+             std::to_string(RendezvousServer::kMaxKeyBytes) + "-byte cap";
+    }
+    if (kv.value().size() > RendezvousServer::kMaxValueBytes) {
+      return "put " + kv.key() + ": value of " + std::to_string(kv.value().size()) +
+             " bytes, over the " + std::to_string(RendezvousServer::kMaxValueBytes) + "-byte cap";
+    }
+  }
+  return "";
+}
+
+// Tells a retry (the same puts) from another process claiming the rank. Not a security
+// boundary: that is the token; this only keeps a confused second process from going unnoticed.
+size_t PutsDigest(const v1::RendezvousRequest& req) {
+  std::string all;
+  for (const auto& kv : req.puts()) {
+    all += std::to_string(kv.key().size()) + ":" + kv.key() + std::to_string(kv.value().size()) +
+           ":" + kv.value();
+  }
+  return std::hash<std::string>{}(all);
+}
 
 }  // namespace
 
@@ -177,9 +204,13 @@ void RendezvousServer::Handle(const std::string& peer, const v1::RendezvousReque
 
 void RendezvousServer::HandleFence(const Key& key, Attempt& a, const std::string& peer,
                                    const v1::RendezvousRequest& req) {
+  if (std::string why = PutsOverCap(req); !why.empty()) {
+    Reply(peer, req.id(), v1::RendezvousReply::CODE_INVALID, why);
+    return;
+  }
   uint64_t& joined = a.joined[req.rank()];
   if (req.epoch() == joined && req.epoch() == a.open) {
-    a.waiting[req.rank()] = {peer, req.id()};  // the same rank waiting again (a retry)
+    HandleRejoin(a, peer, req);
     return;
   }
   if (req.epoch() != joined + 1 || req.epoch() != a.completed + 1) {
@@ -196,7 +227,27 @@ void RendezvousServer::HandleFence(const Key& key, Attempt& a, const std::string
   joined = req.epoch();
   a.open = req.epoch();
   a.waiting[req.rank()] = {peer, req.id()};
+  a.join_puts[req.rank()] = PutsDigest(req);
   MaybeContribute(key, a);
+}
+
+void RendezvousServer::HandleRejoin(Attempt& a, const std::string& peer,
+                                    const v1::RendezvousRequest& req) {
+  const std::string fence =
+      "fence " + std::to_string(req.epoch()) + ": rank " + std::to_string(req.rank());
+  if (a.join_puts[req.rank()] != PutsDigest(req)) {
+    Reply(peer, req.id(), v1::RendezvousReply::CODE_INVALID,
+          fence +
+              " already joined it from another process with other puts; two processes may "
+              "not act as one rank");
+    return;
+  }
+  auto w = a.waiting.find(req.rank());
+  if (w != a.waiting.end() && w->second.peer != peer) {
+    Reply(w->second.peer, w->second.id, v1::RendezvousReply::CODE_INVALID,
+          fence + " joined it again from another process; this request is superseded");
+  }
+  a.waiting[req.rank()] = {peer, req.id()};
 }
 
 void RendezvousServer::MaybeContribute(const Key& key, Attempt& a) {
@@ -243,6 +294,12 @@ void RendezvousServer::HandleGet(Attempt& a, const std::string& peer,
     Reply(peer, req.id(), v1::RendezvousReply::CODE_INVALID, "get: empty key");
     return;
   }
+  if (req.key().size() > kMaxKeyBytes) {
+    Reply(peer, req.id(), v1::RendezvousReply::CODE_INVALID,
+          "get: key of " + std::to_string(req.key().size()) + " bytes, over the " +
+              std::to_string(kMaxKeyBytes) + "-byte cap");
+    return;
+  }
   if (auto it = a.published.find(req.key()); it != a.published.end()) {
     v1::RendezvousReply r;
     r.set_id(req.id());
@@ -250,7 +307,15 @@ void RendezvousServer::HandleGet(Attempt& a, const std::string& peer,
     if (reply_) reply_(peer, std::move(r));
     return;
   }
-  PendingGet g{peer, req.id(), req.key(),
+  const auto parked = std::count_if(a.gets.begin(), a.gets.end(),
+                                    [&](const PendingGet& g) { return g.rank == req.rank(); });
+  if (static_cast<size_t>(parked) >= kMaxParkedGetsPerRank) {
+    Reply(peer, req.id(), v1::RendezvousReply::CODE_INVALID,
+          "get " + req.key() + ": rank " + std::to_string(req.rank()) + " already has " +
+              std::to_string(kMaxParkedGetsPerRank) + " gets waiting, the cap per rank");
+    return;
+  }
+  PendingGet g{req.rank(), peer, req.id(), req.key(),
                req.timeout_ms() == 0 ? Clock::time_point::max()
                                      : now + std::chrono::milliseconds(req.timeout_ms())};
   a.gets.push_back(std::move(g));

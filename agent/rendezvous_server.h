@@ -38,6 +38,15 @@ namespace trainlet::agent {
 class RendezvousServer {
  public:
   using Clock = std::chrono::steady_clock;
+
+  // Caps per attempt on this node, so one rank (buggy or hostile, holding the attempt's token)
+  // cannot grow the agent without bound; a request over one is INVALID and names the cap
+  // (docs/rendezvous.md, "Limits"). Keys and values: the C API's own limits
+  // (TRAINLET_RDZV_MAX_KEY, 1 MiB), enforced here too for clients that skip it. Parked gets: the
+  // C API parks at most one per handle, so 64 per rank leaves room for threads and handles.
+  static constexpr size_t kMaxKeyBytes = 4096;
+  static constexpr size_t kMaxValueBytes = 1u << 20;
+  static constexpr size_t kMaxParkedGetsPerRank = 64;
   // peer: the rank's ROUTER routing id.
   using ReplyFn = std::function<void(const std::string& peer, v1::RendezvousReply reply)>;
   // An Envelope holding a FenceContribute, for the coordinator.
@@ -87,6 +96,7 @@ class RendezvousServer {
     uint64_t id = 0;
   };
   struct PendingGet {
+    uint32_t rank = 0;
     std::string peer;
     uint64_t id = 0;
     std::string key;
@@ -94,12 +104,13 @@ class RendezvousServer {
   };
   struct Attempt {
     std::string token;
-    std::set<uint32_t> ranks;             // local ranks, from the plan
-    std::map<uint32_t, uint64_t> joined;  // rank -> last fence it joined
-    std::map<uint32_t, Waiter> waiting;   // rank -> its fence request in flight
-    uint64_t completed = 0;               // last fence published here
-    uint64_t open = 0;                    // fence being gathered; 0 when none
-    bool contributed = false;             // FenceContribute for `open` sent
+    std::set<uint32_t> ranks;              // local ranks, from the plan
+    std::map<uint32_t, uint64_t> joined;   // rank -> last fence it joined
+    std::map<uint32_t, Waiter> waiting;    // rank -> its fence request in flight
+    std::map<uint32_t, size_t> join_puts;  // rank -> digest of the puts it joined `open` with
+    uint64_t completed = 0;                // last fence published here
+    uint64_t open = 0;                     // fence being gathered; 0 when none
+    bool contributed = false;              // FenceContribute for `open` sent
     std::map<std::string, std::pair<uint32_t, std::string>> merged;  // key -> (rank, value)
     std::map<std::string, std::string> published;  // everything the last fence released
     std::string snapshot_path;                     // "" before the first fence
@@ -113,6 +124,10 @@ class RendezvousServer {
              std::string message);
   void HandleFence(const Key& key, Attempt& a, const std::string& peer,
                    const v1::RendezvousRequest& req);
+  // A rank joining the fence it already joined: the same puts again is a retry (a new
+  // `trainletctl rendezvous fence` after a timeout) that takes the wait over; other puts are a
+  // second process claiming the rank, refused so the real rank's puts stand.
+  void HandleRejoin(Attempt& a, const std::string& peer, const v1::RendezvousRequest& req);
   void HandleGet(Attempt& a, const std::string& peer, const v1::RendezvousRequest& req,
                  Clock::time_point now);
   // Aborts the open fence if a rank that cannot join it has exited; sends the contribution when

@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "agent/process_spawner.h"
+#include "agent/step/step_launch.h"
 #include "agent/step/step_records.h"
 #include "common/platform/file_watch.h"
 #include "common/platform/periodic_timer.h"
@@ -57,6 +58,10 @@
 #include "common/status.h"
 
 namespace trainlet::agent {
+
+// What a stop waits between SIGTERM and SIGKILL when the plan or exec session names no grace
+// (LaunchPlan.stop_grace_ms and ExecStart.stop_grace_ms of 0).
+inline constexpr std::chrono::milliseconds kDefaultStopGrace{10000};
 
 // One rank to start on this node.
 struct WorkerLaunch {
@@ -255,6 +260,20 @@ class WorkerSupervisor {
   void StopWorker(pid_t pid, Worker& w, std::chrono::milliseconds grace, Clock::time_point now);
   // worker_supervisor_steps.cpp
   Status InitSteps();
+  // StartStep's steps, in order: the launch file's spec (refused launches get their error in
+  // `results`), the step's directory and process (`ready_fd`: the read end of its ready pipe),
+  // the wait for its "ready", and the starts it recorded, put into `results`. Private helpers
+  // push the class past 25 methods; they are StartStep's pieces, not new behaviour.
+  step::StepLaunch StepSpecFor(const std::vector<WorkerLaunch>& launches,
+                               std::chrono::milliseconds stop_grace,
+                               std::vector<Result<pid_t>>& results,
+                               std::vector<size_t>& index) const;
+  Status SpawnStep(const step::StepLaunch& spec, Step& s, int& ready_fd);
+  bool WaitStepReady(int ready_fd) const;  // closes ready_fd
+  void ReportStepStarts(Step& s, const std::vector<WorkerLaunch>& launches,
+                        const std::vector<size_t>& index, bool is_ready,
+                        std::vector<step::StepRecord>& records,
+                        std::vector<Result<pid_t>>& results);
   void SignalStep(Step& s, int sig);
   void StopStep(Step& s, std::chrono::milliseconds grace, Clock::time_point now);
   void ReadNewRecords(Step& s, std::vector<step::StepRecord>* out);

@@ -141,11 +141,13 @@ void WorkerSupervisor::StopStep(Step& s, std::chrono::milliseconds grace, Clock:
   if (!s.kill_at || deadline < *s.kill_at) s.kill_at = deadline;
 }
 
-std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerLaunch>& launches,
-                                                       std::chrono::milliseconds stop_grace) {
-  std::vector<Result<pid_t>> results(launches.size(), Result<pid_t>(InternalError("not started")));
-  if (launches.empty()) return results;
-  const std::string job = launches[0].job;
+// Keeps the launches StartStep can hand to a step: the ones it refuses get their error in
+// `results` and stay out of the spec. spec.ranks[i] is launches[index[i]].
+step::StepLaunch WorkerSupervisor::StepSpecFor(const std::vector<WorkerLaunch>& launches,
+                                               std::chrono::milliseconds stop_grace,
+                                               std::vector<Result<pid_t>>& results,
+                                               std::vector<size_t>& index) const {
+  const std::string& job = launches[0].job;
   const uint32_t attempt = launches[0].attempt;
   step::StepLaunch spec;
   spec.job = job;
@@ -154,7 +156,6 @@ std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerL
   spec.agent_lock = options_.agent_lock;
   spec.orphan_grace_ms = static_cast<uint32_t>(std::max<int64_t>(0, options_.orphan_grace.count()));
   spec.base_env = base_env_;
-  std::vector<size_t> index;  // spec.ranks[i] is launches[index[i]]
   std::set<uint32_t> ranks;
   for (size_t i = 0; i < launches.size(); ++i) {
     const WorkerLaunch& l = launches[i];
@@ -190,30 +191,22 @@ std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerL
     spec.ranks.push_back(std::move(r));
     index.push_back(i);
   }
-  if (spec.ranks.empty()) return results;
-  auto fail_all = [&](const Status& why) {
-    spdlog::error("supervisor: job {} attempt {}: {}", job, attempt, why.message());
-    for (size_t i : index) {
-      results[i] =
-          Status(why.code(), "job " + job + " attempt " + std::to_string(attempt) + " rank " +
-                                 std::to_string(launches[i].rank) + ": " + why.message());
-    }
-    return results;
-  };
+  return spec;
+}
 
-  Step s;
-  s.dir = NewStepDir(options_.steps_dir, job, attempt);
-  s.job = job;
-  s.attempt = attempt;
+Status WorkerSupervisor::SpawnStep(const step::StepLaunch& spec, Step& s, int& ready_fd) {
+  s.dir = NewStepDir(options_.steps_dir, spec.job, spec.attempt);
+  s.job = spec.job;
+  s.attempt = spec.attempt;
   s.stop_grace_ms = spec.stop_grace_ms;
   s.child = true;
   std::error_code ec;
   fs::create_directory(s.dir, ec);
-  if (ec) return fail_all(IoError("step dir " + s.dir + ": " + ec.message()));
+  if (ec) return IoError("step dir " + s.dir + ": " + ec.message());
   Status written = step::WriteLaunchFile(s.dir + "/launch.json", spec);
   if (!written.ok()) {
     fs::remove_all(s.dir, ec);
-    return fail_all(written);
+    return written;
   }
   const std::string events = s.dir + "/events";
   const int create = open(events.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -222,7 +215,7 @@ std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerL
   if (s.events_fd < 0) {
     const Status st = IoError(Errno(events));
     fs::remove_all(s.dir, ec);
-    return fail_all(st);
+    return st;
   }
   s.watch = files_->Add(events);
   int ready[2];
@@ -230,7 +223,7 @@ std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerL
     const Status st = InternalError(Errno("pipe"));
     CloseStep(s);
     fs::remove_all(s.dir, ec);
-    return fail_all(st);
+    return st;
   }
   ProcessSpawner::Request request;
   request.argv = {options_.step_binary, s.dir};
@@ -244,14 +237,18 @@ std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerL
     close(ready[0]);
     CloseStep(s);
     fs::remove_all(s.dir, ec);
-    return fail_all(Status(pid.status().code(), "step: " + pid.status().message()));
+    return Status(pid.status().code(), "step: " + pid.status().message());
   }
   s.pid = *pid;
   s.start_time = platform::ProcessStartTime(s.pid).value_or(0);
   // Our unreaped child: the handle cannot name another process. It is not in the wake-up set:
   // a child's end comes from waitid.
   s.process = platform::ProcessHandle::OpenChild(s.pid, s.start_time);
+  ready_fd = ready[0];
+  return Status::Ok();
+}
 
+bool WorkerSupervisor::WaitStepReady(int ready_fd) const {
   // Blocks the loop while the step spawns the ranks, as spawning them here would. The step says
   // "ready" once every S or F record is written; EOF means it died first.
   const auto deadline = Clock::now() + options_.step_start_timeout;
@@ -265,20 +262,24 @@ std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerL
       if (options_.keepalive) options_.keepalive();
       next_keepalive = now + std::chrono::seconds(1);
     }
-    pollfd p{ready[0], POLLIN, 0};
+    pollfd p{ready_fd, POLLIN, 0};
     const int rc = poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 500)));
     if (rc < 0 && errno != EINTR) break;
     if (rc <= 0) continue;
     char buf[64];
-    const ssize_t n = read(ready[0], buf, sizeof buf);
+    const ssize_t n = read(ready_fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     said.append(buf, static_cast<size_t>(n));
   }
-  close(ready[0]);
-  const bool is_ready = said == "ready\n";
+  close(ready_fd);
+  return said == "ready\n";
+}
 
-  std::vector<StepRecord> records;
+void WorkerSupervisor::ReportStepStarts(Step& s, const std::vector<WorkerLaunch>& launches,
+                                        const std::vector<size_t>& index, bool is_ready,
+                                        std::vector<StepRecord>& records,
+                                        std::vector<Result<pid_t>>& results) {
   ReadNewRecords(s, &records);
   std::map<uint32_t, std::string> failed;
   for (const StepRecord& r : records) {
@@ -296,8 +297,8 @@ std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerL
   size_t started = 0;
   for (size_t k = 0; k < index.size(); ++k) {
     const WorkerLaunch& l = launches[index[k]];
-    const std::string who =
-        "job " + job + " attempt " + std::to_string(attempt) + " rank " + std::to_string(l.rank);
+    const std::string who = "job " + s.job + " attempt " + std::to_string(s.attempt) + " rank " +
+                            std::to_string(l.rank);
     if (auto it = s.live.find(l.rank); it != s.live.end()) {
       results[index[k]] = it->second.pid;
       ++started;
@@ -315,9 +316,35 @@ std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerL
     }
   }
   if (started != 0) {
-    spdlog::info("supervisor: job {} attempt {}: {} rank(s) started under step {} ({})", job,
-                 attempt, started, s.pid, s.dir);
+    spdlog::info("supervisor: job {} attempt {}: {} rank(s) started under step {} ({})", s.job,
+                 s.attempt, started, s.pid, s.dir);
   }
+}
+
+std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerLaunch>& launches,
+                                                       std::chrono::milliseconds stop_grace) {
+  std::vector<Result<pid_t>> results(launches.size(), Result<pid_t>(InternalError("not started")));
+  if (launches.empty()) return results;
+  const std::string job = launches[0].job;
+  const uint32_t attempt = launches[0].attempt;
+  std::vector<size_t> index;  // spec.ranks[i] is launches[index[i]]
+  const step::StepLaunch spec = StepSpecFor(launches, stop_grace, results, index);
+  if (spec.ranks.empty()) return results;
+
+  Step s;
+  int ready_fd = -1;
+  if (Status spawned = SpawnStep(spec, s, ready_fd); !spawned.ok()) {
+    spdlog::error("supervisor: job {} attempt {}: {}", job, attempt, spawned.message());
+    for (size_t i : index) {
+      results[i] =
+          Status(spawned.code(), "job " + job + " attempt " + std::to_string(attempt) + " rank " +
+                                     std::to_string(launches[i].rank) + ": " + spawned.message());
+    }
+    return results;
+  }
+  const bool is_ready = WaitStepReady(ready_fd);
+  std::vector<StepRecord> records;
+  ReportStepStarts(s, launches, index, is_ready, records, results);
   if (!is_ready) {
     spdlog::error("supervisor: step of job {} attempt {} (pid {}) did not report ready", job,
                   attempt, s.pid);

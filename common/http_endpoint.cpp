@@ -98,9 +98,7 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Listen(const std::string& ad
     bound_port = ntohs(a->sin_port);
     ep->bound_address_ = std::string(name) + ":" + std::to_string(bound_port);
   }
-  std::string error;
-  ep->poll_set_ = platform::PollSet::Open(&error);
-  if (!ep->poll_set_) return InternalError(error);
+  TRAINLET_ASSIGN_OR_RETURN(ep->poll_set_, platform::PollSet::Open());
   // A null tag marks the listening socket.
   if (const int err = ep->poll_set_->Add(ep->listen_fd_, platform::PollSet::kReadable, nullptr);
       err != 0) {

@@ -15,9 +15,7 @@ Result<std::unique_ptr<OpsEndpoint>> OpsEndpoint::Create(const std::string& metr
                                                          std::unique_ptr<ServiceNotifier> notifier,
                                                          bool best_effort) {
   std::unique_ptr<OpsEndpoint> ops(new OpsEndpoint(std::move(notifier)));
-  std::string error;
-  ops->poll_set_ = platform::PollSet::Open(&error);
-  if (!ops->poll_set_) return InternalError(error);
+  TRAINLET_ASSIGN_OR_RETURN(ops->poll_set_, platform::PollSet::Open());
   // Tags: the watchdog's is its timer, HTTP's the endpoint.
   auto add = [&](int fd, void* tag) -> Status {
     if (const int err = ops->poll_set_->Add(fd, platform::PollSet::kReadable, tag); err != 0) {
@@ -42,8 +40,9 @@ Result<std::unique_ptr<OpsEndpoint>> OpsEndpoint::Create(const std::string& metr
   const auto timeout = ops->notifier_->WatchdogTimeout();
   if (timeout.count() > 0) {
     // Half the timeout, as sd_watchdog_enabled(3) advises, so one late pet is not fatal.
-    ops->watchdog_ = platform::PeriodicTimer::Open(timeout / 2, &error);
-    if (!ops->watchdog_) return InternalError("watchdog: " + error);
+    auto watchdog = platform::PeriodicTimer::Open(timeout / 2);
+    if (!watchdog.ok()) return InternalError("watchdog: " + watchdog.status().message());
+    ops->watchdog_ = std::move(watchdog).value();
     TRAINLET_RETURN_IF_ERROR(add(ops->watchdog_->fd(), ops->watchdog_.get()));
   }
   return ops;

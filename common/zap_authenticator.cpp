@@ -36,6 +36,13 @@ void ZapAuthenticator::SetAllowlist(const std::string& domain, Allowlist keys) {
   domains_[domain] = std::move(d);
 }
 
+const Allowlist* ZapAuthenticator::KeysOf(const std::string& domain) {
+  auto it = domains_.find(domain);
+  if (it == domains_.end()) return nullptr;
+  Refresh(it->second);
+  return &it->second.keys;
+}
+
 void ZapAuthenticator::Refresh(Domain& d) {
   if (d.path.empty()) return;
   struct stat st {};

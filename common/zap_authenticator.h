@@ -31,6 +31,11 @@ class ZapAuthenticator {
   // Admits exactly these keys for `domain` (tests, and callers that manage lists themselves).
   void SetAllowlist(const std::string& domain, Allowlist keys);
 
+  // The keys admitted for `domain` and the name each line gives its key (empty when the line has
+  // none), re-read first when the file changed; nullptr for an unknown domain. The pointer stays
+  // valid until the next call on this object. The coordinator binds agent names to keys with it.
+  const Allowlist* KeysOf(const std::string& domain);
+
   zmq::socket_t& socket() { return socket_; }
   // Answers one pending ZAP request, if there is one. Never throws.
   void HandleRequest();

@@ -1,13 +1,8 @@
-#include "common/wall_clock.h"
 #include "coordinator/coordinator.h"
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 
@@ -18,7 +13,7 @@
 namespace trainlet::coordinator {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using TimePoint = platform::EventLoop::TimePoint;
 
 constexpr std::initializer_list<int> kLoopSignals = {SIGTERM, SIGINT, SIGHUP};
 
@@ -31,12 +26,18 @@ void PrepareCoordinatorSignals() {
   signal(SIGPIPE, SIG_IGN);
 }
 
-Coordinator::Coordinator(CoordinatorConfig config) : config_(std::move(config)) {}
+Coordinator::Coordinator(CoordinatorConfig config, platform::Env& env)
+    : config_(std::move(config)), env_(env), loop_(env) {}
 
 Coordinator::~Coordinator() = default;
 
 Result<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorConfig config) {
-  std::unique_ptr<Coordinator> c(new Coordinator(std::move(config)));
+  return Create(std::move(config), platform::RealEnv());
+}
+
+Result<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorConfig config,
+                                                         platform::Env& env) {
+  std::unique_ptr<Coordinator> c(new Coordinator(std::move(config), env));
   TRAINLET_RETURN_IF_ERROR(c->Init());
   return c;
 }
@@ -67,15 +68,18 @@ Status Coordinator::Init() {
   if (config_.exec_advertise.empty()) {
     // A wildcard bind is reached through this host's name.
     for (const std::string wildcard : {"tcp://0.0.0.0:", "tcp://*:"}) {
-      if (exec_bound.rfind(wildcard, 0) == 0) {
-        char host[256] = {0};
-        gethostname(host, sizeof host - 1);
-        exec_endpoint_ = "tcp://" + std::string(host) + ":" + exec_bound.substr(wildcard.size());
+      if (exec_bound.rfind(wildcard, 0) != 0) continue;
+      if (Result<std::string> host = env_.Hostname(); host.ok()) {
+        exec_endpoint_ = "tcp://" + *host + ":" + exec_bound.substr(wildcard.size());
+      } else {
+        spdlog::warn("exec endpoint {} advertised as bound: {}", exec_bound,
+                     host.status().message());
       }
     }
   }
 
   registry_ = std::make_unique<NodeRegistry>(config_.heartbeat_interval, config_.lost_timeout);
+  registry_->BindNamesToKeys([this] { return zap_->KeysOf("agent"); });  // issue 19, defect 7
   TRAINLET_RETURN_IF_ERROR(registry_->LoadCordons(store_.get()));
   JobControllerOptions options;
   options.exec_endpoint = exec_endpoint_;
@@ -99,14 +103,44 @@ Status Coordinator::Init() {
         if (st == nullptr || !jobs_->AttemptActive(job, attempt)) return std::nullopt;
         return std::vector<std::string>(st->placement().begin(), st->placement().end());
       });
-  std::string signal_error;
-  signals_ = platform::SignalWatch::Open(kLoopSignals, &signal_error);
-  if (!signals_) return InternalError(signal_error);
+  TRAINLET_ASSIGN_OR_RETURN(signals_, platform::SignalWatch::Open(kLoopSignals));
   TRAINLET_ASSIGN_OR_RETURN(ops_, CoordinatorOps::Create(config_.metrics_address,
                                                          config_.metrics_best_effort,
                                                          MakeSystemdNotifier(), registry_.get(),
                                                          jobs_.get(), &drops_));
+  AddLoopSources();
   return WriteEndpoints();
+}
+
+void Coordinator::AddLoopSources() {
+  using platform::EventLoop;
+  loop_.AddTick([this](TimePoint now) { return Tick(now); });
+  loop_.AddSocket(zap_->socket().handle(), EventLoop::kReadable,
+                  [this](short) { zap_->HandleRequest(); });
+  loop_.AddFd(ops_->fd(), EventLoop::kReadable,
+              [this](short) { ops_->OnReadable(); });  // metrics HTTP, watchdog
+  loop_.AddFd(signals_->fd(), EventLoop::kReadable, [this](short) { OnSignals(); });
+  // Bounded batches keep one busy endpoint from starving the other.
+  loop_.AddSocket(agents_.handle(), EventLoop::kReadable, [this](short) {
+    for (int i = 0; i < 256; ++i) {
+      if (!(agents_.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
+      if (auto msg = ReceiveFromRouter(agents_, drops_)) OnAgentMessage(*msg);
+    }
+  });
+  loop_.AddSocket(operators_.handle(), EventLoop::kReadable, [this](short) {
+    for (int i = 0; i < 64; ++i) {
+      if (!(operators_.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
+      if (auto msg = ReceiveFromRouter(operators_, drops_)) OnOperatorMessage(*msg);
+    }
+  });
+  loop_.AddSocket(execs_.handle(), EventLoop::kReadable, [this](short) {
+    for (int i = 0; i < 256; ++i) {
+      if (!(execs_.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
+      if (auto msg = ReceiveFromRouter(execs_, drops_)) {
+        exec_relay_->OnClientMessage(*msg, env_.MonotonicNow());
+      }
+    }
+  });
 }
 
 Status Coordinator::WriteEndpoints() const {
@@ -116,15 +150,11 @@ Status Coordinator::WriteEndpoints() const {
                       {"operator_endpoint", operator_endpoint_},
                       {"exec_endpoint", exec_endpoint_},
                       {"metrics_endpoint", ops_->metrics_address()},
-                      {"pid", getpid()}};
-  const std::string tmp = config_.endpoints_file + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << j.dump(2) << "\n";
-    if (!out.flush()) return IoError("--endpoints-file " + tmp + ": " + std::strerror(errno));
-  }
-  if (std::rename(tmp.c_str(), config_.endpoints_file.c_str()) != 0) {
-    return IoError("--endpoints-file " + config_.endpoints_file + ": " + std::strerror(errno));
+                      {"pid", env_.ProcessId()}};
+  // Written to a temporary and renamed, so a reader never sees half of it.
+  if (Status s = env_.WriteFileAtomically(config_.endpoints_file, j.dump(2) + "\n", 0644);
+      !s.ok()) {
+    return IoError("--endpoints-file " + s.message());
   }
   return Status::Ok();
 }
@@ -132,8 +162,8 @@ Status Coordinator::WriteEndpoints() const {
 void Coordinator::SendToNode(const std::string& node, v1::Envelope env) {
   const NodeEntry* e = registry_->Find(node);
   if (e == nullptr || e->state == NodeState::kLost) {
-    spdlog::warn("cannot send {} to node {}: not connected", v1::MessageType_Name(
-                     TypeForBody(env.body_case())), node);
+    spdlog::warn("cannot send {} to node {}: not connected",
+                 v1::MessageType_Name(TypeForBody(env.body_case())), node);
     return;
   }
   if (!SendToRouterPeer(agents_, e->routing_id, env)) {
@@ -142,8 +172,8 @@ void Coordinator::SendToNode(const std::string& node, v1::Envelope env) {
 }
 
 void Coordinator::OnAgentMessage(RouterMessage& msg) {
-  const auto now = Clock::now();
-  const int64_t now_ms = NowUnixMs();
+  const auto now = env_.MonotonicNow();
+  const int64_t now_ms = env_.WallUnixMs();
   v1::Envelope& env = msg.envelope;
   switch (env.body_case()) {
     case v1::Envelope::kRegister: {
@@ -251,81 +281,56 @@ void Coordinator::OnOperatorMessage(RouterMessage& msg) {
     drops_.Add(DropReason::kUnexpected);
     return;
   }
-  operator_service_->Handle(msg.routing_id, msg.envelope.operator_request(), Clock::now(),
-                            NowUnixMs());
+  operator_service_->Handle(msg.routing_id, msg.envelope.operator_request(), env_.MonotonicNow(),
+                            env_.WallUnixMs());
+}
+
+std::optional<TimePoint> Coordinator::Tick(TimePoint now) {
+  if (started_ == TimePoint{}) started_ = now;
+  const int64_t now_ms = env_.WallUnixMs();
+  ops_->Tick(now);  // READY=1 once, then STATUS=
+  for (const auto& lost : registry_->Tick(now)) {
+    const NodeEntry* e = registry_->Find(lost);
+    jobs_->OnNodeLost(lost, now_ms, e->last_beat_unix_ms + config_.partition_grace.count() + 500);
+  }
+  if (!checked_unregistered_ && now - started_ > config_.lost_timeout) {
+    // After a restart, a node that held ranks and has not come back within the lost timeout is
+    // as good as Lost: its ranks' attempts fail, as if it had stopped heartbeating.
+    checked_unregistered_ = true;
+    for (const auto& node : jobs_->PlacedNodes()) {
+      if (registry_->Find(node) == nullptr) {
+        spdlog::warn("node {} held ranks before the restart and has not registered", node);
+        jobs_->OnNodeLost(node, now_ms, now_ms + config_.partition_grace.count());
+      }
+    }
+  }
+  jobs_->Schedule(now_ms);
+  if (Status s = jobs_->Flush(); !s.ok()) spdlog::error("store: {}", s.message());
+  operator_service_->Tick(now);
+  exec_relay_->Tick(now);
+  RefreshExecAllowlist();
+  if (jobs_->generation() != fence_generation_) {  // an attempt may have ended
+    fence_generation_ = jobs_->generation();
+    DeliverFences(fences_->Sweep());
+  }
+
+  auto wake = std::min({registry_->NextDeadline(now), operator_service_->NextDeadline(now),
+                        exec_relay_->NextDeadline(now)});
+  const int64_t job_wake = jobs_->NextWakeMs();
+  if (job_wake != INT64_MAX) {
+    wake = std::min(wake, now + std::chrono::milliseconds(std::max<int64_t>(0, job_wake - now_ms)));
+  }
+  return std::max(wake, now + std::chrono::milliseconds(1));  // the poll waits at least 1 ms
+}
+
+void Coordinator::OnSignals() {
+  bool stop = false;
+  for (const int sig : signals_->Take()) stop = stop || sig == SIGTERM || sig == SIGINT;
+  if (stop) loop_.Stop();  // before the sockets: requests still queued are not read
 }
 
 Status Coordinator::Run() {
-  started_ = Clock::now();
-  while (true) {
-    auto now = Clock::now();
-    const int64_t now_ms = NowUnixMs();
-    ops_->Tick(now);  // READY=1 once, then STATUS=
-    for (const auto& lost : registry_->Tick(now)) {
-      const NodeEntry* e = registry_->Find(lost);
-      jobs_->OnNodeLost(lost, now_ms, e->last_beat_unix_ms + config_.partition_grace.count() + 500);
-    }
-    if (!checked_unregistered_ && now - started_ > config_.lost_timeout) {
-      // After a restart, a node that held ranks and has not come back within the lost timeout is
-      // as good as Lost: its ranks' attempts fail, as if it had stopped heartbeating.
-      checked_unregistered_ = true;
-      for (const auto& node : jobs_->PlacedNodes()) {
-        if (registry_->Find(node) == nullptr) {
-          spdlog::warn("node {} held ranks before the restart and has not registered", node);
-          jobs_->OnNodeLost(node, now_ms, now_ms + config_.partition_grace.count());
-        }
-      }
-    }
-    jobs_->Schedule(now_ms);
-    if (Status s = jobs_->Flush(); !s.ok()) spdlog::error("store: {}", s.message());
-    operator_service_->Tick(now);
-    exec_relay_->Tick(now);
-    RefreshExecAllowlist();
-    if (jobs_->generation() != fence_generation_) {  // an attempt may have ended
-      fence_generation_ = jobs_->generation();
-      DeliverFences(fences_->Sweep());
-    }
-
-    auto wake = std::min({registry_->NextDeadline(now), operator_service_->NextDeadline(now),
-                          exec_relay_->NextDeadline(now)});
-    const int64_t job_wake = jobs_->NextWakeMs();
-    if (job_wake != INT64_MAX) {
-      wake = std::min(wake, now + std::chrono::milliseconds(std::max<int64_t>(0, job_wake - now_ms)));
-    }
-    const long timeout = static_cast<long>(std::max<int64_t>(
-        1, std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count()));
-
-    zmq_pollitem_t items[] = {{zap_->socket().handle(), 0, ZMQ_POLLIN, 0},
-                              {agents_.handle(), 0, ZMQ_POLLIN, 0},
-                              {operators_.handle(), 0, ZMQ_POLLIN, 0},
-                              {nullptr, signals_->fd(), ZMQ_POLLIN, 0},
-                              {execs_.handle(), 0, ZMQ_POLLIN, 0},
-                              {nullptr, ops_->fd(), ZMQ_POLLIN, 0}};
-    if (zmq_poll(items, 6, timeout) < 0) {
-      if (zmq_errno() == EINTR) continue;
-      return InternalError(std::string("zmq_poll: ") + zmq_strerror(zmq_errno()));
-    }
-    if (items[0].revents & ZMQ_POLLIN) zap_->HandleRequest();
-    if (items[5].revents & ZMQ_POLLIN) ops_->OnReadable();  // metrics HTTP, watchdog
-    if (items[3].revents & ZMQ_POLLIN) {
-      bool stop = false;
-      for (const int sig : signals_->Take()) stop = stop || sig == SIGTERM || sig == SIGINT;
-      if (stop) break;
-    }
-    // Bounded batches keep one busy endpoint from starving the other.
-    for (int i = 0; i < 256 && (items[1].revents & ZMQ_POLLIN); ++i) {
-      if (!(agents_.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
-      if (auto msg = ReceiveFromRouter(agents_, drops_)) OnAgentMessage(*msg);
-    }
-    for (int i = 0; i < 64 && (items[2].revents & ZMQ_POLLIN); ++i) {
-      if (!(operators_.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
-      if (auto msg = ReceiveFromRouter(operators_, drops_)) OnOperatorMessage(*msg);
-    }
-    for (int i = 0; i < 256 && (items[4].revents & ZMQ_POLLIN); ++i) {
-      if (!(execs_.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
-      if (auto msg = ReceiveFromRouter(execs_, drops_)) exec_relay_->OnClientMessage(*msg, Clock::now());
-    }
-  }
+  TRAINLET_RETURN_IF_ERROR(loop_.Run());
   ops_->OnStopping();  // STOPPING=1
   spdlog::info("coordinator stopping");
   return jobs_->Flush();

@@ -1,16 +1,27 @@
 // Coordinator: the event loop that ties the agent endpoint, the operator endpoint and the ZAP
 // handler to the NodeRegistry, JobController and OperatorService.
 //
-// Threading: Run() is the only loop; it polls its sockets and a SignalWatch. Every member is
-// owned by it. The caller prepares SIGTERM/SIGINT/SIGHUP first (PrepareCoordinatorSignals).
+// Threading: one platform::EventLoop runs everything; its sources are the ZAP handler, the
+// operations endpoint (metrics, watchdog), a SignalWatch and the agent, operator and exec
+// sockets, registered in that order, which is the order their callbacks run when several are
+// ready (so a SIGTERM is seen before more requests are read). Every member is owned by the
+// thread that calls Run (or RunOnce). The caller prepares SIGTERM/SIGINT/SIGHUP first
+// (PrepareCoordinatorSignals).
+//
+// OS access goes through the platform::Env given to Create: the clocks (liveness and deadlines
+// use the monotonic clock only; the wall clock stamps records), the host name, the pid and the
+// endpoints file. Tests give a fake one (tests/coordinator/coordinator_test.cpp).
 #pragma once
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <zmq.hpp>
 
 #include "common/envelope.h"
+#include "common/platform/env.h"
+#include "common/platform/event_loop.h"
 #include "common/platform/signal_watch.h"
 #include "common/zap_authenticator.h"
 #include "common/zmq_sockets.h"
@@ -47,7 +58,7 @@ struct CoordinatorConfig {
   std::chrono::milliseconds restart_backoff{250};
   std::chrono::milliseconds max_restart_backoff{60000};
   std::string metrics_address = "127.0.0.1:9465";  // /metrics, /healthz, /readyz; "" for none
-  bool metrics_best_effort = false;  // a busy port only warns (the default address)
+  bool metrics_best_effort = false;                // a busy port only warns (the default address)
 };
 
 // Prepares the signals the loop reads (platform::PrepareSignals) and ignores SIGPIPE. Call first
@@ -56,17 +67,37 @@ void PrepareCoordinatorSignals();
 
 class Coordinator : public NodeSink {
  public:
+  // Binds the endpoints, loads the store and writes the endpoints file. Errors name the flag or
+  // file at fault. The first form uses the real OS (platform::RealEnv()); `env` must outlive the
+  // coordinator.
   static Result<std::unique_ptr<Coordinator>> Create(CoordinatorConfig config);
+  static Result<std::unique_ptr<Coordinator>> Create(CoordinatorConfig config, platform::Env& env);
   ~Coordinator() override;
 
-  // Serves until SIGTERM or SIGINT.
+  // Serves until SIGTERM or SIGINT, then says it is stopping (sd_notify) and flushes the store.
+  // An error only when the loop itself fails (zmq_poll).
   Status Run();
+  // One iteration of Run's loop, waiting at most `max_wait`: for a test that drives the
+  // coordinator on its own thread with a fake clock. A SIGTERM seen here only stops the loop.
+  Status RunOnce(std::chrono::milliseconds max_wait) { return loop_.RunOnce(max_wait); }
+
+  // The bound endpoints (a port 0 in the configuration is resolved here).
+  const std::string& agent_endpoint() const { return agent_endpoint_; }
+  const std::string& operator_endpoint() const { return operator_endpoint_; }
+  // The nodes as the loop sees them; for tests and the loop's thread only.
+  const NodeRegistry& registry() const { return *registry_; }
 
   void SendToNode(const std::string& node, v1::Envelope env) override;
 
  private:
-  explicit Coordinator(CoordinatorConfig config);
+  Coordinator(CoordinatorConfig config, platform::Env& env);
   Status Init();
+  // Registers the sockets and descriptors with loop_, in the order the header comment gives.
+  void AddLoopSources();
+  // The loop's work each iteration (liveness, scheduling, flushing the store, deadlines);
+  // returns when the loop must wake next.
+  std::optional<platform::EventLoop::TimePoint> Tick(platform::EventLoop::TimePoint now);
+  void OnSignals();
   Status WriteEndpoints() const;
   void OnAgentMessage(RouterMessage& msg);
   void OnOperatorMessage(RouterMessage& msg);
@@ -76,7 +107,9 @@ class Coordinator : public NodeSink {
 
   // Constant after construction.
   CoordinatorConfig config_;
+  platform::Env& env_;
   // Owned by the loop.
+  platform::EventLoop loop_;
   zmq::context_t ctx_;
   std::unique_ptr<ZapAuthenticator> zap_;
   zmq::socket_t agents_;

@@ -4,31 +4,14 @@
 
 #include <algorithm>
 #include <climits>
-#include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "coordinator/gang_planner.h"
-#include "common/curve_keys.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/rank_state_machine.h"
 
 namespace trainlet::coordinator {
-namespace fs = std::filesystem;
-
 namespace {
-
-std::string RuntimeKey(const std::string& kind, const std::string& name) {
-  return kind + "/" + name;
-}
-
-bool RankEnded(const v1::RankStatus& r) { return !IsRankActive(r.rank_state()); }
-
-// A node's report the rank table refuses (it came late or twice) changes nothing; say so.
-void LogRefused(const v1::WorkerEvent& ev, const Status& s) {
-  if (!s.ok()) spdlog::warn("trainjob/{} attempt {}: {}", ev.job(), ev.attempt(), s.message());
-}
 
 std::string DescribeExit(const v1::RankStatus& r) {
   if (r.rank_state() == v1::RANK_STATE_START_FAILED) return "could not start: " + r.message();
@@ -36,39 +19,55 @@ std::string DescribeExit(const v1::RankStatus& r) {
   return "exited with code " + std::to_string(r.exit_code());
 }
 
+// A node's report the rank table refuses (it came late or twice) changes nothing; say so.
+void LogRefused(const v1::WorkerEvent& ev, const Status& s) {
+  if (!s.ok()) spdlog::warn("trainjob/{} attempt {}: {}", ev.job(), ev.attempt(), s.message());
+}
+
+// Folds a worker event into its rank's status; false for an event kind it does not know.
+bool FoldRankEvent(v1::RankStatus& rank, const v1::WorkerEvent& ev) {
+  switch (ev.kind()) {
+    case v1::WorkerEvent::KIND_STARTED:
+      (void)ApplyRankTrigger(rank, RankTrigger::kStarted);  // only a Pending rank moves
+      rank.set_pid(ev.pid());
+      rank.set_cpuset(ev.cpuset());
+      rank.set_devices(ev.devices());
+      break;
+    case v1::WorkerEvent::KIND_EXITED:
+      rank.set_pid(ev.pid());
+      rank.set_exit_code(ev.exit_code());
+      rank.set_signal(ev.signal());
+      LogRefused(ev, ApplyRankTrigger(rank, ev.exit_code() == 0 && ev.signal() == 0
+                                                ? RankTrigger::kExitedZero
+                                                : RankTrigger::kExitedNonZero));
+      break;
+    case v1::WorkerEvent::KIND_START_FAILED:
+      LogRefused(ev, ApplyRankTrigger(rank, RankTrigger::kStartFailed));
+      rank.set_message(ev.message());
+      break;
+    default:
+      return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 JobController::JobController(JobStore* store, NodeRegistry* registry, NodeSink* sink,
                              JobControllerOptions options)
-    : store_(store), registry_(registry), sink_(sink), options_(options) {}
+    : store_(store),
+      registry_(registry),
+      options_(options),
+      agents_(sink),
+      exec_(registry, {options_.exec_endpoint, options_.server_public_key, options_.stop_grace_ms},
+            [this](const std::string& job) { return Find(job); }),
+      port_waits_(&agents_, [this](const std::string& job, uint32_t attempt) {
+        return exec_.AttemptActive(job, attempt);
+      }) {}
 
 Status JobController::Load(const std::string& runtimes_dir) {
-  if (!runtimes_dir.empty()) {
-    std::error_code ec;
-    std::vector<fs::path> files;
-    for (const auto& entry : fs::directory_iterator(runtimes_dir, ec)) {
-      if (entry.path().extension() == ".yaml") files.push_back(entry.path());
-    }
-    if (ec) return IoError("--runtimes-dir " + runtimes_dir + ": " + ec.message());
-    std::sort(files.begin(), files.end());
-    for (const auto& f : files) {
-      std::ifstream in(f);
-      std::stringstream text;
-      text << in.rdbuf();
-      auto parsed = trainjob::ParseDocuments(text.str());
-      if (!parsed.ok()) return InvalidError(f.string() + ": " + parsed.status().message());
-      for (auto& rt : parsed->runtimes) runtimes_[RuntimeKey(rt.kind, rt.name)] = std::move(rt);
-    }
-  }
-  TRAINLET_ASSIGN_OR_RETURN(auto stored_runtimes, store_->ListRuntimes());
-  for (const auto& rec : stored_runtimes) {
-    auto parsed = trainjob::ParseDocuments(rec.yaml);
-    if (!parsed.ok() || parsed->runtimes.size() != 1) {
-      spdlog::error("stored runtime {}/{} no longer parses; skipped", rec.kind, rec.name);
-      continue;
-    }
-    runtimes_[RuntimeKey(rec.kind, rec.name)] = std::move(parsed->runtimes[0]);
-  }
+  TRAINLET_RETURN_IF_ERROR(runtimes_.LoadShipped(runtimes_dir));
+  TRAINLET_RETURN_IF_ERROR(runtimes_.LoadStored(*store_));
   TRAINLET_ASSIGN_OR_RETURN(auto stored_jobs, store_->ListJobs());
   for (auto& rec : stored_jobs) {
     auto spec = trainjob::ParseDocuments(rec.spec_yaml);
@@ -84,17 +83,17 @@ Status JobController::Load(const std::string& runtimes_dir) {
       continue;
     }
     (*job)->record = std::move(rec);
-    order_.push_back((*job)->record.name);
-    jobs_[(*job)->record.name] = std::move(job).value();
+    Adopt(std::move(job).value());
   }
   spdlog::info("loaded {} runtimes and {} jobs", runtimes_.size(), jobs_.size());
   return Status::Ok();
 }
 
-const trainjob::TrainingRuntime* JobController::FindRuntime(const std::string& kind,
-                                                            const std::string& name) const {
-  auto it = runtimes_.find(RuntimeKey(kind, name));
-  return it == runtimes_.end() ? nullptr : &it->second;
+void JobController::Adopt(std::unique_ptr<Job> job) {
+  const std::string name = job->record.name;
+  exec_.Track(name, job->plan_template.env);
+  order_.push_back(name);
+  jobs_[name] = std::move(job);
 }
 
 Result<std::unique_ptr<JobController::Job>> JobController::BuildJob(
@@ -137,7 +136,41 @@ Result<std::unique_ptr<JobController::Job>> JobController::BuildJob(
     job->procs_per_node = 1;
   }
   st.set_procs_per_node(job->procs_per_node);
-  TRAINLET_RETURN_IF_ERROR(FillGangRequest(*job, warnings));
+  TRAINLET_ASSIGN_OR_RETURN(job->gang, GangRequestOf(spec, runtime, warnings));
+  return job;
+}
+
+Result<std::unique_ptr<JobController::Job>> JobController::NewJob(
+    const trainjob::TrainJob& spec, const RuntimeCatalog::Stage& staged, const std::string& source,
+    int64_t now_ms, std::vector<std::string>& warnings) const {
+  TRAINLET_ASSIGN_OR_RETURN(const trainjob::TrainingRuntime* rt,
+                            runtimes_.Resolve(staged, spec.name, spec.runtime_ref));
+  TRAINLET_ASSIGN_OR_RETURN(auto job, BuildJob(spec, *rt, warnings));
+  job->record.name = spec.name;
+  job->record.spec_yaml = spec.yaml;
+  job->record.runtime_kind = rt->kind;
+  job->record.runtime_name = rt->name;
+  job->record.runtime_yaml = rt->yaml;
+  v1::JobStatus& st = job->record.status;
+  st.set_job_phase(v1::JOB_PHASE_PENDING);
+  st.set_created_unix_ms(now_ms);
+  for (const auto& w : warnings) {
+    if (w.rfind("TrainJob/" + spec.name + ":", 0) == 0) st.add_notes(w);
+  }
+  if (job->plugin == nullptr) {
+    st.set_reason("NoRuntimePlugin: runtime " + rt->kind + "/" + rt->name + " needs the '" +
+                  st.plugin() + "' runtime plugin, which this trainlet build does not have");
+  }
+  auto* ev = st.add_events();
+  ev->set_unix_ms(now_ms);
+  ev->set_type("Normal");
+  ev->set_reason("Created");
+  ev->set_message("applied from " + (source.empty() ? std::string("stdin") : source));
+  if (spec.suspend) {
+    TRAINLET_RETURN_IF_ERROR(ApplyTransition(st, JobTrigger::kSuspend,
+                                             std::string(kReasonSuspended),
+                                             "created with spec.suspend: true", now_ms));
+  }
   return job;
 }
 
@@ -149,17 +182,15 @@ Result<v1::ApplyResult> JobController::Apply(const std::string& yaml, const std:
   }
   v1::ApplyResult result;
   std::vector<std::string> warnings = parsed->warnings;
-
   // Runtimes of this file are visible to its jobs, and stored with them.
-  std::map<std::string, trainjob::TrainingRuntime> staged;
-  for (const auto& rt : parsed->runtimes) staged[RuntimeKey(rt.kind, rt.name)] = rt;
-
+  RuntimeCatalog::Stage staged = RuntimeCatalog::StageRuntimes(parsed->runtimes);
   std::vector<std::unique_ptr<Job>> new_jobs;
   std::vector<SuspendFlip> flips;  // existing jobs whose spec.suspend this file changes
   for (const auto& spec : parsed->jobs) {
     if (auto existing = jobs_.find(spec.name); existing != jobs_.end()) {
-      TRAINLET_ASSIGN_OR_RETURN(auto flip,
-                                CompareWithStored(*existing->second, spec, source, now_ms));
+      TRAINLET_ASSIGN_OR_RETURN(
+          auto flip, CompareWithStored(existing->second->record, existing->second->spec.suspend,
+                                       spec, source, now_ms));
       if (flip) {
         flips.push_back(std::move(*flip));
       } else {
@@ -167,45 +198,7 @@ Result<v1::ApplyResult> JobController::Apply(const std::string& yaml, const std:
       }
       continue;
     }
-    const auto& ref = spec.runtime_ref;
-    const trainjob::TrainingRuntime* rt = nullptr;
-    if (auto it = staged.find(RuntimeKey(ref.kind, ref.name)); it != staged.end()) {
-      rt = &it->second;
-    } else {
-      rt = FindRuntime(ref.kind, ref.name);
-    }
-    if (rt == nullptr) {
-      std::string known;
-      for (const auto& [key, r] : runtimes_) known += (known.empty() ? "" : ", ") + key;
-      return NotFoundError("TrainJob/" + spec.name + ": spec.runtimeRef: " + ref.kind + " \"" +
-                           ref.name + "\" not found (known: " + known + ")");
-    }
-    TRAINLET_ASSIGN_OR_RETURN(auto job, BuildJob(spec, *rt, warnings));
-    job->record.name = spec.name;
-    job->record.spec_yaml = spec.yaml;
-    job->record.runtime_kind = rt->kind;
-    job->record.runtime_name = rt->name;
-    job->record.runtime_yaml = rt->yaml;
-    v1::JobStatus& st = job->record.status;
-    st.set_job_phase(v1::JOB_PHASE_PENDING);
-    st.set_created_unix_ms(now_ms);
-    for (const auto& w : warnings) {
-      if (w.rfind("TrainJob/" + spec.name + ":", 0) == 0) st.add_notes(w);
-    }
-    if (job->plugin == nullptr) {
-      st.set_reason("NoRuntimePlugin: runtime " + rt->kind + "/" + rt->name + " needs the '" +
-                    st.plugin() + "' runtime plugin, which this trainlet build does not have");
-    }
-    auto* ev = st.add_events();
-    ev->set_unix_ms(now_ms);
-    ev->set_type("Normal");
-    ev->set_reason("Created");
-    ev->set_message("applied from " + (source.empty() ? std::string("stdin") : source));
-    if (spec.suspend) {
-      TRAINLET_RETURN_IF_ERROR(ApplyTransition(st, JobTrigger::kSuspend,
-                                               std::string(kReasonSuspended),
-                                               "created with spec.suspend: true", now_ms));
-    }
+    TRAINLET_ASSIGN_OR_RETURN(auto job, NewJob(spec, staged, source, now_ms, warnings));
     new_jobs.push_back(std::move(job));
   }
 
@@ -214,33 +207,25 @@ Result<v1::ApplyResult> JobController::Apply(const std::string& yaml, const std:
   }
   // All or nothing, and memory changes only after the store has everything.
   if (Status s = store_->Transaction([&]() -> Status {
-        for (const auto& [key, rt] : staged) {
-          TRAINLET_RETURN_IF_ERROR(store_->PutRuntime({rt.kind, rt.name, rt.yaml}));
-        }
+        TRAINLET_RETURN_IF_ERROR(RuntimeCatalog::Store(staged, *store_));
         for (const auto& job : new_jobs) TRAINLET_RETURN_IF_ERROR(store_->CreateJob(job->record));
-        for (const auto& flip : flips) TRAINLET_RETURN_IF_ERROR(StoreSuspend(flip));
+        for (const auto& flip : flips) TRAINLET_RETURN_IF_ERROR(StoreSuspend(*store_, flip));
         return Status::Ok();
       });
       !s.ok()) {
     if (s.code() != ErrorCode::kIo) return s;
     return IoError("state dir " + store_->state_dir() + ": nothing of " +
-                   (source.empty() ? std::string("stdin") : source) + " was stored: " +
-                   s.message());
+                   (source.empty() ? std::string("stdin") : source) +
+                   " was stored: " + s.message());
   }
   for (auto& flip : flips) {
-    result.add_configured("trainjob/" + flip.job->record.name);
+    result.add_configured("trainjob/" + flip.job);
     CommitSuspend(std::move(flip));
   }
-
-  for (auto& [key, rt] : staged) {
-    const bool existed = runtimes_.count(key) != 0;
-    (existed ? result.add_configured(key) : result.add_created(key));
-    runtimes_[key] = std::move(rt);
-  }
+  runtimes_.Commit(std::move(staged), result);
   for (auto& job : new_jobs) {
     result.add_created("trainjob/" + job->record.name);
-    order_.push_back(job->record.name);
-    jobs_[job->record.name] = std::move(job);
+    Adopt(std::move(job));
   }
   for (auto& w : warnings) result.add_warnings(std::move(w));
   ++generation_;
@@ -279,9 +264,9 @@ void JobController::Schedule(int64_t now_ms) {
     {
       // The old attempt's ranks (of a failed attempt, or one stopped by a suspend) must all be
       // gone first: two attempts never run at once.
-      const bool old_alive = std::any_of(job.record.status.ranks().begin(),
-                                         job.record.status.ranks().end(),
-                                         [](const auto& r) { return !RankEnded(r); });
+      const bool old_alive =
+          std::any_of(job.record.status.ranks().begin(), job.record.status.ranks().end(),
+                      [](const auto& r) { return !RankEnded(r); });
       if (old_alive) continue;
     }
     TryPlace(job, used, now_ms);
@@ -293,12 +278,10 @@ bool JobController::TryPlace(Job& job, std::map<std::string, uint32_t>& used, in
   GangRequest gang = job.gang;
   gang.num_nodes = st.num_nodes();
   gang.slots_per_node = job.procs_per_node;
-  auto placement = PlaceGang(gang, Capacity(used));
+  auto placement = PlaceGang(gang, NodeCapacities(*registry_, used, UsedResources()));
   if (!placement.ok()) {
     const std::string reason = "Unschedulable: " + placement.status().message();
-    if (st.reason() != reason) {
-      Transition(job, static_cast<int>(JobTrigger::kUnplaceable), reason, "", now_ms);
-    }
+    if (st.reason() != reason) Transition(job, JobTrigger::kUnplaceable, reason, "", now_ms);
     return false;
   }
   PlanRequest req = job.plan_template;
@@ -312,53 +295,64 @@ bool JobController::TryPlace(Job& job, std::map<std::string, uint32_t>& used, in
     placed.topology = e->info.topology();
   }
   if (job.plugin->UsesExec()) {
-    // A fresh launcher key per attempt: a stale launcher cannot start anything in the next one.
-    auto keys = GenerateCurveKeyPair();
-    if (!keys.ok()) {
-      FailAttempt(job, keys.status().message(), now_ms);
+    if (Status s = exec_.IssueLauncherKeys(req); !s.ok()) {
+      FailAttempt(job, s.message(), now_ms);
       return false;
     }
-    req.exec_endpoint = options_.exec_endpoint;
-    req.exec_server_key = options_.server_public_key;
-    req.launcher_public_key = keys->public_z85;
-    req.launcher_secret_key = keys->secret_z85;
   }
-  // A runtime that needs ports plans this first time with stand-ins (job_ports.cpp): these plans
-  // only check the request and lay out the ranks; the real ones are made once the ports are held.
-  const bool stand_in_ports = FillStandInPorts(job, req);
-  auto plans = job.plugin->Plan(req);
-  if (stand_in_ports) {
-    for (auto& n : req.nodes) n.ports.clear();
-  }
-  if (!plans.ok()) {
+  // A runtime that needs ports lays out the ranks first (job_ports.cpp); the plans it sends are
+  // made once the ports are held.
+  auto layout = LayOut(job, req);
+  if (!layout.ok()) {
     // Nothing was placed or sent: the job, not an attempt, fails, and it is never retried (the
     // same spec would be refused the same way).
-    Transition(job, static_cast<int>(JobTrigger::kPlanRefused), "PlanRefused",
+    Transition(job, JobTrigger::kPlanRefused, "PlanRefused",
                "the " + std::string(job.plugin->name()) +
-                   " runtime cannot plan this job: " + plans.status().message(),
+                   " runtime cannot plan this job: " + layout.status().message(),
                now_ms);
     return false;
   }
-  if (auto b = job.spec.annotations.find("trainlet.io/binding"); b != job.spec.annotations.end()) {
-    for (auto& plan : *plans) plan.set_binding(b->second);  // "none": agents bind nothing
-  }
   const v1::JobStatus before = st;  // what stays if the placement cannot be stored
+  RecordAttempt(job, req, placement->nodes, layout->plans, now_ms);
+  for (const auto& n : placement->nodes) used[n] += job.procs_per_node;
+  // The attempt is durable before any agent hears of it. When the store refuses it (a full or
+  // read-only disk), nobody hears of it: the job stays as it was and is placed again later.
+  if (Status s = Flush(); !s.ok()) {
+    spdlog::error("trainjob/{}: attempt {} not started, the store refused it: {}", job.record.name,
+                  req.attempt, s.message());
+    st = before;
+    exec_.SetLauncherSecret(job.record.name, "");
+    job.dirty = true;  // whatever else was unflushed still is
+    for (const auto& n : placement->nodes) used[n] -= job.procs_per_node;
+    ++generation_;
+    return false;
+  }
+  // A runtime that needs ports (MASTER_PORT, ring ports) plans again once the nodes hold them.
+  if (port_waits_.Begin(job.record.name, req, layout->ports_per_node)) return true;
+  ApplyBindingAnnotation(job.spec.annotations, layout->plans);
+  for (size_t i = 0; i < layout->plans.size(); ++i) {
+    agents_.LaunchPlan(placement->nodes[i], std::move(layout->plans[i]));
+  }
+  return true;
+}
+
+void JobController::RecordAttempt(Job& job, const PlanRequest& req,
+                                  const std::vector<std::string>& nodes,
+                                  const std::vector<v1::LaunchPlan>& plans, int64_t now_ms) {
+  v1::JobStatus& st = job.record.status;
   st.set_attempt(req.attempt);
   st.set_launcher_key(req.launcher_public_key);
   st.set_launch_mode(job.plugin->LaunchMode(req));
-  job.launcher_secret = req.launcher_secret_key;
+  exec_.SetLauncherSecret(job.record.name, req.launcher_secret_key);
   st.clear_placement();
   st.clear_ranks();
-  for (const auto& n : placement->nodes) {
-    st.add_placement(n);
-    used[n] += job.procs_per_node;
-  }
-  for (size_t i = 0; i < plans->size(); ++i) {
-    for (const auto& w : (*plans)[i].workers()) {
+  for (const auto& n : nodes) st.add_placement(n);
+  for (size_t i = 0; i < plans.size(); ++i) {
+    for (const auto& w : plans[i].workers()) {
       auto* r = st.add_ranks();
       r->set_rank(w.rank());
       r->set_local_rank(w.local_rank());
-      r->set_node(placement->nodes[i]);
+      r->set_node(nodes[i]);
       r->set_rank_state(v1::RANK_STATE_PENDING);  // kRankTransitions moves it from here
       r->set_attempt(req.attempt);
     }
@@ -370,35 +364,14 @@ bool JobController::TryPlace(Job& job, std::map<std::string, uint32_t>& used, in
   for (const auto& r : st.ranks()) rec->add_rank_nodes(r.node());
   rec->set_started_unix_ms(now_ms);
   std::string where;
-  for (const auto& n : placement->nodes) where += (where.empty() ? "" : ", ") + n;
-  Transition(job, static_cast<int>(JobTrigger::kPlaced), "",
+  for (const auto& n : nodes) where += (where.empty() ? "" : ", ") + n;
+  Transition(job, JobTrigger::kPlaced, "",
              "attempt " + std::to_string(req.attempt) + " placed on " + where, now_ms);
-  // The attempt is durable before any agent hears of it. When the store refuses it (a full or
-  // read-only disk), nobody hears of it: the job stays as it was and is placed again later.
-  if (Status s = Flush(); !s.ok()) {
-    spdlog::error("trainjob/{}: attempt {} not started, the store refused it: {}",
-                  job.record.name, req.attempt, s.message());
-    st = before;
-    job.launcher_secret.clear();
-    job.dirty = true;  // whatever else was unflushed still is
-    for (const auto& n : placement->nodes) used[n] -= job.procs_per_node;
-    ++generation_;
-    return false;
-  }
-  // A runtime that needs ports (MASTER_PORT, ring ports) plans again once the nodes hold them.
-  if (RequestPorts(job, req)) return true;
-  for (size_t i = 0; i < plans->size(); ++i) {
-    v1::Envelope env;
-    *env.mutable_launch_plan() = std::move((*plans)[i]);
-    sink_->SendToNode(placement->nodes[i], std::move(env));
-  }
-  return true;
 }
 
-void JobController::Transition(Job& job, int trigger, const std::string& reason,
+void JobController::Transition(Job& job, JobTrigger trigger, const std::string& reason,
                                const std::string& message, int64_t now_ms) {
-  Status s = ApplyTransition(job.record.status, static_cast<JobTrigger>(trigger), reason, message,
-                             now_ms);
+  Status s = ApplyTransition(job.record.status, trigger, reason, message, now_ms);
   if (!s.ok()) {
     spdlog::error("trainjob/{}: {}", job.record.name, s.message());
     return;
@@ -419,14 +392,7 @@ void JobController::StopAttempt(Job& job, const std::string& reason) {
   for (const auto& r : st.ranks()) {
     if (!RankEnded(r)) nodes.insert(r.node());
   }
-  for (const auto& n : nodes) {
-    v1::Envelope env;
-    auto* stop = env.mutable_stop_workers();
-    stop->set_job(job.record.name);
-    stop->set_attempt(st.attempt());
-    stop->set_reason(reason);
-    sink_->SendToNode(n, std::move(env));
-  }
+  for (const auto& n : nodes) agents_.StopWorkers(n, job.record.name, st.attempt(), reason);
   EndPortWait(job);
 }
 
@@ -446,20 +412,19 @@ void JobController::FailAttempt(Job& job, const std::string& cause, int64_t now_
   });
   const uint32_t restarts_used = failed > 0 ? static_cast<uint32_t>(failed - 1) : 0;
   if (restarts_used < st.max_restarts()) {
-    const int shift = static_cast<int>(std::min<uint32_t>(restarts_used, 16));
-    const auto delay = std::min(options_.restart_backoff * (1 << shift),
-                                options_.max_restart_backoff);
+    const auto delay =
+        RestartBackoff(restarts_used, options_.restart_backoff, options_.max_restart_backoff);
     job.not_before_ms = now_ms + delay.count();
-    Transition(job, static_cast<int>(JobTrigger::kAttemptFailed), "AttemptFailed",
-               "attempt " + std::to_string(st.attempt()) + " failed: " + cause + "; restarting in " +
-                   std::to_string(delay.count()) + " ms",
+    Transition(job, JobTrigger::kAttemptFailed, "AttemptFailed",
+               "attempt " + std::to_string(st.attempt()) + " failed: " + cause +
+                   "; restarting in " + std::to_string(delay.count()) + " ms",
                now_ms);
   } else {
-    Transition(job, static_cast<int>(JobTrigger::kAttemptFailedFinal), "BackoffLimitExceeded",
+    Transition(job, JobTrigger::kAttemptFailedFinal, "BackoffLimitExceeded",
                "attempt " + std::to_string(st.attempt()) + " failed: " + cause +
-                   (st.max_restarts() == 0 ? "" : " (restart limit " +
-                                                      std::to_string(st.max_restarts()) +
-                                                      " reached)"),
+                   (st.max_restarts() == 0
+                        ? ""
+                        : " (restart limit " + std::to_string(st.max_restarts()) + " reached)"),
                now_ms);
   }
 }
@@ -471,12 +436,7 @@ void JobController::OnWorkerEvent(const std::string& node, const v1::WorkerEvent
   if (!known || ev.attempt() != it->second->record.status.attempt()) {
     // A rank of a deleted job or of an older attempt: it must not run.
     if (ev.kind() == v1::WorkerEvent::KIND_STARTED) {
-      v1::Envelope env;
-      auto* stop = env.mutable_stop_workers();
-      stop->set_job(ev.job());
-      stop->set_attempt(ev.attempt());
-      stop->set_reason("stale attempt");
-      sink_->SendToNode(node, std::move(env));
+      agents_.StopWorkers(node, ev.job(), ev.attempt(), "stale attempt");
     }
     return;
   }
@@ -491,39 +451,24 @@ void JobController::OnWorkerEvent(const std::string& node, const v1::WorkerEvent
                  ev.job());
     return;
   }
-  switch (ev.kind()) {
-    case v1::WorkerEvent::KIND_STARTED:
-      (void)ApplyRankTrigger(*rank, RankTrigger::kStarted);  // only a Pending rank moves
-      rank->set_pid(ev.pid());
-      rank->set_cpuset(ev.cpuset());
-      rank->set_devices(ev.devices());
-      break;
-    case v1::WorkerEvent::KIND_EXITED:
-      rank->set_pid(ev.pid());
-      rank->set_exit_code(ev.exit_code());
-      rank->set_signal(ev.signal());
-      LogRefused(ev, ApplyRankTrigger(*rank, ev.exit_code() == 0 && ev.signal() == 0
-                                                 ? RankTrigger::kExitedZero
-                                                 : RankTrigger::kExitedNonZero));
-      break;
-    case v1::WorkerEvent::KIND_START_FAILED:
-      LogRefused(ev, ApplyRankTrigger(*rank, RankTrigger::kStartFailed));
-      rank->set_message(ev.message());
-      break;
-    default:
-      return;
-  }
+  if (!FoldRankEvent(*rank, ev)) return;
   MarkDirty(job);
+  OnRankChanged(job, *rank, node, now_ms);
+}
+
+void JobController::OnRankChanged(Job& job, const v1::RankStatus& rank, const std::string& node,
+                                  int64_t now_ms) {
+  v1::JobStatus& st = job.record.status;
   if (st.deleting()) {
     MaybeFinishDelete(job.record.name);
     return;
   }
   const JobPhase phase = PhaseOf(st);
   if (phase != JobPhase::kStarting && phase != JobPhase::kRunning) return;
-  if (rank->rank_state() == v1::RANK_STATE_FAILED ||
-      rank->rank_state() == v1::RANK_STATE_START_FAILED) {
-    FailAttempt(job, "rank " + std::to_string(rank->rank()) + " on " + node + " " +
-                         DescribeExit(*rank),
+  if (rank.rank_state() == v1::RANK_STATE_FAILED ||
+      rank.rank_state() == v1::RANK_STATE_START_FAILED) {
+    FailAttempt(job,
+                "rank " + std::to_string(rank.rank()) + " on " + node + " " + DescribeExit(rank),
                 now_ms);
     return;
   }
@@ -533,12 +478,12 @@ void JobController::OnWorkerEvent(const std::string& node, const v1::WorkerEvent
     auto* rec = st.mutable_attempts(st.attempts_size() - 1);
     TRAINLET_CHECK(ApplyAttemptTrigger(*rec, AttemptTrigger::kAllRanksSucceeded).ok());
     rec->set_ended_unix_ms(now_ms);
-    Transition(job, static_cast<int>(JobTrigger::kAllRanksSucceeded), "Succeeded",
+    Transition(job, JobTrigger::kAllRanksSucceeded, "Succeeded",
                "all " + std::to_string(ranks.size()) + " ranks exited 0", now_ms);
   } else if (phase == JobPhase::kStarting &&
              std::none_of(ranks.begin(), ranks.end(),
                           [](const auto& r) { return r.rank_state() == v1::RANK_STATE_PENDING; })) {
-    Transition(job, static_cast<int>(JobTrigger::kAllRanksStarted), "Running",
+    Transition(job, JobTrigger::kAllRanksStarted, "Running",
                "all " + std::to_string(ranks.size()) + " ranks started", now_ms);
   }
 }
@@ -562,15 +507,11 @@ void JobController::ReconcileNode(
     }
   }
   for (const auto& [job, attempt] : stale) {
-    spdlog::warn("node {} runs {} attempt {}, which is not current: stopping it", node, job, attempt);
-    v1::Envelope env;
-    auto* stop = env.mutable_stop_workers();
-    stop->set_job(job);
-    stop->set_attempt(attempt);
-    stop->set_reason("stale attempt found when the node registered");
-    sink_->SendToNode(node, std::move(env));
+    spdlog::warn("node {} runs {} attempt {}, which is not current: stopping it", node, job,
+                 attempt);
+    agents_.StopWorkers(node, job, attempt, "stale attempt found when the node registered");
   }
-  ResendReservePorts(node);
+  port_waits_.Resend(node);
   (void)now_ms;
 }
 
@@ -645,6 +586,8 @@ void JobController::MaybeFinishDelete(std::string name) {
     return;
   }
   jobs_.erase(it);
+  exec_.Forget(name);
+  port_waits_.Forget(name);
   order_.erase(std::remove(order_.begin(), order_.end(), name), order_.end());
   ++generation_;
   spdlog::info("trainjob/{} deleted", name);
@@ -669,8 +612,9 @@ int64_t JobController::NextWakeMs() const {
   int64_t next = INT64_MAX;
   for (const auto& [name, job] : jobs_) {
     const auto& st = job->record.status;
-    if (!IsTerminal(PhaseOf(st)) && !st.deleting()) next = std::min(next, DeadlineMs(*job));
-    next = std::min(next, StartDeadlineMs(*job));
+    if (!IsTerminal(PhaseOf(st)) && !st.deleting())
+      next = std::min(next, ActiveDeadlineMs(job->spec, st.created_unix_ms()));
+    next = std::min(next, StartDeadlineMs(st, options_.start_timeout));
     // Only a backoff still to come is timed work; a restart waiting for its old ranks to exit, or
     // for room, is woken by those events instead.
     if (PhaseOf(st) != JobPhase::kRestarting || job->not_before_ms <= last_schedule_ms_) continue;
@@ -682,66 +626,16 @@ int64_t JobController::NextWakeMs() const {
 }
 
 bool JobController::AttemptActive(const std::string& job, uint32_t attempt) const {
-  auto it = jobs_.find(job);
-  if (it == jobs_.end()) return false;
-  const v1::JobStatus& st = it->second->record.status;
-  const JobPhase p = PhaseOf(st);
-  return st.attempt() == attempt && !st.deleting() &&
-         (p == JobPhase::kStarting || p == JobPhase::kRunning);
+  return exec_.AttemptActive(job, attempt);
 }
 
 std::map<std::string, std::string> JobController::LauncherKeys() const {
-  std::map<std::string, std::string> keys;
-  for (const auto& [name, job] : jobs_) {
-    const v1::JobStatus& st = job->record.status;
-    if (!st.launcher_key().empty() && AttemptActive(name, st.attempt())) {
-      keys[st.launcher_key()] = name;
-    }
-  }
-  return keys;
+  return exec_.LauncherKeys();
 }
 
 Result<ExecTarget> JobController::ResolveExec(const std::string& launcher_key,
                                               const std::string& host) const {
-  const Job* job = nullptr;
-  for (const auto& [name, j] : jobs_) {
-    if (!launcher_key.empty() && j->record.status.launcher_key() == launcher_key) job = j.get();
-  }
-  if (job == nullptr) return PermissionError("this key is not the launcher key of any trainjob");
-  const v1::JobStatus& st = job->record.status;
-  if (!AttemptActive(st.name(), st.attempt())) {
-    return PermissionError("trainjob/" + st.name() + " attempt " + std::to_string(st.attempt()) +
-                           " is " + JobPhaseName(PhaseOf(st)) +
-                           ", not running: nothing may be started for it");
-  }
-  ExecTarget t;
-  std::string placed;
-  for (int i = 0; i < st.placement_size(); ++i) {
-    const NodeEntry* e = registry_->Find(st.placement(i));
-    if (e == nullptr) continue;
-    placed += (placed.empty() ? "" : ", ") + e->info.name() + " (" + e->info.address() + ")";
-    if (host == e->info.name() || host == e->info.hostname() || host == e->info.address()) {
-      t.node = e->info.name();
-      t.env["TRAINLET_NODE_RANK"] = std::to_string(i);
-    }
-  }
-  if (t.node.empty()) {
-    return PermissionError("host " + host + " is not in the placement of trainjob/" + st.name() +
-                           ": " + placed);
-  }
-  t.job = st.name();
-  t.attempt = st.attempt();
-  t.stop_grace_ms = options_.stop_grace_ms;
-  for (const auto& [k, v] : job->plan_template.env) t.env[k] = v;
-  t.env["TRAINLET_JOB"] = st.name();
-  t.env["TRAINLET_ATTEMPT"] = std::to_string(st.attempt());
-  t.env["TRAINLET_NUM_NODES"] = std::to_string(st.num_nodes());
-  // So an orted can itself start daemons further down a launch tree (OpenMPI's tree spawn).
-  t.env["TRAINLET_EXEC_ENDPOINT"] = options_.exec_endpoint;
-  t.env["TRAINLET_EXEC_SERVER_KEY"] = options_.server_public_key;
-  t.env["TRAINLET_EXEC_PUBLIC_KEY"] = st.launcher_key();
-  t.env["TRAINLET_EXEC_KEY"] = job->launcher_secret;
-  return t;
+  return exec_.ResolveExec(launcher_key, host);
 }
 
 const v1::JobStatus* JobController::Find(const std::string& name) const {

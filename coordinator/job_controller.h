@@ -1,8 +1,22 @@
 // JobController: turns applied TrainJobs into placed, launched and finished gangs.
 //
-// It owns the in-memory view of every job, writes each change through JobStore, asks the
-// GangPlanner where a job goes, asks the job's runtime plugin for the launch plans, and moves
-// the job along the lifecycle table (job_state_machine.h) as worker events arrive.
+// It owns the in-memory view of every job (the job map, in creation order), writes each change
+// through JobStore, asks the GangPlanner where a job goes, asks the job's runtime plugin for the
+// launch plans, and moves the job along the lifecycle table (job_state_machine.h) as worker
+// events arrive. It delegates, and owns each of these:
+//   - RuntimeCatalog (runtime_catalog.h): the shipped and applied (Cluster)TrainingRuntimes, and
+//     what Apply does with runtime documents.
+//   - PortReservationWaits (port_reservation_waits.h): which attempt waits for which node's
+//     ports before its plans go out.
+//   - ExecAuthority (exec_authority.h): per-attempt launcher keys, the exec allowlist, and where
+//     a trainlet-exec request may run.
+//   - AgentCommands (agent_commands.h): every command sent to an agent, over the NodeSink.
+// It applies, owning no state of theirs: the phase table of job_state_machine.h; the pure rules
+// of lifecycle_rules.h (restart limit and backoff, deadlines, the edits of a suspend); and
+// placement_inputs.h, which builds what the planner is given (a job's request, the nodes' room).
+// Who owns what: the job map, the store writes and every phase change are JobController's; the
+// runtimes, port waits and launcher secrets are the delegates'. The runtime plugin is called in
+// two small functions only (LayOut, RenderWithPorts in job_ports.cpp).
 //
 // Durability: Apply() and Delete() write before they return (the operator is acknowledged after).
 // Changes made by events (a rank started or exited) are marked dirty and written together by
@@ -14,55 +28,42 @@
 #include <chrono>
 #include <functional>
 #include <map>
-#include <set>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/trainjob/trainjob_model.h"
+#include "coordinator/agent_commands.h"
+#include "coordinator/exec_authority.h"
 #include "coordinator/gang_planner.h"
+#include "coordinator/job_state_machine.h"
 #include "coordinator/job_store.h"
+#include "coordinator/lifecycle_rules.h"
 #include "coordinator/node_registry.h"
+#include "coordinator/placement_inputs.h"
+#include "coordinator/port_reservation_waits.h"
+#include "coordinator/runtime_catalog.h"
 #include "trainlet/runtime_plugin.h"
 #include "trainlet/v1/envelope.pb.h"
 
 namespace trainlet::coordinator {
 
-class NodeSink {
- public:
-  virtual ~NodeSink() = default;
-  // Best effort: a node that is not connected misses the message; liveness handles the rest.
-  virtual void SendToNode(const std::string& node, v1::Envelope env) = 0;
-};
-
-// Where a trainlet-exec request goes, once its key and host are checked.
-struct ExecTarget {
-  std::string job;
-  uint32_t attempt = 0;
-  std::string node;
-  std::map<std::string, std::string> env;  // what every process of the job gets on that node
-  uint32_t stop_grace_ms = 10000;
-};
-
-// A TrainJob annotation overriding the runtime's failurePolicy.maxRestarts for that job.
-inline constexpr std::string_view kMaxRestartsAnnotation = "trainlet.io/max-restarts";
-inline constexpr long kMaxRestartsLimit = 1000;  // the largest value the annotation accepts
-
-// How many times a failed attempt of `job` may be restarted: the annotation when set, else the
-// runtime's failurePolicy.maxRestarts (0 when absent). Invalid, naming the annotation, unless
-// its value is a plain integer from 0 to kMaxRestartsLimit.
-Result<uint32_t> RestartLimit(const trainjob::TrainJob& job, const trainjob::TrainingRuntime& runtime);
+// The trainlet.io/binding annotation of a job, onto every plan of its attempt ("none": agents
+// bind nothing); nothing when the job has no such annotation.
+void ApplyBindingAnnotation(const std::map<std::string, std::string>& annotations,
+                            std::vector<v1::LaunchPlan>& plans);
 
 struct JobControllerOptions {
-  std::chrono::milliseconds restart_backoff{250};       // first restart delay; doubles each time
+  std::chrono::milliseconds restart_backoff{250};  // first restart delay; doubles each time
   std::chrono::milliseconds max_restart_backoff{60000};
-  uint32_t stop_grace_ms = 10000;                       // SIGTERM -> SIGKILL for stopped ranks
+  uint32_t stop_grace_ms = kDefaultStopGraceMs;  // SIGTERM -> SIGKILL for stopped ranks
   // Apply refuses new work when the state dir's file system has less than this free (or is
   // read-only), so a filling disk stops intake before a write fails halfway. 0: no check.
   uint64_t min_free_bytes = 1 << 20;
-  std::string exec_endpoint;    // advertised exec endpoint, for launchers (mpi)
+  std::string exec_endpoint;  // advertised exec endpoint, for launchers (mpi)
   // A Starting attempt whose ranks have not all reported Started this long after it was placed
   // fails with cause StartTimeout, naming the nodes that never reported (a plan or a port
   // reservation was lost): a job never hangs in Starting.
@@ -85,8 +86,7 @@ class JobController {
   Status Load(const std::string& runtimes_dir);
 
   // Parses, validates and stores the TrainJobs and runtimes of one file, all or nothing.
-  Result<v1::ApplyResult> Apply(const std::string& yaml, const std::string& source,
-                                int64_t now_ms);
+  Result<v1::ApplyResult> Apply(const std::string& yaml, const std::string& source, int64_t now_ms);
   // Asks every rank of the job to stop and removes the job once none runs. NotFound if absent.
   Result<v1::DeleteJobResult> Delete(const std::string& name, int64_t now_ms);
   // Sets spec.suspend, as `apply` of the same TrainJob with only suspend changed does (the
@@ -104,8 +104,7 @@ class JobController {
   // ports, the plugin plans again with them and the plans are sent. An answer with an error
   // fails the attempt naming the node (normal restart path); an answer for an attempt that is
   // not waiting for ports (stale, duplicate) is dropped, and any ports it holds are given back.
-  void OnPortsReserved(const std::string& node, const v1::PortsReserved& reserved,
-                       int64_t now_ms);
+  void OnPortsReserved(const std::string& node, const v1::PortsReserved& reserved, int64_t now_ms);
   // The node's ranks are given up and their attempts fail. No restart is placed before
   // `hold_until_ms`: the node may still run the old ranks until its partition grace runs out,
   // and two attempts of a job must never run at once.
@@ -148,15 +147,10 @@ class JobController {
   uint64_t generation() const { return generation_; }
 
  private:
-  // An attempt placed and stored whose nodes are reserving ports; its plans go out once all
-  // have answered (job_ports.cpp). Not stored: after a coordinator restart the start timeout
-  // fails such an attempt and it is placed again.
-  struct PortWait {
-    uint32_t attempt = 0;
-    PlanRequest request;          // Plan()'s input; PlacedNode::ports filled as answers come
-    std::vector<uint32_t> wanted;  // ports per node rank (0: that node reserves none)
-    std::vector<bool> answered;    // per node rank
-  };
+  // Why more than ~25 methods: the 21 public ones are the coordinator's whole view of jobs (its
+  // loop, OperatorService, ExecRelay and CoordinatorOps call them); the private ones are the
+  // steps of the lifecycle, each small, that share the job map and the store. What does not need
+  // the job map lives in the types listed at the top of this file.
   struct Job {
     JobRecord record;
     trainjob::TrainJob spec;
@@ -164,44 +158,50 @@ class JobController {
     const RuntimePlugin* plugin = nullptr;  // null: stored, waits for a plugin trainlet lacks
     PlanRequest plan_template;              // argv, env, num_proc_per_node
     uint32_t procs_per_node = 1;
-    int64_t not_before_ms = 0;              // restart backoff
-    std::string launcher_secret;            // the attempt's launcher secret key (never stored)
-    GangRequest gang;  // resources, nodeSelector, tolerations; sizes are set when placing
-    std::optional<PortWait> port_wait;  // set while the attempt's nodes reserve ports
+    int64_t not_before_ms = 0;  // restart backoff
+    GangRequest gang;           // resources, nodeSelector, tolerations; sizes are set when placing
     bool dirty = false;
+  };
+  // What the plugin's first pass made of an attempt (job_ports.cpp).
+  struct AttemptLayout {
+    std::vector<v1::LaunchPlan> plans;     // one per node; checked, never sent
+    std::vector<uint32_t> ports_per_node;  // ports each node must reserve first (0: none)
   };
 
   Result<std::unique_ptr<Job>> BuildJob(const trainjob::TrainJob& spec,
                                         const trainjob::TrainingRuntime& runtime,
                                         std::vector<std::string>& warnings) const;
-  const trainjob::TrainingRuntime* FindRuntime(const std::string& kind,
-                                               const std::string& name) const;
+  // A new TrainJob of an applied file, Pending (or Suspended), not stored yet.
+  Result<std::unique_ptr<Job>> NewJob(const trainjob::TrainJob& spec,
+                                      const RuntimeCatalog::Stage& staged,
+                                      const std::string& source, int64_t now_ms,
+                                      std::vector<std::string>& warnings) const;
+  // The job joins the job map (last in placement order) and the exec authority.
+  void Adopt(std::unique_ptr<Job> job);
+  // Slots taken on each node: one per rank that has not ended, whatever its job's phase.
   std::map<std::string, uint32_t> UsedSlots() const;
-  // Every registered node as the planner sees it, `used` slots taken.
-  std::vector<NodeCapacity> Capacity(const std::map<std::string, uint32_t>& used) const;
-  // Resources, nodeSelector and tolerations of the job's spec and runtime, into job.gang.
-  // Invalid (naming the field) for a quantity that does not parse.
-  Status FillGangRequest(Job& job, std::vector<std::string>& warnings) const;
   bool TryPlace(Job& job, std::map<std::string, uint32_t>& used, int64_t now_ms);
-  void Transition(Job& job, int trigger, const std::string& reason, const std::string& message,
-                  int64_t now_ms);
+  // Writes the placed attempt into the job's status: placement, Pending ranks, attempt record.
+  void RecordAttempt(Job& job, const PlanRequest& request, const std::vector<std::string>& nodes,
+                     const std::vector<v1::LaunchPlan>& plans, int64_t now_ms);
+  void Transition(Job& job, JobTrigger trigger, const std::string& reason,
+                  const std::string& message, int64_t now_ms);
   void FailAttempt(Job& job, const std::string& cause, int64_t now_ms);
   void StopAttempt(Job& job, const std::string& reason);
   // By value: it may erase the job that owns the caller's string.
   void MaybeFinishDelete(std::string name);
   void MarkDirty(Job& job);
+  // After a rank of the job's current attempt changed: finishes a delete, fails the attempt,
+  // or moves the job on when every rank has started or succeeded.
+  void OnRankChanged(Job& job, const v1::RankStatus& rank, const std::string& node, int64_t now_ms);
 
-  // Reserve-then-launch and the start timeout (job_ports.cpp).
-  // Fills PlacedNode::ports with stand-in ports (1, 2, ...) where the plugin asks for ports, for
-  // the first Plan() that only checks the request and lays out the ranks (plugins refuse to plan
-  // without the ports they need). True when it filled any; the caller clears them after.
-  bool FillStandInPorts(const Job& job, PlanRequest& request) const;
-  void SendReservePorts(const Job& job, uint32_t attempt, uint32_t count, const std::string& node);
-  // A node (re-)registered: asks it again for the ports of every attempt still waiting for them.
-  void ResendReservePorts(const std::string& node);
-  // Called once the attempt is stored: sends ReservePorts to every node whose share needs ports
-  // and returns true (the plans wait), or returns false when none does (send the plans now).
-  bool RequestPorts(Job& job, const PlanRequest& request);
+  // The runtime plugin's two passes and reserve-then-launch (job_ports.cpp).
+  // First pass: checks the request and lays out the ranks, with stand-in ports (1, 2, ...) where
+  // the plugin asks for ports (plugins refuse to plan without the ports they need).
+  Result<AttemptLayout> LayOut(const Job& job, const PlanRequest& request) const;
+  // Second pass: the plans to send, made with the ports the nodes reserved.
+  Result<std::vector<v1::LaunchPlan>> RenderWithPorts(const Job& job,
+                                                      const PlanRequest& request) const;
   // Every node holds its ports: plans again with them and sends the plans.
   void LaunchWithPorts(Job& job, int64_t now_ms);
   // The attempt stopped while reserving ports: no plan went out, so its ranks never existed and
@@ -209,39 +209,22 @@ class JobController {
   void EndPortWait(Job& job);
   // Fails every Starting attempt past its start timeout.
   void EnforceStartTimeouts(int64_t now_ms);
-  // When the job's current attempt times out in Starting; INT64_MAX when it cannot.
-  int64_t StartDeadlineMs(const Job& job) const;
 
-  // Lifecycle: deadlines, suspend and restart limits (job_lifecycle.cpp).
-  // A change of spec.suspend, prepared in full before anything is stored or sent.
-  struct SuspendFlip {
-    Job* job = nullptr;
-    bool suspend = false;
-    std::string spec_yaml;  // the spec as it reads after the change
-    v1::JobStatus status;   // the status after the change
-  };
-  // When the job's activeDeadlineSeconds runs out (counted from creation); INT64_MAX for none.
-  static int64_t DeadlineMs(const Job& job);
+  // Lifecycle: deadlines and suspend (job_lifecycle.cpp; the rules are in lifecycle_rules.h).
   // Fails every live job whose deadline has passed, with reason DeadlineExceeded.
   void EnforceDeadlines(int64_t now_ms);
-  // Invalid when the job has finished or is being deleted. `how` says who asked, for the event.
-  Result<SuspendFlip> PrepareSuspend(Job& job, bool suspend, std::string spec_yaml,
-                                     const std::string& how, int64_t now_ms) const;
-  // Writes the flip's spec and status; the caller holds a store transaction.
-  Status StoreSuspend(const SuspendFlip& flip);
   // Once stored: memory takes the flip, and a suspend stops the attempt's ranks.
   void CommitSuspend(SuspendFlip flip);
-  // Apply's answer for a TrainJob whose name is taken: nullopt when `spec` is the stored one
-  // (unchanged), a flip when it differs only in spec.suspend, kExists for any other change.
-  Result<std::optional<SuspendFlip>> CompareWithStored(Job& job, const trainjob::TrainJob& spec,
-                                                       const std::string& source,
-                                                       int64_t now_ms) const;
 
+  // Constant after construction.
   JobStore* store_;
   NodeRegistry* registry_;
-  NodeSink* sink_;
   JobControllerOptions options_;
-  std::map<std::string, trainjob::TrainingRuntime> runtimes_;  // "<kind>/<name>"
+  // Owned by the loop.
+  AgentCommands agents_;
+  RuntimeCatalog runtimes_;
+  ExecAuthority exec_;               // reads jobs_ through Find()
+  PortReservationWaits port_waits_;  // asks exec_ which attempts are active
   std::map<std::string, std::unique_ptr<Job>> jobs_;
   std::vector<std::string> order_;  // job names in creation order (placement is FIFO)
   uint64_t generation_ = 0;

@@ -19,6 +19,7 @@ Status NodeRegistry::Register(const v1::NodeInfo& info, const std::string& routi
                               const std::string& public_key, Clock::time_point now,
                               int64_t now_unix_ms) {
   if (info.name().empty()) return InvalidError("registration without a node name");
+  TRAINLET_RETURN_IF_ERROR(CheckNameBinding(info.name(), public_key));
   auto key_it = by_key_.find(public_key);
   if (key_it != by_key_.end() && key_it->second != info.name()) {
     return PermissionError("key already registered node " + key_it->second + ", not " +
@@ -53,6 +54,29 @@ Status NodeRegistry::Register(const v1::NodeInfo& info, const std::string& routi
   e.last_beat_unix_ms = now_unix_ms;
   e.applied_event_seq = info.events_acked_through();
   by_key_[public_key] = info.name();
+  return Status::Ok();
+}
+
+Status NodeRegistry::CheckNameBinding(const std::string& name,
+                                      const std::string& public_key) const {
+  if (!allowlist_) return Status::Ok();
+  const Allowlist* list = allowlist_();
+  auto line = list == nullptr ? Allowlist::const_iterator{} : list->find(public_key);
+  if (list == nullptr || line == list->end()) {
+    return PermissionError("key " + public_key + " is not in the agent allowlist");
+  }
+  if (!line->second.empty()) {
+    if (line->second == name) return Status::Ok();
+    return PermissionError("key " + public_key + " may register only as node " + line->second +
+                           ", not " + name + " (the name its agent allowlist line gives it)");
+  }
+  for (const auto& [other_key, other_name] : *list) {
+    if (other_name == name) {
+      return PermissionError("key " + public_key +
+                             " has no name in the agent allowlist and may not register as node " +
+                             name + ", which the allowlist gives key " + other_key);
+    }
+  }
   return Status::Ok();
 }
 

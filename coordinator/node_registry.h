@@ -3,7 +3,9 @@
 // A node is Ready while its beats arrive, Suspect once one interval passed without a beat (it
 // takes no new ranks), and Lost after `lost_timeout` (its ranks are given up). A node's name is
 // bound to the CURVE key that registered it: another key cannot take the name over while the
-// node is not Lost, and a key acts only for its own node.
+// node is not Lost, and a key acts only for its own node. With BindNamesToKeys, a name is also
+// bound by the agent allowlist: a key registers only the name its line gives it, even when that
+// name is free (after a coordinator restart, before the real node is back).
 //
 // Cordons (`trainletctl cordon`, `drain`) are kept by node name: they outlive the agent's
 // re-registrations, and with a store attached (LoadCordons) they are written before they take
@@ -14,11 +16,13 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/curve_keys.h"
 #include "common/status.h"
 #include "coordinator/job_store.h"
 #include "trainlet/v1/node.pb.h"
@@ -53,7 +57,21 @@ class NodeRegistry {
   NodeRegistry(std::chrono::milliseconds heartbeat_interval, std::chrono::milliseconds lost_timeout)
       : interval_(heartbeat_interval), lost_timeout_(lost_timeout) {}
 
-  // Records a (re-)registration. PermissionError when the name belongs to another live key.
+  // Binds names to keys through the agent allowlist (public key -> the name its line gives, empty
+  // when the line has no name); `allowlist` is asked at each registration, so an edited file
+  // applies at once, and may return nullptr (then every registration is refused).
+  //   - A named key registers only that name.
+  //   - A key whose line has no name registers any name that no named line gives another key:
+  //     allowlists written before names were enforced keep working, and no key without a name
+  //     can take a named node's name.
+  //   - A key not in the list (removed while its connection stayed up) registers nothing.
+  // Without a binding (unit tests) any name goes, subject to the live-key rule.
+  void BindNamesToKeys(std::function<const Allowlist*()> allowlist) {
+    allowlist_ = std::move(allowlist);
+  }
+
+  // Records a (re-)registration. PermissionError when the name belongs to another live key, or
+  // the allowlist binds the key to another name; the message names the key and the name.
   Status Register(const v1::NodeInfo& info, const std::string& routing_id,
                   const std::string& public_key, Clock::time_point now, int64_t now_unix_ms);
   // Records a beat from the node owning `public_key`. Returns the node, or nullptr when the key
@@ -90,6 +108,9 @@ class NodeRegistry {
   const std::map<std::string, NodeCordonRecord>& pending_cordons() const { return pending_; }
 
  private:
+  Status CheckNameBinding(const std::string& name, const std::string& public_key) const;
+
+  std::function<const Allowlist*()> allowlist_;  // empty: names are not bound by the allowlist
   std::chrono::milliseconds interval_;
   std::chrono::milliseconds lost_timeout_;
   std::map<std::string, NodeEntry> nodes_;           // by name

@@ -99,10 +99,10 @@ int main(int argc, char** argv) {
     return Fail("TRAINLET_EXEC_* keys are not 40-character Z85 keys");
   }
 
-  std::string signal_error;  // before zmq starts its threads
-  const auto signals =
-      trainlet::platform::SignalWatch::Open({SIGTERM, SIGINT, SIGHUP}, &signal_error);
-  if (!signals) return Fail(signal_error);
+  // Before zmq starts its threads.
+  auto opened = trainlet::platform::SignalWatch::Open({SIGTERM, SIGINT, SIGHUP});
+  if (!opened.ok()) return Fail(opened.status().message());
+  const auto signals = std::move(opened).value();
   signal(SIGPIPE, SIG_IGN);
 
   zmq::context_t ctx;

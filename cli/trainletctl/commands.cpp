@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "trainletctl/apply_input.h"
 #include "trainletctl/coordinator_client.h"
 #include "trainletctl/describe_node.h"
 #include "trainletctl/render.h"
@@ -149,18 +150,12 @@ int CmdApply(const CommonFlags& f, const std::string& file, bool wait,
              const std::string& timeout) {
   const int64_t wait_ms = ParseDuration(timeout);
   if (wait_ms < 0) return Error("--timeout=" + timeout + ": expected a duration such as 60s, 5m or 1h");
-  std::stringstream text;
-  if (file == "-") {
-    text << std::cin.rdbuf();
-  } else {
-    std::ifstream in(file);
-    if (!in) return Error("-f " + file + ": cannot read the file");
-    text << in.rdbuf();
-  }
+  auto text = ReadApplyInput(file);
+  if (!text.ok()) return Error(text.status());
   auto client = Open(f);
   if (!client.ok()) return Error(client.status());
   v1::OperatorRequest req;
-  req.mutable_apply()->set_yaml(text.str());
+  req.mutable_apply()->set_yaml(*std::move(text));
   req.mutable_apply()->set_source_name(file == "-" ? "stdin" : file);
   auto resp = (*client)->Call(req);
   if (!resp.ok()) return Error(resp.status());
@@ -170,6 +165,9 @@ int CmdApply(const CommonFlags& f, const std::string& file, bool wait,
   };
   const auto& r = resp->apply();
   for (const auto& w : r.warnings()) std::cerr << "Warning: " << w << "\n";
+  if (r.created().empty() && r.configured().empty() && r.unchanged().empty()) {
+    return Error("-f " + file + ": holds nothing to apply (only comments or empty documents)");
+  }
   if (f.output == "json") {
     std::cout << ToJson(r);
   } else {

@@ -18,11 +18,10 @@ namespace trainlet::platform {
 
 #if defined(TRAINLET_NATIVE_LINUX)
 
-std::unique_ptr<FileWatch> FileWatch::Open(std::string* error) {
+Result<std::unique_ptr<FileWatch>> FileWatch::Open() {
   const int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (fd < 0) {
-    *error = std::string("inotify_init1: ") + std::strerror(errno);
-    return nullptr;
+    return InternalError(std::string("inotify_init1: ") + std::strerror(errno));
   }
   return std::unique_ptr<FileWatch>(new FileWatch(fd));
 }
@@ -43,11 +42,10 @@ void FileWatch::Drain() {
 
 #elif defined(TRAINLET_NATIVE_APPLE)  // not compiled on Linux (macOS only)
 
-std::unique_ptr<FileWatch> FileWatch::Open(std::string* error) {
+Result<std::unique_ptr<FileWatch>> FileWatch::Open() {
   const int kq = kqueue();  // not inherited by children: no close-on-exec needed
   if (kq < 0) {
-    *error = std::string("kqueue: ") + std::strerror(errno);
-    return nullptr;
+    return InternalError(std::string("kqueue: ") + std::strerror(errno));
   }
   return std::unique_ptr<FileWatch>(new FileWatch(kq));
 }
@@ -81,7 +79,7 @@ void FileWatch::Drain() {
 
 #else  // portable: the owner polls
 
-std::unique_ptr<FileWatch> FileWatch::Open(std::string*) {
+Result<std::unique_ptr<FileWatch>> FileWatch::Open() {
   return std::unique_ptr<FileWatch>(new FileWatch(-1));
 }
 int FileWatch::Add(const std::string&) { return 0; }

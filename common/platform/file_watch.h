@@ -8,6 +8,9 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <utility>
+
+#include "common/status.h"
 
 namespace trainlet::platform {
 
@@ -15,8 +18,15 @@ class FileWatch {
  public:
   static constexpr std::chrono::milliseconds kPollInterval{100};
 
-  // nullptr with *error set (naming the call) on failure.
-  static std::unique_ptr<FileWatch> Open(std::string* error);
+  // kInternal (naming the call) on failure.
+  static Result<std::unique_ptr<FileWatch>> Open();
+  // The older shape, for callers not yet moved to the Result above (agent/, trainlet-step):
+  // nullptr with *error set to the Status's message. Goes when they have moved.
+  static std::unique_ptr<FileWatch> Open(std::string* error) {
+    auto opened = Open();
+    if (!opened.ok()) *error = opened.status().message();
+    return opened.ok() ? std::move(opened).value() : nullptr;
+  }
   ~FileWatch();
   FileWatch(const FileWatch&) = delete;
   FileWatch& operator=(const FileWatch&) = delete;

@@ -5,13 +5,23 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <utility>
+
+#include "common/status.h"
 
 namespace trainlet::platform {
 
 class PeriodicTimer {
  public:
-  // period > 0. nullptr with *error set (naming the call) on failure.
-  static std::unique_ptr<PeriodicTimer> Open(std::chrono::microseconds period, std::string* error);
+  // period > 0. kInternal (naming the call) on failure.
+  static Result<std::unique_ptr<PeriodicTimer>> Open(std::chrono::microseconds period);
+  // The older shape, for callers not yet moved to the Result above (agent/, trainlet-step):
+  // nullptr with *error set to the Status's message. Goes when they have moved.
+  static std::unique_ptr<PeriodicTimer> Open(std::chrono::microseconds period, std::string* error) {
+    auto opened = Open(period);
+    if (!opened.ok()) *error = opened.status().message();
+    return opened.ok() ? std::move(opened).value() : nullptr;
+  }
   ~PeriodicTimer();
   PeriodicTimer(const PeriodicTimer&) = delete;
   PeriodicTimer& operator=(const PeriodicTimer&) = delete;

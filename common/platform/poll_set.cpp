@@ -16,7 +16,7 @@
 
 namespace trainlet::platform {
 
-std::unique_ptr<PollSet> PollSet::Open(std::string* error) {
+Result<std::unique_ptr<PollSet>> PollSet::Open() {
 #if defined(__linux__)
   const int fd = epoll_create1(EPOLL_CLOEXEC);
   const char* call = "epoll_create1";
@@ -25,8 +25,7 @@ std::unique_ptr<PollSet> PollSet::Open(std::string* error) {
   const char* call = "kqueue";
 #endif
   if (fd < 0) {
-    *error = std::string(call) + ": " + std::strerror(errno);
-    return nullptr;
+    return InternalError(std::string(call) + ": " + std::strerror(errno));
   }
   return std::unique_ptr<PollSet>(new PollSet(fd));
 }

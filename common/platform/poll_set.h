@@ -10,7 +10,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "common/status.h"
 
 namespace trainlet::platform {
 
@@ -23,8 +26,15 @@ class PollSet {
     uint32_t events = 0;  // kReadable | kWritable; errors and hang-ups read as both
   };
 
-  // nullptr with *error set (naming the call) on failure.
-  static std::unique_ptr<PollSet> Open(std::string* error);
+  // kInternal (naming the call) on failure.
+  static Result<std::unique_ptr<PollSet>> Open();
+  // The older shape, for callers not yet moved to the Result above (agent/, trainlet-step):
+  // nullptr with *error set to the Status's message. Goes when they have moved.
+  static std::unique_ptr<PollSet> Open(std::string* error) {
+    auto opened = Open();
+    if (!opened.ok()) *error = opened.status().message();
+    return opened.ok() ? std::move(opened).value() : nullptr;
+  }
   ~PollSet();
   PollSet(const PollSet&) = delete;
   PollSet& operator=(const PollSet&) = delete;

@@ -72,18 +72,15 @@ std::string PrepareSignals(std::initializer_list<int> signals) {
 #endif
 }
 
-std::unique_ptr<SignalWatch> SignalWatch::Open(std::initializer_list<int> signals,
-                                               std::string* error) {
+Result<std::unique_ptr<SignalWatch>> SignalWatch::Open(std::initializer_list<int> signals) {
   if (std::string why = PrepareSignals(signals); !why.empty()) {
-    *error = why;
-    return nullptr;
+    return InternalError(why);
   }
 #if defined(TRAINLET_NATIVE_LINUX)
   const sigset_t set = SetOf(signals);
   const int fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
   if (fd < 0) {
-    *error = Failed("signalfd");
-    return nullptr;
+    return InternalError(Failed("signalfd"));
   }
   return std::unique_ptr<SignalWatch>(new SignalWatch(fd, true, signals));
 #else

@@ -14,7 +14,10 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "common/status.h"
 
 namespace trainlet::platform {
 
@@ -24,9 +27,16 @@ std::string PrepareSignals(std::initializer_list<int> signals);
 class SignalWatch {
  public:
   // Watches `signals`, which PrepareSignals should have covered (it is done here otherwise,
-  // too late for threads started since). nullptr with *error set on failure. The self-pipe is
-  // process-wide: where it is used, one SignalWatch per process reads it.
-  static std::unique_ptr<SignalWatch> Open(std::initializer_list<int> signals, std::string* error);
+  // too late for threads started since). kInternal (naming the call) on failure. The self-pipe
+  // is process-wide: where it is used, one SignalWatch per process reads it.
+  static Result<std::unique_ptr<SignalWatch>> Open(std::initializer_list<int> signals);
+  // The older shape, for callers not yet moved to the Result above (agent/, trainlet-step):
+  // nullptr with *error set to the Status's message. Goes when they have moved.
+  static std::unique_ptr<SignalWatch> Open(std::initializer_list<int> signals, std::string* error) {
+    auto opened = Open(signals);
+    if (!opened.ok()) *error = opened.status().message();
+    return opened.ok() ? std::move(opened).value() : nullptr;
+  }
   ~SignalWatch();
   SignalWatch(const SignalWatch&) = delete;
   SignalWatch& operator=(const SignalWatch&) = delete;

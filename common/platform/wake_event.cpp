@@ -15,19 +15,17 @@
 
 namespace trainlet::platform {
 
-std::unique_ptr<WakeEvent> WakeEvent::Open(std::string* error) {
+Result<std::unique_ptr<WakeEvent>> WakeEvent::Open() {
 #if defined(TRAINLET_NATIVE_LINUX)
   const int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (fd < 0) {
-    *error = std::string("eventfd: ") + std::strerror(errno);
-    return nullptr;
+    return InternalError(std::string("eventfd: ") + std::strerror(errno));
   }
   return std::unique_ptr<WakeEvent>(new WakeEvent(fd, fd));
 #else
   int fds[2];
   if (OpenPipe(fds, Blocking::kNonBlocking) != 0) {
-    *error = std::string("pipe: ") + std::strerror(errno);
-    return nullptr;
+    return InternalError(std::string("pipe: ") + std::strerror(errno));
   }
   return std::unique_ptr<WakeEvent>(new WakeEvent(fds[0], fds[1]));
 #endif

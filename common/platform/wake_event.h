@@ -4,13 +4,23 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+
+#include "common/status.h"
 
 namespace trainlet::platform {
 
 class WakeEvent {
  public:
-  // nullptr with *error set (naming the call) on failure.
-  static std::unique_ptr<WakeEvent> Open(std::string* error);
+  // kInternal (naming the call) on failure.
+  static Result<std::unique_ptr<WakeEvent>> Open();
+  // The older shape, for callers not yet moved to the Result above (agent/, trainlet-step):
+  // nullptr with *error set to the Status's message. Goes when they have moved.
+  static std::unique_ptr<WakeEvent> Open(std::string* error) {
+    auto opened = Open();
+    if (!opened.ok()) *error = opened.status().message();
+    return opened.ok() ? std::move(opened).value() : nullptr;
+  }
   ~WakeEvent();
   WakeEvent(const WakeEvent&) = delete;
   WakeEvent& operator=(const WakeEvent&) = delete;

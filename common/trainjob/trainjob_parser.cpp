@@ -28,8 +28,15 @@ class DocContext {
   Status Error(const std::string& path, const std::string& what) const {
     return InvalidError(label_ + ": " + path + ": " + what);
   }
+  // For readers deep in a model that return values, not Status: the first refusal is kept, and
+  // ParseOne returns it once the model is built.
+  void Refuse(const std::string& path, const std::string& what) {
+    if (refused_.ok()) refused_ = Error(path, what);
+  }
+  const Status& refused() const { return refused_; }
 
  private:
+  Status refused_ = Status::Ok();
   std::string label_;
   std::vector<std::string>* warnings_;
 };
@@ -196,6 +203,19 @@ std::vector<EnvVar> ReadEnv(const YAML::Node& env, const std::string& path, DocC
   size_t i = 0;
   for (auto it = env.begin(); it != env.end(); ++it, ++i) {
     std::string name = Text(MapGet(*it, "name"));
+    // What execve cannot carry: refused here, by path, rather than failing (or, for a NUL in a
+    // value, being cut short) at the agent, an attempt later.
+    const std::string at = AppendIndex(path, i);
+    if (name.empty()) {
+      ctx.Refuse(at + ".name", "must not be empty");
+    } else if (name.find('\0') != std::string::npos) {
+      ctx.Refuse(at + ".name", "must not contain a NUL byte");
+    } else if (name.find('=') != std::string::npos) {
+      ctx.Refuse(at + ".name", "must not contain '=', got " + QuoteForMessage(name));
+    }
+    if (Text(MapGet(*it, "value")).find('\0') != std::string::npos) {
+      ctx.Refuse(at + ".value", "must not contain a NUL byte");
+    }
     if (IsSet(MapGet(*it, "valueFrom"))) {
       ctx.Warn(AppendIndex(path, i) + ".valueFrom",
                "variable " + name + " skipped (valueFrom needs the Kubernetes API)");
@@ -421,9 +441,8 @@ Result<TrainJob> BuildTrainJob(const YAML::Node& doc, const Metadata& meta, DocC
                             ".trainingRuntimeSpec.template.spec.replicatedJobs",
                         j) +
             ".template.spec.template.spec";
-        TRAINLET_RETURN_IF_ERROR(
-            ReadPlacement(Dig(*jt, {"template", "spec", "template", "spec"}), path, ctx,
-                          &job.node_selector, &job.tolerations));
+        TRAINLET_RETURN_IF_ERROR(ReadPlacement(Dig(*jt, {"template", "spec", "template", "spec"}),
+                                               path, ctx, &job.node_selector, &job.tolerations));
       }
     }
     ctx.Warn("spec.runtimePatches",
@@ -490,9 +509,11 @@ Status ParseOne(const YamlDocument& doc, ParsedFile* out, std::string* identity,
 
   if (kind == kTrainJob) {
     TRAINLET_ASSIGN_OR_RETURN(TrainJob job, BuildTrainJob(node, meta, ctx));
+    TRAINLET_RETURN_IF_ERROR(ctx.refused());
     out->jobs.push_back(std::move(job));
   } else {
     TRAINLET_ASSIGN_OR_RETURN(TrainingRuntime rt, BuildRuntime(node, meta, kind, ctx));
+    TRAINLET_RETURN_IF_ERROR(ctx.refused());
     out->runtimes.push_back(std::move(rt));
   }
   return Status::Ok();

@@ -1,6 +1,8 @@
 // Resolve: a TrainJob's trainer laid over its runtime.
 
 #include <algorithm>
+#include <charconv>
+#include <climits>
 
 #include "common/trainjob/trainjob_model.h"
 
@@ -24,6 +26,24 @@ Result<ResolvedTrainer> Resolve(const TrainJob& job, const TrainingRuntime& runt
   }
   out.num_proc_per_node =
       job.trainer.num_proc_per_node.value_or(runtime.ml_policy.num_proc_per_node.value_or("1"));
+  // Ranks are numbered in 32-bit signed ints (MPI, torch): a product over that would wrap round
+  // (2^31-1 nodes x 4096 once showed as 4294963200 ranks). "auto" is counted on the node.
+  int64_t procs = 0;
+  const auto [end, ec] =
+      std::from_chars(out.num_proc_per_node.data(),
+                      out.num_proc_per_node.data() + out.num_proc_per_node.size(), procs);
+  if (ec == std::errc() && end == out.num_proc_per_node.data() + out.num_proc_per_node.size() &&
+      procs > 0 && procs <= INT32_MAX && out.num_nodes * procs > INT32_MAX) {
+    const std::string nodes_field =
+        job.trainer.num_nodes ? "spec.trainer.numNodes" : "numNodes of runtime " + runtime_label;
+    const std::string procs_field = job.trainer.num_proc_per_node
+                                        ? "spec.trainer.numProcPerNode"
+                                        : "numProcPerNode of runtime " + runtime_label;
+    return InvalidError(label + ": " + nodes_field + " x " + procs_field + ": " +
+                        std::to_string(out.num_nodes) + " x " + std::to_string(procs) + " = " +
+                        std::to_string(out.num_nodes * procs) + " ranks, more than " +
+                        std::to_string(INT32_MAX));
+  }
 
   // With a launcher (MPI), the launcher container is where the trainer runs; the node
   // containers only run sshd, which trainlet replaces.

@@ -166,6 +166,39 @@ TEST_F(ZmqSecurityTest, EnrollingAKeyInTheAllowlistFileNeedsNoRestart) {
   EXPECT_EQ(msg->user_id, newcomer.public_z85);
 }
 
+// Issue 19, defect 7: the coordinator binds node names to keys with the names KeysOf reports,
+// re-read like the keys themselves.
+TEST_F(ZmqSecurityTest, KeysOfGivesEachKeysNameAndFollowsTheFile) {
+  EXPECT_EQ(zap_->KeysOf("no-such-domain"), nullptr);
+  const Allowlist* agents = zap_->KeysOf("agent");
+  ASSERT_NE(agents, nullptr);
+  EXPECT_EQ(agents->at(agent_keys_.public_z85), "node-1");
+
+  testing::TempDir dir;
+  const std::string path = dir.File("agents.allow");
+  // A key starting with '#' would read as a comment line: not what this test is about.
+  auto line_key = [] {
+    CurveKeyPair k = NewKeys();
+    while (k.public_z85[0] == '#') k = NewKeys();
+    return k.public_z85;
+  };
+  const std::string named = line_key(), unnamed = line_key();
+  { std::ofstream(path) << named << " node-1\n" << unnamed << "\n"; }
+  ASSERT_TRUE(zap_->AddDomain("agent", path).ok());
+  agents = zap_->KeysOf("agent");
+  ASSERT_NE(agents, nullptr);
+  EXPECT_EQ(agents->at(named), "node-1");
+  EXPECT_EQ(agents->at(unnamed), "") << "a line without a name";
+
+  { std::ofstream(path) << named << " node-7\n"; }
+  std::filesystem::last_write_time(
+      path, std::filesystem::last_write_time(path) + std::chrono::seconds(2));
+  agents = zap_->KeysOf("agent");
+  ASSERT_NE(agents, nullptr);
+  EXPECT_EQ(agents->size(), 1u);
+  EXPECT_EQ(agents->at(named), "node-7");
+}
+
 TEST_F(ZmqSecurityTest, RouterDropsMessagesWithExtraFramesAndKeepsGoing) {
   zmq::socket_t dealer = Dealer(operator_keys_);
   v1::Envelope first = Beat("first", 1);

@@ -260,5 +260,78 @@ TEST_F(NodeRegistryTest, NextDeadline) {
   }
 }
 
+// Issue 19, defect 7: the name column of agents.allow binds a key to one node name.
+class NodeNameBindingTest : public NodeRegistryTest {
+ protected:
+  void SetUp() override {
+    allowlist_ = {{"key1", "node-1"}, {"key2", "node-2"}, {"bare", ""}};
+    registry_.BindNamesToKeys([this] { return &allowlist_; });
+  }
+  Status RegisterAs(const std::string& name, const std::string& key) {
+    return registry_.Register(Info(name), "rid-" + key, key, At(0), kUnix0);
+  }
+  Allowlist allowlist_;
+};
+
+TEST_F(NodeNameBindingTest, NamedKeyRegistersItsName) {
+  RegisterOk("node-1", "key1");
+  RegisterOk("node-2", "key2");
+  EXPECT_EQ(registry_.nodes().size(), 2u);
+}
+
+TEST_F(NodeNameBindingTest, NamedKeyCannotTakeAnotherNodesFreeName) {
+  // node-2 has not registered yet (a coordinator restart): its name is still not node-1's to take.
+  Status s = RegisterAs("node-2", "key1");
+  EXPECT_EQ(s.code(), ErrorCode::kPermission) << s.ToString();
+  EXPECT_NE(s.message().find("key key1 may register only as node node-1, not node-2"),
+            std::string::npos)
+      << s.message();
+  EXPECT_EQ(registry_.Find("node-2"), nullptr);
+  RegisterOk("node-2", "key2");  // the real node-2 is not locked out
+}
+
+TEST_F(NodeNameBindingTest, NamedKeyCannotTakeAnUnknownName) {
+  Status s = RegisterAs("ghost", "key1");
+  EXPECT_EQ(s.code(), ErrorCode::kPermission);
+  EXPECT_NE(s.message().find("key key1"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("not ghost"), std::string::npos) << s.message();
+  EXPECT_TRUE(registry_.nodes().empty());
+}
+
+TEST_F(NodeNameBindingTest, NamedKeyCannotTakeALiveNodesName) {
+  RegisterOk("node-2", "key2");
+  Status s = RegisterAs("node-2", "key1");
+  EXPECT_EQ(s.code(), ErrorCode::kPermission);
+  EXPECT_EQ(registry_.Find("node-2")->public_key, "key2");
+}
+
+TEST_F(NodeNameBindingTest, KeyWithoutANameTakesOnlyUnclaimedNames) {
+  RegisterOk("legacy-7", "bare");  // an allowlist line with no name: any name nobody owns
+  Status s = RegisterAs("node-1", "bare");
+  EXPECT_EQ(s.code(), ErrorCode::kPermission);
+  EXPECT_NE(s.message().find("key bare has no name in the agent allowlist"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("node-1, which the allowlist gives key key1"), std::string::npos)
+      << s.message();
+}
+
+TEST_F(NodeNameBindingTest, KeyNotInTheListRegistersNothing) {
+  Status s = RegisterAs("node-9", "removed");
+  EXPECT_EQ(s.code(), ErrorCode::kPermission);
+  EXPECT_NE(s.message().find("key removed is not in the agent allowlist"), std::string::npos)
+      << s.message();
+}
+
+TEST_F(NodeNameBindingTest, EditedListAppliesAtTheNextRegistration) {
+  ASSERT_FALSE(RegisterAs("node-3", "key1").ok());
+  allowlist_["key1"] = "node-3";  // the operator moved the key to another name
+  RegisterOk("node-3", "key1");
+}
+
+TEST_F(NodeNameBindingTest, NoListRefusesEveryone) {
+  registry_.BindNamesToKeys([] { return static_cast<const Allowlist*>(nullptr); });
+  EXPECT_EQ(RegisterAs("node-1", "key1").code(), ErrorCode::kPermission);
+}
+
 }  // namespace
 }  // namespace trainlet::coordinator

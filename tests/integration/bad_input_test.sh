@@ -31,6 +31,30 @@ if "$CTL" apply -f "$WORK/mixed.yaml" 2>/dev/null; then fail "a file with one ba
 no_jobs
 log "bad files refused, nothing stored"
 
+# Files that cannot be applied are refused with what is wrong with them, not silently and not
+# with "did not answer" (issue 19): empty, only comments, too large, not UTF-8.
+: > "$WORK/empty.yaml"
+if "$CTL" apply -f "$WORK/empty.yaml" 2> "$WORK/err"; then fail "an empty file exited 0"; fi
+assert_contains "$(cat "$WORK/err")" "-f $WORK/empty.yaml: the file is empty: nothing to apply" "empty file"
+if "$CTL" apply -f - < /dev/null 2> "$WORK/err"; then fail "empty stdin exited 0"; fi
+assert_contains "$(cat "$WORK/err")" "-f -: stdin is empty: nothing to apply" "empty stdin"
+printf '# nothing here\n---\n# nor here\n' > "$WORK/comments.yaml"
+if "$CTL" apply -f "$WORK/comments.yaml" 2> "$WORK/err"; then fail "a file of comments exited 0"; fi
+assert_contains "$(cat "$WORK/err")" "$WORK/comments.yaml: holds nothing to apply" "comments only"
+yes '# padding padding padding padding padding padding padding padding' | head -c 52428800 \
+  > "$WORK/big.yaml" || true
+started=$SECONDS
+if timeout 14 "$CTL" apply -f "$WORK/big.yaml" 2> "$WORK/err"; then fail "a 50 MB file was accepted"; fi
+assert_contains "$(cat "$WORK/err")" "-f $WORK/big.yaml: 52428800 bytes, more than the" "big file"
+[ $((SECONDS - started)) -lt 5 ] || fail "the size check took $((SECONDS - started)) s"
+rm -f "$WORK/big.yaml"
+printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: caf\xe9}\n' \
+  > "$WORK/latin1.yaml"
+if timeout 14 "$CTL" apply -f "$WORK/latin1.yaml" 2> "$WORK/err"; then fail "latin-1 accepted"; fi
+assert_contains "$(cat "$WORK/err")" "-f $WORK/latin1.yaml: not UTF-8 text: byte 0xe9 at line 3, column 21" "not UTF-8"
+no_jobs
+log "empty, comment-only, 50 MB and non-UTF-8 files refused with what is wrong"
+
 # Garbage on the wire, from enrolled keys on both endpoints, and raw bytes without CURVE.
 operator_endpoint=$(awk '/^coordinator:/ {print $2}' "$TRAINLET_HOME/config.yaml")
 agent_endpoint=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["agent_endpoint"])' \

@@ -58,4 +58,22 @@ grep -q "refused CURVE client" "$TRAINLET_HOME/logs/coordinator.log" || fail "re
 make_home "$WORK/alice-home" "$WORK/strangers/alice.key"
 "$CTL" --home "$WORK/alice-home" get nodes >/dev/null || fail "an enrolled operator was refused"
 log "enrolment without restart ok"
+# 6. A key may register only the name its agents.allow line gives it (issue 19, defect 7).
+# node-3's key is enrolled as "node-3"; it tries another name that is free, and node-1's name.
+"$CTL" keys create --role agent --name node-3 --dir "$WORK/strangers" \
+  --allowlist "$TRAINLET_HOME/keys/agents.allow" >/dev/null
+node3_pub=$(awk '/^public-key/ {gsub(/"/, "", $3); print $3}' "$WORK/strangers/node-3.key.pub")
+for impostor in node-9 node-1; do
+  "$TRAINLET_BIN/trainlet-agent" --name "$impostor" --coordinator "$agent_endpoint" \
+    --coordinator-key "$TRAINLET_HOME/keys/coordinator.key.pub" --key "$WORK/strangers/node-3.key" \
+    --state-dir "$WORK/impostor-$impostor" --heartbeat-ms 100 > "$WORK/impostor.log" 2>&1 &
+  EXTRA_PIDS+=($!)
+  sleep 2
+  nodes=$("$CTL" get nodes -o name | tr '\n' ' ')
+  [ "$nodes" = "node/node-1 " ] || fail "node-3's key registered as $impostor: $nodes"
+  kill "${EXTRA_PIDS[-1]}"; wait "${EXTRA_PIDS[-1]}" 2>/dev/null || true
+  grep -qF "key $node3_pub may register only as node node-3, not $impostor" \
+    "$TRAINLET_HOME/logs/coordinator.log" || fail "refusal of $impostor does not name key and name"
+done
+log "a key registers only the name the allowlist gives it"
 echo "PASS security_test"

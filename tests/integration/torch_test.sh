@@ -66,4 +66,19 @@ check_ranks trun 3
 d=$("$CTL" describe trainjob trun)
 assert_contains "$d" "torchrun: one python3 per node" "launch mode of torchrun"
 log "torchrun 3x1 complete in $(( $(date +%s) - start )) s"
+
+# 3. The torchrun command the example's comment gives, word for word (issue 19: it said
+# --no-python, which Debian's torch 1.13 refuses), with the env it says Debian's torch needs.
+example="$TRAINLET_SOURCE_DIR/examples/torch-ddp/trainjob.yaml"
+line=$(sed -n 's/^#   \[\(torchrun, .*\)\]$/\1/p' "$example")
+[ -n "$line" ] || fail "examples/torch-ddp/trainjob.yaml gives no torchrun command"
+IFS=',' read -r -a words <<<"${line//\/path\/to\/trainlet/$TRAINLET_SOURCE_DIR}"
+words=("${words[@]# }")
+EXTRA_ENV=$(sed -n 's/^#     \(- {name: PET_.*}\)$/      \1/p' "$example")
+start=$(date +%s)
+"$CTL" apply -f "$(torch_job tex 3 1 "${words[@]}")" >/dev/null
+"$CTL" wait trainjob/tex --for=condition=Complete --timeout=90s \
+  || fail "the example's torchrun command did not complete: $("$CTL" logs tex)"
+check_ranks tex 3
+log "the example's torchrun command ($line) complete in $(( $(date +%s) - start )) s"
 echo "PASS torch_test ($NETNS_MODE mode)"

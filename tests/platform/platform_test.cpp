@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -150,9 +151,9 @@ TEST(ProcessHandle, RefusesAnotherProcessUnderThePid) {
 
 TEST(SignalWatch, ReadsSignalsSentToTheProcess) {
   ASSERT_EQ(PrepareSignals({SIGUSR1, SIGUSR2}), "");
-  std::string error;
-  auto watch = SignalWatch::Open({SIGUSR1, SIGUSR2}, &error);
-  ASSERT_NE(watch, nullptr) << error;
+  auto opened = SignalWatch::Open({SIGUSR1, SIGUSR2});
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  auto watch = std::move(opened).value();
   EXPECT_TRUE(watch->Take().empty());
   kill(getpid(), SIGUSR1);
   ASSERT_TRUE(Readable(watch->fd(), 2000));
@@ -163,10 +164,37 @@ TEST(SignalWatch, ReadsSignalsSentToTheProcess) {
   EXPECT_FALSE(Readable(watch->fd(), 0));
 }
 
-TEST(WakeEvent, ReadableFromNotifyUntilDrain) {
-  std::string error;
+TEST(WakeEvent, TheOlderOpenShapeStillWorks) {
+  // Open(std::string*) forwards to the Result form for callers not moved yet (agent/).
+  std::string error = "untouched";
   auto wake = WakeEvent::Open(&error);
   ASSERT_NE(wake, nullptr) << error;
+  EXPECT_EQ(error, "untouched");
+}
+
+TEST(WakeEvent, OutOfDescriptorsIsAnInternalErrorNamingTheCall) {
+  rlimit old;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  rlimit none = old;
+  none.rlim_cur = 0;  // every new descriptor fails with EMFILE
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &none), 0);
+  auto opened = WakeEvent::Open();
+  std::string error;
+  auto legacy = WakeEvent::Open(&error);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.status().code(), ErrorCode::kInternal);
+  EXPECT_TRUE(opened.status().message().starts_with("eventfd: ") ||
+              opened.status().message().starts_with("pipe: "))
+      << opened.status().message();
+  EXPECT_EQ(legacy, nullptr);
+  EXPECT_EQ(error, opened.status().message());
+}
+
+TEST(WakeEvent, ReadableFromNotifyUntilDrain) {
+  auto opened = WakeEvent::Open();
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  auto wake = std::move(opened).value();
   EXPECT_TRUE(CloseOnExec(wake->fd()));
   EXPECT_FALSE(Readable(wake->fd(), 0));
   wake->Notify();
@@ -177,9 +205,9 @@ TEST(WakeEvent, ReadableFromNotifyUntilDrain) {
 }
 
 TEST(FileWatch, WakesOnAWriteWhereTheKernelTells) {
-  std::string error;
-  auto watch = FileWatch::Open(&error);
-  ASSERT_NE(watch, nullptr) << error;
+  auto opened = FileWatch::Open();
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  auto watch = std::move(opened).value();
   const std::string path = testing::TempDir() + "/platform_test_watched";
   std::ofstream(path) << "";
   const int handle = watch->Add(path);
@@ -198,9 +226,9 @@ TEST(FileWatch, WakesOnAWriteWhereTheKernelTells) {
 }
 
 TEST(PollSet, ReportsReadyMembersByTag) {
-  std::string error;
-  auto set = PollSet::Open(&error);
-  ASSERT_NE(set, nullptr) << error;
+  auto opened = PollSet::Open();
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  auto set = std::move(opened).value();
   int a[2], b[2];
   ASSERT_EQ(OpenPipe(a, Blocking::kNonBlocking), 0);
   ASSERT_EQ(OpenPipe(b, Blocking::kNonBlocking), 0);
@@ -228,9 +256,9 @@ TEST(PollSet, ReportsReadyMembersByTag) {
 }
 
 TEST(PeriodicTimer, FiresEveryPeriod) {
-  std::string error;
-  auto timer = PeriodicTimer::Open(20ms, &error);
-  ASSERT_NE(timer, nullptr) << error;
+  auto opened = PeriodicTimer::Open(20ms);
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  auto timer = std::move(opened).value();
   EXPECT_FALSE(timer->Consume());
   for (int i = 0; i < 2; ++i) {
     ASSERT_TRUE(Readable(timer->fd(), 2000));

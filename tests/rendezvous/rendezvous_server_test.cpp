@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <set>
 
 #include "common/rendezvous/snapshot_format.h"
 
@@ -44,6 +45,11 @@ class RendezvousServerTest : public ::testing::Test {
     return r;
   }
   void Fence(uint32_t rank, uint64_t epoch, std::map<std::string, std::string> puts, uint64_t id) {
+    FenceFrom("peer-" + std::to_string(rank), rank, epoch, std::move(puts), id);
+  }
+  // The same, from the process whose connection is `peer`.
+  void FenceFrom(const std::string& peer, uint32_t rank, uint64_t epoch,
+                 std::map<std::string, std::string> puts, uint64_t id) {
     auto r = Request(rank, v1::RendezvousRequest::OP_FENCE, id);
     r.set_epoch(epoch);
     for (const auto& [k, v] : puts) {
@@ -51,7 +57,12 @@ class RendezvousServerTest : public ::testing::Test {
       kv->set_key(k);
       kv->set_value(v);
     }
-    server_.Handle("peer-" + std::to_string(rank), r, now_);
+    server_.Handle(peer, r, now_);
+  }
+  std::map<std::string, std::string> ContributedPuts(size_t i) const {
+    std::map<std::string, std::string> puts;
+    for (const auto& kv : sent_.at(i).fence_contribute().puts()) puts[kv.key()] = kv.value();
+    return puts;
   }
   v1::FenceResult Result(uint64_t epoch, std::map<std::string, std::string> pairs) {
     v1::FenceResult r;
@@ -237,6 +248,93 @@ TEST_F(RendezvousServerTest, EndAttemptAnswersWaitersAndRemovesFiles) {
   EXPECT_EQ(server_.attempts(), 0u);
   Fence(5, 2, {}, 4);
   EXPECT_EQ(replies_.back().second.code(), Code::CODE_DENIED);
+}
+
+// Issue 19: a second process joining a fence as a rank that already joined it is refused, and
+// the real rank's puts and wait are kept.
+TEST_F(RendezvousServerTest, DuplicateRankIsRefusedAndTheRealRanksPutsKept) {
+  FenceFrom("real", 4, 1, {{"addr/4", "10.0.0.4:29500"}}, 1);
+  FenceFrom("impostor", 4, 1, {{"addr/4", "6.6.6.6:1"}}, 2);
+  ASSERT_EQ(replies_.size(), 1u);
+  EXPECT_EQ(replies_[0].first, "impostor");
+  EXPECT_EQ(replies_[0].second.code(), Code::CODE_INVALID);
+  EXPECT_EQ(replies_[0].second.message(),
+            "fence 1: rank 4 already joined it from another process with other puts; two "
+            "processes may not act as one rank");
+  Fence(5, 1, {}, 3);
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_EQ(ContributedPuts(0).at("addr/4"), "10.0.0.4:29500");
+  server_.OnFenceResult(Result(1, {{"addr/4", "10.0.0.4:29500"}}));
+  ASSERT_EQ(replies_.size(), 3u);
+  std::set<std::string> answered{replies_[1].first, replies_[2].first};
+  EXPECT_EQ(answered, (std::set<std::string>{"real", "peer-5"}));
+}
+
+// `trainletctl rendezvous fence` after a timeout is a new process sending the same puts again:
+// it takes the wait over, and the process it replaces (normally gone) is told so.
+TEST_F(RendezvousServerTest, RetryWithTheSamePutsTakesTheWaitOver) {
+  FenceFrom("first-try", 4, 1, {{"addr/4", "x"}}, 1);
+  FenceFrom("second-try", 4, 1, {{"addr/4", "x"}}, 1);
+  ASSERT_EQ(replies_.size(), 1u);
+  EXPECT_EQ(replies_[0].first, "first-try");
+  EXPECT_EQ(replies_[0].second.code(), Code::CODE_INVALID);
+  EXPECT_NE(replies_[0].second.message().find("rank 4 joined it again from another process"),
+            std::string::npos)
+      << replies_[0].second.message();
+  Fence(5, 1, {}, 2);
+  server_.OnFenceResult(Result(1, {{"addr/4", "x"}}));
+  ASSERT_EQ(replies_.size(), 3u);
+  EXPECT_EQ(replies_[1].first, "second-try");
+  EXPECT_EQ(replies_[1].second.code(), Code::CODE_OK);
+}
+
+TEST_F(RendezvousServerTest, OversizedKeysAndValuesAreRefusedNamingTheCap) {
+  Fence(4, 1, {{std::string(4097, 'k'), "v"}}, 1);
+  Fence(5, 1, {{"big", std::string((1u << 20) + 1, 'v')}}, 2);
+  auto get = Request(4, v1::RendezvousRequest::OP_GET, 3);
+  get.set_key(std::string(4097, 'k'));
+  server_.Handle("g", get, now_);
+  ASSERT_EQ(replies_.size(), 3u);
+  for (const auto& [peer, r] : replies_) EXPECT_EQ(r.code(), Code::CODE_INVALID) << peer;
+  EXPECT_NE(replies_[0].second.message().find("key of 4097 bytes, over the 4096-byte cap"),
+            std::string::npos)
+      << replies_[0].second.message();
+  EXPECT_NE(replies_[1].second.message().find("put big: value of 1048577 bytes, over the "
+                                              "1048576-byte cap"),
+            std::string::npos)
+      << replies_[1].second.message();
+  EXPECT_NE(replies_[2].second.message().find("over the 4096-byte cap"), std::string::npos);
+  EXPECT_TRUE(sent_.empty());
+  // Refused requests joined nothing: the same fence can still be joined properly.
+  Fence(4, 1, {{"k", "v"}}, 4);
+  Fence(5, 1, {}, 5);
+  EXPECT_EQ(sent_.size(), 1u);
+}
+
+TEST_F(RendezvousServerTest, ParkedGetsAreCappedPerRank) {
+  auto get = Request(4, v1::RendezvousRequest::OP_GET, 0);
+  get.set_timeout_ms(0);
+  for (uint64_t i = 0; i < RendezvousServer::kMaxParkedGetsPerRank; ++i) {
+    get.set_id(i);
+    get.set_key("k" + std::to_string(i));
+    server_.Handle("g", get, now_);
+  }
+  EXPECT_TRUE(replies_.empty());
+  get.set_id(9999);
+  get.set_key("one-too-many");
+  server_.Handle("g", get, now_);
+  ASSERT_EQ(replies_.size(), 1u);
+  EXPECT_EQ(replies_[0].second.code(), Code::CODE_INVALID);
+  EXPECT_EQ(replies_[0].second.message(),
+            "get one-too-many: rank 4 already has " +
+                std::to_string(RendezvousServer::kMaxParkedGetsPerRank) +
+                " gets waiting, the cap per rank");
+  // Another rank of the attempt is not starved by rank 4.
+  auto other = Request(5, v1::RendezvousRequest::OP_GET, 10000);
+  other.set_key("k");
+  other.set_timeout_ms(0);
+  server_.Handle("h", other, now_);
+  EXPECT_EQ(replies_.size(), 1u);
 }
 
 }  // namespace

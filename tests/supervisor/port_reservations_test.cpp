@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <set>
 #include <string>
 #include <vector>
@@ -26,6 +27,35 @@ int Grab(uint32_t port) {
   a.sin_port = htons(static_cast<uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd, 1) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A listening socket of another process on `family`'s `addr` (in network order for IPv4),
+// bound without SO_REUSEADDR; -1 when it cannot bind (IPv6 missing, say).
+int GrabOn(int family, const void* addr, uint32_t port) {
+  const int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_storage s{};
+  socklen_t len = 0;
+  if (family == AF_INET) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&s);
+    a->sin_family = AF_INET;
+    a->sin_port = htons(static_cast<uint16_t>(port));
+    std::memcpy(&a->sin_addr, addr, sizeof a->sin_addr);
+    len = sizeof *a;
+  } else {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&s);
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons(static_cast<uint16_t>(port));
+    std::memcpy(&a->sin6_addr, addr, sizeof a->sin6_addr);
+    len = sizeof *a;
+    const int one = 1;
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  }
+  if (bind(fd, reinterpret_cast<sockaddr*>(&s), len) != 0 || listen(fd, 1) != 0) {
     close(fd);
     return -1;
   }
@@ -128,6 +158,51 @@ TEST(PortReservations, PortsOfAnotherProcessAreSkipped) {
             (std::set<uint32_t>{23401, 23402, 23403, 23404}));
   EXPECT_FALSE(ports.Reserve("job", 2, 1, Clock::now()).ok());
   close(other);
+}
+
+// Issue 19, defect 10: real programs bind the wildcard (torch's TCPStore on 0.0.0.0/[::], the
+// xgboost tracker on 0.0.0.0), so a port another process holds on any local address, or on a
+// wildcard, must never be handed out, whatever address the agent advertises.
+TEST(PortReservations, PortsHeldOnOtherOrWildcardAddressesAreSkipped) {
+  const PortRange range{23800, 23807};
+  const in_addr loopback{htonl(INADDR_LOOPBACK)};
+  const in_addr any{htonl(INADDR_ANY)};
+  const int on_loopback = GrabOn(AF_INET, &loopback, 23801);  // 127.0.0.1:P
+  const int on_any = GrabOn(AF_INET, &any, 23803);            // 0.0.0.0:Q
+  ASSERT_GE(on_loopback, 0);
+  ASSERT_GE(on_any, 0);
+  std::set<uint32_t> taken{23801, 23803};
+  const int on_v6 = GrabOn(AF_INET6, &in6addr_loopback, 23805);  // [::1]:R, where IPv6 exists
+  if (on_v6 >= 0) taken.insert(23805);
+
+  auto r = PortReservations::Create("127.0.0.2", range);  // another loopback address
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  PortReservations ports = std::move(r).value();
+  const uint32_t free_count = range.size() - static_cast<uint32_t>(taken.size());
+  auto got = ports.Reserve("job", 1, free_count, Clock::now());
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  for (uint32_t p : *got) EXPECT_EQ(taken.count(p), 0u) << "port " << p << " is another's";
+  EXPECT_FALSE(ports.Reserve("job", 2, 1, Clock::now()).ok()) << "only taken ports are left";
+  // Held on the wildcards too: a program binding 0.0.0.0 (or [::]) cannot take a held port.
+  for (uint32_t p : *got) {
+    const int thief = GrabOn(AF_INET, &any, p);
+    EXPECT_LT(thief, 0) << "port " << p << " is held, 0.0.0.0 must not bind it";
+    if (thief >= 0) close(thief);
+    if (on_v6 >= 0) {
+      const int thief6 = GrabOn(AF_INET6, &in6addr_any, p);
+      EXPECT_LT(thief6, 0) << "port " << p << " is held, [::] must not bind it";
+      if (thief6 >= 0) close(thief6);
+    }
+  }
+  // After the hand-over, a wildcard listener that took a port in between is caught.
+  ASSERT_TRUE(ports.CloseHeld("job", 1).ok());
+  const int late = GrabOn(AF_INET, &any, (*got)[0]);
+  ASSERT_GE(late, 0);
+  EXPECT_FALSE(ports.Recheck("job", 1).ok());
+  close(late);
+  close(on_loopback);
+  close(on_any);
+  if (on_v6 >= 0) close(on_v6);
 }
 
 TEST(PortReservations, ReleaseOnAttemptEndGivesThePortsBack) {
@@ -320,16 +395,17 @@ TEST_F(PortJournalTest, UnreadableLinesAreSkipped) {
   {
     FILE* f = fopen(path_.c_str(), "w");
     ASSERT_NE(f, nullptr);
-    fputs("# header\n"
-          "ok 1 handed 23931,23932\n"
-          "nospace\n"
-          "bad x handed 23933\n"
-          "bad 1 maybe 23934\n"
-          "outside 1 handed 80\n"
-          "dup 1 handed 23931\n"
-          "junk 1 handed 23935,\n"
-          "extra 1 handed 23936 more\n",
-          f);
+    fputs(
+        "# header\n"
+        "ok 1 handed 23931,23932\n"
+        "nospace\n"
+        "bad x handed 23933\n"
+        "bad 1 maybe 23934\n"
+        "outside 1 handed 80\n"
+        "dup 1 handed 23931\n"
+        "junk 1 handed 23935,\n"
+        "extra 1 handed 23936 more\n",
+        f);
     fclose(f);
   }
   auto after = MakeJournaled({23930, 23939});

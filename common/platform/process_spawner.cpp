@@ -1,4 +1,4 @@
-#include "agent/process_spawner.h"
+#include "common/platform/process_spawner.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -15,7 +15,7 @@
 #include "common/platform/cpu_affinity.h"
 #include "common/platform/process_control.h"
 
-namespace trainlet::agent {
+namespace trainlet::platform {
 namespace {
 
 Status ErrnoStatus(int err, std::string message) {
@@ -164,8 +164,8 @@ class PosixProcessSpawner final : public ProcessSpawner {
     // The agent's sockets, signal descriptor and logs are no business of a worker, CLOEXEC or
     // not.
     short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
-    step(platform::CloseOtherDescriptorsOnSpawn(&actions, &flags));
-    if (!request.cwd.empty()) step(platform::ChdirOnSpawn(&actions, request.cwd));
+    step(CloseOtherDescriptorsOnSpawn(&actions, &flags));
+    if (!request.cwd.empty()) step(ChdirOnSpawn(&actions, request.cwd));
     sigset_t empty_mask, all_signals;
     sigemptyset(&empty_mask);
     sigfillset(&all_signals);
@@ -182,10 +182,10 @@ class PosixProcessSpawner final : public ProcessSpawner {
     // posix_spawn has no affinity attribute: bind this thread, spawn, restore. The loop is the
     // only thread that spawns, so nothing else runs on the borrowed mask meanwhile. Where the
     // platform has no affinity (macOS) this binds nothing; the agent has said so once.
-    platform::SavedAffinity saved;
-    const bool bind = rc == 0 && !request.cpus.empty() && platform::CpuAffinitySupported();
+    SavedAffinity saved;
+    const bool bind = rc == 0 && !request.cpus.empty() && CpuAffinitySupported();
     if (bind) {
-      if (const int err = platform::BindThisThread(request.cpus, &saved); err != 0) {
+      if (const int err = BindThisThread(request.cpus, &saved); err != 0) {
         posix_spawn_file_actions_destroy(&actions);
         posix_spawnattr_destroy(&attr);
         if (log_fd >= 0) close(log_fd);
@@ -198,7 +198,7 @@ class PosixProcessSpawner final : public ProcessSpawner {
     if (rc == 0) {
       rc = posix_spawn(&pid, path.c_str(), &actions, &attr, argv.data(), envp.data());
     }
-    if (bind) platform::RestoreThisThread(saved);
+    if (bind) RestoreThisThread(saved);
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attr);
     if (log_fd >= 0) close(log_fd);
@@ -219,4 +219,4 @@ std::unique_ptr<ProcessSpawner> MakePosixProcessSpawner() {
   return std::make_unique<PosixProcessSpawner>();
 }
 
-}  // namespace trainlet::agent
+}  // namespace trainlet::platform

@@ -1,0 +1,137 @@
+// CoordinatorLink: the agent's one connection to the coordinator, and the protocol that keeps it.
+//
+// It owns the CURVE DEALER socket and its handshake monitor, the outbox of messages waiting for a
+// connection, the EventOutbox of worker events waiting for an ack, when the next heartbeat and
+// registration go, whether the coordinator accepted this agent, and when the coordinator last
+// spoke. It applies RegisterAck and HeartbeatAck itself; every message (acks included, after the
+// link applied them) goes on to the owner's `message` hook.
+//
+// Partition detection lives here, the decision of what to stop does not: CheckPartition says
+// "the coordinator has been silent past its partition grace while ranks run", once per silence,
+// and the agent stops its workers.
+//
+// Ownership and threads: owned by the Agent, used only on the agent's loop thread; no locks.
+// The hooks are called on that thread from inside the link's methods, so they must not call back
+// into the link's Read (Send, SendEvent and the accessors are fine). Time comes from
+// Options::now, so tests drive the timers and the partition grace with a fake clock.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <zmq.hpp>
+
+#include "agent/event_outbox.h"
+#include "common/curve_keys.h"
+#include "common/envelope.h"
+#include "common/handshake_monitor.h"
+#include "common/status.h"
+
+namespace trainlet::agent {
+
+class CoordinatorLink {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  struct Options {
+    std::string endpoint;            // the coordinator's agent endpoint, tcp://host:port
+    std::string coordinator_public;  // its CURVE public key, Z85
+    CurveKeyPair keys;               // this agent's key pair
+    std::chrono::milliseconds heartbeat_interval{1000};
+    std::chrono::milliseconds register_retry{
+        2000};  // a registration unanswered this long goes again
+    std::function<Clock::time_point()> now = [] { return Clock::now(); };
+  };
+
+  // What the link asks of its owner. All are required.
+  struct Hooks {
+    // A Register envelope describing the node now: NodeInfo, running ranks, exec sessions. The
+    // link adds events_acked_through.
+    std::function<v1::Envelope()> registration;
+    // The body of the next heartbeat (node, running workers, health); the link numbers it.
+    std::function<v1::Heartbeat()> heartbeat;
+    std::function<void()> heartbeat_sent;  // a heartbeat was queued on the socket
+    // Every message read from the coordinator, after the link applied the acks among them.
+    std::function<void(const v1::Envelope&)> message;
+  };
+
+  // Connects to the coordinator (the connection itself completes later, in the background).
+  // `ctx` and `drops` must outlive the link; the monitor's inproc name is unique per `ctx` only
+  // once, so one link per context. Errors: a bad endpoint or key.
+  static Result<std::unique_ptr<CoordinatorLink>> Connect(zmq::context_t& ctx, Options options,
+                                                          Hooks hooks, DropCounters* drops);
+
+  // Sends the first registration and makes the first heartbeat due now.
+  void Start();
+  // Timers and retries: a heartbeat when due, a registration again while unanswered, then what
+  // waits in the outbox and the event outbox.
+  void Tick(Clock::time_point now);
+  // When Tick (or CheckPartition) next has something to do. `workers_running`: a silent
+  // coordinator matters only while ranks run.
+  Clock::time_point NextWake(Clock::time_point now, bool workers_running) const;
+
+  // Queued, and retried while the coordinator is unreachable.
+  void Send(v1::Envelope env);
+  // A worker event: numbered, and kept until the coordinator acks it (EventOutbox). Events go
+  // only while registered: a coordinator that does not know this node drops them.
+  void SendEvent(v1::Envelope env);
+  // Beats now and restarts the heartbeat timer (a long step start keeps the node alive).
+  void HeartbeatNow();
+
+  // The socket and the handshake monitor, for the owner's poll set (ZMQ_POLLIN); the monitor's
+  // handle is null when libzmq refused the monitor.
+  void* socket_handle() { return socket_.handle(); }
+  void* monitor_handle() { return handshakes_.handle(); }
+  // Handles up to `at_most` waiting messages, without blocking.
+  void Read(int at_most);
+  // Registers the moment a handshake completes; a refused key is logged as the operator's fix.
+  void OnHandshakeEvents();
+
+  // True once per silence: the coordinator said nothing for its partition grace while
+  // `running_workers` ran. Messages that waited unread (a stall of the owner's loop) are read
+  // first and count. The next message from the coordinator ends the silence.
+  bool CheckPartition(Clock::time_point now, size_t running_workers);
+  // Starts the partition grace at `now` before the coordinator ever spoke (adopted ranks).
+  void CountSilenceFrom(Clock::time_point now) { last_heard_ = now; }
+
+  bool registered() const { return registered_; }
+  // Set by the coordinator at registration; 10 s until then.
+  std::chrono::milliseconds partition_grace() const { return partition_grace_; }
+  std::chrono::milliseconds SilentFor(Clock::time_point now) const;
+  // The number of the newest worker event (0 before any).
+  uint64_t last_event_seq() const { return events_.last_seq(); }
+  size_t outbox_size() const { return outbox_.size(); }
+  size_t unacked_events() const { return events_.size(); }
+
+ private:
+  CoordinatorLink(zmq::context_t& ctx, zmq::socket_t socket, Options options, Hooks hooks,
+                  DropCounters* drops);
+  void SendRegister();
+  void SendHeartbeat();
+  void FlushOutbox();
+  void FlushEvents(bool everything);
+  void OnRegisterAck(const v1::RegisterAck& ack);
+  void OnHeartbeatAck(const v1::HeartbeatAck& ack);
+
+  // Constant after construction.
+  Options options_;
+  Hooks hooks_;
+  DropCounters* drops_;
+  // Owned by the loop.
+  zmq::socket_t socket_;
+  HandshakeMonitor handshakes_;
+  std::deque<v1::Envelope> outbox_;
+  EventOutbox events_;
+  bool registered_ = false;
+  uint64_t heartbeat_seq_ = 0;
+  Clock::time_point next_heartbeat_{};
+  Clock::time_point next_register_{};
+  Clock::time_point last_heard_{};  // last message from the coordinator; {} before any
+  std::chrono::milliseconds partition_grace_{10000};
+  bool partition_reported_ = false;  // CheckPartition said so; cleared by the next message
+};
+
+}  // namespace trainlet::agent

@@ -1,0 +1,114 @@
+#include "agent/launch_planning.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+namespace trainlet::agent {
+namespace fs = std::filesystem;
+
+std::string JobWorkDir(const std::string& state_dir, const std::string& job) {
+  return state_dir + "/work/" + job;
+}
+
+std::string RankLogPath(const std::string& state_dir, const std::string& job, uint32_t attempt,
+                        uint32_t rank) {
+  return state_dir + "/logs/" + job + "/attempt-" + std::to_string(attempt) + "/rank-" +
+         std::to_string(rank) + ".log";
+}
+
+std::map<std::string, std::string> NodeEnvFor(const std::string& node, const std::string& work_dir,
+                                              const std::string& exec_binary) {
+  return {{"TRAINLET_NODE", node}, {"TRAINLET_WORK_DIR", work_dir}, {"TRAINLET_EXEC", exec_binary}};
+}
+
+std::string ExpandPlanVars(const std::string& value,
+                           const std::map<std::string, std::string>& vars) {
+  std::string out;
+  for (size_t i = 0; i < value.size();) {
+    if (value.compare(i, 2, "$(") == 0) {
+      const size_t close = value.find(')', i + 2);
+      if (close != std::string::npos) {
+        auto it = vars.find(value.substr(i + 2, close - i - 2));
+        if (it != vars.end()) {
+          out += it->second;
+          i = close + 1;
+          continue;
+        }
+      }
+    }
+    out += value[i++];
+  }
+  return out;
+}
+
+Status CheckPlanFilePath(const std::string& path) {
+  const fs::path rel(path);
+  if (rel.empty() || rel.is_absolute() ||
+      std::any_of(rel.begin(), rel.end(), [](const fs::path& p) { return p == ".."; })) {
+    return InvalidError("plan file " + path + ": must be a relative path inside the work dir");
+  }
+  return Status::Ok();
+}
+
+PlannedLaunches PlanLaunches(const v1::LaunchPlan& plan, const NodeLaunchContext& node) {
+  static const std::vector<std::unique_ptr<AcceleratorPlugin>> kNoPlugins;
+  const auto& plugins = node.plugins != nullptr ? *node.plugins : kNoPlugins;
+  PlannedLaunches out;
+  const std::string work_dir = JobWorkDir(node.state_dir, plan.job());
+  const auto node_env = NodeEnvFor(node.node, work_dir, node.exec_binary);
+  const std::vector<RankBinding> bindings = node.node_info != nullptr
+                                                ? BindingsForPlan(plan, *node.node_info)
+                                                : std::vector<RankBinding>{};
+  for (const auto& w : plan.workers()) {
+    if (node.running.contains(w.rank())) continue;  // a repeated plan: that rank runs already
+    WorkerLaunch launch;
+    launch.job = plan.job();
+    launch.attempt = plan.attempt();
+    launch.rank = w.rank();
+    launch.local_rank = w.local_rank();
+    launch.argv.assign(w.argv().begin(), w.argv().end());
+    for (const auto& [k, v] : w.env()) launch.env[k] = ExpandPlanVars(v, node_env);
+    for (const auto& [k, v] : node_env) launch.env[k] = v;
+    for (const auto& [k, v] : node.rendezvous_env) launch.env[k] = v;
+    launch.cwd = w.cwd().empty() ? work_dir : w.cwd();
+    launch.log_path = RankLogPath(node.state_dir, plan.job(), plan.attempt(), w.rank());
+    std::optional<RankBinding> binding;
+    if (w.local_rank() < bindings.size()) binding = bindings[w.local_rank()];
+    if (binding) {
+      launch.env.merge(BindingEnv(*binding, plugins));  // the plan's own env wins
+      if (!node.cpu_affinity) {
+        out.cpus_unsupported = true;
+      } else if (!node.cpus_available || node.cpus_available(binding->cpus)) {
+        launch.cpus = binding->cpus;
+      } else if (out.cpus_unavailable.empty()) {
+        out.cpus_unavailable =
+            plan.job() + ": CPU binding " + binding->CpuList() + " of local rank " +
+            std::to_string(w.local_rank()) + " names CPUs this machine lacks (topology " +
+            (node.node_info != nullptr ? node.node_info->topology().source() : "") +
+            "): reported, not applied";
+      }
+    }
+    out.launches.push_back(std::move(launch));
+    out.bindings.push_back(std::move(binding));
+  }
+  return out;
+}
+
+Status WritePlanFiles(const v1::LaunchPlan& plan, const std::string& work_dir) {
+  std::error_code ec;
+  for (const auto& f : plan.files()) {
+    TRAINLET_RETURN_IF_ERROR(CheckPlanFilePath(f.path()));
+    const fs::path full = fs::path(work_dir) / fs::path(f.path());
+    fs::create_directories(full.parent_path(), ec);
+    std::ofstream out(full, std::ios::binary | std::ios::trunc);
+    out << f.content();
+    if (!out.flush()) return IoError("cannot write " + full.string() + ": " + std::strerror(errno));
+    fs::permissions(full, static_cast<fs::perms>(f.mode() != 0 ? f.mode() : 0644), ec);
+  }
+  return Status::Ok();
+}
+
+}  // namespace trainlet::agent

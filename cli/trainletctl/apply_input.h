@@ -1,0 +1,27 @@
+// The file `trainletctl apply -f` sends, read and checked before anything goes to the
+// coordinator, so that what is wrong with a file is said about the file: an empty file is not a
+// silent success, and a file too large for one request, or not UTF-8 (which the request cannot
+// carry), is not reported as "did not answer within 15 s".
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace trainlet::cli {
+
+// The most one apply may carry: the message cap less room for the request around the YAML.
+inline constexpr size_t kMaxApplyBytes = (8u << 20) - (64u << 10);
+
+// Reads `file` ("-": stdin) and checks it. Invalid, starting "-f FILE: ", when it cannot be read,
+// is empty or only whitespace, is over `max_bytes`, or is not UTF-8 (naming the first bad byte's
+// line and column).
+Result<std::string> ReadApplyInput(const std::string& file, size_t max_bytes = kMaxApplyBytes);
+
+// Where `text` stops being UTF-8: the byte offset, or npos when all of it is. Overlong forms,
+// surrogates and code points past U+10FFFF are invalid, as in RFC 3629.
+size_t FirstInvalidUtf8(std::string_view text);
+
+}  // namespace trainlet::cli

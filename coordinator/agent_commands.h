@@ -1,0 +1,46 @@
+// AgentCommands: the one place that builds what the coordinator tells an agent to do about a
+// job's workers (StopWorkers, ReservePorts, LaunchPlan) and hands it to a NodeSink.
+//
+// Every command is best effort: a node that is not connected misses it, and liveness, the start
+// timeout or the node's re-registration (ReconcileNode) repair what it missed.
+//
+// Owned by whoever owns the NodeSink's loop (the coordinator's); no locks. Holds no state.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "trainlet/v1/envelope.pb.h"
+
+namespace trainlet::coordinator {
+
+// How long a stopped rank gets between SIGTERM and SIGKILL unless configured otherwise; the one
+// default for the coordinator side (JobControllerOptions, ExecTarget).
+inline constexpr uint32_t kDefaultStopGraceMs = 10000;
+
+class NodeSink {
+ public:
+  virtual ~NodeSink() = default;
+  // Best effort: a node that is not connected misses the message; liveness handles the rest.
+  virtual void SendToNode(const std::string& node, v1::Envelope env) = 0;
+};
+
+class AgentCommands {
+ public:
+  // `sink` outlives this.
+  explicit AgentCommands(NodeSink* sink) : sink_(sink) {}
+
+  // Stops every worker of `job`'s `attempt` on `node`; `reason` is logged by the agent.
+  void StopWorkers(const std::string& node, const std::string& job, uint32_t attempt,
+                   const std::string& reason);
+  // Asks `node` to hold `count` free ports for `job`'s `attempt` (answered by PortsReserved).
+  void ReservePorts(const std::string& node, const std::string& job, uint32_t attempt,
+                    uint32_t count);
+  // Sends `node` its share of an attempt.
+  void LaunchPlan(const std::string& node, v1::LaunchPlan plan);
+
+ private:
+  NodeSink* sink_;
+};
+
+}  // namespace trainlet::coordinator

@@ -1,0 +1,88 @@
+// ExecAuthority: who may start remote commands through trainlet-exec, and where.
+//
+// A runtime whose launcher starts processes on other nodes (RuntimePlugin::UsesExec, e.g. mpi)
+// gets a fresh CURVE launcher key pair for every attempt: the public half is stored in
+// JobStatus.launcher_key, the secret half only here (never stored; after a coordinator restart
+// it is empty). While the attempt is Starting or Running, its launcher key is on the exec
+// endpoint's allowlist and may start commands on the attempt's nodes; a stale launcher cannot
+// start anything in the next attempt.
+//
+// It reads each job's status through `find` (the JobController's job map) and the nodes through
+// the NodeRegistry; JobController tells it which jobs exist (Track/Forget) and each attempt's
+// secret. Owned by JobController, on the coordinator's loop; no locks.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "coordinator/agent_commands.h"
+#include "coordinator/node_registry.h"
+#include "trainlet/runtime_plugin.h"
+#include "trainlet/v1/operator.pb.h"
+
+namespace trainlet::coordinator {
+
+// Where a trainlet-exec request goes, once its key and host are checked.
+struct ExecTarget {
+  std::string job;
+  uint32_t attempt = 0;
+  std::string node;
+  std::map<std::string, std::string> env;  // what every process of the job gets on that node
+  uint32_t stop_grace_ms = kDefaultStopGraceMs;
+};
+
+// True when `status`'s current attempt is `attempt` and it may run now: Starting or Running, and
+// the job is not being deleted.
+bool AttemptActive(const v1::JobStatus& status, uint32_t attempt);
+
+class ExecAuthority {
+ public:
+  struct Options {
+    std::string exec_endpoint;      // advertised exec endpoint, for launchers
+    std::string server_public_key;  // the coordinator's CURVE public key
+    uint32_t stop_grace_ms = kDefaultStopGraceMs;
+  };
+  // The status of the job named so, or null when there is none.
+  using FindJob = std::function<const v1::JobStatus*(const std::string& job)>;
+
+  // `registry` outlives this; `find` stays callable as long as it.
+  ExecAuthority(const NodeRegistry* registry, Options options, FindJob find);
+
+  // The job exists from now on; `env` is what every process of it gets (its plan's env).
+  void Track(const std::string& job, std::vector<std::pair<std::string, std::string>> env);
+  // The job is gone, with its secret.
+  void Forget(const std::string& job);
+
+  // A fresh launcher key pair for a new attempt, and where the launcher reaches the exec
+  // endpoint, into `request`'s exec fields. Errors come from key generation (the attempt fails).
+  Status IssueLauncherKeys(PlanRequest& request) const;
+  // The secret half of the launcher key of the attempt `job` now runs ("" when it has none).
+  void SetLauncherSecret(const std::string& job, std::string secret);
+
+  // AttemptActive() of the job named `job`; false when there is none.
+  bool AttemptActive(const std::string& job, uint32_t attempt) const;
+  // The launcher key of every attempt that may start remote commands now (Starting or Running):
+  // the exec endpoint's allowlist, public key -> job name.
+  std::map<std::string, std::string> LauncherKeys() const;
+  // Checks that `launcher_key` belongs to a live attempt and `host` (node name, hostname or
+  // address) is in its placement. kPermission errors say which, for trainlet-exec to print.
+  Result<ExecTarget> ResolveExec(const std::string& launcher_key, const std::string& host) const;
+
+ private:
+  struct Launcher {
+    std::vector<std::pair<std::string, std::string>> env;
+    std::string secret;  // of the current attempt; never stored
+  };
+
+  const NodeRegistry* registry_;
+  Options options_;
+  FindJob find_;
+  std::map<std::string, Launcher> launchers_;  // by job name: every job the controller holds
+};
+
+}  // namespace trainlet::coordinator

@@ -1,0 +1,77 @@
+// PortReservationWaits: which attempt waits for which node's ports, and when all have answered.
+//
+// A runtime that needs ports on a node (MASTER_PORT, ring ports) gets them from that node's agent
+// before its plans are made: once the attempt is stored, Begin() sends ReservePorts to every node
+// whose share needs ports, and each agent answers with PortsReserved (Record()). When every node
+// has answered, the request holds the reserved ports and the caller plans with them.
+//
+// Not stored: after a coordinator restart the start timeout fails such an attempt and it is
+// placed again. At most one wait per job (a new attempt replaces the old one's).
+//
+// Owned by JobController, on the coordinator's loop; no locks. `active` tells whether an attempt
+// may still run (ExecAuthority::AttemptActive); answers for attempts that may not are dropped.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "coordinator/agent_commands.h"
+#include "trainlet/runtime_plugin.h"
+#include "trainlet/v1/envelope.pb.h"
+
+namespace trainlet::coordinator {
+
+class PortReservationWaits {
+ public:
+  using AttemptActiveFn = std::function<bool(const std::string& job, uint32_t attempt)>;
+  // What Record() made of an answer.
+  enum class Outcome {
+    kDropped,   // nobody waits for it (stale, duplicate, unknown node); ports given back if stale
+    kRefused,   // the node could not reserve what was asked: the attempt fails, `why` names it
+    kWaiting,   // recorded; other nodes have not answered yet
+    kComplete,  // recorded, and every node has answered: Request() holds every port
+  };
+
+  // `agents` outlives this.
+  PortReservationWaits(AgentCommands* agents, AttemptActiveFn active);
+
+  // Starts waiting for `job`'s attempt `request.attempt`: node i of `request` reserves
+  // `wanted[i]` ports (0: none). Sends ReservePorts to each node that wants any and returns true;
+  // returns false, waiting for nothing, when none does. Ends whatever the job waited for before.
+  bool Begin(const std::string& job, const PlanRequest& request,
+             const std::vector<uint32_t>& wanted);
+  // `node` (re-)registered: asks it again for the ports of every active attempt still waiting for
+  // its answer. Safe: an agent answers a repeated ask with the ports it already holds.
+  void Resend(const std::string& node);
+  // `node`'s answer. On kRefused, `*why` says why, naming the node.
+  Outcome Record(const std::string& node, const v1::PortsReserved& reserved, std::string* why);
+
+  // The request of `job`'s `attempt`, with PlacedNode::ports filled as answers came; null when
+  // nothing waits for that attempt.
+  const PlanRequest* Request(const std::string& job, uint32_t attempt) const;
+  // The nodes of `job`'s `attempt` that have not answered, in placement order (empty when nothing
+  // waits for that attempt).
+  std::vector<std::string> Unanswered(const std::string& job, uint32_t attempt) const;
+  // Stops waiting for `job`'s `attempt`; false when nothing waited for that attempt.
+  bool End(const std::string& job, uint32_t attempt);
+  // Stops waiting for any attempt of `job` (the job is gone).
+  void Forget(const std::string& job) { waits_.erase(job); }
+
+ private:
+  struct Wait {
+    uint32_t attempt = 0;
+    PlanRequest request;           // Plan()'s input; PlacedNode::ports filled as answers come
+    std::vector<uint32_t> wanted;  // ports per node rank (0: that node reserves none)
+    std::vector<bool> answered;    // per node rank
+  };
+  const Wait* Find(const std::string& job, uint32_t attempt) const;
+
+  AgentCommands* agents_;
+  AttemptActiveFn active_;
+  std::map<std::string, Wait> waits_;  // by job name
+};
+
+}  // namespace trainlet::coordinator

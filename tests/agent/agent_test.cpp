@@ -1,0 +1,209 @@
+// Agent through the fake OS (tests/common/fake_env.h) and a real CURVE ROUTER on 127.0.0.1 standing
+// in for the coordinator: start-up on a fixture topology, a spawn that fails, a wall clock that
+// jumps. The test drives the agent's loop one iteration at a time (Agent::RunOnce); nothing is
+// started for real (FakeSpawner), and the fake monotonic clock moves only when the test says.
+#include "agent/agent.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <zmq.hpp>
+
+#include "common/curve_keys.h"
+#include "common/zap_authenticator.h"
+#include "common/zmq_sockets.h"
+#include "tests/common/fake_env.h"
+#include "tests/common/test_dir.h"
+
+namespace trainlet::agent {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+CurveKeyPair NewKeys() {
+  auto keys = GenerateCurveKeyPair();
+  EXPECT_TRUE(keys.ok()) << keys.status().ToString();
+  return keys.ok() ? *keys : CurveKeyPair{};
+}
+
+class AgentTest : public ::testing::Test {
+ protected:
+  // The agent reads its signals from a SignalWatch: block them before any thread exists.
+  static void SetUpTestSuite() { PrepareLoopSignals(); }
+
+  void SetUp() override {
+    const CurveKeyPair server = NewKeys();
+    const CurveKeyPair agent = NewKeys();
+    ASSERT_TRUE(WriteKeyPair(dir_.File("coordinator.key"), server).ok());
+    ASSERT_TRUE(WriteKeyPair(dir_.File("agent.key"), agent).ok());
+    auto zap = ZapAuthenticator::Create(ctx_);
+    ASSERT_TRUE(zap.ok()) << zap.status().ToString();
+    zap_ = std::move(zap).value();
+    zap_->SetAllowlist("agent", {{agent.public_z85, "node-a"}});
+    std::string endpoint;
+    auto router = BindCurveRouter(ctx_, "tcp://127.0.0.1:0", server, "agent", &endpoint);
+    ASSERT_TRUE(router.ok()) << router.status().ToString();
+    router_.emplace(std::move(router).value());
+
+    config_.name = "node-a";
+    config_.coordinator = endpoint;
+    config_.coordinator_key_file = dir_.File("coordinator.key.pub");
+    config_.key_file = dir_.File("agent.key");
+    config_.state_dir = dir_.File("state");
+    config_.topology_xml = std::string(TRAINLET_SOURCE_DIR) + "/tests/fixtures/cpu-2socket.xml";
+    config_.metrics_address = "";
+    config_.health.check_gpu_count = false;  // this machine's GPUs are not the fixture's
+  }
+
+  void StartAgent() {
+    auto agent = Agent::Create(config_, env_);
+    ASSERT_TRUE(agent.ok()) << agent.status().ToString();
+    agent_ = std::move(agent).value();
+  }
+
+  // Runs the agent's loop and the coordinator's side in turn for up to `budget` of real time;
+  // returns the first message of kind `body` the coordinator receives.
+  std::optional<v1::Envelope> AtCoordinator(v1::Envelope::BodyCase body,
+                                            milliseconds budget = milliseconds(5000)) {
+    const auto deadline = Clock::now() + budget;
+    while (Clock::now() < deadline) {
+      EXPECT_TRUE(agent_->RunOnce(milliseconds(5)).ok());
+      zmq::pollitem_t items[] = {{zap_->socket().handle(), 0, ZMQ_POLLIN, 0},
+                                 {router_->handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::poll(items, 2, milliseconds(5));
+      if (items[0].revents & ZMQ_POLLIN) zap_->HandleRequest();
+      if (items[1].revents & ZMQ_POLLIN) {
+        auto msg = ReceiveFromRouter(*router_, drops_);
+        if (!msg) continue;
+        routing_id_ = msg->routing_id;
+        if (msg->envelope.body_case() == body) return msg->envelope;
+      }
+    }
+    return std::nullopt;
+  }
+
+  void ToAgent(v1::Envelope env) { ASSERT_TRUE(SendToRouterPeer(*router_, routing_id_, env)); }
+
+  // Start-up and an accepted registration. Returns the registration.
+  v1::NodeInfo StartAndRegister() {
+    StartAgent();
+    if (!agent_) return {};
+    auto reg = AtCoordinator(v1::Envelope::kRegister);
+    EXPECT_TRUE(reg) << "no registration arrived";
+    if (!reg) return {};
+    v1::Envelope ack;
+    ack.mutable_register_ack()->set_accepted(true);
+    ack.mutable_register_ack()->set_partition_grace_ms(10000);
+    ToAgent(std::move(ack));
+    return reg->register_();
+  }
+
+  testing::TempDir dir_;
+  testing::FakeEnv env_;
+  zmq::context_t ctx_;
+  std::unique_ptr<ZapAuthenticator> zap_;
+  std::optional<zmq::socket_t> router_;
+  std::string routing_id_;
+  DropCounters drops_;
+  AgentConfig config_;
+  std::unique_ptr<Agent> agent_;
+};
+
+TEST_F(AgentTest, StartsUpFromAFixtureTopologyAndRegisters) {
+  const v1::NodeInfo reg = StartAndRegister();
+  EXPECT_EQ(reg.name(), "node-a");
+  EXPECT_EQ(reg.hostname(), "fake-host");  // the Env's, not this machine's
+  EXPECT_EQ(reg.topology().packages(), 2u);
+  EXPECT_EQ(reg.topology().pus(), 128u);
+  EXPECT_EQ(reg.slots(), 128u);                       // one per PU when not set
+  EXPECT_EQ(reg.boot_id_hash(), 1'700'000'000'000u);  // the fake wall clock at start-up
+  EXPECT_FALSE(reg.agent_version().empty());
+  EXPECT_EQ(reg.running_size(), 0);
+
+  // The state dir is locked while the agent lives: a second one refuses it, saying why.
+  AgentConfig second = config_;
+  second.name = "node-b";
+  auto other = Agent::Create(second, env_);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), ErrorCode::kExists);
+  EXPECT_EQ(other.status().message(), "--state-dir " + config_.state_dir +
+                                          ": another trainlet-agent is running with it (" +
+                                          config_.state_dir + "/agent.lock is locked)");
+}
+
+TEST_F(AgentTest, TheNodeNameDefaultsToTheEnvsHostname) {
+  config_.name = "";
+  env_.set_hostname("gpu-node-17");
+  const v1::NodeInfo reg = StartAndRegister();
+  EXPECT_EQ(reg.name(), "gpu-node-17");
+}
+
+TEST_F(AgentTest, AFailingSpawnIsReportedAsStartFailed) {
+  StartAndRegister();
+  env_.spawner().FailNextSpawn(InternalError("fork: Resource temporarily unavailable"));
+  v1::Envelope env;
+  auto* plan = env.mutable_launch_plan();
+  plan->set_job("train");
+  plan->set_attempt(1);
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    auto* w = plan->add_workers();
+    w->set_rank(rank);
+    w->set_local_rank(rank);
+    w->add_argv("/bin/true");
+  }
+  ToAgent(std::move(env));
+
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    auto event = AtCoordinator(v1::Envelope::kWorkerEvent);
+    ASSERT_TRUE(event) << "no event for rank " << rank;
+    const v1::WorkerEvent& ev = event->worker_event();
+    EXPECT_EQ(ev.kind(), v1::WorkerEvent::KIND_START_FAILED);
+    EXPECT_EQ(ev.job(), "train");
+    EXPECT_EQ(ev.attempt(), 1u);
+    EXPECT_EQ(ev.rank(), rank);
+    EXPECT_EQ(ev.node(), "node-a");
+    EXPECT_EQ(ev.seq(), rank + 1);
+    EXPECT_NE(ev.message().find("fork: Resource temporarily unavailable"), std::string::npos)
+        << ev.message();
+  }
+  // One step was asked for, from beside the agent's own binary (the Env's executable path).
+  ASSERT_EQ(env_.spawner().requests().size(), 1u);
+  EXPECT_EQ(env_.spawner().requests()[0].argv.at(0), "/opt/trainlet/bin/trainlet-step");
+}
+
+TEST_F(AgentTest, AWallClockJumpMovesNoTimer) {
+  StartAndRegister();
+  // The beat due at start went before the connection was up, and is never queued: the next one
+  // is due a second later.
+  EXPECT_FALSE(AtCoordinator(v1::Envelope::kHeartbeat, milliseconds(200)));
+  env_.Advance(std::chrono::seconds(1));
+  auto first = AtCoordinator(v1::Envelope::kHeartbeat);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->heartbeat().node(), "node-a");
+  const int64_t wall = first->heartbeat().sent_unix_ms();
+  EXPECT_EQ(wall, 1'700'000'001'000);
+
+  // NTP steps the wall clock back an hour: heartbeats follow the monotonic clock, which did not
+  // move, so none is due, and nothing is re-sent.
+  env_.Jump(-std::chrono::hours(1));
+  EXPECT_FALSE(AtCoordinator(v1::Envelope::kHeartbeat, milliseconds(300)));
+
+  // A second passes: the next beat goes, stamped with the stepped wall clock.
+  env_.Advance(std::chrono::seconds(1));
+  auto second = AtCoordinator(v1::Envelope::kHeartbeat);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->heartbeat().seq(), first->heartbeat().seq() + 1);
+  EXPECT_EQ(second->heartbeat().sent_unix_ms(), wall + 1000 - 3600 * 1000);
+
+  // Forward a day: still one beat per monotonic second, and no registration again.
+  env_.Jump(std::chrono::hours(24));
+  EXPECT_FALSE(AtCoordinator(v1::Envelope::kHeartbeat, milliseconds(300)));
+  EXPECT_FALSE(AtCoordinator(v1::Envelope::kRegister, milliseconds(100)));
+}
+
+}  // namespace
+}  // namespace trainlet::agent

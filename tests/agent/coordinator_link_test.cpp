@@ -1,0 +1,324 @@
+// CoordinatorLink against a real CURVE ROUTER on 127.0.0.1 standing in for the coordinator: the
+// registration handshake, heartbeats on the link's (fake) clock, worker events held until acked,
+// the outbox, and partition detection driven by the fake clock.
+#include "agent/coordinator_link.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "common/curve_keys.h"
+#include "common/envelope.h"
+#include "common/zap_authenticator.h"
+#include "common/zmq_sockets.h"
+
+namespace trainlet::agent {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+CurveKeyPair NewKeys() {
+  auto keys = GenerateCurveKeyPair();
+  EXPECT_TRUE(keys.ok()) << keys.status().ToString();
+  return keys.ok() ? *keys : CurveKeyPair{};
+}
+
+v1::Envelope WorkerExited(uint32_t rank) {
+  v1::Envelope env;
+  auto* ev = env.mutable_worker_event();
+  ev->set_job("train");
+  ev->set_attempt(1);
+  ev->set_rank(rank);
+  ev->set_kind(v1::WorkerEvent::KIND_EXITED);
+  return env;
+}
+
+class CoordinatorLinkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const CurveKeyPair server = NewKeys();
+    agent_keys_ = NewKeys();
+    auto zap = ZapAuthenticator::Create(ctx_);
+    ASSERT_TRUE(zap.ok()) << zap.status().ToString();
+    zap_ = std::move(zap).value();
+    zap_->SetAllowlist("agent", {{agent_keys_.public_z85, "node-1"}});
+    auto router = BindCurveRouter(ctx_, "tcp://127.0.0.1:0", server, "agent", &endpoint_);
+    ASSERT_TRUE(router.ok()) << router.status().ToString();
+    router_.emplace(std::move(router).value());
+
+    CoordinatorLink::Options options;
+    options.endpoint = endpoint_;
+    options.coordinator_public = server.public_z85;
+    options.keys = agent_keys_;
+    options.heartbeat_interval = milliseconds(1000);
+    options.register_retry = milliseconds(2000);
+    options.now = [this] { return now_; };
+    CoordinatorLink::Hooks hooks;
+    hooks.registration = [this] {
+      ++registrations_built_;
+      v1::Envelope env;
+      env.mutable_register_()->set_name("node-1");
+      return env;
+    };
+    hooks.heartbeat = [] {
+      v1::Heartbeat hb;
+      hb.set_node("node-1");
+      return hb;
+    };
+    hooks.heartbeat_sent = [this] { ++heartbeats_sent_; };
+    hooks.message = [this](const v1::Envelope& env) { messages_.push_back(env); };
+    auto link = CoordinatorLink::Connect(ctx_, std::move(options), std::move(hooks), &drops_);
+    ASSERT_TRUE(link.ok()) << link.status().ToString();
+    link_ = std::move(link).value();
+  }
+
+  // Plays both event loops for up to `budget`: the coordinator's (ZAP, ROUTER) and the agent's
+  // (handshake events, and reading the link when `read_link`). Returns the first message the
+  // ROUTER accepts that matches `body`.
+  std::optional<RouterMessage> AtCoordinator(v1::Envelope::BodyCase body,
+                                             milliseconds budget = milliseconds(5000),
+                                             bool read_link = true) {
+    const auto deadline = Clock::now() + budget;
+    while (Clock::now() < deadline) {
+      zmq::pollitem_t items[] = {{zap_->socket().handle(), 0, ZMQ_POLLIN, 0},
+                                 {router_->handle(), 0, ZMQ_POLLIN, 0},
+                                 {link_->monitor_handle(), 0, ZMQ_POLLIN, 0},
+                                 {link_->socket_handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::poll(items, read_link ? 4 : 3, milliseconds(10));
+      if (items[0].revents & ZMQ_POLLIN) zap_->HandleRequest();
+      if (items[2].revents & ZMQ_POLLIN) link_->OnHandshakeEvents();
+      if (read_link && (items[3].revents & ZMQ_POLLIN)) link_->Read(64);
+      if (items[1].revents & ZMQ_POLLIN) {
+        auto msg = ReceiveFromRouter(*router_, drops_);
+        if (!msg) continue;
+        routing_id_ = msg->routing_id;
+        if (msg->envelope.body_case() == body) return msg;
+      }
+    }
+    return std::nullopt;
+  }
+
+  void ToAgent(v1::Envelope env) { ASSERT_TRUE(SendToRouterPeer(*router_, routing_id_, env)); }
+
+  // Waits until a message the coordinator sent is readable on the link, without reading it.
+  bool WaitForLink(milliseconds budget = milliseconds(5000)) {
+    zmq::pollitem_t item = {link_->socket_handle(), 0, ZMQ_POLLIN, 0};
+    return zmq::poll(&item, 1, budget) == 1;
+  }
+
+  // Answers a registration: `grace_ms` is the coordinator's partition grace.
+  void Accept(uint32_t grace_ms) {
+    v1::Envelope ack;
+    ack.mutable_register_ack()->set_accepted(true);
+    ack.mutable_register_ack()->set_partition_grace_ms(grace_ms);
+    ToAgent(std::move(ack));
+    ASSERT_TRUE(WaitForLink());
+    link_->Read(64);
+  }
+
+  // Start-up as the agent does it: register once the handshake completes, then the ack.
+  void Register(uint32_t grace_ms = 3000) {
+    link_->Start();
+    ASSERT_TRUE(AtCoordinator(v1::Envelope::kRegister)) << "no registration arrived";
+    Accept(grace_ms);
+    ASSERT_TRUE(link_->registered());
+  }
+
+  void HeartbeatAck(uint64_t acked_event_seq) {
+    v1::Envelope ack;
+    ack.mutable_heartbeat_ack()->set_acked_event_seq(acked_event_seq);
+    ToAgent(std::move(ack));
+  }
+
+  zmq::context_t ctx_;
+  std::unique_ptr<ZapAuthenticator> zap_;
+  std::optional<zmq::socket_t> router_;
+  std::string endpoint_;
+  std::string routing_id_;
+  CurveKeyPair agent_keys_;
+  DropCounters drops_;
+  Clock::time_point now_ = Clock::time_point{} + std::chrono::hours(1);
+  int registrations_built_ = 0;
+  int heartbeats_sent_ = 0;
+  std::vector<v1::Envelope> messages_;
+  std::unique_ptr<CoordinatorLink> link_;
+};
+
+TEST_F(CoordinatorLinkTest, RegistersWhenTheHandshakeCompletesAndTakesTheGrace) {
+  link_->Start();
+  auto reg = AtCoordinator(v1::Envelope::kRegister);
+  ASSERT_TRUE(reg);
+  EXPECT_EQ(reg->user_id, agent_keys_.public_z85);
+  EXPECT_EQ(reg->envelope.register_().name(), "node-1");
+  EXPECT_EQ(reg->envelope.register_().events_acked_through(), 0u);
+  EXPECT_FALSE(link_->registered());
+  EXPECT_EQ(link_->partition_grace(), milliseconds(10000));  // until the coordinator says
+
+  Accept(4000);
+  EXPECT_TRUE(link_->registered());
+  EXPECT_EQ(link_->partition_grace(), milliseconds(4000));
+  ASSERT_EQ(messages_.size(), 1u);  // the owner sees the ack too
+  EXPECT_TRUE(messages_[0].has_register_ack());
+}
+
+TEST_F(CoordinatorLinkTest, ARefusedRegistrationIsSentAgainAtOnce) {
+  Register();
+  const int built = registrations_built_;
+  v1::Envelope nack;
+  nack.mutable_register_ack()->set_accepted(false);
+  nack.mutable_register_ack()->set_reason("unknown node");
+  ToAgent(std::move(nack));
+  ASSERT_TRUE(WaitForLink());
+  link_->Read(64);
+  EXPECT_FALSE(link_->registered());
+  EXPECT_EQ(registrations_built_, built + 1);
+  EXPECT_TRUE(AtCoordinator(v1::Envelope::kRegister));
+}
+
+TEST_F(CoordinatorLinkTest, AnUnansweredRegistrationGoesAgainAfterTheRetryDelay) {
+  link_->Start();
+  ASSERT_TRUE(AtCoordinator(v1::Envelope::kRegister));
+  const int built = registrations_built_;
+  EXPECT_EQ(link_->NextWake(now_, false), now_);  // the first heartbeat is due at once
+  link_->Tick(now_);
+  now_ += milliseconds(1999);
+  link_->Tick(now_);
+  EXPECT_EQ(registrations_built_, built);
+  now_ += milliseconds(1);
+  link_->Tick(now_);
+  EXPECT_EQ(registrations_built_, built + 1);
+}
+
+TEST_F(CoordinatorLinkTest, HeartbeatsAreNumberedAndFollowTheClock) {
+  Register();
+  link_->Tick(now_);  // Start made the first beat due
+  auto first = AtCoordinator(v1::Envelope::kHeartbeat);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->envelope.heartbeat().seq(), 1u);
+  EXPECT_EQ(first->envelope.heartbeat().node(), "node-1");
+  EXPECT_EQ(link_->NextWake(now_, false), now_ + milliseconds(1000));
+
+  now_ += milliseconds(999);
+  link_->Tick(now_);
+  EXPECT_EQ(heartbeats_sent_, 1);
+  now_ += milliseconds(1);
+  link_->Tick(now_);
+  auto second = AtCoordinator(v1::Envelope::kHeartbeat);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->envelope.heartbeat().seq(), 2u);
+
+  link_->HeartbeatNow();  // a long step start: beat now, and a full interval until the next
+  auto third = AtCoordinator(v1::Envelope::kHeartbeat);
+  ASSERT_TRUE(third);
+  EXPECT_EQ(third->envelope.heartbeat().seq(), 3u);
+  EXPECT_EQ(heartbeats_sent_, 3);
+  EXPECT_EQ(link_->NextWake(now_, false), now_ + milliseconds(1000));
+}
+
+TEST_F(CoordinatorLinkTest, EventsWaitForTheRegistrationAndStayUntilAcked) {
+  link_->SendEvent(WorkerExited(0));
+  link_->SendEvent(WorkerExited(1));
+  EXPECT_EQ(link_->last_event_seq(), 2u);
+  EXPECT_FALSE(AtCoordinator(v1::Envelope::kWorkerEvent, milliseconds(300)));
+
+  Register();  // the ack sends every unacknowledged event
+  auto first = AtCoordinator(v1::Envelope::kWorkerEvent);
+  auto second = AtCoordinator(v1::Envelope::kWorkerEvent);
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first->envelope.worker_event().seq(), 1u);
+  EXPECT_EQ(second->envelope.worker_event().seq(), 2u);
+
+  // Unacknowledged events go again once they waited long enough.
+  now_ += std::chrono::seconds(3);
+  link_->Tick(now_);
+  auto again = AtCoordinator(v1::Envelope::kWorkerEvent);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->envelope.worker_event().seq(), 1u);
+
+  HeartbeatAck(1);
+  ASSERT_TRUE(WaitForLink());
+  link_->Read(64);
+  EXPECT_EQ(link_->unacked_events(), 1u);
+  HeartbeatAck(2);
+  ASSERT_TRUE(WaitForLink());
+  link_->Read(64);
+  EXPECT_EQ(link_->unacked_events(), 0u);
+}
+
+TEST_F(CoordinatorLinkTest, AckBeforeRegistrationDoesNotDropEvents) {
+  link_->SendEvent(WorkerExited(0));
+  link_->Start();
+  ASSERT_TRUE(AtCoordinator(v1::Envelope::kRegister));
+  HeartbeatAck(5);  // a previous agent's count
+  ASSERT_TRUE(WaitForLink());
+  link_->Read(64);
+  EXPECT_EQ(link_->unacked_events(), 1u);
+}
+
+TEST_F(CoordinatorLinkTest, TheOutboxHoldsMessagesUntilTheConnectionIsUp) {
+  v1::Envelope chunk;
+  chunk.mutable_log_chunk()->set_request_id(7);
+  link_->Send(chunk);  // nothing is connected yet: ZMQ_IMMEDIATE refuses
+  EXPECT_EQ(link_->outbox_size(), 1u);
+  EXPECT_LE(link_->NextWake(now_, false), now_);  // the outbox waits to be flushed
+  link_->Start();
+  ASSERT_TRUE(AtCoordinator(v1::Envelope::kRegister));
+  link_->Tick(now_);
+  EXPECT_EQ(link_->outbox_size(), 0u);
+  auto got = AtCoordinator(v1::Envelope::kLogChunk);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->envelope.log_chunk().request_id(), 7u);
+}
+
+TEST_F(CoordinatorLinkTest, APartitionIsReportedOnceAfterTheGraceWhileRanksRun) {
+  Register(3000);
+  const auto heard = now_;
+  EXPECT_FALSE(link_->CheckPartition(heard + milliseconds(2999), 4));
+  EXPECT_FALSE(link_->CheckPartition(heard + milliseconds(3000), 0));  // nothing runs
+  // The loop wakes for the grace only while something runs.
+  link_->Tick(now_);
+  EXPECT_EQ(link_->NextWake(now_, true), heard + milliseconds(1000));
+  now_ += milliseconds(2500);
+  link_->Tick(now_);
+  EXPECT_EQ(link_->NextWake(now_, true), heard + milliseconds(3000));
+  EXPECT_EQ(link_->NextWake(now_, false), now_ + milliseconds(1000));
+
+  EXPECT_TRUE(link_->CheckPartition(heard + milliseconds(3000), 4));
+  EXPECT_EQ(link_->SilentFor(heard + milliseconds(3000)), milliseconds(3000));
+  EXPECT_FALSE(link_->CheckPartition(heard + milliseconds(9000), 4));  // once per silence
+
+  // The coordinator speaks again: a new silence can be reported.
+  now_ = heard + milliseconds(10000);
+  HeartbeatAck(0);
+  ASSERT_TRUE(WaitForLink());
+  link_->Read(64);
+  EXPECT_FALSE(link_->CheckPartition(now_ + milliseconds(2999), 4));
+  EXPECT_TRUE(link_->CheckPartition(now_ + milliseconds(3000), 4));
+}
+
+TEST_F(CoordinatorLinkTest, AnswersWaitingUnreadCountBeforeAPartition) {
+  Register(3000);
+  // The agent's loop stalled: the coordinator's ack waits unread as the grace runs out.
+  now_ += milliseconds(3000);
+  HeartbeatAck(0);
+  ASSERT_TRUE(WaitForLink());
+  EXPECT_FALSE(link_->CheckPartition(now_, 4));
+  ASSERT_FALSE(messages_.empty());
+  EXPECT_TRUE(messages_.back().has_heartbeat_ack());
+}
+
+TEST_F(CoordinatorLinkTest, SilenceCountsFromStartWithAdoptedRanks) {
+  EXPECT_FALSE(link_->CheckPartition(now_ + std::chrono::hours(1), 4));  // never heard: no clock
+  link_->CountSilenceFrom(now_);
+  EXPECT_FALSE(link_->CheckPartition(now_ + milliseconds(9999), 4));
+  EXPECT_TRUE(link_->CheckPartition(now_ + milliseconds(10000), 4));
+}
+
+}  // namespace
+}  // namespace trainlet::agent

@@ -1,0 +1,190 @@
+// PlanLaunches and its pieces: pure, so every rule is checked on values alone: env precedence
+// (rendezvous > node > plan > binding), $(VAR) expansion, plan file paths, duplicate ranks, the
+// default cwd and log path, and which CPU bindings are applied. WritePlanFiles on a temp dir.
+#include "agent/launch_planning.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tests/common/test_dir.h"
+
+namespace trainlet::agent {
+namespace {
+
+v1::LaunchPlan Plan(uint32_t workers) {
+  v1::LaunchPlan plan;
+  plan.set_job("train");
+  plan.set_attempt(3);
+  for (uint32_t i = 0; i < workers; ++i) {
+    auto* w = plan.add_workers();
+    w->set_rank(10 + i);
+    w->set_local_rank(i);
+    w->add_argv("/bin/true");
+  }
+  return plan;
+}
+
+NodeLaunchContext Node() {
+  NodeLaunchContext node;
+  node.node = "n1";
+  node.state_dir = "/state";
+  node.exec_binary = "/bin/trainlet-exec";
+  return node;
+}
+
+// Two NUMA nodes of four PUs each: two local ranks get one each.
+v1::NodeInfo TwoNumaNodes() {
+  v1::NodeInfo info;
+  auto* topo = info.mutable_topology();
+  topo->set_pus(8);
+  topo->set_source("xml:test");
+  auto* a = topo->add_numa_nodes();
+  a->set_os_index(0);
+  a->set_cpuset("0-3");
+  auto* b = topo->add_numa_nodes();
+  b->set_os_index(1);
+  b->set_cpuset("4-7");
+  return info;
+}
+
+TEST(ExpandPlanVars, ExpandsKnownNamesAndLeavesTheRest) {
+  const std::map<std::string, std::string> vars = {{"A", "1"}, {"WORK", "/w"}};
+  EXPECT_EQ(ExpandPlanVars("$(WORK)/x:$(A)$(A)", vars), "/w/x:11");
+  EXPECT_EQ(ExpandPlanVars("$(UNKNOWN) $(A", vars), "$(UNKNOWN) $(A");
+  EXPECT_EQ(ExpandPlanVars("$A ${A} $()", vars), "$A ${A} $()");
+  EXPECT_EQ(ExpandPlanVars("", vars), "");
+}
+
+TEST(CheckPlanFilePath, RefusesPathsOutsideTheWorkDir) {
+  EXPECT_TRUE(CheckPlanFilePath("hostfile").ok());
+  EXPECT_TRUE(CheckPlanFilePath("a/b/c.txt").ok());
+  EXPECT_TRUE(CheckPlanFilePath("a/..b").ok());
+  for (const char* bad : {"", "/etc/passwd", "../x", "a/../../x", "a/.."}) {
+    const Status s = CheckPlanFilePath(bad);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.code(), ErrorCode::kInvalid);
+    EXPECT_EQ(s.message(),
+              std::string("plan file ") + bad + ": must be a relative path inside the work dir");
+  }
+}
+
+TEST(PlanLaunches, EnvPrecedenceIsRendezvousThenNodeThenPlanThenBinding) {
+  v1::LaunchPlan plan = Plan(2);
+  auto& env = *plan.mutable_workers(0)->mutable_env();
+  env["MINE"] = "plan";
+  env["TRAINLET_NODE"] = "plan";  // the node's own value wins
+  env["TRAINLET_RENDEZVOUS_TOKEN"] = "plan";
+  env["TRAINLET_CPUSET"] = "plan";  // the plan's own value wins over the binding's
+  env["HOSTFILE"] = "$(TRAINLET_WORK_DIR)/hostfile";
+  const v1::NodeInfo info = TwoNumaNodes();
+  NodeLaunchContext node = Node();
+  node.node_info = &info;
+  node.rendezvous_env = {{"TRAINLET_RENDEZVOUS_TOKEN", "secret"}, {"TRAINLET_NODE", "rdv"}};
+  const PlannedLaunches planned = PlanLaunches(plan, node);
+  ASSERT_EQ(planned.launches.size(), 2u);
+  const auto& e0 = planned.launches[0].env;
+  EXPECT_EQ(e0.at("MINE"), "plan");
+  EXPECT_EQ(e0.at("TRAINLET_NODE"), "rdv");
+  EXPECT_EQ(e0.at("TRAINLET_RENDEZVOUS_TOKEN"), "secret");
+  EXPECT_EQ(e0.at("TRAINLET_CPUSET"), "plan");
+  EXPECT_EQ(e0.at("HOSTFILE"), "/state/work/train/hostfile");
+  EXPECT_EQ(e0.at("TRAINLET_WORK_DIR"), "/state/work/train");
+  EXPECT_EQ(e0.at("TRAINLET_EXEC"), "/bin/trainlet-exec");
+  const auto& e1 = planned.launches[1].env;
+  EXPECT_EQ(e1.at("TRAINLET_CPUSET"), "4-7");  // nobody else sets it: the binding's
+  EXPECT_EQ(e1.at("TRAINLET_NODE"), "rdv");
+}
+
+TEST(PlanLaunches, FillsTheLaunchFromThePlanAndTheNode) {
+  v1::LaunchPlan plan = Plan(2);
+  plan.mutable_workers(1)->set_cwd("/elsewhere");
+  plan.mutable_workers(1)->add_argv("--flag");
+  const PlannedLaunches planned = PlanLaunches(plan, Node());
+  ASSERT_EQ(planned.launches.size(), 2u);
+  const WorkerLaunch& a = planned.launches[0];
+  EXPECT_EQ(a.job, "train");
+  EXPECT_EQ(a.attempt, 3u);
+  EXPECT_EQ(a.rank, 10u);
+  EXPECT_EQ(a.local_rank, 0u);
+  EXPECT_EQ(a.cwd, "/state/work/train");  // the default
+  EXPECT_EQ(a.log_path, "/state/logs/train/attempt-3/rank-10.log");
+  EXPECT_TRUE(a.cpus.empty());
+  EXPECT_EQ(planned.launches[1].cwd, "/elsewhere");
+  EXPECT_EQ(planned.launches[1].argv, (std::vector<std::string>{"/bin/true", "--flag"}));
+  // No topology: nobody is bound.
+  EXPECT_FALSE(planned.bindings[0].has_value());
+  EXPECT_EQ(planned.launches[0].env.count("TRAINLET_CPUSET"), 0u);
+}
+
+TEST(PlanLaunches, SkipsRanksAlreadyRunning) {
+  NodeLaunchContext node = Node();
+  node.running = {10, 12};
+  const PlannedLaunches planned = PlanLaunches(Plan(3), node);
+  ASSERT_EQ(planned.launches.size(), 1u);
+  EXPECT_EQ(planned.launches[0].rank, 11u);
+  EXPECT_EQ(planned.bindings.size(), 1u);
+}
+
+TEST(PlanLaunches, AppliesCpuBindingsOnlyWhereTheyCanBe) {
+  const v1::NodeInfo info = TwoNumaNodes();
+  NodeLaunchContext node = Node();
+  node.node_info = &info;
+  node.cpus_available = [](const std::vector<unsigned>& cpus) { return cpus.front() < 4; };
+  PlannedLaunches planned = PlanLaunches(Plan(2), node);
+  ASSERT_EQ(planned.launches.size(), 2u);
+  EXPECT_EQ(planned.launches[0].cpus, (std::vector<unsigned>{0, 1, 2, 3}));
+  EXPECT_TRUE(planned.launches[1].cpus.empty());  // this machine lacks 4-7: reported only
+  ASSERT_TRUE(planned.bindings[1].has_value());
+  EXPECT_EQ(planned.bindings[1]->CpuList(), "4-7");
+  EXPECT_EQ(planned.launches[1].env.at("TRAINLET_CPUSET"), "4-7");
+  EXPECT_NE(planned.cpus_unavailable.find("CPU binding 4-7 of local rank 1"), std::string::npos)
+      << planned.cpus_unavailable;
+  EXPECT_FALSE(planned.cpus_unsupported);
+
+  node.cpu_affinity = false;  // macOS: nothing is applied, every binding is reported
+  planned = PlanLaunches(Plan(2), node);
+  EXPECT_TRUE(planned.launches[0].cpus.empty());
+  EXPECT_TRUE(planned.cpus_unsupported);
+  EXPECT_TRUE(planned.cpus_unavailable.empty());
+
+  v1::LaunchPlan unbound = Plan(2);
+  unbound.set_binding("none");
+  node.cpu_affinity = true;
+  planned = PlanLaunches(unbound, node);
+  EXPECT_FALSE(planned.bindings[0].has_value());
+  EXPECT_EQ(planned.launches[0].env.count("TRAINLET_CPUSET"), 0u);
+}
+
+TEST(WritePlanFiles, WritesFilesWithTheirModesAndStopsAtABadPath) {
+  testing::TempDir dir;
+  v1::LaunchPlan plan = Plan(1);
+  auto* f = plan.add_files();
+  f->set_path("etc/hostfile");
+  f->set_content("n1 slots=2\n");
+  auto* g = plan.add_files();
+  g->set_path("run.sh");
+  g->set_content("#!/bin/sh\n");
+  g->set_mode(0755);
+  ASSERT_TRUE(WritePlanFiles(plan, dir.path()).ok());
+  std::ifstream in(dir.path() + "/etc/hostfile");
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(), "n1 slots=2\n");
+  namespace fs = std::filesystem;
+  EXPECT_EQ(fs::status(dir.path() + "/etc/hostfile").permissions() & fs::perms::all,
+            static_cast<fs::perms>(0644));
+  EXPECT_EQ(fs::status(dir.path() + "/run.sh").permissions() & fs::perms::all,
+            static_cast<fs::perms>(0755));
+
+  auto* bad = plan.add_files();
+  bad->set_path("../escape");
+  const Status s = WritePlanFiles(plan, dir.path());
+  EXPECT_EQ(s.code(), ErrorCode::kInvalid);
+  EXPECT_FALSE(fs::exists(dir.path() + "/../escape"));
+}
+
+}  // namespace
+}  // namespace trainlet::agent

@@ -1,0 +1,204 @@
+// The Coordinator as a whole, on its own: real CURVE sockets on loopback (port 0), a fake agent
+// that is just a DEALER, and a FakeEnv for the clocks, so that time moves only when the test says.
+// The coordinator's loop is driven with RunOnce on the test's thread (no second thread): each
+// RunOnce answers ZAP, reads what the fake agent sent and runs the liveness tick at the fake
+// clock's time.
+#include "coordinator/coordinator.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <zmq.hpp>
+
+#include "common/curve_keys.h"
+#include "common/envelope.h"
+#include "common/zmq_sockets.h"
+#include "tests/common/fake_env.h"
+#include "tests/common/test_dir.h"
+
+namespace trainlet::coordinator {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeEnv;
+using testing::TempDir;
+
+CurveKeyPair NewKeys() {
+  auto keys = GenerateCurveKeyPair();
+  EXPECT_TRUE(keys.ok()) << keys.status().ToString();
+  return keys.ok() ? *keys : CurveKeyPair{};
+}
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_keys_ = NewKeys();
+    agent_keys_ = NewKeys();
+    ASSERT_TRUE(WriteKeyPair(dir_.File("coordinator.key"), server_keys_).ok());
+    ASSERT_TRUE(
+        AppendToAllowlist(dir_.File("agents.allow"), agent_keys_.public_z85, "node-1").ok());
+    ASSERT_TRUE(AppendToAllowlist(dir_.File("operators.allow"), NewKeys().public_z85, "op").ok());
+    ASSERT_TRUE(env_.CreateDirectories(dir_.File("state")).ok());
+
+    CoordinatorConfig config;
+    config.state_dir = dir_.File("state");
+    config.agent_listen = "tcp://127.0.0.1:0";
+    config.operator_listen = "tcp://127.0.0.1:0";
+    config.exec_listen = "tcp://127.0.0.1:0";
+    config.key_file = dir_.File("coordinator.key");
+    config.agent_allowlist = dir_.File("agents.allow");
+    config.operator_allowlist = dir_.File("operators.allow");
+    config.endpoints_file = dir_.File("endpoints.json");
+    config.metrics_address = "";
+    config.heartbeat_interval = 1000ms;
+    config.lost_timeout = 3000ms;
+    auto created = Coordinator::Create(config, env_);
+    ASSERT_TRUE(created.ok()) << created.status().ToString();
+    coordinator_ = std::move(created).value();
+
+    auto dealer = ConnectCurveDealer(ctx_, coordinator_->agent_endpoint(), server_keys_.public_z85,
+                                     agent_keys_);
+    ASSERT_TRUE(dealer.ok()) << dealer.status().ToString();
+    dealer_.emplace(std::move(dealer).value());
+  }
+
+  // Sends `env` from the fake agent (retrying while the connection is being made) and runs the
+  // coordinator until the agent gets an answer, for up to 10 s of real time.
+  std::optional<v1::Envelope> Exchange(v1::Envelope env) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    bool sent = false;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (!sent) sent = SendOnDealer(*dealer_, env);
+      EXPECT_TRUE(coordinator_->RunOnce(10ms).ok());
+      if (auto reply = ReceiveFromDealer(*dealer_, drops_)) return reply;
+    }
+    return std::nullopt;
+  }
+
+  void Register() {
+    v1::Envelope env;
+    env.mutable_register_()->set_name("node-1");
+    env.mutable_register_()->set_address("127.0.0.1");
+    env.mutable_register_()->set_slots(2);
+    auto ack = Exchange(env);
+    ASSERT_TRUE(ack.has_value()) << "no answer to the registration";
+    ASSERT_TRUE(ack->has_register_ack());
+    ASSERT_TRUE(ack->register_ack().accepted()) << ack->register_ack().reason();
+  }
+
+  // One heartbeat, stamped with the agent's (fake) wall clock; true when it was acknowledged.
+  bool Heartbeat() {
+    v1::Envelope env;
+    env.mutable_heartbeat()->set_node("node-1");
+    env.mutable_heartbeat()->set_seq(++seq_);
+    env.mutable_heartbeat()->set_sent_unix_ms(env_.WallUnixMs());
+    env.mutable_heartbeat()->set_healthy(true);
+    auto ack = Exchange(env);
+    return ack && ack->has_heartbeat_ack() && ack->heartbeat_ack().heartbeat_seq() == seq_;
+  }
+
+  // A few iterations at the current fake time (the tick runs in each).
+  void Spin() {
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(coordinator_->RunOnce(0ms).ok());
+  }
+
+  NodeState State() {
+    const NodeEntry* e = coordinator_->registry().Find("node-1");
+    EXPECT_NE(e, nullptr);
+    return e != nullptr ? e->state : NodeState::kLost;
+  }
+
+  TempDir dir_;
+  FakeEnv env_;
+  CurveKeyPair server_keys_, agent_keys_;
+  zmq::context_t ctx_;
+  std::unique_ptr<Coordinator> coordinator_;
+  std::optional<zmq::socket_t> dealer_;
+  DropCounters drops_;
+  uint64_t seq_ = 0;
+};
+
+TEST_F(CoordinatorTest, EndpointsFileComesFromTheEnv) {
+  auto text = env_.ReadFile(dir_.File("endpoints.json"), 1 << 16);
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  const auto j = nlohmann::json::parse(*text);
+  EXPECT_EQ(j.at("agent_endpoint"), coordinator_->agent_endpoint());
+  EXPECT_EQ(j.at("pid"), env_.ProcessId()) << "the fake's pid, not the real one";
+}
+
+TEST_F(CoordinatorTest, AnEndpointsFileThatCannotBeWrittenFailsCreate) {
+  env_.FailNextWrite(FakeEnv::DiskFull(dir_.File("endpoints2.json")));
+  CoordinatorConfig config;
+  config.state_dir = dir_.File("state2");
+  ASSERT_TRUE(env_.CreateDirectories(config.state_dir).ok());
+  config.agent_listen = config.operator_listen = config.exec_listen = "tcp://127.0.0.1:0";
+  config.key_file = dir_.File("coordinator.key");
+  config.agent_allowlist = dir_.File("agents.allow");
+  config.operator_allowlist = dir_.File("operators.allow");
+  config.endpoints_file = dir_.File("endpoints2.json");
+  config.metrics_address = "";
+  auto created = Coordinator::Create(config, env_);
+  ASSERT_FALSE(created.ok());
+  EXPECT_EQ(created.status().code(), ErrorCode::kIo);
+  EXPECT_NE(created.status().message().find("--endpoints-file"), std::string::npos)
+      << created.status().message();
+}
+
+TEST_F(CoordinatorTest, RegistersAFakeAgent) {
+  Register();
+  EXPECT_EQ(State(), NodeState::kReady);
+  EXPECT_TRUE(Heartbeat());
+}
+
+TEST_F(CoordinatorTest, WallClockJumpsDoNotTouchLiveness) {
+  Register();
+  // The wall clock steps far forward, then far back, with no time passing: nobody went silent.
+  env_.Jump(std::chrono::hours(2));
+  Spin();
+  EXPECT_EQ(State(), NodeState::kReady);
+  env_.Jump(-std::chrono::hours(5));
+  Spin();
+  EXPECT_EQ(State(), NodeState::kReady);
+
+  // A node that keeps beating stays Ready for many lost timeouts, the wall clock jumping
+  // between beats both ways.
+  for (int i = 0; i < 12; ++i) {
+    env_.Advance(800ms);
+    env_.Jump(i % 2 == 0 ? std::chrono::minutes(30) : -std::chrono::minutes(45));
+    ASSERT_TRUE(Heartbeat()) << "beat " << i;
+    Spin();
+    ASSERT_EQ(State(), NodeState::kReady) << "after beat " << i;
+  }
+}
+
+TEST_F(CoordinatorTest, SilenceOnTheMonotonicClockMarksTheNodeLost) {
+  Register();
+  ASSERT_TRUE(Heartbeat());
+  env_.Advance(1000ms);
+  Spin();
+  EXPECT_EQ(State(), NodeState::kReady) << "within one interval and a half";
+  env_.Advance(1000ms);  // 2 s silent: a beat missed
+  Spin();
+  EXPECT_EQ(State(), NodeState::kSuspect);
+  env_.Advance(900ms);  // 2.9 s: not yet past lost_timeout
+  Spin();
+  EXPECT_EQ(State(), NodeState::kSuspect);
+  env_.Advance(200ms);  // 3.1 s
+  Spin();
+  EXPECT_EQ(State(), NodeState::kLost);
+}
+
+TEST_F(CoordinatorTest, ABackwardWallJumpDoesNotRescueASilentNode) {
+  Register();
+  env_.Advance(3100ms);
+  env_.Jump(-3100ms);  // the wall clock reads as if no time had passed
+  Spin();
+  EXPECT_EQ(State(), NodeState::kLost);
+}
+
+}  // namespace
+}  // namespace trainlet::coordinator

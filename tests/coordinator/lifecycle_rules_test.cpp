@@ -1,0 +1,178 @@
+// The pure lifecycle rules: restart limit and backoff, deadlines, ended ranks, suspend edits.
+#include "coordinator/lifecycle_rules.h"
+
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <string>
+
+#include "coordinator/job_state_machine.h"
+#include "coordinator/rank_state_machine.h"
+
+namespace trainlet::coordinator {
+namespace {
+
+using std::chrono::milliseconds;
+
+const char* kJobYaml =
+    "apiVersion: trainer.kubeflow.org/v1alpha1\n"
+    "kind: TrainJob\n"
+    "metadata:\n"
+    "  name: j\n"
+    "spec:\n"
+    "  runtimeRef:\n"
+    "    name: plain\n"
+    "  trainer:\n"
+    "    numNodes: 1\n"
+    "    command: [\"/bin/true\"]\n";
+
+trainjob::TrainJob ParseJob(const std::string& yaml) {
+  auto parsed = trainjob::ParseDocuments(yaml);
+  EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->jobs.size(), 1u);
+  return parsed->jobs.at(0);
+}
+
+v1::JobStatus Status(JobPhase phase) {
+  v1::JobStatus st;
+  st.set_name("j");
+  st.set_job_phase(static_cast<v1::JobPhase>(phase));
+  return st;
+}
+
+TEST(RestartLimit, AnnotationOverridesTheRuntime) {
+  trainjob::TrainJob job;
+  job.name = "j";
+  trainjob::TrainingRuntime runtime;
+  runtime.max_restarts = 3;
+  EXPECT_EQ(*RestartLimit(job, runtime), 3u);
+  runtime.max_restarts = -1;
+  EXPECT_EQ(*RestartLimit(job, runtime), 0u);
+  job.annotations[std::string(kMaxRestartsAnnotation)] = "7";
+  EXPECT_EQ(*RestartLimit(job, runtime), 7u);
+  for (const char* bad : {"", "-1", "1001", "1e3", "abc", "99999"}) {
+    job.annotations[std::string(kMaxRestartsAnnotation)] = bad;
+    auto r = RestartLimit(job, runtime);
+    EXPECT_EQ(r.status().code(), ErrorCode::kInvalid) << bad;
+  }
+}
+
+TEST(RestartBackoff, DoublesUpToTheMaximum) {
+  EXPECT_EQ(RestartBackoff(0, milliseconds(250), milliseconds(60000)), milliseconds(250));
+  EXPECT_EQ(RestartBackoff(1, milliseconds(250), milliseconds(60000)), milliseconds(500));
+  EXPECT_EQ(RestartBackoff(3, milliseconds(250), milliseconds(60000)), milliseconds(2000));
+  EXPECT_EQ(RestartBackoff(10, milliseconds(250), milliseconds(60000)), milliseconds(60000));
+  EXPECT_EQ(RestartBackoff(1000, milliseconds(250), milliseconds(60000)), milliseconds(60000));
+}
+
+TEST(RankEnded, OnlyFinalStates) {
+  v1::RankStatus r;
+  for (const char* s : {"Succeeded", "Failed", "StartFailed", "Lost", "Stopped"}) {
+    r.set_rank_state(*ParseRankState(s));
+    EXPECT_TRUE(RankEnded(r)) << s;
+  }
+  for (const char* s : {"Pending", "Running"}) {
+    r.set_rank_state(*ParseRankState(s));
+    EXPECT_FALSE(RankEnded(r)) << s;
+  }
+}
+
+TEST(ActiveDeadlineMs, CountsFromCreationAndNeverOverflows) {
+  trainjob::TrainJob spec;
+  EXPECT_EQ(ActiveDeadlineMs(spec, 1000), INT64_MAX);
+  spec.active_deadline_seconds = 5;
+  EXPECT_EQ(ActiveDeadlineMs(spec, 1000), 6000);
+  spec.active_deadline_seconds = -5;
+  EXPECT_EQ(ActiveDeadlineMs(spec, 1000), 1000);
+  spec.active_deadline_seconds = INT64_MAX;
+  EXPECT_EQ(ActiveDeadlineMs(spec, 1000), INT64_MAX);
+}
+
+TEST(StartDeadlineMs, OnlyWhileStartingWithARankPending) {
+  v1::JobStatus st = Status(JobPhase::kStarting);
+  EXPECT_EQ(StartDeadlineMs(st, milliseconds(100)), INT64_MAX);  // no attempt yet
+  st.add_attempts()->set_started_unix_ms(5000);
+  st.add_ranks()->set_rank_state(*ParseRankState("Running"));
+  st.add_ranks()->set_rank_state(*ParseRankState("Pending"));
+  EXPECT_EQ(StartDeadlineMs(st, milliseconds(100)), 5100);
+  st.mutable_ranks(1)->set_rank_state(*ParseRankState("Running"));
+  EXPECT_EQ(StartDeadlineMs(st, milliseconds(100)), INT64_MAX);
+  st.mutable_ranks(1)->set_rank_state(*ParseRankState("Pending"));
+  st.set_job_phase(v1::JOB_PHASE_RUNNING);
+  EXPECT_EQ(StartDeadlineMs(st, milliseconds(100)), INT64_MAX);
+  st.set_job_phase(v1::JOB_PHASE_STARTING);
+  st.set_deleting(true);
+  EXPECT_EQ(StartDeadlineMs(st, milliseconds(100)), INT64_MAX);
+}
+
+TEST(EndAttemptRecord, ClosesOnlyAnOpenRecord) {
+  v1::JobStatus st;
+  EndAttemptRecord(st, AttemptTrigger::kFailed, "x", 1);  // no record: nothing to do
+  st.add_attempts();
+  EndAttemptRecord(st, AttemptTrigger::kStopped, "suspended", 7);
+  EXPECT_EQ(AttemptResultName(st.attempts(0).attempt_result()), "Stopped");
+  EXPECT_EQ(st.attempts(0).cause(), "suspended");
+  EXPECT_EQ(st.attempts(0).ended_unix_ms(), 7);
+  EndAttemptRecord(st, AttemptTrigger::kFailed, "later", 9);
+  EXPECT_EQ(AttemptResultName(st.attempts(0).attempt_result()), "Stopped");
+}
+
+TEST(PrepareSuspend, StopsTheAttemptWithoutUsingARestart) {
+  v1::JobStatus st = Status(JobPhase::kRunning);
+  st.add_attempts();
+  auto flip = PrepareSuspend(st, true, "yaml", "trainletctl suspend", 42);
+  ASSERT_TRUE(flip.ok()) << flip.status().ToString();
+  EXPECT_EQ(flip->job, "j");
+  EXPECT_TRUE(flip->suspend);
+  EXPECT_EQ(flip->spec_yaml, "yaml");
+  EXPECT_EQ(JobPhaseName(PhaseOf(flip->status)), "Suspended");
+  EXPECT_EQ(AttemptResultName(flip->status.attempts(0).attempt_result()), "Stopped");
+  EXPECT_EQ(JobPhaseName(PhaseOf(st)), "Running");  // the input is untouched
+
+  auto resume = PrepareSuspend(flip->status, false, "yaml", "trainletctl resume", 43);
+  ASSERT_TRUE(resume.ok());
+  EXPECT_EQ(JobPhaseName(PhaseOf(resume->status)), "Pending");
+}
+
+TEST(PrepareSuspend, RefusesFinishedAndDeletingJobs) {
+  EXPECT_EQ(PrepareSuspend(Status(JobPhase::kSucceeded), true, "", "x", 1).status().code(),
+            ErrorCode::kInvalid);
+  v1::JobStatus deleting = Status(JobPhase::kRunning);
+  deleting.set_deleting(true);
+  EXPECT_EQ(PrepareSuspend(deleting, true, "", "x", 1).status().code(), ErrorCode::kInvalid);
+}
+
+TEST(CompareWithStored, OnlySuspendMayChange) {
+  JobRecord stored;
+  stored.name = "j";
+  stored.spec_yaml = ParseJob(kJobYaml).yaml;
+  stored.status = Status(JobPhase::kPending);
+
+  auto same = CompareWithStored(stored, false, ParseJob(kJobYaml), "f.yaml", 1);
+  ASSERT_TRUE(same.ok());
+  EXPECT_FALSE(same->has_value());
+
+  auto suspend_yaml = WithSuspend(kJobYaml, true);
+  ASSERT_TRUE(suspend_yaml.ok());
+  auto flip = CompareWithStored(stored, false, ParseJob(*suspend_yaml), "f.yaml", 1);
+  ASSERT_TRUE(flip.ok()) << flip.status().ToString();
+  ASSERT_TRUE(flip->has_value());
+  EXPECT_EQ((*flip)->job, "j");
+  EXPECT_TRUE((*flip)->suspend);
+  EXPECT_EQ(JobPhaseName(PhaseOf((*flip)->status)), "Suspended");
+
+  // suspend: false written out where it was absent is no change.
+  auto not_suspended = WithSuspend(kJobYaml, false);
+  ASSERT_TRUE(not_suspended.ok());
+  auto unchanged = CompareWithStored(stored, false, ParseJob(*not_suspended), "f.yaml", 1);
+  ASSERT_TRUE(unchanged.ok());
+  EXPECT_FALSE(unchanged->has_value());
+
+  std::string other = kJobYaml;
+  other.replace(other.find("/bin/true"), 9, "/bin/false");
+  auto changed = CompareWithStored(stored, false, ParseJob(other), "f.yaml", 1);
+  EXPECT_EQ(changed.status().code(), ErrorCode::kExists);
+}
+
+}  // namespace
+}  // namespace trainlet::coordinator
