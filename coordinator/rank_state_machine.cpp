@@ -51,7 +51,7 @@ bool IsRankActive(v1::RankState state) {
 }
 
 std::optional<v1::AttemptResult> NextAttemptResult(v1::AttemptResult from, AttemptTrigger trigger) {
-  for (const AttemptTransition& t : kAttemptTransitions) {
+  for (const AttemptResultTransition& t : kAttemptResultTransitions) {
     if (t.from == from && t.trigger == trigger) return t.to;
   }
   return std::nullopt;

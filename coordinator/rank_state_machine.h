@@ -76,7 +76,7 @@ enum class AttemptTrigger {
   kStopped,            // the job was suspended; not a failure
 };
 
-struct AttemptTransition {
+struct AttemptResultTransition {
   v1::AttemptResult from;
   AttemptTrigger trigger;
   v1::AttemptResult to;
@@ -87,18 +87,18 @@ inline constexpr v1::AttemptResult kAttemptRunning = v1::ATTEMPT_RESULT_UNSPECIF
 
 // An attempt ends once; every result is final.
 // clang-format off
-inline constexpr std::array kAttemptTransitions = {
-    //                from             trigger                             to
-    AttemptTransition{kAttemptRunning, AttemptTrigger::kAllRanksSucceeded, v1::ATTEMPT_RESULT_SUCCEEDED},
-    AttemptTransition{kAttemptRunning, AttemptTrigger::kFailed,            v1::ATTEMPT_RESULT_FAILED},
-    AttemptTransition{kAttemptRunning, AttemptTrigger::kStopped,           v1::ATTEMPT_RESULT_STOPPED},
+inline constexpr std::array kAttemptResultTransitions = {
+    //                      from             trigger                             to
+    AttemptResultTransition{kAttemptRunning, AttemptTrigger::kAllRanksSucceeded, v1::ATTEMPT_RESULT_SUCCEEDED},
+    AttemptResultTransition{kAttemptRunning, AttemptTrigger::kFailed,            v1::ATTEMPT_RESULT_FAILED},
+    AttemptResultTransition{kAttemptRunning, AttemptTrigger::kStopped,           v1::ATTEMPT_RESULT_STOPPED},
 };
 // clang-format on
 
 // The result `trigger` leads to from `from`, or nullopt when the table forbids it.
 std::optional<v1::AttemptResult> NextAttemptResult(v1::AttemptResult from, AttemptTrigger trigger);
-// Moves `attempt` along kAttemptTransitions. Returns Invalid, naming the attempt, its result and
-// the trigger, and leaves `attempt` untouched when the table forbids the move.
+// Moves `attempt` along kAttemptResultTransitions. Returns Invalid, naming the attempt, its result
+// and the trigger, and leaves `attempt` untouched when the table forbids the move.
 Status ApplyAttemptTrigger(v1::AttemptRecord& attempt, AttemptTrigger trigger);
 // The attempt has a result: no trigger moves it any more.
 bool AttemptEnded(const v1::AttemptRecord& attempt);

@@ -143,7 +143,7 @@ TEST(AttemptStateMachine, EndsOnceAndEveryResultIsFinal) {
     }
   }
   EXPECT_EQ(allowed, 3);
-  EXPECT_EQ(kAttemptTransitions.size(), expected.size());
+  EXPECT_EQ(kAttemptResultTransitions.size(), expected.size());
 }
 
 TEST(ApplyAttemptTrigger, SecondEndIsRefused) {
