@@ -2,11 +2,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include "coordinator/job_state_machine.h"
+
 namespace trainlet::coordinator {
 namespace {
 
-constexpr const char* kPhases[] = {"Pending",   "Starting", "Running",  "Restarting",
-                                   "Succeeded", "Failed",   "Suspended"};
+constexpr JobPhase kPhases[] = {JobPhase::kPending,    JobPhase::kStarting,  JobPhase::kRunning,
+                                JobPhase::kRestarting, JobPhase::kSucceeded, JobPhase::kFailed,
+                                JobPhase::kSuspended};
 
 }  // namespace
 
@@ -75,10 +78,10 @@ void CoordinatorOps::Collect() {
   for (const auto& [name, node] : registry_->nodes()) {
     nodes_->With({NodeStateName(node.state)}).Add(1);
   }
-  for (const char* p : kPhases) jobs_by_phase_->With({p}).Set(0);
+  for (JobPhase p : kPhases) jobs_by_phase_->With({JobPhaseName(p)}).Set(0);
   std::map<std::string, uint32_t> live;
   for (const v1::JobStatus* j : jobs_->List()) {
-    jobs_by_phase_->With({j->phase()}).Add(1);
+    jobs_by_phase_->With({JobPhaseName(PhaseOf(*j))}).Add(1);
     if (auto it = launch_observed_.find(j->name()); it != launch_observed_.end()) live.insert(*it);
   }
   launch_observed_.swap(live);  // forget deleted jobs
@@ -93,7 +96,7 @@ std::string CoordinatorOps::StatusLine() const {
   size_t ready = 0;
   size_t running = 0;
   for (const auto& [name, node] : registry_->nodes()) ready += node.state == NodeState::kReady;
-  for (const v1::JobStatus* j : jobs_->List()) running += j->phase() == "Running";
+  for (const v1::JobStatus* j : jobs_->List()) running += PhaseOf(*j) == JobPhase::kRunning;
   return std::to_string(ready) + (ready == 1 ? " node" : " nodes") + " Ready, " +
          std::to_string(running) + (running == 1 ? " job" : " jobs") + " running";
 }
@@ -137,7 +140,8 @@ void CoordinatorOps::AfterWorkerEvent(const v1::WorkerEvent& event, int64_t now_
       return;
   }
   const v1::JobStatus* job = jobs_->Find(event.job());
-  if (job == nullptr || job->phase() != "Running" || job->attempt() != event.attempt()) return;
+  if (job == nullptr || PhaseOf(*job) != JobPhase::kRunning || job->attempt() != event.attempt())
+    return;
   uint32_t& observed = launch_observed_[job->name()];
   if (observed == job->attempt()) return;
   observed = job->attempt();

@@ -71,7 +71,8 @@ Result<ExecTarget> ExecAuthority::ResolveExec(const std::string& launcher_key,
   const v1::JobStatus& st = *found;
   if (!coordinator::AttemptActive(st, st.attempt())) {
     return PermissionError("trainjob/" + st.name() + " attempt " + std::to_string(st.attempt()) +
-                           " is " + st.phase() + ", not running: nothing may be started for it");
+                           " is " + JobPhaseName(PhaseOf(st)) +
+                           ", not running: nothing may be started for it");
   }
   ExecTarget t;
   std::string placed;

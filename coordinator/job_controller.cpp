@@ -9,22 +9,28 @@
 #include "coordinator/attempt_plan.h"
 #include "coordinator/gang_planner.h"
 #include "coordinator/job_state_machine.h"
+#include "coordinator/rank_state_machine.h"
 #include "plugins/plugin_status.h"
 
 namespace trainlet::coordinator {
 namespace {
 
 std::string DescribeExit(const v1::RankStatus& r) {
-  if (r.state() == "StartFailed") return "could not start: " + r.message();
+  if (r.rank_state() == v1::RANK_STATE_START_FAILED) return "could not start: " + r.message();
   if (r.signal() != 0) return "was killed by signal " + std::to_string(r.signal());
   return "exited with code " + std::to_string(r.exit_code());
+}
+
+// A node's report the rank table refuses (it came late or twice) changes nothing; say so.
+void LogRefused(const v1::WorkerEvent& ev, const Status& s) {
+  if (!s.ok()) spdlog::warn("trainjob/{} attempt {}: {}", ev.job(), ev.attempt(), s.message());
 }
 
 // Folds a worker event into its rank's status; false for an event kind it does not know.
 bool FoldRankEvent(v1::RankStatus& rank, const v1::WorkerEvent& ev) {
   switch (ev.kind()) {
     case v1::WorkerEvent::KIND_STARTED:
-      if (rank.state() == "Pending") rank.set_state("Running");
+      (void)ApplyRankTrigger(rank, RankTrigger::kStarted);  // only a Pending rank moves
       rank.set_pid(ev.pid());
       rank.set_cpuset(ev.cpuset());
       rank.set_devices(ev.devices());
@@ -33,10 +39,12 @@ bool FoldRankEvent(v1::RankStatus& rank, const v1::WorkerEvent& ev) {
       rank.set_pid(ev.pid());
       rank.set_exit_code(ev.exit_code());
       rank.set_signal(ev.signal());
-      rank.set_state(ev.exit_code() == 0 && ev.signal() == 0 ? "Succeeded" : "Failed");
+      LogRefused(ev, ApplyRankTrigger(rank, ev.exit_code() == 0 && ev.signal() == 0
+                                                ? RankTrigger::kExitedZero
+                                                : RankTrigger::kExitedNonZero));
       break;
     case v1::WorkerEvent::KIND_START_FAILED:
-      rank.set_state("StartFailed");
+      LogRefused(ev, ApplyRankTrigger(rank, RankTrigger::kStartFailed));
       rank.set_message(ev.message());
       break;
     default:
@@ -146,7 +154,7 @@ Result<std::unique_ptr<JobController::Job>> JobController::NewJob(
   job->record.runtime_name = rt->name;
   job->record.runtime_yaml = rt->yaml;
   v1::JobStatus& st = job->record.status;
-  st.set_phase(JobPhaseName(JobPhase::kPending));
+  st.set_job_phase(v1::JOB_PHASE_PENDING);
   st.set_created_unix_ms(now_ms);
   for (const auto& w : warnings) {
     if (w.rfind("TrainJob/" + spec.name + ":", 0) == 0) st.add_notes(w);
@@ -357,7 +365,7 @@ void JobController::RecordAttempt(Job& job, const PlanRequest& req,
       r->set_rank(w.rank);
       r->set_local_rank(w.local_rank);
       r->set_node(nodes[i]);
-      r->set_state("Pending");
+      r->set_rank_state(v1::RANK_STATE_PENDING);  // kRankTransitions moves it from here
       r->set_attempt(req.attempt);
     }
   }
@@ -380,7 +388,7 @@ void JobController::Transition(Job& job, JobTrigger trigger, const std::string& 
     spdlog::error("trainjob/{}: {}", job.record.name, s.message());
     return;
   }
-  spdlog::info("trainjob/{} is {}{}{}", job.record.name, job.record.status.phase(),
+  spdlog::info("trainjob/{} is {}{}{}", job.record.name, JobPhaseName(PhaseOf(job.record.status)),
                reason.empty() ? "" : ": ", reason);
   MarkDirty(job);
 }
@@ -404,15 +412,16 @@ void JobController::FailAttempt(Job& job, const std::string& cause, int64_t now_
   v1::JobStatus& st = job.record.status;
   if (st.attempts_size() > 0) {
     auto* rec = st.mutable_attempts(st.attempts_size() - 1);
-    if (!rec->result().empty()) return;  // this attempt already ended
-    rec->set_result("Failed");
+    if (AttemptEnded(*rec)) return;  // this attempt already ended
+    TRAINLET_CHECK(ApplyAttemptTrigger(*rec, AttemptTrigger::kFailed).ok());
     rec->set_cause(cause);
     rec->set_ended_unix_ms(now_ms);
   }
   StopAttempt(job, cause);
   // Failed attempts before this one; an attempt stopped by a suspend does not count.
-  const auto failed = std::count_if(st.attempts().begin(), st.attempts().end(),
-                                    [](const auto& a) { return a.result() == "Failed"; });
+  const auto failed = std::count_if(st.attempts().begin(), st.attempts().end(), [](const auto& a) {
+    return a.attempt_result() == v1::ATTEMPT_RESULT_FAILED;
+  });
   const uint32_t restarts_used = failed > 0 ? static_cast<uint32_t>(failed - 1) : 0;
   if (restarts_used < st.max_restarts()) {
     const auto delay =
@@ -468,7 +477,8 @@ void JobController::OnRankChanged(Job& job, const v1::RankStatus& rank, const st
   }
   const JobPhase phase = PhaseOf(st);
   if (phase != JobPhase::kStarting && phase != JobPhase::kRunning) return;
-  if (rank.state() == "Failed" || rank.state() == "StartFailed") {
+  if (rank.rank_state() == v1::RANK_STATE_FAILED ||
+      rank.rank_state() == v1::RANK_STATE_START_FAILED) {
     FailAttempt(job,
                 "rank " + std::to_string(rank.rank()) + " on " + node + " " + DescribeExit(rank),
                 now_ms);
@@ -476,15 +486,15 @@ void JobController::OnRankChanged(Job& job, const v1::RankStatus& rank, const st
   }
   const auto& ranks = st.ranks();
   if (std::all_of(ranks.begin(), ranks.end(),
-                  [](const auto& r) { return r.state() == "Succeeded"; })) {
+                  [](const auto& r) { return r.rank_state() == v1::RANK_STATE_SUCCEEDED; })) {
     auto* rec = st.mutable_attempts(st.attempts_size() - 1);
-    rec->set_result("Succeeded");
+    TRAINLET_CHECK(ApplyAttemptTrigger(*rec, AttemptTrigger::kAllRanksSucceeded).ok());
     rec->set_ended_unix_ms(now_ms);
     Transition(job, JobTrigger::kAllRanksSucceeded, "Succeeded",
                "all " + std::to_string(ranks.size()) + " ranks exited 0", now_ms);
   } else if (phase == JobPhase::kStarting &&
              std::none_of(ranks.begin(), ranks.end(),
-                          [](const auto& r) { return r.state() == "Pending"; })) {
+                          [](const auto& r) { return r.rank_state() == v1::RANK_STATE_PENDING; })) {
     Transition(job, JobTrigger::kAllRanksStarted, "Running",
                "all " + std::to_string(ranks.size()) + " ranks started", now_ms);
   }
@@ -501,8 +511,8 @@ void JobController::ReconcileNode(
     }
     Job& job = *jobs_.at(w.job());
     for (auto& r : *job.record.status.mutable_ranks()) {
-      if (r.rank() == w.rank() && r.node() == node && r.state() == "Pending") {
-        r.set_state("Running");
+      if (r.rank() == w.rank() && r.node() == node && r.rank_state() == v1::RANK_STATE_PENDING) {
+        TRAINLET_CHECK(ApplyRankTrigger(r, RankTrigger::kStarted).ok());
         r.set_pid(w.pid());
         MarkDirty(job);
       }
@@ -535,7 +545,7 @@ void JobController::OnNodeLost(const std::string& node, int64_t now_ms, int64_t 
     bool touched = false;
     for (auto& r : *job.record.status.mutable_ranks()) {
       if (r.node() == node && !RankEnded(r)) {
-        r.set_state("Lost");
+        TRAINLET_CHECK(ApplyRankTrigger(r, RankTrigger::kNodeLost).ok());
         r.set_message("node " + node + " lost");
         touched = true;
       }

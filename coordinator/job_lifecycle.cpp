@@ -20,7 +20,7 @@ void JobController::EnforceDeadlines(int64_t now_ms) {
     const std::string cause = "activeDeadlineSeconds (" +
                               std::to_string(*job.spec.active_deadline_seconds) +
                               " s since the job was created) exceeded";
-    EndAttemptRecord(st, "Failed", cause, now_ms);
+    EndAttemptRecord(st, AttemptTrigger::kFailed, cause, now_ms);
     StopAttempt(job, "deadline exceeded");
     Transition(job, JobTrigger::kDeadlineExceeded, "DeadlineExceeded",
                cause + "; every rank is stopped", now_ms);
@@ -39,7 +39,7 @@ void JobController::CommitSuspend(SuspendFlip flip) {
     job.not_before_ms = 0;  // a resume is not a restart: no backoff
   }
   ++generation_;
-  spdlog::info("trainjob/{} is {}", job.record.name, job.record.status.phase());
+  spdlog::info("trainjob/{} is {}", job.record.name, JobPhaseName(PhaseOf(job.record.status)));
 }
 
 Result<v1::SuspendJobResult> JobController::SetSuspend(const std::string& name, bool suspend,
@@ -65,7 +65,7 @@ Result<v1::SuspendJobResult> JobController::SetSuspend(const std::string& name, 
     result.set_changed(true);
     if (!suspend) Schedule(now_ms);
   }
-  result.set_phase(job.record.status.phase());
+  result.set_job_phase(static_cast<v1::JobPhase>(PhaseOf(job.record.status)));
   return result;
 }
 

@@ -16,6 +16,7 @@
 #include "coordinator/attempt_plan.h"
 #include "coordinator/job_controller.h"
 #include "coordinator/job_state_machine.h"
+#include "coordinator/rank_state_machine.h"
 
 namespace trainlet::coordinator {
 
@@ -60,8 +61,8 @@ void JobController::EndPortWait(Job& job) {
   v1::JobStatus& st = job.record.status;
   if (!port_waits_.End(job.record.name, st.attempt())) return;
   for (auto& r : *st.mutable_ranks()) {
-    if (r.state() != "Pending") continue;
-    r.set_state("Stopped");
+    if (r.rank_state() != v1::RANK_STATE_PENDING) continue;
+    TRAINLET_CHECK(ApplyRankTrigger(r, RankTrigger::kAttemptStopped).ok());
     r.set_message("never started: the attempt ended while its nodes reserved ports");
   }
   MarkDirty(job);
@@ -84,7 +85,7 @@ void JobController::EnforceStartTimeouts(int64_t now_ms) {
     } else {
       for (const std::string& node : st.placement()) {
         const bool pending = std::any_of(st.ranks().begin(), st.ranks().end(), [&](const auto& r) {
-          return r.node() == node && r.state() == "Pending";
+          return r.node() == node && r.rank_state() == v1::RANK_STATE_PENDING;
         });
         if (pending) silent += (silent.empty() ? "" : ", ") + node + " (no rank reported started)";
       }
@@ -97,8 +98,8 @@ void JobController::EnforceStartTimeouts(int64_t now_ms) {
     // Ranks that never reported are given up, like a lost node's, so the restart does not wait
     // for events that may never come; the StopWorkers FailAttempt sent ends any that do exist.
     for (auto& r : *st.mutable_ranks()) {
-      if (r.state() != "Pending") continue;
-      r.set_state("Lost");
+      if (r.rank_state() != v1::RANK_STATE_PENDING) continue;
+      TRAINLET_CHECK(ApplyRankTrigger(r, RankTrigger::kNodeLost).ok());
       r.set_message("never reported started within the start timeout");
     }
     MarkDirty(job);

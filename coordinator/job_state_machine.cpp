@@ -83,8 +83,16 @@ std::optional<JobPhase> ParseJobPhase(std::string_view name) {
   return std::nullopt;
 }
 
+bool IsJobPhase(int value) {
+  return value != v1::JOB_PHASE_UNSPECIFIED && v1::JobPhase_IsValid(value);
+}
+
 JobPhase PhaseOf(const v1::JobStatus& status) {
-  return ParseJobPhase(status.phase()).value_or(JobPhase::kPending);
+  const int value = status.job_phase();
+  if (value == v1::JOB_PHASE_UNSPECIFIED) return JobPhase::kPending;
+  TRAINLET_CHECK_MSG(IsJobPhase(value), "trainjob/" + status.name() + ": job_phase " +
+                                            std::to_string(value) + " is not a JobPhase");
+  return static_cast<JobPhase>(value);
 }
 
 const char* JobTriggerName(JobTrigger trigger) {
@@ -126,20 +134,15 @@ bool IsTerminal(JobPhase phase) {
 
 Status ApplyTransition(v1::JobStatus& status, JobTrigger trigger, std::string reason,
                        std::string message, int64_t now_ms) {
-  std::optional<JobPhase> from =
-      status.phase().empty() ? std::optional(JobPhase::kPending) : ParseJobPhase(status.phase());
-  if (!from) {
-    return InvalidError("trainjob/" + status.name() + ": status.phase: unknown phase \"" +
-                        status.phase() + "\"");
-  }
-  std::optional<JobPhase> to = NextPhase(*from, trigger);
+  const JobPhase from = PhaseOf(status);
+  std::optional<JobPhase> to = NextPhase(from, trigger);
   if (!to) {
     return InvalidError("trainjob/" + status.name() + ": " + JobTriggerName(trigger) +
-                        " is not allowed in phase " + JobPhaseName(*from));
+                        " is not allowed in phase " + JobPhaseName(from));
   }
   if (reason.empty()) reason = JobTriggerName(trigger);
 
-  status.set_phase(JobPhaseName(*to));
+  status.set_job_phase(static_cast<v1::JobPhase>(*to));
   status.set_reason(reason);
   AppendEvent(status, IsWarning(trigger) ? "Warning" : "Normal", reason, message, now_ms);
 

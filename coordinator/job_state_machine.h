@@ -1,9 +1,9 @@
 // The lifecycle of a TrainJob as one table of (phase, trigger) -> phase.
 //
 // Every change of a job's phase goes through NextPhase() or ApplyTransition(); nothing else
-// writes JobStatus.phase. The table itself, kJobTransitions, is below so a reader can check the
-// whole lifecycle at a glance. Phases are trainlet's; the Kubeflow conditions (Complete, Failed,
-// Suspended) are derived from them by ApplyTransition().
+// writes JobStatus.job_phase after the job is created. The table itself, kJobTransitions, is below
+// so a reader can check the whole lifecycle at a glance. Phases are trainlet's; the Kubeflow
+// conditions (Complete, Failed, Suspended) are derived from them by ApplyTransition().
 //
 // Pure functions, no I/O, no clock (the caller passes the time): safe from any thread.
 #pragma once
@@ -19,14 +19,19 @@
 
 namespace trainlet::coordinator {
 
+// The operator API's JobPhase (proto/trainlet/v1/operator.proto), as scoped names the table
+// below reads well with: each value is the proto value, so converting is a cast (PhaseOf reads
+// it, ApplyTransition writes it). JOB_PHASE_UNSPECIFIED has no name here: PhaseOf reads it as
+// Pending.
 enum class JobPhase {
-  kPending,     // stored, waiting for the planner to place the gang
-  kStarting,    // placed, plans sent, not every rank has reported Started
-  kRunning,     // every rank of the current attempt reported Started
-  kRestarting,  // the attempt failed; its ranks are stopped, the gang waits to be placed again
-  kSucceeded,   // terminal: every rank exited 0
-  kFailed,      // terminal: restart limit reached, deadline exceeded
-  kSuspended,   // spec.suspend=true: no ranks run until it is resumed
+  kPending = v1::JOB_PHASE_PENDING,        // stored, waiting for the planner to place the gang
+  kStarting = v1::JOB_PHASE_STARTING,      // placed, plans sent, not every rank reported Started
+  kRunning = v1::JOB_PHASE_RUNNING,        // every rank of the current attempt reported Started
+  kRestarting = v1::JOB_PHASE_RESTARTING,  // the attempt failed; its ranks are stopped, the
+                                           // gang waits to be placed again
+  kSucceeded = v1::JOB_PHASE_SUCCEEDED,    // terminal: every rank exited 0
+  kFailed = v1::JOB_PHASE_FAILED,          // terminal: restart limit reached, deadline exceeded
+  kSuspended = v1::JOB_PHASE_SUSPENDED,    // spec.suspend=true: no ranks run until it is resumed
 };
 
 enum class JobTrigger {
@@ -81,13 +86,17 @@ inline constexpr std::array kJobTransitions = {
 };
 // clang-format on
 
-// "Pending", "Starting", ... as stored in JobStatus.phase and shown by trainletctl.
+// "Pending", "Starting", ...: the names the coordinator logs, labels metrics with and accepts as
+// a wait condition, and that records written before the enums (JobStatus.phase) hold.
 const char* JobPhaseName(JobPhase phase);
 // Exact, case-sensitive inverse of JobPhaseName; nullopt for anything else.
 std::optional<JobPhase> ParseJobPhase(std::string_view name);
-// The phase `status` is in; an empty or unknown phase string reads as Pending. The one place the
-// coordinator reads JobStatus.phase back.
+// The phase `status` is in: its job_phase, with JOB_PHASE_UNSPECIFIED (a job just created) read
+// as Pending. Stops the process on a value that is not a JobPhase: JobStore refuses such records
+// when it reads them (stored_status.h), so one in memory is a broken invariant.
 JobPhase PhaseOf(const v1::JobStatus& status);
+// True for every value of v1::JobPhase but JOB_PHASE_UNSPECIFIED.
+bool IsJobPhase(int value);
 // "Placed", "AttemptFailed", ...: the default event reason for a trigger.
 const char* JobTriggerName(JobTrigger trigger);
 
@@ -113,9 +122,9 @@ inline constexpr int kMaxJobEvents = 100;
 //  - conditions, one per type, as Kubeflow sets them: Succeeded -> Complete=True,
 //    Failed -> Failed=True, Suspended -> Suspended=True, resumed -> Suspended=False with reason
 //    "Resumed". A condition's unix_ms changes only when its status does (lastTransitionTime).
-// An empty status.phase counts as Pending (a job just created). Attempts, ranks and placement
-// are the caller's to update. Returns Invalid and leaves `status` untouched when status.phase is
-// not a known phase or the table forbids the move.
+// An unset status.job_phase counts as Pending (a job just created). Attempts, ranks and
+// placement are the caller's to update. Returns Invalid and leaves `status` untouched when the
+// table forbids the move; stops on a job_phase that is not a phase (see PhaseOf).
 Status ApplyTransition(v1::JobStatus& status, JobTrigger trigger, std::string reason,
                        std::string message, int64_t now_ms);
 

@@ -9,6 +9,8 @@
 #include <system_error>
 #include <utility>
 
+#include "coordinator/stored_status.h"
+
 namespace trainlet::coordinator {
 
 namespace fs = std::filesystem;
@@ -301,6 +303,10 @@ Result<JobRecord> JobStore::ReadJob(sqlite3_stmt* s) {
   if (!job.status.ParseFromArray(blob, n)) {
     return IoError(path_ + ": trainjob/" + job.name + ": stored status is not a valid JobStatus (" +
                    std::to_string(n) + " bytes)");
+  }
+  // Records written before the states were enums hold them as strings: typed once, here.
+  if (Status s = UpgradeStoredStatus(job.status); !s.ok()) {
+    return IoError(path_ + ": trainjob/" + job.name + ": stored status: " + s.message());
   }
   return job;
 }

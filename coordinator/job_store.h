@@ -14,7 +14,8 @@
 // written by a newer trainlet; kIo for anything SQLite or the file system refused (including a
 // file that is not a database, or a corrupt one), with the path and SQLite's message; a full or
 // read-only file system says so ("no space left on device", "read-only file system"). A stored
-// status that no longer parses is kIo too, naming the job.
+// status that no longer parses is kIo too, naming the job, and so is one holding a phase, rank
+// state or attempt result that is not one trainlet knows (stored_status.h), naming the value.
 #pragma once
 
 #include <sqlite3.h>
@@ -37,7 +38,8 @@ struct JobRecord {
   std::string runtime_kind;  // TrainingRuntime or ClusterTrainingRuntime
   std::string runtime_name;
   std::string runtime_yaml;  // the runtime as resolved when the job was created
-  v1::JobStatus status;      // stored as serialized protobuf
+  v1::JobStatus status;      // stored as serialized protobuf; read back with the states typed
+                             // (stored_status.h)
 };
 
 struct RuntimeRecord {

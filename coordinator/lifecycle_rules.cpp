@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "coordinator/job_state_machine.h"
+#include "coordinator/rank_state_machine.h"
 
 namespace trainlet::coordinator {
 namespace {
@@ -52,10 +53,7 @@ std::chrono::milliseconds RestartBackoff(uint32_t restarts_used, std::chrono::mi
   return std::min(first * (1 << shift), max);
 }
 
-bool RankEnded(const v1::RankStatus& r) {
-  return r.state() == "Succeeded" || r.state() == "Failed" || r.state() == "StartFailed" ||
-         r.state() == "Lost" || r.state() == "Stopped";
-}
+bool RankEnded(const v1::RankStatus& r) { return !IsRankActive(r.rank_state()); }
 
 int64_t ActiveDeadlineMs(const trainjob::TrainJob& spec, int64_t created_unix_ms) {
   if (!spec.active_deadline_seconds) return INT64_MAX;
@@ -70,18 +68,19 @@ int64_t StartDeadlineMs(const v1::JobStatus& st, std::chrono::milliseconds start
     return INT64_MAX;
   }
   const auto& rec = st.attempts(st.attempts_size() - 1);
-  if (!rec.result().empty()) return INT64_MAX;
-  const bool pending = std::any_of(st.ranks().begin(), st.ranks().end(),
-                                   [](const auto& r) { return r.state() == "Pending"; });
+  if (AttemptEnded(rec)) return INT64_MAX;
+  const bool pending = std::any_of(st.ranks().begin(), st.ranks().end(), [](const auto& r) {
+    return r.rank_state() == v1::RANK_STATE_PENDING;
+  });
   return pending ? rec.started_unix_ms() + start_timeout.count() : INT64_MAX;
 }
 
-void EndAttemptRecord(v1::JobStatus& st, const std::string& result, const std::string& cause,
+void EndAttemptRecord(v1::JobStatus& st, AttemptTrigger result, const std::string& cause,
                       int64_t now_ms) {
   if (st.attempts_size() == 0) return;
   auto* rec = st.mutable_attempts(st.attempts_size() - 1);
-  if (!rec->result().empty()) return;
-  rec->set_result(result);
+  if (AttemptEnded(*rec)) return;
+  TRAINLET_CHECK(ApplyAttemptTrigger(*rec, result).ok());
   rec->set_cause(cause);
   rec->set_ended_unix_ms(now_ms);
 }
@@ -91,7 +90,7 @@ Result<SuspendFlip> PrepareSuspend(const v1::JobStatus& st, bool suspend, std::s
   const JobPhase phase = PhaseOf(st);
   const std::string verb = suspend ? "suspended" : "resumed";
   if (IsTerminal(phase)) {
-    return InvalidError("trainjob/" + st.name() + " is " + st.phase() +
+    return InvalidError("trainjob/" + st.name() + " is " + JobPhaseName(phase) +
                         ": a finished job cannot be " + verb);
   }
   if (st.deleting()) {
@@ -101,7 +100,7 @@ Result<SuspendFlip> PrepareSuspend(const v1::JobStatus& st, bool suspend, std::s
   Status s;
   if (suspend) {
     // A suspend is not a failure: the attempt ends "Stopped" and no restart is used up.
-    EndAttemptRecord(flip.status, "Stopped", "suspended", now_ms);
+    EndAttemptRecord(flip.status, AttemptTrigger::kStopped, "suspended", now_ms);
     s = ApplyTransition(flip.status, JobTrigger::kSuspend, std::string(kReasonSuspended),
                         "suspended by " + how + "; every rank is stopped", now_ms);
   } else {

@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "common/trainjob/trainjob_model.h"
 #include "coordinator/job_store.h"
+#include "coordinator/rank_state_machine.h"
 #include "trainlet/v1/operator.pb.h"
 
 namespace trainlet::coordinator {
@@ -44,7 +45,7 @@ int64_t ActiveDeadlineMs(const trainjob::TrainJob& spec, int64_t created_unix_ms
 // placed, while it is Starting with a rank Pending; INT64_MAX when it cannot.
 int64_t StartDeadlineMs(const v1::JobStatus& status, std::chrono::milliseconds start_timeout);
 // Closes the record of the current attempt with `result` and `cause`, unless it already ended.
-void EndAttemptRecord(v1::JobStatus& status, const std::string& result, const std::string& cause,
+void EndAttemptRecord(v1::JobStatus& status, AttemptTrigger result, const std::string& cause,
                       int64_t now_ms);
 
 // A change of spec.suspend, prepared in full before anything is stored or sent.

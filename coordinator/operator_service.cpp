@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "coordinator/job_state_machine.h"
+#include "coordinator/rank_state_machine.h"
 
 namespace trainlet::coordinator {
 namespace {
@@ -58,7 +59,7 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
       }
       for (const v1::JobStatus* j : jobs_->List()) {
         for (const auto& rank : j->ranks()) {
-          if (rank.state() != "Pending" && rank.state() != "Running") continue;
+          if (!IsRankActive(rank.rank_state())) continue;
           for (auto& n : *r.mutable_nodes()->mutable_nodes()) {
             if (n.info().name() == rank.node()) n.set_used_slots(n.used_slots() + 1);
           }
@@ -143,18 +144,18 @@ bool OperatorService::CheckWait(const v1::WaitJobRequest& req, v1::WaitJobResult
   }
   *result.mutable_job() = *job;
   if (cond == "Deleted") return false;
-  if (HasCondition(*job, cond) || job->phase() == cond) {
+  const JobPhase phase = PhaseOf(*job);
+  if (HasCondition(*job, cond) || JobPhaseName(phase) == cond) {
     result.set_met(true);
     return true;
   }
-  const auto phase = ParseJobPhase(job->phase());
-  if (phase && IsTerminal(*phase)) {
+  if (IsTerminal(phase)) {
     result.set_impossible(true);
     std::string why = job->reason();
     for (const auto& c : job->conditions()) {
       if (c.status() == "True" && !c.message().empty()) why = c.reason() + ": " + c.message();
     }
-    result.set_message("trainjob/" + req.name() + " ended " + job->phase() +
+    result.set_message("trainjob/" + req.name() + " ended " + JobPhaseName(phase) +
                        (why.empty() ? "" : " (" + why + ")") + ", so it will never be " + cond);
     return true;
   }
@@ -169,7 +170,7 @@ void OperatorService::HandleLogs(const std::string& routing_id, uint64_t request
   }
   if (job->attempt() == 0) {
     return Fail(routing_id, request_id, ErrorCode::kUnavailable,
-                "trainjob/" + req.job() + " has not started yet (" + job->phase() +
+                "trainjob/" + req.job() + " has not started yet (" + JobPhaseName(PhaseOf(*job)) +
                     (job->reason().empty() ? "" : ": " + job->reason()) + ")");
   }
   const v1::RankStatus* rank = nullptr;
@@ -203,7 +204,7 @@ void OperatorService::HandleLogs(const std::string& routing_id, uint64_t request
                     "'s log of attempt " + std::to_string(attempt) + " is not connected");
   }
   const uint64_t id = next_log_request_++;
-  const bool done = rank->state() != "Pending" && rank->state() != "Running";
+  const bool done = !IsRankActive(rank->rank_state());
   logs_[id] = {routing_id, request_id, done || attempt != job->attempt(), attempt,
                now + kLogRelayTimeout};
   v1::Envelope env;

@@ -5,6 +5,7 @@
 
 #include "trainletctl/client_config.h"
 #include "trainletctl/coordinator_client.h"
+#include "trainletctl/state_text.h"
 
 namespace trainlet::cli {
 
@@ -47,7 +48,7 @@ int CmdSetSuspend(const CommonFlags& f, const std::string& kind_arg, const std::
     std::cout << "trainjob/" << name << (suspend ? " suspended" : " resumed") << "\n";
   } else {
     std::cout << "trainjob/" << name << (suspend ? " already suspended" : " is not suspended")
-              << " (" << r.phase() << ")\n";
+              << " (" << PhaseText(r) << ")\n";
   }
   return 0;
 }

@@ -8,6 +8,7 @@
 #include "common/status.h"
 #include "proto/reflection.h"
 #include "trainletctl/describe_node.h"
+#include "trainletctl/state_text.h"
 
 namespace trainlet::cli {
 
@@ -123,8 +124,11 @@ std::string RenderNodes(const v1::NodeList& nodes, OutputFormat format, int64_t 
 }
 
 std::string RenderJobs(const v1::JobList& jobs, OutputFormat format, int64_t now_ms) {
-  if (format == OutputFormat::kJson) return ToJson(jobs);
-  if (format == OutputFormat::kYaml) return ToYaml(jobs);
+  if (format == OutputFormat::kJson || format == OutputFormat::kYaml) {
+    v1::JobList shown = jobs;
+    FillStateStrings(shown);  // the old keys scripts read, beside the enums
+    return format == OutputFormat::kJson ? ToJson(shown) : ToYaml(shown);
+  }
   if (format == OutputFormat::kName) {
     std::string out;
     for (const auto& j : jobs.jobs()) out += "trainjob/" + j.name() + "\n";
@@ -137,9 +141,12 @@ std::string RenderJobs(const v1::JobList& jobs, OutputFormat format, int64_t now
   rows.push_back(header);
   for (const auto& j : jobs.jobs()) {
     const uint32_t ranks = j.num_nodes() * j.procs_per_node();
-    std::vector<std::string> row = {j.name(), j.deleting() ? "Terminating" : j.phase(),
-                                    std::to_string(j.num_nodes()), std::to_string(ranks),
-                                    std::to_string(j.attempt()), Age(j.created_unix_ms(), now_ms)};
+    std::vector<std::string> row = {j.name(),
+                                    j.deleting() ? "Terminating" : PhaseText(j),
+                                    std::to_string(j.num_nodes()),
+                                    std::to_string(ranks),
+                                    std::to_string(j.attempt()),
+                                    Age(j.created_unix_ms(), now_ms)};
     if (wide) row.insert(row.end(), {j.runtime(), j.reason()});
     rows.push_back(std::move(row));
   }
@@ -153,7 +160,7 @@ std::string DescribeJob(const v1::JobStatus& j, int64_t now_ms) {
   };
   field("Name", j.name());
   field("Runtime", j.runtime() + " (plugin " + j.plugin() + ")");
-  field("Phase", j.deleting() ? j.phase() + " (Terminating)" : j.phase());
+  field("Phase", j.deleting() ? PhaseText(j) + " (Terminating)" : PhaseText(j));
   if (!j.reason().empty()) field("Reason", j.reason());
   field("Attempt", std::to_string(j.attempt()) + " (restart limit " +
                        std::to_string(j.max_restarts()) + ")");
@@ -186,9 +193,10 @@ std::string DescribeJob(const v1::JobStatus& j, int64_t now_ms) {
         {"  RANK", "NODE", "LOCAL", "STATE", "PID", "EXIT", "SIGNAL", "DEVICES", "CPUS",
          "MESSAGE"}};
     for (const auto& r : j.ranks()) {
-      const bool ended = r.state() == "Succeeded" || r.state() == "Failed";
+      const std::string state = StateText(r);
+      const bool ended = state == "Succeeded" || state == "Failed";
       rows.push_back({"  " + std::to_string(r.rank()), r.node(), std::to_string(r.local_rank()),
-                      r.state(), r.pid() ? std::to_string(r.pid()) : "-",
+                      state, r.pid() ? std::to_string(r.pid()) : "-",
                       ended && r.signal() == 0 ? std::to_string(r.exit_code()) : "-",
                       r.signal() ? std::to_string(r.signal()) : "-",
                       r.devices().empty() ? "-" : r.devices(),
@@ -201,7 +209,7 @@ std::string DescribeJob(const v1::JobStatus& j, int64_t now_ms) {
     std::vector<std::vector<std::string>> rows = {{"  ATTEMPT", "STARTED", "RESULT", "CAUSE"}};
     for (const auto& a : j.attempts()) {
       rows.push_back({"  " + std::to_string(a.attempt()), Age(a.started_unix_ms(), now_ms) + " ago",
-                      a.result().empty() ? "Running" : a.result(), a.cause()});
+                      ResultText(a), a.cause()});
     }
     o << RenderTable(rows);
   }

@@ -15,8 +15,25 @@
 #include <vector>
 
 #include "coordinator/job_controller.h"
+#include "coordinator/job_state_machine.h"
 #include "coordinator/job_store.h"
 #include "coordinator/node_registry.h"
+#include "coordinator/rank_state_machine.h"
+
+namespace trainlet::coordinator {
+
+// The typed states by the names the coordinator gives them, so assertions read as before the
+// states were enums ("Running", "StartFailed", "" for a running attempt).
+inline std::string PhaseName(const v1::JobStatus& s) { return JobPhaseName(PhaseOf(s)); }
+inline std::string PhaseName(const v1::SuspendJobResult& r) {
+  return JobPhaseName(static_cast<JobPhase>(r.job_phase()));
+}
+inline std::string StateName(const v1::RankStatus& r) { return RankStateName(r.rank_state()); }
+inline std::string ResultName(const v1::AttemptRecord& a) {
+  return AttemptResultName(a.attempt_result());
+}
+
+}  // namespace trainlet::coordinator
 
 namespace trainlet::coordinator::testing {
 

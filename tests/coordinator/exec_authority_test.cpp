@@ -31,7 +31,7 @@ class ExecAuthorityTest : public ::testing::Test {
                         const std::string& key) {
     v1::JobStatus& st = jobs_[name];
     st.set_name(name);
-    st.set_phase(JobPhaseName(phase));
+    st.set_job_phase(static_cast<v1::JobPhase>(phase));
     st.set_attempt(attempt);
     st.set_num_nodes(2);
     st.set_launcher_key(key);
@@ -56,13 +56,13 @@ TEST(AttemptActive, OnlyTheCurrentStartingOrRunningAttemptOfALiveJob) {
   st.set_attempt(2);
   for (JobPhase p : {JobPhase::kPending, JobPhase::kRestarting, JobPhase::kSucceeded,
                      JobPhase::kFailed, JobPhase::kSuspended}) {
-    st.set_phase(JobPhaseName(p));
-    EXPECT_FALSE(AttemptActive(st, 2)) << st.phase();
+    st.set_job_phase(static_cast<v1::JobPhase>(p));
+    EXPECT_FALSE(AttemptActive(st, 2)) << JobPhaseName(p);
   }
-  st.set_phase("Running");
+  st.set_job_phase(v1::JOB_PHASE_RUNNING);
   EXPECT_TRUE(AttemptActive(st, 2));
   EXPECT_FALSE(AttemptActive(st, 1));
-  st.set_phase("Starting");
+  st.set_job_phase(v1::JOB_PHASE_STARTING);
   EXPECT_TRUE(AttemptActive(st, 2));
   st.set_deleting(true);
   EXPECT_FALSE(AttemptActive(st, 2));
@@ -129,7 +129,7 @@ TEST_F(ExecAuthorityTest, RefusesUnknownKeysStoppedAttemptsAndForeignHosts) {
   EXPECT_NE(foreign.status().message().find("host n9 is not in the placement of trainjob/job"),
             std::string::npos);
 
-  jobs_["job"].set_phase("Restarting");
+  jobs_["job"].set_job_phase(v1::JOB_PHASE_RESTARTING);
   auto stopped = exec_.ResolveExec("key-job", "n1");
   EXPECT_EQ(stopped.status().code(), ErrorCode::kPermission);
   EXPECT_NE(stopped.status().message().find("is Restarting, not running"), std::string::npos);

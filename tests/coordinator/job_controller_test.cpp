@@ -38,12 +38,12 @@ TEST_F(JobControllerTest, HelloRunsToCompletion) {
     ASSERT_TRUE(rec->has_value());
     EXPECT_EQ((*rec)->runtime_kind, "ClusterTrainingRuntime");
     EXPECT_EQ((*rec)->runtime_name, "plain");
-    EXPECT_EQ((*rec)->status.phase(), "Starting");  // placement is written before plans go out
+    EXPECT_EQ(PhaseName((*rec)->status), "Starting");  // placement is written before plans go out
     EXPECT_EQ((*rec)->status.attempt(), 1u);
   }
 
   const v1::JobStatus& st = JobOrDie("hello");
-  EXPECT_EQ(st.phase(), "Starting");
+  EXPECT_EQ(PhaseName(st), "Starting");
   EXPECT_EQ(st.attempt(), 1u);
   EXPECT_EQ(st.num_nodes(), 2u);
   EXPECT_EQ(st.procs_per_node(), 2u);
@@ -58,12 +58,12 @@ TEST_F(JobControllerTest, HelloRunsToCompletion) {
     EXPECT_EQ(st.ranks(r).rank(), r);
     EXPECT_EQ(st.ranks(r).local_rank(), r % 2);
     EXPECT_EQ(st.ranks(r).node(), r < 2 ? "n1" : "n2");
-    EXPECT_EQ(st.ranks(r).state(), "Pending");
+    EXPECT_EQ(StateName(st.ranks(r)), "Pending");
     EXPECT_EQ(st.ranks(r).attempt(), 1u);
   }
   ASSERT_EQ(st.attempts_size(), 1);
   EXPECT_EQ(st.attempts(0).attempt(), 1u);
-  EXPECT_EQ(st.attempts(0).result(), "");
+  EXPECT_EQ(ResultName(st.attempts(0)), "");
   // Where each rank of the attempt ran, so its logs stay reachable after a restart moves it.
   EXPECT_THAT(std::vector<std::string>(st.attempts(0).rank_nodes().begin(),
                                        st.attempts(0).rank_nodes().end()),
@@ -103,29 +103,29 @@ TEST_F(JobControllerTest, HelloRunsToCompletion) {
 
   // Three of four started: still Starting.
   for (uint32_t r = 0; r < 3; ++r) Report("hello", r, kStarted, kT0 + 100);
-  EXPECT_EQ(JobOrDie("hello").phase(), "Starting");
-  EXPECT_EQ(Rank(JobOrDie("hello"), 0)->state(), "Running");
+  EXPECT_EQ(PhaseName(JobOrDie("hello")), "Starting");
+  EXPECT_EQ(StateName(*Rank(JobOrDie("hello"), 0)), "Running");
   EXPECT_EQ(Rank(JobOrDie("hello"), 0)->pid(), 1000);
   Report("hello", 3, kStarted, kT0 + 110);
-  EXPECT_EQ(JobOrDie("hello").phase(), "Running");
+  EXPECT_EQ(PhaseName(JobOrDie("hello")), "Running");
 
   ReportAll("hello", kExited, kT0 + 2000, 0);
   const v1::JobStatus& done = JobOrDie("hello");
-  EXPECT_EQ(done.phase(), "Succeeded");
+  EXPECT_EQ(PhaseName(done), "Succeeded");
   const v1::Condition* complete = Cond(done, "Complete");
   ASSERT_NE(complete, nullptr);
   EXPECT_EQ(complete->status(), "True");
   EXPECT_EQ(Cond(done, "Failed"), nullptr);
-  EXPECT_EQ(done.attempts(0).result(), "Succeeded");
+  EXPECT_EQ(ResultName(done.attempts(0)), "Succeeded");
   EXPECT_EQ(done.attempts(0).ended_unix_ms(), kT0 + 2000);
-  for (const auto& r : done.ranks()) EXPECT_EQ(r.state(), "Succeeded");
+  for (const auto& r : done.ranks()) EXPECT_EQ(StateName(r), "Succeeded");
   EXPECT_TRUE(sink_.Stops().empty());
 
   // Event changes reach the store on Flush.
   ASSERT_TRUE(controller_->Flush().ok());
   auto rec = Stored("hello");
   ASSERT_TRUE(rec.has_value());
-  EXPECT_EQ(rec->status.phase(), "Succeeded");
+  EXPECT_EQ(PhaseName(rec->status), "Succeeded");
 }
 
 TEST_F(JobControllerTest, GenerationMovesOnChanges) {
@@ -140,16 +140,16 @@ TEST_F(JobControllerTest, GenerationMovesOnChanges) {
 TEST_F(JobControllerTest, RankFailureFailsJobWithoutRestarts) {
   ApplyOk(JobYaml("hello", 2, 2));
   ReportAll("hello", kStarted, kT0 + 10);
-  ASSERT_EQ(JobOrDie("hello").phase(), "Running");
+  ASSERT_EQ(PhaseName(JobOrDie("hello")), "Running");
   sink_.sent.clear();
 
   // Rank 2 (on n2) finished cleanly; rank 3 (also on n2) fails. Only n1 still runs ranks.
   Report("hello", 2, kExited, kT0 + 500, 0);
-  EXPECT_EQ(JobOrDie("hello").phase(), "Running");
+  EXPECT_EQ(PhaseName(JobOrDie("hello")), "Running");
   Report("hello", 3, kExited, kT0 + 600, 3);
 
   const v1::JobStatus& st = JobOrDie("hello");
-  EXPECT_EQ(st.phase(), "Failed");
+  EXPECT_EQ(PhaseName(st), "Failed");
   EXPECT_EQ(st.reason(), "BackoffLimitExceeded");
   const v1::Condition* failed = Cond(st, "Failed");
   ASSERT_NE(failed, nullptr);
@@ -159,11 +159,11 @@ TEST_F(JobControllerTest, RankFailureFailsJobWithoutRestarts) {
   const v1::RankStatus* r3 = Rank(st, 3);
   ASSERT_NE(r3, nullptr);
   EXPECT_EQ(r3->exit_code(), 3);
-  EXPECT_EQ(r3->state(), "Failed");
-  EXPECT_EQ(Rank(st, 2)->state(), "Succeeded");
+  EXPECT_EQ(StateName(*r3), "Failed");
+  EXPECT_EQ(StateName(*Rank(st, 2)), "Succeeded");
 
   ASSERT_EQ(st.attempts_size(), 1);
-  EXPECT_EQ(st.attempts(0).result(), "Failed");
+  EXPECT_EQ(ResultName(st.attempts(0)), "Failed");
   EXPECT_EQ(st.attempts(0).ended_unix_ms(), kT0 + 600);
   EXPECT_THAT(st.attempts(0).cause(), HasSubstr("rank 3"));
   EXPECT_THAT(st.attempts(0).cause(), HasSubstr("code 3"));
@@ -180,13 +180,13 @@ TEST_F(JobControllerTest, RankFailureFailsJobWithoutRestarts) {
   Report("hello", 0, kExited, kT0 + 700, 0, 15);
   Report("hello", 1, kExited, kT0 + 700, 0, 15);
   controller_->Schedule(kT0 + 100000);
-  EXPECT_EQ(JobOrDie("hello").phase(), "Failed");
+  EXPECT_EQ(PhaseName(JobOrDie("hello")), "Failed");
   EXPECT_EQ(JobOrDie("hello").attempt(), 1u);
   EXPECT_TRUE(sink_.sent.empty());
   EXPECT_EQ(Rank(JobOrDie("hello"), 0)->signal(), 15);
 
   ASSERT_TRUE(controller_->Flush().ok());
-  EXPECT_EQ(Stored("hello")->status.phase(), "Failed");
+  EXPECT_EQ(PhaseName(Stored("hello")->status), "Failed");
 }
 
 TEST_F(JobControllerTest, KilledBySignalCause) {
@@ -194,7 +194,7 @@ TEST_F(JobControllerTest, KilledBySignalCause) {
   Report("hello", 0, kStarted, kT0 + 1);
   Report("hello", 0, kExited, kT0 + 2, 0, 9);
   const v1::JobStatus& st = JobOrDie("hello");
-  EXPECT_EQ(st.phase(), "Failed");
+  EXPECT_EQ(PhaseName(st), "Failed");
   EXPECT_THAT(st.attempts(0).cause(), HasSubstr("signal 9"));
 }
 
@@ -209,8 +209,8 @@ TEST_F(JobControllerTest, StartFailedFailsAttempt) {
       }(),
       kT0 + 5);
   const v1::JobStatus& st = JobOrDie("hello");
-  EXPECT_EQ(st.phase(), "Failed");
-  EXPECT_EQ(Rank(st, 1)->state(), "StartFailed");
+  EXPECT_EQ(PhaseName(st), "Failed");
+  EXPECT_EQ(StateName(*Rank(st, 1)), "StartFailed");
   EXPECT_THAT(st.attempts(0).cause(), HasSubstr("No such file"));
   // Rank 0 had not reported, so it may be alive on n1: it is stopped.
   EXPECT_EQ(sink_.StopNodes(), std::vector<std::string>{"n1"});
@@ -221,9 +221,9 @@ TEST_F(JobControllerTest, RestartAfterFailureWithBackoff) {
   MakeController();
   ApplyOk(RuntimeYaml("plain-retry", "", 1) + "---\n" + JobYaml("retry", 2, 2, "plain-retry"));
   ASSERT_EQ(JobOrDie("retry").max_restarts(), 1u);
-  ASSERT_EQ(JobOrDie("retry").phase(), "Starting");
+  ASSERT_EQ(PhaseName(JobOrDie("retry")), "Starting");
   ReportAll("retry", kStarted, kT0 + 10);
-  ASSERT_EQ(JobOrDie("retry").phase(), "Running");
+  ASSERT_EQ(PhaseName(JobOrDie("retry")), "Running");
   sink_.sent.clear();
 
   // Attempt 1 fails at t=1000.
@@ -231,9 +231,9 @@ TEST_F(JobControllerTest, RestartAfterFailureWithBackoff) {
   Report("retry", 1, kExited, fail_at, 3);
   {
     const v1::JobStatus& st = JobOrDie("retry");
-    EXPECT_EQ(st.phase(), "Restarting");
+    EXPECT_EQ(PhaseName(st), "Restarting");
     EXPECT_EQ(st.attempt(), 1u);
-    EXPECT_EQ(st.attempts(0).result(), "Failed");
+    EXPECT_EQ(ResultName(st.attempts(0)), "Failed");
     EXPECT_THAT(st.attempts(0).cause(), HasSubstr("rank 1"));
     EXPECT_EQ(Cond(st, "Failed"), nullptr);
   }
@@ -245,13 +245,13 @@ TEST_F(JobControllerTest, RestartAfterFailureWithBackoff) {
   // Neither the backoff nor the old ranks are over.
   controller_->Schedule(fail_at + 1);
   EXPECT_TRUE(sink_.Plans().empty());
-  EXPECT_EQ(JobOrDie("retry").phase(), "Restarting");
+  EXPECT_EQ(PhaseName(JobOrDie("retry")), "Restarting");
 
   // More failures of the same attempt while it stops do not fail it again.
   Report("retry", 0, kExited, fail_at + 2, 0, 15);
   Report("retry", 2, kExited, fail_at + 3, 0, 15);
   Report("retry", 3, kExited, fail_at + 4, 0, 15);
-  EXPECT_EQ(JobOrDie("retry").phase(), "Restarting");
+  EXPECT_EQ(PhaseName(JobOrDie("retry")), "Restarting");
   EXPECT_EQ(JobOrDie("retry").attempts_size(), 1);
   EXPECT_THAT(JobOrDie("retry").attempts(0).cause(), HasSubstr("rank 1"));
 
@@ -259,17 +259,17 @@ TEST_F(JobControllerTest, RestartAfterFailureWithBackoff) {
   EXPECT_EQ(controller_->NextWakeMs(), fail_at + 10);
   controller_->Schedule(fail_at + 5);
   EXPECT_TRUE(sink_.Plans().empty());
-  EXPECT_EQ(JobOrDie("retry").phase(), "Restarting");
+  EXPECT_EQ(PhaseName(JobOrDie("retry")), "Restarting");
   controller_->Schedule(fail_at + 10);
   {
     const v1::JobStatus& st = JobOrDie("retry");
-    EXPECT_EQ(st.phase(), "Starting");
+    EXPECT_EQ(PhaseName(st), "Starting");
     EXPECT_EQ(st.attempt(), 2u);
     ASSERT_EQ(st.attempts_size(), 2);
     EXPECT_EQ(st.attempts(1).attempt(), 2u);
     ASSERT_EQ(st.ranks_size(), 4);
     for (const auto& r : st.ranks()) {
-      EXPECT_EQ(r.state(), "Pending");
+      EXPECT_EQ(StateName(r), "Pending");
       EXPECT_EQ(r.attempt(), 2u);
     }
   }
@@ -285,12 +285,12 @@ TEST_F(JobControllerTest, RestartAfterFailureWithBackoff) {
 
   // Stale events for attempt 1: an exit is ignored; a start is answered with a stop.
   controller_->OnWorkerEvent("n1", Event("retry", 1, 0, kExited, 7), fail_at + 20);
-  EXPECT_EQ(Rank(JobOrDie("retry"), 0)->state(), "Pending");
+  EXPECT_EQ(StateName(*Rank(JobOrDie("retry"), 0)), "Pending");
   EXPECT_EQ(Rank(JobOrDie("retry"), 0)->exit_code(), 0);
-  EXPECT_EQ(JobOrDie("retry").phase(), "Starting");
+  EXPECT_EQ(PhaseName(JobOrDie("retry")), "Starting");
   EXPECT_TRUE(sink_.sent.empty());
   controller_->OnWorkerEvent("n2", Event("retry", 1, 2, kStarted), fail_at + 21);
-  EXPECT_EQ(Rank(JobOrDie("retry"), 2)->state(), "Pending");
+  EXPECT_EQ(StateName(*Rank(JobOrDie("retry"), 2)), "Pending");
   auto stops = sink_.Stops();
   ASSERT_EQ(stops.size(), 1u);
   EXPECT_EQ(stops[0].first, "n2");
@@ -300,11 +300,11 @@ TEST_F(JobControllerTest, RestartAfterFailureWithBackoff) {
 
   // Attempt 2 fails too: the restart limit (1) is reached.
   ReportAll("retry", kStarted, fail_at + 30);
-  ASSERT_EQ(JobOrDie("retry").phase(), "Running");
+  ASSERT_EQ(PhaseName(JobOrDie("retry")), "Running");
   Report("retry", 0, kExited, fail_at + 40, 1);
   const v1::JobStatus& st = JobOrDie("retry");
-  EXPECT_EQ(st.phase(), "Failed");
-  EXPECT_EQ(st.attempts(1).result(), "Failed");
+  EXPECT_EQ(PhaseName(st), "Failed");
+  EXPECT_EQ(ResultName(st.attempts(1)), "Failed");
   ASSERT_NE(Cond(st, "Failed"), nullptr);
   EXPECT_THAT(Cond(st, "Failed")->message(), HasSubstr("restart limit 1"));
 }
@@ -313,7 +313,7 @@ TEST_F(JobControllerTest, UnplaceableWaitsUntilNodesJoin) {
   ApplyOk(JobYaml("big", 5, 2));
   {
     const v1::JobStatus& st = JobOrDie("big");
-    EXPECT_EQ(st.phase(), "Pending");
+    EXPECT_EQ(PhaseName(st), "Pending");
     EXPECT_EQ(st.attempt(), 0u);
     EXPECT_THAT(st.reason(), HasSubstr("5 nodes"));
     EXPECT_THAT(st.reason(), HasSubstr("3 nodes"));
@@ -322,13 +322,13 @@ TEST_F(JobControllerTest, UnplaceableWaitsUntilNodesJoin) {
   EXPECT_TRUE(sink_.sent.empty());
   controller_->Schedule(kT0 + 1000);
   EXPECT_TRUE(sink_.sent.empty());
-  EXPECT_EQ(JobOrDie("big").phase(), "Pending");
+  EXPECT_EQ(PhaseName(JobOrDie("big")), "Pending");
 
   AddNode("n4");
   AddNode("n5");
   controller_->Schedule(kT0 + 2000);
   const v1::JobStatus& st = JobOrDie("big");
-  EXPECT_EQ(st.phase(), "Starting");
+  EXPECT_EQ(PhaseName(st), "Starting");
   EXPECT_EQ(st.placement_size(), 5);
   EXPECT_EQ(st.ranks_size(), 10);
   EXPECT_EQ(sink_.Plans().size(), 5u);
@@ -337,15 +337,15 @@ TEST_F(JobControllerTest, UnplaceableWaitsUntilNodesJoin) {
 TEST_F(JobControllerTest, BusyNodesAreNotDoubleBooked) {
   // Two 3-node jobs of 4 ranks each: the second must wait for the first.
   ApplyOk(JobYaml("first", 3, 4));
-  ASSERT_EQ(JobOrDie("first").phase(), "Starting");
+  ASSERT_EQ(PhaseName(JobOrDie("first")), "Starting");
   ApplyOk(JobYaml("second", 3, 4));
-  EXPECT_EQ(JobOrDie("second").phase(), "Pending");
+  EXPECT_EQ(PhaseName(JobOrDie("second")), "Pending");
   EXPECT_EQ(sink_.Plans().size(), 3u);
   ReportAll("first", kStarted, kT0 + 1);
   ReportAll("first", kExited, kT0 + 2);
-  ASSERT_EQ(JobOrDie("first").phase(), "Succeeded");
+  ASSERT_EQ(PhaseName(JobOrDie("first")), "Succeeded");
   controller_->Schedule(kT0 + 3);
-  EXPECT_EQ(JobOrDie("second").phase(), "Starting");
+  EXPECT_EQ(PhaseName(JobOrDie("second")), "Starting");
   EXPECT_EQ(sink_.Plans().size(), 6u);
 }
 
@@ -415,18 +415,18 @@ TEST_F(JobControllerTest, StoppingRanksOfFailedJobStillHoldSlots) {
   ApplyOk(JobYaml("first", 3, 4));  // fills the cluster
   ReportAll("first", kStarted, kT0 + 1);
   Report("first", 0, kExited, kT0 + 2, 1);
-  ASSERT_EQ(JobOrDie("first").phase(), "Failed");
-  ASSERT_EQ(Rank(JobOrDie("first"), 1)->state(), "Running");  // asked to stop, not gone yet
+  ASSERT_EQ(PhaseName(JobOrDie("first")), "Failed");
+  ASSERT_EQ(StateName(*Rank(JobOrDie("first"), 1)), "Running");  // asked to stop, not gone yet
   sink_.sent.clear();
 
   ApplyOk(JobYaml("second", 3, 4), kT0 + 3);
-  EXPECT_EQ(JobOrDie("second").phase(), "Pending");
+  EXPECT_EQ(PhaseName(JobOrDie("second")), "Pending");
   EXPECT_TRUE(sink_.Plans().empty());
 
   // Once the old ranks are gone, the new gang fits.
   ReportAll("first", kExited, kT0 + 4, 0, 15);
   controller_->Schedule(kT0 + 5);
-  EXPECT_EQ(JobOrDie("second").phase(), "Starting");
+  EXPECT_EQ(PhaseName(JobOrDie("second")), "Starting");
 }
 
 // NextWakeMs promises the time of the next *timed* work. A Restarting job whose backoff ended but
@@ -438,11 +438,11 @@ TEST_F(JobControllerTest, NextWakeIgnoresRestartsWaitingForOldRanks) {
   ApplyOk(RuntimeYaml("plain-retry", "", 1) + "---\n" + JobYaml("retry", 2, 2, "plain-retry"));
   ReportAll("retry", kStarted, kT0 + 1);
   Report("retry", 0, kExited, kT0 + 100, 1);
-  ASSERT_EQ(JobOrDie("retry").phase(), "Restarting");
+  ASSERT_EQ(PhaseName(JobOrDie("retry")), "Restarting");
   sink_.sent.clear();
   controller_->Schedule(kT0 + 200);  // backoff over; ranks 1-3 still stopping
   // Two attempts never run at once.
-  ASSERT_EQ(JobOrDie("retry").phase(), "Restarting");
+  ASSERT_EQ(PhaseName(JobOrDie("retry")), "Restarting");
   EXPECT_TRUE(sink_.Plans().empty());
   EXPECT_GT(controller_->NextWakeMs(), kT0 + 200);
 }
@@ -462,7 +462,7 @@ TEST_F(JobControllerTest, ApplyReportsRuntimesCreatedThenConfigured) {
 TEST_F(JobControllerTest, MissingPluginStoredButNeverPlaced) {
   ApplyOk(RuntimeYaml("fluxy", "    flux: {}\n") + "---\n" + JobYaml("t", 1, 1, "fluxy"));
   const v1::JobStatus& st = JobOrDie("t");
-  EXPECT_EQ(st.phase(), "Pending");
+  EXPECT_EQ(PhaseName(st), "Pending");
   EXPECT_EQ(st.plugin(), "flux");
   EXPECT_THAT(st.reason(), HasSubstr("'flux'"));
   EXPECT_THAT(st.reason(), HasSubstr("plugin"));
@@ -470,7 +470,7 @@ TEST_F(JobControllerTest, MissingPluginStoredButNeverPlaced) {
   controller_->Schedule(kT0 + 1000);
   controller_->Schedule(kT0 + 100000);
   EXPECT_TRUE(sink_.sent.empty());
-  EXPECT_EQ(JobOrDie("t").phase(), "Pending");
+  EXPECT_EQ(PhaseName(JobOrDie("t")), "Pending");
   EXPECT_EQ(JobOrDie("t").attempt(), 0u);
   EXPECT_THAT(JobOrDie("t").reason(), HasSubstr("'flux'"));  // not replaced by another reason
 }
@@ -503,7 +503,7 @@ TEST_F(JobControllerTest, DeleteRunningJobWaitsForRanks) {
   Report("hello", 1, kExited, kT0 + 200, 0, 15);
   Report("hello", 2, kExited, kT0 + 200, 0, 15);
   ASSERT_NE(controller_->Find("hello"), nullptr);
-  EXPECT_NE(JobOrDie("hello").phase(), "Failed");
+  EXPECT_NE(PhaseName(JobOrDie("hello")), "Failed");
   EXPECT_TRUE(Stored("hello").has_value());
   Report("hello", 3, kExited, kT0 + 210, 0, 15);
   EXPECT_EQ(controller_->Find("hello"), nullptr);
@@ -525,7 +525,7 @@ TEST_F(JobControllerTest, DeleteRunningJobWaitsForRanks) {
 
 TEST_F(JobControllerTest, DeletePendingJobRemovesAtOnce) {
   ApplyOk(JobYaml("big", 5, 1));
-  ASSERT_EQ(JobOrDie("big").phase(), "Pending");
+  ASSERT_EQ(PhaseName(JobOrDie("big")), "Pending");
   auto del = controller_->Delete("big", kT0 + 1);
   ASSERT_TRUE(del.ok()) << del.status().ToString();
   EXPECT_EQ(controller_->Find("big"), nullptr);
@@ -561,16 +561,16 @@ TEST_F(JobControllerTest, NodeLostFailsAttempt) {
 
   controller_->OnNodeLost("n2", kT0 + 4000);
   const v1::JobStatus& st = JobOrDie("hello");
-  EXPECT_EQ(st.phase(), "Failed");
+  EXPECT_EQ(PhaseName(st), "Failed");
   EXPECT_THAT(st.attempts(0).cause(), HasSubstr("n2"));
   EXPECT_THAT(st.attempts(0).cause(), HasSubstr("lost"));
-  EXPECT_EQ(Rank(st, 2)->state(), "Lost");
-  EXPECT_EQ(Rank(st, 3)->state(), "Lost");
-  EXPECT_EQ(Rank(st, 0)->state(), "Running");
+  EXPECT_EQ(StateName(*Rank(st, 2)), "Lost");
+  EXPECT_EQ(StateName(*Rank(st, 3)), "Lost");
+  EXPECT_EQ(StateName(*Rank(st, 0)), "Running");
   // Stop goes to the nodes still holding live ranks, not to the lost one.
   EXPECT_EQ(sink_.StopNodes(), std::vector<std::string>{"n1"});
   // A job with no rank on n2 is untouched.
-  EXPECT_EQ(JobOrDie("other").phase(), "Running");
+  EXPECT_EQ(PhaseName(JobOrDie("other")), "Running");
 }
 
 TEST_F(JobControllerTest, LoadSeesStoredJobsAndPhases) {
@@ -579,7 +579,7 @@ TEST_F(JobControllerTest, LoadSeesStoredJobsAndPhases) {
   ApplyOk(RuntimeYaml("fluxy", "    flux: {}\n") + "---\n" + JobYaml("t", 1, 1, "fluxy"));
   ReportAll("hello", kStarted, kT0 + 1);
   ReportAll("hello", kExited, kT0 + 2);
-  ASSERT_EQ(JobOrDie("hello").phase(), "Succeeded");
+  ASSERT_EQ(PhaseName(JobOrDie("hello")), "Succeeded");
   ASSERT_TRUE(controller_->Flush().ok());
 
   // A second controller over a second connection to the same database.
@@ -593,11 +593,11 @@ TEST_F(JobControllerTest, LoadSeesStoredJobsAndPhases) {
   EXPECT_EQ(list[0]->name(), "hello");
   EXPECT_EQ(list[1]->name(), "big");
   EXPECT_EQ(list[2]->name(), "t");
-  EXPECT_EQ(second.Find("hello")->phase(), "Succeeded");
+  EXPECT_EQ(PhaseName(*second.Find("hello")), "Succeeded");
   EXPECT_EQ(second.Find("hello")->ranks_size(), 4);
   ASSERT_NE(Cond(*second.Find("hello"), "Complete"), nullptr);
-  EXPECT_EQ(second.Find("big")->phase(), "Pending");
-  EXPECT_EQ(second.Find("t")->phase(), "Pending");
+  EXPECT_EQ(PhaseName(*second.Find("big")), "Pending");
+  EXPECT_EQ(PhaseName(*second.Find("t")), "Pending");
   EXPECT_THAT(second.Find("t")->reason(), HasSubstr("'flux'"));
 
   // The reloaded jobs are live: the same spec is "unchanged", and the Pending one is placed
@@ -608,7 +608,7 @@ TEST_F(JobControllerTest, LoadSeesStoredJobsAndPhases) {
   AddNode("n4");
   AddNode("n5");
   second.Schedule(kT0 + 20);
-  EXPECT_EQ(second.Find("big")->phase(), "Starting");
+  EXPECT_EQ(PhaseName(*second.Find("big")), "Starting");
   EXPECT_EQ(sink2.Plans().size(), 5u);
 }
 
@@ -623,18 +623,18 @@ TEST_F(JobControllerTest, EventsFromTheWrongNodeAreIgnored) {
   ApplyOk(JobYaml("hello", 2, 2));
   // Rank 0 lives on n1; n3 claims it.
   controller_->OnWorkerEvent("n3", Event("hello", 1, 0, kExited, 3), kT0 + 1);
-  EXPECT_EQ(JobOrDie("hello").phase(), "Starting");
-  EXPECT_EQ(Rank(JobOrDie("hello"), 0)->state(), "Pending");
+  EXPECT_EQ(PhaseName(JobOrDie("hello")), "Starting");
+  EXPECT_EQ(StateName(*Rank(JobOrDie("hello"), 0)), "Pending");
   // A rank that does not exist.
   controller_->OnWorkerEvent("n1", Event("hello", 1, 42, kExited, 3), kT0 + 1);
-  EXPECT_EQ(JobOrDie("hello").phase(), "Starting");
+  EXPECT_EQ(PhaseName(JobOrDie("hello")), "Starting");
 }
 
 TEST_F(JobControllerTest, SuspendedJobIsNotPlaced) {
   std::string yaml = JobYaml("later", 1, 1);
   yaml.replace(yaml.find("  trainer:"), 0, "  suspend: true\n");
   ApplyOk(yaml);
-  EXPECT_EQ(JobOrDie("later").phase(), "Suspended");
+  EXPECT_EQ(PhaseName(JobOrDie("later")), "Suspended");
   controller_->Schedule(kT0 + 1);
   EXPECT_TRUE(sink_.sent.empty());
 }

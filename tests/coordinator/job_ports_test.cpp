@@ -115,7 +115,7 @@ class JobPortsTest : public ControllerFixture {
   std::vector<std::string> PlaceTwoNodes(const std::string& job = "train") {
     ApplyOk(JobYaml(job, 2, 2, "rt"));
     const auto& st = JobOrDie(job);
-    EXPECT_EQ(st.phase(), "Starting");
+    EXPECT_EQ(PhaseName(st), "Starting");
     EXPECT_EQ(st.placement_size(), 2);
     return {st.placement().begin(), st.placement().end()};
   }
@@ -143,7 +143,7 @@ TEST_F(JobPortsTest, ReservesFirstThenPlansWithThePortsAndLaunches) {
   auto stored = Stored("train");
   ASSERT_TRUE(stored.has_value());
   EXPECT_EQ(stored->status.attempt(), 1u) << "the attempt is durable before any agent hears of it";
-  for (const auto& r : JobOrDie("train").ranks()) EXPECT_EQ(r.state(), "Pending");
+  for (const auto& r : JobOrDie("train").ranks()) EXPECT_EQ(StateName(r), "Pending");
 
   // Out of order: node rank 1 answers first. Still nothing is sent.
   controller_->OnPortsReserved(nodes[1], Answer("train", 1, {20007}), kT0 + 10);
@@ -165,13 +165,13 @@ TEST_F(JobPortsTest, ReservesFirstThenPlansWithThePortsAndLaunches) {
   EXPECT_EQ(plans[1].second.workers(0).env().at("NODE_PORTS"), "20007");
 
   ReportAll("train", v1::WorkerEvent::KIND_STARTED, kT0 + 30);
-  EXPECT_EQ(JobOrDie("train").phase(), "Running");
+  EXPECT_EQ(PhaseName(JobOrDie("train")), "Running");
   // A late duplicate answer (the node was asked again after re-registering) changes nothing and
   // sends nothing: above all no StopWorkers, which would stop the running attempt's ranks.
   const size_t sent = sink_.sent.size();
   controller_->OnPortsReserved(nodes[0], Answer("train", 1, {20001, 20002}), kT0 + 40);
   EXPECT_EQ(sink_.Plans().size(), 2u);
-  EXPECT_EQ(JobOrDie("train").phase(), "Running");
+  EXPECT_EQ(PhaseName(JobOrDie("train")), "Running");
   EXPECT_EQ(sink_.sent.size(), sent);
 }
 
@@ -223,20 +223,20 @@ TEST_F(JobPortsTest, AnErrorFailsTheAttemptNamingTheNodeAndItRestarts) {
   controller_->OnPortsReserved(
       nodes[1], Answer("train", 1, {}, "no free port in 20000-29999 on 127.0.0.2"), kT0 + 2);
   const auto& st = JobOrDie("train");
-  EXPECT_EQ(st.phase(), "Restarting");
+  EXPECT_EQ(PhaseName(st), "Restarting");
   ASSERT_EQ(st.attempts_size(), 1);
-  EXPECT_EQ(st.attempts(0).result(), "Failed");
+  EXPECT_EQ(ResultName(st.attempts(0)), "Failed");
   EXPECT_EQ(st.attempts(0).cause(), nodes[1] + ": no free port in 20000-29999 on 127.0.0.2");
   EXPECT_TRUE(sink_.Plans().empty());
   // Both nodes are told to stop the attempt, which gives back what they hold.
   EXPECT_EQ(sink_.StopNodes(), (std::vector<std::string>{nodes[0], nodes[1]}));
   // No plan ever went out, so no rank exists: none is left Pending to block the restart.
-  for (const auto& r : st.ranks()) EXPECT_EQ(r.state(), "Stopped") << r.rank();
+  for (const auto& r : st.ranks()) EXPECT_EQ(StateName(r), "Stopped") << r.rank();
   ASSERT_TRUE(controller_->Flush().ok());
   EXPECT_EQ(Stored("train")->status.attempts(0).cause(), st.attempts(0).cause());
 
   controller_->Schedule(kT0 + 200);
-  EXPECT_EQ(JobOrDie("train").phase(), "Starting");
+  EXPECT_EQ(PhaseName(JobOrDie("train")), "Starting");
   EXPECT_EQ(JobOrDie("train").attempt(), 2u);
   const auto reserves = Reserves();
   ASSERT_EQ(reserves.size(), 4u);
@@ -256,8 +256,8 @@ TEST_F(JobPortsTest, AStaleAnswerIsDroppedAndItsPortsGivenBack) {
   EXPECT_EQ(sink_.sent[0].first, nodes[1]);
   ASSERT_TRUE(sink_.sent[0].second.has_stop_workers());
   EXPECT_EQ(sink_.sent[0].second.stop_workers().attempt(), 1u);
-  EXPECT_EQ(JobOrDie("train").phase(), "Starting");
-  EXPECT_EQ(JobOrDie("train").attempts(1).result(), "");
+  EXPECT_EQ(PhaseName(JobOrDie("train")), "Starting");
+  EXPECT_EQ(ResultName(JobOrDie("train").attempts(1)), "");
   // Unknown jobs, nodes outside the placement and error answers of stale attempts send nothing
   // back that could matter, and fail nothing.
   sink_.sent.clear();
@@ -265,8 +265,8 @@ TEST_F(JobPortsTest, AStaleAnswerIsDroppedAndItsPortsGivenBack) {
   controller_->OnPortsReserved(nodes[0], Answer("nope", 1, {}, "whatever"), kT0 + 302);
   controller_->OnPortsReserved(nodes[0], Answer("train", 1, {}, "late error"), kT0 + 303);
   EXPECT_TRUE(sink_.Plans().empty());
-  EXPECT_EQ(JobOrDie("train").phase(), "Starting");
-  EXPECT_EQ(JobOrDie("train").attempts(1).result(), "");
+  EXPECT_EQ(PhaseName(JobOrDie("train")), "Starting");
+  EXPECT_EQ(ResultName(JobOrDie("train").attempts(1)), "");
   // The current attempt still launches once both answer.
   controller_->OnPortsReserved(nodes[0], Answer("train", 2, {20011, 20012}), kT0 + 304);
   controller_->OnPortsReserved(nodes[1], Answer("train", 2, {20013}), kT0 + 305);
@@ -277,7 +277,7 @@ TEST_F(JobPortsTest, AStaleAnswerIsDroppedAndItsPortsGivenBack) {
 TEST_F(JobPortsTest, AWrongNumberOfPortsFailsTheAttempt) {
   const auto nodes = PlaceTwoNodes();
   controller_->OnPortsReserved(nodes[0], Answer("train", 1, {20001}), kT0 + 1);
-  EXPECT_EQ(JobOrDie("train").phase(), "Restarting");
+  EXPECT_EQ(PhaseName(JobOrDie("train")), "Restarting");
   EXPECT_EQ(JobOrDie("train").attempts(0).cause(),
             nodes[0] + ": reserved 1 ports, 2 were asked for");
 }
@@ -288,7 +288,7 @@ TEST_F(JobPortsTest, PlanningWithPortsFailingFailsTheAttempt) {
   controller_->OnPortsReserved(nodes[0], Answer("train", 1, {20001, 20002}), kT0 + 1);
   controller_->OnPortsReserved(nodes[1], Answer("train", 1, {20003}), kT0 + 2);
   EXPECT_TRUE(sink_.Plans().empty());
-  EXPECT_EQ(JobOrDie("train").phase(), "Restarting");
+  EXPECT_EQ(PhaseName(JobOrDie("train")), "Restarting");
   EXPECT_THAT(JobOrDie("train").attempts(0).cause(),
               HasSubstr("planning with the reserved ports failed: fake: no good with ports"));
 }
@@ -298,10 +298,10 @@ TEST_F(JobPortsTest, ANodeLostWhileReservingFailsTheAttemptAsToday) {
   controller_->OnPortsReserved(nodes[0], Answer("train", 1, {20001, 20002}), kT0 + 1);
   controller_->OnNodeLost(nodes[1], kT0 + 2);
   const auto& st = JobOrDie("train");
-  EXPECT_EQ(st.phase(), "Restarting");
+  EXPECT_EQ(PhaseName(st), "Restarting");
   EXPECT_EQ(st.attempts(0).cause(), "node " + nodes[1] + " lost");
   for (const auto& r : st.ranks()) {
-    EXPECT_EQ(r.state(), r.node() == nodes[1] ? "Lost" : "Stopped") << r.rank();
+    EXPECT_EQ(StateName(r), r.node() == nodes[1] ? "Lost" : "Stopped") << r.rank();
   }
   // Its answer, should it still come, launches nothing.
   controller_->OnPortsReserved(nodes[1], Answer("train", 1, {20003}), kT0 + 3);
@@ -321,10 +321,10 @@ TEST_F(JobPortsTest, StartTimeoutNamesTheNodesWhosePortsNeverCame) {
   controller_->OnPortsReserved(nodes[0], Answer("train", 1, {20001, 20002}), kT0 + 1);
   EXPECT_EQ(controller_->NextWakeMs(), kT0 + kTimeout);
   controller_->Schedule(kT0 + kTimeout - 1);
-  EXPECT_EQ(JobOrDie("train").phase(), "Starting");
+  EXPECT_EQ(PhaseName(JobOrDie("train")), "Starting");
   controller_->Schedule(kT0 + kTimeout);
   const auto& st = JobOrDie("train");
-  EXPECT_EQ(st.phase(), "Restarting");
+  EXPECT_EQ(PhaseName(st), "Restarting");
   EXPECT_EQ(st.attempts(0).cause(),
             "StartTimeout: ranks not started 5000 ms after the attempt was placed, on " +
                 nodes[1] + " (its ports never arrived)")
@@ -334,7 +334,7 @@ TEST_F(JobPortsTest, StartTimeoutNamesTheNodesWhosePortsNeverCame) {
   // Restarted after the backoff, as any failed attempt.
   controller_->Schedule(kT0 + kTimeout + 200);
   EXPECT_EQ(JobOrDie("train").attempt(), 2u);
-  EXPECT_EQ(JobOrDie("train").phase(), "Starting");
+  EXPECT_EQ(PhaseName(JobOrDie("train")), "Starting");
 }
 
 TEST_F(JobPortsTest, StartTimeoutAlsoCoversPlansThatNeverReported) {
@@ -343,16 +343,16 @@ TEST_F(JobPortsTest, StartTimeoutAlsoCoversPlansThatNeverReported) {
   const auto nodes = PlaceTwoNodes();
   // Node 0's ranks start; node 1 never says anything (its plan was lost).
   for (uint32_t rank : {0u, 1u}) Report("train", rank, v1::WorkerEvent::KIND_STARTED, kT0 + 5);
-  EXPECT_EQ(JobOrDie("train").phase(), "Starting");
+  EXPECT_EQ(PhaseName(JobOrDie("train")), "Starting");
   EXPECT_EQ(controller_->NextWakeMs(), kT0 + kTimeout);
   controller_->Schedule(kT0 + kTimeout);
   const auto& st = JobOrDie("train");
-  EXPECT_EQ(st.phase(), "Restarting");
+  EXPECT_EQ(PhaseName(st), "Restarting");
   EXPECT_EQ(st.attempts(0).cause(),
             "StartTimeout: ranks not started 5000 ms after the attempt was placed, on " +
                 nodes[1] + " (no rank reported started)");
-  EXPECT_EQ(Rank(st, 2)->state(), "Lost");
-  EXPECT_EQ(Rank(st, 0)->state(), "Running") << "stopped by StopWorkers, it reports its exit";
+  EXPECT_EQ(StateName(*Rank(st, 2)), "Lost");
+  EXPECT_EQ(StateName(*Rank(st, 0)), "Running") << "stopped by StopWorkers, it reports its exit";
   EXPECT_EQ(sink_.StopNodes(), (std::vector<std::string>{nodes[0], nodes[1]}));
   // Once node 0's ranks have exited, the gang is placed again.
   for (uint32_t rank : {0u, 1u}) {
@@ -367,10 +367,10 @@ TEST_F(JobPortsTest, NoStartTimeoutOnceRunning) {
   plugin_.others = 0;
   PlaceTwoNodes();
   ReportAll("train", v1::WorkerEvent::KIND_STARTED, kT0 + 5);
-  EXPECT_EQ(JobOrDie("train").phase(), "Running");
+  EXPECT_EQ(PhaseName(JobOrDie("train")), "Running");
   EXPECT_EQ(controller_->NextWakeMs(), INT64_MAX);
   controller_->Schedule(kT0 + 10 * kTimeout);
-  EXPECT_EQ(JobOrDie("train").phase(), "Running");
+  EXPECT_EQ(PhaseName(JobOrDie("train")), "Running");
 }
 
 TEST_F(JobPortsTest, ManyConcurrentJobsEachWaitForTheirOwnPorts) {

@@ -42,7 +42,7 @@ class JobStoreTest : public ::testing::Test {
     j.runtime_name = "torch-distributed";
     j.runtime_yaml = "kind: ClusterTrainingRuntime\n";
     j.status.set_name(name);
-    j.status.set_phase("Pending");
+    j.status.set_job_phase(v1::JOB_PHASE_PENDING);
     j.status.set_num_nodes(2);
     j.status.add_placement("n1");
     return j;
@@ -95,12 +95,12 @@ TEST_F(JobStoreTest, RoundTrip) {
   EXPECT_FALSE(missing->has_value());
 
   v1::JobStatus st = j.status;
-  st.set_phase("Running");
+  st.set_job_phase(v1::JOB_PHASE_RUNNING);
   st.set_attempt(3);
   ASSERT_TRUE(store->UpdateStatus("hello", st).ok());
   got = store->GetJob("hello");
   ASSERT_TRUE(got.ok() && got->has_value());
-  EXPECT_EQ((*got)->status.phase(), "Running");
+  EXPECT_EQ((*got)->status.job_phase(), v1::JOB_PHASE_RUNNING);
   EXPECT_EQ((*got)->status.attempt(), 3u);
 
   EXPECT_EQ(store->UpdateStatus("nope", st).code(), ErrorCode::kNotFound);
@@ -172,7 +172,7 @@ TEST_F(JobStoreTest, ReopenAfterCloseKeepsEverything) {
     ASSERT_TRUE(store->CreateJob(Job("one")).ok());
     ASSERT_TRUE(store->CreateJob(Job("two")).ok());
     v1::JobStatus st = Job("two").status;
-    st.set_phase("Failed");
+    st.set_job_phase(v1::JOB_PHASE_FAILED);
     st.add_events()->set_reason("BackoffLimitExceeded");
     ASSERT_TRUE(store->UpdateStatus("two", st).ok());
     ASSERT_TRUE(store->PutRuntime({"ClusterTrainingRuntime", "plain", "y"}).ok());
@@ -182,7 +182,7 @@ TEST_F(JobStoreTest, ReopenAfterCloseKeepsEverything) {
   auto jobs = store->ListJobs();
   ASSERT_TRUE(jobs.ok());
   ASSERT_EQ(jobs->size(), 2u);
-  EXPECT_EQ((*jobs)[1].status.phase(), "Failed");
+  EXPECT_EQ((*jobs)[1].status.job_phase(), v1::JOB_PHASE_FAILED);
   ASSERT_EQ((*jobs)[1].status.events_size(), 1);
   EXPECT_EQ((*jobs)[1].status.events(0).reason(), "BackoffLimitExceeded");
   auto rts = store->ListRuntimes();
@@ -345,6 +345,76 @@ TEST_F(JobStoreTest, NewerSchemaIsRefused) {
   EXPECT_NE(store.status().message().find("version 99"), std::string::npos)
       << store.status().message();
   EXPECT_NE(store.status().message().find("newer trainlet"), std::string::npos);
+}
+
+// A record as trainlet wrote it before the states were enums: strings only. The store writes
+// whatever status it is given, so this is byte for byte what such a database holds.
+JobRecord OldRecord(const std::string& name, const std::string& rank1_state) {
+  JobRecord j;
+  j.name = name;
+  j.spec_yaml = "kind: TrainJob\n";
+  j.runtime_kind = "ClusterTrainingRuntime";
+  j.runtime_name = "plain";
+  j.runtime_yaml = "kind: ClusterTrainingRuntime\n";
+  j.status.set_name(name);
+  j.status.set_phase("Restarting");
+  j.status.set_attempt(2);
+  auto* r0 = j.status.add_ranks();
+  r0->set_rank(0);
+  r0->set_state("Stopped");
+  auto* r1 = j.status.add_ranks();
+  r1->set_rank(1);
+  r1->set_state(rank1_state);
+  j.status.add_attempts()->set_result("Failed");
+  j.status.add_attempts()->set_attempt(2);  // "" : still running
+  return j;
+}
+
+TEST_F(JobStoreTest, OldRecordWithStringStatesLoadsTyped) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->CreateJob(OldRecord("old", "Lost")).ok());
+  auto got = store->GetJob("old");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_TRUE(got->has_value());
+  const v1::JobStatus& st = (*got)->status;
+  EXPECT_EQ(st.job_phase(), v1::JOB_PHASE_RESTARTING);
+  EXPECT_EQ(st.ranks(0).rank_state(), v1::RANK_STATE_STOPPED);
+  EXPECT_EQ(st.ranks(1).rank_state(), v1::RANK_STATE_LOST);
+  EXPECT_EQ(st.attempts(0).attempt_result(), v1::ATTEMPT_RESULT_FAILED);
+  EXPECT_EQ(st.attempts(1).attempt_result(), v1::ATTEMPT_RESULT_UNSPECIFIED);
+  // Nothing past the store sees the strings.
+  EXPECT_EQ(st.phase(), "");
+  EXPECT_EQ(st.ranks(1).state(), "");
+  EXPECT_EQ(st.attempts(0).result(), "");
+
+  // Written back, it is written typed.
+  ASSERT_TRUE(store->UpdateStatus("old", st).ok());
+  auto again = store->GetJob("old");
+  ASSERT_TRUE(again.ok() && again->has_value());
+  EXPECT_EQ((*again)->status.SerializeAsString(), st.SerializeAsString());
+}
+
+TEST_F(JobStoreTest, CorruptStateStringIsAnErrorNamingJobAndValue) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->CreateJob(OldRecord("bad", "Exploded")).ok());
+  auto got = store->GetJob("bad");
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), ErrorCode::kIo);
+  EXPECT_NE(got.status().message().find("trainjob/bad"), std::string::npos)
+      << got.status().message();
+  EXPECT_NE(got.status().message().find("\"Exploded\""), std::string::npos)
+      << got.status().message();
+  auto all = store->ListJobs();
+  EXPECT_FALSE(all.ok());
+
+  JobRecord phase = OldRecord("badphase", "Running");
+  phase.status.set_phase("Runing");
+  ASSERT_TRUE(store->CreateJob(phase).ok());
+  auto p = store->GetJob("badphase");
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("\"Runing\""), std::string::npos) << p.status().message();
 }
 
 }  // namespace

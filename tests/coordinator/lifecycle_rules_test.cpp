@@ -7,6 +7,7 @@
 #include <string>
 
 #include "coordinator/job_state_machine.h"
+#include "coordinator/rank_state_machine.h"
 
 namespace trainlet::coordinator {
 namespace {
@@ -35,7 +36,7 @@ trainjob::TrainJob ParseJob(const std::string& yaml) {
 v1::JobStatus Status(JobPhase phase) {
   v1::JobStatus st;
   st.set_name("j");
-  st.set_phase(JobPhaseName(phase));
+  st.set_job_phase(static_cast<v1::JobPhase>(phase));
   return st;
 }
 
@@ -67,11 +68,11 @@ TEST(RestartBackoff, DoublesUpToTheMaximum) {
 TEST(RankEnded, OnlyFinalStates) {
   v1::RankStatus r;
   for (const char* s : {"Succeeded", "Failed", "StartFailed", "Lost", "Stopped"}) {
-    r.set_state(s);
+    r.set_rank_state(*ParseRankState(s));
     EXPECT_TRUE(RankEnded(r)) << s;
   }
   for (const char* s : {"Pending", "Running"}) {
-    r.set_state(s);
+    r.set_rank_state(*ParseRankState(s));
     EXPECT_FALSE(RankEnded(r)) << s;
   }
 }
@@ -91,29 +92,29 @@ TEST(StartDeadlineMs, OnlyWhileStartingWithARankPending) {
   v1::JobStatus st = Status(JobPhase::kStarting);
   EXPECT_EQ(StartDeadlineMs(st, milliseconds(100)), INT64_MAX);  // no attempt yet
   st.add_attempts()->set_started_unix_ms(5000);
-  st.add_ranks()->set_state("Running");
-  st.add_ranks()->set_state("Pending");
+  st.add_ranks()->set_rank_state(*ParseRankState("Running"));
+  st.add_ranks()->set_rank_state(*ParseRankState("Pending"));
   EXPECT_EQ(StartDeadlineMs(st, milliseconds(100)), 5100);
-  st.mutable_ranks(1)->set_state("Running");
+  st.mutable_ranks(1)->set_rank_state(*ParseRankState("Running"));
   EXPECT_EQ(StartDeadlineMs(st, milliseconds(100)), INT64_MAX);
-  st.mutable_ranks(1)->set_state("Pending");
-  st.set_phase("Running");
+  st.mutable_ranks(1)->set_rank_state(*ParseRankState("Pending"));
+  st.set_job_phase(v1::JOB_PHASE_RUNNING);
   EXPECT_EQ(StartDeadlineMs(st, milliseconds(100)), INT64_MAX);
-  st.set_phase("Starting");
+  st.set_job_phase(v1::JOB_PHASE_STARTING);
   st.set_deleting(true);
   EXPECT_EQ(StartDeadlineMs(st, milliseconds(100)), INT64_MAX);
 }
 
 TEST(EndAttemptRecord, ClosesOnlyAnOpenRecord) {
   v1::JobStatus st;
-  EndAttemptRecord(st, "Failed", "x", 1);  // no record: nothing to do
+  EndAttemptRecord(st, AttemptTrigger::kFailed, "x", 1);  // no record: nothing to do
   st.add_attempts();
-  EndAttemptRecord(st, "Stopped", "suspended", 7);
-  EXPECT_EQ(st.attempts(0).result(), "Stopped");
+  EndAttemptRecord(st, AttemptTrigger::kStopped, "suspended", 7);
+  EXPECT_EQ(AttemptResultName(st.attempts(0).attempt_result()), "Stopped");
   EXPECT_EQ(st.attempts(0).cause(), "suspended");
   EXPECT_EQ(st.attempts(0).ended_unix_ms(), 7);
-  EndAttemptRecord(st, "Failed", "later", 9);
-  EXPECT_EQ(st.attempts(0).result(), "Stopped");
+  EndAttemptRecord(st, AttemptTrigger::kFailed, "later", 9);
+  EXPECT_EQ(AttemptResultName(st.attempts(0).attempt_result()), "Stopped");
 }
 
 TEST(PrepareSuspend, StopsTheAttemptWithoutUsingARestart) {
@@ -124,13 +125,13 @@ TEST(PrepareSuspend, StopsTheAttemptWithoutUsingARestart) {
   EXPECT_EQ(flip->job, "j");
   EXPECT_TRUE(flip->suspend);
   EXPECT_EQ(flip->spec_yaml, "yaml");
-  EXPECT_EQ(flip->status.phase(), "Suspended");
-  EXPECT_EQ(flip->status.attempts(0).result(), "Stopped");
-  EXPECT_EQ(st.phase(), "Running");  // the input is untouched
+  EXPECT_EQ(JobPhaseName(PhaseOf(flip->status)), "Suspended");
+  EXPECT_EQ(AttemptResultName(flip->status.attempts(0).attempt_result()), "Stopped");
+  EXPECT_EQ(JobPhaseName(PhaseOf(st)), "Running");  // the input is untouched
 
   auto resume = PrepareSuspend(flip->status, false, "yaml", "trainletctl resume", 43);
   ASSERT_TRUE(resume.ok());
-  EXPECT_EQ(resume->status.phase(), "Pending");
+  EXPECT_EQ(JobPhaseName(PhaseOf(resume->status)), "Pending");
 }
 
 TEST(PrepareSuspend, RefusesFinishedAndDeletingJobs) {
@@ -158,7 +159,7 @@ TEST(CompareWithStored, OnlySuspendMayChange) {
   ASSERT_TRUE(flip->has_value());
   EXPECT_EQ((*flip)->job, "j");
   EXPECT_TRUE((*flip)->suspend);
-  EXPECT_EQ((*flip)->status.phase(), "Suspended");
+  EXPECT_EQ(JobPhaseName(PhaseOf((*flip)->status)), "Suspended");
 
   // suspend: false written out where it was absent is no change.
   auto not_suspended = WithSuspend(kJobYaml, false);

@@ -91,22 +91,22 @@ class LifecycleTest : public ControllerFixture {
 TEST_F(LifecycleTest, DeadlineFailsTheJobStopsEveryRankAndItStaysFailed) {
   ApplyOk(WithSpecLine(JobYaml("dl", 2, 1), "  activeDeadlineSeconds: 30\n"));
   ReportAll("dl", kStarted, kT0 + 100);
-  ASSERT_EQ(JobOrDie("dl").phase(), "Running");
+  ASSERT_EQ(PhaseName(JobOrDie("dl")), "Running");
   // The loop is woken for the deadline, counted from creation.
   EXPECT_EQ(controller_->NextWakeMs(), kT0 + 30'000);
 
   controller_->Schedule(kT0 + 29'999);
-  EXPECT_EQ(JobOrDie("dl").phase(), "Running");
+  EXPECT_EQ(PhaseName(JobOrDie("dl")), "Running");
   controller_->Schedule(kT0 + 30'000);
   const v1::JobStatus& st = JobOrDie("dl");
-  EXPECT_EQ(st.phase(), "Failed");
+  EXPECT_EQ(PhaseName(st), "Failed");
   EXPECT_EQ(st.reason(), "DeadlineExceeded");
   const v1::Condition* failed = Cond(st, "Failed");
   ASSERT_NE(failed, nullptr);
   EXPECT_EQ(failed->status(), "True");
   EXPECT_EQ(failed->reason(), "DeadlineExceeded");
   ASSERT_EQ(st.attempts_size(), 1);
-  EXPECT_EQ(st.attempts(0).result(), "Failed");
+  EXPECT_EQ(ResultName(st.attempts(0)), "Failed");
   EXPECT_THAT(st.attempts(0).cause(), HasSubstr("activeDeadlineSeconds (30 s"));
   EXPECT_THAT(sink_.StopNodes(), ::testing::ElementsAre("n1", "n2"));
   EXPECT_EQ(controller_->NextWakeMs(), INT64_MAX);
@@ -114,32 +114,32 @@ TEST_F(LifecycleTest, DeadlineFailsTheJobStopsEveryRankAndItStaysFailed) {
   // The stopped ranks report their exit; nothing restarts, ever.
   ReportAll("dl", kExited, kT0 + 30'100, 0, 15);
   for (int64_t t : {kT0 + 31'000, kT0 + 100'000, kT0 + 10'000'000}) controller_->Schedule(t);
-  EXPECT_EQ(JobOrDie("dl").phase(), "Failed");
+  EXPECT_EQ(PhaseName(JobOrDie("dl")), "Failed");
   EXPECT_EQ(JobOrDie("dl").attempt(), 1u);
   EXPECT_EQ(sink_.Plans().size(), 2u);  // only attempt 1's
   ASSERT_TRUE(controller_->Flush().ok());
-  EXPECT_EQ(Stored("dl")->status.phase(), "Failed");
+  EXPECT_EQ(PhaseName(Stored("dl")->status), "Failed");
   EXPECT_EQ(Stored("dl")->status.reason(), "DeadlineExceeded");
 
   // A restarted coordinator loads it Failed and leaves it so.
   MakeController();
   controller_->Schedule(kT0 + 20'000'000);
-  EXPECT_EQ(JobOrDie("dl").phase(), "Failed");
+  EXPECT_EQ(PhaseName(JobOrDie("dl")), "Failed");
   EXPECT_EQ(JobOrDie("dl").attempt(), 1u);
 }
 
 TEST_F(LifecycleTest, DeadlineRunsWhileSuspendedAndPending) {
   ApplyOk(WithSpecLine(JobYaml("sus", 1, 1), "  suspend: true\n  activeDeadlineSeconds: 10\n"));
   ApplyOk(WithSpecLine(JobYaml("big", 3, 5), "  activeDeadlineSeconds: 20\n"));  // never fits
-  EXPECT_EQ(JobOrDie("sus").phase(), "Suspended");
-  EXPECT_EQ(JobOrDie("big").phase(), "Pending");
+  EXPECT_EQ(PhaseName(JobOrDie("sus")), "Suspended");
+  EXPECT_EQ(PhaseName(JobOrDie("big")), "Pending");
   EXPECT_EQ(controller_->NextWakeMs(), kT0 + 10'000);
   controller_->Schedule(kT0 + 10'000);
-  EXPECT_EQ(JobOrDie("sus").phase(), "Failed");
-  EXPECT_EQ(JobOrDie("big").phase(), "Pending");
+  EXPECT_EQ(PhaseName(JobOrDie("sus")), "Failed");
+  EXPECT_EQ(PhaseName(JobOrDie("big")), "Pending");
   EXPECT_EQ(controller_->NextWakeMs(), kT0 + 20'000);
   controller_->Schedule(kT0 + 20'000);
-  EXPECT_EQ(JobOrDie("big").phase(), "Failed");
+  EXPECT_EQ(PhaseName(JobOrDie("big")), "Failed");
   EXPECT_EQ(JobOrDie("big").reason(), "DeadlineExceeded");
   EXPECT_TRUE(sink_.Stops().empty());  // nothing ran, nothing to stop
 }
@@ -153,17 +153,17 @@ TEST_F(LifecycleTest, SuspendStopsTheRanksAndResumeStartsANewAttempt) {
   auto r = controller_->SetSuspend("s", true, kT0 + 1000);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(r->changed());
-  EXPECT_EQ(r->phase(), "Suspended");
+  EXPECT_EQ(PhaseName(*r), "Suspended");
   const v1::JobStatus& st = JobOrDie("s");
-  EXPECT_EQ(st.phase(), "Suspended");
+  EXPECT_EQ(PhaseName(st), "Suspended");
   ASSERT_NE(Cond(st, "Suspended"), nullptr);
   EXPECT_EQ(Cond(st, "Suspended")->status(), "True");
-  EXPECT_EQ(st.attempts(0).result(), "Stopped");
+  EXPECT_EQ(ResultName(st.attempts(0)), "Stopped");
   EXPECT_EQ(StopsFor("s", 1), 2u);
   // Stored before the answer, spec included.
   auto stored = Stored("s");
   ASSERT_TRUE(stored);
-  EXPECT_EQ(stored->status.phase(), "Suspended");
+  EXPECT_EQ(PhaseName(stored->status), "Suspended");
   EXPECT_THAT(stored->spec_yaml, HasSubstr("suspend: true"));
 
   // Asking again changes nothing.
@@ -177,14 +177,14 @@ TEST_F(LifecycleTest, SuspendStopsTheRanksAndResumeStartsANewAttempt) {
   // Resumed before the old ranks are gone: the next attempt waits for them.
   auto resumed = controller_->SetSuspend("s", false, kT0 + 6000);
   ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
-  EXPECT_EQ(JobOrDie("s").phase(), "Pending");
+  EXPECT_EQ(PhaseName(JobOrDie("s")), "Pending");
   EXPECT_EQ(Cond(JobOrDie("s"), "Suspended")->status(), "False");
   EXPECT_EQ(Cond(JobOrDie("s"), "Suspended")->reason(), "Resumed");
   EXPECT_EQ(sink_.Plans().size(), 2u);
   ReportAll("s", kExited, kT0 + 6100, 0, 15);
-  EXPECT_EQ(JobOrDie("s").phase(), "Pending");
+  EXPECT_EQ(PhaseName(JobOrDie("s")), "Pending");
   controller_->Schedule(kT0 + 6200);
-  EXPECT_EQ(JobOrDie("s").phase(), "Starting");
+  EXPECT_EQ(PhaseName(JobOrDie("s")), "Starting");
   EXPECT_EQ(JobOrDie("s").attempt(), 2u);
   EXPECT_EQ(sink_.Plans().size(), 4u);
   EXPECT_THAT(Stored("s")->spec_yaml, HasSubstr("suspend: false"));
@@ -201,23 +201,23 @@ TEST_F(LifecycleTest, ASuspendIsNotCountedAgainstMaxRestarts) {
   // Attempt 2 fails: the one restart is still there.
   ReportAll("m", kStarted, kT0 + 500);
   ReportAll("m", kExited, kT0 + 600, 3);
-  EXPECT_EQ(JobOrDie("m").phase(), "Restarting");
+  EXPECT_EQ(PhaseName(JobOrDie("m")), "Restarting");
   controller_->Schedule(kT0 + 600 + 1000);
   ASSERT_EQ(JobOrDie("m").attempt(), 3u);
   ReportAll("m", kStarted, kT0 + 1700);
   ReportAll("m", kExited, kT0 + 1800, 3);
-  EXPECT_EQ(JobOrDie("m").phase(), "Failed");
+  EXPECT_EQ(PhaseName(JobOrDie("m")), "Failed");
   EXPECT_EQ(JobOrDie("m").reason(), "BackoffLimitExceeded");
 }
 
 TEST_F(LifecycleTest, ApplyMayFlipSuspendAndNothingElse) {
   const std::string plain = JobYaml("a", 1, 1);
   ApplyOk(plain);
-  ASSERT_EQ(JobOrDie("a").phase(), "Starting");
+  ASSERT_EQ(PhaseName(JobOrDie("a")), "Starting");
 
   v1::ApplyResult suspended = ApplyOk(WithSpecLine(plain, "  suspend: true\n"));
   EXPECT_THAT(suspended.configured(), ::testing::ElementsAre("trainjob/a"));
-  EXPECT_EQ(JobOrDie("a").phase(), "Suspended");
+  EXPECT_EQ(PhaseName(JobOrDie("a")), "Suspended");
   EXPECT_EQ(StopsFor("a", 1), 1u);
   EXPECT_THAT(Stored("a")->spec_yaml, HasSubstr("suspend: true"));
 
@@ -230,12 +230,12 @@ TEST_F(LifecycleTest, ApplyMayFlipSuspendAndNothingElse) {
   ASSERT_FALSE(other.ok());
   EXPECT_EQ(other.status().code(), ErrorCode::kExists);
   EXPECT_THAT(other.status().message(), HasSubstr("only spec.suspend may change"));
-  EXPECT_EQ(JobOrDie("a").phase(), "Suspended");
+  EXPECT_EQ(PhaseName(JobOrDie("a")), "Suspended");
 
   ReportAll("a", kExited, kT0 + 100, 0, 15);
   v1::ApplyResult resumed = ApplyOk(plain, kT0 + 200);
   EXPECT_THAT(resumed.configured(), ::testing::ElementsAre("trainjob/a"));
-  EXPECT_EQ(JobOrDie("a").phase(), "Starting");
+  EXPECT_EQ(PhaseName(JobOrDie("a")), "Starting");
   EXPECT_EQ(JobOrDie("a").attempt(), 2u);
   EXPECT_THAT(Stored("a")->spec_yaml, ::testing::Not(HasSubstr("suspend: true")));
 }
@@ -244,7 +244,7 @@ TEST_F(LifecycleTest, FinishedOrUnknownJobsCannotBeSuspended) {
   ApplyOk(JobYaml("done", 1, 1));
   ReportAll("done", kStarted, kT0 + 1);
   ReportAll("done", kExited, kT0 + 2);
-  ASSERT_EQ(JobOrDie("done").phase(), "Succeeded");
+  ASSERT_EQ(PhaseName(JobOrDie("done")), "Succeeded");
   auto r = controller_->SetSuspend("done", true, kT0 + 3);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), ErrorCode::kInvalid);
@@ -266,7 +266,7 @@ TEST_F(LifecycleTest, AnnotationOverridesTheRuntimesMaxRestarts) {
   // Zero restarts: the first failure is final.
   ReportAll("zero", kStarted, kT0 + 1);
   ReportAll("zero", kExited, kT0 + 2, 1);
-  EXPECT_EQ(JobOrDie("zero").phase(), "Failed");
+  EXPECT_EQ(PhaseName(JobOrDie("zero")), "Failed");
 
   // And it survives a coordinator restart (the override is read from the stored spec).
   MakeController();
@@ -293,18 +293,18 @@ TEST_F(LifecycleTest, FailedFlushKeepsTheChangesAndRetries) {
   {
     FullDisk full(state_dir_);
     ReportAll("f", kStarted, kT0 + 100);
-    EXPECT_EQ(JobOrDie("f").phase(), "Running");
+    EXPECT_EQ(PhaseName(JobOrDie("f")), "Running");
     Status s = controller_->Flush();
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.code(), ErrorCode::kIo);
     EXPECT_THAT(s.message(), HasSubstr(state_dir_));
     Status again = controller_->Flush();  // the next loop iteration fails too, losing nothing
     EXPECT_FALSE(again.ok());
-    EXPECT_EQ(JobOrDie("f").phase(), "Running");
+    EXPECT_EQ(PhaseName(JobOrDie("f")), "Running");
   }
-  EXPECT_EQ(Stored("f")->status.phase(), "Starting");
+  EXPECT_EQ(PhaseName(Stored("f")->status), "Starting");
   ASSERT_TRUE(controller_->Flush().ok());
-  EXPECT_EQ(Stored("f")->status.phase(), "Running");
+  EXPECT_EQ(PhaseName(Stored("f")->status), "Running");
   EXPECT_EQ(IntegrityCheck(), "ok");
 }
 
@@ -322,7 +322,7 @@ TEST_F(LifecycleTest, ApplyOnAFullDiskStoresNothingAndSaysSo) {
     // A suspend or a delete that cannot be stored leaves the job as it was and sends nothing.
     const size_t sent = sink_.sent.size();
     EXPECT_FALSE(controller_->SetSuspend("old", true, kT0 + 20).ok());
-    EXPECT_EQ(JobOrDie("old").phase(), "Starting");
+    EXPECT_EQ(PhaseName(JobOrDie("old")), "Starting");
     EXPECT_FALSE(controller_->Delete("old", kT0 + 30).ok());
     EXPECT_FALSE(JobOrDie("old").deleting());
     EXPECT_EQ(sink_.sent.size(), sent);
@@ -335,18 +335,18 @@ TEST_F(LifecycleTest, ApplyOnAFullDiskStoresNothingAndSaysSo) {
 
 TEST_F(LifecycleTest, PlacementThatCannotBeStoredIsNotSent) {
   ApplyOk(JobYaml("wide", 4, 1));  // three nodes: waits for a fourth
-  ASSERT_EQ(JobOrDie("wide").phase(), "Pending");
+  ASSERT_EQ(PhaseName(JobOrDie("wide")), "Pending");
   ASSERT_TRUE(controller_->Flush().ok());
   AddNode("n4");
   {
     FullDisk full(state_dir_);
     controller_->Schedule(kT0 + 100);
-    EXPECT_EQ(JobOrDie("wide").phase(), "Pending");
+    EXPECT_EQ(PhaseName(JobOrDie("wide")), "Pending");
     EXPECT_EQ(JobOrDie("wide").attempt(), 0u);
     EXPECT_TRUE(sink_.Plans().empty());
   }
   controller_->Schedule(kT0 + 200);
-  EXPECT_EQ(JobOrDie("wide").phase(), "Starting");
+  EXPECT_EQ(PhaseName(JobOrDie("wide")), "Starting");
   EXPECT_EQ(JobOrDie("wide").attempt(), 1u);
   EXPECT_EQ(sink_.Plans().size(), 4u);
   EXPECT_EQ(Stored("wide")->status.attempt(), 1u);

@@ -87,7 +87,7 @@ class OperatorServiceTest : public ControllerFixture {
   void RunningHello() {
     ApplyOk(JobYaml("hello", 2, 2));
     ReportAll("hello", kStarted, kT0 + 1);
-    ASSERT_EQ(JobOrDie("hello").phase(), "Running");
+    ASSERT_EQ(PhaseName(JobOrDie("hello")), "Running");
   }
 
   const Clock::time_point now_ = Clock::now();
@@ -140,7 +140,7 @@ TEST_F(OperatorServiceTest, GetJobs) {
   EXPECT_EQ(r.request_id(), 1u);
   ASSERT_EQ(r.jobs().jobs_size(), 1);
   EXPECT_EQ(r.jobs().jobs(0).name(), "hello");
-  EXPECT_EQ(r.jobs().jobs(0).phase(), "Starting");
+  EXPECT_EQ(PhaseName(r.jobs().jobs(0)), "Starting");
   EXPECT_EQ(r.jobs().jobs(0).ranks_size(), 4);
 
   Send("op", GetJobs(2));
@@ -149,7 +149,7 @@ TEST_F(OperatorServiceTest, GetJobs) {
   ASSERT_EQ(r.jobs().jobs_size(), 2);
   EXPECT_EQ(r.jobs().jobs(0).name(), "hello");
   EXPECT_EQ(r.jobs().jobs(1).name(), "big");
-  EXPECT_EQ(r.jobs().jobs(1).phase(), "Pending");
+  EXPECT_EQ(PhaseName(r.jobs().jobs(1)), "Pending");
 
   Send("op", GetJobs(3, "nope"));
   r = TakeReply("op");
@@ -198,14 +198,14 @@ TEST_F(OperatorServiceTest, ApplyAndDeleteThroughTheService) {
 TEST_F(OperatorServiceTest, WaitAnsweredAtOnceWhenAlreadyComplete) {
   RunningHello();
   ReportAll("hello", kExited, kT0 + 2);
-  ASSERT_EQ(JobOrDie("hello").phase(), "Succeeded");
+  ASSERT_EQ(PhaseName(JobOrDie("hello")), "Succeeded");
   Send("ctl", Wait(9, "hello", "Complete", 1000));
   v1::OperatorResponse r = TakeReply("ctl");
   EXPECT_EQ(r.request_id(), 9u);
   ASSERT_TRUE(r.has_wait_job());
   EXPECT_TRUE(r.wait_job().met());
   EXPECT_FALSE(r.wait_job().impossible());
-  EXPECT_EQ(r.wait_job().job().phase(), "Succeeded");
+  EXPECT_EQ(PhaseName(r.wait_job().job()), "Succeeded");
 
   // A phase name works as a condition too.
   Send("ctl", Wait(10, "hello", "Succeeded", 1000));
@@ -220,13 +220,13 @@ TEST_F(OperatorServiceTest, WaitHeldWhileRunningThenAnsweredByTick) {
   EXPECT_TRUE(replies_.empty());
 
   ReportAll("hello", kExited, kT0 + 100);
-  ASSERT_EQ(JobOrDie("hello").phase(), "Succeeded");
+  ASSERT_EQ(PhaseName(JobOrDie("hello")), "Succeeded");
   EXPECT_TRUE(replies_.empty());  // answered from the loop's Tick, not from the event
   service_->Tick(now_ + milliseconds(100));
   v1::OperatorResponse r = TakeReply("ctl");
   EXPECT_EQ(r.request_id(), 11u);
   EXPECT_TRUE(r.wait_job().met());
-  EXPECT_EQ(r.wait_job().job().phase(), "Succeeded");
+  EXPECT_EQ(PhaseName(r.wait_job().job()), "Succeeded");
   ASSERT_GE(r.wait_job().job().conditions_size(), 1);
 
   // Answered once.
@@ -239,7 +239,7 @@ TEST_F(OperatorServiceTest, WaitForCompleteIsImpossibleOnceFailed) {
   Send("ctl", Wait(12, "hello", "Complete", 60000));
   ASSERT_TRUE(replies_.empty());
   Report("hello", 1, kExited, kT0 + 50, 3);
-  ASSERT_EQ(JobOrDie("hello").phase(), "Failed");
+  ASSERT_EQ(PhaseName(JobOrDie("hello")), "Failed");
   service_->Tick(now_ + milliseconds(50));
   v1::OperatorResponse r = TakeReply("ctl");
   EXPECT_EQ(r.request_id(), 12u);
@@ -278,7 +278,7 @@ TEST_F(OperatorServiceTest, WaitTimesOut) {
   EXPECT_FALSE(r.wait_job().met());
   EXPECT_FALSE(r.wait_job().impossible());
   EXPECT_THAT(r.wait_job().message(), HasSubstr("timed out"));
-  EXPECT_EQ(r.wait_job().job().phase(), "Running");
+  EXPECT_EQ(PhaseName(r.wait_job().job()), "Running");
   service_->Tick(now_ + milliseconds(5000));
   EXPECT_TRUE(replies_.empty());
 }
