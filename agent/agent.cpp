@@ -1,10 +1,8 @@
-#include "common/wall_clock.h"
 #include "agent/agent.h"
-#include "agent/node_taints.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -18,6 +16,7 @@
 #include <utility>
 
 #include "agent/launch_planning.h"
+#include "agent/node_taints.h"
 #include "agent/process_sweep.h"
 #include "agent/rank_binding.h"
 #include "agent/topology.h"
@@ -27,6 +26,7 @@
 #include "common/platform/process_control.h"
 #include "common/platform/process_info.h"
 #include "common/rendezvous/fence_message.h"
+#include "common/wall_clock.h"
 #include "common/zmq_sockets.h"
 
 namespace trainlet::agent {
@@ -167,9 +167,9 @@ Status Agent::Init() {
 
   TRAINLET_RETURN_IF_ERROR(ConnectToCoordinator(std::move(keys), server.public_z85));
   TRAINLET_ASSIGN_OR_RETURN(signals_, platform::SignalWatch::Open(kLoopSignals));
-  TRAINLET_ASSIGN_OR_RETURN(ops_, AgentOps::Create(config_.metrics_address,
-                                                   config_.metrics_best_effort, config_.name,
-                                                   MakeSystemdNotifier(), &drops_));
+  TRAINLET_ASSIGN_OR_RETURN(
+      ops_, AgentOps::Create(config_.metrics_address, config_.metrics_best_effort, config_.name,
+                             MakeSystemdNotifier(), &drops_));
   bin_dir_ = fs::path(env_.ExecutablePath()).parent_path().string();
   StartSupervisor();
   StartHealthChecks();
@@ -447,8 +447,8 @@ void Agent::OnLogRead(const v1::LogRead& read) {
     chunk->set_error("no log for rank " + std::to_string(read.rank()) + " of " + read.job() +
                      " attempt " + std::to_string(read.attempt()) + " on node " + config_.name);
   } else {
-    const uint32_t max = std::min<uint32_t>(read.max_bytes() == 0 ? 256 << 10 : read.max_bytes(),
-                                            1 << 20);
+    const uint32_t max =
+        std::min<uint32_t>(read.max_bytes() == 0 ? 256 << 10 : read.max_bytes(), 1 << 20);
     in.seekg(static_cast<std::streamoff>(read.offset()));
     std::string data(max, '\0');
     in.read(data.data(), max);
@@ -500,7 +500,8 @@ void Agent::OnChildExits() {
                                               {"TRAINLET_JOB", job},
                                               {"TRAINLET_WORK_DIR", WorkDir(job)},
                                               {"TRAINLET_ATTEMPT", std::to_string(attempt)}});
-    if (swept > 0) spdlog::warn("killed {} leftover processes of {} attempt {}", swept, job, attempt);
+    if (swept > 0)
+      spdlog::warn("killed {} leftover processes of {} attempt {}", swept, job, attempt);
   }
 }
 
@@ -520,12 +521,24 @@ void Agent::OnMessage(const v1::Envelope& env) {
       // The exec sessions the coordinator relays for this node stand whoever registered.
       exec_sessions_->OnDelivered(env.heartbeat_ack().exec_sessions(), env_.MonotonicNow());
       break;
-    case v1::Envelope::kLaunchPlan: OnLaunchPlan(env.launch_plan()); break;
-    case v1::Envelope::kStopWorkers: OnStopWorkers(env.stop_workers()); break;
-    case v1::Envelope::kReservePorts: OnReservePorts(env.reserve_ports()); break;
-    case v1::Envelope::kLogRead: OnLogRead(env.log_read()); break;
-    case v1::Envelope::kFenceResult: rendezvous_->OnFenceResult(env.fence_result()); break;
-    case v1::Envelope::kExecStart: OnExecStart(env.exec_start()); break;
+    case v1::Envelope::kLaunchPlan:
+      OnLaunchPlan(env.launch_plan());
+      break;
+    case v1::Envelope::kStopWorkers:
+      OnStopWorkers(env.stop_workers());
+      break;
+    case v1::Envelope::kReservePorts:
+      OnReservePorts(env.reserve_ports());
+      break;
+    case v1::Envelope::kLogRead:
+      OnLogRead(env.log_read());
+      break;
+    case v1::Envelope::kFenceResult:
+      rendezvous_->OnFenceResult(env.fence_result());
+      break;
+    case v1::Envelope::kExecStart:
+      OnExecStart(env.exec_start());
+      break;
     case v1::Envelope::kExecCancel:
       exec_sessions_->Cancel(env.exec_cancel().exec_id(), env_.MonotonicNow());
       break;
@@ -613,7 +626,8 @@ Status Agent::RunOnce(std::chrono::milliseconds max_wait) {
 }
 
 Status Agent::Run() {
-  spdlog::info("agent {} ({}) connecting to {}", config_.name, config_.address, config_.coordinator);
+  spdlog::info("agent {} ({}) connecting to {}", config_.name, config_.address,
+               config_.coordinator);
   if (!std::exchange(started_, true)) link_->Start();
   TRAINLET_RETURN_IF_ERROR(loop_.Run());
   return Shutdown();

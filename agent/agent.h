@@ -50,9 +50,9 @@ struct AgentConfig {
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds register_retry{2000};
   std::string metrics_address = "127.0.0.1:9464";  // /metrics, /healthz, /readyz; "" for none
-  bool metrics_best_effort = false;  // a busy port only warns (the default address)
-  std::string taints;                // "key=value:Effect,...", sent in NodeInfo.taints
-  HealthCheckConfig health;          // program, interval, timeout, disk threshold
+  bool metrics_best_effort = false;                // a busy port only warns (the default address)
+  std::string taints;                        // "key=value:Effect,...", sent in NodeInfo.taints
+  HealthCheckConfig health;                  // program, interval, timeout, disk threshold
   std::string worker_ports = "20000-29999";  // LOW-HIGH: ports reserved for ranks (ReservePorts)
 };
 
@@ -96,7 +96,7 @@ class Agent {
   // What the coordinator link sends for this node (CoordinatorLink::Hooks).
   v1::Envelope Registration();
   v1::Heartbeat Heartbeat();
-  void Send(v1::Envelope env);  // queued and retried while the coordinator is unreachable
+  void Send(v1::Envelope env);       // queued and retried while the coordinator is unreachable
   void SendEvent(v1::Envelope env);  // a worker event: kept until the coordinator acks it
   void CheckPartition(std::chrono::steady_clock::time_point now);
   // How long a step keeps its ranks once no agent runs (WorkerSupervisor::Options::orphan_grace).
@@ -132,8 +132,8 @@ class Agent {
   ProcessSpawner* spawner_ = nullptr;  // the Env's
   std::unique_ptr<WorkerSupervisor> supervisor_;
   std::unique_ptr<ExecSessions> exec_sessions_;
-  std::unique_ptr<HealthChecker> health_;  // reported in every heartbeat
-  std::unique_ptr<PortReservations> ports_;  // held for attempts until their ranks start
+  std::unique_ptr<HealthChecker> health_;         // reported in every heartbeat
+  std::unique_ptr<PortReservations> ports_;       // held for attempts until their ranks start
   std::unique_ptr<RendezvousServer> rendezvous_;  // the ranks' local rendezvous endpoint
   std::vector<std::unique_ptr<AcceleratorPlugin>> accelerator_plugins_;  // table order
   std::string exec_binary_;  // trainlet-exec beside this agent

@@ -37,7 +37,9 @@ class EventOutbox {
   size_t size() const { return entries_.size(); }
   uint64_t last_seq() const { return next_seq_ - 1; }
   // Every event numbered up to this was acknowledged.
-  uint64_t acked_through() const { return entries_.empty() ? next_seq_ - 1 : entries_.front().seq - 1; }
+  uint64_t acked_through() const {
+    return entries_.empty() ? next_seq_ - 1 : entries_.front().seq - 1;
+  }
   // When Due next has something to return, if anything waits.
   std::optional<Clock::time_point> NextDue() const;
 

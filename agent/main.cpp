@@ -56,10 +56,11 @@ int main(int argc, char** argv) {
            "How often the health checks run, ms");
   c.Millis("health_check_timeout_ms", &config.health.timeout, 10, 3600000,
            "A health check program running longer is killed and the node is unhealthy, ms");
-  c.Int("health_min_free_disk_mb", 0, int64_t{1} << 40,
-        [&config](int64_t v) { config.health.min_free_disk_bytes = static_cast<uint64_t>(v) << 20; },
-        static_cast<int64_t>(config.health.min_free_disk_bytes >> 20),
-        "The node is unhealthy while the state dir's file system has less free, MiB (0: off)");
+  c.Int(
+      "health_min_free_disk_mb", 0, int64_t{1} << 40,
+      [&config](int64_t v) { config.health.min_free_disk_bytes = static_cast<uint64_t>(v) << 20; },
+      static_cast<int64_t>(config.health.min_free_disk_bytes >> 20),
+      "The node is unhealthy while the state dir's file system has less free, MiB (0: off)");
   c.Millis("heartbeat_ms", &config.heartbeat_interval, 50, 60000,
            "Heartbeat interval in milliseconds");
   c.String("worker_ports", &config.worker_ports,

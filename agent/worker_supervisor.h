@@ -239,10 +239,10 @@ class WorkerSupervisor {
     pid_t pid = 0;
     uint64_t start_time = 0;
     platform::ProcessHandle process;  // invalid once gone, or if it could not be opened
-    bool child = false;    // our child: reaped by Reap's waitid
-    bool gone = false;     // the step process has ended
-    bool done = false;     // D read: every rank's exit is recorded
-    bool corrupt = false;  // the events file holds bytes that are not records
+    bool child = false;               // our child: reaped by Reap's waitid
+    bool gone = false;                // the step process has ended
+    bool done = false;                // D read: every rank's exit is recorded
+    bool corrupt = false;             // the events file holds bytes that are not records
     int events_fd = -1;
     int watch = -1;       // FileWatch handle of the events file
     uint64_t offset = 0;  // bytes of the events file parsed
@@ -295,7 +295,7 @@ class WorkerSupervisor {
   const std::vector<std::string> base_env_;
   Options options_;  // constant but for orphan_grace (set_orphan_grace)
   // Null without a steps_dir. wake_ holds files_, pending_ and adopted steps' exit watches.
-  std::unique_ptr<platform::FileWatch> files_;  // the steps' events files
+  std::unique_ptr<platform::FileWatch> files_;    // the steps' events files
   std::unique_ptr<platform::WakeEvent> pending_;  // exits wait for Reap (adopted, or early)
   std::unique_ptr<platform::PollSet> wake_;
   std::unique_ptr<platform::PeriodicTimer> poll_timer_;  // in wake_ while StepsPolled()

@@ -64,11 +64,11 @@ Result<CurveKeyPair> GenerateCurveKeyPair() {
 }
 
 Status WriteKeyPair(const std::string& path, const CurveKeyPair& keys) {
-  TRAINLET_RETURN_IF_ERROR(WriteFile(
-      path,
-      "# trainlet CURVE key pair. Keep this file secret.\npublic-key = \"" + keys.public_z85 +
-          "\"\nsecret-key = \"" + keys.secret_z85 + "\"\n",
-      0600));
+  TRAINLET_RETURN_IF_ERROR(
+      WriteFile(path,
+                "# trainlet CURVE key pair. Keep this file secret.\npublic-key = \"" +
+                    keys.public_z85 + "\"\nsecret-key = \"" + keys.secret_z85 + "\"\n",
+                0600));
   return WriteFile(path + ".pub",
                    "# trainlet CURVE public key\npublic-key = \"" + keys.public_z85 + "\"\n", 0644);
 }
@@ -83,7 +83,8 @@ Result<CurveKeyPair> ReadKeyPair(const std::string& path) {
     if (auto v = ValueOf(line, "secret-key"); !v.empty()) keys.secret_z85 = v;
   }
   if (!IsValidZ85Key(keys.public_z85)) {
-    return InvalidError("key file " + path + ": public-key is missing or not a 40-character Z85 key");
+    return InvalidError("key file " + path +
+                        ": public-key is missing or not a 40-character Z85 key");
   }
   if (!keys.secret_z85.empty() && !IsValidZ85Key(keys.secret_z85)) {
     return InvalidError("key file " + path + ": secret-key is not a 40-character Z85 key");

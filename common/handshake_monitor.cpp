@@ -29,12 +29,17 @@ std::optional<HandshakeEvent> HandshakeMonitor::Read() {
     uint16_t what = 0;
     if (event.size() >= 2) std::memcpy(&what, event.data(), 2);
     switch (what) {
-      case ZMQ_EVENT_HANDSHAKE_SUCCEEDED: return HandshakeEvent::kSucceeded;
-      case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH: return HandshakeEvent::kRefusedKey;
-      case ZMQ_EVENT_DISCONNECTED: return HandshakeEvent::kDisconnected;
+      case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+        return HandshakeEvent::kSucceeded;
+      case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+        return HandshakeEvent::kRefusedKey;
+      case ZMQ_EVENT_DISCONNECTED:
+        return HandshakeEvent::kDisconnected;
       case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
-      case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL: return HandshakeEvent::kFailed;
-      default: continue;  // not subscribed; skip
+      case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+        return HandshakeEvent::kFailed;
+      default:
+        continue;  // not subscribed; skip
     }
   }
 }

@@ -60,8 +60,8 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Listen(const std::string& ad
   std::string last_error = "no address";
   bool in_use = false;
   for (addrinfo* ai = res; ai != nullptr && ep->listen_fd_ < 0; ai = ai->ai_next) {
-    int fd = platform::OpenSocket(ai->ai_family, ai->ai_socktype, 0,
-                                  platform::Blocking::kNonBlocking);
+    int fd =
+        platform::OpenSocket(ai->ai_family, ai->ai_socktype, 0, platform::Blocking::kNonBlocking);
     if (fd < 0) {
       last_error = Errno();
       continue;

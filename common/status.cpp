@@ -6,14 +6,22 @@ namespace trainlet {
 
 const char* ErrorCodeName(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kOk: return "OK";
-    case ErrorCode::kInvalid: return "Invalid";
-    case ErrorCode::kNotFound: return "NotFound";
-    case ErrorCode::kExists: return "AlreadyExists";
-    case ErrorCode::kUnavailable: return "Unavailable";
-    case ErrorCode::kPermission: return "PermissionDenied";
-    case ErrorCode::kIo: return "IoError";
-    case ErrorCode::kInternal: return "Internal";
+    case ErrorCode::kOk:
+      return "OK";
+    case ErrorCode::kInvalid:
+      return "Invalid";
+    case ErrorCode::kNotFound:
+      return "NotFound";
+    case ErrorCode::kExists:
+      return "AlreadyExists";
+    case ErrorCode::kUnavailable:
+      return "Unavailable";
+    case ErrorCode::kPermission:
+      return "PermissionDenied";
+    case ErrorCode::kIo:
+      return "IoError";
+    case ErrorCode::kInternal:
+      return "Internal";
   }
   return "Unknown";
 }

@@ -55,7 +55,7 @@ inline Status InternalError(std::string m) { return {ErrorCode::kInternal, std::
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT
     if (std::get<Status>(v_).ok()) std::abort();   // an OK status carries no value: a bug
   }
@@ -82,20 +82,20 @@ class [[nodiscard]] Result {
 }  // namespace trainlet
 
 // A broken invariant: a bug in trainlet, never bad input. Aborts with the location.
-#define TRAINLET_CHECK(cond)                                                   \
-  do {                                                                         \
-    if (!(cond)) ::trainlet::CheckFailed(__FILE__, __LINE__, #cond, "");       \
+#define TRAINLET_CHECK(cond)                                             \
+  do {                                                                   \
+    if (!(cond)) ::trainlet::CheckFailed(__FILE__, __LINE__, #cond, ""); \
   } while (0)
-#define TRAINLET_CHECK_MSG(cond, msg)                                          \
-  do {                                                                         \
-    if (!(cond)) ::trainlet::CheckFailed(__FILE__, __LINE__, #cond, (msg));    \
+#define TRAINLET_CHECK_MSG(cond, msg)                                       \
+  do {                                                                      \
+    if (!(cond)) ::trainlet::CheckFailed(__FILE__, __LINE__, #cond, (msg)); \
   } while (0)
 
 // Returns the Status from the enclosing function when it is not OK.
-#define TRAINLET_RETURN_IF_ERROR(expr)          \
-  do {                                          \
-    ::trainlet::Status _st = (expr);            \
-    if (!_st.ok()) return _st;                  \
+#define TRAINLET_RETURN_IF_ERROR(expr) \
+  do {                                 \
+    ::trainlet::Status _st = (expr);   \
+    if (!_st.ok()) return _st;         \
   } while (0)
 
 #define TRAINLET_CONCAT_INNER(a, b) a##b

@@ -34,8 +34,8 @@ void SetCommon(zmq::socket_t& s) {
 }  // namespace
 
 Result<zmq::socket_t> BindCurveRouter(zmq::context_t& ctx, const std::string& endpoint,
-                                      const CurveKeyPair& server_keys, const std::string& zap_domain,
-                                      std::string* bound) {
+                                      const CurveKeyPair& server_keys,
+                                      const std::string& zap_domain, std::string* bound) {
   try {
     zmq::socket_t s(ctx, zmq::socket_type::router);
     SetCommon(s);
@@ -127,7 +127,8 @@ std::optional<v1::Envelope> ReceiveFromDealer(zmq::socket_t& dealer, DropCounter
 bool SendToRouterPeer(zmq::socket_t& router, const std::string& routing_id, v1::Envelope& env) {
   const std::string bytes = EncodeEnvelope(env);
   try {
-    if (!router.send(zmq::buffer(routing_id), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+    if (!router.send(zmq::buffer(routing_id),
+                     zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
       return false;
     }
     return router.send(zmq::buffer(bytes), zmq::send_flags::dontwait).has_value();

@@ -18,8 +18,8 @@ inline constexpr int kZmqZapEnforceDomain = 93;
 // A ROUTER that is a CURVE server for `zap_domain`, bound to `endpoint` ("tcp://127.0.0.1:0"
 // picks a free port). Returns the socket; `bound` receives the resolved endpoint.
 Result<zmq::socket_t> BindCurveRouter(zmq::context_t& ctx, const std::string& endpoint,
-                                      const CurveKeyPair& server_keys, const std::string& zap_domain,
-                                      std::string* bound);
+                                      const CurveKeyPair& server_keys,
+                                      const std::string& zap_domain, std::string* bound);
 
 // A DEALER that is a CURVE client of the server with `server_public_z85`.
 // ZMQ_IMMEDIATE is set so nothing queues for a peer that is not connected (stale heartbeats).

@@ -45,7 +45,8 @@ Result<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorConfig confi
 Status Coordinator::Init() {
   if (config_.state_dir.empty()) return InvalidError("--state-dir: required");
   TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair keys, ReadKeyPair(config_.key_file));
-  if (keys.secret_z85.empty()) return InvalidError("--key " + config_.key_file + ": holds no secret-key");
+  if (keys.secret_z85.empty())
+    return InvalidError("--key " + config_.key_file + ": holds no secret-key");
   TRAINLET_ASSIGN_OR_RETURN(store_, JobStore::Open(config_.state_dir));
 
   // The ZAP handler must exist before a CURVE server socket can admit anyone.
@@ -62,8 +63,8 @@ Status Coordinator::Init() {
   TRAINLET_ASSIGN_OR_RETURN(operators_, BindCurveRouter(ctx_, config_.operator_listen, keys,
                                                         "operator", &operator_endpoint_));
   std::string exec_bound;
-  TRAINLET_ASSIGN_OR_RETURN(
-      execs_, BindCurveRouter(ctx_, config_.exec_listen, keys, "exec", &exec_bound));
+  TRAINLET_ASSIGN_OR_RETURN(execs_,
+                            BindCurveRouter(ctx_, config_.exec_listen, keys, "exec", &exec_bound));
   exec_endpoint_ = !config_.exec_advertise.empty() ? config_.exec_advertise : exec_bound;
   if (config_.exec_advertise.empty()) {
     // A wildcard bind is reached through this host's name.
@@ -93,10 +94,11 @@ Status Coordinator::Init() {
       jobs_.get(), registry_.get(), this, [this](const std::string& rid, v1::Envelope env) {
         if (!SendToRouterPeer(operators_, rid, env)) spdlog::debug("operator went away");
       });
-  exec_relay_ = std::make_unique<ExecRelay>(
-      jobs_.get(), this, [this](const std::string& rid, v1::Envelope env) {
-        if (!SendToRouterPeer(execs_, rid, env)) spdlog::debug("trainlet-exec went away");
-      });
+  exec_relay_ = std::make_unique<ExecRelay>(jobs_.get(), this,
+                                            [this](const std::string& rid, v1::Envelope env) {
+                                              if (!SendToRouterPeer(execs_, rid, env))
+                                                spdlog::debug("trainlet-exec went away");
+                                            });
   fences_ = std::make_unique<FenceTable>(
       [this](const std::string& job, uint32_t attempt) -> std::optional<std::vector<std::string>> {
         const v1::JobStatus* st = jobs_->Find(job);
@@ -104,10 +106,9 @@ Status Coordinator::Init() {
         return std::vector<std::string>(st->placement().begin(), st->placement().end());
       });
   TRAINLET_ASSIGN_OR_RETURN(signals_, platform::SignalWatch::Open(kLoopSignals));
-  TRAINLET_ASSIGN_OR_RETURN(ops_, CoordinatorOps::Create(config_.metrics_address,
-                                                         config_.metrics_best_effort,
-                                                         MakeSystemdNotifier(), registry_.get(),
-                                                         jobs_.get(), &drops_));
+  TRAINLET_ASSIGN_OR_RETURN(
+      ops_, CoordinatorOps::Create(config_.metrics_address, config_.metrics_best_effort,
+                                   MakeSystemdNotifier(), registry_.get(), jobs_.get(), &drops_));
   AddLoopSources();
   return WriteEndpoints();
 }

@@ -25,9 +25,9 @@
 #include "common/platform/signal_watch.h"
 #include "common/zap_authenticator.h"
 #include "common/zmq_sockets.h"
+#include "coordinator/coordinator_ops.h"
 #include "coordinator/exec_relay.h"
 #include "coordinator/fence_table.h"
-#include "coordinator/coordinator_ops.h"
 #include "coordinator/job_controller.h"
 #include "coordinator/job_store.h"
 #include "coordinator/node_registry.h"
@@ -36,16 +36,16 @@
 namespace trainlet::coordinator {
 
 struct CoordinatorConfig {
-  std::string state_dir;                 // SQLite store lives here
+  std::string state_dir;  // SQLite store lives here
   std::string agent_listen = "tcp://0.0.0.0:7070";
   std::string operator_listen = "tcp://127.0.0.1:7071";
   std::string exec_listen = "tcp://0.0.0.0:7072";  // trainlet-exec (MPI launchers) connect here
-  std::string exec_advertise;            // exec endpoint as nodes reach it; "" derives it
-  std::string key_file;                  // the coordinator's CURVE key pair
-  std::string agent_allowlist;           // public keys allowed to act as agents
-  std::string operator_allowlist;        // public keys allowed to act as operators
-  std::string runtimes_dir;              // shipped ClusterTrainingRuntimes; "" for none
-  std::string endpoints_file;            // when set, the bound endpoints are written here (JSON)
+  std::string exec_advertise;                      // exec endpoint as nodes reach it; "" derives it
+  std::string key_file;                            // the coordinator's CURVE key pair
+  std::string agent_allowlist;                     // public keys allowed to act as agents
+  std::string operator_allowlist;                  // public keys allowed to act as operators
+  std::string runtimes_dir;                        // shipped ClusterTrainingRuntimes; "" for none
+  std::string endpoints_file;  // when set, the bound endpoints are written here (JSON)
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds lost_timeout{3000};
   // How long an agent that cannot hear the coordinator keeps its ranks; no restart of their job
@@ -125,7 +125,7 @@ class Coordinator : public NodeSink {
   zmq::socket_t agents_;
   zmq::socket_t operators_;
   zmq::socket_t execs_;
-  std::string exec_endpoint_;            // advertised
+  std::string exec_endpoint_;  // advertised
   uint64_t exec_allowlist_generation_ = UINT64_MAX;
   std::chrono::steady_clock::time_point started_{};
   bool checked_unregistered_ = false;  // placed nodes that never came back after a restart
@@ -139,8 +139,8 @@ class Coordinator : public NodeSink {
   std::unique_ptr<OperatorService> operator_service_;
   std::unique_ptr<CoordinatorOps> ops_;  // metrics and sd_notify (coordinator_ops.h)
   std::unique_ptr<ExecRelay> exec_relay_;
-  std::unique_ptr<FenceTable> fences_;              // rendezvous fences (fence_table.h)
-  uint64_t fence_generation_ = UINT64_MAX;          // jobs_->generation() at the last Sweep
+  std::unique_ptr<FenceTable> fences_;      // rendezvous fences (fence_table.h)
+  uint64_t fence_generation_ = UINT64_MAX;  // jobs_->generation() at the last Sweep
 };
 
 }  // namespace trainlet::coordinator

@@ -113,8 +113,8 @@ std::string ColumnText(sqlite3_stmt* s, int i) {
 std::string DiskHint(int extended_code, int sys_errno) {
   const int primary = extended_code & 0xff;
   // The OS error is only the cause of an I/O-class result; after others it may be stale.
-  const bool io = primary == SQLITE_FULL || primary == SQLITE_IOERR ||
-                  primary == SQLITE_READONLY || primary == SQLITE_CANTOPEN;
+  const bool io = primary == SQLITE_FULL || primary == SQLITE_IOERR || primary == SQLITE_READONLY ||
+                  primary == SQLITE_CANTOPEN;
   if (!io) return "";
   if (primary == SQLITE_FULL || sys_errno == ENOSPC || sys_errno == EDQUOT) {
     return " (no space left on device)";

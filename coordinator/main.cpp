@@ -65,5 +65,6 @@ int main(int argc, char** argv) {
   if (auto exit_code = trainlet::FinishDaemonConfig(c, &common, "coordinator")) return *exit_code;
   config.metrics_address = common.metrics_address;
   config.metrics_best_effort = common.metrics_best_effort;
-  return trainlet::RunDaemon("trainlet-coordinator", trainlet::coordinator::Coordinator::Create(std::move(config)));
+  return trainlet::RunDaemon("trainlet-coordinator",
+                             trainlet::coordinator::Coordinator::Create(std::move(config)));
 }

@@ -8,9 +8,12 @@ namespace trainlet::coordinator {
 
 const char* NodeStateName(NodeState state) {
   switch (state) {
-    case NodeState::kReady: return "Ready";
-    case NodeState::kSuspect: return "Suspect";
-    case NodeState::kLost: return "Lost";
+    case NodeState::kReady:
+      return "Ready";
+    case NodeState::kSuspect:
+      return "Suspect";
+    case NodeState::kLost:
+      return "Lost";
   }
   return "Unknown";
 }
@@ -136,7 +139,8 @@ std::vector<std::string> NodeRegistry::Tick(Clock::time_point now) {
 NodeRegistry::Clock::time_point NodeRegistry::NextDeadline(Clock::time_point now) const {
   auto next = now + interval_;
   for (const auto& [name, e] : nodes_) {
-    if (e.state == NodeState::kReady) next = std::min(next, e.last_beat + interval_ + interval_ / 2);
+    if (e.state == NodeState::kReady)
+      next = std::min(next, e.last_beat + interval_ + interval_ / 2);
     if (e.state == NodeState::kSuspect) next = std::min(next, e.last_beat + lost_timeout_);
   }
   return std::max(next, now);

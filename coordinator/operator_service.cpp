@@ -42,7 +42,8 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
     case v1::OperatorRequest::kApply: {
       auto result = jobs_->Apply(req.apply().yaml(), req.apply().source_name(), now_ms);
       if (!result.ok()) {
-        return Fail(routing_id, req.request_id(), result.status().code(), result.status().message());
+        return Fail(routing_id, req.request_id(), result.status().code(),
+                    result.status().message());
       }
       *r.mutable_apply() = std::move(result).value();
       break;
@@ -82,7 +83,8 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
     case v1::OperatorRequest::kDeleteJob: {
       auto result = jobs_->Delete(req.delete_job().name(), now_ms);
       if (!result.ok()) {
-        return Fail(routing_id, req.request_id(), result.status().code(), result.status().message());
+        return Fail(routing_id, req.request_id(), result.status().code(),
+                    result.status().message());
       }
       *r.mutable_delete_job() = std::move(result).value();
       break;
@@ -99,9 +101,11 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
       return;
     }
     case v1::OperatorRequest::kSuspendJob: {
-      auto result = jobs_->SetSuspend(req.suspend_job().name(), req.suspend_job().suspend(), now_ms);
+      auto result =
+          jobs_->SetSuspend(req.suspend_job().name(), req.suspend_job().suspend(), now_ms);
       if (!result.ok()) {
-        return Fail(routing_id, req.request_id(), result.status().code(), result.status().message());
+        return Fail(routing_id, req.request_id(), result.status().code(),
+                    result.status().message());
       }
       *r.mutable_suspend_job() = std::move(result).value();
       break;
@@ -120,7 +124,8 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
     case v1::OperatorRequest::kDrainNode: {
       auto result = Drain(req.drain_node(), now_ms);
       if (!result.ok()) {
-        return Fail(routing_id, req.request_id(), result.status().code(), result.status().message());
+        return Fail(routing_id, req.request_id(), result.status().code(),
+                    result.status().message());
       }
       *r.mutable_drain_node() = std::move(result).value();
       break;
@@ -166,7 +171,8 @@ void OperatorService::HandleLogs(const std::string& routing_id, uint64_t request
                                  const v1::LogsRequest& req, Clock::time_point now) {
   const v1::JobStatus* job = jobs_->Find(req.job());
   if (job == nullptr) {
-    return Fail(routing_id, request_id, ErrorCode::kNotFound, "trainjob/" + req.job() + " not found");
+    return Fail(routing_id, request_id, ErrorCode::kNotFound,
+                "trainjob/" + req.job() + " not found");
   }
   if (job->attempt() == 0) {
     return Fail(routing_id, request_id, ErrorCode::kUnavailable,
@@ -179,8 +185,8 @@ void OperatorService::HandleLogs(const std::string& routing_id, uint64_t request
   }
   if (rank == nullptr) {
     return Fail(routing_id, request_id, ErrorCode::kNotFound,
-                "--rank " + std::to_string(req.rank()) + ": trainjob/" + req.job() + " has ranks 0-" +
-                    std::to_string(job->ranks_size() - 1));
+                "--rank " + std::to_string(req.rank()) + ": trainjob/" + req.job() +
+                    " has ranks 0-" + std::to_string(job->ranks_size() - 1));
   }
   const uint32_t attempt = req.attempt() != 0 ? req.attempt() : job->attempt();
   // An earlier attempt's log is where that attempt ran, which may not be where the rank runs now.
@@ -223,7 +229,8 @@ void OperatorService::OnLogChunk(const v1::LogChunk& chunk) {
   if (it == logs_.end()) return;  // late answer to a relay that timed out
   const PendingLog p = it->second;
   logs_.erase(it);
-  if (!chunk.error().empty()) return Fail(p.routing_id, p.request_id, ErrorCode::kNotFound, chunk.error());
+  if (!chunk.error().empty())
+    return Fail(p.routing_id, p.request_id, ErrorCode::kNotFound, chunk.error());
   v1::OperatorResponse r;
   r.set_request_id(p.request_id);
   auto* logs = r.mutable_logs();

@@ -25,8 +25,8 @@ class OperatorService {
   OperatorService(JobController* jobs, NodeRegistry* nodes, NodeSink* agents, Reply reply)
       : jobs_(jobs), nodes_(nodes), agents_(agents), reply_(std::move(reply)) {}
 
-  void Handle(const std::string& routing_id, const v1::OperatorRequest& request, Clock::time_point now,
-              int64_t now_ms);
+  void Handle(const std::string& routing_id, const v1::OperatorRequest& request,
+              Clock::time_point now, int64_t now_ms);
   // An agent's answer to a LogRead this service sent.
   void OnLogChunk(const v1::LogChunk& chunk);
   // Answers waits whose job changed or whose time ran out, and gives up on silent agents.

@@ -102,10 +102,10 @@ std::string EncodeLaunch(const StepLaunch& launch) {
                      {"stderr_path", r.stderr_path},
                      {"cpus", r.cpus}});
   }
-  json doc = {{"version", kStepLaunchVersion}, {"job", launch.job},
-              {"attempt", launch.attempt},     {"stop_grace_ms", launch.stop_grace_ms},
+  json doc = {{"version", kStepLaunchVersion},   {"job", launch.job},
+              {"attempt", launch.attempt},       {"stop_grace_ms", launch.stop_grace_ms},
               {"agent_lock", launch.agent_lock}, {"orphan_grace_ms", launch.orphan_grace_ms},
-              {"base_env", launch.base_env},   {"ranks", std::move(ranks)}};
+              {"base_env", launch.base_env},     {"ranks", std::move(ranks)}};
   // Env values and paths are bytes from outside: never fail on invalid UTF-8.
   return doc.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }

@@ -10,8 +10,9 @@
 // Start times are platform::ProcessStartTime's (clock ticks since boot on Linux, microseconds
 // since the epoch on macOS): with the pid they name one process across pid reuse. The file is
 // read back from disk after crashes, so the parser is strict and total: bytes it does not
-// understand give an error naming the byte offset, never a crash. A last line without its newline is not an error: it is still being written (or a crash
-// cut it short) and is left for a later read.
+// understand give an error naming the byte offset, never a crash. A last line without its newline
+// is not an error: it is still being written (or a crash cut it short) and is left for a later
+// read.
 //
 // Pure functions over bytes; safe from any thread.
 #pragma once

@@ -186,7 +186,8 @@ int Run(int count, const std::string& endpoint, const std::string& server_key_fi
 }  // namespace trainlet::bench
 
 int main(int argc, char** argv) {
-  CLI::App app{"trainlet-sim-agents: N simulated agents speaking the real protocol (bench/failover)"};
+  CLI::App app{
+      "trainlet-sim-agents: N simulated agents speaking the real protocol (bench/failover)"};
   int count = 1000;
   int heartbeat_ms = 1000;
   std::string endpoint, server_key, allowlist, prefix = "sim-";
@@ -196,7 +197,8 @@ int main(int argc, char** argv) {
   app.add_option("--allowlist", allowlist,
                  "Agent allowlist the coordinator reads; the agents' keys are appended")
       ->required();
-  app.add_option("--heartbeat-ms", heartbeat_ms, "Heartbeat interval")->check(CLI::Range(10, 60000));
+  app.add_option("--heartbeat-ms", heartbeat_ms, "Heartbeat interval")
+      ->check(CLI::Range(10, 60000));
   app.add_option("--prefix", prefix, "Node name prefix");
   CLI11_PARSE(app, argc, argv);
   return trainlet::bench::Run(count, endpoint, server_key, allowlist, heartbeat_ms, prefix);

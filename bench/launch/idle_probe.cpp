@@ -172,11 +172,12 @@ std::string PrintIdleReport(const IdleReport& r) {
       << "%: " << (pct < kCpuTargetPercent ? "PASS" : "MISS") << "\n";
   if (r.library_floor) {
     const ProcessSample& f = *r.library_floor;
-    out << "- the floor of the agent's libraries (trainlet-rss-floor: hwloc topology, libzmq with a "
-        << "CURVE socket, protobuf-lite with the wire messages, spdlog, yaml-cpp; no other trainlet "
-        << "code): RSS "
-        << Fixed(f.rss_kb / 1024.0, 2) << " MiB (anonymous " << f.anon_kb << " kB, file-backed "
-        << f.file_kb << " kB; PSS " << f.pss_kb << " kB). The agent adds "
+    out << "- the floor of the agent's libraries (trainlet-rss-floor: hwloc topology, libzmq with "
+           "a "
+        << "CURVE socket, protobuf-lite with the wire messages, spdlog, yaml-cpp; no other "
+           "trainlet "
+        << "code): RSS " << Fixed(f.rss_kb / 1024.0, 2) << " MiB (anonymous " << f.anon_kb
+        << " kB, file-backed " << f.file_kb << " kB; PSS " << f.pss_kb << " kB). The agent adds "
         << Fixed((a.after.rss_kb - f.rss_kb) / 1024.0, 2) << " MiB to it\n";
   }
   const ProcessIdle& c = r.coordinator;

@@ -1,4 +1,3 @@
-#include "common/wall_clock.h"
 #include "trainletctl/commands.h"
 
 #include <unistd.h>
@@ -11,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/wall_clock.h"
 #include "trainletctl/apply_input.h"
 #include "trainletctl/coordinator_client.h"
 #include "trainletctl/describe_node.h"
@@ -68,7 +68,8 @@ int64_t ParseDuration(const std::string& text) {
 int CmdGet(const CommonFlags& f, const std::string& kind_arg, const std::string& name_arg) {
   std::string name = name_arg;
   const std::string kind = NormalizeKind(kind_arg, name);
-  if (kind.empty()) return Error("unknown resource type \"" + kind_arg + "\"; use nodes or trainjobs");
+  if (kind.empty())
+    return Error("unknown resource type \"" + kind_arg + "\"; use nodes or trainjobs");
   auto format = ParseOutputFormat(f.output);
   if (!format.ok()) return Error(format.status());
   auto client = Open(f);
@@ -146,10 +147,10 @@ int CmdDescribe(const CommonFlags& f, const std::string& kind_arg, const std::st
 static int WaitForEnd(CoordinatorClient& client, const std::vector<std::string>& jobs,
                       int64_t timeout_ms, bool say_complete);
 
-int CmdApply(const CommonFlags& f, const std::string& file, bool wait,
-             const std::string& timeout) {
+int CmdApply(const CommonFlags& f, const std::string& file, bool wait, const std::string& timeout) {
   const int64_t wait_ms = ParseDuration(timeout);
-  if (wait_ms < 0) return Error("--timeout=" + timeout + ": expected a duration such as 60s, 5m or 1h");
+  if (wait_ms < 0)
+    return Error("--timeout=" + timeout + ": expected a duration such as 60s, 5m or 1h");
   auto text = ReadApplyInput(file);
   if (!text.ok()) return Error(text.status());
   auto client = Open(f);
@@ -199,9 +200,10 @@ static int WaitForEnd(CoordinatorClient& client, const std::vector<std::string>&
     while (true) {
       int64_t left = kOneWait;
       if (timeout_ms > 0) {
-        left = std::min(kOneWait, static_cast<int64_t>(
-                                      std::chrono::duration_cast<std::chrono::milliseconds>(
-                                          deadline - std::chrono::steady_clock::now()).count()));
+        left = std::min(kOneWait,
+                        static_cast<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                 deadline - std::chrono::steady_clock::now())
+                                                 .count()));
         if (left <= 0) {
           return Error("timed out waiting for trainjob/" + name + " to be Complete (--timeout)");
         }

@@ -71,8 +71,10 @@ Result<v1::OperatorResponse> CoordinatorClient::Call(v1::OperatorRequest request
       if (r.request_id() != id) continue;  // a late answer to an earlier call
       if (!r.error().empty()) {
         static const std::map<std::string, ErrorCode> kCodes = {
-            {"NotFound", ErrorCode::kNotFound}, {"Invalid", ErrorCode::kInvalid},
-            {"AlreadyExists", ErrorCode::kExists}, {"Unavailable", ErrorCode::kUnavailable},
+            {"NotFound", ErrorCode::kNotFound},
+            {"Invalid", ErrorCode::kInvalid},
+            {"AlreadyExists", ErrorCode::kExists},
+            {"Unavailable", ErrorCode::kUnavailable},
             {"PermissionDenied", ErrorCode::kPermission}};
         auto it = kCodes.find(r.error_code());
         return Status(it == kCodes.end() ? ErrorCode::kInternal : it->second, r.error());

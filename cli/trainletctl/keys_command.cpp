@@ -61,8 +61,10 @@ int CmdKeysList(const std::string& dir, const std::string& output) {
       auto k = ReadKeyPair(p.string());
       if (!k.ok()) continue;
       rows.push_back({p.filename().string(), p.stem().string(), k->public_z85});
-      out.push_back({{"source", p.filename().string()}, {"name", p.stem().string()},
-                     {"publicKey", k->public_z85}, {"hasSecret", !k->secret_z85.empty()}});
+      out.push_back({{"source", p.filename().string()},
+                     {"name", p.stem().string()},
+                     {"publicKey", k->public_z85},
+                     {"hasSecret", !k->secret_z85.empty()}});
     } else if (p.extension() == ".allow") {
       auto list = ReadAllowlist(p.string());
       if (!list.ok()) {

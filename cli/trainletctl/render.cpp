@@ -39,9 +39,7 @@ std::string RenderTable(const std::vector<std::vector<std::string>>& rows) {
   return out;
 }
 
-std::string ToJson(const google::protobuf::MessageLite& message) {
-  return proto::ToJson(message);
-}
+std::string ToJson(const google::protobuf::MessageLite& message) { return proto::ToJson(message); }
 
 namespace {
 
@@ -108,12 +106,13 @@ std::string RenderNodes(const v1::NodeList& nodes, OutputFormat format, int64_t 
     std::string status = n.state();
     for (const auto& c : n.conditions()) {
       // A failing health check: the node takes no new ranks, as a NotReady one in Kubernetes.
-      if (c.type() == "Healthy" && c.status() == "False" && n.state() == "Ready") status = "NotReady";
+      if (c.type() == "Healthy" && c.status() == "False" && n.state() == "Ready")
+        status = "NotReady";
     }
     if (!n.schedulable()) status += ",SchedulingDisabled";
-    std::vector<std::string> row = {n.info().name(), status, std::to_string(t.pus()),
-                                    HumanBytes(t.memory_bytes()), GpuColumn(n.info()),
-                                    Age(n.registered_unix_ms(), now_ms)};
+    std::vector<std::string> row = {n.info().name(),         status,
+                                    std::to_string(t.pus()), HumanBytes(t.memory_bytes()),
+                                    GpuColumn(n.info()),     Age(n.registered_unix_ms(), now_ms)};
     if (wide) {
       row.insert(row.end(), {std::to_string(n.info().slots()), std::to_string(n.used_slots()),
                              n.info().address(), t.source()});
@@ -162,8 +161,8 @@ std::string DescribeJob(const v1::JobStatus& j, int64_t now_ms) {
   field("Runtime", j.runtime() + " (plugin " + j.plugin() + ")");
   field("Phase", j.deleting() ? PhaseText(j) + " (Terminating)" : PhaseText(j));
   if (!j.reason().empty()) field("Reason", j.reason());
-  field("Attempt", std::to_string(j.attempt()) + " (restart limit " +
-                       std::to_string(j.max_restarts()) + ")");
+  field("Attempt",
+        std::to_string(j.attempt()) + " (restart limit " + std::to_string(j.max_restarts()) + ")");
   field("Gang", std::to_string(j.num_nodes()) + " nodes x " + std::to_string(j.procs_per_node()) +
                     " ranks");
   std::string cmd;
@@ -189,9 +188,8 @@ std::string DescribeJob(const v1::JobStatus& j, int64_t now_ms) {
   }
   if (j.ranks_size() > 0) {
     o << "Ranks (attempt " << j.attempt() << "):\n";
-    std::vector<std::vector<std::string>> rows = {
-        {"  RANK", "NODE", "LOCAL", "STATE", "PID", "EXIT", "SIGNAL", "DEVICES", "CPUS",
-         "MESSAGE"}};
+    std::vector<std::vector<std::string>> rows = {{"  RANK", "NODE", "LOCAL", "STATE", "PID",
+                                                   "EXIT", "SIGNAL", "DEVICES", "CPUS", "MESSAGE"}};
     for (const auto& r : j.ranks()) {
       const std::string state = StateText(r);
       const bool ended = state == "Succeeded" || state == "Failed";
@@ -214,7 +212,8 @@ std::string DescribeJob(const v1::JobStatus& j, int64_t now_ms) {
     o << RenderTable(rows);
   }
   o << "Conditions:\n";
-  if (j.conditions_size() == 0) o << "  <none>\n";
+  if (j.conditions_size() == 0)
+    o << "  <none>\n";
   else {
     std::vector<std::vector<std::string>> rows = {{"  TYPE", "STATUS", "REASON", "MESSAGE"}};
     for (const auto& c : j.conditions()) {

@@ -24,13 +24,13 @@ extern "C" {
 #endif
 
 #define TRAINLET_RDZV_OK 0
-#define TRAINLET_RDZV_TIMEOUT 1    /* the fence or get did not complete in time; may be retried */
-#define TRAINLET_RDZV_ABORTED 2    /* the attempt's rendezvous failed: a rank exited, it ended */
-#define TRAINLET_RDZV_DENIED 3     /* the agent does not know this job/attempt/rank/token */
-#define TRAINLET_RDZV_INVALID 4    /* a bad argument, a missing env var, a call out of order */
-#define TRAINLET_RDZV_NOT_FOUND 5  /* get with timeout 0 in non-blocking form: key not there */
-#define TRAINLET_RDZV_TOO_SMALL 6  /* get: the value is larger than the buffer (len says how big) */
-#define TRAINLET_RDZV_IO 7         /* the agent cannot be reached, or the snapshot is unreadable */
+#define TRAINLET_RDZV_TIMEOUT 1   /* the fence or get did not complete in time; may be retried */
+#define TRAINLET_RDZV_ABORTED 2   /* the attempt's rendezvous failed: a rank exited, it ended */
+#define TRAINLET_RDZV_DENIED 3    /* the agent does not know this job/attempt/rank/token */
+#define TRAINLET_RDZV_INVALID 4   /* a bad argument, a missing env var, a call out of order */
+#define TRAINLET_RDZV_NOT_FOUND 5 /* get with timeout 0 in non-blocking form: key not there */
+#define TRAINLET_RDZV_TOO_SMALL 6 /* get: the value is larger than the buffer (see len) */
+#define TRAINLET_RDZV_IO 7        /* the agent cannot be reached, or the snapshot is unreadable */
 
 /* Largest key and value accepted by put. */
 #define TRAINLET_RDZV_MAX_KEY 4096

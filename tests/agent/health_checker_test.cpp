@@ -161,8 +161,8 @@ TEST_F(HealthCheckerTest, GpuCountChangeIsUnhealthy) {
 TEST_F(HealthCheckerTest, AcceleratorTurningUnhealthyIsUnhealthy) {
   auto c = Config("");
   std::string verdict;
-  HealthChecker h(c, spawner_.get(), Env(), [] { return 8; }, {},
-                  [&verdict] { return verdict; });
+  HealthChecker h(
+      c, spawner_.get(), Env(), [] { return 8; }, {}, [&verdict] { return verdict; });
   h.Tick(Clock::now());
   EXPECT_TRUE(h.healthy());
   verdict = "nvidia GPU 0000:17:00.0: unhealthy: XID 79";

@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <memory>
-
 #include <set>
 #include <string>
 #include <vector>
@@ -55,7 +54,9 @@ bool Same(const google::protobuf::MessageLite& a, const google::protobuf::Messag
   return MessageDifferencer::Equals(*proto::Reflect(a), *proto::Reflect(b));
 }
 
-std::string Text(const google::protobuf::MessageLite& m) { return proto::Reflect(m)->DebugString(); }
+std::string Text(const google::protobuf::MessageLite& m) {
+  return proto::Reflect(m)->DebugString();
+}
 
 // Every member of the `body` oneof, so a body added to the contract is covered automatically.
 std::vector<const FieldDescriptor*> BodyFields() {
@@ -185,8 +186,8 @@ TEST(EnvelopeTest, EveryBodyTypeRoundTrips) {
     EXPECT_EQ(static_cast<int>(out.body_case()), f->number());
     EXPECT_TRUE(Same(env, out)) << Text(out);
     const auto reflected = proto::Reflect(out);
-    EXPECT_TRUE(MessageDifferencer::Equals(*body,
-                                           reflected->GetReflection()->GetMessage(*reflected, f)))
+    EXPECT_TRUE(
+        MessageDifferencer::Equals(*body, reflected->GetReflection()->GetMessage(*reflected, f)))
         << "the body's content was lost: " << Text(out);
   }
 }

@@ -326,8 +326,8 @@ TEST_F(JobPortsTest, StartTimeoutNamesTheNodesWhosePortsNeverCame) {
   const auto& st = JobOrDie("train");
   EXPECT_EQ(PhaseName(st), "Restarting");
   EXPECT_EQ(st.attempts(0).cause(),
-            "StartTimeout: ranks not started 5000 ms after the attempt was placed, on " +
-                nodes[1] + " (its ports never arrived)")
+            "StartTimeout: ranks not started 5000 ms after the attempt was placed, on " + nodes[1] +
+                " (its ports never arrived)")
       << "only the silent node is named";
   EXPECT_THAT(st.attempts(0).cause(), Not(HasSubstr(nodes[0])));
   EXPECT_TRUE(sink_.Plans().empty());
@@ -349,8 +349,8 @@ TEST_F(JobPortsTest, StartTimeoutAlsoCoversPlansThatNeverReported) {
   const auto& st = JobOrDie("train");
   EXPECT_EQ(PhaseName(st), "Restarting");
   EXPECT_EQ(st.attempts(0).cause(),
-            "StartTimeout: ranks not started 5000 ms after the attempt was placed, on " +
-                nodes[1] + " (no rank reported started)");
+            "StartTimeout: ranks not started 5000 ms after the attempt was placed, on " + nodes[1] +
+                " (no rank reported started)");
   EXPECT_EQ(StateName(*Rank(st, 2)), "Lost");
   EXPECT_EQ(StateName(*Rank(st, 0)), "Running") << "stopped by StopWorkers, it reports its exit";
   EXPECT_EQ(sink_.StopNodes(), (std::vector<std::string>{nodes[0], nodes[1]}));

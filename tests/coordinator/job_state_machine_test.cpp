@@ -15,8 +15,8 @@ using T = JobTrigger;
 const std::vector<P> kAllPhases = {P::kPending,   P::kStarting, P::kRunning,  P::kRestarting,
                                    P::kSucceeded, P::kFailed,   P::kSuspended};
 const std::vector<T> kAllTriggers = {
-    T::kPlaced,          T::kUnplaceable,        T::kAllRanksStarted, T::kAllRanksSucceeded,
-    T::kAttemptFailed,   T::kAttemptFailedFinal, T::kSuspend,         T::kResume,
+    T::kPlaced,           T::kUnplaceable,        T::kAllRanksStarted, T::kAllRanksSucceeded,
+    T::kAttemptFailed,    T::kAttemptFailedFinal, T::kSuspend,         T::kResume,
     T::kDeadlineExceeded, T::kPlanRefused};
 
 // The lifecycle written out independently of the header's table, so a slip in either shows.

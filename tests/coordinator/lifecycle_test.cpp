@@ -18,9 +18,9 @@ namespace trainlet::coordinator {
 namespace {
 
 using testing::ControllerFixture;
+using ::testing::HasSubstr;
 using testing::JobYaml;
 using testing::RuntimeYaml;
-using ::testing::HasSubstr;
 
 constexpr auto kStarted = v1::WorkerEvent::KIND_STARTED;
 constexpr auto kExited = v1::WorkerEvent::KIND_EXITED;
@@ -81,7 +81,8 @@ class LifecycleTest : public ControllerFixture {
   }
   size_t StopsFor(const std::string& job, uint32_t attempt) {
     size_t n = 0;
-    for (const auto& [node, stop] : sink_.Stops()) n += stop.job() == job && stop.attempt() == attempt;
+    for (const auto& [node, stop] : sink_.Stops())
+      n += stop.job() == job && stop.attempt() == attempt;
     return n;
   }
 };

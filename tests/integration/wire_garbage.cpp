@@ -44,9 +44,15 @@ int main(int argc, char** argv) {
   int sent = 0;
   for (int i = 0; i < count; ++i) {
     switch (i % 7) {
-      case 0: s.send(zmq::buffer(bytes(1 + rng() % 512)), zmq::send_flags::none); break;
-      case 1: s.send(zmq::message_t(), zmq::send_flags::none); break;  // empty envelope
-      case 2: s.send(zmq::buffer(good.substr(0, good.size() / 2)), zmq::send_flags::none); break;
+      case 0:
+        s.send(zmq::buffer(bytes(1 + rng() % 512)), zmq::send_flags::none);
+        break;
+      case 1:
+        s.send(zmq::message_t(), zmq::send_flags::none);
+        break;  // empty envelope
+      case 2:
+        s.send(zmq::buffer(good.substr(0, good.size() / 2)), zmq::send_flags::none);
+        break;
       case 3: {  // a valid envelope whose type lies about its body
         trainlet::v1::Envelope e = valid;
         e.set_type(trainlet::v1::MESSAGE_TYPE_LAUNCH_PLAN);
@@ -67,7 +73,9 @@ int main(int argc, char** argv) {
         s.send(zmq::buffer(trainlet::EncodeEnvelope(e)), zmq::send_flags::none);
         break;
       }
-      case 6: s.send(zmq::buffer(bytes(64)), zmq::send_flags::none); break;
+      case 6:
+        s.send(zmq::buffer(bytes(64)), zmq::send_flags::none);
+        break;
     }
     ++sent;
   }

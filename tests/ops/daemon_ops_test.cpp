@@ -406,8 +406,8 @@ TEST_F(DaemonOpsTest, NotifiesSystemdAndServesMetrics) {
 #if TRAINLET_EXPECT_STATIC_AGENT
   // Linked with its C++ libraries as archives (cmake/TrainletStaticAgent.cmake), after topology
   // discovery, registration and a job: no shared C++ library was loaded, not even by hwloc.
-  for (const char* library : {"/libstdc++.so", "/libzmq.so", "/libspdlog.so", "/libyaml-cpp.so",
-                              "/libxml2.so"}) {
+  for (const char* library :
+       {"/libstdc++.so", "/libzmq.so", "/libspdlog.so", "/libyaml-cpp.so", "/libxml2.so"}) {
     EXPECT_FALSE(Maps(agent, library)) << library;
   }
 #endif

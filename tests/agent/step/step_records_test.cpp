@@ -130,7 +130,6 @@ TEST(StepRecords, RandomBytesNeverCrash) {
   EXPECT_GT(accepted, 0u);
 }
 
-
 TEST(StepLaunch, RoundTripAndEnv) {
   StepLaunch l;
   l.job = "job-a";

@@ -189,8 +189,9 @@ int main() {
   }
   char host[256] = "?";
   gethostname(host, sizeof(host));
-  std::printf("mlx ring rank %u of %u on %s: %zu connection(s) to rank %u, sum %s (sum[0] %g, "
-              "expected %g)\n",
-              rank, world, host, links, right, wrong == 0 ? "OK" : "WRONG", sum[0], tri);
+  std::printf(
+      "mlx ring rank %u of %u on %s: %zu connection(s) to rank %u, sum %s (sum[0] %g, "
+      "expected %g)\n",
+      rank, world, host, links, right, wrong == 0 ? "OK" : "WRONG", sum[0], tri);
   return wrong == 0 ? 0 : 1;
 }
