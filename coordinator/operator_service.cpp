@@ -38,104 +38,98 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
                              Clock::time_point now, int64_t now_ms) {
   v1::OperatorResponse r;
   r.set_request_id(req.request_id());
-  switch (req.body_case()) {
-    case v1::OperatorRequest::kApply: {
-      auto result = jobs_->Apply(req.apply().yaml(), req.apply().source_name(), now_ms);
-      if (!result.ok()) {
-        return Fail(routing_id, req.request_id(), result.status().code(),
-                    result.status().message());
-      }
-      *r.mutable_apply() = std::move(result).value();
-      break;
+  // Each request fills its part of the response, or fails with a Status naming what is wrong.
+  Status failed = Status::Ok();
+  auto take = [&failed](auto result, auto* part) {
+    if (result.ok()) {
+      *part = std::move(result).value();
+    } else {
+      failed = result.status();
     }
+  };
+  switch (req.body_case()) {
+    case v1::OperatorRequest::kApply:
+      take(jobs_->Apply(req.apply().yaml(), req.apply().source_name(), now_ms), r.mutable_apply());
+      break;
     case v1::OperatorRequest::kGetNodes:
-      for (const auto& [name, e] : nodes_->nodes()) {
-        auto* n = r.mutable_nodes()->add_nodes();
-        *n->mutable_info() = e.info;
-        n->set_state(NodeStateName(e.state));
-        n->set_registered_unix_ms(e.registered_unix_ms);
-        n->set_last_heartbeat_unix_ms(e.last_beat_unix_ms);
-        n->set_schedulable(e.schedulable);
-        DescribeConditions(e, *n);
-      }
-      for (const v1::JobStatus* j : jobs_->List()) {
-        for (const auto& rank : j->ranks()) {
-          if (!IsRankActive(rank.rank_state())) continue;
-          for (auto& n : *r.mutable_nodes()->mutable_nodes()) {
-            if (n.info().name() == rank.node()) n.set_used_slots(n.used_slots() + 1);
-          }
-        }
-      }
-      FillUsedResources(*r.mutable_nodes());
+      ListNodes(*r.mutable_nodes());
       break;
     case v1::OperatorRequest::kGetJobs:
-      if (!req.get_jobs().name().empty()) {
-        const v1::JobStatus* j = jobs_->Find(req.get_jobs().name());
-        if (j == nullptr) {
-          return Fail(routing_id, req.request_id(), ErrorCode::kNotFound,
-                      "trainjob/" + req.get_jobs().name() + " not found");
-        }
-        *r.mutable_jobs()->add_jobs() = *j;
-      } else {
-        for (const v1::JobStatus* j : jobs_->List()) *r.mutable_jobs()->add_jobs() = *j;
+      failed = ListJobs(req.get_jobs().name(), *r.mutable_jobs());
+      break;
+    case v1::OperatorRequest::kDeleteJob:
+      take(jobs_->Delete(req.delete_job().name(), now_ms), r.mutable_delete_job());
+      break;
+    case v1::OperatorRequest::kWaitJob:
+      if (!CheckWait(req.wait_job(), *r.mutable_wait_job())) {
+        return ParkWait(routing_id, req.request_id(), req.wait_job(), now);
       }
       break;
-    case v1::OperatorRequest::kDeleteJob: {
-      auto result = jobs_->Delete(req.delete_job().name(), now_ms);
-      if (!result.ok()) {
-        return Fail(routing_id, req.request_id(), result.status().code(),
-                    result.status().message());
-      }
-      *r.mutable_delete_job() = std::move(result).value();
+    case v1::OperatorRequest::kSuspendJob:
+      take(jobs_->SetSuspend(req.suspend_job().name(), req.suspend_job().suspend(), now_ms),
+           r.mutable_suspend_job());
       break;
-    }
-    case v1::OperatorRequest::kWaitJob: {
-      v1::WaitJobResult result;
-      if (CheckWait(req.wait_job(), result)) {
-        *r.mutable_wait_job() = std::move(result);
-        break;
-      }
-      const auto timeout = std::chrono::milliseconds(std::min<uint32_t>(
-          req.wait_job().timeout_ms() == 0 ? 30000 : req.wait_job().timeout_ms(), 3600 * 1000));
-      waits_.push_back({routing_id, req.request_id(), req.wait_job(), now + timeout});
-      return;
-    }
-    case v1::OperatorRequest::kSuspendJob: {
-      auto result =
-          jobs_->SetSuspend(req.suspend_job().name(), req.suspend_job().suspend(), now_ms);
-      if (!result.ok()) {
-        return Fail(routing_id, req.request_id(), result.status().code(),
-                    result.status().message());
-      }
-      *r.mutable_suspend_job() = std::move(result).value();
+    case v1::OperatorRequest::kCordonNode:
+      failed = Cordon(req.cordon_node(), *r.mutable_cordon_node());
       break;
-    }
-    case v1::OperatorRequest::kCordonNode: {
-      const auto& c = req.cordon_node();
-      auto changed = nodes_->SetSchedulable(c.node(), !c.cordon(), c.reason());
-      if (!changed.ok()) {
-        return Fail(routing_id, req.request_id(), changed.status().code(),
-                    changed.status().message());
-      }
-      r.mutable_cordon_node()->set_node(c.node());
-      r.mutable_cordon_node()->set_changed(*changed);
+    case v1::OperatorRequest::kDrainNode:
+      take(Drain(req.drain_node(), now_ms), r.mutable_drain_node());
       break;
-    }
-    case v1::OperatorRequest::kDrainNode: {
-      auto result = Drain(req.drain_node(), now_ms);
-      if (!result.ok()) {
-        return Fail(routing_id, req.request_id(), result.status().code(),
-                    result.status().message());
-      }
-      *r.mutable_drain_node() = std::move(result).value();
-      break;
-    }
     case v1::OperatorRequest::kLogs:
       return HandleLogs(routing_id, req.request_id(), req.logs(), now);
     case v1::OperatorRequest::BODY_NOT_SET:
-      return Fail(routing_id, req.request_id(), ErrorCode::kInvalid, "empty request");
+      failed = InvalidError("empty request");
+      break;
   }
+  if (!failed.ok()) return Fail(routing_id, req.request_id(), failed.code(), failed.message());
   Respond(routing_id, std::move(r));
+}
+
+void OperatorService::ListNodes(v1::NodeList& list) const {
+  for (const auto& [name, e] : nodes_->nodes()) {
+    auto* n = list.add_nodes();
+    *n->mutable_info() = e.info;
+    n->set_state(NodeStateName(e.state));
+    n->set_registered_unix_ms(e.registered_unix_ms);
+    n->set_last_heartbeat_unix_ms(e.last_beat_unix_ms);
+    n->set_schedulable(e.schedulable);
+    DescribeConditions(e, *n);
+  }
+  for (const v1::JobStatus* j : jobs_->List()) {
+    for (const auto& rank : j->ranks()) {
+      if (!IsRankActive(rank.rank_state())) continue;
+      for (auto& n : *list.mutable_nodes()) {
+        if (n.info().name() == rank.node()) n.set_used_slots(n.used_slots() + 1);
+      }
+    }
+  }
+  FillUsedResources(list);
+}
+
+Status OperatorService::ListJobs(const std::string& name, v1::JobList& list) const {
+  if (name.empty()) {
+    for (const v1::JobStatus* j : jobs_->List()) *list.add_jobs() = *j;
+    return Status::Ok();
+  }
+  const v1::JobStatus* j = jobs_->Find(name);
+  if (j == nullptr) return Status(ErrorCode::kNotFound, "trainjob/" + name + " not found");
+  *list.add_jobs() = *j;
+  return Status::Ok();
+}
+
+void OperatorService::ParkWait(const std::string& routing_id, uint64_t request_id,
+                               const v1::WaitJobRequest& request, Clock::time_point now) {
+  const auto timeout = std::chrono::milliseconds(
+      std::min<uint32_t>(request.timeout_ms() == 0 ? 30000 : request.timeout_ms(), 3600 * 1000));
+  waits_.push_back({routing_id, request_id, request, now + timeout});
+}
+
+Status OperatorService::Cordon(const v1::CordonNodeRequest& request, v1::CordonNodeResult& result) {
+  auto changed = nodes_->SetSchedulable(request.node(), !request.cordon(), request.reason());
+  if (!changed.ok()) return changed.status();
+  result.set_node(request.node());
+  result.set_changed(*changed);
+  return Status::Ok();
 }
 
 bool OperatorService::CheckWait(const v1::WaitJobRequest& req, v1::WaitJobResult& result) const {

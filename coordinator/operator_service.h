@@ -53,6 +53,15 @@ class OperatorService {
             const std::string& message);
   // Fills `result` and returns true when the wait can be answered now.
   bool CheckWait(const v1::WaitJobRequest& request, v1::WaitJobResult& result) const;
+  // A wait that cannot be answered yet: Tick answers it when the job changes or time runs out.
+  void ParkWait(const std::string& routing_id, uint64_t request_id,
+                const v1::WaitJobRequest& request, Clock::time_point now);
+  // get nodes: every node with its conditions, used slots and resources.
+  void ListNodes(v1::NodeList& list) const;
+  // get trainjobs: every job, or the one named (NotFound naming it when absent).
+  Status ListJobs(const std::string& name, v1::JobList& list) const;
+  // cordon / uncordon; errors (an unknown node) from the registry.
+  Status Cordon(const v1::CordonNodeRequest& request, v1::CordonNodeResult& result);
   // Nodes (operator_nodes.cpp): conditions and resources for get nodes, and drain.
   static void DescribeConditions(const NodeEntry& entry, v1::NodeStatus& status);
   void FillUsedResources(v1::NodeList& list) const;
