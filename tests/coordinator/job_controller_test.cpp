@@ -24,6 +24,8 @@ constexpr auto kExited = v1::WorkerEvent::KIND_EXITED;
 
 class JobControllerTest : public ControllerFixture {};
 
+// One job's whole life, apply to Succeeded, checked at every step: long on purpose, a reader
+// follows the lifecycle top to bottom.
 TEST_F(JobControllerTest, HelloRunsToCompletion) {
   v1::ApplyResult applied = ApplyOk(JobYaml("hello", 2, 2));
   ASSERT_EQ(applied.created_size(), 1);
@@ -216,6 +218,7 @@ TEST_F(JobControllerTest, StartFailedFailsAttempt) {
   EXPECT_EQ(sink_.StopNodes(), std::vector<std::string>{"n1"});
 }
 
+// A failure, the backoff, and the restart as a new attempt, in order: one scenario, one test.
 TEST_F(JobControllerTest, RestartAfterFailureWithBackoff) {
   options_.restart_backoff = std::chrono::milliseconds(10);
   MakeController();

@@ -293,6 +293,8 @@ class DaemonOpsTest : public ::testing::Test {
   std::vector<pid_t> pids_;
 };
 
+// One daemon's whole life under a fake systemd, step by step; long because each step needs the
+// state the one before it left (the socket, the watchdog, the metrics seen so far).
 TEST_F(DaemonOpsTest, NotifiesSystemdAndServesMetrics) {
   NotifySocket notify(dir_.File("notify.sock"));
   const pid_t coordinator = StartCoordinator(NotifyEnv());
