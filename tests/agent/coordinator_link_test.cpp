@@ -4,10 +4,13 @@
 #include "agent/coordinator_link.h"
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -223,6 +226,13 @@ TEST_F(CoordinatorLinkTest, ARefusedRegistrationIsSentAgainAtOnce) {
 // Two hosts with one hostname, or a rotated key before the old registration is Lost: the
 // coordinator refuses every registration. The agent must back off, not retry in a loop.
 TEST_F(CoordinatorLinkTest, RefusedRegistrationsBackOffExponentially) {
+  std::ostringstream log;
+  struct Restore {
+    std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
+    ~Restore() { spdlog::set_default_logger(previous); }
+  } restore;
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "refusals", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
   link_->Start();
   ASSERT_TRUE(AtCoordinator(v1::Envelope::kRegister));
   sent_ = registrations_built_;
@@ -241,6 +251,17 @@ TEST_F(CoordinatorLinkTest, RefusedRegistrationsBackOffExponentially) {
     expected = std::min(expected * 2, milliseconds(30000));
   }
   EXPECT_FALSE(link_->registered());
+  // The warning: the first refusal, then one line per 10 s with the count held back.
+  std::istringstream in(log.str());
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("refused this agent's registration") != std::string::npos) lines.push_back(line);
+  }
+  EXPECT_GE(lines.size(), 2u) << log.str();
+  EXPECT_LE(lines.size(), 4u) << log.str();
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines[0].find("registering again in"), std::string::npos) << lines[0];
+  EXPECT_NE(log.str().find("more in the last"), std::string::npos) << log.str();
 }
 
 TEST_F(CoordinatorLinkTest, AnAcceptedRegistrationResetsTheBackoff) {
