@@ -25,7 +25,8 @@ CoordinatorLink::CoordinatorLink(zmq::context_t& ctx, zmq::socket_t socket, Opti
       hooks_(std::move(hooks)),
       drops_(drops),
       socket_(std::move(socket)),
-      handshakes_(ctx, socket_, "agent-coordinator-monitor") {}
+      handshakes_(ctx, socket_, "agent-coordinator-monitor"),
+      register_backoff_(options_.register_backoff) {}
 
 void CoordinatorLink::Start() {
   SendRegister();
@@ -93,7 +94,7 @@ void CoordinatorLink::SendRegister() {
   v1::Envelope env = hooks_.registration();
   env.mutable_register_()->set_events_acked_through(events_.acked_through());
   // Registration is resent on a timer, so it never waits in the outbox behind itself.
-  SendOnDealer(socket_, env);
+  if (SendOnDealer(socket_, env)) register_outstanding_ = true;
   next_register_ = options_.now() + options_.register_retry;
 }
 
@@ -119,15 +120,42 @@ void CoordinatorLink::Read(int at_most) {
 }
 
 void CoordinatorLink::OnRegisterAck(const v1::RegisterAck& ack) {
-  if (!ack.accepted()) {
+  const auto now = options_.now();
+  if (!ack.accepted() && registered_) {
+    // The coordinator no longer knows this node (it restarted, or declared the node Lost): that
+    // is no refusal of a registration, so register again at once.
     spdlog::warn("coordinator asks to register again: {}", ack.reason());
     registered_ = false;
     SendRegister();
     return;
   }
-  if (!registered_) spdlog::info("registered with {}", options_.endpoint);
+  if (!ack.accepted()) {
+    // A refused registration (the name is taken, the key is bound to another name) is refused
+    // again until an operator or the liveness timer acts: retrying at once floods both sides.
+    if (!register_outstanding_) return;  // a heartbeat's answer while the backoff runs
+    register_outstanding_ = false;
+    const std::chrono::milliseconds delay = register_backoff_.Fail();
+    backoff_until_ = now + delay;
+    next_register_ = backoff_until_;
+    if (auto d = refusal_log_.Admit(ack.reason(), now); d.log) {
+      spdlog::warn(
+          "coordinator refused this agent's registration: {}; registering again in {} ms{}",
+          ack.reason(), delay.count(), LogRateLimiter::Suffix(d));
+    }
+    return;
+  }
+  if (!registered_) {
+    const uint32_t refusals = register_backoff_.failures();
+    if (refusals == 0) spdlog::info("registered with {}", options_.endpoint);
+    if (refusals > 0) {
+      spdlog::info("registered with {} after {} refusals", options_.endpoint, refusals);
+    }
+  }
   registered_ = true;
-  last_heard_ = options_.now();
+  register_outstanding_ = false;
+  register_backoff_.Reset();
+  backoff_until_ = {};
+  last_heard_ = now;
   partition_reported_ = false;
   if (ack.partition_grace_ms() != 0) {
     partition_grace_ = std::chrono::milliseconds(ack.partition_grace_ms());
@@ -147,7 +175,10 @@ void CoordinatorLink::OnHandshakeEvents() {
   while (auto event = handshakes_.Read()) {
     // The first registration at start-up, and one after a partition, is sent once the connection
     // is usable rather than at the next register_retry tick (ZMQ_IMMEDIATE drops earlier sends).
-    if (*event == HandshakeEvent::kSucceeded && !registered_) SendRegister();
+    // A reconnection does not cut a refusal's backoff short: Tick registers when it ran out.
+    if (*event == HandshakeEvent::kSucceeded && !registered_ && options_.now() >= backoff_until_) {
+      SendRegister();
+    }
     if (*event == HandshakeEvent::kRefusedKey) {
       spdlog::error(
           "the coordinator at {} refused this agent's key: add its public key to the "

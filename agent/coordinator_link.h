@@ -27,7 +27,9 @@
 #include "agent/event_outbox.h"
 #include "common/curve_keys.h"
 #include "common/envelope.h"
+#include "common/exponential_backoff.h"
 #include "common/handshake_monitor.h"
+#include "common/log_rate_limit.h"
 #include "common/status.h"
 
 namespace trainlet::agent {
@@ -45,6 +47,9 @@ class CoordinatorLink {
     std::chrono::milliseconds heartbeat_interval{1000};
     std::chrono::milliseconds register_retry{
         2000};  // a registration unanswered this long goes again
+    // After a refused registration (name taken, key bound to another name) the next one waits
+    // this backoff: 250 ms doubling per consecutive refusal to 30 s, +-20%.
+    ExponentialBackoff::Options register_backoff;
     std::function<Clock::time_point()> now = [] { return Clock::now(); };
   };
 
@@ -68,8 +73,8 @@ class CoordinatorLink {
 
   // Sends the first registration and makes the first heartbeat due now.
   void Start();
-  // Timers and retries: a heartbeat when due, a registration again while unanswered, then what
-  // waits in the outbox and the event outbox.
+  // Timers and retries: a heartbeat when due, a registration again while unanswered (or once a
+  // refusal's backoff ran out), then what waits in the outbox and the event outbox.
   void Tick(Clock::time_point now);
   // When Tick (or CheckPartition) next has something to do. `workers_running`: a silent
   // coordinator matters only while ranks run.
@@ -89,7 +94,8 @@ class CoordinatorLink {
   void* monitor_handle() { return handshakes_.handle(); }
   // Handles up to `at_most` waiting messages, without blocking.
   void Read(int at_most);
-  // Registers the moment a handshake completes; a refused key is logged as the operator's fix.
+  // Registers the moment a handshake completes, unless a refusal's backoff still runs; a refused
+  // key is logged as the operator's fix.
   void OnHandshakeEvents();
 
   // True once per silence: the coordinator said nothing for its partition grace while
@@ -128,6 +134,12 @@ class CoordinatorLink {
   std::deque<v1::Envelope> outbox_;
   EventOutbox events_;
   bool registered_ = false;
+  // A registration went and has not been answered: the next refusal answers it (a refusal that
+  // answers a heartbeat while a backoff runs neither counts nor restarts the wait).
+  bool register_outstanding_ = false;
+  ExponentialBackoff register_backoff_;  // consecutive refusals; reset by an acceptance
+  Clock::time_point backoff_until_{};    // no registration before this, not even on a handshake
+  LogRateLimiter refusal_log_{std::chrono::seconds(10)};  // by reason
   uint64_t heartbeat_seq_ = 0;
   Clock::time_point next_heartbeat_{};
   Clock::time_point next_register_{};

@@ -210,7 +210,12 @@ void Coordinator::OnRegister(const RouterMessage& msg, std::chrono::steady_clock
     spdlog::info("node {} registered ({} slots, address {})", env.register_().name(),
                  env.register_().slots(), env.register_().address());
   } else {
-    spdlog::warn("refused registration of {}: {}", env.register_().name(), s.message());
+    ops_->OnRegistrationRefused();
+    const std::string key = env.register_().name() + "\n" + msg.user_id;
+    if (auto d = refusal_log_.Admit(key, now); d.log) {
+      spdlog::warn("refused registration of {}: {}{}", env.register_().name(), s.message(),
+                   LogRateLimiter::Suffix(d));
+    }
   }
   SendToRouterPeer(agents_, msg.routing_id, ack);
   if (s.ok()) {

@@ -20,6 +20,7 @@
 #include <zmq.hpp>
 
 #include "common/envelope.h"
+#include "common/log_rate_limit.h"
 #include "common/platform/env.h"
 #include "common/platform/event_loop.h"
 #include "common/platform/signal_watch.h"
@@ -86,6 +87,8 @@ class Coordinator : public NodeSink {
   const std::string& operator_endpoint() const { return operator_endpoint_; }
   // The nodes as the loop sees them; for tests and the loop's thread only.
   const NodeRegistry& registry() const { return *registry_; }
+  // Metrics and sd_notify; for tests and the loop's thread only.
+  CoordinatorOps& ops() { return *ops_; }
 
   void SendToNode(const std::string& node, v1::Envelope env) override;
 
@@ -139,7 +142,9 @@ class Coordinator : public NodeSink {
   std::unique_ptr<OperatorService> operator_service_;
   std::unique_ptr<CoordinatorOps> ops_;  // metrics and sd_notify (coordinator_ops.h)
   std::unique_ptr<ExecRelay> exec_relay_;
-  std::unique_ptr<FenceTable> fences_;      // rendezvous fences (fence_table.h)
+  std::unique_ptr<FenceTable> fences_;  // rendezvous fences (fence_table.h)
+  // A refused agent may retry often: one warning per node name and key per 10 s, with a count.
+  LogRateLimiter refusal_log_{std::chrono::seconds(10)};
   uint64_t fence_generation_ = UINT64_MAX;  // jobs_->generation() at the last Sweep
 };
 

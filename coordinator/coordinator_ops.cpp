@@ -53,6 +53,10 @@ Result<std::unique_ptr<CoordinatorOps>> CoordinatorOps::Create(
   c->started_ = &m.AddCounter("trainlet_coordinator_workers_started_total",
                               "Worker processes the agents reported started")
                      .Get();
+  c->registrations_refused_ =
+      &m.AddCounter("trainlet_coordinator_registrations_refused_total",
+                    "Agent registrations refused (name taken, key bound to another name)")
+           .Get();
   c->failed_ = &m.AddCounter(
       "trainlet_coordinator_workers_failed_total",
       "Workers the agents could not start (start_failed), that exited non-zero (exit_code) or "

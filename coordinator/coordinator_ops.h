@@ -45,6 +45,8 @@ class CoordinatorOps {
   void AfterWorkerEvent(const v1::WorkerEvent& event, int64_t now_unix_ms);
   // Rendezvous fence: from the first rank's arrival to the release of all ranks.
   void OnFence(std::chrono::duration<double> elapsed) { fence_->Observe(elapsed.count()); }
+  // The coordinator refused an agent's registration (name taken, key bound to another name).
+  void OnRegistrationRefused() { registrations_refused_->Inc(); }
   void OnStopping() { ops_->NotifyStopping(); }
 
   MetricsRegistry& metrics() { return ops_->metrics(); }
@@ -67,6 +69,7 @@ class CoordinatorOps {
   Histogram* heartbeat_lag_ = nullptr;
   Histogram* fence_ = nullptr;
   Counter* started_ = nullptr;
+  Counter* registrations_refused_ = nullptr;
   Family<Counter>* failed_ = nullptr;
 };
 

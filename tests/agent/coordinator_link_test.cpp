@@ -4,11 +4,15 @@
 #include "agent/coordinator_link.h"
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 #include <zmq.hpp>
 
@@ -42,7 +46,8 @@ v1::Envelope WorkerExited(uint32_t rank) {
 class CoordinatorLinkTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const CurveKeyPair server = NewKeys();
+    server_ = NewKeys();
+    const CurveKeyPair& server = server_;
     agent_keys_ = NewKeys();
     auto zap = ZapAuthenticator::Create(ctx_);
     ASSERT_TRUE(zap.ok()) << zap.status().ToString();
@@ -59,6 +64,10 @@ class CoordinatorLinkTest : public ::testing::Test {
     options.heartbeat_interval = milliseconds(1000);
     options.register_retry = milliseconds(2000);
     options.now = [this] { return now_; };
+    options.register_backoff.initial = milliseconds(250);
+    options.register_backoff.max = milliseconds(30000);
+    options.register_backoff.jitter = 0.2;
+    options.register_backoff.seed = 19;  // the same delays every run
     CoordinatorLink::Hooks hooks;
     hooks.registration = [this] {
       ++registrations_built_;
@@ -130,6 +139,37 @@ class CoordinatorLinkTest : public ::testing::Test {
     ASSERT_TRUE(link_->registered());
   }
 
+  // Refuses the registration that just arrived, as a coordinator does for a name that is taken.
+  void Refuse() {
+    v1::Envelope nack;
+    nack.mutable_register_ack()->set_accepted(false);
+    nack.mutable_register_ack()->set_reason("node node-1 is registered with another key");
+    ToAgent(std::move(nack));
+    ASSERT_TRUE(WaitForLink());
+    link_->Read(64);
+  }
+
+  // Plays `window` of fake time in 10 ms steps, refusing every registration the link sends (and
+  // stopping after 200 of them: today's loop would never end). Returns the fake times at which
+  // registrations arrived.
+  std::vector<Clock::time_point> RefuseEveryRegistration(milliseconds window) {
+    std::vector<Clock::time_point> at;
+    const auto end = now_ + window;
+    for (; now_ <= end && at.size() < 200; now_ += milliseconds(10)) {
+      link_->Tick(now_);
+      while (sent_ < registrations_built_ && at.size() < 200) {
+        ++sent_;
+        if (!AtCoordinator(v1::Envelope::kRegister)) {
+          ADD_FAILURE() << "a registration was built but never arrived";
+          return at;
+        }
+        at.push_back(now_);
+        Refuse();
+      }
+    }
+    return at;
+  }
+
   void HeartbeatAck(uint64_t acked_event_seq) {
     v1::Envelope ack;
     ack.mutable_heartbeat_ack()->set_acked_event_seq(acked_event_seq);
@@ -141,10 +181,12 @@ class CoordinatorLinkTest : public ::testing::Test {
   std::optional<zmq::socket_t> router_;
   std::string endpoint_;
   std::string routing_id_;
+  CurveKeyPair server_;
   CurveKeyPair agent_keys_;
   DropCounters drops_;
   Clock::time_point now_ = Clock::time_point{} + std::chrono::hours(1);
   int registrations_built_ = 0;
+  int sent_ = 0;  // registrations RefuseEveryRegistration has seen arrive
   int heartbeats_sent_ = 0;
   std::vector<v1::Envelope> messages_;
   std::unique_ptr<CoordinatorLink> link_;
@@ -179,6 +221,121 @@ TEST_F(CoordinatorLinkTest, ARefusedRegistrationIsSentAgainAtOnce) {
   EXPECT_FALSE(link_->registered());
   EXPECT_EQ(registrations_built_, built + 1);
   EXPECT_TRUE(AtCoordinator(v1::Envelope::kRegister));
+}
+
+// Two hosts with one hostname, or a rotated key before the old registration is Lost: the
+// coordinator refuses every registration. The agent must back off, not retry in a loop.
+TEST_F(CoordinatorLinkTest, RefusedRegistrationsBackOffExponentially) {
+  std::ostringstream log;
+  struct Restore {
+    std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
+    ~Restore() { spdlog::set_default_logger(previous); }
+  } restore;
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "refusals", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
+  link_->Start();
+  ASSERT_TRUE(AtCoordinator(v1::Envelope::kRegister));
+  sent_ = registrations_built_;
+  Refuse();
+  const auto first = now_;
+  auto at = RefuseEveryRegistration(std::chrono::seconds(60));
+  at.insert(at.begin(), first);
+  // 250 ms doubling to a 30 s cap, +-20%: about 8 in a minute, where a loop sends thousands.
+  EXPECT_GE(at.size(), 6u);
+  ASSERT_LE(at.size(), 10u);
+  milliseconds expected(250);
+  for (size_t i = 1; i < at.size(); ++i) {
+    const auto gap = std::chrono::duration_cast<milliseconds>(at[i] - at[i - 1]);
+    EXPECT_GE(gap, expected * 8 / 10) << "registration " << i;
+    EXPECT_LE(gap, expected * 12 / 10 + milliseconds(10)) << "registration " << i;
+    expected = std::min(expected * 2, milliseconds(30000));
+  }
+  EXPECT_FALSE(link_->registered());
+  // The warning: the first refusal, then one line per 10 s with the count held back.
+  std::istringstream in(log.str());
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("refused this agent's registration") != std::string::npos) lines.push_back(line);
+  }
+  EXPECT_GE(lines.size(), 2u) << log.str();
+  EXPECT_LE(lines.size(), 4u) << log.str();
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines[0].find("registering again in"), std::string::npos) << lines[0];
+  EXPECT_NE(log.str().find("more in the last"), std::string::npos) << log.str();
+}
+
+TEST_F(CoordinatorLinkTest, AnAcceptedRegistrationResetsTheBackoff) {
+  link_->Start();
+  ASSERT_TRUE(AtCoordinator(v1::Envelope::kRegister));
+  sent_ = registrations_built_;
+  Refuse();
+  auto at = RefuseEveryRegistration(std::chrono::seconds(20));  // backoff now ~16 s
+  ASSERT_GE(at.size(), 5u);
+  // The next registration is accepted.
+  for (int i = 0; i < 4000 && registrations_built_ == sent_; ++i) {
+    now_ += milliseconds(10);
+    link_->Tick(now_);
+  }
+  ASSERT_GT(registrations_built_, sent_);
+  sent_ = registrations_built_;
+  ASSERT_TRUE(AtCoordinator(v1::Envelope::kRegister));
+  Accept(3000);
+  ASSERT_TRUE(link_->registered());
+
+  // The coordinator forgets the node (it restarted): the agent registers again at once, and a
+  // refusal of that waits the first step again, not the ~30 s the last run reached.
+  Refuse();
+  EXPECT_FALSE(link_->registered());
+  ASSERT_EQ(registrations_built_, sent_ + 1);
+  sent_ = registrations_built_;
+  ASSERT_TRUE(AtCoordinator(v1::Envelope::kRegister));
+  Refuse();
+  const auto refused = now_;
+  auto again = RefuseEveryRegistration(milliseconds(400));
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_LE(again[0] - refused, milliseconds(310));
+}
+
+TEST_F(CoordinatorLinkTest, AHandshakeDoesNotCutTheBackoffShort) {
+  link_->Start();
+  ASSERT_TRUE(AtCoordinator(v1::Envelope::kRegister));
+  sent_ = registrations_built_;
+  Refuse();
+  const int built = registrations_built_;
+  // The coordinator restarts on the same port: the agent reconnects and its handshake succeeds
+  // while the backoff (fake time stands still) has not run out.
+  router_->set(zmq::sockopt::linger, 0);
+  router_.reset();
+  std::string rebound;
+  auto router = BindCurveRouter(ctx_, endpoint_, server_, "agent", &rebound);
+  // libzmq closes the old listener in its I/O thread: the port frees a moment later.
+  for (int i = 0; i < 100 && !router.ok(); ++i) {
+    std::this_thread::sleep_for(milliseconds(20));
+    router = BindCurveRouter(ctx_, endpoint_, server_, "agent", &rebound);
+  }
+  ASSERT_TRUE(router.ok()) << router.status().ToString();
+  router_.emplace(std::move(router).value());
+  EXPECT_FALSE(AtCoordinator(v1::Envelope::kRegister, milliseconds(1500)));
+  EXPECT_EQ(registrations_built_, built);
+  // Once the backoff ran out the registration goes, over the new connection.
+  now_ += milliseconds(400);
+  link_->Tick(now_);
+  EXPECT_EQ(registrations_built_, built + 1);
+  EXPECT_TRUE(AtCoordinator(v1::Envelope::kRegister));
+}
+
+TEST_F(CoordinatorLinkTest, ARefusedHeartbeatDuringTheBackoffNeitherCountsNorRestartsIt) {
+  link_->Start();
+  ASSERT_TRUE(AtCoordinator(v1::Envelope::kRegister));
+  sent_ = registrations_built_;
+  Refuse();  // backoff: 250 ms +-20%
+  const int built = registrations_built_;
+  now_ += milliseconds(100);
+  Refuse();  // the coordinator's answer to a heartbeat from a node it does not know
+  EXPECT_EQ(registrations_built_, built);
+  now_ += milliseconds(200);  // 300 ms after the refusal: past the first step, short of a second
+  link_->Tick(now_);
+  EXPECT_EQ(registrations_built_, built + 1);
 }
 
 TEST_F(CoordinatorLinkTest, AnUnansweredRegistrationGoesAgainAfterTheRetryDelay) {

@@ -6,11 +6,14 @@
 #include "coordinator/coordinator.h"
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <zmq.hpp>
 
@@ -152,6 +155,43 @@ TEST_F(CoordinatorTest, RegistersAFakeAgent) {
   Register();
   EXPECT_EQ(State(), NodeState::kReady);
   EXPECT_TRUE(Heartbeat());
+}
+
+// An agent refused in a loop (two hosts with one name, a key bound to another name) costs one
+// warning per 10 s, not one per attempt; each refusal is counted in the metrics.
+TEST_F(CoordinatorTest, RefusalsAreCountedAndTheirWarningIsRateLimited) {
+  std::ostringstream log;
+  struct Restore {
+    std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
+    ~Restore() { spdlog::set_default_logger(previous); }
+  } restore;
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "refusals", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
+  auto lines = [&log] {
+    std::istringstream in(log.str());
+    std::vector<std::string> got;
+    for (std::string line; std::getline(in, line);) {
+      if (line.find("refused registration of node-2") != std::string::npos) got.push_back(line);
+    }
+    return got;
+  };
+  v1::Envelope env;
+  env.mutable_register_()->set_name("node-2");  // node-1's key: the allowlist gives it node-1
+  env.mutable_register_()->set_slots(2);
+  for (int i = 0; i < 30; ++i) {
+    auto ack = Exchange(env);
+    ASSERT_TRUE(ack && ack->has_register_ack());
+    ASSERT_FALSE(ack->register_ack().accepted());
+  }
+  EXPECT_EQ(lines().size(), 1u);
+  env_.Advance(10s);
+  ASSERT_TRUE(Exchange(env));
+  const auto got = lines();
+  ASSERT_EQ(got.size(), 2u) << log.str();
+  EXPECT_NE(got[1].find("(and 29 more in the last 10.0 s)"), std::string::npos) << got[1];
+  EXPECT_NE(coordinator_->ops().metrics().Render().find(
+                "trainlet_coordinator_registrations_refused_total 31"),
+            std::string::npos);
 }
 
 TEST_F(CoordinatorTest, WallClockJumpsDoNotTouchLiveness) {

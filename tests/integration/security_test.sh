@@ -74,6 +74,16 @@ for impostor in node-9 node-1; do
   kill "${EXTRA_PIDS[-1]}"; wait "${EXTRA_PIDS[-1]}" 2>/dev/null || true
   grep -qF "key $node3_pub may register only as node node-3, not $impostor" \
     "$TRAINLET_HOME/logs/coordinator.log" || fail "refusal of $impostor does not name key and name"
+  # A refused agent backs off and both sides rate-limit the warning (issue 19, defect 6): a
+  # handful of lines in 2 s, where a retry loop wrote tens of thousands.
+  agent_lines=$(grep -c "refused this agent's registration" "$WORK/impostor.log" || true)
+  coord_lines=$(grep -c "refused registration of $impostor" "$TRAINLET_HOME/logs/coordinator.log" || true)
+  [ "$agent_lines" -ge 1 ] && [ "$agent_lines" -le 5 ] ||
+    fail "the refused agent logged $agent_lines refusals in 2 s"
+  [ "$coord_lines" -ge 1 ] && [ "$coord_lines" -le 5 ] ||
+    fail "the coordinator logged $coord_lines refusals of $impostor in 2 s"
+  log "refusals of $impostor logged in 2 s: agent $agent_lines, coordinator $coord_lines"
+  [ "$(wc -l < "$WORK/impostor.log")" -lt 50 ] || fail "the refused agent's log grew to $(wc -l < "$WORK/impostor.log") lines"
 done
 log "a key registers only the name the allowlist gives it"
 echo "PASS security_test"
