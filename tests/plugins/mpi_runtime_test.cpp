@@ -77,5 +77,100 @@ TEST(MpiRuntimeTest, TrainerEnvWinsOverTheDefault) {
   EXPECT_EQ(LauncherEnv(req)["OMPI_MCA_pml"], "ucx");
 }
 
+// OpenMPI's TCP (the tcp BTL between ranks, the oob between mpirun and its daemons) is kept on
+// the agents' network: one host CIDR per advertised address, so an interface that comes and goes
+// elsewhere on a node is never bound (issue 19, defect 12).
+TEST(MpiRuntimeTest, AdvertisedAddressesNarrowOpenMpiTcp) {
+  PlanRequest req = MpiRequest(3);
+  EXPECT_EQ(AdvertisedNetworks(req.nodes),
+            std::optional<std::string>("10.0.0.1/32,10.0.0.2/32,10.0.0.3/32"));
+  auto env = LauncherEnv(req);
+  EXPECT_EQ(env["OMPI_MCA_btl_tcp_if_include"], "10.0.0.1/32,10.0.0.2/32,10.0.0.3/32");
+  EXPECT_EQ(env["OMPI_MCA_oob_tcp_if_include"], "10.0.0.1/32,10.0.0.2/32,10.0.0.3/32");
+  // Never an exclude as well: OpenMPI refuses include and exclude set together.
+  EXPECT_EQ(env.count("OMPI_MCA_btl_tcp_if_exclude"), 0u);
+  EXPECT_EQ(env.count("OMPI_MCA_oob_tcp_if_exclude"), 0u);
+}
+
+TEST(MpiRuntimeTest, AdvertisedNetworksListEachAddressOnceInNodeOrder) {
+  PlanRequest req = MpiRequest(3);
+  req.nodes[0].address = "192.168.7.20";
+  req.nodes[2].address = "192.168.7.20";  // two agents of one host
+  EXPECT_EQ(AdvertisedNetworks(req.nodes),
+            std::optional<std::string>("192.168.7.20/32,10.0.0.2/32"));
+}
+
+TEST(MpiRuntimeTest, LoopbackClusterNarrowsToTheLoopbackNetwork) {
+  // A local cluster (trainletctl local up, the loopback mode of the namespace tests): agents on
+  // 127.0.0.x aliases, which Linux answers on lo without an address of their own, so only the
+  // whole loopback network matches lo's 127.0.0.1.
+  PlanRequest req = MpiRequest(3);
+  for (uint32_t i = 0; i < 3; ++i) req.nodes[i].address = "127.0.0." + std::to_string(i + 2);
+  EXPECT_EQ(AdvertisedNetworks(req.nodes), std::optional<std::string>("127.0.0.0/8"));
+  auto env = LauncherEnv(req);
+  EXPECT_EQ(env["OMPI_MCA_btl_tcp_if_include"], "127.0.0.0/8");
+  EXPECT_EQ(env["OMPI_MCA_oob_tcp_if_include"], "127.0.0.0/8");
+}
+
+TEST(MpiRuntimeTest, AddressesOpenMpiCannotMatchLeaveTcpUnnarrowed) {
+  // OpenMPI 4.1 resolves only IPv4 CIDRs in if_include, and a host name is no CIDR: narrowing
+  // the other nodes alone would cut this one off, so nothing is set.
+  for (const char* address : {"fd00::2", "node-2.example.com", "10.0.0.300", ""}) {
+    PlanRequest req = MpiRequest(3);
+    req.nodes[1].address = address;
+    EXPECT_EQ(AdvertisedNetworks(req.nodes), std::nullopt) << address;
+    auto env = LauncherEnv(req);
+    EXPECT_EQ(env.count("OMPI_MCA_btl_tcp_if_include"), 0u) << address;
+    EXPECT_EQ(env.count("OMPI_MCA_oob_tcp_if_include"), 0u) << address;
+  }
+}
+
+TEST(MpiRuntimeTest, TrainerIncludeWinsForItsParameterOnly) {
+  PlanRequest req = MpiRequest(2);
+  req.env = {{"OMPI_MCA_btl_tcp_if_include", "eth1"}};
+  auto env = LauncherEnv(req);
+  EXPECT_EQ(env["OMPI_MCA_btl_tcp_if_include"], "eth1");
+  EXPECT_EQ(env["OMPI_MCA_oob_tcp_if_include"], "10.0.0.1/32,10.0.0.2/32");
+}
+
+TEST(MpiRuntimeTest, TrainerExcludeLeavesOurIncludeOut) {
+  // include and exclude are mutually exclusive in OpenMPI: adding ours next to the trainer's
+  // exclude would make the tcp BTL (or the oob) refuse to open.
+  PlanRequest req = MpiRequest(2);
+  req.env = {{"OMPI_MCA_oob_tcp_if_exclude", "docker0"}};
+  auto env = LauncherEnv(req);
+  EXPECT_EQ(env.count("OMPI_MCA_oob_tcp_if_include"), 0u);
+  EXPECT_EQ(env["OMPI_MCA_oob_tcp_if_exclude"], "docker0");
+  EXPECT_EQ(env["OMPI_MCA_btl_tcp_if_include"], "10.0.0.1/32,10.0.0.2/32");
+
+  req.env = {{"OMPI_MCA_btl_tcp_if_exclude", "127.0.0.1/8,sppp"}};
+  env = LauncherEnv(req);
+  EXPECT_EQ(env.count("OMPI_MCA_btl_tcp_if_include"), 0u);
+  EXPECT_EQ(env["OMPI_MCA_oob_tcp_if_include"], "10.0.0.1/32,10.0.0.2/32");
+}
+
+TEST(MpiRuntimeTest, MpirunCommandLineParameterLeavesOurIncludeOut) {
+  // `mpirun --mca btl_tcp_if_exclude ...` outranks the env, but would still clash with our
+  // include; so would the same words in a shell command that runs mpirun.
+  PlanRequest req = MpiRequest(2);
+  req.argv = {"mpirun", "--mca", "btl_tcp_if_exclude", "eth1", "./allreduce"};
+  auto env = LauncherEnv(req);
+  EXPECT_EQ(env.count("OMPI_MCA_btl_tcp_if_include"), 0u);
+  EXPECT_EQ(env["OMPI_MCA_oob_tcp_if_include"], "10.0.0.1/32,10.0.0.2/32");
+  req.argv = {"sh", "-c", "mpirun -mca oob_tcp_if_include ib0 ./allreduce"};
+  env = LauncherEnv(req);
+  EXPECT_EQ(env.count("OMPI_MCA_oob_tcp_if_include"), 0u);
+  EXPECT_EQ(env["OMPI_MCA_btl_tcp_if_include"], "10.0.0.1/32,10.0.0.2/32");
+}
+
+TEST(MpiRuntimeTest, RdmaNodesStillNarrowTheOob) {
+  // The oob (mpirun to its daemons) is TCP whatever the PML; the tcp BTL stays a fallback.
+  PlanRequest req = MpiRequest(2);
+  req.nodes[1].rdma_devices = {"mlx5_0"};
+  auto env = LauncherEnv(req);
+  EXPECT_EQ(env["OMPI_MCA_oob_tcp_if_include"], "10.0.0.1/32,10.0.0.2/32");
+  EXPECT_EQ(env["OMPI_MCA_btl_tcp_if_include"], "10.0.0.1/32,10.0.0.2/32");
+}
+
 }  // namespace
 }  // namespace trainlet

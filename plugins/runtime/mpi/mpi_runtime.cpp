@@ -1,6 +1,9 @@
 #include "plugins/runtime/mpi/mpi_runtime.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
+#include <string_view>
 
 #include "plugins/runtime/builtin_runtime.h"
 #include "plugins/runtime/worker_env.h"
@@ -14,6 +17,26 @@ constexpr const char* kHostfile = "$(TRAINLET_WORK_DIR)/hostfile";
 bool TcpOnly(const PlanRequest& request) {
   return std::all_of(request.nodes.begin(), request.nodes.end(),
                      [](const PlacedNode& n) { return RdmaDevices(n).empty(); });
+}
+
+// The if_include parameters MpiTcpNetworkDefaults sets, each with the exclude that rules it out.
+struct TcpInterfaceParam {
+  std::string_view include;
+  std::string_view exclude;
+};
+constexpr TcpInterfaceParam kTcpInterfaceParams[] = {
+    {"btl_tcp_if_include", "btl_tcp_if_exclude"},
+    {"oob_tcp_if_include", "oob_tcp_if_exclude"},
+};
+
+// Whether the trainer sets MCA parameter `param` itself: OMPI_MCA_<param> in the trainer env, or
+// the name anywhere in the command (`--mca <param> ...`, also inside `sh -c "mpirun ..."`).
+bool TrainerSetsMcaParam(const PlanRequest& request, std::string_view param) {
+  const std::string var = "OMPI_MCA_" + std::string(param);
+  const auto in_env = [&](const auto& entry) { return entry.first == var; };
+  const auto in_arg = [&](const std::string& a) { return a.find(param) != std::string::npos; };
+  return std::any_of(request.env.begin(), request.env.end(), in_env) ||
+         std::any_of(request.argv.begin(), request.argv.end(), in_arg);
 }
 
 class MpiRuntime final : public BuiltinRuntime {
@@ -73,6 +96,7 @@ class MpiRuntime final : public BuiltinRuntime {
     env["PRTE_MCA_plm_ssh_agent"] = "$(TRAINLET_EXEC)";
     env["TRAINLET_MPI_HOSTFILE"] = kHostfile;
     for (const auto& [name, value] : MpiTuningDefaults(request)) env.try_emplace(name, value);
+    for (const auto& [name, value] : MpiTcpNetworkDefaults(request)) env.try_emplace(name, value);
     return plans;
   }
 };
@@ -94,6 +118,43 @@ std::vector<std::pair<std::string, std::string>> MpiTuningDefaults(const PlanReq
   // forwards OMPI_MCA_* to the remote daemons and ranks, so this reaches every rank.
   if (TcpOnly(request)) out.emplace_back("OMPI_MCA_pml", "ob1");
   return out;
+}
+
+std::vector<std::pair<std::string, std::string>> MpiTcpNetworkDefaults(const PlanRequest& request) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const std::optional<std::string> networks = AdvertisedNetworks(request.nodes);
+  if (!networks) return out;
+  for (const auto& param : kTcpInterfaceParams) {
+    if (TrainerSetsMcaParam(request, param.include) || TrainerSetsMcaParam(request, param.exclude))
+      continue;
+    out.emplace_back("OMPI_MCA_" + std::string(param.include), *networks);
+  }
+  return out;
+}
+
+std::optional<std::string> AdvertisedNetworks(const std::vector<PlacedNode>& nodes) {
+  std::vector<std::string> cidrs;
+  for (const auto& n : nodes) {
+    in_addr address{};
+    if (inet_pton(AF_INET, n.address.c_str(), &address) != 1) return std::nullopt;
+    std::string cidr;
+    if ((ntohl(address.s_addr) >> 24) == 127) {
+      // Linux answers all of 127/8 on lo, whose only address is usually 127.0.0.1, and OpenMPI
+      // matches a CIDR against the interfaces' addresses: 127.0.0.2/32 would match nothing (the
+      // tcp BTL then falls back to its default, which excludes lo; the oob gives up), while
+      // 127.0.0.0/8 picks lo on every simulated host of a local cluster.
+      cidr = "127.0.0.0/8";
+    } else {
+      char text[INET_ADDRSTRLEN] = {};
+      inet_ntop(AF_INET, &address, text, sizeof text);
+      cidr = std::string(text) + "/32";
+    }
+    if (std::find(cidrs.begin(), cidrs.end(), cidr) == cidrs.end()) cidrs.push_back(cidr);
+  }
+  if (cidrs.empty()) return std::nullopt;
+  std::string joined;
+  for (const auto& c : cidrs) joined += (joined.empty() ? "" : ",") + c;
+  return joined;
 }
 
 std::unique_ptr<RuntimePlugin> MakeMpiRuntime() { return std::make_unique<MpiRuntime>(); }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +24,23 @@ std::unique_ptr<RuntimePlugin> MakeMpiRuntime();
 // report. Today one: OMPI_MCA_pml=ob1 when no node reports an RDMA device (docs/runtimes.md,
 // "mpi").
 std::vector<std::pair<std::string, std::string>> MpiTuningDefaults(const PlanRequest& request);
+
+// OpenMPI's TCP kept on the agents' network: OMPI_MCA_btl_tcp_if_include (ranks to ranks) and
+// OMPI_MCA_oob_tcp_if_include (mpirun to its daemons), each AdvertisedNetworks(request.nodes).
+// Without them OpenMPI binds and advertises every interface of a node, and a job fails when an
+// unrelated one comes and goes ("bind on local address (10.89.77.1:0) failed"). A parameter is
+// left out when the trainer sets it or its exclude counterpart, in the trainer env or anywhere in
+// the command (`mpirun --mca btl_tcp_if_exclude ...`): OpenMPI refuses an include and an exclude
+// together. Nothing when AdvertisedNetworks has no value. The launcher gets these; mpirun hands
+// them to its remote daemons (as `-mca` arguments) and to every rank (docs/runtimes.md, "mpi").
+std::vector<std::pair<std::string, std::string>> MpiTcpNetworkDefaults(const PlanRequest& request);
+
+// The OpenMPI if_include value that covers every node's advertised address, in node order
+// without repeats: "A.B.C.D/32" for each address (the agent binds its ports there, so the address
+// is on one of the node's interfaces, and OpenMPI picks the interface that holds it), and
+// "127.0.0.0/8" for a loopback one. nullopt when an address is not numeric IPv4 (OpenMPI 4.1
+// matches only IPv4 CIDRs, and a node left out of the list would be cut off) or there are no nodes.
+std::optional<std::string> AdvertisedNetworks(const std::vector<PlacedNode>& nodes);
 
 // The hostfile (`<address> slots=N`, one line per node) for a placement.
 std::string MpiHostfile(const std::vector<PlacedNode>& nodes, uint32_t slots);
