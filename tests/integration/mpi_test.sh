@@ -119,7 +119,7 @@ for pid in $(own_pgrep -x orted); do
     if grep -qF "$unrelated" <<<"$uri"; then fail "orted $pid: mpirun offered the unrelated interface: $uri"; fi
   fi
 done
-log "the remote daemons run with the narrowing; mpirun offered them only ${NETNS_HOSTS[0]}"
+log "the remote daemons run with the narrowing$([ "$NETNS_MODE" = netns ] && echo "; mpirun offered them only ${NETNS_HOSTS[0]}")"
 creds=$(tr '\0' '\n' < "/proc/$launcher/environ" | grep '^TRAINLET_EXEC_' | tr '\n' ' ')
 # A host outside the placement, with the job's real credentials.
 if env $creds "$TRAINLET_BIN/trainlet-exec" 10.255.255.1 touch "$marker" 2> "$WORK/err"; then
