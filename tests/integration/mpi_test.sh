@@ -9,6 +9,21 @@ command -v mpirun >/dev/null || fail "mpirun not installed (apt-get install open
 start_netns_cluster 3
 log "cluster up in $NETNS_MODE mode"
 
+# The mpi runtime keeps OpenMPI's TCP on the agents' network (docs/runtimes.md, "mpi"): the
+# smallest network that holds every advertised address (.2-.4: a /29), the whole loopback network
+# for 127.0.0.x hosts. The jobs below set no if_include of their own. In namespace mode host1, the launcher's host, also gets an
+# unrelated interface, as a real node has docker or VPN bridges that come and go: mpirun must
+# not offer it to its daemons.
+if [ "$NETNS_MODE" = netns ]; then
+  tcp_networks="$NETNS_SUBNET.0/29"
+  unrelated="${NETNS_SUBNET%.*}.78.1"
+  ip -n "${NETNS_NAMES[0]}" link add unrelated0 type bridge
+  ip -n "${NETNS_NAMES[0]}" addr add "$unrelated/24" dev unrelated0
+  ip -n "${NETNS_NAMES[0]}" link set unrelated0 up  # a bridge without ports: up, no carrier
+else
+  tcp_networks="127.0.0.0/8"
+fi
+
 # mpi_job NAME EXTRA_ENV_YAML COMMAND...: a 3 x 2 job on the mpi-distributed runtime
 mpi_job() {
   local name=$1 extra_env=$2; shift 2
@@ -16,11 +31,8 @@ mpi_job() {
   {
     printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: %s\n' "$name"
     printf 'spec:\n  runtimeRef:\n    name: mpi-distributed\n  trainer:\n    numNodes: 3\n    numProcPerNode: 2\n'
-    printf '    env:\n'
-    printf '      - {name: OMPI_MCA_btl_tcp_if_include, value: "%s.0/24"}\n' "$NETNS_SUBNET"
-    printf '      - {name: OMPI_MCA_oob_tcp_if_include, value: "%s.0/24"}\n' "$NETNS_SUBNET"
-    [ "$NETNS_MODE" = loopback ] && printf '      - {name: OMPI_MCA_btl, value: "self,tcp"}\n'
-    [ -n "$extra_env" ] && printf '%s\n' "$extra_env"
+    [ "$NETNS_MODE" = loopback ] && extra_env=$(printf '      - {name: OMPI_MCA_btl, value: "self,tcp"}\n%s' "$extra_env")
+    [ -n "$extra_env" ] && printf '    env:\n%s\n' "$extra_env"
     printf '    command:\n      - mpirun\n      - --allow-run-as-root\n      - -np\n      - "6"\n'
     for a in "$@"; do printf '      - "%s"\n' "$a"; done
   } > "$file"
@@ -46,7 +58,7 @@ log "C allreduce complete on 3 hosts"
 
 # 1b. No host reports an RDMA device, so the launcher gets OMPI_MCA_pml=ob1 (docs/runtimes.md,
 # "mpi"), and mpirun hands it to every rank on every host; a trainer env entry overrides it.
-"$CTL" apply -f "$(mpi_job pmlenv "" /bin/sh -c 'echo pml=$OMPI_MCA_pml on $(hostname)')" >/dev/null
+"$CTL" apply -f "$(mpi_job pmlenv "" /bin/sh -c 'echo pml=$OMPI_MCA_pml on $(hostname) tcp=$OMPI_MCA_btl_tcp_if_include+$OMPI_MCA_oob_tcp_if_include')" >/dev/null
 "$CTL" wait trainjob/pmlenv --for=condition=Complete --timeout=120s >/dev/null || fail "pmlenv: $("$CTL" logs pmlenv)"
 out=$("$CTL" logs pmlenv)
 [ "$(grep -c "pml=ob1 on " <<<"$out")" = 6 ] || fail "every rank should see OMPI_MCA_pml=ob1: $out"
@@ -57,6 +69,12 @@ fi
 "$CTL" wait trainjob/pmlown --for=condition=Complete --timeout=120s >/dev/null || fail "pmlown: $("$CTL" logs pmlown)"
 [ "$("$CTL" logs pmlown | grep -c 'pml=^cm')" = 6 ] || fail "the trainer's OMPI_MCA_pml must win: $("$CTL" logs pmlown)"
 log "TCP-only placement: every rank runs with OMPI_MCA_pml=ob1 unless the trainer env says otherwise"
+# The same way every rank gets the TCP narrowing, on every host.
+[ "$(grep -cF "tcp=$tcp_networks+$tcp_networks" <<<"$out")" = 6 ] || fail "every rank should see if_include $tcp_networks: $out"
+"$CTL" apply -f "$(mpi_job tcpown '      - {name: OMPI_MCA_btl_tcp_if_exclude, value: "127.0.0.1/8,sppp"}' /bin/sh -c 'echo tcp=$OMPI_MCA_btl_tcp_if_include+$OMPI_MCA_oob_tcp_if_include')" >/dev/null
+"$CTL" wait trainjob/tcpown --for=condition=Complete --timeout=120s >/dev/null || fail "tcpown: $("$CTL" logs tcpown)"
+[ "$("$CTL" logs tcpown | grep -cF "tcp=+$tcp_networks")" = 6 ] || fail "a trainer exclude must leave out that include only: $("$CTL" logs tcpown)"
+log "every rank runs with btl/oob_tcp_if_include $tcp_networks; a trainer exclude leaves that one out"
 
 # 2. The same with mpi4py under Debian's /usr/bin/python3.
 if /usr/bin/python3 -c 'import mpi4py' 2>/dev/null; then
@@ -88,6 +106,20 @@ two_orteds() { [ "$(own_pgrep -x orted | wc -l)" -ge 2 ]; }
 wait_for 30 two_orteds || fail "no orted started for sleeper"
 launcher=$(own_pgrep -f -x "mpirun --allow-run-as-root -np 6 sleep 300" | head -1)
 [ -n "$launcher" ] || fail "launcher mpirun not found"
+# mpirun handed the narrowing to its daemons, and offered them only host1's advertised address to
+# call back on, not the unrelated interface.
+for pid in $(own_pgrep -x orted); do
+  args=$(tr '\0' ' ' < "/proc/$pid/cmdline")
+  for param in oob_tcp_if_include btl_tcp_if_include; do
+    grep -qF -- "-mca $param $tcp_networks " <<<"$args" || fail "orted $pid was not given $param: $args"
+  done
+  if [ "$NETNS_MODE" = netns ]; then
+    uri=$(grep -o 'orte_hnp_uri [^ ]*' <<<"$args")
+    grep -qF "tcp://${NETNS_HOSTS[0]}:" <<<"$uri" || fail "orted $pid: mpirun's uri lacks ${NETNS_HOSTS[0]}: $uri"
+    if grep -qF "$unrelated" <<<"$uri"; then fail "orted $pid: mpirun offered the unrelated interface: $uri"; fi
+  fi
+done
+log "the remote daemons run with the narrowing$([ "$NETNS_MODE" = netns ] && echo "; mpirun offered them only ${NETNS_HOSTS[0]}")"
 creds=$(tr '\0' '\n' < "/proc/$launcher/environ" | grep '^TRAINLET_EXEC_' | tr '\n' ' ')
 # A host outside the placement, with the job's real credentials.
 if env $creds "$TRAINLET_BIN/trainlet-exec" 10.255.255.1 touch "$marker" 2> "$WORK/err"; then

@@ -77,5 +77,126 @@ TEST(MpiRuntimeTest, TrainerEnvWinsOverTheDefault) {
   EXPECT_EQ(LauncherEnv(req)["OMPI_MCA_pml"], "ucx");
 }
 
+// OpenMPI's TCP (the tcp BTL between ranks, the oob between mpirun and its daemons) is kept on
+// the agents' network: the smallest one that holds every advertised address, so an interface
+// that comes and goes elsewhere on a node is never bound (issue 19, defect 12).
+TEST(MpiRuntimeTest, AdvertisedAddressesNarrowOpenMpiTcp) {
+  PlanRequest req = MpiRequest(3);  // 10.0.0.1, 10.0.0.2, 10.0.0.3
+  EXPECT_EQ(AdvertisedNetwork(req.nodes), std::optional<std::string>("10.0.0.0/30"));
+  auto env = LauncherEnv(req);
+  EXPECT_EQ(env["OMPI_MCA_btl_tcp_if_include"], "10.0.0.0/30");
+  EXPECT_EQ(env["OMPI_MCA_oob_tcp_if_include"], "10.0.0.0/30");
+  // Never an exclude as well: OpenMPI refuses include and exclude set together.
+  EXPECT_EQ(env.count("OMPI_MCA_btl_tcp_if_exclude"), 0u);
+  EXPECT_EQ(env.count("OMPI_MCA_oob_tcp_if_exclude"), 0u);
+}
+
+TEST(MpiRuntimeTest, AdvertisedNetworkIsTheSmallestThatHoldsEveryAddress) {
+  PlanRequest req = MpiRequest(3);
+  req.nodes[0].address = "192.168.7.9";
+  req.nodes[1].address = "192.168.7.14";
+  req.nodes[2].address = "192.168.7.12";
+  EXPECT_EQ(AdvertisedNetwork(req.nodes), std::optional<std::string>("192.168.7.8/29"));
+  req.nodes[2].address = "192.168.6.200";
+  EXPECT_EQ(AdvertisedNetwork(req.nodes), std::optional<std::string>("192.168.6.0/23"));
+  req.nodes[2].address = "192.200.0.1";
+  EXPECT_EQ(AdvertisedNetwork(req.nodes), std::optional<std::string>("192.128.0.0/9"));
+  // Nodes in unrelated networks: wider than a /8 narrows nothing worth having.
+  req.nodes[2].address = "10.0.0.1";
+  EXPECT_EQ(AdvertisedNetwork(req.nodes), std::nullopt);
+  EXPECT_EQ(LauncherEnv(req).count("OMPI_MCA_oob_tcp_if_include"), 0u);
+}
+
+TEST(MpiRuntimeTest, AdvertisedNetworkIsNeverAHostPrefix) {
+  // OpenMPI 4.1 computes the netmask of /32 as 0 on x86 (1 << 32), so "A.B.C.D/32" would select
+  // every interface of every node: exactly what the narrowing is for. One node, or several
+  // agents of one host, get the /31 that holds their address.
+  PlanRequest req = MpiRequest(1);
+  EXPECT_EQ(AdvertisedNetwork(req.nodes), std::optional<std::string>("10.0.0.0/31"));
+  req = MpiRequest(2);
+  req.nodes[0].address = req.nodes[1].address = "172.16.5.255";
+  EXPECT_EQ(AdvertisedNetwork(req.nodes), std::optional<std::string>("172.16.5.254/31"));
+}
+
+TEST(MpiRuntimeTest, LoopbackClusterNarrowsToTheLoopbackNetwork) {
+  // A local cluster (trainletctl local up, the loopback mode of the namespace tests): agents on
+  // 127.0.0.x aliases, which Linux answers on lo without an address of their own, so only the
+  // whole loopback network matches lo's 127.0.0.1.
+  PlanRequest req = MpiRequest(3);
+  for (uint32_t i = 0; i < 3; ++i) req.nodes[i].address = "127.0.0." + std::to_string(i + 2);
+  EXPECT_EQ(AdvertisedNetwork(req.nodes), std::optional<std::string>("127.0.0.0/8"));
+  auto env = LauncherEnv(req);
+  EXPECT_EQ(env["OMPI_MCA_btl_tcp_if_include"], "127.0.0.0/8");
+  EXPECT_EQ(env["OMPI_MCA_oob_tcp_if_include"], "127.0.0.0/8");
+}
+
+TEST(MpiRuntimeTest, AddressesOpenMpiCannotMatchLeaveTcpUnnarrowed) {
+  // OpenMPI 4.1 resolves only IPv4 CIDRs in if_include, and a host name is no CIDR: narrowing
+  // the other nodes alone would cut this one off, so nothing is set.
+  for (const char* address : {"fd00::2", "node-2.example.com", "10.0.0.300", "", "127.0.0.1"}) {
+    PlanRequest req = MpiRequest(3);
+    req.nodes[1].address = address;  // 127.0.0.1 next to 10.0.0.x: no network holds both
+    EXPECT_EQ(AdvertisedNetwork(req.nodes), std::nullopt) << address;
+    auto env = LauncherEnv(req);
+    EXPECT_EQ(env.count("OMPI_MCA_btl_tcp_if_include"), 0u) << address;
+    EXPECT_EQ(env.count("OMPI_MCA_oob_tcp_if_include"), 0u) << address;
+  }
+}
+
+TEST(MpiRuntimeTest, TrainerIncludeWinsForItsParameterOnly) {
+  PlanRequest req = MpiRequest(2);
+  req.env = {{"OMPI_MCA_btl_tcp_if_include", "eth1"}};
+  auto env = LauncherEnv(req);
+  EXPECT_EQ(env["OMPI_MCA_btl_tcp_if_include"], "eth1");
+  EXPECT_EQ(env["OMPI_MCA_oob_tcp_if_include"], "10.0.0.0/30");
+}
+
+TEST(MpiRuntimeTest, TrainerExcludeLeavesOurIncludeOut) {
+  // include and exclude are mutually exclusive in OpenMPI: adding ours next to the trainer's
+  // exclude would make the tcp BTL (or the oob) refuse to open.
+  PlanRequest req = MpiRequest(2);
+  req.env = {{"OMPI_MCA_oob_tcp_if_exclude", "docker0"}};
+  auto env = LauncherEnv(req);
+  EXPECT_EQ(env.count("OMPI_MCA_oob_tcp_if_include"), 0u);
+  EXPECT_EQ(env["OMPI_MCA_oob_tcp_if_exclude"], "docker0");
+  EXPECT_EQ(env["OMPI_MCA_btl_tcp_if_include"], "10.0.0.0/30");
+
+  req.env = {{"OMPI_MCA_btl_tcp_if_exclude", "127.0.0.1/8,sppp"}};
+  env = LauncherEnv(req);
+  EXPECT_EQ(env.count("OMPI_MCA_btl_tcp_if_include"), 0u);
+  EXPECT_EQ(env["OMPI_MCA_oob_tcp_if_include"], "10.0.0.0/30");
+}
+
+TEST(MpiRuntimeTest, MpirunCommandLineParameterLeavesOurIncludeOut) {
+  // `mpirun --mca btl_tcp_if_exclude ...` outranks the env, but would still clash with our
+  // include; so would the same words in a shell command that runs mpirun.
+  PlanRequest req = MpiRequest(2);
+  req.argv = {"mpirun", "--mca", "btl_tcp_if_exclude", "eth1", "./allreduce"};
+  auto env = LauncherEnv(req);
+  EXPECT_EQ(env.count("OMPI_MCA_btl_tcp_if_include"), 0u);
+  EXPECT_EQ(env["OMPI_MCA_oob_tcp_if_include"], "10.0.0.0/30");
+  req.argv = {"sh", "-c", "mpirun -mca oob_tcp_if_include ib0 ./allreduce"};
+  env = LauncherEnv(req);
+  EXPECT_EQ(env.count("OMPI_MCA_oob_tcp_if_include"), 0u);
+  EXPECT_EQ(env["OMPI_MCA_btl_tcp_if_include"], "10.0.0.0/30");
+  req.argv = {"sh", "-c", "OMPI_MCA_btl_tcp_if_exclude=lo,docker0 mpirun ./allreduce"};
+  EXPECT_EQ(LauncherEnv(req).count("OMPI_MCA_btl_tcp_if_include"), 0u);
+  // A command that only mentions the name sets nothing.
+  req.argv = {"mpirun", "sh", "-c",
+              "echo $OMPI_MCA_btl_tcp_if_include $OMPI_MCA_oob_tcp_if_include"};
+  env = LauncherEnv(req);
+  EXPECT_EQ(env["OMPI_MCA_btl_tcp_if_include"], "10.0.0.0/30");
+  EXPECT_EQ(env["OMPI_MCA_oob_tcp_if_include"], "10.0.0.0/30");
+}
+
+TEST(MpiRuntimeTest, RdmaNodesStillNarrowTheOob) {
+  // The oob (mpirun to its daemons) is TCP whatever the PML; the tcp BTL stays a fallback.
+  PlanRequest req = MpiRequest(2);
+  req.nodes[1].rdma_devices = {"mlx5_0"};
+  auto env = LauncherEnv(req);
+  EXPECT_EQ(env["OMPI_MCA_oob_tcp_if_include"], "10.0.0.0/30");
+  EXPECT_EQ(env["OMPI_MCA_btl_tcp_if_include"], "10.0.0.0/30");
+}
+
 }  // namespace
 }  // namespace trainlet

@@ -1,6 +1,12 @@
 #include "plugins/runtime/mpi/mpi_runtime.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <sstream>
+#include <string_view>
 
 #include "plugins/runtime/builtin_runtime.h"
 #include "plugins/runtime/worker_env.h"
@@ -14,6 +20,38 @@ constexpr const char* kHostfile = "$(TRAINLET_WORK_DIR)/hostfile";
 bool TcpOnly(const PlanRequest& request) {
   return std::all_of(request.nodes.begin(), request.nodes.end(),
                      [](const PlacedNode& n) { return RdmaDevices(n).empty(); });
+}
+
+// The if_include parameters MpiTcpNetworkDefaults sets, each with the exclude that rules it out.
+struct TcpInterfaceParam {
+  std::string_view include;
+  std::string_view exclude;
+};
+constexpr TcpInterfaceParam kTcpInterfaceParams[] = {
+    {"btl_tcp_if_include", "btl_tcp_if_exclude"},
+    {"oob_tcp_if_include", "oob_tcp_if_exclude"},
+};
+
+// Whether the trainer sets MCA parameter `param` itself: OMPI_MCA_<param> in the trainer env, or
+// in the command as `--mca <param> V` (also -mca, --gmca, -gmca) or `OMPI_MCA_<param>=V`, also
+// inside one argument such as `sh -c "mpirun --mca <param> V ..."`. Only those forms count: a
+// command that merely mentions the name (echo $OMPI_MCA_<param>) does not.
+bool TrainerSetsMcaParam(const PlanRequest& request, std::string_view param) {
+  const std::string var = "OMPI_MCA_" + std::string(param);
+  const auto in_env = [&](const auto& entry) { return entry.first == var; };
+  if (std::any_of(request.env.begin(), request.env.end(), in_env)) return true;
+  std::vector<std::string> words;
+  for (const auto& arg : request.argv) {
+    std::istringstream split(arg);
+    for (std::string w; split >> w;) words.push_back(w);
+  }
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    const bool mca_flag = w == "--mca" || w == "-mca" || w == "--gmca" || w == "-gmca";
+    if (mca_flag && i + 1 < words.size() && words[i + 1] == param) return true;
+    if (w.rfind(var + "=", 0) == 0) return true;
+  }
+  return false;
 }
 
 class MpiRuntime final : public BuiltinRuntime {
@@ -73,6 +111,7 @@ class MpiRuntime final : public BuiltinRuntime {
     env["PRTE_MCA_plm_ssh_agent"] = "$(TRAINLET_EXEC)";
     env["TRAINLET_MPI_HOSTFILE"] = kHostfile;
     for (const auto& [name, value] : MpiTuningDefaults(request)) env.try_emplace(name, value);
+    for (const auto& [name, value] : MpiTcpNetworkDefaults(request)) env.try_emplace(name, value);
     return plans;
   }
 };
@@ -94,6 +133,52 @@ std::vector<std::pair<std::string, std::string>> MpiTuningDefaults(const PlanReq
   // forwards OMPI_MCA_* to the remote daemons and ranks, so this reaches every rank.
   if (TcpOnly(request)) out.emplace_back("OMPI_MCA_pml", "ob1");
   return out;
+}
+
+std::vector<std::pair<std::string, std::string>> MpiTcpNetworkDefaults(const PlanRequest& request) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const std::optional<std::string> networks = AdvertisedNetwork(request.nodes);
+  if (!networks) return out;
+  for (const auto& param : kTcpInterfaceParams) {
+    if (TrainerSetsMcaParam(request, param.include) || TrainerSetsMcaParam(request, param.exclude))
+      continue;
+    out.emplace_back("OMPI_MCA_" + std::string(param.include), *networks);
+  }
+  return out;
+}
+
+std::optional<std::string> AdvertisedNetwork(const std::vector<PlacedNode>& nodes) {
+  // One network, not one entry per node: OpenMPI warns on every host for each if_include entry
+  // that matches none of its interfaces ("Did not find interface matching this subnet"), so a
+  // list of per-node entries would print a warning per other node into every job's output.
+  // /31 at the narrowest, not /32: OpenMPI 4.1 turns a prefix into a netmask with
+  // ((1 << prefix) - 1) << (32 - prefix), which for 32 shifts by the word size and on x86 gives
+  // the mask 0, so "A.B.C.D/32" matches every interface, lo first (seen with 4.1.4: mpirun
+  // offered lo and every bridge to its daemons).
+  constexpr int kNarrowestPrefix = 31;
+  // Wider than a /8 is no narrowing worth the name (nodes in unrelated networks): leave it.
+  constexpr int kWidestPrefix = 8;
+  if (nodes.empty()) return std::nullopt;
+  uint32_t first = 0;
+  int prefix = kNarrowestPrefix;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    in_addr address{};
+    if (inet_pton(AF_INET, nodes[i].address.c_str(), &address) != 1) return std::nullopt;
+    const uint32_t host = ntohl(address.s_addr);
+    // Linux answers all of 127/8 on lo, whose only address is usually 127.0.0.1, and OpenMPI
+    // matches a CIDR against the interfaces' addresses: 127.0.0.2/31 would match nothing (the
+    // tcp BTL then falls back to its default, which excludes lo), while 127.0.0.0/8 picks lo
+    // on every simulated host of a local cluster.
+    if ((host >> 24) == 127) prefix = std::min(prefix, 8);
+    if (i == 0) first = host;
+    if (host != first) prefix = std::min(prefix, std::countl_zero(host ^ first));
+  }
+  if (prefix < kWidestPrefix) return std::nullopt;
+  in_addr network{};
+  network.s_addr = htonl(first & ~(UINT32_MAX >> prefix));
+  char text[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &network, text, sizeof text);
+  return std::string(text) + "/" + std::to_string(prefix);
 }
 
 std::unique_ptr<RuntimePlugin> MakeMpiRuntime() { return std::make_unique<MpiRuntime>(); }

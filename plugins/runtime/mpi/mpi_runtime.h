@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +24,26 @@ std::unique_ptr<RuntimePlugin> MakeMpiRuntime();
 // report. Today one: OMPI_MCA_pml=ob1 when no node reports an RDMA device (docs/runtimes.md,
 // "mpi").
 std::vector<std::pair<std::string, std::string>> MpiTuningDefaults(const PlanRequest& request);
+
+// OpenMPI's TCP kept on the agents' network: OMPI_MCA_btl_tcp_if_include (ranks to ranks) and
+// OMPI_MCA_oob_tcp_if_include (mpirun to its daemons), each AdvertisedNetwork(request.nodes).
+// Without them OpenMPI binds and advertises every interface of a node, and a job fails when an
+// unrelated one comes and goes ("bind on local address (10.89.77.1:0) failed"). A parameter is
+// left out when the trainer sets it or its exclude counterpart, in the trainer env or in the
+// command (`mpirun --mca btl_tcp_if_exclude ...`): OpenMPI refuses an include and an exclude
+// together. Nothing when AdvertisedNetwork has no value. The launcher gets these; mpirun hands
+// them to its remote daemons (as `-mca` arguments) and to every rank's env (docs/runtimes.md,
+// "mpi").
+std::vector<std::pair<std::string, std::string>> MpiTcpNetworkDefaults(const PlanRequest& request);
+
+// The smallest IPv4 network that holds every node's advertised address, as OpenMPI's if_include
+// takes it ("10.0.0.0/29" for 10.0.0.2-10.0.0.4). The agent binds its ports on its address, so
+// the address is on one of the node's interfaces, and OpenMPI picks the interface whose address
+// lies in the network. Never narrower than /31 (OpenMPI 4.1 gets /32 wrong, see the .cpp);
+// "127.0.0.0/8" when the addresses are loopback ones. nullopt when there are no nodes, when an
+// address is not numeric IPv4 (OpenMPI 4.1 matches only IPv4 networks, and a node outside the
+// network would be cut off), or when the network would be wider than a /8.
+std::optional<std::string> AdvertisedNetwork(const std::vector<PlacedNode>& nodes);
 
 // The hostfile (`<address> slots=N`, one line per node) for a placement.
 std::string MpiHostfile(const std::vector<PlacedNode>& nodes, uint32_t slots);
