@@ -347,9 +347,11 @@ TEST_F(DaemonOpsTest, NotifiesSystemdAndServesMetrics) {
   }
   for (const char* f :
        {"trainlet_coordinator_workers_started_total", "trainlet_coordinator_workers_failed_total",
-        "trainlet_coordinator_messages_dropped_total"}) {
+        "trainlet_coordinator_messages_dropped_total",
+        "trainlet_coordinator_handshakes_refused_total"}) {
     EXPECT_EQ(c0.types[f], "counter") << f;
   }
+  EXPECT_EQ(c0.Value("trainlet_coordinator_handshakes_refused_total", {{"role", "operator"}}), 0);
   EXPECT_EQ(c0.Value("trainlet_coordinator_nodes", {{"state", "Ready"}}), 1);
   EXPECT_EQ(c0.Value("trainlet_coordinator_workers_started_total"), 0);
   EXPECT_EQ(c0.Value("trainlet_coordinator_launch_latency_seconds_count"), 0);
