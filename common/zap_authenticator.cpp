@@ -61,7 +61,7 @@ void ZapAuthenticator::Refresh(Domain& d) {
 void ZapAuthenticator::Refuse(const std::string& domain, const std::string& what) {
   ++refused_;
   ++refused_by_domain_[domain];
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = now_();
   if (now - log_window_start_ >= kRefusalLogWindow) {
     if (unlogged_ > 0) {
       spdlog::warn(

@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <string>
 #include <zmq.hpp>
@@ -50,6 +51,11 @@ class ZapAuthenticator {
   static constexpr int kRefusalsLogged = 3;
   static constexpr std::chrono::seconds kRefusalLogWindow{10};
 
+  // The clock the refusal log's windows follow: steady_clock unless a test sets another.
+  void SetClock(std::function<std::chrono::steady_clock::time_point()> now) {
+    now_ = std::move(now);
+  }
+
   uint64_t accepted() const { return accepted_; }
   uint64_t refused() const { return refused_; }
   // Refused handshakes by the ZAP domain of the socket they came to ("agent", "operator",
@@ -73,6 +79,7 @@ class ZapAuthenticator {
   uint64_t accepted_ = 0;
   uint64_t refused_ = 0;
   std::map<std::string, uint64_t> refused_by_domain_;
+  std::function<std::chrono::steady_clock::time_point()> now_ = std::chrono::steady_clock::now;
   // The refusal log's window: when it began, lines logged in it, refusals left unlogged.
   std::chrono::steady_clock::time_point log_window_start_{};
   int logged_in_window_ = 0;

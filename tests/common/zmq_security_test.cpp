@@ -277,5 +277,58 @@ TEST_F(ZmqSecurityTest, AHandshakeFloodIsCountedExactlyAndLoggedBriefly) {
   EXPECT_LE(log.Count("refused"), 5) << log.str();
 }
 
+// One ZAP request (RFC 27) for `domain` and `keys`' public key, sent to the handler as libzmq
+// sends one per handshake; returns the status code answered ("200", "400"), "" when none came.
+std::string AskZap(zmq::context_t& ctx, ZapAuthenticator& zap, const std::string& domain,
+                   const CurveKeyPair& keys) {
+  zmq::socket_t req(ctx, zmq::socket_type::req);
+  req.set(zmq::sockopt::linger, 0);
+  req.connect("inproc://zeromq.zap.01");
+  uint8_t key[32];
+  EXPECT_NE(zmq_z85_decode(key, keys.public_z85.c_str()), nullptr);
+  for (const std::string frame : {"1.0", "7", domain.c_str(), "192.0.2.1", "", "CURVE"}) {
+    req.send(zmq::buffer(frame), zmq::send_flags::sndmore);
+  }
+  req.send(zmq::buffer(key, sizeof key), zmq::send_flags::none);
+  zmq::pollitem_t item = {zap.socket().handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, milliseconds(2000)) != 1) return "";
+  zap.HandleRequest();
+  std::vector<zmq::message_t> reply;
+  while (true) {
+    zmq::message_t m;
+    if (!req.recv(m, zmq::recv_flags::dontwait)) break;
+    const bool more = m.more();
+    reply.push_back(std::move(m));
+    if (!more) break;  // a REQ that got its whole answer may only send next
+  }
+  return reply.size() >= 3 ? reply[2].to_string() : "";
+}
+
+// After the window's few lines, refusals are only counted; the first refusal of the next window
+// says how many went unlogged. Unknown domains count as "other".
+TEST_F(ZmqSecurityTest, RefusalLogSummarisesWhatItLeftOut) {
+  CapturedLog log;
+  Clock::time_point now = Clock::now();
+  zap_->SetClock([&now] { return now; });
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(AskZap(ctx_, *zap_, "agent", NewKeys()), "400");
+  EXPECT_EQ(log.Count("refused CURVE client"), ZapAuthenticator::kRefusalsLogged) << log.str();
+  EXPECT_EQ(log.Count("more CURVE handshakes"), 0) << log.str();
+
+  now += ZapAuthenticator::kRefusalLogWindow - milliseconds(1);
+  ASSERT_EQ(AskZap(ctx_, *zap_, "agent", NewKeys()), "400");
+  EXPECT_EQ(log.Count("refused CURVE client"), ZapAuthenticator::kRefusalsLogged) << log.str();
+
+  now += milliseconds(1);
+  ASSERT_EQ(AskZap(ctx_, *zap_, "no-such-role", NewKeys()), "400");
+  EXPECT_EQ(log.Count("refused 3 more CURVE handshakes"), 1) << log.str();
+  EXPECT_EQ(log.Count("refused CURVE client"), ZapAuthenticator::kRefusalsLogged + 1) << log.str();
+
+  ASSERT_EQ(AskZap(ctx_, *zap_, "agent", agent_keys_), "200");
+  EXPECT_EQ(zap_->refused(), 7u);
+  EXPECT_EQ(zap_->refused_by_domain().at("agent"), 6u);
+  EXPECT_EQ(zap_->refused_by_domain().at("other"), 1u);
+  EXPECT_EQ(zap_->accepted(), 1u);
+}
+
 }  // namespace
 }  // namespace trainlet
