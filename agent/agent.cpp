@@ -47,12 +47,19 @@ std::string Hostname(platform::Env& env) {
 // agent lives. The lock is held until the agent ends, however it ends (the kernel drops it on
 // kill -9 too), and kept out of the steps and ranks (close-on-exec). A step checking whether an
 // agent lives holds the lock shared for a moment: Env::LockFile retries briefly.
+// The state dir and the job directories' parents are made 0700 whatever the umask or the dir given
+// (issue 19): ranks' output, plan files and env live under them, and ranks run as this user.
 Result<std::unique_ptr<platform::FileLock>> LockStateDir(platform::Env& env,
                                                          const std::string& state_dir,
                                                          const std::string& lock_path) {
-  std::error_code ec;
-  fs::create_directories(state_dir, ec);
-  if (ec) return IoError("--state-dir " + state_dir + ": " + ec.message());
+  for (const char* sub : {"", "/logs", "/work", "/steps", "/exec"}) {
+    bool tightened = false;
+    const std::string dir = state_dir + sub;
+    if (Status s = platform::MakePrivateDirectory(dir, &tightened); !s.ok()) {
+      return Status(s.code(), "--state-dir " + state_dir + ": " + s.message());
+    }
+    if (tightened) spdlog::warn("{}: made private (mode 0700): it holds jobs' files", dir);
+  }
   auto lock = env.LockFile(lock_path);
   if (!lock.ok() && lock.status().code() == ErrorCode::kExists) {
     return Status(ErrorCode::kExists, "--state-dir " + state_dir +
@@ -326,9 +333,8 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
     return;
   }
   const std::string work_dir = WorkDir(plan.job());
-  std::error_code ec;
-  fs::create_directories(work_dir, ec);
-  Status blocked = WritePlanFiles(plan, work_dir);
+  Status blocked = platform::MakePrivateDirectory(work_dir);  // the ranks run as this user
+  if (blocked.ok()) blocked = WritePlanFiles(plan, work_dir);
   if (Status s = attempt->HandOverPorts(); !s.ok() && blocked.ok()) {
     blocked = s;  // every rank fails to start: the attempt fails and is retried
   }
@@ -413,8 +419,9 @@ void Agent::OnExecStart(const v1::ExecStart& start) {
     Send(std::move(env));
     return;
   }
-  std::error_code ec;
-  fs::create_directories(WorkDir(start.job()), ec);
+  if (Status s = platform::MakePrivateDirectory(WorkDir(start.job())); !s.ok()) {
+    spdlog::warn("exec in {}: {}", start.job(), s.message());  // its start fails in the cwd
+  }
   exec_sessions_->Start(start, NodeEnv(start.job()), WorkDir(start.job()));
 }
 

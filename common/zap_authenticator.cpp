@@ -58,6 +58,29 @@ void ZapAuthenticator::Refresh(Domain& d) {
   spdlog::info("reloaded allowlist {} ({} keys)", d.path, d.keys.size());
 }
 
+void ZapAuthenticator::Refuse(const std::string& domain, const std::string& what) {
+  ++refused_;
+  ++refused_by_domain_[domain];
+  const auto now = now_();
+  if (now - log_window_start_ >= kRefusalLogWindow) {
+    if (unlogged_ > 0) {
+      spdlog::warn(
+          "refused {} more CURVE handshakes without logging them (at most {} lines per "
+          "{} s; all are counted in trainlet_coordinator_handshakes_refused_total)",
+          unlogged_, kRefusalsLogged, kRefusalLogWindow.count());
+    }
+    log_window_start_ = now;
+    logged_in_window_ = 0;
+    unlogged_ = 0;
+  }
+  if (logged_in_window_ < kRefusalsLogged) {
+    ++logged_in_window_;
+    spdlog::warn("{}", what);
+  } else {
+    ++unlogged_;
+  }
+}
+
 void ZapAuthenticator::HandleRequest() {
   std::vector<zmq::message_t> frames;
   try {
@@ -99,13 +122,12 @@ void ZapAuthenticator::HandleRequest() {
     if (status == "200") {
       ++accepted_;
     } else {
-      ++refused_;
-      spdlog::warn("refused CURVE client {} from {} on domain '{}': {}", z85, frames[3].to_string(),
-                   domain, text);
+      Refuse(it != domains_.end() ? domain : "other", "refused CURVE client " + std::string(z85) +
+                                                          " from " + frames[3].to_string() +
+                                                          " on domain '" + domain + "': " + text);
     }
   } else {
-    ++refused_;
-    spdlog::warn("refused a malformed or non-CURVE ZAP request");
+    Refuse("other", "refused a malformed or non-CURVE ZAP request");
   }
   // Only the first frame holds a request; answer it even if it was malformed.
   try {

@@ -109,6 +109,7 @@ Status Coordinator::Init() {
   TRAINLET_ASSIGN_OR_RETURN(
       ops_, CoordinatorOps::Create(config_.metrics_address, config_.metrics_best_effort,
                                    MakeSystemdNotifier(), registry_.get(), jobs_.get(), &drops_));
+  ops_->CountHandshakes(zap_.get());
   AddLoopSources();
   return WriteEndpoints();
 }

@@ -94,6 +94,22 @@ void CoordinatorOps::Collect() {
     Counter& c = dropped_->With({DropReasonName(reason)});
     c.Inc(static_cast<double>(drops_->Get(reason)) - c.value());  // mirrors a counter: never down
   }
+  if (zap_ != nullptr) {
+    for (const auto& [role, n] : zap_->refused_by_domain()) {
+      Counter& c = handshakes_refused_->With({role});
+      c.Inc(static_cast<double>(n) - c.value());
+    }
+  }
+}
+
+void CoordinatorOps::CountHandshakes(const ZapAuthenticator* zap) {
+  zap_ = zap;
+  handshakes_refused_ = &metrics().AddCounter(
+      "trainlet_coordinator_handshakes_refused_total",
+      "CURVE handshakes the coordinator refused (key not in the role's allowlist, or malformed), "
+      "by the role of the endpoint they came to (other: malformed requests)",
+      {"role"});
+  for (const char* role : {"agent", "operator", "exec"}) handshakes_refused_->With({role});
 }
 
 std::string CoordinatorOps::StatusLine() const {

@@ -16,6 +16,7 @@
 
 #include "common/envelope.h"
 #include "common/ops_endpoint.h"
+#include "common/zap_authenticator.h"
 #include "coordinator/job_controller.h"
 #include "coordinator/node_registry.h"
 
@@ -48,6 +49,10 @@ class CoordinatorOps {
   // The coordinator refused an agent's registration (name taken, key bound to another name).
   void OnRegistrationRefused() { registrations_refused_->Inc(); }
   void OnStopping() { ops_->NotifyStopping(); }
+  // Exports the handshakes `zap` refused, by role, as
+  // trainlet_coordinator_handshakes_refused_total{role}: read when someone scrapes. `zap` must
+  // outlive this object. Called once, after Create.
+  void CountHandshakes(const ZapAuthenticator* zap);
 
   MetricsRegistry& metrics() { return ops_->metrics(); }
 
@@ -59,12 +64,14 @@ class CoordinatorOps {
   const NodeRegistry* registry_ = nullptr;
   const JobController* jobs_ = nullptr;
   const DropCounters* drops_ = nullptr;
+  const ZapAuthenticator* zap_ = nullptr;  // null until CountHandshakes
   bool serving_ = false;
   std::chrono::steady_clock::time_point next_status_{};
   std::map<std::string, uint32_t> launch_observed_;  // job -> attempt whose latency was recorded
   Family<Gauge>* nodes_ = nullptr;
   Family<Gauge>* jobs_by_phase_ = nullptr;
   Family<Counter>* dropped_ = nullptr;
+  Family<Counter>* handshakes_refused_ = nullptr;
   Histogram* launch_latency_ = nullptr;
   Histogram* heartbeat_lag_ = nullptr;
   Histogram* fence_ = nullptr;

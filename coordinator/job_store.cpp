@@ -1,5 +1,7 @@
 #include "coordinator/job_store.h"
 
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -9,6 +11,7 @@
 #include <system_error>
 #include <utility>
 
+#include "common/platform/env.h"
 #include "coordinator/stored_status.h"
 
 namespace trainlet::coordinator {
@@ -123,6 +126,20 @@ std::string DiskHint(int extended_code, int sys_errno) {
   return sys_errno != 0 ? std::string(" (") + std::strerror(sys_errno) + ")" : "";
 }
 
+// Job specs may carry credentials in env, and SQLite writes them to the database and its WAL:
+// keep those files to the coordinator's user (0600), whatever the umask. SQLite creates -wal and
+// -shm with the database's mode, so tightening the database before the first write covers the
+// files to come; files left by an earlier run with looser bits are tightened too.
+Status MakeStoreFilesPrivate(const std::string& db_path) {
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    const std::string file = db_path + suffix;
+    if (::chmod(file.c_str(), 0600) != 0 && errno != ENOENT) {
+      return IoError(file + ": cannot make it private (chmod 0600): " + std::strerror(errno));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 JobStore::JobStore(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
@@ -134,7 +151,7 @@ JobStore::~JobStore() {
 
 Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& state_dir) {
   std::error_code ec;
-  bool created = fs::create_directories(state_dir, ec);
+  fs::create_directories(state_dir, ec);
   if (ec) {
     return IoError("state dir " + state_dir + ": cannot create it: " + ec.message());
   }
@@ -146,10 +163,15 @@ Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& state_dir) {
   if (access(state_dir.c_str(), W_OK | X_OK) != 0) {
     return IoError("state dir " + state_dir + ": not writable: " + std::strerror(errno));
   }
-  if (created) {
-    // Job specs may carry credentials in env; keep them to the coordinator's user.
-    fs::permissions(state_dir, fs::perms::owner_all, ec);
+  // Job specs may carry credentials in env; keep them to the coordinator's user, also in a
+  // directory the operator made with looser bits (`trainletctl local up --dir`, issue 19).
+  bool tightened = false;
+  if (Status s = platform::MakePrivateDirectory(state_dir, &tightened); !s.ok()) {
+    return Status(s.code(), "state dir " + s.message());
   }
+  if (tightened)
+    spdlog::warn("state dir {}: made private (mode 0700): it holds job specs and their env",
+                 state_dir);
 
   std::string path = (fs::path(state_dir) / kFileName).string();
   sqlite3* raw = nullptr;
@@ -159,6 +181,7 @@ Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& state_dir) {
     return IoError(path +
                    ": cannot open: " + (raw != nullptr ? sqlite3_errmsg(raw) : sqlite3_errstr(rc)));
   }
+  TRAINLET_RETURN_IF_ERROR(MakeStoreFilesPrivate(path));  // before Init writes anything
   TRAINLET_RETURN_IF_ERROR(store->Init());
   return store;
 }

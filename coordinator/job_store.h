@@ -77,8 +77,9 @@ class JobStore : public NodeCordonStore {
   static constexpr int kSchemaVersion = 2;
   static constexpr const char* kFileName = "trainlet.db";
 
-  // Opens <state_dir>/trainlet.db, creating the directory (mode 0700) and the schema when
-  // missing.
+  // Opens <state_dir>/trainlet.db, creating the directory and the schema when missing. The
+  // directory is made 0700 and the database, -wal and -shm files 0600, whatever the umask or
+  // their earlier modes: job env may hold secrets.
   static Result<std::unique_ptr<JobStore>> Open(const std::string& state_dir);
   ~JobStore() override;
   JobStore(const JobStore&) = delete;

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "common/curve_keys.h"
+#include "common/platform/env.h"
 #include "common/platform/process_info.h"
 #include "trainletctl/client_config.h"
 #include "trainletctl/coordinator_client.h"
@@ -163,13 +164,14 @@ Status CheckLocalUpOptions(const LocalUpOptions& o) {
   return Status::Ok();
 }
 
+// The cluster's dir and all under it are 0700 whatever the umask or the dir given (issue 19): it
+// holds secret keys, the coordinator's database (job env) and the ranks' output.
 Status MakeClusterDirs(const std::string& dir) {
-  for (const char* sub : {"keys", "coordinator", "agents", "logs", "pids"}) {
-    std::error_code ec;
-    fs::create_directories(dir + "/" + sub, ec);
-    if (ec) return IoError("--dir " + dir + "/" + sub + ": " + ec.message());
+  for (const char* sub : {"", "/keys", "/coordinator", "/agents", "/logs", "/pids"}) {
+    if (Status s = platform::MakePrivateDirectory(dir + sub); !s.ok()) {
+      return Status(s.code(), "--dir " + s.message());
+    }
   }
-  fs::permissions(dir + "/keys", fs::perms::owner_all, fs::perm_options::replace);
   return Status::Ok();
 }
 

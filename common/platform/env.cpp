@@ -172,6 +172,20 @@ Result<std::unique_ptr<FileLock>> PosixEnv::LockFile(const std::string& path) {
 
 ProcessSpawner& PosixEnv::processes() { return *spawner_; }
 
+Status MakePrivateDirectory(const std::string& path, bool* tightened) {
+  if (tightened != nullptr) *tightened = false;
+  std::error_code ec;
+  const bool created = std::filesystem::create_directories(path, ec);
+  if (ec) return ErrnoStatus(ec.value(), path);
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, path);
+  if (!S_ISDIR(st.st_mode)) return IoError(path + ": exists and is not a directory");
+  if ((st.st_mode & 07777) == 0700) return Status::Ok();
+  if (chmod(path.c_str(), 0700) != 0) return ErrnoStatus(errno, path + ": chmod 0700");
+  if (tightened != nullptr) *tightened = !created && (st.st_mode & 077) != 0;
+  return Status::Ok();
+}
+
 Env& RealEnv() {
   static Env* const env = new PosixEnv();  // never destroyed: used until the process exits
   return *env;

@@ -112,4 +112,13 @@ class PosixEnv : public Env {
 // The process-wide real Env (a PosixEnv), created on first use and never destroyed.
 Env& RealEnv();
 
+// Makes `path` a directory that only its owner may enter: mode 0700 exactly, whatever the umask
+// and whatever mode it had. Missing parents are created as mkdir -p does (with the umask's mode);
+// only `path` itself is made private. Daemons keep secrets under their state dirs (job env in the
+// coordinator's database, rank output in the agent's logs), so a directory they were given with
+// looser bits is tightened, and *tightened (when given) says so for the caller to log; a
+// directory this call created does not count. Errors as Env's: kPermission when `path` belongs to
+// another user, kIo when it exists and is not a directory.
+Status MakePrivateDirectory(const std::string& path, bool* tightened = nullptr);
+
 }  // namespace trainlet::platform

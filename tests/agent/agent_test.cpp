@@ -5,6 +5,7 @@
 #include "agent/agent.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <memory>
@@ -173,6 +174,36 @@ TEST_F(AgentTest, AFailingSpawnIsReportedAsStartFailed) {
   // One step was asked for, from beside the agent's own binary (the Env's executable path).
   ASSERT_EQ(env_.spawner().requests().size(), 1u);
   EXPECT_EQ(env_.spawner().requests()[0].argv.at(0), "/opt/trainlet/bin/trainlet-step");
+}
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+// Issue 19: the agent's state dir, the parents of the job directories and each job's work dir
+// are 0700 whatever the umask, and a state dir given with looser bits is tightened.
+TEST_F(AgentTest, StateAndWorkDirsArePrivateUnderUmaskZero) {
+  testing::ScopedUmask umask0(0);
+  ASSERT_EQ(mkdir(config_.state_dir.c_str(), 0755), 0);
+  StartAndRegister();
+  ASSERT_NE(agent_, nullptr);
+  for (const char* sub : {"", "/logs", "/work", "/steps", "/exec"}) {
+    EXPECT_EQ(ModeOf(config_.state_dir + sub), 0700u) << "state dir" << sub;
+  }
+
+  env_.spawner().FailNextSpawn(InternalError("no fork today"));
+  v1::Envelope env;
+  auto* plan = env.mutable_launch_plan();
+  plan->set_job("secret-job");
+  plan->set_attempt(1);
+  auto* w = plan->add_workers();
+  w->set_rank(0);
+  w->add_argv("/bin/true");
+  ToAgent(std::move(env));
+  ASSERT_TRUE(AtCoordinator(v1::Envelope::kWorkerEvent)) << "the plan was not handled";
+  EXPECT_EQ(ModeOf(config_.state_dir + "/work/secret-job"), 0700u);
 }
 
 TEST_F(AgentTest, AWallClockJumpMovesNoTimer) {

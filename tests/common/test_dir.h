@@ -1,8 +1,10 @@
-// A fresh directory under the GoogleTest temp dir, removed with everything in it at scope exit.
+// A fresh directory under the GoogleTest temp dir, removed with everything in it at scope exit;
+// and a scoped umask.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <string>
@@ -28,6 +30,19 @@ class TempDir {
 
  private:
   std::string path_;
+};
+
+// Sets the process umask for a scope and restores the previous one at its end: tests of file
+// modes run under umask 0, where only the code's own modes keep files private.
+class ScopedUmask {
+ public:
+  explicit ScopedUmask(mode_t mask) : previous_(::umask(mask)) {}
+  ~ScopedUmask() { ::umask(previous_); }
+  ScopedUmask(const ScopedUmask&) = delete;
+  ScopedUmask& operator=(const ScopedUmask&) = delete;
+
+ private:
+  mode_t previous_;
 };
 
 }  // namespace trainlet::testing

@@ -2,13 +2,17 @@
 // finds the DEALER's key in the allowlist of the ROUTER's domain, and reports that key as the
 // sender. Everything else (unknown keys, keys of another role, plain sockets) gets nothing through.
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <vector>
 #include <zmq.hpp>
 
 #include "common/curve_keys.h"
@@ -220,6 +224,110 @@ TEST_F(ZmqSecurityTest, RouterDropsMessagesWithExtraFramesAndKeepsGoing) {
   EXPECT_EQ(drops_.Get(DropReason::kTooManyFrames), 1u);
   EXPECT_EQ(drops_.Get(DropReason::kMalformed), 1u);
   EXPECT_EQ(drops_.Total(), 2u);
+}
+
+// Routes the default logger to a string for the scope, and back to the previous logger after.
+class CapturedLog {
+ public:
+  CapturedLog() : previous_(spdlog::default_logger()) {
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("captured", sink));
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous_); }
+  // Lines that contain `text`.
+  int Count(const std::string& text) const {
+    std::istringstream in(out_.str());
+    int n = 0;
+    for (std::string line; std::getline(in, line);) n += line.find(text) != std::string::npos;
+    return n;
+  }
+  std::string str() const { return out_.str(); }
+
+ private:
+  std::ostringstream out_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
+// Issue 19: about 3,700 bad handshakes in 8.5 s logged a warning each. Every refusal is counted,
+// by the domain it came to, and only a few are logged.
+TEST_F(ZmqSecurityTest, AHandshakeFloodIsCountedExactlyAndLoggedBriefly) {
+  constexpr int kHandshakes = 200;
+  CapturedLog log;
+  std::vector<zmq::socket_t> strangers;
+  for (int i = 0; i < kHandshakes; ++i) {
+    const CurveKeyPair keys = NewKeys();
+    zmq::socket_t& s = strangers.emplace_back(ctx_, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::reconnect_ivl, -1);  // one handshake each: the count is exact
+    s.set(zmq::sockopt::curve_serverkey, server_keys_.public_z85);
+    s.set(zmq::sockopt::curve_publickey, keys.public_z85);
+    s.set(zmq::sockopt::curve_secretkey, keys.secret_z85);
+    s.connect(endpoint_);
+  }
+  const auto deadline = Clock::now() + milliseconds(8000);
+  while (zap_->refused() < kHandshakes && Clock::now() < deadline) {
+    Pump(nullptr, nullptr, milliseconds(20));
+  }
+  Pump(nullptr, nullptr, milliseconds(200));  // nothing more comes: no retries were counted
+  EXPECT_EQ(zap_->refused(), static_cast<uint64_t>(kHandshakes));
+  EXPECT_EQ(zap_->refused_by_domain().at("operator"), static_cast<uint64_t>(kHandshakes));
+  EXPECT_EQ(zap_->refused_by_domain().size(), 1u);
+  EXPECT_EQ(zap_->accepted(), 0u);
+  EXPECT_EQ(log.Count("refused CURVE client"), ZapAuthenticator::kRefusalsLogged) << log.str();
+  EXPECT_LE(log.Count("refused"), 5) << log.str();
+}
+
+// One ZAP request (RFC 27) for `domain` and `keys`' public key, sent to the handler as libzmq
+// sends one per handshake; returns the status code answered ("200", "400"), "" when none came.
+std::string AskZap(zmq::context_t& ctx, ZapAuthenticator& zap, const std::string& domain,
+                   const CurveKeyPair& keys) {
+  zmq::socket_t req(ctx, zmq::socket_type::req);
+  req.set(zmq::sockopt::linger, 0);
+  req.connect("inproc://zeromq.zap.01");
+  uint8_t key[32];
+  EXPECT_NE(zmq_z85_decode(key, keys.public_z85.c_str()), nullptr);
+  for (const std::string frame : {"1.0", "7", domain.c_str(), "192.0.2.1", "", "CURVE"}) {
+    req.send(zmq::buffer(frame), zmq::send_flags::sndmore);
+  }
+  req.send(zmq::buffer(key, sizeof key), zmq::send_flags::none);
+  zmq::pollitem_t item = {zap.socket().handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, milliseconds(2000)) != 1) return "";
+  zap.HandleRequest();
+  std::vector<zmq::message_t> reply;
+  while (true) {
+    zmq::message_t m;
+    if (!req.recv(m, zmq::recv_flags::dontwait)) break;
+    const bool more = m.more();
+    reply.push_back(std::move(m));
+    if (!more) break;  // a REQ that got its whole answer may only send next
+  }
+  return reply.size() >= 3 ? reply[2].to_string() : "";
+}
+
+// After the window's few lines, refusals are only counted; the first refusal of the next window
+// says how many went unlogged. Unknown domains count as "other".
+TEST_F(ZmqSecurityTest, RefusalLogSummarisesWhatItLeftOut) {
+  CapturedLog log;
+  Clock::time_point now = Clock::now();
+  zap_->SetClock([&now] { return now; });
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(AskZap(ctx_, *zap_, "agent", NewKeys()), "400");
+  EXPECT_EQ(log.Count("refused CURVE client"), ZapAuthenticator::kRefusalsLogged) << log.str();
+  EXPECT_EQ(log.Count("more CURVE handshakes"), 0) << log.str();
+
+  now += ZapAuthenticator::kRefusalLogWindow - milliseconds(1);
+  ASSERT_EQ(AskZap(ctx_, *zap_, "agent", NewKeys()), "400");
+  EXPECT_EQ(log.Count("refused CURVE client"), ZapAuthenticator::kRefusalsLogged) << log.str();
+
+  now += milliseconds(1);
+  ASSERT_EQ(AskZap(ctx_, *zap_, "no-such-role", NewKeys()), "400");
+  EXPECT_EQ(log.Count("refused 3 more CURVE handshakes"), 1) << log.str();
+  EXPECT_EQ(log.Count("refused CURVE client"), ZapAuthenticator::kRefusalsLogged + 1) << log.str();
+
+  ASSERT_EQ(AskZap(ctx_, *zap_, "agent", agent_keys_), "200");
+  EXPECT_EQ(zap_->refused(), 7u);
+  EXPECT_EQ(zap_->refused_by_domain().at("agent"), 6u);
+  EXPECT_EQ(zap_->refused_by_domain().at("other"), 1u);
+  EXPECT_EQ(zap_->accepted(), 1u);
 }
 
 }  // namespace

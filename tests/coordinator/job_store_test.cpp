@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/common/test_dir.h"
+
 namespace trainlet::coordinator {
 namespace {
 
@@ -70,6 +72,51 @@ TEST_F(JobStoreTest, CreatesDirSchemaAndWal) {
   EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(s, 0)), "wal");
   sqlite3_finalize(s);
   sqlite3_close(db);
+}
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+// Issue 19: under a permissive umask, another user could read a job's secret env from the WAL.
+// The store sets its own modes: the directory 0700, the database, -wal and -shm 0600.
+TEST_F(JobStoreTest, FilesArePrivateUnderUmaskZero) {
+  testing::ScopedUmask umask0(0);
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->CreateJob(Job("secret")).ok());
+  EXPECT_EQ(ModeOf(dir_), 0700u);
+  for (const char* file : {"/trainlet.db", "/trainlet.db-wal", "/trainlet.db-shm"}) {
+    ASSERT_TRUE(fs::exists(dir_ + file)) << file;
+    EXPECT_EQ(ModeOf(dir_ + file), 0600u) << file;
+  }
+}
+
+// A directory the operator made (`trainletctl local up --dir`, or by hand) with looser bits is
+// tightened, and so are database files an earlier run left readable.
+TEST_F(JobStoreTest, TightensAGivenDirectoryAndLeftOverFiles) {
+  testing::ScopedUmask umask0(0);
+  ASSERT_EQ(mkdir(dir_.c_str(), 0755), 0);
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->CreateJob(Job("a")).ok());
+  }
+  ASSERT_EQ(ModeOf(dir_), 0700u);
+  ASSERT_EQ(chmod(dir_.c_str(), 0755), 0);
+  ASSERT_EQ(chmod((dir_ + "/trainlet.db").c_str(), 0644), 0);
+  std::ofstream(dir_ + "/trainlet.db-shm");  // left by a crash, readable by all under umask 0
+  ASSERT_EQ(ModeOf(dir_ + "/trainlet.db-shm"), 0666u);
+
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->CreateJob(Job("b")).ok());
+  EXPECT_EQ(ModeOf(dir_), 0700u);
+  for (const char* file : {"/trainlet.db", "/trainlet.db-wal", "/trainlet.db-shm"}) {
+    EXPECT_EQ(ModeOf(dir_ + file), 0600u) << file;
+  }
 }
 
 TEST_F(JobStoreTest, RoundTrip) {

@@ -20,6 +20,7 @@
 #include <regex>
 #include <sstream>
 #include <thread>
+#include <zmq.hpp>
 
 #include "common/curve_keys.h"
 #include "tests/common/test_dir.h"
@@ -349,13 +350,37 @@ TEST_F(DaemonOpsTest, NotifiesSystemdAndServesMetrics) {
   }
   for (const char* f :
        {"trainlet_coordinator_workers_started_total", "trainlet_coordinator_workers_failed_total",
-        "trainlet_coordinator_messages_dropped_total"}) {
+        "trainlet_coordinator_messages_dropped_total",
+        "trainlet_coordinator_handshakes_refused_total"}) {
     EXPECT_EQ(c0.types[f], "counter") << f;
   }
+  EXPECT_EQ(c0.Value("trainlet_coordinator_handshakes_refused_total", {{"role", "operator"}}), 0);
   EXPECT_EQ(c0.Value("trainlet_coordinator_nodes", {{"state", "Ready"}}), 1);
   EXPECT_EQ(c0.Value("trainlet_coordinator_workers_started_total"), 0);
   EXPECT_EQ(c0.Value("trainlet_coordinator_launch_latency_seconds_count"), 0);
   EXPECT_EQ(c0.Value("trainlet_coordinator_messages_dropped_total", {{"reason", "malformed"}}), 0);
+  {
+    // A client whose key no allowlist holds is refused, and counted by the endpoint's role.
+    auto server = ReadKeyPair(keys_ + "/coordinator.key.pub");
+    auto stranger = GenerateCurveKeyPair();
+    ASSERT_TRUE(server.ok() && stranger.ok());
+    zmq::context_t ctx;
+    zmq::socket_t s(ctx, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::reconnect_ivl, -1);  // one handshake: the count is exact
+    s.set(zmq::sockopt::curve_serverkey, server->public_z85);
+    s.set(zmq::sockopt::curve_publickey, stranger->public_z85);
+    s.set(zmq::sockopt::curve_secretkey, stranger->secret_z85);
+    s.connect(agent_endpoint);
+    double refused = 0;
+    for (auto until = std::chrono::steady_clock::now() + 5s;
+         refused < 1 && std::chrono::steady_clock::now() < until;
+         std::this_thread::sleep_for(50ms)) {
+      refused = Scrape(coordinator_metrics)
+                    .Value("trainlet_coordinator_handshakes_refused_total", {{"role", "agent"}});
+    }
+    EXPECT_EQ(refused, 1);
+  }
   auto a0 = Scrape(agent_metrics);
   EXPECT_EQ(a0.Value("trainlet_agent_registered"), 1);
   EXPECT_EQ(a0.Value("trainlet_agent_workers_started_total"), 0);

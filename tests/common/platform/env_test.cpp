@@ -73,6 +73,42 @@ TEST(RealEnvTest, CreateDirectoriesMakesEveryLevel) {
       << under_file.message();
 }
 
+mode_t ModeOf(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+// Issue 19: the daemons' state dirs are private whatever the umask or the dir they were given.
+TEST(MakePrivateDirectoryTest, Makes0700UnderUmaskZeroAndTightensLooserDirs) {
+  TempDir dir;
+  testing::ScopedUmask umask0(0);
+  bool tightened = true;
+  const std::string fresh = dir.File("a/b/state");
+  ASSERT_TRUE(MakePrivateDirectory(fresh, &tightened).ok());
+  EXPECT_EQ(ModeOf(fresh), 0700u);
+  EXPECT_FALSE(tightened) << "a directory it created was not tightened";
+  EXPECT_EQ(ModeOf(dir.File("a/b")), 0777u) << "only the directory itself is made private";
+
+  const std::string loose = dir.File("given");
+  ASSERT_EQ(mkdir(loose.c_str(), 0755), 0);
+  ASSERT_TRUE(MakePrivateDirectory(loose, &tightened).ok());
+  EXPECT_EQ(ModeOf(loose), 0700u);
+  EXPECT_TRUE(tightened);
+  ASSERT_TRUE(MakePrivateDirectory(loose, &tightened).ok());
+  EXPECT_FALSE(tightened) << "already private";
+
+  ASSERT_EQ(chmod(loose.c_str(), 0500), 0);  // stricter than 0700 is made 0700 too: writable
+  ASSERT_TRUE(MakePrivateDirectory(loose, &tightened).ok());
+  EXPECT_EQ(ModeOf(loose), 0700u);
+  EXPECT_FALSE(tightened) << "no one else could enter it before either";
+
+  std::ofstream(dir.File("file")) << "x";
+  const Status on_file = MakePrivateDirectory(dir.File("file"));
+  EXPECT_FALSE(on_file.ok());
+  EXPECT_NE(on_file.message().find(dir.File("file")), std::string::npos) << on_file.message();
+}
+
 TEST(RealEnvTest, ReadFileHonoursTheCap) {
   TempDir dir;
   Env& env = RealEnv();
