@@ -63,6 +63,14 @@ void RaiseFileLimit() {
   }
 }
 
+// The node name of simulated agent `i`: the name it is enrolled under and the name it registers
+// (the coordinator lets a key register only the name its allowlist line gives it).
+std::string SimAgentName(const std::string& prefix, int i) {
+  char name[64];
+  std::snprintf(name, sizeof name, "%s%04d", prefix.c_str(), i);
+  return name;
+}
+
 int Run(int count, const std::string& endpoint, const std::string& server_key_file,
         const std::string& allowlist, int heartbeat_ms, const std::string& prefix) {
   RaiseFileLimit();
@@ -81,8 +89,7 @@ int Run(int count, const std::string& endpoint, const std::string& server_key_fi
       return 1;
     }
     keys.push_back(*k);
-    if (Status s = AppendToAllowlist(allowlist, k->public_z85, prefix + std::to_string(i));
-        !s.ok()) {
+    if (Status s = AppendToAllowlist(allowlist, k->public_z85, SimAgentName(prefix, i)); !s.ok()) {
       std::fprintf(stderr, "--allowlist: %s\n", s.message().c_str());
       return 2;
     }
@@ -97,9 +104,7 @@ int Run(int count, const std::string& endpoint, const std::string& server_key_fi
       std::fprintf(stderr, "connect: %s\n", s.status().message().c_str());
       return 1;
     }
-    char name[64];
-    std::snprintf(name, sizeof name, "%s%04d", prefix.c_str(), i);
-    agents.push_back({name, std::move(*s)});
+    agents.push_back({SimAgentName(prefix, i), std::move(*s)});
   }
 
   sigset_t set;
