@@ -320,7 +320,7 @@ std::string Agent::LogPath(const std::string& job, uint32_t attempt, uint32_t ra
 void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
   std::string why;
   bool refused = false;
-  NodeAttempt* attempt = attempts_.BeginPlan(plan, &why, &refused);
+  NodeAttempt* attempt = attempts_.BeginPlan(plan, env_.MonotonicNow(), &why, &refused);
   if (attempt == nullptr) {
     spdlog::warn("ignoring plan for {} attempt {}: {}", plan.job(), plan.attempt(), why);
     // A plan the attempt table refuses (its attempt is being launched): its ranks fail, should
@@ -380,7 +380,7 @@ void Agent::ReportStart(const v1::LaunchPlan& plan, uint32_t rank,
   ev->set_attempt(plan.attempt());
   ev->set_rank(rank);
   ev->set_node(config_.name);
-  ev->set_unix_ms(NowUnixMs());
+  ev->set_unix_ms(env_.WallUnixMs());
   if (pid.ok()) {
     ev->set_kind(v1::WorkerEvent::KIND_STARTED);
     ops_->OnWorkerStarted();
@@ -427,12 +427,12 @@ void Agent::OnExecStart(const v1::ExecStart& start) {
 
 void Agent::OnStopWorkers(const v1::StopWorkers& stop) {
   spdlog::info("stopping {} attempt {}: {}", stop.job(), stop.attempt(), stop.reason());
-  attempts_.Stop(stop.job(), stop.attempt(), stop.reason(), Clock::now());
+  attempts_.Stop(stop.job(), stop.attempt(), stop.reason(), env_.MonotonicNow());
 }
 
 void Agent::OnReservePorts(const v1::ReservePorts& request) {
   v1::Envelope env;
-  *env.mutable_ports_reserved() = attempts_.ReservePorts(request, Clock::now());
+  *env.mutable_ports_reserved() = attempts_.ReservePorts(request, env_.MonotonicNow());
   const v1::PortsReserved& answer = env.ports_reserved();
   if (answer.error().empty()) {
     spdlog::info("holding {} ports for {} attempt {}", answer.ports_size(), request.job(),
@@ -488,7 +488,7 @@ void Agent::OnChildExits() {
     ev->set_exit_code(e.exit_code);
     ev->set_signal(e.signal);
     ev->set_message(e.message);
-    ev->set_unix_ms(NowUnixMs());
+    ev->set_unix_ms(env_.WallUnixMs());
     // A rank that failed is worth a line at info; the thousands that end well are not.
     spdlog::log(e.exit_code != 0 || e.signal != 0 ? spdlog::level::info : spdlog::level::debug,
                 "rank {} of {} attempt {} exited: code {} signal {}", e.rank, e.job, e.attempt,

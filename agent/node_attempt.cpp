@@ -129,14 +129,14 @@ void NodeAttempt::StopRanks(std::chrono::milliseconds grace, Clock::time_point n
   }
 }
 
-void NodeAttempt::Replace(uint32_t newer) {
-  services_.supervisor->Stop(job_, attempt_, std::chrono::milliseconds(0), Clock::now());
-  services_.rendezvous->EndAttempt(
-      job_, attempt_,
-      "attempt " + std::to_string(attempt_) + " of " + job_ + " was replaced on this node");
+void NodeAttempt::Replace(uint32_t newer, Clock::time_point now) {
+  services_.supervisor->Stop(job_, attempt_, std::chrono::milliseconds(0), now);
+  services_.rendezvous->EndAttempt(job_, attempt_,
+                                   "attempt " + std::to_string(attempt_) + " of " + job_ +
+                                       " was replaced on this node by attempt " +
+                                       std::to_string(newer));
   services_.ports->Release(job_, attempt_);
   Apply(AttemptTrigger::kReplaced);
-  (void)newer;
 }
 
 void NodeAttempt::RanksEnded() {
@@ -204,7 +204,8 @@ v1::PortsReserved NodeAttempts::ReservePorts(const v1::ReservePorts& request,
   return answer;
 }
 
-NodeAttempt* NodeAttempts::BeginPlan(const v1::LaunchPlan& plan, std::string* why, bool* refused) {
+NodeAttempt* NodeAttempts::BeginPlan(const v1::LaunchPlan& plan, Clock::time_point now,
+                                     std::string* why, bool* refused) {
   *refused = false;
   Job& job = jobs_[plan.job()];
   if (plan.attempt() < job.latest) {
@@ -224,7 +225,7 @@ NodeAttempt* NodeAttempts::BeginPlan(const v1::LaunchPlan& plan, std::string* wh
   for (auto& [number, older] : job.attempts) {
     if (number >= plan.attempt()) break;
     if (number == job.latest || older.state() == AttemptState::kPortsHeld) {
-      older.Replace(plan.attempt());
+      older.Replace(plan.attempt(), now);
     }
   }
   job.latest = plan.attempt();

@@ -134,7 +134,7 @@ class NodeAttempt {
   // kStopAsked for its ranks only (the coordinator is silent): ports and rendezvous stay.
   void StopRanks(std::chrono::milliseconds grace, Clock::time_point now);
   // kReplaced by `newer`: its ranks are SIGKILLed, its rendezvous aborted, its ports given back.
-  void Replace(uint32_t newer);
+  void Replace(uint32_t newer, Clock::time_point now);
   // kRanksEnded: its ports are given back and its rendezvous forgotten.
   void RanksEnded();
 
@@ -172,7 +172,8 @@ class NodeAttempts {
   // the plan is to be ignored (an older attempt than the latest) or the attempt is refused by
   // the table (it is being launched); `refused` tells the second case. A plan for an attempt
   // that stops or has ended here starts a new attempt of that number (see the table).
-  NodeAttempt* BeginPlan(const v1::LaunchPlan& plan, std::string* why, bool* refused);
+  NodeAttempt* BeginPlan(const v1::LaunchPlan& plan, Clock::time_point now, std::string* why,
+                         bool* refused);
 
   // StopWorkers: the attempt (0: every attempt of the job) stops, with the job's stop grace.
   void Stop(const std::string& job, uint32_t attempt, const std::string& reason,

@@ -121,7 +121,7 @@ class NodeAttemptsTest : public ::testing::Test {
     std::string why;
     bool refused = false;
     const v1::LaunchPlan plan = Plan(attempt, grace_ms);
-    NodeAttempt* a = attempts_.BeginPlan(plan, &why, &refused);
+    NodeAttempt* a = attempts_.BeginPlan(plan, std::chrono::steady_clock::now(), &why, &refused);
     EXPECT_NE(a, nullptr) << why;
     if (a == nullptr) return nullptr;
     EXPECT_EQ(a->state(), S::kLaunching);
@@ -187,7 +187,8 @@ TEST_F(NodeAttemptsTest, ANewerPlanReplacesTheOlderAttempts) {
   // A plan for an older attempt is ignored; the table is left as it was.
   std::string why;
   bool refused = true;
-  EXPECT_EQ(attempts_.BeginPlan(Plan(2), &why, &refused), nullptr);
+  EXPECT_EQ(attempts_.BeginPlan(Plan(2), std::chrono::steady_clock::now(), &why, &refused),
+            nullptr);
   EXPECT_FALSE(refused);
   EXPECT_EQ(why, "attempt 3 is newer");
 
@@ -269,7 +270,7 @@ TEST_F(NodeAttemptsTest, AttemptsAdoptedBeforeAttachGetTheServices) {
   NodeAttempt* next = nullptr;
   std::string why;
   bool refused = false;
-  next = table.BeginPlan(Plan(3), &why, &refused);
+  next = table.BeginPlan(Plan(3), std::chrono::steady_clock::now(), &why, &refused);
   ASSERT_NE(next, nullptr) << why;
   EXPECT_TRUE(next->HandOverPorts().ok());
 }
@@ -278,7 +279,7 @@ TEST_F(NodeAttemptsTest, BlockedLaunchFailsEveryRankWithTheReason) {
   std::string why;
   bool refused = false;
   const v1::LaunchPlan plan = Plan(1);
-  NodeAttempt* a = attempts_.BeginPlan(plan, &why, &refused);
+  NodeAttempt* a = attempts_.BeginPlan(plan, std::chrono::steady_clock::now(), &why, &refused);
   ASSERT_NE(a, nullptr);
   auto started = a->Launch({LaunchOf(plan), LaunchOf(plan)}, InvalidError("plan file ../x: bad"));
   ASSERT_EQ(started.size(), 2u);
@@ -297,7 +298,7 @@ TEST_F(NodeAttemptsTest, ReplacedRanksAreKilled) {
   std::string why;
   bool refused = false;
   const v1::LaunchPlan plan = Plan(1, 60000);
-  NodeAttempt* a = attempts_.BeginPlan(plan, &why, &refused);
+  NodeAttempt* a = attempts_.BeginPlan(plan, std::chrono::steady_clock::now(), &why, &refused);
   ASSERT_NE(a, nullptr);
   WorkerLaunch sleeper = LaunchOf(plan);
   sleeper.argv = {"/bin/sleep", "100"};
@@ -307,7 +308,7 @@ TEST_F(NodeAttemptsTest, ReplacedRanksAreKilled) {
   EXPECT_TRUE(testing::Alive(pid));
 
   v1::LaunchPlan newer = Plan(2);
-  ASSERT_NE(attempts_.BeginPlan(newer, &why, &refused), nullptr);
+  ASSERT_NE(attempts_.BeginPlan(newer, std::chrono::steady_clock::now(), &why, &refused), nullptr);
   EXPECT_EQ(attempts_.Find("job", 1)->state(), S::kStopping);
   // SIGKILL at once, not after attempt 1's 60 s grace.
   std::vector<WorkerExit> exits;
