@@ -24,6 +24,8 @@
 #include "common/curve_keys.h"
 #include "common/envelope.h"
 #include "common/handshake_monitor.h"
+#include "common/platform/env.h"
+#include "common/platform/event_loop.h"
 #include "common/platform/signal_watch.h"
 #include "common/zmq_sockets.h"
 
@@ -139,24 +141,29 @@ class ExecSession {
     request_bytes_ = trainlet::EncodeEnvelope(request);
   }
 
+  // One loop over the reply socket, the handshake monitor and the signals (platform::EventLoop);
+  // the tick sends what is due and says how long the poll may sleep.
   int Run() {
-    while (true) {
-      if (auto rc = SendDue(Clock::now())) return *rc;
-      zmq_pollitem_t items[] = {{s_.handle(), 0, ZMQ_POLLIN, 0},
-                                {handshakes_.handle(), -1, ZMQ_POLLIN, 0},
-                                {nullptr, signals_.fd(), ZMQ_POLLIN, 0}};
-      zmq_poll(items, 3, sent_ ? 250 : (connected_ ? 1 : 20));
-      if (items[1].revents & ZMQ_POLLIN) {
-        if (auto rc = OnHandshakeEvent()) return *rc;
-        continue;
-      }
-      if (items[2].revents & ZMQ_POLLIN) {
-        if (auto rc = OnSignal()) return *rc;
-        continue;
-      }
-      if (!(items[0].revents & ZMQ_POLLIN)) continue;
-      if (auto rc = OnReplies()) return *rc;
+    trainlet::platform::EventLoop loop(trainlet::platform::RealEnv());
+    std::optional<int> rc;
+    auto finish = [&](std::optional<int> r) {
+      if (!r) return;
+      rc = r;
+      loop.Stop();
+    };
+    using Loop = trainlet::platform::EventLoop;
+    loop.AddTick([&](Loop::TimePoint now) -> std::optional<Loop::TimePoint> {
+      finish(SendDue(now));
+      return now + std::chrono::milliseconds(sent_ ? 250 : (connected_ ? 1 : 20));
+    });
+    loop.AddSocket(handshakes_.handle(), Loop::kReadable,
+                   [&](short) { finish(OnHandshakeEvent()); });
+    loop.AddFd(signals_.fd(), Loop::kReadable, [&](short) { finish(OnSignal()); });
+    loop.AddSocket(s_.handle(), Loop::kReadable, [&](short) { finish(OnReplies()); });
+    while (!rc) {
+      if (trainlet::Status s = loop.RunOnce(Loop::kForever); !s.ok()) return Fail(s.message());
     }
+    return *rc;
   }
 
  private:

@@ -1,7 +1,10 @@
 #include "trainletctl/coordinator_client.h"
 
 #include <map>
+#include <optional>
 
+#include "common/platform/env.h"
+#include "common/platform/event_loop.h"
 #include "common/zmq_sockets.h"
 
 namespace trainlet::cli {
@@ -27,61 +30,76 @@ Result<v1::OperatorResponse> CoordinatorClient::Call(v1::OperatorRequest request
   v1::Envelope env;
   *env.mutable_operator_request() = std::move(request);
   const std::string bytes = EncodeEnvelope(env);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  using Loop = platform::EventLoop;
+  Loop loop(platform::RealEnv());
+  const auto deadline = platform::RealEnv().MonotonicNow() + timeout;
   bool sent = false;
   bool connected = false;  // the handshake succeeded: a send that failed is retried at once
-  while (true) {
-    const auto now = std::chrono::steady_clock::now();
+  std::optional<Result<v1::OperatorResponse>> answer;
+  auto finish = [&](Result<v1::OperatorResponse> r) {
+    answer.emplace(std::move(r));
+    loop.Stop();
+  };
+  // Each iteration: give up at the deadline, else send until the request leaves (ZMQ_IMMEDIATE:
+  // sending fails until the connection is up, so nothing is queued blind).
+  loop.AddTick([&](Loop::TimePoint now) -> std::optional<Loop::TimePoint> {
     if (now >= deadline) {
-      return UnavailableError("the coordinator at " + endpoint_ + " did not answer within " +
+      finish(UnavailableError("the coordinator at " + endpoint_ + " did not answer within " +
                               std::to_string(timeout.count() / 1000) +
                               " s (is it running? trainletctl reads its address from "
-                              "TRAINLET_HOME/config.yaml)");
+                              "TRAINLET_HOME/config.yaml)"));
+      return std::nullopt;
     }
-    if (!sent) {
-      // ZMQ_IMMEDIATE: sending fails until the connection is up, so nothing is queued blind.
-      sent = socket_.send(zmq::buffer(bytes), zmq::send_flags::dontwait).has_value();
-    }
-    std::vector<zmq_pollitem_t> items = {{socket_.handle(), 0, ZMQ_POLLIN, 0}};
-    if (monitor_.handle() != nullptr) items.push_back({monitor_.handle(), 0, ZMQ_POLLIN, 0});
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
-    zmq_poll(items.data(), static_cast<int>(items.size()),
-             sent ? static_cast<long>(left.count()) : (connected ? 1L : 20L));
-    if (items.size() > 1 && (items[1].revents & ZMQ_POLLIN)) {
-      switch (monitor_.Read().value_or(HandshakeEvent::kDisconnected)) {
-        case HandshakeEvent::kSucceeded:
-          connected = true;
-          continue;
-        case HandshakeEvent::kDisconnected:
-          continue;
-        case HandshakeEvent::kRefusedKey:
-          return PermissionError("the coordinator at " + endpoint_ +
-                                 " refused this operator key: it is not in the coordinator's "
-                                 "operator allowlist (see README: enrolling an operator)");
-        case HandshakeEvent::kFailed:
-          return PermissionError("CURVE handshake with " + endpoint_ +
-                                 " failed: the coordinator's public key in TRAINLET_HOME does "
-                                 "not match the server");
-      }
-    }
-    if (items[0].revents & ZMQ_POLLIN) {
-      auto reply = ReceiveFromDealer(socket_, drops_);
-      if (!reply || reply->body_case() != v1::Envelope::kOperatorResponse) continue;
-      v1::OperatorResponse r = std::move(*reply->mutable_operator_response());
-      if (r.request_id() != id) continue;  // a late answer to an earlier call
-      if (!r.error().empty()) {
-        static const std::map<std::string, ErrorCode> kCodes = {
-            {"NotFound", ErrorCode::kNotFound},
-            {"Invalid", ErrorCode::kInvalid},
-            {"AlreadyExists", ErrorCode::kExists},
-            {"Unavailable", ErrorCode::kUnavailable},
-            {"PermissionDenied", ErrorCode::kPermission}};
-        auto it = kCodes.find(r.error_code());
-        return Status(it == kCodes.end() ? ErrorCode::kInternal : it->second, r.error());
-      }
-      return r;
-    }
+    if (!sent) sent = socket_.send(zmq::buffer(bytes), zmq::send_flags::dontwait).has_value();
+    return sent ? deadline : now + std::chrono::milliseconds(connected ? 1 : 20);
+  });
+  if (monitor_.handle() != nullptr) {
+    loop.AddSocket(monitor_.handle(), Loop::kReadable, [&](short) {
+      if (Status refused = OnHandshakeEvent(&connected); !refused.ok()) finish(refused);
+    });
   }
+  loop.AddSocket(socket_.handle(), Loop::kReadable, [&](short) {
+    if (auto reply = ReadReply(id)) finish(std::move(*reply));
+  });
+  while (!answer) {
+    if (Status s = loop.RunOnce(Loop::kForever); !s.ok()) return s;
+  }
+  return std::move(*answer);
+}
+
+Status CoordinatorClient::OnHandshakeEvent(bool* connected) {
+  switch (monitor_.Read().value_or(HandshakeEvent::kDisconnected)) {
+    case HandshakeEvent::kSucceeded:
+      *connected = true;
+      return Status::Ok();
+    case HandshakeEvent::kDisconnected:
+      return Status::Ok();
+    case HandshakeEvent::kRefusedKey:
+      return PermissionError("the coordinator at " + endpoint_ +
+                             " refused this operator key: it is not in the coordinator's "
+                             "operator allowlist (see README: enrolling an operator)");
+    case HandshakeEvent::kFailed:
+      return PermissionError("CURVE handshake with " + endpoint_ +
+                             " failed: the coordinator's public key in TRAINLET_HOME does "
+                             "not match the server");
+  }
+  return Status::Ok();
+}
+
+std::optional<Result<v1::OperatorResponse>> CoordinatorClient::ReadReply(uint64_t id) {
+  auto reply = ReceiveFromDealer(socket_, drops_);
+  if (!reply || reply->body_case() != v1::Envelope::kOperatorResponse) return std::nullopt;
+  v1::OperatorResponse r = std::move(*reply->mutable_operator_response());
+  if (r.request_id() != id) return std::nullopt;  // a late answer to an earlier call
+  if (r.error().empty()) return r;
+  static const std::map<std::string, ErrorCode> kCodes = {
+      {"NotFound", ErrorCode::kNotFound},
+      {"Invalid", ErrorCode::kInvalid},
+      {"AlreadyExists", ErrorCode::kExists},
+      {"Unavailable", ErrorCode::kUnavailable},
+      {"PermissionDenied", ErrorCode::kPermission}};
+  auto it = kCodes.find(r.error_code());
+  return Status(it == kCodes.end() ? ErrorCode::kInternal : it->second, r.error());
 }
 
 }  // namespace trainlet::cli

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <zmq.hpp>
 
@@ -25,6 +26,12 @@ class CoordinatorClient {
 
  private:
   CoordinatorClient() = default;
+  // The handshake monitor's news: OK, with *connected set once it succeeded; PermissionError when
+  // the coordinator refused the key or the handshake failed.
+  Status OnHandshakeEvent(bool* connected);
+  // The answer to request `id` when the message waiting on the socket is it; nullopt for anything
+  // else (an earlier call's late answer, a dropped message).
+  std::optional<Result<v1::OperatorResponse>> ReadReply(uint64_t id);
   zmq::context_t ctx_;
   zmq::socket_t socket_;
   HandshakeMonitor monitor_;
