@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "common/platform/descriptors.h"
+#include "common/platform/errno_status.h"
 #include "common/platform/process_info.h"
 
 extern char** environ;
@@ -19,19 +20,10 @@ extern char** environ;
 namespace trainlet::platform {
 namespace {
 
-// `what`: the path (and the step that failed, where there are several).
+// `what`: the path (and the step that failed, where there are several). Io for what is not a
+// missing path or a refusal.
 Status ErrnoStatus(int err, const std::string& what) {
-  std::string message = what + ": " + std::strerror(err);
-  switch (err) {
-    case ENOENT:
-    case ENOTDIR:
-      return NotFoundError(std::move(message));
-    case EACCES:
-    case EPERM:
-      return PermissionError(std::move(message));
-    default:
-      return IoError(std::move(message));
-  }
+  return platform::ErrnoStatus(err, what, ErrorCode::kIo);
 }
 
 // Closes on every return path.

@@ -13,24 +13,15 @@
 #include <system_error>
 
 #include "common/platform/cpu_affinity.h"
+#include "common/platform/errno_status.h"
 #include "common/platform/process_control.h"
 
 namespace trainlet::platform {
 namespace {
 
+// Internal for what is not a missing program or a refusal (the Spawn contract).
 Status ErrnoStatus(int err, std::string message) {
-  message += ": ";
-  message += std::strerror(err);
-  switch (err) {
-    case ENOENT:
-    case ENOTDIR:
-      return NotFoundError(std::move(message));
-    case EACCES:
-    case EPERM:
-      return PermissionError(std::move(message));
-    default:
-      return InternalError(std::move(message));
-  }
+  return platform::ErrnoStatus(err, std::move(message), ErrorCode::kInternal);
 }
 
 // The PATH of the child's environment; execvp's default when it has none.

@@ -18,6 +18,7 @@
 #include "common/zmq_sockets.h"
 #include "tests/common/fake_env.h"
 #include "tests/common/test_dir.h"
+#include "tests/common/test_keys.h"
 
 namespace trainlet::agent {
 namespace {
@@ -25,11 +26,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-CurveKeyPair NewKeys() {
-  auto keys = GenerateCurveKeyPair();
-  EXPECT_TRUE(keys.ok()) << keys.status().ToString();
-  return keys.ok() ? *keys : CurveKeyPair{};
-}
+using ::trainlet::testing::NewKeys;
 
 class AgentTest : public ::testing::Test {
  protected:

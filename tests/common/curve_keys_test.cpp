@@ -10,6 +10,7 @@
 #include <string>
 
 #include "tests/common/test_dir.h"
+#include "tests/common/test_keys.h"
 
 namespace trainlet {
 namespace {
@@ -28,11 +29,7 @@ mode_t ModeOf(const std::string& path) {
   return st.st_mode & 0777;
 }
 
-CurveKeyPair NewKeys() {
-  auto keys = GenerateCurveKeyPair();
-  EXPECT_TRUE(keys.ok()) << keys.status().ToString();
-  return keys.ok() ? *keys : CurveKeyPair{};
-}
+using ::trainlet::testing::NewKeys;
 
 // '#' is a Z85 digit, so about a third of real keys contain one. Tests that are not about that
 // use keys without it, so a failure points at the test that is.

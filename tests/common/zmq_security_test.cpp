@@ -20,6 +20,7 @@
 #include "common/zap_authenticator.h"
 #include "common/zmq_sockets.h"
 #include "tests/common/test_dir.h"
+#include "tests/common/test_keys.h"
 
 namespace trainlet {
 namespace {
@@ -27,11 +28,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-CurveKeyPair NewKeys() {
-  auto keys = GenerateCurveKeyPair();
-  EXPECT_TRUE(keys.ok()) << keys.status().ToString();
-  return keys.ok() ? *keys : CurveKeyPair{};
-}
+using ::trainlet::testing::NewKeys;
 
 v1::Envelope Beat(const std::string& node, uint64_t seq) {
   v1::Envelope env;

@@ -22,6 +22,7 @@
 #include "common/zmq_sockets.h"
 #include "tests/common/fake_env.h"
 #include "tests/common/test_dir.h"
+#include "tests/common/test_keys.h"
 
 namespace trainlet::coordinator {
 namespace {
@@ -30,11 +31,7 @@ using namespace std::chrono_literals;
 using testing::FakeEnv;
 using testing::TempDir;
 
-CurveKeyPair NewKeys() {
-  auto keys = GenerateCurveKeyPair();
-  EXPECT_TRUE(keys.ok()) << keys.status().ToString();
-  return keys.ok() ? *keys : CurveKeyPair{};
-}
+using ::trainlet::testing::NewKeys;
 
 class CoordinatorTest : public ::testing::Test {
  protected:
