@@ -9,52 +9,11 @@
 #include "coordinator/attempt_plan.h"
 #include "coordinator/gang_planner.h"
 #include "coordinator/job_state_machine.h"
+#include "coordinator/rank_event_fold.h"
 #include "coordinator/rank_state_machine.h"
 #include "plugins/plugin_status.h"
 
 namespace trainlet::coordinator {
-namespace {
-
-std::string DescribeExit(const v1::RankStatus& r) {
-  if (r.rank_state() == v1::RANK_STATE_START_FAILED) return "could not start: " + r.message();
-  if (r.signal() != 0) return "was killed by signal " + std::to_string(r.signal());
-  return "exited with code " + std::to_string(r.exit_code());
-}
-
-// A node's report the rank table refuses (it came late or twice) changes nothing; say so.
-void LogRefused(const v1::WorkerEvent& ev, const Status& s) {
-  if (!s.ok()) spdlog::warn("trainjob/{} attempt {}: {}", ev.job(), ev.attempt(), s.message());
-}
-
-// Folds a worker event into its rank's status; false for an event kind it does not know.
-bool FoldRankEvent(v1::RankStatus& rank, const v1::WorkerEvent& ev) {
-  switch (ev.kind()) {
-    case v1::WorkerEvent::KIND_STARTED:
-      (void)ApplyRankTrigger(rank, RankTrigger::kStarted);  // only a Pending rank moves
-      rank.set_pid(ev.pid());
-      rank.set_cpuset(ev.cpuset());
-      rank.set_devices(ev.devices());
-      break;
-    case v1::WorkerEvent::KIND_EXITED:
-      rank.set_pid(ev.pid());
-      rank.set_exit_code(ev.exit_code());
-      rank.set_signal(ev.signal());
-      LogRefused(ev, ApplyRankTrigger(rank, ev.exit_code() == 0 && ev.signal() == 0
-                                                ? RankTrigger::kExitedZero
-                                                : RankTrigger::kExitedNonZero));
-      break;
-    case v1::WorkerEvent::KIND_START_FAILED:
-      LogRefused(ev, ApplyRankTrigger(rank, RankTrigger::kStartFailed));
-      rank.set_message(ev.message());
-      break;
-    default:
-      return false;
-  }
-  return true;
-}
-
-}  // namespace
-
 JobController::JobController(JobStore* store, NodeRegistry* registry, NodeSink* sink,
                              JobControllerOptions options)
     : store_(store),
@@ -444,59 +403,41 @@ void JobController::FailAttempt(Job& job, const std::string& cause, int64_t now_
 void JobController::OnWorkerEvent(const std::string& node, const v1::WorkerEvent& ev,
                                   int64_t now_ms) {
   auto it = jobs_.find(ev.job());
-  const bool known = it != jobs_.end();
-  if (!known || ev.attempt() != it->second->record.status.attempt()) {
+  v1::JobStatus* st = it == jobs_.end() ? nullptr : &it->second->record.status;
+  const RankEventFold fold = FoldWorkerEvent(st, node, ev);
+  if (fold.effect == RankEventFold::Effect::kStale) {
     // A rank of a deleted job or of an older attempt: it must not run.
     if (ev.kind() == v1::WorkerEvent::KIND_STARTED) {
       agents_.StopWorkers(node, ev.job(), ev.attempt(), "stale attempt");
     }
     return;
   }
+  if (fold.effect != RankEventFold::Effect::kFolded) return;
   Job& job = *it->second;
-  v1::JobStatus& st = job.record.status;
-  v1::RankStatus* rank = nullptr;
-  for (auto& r : *st.mutable_ranks()) {
-    if (r.rank() == ev.rank()) rank = &r;
-  }
-  if (rank == nullptr || rank->node() != node) {
-    spdlog::warn("node {} reported rank {} of {}, which is not placed there", node, ev.rank(),
-                 ev.job());
-    return;
-  }
-  if (!FoldRankEvent(*rank, ev)) return;
   MarkDirty(job);
-  OnRankChanged(job, *rank, node, now_ms);
-}
-
-void JobController::OnRankChanged(Job& job, const v1::RankStatus& rank, const std::string& node,
-                                  int64_t now_ms) {
-  v1::JobStatus& st = job.record.status;
-  if (st.deleting()) {
+  if (st->deleting()) {
     MaybeFinishDelete(job.record.name);
     return;
   }
-  const JobPhase phase = PhaseOf(st);
-  if (phase != JobPhase::kStarting && phase != JobPhase::kRunning) return;
-  if (rank.rank_state() == v1::RANK_STATE_FAILED ||
-      rank.rank_state() == v1::RANK_STATE_START_FAILED) {
-    FailAttempt(job,
-                "rank " + std::to_string(rank.rank()) + " on " + node + " " + DescribeExit(rank),
-                now_ms);
-    return;
-  }
-  const auto& ranks = st.ranks();
-  if (std::all_of(ranks.begin(), ranks.end(),
-                  [](const auto& r) { return r.rank_state() == v1::RANK_STATE_SUCCEEDED; })) {
-    auto* rec = st.mutable_attempts(st.attempts_size() - 1);
-    TRAINLET_CHECK(ApplyAttemptTrigger(*rec, AttemptTrigger::kAllRanksSucceeded).ok());
-    rec->set_ended_unix_ms(now_ms);
-    Transition(job, JobTrigger::kAllRanksSucceeded, "Succeeded",
-               "all " + std::to_string(ranks.size()) + " ranks exited 0", now_ms);
-  } else if (phase == JobPhase::kStarting &&
-             std::none_of(ranks.begin(), ranks.end(),
-                          [](const auto& r) { return r.rank_state() == v1::RANK_STATE_PENDING; })) {
-    Transition(job, JobTrigger::kAllRanksStarted, "Running",
-               "all " + std::to_string(ranks.size()) + " ranks started", now_ms);
+  const std::string ranks = std::to_string(st->ranks_size());
+  switch (fold.outcome) {
+    case RankEventFold::Outcome::kNone:
+      break;
+    case RankEventFold::Outcome::kFailed:
+      FailAttempt(job, fold.cause, now_ms);
+      break;
+    case RankEventFold::Outcome::kAllSucceeded: {
+      auto* rec = st->mutable_attempts(st->attempts_size() - 1);
+      TRAINLET_CHECK(ApplyAttemptTrigger(*rec, AttemptTrigger::kAllRanksSucceeded).ok());
+      rec->set_ended_unix_ms(now_ms);
+      Transition(job, JobTrigger::kAllRanksSucceeded, "Succeeded",
+                 "all " + ranks + " ranks exited 0", now_ms);
+      break;
+    }
+    case RankEventFold::Outcome::kAllStarted:
+      Transition(job, JobTrigger::kAllRanksStarted, "Running", "all " + ranks + " ranks started",
+                 now_ms);
+      break;
   }
 }
 

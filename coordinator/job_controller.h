@@ -13,7 +13,9 @@
 //   - AgentCommands (agent_commands.h): every command sent to an agent, over the NodeSink.
 // It applies, owning no state of theirs: the phase table of job_state_machine.h; the pure rules
 // of lifecycle_rules.h (restart limit and backoff, deadlines, the edits of a suspend); and
-// placement_inputs.h, which builds what the planner is given (a job's request, the nodes' room).
+// placement_inputs.h, which builds what the planner is given (a job's request, the nodes' room);
+// and rank_event_fold.h, which folds a worker event into its rank and says what the attempt does
+// next.
 // Who owns what: the job map, the store writes and every phase change are JobController's; the
 // runtimes, port waits and launcher secrets are the delegates'. The runtime plugin plans an
 // attempt only through attempt_plan.h, which checks its answers: LayoutAttempt (TryPlace, before
@@ -185,9 +187,6 @@ class JobController {
   // By value: it may erase the job that owns the caller's string.
   void MaybeFinishDelete(std::string name);
   void MarkDirty(Job& job);
-  // After a rank of the job's current attempt changed: finishes a delete, fails the attempt,
-  // or moves the job on when every rank has started or succeeded.
-  void OnRankChanged(Job& job, const v1::RankStatus& rank, const std::string& node, int64_t now_ms);
 
   // Reserve-then-launch and the start timeout (job_ports.cpp).
   // Every node holds its ports: renders the plans with them and sends them.
