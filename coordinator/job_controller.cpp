@@ -9,6 +9,7 @@
 #include "coordinator/attempt_plan.h"
 #include "coordinator/gang_planner.h"
 #include "coordinator/job_state_machine.h"
+#include "coordinator/node_reconcile.h"
 #include "coordinator/rank_event_fold.h"
 #include "coordinator/rank_state_machine.h"
 
@@ -372,22 +373,18 @@ void JobController::OnWorkerEvent(const std::string& node, const v1::WorkerEvent
 void JobController::ReconcileNode(
     const std::string& node, const google::protobuf::RepeatedPtrField<v1::RunningWorker>& running,
     int64_t now_ms) {
-  std::set<std::pair<std::string, uint32_t>> stale;
-  for (const auto& w : running) {
-    if (!AttemptActive(w.job(), w.attempt())) {
-      stale.insert({w.job(), w.attempt()});
-      continue;
-    }
-    Job& job = *jobs_.at(w.job());
-    for (auto& r : *job.record.status.mutable_ranks()) {
-      if (r.rank() == w.rank() && r.node() == node && r.rank_state() == v1::RANK_STATE_PENDING) {
-        TRAINLET_CHECK(ApplyRankTrigger(r, RankTrigger::kStarted).ok());
-        r.set_pid(w.pid());
-        MarkDirty(job);
-      }
-    }
+  const NodeReconcile plan =
+      ReconcileRunning(node, running, [this](const std::string& job, uint32_t attempt) {
+        return AttemptActive(job, attempt) ? Find(job) : nullptr;
+      });
+  for (const auto& a : plan.adopt) {
+    Job& job = *jobs_.at(a.job);
+    v1::RankStatus& r = *job.record.status.mutable_ranks(a.rank_index);
+    TRAINLET_CHECK(ApplyRankTrigger(r, RankTrigger::kStarted).ok());
+    r.set_pid(a.pid);
+    MarkDirty(job);
   }
-  for (const auto& [job, attempt] : stale) {
+  for (const auto& [job, attempt] : plan.stop) {
     spdlog::warn("node {} runs {} attempt {}, which is not current: stopping it", node, job,
                  attempt);
     agents_.StopWorkers(node, job, attempt, "stale attempt found when the node registered");

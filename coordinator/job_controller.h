@@ -15,8 +15,8 @@
 // of lifecycle_rules.h (restart limit and backoff, deadlines, the edits of a suspend);
 // placement_inputs.h, which builds what the planner is given (a job's request, the nodes' room);
 // job_entry.h, which turns a spec and its runtime into the job this map holds (a JobEntry);
-// and rank_event_fold.h, which folds a worker event into its rank and says what the attempt does
-// next.
+// rank_event_fold.h, which folds a worker event into its rank and says what the attempt does
+// next; and node_reconcile.h, which says what of a re-registering node's workers to adopt or stop.
 // Who owns what: the job map, the store writes and every phase change are JobController's; the
 // runtimes, port waits and launcher secrets are the delegates'. The runtime plugin plans an
 // attempt only through attempt_plan.h, which checks its answers: LayoutAttempt (TryPlace, before
