@@ -6,6 +6,7 @@
 #include <climits>
 #include <set>
 
+#include "coordinator/apply_transaction.h"
 #include "coordinator/attempt_plan.h"
 #include "coordinator/gang_planner.h"
 #include "coordinator/job_state_machine.h"
@@ -63,61 +64,27 @@ void JobController::Adopt(std::unique_ptr<Job> job) {
 
 Result<v1::ApplyResult> JobController::Apply(const std::string& yaml, const std::string& source,
                                              int64_t now_ms) {
-  auto parsed = trainjob::ParseDocuments(yaml);
-  if (!parsed.ok()) {
-    return InvalidError((source.empty() ? "" : source + ": ") + parsed.status().message());
-  }
-  v1::ApplyResult result;
-  std::vector<std::string> warnings = parsed->warnings;
-  // Runtimes of this file are visible to its jobs, and stored with them.
-  RuntimeCatalog::Stage staged = RuntimeCatalog::StageRuntimes(parsed->runtimes);
-  std::vector<std::unique_ptr<Job>> new_jobs;
-  std::vector<SuspendFlip> flips;  // existing jobs whose spec.suspend this file changes
-  for (const auto& spec : parsed->jobs) {
-    if (auto existing = jobs_.find(spec.name); existing != jobs_.end()) {
-      TRAINLET_ASSIGN_OR_RETURN(
-          auto flip, CompareWithStored(existing->second->record, existing->second->spec.suspend,
-                                       spec, source, now_ms));
-      if (flip) {
-        flips.push_back(std::move(*flip));
-      } else {
-        result.add_unchanged("trainjob/" + spec.name);
-      }
-      continue;
-    }
-    TRAINLET_ASSIGN_OR_RETURN(const trainjob::TrainingRuntime* rt,
-                              runtimes_.Resolve(staged, spec.name, spec.runtime_ref));
-    TRAINLET_ASSIGN_OR_RETURN(auto job,
-                              NewJobEntry(spec, *rt, EntryOptions(), source, now_ms, warnings));
-    new_jobs.push_back(std::move(job));
-  }
-
-  if (options_.min_free_bytes > 0 && (!staged.empty() || !new_jobs.empty() || !flips.empty())) {
-    TRAINLET_RETURN_IF_ERROR(store_->CheckSpace(options_.min_free_bytes));
-  }
+  TRAINLET_ASSIGN_OR_RETURN(ApplyTransaction tx, ApplyTransaction::Prepare(
+                                                     yaml, source, now_ms, runtimes_,
+                                                     [this](const std::string& name) -> const Job* {
+                                                       auto it = jobs_.find(name);
+                                                       return it == jobs_.end() ? nullptr
+                                                                                : it->second.get();
+                                                     },
+                                                     EntryOptions()));
   // All or nothing, and memory changes only after the store has everything.
-  if (Status s = store_->Transaction([&]() -> Status {
-        TRAINLET_RETURN_IF_ERROR(RuntimeCatalog::Store(staged, *store_));
-        for (const auto& job : new_jobs) TRAINLET_RETURN_IF_ERROR(store_->CreateJob(job->record));
-        for (const auto& flip : flips) TRAINLET_RETURN_IF_ERROR(StoreSuspend(*store_, flip));
-        return Status::Ok();
-      });
-      !s.ok()) {
-    if (s.code() != ErrorCode::kIo) return s;
-    return IoError("state dir " + store_->state_dir() + ": nothing of " +
-                   (source.empty() ? std::string("stdin") : source) +
-                   " was stored: " + s.message());
-  }
-  for (auto& flip : flips) {
+  TRAINLET_RETURN_IF_ERROR(tx.Store(*store_, options_.min_free_bytes));
+  v1::ApplyResult result = std::move(tx.result);
+  for (auto& flip : tx.flips) {
     result.add_configured("trainjob/" + flip.job);
     CommitSuspend(std::move(flip));
   }
-  runtimes_.Commit(std::move(staged), result);
-  for (auto& job : new_jobs) {
+  runtimes_.Commit(std::move(tx.staged), result);
+  for (auto& job : tx.new_jobs) {
     result.add_created("trainjob/" + job->record.name);
     Adopt(std::move(job));
   }
-  for (auto& w : warnings) result.add_warnings(std::move(w));
+  for (auto& w : tx.warnings) result.add_warnings(std::move(w));
   ++generation_;
   Schedule(now_ms);
   return result;

@@ -14,6 +14,7 @@
 // It applies, owning no state of theirs: the phase table of job_state_machine.h; the pure rules
 // of lifecycle_rules.h (restart limit and backoff, deadlines, the edits of a suspend);
 // placement_inputs.h, which builds what the planner is given (a job's request, the nodes' room);
+// apply_transaction.h, which parses and stores one applied file before memory changes;
 // job_entry.h, which turns a spec and its runtime into the job this map holds (a JobEntry);
 // rank_event_fold.h, which folds a worker event into its rank and says what the attempt does
 // next; and node_reconcile.h, which says what of a re-registering node's workers to adopt or stop.
