@@ -6,55 +6,15 @@
 #include <climits>
 #include <set>
 
+#include "coordinator/apply_transaction.h"
 #include "coordinator/attempt_plan.h"
 #include "coordinator/gang_planner.h"
 #include "coordinator/job_state_machine.h"
+#include "coordinator/node_reconcile.h"
+#include "coordinator/rank_event_fold.h"
 #include "coordinator/rank_state_machine.h"
-#include "plugins/plugin_status.h"
 
 namespace trainlet::coordinator {
-namespace {
-
-std::string DescribeExit(const v1::RankStatus& r) {
-  if (r.rank_state() == v1::RANK_STATE_START_FAILED) return "could not start: " + r.message();
-  if (r.signal() != 0) return "was killed by signal " + std::to_string(r.signal());
-  return "exited with code " + std::to_string(r.exit_code());
-}
-
-// A node's report the rank table refuses (it came late or twice) changes nothing; say so.
-void LogRefused(const v1::WorkerEvent& ev, const Status& s) {
-  if (!s.ok()) spdlog::warn("trainjob/{} attempt {}: {}", ev.job(), ev.attempt(), s.message());
-}
-
-// Folds a worker event into its rank's status; false for an event kind it does not know.
-bool FoldRankEvent(v1::RankStatus& rank, const v1::WorkerEvent& ev) {
-  switch (ev.kind()) {
-    case v1::WorkerEvent::KIND_STARTED:
-      (void)ApplyRankTrigger(rank, RankTrigger::kStarted);  // only a Pending rank moves
-      rank.set_pid(ev.pid());
-      rank.set_cpuset(ev.cpuset());
-      rank.set_devices(ev.devices());
-      break;
-    case v1::WorkerEvent::KIND_EXITED:
-      rank.set_pid(ev.pid());
-      rank.set_exit_code(ev.exit_code());
-      rank.set_signal(ev.signal());
-      LogRefused(ev, ApplyRankTrigger(rank, ev.exit_code() == 0 && ev.signal() == 0
-                                                ? RankTrigger::kExitedZero
-                                                : RankTrigger::kExitedNonZero));
-      break;
-    case v1::WorkerEvent::KIND_START_FAILED:
-      LogRefused(ev, ApplyRankTrigger(rank, RankTrigger::kStartFailed));
-      rank.set_message(ev.message());
-      break;
-    default:
-      return false;
-  }
-  return true;
-}
-
-}  // namespace
-
 JobController::JobController(JobStore* store, NodeRegistry* registry, NodeSink* sink,
                              JobControllerOptions options)
     : store_(store),
@@ -79,7 +39,7 @@ Status JobController::Load(const std::string& runtimes_dir) {
       continue;
     }
     std::vector<std::string> warnings;
-    auto job = BuildJob(spec->jobs[0], rt->runtimes[0], warnings);
+    auto job = BuildJobEntry(spec->jobs[0], rt->runtimes[0], EntryOptions(), warnings);
     if (!job.ok()) {
       spdlog::error("stored trainjob/{}: {}", rec.name, job.status().message());
       continue;
@@ -91,6 +51,10 @@ Status JobController::Load(const std::string& runtimes_dir) {
   return Status::Ok();
 }
 
+JobEntryOptions JobController::EntryOptions() const {
+  return {options_.stop_grace_ms, options_.select_plugin};
+}
+
 void JobController::Adopt(std::unique_ptr<Job> job) {
   const std::string name = job->record.name;
   exec_.Track(name, job->plan_template.env);
@@ -98,138 +62,29 @@ void JobController::Adopt(std::unique_ptr<Job> job) {
   jobs_[name] = std::move(job);
 }
 
-Result<std::unique_ptr<JobController::Job>> JobController::BuildJob(
-    const trainjob::TrainJob& spec, const trainjob::TrainingRuntime& runtime,
-    std::vector<std::string>& warnings) const {
-  auto job = std::make_unique<Job>();
-  job->spec = spec;
-  job->runtime = runtime;
-  TRAINLET_ASSIGN_OR_RETURN(trainjob::ResolvedTrainer trainer, trainjob::Resolve(spec, runtime));
-  if (trainer.num_nodes < 1) {
-    return InvalidError("TrainJob/" + spec.name + ": spec.trainer.numNodes: must be at least 1");
-  }
-  job->plan_template.job = spec.name;
-  job->plan_template.argv = trainer.argv;
-  for (const auto& e : trainer.env) job->plan_template.env.emplace_back(e.name, e.value);
-  job->plan_template.num_proc_per_node = trainer.num_proc_per_node;
-  job->plan_template.stop_grace_ms = options_.stop_grace_ms;
-  job->plan_template.labels = runtime.labels;
-  job->plan_template.annotations = spec.annotations;
-  const std::string framework = trainjob::FrameworkName(runtime.ml_policy.framework);
-  job->plugin = options_.select_plugin ? options_.select_plugin(framework, runtime.labels)
-                                       : SelectRuntimePlugin(framework, runtime.labels);
-
-  v1::JobStatus& st = job->record.status;
-  st.set_name(spec.name);
-  st.set_num_nodes(static_cast<uint32_t>(trainer.num_nodes));
-  st.set_runtime(runtime.kind + "/" + runtime.name);
-  st.set_plugin(job->plugin != nullptr ? std::string(job->plugin->name()) : framework);
-  TRAINLET_ASSIGN_OR_RETURN(uint32_t max_restarts, RestartLimit(spec, runtime));
-  st.set_max_restarts(max_restarts);
-  for (const auto& a : trainer.argv) st.add_command(a);
-  if (!trainer.image.empty()) {
-    warnings.push_back("TrainJob/" + spec.name + ": spec.trainer.image (" + trainer.image +
-                       "): ignored, trainlet runs the command directly on the node");
-  }
-  if (job->plugin != nullptr) {
-    TRAINLET_ASSIGN_OR_RETURN(job->procs_per_node, ToResult(job->plugin->ProcsPerNode(
-                                                       trainer.num_proc_per_node, nullptr)));
-  } else {
-    job->procs_per_node = 1;
-  }
-  st.set_procs_per_node(job->procs_per_node);
-  TRAINLET_ASSIGN_OR_RETURN(job->gang, GangRequestOf(spec, runtime, warnings));
-  return job;
-}
-
-Result<std::unique_ptr<JobController::Job>> JobController::NewJob(
-    const trainjob::TrainJob& spec, const RuntimeCatalog::Stage& staged, const std::string& source,
-    int64_t now_ms, std::vector<std::string>& warnings) const {
-  TRAINLET_ASSIGN_OR_RETURN(const trainjob::TrainingRuntime* rt,
-                            runtimes_.Resolve(staged, spec.name, spec.runtime_ref));
-  TRAINLET_ASSIGN_OR_RETURN(auto job, BuildJob(spec, *rt, warnings));
-  job->record.name = spec.name;
-  job->record.spec_yaml = spec.yaml;
-  job->record.runtime_kind = rt->kind;
-  job->record.runtime_name = rt->name;
-  job->record.runtime_yaml = rt->yaml;
-  v1::JobStatus& st = job->record.status;
-  st.set_job_phase(v1::JOB_PHASE_PENDING);
-  st.set_created_unix_ms(now_ms);
-  for (const auto& w : warnings) {
-    if (w.rfind("TrainJob/" + spec.name + ":", 0) == 0) st.add_notes(w);
-  }
-  if (job->plugin == nullptr) {
-    st.set_reason("NoRuntimePlugin: runtime " + rt->kind + "/" + rt->name + " needs the '" +
-                  st.plugin() + "' runtime plugin, which this trainlet build does not have");
-  }
-  auto* ev = st.add_events();
-  ev->set_unix_ms(now_ms);
-  ev->set_type("Normal");
-  ev->set_reason("Created");
-  ev->set_message("applied from " + (source.empty() ? std::string("stdin") : source));
-  if (spec.suspend) {
-    TRAINLET_RETURN_IF_ERROR(ApplyTransition(st, JobTrigger::kSuspend,
-                                             std::string(kReasonSuspended),
-                                             "created with spec.suspend: true", now_ms));
-  }
-  return job;
-}
-
 Result<v1::ApplyResult> JobController::Apply(const std::string& yaml, const std::string& source,
                                              int64_t now_ms) {
-  auto parsed = trainjob::ParseDocuments(yaml);
-  if (!parsed.ok()) {
-    return InvalidError((source.empty() ? "" : source + ": ") + parsed.status().message());
-  }
-  v1::ApplyResult result;
-  std::vector<std::string> warnings = parsed->warnings;
-  // Runtimes of this file are visible to its jobs, and stored with them.
-  RuntimeCatalog::Stage staged = RuntimeCatalog::StageRuntimes(parsed->runtimes);
-  std::vector<std::unique_ptr<Job>> new_jobs;
-  std::vector<SuspendFlip> flips;  // existing jobs whose spec.suspend this file changes
-  for (const auto& spec : parsed->jobs) {
-    if (auto existing = jobs_.find(spec.name); existing != jobs_.end()) {
-      TRAINLET_ASSIGN_OR_RETURN(
-          auto flip, CompareWithStored(existing->second->record, existing->second->spec.suspend,
-                                       spec, source, now_ms));
-      if (flip) {
-        flips.push_back(std::move(*flip));
-      } else {
-        result.add_unchanged("trainjob/" + spec.name);
-      }
-      continue;
-    }
-    TRAINLET_ASSIGN_OR_RETURN(auto job, NewJob(spec, staged, source, now_ms, warnings));
-    new_jobs.push_back(std::move(job));
-  }
-
-  if (options_.min_free_bytes > 0 && (!staged.empty() || !new_jobs.empty() || !flips.empty())) {
-    TRAINLET_RETURN_IF_ERROR(store_->CheckSpace(options_.min_free_bytes));
-  }
+  TRAINLET_ASSIGN_OR_RETURN(ApplyTransaction tx, ApplyTransaction::Prepare(
+                                                     yaml, source, now_ms, runtimes_,
+                                                     [this](const std::string& name) -> const Job* {
+                                                       auto it = jobs_.find(name);
+                                                       return it == jobs_.end() ? nullptr
+                                                                                : it->second.get();
+                                                     },
+                                                     EntryOptions()));
   // All or nothing, and memory changes only after the store has everything.
-  if (Status s = store_->Transaction([&]() -> Status {
-        TRAINLET_RETURN_IF_ERROR(RuntimeCatalog::Store(staged, *store_));
-        for (const auto& job : new_jobs) TRAINLET_RETURN_IF_ERROR(store_->CreateJob(job->record));
-        for (const auto& flip : flips) TRAINLET_RETURN_IF_ERROR(StoreSuspend(*store_, flip));
-        return Status::Ok();
-      });
-      !s.ok()) {
-    if (s.code() != ErrorCode::kIo) return s;
-    return IoError("state dir " + store_->state_dir() + ": nothing of " +
-                   (source.empty() ? std::string("stdin") : source) +
-                   " was stored: " + s.message());
-  }
-  for (auto& flip : flips) {
+  TRAINLET_RETURN_IF_ERROR(tx.Store(*store_, options_.min_free_bytes));
+  v1::ApplyResult result = std::move(tx.result);
+  for (auto& flip : tx.flips) {
     result.add_configured("trainjob/" + flip.job);
     CommitSuspend(std::move(flip));
   }
-  runtimes_.Commit(std::move(staged), result);
-  for (auto& job : new_jobs) {
+  runtimes_.Commit(std::move(tx.staged), result);
+  for (auto& job : tx.new_jobs) {
     result.add_created("trainjob/" + job->record.name);
     Adopt(std::move(job));
   }
-  for (auto& w : warnings) result.add_warnings(std::move(w));
+  for (auto& w : tx.warnings) result.add_warnings(std::move(w));
   ++generation_;
   Schedule(now_ms);
   return result;
@@ -444,81 +299,59 @@ void JobController::FailAttempt(Job& job, const std::string& cause, int64_t now_
 void JobController::OnWorkerEvent(const std::string& node, const v1::WorkerEvent& ev,
                                   int64_t now_ms) {
   auto it = jobs_.find(ev.job());
-  const bool known = it != jobs_.end();
-  if (!known || ev.attempt() != it->second->record.status.attempt()) {
+  v1::JobStatus* st = it == jobs_.end() ? nullptr : &it->second->record.status;
+  const RankEventFold fold = FoldWorkerEvent(st, node, ev);
+  if (fold.effect == RankEventFold::Effect::kStale) {
     // A rank of a deleted job or of an older attempt: it must not run.
     if (ev.kind() == v1::WorkerEvent::KIND_STARTED) {
       agents_.StopWorkers(node, ev.job(), ev.attempt(), "stale attempt");
     }
     return;
   }
+  if (fold.effect != RankEventFold::Effect::kFolded) return;
   Job& job = *it->second;
-  v1::JobStatus& st = job.record.status;
-  v1::RankStatus* rank = nullptr;
-  for (auto& r : *st.mutable_ranks()) {
-    if (r.rank() == ev.rank()) rank = &r;
-  }
-  if (rank == nullptr || rank->node() != node) {
-    spdlog::warn("node {} reported rank {} of {}, which is not placed there", node, ev.rank(),
-                 ev.job());
-    return;
-  }
-  if (!FoldRankEvent(*rank, ev)) return;
   MarkDirty(job);
-  OnRankChanged(job, *rank, node, now_ms);
-}
-
-void JobController::OnRankChanged(Job& job, const v1::RankStatus& rank, const std::string& node,
-                                  int64_t now_ms) {
-  v1::JobStatus& st = job.record.status;
-  if (st.deleting()) {
+  if (st->deleting()) {
     MaybeFinishDelete(job.record.name);
     return;
   }
-  const JobPhase phase = PhaseOf(st);
-  if (phase != JobPhase::kStarting && phase != JobPhase::kRunning) return;
-  if (rank.rank_state() == v1::RANK_STATE_FAILED ||
-      rank.rank_state() == v1::RANK_STATE_START_FAILED) {
-    FailAttempt(job,
-                "rank " + std::to_string(rank.rank()) + " on " + node + " " + DescribeExit(rank),
-                now_ms);
-    return;
-  }
-  const auto& ranks = st.ranks();
-  if (std::all_of(ranks.begin(), ranks.end(),
-                  [](const auto& r) { return r.rank_state() == v1::RANK_STATE_SUCCEEDED; })) {
-    auto* rec = st.mutable_attempts(st.attempts_size() - 1);
-    TRAINLET_CHECK(ApplyAttemptTrigger(*rec, AttemptTrigger::kAllRanksSucceeded).ok());
-    rec->set_ended_unix_ms(now_ms);
-    Transition(job, JobTrigger::kAllRanksSucceeded, "Succeeded",
-               "all " + std::to_string(ranks.size()) + " ranks exited 0", now_ms);
-  } else if (phase == JobPhase::kStarting &&
-             std::none_of(ranks.begin(), ranks.end(),
-                          [](const auto& r) { return r.rank_state() == v1::RANK_STATE_PENDING; })) {
-    Transition(job, JobTrigger::kAllRanksStarted, "Running",
-               "all " + std::to_string(ranks.size()) + " ranks started", now_ms);
+  const std::string ranks = std::to_string(st->ranks_size());
+  switch (fold.outcome) {
+    case RankEventFold::Outcome::kNone:
+      break;
+    case RankEventFold::Outcome::kFailed:
+      FailAttempt(job, fold.cause, now_ms);
+      break;
+    case RankEventFold::Outcome::kAllSucceeded: {
+      auto* rec = st->mutable_attempts(st->attempts_size() - 1);
+      TRAINLET_CHECK(ApplyAttemptTrigger(*rec, AttemptTrigger::kAllRanksSucceeded).ok());
+      rec->set_ended_unix_ms(now_ms);
+      Transition(job, JobTrigger::kAllRanksSucceeded, "Succeeded",
+                 "all " + ranks + " ranks exited 0", now_ms);
+      break;
+    }
+    case RankEventFold::Outcome::kAllStarted:
+      Transition(job, JobTrigger::kAllRanksStarted, "Running", "all " + ranks + " ranks started",
+                 now_ms);
+      break;
   }
 }
 
 void JobController::ReconcileNode(
     const std::string& node, const google::protobuf::RepeatedPtrField<v1::RunningWorker>& running,
     int64_t now_ms) {
-  std::set<std::pair<std::string, uint32_t>> stale;
-  for (const auto& w : running) {
-    if (!AttemptActive(w.job(), w.attempt())) {
-      stale.insert({w.job(), w.attempt()});
-      continue;
-    }
-    Job& job = *jobs_.at(w.job());
-    for (auto& r : *job.record.status.mutable_ranks()) {
-      if (r.rank() == w.rank() && r.node() == node && r.rank_state() == v1::RANK_STATE_PENDING) {
-        TRAINLET_CHECK(ApplyRankTrigger(r, RankTrigger::kStarted).ok());
-        r.set_pid(w.pid());
-        MarkDirty(job);
-      }
-    }
+  const NodeReconcile plan =
+      ReconcileRunning(node, running, [this](const std::string& job, uint32_t attempt) {
+        return AttemptActive(job, attempt) ? Find(job) : nullptr;
+      });
+  for (const auto& a : plan.adopt) {
+    Job& job = *jobs_.at(a.job);
+    v1::RankStatus& r = *job.record.status.mutable_ranks(a.rank_index);
+    TRAINLET_CHECK(ApplyRankTrigger(r, RankTrigger::kStarted).ok());
+    r.set_pid(a.pid);
+    MarkDirty(job);
   }
-  for (const auto& [job, attempt] : stale) {
+  for (const auto& [job, attempt] : plan.stop) {
     spdlog::warn("node {} runs {} attempt {}, which is not current: stopping it", node, job,
                  attempt);
     agents_.StopWorkers(node, job, attempt, "stale attempt found when the node registered");

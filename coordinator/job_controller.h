@@ -12,8 +12,12 @@
 //     a trainlet-exec request may run.
 //   - AgentCommands (agent_commands.h): every command sent to an agent, over the NodeSink.
 // It applies, owning no state of theirs: the phase table of job_state_machine.h; the pure rules
-// of lifecycle_rules.h (restart limit and backoff, deadlines, the edits of a suspend); and
-// placement_inputs.h, which builds what the planner is given (a job's request, the nodes' room).
+// of lifecycle_rules.h (restart limit and backoff, deadlines, the edits of a suspend);
+// placement_inputs.h, which builds what the planner is given (a job's request, the nodes' room);
+// apply_transaction.h, which parses and stores one applied file before memory changes;
+// job_entry.h, which turns a spec and its runtime into the job this map holds (a JobEntry);
+// rank_event_fold.h, which folds a worker event into its rank and says what the attempt does
+// next; and node_reconcile.h, which says what of a re-registering node's workers to adopt or stop.
 // Who owns what: the job map, the store writes and every phase change are JobController's; the
 // runtimes, port waits and launcher secrets are the delegates'. The runtime plugin plans an
 // attempt only through attempt_plan.h, which checks its answers: LayoutAttempt (TryPlace, before
@@ -42,6 +46,7 @@
 #include "coordinator/attempt_plan.h"
 #include "coordinator/exec_authority.h"
 #include "coordinator/gang_planner.h"
+#include "coordinator/job_entry.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/job_store.h"
 #include "coordinator/lifecycle_rules.h"
@@ -149,26 +154,9 @@ class JobController {
   // loop, OperatorService, ExecRelay and CoordinatorOps call them); the private ones are the
   // steps of the lifecycle, each small, that share the job map and the store. What does not need
   // the job map lives in the types listed at the top of this file.
-  struct Job {
-    JobRecord record;
-    trainjob::TrainJob spec;
-    trainjob::TrainingRuntime runtime;
-    const RuntimePlugin* plugin = nullptr;  // null: stored, waits for a plugin trainlet lacks
-    PlanRequest plan_template;              // argv, env, num_proc_per_node
-    uint32_t procs_per_node = 1;
-    int64_t not_before_ms = 0;  // restart backoff
-    GangRequest gang;           // resources, nodeSelector, tolerations; sizes are set when placing
-    bool dirty = false;
-  };
+  using Job = JobEntry;  // job_entry.h: what BuildJobEntry and NewJobEntry make
 
-  Result<std::unique_ptr<Job>> BuildJob(const trainjob::TrainJob& spec,
-                                        const trainjob::TrainingRuntime& runtime,
-                                        std::vector<std::string>& warnings) const;
-  // A new TrainJob of an applied file, Pending (or Suspended), not stored yet.
-  Result<std::unique_ptr<Job>> NewJob(const trainjob::TrainJob& spec,
-                                      const RuntimeCatalog::Stage& staged,
-                                      const std::string& source, int64_t now_ms,
-                                      std::vector<std::string>& warnings) const;
+  JobEntryOptions EntryOptions() const;
   // The job joins the job map (last in placement order) and the exec authority.
   void Adopt(std::unique_ptr<Job> job);
   // Slots taken on each node: one per rank that has not ended, whatever its job's phase.
@@ -185,9 +173,6 @@ class JobController {
   // By value: it may erase the job that owns the caller's string.
   void MaybeFinishDelete(std::string name);
   void MarkDirty(Job& job);
-  // After a rank of the job's current attempt changed: finishes a delete, fails the attempt,
-  // or moves the job on when every rank has started or succeeded.
-  void OnRankChanged(Job& job, const v1::RankStatus& rank, const std::string& node, int64_t now_ms);
 
   // Reserve-then-launch and the start timeout (job_ports.cpp).
   // Every node holds its ports: renders the plans with them and sends them.

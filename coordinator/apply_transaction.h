@@ -1,0 +1,48 @@
+// ApplyTransaction: one `apply` of a file, from its text to what is stored, before memory changes.
+//
+// Prepare parses the file, stages its runtimes (visible to its own jobs), and sorts its TrainJobs
+// against the jobs already held: a new one becomes a JobEntry (job_entry.h), one held already is
+// unchanged or flips spec.suspend (lifecycle_rules.h), anything else about it is refused. Store
+// writes all of it in one store transaction. Nothing here changes JobController's memory: it
+// commits the parts once Store succeeded (flips, runtimes, new jobs), so a refused file leaves
+// everything as it was.
+//
+// Errors: Invalid names the file (a parse error) or the TrainJob; kIo from Store says nothing of
+// the file was stored. Owned by the loop for the length of one Apply.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "coordinator/job_entry.h"
+#include "coordinator/job_store.h"
+#include "coordinator/lifecycle_rules.h"
+#include "coordinator/runtime_catalog.h"
+#include "trainlet/v1/envelope.pb.h"
+
+namespace trainlet::coordinator {
+
+struct ApplyTransaction {
+  // The job of that name already held, or null.
+  using HeldJob = std::function<const JobEntry*(const std::string& name)>;
+
+  static Result<ApplyTransaction> Prepare(const std::string& yaml, const std::string& source,
+                                          int64_t now_ms, const RuntimeCatalog& runtimes,
+                                          const HeldJob& held, const JobEntryOptions& options);
+  // All or nothing. With min_free_bytes > 0 and anything to write, refuses first when the state
+  // dir's file system has less free.
+  Status Store(JobStore& store, uint64_t min_free_bytes) const;
+
+  std::string source;            // the file's name, "" for stdin
+  RuntimeCatalog::Stage staged;  // the file's runtimes
+  std::vector<std::unique_ptr<JobEntry>> new_jobs;
+  std::vector<SuspendFlip> flips;  // held jobs whose spec.suspend this file changes
+  std::vector<std::string> warnings;
+  v1::ApplyResult result;  // so far: the unchanged jobs
+};
+
+}  // namespace trainlet::coordinator

@@ -1,0 +1,90 @@
+#include "coordinator/job_entry.h"
+
+#include "coordinator/job_state_machine.h"
+#include "coordinator/lifecycle_rules.h"
+#include "coordinator/placement_inputs.h"
+#include "plugins/plugin_status.h"
+
+namespace trainlet::coordinator {
+
+Result<std::unique_ptr<JobEntry>> BuildJobEntry(const trainjob::TrainJob& spec,
+                                                const trainjob::TrainingRuntime& runtime,
+                                                const JobEntryOptions& options,
+                                                std::vector<std::string>& warnings) {
+  auto job = std::make_unique<JobEntry>();
+  job->spec = spec;
+  job->runtime = runtime;
+  TRAINLET_ASSIGN_OR_RETURN(trainjob::ResolvedTrainer trainer, trainjob::Resolve(spec, runtime));
+  if (trainer.num_nodes < 1) {
+    return InvalidError("TrainJob/" + spec.name + ": spec.trainer.numNodes: must be at least 1");
+  }
+  job->plan_template.job = spec.name;
+  job->plan_template.argv = trainer.argv;
+  for (const auto& e : trainer.env) job->plan_template.env.emplace_back(e.name, e.value);
+  job->plan_template.num_proc_per_node = trainer.num_proc_per_node;
+  job->plan_template.stop_grace_ms = options.stop_grace_ms;
+  job->plan_template.labels = runtime.labels;
+  job->plan_template.annotations = spec.annotations;
+  const std::string framework = trainjob::FrameworkName(runtime.ml_policy.framework);
+  job->plugin = options.select_plugin ? options.select_plugin(framework, runtime.labels)
+                                      : SelectRuntimePlugin(framework, runtime.labels);
+
+  v1::JobStatus& st = job->record.status;
+  st.set_name(spec.name);
+  st.set_num_nodes(static_cast<uint32_t>(trainer.num_nodes));
+  st.set_runtime(runtime.kind + "/" + runtime.name);
+  st.set_plugin(job->plugin != nullptr ? std::string(job->plugin->name()) : framework);
+  TRAINLET_ASSIGN_OR_RETURN(uint32_t max_restarts, RestartLimit(spec, runtime));
+  st.set_max_restarts(max_restarts);
+  for (const auto& a : trainer.argv) st.add_command(a);
+  if (!trainer.image.empty()) {
+    warnings.push_back("TrainJob/" + spec.name + ": spec.trainer.image (" + trainer.image +
+                       "): ignored, trainlet runs the command directly on the node");
+  }
+  if (job->plugin != nullptr) {
+    TRAINLET_ASSIGN_OR_RETURN(job->procs_per_node, ToResult(job->plugin->ProcsPerNode(
+                                                       trainer.num_proc_per_node, nullptr)));
+  } else {
+    job->procs_per_node = 1;
+  }
+  st.set_procs_per_node(job->procs_per_node);
+  TRAINLET_ASSIGN_OR_RETURN(job->gang, GangRequestOf(spec, runtime, warnings));
+  return job;
+}
+
+Result<std::unique_ptr<JobEntry>> NewJobEntry(const trainjob::TrainJob& spec,
+                                              const trainjob::TrainingRuntime& runtime,
+                                              const JobEntryOptions& options,
+                                              const std::string& source, int64_t now_ms,
+                                              std::vector<std::string>& warnings) {
+  const trainjob::TrainingRuntime* rt = &runtime;
+  TRAINLET_ASSIGN_OR_RETURN(auto job, BuildJobEntry(spec, runtime, options, warnings));
+  job->record.name = spec.name;
+  job->record.spec_yaml = spec.yaml;
+  job->record.runtime_kind = rt->kind;
+  job->record.runtime_name = rt->name;
+  job->record.runtime_yaml = rt->yaml;
+  v1::JobStatus& st = job->record.status;
+  st.set_job_phase(v1::JOB_PHASE_PENDING);
+  st.set_created_unix_ms(now_ms);
+  for (const auto& w : warnings) {
+    if (w.rfind("TrainJob/" + spec.name + ":", 0) == 0) st.add_notes(w);
+  }
+  if (job->plugin == nullptr) {
+    st.set_reason("NoRuntimePlugin: runtime " + rt->kind + "/" + rt->name + " needs the '" +
+                  st.plugin() + "' runtime plugin, which this trainlet build does not have");
+  }
+  auto* ev = st.add_events();
+  ev->set_unix_ms(now_ms);
+  ev->set_type("Normal");
+  ev->set_reason("Created");
+  ev->set_message("applied from " + (source.empty() ? std::string("stdin") : source));
+  if (spec.suspend) {
+    TRAINLET_RETURN_IF_ERROR(ApplyTransition(st, JobTrigger::kSuspend,
+                                             std::string(kReasonSuspended),
+                                             "created with spec.suspend: true", now_ms));
+  }
+  return job;
+}
+
+}  // namespace trainlet::coordinator

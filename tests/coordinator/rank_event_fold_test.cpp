@@ -1,0 +1,161 @@
+#include "coordinator/rank_event_fold.h"
+
+#include <gtest/gtest.h>
+
+namespace trainlet::coordinator {
+namespace {
+
+using Effect = RankEventFold::Effect;
+using Outcome = RankEventFold::Outcome;
+
+// Attempt 2 of a two-rank job: rank 0 on node-a, rank 1 on node-b, both Pending.
+v1::JobStatus TwoRanks(v1::JobPhase phase = v1::JOB_PHASE_STARTING) {
+  v1::JobStatus st;
+  st.set_name("j");
+  st.set_attempt(2);
+  st.set_job_phase(phase);
+  for (uint32_t i = 0; i < 2; ++i) {
+    auto* r = st.add_ranks();
+    r->set_rank(i);
+    r->set_node(i == 0 ? "node-a" : "node-b");
+    r->set_attempt(2);
+    r->set_rank_state(v1::RANK_STATE_PENDING);
+  }
+  return st;
+}
+
+v1::WorkerEvent Event(v1::WorkerEvent::Kind kind, uint32_t rank, uint32_t attempt = 2) {
+  v1::WorkerEvent ev;
+  ev.set_job("j");
+  ev.set_attempt(attempt);
+  ev.set_rank(rank);
+  ev.set_kind(kind);
+  return ev;
+}
+
+v1::WorkerEvent Exited(uint32_t rank, int32_t code, int32_t signal = 0) {
+  v1::WorkerEvent ev = Event(v1::WorkerEvent::KIND_EXITED, rank);
+  ev.set_exit_code(code);
+  ev.set_signal(signal);
+  ev.set_pid(100 + rank);
+  return ev;
+}
+
+TEST(RankEventFold, UnknownJobIsStale) {
+  auto fold = FoldWorkerEvent(nullptr, "node-a", Event(v1::WorkerEvent::KIND_STARTED, 0));
+  EXPECT_EQ(fold.effect, Effect::kStale);
+}
+
+TEST(RankEventFold, OlderAttemptIsStaleAndFoldsNothing) {
+  v1::JobStatus st = TwoRanks();
+  const v1::JobStatus before = st;
+  auto fold = FoldWorkerEvent(&st, "node-a", Event(v1::WorkerEvent::KIND_STARTED, 0, 1));
+  EXPECT_EQ(fold.effect, Effect::kStale);
+  EXPECT_EQ(st.SerializeAsString(), before.SerializeAsString());
+}
+
+TEST(RankEventFold, RankOfAnotherNodeOrUnknownRankIsNotPlacedHere) {
+  v1::JobStatus st = TwoRanks();
+  EXPECT_EQ(FoldWorkerEvent(&st, "node-b", Event(v1::WorkerEvent::KIND_STARTED, 0)).effect,
+            Effect::kNotPlacedHere);
+  EXPECT_EQ(FoldWorkerEvent(&st, "node-a", Event(v1::WorkerEvent::KIND_STARTED, 7)).effect,
+            Effect::kNotPlacedHere);
+  EXPECT_EQ(st.ranks(0).rank_state(), v1::RANK_STATE_PENDING);
+}
+
+TEST(RankEventFold, UnknownKindFoldsNothing) {
+  v1::JobStatus st = TwoRanks();
+  auto fold = FoldWorkerEvent(&st, "node-a", Event(v1::WorkerEvent::KIND_UNSPECIFIED, 0));
+  EXPECT_EQ(fold.effect, Effect::kUnknownKind);
+  EXPECT_EQ(st.ranks(0).rank_state(), v1::RANK_STATE_PENDING);
+}
+
+TEST(RankEventFold, StartedRanksMoveTheAttemptToAllStarted) {
+  v1::JobStatus st = TwoRanks();
+  v1::WorkerEvent ev = Event(v1::WorkerEvent::KIND_STARTED, 0);
+  ev.set_pid(42);
+  ev.set_cpuset("0-3");
+  ev.set_devices("0");
+  auto fold = FoldWorkerEvent(&st, "node-a", ev);
+  EXPECT_EQ(fold.effect, Effect::kFolded);
+  EXPECT_EQ(fold.outcome, Outcome::kNone);  // rank 1 still Pending
+  EXPECT_EQ(st.ranks(0).rank_state(), v1::RANK_STATE_RUNNING);
+  EXPECT_EQ(st.ranks(0).pid(), 42);
+  EXPECT_EQ(st.ranks(0).cpuset(), "0-3");
+  EXPECT_EQ(st.ranks(0).devices(), "0");
+  fold = FoldWorkerEvent(&st, "node-b", Event(v1::WorkerEvent::KIND_STARTED, 1));
+  EXPECT_EQ(fold.outcome, Outcome::kAllStarted);
+}
+
+TEST(RankEventFold, DuplicateStartedIsFoldedButChangesNoState) {
+  v1::JobStatus st = TwoRanks(v1::JOB_PHASE_RUNNING);
+  st.mutable_ranks(0)->set_rank_state(v1::RANK_STATE_RUNNING);
+  st.mutable_ranks(1)->set_rank_state(v1::RANK_STATE_RUNNING);
+  auto fold = FoldWorkerEvent(&st, "node-a", Event(v1::WorkerEvent::KIND_STARTED, 0));
+  EXPECT_EQ(fold.effect, Effect::kFolded);
+  EXPECT_EQ(fold.outcome, Outcome::kNone);  // Running: "all started" is not news
+  EXPECT_EQ(st.ranks(0).rank_state(), v1::RANK_STATE_RUNNING);
+}
+
+TEST(RankEventFold, EveryRankExitingZeroSucceeds) {
+  v1::JobStatus st = TwoRanks(v1::JOB_PHASE_RUNNING);
+  EXPECT_EQ(FoldWorkerEvent(&st, "node-a", Exited(0, 0)).outcome, Outcome::kNone);
+  EXPECT_EQ(st.ranks(0).rank_state(), v1::RANK_STATE_SUCCEEDED);
+  EXPECT_EQ(st.ranks(0).pid(), 100);
+  EXPECT_EQ(FoldWorkerEvent(&st, "node-b", Exited(1, 0)).outcome, Outcome::kAllSucceeded);
+}
+
+TEST(RankEventFold, NonZeroExitFailsTheAttemptNamingRankNodeAndCode) {
+  v1::JobStatus st = TwoRanks(v1::JOB_PHASE_RUNNING);
+  auto fold = FoldWorkerEvent(&st, "node-b", Exited(1, 3));
+  EXPECT_EQ(fold.outcome, Outcome::kFailed);
+  EXPECT_EQ(fold.cause, "rank 1 on node-b exited with code 3");
+  EXPECT_EQ(st.ranks(1).rank_state(), v1::RANK_STATE_FAILED);
+  EXPECT_EQ(st.ranks(1).exit_code(), 3);
+}
+
+TEST(RankEventFold, SignalFailsTheAttemptNamingTheSignal) {
+  v1::JobStatus st = TwoRanks(v1::JOB_PHASE_RUNNING);
+  auto fold = FoldWorkerEvent(&st, "node-a", Exited(0, 0, 9));
+  EXPECT_EQ(fold.outcome, Outcome::kFailed);
+  EXPECT_EQ(fold.cause, "rank 0 on node-a was killed by signal 9");
+}
+
+TEST(RankEventFold, StartFailedFailsTheAttemptWithItsMessage) {
+  v1::JobStatus st = TwoRanks();
+  v1::WorkerEvent ev = Event(v1::WorkerEvent::KIND_START_FAILED, 0);
+  ev.set_message("no such file");
+  auto fold = FoldWorkerEvent(&st, "node-a", ev);
+  EXPECT_EQ(fold.outcome, Outcome::kFailed);
+  EXPECT_EQ(fold.cause, "rank 0 on node-a could not start: no such file");
+  EXPECT_EQ(st.ranks(0).rank_state(), v1::RANK_STATE_START_FAILED);
+}
+
+TEST(RankEventFold, LostRankThatExitsLaterIsFoldedWithoutOutcomeOnceTheJobMovedOn) {
+  v1::JobStatus st = TwoRanks(v1::JOB_PHASE_RESTARTING);
+  st.mutable_ranks(0)->set_rank_state(v1::RANK_STATE_LOST);
+  auto fold = FoldWorkerEvent(&st, "node-a", Exited(0, 1));
+  EXPECT_EQ(fold.effect, Effect::kFolded);
+  EXPECT_EQ(fold.outcome, Outcome::kNone);  // the attempt already failed
+  EXPECT_EQ(st.ranks(0).rank_state(), v1::RANK_STATE_FAILED);
+}
+
+TEST(RankEventFold, LateExitOfAnEndedRankKeepsItsState) {
+  v1::JobStatus st = TwoRanks(v1::JOB_PHASE_RUNNING);
+  st.mutable_ranks(0)->set_rank_state(v1::RANK_STATE_SUCCEEDED);
+  auto fold = FoldWorkerEvent(&st, "node-a", Exited(0, 1));  // refused by the rank table
+  EXPECT_EQ(fold.effect, Effect::kFolded);
+  EXPECT_EQ(st.ranks(0).rank_state(), v1::RANK_STATE_SUCCEEDED);
+  EXPECT_EQ(fold.outcome, Outcome::kNone);
+}
+
+TEST(RankEventFold, DeletingJobHasNoOutcome) {
+  v1::JobStatus st = TwoRanks(v1::JOB_PHASE_RUNNING);
+  st.set_deleting(true);
+  auto fold = FoldWorkerEvent(&st, "node-a", Exited(0, 1));
+  EXPECT_EQ(fold.effect, Effect::kFolded);
+  EXPECT_EQ(fold.outcome, Outcome::kNone);
+}
+
+}  // namespace
+}  // namespace trainlet::coordinator
