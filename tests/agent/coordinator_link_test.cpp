@@ -4,7 +4,6 @@
 #include "agent/coordinator_link.h"
 
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -20,6 +19,7 @@
 #include "common/envelope.h"
 #include "common/zap_authenticator.h"
 #include "common/zmq_sockets.h"
+#include "tests/common/captured_log.h"
 #include "tests/common/test_keys.h"
 
 namespace trainlet::agent {
@@ -223,13 +223,7 @@ TEST_F(CoordinatorLinkTest, ARefusedRegistrationIsSentAgainAtOnce) {
 // Two hosts with one hostname, or a rotated key before the old registration is Lost: the
 // coordinator refuses every registration. The agent must back off, not retry in a loop.
 TEST_F(CoordinatorLinkTest, RefusedRegistrationsBackOffExponentially) {
-  std::ostringstream log;
-  struct Restore {
-    std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
-    ~Restore() { spdlog::set_default_logger(previous); }
-  } restore;
-  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
-      "refusals", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
+  const ::trainlet::testing::CapturedLog log;
   link_->Start();
   ASSERT_TRUE(AtCoordinator(v1::Envelope::kRegister));
   sent_ = registrations_built_;
@@ -249,11 +243,7 @@ TEST_F(CoordinatorLinkTest, RefusedRegistrationsBackOffExponentially) {
   }
   EXPECT_FALSE(link_->registered());
   // The warning: the first refusal, then one line per 10 s with the count held back.
-  std::istringstream in(log.str());
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) {
-    if (line.find("refused this agent's registration") != std::string::npos) lines.push_back(line);
-  }
+  const std::vector<std::string> lines = log.Lines("refused this agent's registration");
   EXPECT_GE(lines.size(), 2u) << log.str();
   EXPECT_LE(lines.size(), 4u) << log.str();
   ASSERT_FALSE(lines.empty());

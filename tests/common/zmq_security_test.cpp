@@ -2,7 +2,6 @@
 // finds the DEALER's key in the allowlist of the ROUTER's domain, and reports that key as the
 // sender. Everything else (unknown keys, keys of another role, plain sockets) gets nothing through.
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -19,6 +18,7 @@
 #include "common/envelope.h"
 #include "common/zap_authenticator.h"
 #include "common/zmq_sockets.h"
+#include "tests/common/captured_log.h"
 #include "tests/common/test_dir.h"
 #include "tests/common/test_keys.h"
 
@@ -223,27 +223,7 @@ TEST_F(ZmqSecurityTest, RouterDropsMessagesWithExtraFramesAndKeepsGoing) {
   EXPECT_EQ(drops_.Total(), 2u);
 }
 
-// Routes the default logger to a string for the scope, and back to the previous logger after.
-class CapturedLog {
- public:
-  CapturedLog() : previous_(spdlog::default_logger()) {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
-    spdlog::set_default_logger(std::make_shared<spdlog::logger>("captured", sink));
-  }
-  ~CapturedLog() { spdlog::set_default_logger(previous_); }
-  // Lines that contain `text`.
-  int Count(const std::string& text) const {
-    std::istringstream in(out_.str());
-    int n = 0;
-    for (std::string line; std::getline(in, line);) n += line.find(text) != std::string::npos;
-    return n;
-  }
-  std::string str() const { return out_.str(); }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::logger> previous_;
-};
+using ::trainlet::testing::CapturedLog;
 
 // Issue 19: about 3,700 bad handshakes in 8.5 s logged a warning each. Every refusal is counted,
 // by the domain it came to, and only a few are logged.

@@ -6,7 +6,6 @@
 #include "coordinator/coordinator.h"
 
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -20,6 +19,7 @@
 #include "common/curve_keys.h"
 #include "common/envelope.h"
 #include "common/zmq_sockets.h"
+#include "tests/common/captured_log.h"
 #include "tests/common/fake_env.h"
 #include "tests/common/test_dir.h"
 #include "tests/common/test_keys.h"
@@ -157,21 +157,8 @@ TEST_F(CoordinatorTest, RegistersAFakeAgent) {
 // An agent refused in a loop (two hosts with one name, a key bound to another name) costs one
 // warning per 10 s, not one per attempt; each refusal is counted in the metrics.
 TEST_F(CoordinatorTest, RefusalsAreCountedAndTheirWarningIsRateLimited) {
-  std::ostringstream log;
-  struct Restore {
-    std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
-    ~Restore() { spdlog::set_default_logger(previous); }
-  } restore;
-  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
-      "refusals", std::make_shared<spdlog::sinks::ostream_sink_st>(log)));
-  auto lines = [&log] {
-    std::istringstream in(log.str());
-    std::vector<std::string> got;
-    for (std::string line; std::getline(in, line);) {
-      if (line.find("refused registration of node-2") != std::string::npos) got.push_back(line);
-    }
-    return got;
-  };
+  const ::trainlet::testing::CapturedLog log;
+  auto lines = [&log] { return log.Lines("refused registration of node-2"); };
   v1::Envelope env;
   env.mutable_register_()->set_name("node-2");  // node-1's key: the allowlist gives it node-1
   env.mutable_register_()->set_slots(2);
