@@ -79,6 +79,8 @@ v1::MessageType TypeForBody(v1::Envelope::BodyCase body) {
       return v1::MESSAGE_TYPE_FENCE_CONTRIBUTE;
     case E::kFenceResult:
       return v1::MESSAGE_TYPE_FENCE_RESULT;
+    case E::kProgressReport:
+      return v1::MESSAGE_TYPE_PROGRESS_REPORT;
     case E::BODY_NOT_SET:
       break;
   }
