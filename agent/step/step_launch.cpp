@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "agent/step/private_file.h"
+#include "common/platform/process_cgroup.h"
 
 namespace trainlet::step {
 namespace {
@@ -105,7 +106,8 @@ std::string EncodeLaunch(const StepLaunch& launch) {
   json doc = {{"version", kStepLaunchVersion},   {"job", launch.job},
               {"attempt", launch.attempt},       {"stop_grace_ms", launch.stop_grace_ms},
               {"agent_lock", launch.agent_lock}, {"orphan_grace_ms", launch.orphan_grace_ms},
-              {"base_env", launch.base_env},     {"ranks", std::move(ranks)}};
+              {"cgroup", launch.cgroup},         {"base_env", launch.base_env},
+              {"ranks", std::move(ranks)}};
   // Env values and paths are bytes from outside: never fail on invalid UTF-8.
   return doc.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
@@ -128,6 +130,11 @@ Result<StepLaunch> DecodeLaunch(const std::string& text) {
   // Optional: absent, the step never stops its ranks on its own.
   if (doc.contains("agent_lock")) rd.Str(doc, "agent_lock", "", &out.agent_lock);
   if (doc.contains("orphan_grace_ms")) rd.U32(doc, "orphan_grace_ms", "", &out.orphan_grace_ms);
+  // Optional: files written before it mean "auto".
+  if (doc.contains("cgroup") && rd.Str(doc, "cgroup", "", &out.cgroup) &&
+      !platform::ParseCgroupMode(out.cgroup)) {
+    return InvalidError("cgroup: '" + out.cgroup + "' is not auto, v2, v1 or none");
+  }
   rd.StrList(doc, "base_env", "", &out.base_env);
   const json* ranks = rd.Field(doc, "ranks", "", json::value_t::array);
   if (ranks != nullptr) {

@@ -44,6 +44,11 @@ struct StepLaunch {
   // partitioned agent would. "" or 0: never.
   std::string agent_lock;
   uint32_t orphan_grace_ms = 0;
+  // Where the step puts its ranks so that nothing they start outlives it
+  // (common/platform/process_cgroup.h): "auto" (the default, also when absent), "v2", "v1" or
+  // "none". Whatever it is, the step, a child subreaper, also kills every orphan that came to it
+  // before it exits.
+  std::string cgroup = "auto";
   std::vector<std::string> base_env;  // "K=V"
   std::vector<StepRank> ranks;
 };
