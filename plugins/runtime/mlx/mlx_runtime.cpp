@@ -42,15 +42,16 @@ class MlxRuntime final : public BuiltinRuntime {
   }
 
  protected:
-  // "auto" is 1: MLX runs one process per Mac, which uses the whole GPU.
+  // "auto" is 1: MLX runs one process per Mac, which uses the whole GPU. (Also for nccl: the
+  // coordinator sizes a job before it knows the backend, so nccl's ranks per node are written.)
   Result<uint32_t> CountProcs(std::string_view num_proc_per_node,
                               const v1::Topology*) const override {
     if (num_proc_per_node == "auto") return 1u;
     return ParseProcCount(num_proc_per_node, kProcsField, 1);
   }
 
-  // Ports: the ring's, one per connection of each rank, on every node; jaccl's coordinator's
-  // one on node rank 0.
+  // Ports: the ring's, one per connection of each rank, on every node; jaccl's (and
+  // jaccl-ring's) coordinator's or NCCL's bootstrap one on node rank 0.
   Result<AttemptLayout> LayOut(const PlanRequest& request) const override {
     if (request.argv.empty()) return InvalidError("spec.trainer.command: no command to run");
     if (request.nodes.empty()) return InvalidError("mlx plan: no nodes placed");
