@@ -175,17 +175,26 @@ class TrainerClient:
                 message += "; its log ends:\n" + tail
         return message
 
-    def _log_tail(self, name, rank, max_bytes=2048, max_lines=8):
-        """The last lines of a rank's log of the current attempt; "" when it cannot be read."""
-        req = self._ops.OperatorRequest()
-        req.logs.job = name
-        req.logs.rank = rank
-        req.logs.max_bytes = 1 << 20
+    def _log_tail(self, name, rank, max_bytes=2048, max_lines=8, max_reads=64):
+        """The last lines of a rank's log of the current attempt; "" when it cannot be read.
+        Reads the log through (at most ``max_reads`` chunks) and keeps its end."""
+        tail = b""
+        offset = 0
         try:
-            data = self._call(req).logs.data[-max_bytes:]
+            for _ in range(max_reads):
+                req = self._ops.OperatorRequest()
+                req.logs.job = name
+                req.logs.rank = rank
+                req.logs.offset = offset
+                req.logs.max_bytes = 1 << 20
+                chunk = self._call(req).logs
+                tail = (tail + chunk.data)[-max_bytes:]
+                offset = chunk.next_offset
+                if chunk.eof or not chunk.data:
+                    break
         except (TrainletError, TimeoutError):
             return ""
-        lines = data.decode("utf-8", "replace").rstrip("\n").split("\n")
+        lines = tail.decode("utf-8", "replace").rstrip("\n").split("\n")
         return "\n".join(lines[-max_lines:])
 
     def _job_status(self, name):
