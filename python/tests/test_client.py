@@ -175,11 +175,20 @@ class ClientTest(unittest.TestCase):
             self.client.wait_for_job_status("job", timeout=5)
         msg = str(e.exception)
         self.assertIn("TrainJob job is Failed: RestartLimitExceeded: attempt 1 failed: rank 3 exited with code 1", msg)
-        self.assertIn("Rank 3 on node-a ended with exit code 1", msg)
+        self.assertIn("rank 3's log ends:", msg)
         self.assertIn("ValueError: boom", msg)
         self.assertEqual(msg.count("rank 3 exited with code 1"), 1)
         # Waiting for Failed itself is fine.
         self.assertEqual(self.client.wait_for_job_status("job", status={"Failed"}).status, "Failed")
+
+    def test_failure_without_a_cause_names_the_failed_rank(self):
+        j = two_by_two(phase=PHASE.Value("JOB_PHASE_FAILED"))
+        j.conditions.add(type="Failed", status="True", reason="DeadlineExceeded")
+        j.ranks[1].rank_state = RANK.Value("RANK_STATE_FAILED")
+        j.ranks[1].signal = 9
+        self.jobs.jobs["job"] = j
+        with self.assertRaisesRegex(RuntimeError, "Failed: DeadlineExceeded. Rank 1 on node-b ended with signal 9"):
+            self.client.wait_for_job_status("job", timeout=5)
 
     def test_wait_times_out(self):
         self.jobs.jobs["job"] = two_by_two()

@@ -168,11 +168,12 @@ class TrainerClient:
         failed = job_view.failed_ranks(job)
         if failed:
             r = failed[0]
-            how = f"signal {r.signal}" if r.signal else f"exit code {r.exit_code}"
-            message += f". Rank {r.rank} on {r.node} ended with {how}"
+            if f"rank {r.rank} " not in summary:
+                how = f"signal {r.signal}" if r.signal else f"exit code {r.exit_code}"
+                message += f". Rank {r.rank} on {r.node} ended with {how}"
             tail = self._log_tail(job.name, r.rank)
             if tail:
-                message += "; its log ends:\n" + tail
+                message += f"\nrank {r.rank}'s log ends:\n{tail}"
         return message
 
     def _log_tail(self, name, rank, max_bytes=2048, max_lines=8, max_reads=64):
