@@ -12,7 +12,7 @@ They are generated, never committed, and found in this order:
 3. ``<source tree>/build/python/trainlet/v1/``, when this package is imported from a source
    checkout (``PYTHONPATH=python``) built into ``build/``.
 
-The first folder found is appended to ``trainlet.__path__``, so ``import trainlet.v1.x_pb2``
+The first folder found is put first in ``trainlet.__path__``, so ``import trainlet.v1.x_pb2``
 resolves there. Only this module touches the search; nothing else needs to know.
 """
 
@@ -45,16 +45,17 @@ def find_proto_root():
 def install_path(package_path):
     """Makes ``trainlet.v1`` importable from the generated modules' folder.
 
-    ``package_path`` is ``trainlet.__path__``; the folder's ``trainlet`` directory is appended
-    to it unless it is already there. Returns the folder used, or None when none was found
-    (then importing ``trainlet.v1`` fails with the message of ``missing_message()``).
+    ``package_path`` is ``trainlet.__path__``; the folder's ``trainlet`` directory is put first
+    in it (so the order above holds even when the package has a v1/ of its own) unless it is
+    already there. Returns the folder used, or None when none was found (then importing
+    ``trainlet.v1`` fails with the message of ``missing_message()``).
     """
     root = find_proto_root()
     if root is None:
         return None
     pkg = os.path.join(root, "trainlet")
     if os.path.abspath(pkg) not in [os.path.abspath(p) for p in package_path]:
-        package_path.append(pkg)
+        package_path.insert(0, pkg)
     return root
 
 
