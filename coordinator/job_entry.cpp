@@ -4,6 +4,7 @@
 #include "coordinator/lifecycle_rules.h"
 #include "coordinator/placement_inputs.h"
 #include "plugins/plugin_status.h"
+#include "plugins/runtime/worker_env.h"
 
 namespace trainlet::coordinator {
 
@@ -59,6 +60,14 @@ Result<std::unique_ptr<JobEntry>> NewJobEntry(const trainjob::TrainJob& spec,
                                               std::vector<std::string>& warnings) {
   const trainjob::TrainingRuntime* rt = &runtime;
   TRAINLET_ASSIGN_OR_RETURN(auto job, BuildJobEntry(spec, runtime, options, warnings));
+  // Checked for new jobs only: a stored job that sets one still loads, and fails as it did.
+  if (job->plugin != nullptr) {
+    if (Status st =
+            CheckReservedEnv(job->plan_template, job->plugin->name(), job->plugin->ReservedEnv());
+        !st.ok()) {
+      return InvalidError("TrainJob/" + spec.name + ": " + st.message());
+    }
+  }
   job->record.name = spec.name;
   job->record.spec_yaml = spec.yaml;
   job->record.runtime_kind = rt->kind;
