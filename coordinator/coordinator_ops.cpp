@@ -66,10 +66,11 @@ Result<std::unique_ptr<CoordinatorOps>> CoordinatorOps::Create(
   c->progress_updates_ =
       &m.AddCounter("trainlet_coordinator_progress_updates_total",
                     "Training progress updates agents forwarded, by what the coordinator did with "
-                    "them (taken; dropped: unknown_job, stale_attempt, foreign_node)",
+                    "them (taken; dropped: unknown_job, stale_attempt, foreign_node, invalid)",
                     {"result"});
   for (auto r : {ProgressFoldResult::kTaken, ProgressFoldResult::kUnknownJob,
-                 ProgressFoldResult::kStaleAttempt, ProgressFoldResult::kForeignNode}) {
+                 ProgressFoldResult::kStaleAttempt, ProgressFoldResult::kForeignNode,
+                 ProgressFoldResult::kInvalid}) {
     c->progress_updates_->With({ProgressFoldResultName(r)});
   }
   // One series per job whose current attempt reported the value; a job that finishes keeps its

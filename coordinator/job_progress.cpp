@@ -108,6 +108,8 @@ const char* ProgressFoldResultName(ProgressFoldResult result) {
       return "stale_attempt";
     case ProgressFoldResult::kForeignNode:
       return "foreign_node";
+    case ProgressFoldResult::kInvalid:
+      return "invalid";
   }
   TRAINLET_CHECK_MSG(false, "unknown ProgressFoldResult");
 }
@@ -123,6 +125,15 @@ ProgressFoldResult FoldProgress(v1::JobStatus* status, const std::string& node,
   if (std::find(placed.begin(), placed.end(), node) == placed.end()) {
     return ProgressFoldResult::kForeignNode;
   }
+  const v1::TrainerStatus& in = update.status();
+  const bool valid =
+      (!in.has_progress_percentage() ||
+       (in.progress_percentage() >= 0 && in.progress_percentage() <= 100)) &&
+      (!in.has_estimated_remaining_seconds() || in.estimated_remaining_seconds() >= 0) &&
+      in.metrics_size() <= kMaxTrainerMetrics &&
+      std::all_of(in.metrics().begin(), in.metrics().end(),
+                  [](const v1::TrainerMetric& m) { return !m.name().empty(); });
+  if (!valid) return ProgressFoldResult::kInvalid;
   v1::TrainerStatus* ts = status->mutable_trainer_status();
   *ts = update.status();
   ts->set_attempt(update.attempt());

@@ -80,12 +80,18 @@ enum class ProgressFoldResult {
   kUnknownJob,    // no such job (deleted, never applied)
   kStaleAttempt,  // of another attempt than the current one, or the job has finished
   kForeignNode,   // the sending node holds no rank of the attempt
+  kInvalid,       // outside Kubeflow's limits, which the agent should have enforced
 };
-// "taken", "unknown_job", "stale_attempt", "foreign_node": the metric label.
+// Kubeflow's limits on one trainerStatus (the agent enforces them; the coordinator checks again,
+// as it trusts no peer's message to be well formed).
+inline constexpr int kMaxTrainerMetrics = 256;
+// "taken", "unknown_job", "stale_attempt", "foreign_node", "invalid": the metric label.
 const char* ProgressFoldResultName(ProgressFoldResult result);
 // Takes `update`, sent by `node`, into `status` (null: the job is unknown) when it is of the
-// current attempt, the job has not finished and `node` is in its placement: trainer_status
-// becomes the update's status, stamped with the attempt and `now_ms` (received_unix_ms).
+// current attempt, the job has not finished, `node` is in its placement and the status is within
+// Kubeflow's limits (percentage 0-100, remaining seconds >= 0, at most kMaxTrainerMetrics
+// metrics, each with a name): trainer_status becomes the update's status, stamped with the
+// attempt and `now_ms` (received_unix_ms).
 ProgressFoldResult FoldProgress(v1::JobStatus* status, const std::string& node,
                                 const v1::JobProgress& update, int64_t now_ms);
 

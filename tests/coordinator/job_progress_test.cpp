@@ -154,6 +154,31 @@ TEST(FoldProgress, DropsStaleAttemptsUnknownJobsAndForeignNodes) {
   EXPECT_FALSE(st.has_trainer_status());
 }
 
+TEST(FoldProgress, DropsWhatIsOutsideKubeflowsLimits) {
+  v1::JobStatus st = Running();
+  v1::JobProgress u = Update(2, 101);
+  EXPECT_EQ(FoldProgress(&st, "n1", u, kT0), ProgressFoldResult::kInvalid);
+  u = Update(2, -1);
+  EXPECT_EQ(FoldProgress(&st, "n1", u, kT0), ProgressFoldResult::kInvalid);
+  u = Update(2, 50);
+  u.mutable_status()->set_estimated_remaining_seconds(-5);
+  EXPECT_EQ(FoldProgress(&st, "n1", u, kT0), ProgressFoldResult::kInvalid);
+  u = Update(2, 50);
+  u.mutable_status()->add_metrics()->set_value("nameless");
+  EXPECT_EQ(FoldProgress(&st, "n1", u, kT0), ProgressFoldResult::kInvalid);
+  u = Update(2, 100);
+  while (u.status().metrics_size() < kMaxTrainerMetrics) {
+    auto* m = u.mutable_status()->add_metrics();
+    m->set_name("m" + std::to_string(u.status().metrics_size()));
+    m->set_value("1");
+  }
+  EXPECT_EQ(FoldProgress(&st, "n1", u, kT0), ProgressFoldResult::kTaken);  // 256: the limit
+  u.mutable_status()->add_metrics()->set_name("one-too-many");
+  EXPECT_EQ(FoldProgress(&st, "n1", u, kT0 + 1), ProgressFoldResult::kInvalid);
+  EXPECT_EQ(st.trainer_status().received_unix_ms(), kT0);  // the valid one stays
+  EXPECT_STREQ(ProgressFoldResultName(ProgressFoldResult::kInvalid), "invalid");
+}
+
 StallPolicy Policy(int64_t ms, bool restart = false) {
   return {milliseconds(ms), restart, "trainlet.io/progress-timeout: 2s"};
 }
