@@ -266,6 +266,9 @@ void Coordinator::OnNodeMessage(std::string name, v1::Envelope& env,
     case v1::Envelope::kPortsReserved:
       jobs_->OnPortsReserved(name, env.ports_reserved(), now_ms);
       break;
+    case v1::Envelope::kProgressReport:
+      ops_->OnProgressFolded(jobs_->OnProgressReport(name, env.progress_report(), now_ms));
+      break;
     case v1::Envelope::kExecOutput:
     case v1::Envelope::kExecExited:
       exec_relay_->OnAgentMessage(name, env);
