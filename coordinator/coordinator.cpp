@@ -102,7 +102,7 @@ Status Coordinator::Init() {
   fences_ = std::make_unique<FenceTable>(
       [this](const std::string& job, uint32_t attempt) -> std::optional<std::vector<std::string>> {
         const v1::JobStatus* st = jobs_->Find(job);
-        if (st == nullptr || !jobs_->AttemptActive(job, attempt)) return std::nullopt;
+        if (st == nullptr || !jobs_->exec().AttemptActive(job, attempt)) return std::nullopt;
         return std::vector<std::string>(st->placement().begin(), st->placement().end());
       });
   TRAINLET_ASSIGN_OR_RETURN(signals_, platform::SignalWatch::Open(kLoopSignals));
@@ -303,7 +303,7 @@ void Coordinator::DeliverFences(FenceTable::Outcome outcome) {
 void Coordinator::RefreshExecAllowlist() {
   if (jobs_->generation() == exec_allowlist_generation_) return;
   exec_allowlist_generation_ = jobs_->generation();
-  zap_->SetAllowlist("exec", jobs_->LauncherKeys());
+  zap_->SetAllowlist("exec", jobs_->exec().LauncherKeys());
 }
 
 void Coordinator::OnOperatorMessage(RouterMessage& msg) {
