@@ -327,7 +327,7 @@ std::optional<TimePoint> Coordinator::Tick(TimePoint now) {
     // After a restart, a node that held ranks and has not come back within the lost timeout is
     // as good as Lost: its ranks' attempts fail, as if it had stopped heartbeating.
     checked_unregistered_ = true;
-    for (const auto& node : jobs_->PlacedNodes()) {
+    for (const auto& node : jobs_->Usage().placed) {
       if (registry_->Find(node) == nullptr) {
         spdlog::warn("node {} held ranks before the restart and has not registered", node);
         jobs_->OnNodeLost(node, now_ms, now_ms + config_.partition_grace.count());

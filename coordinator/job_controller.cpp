@@ -15,25 +15,6 @@
 #include "coordinator/rank_state_machine.h"
 
 namespace trainlet::coordinator {
-namespace {
-
-using JobMap = std::map<std::string, std::unique_ptr<JobEntry>>;
-
-// Slots taken on each node: one per rank that has not ended, whatever its job's phase.
-std::map<std::string, uint32_t> UsedSlots(const JobMap& jobs) {
-  std::map<std::string, uint32_t> used;
-  // Whatever the job's phase, a rank that has not ended holds its slot: the ranks of a Failed or
-  // Restarting attempt keep running until their stop takes effect.
-  for (const auto& [name, job] : jobs) {
-    for (const auto& r : job->record.status.ranks()) {
-      if (!RankEnded(r)) ++used[r.node()];
-    }
-  }
-  return used;
-}
-
-}  // namespace
-
 JobController::JobController(JobStore* store, NodeRegistry* registry, NodeSink* sink,
                              JobControllerOptions options)
     : store_(store),
@@ -112,7 +93,7 @@ void JobController::Schedule(int64_t now_ms) {
   }
   EnforceDeadlines(now_ms);
   for (const auto& name : order_) launcher_.EnforceStartTimeout(*jobs_.at(name), now_ms);
-  auto used = UsedSlots(jobs_);
+  auto used = Usage().slots;
   for (const auto& name : order_) {
     Job& job = *jobs_.at(name);
     const JobPhase p = PhaseOf(job.record.status);
@@ -128,7 +109,7 @@ void JobController::Schedule(int64_t now_ms) {
                       [](const auto& r) { return !RankEnded(r); });
       if (old_alive) continue;
     }
-    launcher_.Place(job, used, UsedResources(), now_ms);
+    launcher_.Place(job, used, Usage().resources, now_ms);
   }
 }
 
@@ -252,17 +233,6 @@ void JobController::ReconcileNode(
   (void)now_ms;
 }
 
-std::set<std::string> JobController::PlacedNodes() const {
-  std::set<std::string> nodes;
-  for (const auto& [name, job] : jobs_) {
-    if (!exec_.AttemptActive(name, job->record.status.attempt())) continue;
-    for (const auto& r : job->record.status.ranks()) {
-      if (!RankEnded(r)) nodes.insert(r.node());
-    }
-  }
-  return nodes;
-}
-
 void JobController::OnNodeLost(const std::string& node, int64_t now_ms, int64_t hold_until_ms) {
   const std::vector<std::string> names = order_;  // a finished delete edits order_
   for (const auto& name : names) {
@@ -287,6 +257,29 @@ void JobController::OnNodeLost(const std::string& node, int64_t now_ms, int64_t 
       job.not_before_ms = std::max(job.not_before_ms, hold_until_ms);
     }
   }
+}
+
+std::vector<std::string> JobController::FailJobsOnNode(const std::string& node,
+                                                       const std::string& cause, int64_t now_ms) {
+  std::vector<std::string> failed;
+  for (const auto& name : Usage().JobsOn(node)) {
+    Job& job = *jobs_.at(name);
+    const JobPhase phase = PhaseOf(job.record.status);
+    if (job.record.status.deleting() ||
+        (phase != JobPhase::kStarting && phase != JobPhase::kRunning)) {
+      continue;  // already stopping; its ranks end on their own
+    }
+    spdlog::warn("trainjob/{}: failing attempt {}: {}", name, job.record.status.attempt(), cause);
+    FailAttempt(job, cause, now_ms);
+    failed.push_back(name);
+  }
+  return failed;
+}
+
+NodeUsage JobController::Usage() const {
+  std::vector<const Job*> jobs;
+  for (const auto& name : order_) jobs.push_back(jobs_.at(name).get());
+  return UsageOf(jobs);
 }
 
 Result<v1::DeleteJobResult> JobController::Delete(const std::string& name, int64_t now_ms) {

@@ -51,6 +51,7 @@
 #include "coordinator/job_store.h"
 #include "coordinator/lifecycle_rules.h"
 #include "coordinator/node_registry.h"
+#include "coordinator/node_usage.h"
 #include "coordinator/placement_inputs.h"
 #include "coordinator/port_reservation_waits.h"
 #include "coordinator/runtime_catalog.h"
@@ -117,21 +118,16 @@ class JobController : private AttemptLauncher::Owner {
   void ReconcileNode(const std::string& node,
                      const google::protobuf::RepeatedPtrField<v1::RunningWorker>& running,
                      int64_t now_ms);
-  // Nodes that hold ranks of a Starting or Running attempt.
-  std::set<std::string> PlacedNodes() const;
   // Writes every job changed since the last call. Errors are logged and retried next call.
   Status Flush() override;
 
-  // Placement constraints (job_placement.cpp).
-  // What the placed jobs ask of each node: a job's resourcesPerNode counts on every node where
-  // one of its ranks has not ended.
-  std::map<std::string, Resources> UsedResources() const;
+  // What the jobs hold on each node now: slots, resources, which jobs run there, and the nodes
+  // of live attempts (node_usage.h).
+  NodeUsage Usage() const;
   // Drain --force: fails the current attempt of every job with a live rank on `node`, with cause
   // `cause` (each restarts elsewhere, within its restart limit). Returns the jobs it failed.
   std::vector<std::string> FailJobsOnNode(const std::string& node, const std::string& cause,
                                           int64_t now_ms);
-  // The jobs with a live rank on `node`, and how many such ranks there are.
-  std::vector<std::string> JobsOnNode(const std::string& node, uint32_t* live_ranks) const;
   // When Schedule next has timed work to do (a restart backoff ending, an active deadline
   // passing, a start timeout); INT64_MAX when none.
   int64_t NextWakeMs() const;
