@@ -142,10 +142,10 @@ class JobController : private AttemptLauncher::Owner {
   uint64_t generation() const { return generation_; }
 
  private:
-  // Why more than ~20 methods: the public ones are the coordinator's whole view of jobs (its
-  // loop, OperatorService, ExecRelay and CoordinatorOps call them); the private ones are the
-  // steps of the lifecycle that need the job map, the store or the phase table. Whatever does not
-  // lives in the types listed at the top of this file.
+  // The public methods are the coordinator's whole view of jobs (its loop, OperatorService,
+  // ExecRelay and CoordinatorOps call them); the private ones are the lifecycle steps that need
+  // the job map, the store or the phase table. Whatever needs none of them lives in the types
+  // listed at the top of this file.
   using Job = JobEntry;  // job_entry.h: what BuildJobEntry and NewJobEntry make
 
   // The job joins the job map (last in placement order) and the exec authority.
