@@ -20,8 +20,8 @@ constexpr std::initializer_list<int> kLoopSignals = {SIGTERM, SIGINT, SIGHUP};
 }  // namespace
 
 void PrepareCoordinatorSignals() {
-  if (const std::string why = platform::PrepareSignals(kLoopSignals); !why.empty()) {
-    spdlog::error("signals: {}", why);  // Init's SignalWatch::Open fails the same way
+  if (Status s = platform::PrepareSignals(kLoopSignals); !s.ok()) {
+    spdlog::error("signals: {}", s.message());  // Init's SignalWatch::Open fails the same way
   }
   signal(SIGPIPE, SIG_IGN);
 }
