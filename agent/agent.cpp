@@ -110,12 +110,11 @@ Result<std::unique_ptr<PortReservations>> OpenPortReservations(const AgentConfig
 // One subdirectory per job comes and goes under logs/, steps/ and exec/: spread them over the disk
 // so that a new job's files are not allocated among the last job's freed inodes
 // (platform/directory_spread.h).
-void SpreadJobDirectories(const std::string& state_dir) {
-  std::error_code ec;
-  fs::create_directories(state_dir + "/logs", ec);
+void SpreadJobDirectories(platform::Env& env, const std::string& state_dir) {
+  (void)env.CreateDirectories(state_dir + "/logs");  // a failure shows below, and at the first log
   for (const char* sub : {"/logs", "/steps", "/exec"}) {
-    if (const std::string why = platform::SpreadSubdirectories(state_dir + sub); !why.empty()) {
-      spdlog::debug("job directories are not spread over the disk: {}", why);
+    if (Status s = platform::SpreadSubdirectories(state_dir + sub); !s.ok()) {
+      spdlog::debug("job directories are not spread over the disk: {}", s.message());
     }
   }
 }
@@ -123,8 +122,8 @@ void SpreadJobDirectories(const std::string& state_dir) {
 }  // namespace
 
 void PrepareLoopSignals() {
-  if (const std::string why = platform::PrepareSignals(kLoopSignals); !why.empty()) {
-    spdlog::error("signals: {}", why);  // Init's SignalWatch::Open fails the same way
+  if (Status s = platform::PrepareSignals(kLoopSignals); !s.ok()) {
+    spdlog::error("signals: {}", s.message());  // Init's SignalWatch::Open fails the same way
   }
   signal(SIGPIPE, SIG_IGN);
 }
@@ -160,11 +159,11 @@ Status Agent::Init() {
   lock_path_ = config_.state_dir + "/agent.lock";
   TRAINLET_ASSIGN_OR_RETURN(lock_, LockStateDir(env_, config_.state_dir, lock_path_));
 
-  TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair keys, ReadKeyPair(config_.key_file));
+  TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair keys, ReadKeyPair(env_, config_.key_file));
   if (keys.secret_z85.empty()) {
     return InvalidError("--key " + config_.key_file + ": holds no secret-key");
   }
-  TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair server, ReadKeyPair(config_.coordinator_key_file));
+  TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair server, ReadKeyPair(env_, config_.coordinator_key_file));
 
   accelerator_plugins_ = MakeAcceleratorPlugins();
   TRAINLET_ASSIGN_OR_RETURN(info_, DescribeNode(config_, Hostname(env_), accelerator_plugins_));
@@ -207,8 +206,8 @@ void Agent::StartSupervisor() {
   // Orphans of a worker (a daemonising helper that left its process group) are re-parented to
   // the agent rather than to init, so Reap() collects them: no zombies, and none escapes notice.
   // Where there is no subreaper (macOS), launchd reaps them; the group kill still finds them.
-  if (const std::string why = platform::BecomeChildSubreaper(); !why.empty()) {
-    spdlog::warn("orphans of workers go to init, not to the agent: {}", why);
+  if (Status s = env_.BecomeChildSubreaper(); !s.ok()) {
+    spdlog::warn("orphans of workers go to init, not to the agent: {}", s.message());
   }
   std::vector<std::string> base_env = env_.Environment();
   spawner_ = &env_.processes();
@@ -268,7 +267,7 @@ Status Agent::StartExecAndRendezvous() {
   exec_sessions_ = std::make_unique<ExecSessions>(supervisor_.get(), config_.state_dir + "/exec",
                                                   [this](v1::Envelope e) { Send(std::move(e)); });
   exec_sessions_->Restore();
-  SpreadJobDirectories(config_.state_dir);
+  SpreadJobDirectories(env_, config_.state_dir);
   rendezvous_ = std::make_unique<RendezvousServer>(config_.name, config_.state_dir,
                                                    [this](v1::Envelope e) { Send(std::move(e)); });
   TRAINLET_RETURN_IF_ERROR(rendezvous_->Bind(ctx_));

@@ -21,8 +21,8 @@ constexpr std::initializer_list<int> kLoopSignals = {SIGTERM, SIGINT, SIGHUP};
 }  // namespace
 
 void PrepareCoordinatorSignals() {
-  if (const std::string why = platform::PrepareSignals(kLoopSignals); !why.empty()) {
-    spdlog::error("signals: {}", why);  // Init's SignalWatch::Open fails the same way
+  if (Status s = platform::PrepareSignals(kLoopSignals); !s.ok()) {
+    spdlog::error("signals: {}", s.message());  // Init's SignalWatch::Open fails the same way
   }
   signal(SIGPIPE, SIG_IGN);
 }
@@ -104,7 +104,7 @@ Status Coordinator::Init() {
   fences_ = std::make_unique<FenceTable>(
       [this](const std::string& job, uint32_t attempt) -> std::optional<std::vector<std::string>> {
         const v1::JobStatus* st = jobs_->Find(job);
-        if (st == nullptr || !jobs_->AttemptActive(job, attempt)) return std::nullopt;
+        if (st == nullptr || !jobs_->exec().AttemptActive(job, attempt)) return std::nullopt;
         return std::vector<std::string>(st->placement().begin(), st->placement().end());
       });
   TRAINLET_ASSIGN_OR_RETURN(signals_, platform::SignalWatch::Open(kLoopSignals));
@@ -308,7 +308,7 @@ void Coordinator::DeliverFences(FenceTable::Outcome outcome) {
 void Coordinator::RefreshExecAllowlist() {
   if (jobs_->generation() == exec_allowlist_generation_) return;
   exec_allowlist_generation_ = jobs_->generation();
-  zap_->SetAllowlist("exec", jobs_->LauncherKeys());
+  zap_->SetAllowlist("exec", jobs_->exec().LauncherKeys());
 }
 
 void Coordinator::OnOperatorMessage(RouterMessage& msg) {
@@ -337,7 +337,7 @@ std::optional<TimePoint> Coordinator::Tick(TimePoint now) {
     // After a restart, a node that held ranks and has not come back within the lost timeout is
     // as good as Lost: its ranks' attempts fail, as if it had stopped heartbeating.
     checked_unregistered_ = true;
-    for (const auto& node : jobs_->PlacedNodes()) {
+    for (const auto& node : jobs_->Usage().placed) {
       if (registry_->Find(node) == nullptr) {
         spdlog::warn("node {} held ranks before the restart and has not registered", node);
         jobs_->OnNodeLost(node, now_ms, HoldAfterSilence(now_ms));

@@ -48,7 +48,7 @@ class Step {
     // Orphans of a rank (a daemonising helper) come to the step, not to init: they are reaped
     // here and the rank's group kill still finds what stayed in the group. Without a subreaper
     // (macOS) they go to launchd, and the group kill still finds them.
-    if (const std::string no = platform::BecomeChildSubreaper(); !no.empty()) Say(dir_, no);
+    if (Status no = platform::BecomeChildSubreaper(); !no.ok()) Say(dir_, no.message());
     events_fd_ = open((dir_ + "/events").c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
     if (events_fd_ < 0) return Fail("events file: " + std::string(std::strerror(errno)));
     StepRecord header;

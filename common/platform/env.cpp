@@ -13,6 +13,7 @@
 
 #include "common/platform/descriptors.h"
 #include "common/platform/errno_status.h"
+#include "common/platform/process_control.h"
 #include "common/platform/process_info.h"
 
 extern char** environ;
@@ -92,6 +93,8 @@ Result<std::string> PosixEnv::Hostname() {
   if (buf[0] == '\0') return NotFoundError("gethostname: the host has no name");
   return std::string(buf);
 }
+
+Status PosixEnv::BecomeChildSubreaper() { return platform::BecomeChildSubreaper(); }
 
 std::vector<std::string> PosixEnv::Environment() {
   std::vector<std::string> out;

@@ -69,6 +69,9 @@ class Env {
   // This program's own executable, absolute; "" when it cannot be told.
   virtual std::string ExecutablePath() = 0;
   virtual pid_t ProcessId() = 0;
+  // Orphaned descendants come to this process to be reaped, not to init (process_control.h,
+  // BecomeChildSubreaper). kUnavailable where the system has no such thing; callers log it.
+  virtual Status BecomeChildSubreaper() = 0;
 
   // --- Files.
   // mkdir -p: OK when `path` exists as a directory afterwards.
@@ -103,6 +106,7 @@ class PosixEnv : public Env {
   std::vector<std::string> Environment() override;
   std::string ExecutablePath() override;
   pid_t ProcessId() override;
+  Status BecomeChildSubreaper() override;
   Status CreateDirectories(const std::string& path) override;
   Result<std::string> ReadFile(const std::string& path, size_t max_bytes) override;
   Status WriteFileAtomically(const std::string& path, std::string_view data, mode_t mode) override;

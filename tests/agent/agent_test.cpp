@@ -140,6 +140,22 @@ TEST_F(AgentTest, TheNodeNameDefaultsToTheEnvsHostname) {
   EXPECT_EQ(reg.name(), "gpu-node-17");
 }
 
+TEST_F(AgentTest, KeysAndTheSubreaperGoThroughTheEnv) {
+  // The key file is read through the Env: its failure is the start-up's, naming the file.
+  env_.FailNextRead(PermissionError(config_.key_file + ": Permission denied"));
+  auto refused = Agent::Create(config_, env_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            "cannot read key file " + config_.key_file + ": Permission denied");
+  EXPECT_EQ(env_.subreaper_calls(), 0);
+
+  // A system without a child subreaper is only logged: the agent starts and registers.
+  env_.set_subreaper_status(UnavailableError("this platform has no child subreaper"));
+  const v1::NodeInfo reg = StartAndRegister();
+  EXPECT_EQ(reg.name(), "node-a");
+  EXPECT_EQ(env_.subreaper_calls(), 1);
+}
+
 TEST_F(AgentTest, AFailingSpawnIsReportedAsStartFailed) {
   StartAndRegister();
   env_.spawner().FailNextSpawn(InternalError("fork: Resource temporarily unavailable"));

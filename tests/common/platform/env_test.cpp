@@ -9,6 +9,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -247,6 +251,18 @@ TEST(RealEnvTest, ProcessesSpawnsAndSignals) {
   Result<pid_t> missing = processes.Spawn(request);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), ErrorCode::kNotFound);
+}
+
+TEST(RealEnvTest, BecomesAChildSubreaper) {
+  Status s = RealEnv().BecomeChildSubreaper();
+#if defined(__linux__)
+  ASSERT_TRUE(s.ok()) << s.message();
+  int on = 0;
+  ASSERT_EQ(prctl(PR_GET_CHILD_SUBREAPER, &on), 0);
+  EXPECT_EQ(on, 1);
+#else
+  EXPECT_EQ(s.code(), ErrorCode::kUnavailable);
+#endif
 }
 
 TEST(RealEnvTest, IsOneObject) { EXPECT_EQ(&RealEnv(), &RealEnv()); }
