@@ -187,6 +187,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& options, Ht
   const size_t threads = options.threads;
   s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   s.set_socket_options(SocketOptions);
+  s.set_tcp_nodelay(true);  // a head and a body in two writes must not wait for a delayed ACK
   s.set_payload_max_length(options.max_body_bytes);
   s.set_read_timeout(options.io_timeout);
   s.set_write_timeout(options.io_timeout);
