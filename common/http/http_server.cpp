@@ -192,7 +192,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& options, Ht
   s.set_read_timeout(options.io_timeout);
   s.set_write_timeout(options.io_timeout);
   s.set_keep_alive_timeout(options.io_timeout.count());
-  s.set_keep_alive_max_count(100);
+  s.set_keep_alive_max_count(options.keep_alive ? 100 : 1);
   Impl* raw = impl.get();
   auto serve = [raw](const httplib::Request& req, httplib::Response& res) { raw->Serve(req, res); };
   s.Get(".*", serve).Post(".*", serve).Put(".*", serve).Patch(".*", serve).Delete(".*", serve);

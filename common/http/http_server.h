@@ -63,6 +63,10 @@ class HttpServer {
     std::string tls_key_file;
     size_t max_body_bytes = 64 * 1024;
     size_t threads = 2;  // httplib's pool: requests parsed at once
+    // Off: one request per connection. httplib gives a kept-alive connection a pool thread until
+    // it goes idle, so a few clients that keep theirs (a scraper, ranks posting every 100 ms)
+    // would starve every other client, /healthz probes included.
+    bool keep_alive = false;
     std::chrono::seconds io_timeout{5};
     std::chrono::seconds loop_timeout{5};
   };
