@@ -210,6 +210,9 @@ Status Agent::StartProgressEndpoint() {
     for (const auto& w : supervisor_->Running()) ranks += w.job == job && w.attempt == attempt;
     return ranks;
   };
+  auto& posts = ops_->metrics().AddCounter("trainlet_agent_progress_posts_total",
+                                           "Progress posts from ranks, by HTTP answer", {"code"});
+  options.answered = [&posts](int status) { posts.With({std::to_string(status)}).Inc(); };
   TRAINLET_ASSIGN_OR_RETURN(progress_, ProgressEndpoint::Start(std::move(options)));
   spdlog::info("progress endpoint on {}", progress_->url_base());
   return Status::Ok();

@@ -69,7 +69,11 @@ Result<std::unique_ptr<ProgressEndpoint>> ProgressEndpoint::Start(Options option
   http.max_body_bytes = 64 * 1024;  // Kubeflow's maxBodySize
   http.threads = 2;
   ProgressEndpoint* self = ep.get();
-  auto handler = [self](const HttpRequest& r) { return self->Serve(r); };
+  auto handler = [self](const HttpRequest& r) {
+    HttpResponse answer = self->Serve(r);
+    if (self->options_.answered) self->options_.answered(answer.status);
+    return answer;
+  };
   const std::string host = UrlHost(ep->options_.host);
   Result<std::unique_ptr<HttpServer>> server = UnavailableError("not started");
   // The port of the last run first: adopted ranks still post to the URL they were given.

@@ -56,6 +56,7 @@ class ProgressEndpoint {
     // How many ranks (job, attempt) runs on this node; nullopt when it does not run here (never
     // started, replaced, stopping, ended): its token is refused with 403.
     std::function<std::optional<size_t>(const std::string& job, uint32_t attempt)> live_ranks;
+    std::function<void(int status)> answered;  // each answer's HTTP status (metrics); optional
   };
 
   // Binds and serves. Errors: the address (kExists for a port in use), the TLS files.
