@@ -110,6 +110,7 @@ void JobController::Schedule(int64_t now_ms) {
   }
   EnforceDeadlines(now_ms);
   EnforceStartTimeouts(now_ms);
+  EnforceProgress(now_ms);  // job_progress_steps.cpp: stalls, coalesced progress writes
   auto used = UsedSlots();
   for (const auto& name : order_) {
     Job& job = *jobs_.at(name);
@@ -213,6 +214,7 @@ void JobController::RecordAttempt(Job& job, const PlanRequest& req,
   exec_.SetLauncherSecret(job.record.name, secret.z85);
   st.clear_placement();
   st.clear_ranks();
+  st.clear_trainer_status();  // the old attempt's progress says nothing of the new one
   for (const auto& n : nodes) st.add_placement(n);
   for (size_t i = 0; i < layout.nodes.size(); ++i) {
     for (const LaidOutRank& w : layout.nodes[i].ranks) {
@@ -433,6 +435,7 @@ void JobController::MaybeFinishDelete(std::string name) {
   jobs_.erase(it);
   exec_.Forget(name);
   port_waits_.Forget(name);
+  progress_.Forget(name);
   order_.erase(std::remove(order_.begin(), order_.end(), name), order_.end());
   ++generation_;
   spdlog::info("trainjob/{} deleted", name);
@@ -454,12 +457,14 @@ Status JobController::Flush() {
 }
 
 int64_t JobController::NextWakeMs() const {
-  int64_t next = INT64_MAX;
+  int64_t next = progress_.NextWriteMs();
   for (const auto& [name, job] : jobs_) {
     const auto& st = job->record.status;
     if (!IsTerminal(PhaseOf(st)) && !st.deleting())
       next = std::min(next, ActiveDeadlineMs(job->spec, st.created_unix_ms()));
     next = std::min(next, StartDeadlineMs(st, options_.start_timeout));
+    next =
+        std::min(next, StallDeadlineMs(st, job->stall, progress_.RunningSince(name, st.attempt())));
     // Only a backoff still to come is timed work; a restart waiting for its old ranks to exit, or
     // for room, is woken by those events instead.
     if (PhaseOf(st) != JobPhase::kRestarting || job->not_before_ms <= last_schedule_ms_) continue;

@@ -17,12 +17,13 @@
 // apply_transaction.h, which parses and stores one applied file before memory changes;
 // job_entry.h, which turns a spec and its runtime into the job this map holds (a JobEntry);
 // rank_event_fold.h, which folds a worker event into its rank and says what the attempt does
-// next; and node_reconcile.h, which says what of a re-registering node's workers to adopt or stop.
-// Who owns what: the job map, the store writes and every phase change are JobController's; the
-// runtimes, port waits and launcher secrets are the delegates'. The runtime plugin plans an
-// attempt only through attempt_plan.h, which checks its answers: LayoutAttempt (TryPlace, before
-// any port is reserved) and RenderAttempt (TryPlace when no port is wanted, else
-// LaunchWithPorts in job_ports.cpp once the ports are held).
+// next; job_progress.h, which folds a progress update into the status and judges stalls (its
+// ProgressWatch, the stall clocks and write coalescing, is owned here); and node_reconcile.h, which
+// says what of a re-registering node's workers to adopt or stop. Who owns what: the job map, the
+// store writes and every phase change are JobController's; the runtimes, port waits and launcher
+// secrets are the delegates'. The runtime plugin plans an attempt only through attempt_plan.h,
+// which checks its answers: LayoutAttempt (TryPlace, before any port is reserved) and RenderAttempt
+// (TryPlace when no port is wanted, else LaunchWithPorts in job_ports.cpp once the ports are held).
 //
 // Durability: Apply() and Delete() write before they return (the operator is acknowledged after).
 // Changes made by events (a rank started or exited) are marked dirty and written together by
@@ -47,6 +48,7 @@
 #include "coordinator/exec_authority.h"
 #include "coordinator/gang_planner.h"
 #include "coordinator/job_entry.h"
+#include "coordinator/job_progress.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/job_store.h"
 #include "coordinator/lifecycle_rules.h"
@@ -108,6 +110,13 @@ class JobController {
   // fails the attempt naming the node (normal restart path); an answer for an attempt that is
   // not waiting for ports (stale, duplicate) is dropped, and any ports it holds are given back.
   void OnPortsReserved(const std::string& node, const v1::PortsReserved& reserved, int64_t now_ms);
+  // A node's ProgressReport (job_progress_steps.cpp): each update of a job's current attempt
+  // from a node of its placement becomes the job's trainer_status (FoldProgress); the rest are
+  // dropped. Memory changes now; the store write is coalesced (job_progress.h). Returns what
+  // happened to each update, in order, for the metrics.
+  std::vector<ProgressFoldResult> OnProgressReport(const std::string& node,
+                                                   const v1::ProgressReport& report,
+                                                   int64_t now_ms);
   // The node's ranks are given up and their attempts fail. No restart is placed before
   // `hold_until_ms`: the node may still run the old ranks until its partition grace runs out,
   // and two attempts of a job must never run at once.
@@ -133,7 +142,8 @@ class JobController {
   // The jobs with a live rank on `node`, and how many such ranks there are.
   std::vector<std::string> JobsOnNode(const std::string& node, uint32_t* live_ranks) const;
   // When Schedule next has timed work to do (a restart backoff ending, an active deadline
-  // passing, a start timeout); INT64_MAX when none.
+  // passing, a start timeout, a progress timeout, a coalesced progress write); INT64_MAX when
+  // none.
   int64_t NextWakeMs() const;
 
   // The launcher key of every attempt that may start remote commands now (Starting or Running):
@@ -150,7 +160,7 @@ class JobController {
   uint64_t generation() const { return generation_; }
 
  private:
-  // Why more than ~25 methods: the 21 public ones are the coordinator's whole view of jobs (its
+  // Why more than ~25 methods: the 22 public ones are the coordinator's whole view of jobs (its
   // loop, OperatorService, ExecRelay and CoordinatorOps call them); the private ones are the
   // steps of the lifecycle, each small, that share the job map and the store. What does not need
   // the job map lives in the types listed at the top of this file.
@@ -183,6 +193,10 @@ class JobController {
   // Fails every Starting attempt past its start timeout.
   void EnforceStartTimeouts(int64_t now_ms);
 
+  // Progress (job_progress_steps.cpp): the stall rule of every Running job, and the coalesced
+  // writes of progress updates.
+  void EnforceProgress(int64_t now_ms);
+
   // Lifecycle: deadlines and suspend (job_lifecycle.cpp; the rules are in lifecycle_rules.h).
   // Fails every live job whose deadline has passed, with reason DeadlineExceeded.
   void EnforceDeadlines(int64_t now_ms);
@@ -198,6 +212,7 @@ class JobController {
   RuntimeCatalog runtimes_;
   ExecAuthority exec_;               // reads jobs_ through Find()
   PortReservationWaits port_waits_;  // asks exec_ which attempts are active
+  ProgressWatch progress_;           // stall clocks and coalesced progress writes
   std::map<std::string, std::unique_ptr<Job>> jobs_;
   std::vector<std::string> order_;  // job names in creation order (placement is FIFO)
   uint64_t generation_ = 0;
