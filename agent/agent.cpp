@@ -37,6 +37,8 @@ namespace {
 
 // SIGUSR2: stop the workers too, then exit (see Run).
 constexpr std::initializer_list<int> kLoopSignals = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR2};
+// Posts are batched: a rank posting every 100 ms costs the coordinator two messages a second.
+constexpr std::chrono::milliseconds kProgressReportInterval{500};
 
 std::string Hostname(platform::Env& env) {
   Result<std::string> name = env.Hostname();
@@ -180,8 +182,50 @@ Status Agent::Init() {
   StartSupervisor();
   StartHealthChecks();
   TRAINLET_RETURN_IF_ERROR(StartExecAndRendezvous());
+  TRAINLET_RETURN_IF_ERROR(StartProgressEndpoint());
   RegisterLoopSources();
   return Status::Ok();
+}
+
+Status Agent::StartProgressEndpoint() {
+  if (config_.progress_port < 0) return Status::Ok();
+  TRAINLET_ASSIGN_OR_RETURN(auto credentials,
+                            ProgressCredentials::LoadOrCreate(
+                                config_.state_dir, {config_.address, "127.0.0.1", "localhost"}));
+  ProgressEndpoint::Options options;
+  options.host = config_.address;
+  options.port = static_cast<uint16_t>(config_.progress_port);
+  options.credentials = std::move(credentials);
+  options.now = [this] { return env_.MonotonicNow(); };
+  options.wall_ms = [this] { return env_.WallUnixMs(); };
+  // Only the attempt the node runs now may report: not one replaced, stopping or ended.
+  options.live_ranks = [this](const std::string& job, uint32_t attempt) -> std::optional<size_t> {
+    const NodeAttempt* a = attempts_.Find(job, attempt);
+    if (a == nullptr || attempts_.latest(job) != attempt ||
+        (a->state() != AttemptState::kRunning && a->state() != AttemptState::kLaunching)) {
+      return std::nullopt;
+    }
+    size_t ranks = 0;
+    for (const auto& w : supervisor_->Running()) ranks += w.job == job && w.attempt == attempt;
+    return ranks;
+  };
+  auto& posts = ops_->metrics().AddCounter("trainlet_agent_progress_posts_total",
+                                           "Progress posts from ranks, by HTTP answer", {"code"});
+  options.answered = [&posts](int status) { posts.With({std::to_string(status)}).Inc(); };
+  TRAINLET_ASSIGN_OR_RETURN(progress_, ProgressEndpoint::Start(std::move(options)));
+  spdlog::info("progress endpoint on {}", progress_->url_base());
+  return Status::Ok();
+}
+
+void Agent::ReportProgress(Clock::time_point now) {
+  // Kept while unregistered: the newest post per attempt goes once the coordinator listens.
+  if (progress_ == nullptr || now < next_progress_report_ || !link_->registered()) return;
+  next_progress_report_ = now + kProgressReportInterval;
+  if (auto report = progress_->TakeReport()) {
+    v1::Envelope env;
+    *env.mutable_progress_report() = std::move(*report);
+    Send(std::move(env));
+  }
 }
 
 Status Agent::ConnectToCoordinator(CurveKeyPair keys, std::string coordinator_public) {
@@ -355,6 +399,15 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
     if (supervisor_->IsRunning(plan.job(), plan.attempt(), w.rank())) node.running.insert(w.rank());
   }
   node.rendezvous_env = attempt->JoinRendezvous(local_ranks);
+  if (progress_) {
+    auto token_file = progress_->WriteTokenFile(plan.job(), plan.attempt());
+    if (token_file.ok()) {
+      node.progress_env = progress_->RankEnv(plan.job(), *token_file);
+    } else {
+      spdlog::warn("{} attempt {}: no progress reporting: {}", plan.job(), plan.attempt(),
+                   token_file.status().message());
+    }
+  }
   node.cpu_affinity = platform::CpuAffinitySupported();
   node.cpus_available = CpusAvailableHere;
   const PlannedLaunches planned = PlanLaunches(plan, node);
@@ -504,6 +557,7 @@ void Agent::OnChildExits() {
   for (const auto& [job, attempt] : ended) {
     if (supervisor_->running(job) != 0) continue;
     attempts_.RanksEnded(job, attempt);
+    if (progress_) progress_->Forget(job, attempt);
     // The work dir names this agent's state dir: other agents on this machine (test clusters)
     // use the same node and job names.
     const size_t swept = KillTaggedProcesses({{"TRAINLET_NODE", config_.name},
@@ -590,6 +644,9 @@ void Agent::RegisterLoopSources() {
     });
   }
   loop_.AddFd(ops_->fd(), Loop::kReadable, [this](short) { ops_->OnReadable(); });  // /metrics
+  if (progress_) {
+    loop_.AddFd(progress_->fd(), Loop::kReadable, [this](short) { progress_->OnReadable(); });
+  }
   loop_.AddFd(supervisor_->wake_fd(), Loop::kReadable, [this](short) { OnChildExits(); });
   if (link_->monitor_handle() != nullptr) {
     loop_.AddSocket(link_->monitor_handle(), Loop::kReadable,
@@ -627,6 +684,11 @@ Clock::time_point Agent::OnTick(Clock::time_point now) {
   if (auto t = supervisor_->Tick(now)) wake = std::min(wake, now + *t);
   wake = std::min(wake, now + health_->Tick(now));
   if (auto t = rendezvous_->Tick(now)) wake = std::min(wake, now + *t);
+  ReportProgress(now);
+  // Idle costs nothing: the loop wakes for a report only while a post waits for one.
+  if (progress_ && progress_->has_pending() && link_->registered()) {
+    wake = std::min(wake, std::max(now, next_progress_report_));
+  }
   return wake;
 }
 
