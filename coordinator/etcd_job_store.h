@@ -21,9 +21,10 @@
 // election sets it to "the leader key still has the create revision it had when we won", so a
 // deposed leader's writes fail (kUnavailable "not the leader") instead of landing.
 //
-// Inside a transaction, CreateJob checks now that the name is free (one read); UpdateStatus,
-// UpdateSpec and DeleteJob of a job the transaction has not touched check at commit, as a compare
-// of the txn, and a failed check fails the whole transaction with kNotFound naming the job.
+// Inside a transaction, CreateJob, UpdateStatus, UpdateSpec and DeleteJob of a job the
+// transaction has not touched yet are checked at commit, as compares of the one txn (no round trip
+// per record), and a failed check fails the whole transaction with kExists / kNotFound naming the
+// job; checks against the transaction's own writes are made at the call.
 //
 // Threading and errors: as JobStore's and EtcdClient's (kUnavailable "no quorum" /
 // "unreachable").

@@ -114,7 +114,9 @@ class JobStore : public NodeCordonStore {
   // Runs `body`; its writes commit together when it returns OK and are all rolled back when it
   // returns an error (which is then returned) or throws. Nests: an inner failure rolls back only
   // the inner body's writes, and the outer body decides what to do with the error. Only the
-  // outermost commit waits for the backend. Reads inside `body` see its writes.
+  // outermost commit waits for the backend. Reads inside `body` see its writes. A backend may
+  // report a write's kExists / kNotFound at the commit (as Transaction's result) rather than at
+  // the call (etcd checks them in the one txn it commits).
   virtual Status Transaction(const std::function<Status()>& body) = 0;
 };
 
