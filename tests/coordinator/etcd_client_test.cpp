@@ -3,7 +3,9 @@
 #include "coordinator/etcd_client.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "tests/coordinator/etcd_cluster.h"
@@ -84,6 +86,50 @@ TEST_F(EtcdClientTest, LeaseKeysGoWithTheLease) {
   auto gone = client_->LeaseKeepAlive(*lease);
   ASSERT_TRUE(gone.ok()) << gone.status().ToString();
   EXPECT_EQ(*gone, 0);
+}
+
+// https with a client certificate, as a production cluster runs: with the CA and the
+// certificate it works; without the certificate, or without the CA, the connection is refused
+// and the error says etcd is unreachable.
+TEST(EtcdClientTlsTest, ClientCertificateAndCa) {
+  if (EtcdCluster::Binary().empty()) GTEST_SKIP() << "etcd is not installed";
+  char tmpl[] = "/tmp/trainlet-etcd-tls-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  EtcdCluster::Tls tls;
+  ASSERT_TRUE(EtcdCluster::MakeTls(tmpl, &tls)) << "openssl failed";
+  std::string error;
+  auto cluster = EtcdCluster::Start(1, &error, &tls);
+  ASSERT_NE(cluster, nullptr) << error;
+  ASSERT_EQ(cluster->client_url(0).rfind("https://", 0), 0u);
+
+  EtcdClientConfig config;
+  config.endpoints = cluster->client_urls();
+  config.ca_file = tls.ca;
+  config.cert_file = tls.client_cert;
+  config.key_file = tls.client_key;
+  auto client = EtcdClient::Create(config);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  ASSERT_TRUE((*client)->Txn({}, {EtcdOp::Put("/tls", "yes")}, {}).ok());
+  auto got = (*client)->Range("/tls", "");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].value, "yes");
+
+  EtcdClientConfig no_cert = config;
+  no_cert.cert_file.clear();
+  no_cert.key_file.clear();
+  auto refused = (*EtcdClient::Create(no_cert))->Range("/tls", "");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), ErrorCode::kUnavailable) << refused.status().ToString();
+
+  EtcdClientConfig no_ca = config;
+  no_ca.ca_file.clear();  // the system's CAs do not know the test CA
+  auto unverified = (*EtcdClient::Create(no_ca))->Range("/tls", "");
+  ASSERT_FALSE(unverified.ok());
+  EXPECT_NE(unverified.status().message().find("unreachable"), std::string::npos)
+      << unverified.status().message();
+  cluster.reset();
+  std::filesystem::remove_all(tmpl);
 }
 
 TEST(EtcdClientConfigTest, ErrorsNameTheField) {

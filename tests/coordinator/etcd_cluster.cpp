@@ -51,7 +51,30 @@ std::string EtcdCluster::Binary() {
   return access(path.c_str(), X_OK) == 0 ? path : "";
 }
 
-std::unique_ptr<EtcdCluster> EtcdCluster::Start(int members, std::string* error) {
+bool EtcdCluster::MakeTls(const std::string& dir, Tls* tls) {
+  const std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+  const std::string quiet = " >/dev/null 2>&1";
+  const std::string d = dir + "/";
+  const std::vector<std::string> steps = {
+      "openssl req -x509" + ec + " -keyout " + d + "ca.key -out " + d +
+          "ca.pem -days 1 -subj /CN=trainlet-test-ca",
+      "openssl req" + ec + " -keyout " + d + "server.key -out " + d +
+          "server.csr -subj /CN=etcd -addext subjectAltName=IP:127.0.0.1",
+      "openssl x509 -req -in " + d + "server.csr -CA " + d + "ca.pem -CAkey " + d +
+          "ca.key -CAcreateserial -days 1 -copy_extensions copy -out " + d + "server.pem",
+      "openssl req" + ec + " -keyout " + d + "client.key -out " + d +
+          "client.csr -subj /CN=coordinator",
+      "openssl x509 -req -in " + d + "client.csr -CA " + d + "ca.pem -CAkey " + d +
+          "ca.key -CAcreateserial -days 1 -out " + d + "client.pem",
+  };
+  for (const auto& step : steps) {
+    if (std::system((step + quiet).c_str()) != 0) return false;
+  }
+  *tls = Tls{d + "ca.pem", d + "server.pem", d + "server.key", d + "client.pem", d + "client.key"};
+  return true;
+}
+
+std::unique_ptr<EtcdCluster> EtcdCluster::Start(int members, std::string* error, const Tls* tls) {
   if (Binary().empty()) {
     *error = "etcd is not installed (/usr/bin/etcd, from Debian's etcd-server)";
     return nullptr;
@@ -63,11 +86,13 @@ std::unique_ptr<EtcdCluster> EtcdCluster::Start(int members, std::string* error)
     return nullptr;
   }
   c->root_ = tmpl;
+  if (tls != nullptr) c->tls_ = *tls;
+  const std::string scheme = tls != nullptr ? "https" : "http";
   c->token_ = "trainlet-test-" + std::to_string(getpid()) + "-" + c->root_.substr(19);
   for (int i = 0; i < members; ++i) {
     Member m;
     m.name = "m" + std::to_string(i);
-    m.client_url = "http://127.0.0.1:" + std::to_string(FreePort());
+    m.client_url = scheme + "://127.0.0.1:" + std::to_string(FreePort());
     m.peer_url = "http://127.0.0.1:" + std::to_string(FreePort());
     m.data_dir = c->root_ + "/" + m.name;
     m.log_file = c->root_ + "/" + m.name + ".log";
@@ -84,7 +109,16 @@ std::unique_ptr<EtcdCluster> EtcdCluster::Start(int members, std::string* error)
   EtcdClientConfig config;
   config.endpoints = c->client_urls();
   config.request_timeout = std::chrono::milliseconds(1000);
+  if (tls != nullptr) {
+    config.ca_file = tls->ca;
+    config.cert_file = tls->client_cert;
+    config.key_file = tls->client_key;
+  }
   auto client = EtcdClient::Create(config);
+  if (!client.ok()) {
+    *error = client.status().ToString();
+    return nullptr;
+  }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   std::string last;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -114,6 +148,12 @@ bool EtcdCluster::Spawn(Member& m) {
       "--logger=zap",
       "--log-outputs=stderr",
   };
+  if (tls_) {
+    args.push_back("--cert-file=" + tls_->server_cert);
+    args.push_back("--key-file=" + tls_->server_key);
+    args.push_back("--trusted-ca-file=" + tls_->ca);
+    args.push_back("--client-cert-auth");
+  }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,9 +18,21 @@ class EtcdCluster {
  public:
   // The etcd binary, or "" when it is not installed (tests then skip).
   static std::string Binary();
+  // Certificates for a cluster that serves clients over TLS and requires client certificates.
+  struct Tls {
+    std::string ca;                       // signed both certificates below
+    std::string server_cert, server_key;  // for IP 127.0.0.1
+    std::string client_cert, client_key;
+  };
+  // Makes a CA, a server and a client certificate in `dir` with the openssl command; false when
+  // it could not.
+  static bool MakeTls(const std::string& dir, Tls* tls);
+
   // Starts `members` members as one cluster and waits (up to 20 s) until it serves a read.
+  // With `tls`, clients are served over https and must show a certificate the CA signed.
   // nullptr, with why in `error`, when it could not.
-  static std::unique_ptr<EtcdCluster> Start(int members, std::string* error);
+  static std::unique_ptr<EtcdCluster> Start(int members, std::string* error,
+                                            const Tls* tls = nullptr);
   ~EtcdCluster();
   EtcdCluster(const EtcdCluster&) = delete;
   EtcdCluster& operator=(const EtcdCluster&) = delete;
@@ -55,6 +68,7 @@ class EtcdCluster {
 
   std::string root_;  // temporary directory, removed at the end
   std::string initial_cluster_;
+  std::optional<Tls> tls_;
   std::string token_;
   std::vector<Member> members_;
 };
