@@ -10,7 +10,9 @@
 // its quorum refuses at once instead of waiting for its own timeout.
 //
 // Threading: one thread at a time (the coordinator's loop). Each call blocks up to
-// `request_timeout` per endpoint tried.
+// `request_timeout` per endpoint tried. The process must ignore SIGPIPE (the coordinator does,
+// in PrepareCoordinatorSignals): a write to a connection the member closed, a TLS one above all,
+// raises it.
 //
 // Errors: kUnavailable "etcd ... has no quorum" when the members answer without a leader or time
 // out committing, "etcd ... unreachable" when no endpoint could be reached, and "etcd ... did not

@@ -79,6 +79,9 @@ std::unique_ptr<EtcdCluster> EtcdCluster::Start(int members, std::string* error,
     *error = "etcd is not installed (/usr/bin/etcd, from Debian's etcd-server)";
     return nullptr;
   }
+  // As the coordinator does: EtcdClient's writes to a member that closed the connection (a
+  // killed member, a refused TLS handshake) would raise SIGPIPE.
+  signal(SIGPIPE, SIG_IGN);
   std::unique_ptr<EtcdCluster> c(new EtcdCluster());
   char tmpl[] = "/tmp/trainlet-etcd-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) {

@@ -29,6 +29,7 @@ class EtcdCluster {
   static bool MakeTls(const std::string& dir, Tls* tls);
 
   // Starts `members` members as one cluster and waits (up to 20 s) until it serves a read.
+  // Ignores SIGPIPE in the test process, as the coordinator does.
   // With `tls`, clients are served over https and must show a certificate the CA signed.
   // nullptr, with why in `error`, when it could not.
   static std::unique_ptr<EtcdCluster> Start(int members, std::string* error,
