@@ -48,7 +48,9 @@ Status Coordinator::Init() {
   TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair keys, ReadKeyPair(config_.key_file));
   if (keys.secret_z85.empty())
     return InvalidError("--key " + config_.key_file + ": holds no secret-key");
-  TRAINLET_ASSIGN_OR_RETURN(store_, JobStore::Open(config_.state_dir));
+  JobStoreConfig store_config = config_.store;
+  store_config.state_dir = config_.state_dir;
+  TRAINLET_ASSIGN_OR_RETURN(store_, OpenJobStore(store_config));
 
   // The ZAP handler must exist before a CURVE server socket can admit anyone.
   TRAINLET_ASSIGN_OR_RETURN(zap_, ZapAuthenticator::Create(ctx_));

@@ -31,6 +31,7 @@
 #include "coordinator/fence_table.h"
 #include "coordinator/job_controller.h"
 #include "coordinator/job_store.h"
+#include "coordinator/job_store_config.h"
 #include "coordinator/node_registry.h"
 #include "coordinator/operator_service.h"
 
@@ -38,6 +39,7 @@ namespace trainlet::coordinator {
 
 struct CoordinatorConfig {
   std::string state_dir;  // SQLite store lives here
+  JobStoreConfig store;   // store: sqlite (the default, under state_dir) or etcd
   std::string agent_listen = "tcp://0.0.0.0:7070";
   std::string operator_listen = "tcp://127.0.0.1:7071";
   std::string exec_listen = "tcp://0.0.0.0:7072";  // trainlet-exec (MPI launchers) connect here
