@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "plugins/runtime/builtin_runtime.h"
+#include "plugins/runtime/mpi/mpijob_env.h"
 #include "plugins/runtime/worker_env.h"
 
 namespace trainlet {
@@ -75,6 +76,7 @@ class MpiRuntime final : public BuiltinRuntime {
   Result<AttemptLayout> LayOut(const PlanRequest& request) const override {
     if (request.argv.empty()) return InvalidError("spec.trainer.command: no command to run");
     TRAINLET_RETURN_IF_ERROR(CountProcs(request.num_proc_per_node, nullptr).status());
+    TRAINLET_RETURN_IF_ERROR(ContractOf(request, trainjob::V1Kind::kMPIJob).status());
     if (request.nodes.empty()) return InvalidError("mpi plan: no nodes placed");
     AttemptLayout layout;
     layout.nodes.resize(request.nodes.size());
@@ -112,6 +114,12 @@ class MpiRuntime final : public BuiltinRuntime {
     env["TRAINLET_MPI_HOSTFILE"] = kHostfile;
     for (const auto& [name, value] : MpiTuningDefaults(request)) env.try_emplace(name, value);
     for (const auto& [name, value] : MpiTcpNetworkDefaults(request)) env.try_emplace(name, value);
+    // A converted MPIJob: mpi-operator's launcher env, and Intel's or MPICH's hostfile format.
+    TRAINLET_ASSIGN_OR_RETURN(auto contract, ContractOf(request, trainjob::V1Kind::kMPIJob));
+    if (contract) {
+      file->set_content(MPIJobHostfile(request.nodes, slots, contract->mpi_implementation));
+      for (const auto& [name, value] : MPIJobLauncherEnv(*contract, kHostfile)) env[name] = value;
+    }
     return plans;
   }
 };

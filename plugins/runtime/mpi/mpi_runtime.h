@@ -5,6 +5,12 @@
 // OpenMPI's rsh launch agent is trainlet-exec, so `mpirun` starts its `orted` daemons on the other
 // nodes through their trainlet agents rather than through sshd. The other nodes run nothing
 // until mpirun asks. The launcher authenticates with a key pair made for the attempt.
+//
+// A job converted from mpi-operator's v2beta1 MPIJob runs the same way: its Launcher's command on
+// node rank 0, its Workers as the placed nodes (slotsPerWorker slots each; the launcher's node is
+// worker 0, or an extra node with runLauncherAsWorker), with mpi-operator's launcher env
+// (mpijob_env.h). launcherCreationPolicy WaitForWorkersReady needs no wait: the workers run
+// nothing until mpirun starts them through their agents.
 #pragma once
 
 #include <memory>
