@@ -161,7 +161,8 @@ using StoredDocument = std::function<std::optional<std::string>(
 // laid over the stored one (maps merge key by key, anything else is replaced, a null removes the
 // key; MergeApplied in apply_merge.h) before it is checked, so fields it leaves out keep their
 // stored values and are not changes. Kubeflow's lifecycle guide suspends a job that way, with a
-// document of only the identifying fields and spec.suspend.
+// document of only the identifying fields and spec.suspend. spec.suspend itself is the applied
+// document's (absent: false), so re-applying the original file resumes the job.
 Result<ParsedFile> ParseDocuments(std::string_view yaml_text, const StoredDocument& stored = {});
 
 // What a job runs, once the TrainJob's trainer is laid over its runtime.

@@ -542,7 +542,14 @@ Status ParseOne(const YamlDocument& doc, const StoredDocument& stored, ParsedFil
     YAML::Node ns = MapGet(MapGet(node, "metadata"), "namespace");
     if (auto before = stored(kind, IsSet(ns) ? Text(ns) : std::string(), meta.name)) {
       try {
-        node.reset(MergeApplied(YAML::Load(*before), node));
+        YAML::Node merged = MergeApplied(YAML::Load(*before), node);
+        // spec.suspend is the applied document's alone: absent reads as false, so re-applying the
+        // original file resumes a job an apply suspended, as kubectl's apply (which drops a field
+        // its last applied document had) does.
+        if (!IsSet(MapGet(MapGet(node, "spec"), "suspend")) && merged["spec"].IsMap()) {
+          merged["spec"].remove("suspend");
+        }
+        node.reset(merged);
       } catch (const YAML::Exception& e) {
         return ctx.Error("metadata.name",
                          "the stored TrainJob of this name no longer parses: " + e.msg);

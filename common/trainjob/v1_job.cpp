@@ -134,6 +134,23 @@ Result<std::vector<EnvVar>> ReadEnv(const YAML::Node& env, const std::string& pa
   return out;
 }
 
+// Reports what of the replica's container trainlet does not act on.
+void WarnContainerKeys(const YAML::Node& c, const std::string& c_path, V1Context& ctx) {
+  static const std::set<std::string, std::less<>> kModelled = {"name", "image", "command",
+                                                               "args", "env",   "ports"};
+  for (auto it = c.begin(); c.IsMap() && it != c.end(); ++it) {
+    const std::string& key = it->first.Scalar();
+    if (key == "image") {
+      ctx.Warn(AppendKey(c_path, key), "ignored (trainlet runs the command directly on the node)");
+    } else if (key == "ports") {
+      ctx.Warn(AppendKey(c_path, key),
+               "ignored (trainlet reserves the ports of each attempt and puts them in the env)");
+    } else if (!kModelled.contains(key)) {
+      ctx.Warn(AppendKey(c_path, key), "ignored (container setting with no effect on bare metal)");
+    }
+  }
+}
+
 // The replica of one type: its container (the kind's by name, else the first), command, env and
 // named port. Everything else of the pod is reported, as for v2.
 Result<V1Replica> ReadReplica(const YAML::Node& spec, const std::string& type,
@@ -201,19 +218,7 @@ Result<V1Replica> ReadReplica(const YAML::Node& spec, const std::string& type,
       r.port = Int32(MapGet(*it, "containerPort"));
     }
   }
-  static const std::set<std::string, std::less<>> kModelled = {"name", "image", "command",
-                                                               "args", "env",   "ports"};
-  for (auto it = c.begin(); c.IsMap() && it != c.end(); ++it) {
-    const std::string& key = it->first.Scalar();
-    if (key == "image") {
-      ctx.Warn(AppendKey(c_path, key), "ignored (trainlet runs the command directly on the node)");
-    } else if (key == "ports") {
-      ctx.Warn(AppendKey(c_path, key),
-               "ignored (trainlet reserves the ports of each attempt and puts them in the env)");
-    } else if (!kModelled.contains(key)) {
-      ctx.Warn(AppendKey(c_path, key), "ignored (container setting with no effect on bare metal)");
-    }
-  }
+  WarnContainerKeys(c, c_path, ctx);
   return r;
 }
 

@@ -249,7 +249,7 @@ TEST(PaddleJobEnv, CollectiveAndPsMode) {
                                                   {"PADDLE_JOB_ID", "paddle-simple-cpu"},
                                                   {"PADDLE_NNODES", "2"},
                                                   {"POD_IP_DUMMY", "10.0.0.1"},
-                                                  {"PADDLE_MASTER", "$(POD_IP_DUMMY):30000"}}));
+                                                  {"PADDLE_MASTER", "10.0.0.1:30000"}}));
   EXPECT_THAT(Env(p.Rank(1)),
               IsSupersetOf(EnvMap{{"PADDLE_MASTER", "10.0.0.1:30000"}, {"PADDLE_NNODES", "2"}}));
   EXPECT_THAT(Env(p.Rank(1)), Not(Contains(Key("POD_IP_DUMMY"))));
@@ -264,7 +264,7 @@ TEST(PaddleJobEnv, CollectiveAndPsMode) {
       "    Worker:\n      replicas: 2");
   Planned q = Plan(ps);
   ASSERT_EQ(q.plans.size(), 3u);
-  EXPECT_THAT(Env(q.Rank(0)), IsSupersetOf(EnvMap{{"PADDLE_MASTER", "$(POD_IP_DUMMY):30000"},
+  EXPECT_THAT(Env(q.Rank(0)), IsSupersetOf(EnvMap{{"PADDLE_MASTER", "10.0.0.1:30000"},
                                                   {"PADDLE_SERVER_NUM", "1"},
                                                   {"PADDLE_NNODES", "3"}}));
   EXPECT_THAT(Env(q.Rank(1)), IsSupersetOf(EnvMap{{"PADDLE_MASTER", "10.0.0.1:30000"},

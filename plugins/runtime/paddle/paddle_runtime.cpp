@@ -53,12 +53,11 @@ Result<EnvList> PaddleJobEnv(const ReplicaContext& at) {
                  {"PADDLE_NNODES", std::to_string(at.contract.TotalReplicas())}};
   // The operator's test: index 0 in collective mode (whatever the type), Master 0 in PS mode.
   const bool endpoint_itself = at.me.index == 0 && (!ps_mode || type == "Master");
-  if (endpoint_itself) {
-    env.emplace_back("POD_IP_DUMMY", at.Address(at.me.rank));
-    env.emplace_back("PADDLE_MASTER", "$(POD_IP_DUMMY):" + std::to_string(port));
-  } else {
-    env.emplace_back("PADDLE_MASTER", HostPort(at.Address(0), port));
-  }
+  // The operator writes "$(POD_IP_DUMMY):<port>" there, which Kubernetes expands (the variable
+  // comes first in the pod's env); the process sees the address, and so it does here. The agent
+  // expands $(NAME) only to its node env, so the plan carries the expanded value.
+  if (endpoint_itself) env.emplace_back("POD_IP_DUMMY", at.Address(at.me.rank));
+  env.emplace_back("PADDLE_MASTER", HostPort(at.Address(0), port));
   if (ps_mode) {
     env.emplace_back(type == "Master" ? "PADDLE_SERVER_NUM" : "PADDLE_TRAINER_NUM", "1");
   }

@@ -7,9 +7,9 @@
 // (pkg/controller.v1/paddlepaddle/envvar.go): PYTHONUNBUFFERED=1, PADDLE_JOB_ID (the job's
 // name), PADDLE_NNODES (every replica) and PADDLE_MASTER, the rendezvous endpoint: Master 0's
 // node (PS mode) or Worker 0's (collective mode, no Master), and a port reserved there. That
-// replica itself gets POD_IP_DUMMY (its address) and PADDLE_MASTER="$(POD_IP_DUMMY):<port>",
-// which the agent expands as Kubernetes does; the others get "<address>:<port>". In PS mode a
-// Master gets PADDLE_SERVER_NUM=1 and a Worker PADDLE_TRAINER_NUM=1.
+// replica also gets POD_IP_DUMMY (its address); the operator writes its PADDLE_MASTER as
+// "$(POD_IP_DUMMY):<port>", which Kubernetes expands, so every replica sees "<address>:<port>". In
+// PS mode a Master gets PADDLE_SERVER_NUM=1 and a Worker PADDLE_TRAINER_NUM=1.
 #pragma once
 
 #include <memory>

@@ -90,6 +90,18 @@ TEST(ParseWithStored, AShortSuspendDocumentIsTheStoredJobSuspended) {
   EXPECT_EQ(job.runtime_ref.name, "torch-distributed");
   EXPECT_EQ(job.labels.at("team"), "a");
 
+  // spec.suspend is the applied document's: the original file (no suspend) over a suspended
+  // stored job reads as resumed, as kubectl apply drops a field its last document had.
+  const std::string suspended_yaml = job.yaml;
+  const StoredDocument stored_suspended = [&](std::string_view, const std::string&,
+                                              const std::string&) -> std::optional<std::string> {
+    return suspended_yaml;
+  };
+  auto original = ParseDocuments(kStored, stored_suspended);
+  ASSERT_TRUE(original.ok()) << original.status().ToString();
+  EXPECT_FALSE(original->jobs.at(0).suspend);
+  EXPECT_EQ(original->jobs.at(0).yaml, stored_yaml);
+
   // A job the store does not hold is checked alone, as before.
   auto other =
       ParseDocuments(std::string(kShortSuspend)
