@@ -108,6 +108,11 @@ YAML::Node TrainJobDoc(const V1Job& job, int32_t num_nodes) {
   if (!job.labels.empty()) doc["metadata"]["labels"] = StringMap(job.labels);
   std::map<std::string, std::string> annotations = job.annotations;
   annotations[std::string(kV1JobAnnotation)] = EncodeV1Contract(c);
+  // MPIJob's mpiImplementation: v2's mlPolicy.mpi admits only OpenMPI, so the mpi runtime reads
+  // MPICH and Intel from this annotation (docs/runtimes.md, "MPICH and Intel MPI").
+  if (c.kind == V1Kind::kMPIJob && c.mpi_implementation != "OpenMPI") {
+    annotations["trainlet.io/mpi-implementation"] = c.mpi_implementation;
+  }
   doc["metadata"]["annotations"] = StringMap(annotations);
   YAML::Node spec;
   spec["runtimeRef"]["apiGroup"] = std::string(kApiGroup);

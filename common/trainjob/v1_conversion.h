@@ -3,14 +3,16 @@
 //
 // - The runtime is TrainingRuntime "<kind in lower case>.kubeflow.org" (in the job's namespace),
 //   whose mlPolicy picks the plugin: torch (PyTorchJob), xgboost, jax, mpi (MPIJob, with
-//   numProcPerNode = slotsPerWorker and the mpiImplementation), and for TFJob and PaddleJob the
+//   numProcPerNode = slotsPerWorker), and for TFJob and PaddleJob the
 //   label trainer.kubeflow.org/framework: tensorflow / paddle (plugins/runtime/registry.cpp).
 //   failurePolicy.maxRestarts is runPolicy.backoffLimit (0 when unset).
 // - The TrainJob keeps the name, namespace, labels and annotations, runs one process per replica
 //   (numNodes = the replicas of every type; an MPIJob: its workers, plus the launcher when
-//   runLauncherAsWorker), and carries the V1JobContract in the annotation kV1JobAnnotation, from
-//   which the plugin gives each replica its command and the Training Operator's env.
-//   runPolicy.suspend and activeDeadlineSeconds become spec.suspend and activeDeadlineSeconds.
+//   runLauncherAsWorker; an MPIJob's mpiImplementation other than OpenMPI as the annotation
+//   trainlet.io/mpi-implementation), and carries the V1JobContract in the annotation
+//   kV1JobAnnotation, from which the plugin gives each replica its command and the Training
+//   Operator's env. runPolicy.suspend and activeDeadlineSeconds become spec.suspend and
+//   activeDeadlineSeconds.
 //
 // Both are ordinary documents (TrainJob::yaml, TrainingRuntime::yaml) that ParseDocuments reads
 // back unchanged, so the coordinator stores and reloads a converted job like any other.

@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "plugins/runtime/builtin_runtime.h"
-#include "plugins/runtime/mpi/mpijob_env.h"
+#include "plugins/runtime/v1_replica_plans.h"
 #include "plugins/runtime/worker_env.h"
 
 namespace trainlet {
@@ -114,12 +114,10 @@ class MpiRuntime final : public BuiltinRuntime {
     env["TRAINLET_MPI_HOSTFILE"] = kHostfile;
     for (const auto& [name, value] : MpiTuningDefaults(request)) env.try_emplace(name, value);
     for (const auto& [name, value] : MpiTcpNetworkDefaults(request)) env.try_emplace(name, value);
-    // A converted MPIJob: mpi-operator's launcher env, and Intel's or MPICH's hostfile format.
+    // A converted MPIJob: the role mpi-operator gives its launcher (the hostfile variables are the
+    // ones above; mpiImplementation comes as the trainlet.io/mpi-implementation annotation).
     TRAINLET_ASSIGN_OR_RETURN(auto contract, ContractOf(request, trainjob::V1Kind::kMPIJob));
-    if (contract) {
-      file->set_content(MPIJobHostfile(request.nodes, slots, contract->mpi_implementation));
-      for (const auto& [name, value] : MPIJobLauncherEnv(*contract, kHostfile)) env[name] = value;
-    }
+    if (contract) env["K_MPI_JOB_ROLE"] = "launcher";
     return plans;
   }
 };

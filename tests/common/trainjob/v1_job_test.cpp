@@ -165,7 +165,10 @@ TEST(V1Job, MPIJobBecomesAnMpiTrainJob) {
   EXPECT_TRUE(HasWarning(file, "MPIJob/pi: spec.sshAuthMountPath: ignored"));
 
   const std::string mpich = ReadFile(FixtureDir() / "mpi-operator" / "pi_pi-mpich.yaml");
-  EXPECT_EQ(ContractOfJob(ParseOneConverted(mpich)).mpi_implementation, "MPICH");
+  ConvertedJob m = ParseOneConverted(mpich);
+  EXPECT_EQ(ContractOfJob(m).mpi_implementation, "MPICH");
+  EXPECT_EQ(m.job.annotations.at("trainlet.io/mpi-implementation"), "MPICH");
+  EXPECT_FALSE(c.job.annotations.contains("trainlet.io/mpi-implementation"));  // OpenMPI
   const std::string as_worker =
       Replace(mpich, "  slotsPerWorker: 1\n", "  slotsPerWorker: 4\n  runLauncherAsWorker: true\n");
   ConvertedJob w = ParseOneConverted(as_worker);
