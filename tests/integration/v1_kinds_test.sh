@@ -47,7 +47,8 @@ assert_contains "$d" "TrainingRuntime/pytorchjob.kubeflow.org (plugin torch)" "d
 log "PyTorchJob Master + 2 Workers: gloo all_reduce and DDP complete"
 
 # 2. TFJob: PS + 2 Workers; each replica checks TF_CONFIG as the operator writes it.
-check_tf='import json, os
+cat > "$WORK/check_tf.py" <<'PY'
+import json, os
 c = json.loads(os.environ["TF_CONFIG"])
 assert list(c) == ["cluster", "task", "environment"], list(c)
 assert c["environment"] == "cloud"
@@ -59,13 +60,14 @@ rank = int(os.environ["TRAINLET_RANK"])
 assert (t["type"], t["index"]) == [("ps", 0), ("worker", 0), ("worker", 1)][rank], (rank, t)
 host, port = c["cluster"][t["type"]][t["index"]].rsplit(":", 1)
 assert int(port) > 0
-print("TF_CONFIG ok", t["type"], t["index"], flush=True)'
+print("TF_CONFIG ok", t["type"], t["index"], flush=True)
+PY
 CONTAINER=tensorflow
 {
   printf 'apiVersion: kubeflow.org/v1\nkind: TFJob\nmetadata:\n  name: tf\n'
   printf 'spec:\n  tfReplicaSpecs:\n'
-  replica PS 1 /usr/bin/python3 -c "$check_tf"
-  replica Worker 2 /usr/bin/python3 -c "$check_tf"
+  replica PS 1 /usr/bin/python3 "$WORK/check_tf.py"
+  replica Worker 2 /usr/bin/python3 "$WORK/check_tf.py"
 } > "$WORK/tf.yaml"
 "$CTL" apply -f "$WORK/tf.yaml" >/dev/null || fail "apply of a TFJob"
 "$CTL" wait trainjob/tf --for=condition=Complete --timeout=60s \
