@@ -216,9 +216,13 @@ void Agent::StartSupervisor() {
   steps.steps_dir = config_.state_dir + "/steps";
   steps.agent_lock = lock_path_;
   steps.orphan_grace = OrphanGrace();
+  steps.agent_stamps = true;  // StampLock, from every tick
   // A step starting hundreds of ranks on a busy machine can take seconds; the node keeps beating
   // meanwhile, so neither side takes the wait for a hang or a partition.
-  steps.keepalive = [this] { link_->HeartbeatNow(); };
+  steps.keepalive = [this] {
+    link_->HeartbeatNow();
+    StampLock(env_.MonotonicNow());
+  };
   steps.step_binary = (fs::path(bin_dir_) / "trainlet-step").string();
   supervisor_ = std::make_unique<WorkerSupervisor>(spawner_, std::move(base_env), std::move(steps));
   // Ranks a previous agent started on this node ran on under their steps: take them back before
@@ -611,6 +615,7 @@ void Agent::RegisterLoopSources() {
 Clock::time_point Agent::OnTick(Clock::time_point now) {
   ops_->Tick(link_->registered(), config_.coordinator, supervisor_->running());  // READY=1
   link_->Tick(now);  // heartbeat, registration, outboxes
+  StampLock(now);
   CheckPartition(now);
   for (const auto& [job, attempt] : ports_->Expire(now)) {
     spdlog::warn(
@@ -618,12 +623,21 @@ Clock::time_point Agent::OnTick(Clock::time_point now) {
         "are given back",
         job, attempt);
   }
-  auto wake = link_->NextWake(now, supervisor_->running() != 0);
+  auto wake = std::min(link_->NextWake(now, supervisor_->running() != 0), next_stamp_);
   if (auto expiry = ports_->NextExpiry()) wake = std::min(wake, *expiry);
   if (auto t = supervisor_->Tick(now)) wake = std::min(wake, now + *t);
   wake = std::min(wake, now + health_->Tick(now));
   if (auto t = rendezvous_->Tick(now)) wake = std::min(wake, now + *t);
   return wake;
+}
+
+void Agent::StampLock(Clock::time_point now) {
+  if (now < next_stamp_) return;
+  next_stamp_ = now + config_.heartbeat_interval;
+  if (Status s = lock_->Touch(); !s.ok() && !stamp_failed_) {
+    stamp_failed_ = true;  // once: it fails the same way every time
+    spdlog::warn("{}; steps will take this agent for hung after their orphan grace", s.message());
+  }
 }
 
 Status Agent::RunOnce(std::chrono::milliseconds max_wait) {

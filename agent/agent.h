@@ -101,6 +101,10 @@ class Agent {
   void CheckPartition(std::chrono::steady_clock::time_point now);
   // How long a step keeps its ranks once no agent runs (WorkerSupervisor::Options::orphan_grace).
   std::chrono::milliseconds OrphanGrace() const;
+  // Stamps agent.lock (FileLock::Touch) once a heartbeat interval: steps take a stamp that
+  // stands still for their orphan grace for a stopped or hung agent and stop their ranks
+  // (StepLaunch::agent_stamps), as the coordinator, hearing no heartbeat, restarts them elsewhere.
+  void StampLock(std::chrono::steady_clock::time_point now);
   void OnMessage(const v1::Envelope& env);
   void OnLaunchPlan(const v1::LaunchPlan& plan);
   // A Started or StartFailed event for `rank` of the plan, with its binding when it has one.
@@ -127,6 +131,8 @@ class Agent {
   std::unique_ptr<CoordinatorLink> link_;  // socket, outbox, register, heartbeat, partition
   std::unique_ptr<platform::SignalWatch> signals_;
   std::unique_ptr<platform::FileLock> lock_;  // <state_dir>/agent.lock, held for the agent's life
+  std::chrono::steady_clock::time_point next_stamp_{};  // when StampLock next stamps it
+  bool stamp_failed_ = false;
   std::string lock_path_;
   v1::NodeInfo info_;
   ProcessSpawner* spawner_ = nullptr;  // the Env's

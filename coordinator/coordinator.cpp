@@ -9,6 +9,7 @@
 #include "common/curve_keys.h"
 #include "common/platform/signal_watch.h"
 #include "common/zmq_sockets.h"
+#include "coordinator/lifecycle_rules.h"
 
 namespace trainlet::coordinator {
 namespace {
@@ -87,6 +88,7 @@ Status Coordinator::Init() {
   options.start_timeout = config_.start_timeout;
   options.restart_backoff = config_.restart_backoff;
   options.max_restart_backoff = config_.max_restart_backoff;
+  options.stop_grace_ms = static_cast<uint32_t>(config_.stop_grace.count());
   options.server_public_key = keys.public_z85;
   jobs_ = std::make_unique<JobController>(store_.get(), registry_.get(), this, options);
   TRAINLET_RETURN_IF_ERROR(jobs_->Load(config_.runtimes_dir));
@@ -315,13 +317,18 @@ void Coordinator::OnOperatorMessage(RouterMessage& msg) {
                             env_.WallUnixMs());
 }
 
+int64_t Coordinator::HoldAfterSilence(int64_t last_heard_ms) const {
+  return RestartHoldMs(last_heard_ms, config_.partition_grace,
+                       static_cast<uint32_t>(config_.stop_grace.count()));
+}
+
 std::optional<TimePoint> Coordinator::Tick(TimePoint now) {
   if (started_ == TimePoint{}) started_ = now;
   const int64_t now_ms = env_.WallUnixMs();
   ops_->Tick(now);  // READY=1 once, then STATUS=
   for (const auto& lost : registry_->Tick(now)) {
     const NodeEntry* e = registry_->Find(lost);
-    jobs_->OnNodeLost(lost, now_ms, e->last_beat_unix_ms + config_.partition_grace.count() + 500);
+    jobs_->OnNodeLost(lost, now_ms, HoldAfterSilence(e->last_beat_unix_ms));
   }
   if (!checked_unregistered_ && now - started_ > config_.lost_timeout) {
     // After a restart, a node that held ranks and has not come back within the lost timeout is
@@ -330,7 +337,7 @@ std::optional<TimePoint> Coordinator::Tick(TimePoint now) {
     for (const auto& node : jobs_->PlacedNodes()) {
       if (registry_->Find(node) == nullptr) {
         spdlog::warn("node {} held ranks before the restart and has not registered", node);
-        jobs_->OnNodeLost(node, now_ms, now_ms + config_.partition_grace.count());
+        jobs_->OnNodeLost(node, now_ms, HoldAfterSilence(now_ms));
       }
     }
   }

@@ -52,6 +52,9 @@ struct CoordinatorConfig {
   // How long an agent that cannot hear the coordinator keeps its ranks; no restart of their job
   // is placed before it has passed since the node was last heard.
   std::chrono::milliseconds partition_grace{10000};
+  // SIGTERM to SIGKILL for ranks that are stopped (delete, suspend, a failed gang, a partition).
+  // A job is not restarted before a silent node's partition grace and this have both passed.
+  std::chrono::milliseconds stop_grace{kDefaultStopGraceMs};
   // A Starting attempt with ranks not yet started this long after placement fails (StartTimeout).
   std::chrono::milliseconds start_timeout{60000};
   // The first restart of a failed attempt waits restart_backoff; each further one twice as long,
@@ -100,6 +103,8 @@ class Coordinator : public NodeSink {
   // The loop's work each iteration (liveness, scheduling, flushing the store, deadlines);
   // returns when the loop must wake next.
   std::optional<platform::EventLoop::TimePoint> Tick(platform::EventLoop::TimePoint now);
+  // When the job of a node last heard at `last_heard_ms` may restart (RestartHoldMs).
+  int64_t HoldAfterSilence(int64_t last_heard_ms) const;
   void OnSignals();
   Status WriteEndpoints() const;
   void OnAgentMessage(RouterMessage& msg);

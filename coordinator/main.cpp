@@ -52,6 +52,9 @@ int main(int argc, char** argv) {
            "Silence after which a node is Lost, ms");
   c.Millis("partition_grace_ms", &config.partition_grace, 100, 3600000,
            "How long an agent cut off from the coordinator keeps its ranks running, ms");
+  c.Millis("stop_grace_ms", &config.stop_grace, 0, 3600000,
+           "SIGTERM to SIGKILL for ranks that are stopped; a silent node's job is restarted only "
+           "after its partition grace and this, ms");
   c.Millis("start_timeout_ms", &config.start_timeout, 100, 86400000,
            "A starting attempt whose ranks have not all started this long after placement "
            "fails (StartTimeout) and is restarted, ms");

@@ -11,7 +11,8 @@ set(CPACK_PACKAGE_DESCRIPTION
     "trainlet is a per-node agent (trainlet-agent), a coordinator (trainlet-coordinator) and a\n\
 kubectl-like CLI (trainletctl) that run Kubeflow Trainer v2 TrainJobs without Kubernetes.\n\
 The package ships the three binaries, systemd units (not enabled), default configs in\n\
-/etc/trainlet and the shipped ClusterTrainingRuntimes in /usr/share/trainlet/runtimes.")
+/etc/trainlet, the shipped ClusterTrainingRuntimes in /usr/share/trainlet/runtimes and the\n\
+Python SDK (import trainlet: Kubeflow's TrainerClient over the operator API).")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_GENERATOR "DEB")
 set(CPACK_PACKAGING_INSTALL_PREFIX "/usr")
@@ -28,7 +29,11 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # see it.
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser, libsystemd0")
 # hwloc finds GPUs and NICs through its PCI plugin, which Debian packages separately.
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libhwloc-plugins")
+# The Python SDK (/usr/lib/python3/dist-packages/trainlet) runs on Debian's python3-zmq and
+# python3-protobuf; the daemons do not need them, so they are recommended, not required. tqdm
+# draws its progress bars and PyYAML lets it list the shipped runtimes.
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libhwloc-plugins, python3, python3-zmq, python3-protobuf")
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "python3-tqdm, python3-yaml")
 
 # conffiles: every default config, so dpkg keeps an operator's edits across upgrades and removes
 # them only on purge.

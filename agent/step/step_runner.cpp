@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,11 +15,13 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "agent/process_spawner.h"
 #include "agent/step/step_launch.h"
 #include "agent/step/step_records.h"
 #include "common/platform/descriptors.h"
+#include "common/platform/process_cgroup.h"
 #include "common/platform/process_control.h"
 #include "common/platform/process_info.h"
 #include "common/platform/signal_watch.h"
@@ -64,9 +67,11 @@ class Step {
                       "; the ranks will not be stopped if the agent dies");
       }
     }
+    OpenCgroup();
     StartRanks();
     SignalReady();
     while (!live_.empty()) Wait();
+    EndStrays();
     StepRecord done;
     done.kind = StepRecord::Kind::kDone;
     Append(EncodeRecord(done), true);
@@ -100,11 +105,74 @@ class Step {
     return spawner.Spawn(request);
   }
 
+  // The ranks' cgroup, when this host lets the step make one. Without it the step still kills the
+  // orphans that came to it (EndStrays), but a process that a rank started and that has a living
+  // parent outside the step's tree cannot be found that way.
+  void OpenCgroup() {
+    const auto mode =
+        platform::ParseCgroupMode(launch_.cgroup).value_or(platform::CgroupMode::kAuto);
+    if (mode == platform::CgroupMode::kNone) return;
+    auto cgroup = platform::ProcessCgroup::Create("step-" + std::to_string(getpid()), mode);
+    if (!cgroup.ok()) {
+      Say(dir_, "no cgroup for the ranks (" + cgroup.status().message() +
+                    "): processes they detach are found only as orphans of the step");
+      return;
+    }
+    cgroup_ = std::move(*cgroup);
+  }
+
+  // The step enters the cgroup only while it spawns, so that the ranks start inside it and the
+  // step itself is never among what Kill kills.
+  bool EnterCgroup() {
+    if (!cgroup_) return false;
+    if (Status st = cgroup_->Enter(); !st.ok()) {
+      Say(dir_, "cannot enter the ranks' cgroup: " + st.message());
+      DropCgroup();
+      return false;
+    }
+    return true;
+  }
+
+  void LeaveCgroup() {
+    if (Status st = cgroup_->Leave(); !st.ok()) {
+      // Still inside: killing the cgroup would kill the step. Give it up (it stays, and holds
+      // the step until the step exits).
+      Say(dir_, "cannot leave the ranks' cgroup: " + st.message() + "; not using it");
+      cgroup_.reset();
+    }
+  }
+
+  void DropCgroup() {
+    if (Status st = cgroup_->Remove(); !st.ok()) Say(dir_, st.message());
+    cgroup_.reset();
+  }
+
+  // Every rank has exited: what they started and left behind (a daemon, a setsid'd or
+  // double-forked child, one that cleared its env) goes too, before the step reports itself done,
+  // so that a deleted job runs nothing afterwards.
+  void EndStrays() {
+    if (cgroup_) {
+      if (Status st = cgroup_->Kill(); !st.ok())
+        Say(dir_, "killing the ranks' cgroup: " + st.message());
+      const auto deadline = Clock::now() + std::chrono::seconds(5);
+      while (cgroup_->Populated() && Clock::now() < deadline) {
+        while (waitpid(-1, nullptr, WNOHANG) > 0) {
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      DropCgroup();
+    }
+    if (const int n = platform::KillOrphanedChildren(std::chrono::seconds(5)); n > 0) {
+      Say(dir_, "killed " + std::to_string(n) + " process(es) the ranks left behind");
+    }
+  }
+
   // Starts every rank, then reads their start times (a /proc read each, which cannot change
   // before the step reaps them) once all of them run, and appends one batch of S and F records.
   void StartRanks() {
     const size_t n = launch_.ranks.size();
     auto spawner = agent::MakePosixProcessSpawner();
+    const bool in_cgroup = EnterCgroup();
     std::vector<StepRecord> records(n);
     std::string last_parent;
     for (size_t i = 0; i < n; ++i) {
@@ -128,6 +196,7 @@ class Step {
         rec.message = pid.status().message();
       }
     }
+    if (in_cgroup) LeaveCgroup();
 
     std::string batch;
     for (StepRecord& rec : records) {
@@ -175,7 +244,12 @@ class Step {
     }
   }
 
+  // SIGKILL reaches the whole cgroup as well: a stop that has run out of grace leaves nothing.
   void SignalRanks(int sig) {
+    if (sig == SIGKILL && cgroup_) {
+      if (Status st = cgroup_->Kill(); !st.ok())
+        Say(dir_, "killing the ranks' cgroup: " + st.message());
+    }
     for (const auto& [pid, r] : live_) {
       if (kill(-pid, sig) != 0 && errno != ESRCH) {
         Say(dir_, "kill(-" + std::to_string(pid) + ", " + std::to_string(sig) +
@@ -193,21 +267,44 @@ class Step {
     return errno == EWOULDBLOCK;
   }
 
+  // Whether the agent's stamp on its lock (StepLaunch::agent_stamps) has stood still for `grace`:
+  // timed on the step's own monotonic clock from when the stamp was last seen to change, so a
+  // wall-clock jump never counts.
+  bool AgentStampStale(Clock::time_point now, std::chrono::milliseconds grace) {
+    if (!launch_.agent_stamps) return false;
+    struct stat st {};
+    if (fstat(lock_fd_, &st) != 0) return false;
+    const int64_t stamp = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+    if (!stamp_seen_at_ || stamp != last_stamp_) {
+      last_stamp_ = stamp;
+      stamp_seen_at_ = now;
+      return false;
+    }
+    return now - *stamp_seen_at_ >= grace;
+  }
+
   // An agent that died and was not started again cannot stop these ranks, and the coordinator,
   // having lost the node, restarts the job elsewhere once the partition grace has passed. So the
   // step does what a partitioned agent does: after orphan_grace_ms without an agent, it stops
-  // the ranks. A restarted agent takes the lock again and re-adopts the step in time.
+  // the ranks. A restarted agent takes the lock again and re-adopts the step in time. An agent
+  // that holds the lock but is stopped or hung counts as gone once its stamp has stood still
+  // that long: it would stop nothing, and the coordinator treats it as dead.
   void CheckAgent() {
     if (lock_fd_ < 0 || term_sent_) return;
     const auto now = Clock::now();
+    const std::chrono::milliseconds grace(launch_.orphan_grace_ms);
+    std::string why;
     if (AgentAlive()) {
       agent_gone_since_.reset();
-      return;
+      if (!AgentStampStale(now, grace)) return;
+      why = "the agent holds its lock but has not stamped it for " +
+            std::to_string(launch_.orphan_grace_ms) + " ms (stopped or hung)";
+    } else {
+      if (!agent_gone_since_) agent_gone_since_ = now;
+      if (now - *agent_gone_since_ < grace) return;
+      why = "no agent for " + std::to_string(launch_.orphan_grace_ms) + " ms";
     }
-    if (!agent_gone_since_) agent_gone_since_ = now;
-    if (now - *agent_gone_since_ < std::chrono::milliseconds(launch_.orphan_grace_ms)) return;
-    Say(dir_, "no agent for " + std::to_string(launch_.orphan_grace_ms) +
-                  " ms: stopping the ranks, as a partitioned agent would");
+    Say(dir_, why + ": stopping the ranks, as a partitioned agent would");
     term_sent_ = true;
     SignalRanks(SIGTERM);
     const auto at = now + std::chrono::milliseconds(launch_.stop_grace_ms);
@@ -293,7 +390,10 @@ class Step {
   std::optional<Clock::time_point> kill_at_;
   int lock_fd_ = -1;  // the agent lock, or -1 when the step never stops on its own
   std::optional<Clock::time_point> agent_gone_since_;
-  std::map<pid_t, Rank> live_;  // rank leaders not yet reaped
+  int64_t last_stamp_ = 0;                           // the lock's mtime as last seen, ns
+  std::optional<Clock::time_point> stamp_seen_at_;   // when it was seen to change
+  std::map<pid_t, Rank> live_;                       // rank leaders not yet reaped
+  std::unique_ptr<platform::ProcessCgroup> cgroup_;  // the ranks' cgroup; null when none
 };
 
 }  // namespace

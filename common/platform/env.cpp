@@ -47,6 +47,10 @@ class FlockedFile final : public FileLock {
   FlockedFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
   ~FlockedFile() override { close(fd_); }  // closing the last descriptor drops the flock
   const std::string& path() const override { return path_; }
+  Status Touch() override {
+    if (futimens(fd_, nullptr) != 0) return ErrnoStatus(errno, "stamping " + path_);
+    return Status::Ok();
+  }
 
  private:
   const std::string path_;

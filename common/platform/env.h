@@ -37,6 +37,10 @@ class FileLock {
   virtual ~FileLock() = default;
   // The locked file, as given to LockFile.
   virtual const std::string& path() const = 0;
+  // Sets the locked file's modification time to now. A process can hold a lock while it is
+  // stopped (SIGSTOP) or hung, so the holder stamps it on a schedule, and a watcher that sees the
+  // stamp stand still knows the holder is not running (trainlet-step, agent/step/step_runner.h).
+  virtual Status Touch() = 0;
 };
 
 class Env {

@@ -1,12 +1,15 @@
 #include "common/platform/process_control.h"
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "common/platform/backend.h"
+#include "common/platform/process_info.h"
 
 #if defined(TRAINLET_NATIVE_LINUX)
 #include <sys/prctl.h>
@@ -42,6 +45,31 @@ pid_t PeekExitedChild() {
     waitid(P_PID, static_cast<id_t>(info.si_pid), &drain, WSTOPPED | WCONTINUED | WNOHANG);
   }
   return 0;
+}
+
+int KillOrphanedChildren(std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + timeout;
+  const pid_t self = getpid();
+  int killed = 0;
+  while (true) {
+    // Reap what has died, then look for what still runs.
+    pid_t reaped;
+    while ((reaped = waitpid(-1, nullptr, WNOHANG)) > 0) {
+    }
+    if (reaped < 0 && errno == ECHILD) return killed;
+    int found = 0;
+    for (const pid_t pid : ListProcesses()) {
+      if (ParentOf(pid) != self || IsZombie(pid)) continue;
+      if (kill(pid, SIGKILL) == 0) {
+        ++found;
+        ++killed;
+      }
+    }
+    if (Clock::now() >= deadline) return killed;
+    // Nothing to kill: the children left are exiting; give them a moment to become zombies.
+    std::this_thread::sleep_for(std::chrono::milliseconds(found == 0 ? 5 : 1));
+  }
 }
 
 int CloseOtherDescriptorsOnSpawn(posix_spawn_file_actions_t* actions, short* spawn_flags) {

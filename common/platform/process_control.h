@@ -4,6 +4,7 @@
 #include <spawn.h>
 #include <sys/types.h>
 
+#include <chrono>
 #include <string>
 
 namespace trainlet::platform {
@@ -12,6 +13,13 @@ namespace trainlet::platform {
 // PR_SET_CHILD_SUBREAPER on Linux. Returns "" or why not; macOS (and the portable build, which
 // stands in for it) has no such thing, and orphans go to launchd/init, which reaps them.
 std::string BecomeChildSubreaper();
+
+// SIGKILLs every child of the caller and reaps it, round after round (a killed child's own
+// children come to a subreaper next), until the caller has no child left or `timeout` passes.
+// For a subreaper whose own children have all been reaped: what remains came to it as orphans
+// (a rank's setsid or double-forked descendants). Returns how many it killed; never blocks past
+// `timeout`. Where there is no subreaper (macOS) orphans went to launchd, and this finds none.
+int KillOrphanedChildren(std::chrono::milliseconds timeout);
 
 // The pid of a child of the caller that has exited and is not reaped yet, and stays so: a zombie,
 // whose pid and process group id cannot be reused while the caller cleans up after it (then it

@@ -76,6 +76,17 @@ bool IsZombie(pid_t pid) {
   return !fields.empty() && (fields[0] == 'Z' || fields[0] == 'X');
 }
 
+std::optional<pid_t> ParentOf(pid_t pid) {
+  const std::string fields = StatAfterComm(pid);  // "S PPID ..."
+  const size_t sp = fields.find(' ');
+  if (sp == std::string::npos) return std::nullopt;
+  const std::string_view rest = std::string_view(fields).substr(sp + 1);
+  pid_t parent = 0;
+  const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), parent);
+  if (ec != std::errc() || end == rest.data()) return std::nullopt;
+  return parent;
+}
+
 std::string ExecutablePath() {
   std::error_code ec;
   return std::filesystem::read_symlink("/proc/self/exe", ec).string();
@@ -130,6 +141,12 @@ std::optional<uint64_t> ProcessStartTime(pid_t pid) {
 bool IsZombie(pid_t pid) {
   const auto info = BsdInfo(pid);
   return info && info->pbi_status == SZOMB;
+}
+
+std::optional<pid_t> ParentOf(pid_t pid) {
+  const auto info = BsdInfo(pid);
+  if (!info) return std::nullopt;
+  return static_cast<pid_t>(info->pbi_ppid);
 }
 
 std::string ExecutablePath() {

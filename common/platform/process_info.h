@@ -22,6 +22,9 @@ bool IsZombie(pid_t pid);
 // The process that started at `start_time` still runs under `pid` (and is not a zombie).
 bool SameProcessAlive(pid_t pid, uint64_t start_time);
 
+// The parent of `pid` (after any re-parenting: a subreaper or init); nullopt when it is gone.
+std::optional<pid_t> ParentOf(pid_t pid);
+
 // This program's own executable, absolute; "" when it cannot be told.
 std::string ExecutablePath();
 // Every process id on the machine (of every user; some may be gone by the time they are used).

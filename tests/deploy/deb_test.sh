@@ -82,6 +82,9 @@ for f in postinst prerm postrm; do grep -qx "./$f" "$work/control-files" || fail
 expect=(/usr/bin/trainletctl /usr/bin/trainlet-agent /usr/bin/trainlet-coordinator)
 [ -d "$src/cli/trainlet-exec" ] && expect+=(/usr/bin/trainlet-exec)
 for f in "$src"/deploy/runtimes/*.yaml; do expect+=("/usr/share/trainlet/runtimes/$(basename "$f")"); done
+# The Python SDK and the protobuf modules the build generated for it (python/CMakeLists.txt).
+sdk=/usr/lib/python3/dist-packages/trainlet
+expect+=("$sdk/__init__.py" "$sdk/client.py" "$sdk/v1/envelope_pb2.py" "$sdk/v1/operator_pb2.py")
 units=()
 for f in "$src"/deploy/systemd/*.service; do
   [ -e "$f" ] && { units+=("$(basename "$f")"); expect+=("/lib/systemd/system/$(basename "$f")"); }
@@ -132,6 +135,12 @@ tr '\0' ' ' < "/proc/$cpid/cmdline" | grep -q -- "--runtimes-dir /usr/share/trai
 /usr/bin/trainletctl --home "$cluster" apply -f "$work/job.yaml" >/dev/null || fail "apply"
 /usr/bin/trainletctl --home "$cluster" wait trainjob/deb-smoke --for=condition=Complete --timeout=60s \
   || fail "the job did not complete"
+echo "== the installed Python SDK reads the job (TRAINLET_HOME, as trainletctl)"
+sdk_status="$(cd / && env -u PYTHONPATH -u TRAINLET_PROTO_DIR TRAINLET_HOME="$cluster" /usr/bin/python3 -c '
+import trainlet
+assert trainlet.__file__.startswith("/usr/lib/python3/dist-packages/trainlet/"), trainlet.__file__
+print(trainlet.TrainerClient().get_job("deb-smoke").status)')" || fail "the installed SDK failed"
+[ "$sdk_status" = Complete ] || fail "the installed SDK says deb-smoke is $sdk_status"
 /usr/bin/trainletctl local down --dir "$cluster" >/dev/null 2>&1
 cluster=""
 
@@ -145,7 +154,7 @@ touch /var/lib/trainlet-agent/worker.log /var/lib/trainlet/store.db
 echo "== dpkg --purge"
 dpkg --purge trainlet > "$work/purge.log" 2>&1 || { cat "$work/purge.log"; fail "dpkg --purge"; }
 installed && fail "still installed after purge"
-for f in "${expect[@]}" /usr/share/trainlet /etc/trainlet /var/lib/trainlet /var/lib/trainlet-agent; do
+for f in "${expect[@]}" /usr/share/trainlet /etc/trainlet /var/lib/trainlet /var/lib/trainlet-agent "$sdk"; do
   [ -e "$f" ] && fail "$f is left after purge"
 done
 # Documented in packaging/debian/postrm: the system user survives a purge.

@@ -198,5 +198,125 @@ TEST(MpiRuntimeTest, RdmaNodesStillNarrowTheOob) {
   EXPECT_EQ(env["OMPI_MCA_btl_tcp_if_include"], "10.0.0.0/30");
 }
 
+// The launcher env without the TRAINLET_* variables every worker gets.
+std::map<std::string, std::string> MpiEnvOnly(std::map<std::string, std::string> env) {
+  std::erase_if(env, [](const auto& e) { return e.first.rfind("TRAINLET_", 0) == 0; });
+  return env;
+}
+
+PlanRequest HydraRequest(const std::string& implementation) {
+  PlanRequest req = MpiRequest(3);
+  req.argv = {"mpirun.mpich", "-np", "6", "./allreduce"};
+  req.annotations[std::string(kMpiImplementationAnnotation)] = implementation;
+  return req;
+}
+
+TEST(MpiRuntimeTest, MpichRunsHydraThroughTrainletExec) {
+  auto plans = LayoutAndRender(*MakeMpiRuntime(), HydraRequest("MPICH"));
+  ASSERT_TRUE(plans.ok()) << plans.status().ToString();
+  ASSERT_EQ(plans->size(), 3u);
+  EXPECT_EQ((*plans)[1].workers_size(), 0);  // hydra starts its proxies there through exec
+  EXPECT_EQ((*plans)[2].workers_size(), 0);
+  ASSERT_EQ((*plans)[0].files_size(), 1);
+  EXPECT_EQ((*plans)[0].files(0).path(), "hostfile");
+  EXPECT_EQ((*plans)[0].files(0).content(), "10.0.0.1:2\n10.0.0.2:2\n10.0.0.3:2\n");
+  ASSERT_EQ((*plans)[0].workers_size(), 1);
+  EXPECT_EQ(testing_util::Argv((*plans)[0].workers(0)),
+            (std::vector<std::string>{"mpirun.mpich", "-np", "6", "./allreduce"}));
+  auto env = Env((*plans)[0].workers(0));
+  // Exactly hydra's settings: nothing of OpenMPI's (no OMPI_MCA_pml=ob1 narrowing either).
+  EXPECT_EQ(MpiEnvOnly(env), (std::map<std::string, std::string>{
+                                 {"HYDRA_HOST_FILE", "$(TRAINLET_WORK_DIR)/hostfile"},
+                                 {"HYDRA_LAUNCHER", "rsh"},
+                                 {"HYDRA_LAUNCHER_EXEC", "$(TRAINLET_EXEC)"},
+                             }));
+  EXPECT_EQ(env["TRAINLET_MPI_HOSTFILE"], "$(TRAINLET_WORK_DIR)/hostfile");
+  EXPECT_EQ(env["TRAINLET_WORLD_SIZE"], "6");
+  EXPECT_EQ(env.count("TRAINLET_EXEC_KEY"), 0u);  // the coordinator adds the credentials
+  auto layout = MakeMpiRuntime()->Layout(WithoutPorts(HydraRequest("MPICH")));
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  EXPECT_EQ(layout->exec_launcher_rank, std::optional<uint32_t>(0));
+  EXPECT_THAT(MakeMpiRuntime()->LaunchMode(HydraRequest("MPICH")),
+              ::testing::HasSubstr("MPICH hydra proxies started through trainlet-exec, no SSH"));
+}
+
+TEST(MpiRuntimeTest, IntelRunsHydraWithItsOwnNames) {
+  auto plans = LayoutAndRender(*MakeMpiRuntime(), HydraRequest("Intel"));
+  ASSERT_TRUE(plans.ok()) << plans.status().ToString();
+  EXPECT_EQ((*plans)[0].files(0).content(), "10.0.0.1:2\n10.0.0.2:2\n10.0.0.3:2\n");
+  EXPECT_EQ(MpiEnvOnly(Env((*plans)[0].workers(0))),
+            (std::map<std::string, std::string>{
+                {"I_MPI_HYDRA_HOST_FILE", "$(TRAINLET_WORK_DIR)/hostfile"},
+                {"I_MPI_HYDRA_BOOTSTRAP", "rsh"},
+                {"I_MPI_HYDRA_BOOTSTRAP_EXEC", "$(TRAINLET_EXEC)"},
+                {"I_MPI_PERHOST", "2"},
+            }));
+  EXPECT_THAT(MakeMpiRuntime()->LaunchMode(HydraRequest("Intel")),
+              ::testing::HasSubstr("Intel hydra proxies"));
+}
+
+TEST(MpiRuntimeTest, TrainerEnvCannotTakeHydraOffTrainletExec) {
+  PlanRequest req = HydraRequest("MPICH");
+  req.env = {{"HYDRA_LAUNCHER", "ssh"}, {"HYDRA_LAUNCHER_EXEC", "/usr/bin/ssh"}, {"X", "1"}};
+  auto env = LauncherEnv(req);
+  EXPECT_EQ(env["HYDRA_LAUNCHER"], "rsh");
+  EXPECT_EQ(env["HYDRA_LAUNCHER_EXEC"], "$(TRAINLET_EXEC)");
+  EXPECT_EQ(env["X"], "1");
+}
+
+TEST(MpiRuntimeTest, ImplementationAnnotation) {
+  PlanRequest req = MpiRequest(2);
+  EXPECT_EQ(*ChooseMpiImplementation(req), MpiImplementation::kOpenMpi);  // unset
+  for (const auto& [text, want] : std::vector<std::pair<std::string, MpiImplementation>>{
+           {"", MpiImplementation::kOpenMpi},
+           {"OpenMPI", MpiImplementation::kOpenMpi},
+           {"MPICH", MpiImplementation::kMpich},
+           {"mpich", MpiImplementation::kMpich},
+           {"Intel", MpiImplementation::kIntel},
+           {"INTEL", MpiImplementation::kIntel}}) {
+    req.annotations[std::string(kMpiImplementationAnnotation)] = text;
+    auto got = ChooseMpiImplementation(req);
+    ASSERT_TRUE(got.ok()) << text;
+    EXPECT_EQ(*got, want) << text;
+  }
+  // OpenMPI named explicitly plans exactly as before.
+  req.annotations[std::string(kMpiImplementationAnnotation)] = "OpenMPI";
+  auto env = LauncherEnv(req);
+  EXPECT_EQ(env["OMPI_MCA_plm_rsh_agent"], "$(TRAINLET_EXEC)");
+  EXPECT_EQ(env.count("HYDRA_LAUNCHER"), 0u);
+  auto plans = LayoutAndRender(*MakeMpiRuntime(), req);
+  ASSERT_TRUE(plans.ok());
+  EXPECT_EQ((*plans)[0].files(0).content(), "10.0.0.1 slots=2\n10.0.0.2 slots=2\n");
+
+  // A runtime's label of the same key, for every job of the runtime; the TrainJob's annotation
+  // wins over it.
+  req = MpiRequest(2);
+  req.labels[std::string(kMpiImplementationAnnotation)] = "MPICH";
+  EXPECT_EQ(*ChooseMpiImplementation(req), MpiImplementation::kMpich);
+  req.annotations[std::string(kMpiImplementationAnnotation)] = "Intel";
+  EXPECT_EQ(*ChooseMpiImplementation(req), MpiImplementation::kIntel);
+  req.annotations.clear();
+  req.labels[std::string(kMpiImplementationAnnotation)] = "LAM";
+  EXPECT_THAT(ChooseMpiImplementation(req).status().message(),
+              ::testing::HasSubstr("runtime metadata.labels[trainlet.io/mpi-implementation]"));
+  req.labels.clear();
+
+  for (const char* bad : {"MVAPICH", "open mpi", "MPICH2"}) {
+    req.annotations[std::string(kMpiImplementationAnnotation)] = bad;
+    auto layout = MakeMpiRuntime()->Layout(WithoutPorts(req));  // refused before placing
+    ASSERT_FALSE(layout.ok()) << bad;
+    EXPECT_THAT(layout.status().message(),
+                ::testing::HasSubstr("metadata.annotations[trainlet.io/mpi-implementation]: must "
+                                     "be OpenMPI, MPICH or Intel, got \"" +
+                                     std::string(bad) + "\""));
+  }
+}
+
+TEST(MpiRuntimeTest, HydraHostfileForm) {
+  PlanRequest req = MakeRequest(2, "4", {"x"}, 0);
+  req.nodes[1].address = "fd00::7";  // hydra splits at ':': the host name stands in
+  EXPECT_EQ(HydraHostfile(req.nodes, 4), "10.0.0.1:4\nhost2:4\n");
+}
+
 }  // namespace
 }  // namespace trainlet

@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "plugins/runtime/mlx/mlx_runtime.h"
+#include "plugins/runtime/mpi/mpi_runtime.h"
 #include "plugins/runtime/worker_env.h"
 #include "runtime_test_util.h"
 
@@ -44,14 +45,20 @@ std::vector<Refusal> Refusals() {
   }
   out.push_back({"mpi", "bad count", [](PlanRequest& r) { r.num_proc_per_node = "0"; },
                  "spec.mlPolicy.mpi.numProcPerNode: must be an integer"});
+  out.push_back(
+      {"mpi", "unknown implementation",
+       [](PlanRequest& r) { r.annotations[std::string(kMpiImplementationAnnotation)] = "MVAPICH"; },
+       "metadata.annotations[trainlet.io/mpi-implementation]: must be OpenMPI, MPICH "
+       "or Intel"});
   out.push_back({"xgboost", "reserved env",
                  [](PlanRequest& r) {
                    r.env = {{"DMLC_TASK_ID", "3"}};
                  },
                  "spec.trainer.env: DMLC_TASK_ID is reserved for the xgboost runtime"});
   out.push_back({"mlx", "unknown backend",
-                 [](PlanRequest& r) { r.annotations[std::string(kMlxBackendAnnotation)] = "nccl"; },
-                 "metadata.annotations[trainlet.io/mlx-backend]: must be ring, jaccl or auto"});
+                 [](PlanRequest& r) { r.annotations[std::string(kMlxBackendAnnotation)] = "gloo"; },
+                 "metadata.annotations[trainlet.io/mlx-backend]: must be ring, jaccl, jaccl-ring, "
+                 "nccl or auto"});
   out.push_back(
       {"mlx", "jaccl without RDMA",
        [](PlanRequest& r) { r.annotations[std::string(kMlxBackendAnnotation)] = "jaccl"; },

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cctype>
 #include <cstdint>
 #include <sstream>
 #include <string_view>
@@ -55,14 +56,37 @@ bool TrainerSetsMcaParam(const PlanRequest& request, std::string_view param) {
   return false;
 }
 
+// The launcher env for OpenMPI: its hostfile, default slots and rsh agent for ORTE (4.x) and
+// PRRTE (5.x), then the tuning the trainer env does not set itself.
+void AddOpenMpiEnv(const PlanRequest& request, uint32_t slots,
+                   google::protobuf::Map<std::string, std::string>& env) {
+  const std::string slots_text = std::to_string(slots);
+  // OpenMPI 4.x (ORTE)
+  env["OMPI_MCA_orte_default_hostfile"] = kHostfile;
+  env["OMPI_MCA_orte_keep_fqdn_hostnames"] = "true";
+  env["OMPI_MCA_orte_set_default_slots"] = slots_text;
+  env["OMPI_MCA_plm_rsh_agent"] = "$(TRAINLET_EXEC)";
+  // OpenMPI 5.x (PRRTE)
+  env["PRTE_MCA_prte_default_hostfile"] = kHostfile;
+  env["PRTE_MCA_prte_keep_fqdn_hostnames"] = "true";
+  env["PRTE_MCA_prte_set_default_slots"] = slots_text;
+  env["PRTE_MCA_plm_ssh_agent"] = "$(TRAINLET_EXEC)";
+  for (const auto& [name, value] : MpiTuningDefaults(request)) env.try_emplace(name, value);
+  for (const auto& [name, value] : MpiTcpNetworkDefaults(request)) env.try_emplace(name, value);
+}
+
 class MpiRuntime final : public BuiltinRuntime {
  public:
   std::string_view name() const override { return "mpi"; }
 
   std::string LaunchMode(const PlanRequest& request) const override {
+    const auto impl = ChooseMpiImplementation(request);
+    const bool hydra = impl.ok() && *impl != MpiImplementation::kOpenMpi;
     return "launcher (" + (request.argv.empty() ? std::string("?") : request.argv[0]) + ") on " +
-           (request.nodes.empty() ? std::string("node rank 0") : request.nodes[0].name) +
-           "; remote daemons started through trainlet-exec, no SSH";
+           (request.nodes.empty() ? std::string("node rank 0") : request.nodes[0].name) + "; " +
+           (hydra ? std::string(MpiImplementationName(*impl)) + " hydra proxies"
+                  : std::string("remote daemons")) +
+           " started through trainlet-exec, no SSH";
   }
 
  protected:
@@ -76,6 +100,7 @@ class MpiRuntime final : public BuiltinRuntime {
   Result<AttemptLayout> LayOut(const PlanRequest& request) const override {
     if (request.argv.empty()) return InvalidError("spec.trainer.command: no command to run");
     TRAINLET_RETURN_IF_ERROR(CountProcs(request.num_proc_per_node, nullptr).status());
+    TRAINLET_RETURN_IF_ERROR(ChooseMpiImplementation(request).status());
     TRAINLET_RETURN_IF_ERROR(ContractOf(request, trainjob::V1Kind::kMPIJob).status());
     if (request.nodes.empty()) return InvalidError("mpi plan: no nodes placed");
     AttemptLayout layout;
@@ -89,31 +114,26 @@ class MpiRuntime final : public BuiltinRuntime {
   Result<std::vector<v1::LaunchPlan>> MakePlans(const PlanRequest& request,
                                                 const AttemptLayout&) const override {
     TRAINLET_ASSIGN_OR_RETURN(const uint32_t slots, CountProcs(request.num_proc_per_node, nullptr));
+    TRAINLET_ASSIGN_OR_RETURN(const MpiImplementation impl, ChooseMpiImplementation(request));
     const auto nodes = static_cast<uint32_t>(request.nodes.size());
     std::vector<v1::LaunchPlan> plans = EmptyPlans(request);
     if (plans.empty()) return InvalidError("mpi plan: no nodes placed");
     v1::LaunchPlan& launcher_plan = plans[0];
+    const bool hydra = impl != MpiImplementation::kOpenMpi;
     auto* file = launcher_plan.add_files();
     file->set_path("hostfile");
-    file->set_content(MpiHostfile(request.nodes, slots));
+    file->set_content(hydra ? HydraHostfile(request.nodes, slots)
+                            : MpiHostfile(request.nodes, slots));
     v1::WorkerSpec* launcher = launcher_plan.add_workers();
     for (const auto& a : request.argv) launcher->add_argv(a);
     AddCommonWorkerEnv(request, {0, 0, 0, nodes * slots, slots}, *launcher);
     auto& env = *launcher->mutable_env();
-    const std::string slots_text = std::to_string(slots);
-    // OpenMPI 4.x (ORTE)
-    env["OMPI_MCA_orte_default_hostfile"] = kHostfile;
-    env["OMPI_MCA_orte_keep_fqdn_hostnames"] = "true";
-    env["OMPI_MCA_orte_set_default_slots"] = slots_text;
-    env["OMPI_MCA_plm_rsh_agent"] = "$(TRAINLET_EXEC)";
-    // OpenMPI 5.x (PRRTE)
-    env["PRTE_MCA_prte_default_hostfile"] = kHostfile;
-    env["PRTE_MCA_prte_keep_fqdn_hostnames"] = "true";
-    env["PRTE_MCA_prte_set_default_slots"] = slots_text;
-    env["PRTE_MCA_plm_ssh_agent"] = "$(TRAINLET_EXEC)";
     env["TRAINLET_MPI_HOSTFILE"] = kHostfile;
-    for (const auto& [name, value] : MpiTuningDefaults(request)) env.try_emplace(name, value);
-    for (const auto& [name, value] : MpiTcpNetworkDefaults(request)) env.try_emplace(name, value);
+    if (hydra) {
+      for (const auto& [name, value] : HydraLauncherEnv(impl, slots)) env[name] = value;
+    } else {
+      AddOpenMpiEnv(request, slots, env);
+    }
     // A converted MPIJob: the role mpi-operator gives its launcher (the hostfile variables are the
     // ones above; mpiImplementation comes as the trainlet.io/mpi-implementation annotation).
     TRAINLET_ASSIGN_OR_RETURN(auto contract, ContractOf(request, trainjob::V1Kind::kMPIJob));
@@ -123,6 +143,69 @@ class MpiRuntime final : public BuiltinRuntime {
 };
 
 }  // namespace
+
+Result<MpiImplementation> ChooseMpiImplementation(const PlanRequest& request) {
+  // The TrainJob's annotation, else the runtime's label of the same key: PlanRequest carries a
+  // runtime's labels, and a runtime is where a cluster's MPICH images are described once.
+  const std::string key(kMpiImplementationAnnotation);
+  auto it = request.annotations.find(key);
+  std::string field = "metadata.annotations[" + key + "]";
+  if (it == request.annotations.end() || it->second.empty()) {
+    it = request.labels.find(key);
+    field = "runtime metadata.labels[" + key + "]";
+    if (it == request.labels.end() || it->second.empty()) return MpiImplementation::kOpenMpi;
+  }
+  // Compared without case: MPIJob spells them OpenMPI, Intel, MPICH; people write mpich.
+  const auto is = [&](std::string_view want) {
+    return std::equal(it->second.begin(), it->second.end(), want.begin(), want.end(),
+                      [](char a, char b) { return std::tolower(a) == std::tolower(b); });
+  };
+  for (const auto impl :
+       {MpiImplementation::kOpenMpi, MpiImplementation::kMpich, MpiImplementation::kIntel}) {
+    if (is(MpiImplementationName(impl))) return impl;
+  }
+  return InvalidError(field + ": must be OpenMPI, MPICH or Intel, got \"" + it->second + "\"");
+}
+
+std::string_view MpiImplementationName(MpiImplementation impl) {
+  switch (impl) {
+    case MpiImplementation::kOpenMpi:
+      return "OpenMPI";
+    case MpiImplementation::kMpich:
+      return "MPICH";
+    case MpiImplementation::kIntel:
+      return "Intel";
+  }
+  return "OpenMPI";
+}
+
+std::string HydraHostfile(const std::vector<PlacedNode>& nodes, uint32_t slots) {
+  std::string out;
+  for (const auto& n : nodes) {
+    // hydra splits each line at ':' (host:procs), so an IPv6 address cannot stand in it; the
+    // node's host name, which trainlet-exec accepts as well, must then resolve on the nodes.
+    const bool ipv6 = n.address.find(':') != std::string::npos;
+    const std::string& host = !ipv6 ? n.address : (n.hostname.empty() ? n.name : n.hostname);
+    out += host + ":" + std::to_string(slots) + "\n";
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> HydraLauncherEnv(MpiImplementation impl,
+                                                                  uint32_t slots) {
+  // hydra runs `<exec> <host> "<path of hydra_pmi_proxy>" <proxy args...>` for every host that is
+  // not the launcher's own (that one it forks); trainlet-exec takes it as an rsh command line.
+  if (impl == MpiImplementation::kIntel) {
+    // Intel MPI's hydra reads its own I_MPI_HYDRA_* names; I_MPI_PERHOST as mpi-operator sets it.
+    return {{"I_MPI_HYDRA_HOST_FILE", kHostfile},
+            {"I_MPI_HYDRA_BOOTSTRAP", "rsh"},
+            {"I_MPI_HYDRA_BOOTSTRAP_EXEC", "$(TRAINLET_EXEC)"},
+            {"I_MPI_PERHOST", std::to_string(slots)}};
+  }
+  return {{"HYDRA_HOST_FILE", kHostfile},
+          {"HYDRA_LAUNCHER", "rsh"},
+          {"HYDRA_LAUNCHER_EXEC", "$(TRAINLET_EXEC)"}};
+}
 
 std::string MpiHostfile(const std::vector<PlacedNode>& nodes, uint32_t slots) {
   std::string out;

@@ -6,6 +6,13 @@
 // nodes through their trainlet agents rather than through sshd. The other nodes run nothing
 // until mpirun asks. The launcher authenticates with a key pair made for the attempt.
 //
+// MPICH and Intel MPI run the same way through their process manager, hydra (`mpirun.mpich`,
+// Intel's `mpirun`): the hostfile is in hydra's `host:N` form and hydra's rsh launcher is
+// trainlet-exec, so hydra starts its `hydra_pmi_proxy` on the other nodes through the agents. The
+// annotation trainlet.io/mpi-implementation (OpenMPI, the default; MPICH; Intel) chooses: Kubeflow
+// v2's CRD admits only OpenMPI in mlPolicy.mpi.mpiImplementation, and MPIJob v2beta1's
+// spec.mpiImplementation maps onto the same annotation (docs/runtimes.md, "mpi").
+//
 // A job converted from mpi-operator's v2beta1 MPIJob runs the same way: its Launcher's command on
 // node rank 0, its Workers as the placed nodes (slotsPerWorker slots each; the launcher's node is
 // worker 0, or an extra node with runLauncherAsWorker), with K_MPI_JOB_ROLE=launcher as
@@ -17,14 +24,43 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "common/status.h"
 #include "trainlet/runtime_plugin.h"
 
 namespace trainlet {
 
 std::unique_ptr<RuntimePlugin> MakeMpiRuntime();
+
+// The key that names the MPI implementation the launcher runs: "OpenMPI", "MPICH" or "Intel", as
+// MPIJob v2beta1 spells its spec.mpiImplementation (compared without case). Read from the
+// TrainJob's annotations, else from the runtime's labels (PlanRequest::labels); unset or empty:
+// OpenMPI. Whatever turns an MPIJob's spec.mpiImplementation into a plan sets this annotation.
+inline constexpr std::string_view kMpiImplementationAnnotation = "trainlet.io/mpi-implementation";
+
+enum class MpiImplementation { kOpenMpi, kMpich, kIntel };
+
+// The implementation `request` asks for (see kMpiImplementationAnnotation). An unknown name is
+// Invalid, naming the annotation or label; Layout refuses it, so the job fails before it starts.
+Result<MpiImplementation> ChooseMpiImplementation(const PlanRequest& request);
+
+// "OpenMPI", "MPICH", "Intel": the annotation's (and MPIJob's) spelling.
+std::string_view MpiImplementationName(MpiImplementation impl);
+
+// The launcher env for hydra (MPICH or Intel MPI), besides the TRAINLET_* ones: the hostfile
+// ($(TRAINLET_WORK_DIR)/hostfile, HydraHostfile's), the rsh launcher and trainlet-exec as its
+// executable. MPICH: HYDRA_HOST_FILE, HYDRA_LAUNCHER=rsh, HYDRA_LAUNCHER_EXEC. Intel:
+// I_MPI_HYDRA_HOST_FILE, I_MPI_HYDRA_BOOTSTRAP=rsh, I_MPI_HYDRA_BOOTSTRAP_EXEC and
+// I_MPI_PERHOST=`slots`, as mpi-operator sets them. `impl` must not be OpenMPI.
+std::vector<std::pair<std::string, std::string>> HydraLauncherEnv(MpiImplementation impl,
+                                                                  uint32_t slots);
+
+// hydra's hostfile (`<address>:N`, one line per node) for a placement. hydra splits lines at ':',
+// so a node with an IPv6 address is written by its host name (which must then resolve).
+std::string HydraHostfile(const std::vector<PlacedNode>& nodes, uint32_t slots);
 
 // MPI start-up settings the launcher gets unless the trainer env sets them (the trainer's value
 // wins): what a well-run cluster sets for its interconnect, chosen from what the placed nodes
@@ -52,7 +88,7 @@ std::vector<std::pair<std::string, std::string>> MpiTcpNetworkDefaults(const Pla
 // network would be cut off), or when the network would be wider than a /8.
 std::optional<std::string> AdvertisedNetwork(const std::vector<PlacedNode>& nodes);
 
-// The hostfile (`<address> slots=N`, one line per node) for a placement.
+// OpenMPI's hostfile (`<address> slots=N`, one line per node) for a placement.
 std::string MpiHostfile(const std::vector<PlacedNode>& nodes, uint32_t slots);
 
 }  // namespace trainlet

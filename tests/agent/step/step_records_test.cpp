@@ -135,6 +135,7 @@ TEST(StepLaunch, RoundTripAndEnv) {
   l.job = "job-a";
   l.attempt = 2;
   l.stop_grace_ms = 1500;
+  l.cgroup = "v1";
   l.base_env = {"PATH=/bin", "A=1", "A=2", "junk"};
   StepRank r;
   r.rank = 3;
@@ -150,6 +151,7 @@ TEST(StepLaunch, RoundTripAndEnv) {
   EXPECT_EQ(back->job, "job-a");
   EXPECT_EQ(back->attempt, 2u);
   EXPECT_EQ(back->stop_grace_ms, 1500u);
+  EXPECT_EQ(back->cgroup, "v1");
   ASSERT_EQ(back->ranks.size(), 1u);
   EXPECT_EQ(back->ranks[0].argv, r.argv);
   EXPECT_EQ(back->ranks[0].env, r.env);
@@ -176,6 +178,8 @@ TEST(StepLaunch, ErrorsNameTheField) {
       {"[1]", "not a JSON object"},
       {R"({"version":2})", "version"},
       {R"({"version":1,"attempt":1})", "job: missing"},
+      {R"({"version":1,"job":"j","attempt":1,"stop_grace_ms":5,"cgroup":"v3","base_env":[],"ranks":[]})",
+       "cgroup: 'v3' is not auto, v2, v1 or none"},
       {doc(ok_rank + ",5"), "ranks[1]: not an object"},
       {doc(R"({"rank":-1})"), "ranks[0].rank"},
       {doc(R"({"rank":0,"local_rank":0,"argv":"x"})"), "ranks[0].argv"},
@@ -193,7 +197,10 @@ TEST(StepLaunch, ErrorsNameTheField) {
     EXPECT_NE(r.status().message().find(c.field), std::string::npos)
         << c.text << " -> " << r.status().message();
   }
-  EXPECT_TRUE(DecodeLaunch(doc(ok_rank)).ok());
+  // Launch files written before the cgroup field mean "auto".
+  auto old = DecodeLaunch(doc(ok_rank));
+  ASSERT_TRUE(old.ok());
+  EXPECT_EQ(old->cgroup, "auto");
 }
 
 TEST(StepLaunch, FilesNameThePath) {

@@ -183,6 +183,20 @@ TEST(RealEnvTest, LockFileIsExclusiveUntilReleased) {
   EXPECT_TRUE(third.ok()) << third.status().message();
 }
 
+TEST(RealEnvTest, TouchMovesTheLockedFilesStamp) {
+  TempDir dir;
+  const std::string path = dir.File("agent.lock");
+  Result<std::unique_ptr<FileLock>> lock = RealEnv().LockFile(path);
+  ASSERT_TRUE(lock.ok()) << lock.status().message();
+  const timespec old_stamp{1000, 0};  // 1970: any Touch moves it forward
+  const timespec times[2] = {old_stamp, old_stamp};
+  ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+  ASSERT_TRUE((*lock)->Touch().ok());
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_GT(st.st_mtim.tv_sec, 1000);
+}
+
 TEST(RealEnvTest, LockFileWaitsOutABriefSharedHolder) {
   // What trainlet-step does to see whether the agent lives: LOCK_SH for a moment.
   TempDir dir;
