@@ -309,6 +309,16 @@ TEST(MPIJobEnv, LauncherHostfileAndImplementations) {
   Planned mpich = Plan(Fixture("mpi-operator/pi_pi-mpich.yaml"));
   ASSERT_EQ(mpich.plans.size(), 2u);
   EXPECT_EQ(Env(mpich.Rank(0)).at("K_MPI_JOB_ROLE"), "launcher");
+  EXPECT_THAT(Env(mpich.Rank(0)),
+              IsSupersetOf(EnvMap{{"HYDRA_HOST_FILE", "$(TRAINLET_WORK_DIR)/hostfile"},
+                                  {"HYDRA_LAUNCHER_EXEC", "$(TRAINLET_EXEC)"}}));
+  EXPECT_EQ(mpich.plans[0].files(0).content(), "10.0.0.1:1\n10.0.0.2:1\n");
+  Planned intel = Plan(Fixture("mpi-operator/pi_pi-intel.yaml"));
+  ASSERT_EQ(intel.plans.size(), 2u);
+  EXPECT_THAT(Env(intel.Rank(0)),
+              IsSupersetOf(EnvMap{{"I_MPI_HYDRA_HOST_FILE", "$(TRAINLET_WORK_DIR)/hostfile"},
+                                  {"I_MPI_PERHOST", "1"},
+                                  {"K_MPI_JOB_ROLE", "launcher"}}));
   EXPECT_THAT(Argv(mpich.Rank(0)), ElementsAre("mpirun", "-n", "2", "/home/mpiuser/pi"));
 }
 
