@@ -2,12 +2,38 @@
 
 namespace trainlet::coordinator {
 
+namespace {
+
+// Apply's answer for a TrainJob whose name is taken: unchanged, or a suspend flip.
+Status CompareHeld(const JobEntry& existing, const trainjob::TrainJob& spec,
+                   const std::string& source, int64_t now_ms, ApplyTransaction& tx) {
+  TRAINLET_ASSIGN_OR_RETURN(
+      auto flip, CompareWithStored(existing.record, existing.spec.suspend, spec, source, now_ms));
+  if (flip) {
+    tx.flips.push_back(std::move(*flip));
+  } else {
+    tx.result.add_unchanged("trainjob/" + spec.name);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<ApplyTransaction> ApplyTransaction::Prepare(const std::string& yaml,
                                                    const std::string& source, int64_t now_ms,
                                                    const RuntimeCatalog& runtimes,
                                                    const HeldJob& held,
                                                    const JobEntryOptions& options) {
-  auto parsed = trainjob::ParseDocuments(yaml);
+  // A TrainJob applied again is laid over the stored one, as kubectl applies: what it leaves out
+  // is no change (trainjob_model.h, ParseDocuments).
+  const trainjob::StoredDocument stored =
+      [&](std::string_view kind, const std::string&,
+          const std::string& name) -> std::optional<std::string> {
+    const JobEntry* existing = kind == "TrainJob" ? held(name) : nullptr;
+    if (existing == nullptr) return std::nullopt;
+    return existing->record.spec_yaml;
+  };
+  auto parsed = trainjob::ParseDocuments(yaml, stored);
   if (!parsed.ok()) {
     return InvalidError((source.empty() ? "" : source + ": ") + parsed.status().message());
   }
@@ -18,20 +44,32 @@ Result<ApplyTransaction> ApplyTransaction::Prepare(const std::string& yaml,
   tx.staged = RuntimeCatalog::StageRuntimes(parsed->runtimes);
   for (const auto& spec : parsed->jobs) {
     if (const JobEntry* existing = held(spec.name); existing != nullptr) {
-      TRAINLET_ASSIGN_OR_RETURN(
-          auto flip,
-          CompareWithStored(existing->record, existing->spec.suspend, spec, source, now_ms));
-      if (flip) {
-        tx.flips.push_back(std::move(*flip));
-      } else {
-        tx.result.add_unchanged("trainjob/" + spec.name);
-      }
+      TRAINLET_RETURN_IF_ERROR(CompareHeld(*existing, spec, source, now_ms, tx));
       continue;
     }
     TRAINLET_ASSIGN_OR_RETURN(const trainjob::TrainingRuntime* rt,
                               runtimes.Resolve(tx.staged, spec.name, spec.runtime_ref));
     TRAINLET_ASSIGN_OR_RETURN(auto job,
                               NewJobEntry(spec, *rt, options, source, now_ms, tx.warnings));
+    tx.new_jobs.push_back(std::move(job));
+  }
+  // Training Operator jobs, each with the runtime made for it (not a catalog runtime: it is
+  // stored with the job). The job keeps the kind it was applied as, and its notes.
+  for (const auto& converted : parsed->converted) {
+    const trainjob::TrainJob& spec = converted.job;
+    if (const JobEntry* existing = held(spec.name); existing != nullptr) {
+      TRAINLET_RETURN_IF_ERROR(CompareHeld(*existing, spec, source, now_ms, tx));
+      continue;
+    }
+    TRAINLET_ASSIGN_OR_RETURN(
+        auto job, NewJobEntry(spec, converted.runtime, options, source, now_ms, tx.warnings));
+    v1::JobStatus& st = job->record.status;
+    st.set_source_kind(converted.kind);
+    st.set_source_api_version(converted.api_version);
+    const std::string label = converted.kind + "/" + spec.name + ":";
+    for (const auto& w : tx.warnings) {
+      if (w.rfind(label, 0) == 0) st.add_notes(w);
+    }
     tx.new_jobs.push_back(std::move(job));
   }
   return tx;

@@ -2,8 +2,11 @@
 //
 // Prepare parses the file, stages its runtimes (visible to its own jobs), and sorts its TrainJobs
 // against the jobs already held: a new one becomes a JobEntry (job_entry.h), one held already is
-// unchanged or flips spec.suspend (lifecycle_rules.h), anything else about it is refused. Store
-// writes all of it in one store transaction. Nothing here changes JobController's memory: it
+// unchanged or flips spec.suspend (lifecycle_rules.h), anything else about it is refused. A
+// TrainJob applied again is first laid over the stored document, as kubectl applies, so fields it
+// leaves out are no change. A Training Operator job (PyTorchJob, ..., MPIJob) comes converted
+// (common/trainjob/v1_conversion.h) with a runtime of its own, and its JobStatus keeps the kind.
+// Store writes all of it in one store transaction. Nothing here changes JobController's memory: it
 // commits the parts once Store succeeded (flips, runtimes, new jobs), so a refused file leaves
 // everything as it was.
 //

@@ -33,7 +33,23 @@ Result<std::unique_ptr<CoordinatorClient>> Open(const CommonFlags& f) {
   return CoordinatorClient::Connect(config);
 }
 
+// The Training Operator kind a resource name means ("pytorchjobs", "PyTorchJob",
+// "pytorchjobs.kubeflow.org" -> "PyTorchJob"), or "" for any other. Such jobs are TrainJobs that
+// keep the kind they were applied as (JobStatus.source_kind).
+std::string SourceKindOf(std::string resource) {
+  if (auto slash = resource.find('/'); slash != std::string::npos) resource.resize(slash);
+  if (auto dot = resource.find('.'); dot != std::string::npos) resource.resize(dot);
+  std::transform(resource.begin(), resource.end(), resource.begin(), ::tolower);
+  for (const char* kind : {"PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MPIJob"}) {
+    std::string lower = kind;
+    std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+    if (resource == lower || resource == lower + "s") return kind;
+  }
+  return "";
+}
+
 // "trainjobs", "trainjob", "tj", "trainjob.trainer.kubeflow.org" -> "trainjob"; same for nodes.
+// The Training Operator kinds ("pytorchjobs", ...) are trainjobs too.
 std::string NormalizeKind(std::string kind, std::string& name) {
   if (auto slash = kind.find('/'); slash != std::string::npos && name.empty()) {
     name = kind.substr(slash + 1);
@@ -42,6 +58,7 @@ std::string NormalizeKind(std::string kind, std::string& name) {
   std::transform(kind.begin(), kind.end(), kind.begin(), ::tolower);
   if (auto dot = kind.find('.'); dot != std::string::npos) kind = kind.substr(0, dot);
   if (kind == "trainjobs" || kind == "trainjob" || kind == "tj") return "trainjob";
+  if (!SourceKindOf(kind).empty()) return "trainjob";
   if (kind == "nodes" || kind == "node" || kind == "no") return "node";
   return "";
 }
@@ -69,7 +86,9 @@ int CmdGet(const CommonFlags& f, const std::string& kind_arg, const std::string&
   std::string name = name_arg;
   const std::string kind = NormalizeKind(kind_arg, name);
   if (kind.empty())
-    return Error("unknown resource type \"" + kind_arg + "\"; use nodes or trainjobs");
+    return Error("unknown resource type \"" + kind_arg +
+                 "\"; use nodes, trainjobs, or a Training Operator kind (pytorchjobs, tfjobs, "
+                 "xgboostjobs, paddlejobs, jaxjobs, mpijobs)");
   auto format = ParseOutputFormat(f.output);
   if (!format.ok()) return Error(format.status());
   auto client = Open(f);
@@ -98,11 +117,29 @@ int CmdGet(const CommonFlags& f, const std::string& kind_arg, const std::string&
     }
     std::cout << RenderNodes(nodes, *format, NowUnixMs());
   } else {
-    if (resp->jobs().jobs_size() == 0 && *format == OutputFormat::kTable) {
-      std::cerr << "No trainjobs found.\n";
+    v1::JobList jobs = resp->jobs();
+    // `get pytorchjobs` lists the jobs applied as PyTorchJobs, under their own kind.
+    const std::string source_kind = SourceKindOf(kind_arg);
+    if (!source_kind.empty()) {
+      v1::JobList of_kind;
+      for (const auto& j : jobs.jobs()) {
+        if (j.source_kind() == source_kind) *of_kind.add_jobs() = j;
+      }
+      if (!name.empty() && of_kind.jobs_size() == 0 && jobs.jobs_size() > 0) {
+        return Error(source_kind + "/" + name + " not found (trainjob/" + name + " is a " +
+                     (jobs.jobs(0).source_kind().empty() ? std::string("TrainJob")
+                                                         : jobs.jobs(0).source_kind()) +
+                     ")");
+      }
+      jobs = std::move(of_kind);
+    }
+    if (jobs.jobs_size() == 0 && *format == OutputFormat::kTable) {
+      std::string lower = source_kind.empty() ? "trainjob" : source_kind;
+      std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+      std::cerr << "No " << lower << "s found.\n";
       return 0;
     }
-    std::cout << RenderJobs(resp->jobs(), *format, NowUnixMs());
+    std::cout << RenderJobs(jobs, *format, NowUnixMs());
   }
   return 0;
 }

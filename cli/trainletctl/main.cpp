@@ -29,7 +29,10 @@ void AddGetCommand(CLI::App& app, CommonFlags& common, int& rc) {
     std::string kind, name;
   };
   auto a = std::make_shared<Args>();
-  get->add_option("kind", a->kind, "nodes | trainjobs (or trainjob/NAME)")->required();
+  get->add_option("kind", a->kind,
+                  "nodes | trainjobs (or trainjob/NAME) | pytorchjobs, tfjobs, xgboostjobs, "
+                  "paddlejobs, jaxjobs, mpijobs")
+      ->required();
   get->add_option("name", a->name, "Only this one");
   get->add_option("-o,--output", common.output, "json | yaml | wide | name");
   get->callback([&common, &rc, a] { rc = CmdGet(common, a->kind, a->name); });

@@ -168,6 +168,11 @@ std::string DescribeJob(const v1::JobStatus& j, int64_t now_ms) {
     o << k << ":" << std::string(k.size() < 14 ? 14 - k.size() : 1, ' ') << v << "\n";
   };
   field("Name", j.name());
+  if (!j.source_kind().empty()) {
+    // A Training Operator job: what it was applied as, and what it became.
+    field("Kind",
+          j.source_kind() + " (" + j.source_api_version() + "), run as TrainJob " + j.name());
+  }
   field("Runtime", j.runtime() + " (plugin " + j.plugin() + ")");
   field("Phase", j.deleting() ? PhaseText(j) + " (Terminating)" : PhaseText(j));
   if (!j.reason().empty()) field("Reason", j.reason());

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
@@ -542,18 +544,18 @@ Result<std::unique_ptr<CrdSchema>> CrdSchema::Compile(std::string_view json) {
 }
 
 const CrdSchema* CrdSchema::ForKind(std::string_view kind) {
-  // Block-scope statics: each schema is compiled on first use only, and thread-safely.
-  if (kind == "TrainJob") {
-    static const std::unique_ptr<CrdSchema> schema = CompileEmbedded(kind);
-    return schema.get();
-  }
-  if (kind == "TrainingRuntime") {
-    static const std::unique_ptr<CrdSchema> schema = CompileEmbedded(kind);
-    return schema.get();
-  }
-  if (kind == "ClusterTrainingRuntime") {
-    static const std::unique_ptr<CrdSchema> schema = CompileEmbedded(kind);
-    return schema.get();
+  // One compiled schema per kind, each compiled on first use only, and thread-safely (a
+  // block-scope static per kind).
+  static constexpr std::string_view kKinds[] = {
+      "TrainJob",   "TrainingRuntime", "ClusterTrainingRuntime",
+      "PyTorchJob", "TFJob",           "XGBoostJob",
+      "PaddleJob",  "JAXJob",          "MPIJob"};
+  static std::unique_ptr<CrdSchema> compiled[std::size(kKinds)];
+  static std::once_flag once[std::size(kKinds)];
+  for (size_t i = 0; i < std::size(kKinds); ++i) {
+    if (kind != kKinds[i]) continue;
+    std::call_once(once[i], [i] { compiled[i] = CompileEmbedded(kKinds[i]); });
+    return compiled[i].get();
   }
   return nullptr;
 }

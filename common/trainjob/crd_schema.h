@@ -48,8 +48,9 @@ class CrdSchema {
   static Result<std::unique_ptr<CrdSchema>> Compile(std::string_view json);
 
   // The schema embedded in the binary for `kind` ("TrainJob", "TrainingRuntime",
-  // "ClusterTrainingRuntime"), compiled once on first use; nullptr for any other kind.
-  // Thread-safe. An embedded schema that fails to compile is a build bug and aborts.
+  // "ClusterTrainingRuntime", and the v1 job kinds of EmbeddedCrdSchemaJson), compiled once on
+  // first use; nullptr for any other kind. Thread-safe. An embedded schema that fails to compile is
+  // a build bug and aborts.
   static const CrdSchema* ForKind(std::string_view kind);
 
   // Checks `doc` (the whole object, apiVersion and kind included). Top-level keys named in

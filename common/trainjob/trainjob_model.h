@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -114,19 +115,37 @@ struct TrainJob {
   std::string yaml;  // this document, re-emitted as YAML (comments are not kept)
 };
 
+// A Training Operator job (kubeflow.org/v1 PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob, or
+// mpi-operator's kubeflow.org/v2beta1 MPIJob) converted into a TrainJob and the runtime made for
+// it alone (v1_conversion.h). The runtime is not a catalog runtime: it is stored with the job.
+struct ConvertedJob {
+  std::string kind;         // "PyTorchJob", ...
+  std::string api_version;  // "kubeflow.org/v1", "kubeflow.org/v2beta1"
+  std::string source_yaml;  // the document as applied, re-emitted
+  TrainJob job;
+  TrainingRuntime runtime;
+};
+
 struct ParsedFile {
   std::vector<TrainJob> jobs;
   std::vector<TrainingRuntime> runtimes;
+  std::vector<ConvertedJob> converted;  // v1 jobs, in file order
   // Fields trainlet ignores, each naming its document and path, e.g.
   // "TrainJob/runtime-patches-example: spec.runtimePatches: ignored (pod customisation has no
   // effect on bare metal)".
   std::vector<std::string> warnings;
 };
 
+// The document already stored for an object applied again ("TrainJob", namespace, name), or
+// nullopt when there is none. See ParseDocuments.
+using StoredDocument = std::function<std::optional<std::string>(
+    std::string_view kind, const std::string& namespace_, const std::string& name)>;
+
 // Parses one or more YAML documents separated by `---` (empty and comment-only documents are
 // skipped). Each document must be a TrainJob, TrainingRuntime or ClusterTrainingRuntime of
-// apiVersion trainer.kubeflow.org/v1alpha1 and valid under its CRD schema. Any invalid document
-// fails the whole call: nothing is half-accepted. Errors (kInvalid) name the document, as
+// apiVersion trainer.kubeflow.org/v1alpha1, or a Training Operator job of a kind and apiVersion
+// of v1_job.h (converted, into ParsedFile::converted), and valid under its CRD schema. Any invalid
+// document fails the whole call: nothing is half-accepted. Errors (kInvalid) name the document, as
 // "<Kind>/<name>" or "document N", and the field path:
 //   "TrainJob/hello: spec.trainer.numNodes: must be an integer, got \"three\""
 //   "document 1: line 4, column 3: YAML syntax error: ..."
@@ -137,7 +156,14 @@ struct ParsedFile {
 // DNS-1123 subdomain (dots allowed, at most 253), as Kubeflow's own runtime names need.
 // Inputs over 4 MiB, nested deeper than 64 levels or with aliases expanding past a million nodes
 // are refused.
-Result<ParsedFile> ParseDocuments(std::string_view yaml_text);
+//
+// With `stored`, a TrainJob that `stored` knows is applied as kubectl applies it: the document is
+// laid over the stored one (maps merge key by key, anything else is replaced, a null removes the
+// key; MergeApplied in apply_merge.h) before it is checked, so fields it leaves out keep their
+// stored values and are not changes. Kubeflow's lifecycle guide suspends a job that way, with a
+// document of only the identifying fields and spec.suspend. spec.suspend itself is the applied
+// document's (absent: false), so re-applying the original file resumes the job.
+Result<ParsedFile> ParseDocuments(std::string_view yaml_text, const StoredDocument& stored = {});
 
 // What a job runs, once the TrainJob's trainer is laid over its runtime.
 struct ResolvedTrainer {

@@ -1,6 +1,7 @@
 #include "plugins/runtime/jax/jax_runtime.h"
 
 #include "plugins/runtime/builtin_runtime.h"
+#include "plugins/runtime/jax/jaxjob_env.h"
 #include "plugins/runtime/worker_env.h"
 
 namespace trainlet {
@@ -13,6 +14,10 @@ class JaxRuntime final : public BuiltinRuntime {
   std::string_view name() const override { return "jax"; }
 
   std::string LaunchMode(const PlanRequest& request) const override {
+    if (auto c = ContractOf(request, trainjob::V1Kind::kJAXJob); c.ok() && c->has_value()) {
+      return "JAXJob: one process per replica with the Training Operator's "
+             "COORDINATOR_ADDRESS/COORDINATOR_PORT/NUM_PROCESSES/PROCESS_ID env";
+    }
     return "processes started by the agents with JAX_COORDINATOR_ADDRESS/JAX_NUM_PROCESSES/"
            "JAX_PROCESS_ID (process 0 on " +
            (request.nodes.empty() ? std::string("node rank 0") : request.nodes[0].name) + ")";
@@ -28,6 +33,8 @@ class JaxRuntime final : public BuiltinRuntime {
 
   Result<AttemptLayout> LayOut(const PlanRequest& request) const override {
     if (request.argv.empty()) return InvalidError("spec.trainer.command: no command to run");
+    TRAINLET_ASSIGN_OR_RETURN(auto contract, ContractOf(request, trainjob::V1Kind::kJAXJob));
+    if (contract) return LayOutReplicas(request, *contract, JAXJobPorts(*contract));
     if (request.nodes.empty()) return InvalidError("jax plan: no nodes placed");
     TRAINLET_ASSIGN_OR_RETURN(const uint32_t per_node,
                               CountProcs(request.num_proc_per_node, nullptr));
@@ -38,6 +45,8 @@ class JaxRuntime final : public BuiltinRuntime {
 
   Result<std::vector<v1::LaunchPlan>> MakePlans(const PlanRequest& request,
                                                 const AttemptLayout& layout) const override {
+    TRAINLET_ASSIGN_OR_RETURN(auto contract, ContractOf(request, trainjob::V1Kind::kJAXJob));
+    if (contract) return MakeReplicaPlans(request, *contract, layout, &JAXJobEnv);
     TRAINLET_ASSIGN_OR_RETURN(const uint32_t port,
                               ReservedPort(request, 0, 0, "JAX_COORDINATOR_ADDRESS"));
     const std::string coordinator = HostPort(request.nodes[0].address, port);

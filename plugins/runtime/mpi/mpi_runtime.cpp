@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "plugins/runtime/builtin_runtime.h"
+#include "plugins/runtime/v1_replica_plans.h"
 #include "plugins/runtime/worker_env.h"
 
 namespace trainlet {
@@ -100,6 +101,7 @@ class MpiRuntime final : public BuiltinRuntime {
     if (request.argv.empty()) return InvalidError("spec.trainer.command: no command to run");
     TRAINLET_RETURN_IF_ERROR(CountProcs(request.num_proc_per_node, nullptr).status());
     TRAINLET_RETURN_IF_ERROR(ChooseMpiImplementation(request).status());
+    TRAINLET_RETURN_IF_ERROR(ContractOf(request, trainjob::V1Kind::kMPIJob).status());
     if (request.nodes.empty()) return InvalidError("mpi plan: no nodes placed");
     AttemptLayout layout;
     layout.nodes.resize(request.nodes.size());
@@ -132,6 +134,10 @@ class MpiRuntime final : public BuiltinRuntime {
     } else {
       AddOpenMpiEnv(request, slots, env);
     }
+    // A converted MPIJob: the role mpi-operator gives its launcher (the hostfile variables are the
+    // ones above; mpiImplementation comes as the trainlet.io/mpi-implementation annotation).
+    TRAINLET_ASSIGN_OR_RETURN(auto contract, ContractOf(request, trainjob::V1Kind::kMPIJob));
+    if (contract) env["K_MPI_JOB_ROLE"] = "launcher";
     return plans;
   }
 };

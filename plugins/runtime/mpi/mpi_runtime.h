@@ -12,6 +12,13 @@
 // annotation trainlet.io/mpi-implementation (OpenMPI, the default; MPICH; Intel) chooses: Kubeflow
 // v2's CRD admits only OpenMPI in mlPolicy.mpi.mpiImplementation, and MPIJob v2beta1's
 // spec.mpiImplementation maps onto the same annotation (docs/runtimes.md, "mpi").
+//
+// A job converted from mpi-operator's v2beta1 MPIJob runs the same way: its Launcher's command on
+// node rank 0, its Workers as the placed nodes (slotsPerWorker slots each; the launcher's node is
+// worker 0, or an extra node with runLauncherAsWorker), with K_MPI_JOB_ROLE=launcher as
+// mpi-operator gives it; its mpiImplementation is the trainlet.io/mpi-implementation annotation.
+// launcherCreationPolicy WaitForWorkersReady needs no wait: the workers run nothing until mpirun
+// starts them through their agents.
 #pragma once
 
 #include <memory>

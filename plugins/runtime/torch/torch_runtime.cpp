@@ -4,6 +4,7 @@
 #include <regex>
 
 #include "plugins/runtime/builtin_runtime.h"
+#include "plugins/runtime/torch/pytorchjob_env.h"
 #include "plugins/runtime/worker_env.h"
 
 namespace trainlet {
@@ -21,6 +22,10 @@ class TorchRuntime final : public BuiltinRuntime {
   std::string_view name() const override { return "torch"; }
 
   std::string LaunchMode(const PlanRequest& request) const override {
+    if (auto c = ContractOf(request, trainjob::V1Kind::kPyTorchJob); c.ok() && c->has_value()) {
+      return "PyTorchJob: one process per replica, each with its own command and the Training "
+             "Operator's MASTER_ADDR/MASTER_PORT/WORLD_SIZE/RANK/PET_* env";
+    }
     if (IsTorchLauncher(request.argv)) {
       return "torchrun: one " + std::string(BaseName(request.argv[0])) +
              " per node, given PET_NNODES/PET_NPROC_PER_NODE/PET_NODE_RANK/PET_MASTER_*; it "
@@ -44,6 +49,8 @@ class TorchRuntime final : public BuiltinRuntime {
   Result<AttemptLayout> LayOut(const PlanRequest& request) const override {
     if (request.argv.empty()) return InvalidError("spec.trainer.command: no command to run");
     if (request.nodes.empty()) return InvalidError("torch plan: no nodes placed");
+    TRAINLET_ASSIGN_OR_RETURN(auto contract, ContractOf(request, trainjob::V1Kind::kPyTorchJob));
+    if (contract) return LayOutReplicas(request, *contract, PyTorchJobPorts(*contract));
     TRAINLET_ASSIGN_OR_RETURN(std::vector<uint32_t> procs, ProcsOfNodes(request, kProcsField));
     if (IsTorchLauncher(request.argv)) std::fill(procs.begin(), procs.end(), 1u);
     AttemptLayout layout = RanksInNodeOrder(procs);
@@ -53,6 +60,8 @@ class TorchRuntime final : public BuiltinRuntime {
 
   Result<std::vector<v1::LaunchPlan>> MakePlans(const PlanRequest& request,
                                                 const AttemptLayout& layout) const override {
+    TRAINLET_ASSIGN_OR_RETURN(auto contract, ContractOf(request, trainjob::V1Kind::kPyTorchJob));
+    if (contract) return MakeReplicaPlans(request, *contract, layout, &PyTorchJobEnv);
     TRAINLET_ASSIGN_OR_RETURN(const std::vector<uint32_t> procs,
                               ProcsOfNodes(request, kProcsField));
     TRAINLET_ASSIGN_OR_RETURN(const uint32_t master_port,

@@ -8,6 +8,9 @@
 //   would have given it (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,
 //   MASTER_PORT, ...), so no torchrun is needed; a failed rank restarts the whole gang.
 //
+// A job converted from a kubeflow.org/v1 PyTorchJob (its TrainJob carries the V1JobContract) runs
+// one process per replica instead, with the Training Operator's env (pytorchjob_env.h).
+//
 // MASTER_PORT is a port the agent of node rank 0 reserved for the attempt (the layout asks for
 // one there); Render fails (Invalid) while it is missing. docs/runtimes.md has the rules.
 #pragma once

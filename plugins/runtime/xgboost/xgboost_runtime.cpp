@@ -2,6 +2,7 @@
 
 #include "plugins/runtime/builtin_runtime.h"
 #include "plugins/runtime/worker_env.h"
+#include "plugins/runtime/xgboost/xgboostjob_env.h"
 
 namespace trainlet {
 namespace {
@@ -16,6 +17,10 @@ class XgboostRuntime final : public BuiltinRuntime {
   }
 
   std::string LaunchMode(const PlanRequest& request) const override {
+    if (auto c = ContractOf(request, trainjob::V1Kind::kXGBoostJob); c.ok() && c->has_value()) {
+      return "XGBoostJob: one process per replica, the Master (rank 0) first, with the Training "
+             "Operator's MASTER_ADDR/MASTER_PORT/WORLD_SIZE/RANK/WORKER_* env";
+    }
     return "workers started by the agents with DMLC_TRACKER_URI/PORT, DMLC_TASK_ID, "
            "DMLC_NUM_WORKER (task 0 on " +
            (request.nodes.empty() ? std::string("node rank 0") : request.nodes[0].name) +
@@ -34,6 +39,8 @@ class XgboostRuntime final : public BuiltinRuntime {
 
   Result<AttemptLayout> LayOut(const PlanRequest& request) const override {
     if (request.argv.empty()) return InvalidError("spec.trainer.command: no command to run");
+    TRAINLET_ASSIGN_OR_RETURN(auto contract, ContractOf(request, trainjob::V1Kind::kXGBoostJob));
+    if (contract) return LayOutReplicas(request, *contract, XGBoostJobPorts(*contract));
     if (request.nodes.empty()) return InvalidError("xgboost plan: no nodes placed");
     TRAINLET_RETURN_IF_ERROR(CheckReservedEnv(request, "xgboost", ReservedEnv()));
     std::vector<uint32_t> procs(request.nodes.size());
@@ -48,6 +55,8 @@ class XgboostRuntime final : public BuiltinRuntime {
 
   Result<std::vector<v1::LaunchPlan>> MakePlans(const PlanRequest& request,
                                                 const AttemptLayout& layout) const override {
+    TRAINLET_ASSIGN_OR_RETURN(auto contract, ContractOf(request, trainjob::V1Kind::kXGBoostJob));
+    if (contract) return MakeReplicaPlans(request, *contract, layout, &XGBoostJobEnv);
     TRAINLET_ASSIGN_OR_RETURN(const uint32_t port,
                               ReservedPort(request, 0, 0, "DMLC_TRACKER_PORT"));
     const uint32_t world = WorldSize(layout);
