@@ -24,6 +24,7 @@
 #include "common/platform/process_control.h"
 #include "common/platform/process_info.h"
 #include "common/platform/signal_watch.h"
+#include "common/pmix/pmix_job_map.h"
 
 namespace trainlet::step {
 namespace {
@@ -89,12 +90,12 @@ class Step {
   }
 
   static Result<pid_t> Spawn(agent::ProcessSpawner& spawner, const StepRank& r,
-                             std::vector<std::string> envp, int log_fd) {
+                             std::vector<std::string> envp, int log_fd, int stdout_fd = -1) {
     agent::ProcessSpawner::Request request;
     request.argv = r.argv;
     request.envp = std::move(envp);
     request.cwd = r.cwd;
-    request.stdout_fd = log_fd;
+    request.stdout_fd = stdout_fd >= 0 ? stdout_fd : log_fd;
     if (r.stderr_path.empty()) {
       request.stderr_fd = log_fd;
     } else {
@@ -150,6 +151,10 @@ class Step {
   // double-forked child, one that cleared its env) goes too, before the step reports itself done,
   // so that a deleted job runs nothing afterwards.
   void EndStrays() {
+    if (pmix_server_ > 0) {
+      kill(-pmix_server_, SIGKILL);
+      pmix_server_ = -1;
+    }
     if (cgroup_) {
       if (Status st = cgroup_->Kill(); !st.ok())
         Say(dir_, "killing the ranks' cgroup: " + st.message());
@@ -172,6 +177,8 @@ class Step {
     const size_t n = launch_.ranks.size();
     auto spawner = agent::MakePosixProcessSpawner();
     const bool in_cgroup = EnterCgroup();
+    // MPI ranks started directly get their node's PMIx server first, and its env on top of theirs.
+    const Status pmix = StartPmixServer(*spawner);
     std::vector<StepRecord> records(n);
     std::string last_parent;
     for (size_t i = 0; i < n; ++i) {
@@ -182,7 +189,8 @@ class Step {
       const std::string parent = r.log_path.substr(0, r.log_path.rfind('/') + 1);
       Result<int> log = agent::OpenWorkerLog(r.log_path, parent != last_parent);
       if (log.ok()) last_parent = parent;
-      Result<pid_t> pid = log.ok()
+      Result<pid_t> pid = !pmix.ok() ? Result<pid_t>(pmix)
+                          : log.ok()
                               ? Spawn(*spawner, r, BuildWorkerEnv(launch_.base_env, r.env), *log)
                               : Result<pid_t>(log.status());
       if (log.ok()) close(*log);
@@ -205,6 +213,69 @@ class Step {
       batch += EncodeRecord(rec);
     }
     Append(batch, false);
+  }
+
+  // When the ranks are MPI ranks started directly (their env names a PMIx job map), starts
+  // trainlet-pmix from this binary's directory, with the first rank's env, its stderr in that
+  // rank's log and its stdout a pipe, and reads the rank env stream (common/pmix/pmix_job_map.h)
+  // into each rank's env. An error is every rank's start failure: the attempt fails with it.
+  // The server is not a rank: it is killed when the ranks are gone (EndStrays), and its exit is
+  // reaped like an orphan's.
+  Status StartPmixServer(agent::ProcessSpawner& spawner) {
+    if (launch_.ranks.empty() || !launch_.ranks[0].env.contains(pmix::kJobMapEnv))
+      return Status::Ok();
+    const StepRank& first = launch_.ranks[0];
+#ifdef __linux__
+    char self[4096];
+    const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+#else
+    const char self[] = "";
+    const ssize_t len = 0;  // libpmix direct launch is built for Linux only
+#endif
+    if (len <= 0) return InternalError("PMIx server: cannot find trainlet-step's own path");
+    std::string path(self, static_cast<size_t>(len));
+    path = path.substr(0, path.rfind('/') + 1) + "trainlet-pmix";
+    int out[2];
+    if (pipe(out) != 0)
+      return InternalError(std::string("PMIx server: pipe: ") + std::strerror(errno));
+    fcntl(out[0], F_SETFD, FD_CLOEXEC);  // the ranks must not hold either end
+    fcntl(out[1], F_SETFD, FD_CLOEXEC);
+    Result<int> log = agent::OpenWorkerLog(first.log_path, true);
+    StepRank server;
+    server.argv = {path};
+    server.cwd = first.cwd;
+    Result<pid_t> pid =
+        log.ok() ? Spawn(spawner, server, BuildWorkerEnv(launch_.base_env, first.env), *log, out[1])
+                 : Result<pid_t>(log.status());
+    if (log.ok()) close(*log);
+    close(out[1]);
+    if (!pid.ok()) {
+      close(out[0]);
+      return InternalError("PMIx server: " + pid.status().message());
+    }
+    pmix_server_ = *pid;
+    std::string text;
+    const auto deadline = Clock::now() + std::chrono::seconds(kPmixStartSeconds);
+    while (text.find("ready\n") == std::string::npos && text.find("error ") == std::string::npos) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+      pollfd p{out[0], POLLIN, 0};
+      if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) == 0) break;
+      char buf[8192];
+      const ssize_t got = read(out[0], buf, sizeof buf);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;
+      text.append(buf, static_cast<size_t>(got));
+    }
+    close(out[0]);
+    auto envs = pmix::ParseRankEnvStream(text);
+    if (!envs.ok()) {
+      kill(pmix_server_, SIGKILL);
+      return InternalError("PMIx server did not start: " + envs.status().message());
+    }
+    for (StepRank& r : launch_.ranks) {
+      for (auto& [key, value] : (*envs)[r.rank]) r.env[key] = value;
+    }
+    return Status::Ok();
   }
 
   // The agent waits for this line before it reads the S and F records.
@@ -354,6 +425,9 @@ class Step {
   }
 
   static constexpr int kAgentCheckMs = 200;
+  // How long the PMIx server may take to hand over the ranks' env (it registers the namespace
+  // and one client per local rank; well under a second).
+  static constexpr int kPmixStartSeconds = 30;
 
   // Constant after construction.
   const std::string dir_;
@@ -368,6 +442,7 @@ class Step {
   std::optional<Clock::time_point> agent_gone_since_;
   std::map<pid_t, Rank> live_;                       // rank leaders not yet reaped
   std::unique_ptr<platform::ProcessCgroup> cgroup_;  // the ranks' cgroup; null when none
+  pid_t pmix_server_ = -1;  // trainlet-pmix (leads its own group), or -1 when none runs
 };
 
 }  // namespace

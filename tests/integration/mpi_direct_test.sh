@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# MPI by direct launch (docs/runtimes.md, "mpi", direct launch): real OpenMPI 4.1 ranks started by
+# trainlet itself, each node's MPI_Init served by trainlet-pmix; no mpirun, orted or trainlet-exec
+# runs at any moment (an own-process sampler checks every 50 ms). Then the failures: MPI_Abort by
+# a rank, and a rank killed inside MPI_Init, each fail the attempt promptly and leave nothing.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/netns_lib.sh"
+[ -x "$TRAINLET_BIN/mpi-allreduce" ] || fail "mpi-allreduce was not built (libopenmpi-dev missing?)"
+[ -x "$TRAINLET_BIN/trainlet-pmix" ] || fail "trainlet-pmix was not built (libpmix-dev missing?)"
+
+start_netns_cluster 3
+log "cluster up in $NETNS_MODE mode"
+
+# The sampler: every 50 ms, any mpirun, orted or trainlet-exec this cluster started is a violation.
+( while :; do
+    for p in $(own_pgrep -x mpirun) $(own_pgrep -x orted) $(own_pgrep -x orterun) $(own_pgrep -x trainlet-exec); do
+      echo "$(date +%s%N) $(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null)" >> "$WORK/launchers"
+    done
+    sleep 0.05
+  done ) &
+LAUNCHER_SAMPLER=$!
+EXTRA_PIDS+=("$LAUNCHER_SAMPLER")
+
+# direct_job NAME NODES RUNTIME EXTRA_ENV_YAML COMMAND...: NODES x 2 ranks of COMMAND itself.
+direct_job() {
+  local name=$1 nodes=$2 runtime=$3 extra_env=$4; shift 4
+  local file="$WORK/$name.yaml"
+  {
+    printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: %s\n' "$name"
+    [ "$runtime" = mpi-distributed ] && printf '  annotations:\n    trainlet.io/mpi-launch: direct\n'
+    printf 'spec:\n  runtimeRef:\n    name: %s\n  trainer:\n    numNodes: %s\n    numProcPerNode: 2\n' "$runtime" "$nodes"
+    [ "$NETNS_MODE" = loopback ] && extra_env=$(printf '      - {name: OMPI_MCA_btl, value: "self,tcp"}\n%s' "$extra_env")
+    [ -n "$extra_env" ] && printf '    env:\n%s\n' "$extra_env"
+    printf '    command:\n'
+    for a in "$@"; do printf '      - "%s"\n' "$a"; done
+  } > "$file"
+  echo "$file"
+}
+
+check_sum() {  # check_sum JOB RANKS
+  local out ok want=$(( $2 * ($2 + 1) / 2 ))
+  out=$("$CTL" logs "$1")
+  ok=$(grep -c "allreduce sum $want (expected $want) OK" <<<"$out" || true)
+  [ "$ok" = "$2" ] || fail "$1: expected $2 ranks with sum $want, got: $out"
+}
+
+no_process_left() {  # no_process_left JOB
+  [ -z "$(job_pids "$1")" ] && [ -z "$(own_pgrep -x trainlet-pmix)" ]
+}
+
+# 1. One node, two ranks: the allreduce example, by annotation on mpi-distributed.
+"$CTL" apply -f "$(direct_job single 1 mpi-distributed "" "$TRAINLET_BIN/mpi-allreduce")" >/dev/null
+"$CTL" wait trainjob/single --for=condition=Complete --timeout=60s || fail "single did not complete: $("$CTL" describe trainjob single) $("$CTL" logs single)"
+check_sum single 2
+"$CTL" describe trainjob single | grep -q "ranks started directly, PMIx" || fail "describe must say how it launched: $("$CTL" describe trainjob single)"
+log "1 x 2 direct launch: both ranks see the right sum"
+
+# 2. Three hosts x two ranks on the shipped mpi-direct runtime, with btl verbose to show vader
+# (shared memory) inside a host and tcp between hosts.
+"$CTL" apply -f "$(direct_job three 3 mpi-direct "" "$TRAINLET_BIN/mpi-allreduce")" >/dev/null
+"$CTL" wait trainjob/three --for=condition=Complete --timeout=90s || fail "three did not complete: $("$CTL" describe trainjob three) $("$CTL" logs three)"
+check_sum three 6
+if [ "$NETNS_MODE" = netns ]; then
+  out=$("$CTL" logs three)
+  for h in host1 host2 host3; do grep -q "on $h:" <<<"$out" || fail "three: no rank ran on $h: $out"; done
+fi
+log "3 x 2 direct launch: every rank sees the right sum"
+
+# 3. mpi4py, 3 x 2.
+if /usr/bin/python3 -c 'import mpi4py' 2>/dev/null; then
+  "$CTL" apply -f "$(direct_job py 3 mpi-direct "" /usr/bin/python3 "$TRAINLET_SOURCE_DIR/examples/mpi-allreduce/allreduce.py")" >/dev/null
+  "$CTL" wait trainjob/py --for=condition=Complete --timeout=90s || fail "py did not complete: $("$CTL" logs py)"
+  check_sum py 6
+  log "mpi4py 3 x 2 direct launch: every rank sees the right sum"
+else
+  log "python3-mpi4py not installed: mpi4py part skipped"
+fi
+
+# 4. MPI_Abort by rank 4: the attempt fails promptly, the cause names the rank and its status,
+# trainlet-pmix's line names MPI_Abort, and nothing of the job is left.
+start=$(date +%s)
+"$CTL" apply -f "$(direct_job abort 3 mpi-direct '      - {name: TRAINLET_FAIL_RANK, value: "4"}' "$TRAINLET_BIN/mpi-allreduce")" >/dev/null
+"$CTL" wait trainjob/abort --for=condition=Failed --timeout=60s || fail "abort did not fail: $("$CTL" describe trainjob abort)"
+took=$(( $(date +%s) - start ))
+[ "$took" -le 30 ] || fail "MPI_Abort took $took s to fail the attempt"
+desc=$("$CTL" describe trainjob abort)
+grep -qE "rank 4 on node-[0-9]+ exited with code 3" <<<"$desc" || fail "abort: cause should name rank 4's exit: $desc"
+"$CTL" logs abort | grep -q "rank 4 called PMIx_Abort (MPI_Abort) with status 3" || fail "abort: trainlet-pmix should name MPI_Abort: $("$CTL" logs abort)"
+wait_for 15 no_process_left abort || fail "abort left processes: $(job_pids abort) $(own_pgrep -x trainlet-pmix)"
+log "MPI_Abort fails the attempt in ${took}s, cause named, nothing left"
+
+# 5. A rank killed inside MPI_Init: rank 0 holds MPI_Init's fence back (it sleeps first), rank 3
+# enters MPI_Init, waits in that fence and is killed there (SIGKILL 1 s after it started).
+cat > "$WORK/initkill.sh" <<SCRIPT
+#!/bin/sh
+case "\$TRAINLET_RANK" in
+  0) sleep 20 ;;
+  3) (sleep 1; kill -9 \$\$) & ;;
+esac
+exec "$TRAINLET_BIN/mpi-allreduce"
+SCRIPT
+chmod +x "$WORK/initkill.sh"
+start=$(date +%s)
+"$CTL" apply -f "$(direct_job initkill 3 mpi-direct "" "$WORK/initkill.sh")" >/dev/null
+"$CTL" wait trainjob/initkill --for=condition=Failed --timeout=60s || fail "initkill did not fail: $("$CTL" describe trainjob initkill) $("$CTL" logs initkill)"
+took=$(( $(date +%s) - start ))
+[ "$took" -le 15 ] || fail "a rank killed in MPI_Init took $took s to fail the attempt"
+desc=$("$CTL" describe trainjob initkill)
+grep -qE "rank 3 on node-[0-9]+ was killed by signal 9" <<<"$desc" || fail "initkill: cause should name rank 3's kill: $desc"
+wait_for 15 no_process_left initkill || fail "initkill left processes: $(job_pids initkill)"
+log "a rank killed in MPI_Init fails the attempt in ${took}s, cause named, nothing left"
+
+kill "$LAUNCHER_SAMPLER" 2>/dev/null || true
+wait "$LAUNCHER_SAMPLER" 2>/dev/null || true
+[ ! -s "$WORK/launchers" ] || fail "a launcher process ran during direct launch: $(head -3 "$WORK/launchers")"
+log "no mpirun, orted or trainlet-exec at any sampled moment"
+echo "PASS"
