@@ -14,7 +14,7 @@ log "cluster up in $NETNS_MODE mode"
 # The sampler: every 50 ms, any mpirun, orted or trainlet-exec this cluster started is a violation.
 ( while :; do
     for p in $(own_pgrep -x mpirun) $(own_pgrep -x orted) $(own_pgrep -x orterun) $(own_pgrep -x trainlet-exec); do
-      echo "$(date +%s%N) $(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null)" >> "$WORK/launchers"
+      echo "$(date +%s%N) $p $({ tr '\0' ' ' < "/proc/$p/cmdline"; } 2>/dev/null)" >> "$WORK/launchers"
     done
     sleep 0.05
   done ) &
@@ -55,14 +55,21 @@ check_sum single 2
 "$CTL" describe trainjob single | grep -q "ranks started directly, PMIx" || fail "describe must say how it launched: $("$CTL" describe trainjob single)"
 log "1 x 2 direct launch: both ranks see the right sum"
 
-# 2. Three hosts x two ranks on the shipped mpi-direct runtime, with btl verbose to show vader
-# (shared memory) inside a host and tcp between hosts.
-"$CTL" apply -f "$(direct_job three 3 mpi-direct "" "$TRAINLET_BIN/mpi-allreduce")" >/dev/null
+# 2. Three hosts x two ranks on the shipped mpi-direct runtime, with btl verbose (from the trainer
+# env, as any OMPI_MCA_*) to show vader (shared memory) inside a host and tcp between hosts.
+"$CTL" apply -f "$(direct_job three 3 mpi-direct '      - {name: OMPI_MCA_btl_base_verbose, value: "100"}' "$TRAINLET_BIN/mpi-allreduce")" >/dev/null
 "$CTL" wait trainjob/three --for=condition=Complete --timeout=90s || fail "three did not complete: $("$CTL" describe trainjob three) $("$CTL" logs three)"
 check_sum three 6
 if [ "$NETNS_MODE" = netns ]; then
   out=$("$CTL" logs three)
   for h in host1 host2 host3; do grep -q "on $h:" <<<"$out" || fail "three: no rank ran on $h: $out"; done
+  # Rank 0's peer on its own host goes over shared memory, the others over TCP.
+  r0=$("$CTL" logs three --rank 0)
+  grep -qE "Using vader btl for send to \[\[[0-9]+,[0-9]+\],1\]" <<<"$r0" || fail "three: rank 0 should reach rank 1 by vader: $r0"
+  for r in 2 3 4 5; do
+    grep -qE "Using tcp btl for send to \[\[[0-9]+,[0-9]+\],$r\]" <<<"$r0" || fail "three: rank 0 should reach rank $r by tcp: $r0"
+  done
+  log "3 x 2: vader between ranks of a host, tcp between hosts"
 fi
 log "3 x 2 direct launch: every rank sees the right sum"
 
@@ -109,6 +116,28 @@ desc=$("$CTL" describe trainjob initkill)
 grep -qE "rank 3 on node-[0-9]+ was killed by signal 9" <<<"$desc" || fail "initkill: cause should name rank 3's kill: $desc"
 wait_for 15 no_process_left initkill || fail "initkill left processes: $(job_pids initkill)"
 log "a rank killed in MPI_Init fails the attempt in ${took}s, cause named, nothing left"
+
+# 6. A rank killed between two fences: after MPI_Init (the first) and before MPI_Finalize (the
+# last), rank 3 kills itself while the others wait for it in a barrier.
+cat > "$WORK/between.py" <<'PY'
+import os, signal, time
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+if comm.Get_rank() == 3:
+    time.sleep(0.5)
+    os.kill(os.getpid(), signal.SIGKILL)
+comm.Barrier()
+PY
+if /usr/bin/python3 -c 'import mpi4py' 2>/dev/null; then
+  start=$(date +%s)
+  "$CTL" apply -f "$(direct_job between 3 mpi-direct "" /usr/bin/python3 "$WORK/between.py")" >/dev/null
+  "$CTL" wait trainjob/between --for=condition=Failed --timeout=60s || fail "between did not fail: $("$CTL" describe trainjob between)"
+  took=$(( $(date +%s) - start ))
+  [ "$took" -le 15 ] || fail "a rank killed between fences took $took s to fail the attempt"
+  grep -qE "rank 3 on node-[0-9]+ was killed by signal 9" <<<"$("$CTL" describe trainjob between)" || fail "between: cause should name rank 3"
+  wait_for 15 no_process_left between || fail "between left processes: $(job_pids between)"
+  log "a rank killed between two fences fails the attempt in ${took}s, cause named, nothing left"
+fi
 
 kill "$LAUNCHER_SAMPLER" 2>/dev/null || true
 wait "$LAUNCHER_SAMPLER" 2>/dev/null || true
