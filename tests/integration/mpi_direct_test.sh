@@ -139,6 +139,51 @@ if /usr/bin/python3 -c 'import mpi4py' 2>/dev/null; then
   log "a rank killed between two fences fails the attempt in ${took}s, cause named, nothing left"
 fi
 
+# 7. The agent of node-2 is killed (-9) while the ranks run between MPI_Init and MPI_Finalize, and
+# started again on its state dir. The ranks and trainlet-pmix live on under their step; the new
+# agent adopts the step and serves the attempt's rendezvous again with the ranks' token, so the
+# fence of MPI_Finalize (after the restart, on every node) completes and the job succeeds.
+agent_ep=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["agent_endpoint"])' "$TRAINLET_HOME/endpoints.json")
+restart_agent() {  # restart_agent INDEX: as start_netns_cluster started it
+  local i=$1 keys="$TRAINLET_HOME/keys"
+  netns_host_cmd "$i" "host$i"
+  "${NETNS_CMD[@]}" "$TRAINLET_BIN/trainlet-agent" --name "node-$i" \
+    --address "${NETNS_HOSTS[$((i - 1))]}" --coordinator "$agent_ep" \
+    --coordinator-key "$keys/coordinator.key.pub" --key "$keys/node-$i.key" \
+    --state-dir "$TRAINLET_HOME/agents/node-$i" --slots 4 --heartbeat-ms 200 --metrics-address "" \
+    >> "$TRAINLET_HOME/logs/node-$i.log" 2>&1 &
+  EXTRA_PIDS+=($!)
+}
+if /usr/bin/python3 -c 'import mpi4py' 2>/dev/null; then
+  cat > "$WORK/slow.py" <<'PY'
+import socket, time
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+time.sleep(5)
+total = comm.allreduce(comm.Get_rank() + 1)
+print(f"rank {comm.Get_rank()} on {socket.gethostname()}: slow sum {total}", flush=True)
+PY
+  "$CTL" apply -f "$(direct_job agentkill 3 mpi-direct "" /usr/bin/python3 "$WORK/slow.py")" >/dev/null
+  wait_for 20 sh -c "[ \$('$CTL' describe trainjob agentkill | grep -c ' Running ') -ge 6 ]" || fail "agentkill never Running: $("$CTL" describe trainjob agentkill)"
+  sleep 1  # past MPI_Init's fences
+  node2_pids=$(for p in $(job_pids agentkill); do if grep -q "/agents/node-2/" "/proc/$p/environ" 2>/dev/null; then echo "$p"; fi; done | sort)
+  [ -n "$node2_pids" ] || fail "agentkill: no process of node-2 found"
+  agent2=${EXTRA_PIDS[2]}
+  [ "$(cat "/proc/$agent2/comm")" = trainlet-agent ] || fail "EXTRA_PIDS[2] is not node-2's agent"
+  disown "$agent2" 2>/dev/null || true  # no "Killed" line from this shell
+  kill -9 "$agent2"
+  wait_for 5 sh -c "! kill -0 $agent2 2>/dev/null" || fail "node-2's agent did not die"
+  for p in $node2_pids; do kill -0 "$p" 2>/dev/null || fail "agentkill: pid $p of node-2 died with its agent"; done
+  restart_agent 2
+  log "node-2's agent killed (-9) and started again; its ranks and trainlet-pmix ran on"
+  "$CTL" wait trainjob/agentkill --for=condition=Complete --timeout=60s || fail "agentkill did not complete: $("$CTL" describe trainjob agentkill) $("$CTL" logs agentkill)"
+  out=$("$CTL" logs agentkill)
+  [ "$(grep -c "slow sum 21" <<<"$out")" = 6 ] || fail "agentkill: every rank should see 21: $out"
+  ! grep -q "trainlet-pmix: fence" <<<"$out" || fail "agentkill: a PMIx fence failed after the restart: $out"
+  [ "$("$CTL" describe trainjob agentkill | awk '/^Attempt:/ {print $2}')" = 1 ] || fail "agentkill: not in its first attempt"
+  log "after an agent restart, PMIx fences are served again (MPI_Finalize's), and the job succeeds in attempt 1"
+fi
+
 kill "$LAUNCHER_SAMPLER" 2>/dev/null || true
 wait "$LAUNCHER_SAMPLER" 2>/dev/null || true
 [ ! -s "$WORK/launchers" ] || fail "a launcher process ran during direct launch: $(head -3 "$WORK/launchers")"
