@@ -314,7 +314,7 @@ int RunPmixHost() {
     std::function<void()> fn;
     {
       std::unique_lock<std::mutex> lock(g_host->mu);
-      g_host->wake.wait_for(lock, std::chrono::milliseconds(100),
+      g_host->wake.wait_for(lock, std::chrono::milliseconds(50),
                             [] { return !g_host->work.empty(); });
       if (g_host->work.empty()) continue;
       fn = std::move(g_host->work.front());

@@ -151,10 +151,7 @@ class Step {
   // double-forked child, one that cleared its env) goes too, before the step reports itself done,
   // so that a deleted job runs nothing afterwards.
   void EndStrays() {
-    if (pmix_server_ > 0) {
-      kill(-pmix_server_, SIGKILL);
-      pmix_server_ = -1;
-    }
+    if (pmix_server_ > 0) EndPmixServer();
     if (cgroup_) {
       if (Status st = cgroup_->Kill(); !st.ok())
         Say(dir_, "killing the ranks' cgroup: " + st.message());
@@ -276,6 +273,22 @@ class Step {
       for (auto& [key, value] : (*envs)[r.rank]) r.env[key] = value;
     }
     return Status::Ok();
+  }
+
+  // The ranks are gone: SIGTERM lets trainlet-pmix finalize libpmix and remove its files (it looks
+  // for the signal every 50 ms); SIGKILL to its group if it has not exited within a second.
+  void EndPmixServer() {
+    kill(pmix_server_, SIGTERM);
+    const auto deadline = Clock::now() + std::chrono::seconds(1);
+    pid_t reaped = 0;
+    while ((reaped = waitpid(pmix_server_, nullptr, WNOHANG)) == 0 && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    if (reaped == 0) {
+      kill(-pmix_server_, SIGKILL);  // still our unreaped child: its group cannot be reused
+      waitpid(pmix_server_, nullptr, 0);
+    }
+    pmix_server_ = -1;
   }
 
   // The agent waits for this line before it reads the S and F records.
@@ -407,7 +420,8 @@ class Step {
       do {
         reaped = waitpid(pid, &status, WNOHANG);
       } while (reaped < 0 && errno == EINTR);
-      if (reaped != pid || it == live_.end()) continue;  // an orphan that came to us
+      if (reaped == pid && pid == pmix_server_) pmix_server_ = -1;  // it ended on its own
+      if (reaped != pid || it == live_.end()) continue;             // an orphan that came to us
       StepRecord rec;
       rec.kind = StepRecord::Kind::kExited;
       rec.rank = it->second.rank;

@@ -1,8 +1,8 @@
 // trainlet-step with MPI ranks started directly: ranks whose env names a PMIx job map get the
 // node's PMIx server (trainlet-pmix, beside trainlet-step) first and its env on top of theirs; a
 // server that cannot start fails every rank with its reason; the server does not outlive the
-// ranks. Real processes (a one-node job needs no rendezvous: libpmix completes its fences
-// locally).
+// ranks and leaves no files. Real processes (a one-node job needs no rendezvous: libpmix completes
+// its fences locally).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -123,6 +123,8 @@ TEST_F(StepPmixTest, EveryRankGetsItsPmixEnvAndTheServerGoesWithTheRanks) {
   while (ServersWith(dir_.string()) != 0 && Clock::now() < deadline)
     std::this_thread::sleep_for(10ms);
   EXPECT_EQ(ServersWith(dir_.string()), 0) << "trainlet-pmix outlived its ranks";
+  // Ended with SIGTERM, it finalized libpmix and removed its files from the work dir.
+  EXPECT_FALSE(fs::exists(dir_ / ".pmix" / "attempt-1-node-0"));
 }
 
 TEST_F(StepPmixTest, AServerThatCannotStartFailsEveryRankWithItsReason) {
