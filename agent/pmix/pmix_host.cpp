@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "trainlet/rendezvous.h"
 
@@ -22,6 +23,8 @@ namespace {
 
 // Values over this are split into several rendezvous keys (the store caps a value at 1 MiB).
 constexpr size_t kChunkBytes = 1u << 20;
+// The exit status after a rank's PMIx_Abort with status 0 (trainlet-step stops the ranks).
+constexpr int kAbortedWithoutStatus = 3;
 
 // libpmix keeps its server state process-wide and its upcalls carry no host pointer, so the host
 // is one object per process too. The queue is shared with libpmix's progress thread; the rest is
@@ -161,6 +164,17 @@ pmix_status_t AbortUpcall(const pmix_proc_t* proc, void*, int status, const char
       "; the rank exits with that status, which fails the attempt");
   std::fflush(stderr);
   if (cbfunc != nullptr) cbfunc(PMIX_SUCCESS, cbdata);
+  if (status == 0) {
+    // The rank exits 0 after an abort, which would count as a success while its peers wait for
+    // it. The server's own exit makes trainlet-step stop every local rank (and so the attempt
+    // fails); the rank gets a moment to read the reply first.
+    Say("status 0 is no failure to trainlet: exiting, so that the step stops the ranks");
+    Queue([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::fflush(stderr);
+      std::_Exit(kAbortedWithoutStatus);
+    });
+  }
   return PMIX_SUCCESS;
 }
 

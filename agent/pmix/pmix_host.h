@@ -13,6 +13,8 @@
 //     fails with the agent's message and the ranks' PMIx_Fence returns an error.
 //   - abort: says which rank aborted, with its status and message, on stderr (the first local
 //     rank's log), and releases the rank, which then exits with the status and fails the attempt.
+//     An abort with status 0 would look like a success: the server then exits (3), and
+//     trainlet-step, which stops the ranks whenever their server ends, kills them.
 //   - direct_modex, publish, lookup, spawn, connect: not served (PMIx answers NOT_SUPPORTED); an
 //     MPI that collects its modex in the fence (OpenMPI's default) needs none of them.
 //

@@ -275,6 +275,23 @@ class Step {
     return Status::Ok();
   }
 
+  // trainlet-pmix ended while ranks run: their PMIx calls would wait for it forever. A crash, or
+  // the exit it takes when a rank aborts with status 0 (which the rank's own exit would not show
+  // as a failure), stops every rank now, as mpirun's daemons do when a rank aborts.
+  void PmixServerEnded(int status) {
+    pmix_server_ = -1;
+    if (live_.empty() || term_sent_) return;
+    const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    Say(dir_,
+        std::string("trainlet-pmix ") +
+            (WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                 : "exited with code " + std::to_string(WEXITSTATUS(status))) +
+            (clean ? "" : ": stopping the ranks, whose PMIx server is gone"));
+    if (clean) return;
+    term_sent_ = true;
+    SignalRanks(SIGKILL);
+  }
+
   // The ranks are gone: SIGTERM lets trainlet-pmix finalize libpmix and remove its files (it looks
   // for the signal every 50 ms); SIGKILL to its group if it has not exited within a second.
   void EndPmixServer() {
@@ -420,8 +437,8 @@ class Step {
       do {
         reaped = waitpid(pid, &status, WNOHANG);
       } while (reaped < 0 && errno == EINTR);
-      if (reaped == pid && pid == pmix_server_) pmix_server_ = -1;  // it ended on its own
-      if (reaped != pid || it == live_.end()) continue;             // an orphan that came to us
+      if (reaped == pid && pid == pmix_server_) PmixServerEnded(status);
+      if (reaped != pid || it == live_.end()) continue;  // an orphan that came to us
       StepRecord rec;
       rec.kind = StepRecord::Kind::kExited;
       rec.rank = it->second.rank;

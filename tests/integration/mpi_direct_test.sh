@@ -139,6 +139,20 @@ if /usr/bin/python3 -c 'import mpi4py' 2>/dev/null; then
   log "a rank killed between two fences fails the attempt in ${took}s, cause named, nothing left"
 fi
 
+# 6b. MPI_Abort with status 0: the rank's own exit (0) is no failure, so trainlet-pmix exits and
+# its step stops the node's ranks; the attempt fails promptly and nothing is left.
+if /usr/bin/python3 -c 'import mpi4py' 2>/dev/null; then
+  printf 'from mpi4py import MPI\nimport time\nif MPI.COMM_WORLD.Get_rank() == 1:\n    MPI.COMM_WORLD.Abort(0)\ntime.sleep(60)\n' > "$WORK/abort0.py"
+  start=$(date +%s)
+  "$CTL" apply -f "$(direct_job abortzero 3 mpi-direct "" /usr/bin/python3 "$WORK/abort0.py")" >/dev/null
+  "$CTL" wait trainjob/abortzero --for=condition=Failed --timeout=60s || fail "abortzero did not fail: $("$CTL" describe trainjob abortzero)"
+  took=$(( $(date +%s) - start ))
+  [ "$took" -le 15 ] || fail "MPI_Abort(0) took $took s to fail the attempt"
+  "$CTL" logs abortzero | grep -q "rank 1 called PMIx_Abort (MPI_Abort) with status 0" || fail "abortzero: trainlet-pmix should name the abort: $("$CTL" logs abortzero)"
+  wait_for 15 no_process_left abortzero || fail "abortzero left processes: $(job_pids abortzero)"
+  log "MPI_Abort with status 0 fails the attempt in ${took}s, nothing left"
+fi
+
 # 7. The agent of node-2 is killed (-9) while the ranks run between MPI_Init and MPI_Finalize, and
 # started again on its state dir. The ranks and trainlet-pmix live on under their step; the new
 # agent adopts the step and serves the attempt's rendezvous again with the ranks' token, so the

@@ -4,6 +4,7 @@
 // ranks and leaves no files. Real processes (a one-node job needs no rendezvous: libpmix completes
 // its fences locally).
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,17 +34,18 @@ std::string ReadFile(const fs::path& path) {
 }
 
 // Live trainlet-pmix processes whose env holds `marker` (this test's directory).
-int ServersWith(const std::string& marker) {
-  int n = 0;
+std::vector<pid_t> ServerPids(const std::string& marker) {
+  std::vector<pid_t> pids;
   for (const auto& e : fs::directory_iterator("/proc")) {
     const std::string comm = ReadFile(e.path() / "comm");
     if (comm != "trainlet-pmix\n") continue;
     if (ReadFile(e.path() / "environ").find(marker) == std::string::npos) continue;
     if (ReadFile(e.path() / "stat").find(") Z ") != std::string::npos) continue;  // a zombie
-    ++n;
+    pids.push_back(static_cast<pid_t>(std::stol(e.path().filename().string())));
   }
-  return n;
+  return pids;
 }
+int ServersWith(const std::string& marker) { return static_cast<int>(ServerPids(marker).size()); }
 
 class StepPmixTest : public ::testing::Test {
  protected:
@@ -125,6 +127,30 @@ TEST_F(StepPmixTest, EveryRankGetsItsPmixEnvAndTheServerGoesWithTheRanks) {
   EXPECT_EQ(ServersWith(dir_.string()), 0) << "trainlet-pmix outlived its ranks";
   // Ended with SIGTERM, it finalized libpmix and removed its files from the work dir.
   EXPECT_FALSE(fs::exists(dir_ / ".pmix" / "attempt-1-node-0"));
+}
+
+// A server that dies under running ranks would leave their PMIx calls waiting forever: the step
+// stops them at once.
+TEST_F(StepPmixTest, RanksStopWhenTheirServerDies) {
+  if (!fs::exists(std::string(TRAINLET_BINARY_DIR) + "/bin/trainlet-pmix"))
+    GTEST_SKIP() << "trainlet-pmix not built (no libpmix-dev)";
+  pmix::PmixJobMap map;
+  map.nspace = "trainlet.job-p.1";
+  map.nodes = {{"host1", {0, 1}}};
+  const fs::path map_file = dir_ / "pmix-job-map";
+  std::ofstream(map_file) << pmix::EncodeJobMap(map);
+  auto started = sup_->StartStep({Launch(0, map_file.string(), {"/bin/sleep", "30"}),
+                                  Launch(1, map_file.string(), {"/bin/sleep", "30"})},
+                                 1s);
+  for (const auto& s : started) ASSERT_TRUE(s.ok()) << s.status().message();
+  const std::vector<pid_t> servers = ServerPids(dir_.string());
+  ASSERT_EQ(servers.size(), 1u);
+  const auto t0 = Clock::now();
+  ASSERT_EQ(kill(servers[0], SIGKILL), 0);
+  auto exits = WaitExits(2);
+  ASSERT_EQ(exits.size(), 2u);
+  EXPECT_LT(Clock::now() - t0, 3s);
+  for (const auto& e : exits) EXPECT_EQ(e.signal, SIGKILL) << "rank " << e.rank;
 }
 
 TEST_F(StepPmixTest, AServerThatCannotStartFailsEveryRankWithItsReason) {
