@@ -180,6 +180,14 @@ PY
   "$CTL" apply -f "$(direct_job agentkill 3 mpi-direct "" /usr/bin/python3 "$WORK/slow.py")" >/dev/null
   wait_for 20 sh -c "[ \$('$CTL' describe trainjob agentkill | grep -c ' Running ') -ge 6 ]" || fail "agentkill never Running: $("$CTL" describe trainjob agentkill)"
   sleep 1  # past MPI_Init's fences
+  # Ranks are bound as any trainlet rank: each runs on the CPUs describe reports for it.
+  bound=0
+  while read -r pid cpus; do
+    [ "$(awk '/^Cpus_allowed_list/ {print $2}' "/proc/$pid/status")" = "$cpus" ] || fail "agentkill: pid $pid should run on CPUs $cpus: $(grep Cpus_allowed_list "/proc/$pid/status")"
+    bound=$((bound + 1))
+  done < <("$CTL" describe trainjob agentkill | awk '/^Ranks/ {t = 1; next} /^[A-Z]/ {t = 0} t && $4 == "Running" && $9 != "-" {print $5, $9}')
+  [ "$bound" = 6 ] || fail "agentkill: expected 6 bound ranks, saw $bound: $("$CTL" describe trainjob agentkill)"
+  log "every rank runs on the CPUs trainlet bound it to"
   node2_pids=$(for p in $(job_pids agentkill); do if grep -q "/agents/node-2/" "/proc/$p/environ" 2>/dev/null; then echo "$p"; fi; done | sort)
   [ -n "$node2_pids" ] || fail "agentkill: no process of node-2 found"
   agent2=${EXTRA_PIDS[2]}
