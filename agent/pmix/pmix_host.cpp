@@ -34,6 +34,7 @@ struct Host {
   std::mutex mu;
   std::condition_variable wake;
   std::deque<std::function<void()>> work;  // guarded by mu
+  bool stop = false;                       // guarded by mu: SIGTERM or SIGINT came
   // Owned by the Run thread.
   std::vector<trainlet_rdzv*> handles;  // one per local rank, opened at the first fence
   uint64_t fences = 0;
@@ -319,24 +320,31 @@ Result<std::string> StartPmixHost(const PmixHostConfig& config) {
 }
 
 int RunPmixHost() {
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGTERM);
-  sigaddset(&stop, SIGINT);
-  const timespec poll_signals{0, 0};
-  while (sigtimedwait(&stop, nullptr, &poll_signals) < 0) {
+  // SIGTERM or SIGINT (blocked in every thread) ends the loop at once: a thread waits for it.
+  std::thread signals([] {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    int sig = 0;
+    sigwait(&set, &sig);
+    std::lock_guard<std::mutex> lock(g_host->mu);
+    g_host->stop = true;
+    g_host->wake.notify_all();
+  });
+  signals.detach();  // it ends with the process
+  while (true) {
     std::function<void()> fn;
     {
       std::unique_lock<std::mutex> lock(g_host->mu);
-      g_host->wake.wait_for(lock, std::chrono::milliseconds(50),
-                            [] { return !g_host->work.empty(); });
-      if (g_host->work.empty()) continue;
+      g_host->wake.wait(lock, [] { return g_host->stop || !g_host->work.empty(); });
+      if (g_host->stop) break;
       fn = std::move(g_host->work.front());
       g_host->work.pop_front();
     }
     fn();
   }
-  for (trainlet_rdzv* handle : g_host->handles) trainlet_rdzv_close(handle);
+  // A fence still in flight is left to libpmix's finalize, which releases its clients.
   PMIx_server_finalize();
   return 0;
 }

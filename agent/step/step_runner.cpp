@@ -292,8 +292,8 @@ class Step {
     SignalRanks(SIGKILL);
   }
 
-  // The ranks are gone: SIGTERM lets trainlet-pmix finalize libpmix and remove its files (it looks
-  // for the signal every 50 ms); SIGKILL to its group if it has not exited within a second.
+  // The ranks are gone: SIGTERM lets trainlet-pmix finalize libpmix and remove its files;
+  // SIGKILL to its group if it has not exited within a second.
   void EndPmixServer() {
     kill(pmix_server_, SIGTERM);
     const auto deadline = Clock::now() + std::chrono::seconds(1);
@@ -452,6 +452,9 @@ class Step {
       batch += EncodeRecord(rec);
       live_.erase(it);
     }
+    // The last rank's record makes the agent sweep whatever still carries the attempt's env: the
+    // PMIx server ends first, cleanly, rather than by that SIGKILL.
+    if (live_.empty() && pmix_server_ > 0) EndPmixServer();
     Append(batch, true);
   }
 
