@@ -6,7 +6,10 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns_lib.sh"
 [ -x "$TRAINLET_BIN/mpi-allreduce" ] || fail "mpi-allreduce was not built (libopenmpi-dev missing?)"
-[ -x "$TRAINLET_BIN/trainlet-pmix" ] || fail "trainlet-pmix was not built (libpmix-dev missing?)"
+if [ ! -x "$TRAINLET_BIN/trainlet-pmix" ]; then
+  echo "SKIP: trainlet-pmix was not built (libpmix-dev missing)"
+  exit 77
+fi
 
 start_netns_cluster 3
 log "cluster up in $NETNS_MODE mode"
