@@ -14,15 +14,15 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
+#include "common/pmix/fence_data.h"
 #include "trainlet/rendezvous.h"
 
 namespace trainlet::pmix {
 namespace {
 
-// Values over this are split into several rendezvous keys (the store caps a value at 1 MiB).
-constexpr size_t kChunkBytes = 1u << 20;
 // The exit status after a rank's PMIx_Abort with status 0 (trainlet-step stops the ranks).
 constexpr int kAbortedWithoutStatus = 3;
 
@@ -92,16 +92,13 @@ bool OpenHandles(Host& h) {
   return true;
 }
 
-// One fence of the whole job: this node's data in, every node's data out (node-rank order).
+// One fence of the whole job: this node's data in, every node's data out (fence_data.h).
 Result<std::string> RendezvousFence(Host& h, const std::string& data) {
   if (!OpenHandles(h)) return UnavailableError(h.rendezvous_error);
   const uint64_t n = ++h.fences;
-  const std::string prefix = "pmix/fence-" + std::to_string(n) + "/node-";
-  const std::string mine = prefix + std::to_string(h.config.node_rank) + "/";
-  for (size_t off = 0, k = 0; off < data.size(); off += kChunkBytes, ++k) {
-    const size_t len = std::min(kChunkBytes, data.size() - off);
-    if (trainlet_rdzv_put(h.handles[0], (mine + std::to_string(k)).c_str(), data.data() + off,
-                          len) != TRAINLET_RDZV_OK)
+  for (const auto& [key, value] : FenceDataPuts(n, h.config.node_rank, data)) {
+    if (trainlet_rdzv_put(h.handles[0], key.c_str(), value.data(), value.size()) !=
+        TRAINLET_RDZV_OK)
       return InvalidError(std::string("rendezvous put: ") + trainlet_rdzv_last_error(h.handles[0]));
   }
   for (trainlet_rdzv* handle : h.handles) {
@@ -112,26 +109,19 @@ Result<std::string> RendezvousFence(Host& h, const std::string& data) {
     if (trainlet_rdzv_fence_finish(handle, -1) != TRAINLET_RDZV_OK)
       return UnavailableError(std::string("fence: ") + trainlet_rdzv_last_error(handle));
   }
-  // (node, chunk) -> bytes, from every pair the fence published.
-  std::map<std::pair<uint64_t, uint64_t>, std::string> parts;
+  std::vector<std::pair<std::string_view, std::string_view>> pairs;
   size_t count = 0;
   trainlet_rdzv_count(h.handles[0], &count);
   for (size_t i = 0; i < count; ++i) {
     const char* key = nullptr;
     const void* value = nullptr;
     size_t key_len = 0, value_len = 0;
-    if (trainlet_rdzv_entry(h.handles[0], i, &key, &key_len, &value, &value_len) !=
+    if (trainlet_rdzv_entry(h.handles[0], i, &key, &key_len, &value, &value_len) ==
         TRAINLET_RDZV_OK)
-      continue;
-    const std::string k(key, key_len);
-    if (k.rfind(prefix, 0) != 0) continue;
-    unsigned long long node = 0, chunk = 0;
-    if (std::sscanf(k.c_str() + prefix.size(), "%llu/%llu", &node, &chunk) != 2) continue;
-    parts[{node, chunk}] = std::string(static_cast<const char*>(value), value_len);
+      pairs.emplace_back(std::string_view(key, key_len),
+                         std::string_view(static_cast<const char*>(value), value_len));
   }
-  std::string all;
-  for (const auto& [at, bytes] : parts) all += bytes;
-  return all;
+  return JoinFenceData(n, pairs);
 }
 
 void ReleaseBuffer(void* cbdata) { std::free(cbdata); }
