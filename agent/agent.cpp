@@ -37,6 +37,8 @@ namespace {
 
 // SIGUSR2: stop the workers too, then exit (see Run).
 constexpr std::initializer_list<int> kLoopSignals = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR2};
+// Posts are batched: a rank posting every 100 ms costs the coordinator two messages a second.
+constexpr std::chrono::milliseconds kProgressReportInterval{500};
 
 std::string Hostname(platform::Env& env) {
   Result<std::string> name = env.Hostname();
@@ -110,12 +112,11 @@ Result<std::unique_ptr<PortReservations>> OpenPortReservations(const AgentConfig
 // One subdirectory per job comes and goes under logs/, steps/ and exec/: spread them over the disk
 // so that a new job's files are not allocated among the last job's freed inodes
 // (platform/directory_spread.h).
-void SpreadJobDirectories(const std::string& state_dir) {
-  std::error_code ec;
-  fs::create_directories(state_dir + "/logs", ec);
+void SpreadJobDirectories(platform::Env& env, const std::string& state_dir) {
+  (void)env.CreateDirectories(state_dir + "/logs");  // a failure shows below, and at the first log
   for (const char* sub : {"/logs", "/steps", "/exec"}) {
-    if (const std::string why = platform::SpreadSubdirectories(state_dir + sub); !why.empty()) {
-      spdlog::debug("job directories are not spread over the disk: {}", why);
+    if (Status s = platform::SpreadSubdirectories(state_dir + sub); !s.ok()) {
+      spdlog::debug("job directories are not spread over the disk: {}", s.message());
     }
   }
 }
@@ -123,8 +124,8 @@ void SpreadJobDirectories(const std::string& state_dir) {
 }  // namespace
 
 void PrepareLoopSignals() {
-  if (const std::string why = platform::PrepareSignals(kLoopSignals); !why.empty()) {
-    spdlog::error("signals: {}", why);  // Init's SignalWatch::Open fails the same way
+  if (Status s = platform::PrepareSignals(kLoopSignals); !s.ok()) {
+    spdlog::error("signals: {}", s.message());  // Init's SignalWatch::Open fails the same way
   }
   signal(SIGPIPE, SIG_IGN);
 }
@@ -160,11 +161,11 @@ Status Agent::Init() {
   lock_path_ = config_.state_dir + "/agent.lock";
   TRAINLET_ASSIGN_OR_RETURN(lock_, LockStateDir(env_, config_.state_dir, lock_path_));
 
-  TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair keys, ReadKeyPair(config_.key_file));
+  TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair keys, ReadKeyPair(env_, config_.key_file));
   if (keys.secret_z85.empty()) {
     return InvalidError("--key " + config_.key_file + ": holds no secret-key");
   }
-  TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair server, ReadKeyPair(config_.coordinator_key_file));
+  TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair server, ReadKeyPair(env_, config_.coordinator_key_file));
 
   accelerator_plugins_ = MakeAcceleratorPlugins();
   TRAINLET_ASSIGN_OR_RETURN(info_, DescribeNode(config_, Hostname(env_), accelerator_plugins_));
@@ -181,8 +182,50 @@ Status Agent::Init() {
   StartSupervisor();
   StartHealthChecks();
   TRAINLET_RETURN_IF_ERROR(StartExecAndRendezvous());
+  TRAINLET_RETURN_IF_ERROR(StartProgressEndpoint());
   RegisterLoopSources();
   return Status::Ok();
+}
+
+Status Agent::StartProgressEndpoint() {
+  if (config_.progress_port < 0) return Status::Ok();
+  TRAINLET_ASSIGN_OR_RETURN(auto credentials,
+                            ProgressCredentials::LoadOrCreate(
+                                config_.state_dir, {config_.address, "127.0.0.1", "localhost"}));
+  ProgressEndpoint::Options options;
+  options.host = config_.address;
+  options.port = static_cast<uint16_t>(config_.progress_port);
+  options.credentials = std::move(credentials);
+  options.now = [this] { return env_.MonotonicNow(); };
+  options.wall_ms = [this] { return env_.WallUnixMs(); };
+  // Only the attempt the node runs now may report: not one replaced, stopping or ended.
+  options.live_ranks = [this](const std::string& job, uint32_t attempt) -> std::optional<size_t> {
+    const NodeAttempt* a = attempts_.Find(job, attempt);
+    if (a == nullptr || attempts_.latest(job) != attempt ||
+        (a->state() != AttemptState::kRunning && a->state() != AttemptState::kLaunching)) {
+      return std::nullopt;
+    }
+    size_t ranks = 0;
+    for (const auto& w : supervisor_->Running()) ranks += w.job == job && w.attempt == attempt;
+    return ranks;
+  };
+  auto& posts = ops_->metrics().AddCounter("trainlet_agent_progress_posts_total",
+                                           "Progress posts from ranks, by HTTP answer", {"code"});
+  options.answered = [&posts](int status) { posts.With({std::to_string(status)}).Inc(); };
+  TRAINLET_ASSIGN_OR_RETURN(progress_, ProgressEndpoint::Start(std::move(options)));
+  spdlog::info("progress endpoint on {}", progress_->url_base());
+  return Status::Ok();
+}
+
+void Agent::ReportProgress(Clock::time_point now) {
+  // Kept while unregistered: the newest post per attempt goes once the coordinator listens.
+  if (progress_ == nullptr || now < next_progress_report_ || !link_->registered()) return;
+  next_progress_report_ = now + kProgressReportInterval;
+  if (auto report = progress_->TakeReport()) {
+    v1::Envelope env;
+    *env.mutable_progress_report() = std::move(*report);
+    Send(std::move(env));
+  }
 }
 
 Status Agent::ConnectToCoordinator(CurveKeyPair keys, std::string coordinator_public) {
@@ -207,8 +250,8 @@ void Agent::StartSupervisor() {
   // Orphans of a worker (a daemonising helper that left its process group) are re-parented to
   // the agent rather than to init, so Reap() collects them: no zombies, and none escapes notice.
   // Where there is no subreaper (macOS), launchd reaps them; the group kill still finds them.
-  if (const std::string why = platform::BecomeChildSubreaper(); !why.empty()) {
-    spdlog::warn("orphans of workers go to init, not to the agent: {}", why);
+  if (Status s = env_.BecomeChildSubreaper(); !s.ok()) {
+    spdlog::warn("orphans of workers go to init, not to the agent: {}", s.message());
   }
   std::vector<std::string> base_env = env_.Environment();
   spawner_ = &env_.processes();
@@ -216,9 +259,13 @@ void Agent::StartSupervisor() {
   steps.steps_dir = config_.state_dir + "/steps";
   steps.agent_lock = lock_path_;
   steps.orphan_grace = OrphanGrace();
+  steps.agent_stamps = true;  // StampLock, from every tick
   // A step starting hundreds of ranks on a busy machine can take seconds; the node keeps beating
   // meanwhile, so neither side takes the wait for a hang or a partition.
-  steps.keepalive = [this] { link_->HeartbeatNow(); };
+  steps.keepalive = [this] {
+    link_->HeartbeatNow();
+    StampLock(env_.MonotonicNow());
+  };
   steps.step_binary = (fs::path(bin_dir_) / "trainlet-step").string();
   supervisor_ = std::make_unique<WorkerSupervisor>(spawner_, std::move(base_env), std::move(steps));
   // Ranks a previous agent started on this node ran on under their steps: take them back before
@@ -265,7 +312,7 @@ Status Agent::StartExecAndRendezvous() {
   exec_sessions_ = std::make_unique<ExecSessions>(supervisor_.get(), config_.state_dir + "/exec",
                                                   [this](v1::Envelope e) { Send(std::move(e)); });
   exec_sessions_->Restore();
-  SpreadJobDirectories(config_.state_dir);
+  SpreadJobDirectories(env_, config_.state_dir);
   rendezvous_ = std::make_unique<RendezvousServer>(config_.name, config_.state_dir,
                                                    [this](v1::Envelope e) { Send(std::move(e)); });
   TRAINLET_RETURN_IF_ERROR(rendezvous_->Bind(ctx_));
@@ -353,6 +400,15 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
     if (supervisor_->IsRunning(plan.job(), plan.attempt(), w.rank())) node.running.insert(w.rank());
   }
   node.rendezvous_env = attempt->JoinRendezvous(local_ranks);
+  if (progress_) {
+    auto token_file = progress_->WriteTokenFile(plan.job(), plan.attempt());
+    if (token_file.ok()) {
+      node.progress_env = progress_->RankEnv(plan.job(), *token_file);
+    } else {
+      spdlog::warn("{} attempt {}: no progress reporting: {}", plan.job(), plan.attempt(),
+                   token_file.status().message());
+    }
+  }
   node.cpu_affinity = platform::CpuAffinitySupported();
   node.cpus_available = CpusAvailableHere;
   const PlannedLaunches planned = PlanLaunches(plan, node);
@@ -502,6 +558,7 @@ void Agent::OnChildExits() {
   for (const auto& [job, attempt] : ended) {
     if (supervisor_->running(job) != 0) continue;
     attempts_.RanksEnded(job, attempt);
+    if (progress_) progress_->Forget(job, attempt);
     // The work dir names this agent's state dir: other agents on this machine (test clusters)
     // use the same node and job names.
     const size_t swept = KillTaggedProcesses({{"TRAINLET_NODE", config_.name},
@@ -588,6 +645,9 @@ void Agent::RegisterLoopSources() {
     });
   }
   loop_.AddFd(ops_->fd(), Loop::kReadable, [this](short) { ops_->OnReadable(); });  // /metrics
+  if (progress_) {
+    loop_.AddFd(progress_->fd(), Loop::kReadable, [this](short) { progress_->OnReadable(); });
+  }
   loop_.AddFd(supervisor_->wake_fd(), Loop::kReadable, [this](short) { OnChildExits(); });
   if (link_->monitor_handle() != nullptr) {
     loop_.AddSocket(link_->monitor_handle(), Loop::kReadable,
@@ -612,6 +672,7 @@ void Agent::RegisterLoopSources() {
 Clock::time_point Agent::OnTick(Clock::time_point now) {
   ops_->Tick(link_->registered(), config_.coordinator, supervisor_->running());  // READY=1
   link_->Tick(now);  // heartbeat, registration, outboxes
+  StampLock(now);
   CheckPartition(now);
   for (const auto& [job, attempt] : ports_->Expire(now)) {
     spdlog::warn(
@@ -619,12 +680,26 @@ Clock::time_point Agent::OnTick(Clock::time_point now) {
         "are given back",
         job, attempt);
   }
-  auto wake = link_->NextWake(now, supervisor_->running() != 0);
+  auto wake = std::min(link_->NextWake(now, supervisor_->running() != 0), next_stamp_);
   if (auto expiry = ports_->NextExpiry()) wake = std::min(wake, *expiry);
   if (auto t = supervisor_->Tick(now)) wake = std::min(wake, now + *t);
   wake = std::min(wake, now + health_->Tick(now));
   if (auto t = rendezvous_->Tick(now)) wake = std::min(wake, now + *t);
+  ReportProgress(now);
+  // Idle costs nothing: the loop wakes for a report only while a post waits for one.
+  if (progress_ && progress_->has_pending() && link_->registered()) {
+    wake = std::min(wake, std::max(now, next_progress_report_));
+  }
   return wake;
+}
+
+void Agent::StampLock(Clock::time_point now) {
+  if (now < next_stamp_) return;
+  next_stamp_ = now + config_.heartbeat_interval;
+  if (Status s = lock_->Touch(); !s.ok() && !stamp_failed_) {
+    stamp_failed_ = true;  // once: it fails the same way every time
+    spdlog::warn("{}; steps will take this agent for hung after their orphan grace", s.message());
+  }
 }
 
 Status Agent::RunOnce(std::chrono::milliseconds max_wait) {

@@ -23,6 +23,7 @@
 #include "agent/poll_item_source.h"
 #include "agent/port_reservations.h"
 #include "agent/process_spawner.h"
+#include "agent/progress_endpoint.h"
 #include "agent/rank_binding.h"
 #include "agent/rendezvous_server.h"
 #include "agent/worker_supervisor.h"
@@ -54,13 +55,14 @@ struct AgentConfig {
   std::string taints;                        // "key=value:Effect,...", sent in NodeInfo.taints
   HealthCheckConfig health;                  // program, interval, timeout, disk threshold
   std::string worker_ports = "20000-29999";  // LOW-HIGH: ports reserved for ranks (ReservePorts)
+  int32_t progress_port = 0;  // HTTPS progress endpoint on `address`; 0: any (kept), -1: off
 };
 
 // Prepares the signals the loop reads through its SignalWatch (blocks them on Linux, installs the
 // self-pipe handlers on macOS) and ignores SIGPIPE. Call first thing in main().
 void PrepareLoopSignals();
 
-// About 30 methods, over the usual 25: the start-up steps and one handler per coordinator message.
+// About 32 methods, over the usual 25: the start-up steps and one handler per coordinator message.
 // The per-attempt handlers (plans, stops, ports) are the ones to move out next.
 class Agent {
  public:
@@ -88,6 +90,9 @@ class Agent {
   void StartSupervisor();  // takes back the steps (and ranks) a previous agent left
   void StartHealthChecks();
   Status StartExecAndRendezvous();
+  Status StartProgressEndpoint();  // after the supervisor: it asks which attempts run
+  // Sends the progress posted since the last report, once per kProgressReportInterval.
+  void ReportProgress(std::chrono::steady_clock::time_point now);
   void RegisterLoopSources();
   // The loop's tick: timers of the link, partition, port holds, supervisor, health, rendezvous.
   // Returns when the loop must wake next.
@@ -101,6 +106,10 @@ class Agent {
   void CheckPartition(std::chrono::steady_clock::time_point now);
   // How long a step keeps its ranks once no agent runs (WorkerSupervisor::Options::orphan_grace).
   std::chrono::milliseconds OrphanGrace() const;
+  // Stamps agent.lock (FileLock::Touch) once a heartbeat interval: steps take a stamp that
+  // stands still for their orphan grace for a stopped or hung agent and stop their ranks
+  // (StepLaunch::agent_stamps), as the coordinator, hearing no heartbeat, restarts them elsewhere.
+  void StampLock(std::chrono::steady_clock::time_point now);
   void OnMessage(const v1::Envelope& env);
   void OnLaunchPlan(const v1::LaunchPlan& plan);
   // A Started or StartFailed event for `rank` of the plan, with its binding when it has one.
@@ -127,6 +136,8 @@ class Agent {
   std::unique_ptr<CoordinatorLink> link_;  // socket, outbox, register, heartbeat, partition
   std::unique_ptr<platform::SignalWatch> signals_;
   std::unique_ptr<platform::FileLock> lock_;  // <state_dir>/agent.lock, held for the agent's life
+  std::chrono::steady_clock::time_point next_stamp_{};  // when StampLock next stamps it
+  bool stamp_failed_ = false;
   std::string lock_path_;
   v1::NodeInfo info_;
   ProcessSpawner* spawner_ = nullptr;  // the Env's
@@ -139,7 +150,9 @@ class Agent {
   std::string exec_binary_;  // trainlet-exec beside this agent
   std::string bin_dir_;      // where this agent's binary lies: trainlet-step, trainlet-exec
   DropCounters drops_;
-  std::unique_ptr<AgentOps> ops_;  // metrics and sd_notify (agent_ops.h)
+  std::unique_ptr<AgentOps> ops_;               // metrics and sd_notify (agent_ops.h)
+  std::unique_ptr<ProgressEndpoint> progress_;  // null when progress_port is -1
+  std::chrono::steady_clock::time_point next_progress_report_{};
   NodeAttempts attempts_;  // every (job, attempt) on this node: ports, rendezvous, step, grace
   bool stop_workers_on_exit_ = false;  // SIGUSR2: end the ranks too, not only the agent
   // Last: removed from loop_ before anything they poll goes.

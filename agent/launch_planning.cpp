@@ -73,6 +73,7 @@ PlannedLaunches PlanLaunches(const v1::LaunchPlan& plan, const NodeLaunchContext
     for (const auto& [k, v] : w.env()) launch.env[k] = ExpandPlanVars(v, node_env);
     for (const auto& [k, v] : node_env) launch.env[k] = v;
     for (const auto& [k, v] : node.rendezvous_env) launch.env[k] = v;
+    for (const auto& [k, v] : node.progress_env) launch.env[k] = v;
     launch.cwd = w.cwd().empty() ? work_dir : w.cwd();
     launch.log_path = RankLogPath(node.state_dir, plan.job(), plan.attempt(), w.rank());
     std::optional<RankBinding> binding;

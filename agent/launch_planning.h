@@ -10,7 +10,9 @@
 //   1. its binding's env (visible devices, TRAINLET_CPUSET): only keys nobody else sets;
 //   2. the plan's env for the worker, with $(NAME) expanded to the node env's values;
 //   3. the node env (TRAINLET_NODE, TRAINLET_WORK_DIR, TRAINLET_EXEC);
-//   4. the attempt's rendezvous env (TRAINLET_RENDEZVOUS_ENDPOINT, TRAINLET_RENDEZVOUS_TOKEN).
+//   4. the attempt's rendezvous env (TRAINLET_RENDEZVOUS_ENDPOINT, TRAINLET_RENDEZVOUS_TOKEN);
+//   5. the attempt's progress env (KUBEFLOW_TRAINER_SERVER_URL, _CA_CERT, _TOKEN), so a plan
+//      cannot point a rank's progress at another server.
 //
 // Any thread may call the pure functions; WritePlanFiles touches the filesystem.
 #pragma once
@@ -60,6 +62,7 @@ struct NodeLaunchContext {
   const v1::NodeInfo* node_info = nullptr;  // topology and accelerators, for the bindings
   const std::vector<std::unique_ptr<AcceleratorPlugin>>* plugins = nullptr;  // visible-devices env
   std::map<std::string, std::string> rendezvous_env;  // RendezvousServer::AddAttempt's answer
+  std::map<std::string, std::string> progress_env;    // ProgressEndpoint::RankEnv; {} when off
   std::set<uint32_t> running;  // ranks of this attempt already running here (a repeated plan)
   bool cpu_affinity = true;    // platform::CpuAffinitySupported()
   // Whether this process may run on every CPU listed (CpusAvailableHere); unset: it may.

@@ -70,6 +70,12 @@ int main(int argc, char** argv) {
              auto r = trainlet::agent::ParsePortRange(v, "");
              return r.ok() ? "" : r.status().message();
            });
+  c.Int(
+      "progress_port", -1, 65535,
+      [&config](int64_t v) { config.progress_port = static_cast<int32_t>(v); },
+      config.progress_port,
+      "Port of the HTTPS progress endpoint ranks report to (Kubeflow's trainerStatus), on "
+      "`address`; 0: the port of the last run, else any; -1: off");
   c.Millis("register_retry_ms", &config.register_retry, 100, 600000,
            "Delay between registration attempts until the coordinator answers, ms");
   trainlet::AddCommonDaemonKeys(c, &common);

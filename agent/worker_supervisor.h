@@ -107,6 +107,8 @@ class WorkerSupervisor {
     // ranks once nobody holds it (StepLaunch::orphan_grace_ms). "": steps never stop on their own.
     std::string agent_lock;
     std::chrono::milliseconds orphan_grace{10000};
+    // The agent stamps agent_lock at least every heartbeat (StepLaunch::agent_stamps).
+    bool agent_stamps = false;
     // Which cgroup hierarchy steps put their ranks in (StepLaunch::cgroup): "auto", "v2", "v1" or
     // "none".
     std::string step_cgroup = "auto";

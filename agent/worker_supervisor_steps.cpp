@@ -156,6 +156,7 @@ step::StepLaunch WorkerSupervisor::StepSpecFor(const std::vector<WorkerLaunch>& 
   spec.agent_lock = options_.agent_lock;
   spec.orphan_grace_ms = static_cast<uint32_t>(std::max<int64_t>(0, options_.orphan_grace.count()));
   spec.cgroup = options_.step_cgroup;
+  spec.agent_stamps = options_.agent_stamps;
   spec.base_env = base_env_;
   std::set<uint32_t> ranks;
   for (size_t i = 0; i < launches.size(); ++i) {

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/platform/env.h"
+
 namespace trainlet {
 namespace {
 
@@ -73,9 +75,10 @@ Status WriteKeyPair(const std::string& path, const CurveKeyPair& keys) {
                    "# trainlet CURVE public key\npublic-key = \"" + keys.public_z85 + "\"\n", 0644);
 }
 
-Result<CurveKeyPair> ReadKeyPair(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFoundError("cannot read key file " + path + ": " + std::strerror(errno));
+namespace {
+
+// The keys of key file `path`, whose lines `in` reads.
+Result<CurveKeyPair> ParseKeyPair(std::istream& in, const std::string& path) {
   CurveKeyPair keys;
   std::string line;
   while (std::getline(in, line)) {
@@ -90,6 +93,23 @@ Result<CurveKeyPair> ReadKeyPair(const std::string& path) {
     return InvalidError("key file " + path + ": secret-key is not a 40-character Z85 key");
   }
   return keys;
+}
+
+}  // namespace
+
+Result<CurveKeyPair> ReadKeyPair(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFoundError("cannot read key file " + path + ": " + std::strerror(errno));
+  return ParseKeyPair(in, path);
+}
+
+Result<CurveKeyPair> ReadKeyPair(platform::Env& env, const std::string& path) {
+  constexpr size_t kMaxKeyFileBytes = 64 * 1024;  // a key file is a few lines
+  auto text = env.ReadFile(path, kMaxKeyFileBytes);
+  // ReadFile's errors name the path and the system's reason, as the stream version's do.
+  if (!text.ok()) return NotFoundError("cannot read key file " + text.status().message());
+  std::istringstream in(*text);
+  return ParseKeyPair(in, path);
 }
 
 Result<Allowlist> ReadAllowlist(const std::string& path) {

@@ -13,6 +13,10 @@
 
 #include "common/status.h"
 
+namespace trainlet::platform {
+class Env;
+}  // namespace trainlet::platform
+
 namespace trainlet {
 
 struct CurveKeyPair {
@@ -25,6 +29,8 @@ Result<CurveKeyPair> GenerateCurveKeyPair();
 Status WriteKeyPair(const std::string& path, const CurveKeyPair& keys);
 // Reads a key file written by WriteKeyPair (or its .pub). Errors name the file and the problem.
 Result<CurveKeyPair> ReadKeyPair(const std::string& path);
+// The same, read through `env` (the daemons' seam over the OS, common/platform/env.h).
+Result<CurveKeyPair> ReadKeyPair(platform::Env& env, const std::string& path);
 bool IsValidZ85Key(const std::string& key);
 
 // Public key (Z85) -> name.

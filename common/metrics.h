@@ -69,6 +69,9 @@ class Family {
   Series& With(const std::vector<std::string>& label_values);
   // The one series of a family without labels.
   Series& Get() { return With({}); }
+  // Drops every series, for a family a collector rebuilds at each scrape (series of things that
+  // no longer exist disappear). References to its series dangle afterwards.
+  void Clear() { series_.clear(); }
 
   const std::string& name() const { return name_; }
   const std::string& help() const { return help_; }

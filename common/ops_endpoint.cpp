@@ -25,8 +25,13 @@ Result<std::unique_ptr<OpsEndpoint>> OpsEndpoint::Create(const std::string& metr
   };
   if (!metrics_address.empty()) {
     OpsEndpoint* self = ops.get();
-    auto http = HttpEndpoint::Listen(metrics_address,
-                                     [self](const std::string& p) { return self->Serve(p); });
+    HttpServer::Options options;
+    options.address = metrics_address;
+    options.max_body_bytes = 8192;  // GET and HEAD only: nothing to read
+    auto http = HttpServer::Start(options, [self](const HttpRequest& r) { return self->Serve(r); });
+    if (!http.ok()) {  // "metrics address "...": why", as the daemons have always said
+      http = Status(http.status().code(), "metrics " + http.status().message());
+    }
     if (http.ok()) {
       ops->http_ = std::move(http).value();
       TRAINLET_RETURN_IF_ERROR(add(ops->http_->fd(), ops->http_.get()));
@@ -58,9 +63,13 @@ void OpsEndpoint::OnReadable() {
   }
 }
 
-HttpResponse OpsEndpoint::Serve(const std::string& path) {
+HttpResponse OpsEndpoint::Serve(const HttpRequest& request) {
   HttpResponse r;
-  if (path == "/metrics") {
+  const std::string& path = request.path;
+  if (request.method != "GET" && request.method != "HEAD") {
+    r.status = 405;
+    r.body = "only GET and HEAD\n";
+  } else if (path == "/metrics") {
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
     r.body = metrics_.Render();
   } else if (path == "/healthz") {

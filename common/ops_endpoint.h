@@ -10,15 +10,16 @@
 // pets stop and the service manager restarts the daemon. That is the point, so never move it to
 // a thread.
 //
-// fd() is a PollSet (platform/poll_set.h) holding the HTTP sockets and a watchdog timer; poll it
-// for POLLIN and call OnReadable() when it is readable. Owned by one loop; no locks.
+// fd() is a PollSet (platform/poll_set.h) holding the HTTP server's wake-up (http/http_server.h:
+// httplib's threads parse, the loop answers) and a watchdog timer; poll it for POLLIN and call
+// OnReadable() when it is readable. Owned by one loop; no locks here.
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <string>
 
-#include "common/http_endpoint.h"
+#include "common/http/http_server.h"
 #include "common/metrics.h"
 #include "common/platform/periodic_timer.h"
 #include "common/platform/poll_set.h"
@@ -57,11 +58,11 @@ class OpsEndpoint {
 
  private:
   explicit OpsEndpoint(std::unique_ptr<ServiceNotifier> notifier);
-  HttpResponse Serve(const std::string& path);
+  HttpResponse Serve(const HttpRequest& request);
 
   // Constant after Create.
   std::unique_ptr<ServiceNotifier> notifier_;
-  std::unique_ptr<HttpEndpoint> http_;
+  std::unique_ptr<HttpServer> http_;
   std::unique_ptr<platform::PollSet> poll_set_;
   std::unique_ptr<platform::PeriodicTimer> watchdog_;  // null without a watchdog
   // Owned by the loop.

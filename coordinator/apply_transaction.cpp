@@ -48,7 +48,7 @@ Status ApplyTransaction::Store(JobStore& store, uint64_t min_free_bytes) const {
     return Status::Ok();
   });
   if (s.ok() || s.code() != ErrorCode::kIo) return s;
-  return IoError("state dir " + store.state_dir() + ": nothing of " +
+  return IoError(store.location() + ": nothing of " +
                  (source.empty() ? std::string("stdin") : source) + " was stored: " + s.message());
 }
 

@@ -9,6 +9,7 @@
 #include "common/curve_keys.h"
 #include "common/platform/signal_watch.h"
 #include "common/zmq_sockets.h"
+#include "coordinator/lifecycle_rules.h"
 
 namespace trainlet::coordinator {
 namespace {
@@ -20,8 +21,8 @@ constexpr std::initializer_list<int> kLoopSignals = {SIGTERM, SIGINT, SIGHUP};
 }  // namespace
 
 void PrepareCoordinatorSignals() {
-  if (const std::string why = platform::PrepareSignals(kLoopSignals); !why.empty()) {
-    spdlog::error("signals: {}", why);  // Init's SignalWatch::Open fails the same way
+  if (Status s = platform::PrepareSignals(kLoopSignals); !s.ok()) {
+    spdlog::error("signals: {}", s.message());  // Init's SignalWatch::Open fails the same way
   }
   signal(SIGPIPE, SIG_IGN);
 }
@@ -47,7 +48,9 @@ Status Coordinator::Init() {
   TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair keys, ReadKeyPair(config_.key_file));
   if (keys.secret_z85.empty())
     return InvalidError("--key " + config_.key_file + ": holds no secret-key");
-  TRAINLET_ASSIGN_OR_RETURN(store_, JobStore::Open(config_.state_dir));
+  JobStoreConfig store_config = config_.store;
+  store_config.state_dir = config_.state_dir;
+  TRAINLET_ASSIGN_OR_RETURN(store_, OpenJobStore(store_config));
 
   // The ZAP handler must exist before a CURVE server socket can admit anyone.
   TRAINLET_ASSIGN_OR_RETURN(zap_, ZapAuthenticator::Create(ctx_));
@@ -87,6 +90,7 @@ Status Coordinator::Init() {
   options.start_timeout = config_.start_timeout;
   options.restart_backoff = config_.restart_backoff;
   options.max_restart_backoff = config_.max_restart_backoff;
+  options.stop_grace_ms = static_cast<uint32_t>(config_.stop_grace.count());
   options.server_public_key = keys.public_z85;
   jobs_ = std::make_unique<JobController>(store_.get(), registry_.get(), this, options);
   TRAINLET_RETURN_IF_ERROR(jobs_->Load(config_.runtimes_dir));
@@ -102,7 +106,7 @@ Status Coordinator::Init() {
   fences_ = std::make_unique<FenceTable>(
       [this](const std::string& job, uint32_t attempt) -> std::optional<std::vector<std::string>> {
         const v1::JobStatus* st = jobs_->Find(job);
-        if (st == nullptr || !jobs_->AttemptActive(job, attempt)) return std::nullopt;
+        if (st == nullptr || !jobs_->exec().AttemptActive(job, attempt)) return std::nullopt;
         return std::vector<std::string>(st->placement().begin(), st->placement().end());
       });
   TRAINLET_ASSIGN_OR_RETURN(signals_, platform::SignalWatch::Open(kLoopSignals));
@@ -264,6 +268,9 @@ void Coordinator::OnNodeMessage(std::string name, v1::Envelope& env,
     case v1::Envelope::kPortsReserved:
       jobs_->OnPortsReserved(name, env.ports_reserved(), now_ms);
       break;
+    case v1::Envelope::kProgressReport:
+      ops_->OnProgressFolded(jobs_->OnProgressReport(name, env.progress_report(), now_ms));
+      break;
     case v1::Envelope::kExecOutput:
     case v1::Envelope::kExecExited:
       exec_relay_->OnAgentMessage(name, env);
@@ -303,7 +310,7 @@ void Coordinator::DeliverFences(FenceTable::Outcome outcome) {
 void Coordinator::RefreshExecAllowlist() {
   if (jobs_->generation() == exec_allowlist_generation_) return;
   exec_allowlist_generation_ = jobs_->generation();
-  zap_->SetAllowlist("exec", jobs_->LauncherKeys());
+  zap_->SetAllowlist("exec", jobs_->exec().LauncherKeys());
 }
 
 void Coordinator::OnOperatorMessage(RouterMessage& msg) {
@@ -315,22 +322,27 @@ void Coordinator::OnOperatorMessage(RouterMessage& msg) {
                             env_.WallUnixMs());
 }
 
+int64_t Coordinator::HoldAfterSilence(int64_t last_heard_ms) const {
+  return RestartHoldMs(last_heard_ms, config_.partition_grace,
+                       static_cast<uint32_t>(config_.stop_grace.count()));
+}
+
 std::optional<TimePoint> Coordinator::Tick(TimePoint now) {
   if (started_ == TimePoint{}) started_ = now;
   const int64_t now_ms = env_.WallUnixMs();
   ops_->Tick(now);  // READY=1 once, then STATUS=
   for (const auto& lost : registry_->Tick(now)) {
     const NodeEntry* e = registry_->Find(lost);
-    jobs_->OnNodeLost(lost, now_ms, e->last_beat_unix_ms + config_.partition_grace.count() + 500);
+    jobs_->OnNodeLost(lost, now_ms, HoldAfterSilence(e->last_beat_unix_ms));
   }
   if (!checked_unregistered_ && now - started_ > config_.lost_timeout) {
     // After a restart, a node that held ranks and has not come back within the lost timeout is
     // as good as Lost: its ranks' attempts fail, as if it had stopped heartbeating.
     checked_unregistered_ = true;
-    for (const auto& node : jobs_->PlacedNodes()) {
+    for (const auto& node : jobs_->Usage().placed) {
       if (registry_->Find(node) == nullptr) {
         spdlog::warn("node {} held ranks before the restart and has not registered", node);
-        jobs_->OnNodeLost(node, now_ms, now_ms + config_.partition_grace.count());
+        jobs_->OnNodeLost(node, now_ms, HoldAfterSilence(now_ms));
       }
     }
   }

@@ -31,6 +31,7 @@
 #include "coordinator/fence_table.h"
 #include "coordinator/job_controller.h"
 #include "coordinator/job_store.h"
+#include "coordinator/job_store_config.h"
 #include "coordinator/node_registry.h"
 #include "coordinator/operator_service.h"
 
@@ -38,6 +39,7 @@ namespace trainlet::coordinator {
 
 struct CoordinatorConfig {
   std::string state_dir;  // SQLite store lives here
+  JobStoreConfig store;   // store: sqlite (the default, under state_dir) or etcd
   std::string agent_listen = "tcp://0.0.0.0:7070";
   std::string operator_listen = "tcp://127.0.0.1:7071";
   std::string exec_listen = "tcp://0.0.0.0:7072";  // trainlet-exec (MPI launchers) connect here
@@ -52,6 +54,9 @@ struct CoordinatorConfig {
   // How long an agent that cannot hear the coordinator keeps its ranks; no restart of their job
   // is placed before it has passed since the node was last heard.
   std::chrono::milliseconds partition_grace{10000};
+  // SIGTERM to SIGKILL for ranks that are stopped (delete, suspend, a failed gang, a partition).
+  // A job is not restarted before a silent node's partition grace and this have both passed.
+  std::chrono::milliseconds stop_grace{kDefaultStopGraceMs};
   // A Starting attempt with ranks not yet started this long after placement fails (StartTimeout).
   std::chrono::milliseconds start_timeout{60000};
   // The first restart of a failed attempt waits restart_backoff; each further one twice as long,
@@ -100,6 +105,8 @@ class Coordinator : public NodeSink {
   // The loop's work each iteration (liveness, scheduling, flushing the store, deadlines);
   // returns when the loop must wake next.
   std::optional<platform::EventLoop::TimePoint> Tick(platform::EventLoop::TimePoint now);
+  // When the job of a node last heard at `last_heard_ms` may restart (RestartHoldMs).
+  int64_t HoldAfterSilence(int64_t last_heard_ms) const;
   void OnSignals();
   Status WriteEndpoints() const;
   void OnAgentMessage(RouterMessage& msg);

@@ -63,6 +63,23 @@ Result<std::unique_ptr<CoordinatorOps>> CoordinatorOps::Create(
       "were killed by a signal (signal; includes ranks trainlet stopped)",
       {"reason"});
   for (const char* r : {"start_failed", "exit_code", "signal"}) c->failed_->With({r});
+  c->progress_updates_ =
+      &m.AddCounter("trainlet_coordinator_progress_updates_total",
+                    "Training progress updates agents forwarded, by what the coordinator did with "
+                    "them (taken; dropped: unknown_job, stale_attempt, foreign_node, invalid)",
+                    {"result"});
+  for (auto r : {ProgressFoldResult::kTaken, ProgressFoldResult::kUnknownJob,
+                 ProgressFoldResult::kStaleAttempt, ProgressFoldResult::kForeignNode,
+                 ProgressFoldResult::kInvalid}) {
+    c->progress_updates_->With({ProgressFoldResultName(r)});
+  }
+  // One series per job whose current attempt reported the value; a job that finishes keeps its
+  // last value until it is deleted.
+  c->job_progress_ =
+      &m.AddGauge("trainlet_job_progress_percentage",
+                  "Training progress the job's ranks last reported (0-100)", {"job"});
+  c->job_eta_ = &m.AddGauge("trainlet_job_estimated_remaining_seconds",
+                            "Remaining training time the job's ranks last estimated", {"job"});
   c->dropped_ =
       &m.AddCounter("trainlet_coordinator_messages_dropped_total",
                     "Messages from agents, operators and launchers dropped, by reason", {"reason"});
@@ -89,6 +106,16 @@ void CoordinatorOps::Collect() {
     if (auto it = launch_observed_.find(j->name()); it != launch_observed_.end()) live.insert(*it);
   }
   launch_observed_.swap(live);  // forget deleted jobs
+  job_progress_->Clear();  // deleted jobs, and jobs whose new attempt has not reported, drop out
+  job_eta_->Clear();
+  for (const v1::JobStatus* j : jobs_->List()) {
+    if (!j->has_trainer_status()) continue;
+    const v1::TrainerStatus& t = j->trainer_status();
+    if (t.has_progress_percentage()) job_progress_->With({j->name()}).Set(t.progress_percentage());
+    if (t.has_estimated_remaining_seconds()) {
+      job_eta_->With({j->name()}).Set(static_cast<double>(t.estimated_remaining_seconds()));
+    }
+  }
   for (size_t r = 0; r < static_cast<size_t>(DropReason::kCount); ++r) {
     const auto reason = static_cast<DropReason>(r);
     Counter& c = dropped_->With({DropReasonName(reason)});
@@ -133,6 +160,10 @@ void CoordinatorOps::Tick(std::chrono::steady_clock::time_point now) {
   if (now < next_status_) return;
   next_status_ = now + std::chrono::seconds(1);
   ops_->NotifyStatus(StatusLine());
+}
+
+void CoordinatorOps::OnProgressFolded(const std::vector<ProgressFoldResult>& results) {
+  for (ProgressFoldResult r : results) progress_updates_->With({ProgressFoldResultName(r)}).Inc();
 }
 
 void CoordinatorOps::OnHeartbeat(int64_t sent_unix_ms, int64_t now_unix_ms) {

@@ -2,7 +2,8 @@
 // code: the Prometheus metrics, /healthz and /readyz (ready = store open and the loop serving),
 // and the service manager's READY / STATUS / WATCHDOG / STOPPING (see common/ops_endpoint.h).
 //
-// Gauges (nodes by state, jobs by phase, dropped messages) are read from the registry, the
+// Gauges (nodes by state, jobs by phase, dropped messages, each job's reported progress and
+// remaining time, labelled by job) are read from the registry, the
 // controller and the drop counters when someone scrapes, so the loop pays nothing for them.
 // Histograms and counters are fed by the On*() calls where the events happen.
 //
@@ -13,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/envelope.h"
 #include "common/ops_endpoint.h"
@@ -44,6 +46,9 @@ class CoordinatorOps {
   // After the controller handled `event`: counts it, and observes the launch latency when its
   // attempt has just reached Running.
   void AfterWorkerEvent(const v1::WorkerEvent& event, int64_t now_unix_ms);
+  // What JobController::OnProgressReport did with each update of one report: counted in
+  // trainlet_coordinator_progress_updates_total{result}.
+  void OnProgressFolded(const std::vector<ProgressFoldResult>& results);
   // Rendezvous fence: from the first rank's arrival to the release of all ranks.
   void OnFence(std::chrono::duration<double> elapsed) { fence_->Observe(elapsed.count()); }
   // The coordinator refused an agent's registration (name taken, key bound to another name).
@@ -78,6 +83,9 @@ class CoordinatorOps {
   Counter* started_ = nullptr;
   Counter* registrations_refused_ = nullptr;
   Family<Counter>* failed_ = nullptr;
+  Family<Counter>* progress_updates_ = nullptr;
+  Family<Gauge>* job_progress_ = nullptr;  // per job with progress; rebuilt at each scrape
+  Family<Gauge>* job_eta_ = nullptr;
 };
 
 }  // namespace trainlet::coordinator

@@ -8,8 +8,8 @@
 // attempt's nodes; a stale launcher cannot start anything in the next attempt.
 //
 // It reads each job's status through `find` (the JobController's job map) and the nodes through
-// the NodeRegistry; JobController tells it which jobs exist (Track/Forget) and each attempt's
-// secret. Owned by JobController, on the coordinator's loop; no locks.
+// the NodeRegistry; JobController tells it which jobs exist (Track/Forget), AttemptLauncher each
+// attempt's keys and secret. Owned by JobController, on the coordinator's loop; no locks.
 #pragma once
 
 #include <cstdint>

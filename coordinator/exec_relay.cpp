@@ -60,7 +60,7 @@ void ExecRelay::OnClientMessage(const RouterMessage& msg, Clock::time_point now)
     case v1::Envelope::kExecRequest: {
       const auto& req = env.exec_request();
       if (req.argv_size() == 0) return Refuse(msg.routing_id, req.exec_id(), "no command given");
-      auto target = jobs_->ResolveExec(msg.user_id, req.host());
+      auto target = jobs_->exec().ResolveExec(msg.user_id, req.host());
       if (!target.ok()) return Refuse(msg.routing_id, req.exec_id(), target.status().message());
       const uint64_t id = next_id_++;
       Session& session = sessions_[id];
@@ -120,7 +120,7 @@ std::map<uint64_t, ExecRelay::Session>::iterator ExecRelay::FindForClient(const 
   }
   auto it = sessions_.find(session_id);
   if (session_id == 0 || it == sessions_.end()) return sessions_.end();
-  const auto keys = jobs_->LauncherKeys();  // launcher key -> job, of live attempts
+  const auto keys = jobs_->exec().LauncherKeys();  // launcher key -> job, of live attempts
   const auto key = keys.find(msg.user_id);
   if (key == keys.end() || key->second != it->second.job) {
     spdlog::warn("refused to re-attach exec {} of {}: the client's key is not that job's launcher",
@@ -160,7 +160,7 @@ void ExecRelay::AdoptSessions(
   for (const auto& r : reports) {
     // Ours and unknown: this process ended it (the agent learns so from the next ack).
     if (r.exec_id() >= first_id_ || sessions_.count(r.exec_id()) != 0) continue;
-    if (!jobs_->AttemptActive(r.job(), r.attempt())) continue;
+    if (!jobs_->exec().AttemptActive(r.job(), r.attempt())) continue;
     Session& s = sessions_[r.exec_id()];
     s.job = r.job();
     s.attempt = r.attempt();
@@ -233,7 +233,7 @@ void ExecRelay::Tick(Clock::time_point now) {
     auto next = std::next(it);
     if (now - it->second.last_seen > kClientSilence) {
       End(it, "trainlet-exec went silent");
-    } else if (!jobs_->AttemptActive(it->second.job, it->second.attempt)) {
+    } else if (!jobs_->exec().AttemptActive(it->second.job, it->second.attempt)) {
       End(it,
           "attempt " + std::to_string(it->second.attempt) + " of " + it->second.job + " is over");
     }

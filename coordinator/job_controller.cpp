@@ -20,12 +20,11 @@ JobController::JobController(JobStore* store, NodeRegistry* registry, NodeSink* 
     : store_(store),
       registry_(registry),
       options_(options),
+      entry_options_{options_.stop_grace_ms, options_.select_plugin},
       agents_(sink),
       exec_(registry, {options_.exec_endpoint, options_.server_public_key, options_.stop_grace_ms},
             [this](const std::string& job) { return Find(job); }),
-      port_waits_(&agents_, [this](const std::string& job, uint32_t attempt) {
-        return exec_.AttemptActive(job, attempt);
-      }) {}
+      launcher_(registry, &exec_, &agents_, this, {options_.start_timeout}) {}
 
 Status JobController::Load(const std::string& runtimes_dir) {
   TRAINLET_RETURN_IF_ERROR(runtimes_.LoadShipped(runtimes_dir));
@@ -39,7 +38,7 @@ Status JobController::Load(const std::string& runtimes_dir) {
       continue;
     }
     std::vector<std::string> warnings;
-    auto job = BuildJobEntry(spec->jobs[0], rt->runtimes[0], EntryOptions(), warnings);
+    auto job = BuildJobEntry(spec->jobs[0], rt->runtimes[0], entry_options_, warnings);
     if (!job.ok()) {
       spdlog::error("stored trainjob/{}: {}", rec.name, job.status().message());
       continue;
@@ -49,10 +48,6 @@ Status JobController::Load(const std::string& runtimes_dir) {
   }
   spdlog::info("loaded {} runtimes and {} jobs", runtimes_.size(), jobs_.size());
   return Status::Ok();
-}
-
-JobEntryOptions JobController::EntryOptions() const {
-  return {options_.stop_grace_ms, options_.select_plugin};
 }
 
 void JobController::Adopt(std::unique_ptr<Job> job) {
@@ -71,7 +66,7 @@ Result<v1::ApplyResult> JobController::Apply(const std::string& yaml, const std:
                                                        return it == jobs_.end() ? nullptr
                                                                                 : it->second.get();
                                                      },
-                                                     EntryOptions()));
+                                                     entry_options_));
   // All or nothing, and memory changes only after the store has everything.
   TRAINLET_RETURN_IF_ERROR(tx.Store(*store_, options_.min_free_bytes));
   v1::ApplyResult result = std::move(tx.result);
@@ -90,18 +85,6 @@ Result<v1::ApplyResult> JobController::Apply(const std::string& yaml, const std:
   return result;
 }
 
-std::map<std::string, uint32_t> JobController::UsedSlots() const {
-  std::map<std::string, uint32_t> used;
-  // Whatever the job's phase, a rank that has not ended holds its slot: the ranks of a Failed or
-  // Restarting attempt keep running until their stop takes effect.
-  for (const auto& [name, job] : jobs_) {
-    for (const auto& r : job->record.status.ranks()) {
-      if (!RankEnded(r)) ++used[r.node()];
-    }
-  }
-  return used;
-}
-
 void JobController::Schedule(int64_t now_ms) {
   last_schedule_ms_ = now_ms;
   // A delete whose last store write failed is finished here once the store takes it.
@@ -109,8 +92,9 @@ void JobController::Schedule(int64_t now_ms) {
     if (jobs_.at(name)->record.status.deleting()) MaybeFinishDelete(name);
   }
   EnforceDeadlines(now_ms);
-  EnforceStartTimeouts(now_ms);
-  auto used = UsedSlots();
+  for (const auto& name : order_) launcher_.EnforceStartTimeout(*jobs_.at(name), now_ms);
+  EnforceProgress(now_ms);  // job_progress_steps.cpp: stalls, coalesced progress writes
+  auto used = Usage().slots;
   for (const auto& name : order_) {
     Job& job = *jobs_.at(name);
     const JobPhase p = PhaseOf(job.record.status);
@@ -126,114 +110,8 @@ void JobController::Schedule(int64_t now_ms) {
                       [](const auto& r) { return !RankEnded(r); });
       if (old_alive) continue;
     }
-    TryPlace(job, used, now_ms);
+    launcher_.Place(job, used, Usage().resources, now_ms);
   }
-}
-
-bool JobController::TryPlace(Job& job, std::map<std::string, uint32_t>& used, int64_t now_ms) {
-  v1::JobStatus& st = job.record.status;
-  GangRequest gang = job.gang;
-  gang.num_nodes = st.num_nodes();
-  gang.slots_per_node = job.procs_per_node;
-  auto placement = PlaceGang(gang, NodeCapacities(*registry_, used, UsedResources()));
-  if (!placement.ok()) {
-    const std::string reason = "Unschedulable: " + placement.status().message();
-    if (st.reason() != reason) Transition(job, JobTrigger::kUnplaceable, reason, "", now_ms);
-    return false;
-  }
-  PlanRequest req = job.plan_template;
-  req.attempt = st.attempt() + 1;
-  for (const auto& n : placement->nodes) {
-    const NodeEntry* e = registry_->Find(n);
-    PlacedNode& placed = req.nodes.emplace_back();
-    placed.name = n;
-    placed.address = e->info.address();
-    placed.hostname = e->info.hostname();
-    placed.topology = e->info.topology();
-  }
-  // The layout checks the request and lays out the ranks without ports (attempt_plan.h). A
-  // refusal means nothing was placed or sent: the job, not an attempt, fails, and it is never
-  // retried (the same spec would be refused the same way).
-  auto refuse = [&](const Status& why) {
-    Transition(job, JobTrigger::kPlanRefused, "PlanRefused",
-               "the " + std::string(job.plugin->name()) +
-                   " runtime cannot plan this job: " + why.message(),
-               now_ms);
-    return false;
-  };
-  auto layout = LayoutAttempt(*job.plugin, req);
-  if (!layout.ok()) return refuse(layout.status());
-  LauncherSecret secret;  // held here and by ExecAuthority, never in the request
-  if (layout->exec_launcher_rank) {
-    auto issued = exec_.IssueLauncherKeys(req);
-    if (!issued.ok()) {
-      FailAttempt(job, issued.status().message(), now_ms);
-      return false;
-    }
-    secret = std::move(*issued);
-  }
-  // A runtime that needs ports is rendered once the nodes hold them (job_ports.cpp), others now.
-  std::vector<v1::LaunchPlan> plans;
-  if (!WantsPorts(*layout)) {
-    auto rendered = RenderAttempt(*job.plugin, req, *layout, secret);
-    if (!rendered.ok()) return refuse(rendered.status());
-    plans = std::move(*rendered);
-  }
-  const v1::JobStatus before = st;  // what stays if the placement cannot be stored
-  RecordAttempt(job, req, placement->nodes, *layout, secret, now_ms);
-  for (const auto& n : placement->nodes) used[n] += job.procs_per_node;
-  // The attempt is durable before any agent hears of it. When the store refuses it (a full or
-  // read-only disk), nobody hears of it: the job stays as it was and is placed again later.
-  if (Status s = Flush(); !s.ok()) {
-    spdlog::error("trainjob/{}: attempt {} not started, the store refused it: {}", job.record.name,
-                  req.attempt, s.message());
-    st = before;
-    exec_.SetLauncherSecret(job.record.name, "");
-    job.dirty = true;  // whatever else was unflushed still is
-    for (const auto& n : placement->nodes) used[n] -= job.procs_per_node;
-    ++generation_;
-    return false;
-  }
-  // A runtime that needs ports (MASTER_PORT, ring ports) is rendered once the nodes hold them.
-  if (port_waits_.Begin(job.record.name, req, *layout)) return true;
-  for (size_t i = 0; i < plans.size(); ++i) {
-    agents_.LaunchPlan(placement->nodes[i], std::move(plans[i]));
-  }
-  return true;
-}
-
-void JobController::RecordAttempt(Job& job, const PlanRequest& req,
-                                  const std::vector<std::string>& nodes,
-                                  const AttemptLayout& layout, const LauncherSecret& secret,
-                                  int64_t now_ms) {
-  v1::JobStatus& st = job.record.status;
-  st.set_attempt(req.attempt);
-  st.set_launcher_key(req.launcher_public_key);
-  st.set_launch_mode(job.plugin->LaunchMode(req));
-  exec_.SetLauncherSecret(job.record.name, secret.z85);
-  st.clear_placement();
-  st.clear_ranks();
-  for (const auto& n : nodes) st.add_placement(n);
-  for (size_t i = 0; i < layout.nodes.size(); ++i) {
-    for (const LaidOutRank& w : layout.nodes[i].ranks) {
-      auto* r = st.add_ranks();
-      r->set_rank(w.rank);
-      r->set_local_rank(w.local_rank);
-      r->set_node(nodes[i]);
-      r->set_rank_state(v1::RANK_STATE_PENDING);  // kRankTransitions moves it from here
-      r->set_attempt(req.attempt);
-    }
-  }
-  std::sort(st.mutable_ranks()->begin(), st.mutable_ranks()->end(),
-            [](const auto& a, const auto& b) { return a.rank() < b.rank(); });
-  auto* rec = st.add_attempts();
-  rec->set_attempt(req.attempt);
-  for (const auto& r : st.ranks()) rec->add_rank_nodes(r.node());
-  rec->set_started_unix_ms(now_ms);
-  std::string where;
-  for (const auto& n : nodes) where += (where.empty() ? "" : ", ") + n;
-  Transition(job, JobTrigger::kPlaced, "",
-             "attempt " + std::to_string(req.attempt) + " placed on " + where, now_ms);
 }
 
 void JobController::Transition(Job& job, JobTrigger trigger, const std::string& reason,
@@ -253,16 +131,6 @@ void JobController::MarkDirty(Job& job) {
   ++generation_;
 }
 
-void JobController::StopAttempt(Job& job, const std::string& reason) {
-  const v1::JobStatus& st = job.record.status;
-  std::set<std::string> nodes;
-  for (const auto& r : st.ranks()) {
-    if (!RankEnded(r)) nodes.insert(r.node());
-  }
-  for (const auto& n : nodes) agents_.StopWorkers(n, job.record.name, st.attempt(), reason);
-  EndPortWait(job);
-}
-
 void JobController::FailAttempt(Job& job, const std::string& cause, int64_t now_ms) {
   v1::JobStatus& st = job.record.status;
   if (st.attempts_size() > 0) {
@@ -272,7 +140,7 @@ void JobController::FailAttempt(Job& job, const std::string& cause, int64_t now_
     rec->set_cause(cause);
     rec->set_ended_unix_ms(now_ms);
   }
-  StopAttempt(job, cause);
+  launcher_.Stop(job, cause);
   // Failed attempts before this one; an attempt stopped by a suspend does not count.
   const auto failed = std::count_if(st.attempts().begin(), st.attempts().end(), [](const auto& a) {
     return a.attempt_result() == v1::ATTEMPT_RESULT_FAILED;
@@ -337,12 +205,18 @@ void JobController::OnWorkerEvent(const std::string& node, const v1::WorkerEvent
   }
 }
 
+void JobController::OnPortsReserved(const std::string& node, const v1::PortsReserved& reserved,
+                                    int64_t now_ms) {
+  auto it = jobs_.find(reserved.job());
+  launcher_.OnPortsReserved(node, reserved, it == jobs_.end() ? nullptr : it->second.get(), now_ms);
+}
+
 void JobController::ReconcileNode(
     const std::string& node, const google::protobuf::RepeatedPtrField<v1::RunningWorker>& running,
     int64_t now_ms) {
   const NodeReconcile plan =
       ReconcileRunning(node, running, [this](const std::string& job, uint32_t attempt) {
-        return AttemptActive(job, attempt) ? Find(job) : nullptr;
+        return exec_.AttemptActive(job, attempt) ? Find(job) : nullptr;
       });
   for (const auto& a : plan.adopt) {
     Job& job = *jobs_.at(a.job);
@@ -356,19 +230,8 @@ void JobController::ReconcileNode(
                  attempt);
     agents_.StopWorkers(node, job, attempt, "stale attempt found when the node registered");
   }
-  port_waits_.Resend(node);
+  launcher_.ResendPortAsks(node);
   (void)now_ms;
-}
-
-std::set<std::string> JobController::PlacedNodes() const {
-  std::set<std::string> nodes;
-  for (const auto& [name, job] : jobs_) {
-    if (!AttemptActive(name, job->record.status.attempt())) continue;
-    for (const auto& r : job->record.status.ranks()) {
-      if (!RankEnded(r)) nodes.insert(r.node());
-    }
-  }
-  return nodes;
 }
 
 void JobController::OnNodeLost(const std::string& node, int64_t now_ms, int64_t hold_until_ms) {
@@ -397,6 +260,29 @@ void JobController::OnNodeLost(const std::string& node, int64_t now_ms, int64_t 
   }
 }
 
+std::vector<std::string> JobController::FailJobsOnNode(const std::string& node,
+                                                       const std::string& cause, int64_t now_ms) {
+  std::vector<std::string> failed;
+  for (const auto& name : Usage().JobsOn(node)) {
+    Job& job = *jobs_.at(name);
+    const JobPhase phase = PhaseOf(job.record.status);
+    if (job.record.status.deleting() ||
+        (phase != JobPhase::kStarting && phase != JobPhase::kRunning)) {
+      continue;  // already stopping; its ranks end on their own
+    }
+    spdlog::warn("trainjob/{}: failing attempt {}: {}", name, job.record.status.attempt(), cause);
+    FailAttempt(job, cause, now_ms);
+    failed.push_back(name);
+  }
+  return failed;
+}
+
+NodeUsage JobController::Usage() const {
+  std::vector<const Job*> jobs;
+  for (const auto& name : order_) jobs.push_back(jobs_.at(name).get());
+  return UsageOf(jobs);
+}
+
 Result<v1::DeleteJobResult> JobController::Delete(const std::string& name, int64_t now_ms) {
   auto it = jobs_.find(name);
   if (it == jobs_.end()) return NotFoundError("trainjob/" + name + " not found");
@@ -414,7 +300,7 @@ Result<v1::DeleteJobResult> JobController::Delete(const std::string& name, int64
     ev->set_message("delete requested; stopping every rank");
     TRAINLET_RETURN_IF_ERROR(store_->UpdateStatus(name, deleting));
     job.record.status = std::move(deleting);
-    StopAttempt(job, "trainjob deleted");
+    launcher_.Stop(job, "trainjob deleted");
     ++generation_;
   }
   MaybeFinishDelete(name);
@@ -432,7 +318,8 @@ void JobController::MaybeFinishDelete(std::string name) {
   }
   jobs_.erase(it);
   exec_.Forget(name);
-  port_waits_.Forget(name);
+  launcher_.Forget(name);
+  progress_.Forget(name);
   order_.erase(std::remove(order_.begin(), order_.end(), name), order_.end());
   ++generation_;
   spdlog::info("trainjob/{} deleted", name);
@@ -454,12 +341,14 @@ Status JobController::Flush() {
 }
 
 int64_t JobController::NextWakeMs() const {
-  int64_t next = INT64_MAX;
+  int64_t next = progress_.NextWriteMs();
   for (const auto& [name, job] : jobs_) {
     const auto& st = job->record.status;
     if (!IsTerminal(PhaseOf(st)) && !st.deleting())
       next = std::min(next, ActiveDeadlineMs(job->spec, st.created_unix_ms()));
     next = std::min(next, StartDeadlineMs(st, options_.start_timeout));
+    next =
+        std::min(next, StallDeadlineMs(st, job->stall, progress_.RunningSince(name, st.attempt())));
     // Only a backoff still to come is timed work; a restart waiting for its old ranks to exit, or
     // for room, is woken by those events instead.
     if (PhaseOf(st) != JobPhase::kRestarting || job->not_before_ms <= last_schedule_ms_) continue;
@@ -468,19 +357,6 @@ int64_t JobController::NextWakeMs() const {
     }
   }
   return next;
-}
-
-bool JobController::AttemptActive(const std::string& job, uint32_t attempt) const {
-  return exec_.AttemptActive(job, attempt);
-}
-
-std::map<std::string, std::string> JobController::LauncherKeys() const {
-  return exec_.LauncherKeys();
-}
-
-Result<ExecTarget> JobController::ResolveExec(const std::string& launcher_key,
-                                              const std::string& host) const {
-  return exec_.ResolveExec(launcher_key, host);
 }
 
 const v1::JobStatus* JobController::Find(const std::string& name) const {

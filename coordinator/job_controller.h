@@ -1,15 +1,17 @@
 // JobController: turns applied TrainJobs into placed, launched and finished gangs.
 //
 // It owns the in-memory view of every job (the job map, in creation order), writes each change
-// through JobStore, asks the GangPlanner where a job goes, asks the job's runtime plugin for the
-// launch plans, and moves the job along the lifecycle table (job_state_machine.h) as worker
+// through JobStore, and moves each job along the lifecycle table (job_state_machine.h) as worker
 // events arrive. It delegates, and owns each of these:
 //   - RuntimeCatalog (runtime_catalog.h): the shipped and applied (Cluster)TrainingRuntimes, and
 //     what Apply does with runtime documents.
-//   - PortReservationWaits (port_reservation_waits.h): which attempt waits for which node's
-//     ports before its plans go out.
+//   - AttemptLauncher (attempt_launcher.h): placing an attempt (GangPlanner, the runtime plugin
+//     through attempt_plan.h), waiting for its nodes' ports (PortReservationWaits, its own),
+//     sending its plans, the start timeout, and stopping an attempt. It reports back through
+//     AttemptLauncher::Owner, which JobController implements: phase moves, failing an attempt,
+//     and store writes stay here.
 //   - ExecAuthority (exec_authority.h): per-attempt launcher keys, the exec allowlist, and where
-//     a trainlet-exec request may run.
+//     a trainlet-exec request may run (exec()).
 //   - AgentCommands (agent_commands.h): every command sent to an agent, over the NodeSink.
 // It applies, owning no state of theirs: the phase table of job_state_machine.h; the pure rules
 // of lifecycle_rules.h (restart limit and backoff, deadlines, the edits of a suspend);
@@ -17,12 +19,11 @@
 // apply_transaction.h, which parses and stores one applied file before memory changes;
 // job_entry.h, which turns a spec and its runtime into the job this map holds (a JobEntry);
 // rank_event_fold.h, which folds a worker event into its rank and says what the attempt does
-// next; and node_reconcile.h, which says what of a re-registering node's workers to adopt or stop.
-// Who owns what: the job map, the store writes and every phase change are JobController's; the
-// runtimes, port waits and launcher secrets are the delegates'. The runtime plugin plans an
-// attempt only through attempt_plan.h, which checks its answers: LayoutAttempt (TryPlace, before
-// any port is reserved) and RenderAttempt (TryPlace when no port is wanted, else
-// LaunchWithPorts in job_ports.cpp once the ports are held).
+// next; job_progress.h, which folds a progress update into the status and judges stalls (its
+// ProgressWatch, the stall clocks and write coalescing, is owned here); and node_reconcile.h, which
+// says what of a re-registering node's workers to adopt or stop. Who owns what: the job map, the
+// store writes and every phase change are JobController's; the runtimes, port waits and launcher
+// secrets are the delegates'.
 //
 // Durability: Apply() and Delete() write before they return (the operator is acknowledged after).
 // Changes made by events (a rank started or exited) are marked dirty and written together by
@@ -43,14 +44,17 @@
 
 #include "common/trainjob/trainjob_model.h"
 #include "coordinator/agent_commands.h"
+#include "coordinator/attempt_launcher.h"
 #include "coordinator/attempt_plan.h"
 #include "coordinator/exec_authority.h"
 #include "coordinator/gang_planner.h"
 #include "coordinator/job_entry.h"
+#include "coordinator/job_progress.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/job_store.h"
 #include "coordinator/lifecycle_rules.h"
 #include "coordinator/node_registry.h"
+#include "coordinator/node_usage.h"
 #include "coordinator/placement_inputs.h"
 #include "coordinator/port_reservation_waits.h"
 #include "coordinator/runtime_catalog.h"
@@ -79,7 +83,7 @@ struct JobControllerOptions {
   std::string server_public_key;  // the coordinator's CURVE public key
 };
 
-class JobController {
+class JobController : private AttemptLauncher::Owner {
  public:
   JobController(JobStore* store, NodeRegistry* registry, NodeSink* sink,
                 JobControllerOptions options = {});
@@ -103,11 +107,18 @@ class JobController {
   // Fails jobs whose active deadline has passed, then places whatever waits and can be placed now.
   void Schedule(int64_t now_ms);
   void OnWorkerEvent(const std::string& node, const v1::WorkerEvent& event, int64_t now_ms);
-  // A node's answer to ReservePorts (job_ports.cpp). Once every node of the attempt has its
+  // A node's answer to ReservePorts (AttemptLauncher). Once every node of the attempt has its
   // ports, the plugin renders the plans with them and they are sent. An answer with an error
   // fails the attempt naming the node (normal restart path); an answer for an attempt that is
   // not waiting for ports (stale, duplicate) is dropped, and any ports it holds are given back.
   void OnPortsReserved(const std::string& node, const v1::PortsReserved& reserved, int64_t now_ms);
+  // A node's ProgressReport (job_progress_steps.cpp): each update of a job's current attempt
+  // from a node of its placement becomes the job's trainer_status (FoldProgress); the rest are
+  // dropped. Memory changes now; the store write is coalesced (job_progress.h). Returns what
+  // happened to each update, in order, for the metrics.
+  std::vector<ProgressFoldResult> OnProgressReport(const std::string& node,
+                                                   const v1::ProgressReport& report,
+                                                   int64_t now_ms);
   // The node's ranks are given up and their attempts fail. No restart is placed before
   // `hold_until_ms`: the node may still run the old ranks until its partition grace runs out,
   // and two attempts of a job must never run at once.
@@ -117,32 +128,24 @@ class JobController {
   void ReconcileNode(const std::string& node,
                      const google::protobuf::RepeatedPtrField<v1::RunningWorker>& running,
                      int64_t now_ms);
-  // Nodes that hold ranks of a Starting or Running attempt.
-  std::set<std::string> PlacedNodes() const;
   // Writes every job changed since the last call. Errors are logged and retried next call.
-  Status Flush();
+  Status Flush() override;
 
-  // Placement constraints (job_placement.cpp).
-  // What the placed jobs ask of each node: a job's resourcesPerNode counts on every node where
-  // one of its ranks has not ended.
-  std::map<std::string, Resources> UsedResources() const;
+  // What the jobs hold on each node now: slots, resources, which jobs run there, and the nodes
+  // of live attempts (node_usage.h).
+  NodeUsage Usage() const;
   // Drain --force: fails the current attempt of every job with a live rank on `node`, with cause
   // `cause` (each restarts elsewhere, within its restart limit). Returns the jobs it failed.
   std::vector<std::string> FailJobsOnNode(const std::string& node, const std::string& cause,
                                           int64_t now_ms);
-  // The jobs with a live rank on `node`, and how many such ranks there are.
-  std::vector<std::string> JobsOnNode(const std::string& node, uint32_t* live_ranks) const;
   // When Schedule next has timed work to do (a restart backoff ending, an active deadline
-  // passing, a start timeout); INT64_MAX when none.
+  // passing, a start timeout, a progress timeout, a coalesced progress write); INT64_MAX when
+  // none.
   int64_t NextWakeMs() const;
 
-  // The launcher key of every attempt that may start remote commands now (Starting or Running):
-  // the exec endpoint's allowlist, public key -> job name.
-  std::map<std::string, std::string> LauncherKeys() const;
-  // Checks that `launcher_key` belongs to a live attempt and `host` (node name, hostname or
-  // address) is in its placement. Errors say which, for trainlet-exec to print.
-  Result<ExecTarget> ResolveExec(const std::string& launcher_key, const std::string& host) const;
-  bool AttemptActive(const std::string& job, uint32_t attempt) const;
+  // Who may start remote commands through trainlet-exec, and where: the exec allowlist
+  // (LauncherKeys), ResolveExec, and whether an attempt may run now (AttemptActive).
+  const ExecAuthority& exec() const { return exec_; }
 
   const v1::JobStatus* Find(const std::string& name) const;
   std::vector<const v1::JobStatus*> List() const;
@@ -150,38 +153,26 @@ class JobController {
   uint64_t generation() const { return generation_; }
 
  private:
-  // Why more than ~25 methods: the 21 public ones are the coordinator's whole view of jobs (its
-  // loop, OperatorService, ExecRelay and CoordinatorOps call them); the private ones are the
-  // steps of the lifecycle, each small, that share the job map and the store. What does not need
-  // the job map lives in the types listed at the top of this file.
+  // Why 26 methods, one past the ~25 rule: the public ones are the coordinator's whole view of jobs
+  // (its loop, OperatorService, ExecRelay and CoordinatorOps call them); the private ones are the
+  // lifecycle steps that need the job map, the store or the phase table. Whatever needs none of
+  // them lives in the types listed at the top of this file.
   using Job = JobEntry;  // job_entry.h: what BuildJobEntry and NewJobEntry make
 
-  JobEntryOptions EntryOptions() const;
   // The job joins the job map (last in placement order) and the exec authority.
   void Adopt(std::unique_ptr<Job> job);
-  // Slots taken on each node: one per rank that has not ended, whatever its job's phase.
-  std::map<std::string, uint32_t> UsedSlots() const;
-  bool TryPlace(Job& job, std::map<std::string, uint32_t>& used, int64_t now_ms);
-  // Writes the placed attempt into the job's status (placement, the layout's ranks Pending, the
-  // attempt record) and gives ExecAuthority its launcher secret.
-  void RecordAttempt(Job& job, const PlanRequest& request, const std::vector<std::string>& nodes,
-                     const AttemptLayout& layout, const LauncherSecret& secret, int64_t now_ms);
+  // AttemptLauncher::Owner: phase moves, failed attempts and dirty marks, here and for the
+  // launcher.
   void Transition(Job& job, JobTrigger trigger, const std::string& reason,
-                  const std::string& message, int64_t now_ms);
-  void FailAttempt(Job& job, const std::string& cause, int64_t now_ms);
-  void StopAttempt(Job& job, const std::string& reason);
+                  const std::string& message, int64_t now_ms) override;
+  void FailAttempt(Job& job, const std::string& cause, int64_t now_ms) override;
+  void MarkDirty(Job& job) override;
   // By value: it may erase the job that owns the caller's string.
   void MaybeFinishDelete(std::string name);
-  void MarkDirty(Job& job);
 
-  // Reserve-then-launch and the start timeout (job_ports.cpp).
-  // Every node holds its ports: renders the plans with them and sends them.
-  void LaunchWithPorts(Job& job, int64_t now_ms);
-  // The attempt stopped while reserving ports: no plan went out, so its ranks never existed and
-  // end here (Stopped) rather than wait for events that will never come.
-  void EndPortWait(Job& job);
-  // Fails every Starting attempt past its start timeout.
-  void EnforceStartTimeouts(int64_t now_ms);
+  // Progress (job_progress_steps.cpp): the stall rule of every Running job, and the coalesced
+  // writes of progress updates.
+  void EnforceProgress(int64_t now_ms);
 
   // Lifecycle: deadlines and suspend (job_lifecycle.cpp; the rules are in lifecycle_rules.h).
   // Fails every live job whose deadline has passed, with reason DeadlineExceeded.
@@ -193,11 +184,13 @@ class JobController {
   JobStore* store_;
   NodeRegistry* registry_;
   JobControllerOptions options_;
+  JobEntryOptions entry_options_;  // what BuildJobEntry needs of options_
   // Owned by the loop.
   AgentCommands agents_;
   RuntimeCatalog runtimes_;
-  ExecAuthority exec_;               // reads jobs_ through Find()
-  PortReservationWaits port_waits_;  // asks exec_ which attempts are active
+  ExecAuthority exec_;        // reads jobs_ through Find()
+  AttemptLauncher launcher_;  // owns the port waits; reports back through Owner (this)
+  ProgressWatch progress_;    // stall clocks and coalesced progress writes
   std::map<std::string, std::unique_ptr<Job>> jobs_;
   std::vector<std::string> order_;  // job names in creation order (placement is FIFO)
   uint64_t generation_ = 0;

@@ -4,6 +4,7 @@
 #include "coordinator/lifecycle_rules.h"
 #include "coordinator/placement_inputs.h"
 #include "plugins/plugin_status.h"
+#include "plugins/runtime/worker_env.h"
 
 namespace trainlet::coordinator {
 
@@ -36,6 +37,7 @@ Result<std::unique_ptr<JobEntry>> BuildJobEntry(const trainjob::TrainJob& spec,
   st.set_plugin(job->plugin != nullptr ? std::string(job->plugin->name()) : framework);
   TRAINLET_ASSIGN_OR_RETURN(uint32_t max_restarts, RestartLimit(spec, runtime));
   st.set_max_restarts(max_restarts);
+  TRAINLET_ASSIGN_OR_RETURN(job->stall, StallPolicyOf(spec, runtime));
   for (const auto& a : trainer.argv) st.add_command(a);
   if (!trainer.image.empty()) {
     warnings.push_back("TrainJob/" + spec.name + ": spec.trainer.image (" + trainer.image +
@@ -59,6 +61,14 @@ Result<std::unique_ptr<JobEntry>> NewJobEntry(const trainjob::TrainJob& spec,
                                               std::vector<std::string>& warnings) {
   const trainjob::TrainingRuntime* rt = &runtime;
   TRAINLET_ASSIGN_OR_RETURN(auto job, BuildJobEntry(spec, runtime, options, warnings));
+  // Checked for new jobs only: a stored job that sets one still loads, and fails as it did.
+  if (job->plugin != nullptr) {
+    if (Status st =
+            CheckReservedEnv(job->plan_template, job->plugin->name(), job->plugin->ReservedEnv());
+        !st.ok()) {
+      return InvalidError("TrainJob/" + spec.name + ": " + st.message());
+    }
+  }
   job->record.name = spec.name;
   job->record.spec_yaml = spec.yaml;
   job->record.runtime_kind = rt->kind;

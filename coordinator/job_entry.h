@@ -21,6 +21,7 @@
 #include "common/status.h"
 #include "common/trainjob/trainjob_model.h"
 #include "coordinator/gang_planner.h"
+#include "coordinator/job_progress.h"
 #include "coordinator/job_store.h"
 #include "trainlet/runtime_plugin.h"
 
@@ -36,6 +37,7 @@ struct JobEntry {
   int64_t not_before_ms = 0;  // restart backoff
   GangRequest gang;           // resources, nodeSelector, tolerations; sizes are set when placing
   bool dirty = false;         // changed since JobController's last Flush
+  StallPolicy stall;          // progress-timeout and on-stall (job_progress.h)
 };
 
 // Picks a job's runtime plugin from its framework and runtime labels; empty means

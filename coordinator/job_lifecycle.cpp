@@ -21,7 +21,7 @@ void JobController::EnforceDeadlines(int64_t now_ms) {
                               std::to_string(*job.spec.active_deadline_seconds) +
                               " s since the job was created) exceeded";
     EndAttemptRecord(st, AttemptTrigger::kFailed, cause, now_ms);
-    StopAttempt(job, "deadline exceeded");
+    launcher_.Stop(job, "deadline exceeded");
     Transition(job, JobTrigger::kDeadlineExceeded, "DeadlineExceeded",
                cause + "; every rank is stopped", now_ms);
   }
@@ -34,7 +34,7 @@ void JobController::CommitSuspend(SuspendFlip flip) {
   job.spec.suspend = flip.suspend;
   job.record.status = std::move(flip.status);
   if (flip.suspend) {
-    StopAttempt(job, "trainjob suspended");
+    launcher_.Stop(job, "trainjob suspended");
   } else {
     job.not_before_ms = 0;  // a resume is not a restart: no backoff
   }

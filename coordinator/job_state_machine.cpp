@@ -26,8 +26,8 @@ bool IsWarning(JobTrigger trigger) {
   }
 }
 
-// Sets the condition of `type`, keeping one per type. Its time moves only when its status does,
-// as Kubernetes' lastTransitionTime does.
+}  // namespace
+
 void SetCondition(v1::JobStatus& status, std::string_view type, bool value, std::string_view reason,
                   const std::string& message, int64_t now_ms) {
   const char* value_str = value ? "True" : "False";
@@ -66,8 +66,6 @@ void AppendEvent(v1::JobStatus& status, const char* type, const std::string& rea
     events->DeleteSubrange(0, events->size() - kMaxJobEvents);
   }
 }
-
-}  // namespace
 
 const char* JobPhaseName(JobPhase phase) {
   for (const auto& [p, name] : kPhaseNames) {

@@ -115,6 +115,16 @@ inline constexpr std::string_view kReasonResumed = "Resumed";
 // At most this many events are kept in JobStatus.events; the oldest are dropped first.
 inline constexpr int kMaxJobEvents = 100;
 
+// Sets the condition of `type` to `value` ("True"/"False"), keeping one per type. Its time moves
+// only when its status does, as Kubernetes' lastTransitionTime does. For conditions outside the
+// phase table (Stalled, job_progress.h); ApplyTransition sets the table's own.
+void SetCondition(v1::JobStatus& status, std::string_view type, bool value, std::string_view reason,
+                  const std::string& message, int64_t now_ms);
+// Appends an event of `type` ("Normal", "Warning"), keeping the last kMaxJobEvents; a repeat of
+// the last event only refreshes its time.
+void AppendEvent(v1::JobStatus& status, const char* type, const std::string& reason,
+                 const std::string& message, int64_t now_ms);
+
 // Moves `status` along the table:
 //  - phase := the table's target; reason := `reason` (or the trigger's name when empty);
 //  - appends a JobEvent (type Warning for failures, Normal otherwise), keeping the last

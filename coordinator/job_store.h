@@ -1,30 +1,32 @@
 // The coordinator's durable state: TrainJobs, their status, the runtimes they refer to, and the
-// nodes an operator cordoned or drained.
+// nodes an operator cordoned or drained. JobStore is the interface; two backends sit behind it:
+//   - SqliteJobStore (sqlite_job_store.h): one database under --state-dir, the default, for one
+//     coordinator;
+//   - EtcdJobStore (etcd_job_store.h): keys in an etcd cluster, for coordinators in high
+//     availability (`store: etcd`).
+// OpenJobStore (job_store_config.h) picks one from the coordinator's config.
 //
-// One SQLite database, <state_dir>/trainlet.db, in WAL mode with synchronous=FULL: when a write
-// method returns OK the change is on disk and survives a crash of the process or the machine,
-// so the coordinator may acknowledge it. An etcd backend is the scale-out path behind the same
-// methods.
+// Durability: when a write method returns OK the change is durable (on disk for SQLite, committed
+// by a quorum of etcd members for etcd), so the coordinator may acknowledge it.
 //
 // Threading: a JobStore is owned by the coordinator's event loop and is not thread-safe. Every
-// write waits for an fsync (about a millisecond on SSDs); the loop blocks on it on purpose,
-// because the design says a job is stored before the operator hears "created".
+// write waits for its backend (an fsync, or an etcd round trip); the loop blocks on it on
+// purpose, because the design says a job is stored before the operator hears "created".
 //
-// Errors: kExists / kNotFound for names that are / are not there; kInvalid for a database
-// written by a newer trainlet; kIo for anything SQLite or the file system refused (including a
-// file that is not a database, or a corrupt one), with the path and SQLite's message; a full or
-// read-only file system says so ("no space left on device", "read-only file system"). A stored
-// status that no longer parses is kIo too, naming the job, and so is one holding a phase, rank
-// state or attempt result that is not one trainlet knows (stored_status.h), naming the value.
+// Errors, for every backend: kExists / kNotFound for names that are / are not there; kInvalid for
+// state written by a newer trainlet or a write the backend refuses by its limits (etcd's
+// operations per transaction, request size); kUnavailable when the backend cannot be reached or
+// cannot commit now (etcd unreachable, or without quorum: "no quorum"), where retrying later may
+// help; kIo for anything else the backend refused, with where and why. A stored status that no
+// longer parses is kIo too, naming the job, and so is one holding a phase, rank state or attempt
+// result that is not one trainlet knows (stored_status.h), naming the value.
 #pragma once
 
-#include <sqlite3.h>
-
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "common/status.h"
@@ -71,84 +73,51 @@ class NodeCordonStore {
 
 class JobStore : public NodeCordonStore {
  public:
-  // The schema version this build writes (PRAGMA user_version). Older databases are migrated;
-  // newer ones are refused rather than misread.
-  // 2 added node_cordons.
-  static constexpr int kSchemaVersion = 2;
+  // The SQLite backend's file under the state dir (SqliteJobStore::kFileName); here because
+  // callers that predate the interface name it so.
   static constexpr const char* kFileName = "trainlet.db";
-
-  // Opens <state_dir>/trainlet.db, creating the directory and the schema when missing. The
-  // directory is made 0700 and the database, -wal and -shm files 0600, whatever the umask or
-  // their earlier modes: job env may hold secrets.
+  // Opens the default backend, SQLite, under `state_dir` (SqliteJobStore::Open).
   static Result<std::unique_ptr<JobStore>> Open(const std::string& state_dir);
-  ~JobStore() override;
-  JobStore(const JobStore&) = delete;
-  JobStore& operator=(const JobStore&) = delete;
 
-  const std::string& path() const { return path_; }
-  // The directory holding the database.
-  std::string state_dir() const;
+  ~JobStore() override = default;
 
-  // Whether new work may be accepted: kIo naming the state dir when its file system is
-  // read-only or has less than `min_free_bytes` available to this user ("no space left"). Writes
-  // are checked on their own too; this refuses work before a half-full disk fails it midway.
-  Status CheckSpace(uint64_t min_free_bytes) const;
+  // Where the state lives, for messages: "state dir /var/lib/trainlet", "etcd http://a:2379
+  // (prefix /trainlet/prod/)".
+  virtual std::string location() const = 0;
+
+  // Whether new work may be accepted: kIo naming the store when it is read-only or has less than
+  // `min_free_bytes` available ("no space left"). Writes are checked on their own too; this
+  // refuses work before a half-full disk fails it midway. Backends that cannot tell say OK.
+  virtual Status CheckSpace(uint64_t min_free_bytes) const = 0;
 
   // kExists "trainjob/<name> already exists" when a job of that name is stored.
-  Status CreateJob(const JobRecord& job);
+  virtual Status CreateJob(const JobRecord& job) = 0;
   // Replaces the stored status; kNotFound when there is no such job.
-  Status UpdateStatus(const std::string& name, const v1::JobStatus& status);
+  virtual Status UpdateStatus(const std::string& name, const v1::JobStatus& status) = 0;
   // Replaces the stored TrainJob document (only spec.suspend may change after creation; the
   // caller checks that); kNotFound when there is no such job.
-  Status UpdateSpec(const std::string& name, const std::string& spec_yaml);
+  virtual Status UpdateSpec(const std::string& name, const std::string& spec_yaml) = 0;
   // nullopt when there is no such job.
-  Result<std::optional<JobRecord>> GetJob(const std::string& name);
-  // Every job, oldest first.
-  Result<std::vector<JobRecord>> ListJobs();
+  virtual Result<std::optional<JobRecord>> GetJob(const std::string& name) = 0;
+  // Every job, oldest first (a job deleted and created again is the newest).
+  virtual Result<std::vector<JobRecord>> ListJobs() = 0;
   // kNotFound when there is no such job.
-  Status DeleteJob(const std::string& name);
+  virtual Status DeleteJob(const std::string& name) = 0;
 
   // Inserts or replaces the runtime with this (kind, name).
-  Status PutRuntime(const RuntimeRecord& runtime);
-  Result<std::optional<RuntimeRecord>> GetRuntime(const std::string& kind, const std::string& name);
+  virtual Status PutRuntime(const RuntimeRecord& runtime) = 0;
+  virtual Result<std::optional<RuntimeRecord>> GetRuntime(const std::string& kind,
+                                                          const std::string& name) = 0;
   // Ordered by kind, then name.
-  Result<std::vector<RuntimeRecord>> ListRuntimes();
-
-  // NodeCordonStore: each write is on disk when it returns OK.
-  Status PutNodeCordon(const NodeCordonRecord& cordon) override;
-  Status DeleteNodeCordon(const std::string& node) override;
-  Result<std::vector<NodeCordonRecord>> ListNodeCordons() override;
+  virtual Result<std::vector<RuntimeRecord>> ListRuntimes() = 0;
 
   // Runs `body`; its writes commit together when it returns OK and are all rolled back when it
-  // returns an error (which is then returned). Nests: an inner failure rolls back only the inner
-  // body's writes, and the outer body decides what to do with the error. Only the outermost
-  // commit waits for the disk.
-  Status Transaction(const std::function<Status()>& body);
-
- private:
-  struct DbCloser {
-    void operator()(sqlite3* db) const { sqlite3_close_v2(db); }
-  };
-  struct StmtFinalizer {
-    void operator()(sqlite3_stmt* s) const { sqlite3_finalize(s); }
-  };
-  using StmtPtr = std::unique_ptr<sqlite3_stmt, StmtFinalizer>;
-
-  JobStore(std::string path, sqlite3* db);
-  Status Init();
-  Status Exec(const char* sql);
-  Status Error(const std::string& what) const;  // kIo: "<path>: <what>: <sqlite message>"
-  // The cached prepared statement for `sql` (a string literal), prepared on first use. The
-  // caller resets it when done (StatementUse in the .cpp does).
-  Result<sqlite3_stmt*> Prepare(const char* sql);
-  Result<JobRecord> ReadJob(sqlite3_stmt* stmt);
-
-  // Constant after construction.
-  const std::string path_;
-  std::unique_ptr<sqlite3, DbCloser> db_;
-  // Prepared once, reused: keyed by the literal's address.
-  std::unordered_map<const char*, StmtPtr> statements_;
-  int transaction_depth_ = 0;
+  // returns an error (which is then returned) or throws. Nests: an inner failure rolls back only
+  // the inner body's writes, and the outer body decides what to do with the error. Only the
+  // outermost commit waits for the backend. Reads inside `body` see its writes. A backend may
+  // report a write's kExists / kNotFound at the commit (as Transaction's result) rather than at
+  // the call (etcd checks them in the one txn it commits).
+  virtual Status Transaction(const std::function<Status()>& body) = 0;
 };
 
 }  // namespace trainlet::coordinator

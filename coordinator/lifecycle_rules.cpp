@@ -53,6 +53,11 @@ std::chrono::milliseconds RestartBackoff(uint32_t restarts_used, std::chrono::mi
   return std::min(first * (1 << shift), max);
 }
 
+int64_t RestartHoldMs(int64_t last_heard_ms, std::chrono::milliseconds partition_grace,
+                      uint32_t stop_grace_ms) {
+  return last_heard_ms + partition_grace.count() + int64_t{stop_grace_ms} + kRestartHoldMarginMs;
+}
+
 bool RankEnded(const v1::RankStatus& r) { return !IsRankActive(r.rank_state()); }
 
 int64_t ActiveDeadlineMs(const trainjob::TrainJob& spec, int64_t created_unix_ms) {

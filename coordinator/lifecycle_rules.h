@@ -34,6 +34,17 @@ Result<uint32_t> RestartLimit(const trainjob::TrainJob& job,
 std::chrono::milliseconds RestartBackoff(uint32_t restarts_used, std::chrono::milliseconds first,
                                          std::chrono::milliseconds max);
 
+// What RestartHoldMs adds on top of the graces: the step's check interval (0.2 s), a heartbeat's
+// worth of timing between the node's last beat and its last stamp, and scheduling slack.
+inline constexpr int64_t kRestartHoldMarginMs = 1500;
+// The earliest moment a job whose ranks ran on a node that went silent (last heard at
+// `last_heard_ms`) may be placed again. Until then the old ranks may still run: the node's agent
+// (or, for an agent that is stopped or hung, its steps) stops them only after the partition
+// grace, with SIGTERM, and SIGKILLs them after the stop grace. Two attempts of a job must never
+// run at once, so the hold covers both graces and a margin (issue 19, defect 2).
+int64_t RestartHoldMs(int64_t last_heard_ms, std::chrono::milliseconds partition_grace,
+                      uint32_t stop_grace_ms);
+
 // True once a rank has ended (Succeeded, Failed, StartFailed, Lost, Stopped). A rank that has not
 // ended holds its node's slot and its job's resources there, whatever its job's phase.
 bool RankEnded(const v1::RankStatus& rank);

@@ -6,6 +6,7 @@
 #include "common/daemon_config.h"
 #include "common/daemon_main.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/store_migration.h"
 
 int main(int argc, char** argv) {
   using trainlet::DaemonConfig;
@@ -28,6 +29,25 @@ int main(int argc, char** argv) {
   DaemonConfig c("trainlet-coordinator");
   c.Path("state_dir", &config.state_dir, DaemonConfig::PathKind::kAny,
          "Directory of the job store (SQLite)", true);
+  c.Enum("store", &config.store.backend, {"sqlite", "etcd"},
+         "Job store: sqlite (a database under state_dir) or etcd (etcd_endpoints)");
+  c.String("etcd_endpoints", &config.store.etcd_endpoints,
+           "etcd client URLs, comma-separated (http:// or https://), for store: etcd");
+  c.String("etcd_prefix", &config.store.etcd.prefix,
+           "Prefix of every key trainlet keeps in etcd (one per trainlet cluster)");
+  c.Path("etcd_ca_file", &config.store.etcd.client.ca_file, DaemonConfig::PathKind::kFile,
+         "CA certificate of the etcd members (https endpoints)");
+  c.Path("etcd_cert_file", &config.store.etcd.client.cert_file, DaemonConfig::PathKind::kFile,
+         "Client certificate for etcd (with etcd_key_file)");
+  c.Path("etcd_key_file", &config.store.etcd.client.key_file, DaemonConfig::PathKind::kFile,
+         "Client key for etcd (with etcd_cert_file)");
+  c.Millis("etcd_request_timeout_ms", &config.store.etcd.client.request_timeout, 100, 600000,
+           "How long one etcd request may take per endpoint before the next is tried, ms");
+  c.Int(
+      "etcd_max_txn_ops", 4, 1000000,
+      [&](int64_t v) { config.store.etcd.max_txn_ops = static_cast<size_t>(v); },
+      static_cast<int64_t>(config.store.etcd.max_txn_ops),
+      "The etcd members' --max-txn-ops: larger transactions are refused whole");
   c.String("agent_listen", &config.agent_listen,
            "Endpoint agents connect to (port 0 picks a free one)");
   c.String("operator_listen", &config.operator_listen,
@@ -52,6 +72,9 @@ int main(int argc, char** argv) {
            "Silence after which a node is Lost, ms");
   c.Millis("partition_grace_ms", &config.partition_grace, 100, 3600000,
            "How long an agent cut off from the coordinator keeps its ranks running, ms");
+  c.Millis("stop_grace_ms", &config.stop_grace, 0, 3600000,
+           "SIGTERM to SIGKILL for ranks that are stopped; a silent node's job is restarted only "
+           "after its partition grace and this, ms");
   c.Millis("start_timeout_ms", &config.start_timeout, 100, 86400000,
            "A starting attempt whose ranks have not all started this long after placement "
            "fails (StartTimeout) and is restarted, ms");
@@ -61,7 +84,28 @@ int main(int argc, char** argv) {
            "The longest delay between restarts of a job, ms");
   trainlet::AddCommonDaemonKeys(c, &common);
   c.AddFlags(app);
+  // A one-shot command instead of the daemon (docs/operations.md, "Migrating to etcd").
+  bool migrate = false;
+  bool force = false;
+  std::string migrate_from;
+  std::string migrate_to;
+  app.add_flag("--migrate-store", migrate,
+               "Copy the SQLite store in --from into the etcd store --to names, verify, exit");
+  app.add_option("--from", migrate_from, "--migrate-store: the SQLite state dir to copy");
+  app.add_option("--to", migrate_to,
+                 "--migrate-store: a config file with store: etcd and its etcd_* keys");
+  app.add_flag("--force", force, "--migrate-store: replace what the etcd prefix already holds");
   CLI11_PARSE(app, argc, argv);
+  if (migrate) {
+    auto done = trainlet::coordinator::RunStoreMigration(migrate_from, migrate_to, force);
+    if (!done.ok()) {
+      std::fprintf(stderr, "trainlet-coordinator --migrate-store: %s\n",
+                   done.status().message().c_str());
+      return 1;
+    }
+    std::printf("%s\n", done->c_str());
+    return 0;
+  }
   if (auto exit_code = trainlet::FinishDaemonConfig(c, &common, "coordinator")) return *exit_code;
   config.metrics_address = common.metrics_address;
   config.metrics_best_effort = common.metrics_best_effort;

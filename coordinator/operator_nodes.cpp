@@ -31,12 +31,13 @@ void OperatorService::DescribeConditions(const NodeEntry& e, v1::NodeStatus& n) 
 // Also adds the Draining condition of drained nodes, since it too counts what runs there:
 // True while ranks of some job still run on the node, False once it is empty.
 void OperatorService::FillUsedResources(v1::NodeList& list) const {
-  const std::map<std::string, Resources> used = jobs_->UsedResources();
+  const NodeUsage usage = jobs_->Usage();
+  const std::map<std::string, Resources>& used = usage.resources;
   for (auto& n : *list.mutable_nodes()) {
     const NodeEntry* entry = nodes_->Find(n.info().name());
     if (entry != nullptr && !entry->schedulable && entry->drained) {
-      uint32_t live = 0;
-      const std::vector<std::string> jobs = jobs_->JobsOnNode(n.info().name(), &live);
+      const uint32_t live = usage.LiveRanks(n.info().name());
+      const std::vector<std::string> jobs = usage.JobsOn(n.info().name());
       auto* draining = n.add_conditions();
       draining->set_type("Draining");
       draining->set_status(live > 0 ? "True" : "False");
@@ -74,9 +75,9 @@ Result<v1::DrainNodeResult> OperatorService::Drain(const v1::DrainNodeRequest& r
       result.add_stopped(std::move(job));
     }
   }
-  uint32_t live = 0;
-  for (auto& job : jobs_->JobsOnNode(req.node(), &live)) result.add_jobs(std::move(job));
-  result.set_running_ranks(live);
+  const NodeUsage usage = jobs_->Usage();
+  for (auto& job : usage.JobsOn(req.node())) result.add_jobs(std::move(job));
+  result.set_running_ranks(usage.LiveRanks(req.node()));
   return result;
 }
 

@@ -9,8 +9,9 @@
 // Not stored: after a coordinator restart the start timeout fails such an attempt and it is
 // placed again. At most one wait per job (a new attempt replaces the old one's).
 //
-// Owned by JobController, on the coordinator's loop; no locks. `active` tells whether an attempt
-// may still run (ExecAuthority::AttemptActive); answers for attempts that may not are dropped.
+// Owned by AttemptLauncher (attempt_launcher.h), on the coordinator's loop; no locks. `active`
+// tells whether an attempt may still run (ExecAuthority::AttemptActive); answers for attempts that
+// may not are dropped.
 #pragma once
 
 #include <cstdint>

@@ -47,6 +47,12 @@ class Reader {
     *out = static_cast<uint32_t>(n);
     return true;
   }
+  bool Bool(const json& obj, const char* key, const std::string& where, bool* out) {
+    const json* v = Field(obj, key, where, json::value_t::boolean);
+    if (v == nullptr) return false;
+    *out = v->get<bool>();
+    return true;
+  }
   bool Str(const json& obj, const char* key, const std::string& where, std::string* out) {
     const json* v = Field(obj, key, where, json::value_t::string);
     if (v == nullptr) return false;
@@ -106,8 +112,8 @@ std::string EncodeLaunch(const StepLaunch& launch) {
   json doc = {{"version", kStepLaunchVersion},   {"job", launch.job},
               {"attempt", launch.attempt},       {"stop_grace_ms", launch.stop_grace_ms},
               {"agent_lock", launch.agent_lock}, {"orphan_grace_ms", launch.orphan_grace_ms},
-              {"cgroup", launch.cgroup},         {"base_env", launch.base_env},
-              {"ranks", std::move(ranks)}};
+              {"cgroup", launch.cgroup},         {"agent_stamps", launch.agent_stamps},
+              {"base_env", launch.base_env},     {"ranks", std::move(ranks)}};
   // Env values and paths are bytes from outside: never fail on invalid UTF-8.
   return doc.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
@@ -130,6 +136,8 @@ Result<StepLaunch> DecodeLaunch(const std::string& text) {
   // Optional: absent, the step never stops its ranks on its own.
   if (doc.contains("agent_lock")) rd.Str(doc, "agent_lock", "", &out.agent_lock);
   if (doc.contains("orphan_grace_ms")) rd.U32(doc, "orphan_grace_ms", "", &out.orphan_grace_ms);
+  // Optional: agents before it did not stamp the lock.
+  if (doc.contains("agent_stamps")) rd.Bool(doc, "agent_stamps", "", &out.agent_stamps);
   // Optional: files written before it mean "auto".
   if (doc.contains("cgroup") && rd.Str(doc, "cgroup", "", &out.cgroup) &&
       !platform::ParseCgroupMode(out.cgroup)) {

@@ -44,6 +44,12 @@ struct StepLaunch {
   // partitioned agent would. "" or 0: never.
   std::string agent_lock;
   uint32_t orphan_grace_ms = 0;
+  // The agent also stamps agent_lock's modification time about once a heartbeat while its loop
+  // runs (FileLock::Touch). A stamp that stands still for orphan_grace_ms while the lock is held
+  // means an agent that is stopped (SIGSTOP) or hung: it holds the lock but will stop nothing,
+  // and the coordinator restarts the job elsewhere as for a dead one, so the step stops the
+  // ranks itself, as for a dead agent. false (agents before 0.3): the lock alone counts.
+  bool agent_stamps = false;
   // Where the step puts its ranks so that nothing they start outlives it
   // (common/platform/process_cgroup.h): "auto" (the default, also when absent), "v2", "v1" or
   // "none". Whatever it is, the step, a child subreaper, also kills every orphan that came to it

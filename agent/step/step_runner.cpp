@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,7 +49,7 @@ class Step {
     // Orphans of a rank (a daemonising helper) come to the step, not to init: they are reaped
     // here and the rank's group kill still finds what stayed in the group. Without a subreaper
     // (macOS) they go to launchd, and the group kill still finds them.
-    if (const std::string no = platform::BecomeChildSubreaper(); !no.empty()) Say(dir_, no);
+    if (Status no = platform::BecomeChildSubreaper(); !no.ok()) Say(dir_, no.message());
     events_fd_ = open((dir_ + "/events").c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
     if (events_fd_ < 0) return Fail("events file: " + std::string(std::strerror(errno)));
     StepRecord header;
@@ -367,21 +368,44 @@ class Step {
     return errno == EWOULDBLOCK;
   }
 
+  // Whether the agent's stamp on its lock (StepLaunch::agent_stamps) has stood still for `grace`:
+  // timed on the step's own monotonic clock from when the stamp was last seen to change, so a
+  // wall-clock jump never counts.
+  bool AgentStampStale(Clock::time_point now, std::chrono::milliseconds grace) {
+    if (!launch_.agent_stamps) return false;
+    struct stat st {};
+    if (fstat(lock_fd_, &st) != 0) return false;
+    const int64_t stamp = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+    if (!stamp_seen_at_ || stamp != last_stamp_) {
+      last_stamp_ = stamp;
+      stamp_seen_at_ = now;
+      return false;
+    }
+    return now - *stamp_seen_at_ >= grace;
+  }
+
   // An agent that died and was not started again cannot stop these ranks, and the coordinator,
   // having lost the node, restarts the job elsewhere once the partition grace has passed. So the
   // step does what a partitioned agent does: after orphan_grace_ms without an agent, it stops
-  // the ranks. A restarted agent takes the lock again and re-adopts the step in time.
+  // the ranks. A restarted agent takes the lock again and re-adopts the step in time. An agent
+  // that holds the lock but is stopped or hung counts as gone once its stamp has stood still
+  // that long: it would stop nothing, and the coordinator treats it as dead.
   void CheckAgent() {
     if (lock_fd_ < 0 || term_sent_) return;
     const auto now = Clock::now();
+    const std::chrono::milliseconds grace(launch_.orphan_grace_ms);
+    std::string why;
     if (AgentAlive()) {
       agent_gone_since_.reset();
-      return;
+      if (!AgentStampStale(now, grace)) return;
+      why = "the agent holds its lock but has not stamped it for " +
+            std::to_string(launch_.orphan_grace_ms) + " ms (stopped or hung)";
+    } else {
+      if (!agent_gone_since_) agent_gone_since_ = now;
+      if (now - *agent_gone_since_ < grace) return;
+      why = "no agent for " + std::to_string(launch_.orphan_grace_ms) + " ms";
     }
-    if (!agent_gone_since_) agent_gone_since_ = now;
-    if (now - *agent_gone_since_ < std::chrono::milliseconds(launch_.orphan_grace_ms)) return;
-    Say(dir_, "no agent for " + std::to_string(launch_.orphan_grace_ms) +
-                  " ms: stopping the ranks, as a partitioned agent would");
+    Say(dir_, why + ": stopping the ranks, as a partitioned agent would");
     term_sent_ = true;
     SignalRanks(SIGTERM);
     const auto at = now + std::chrono::milliseconds(launch_.stop_grace_ms);
@@ -474,6 +498,8 @@ class Step {
   std::optional<Clock::time_point> kill_at_;
   int lock_fd_ = -1;  // the agent lock, or -1 when the step never stops on its own
   std::optional<Clock::time_point> agent_gone_since_;
+  int64_t last_stamp_ = 0;                           // the lock's mtime as last seen, ns
+  std::optional<Clock::time_point> stamp_seen_at_;   // when it was seen to change
   std::map<pid_t, Rank> live_;                       // rank leaders not yet reaped
   std::unique_ptr<platform::ProcessCgroup> cgroup_;  // the ranks' cgroup; null when none
   pid_t pmix_server_ = -1;  // trainlet-pmix (leads its own group), or -1 when none runs

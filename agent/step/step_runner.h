@@ -19,6 +19,8 @@
 //  - SIGTERM: SIGTERM to every live rank's group, SIGKILL after the launch file's stop grace.
 //    SIGUSR1: SIGKILL to every live rank's group now (the agent's grace ran out). SIGINT and
 //    SIGHUP are ignored: only the agent stops a step.
+//  - While the agent's lock (launch.agent_lock) stays unheld, or held but with its stamp standing
+//    still (launch.agent_stamps), for orphan_grace_ms, it stops the ranks as for SIGTERM.
 //  - Once every rank has exited it appends D, syncs and exits 0. Exit 2: the launch file or the
 //    events file was unusable (the message is on stderr, <dir>/step.log).
 #pragma once

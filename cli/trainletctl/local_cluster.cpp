@@ -235,6 +235,12 @@ Result<CoordinatorEndpoints> StartCoordinator(const LocalUpOptions& o,
                                     "--heartbeat-ms", std::to_string(o.heartbeat_ms),
                                     "--lost-timeout-ms", std::to_string(o.lost_timeout_ms)};
   // clang-format on
+  if (o.partition_grace_ms > 0) {
+    cargv.insert(cargv.end(), {"--partition-grace-ms", std::to_string(o.partition_grace_ms)});
+  }
+  if (o.stop_grace_ms >= 0) {
+    cargv.insert(cargv.end(), {"--stop-grace-ms", std::to_string(o.stop_grace_ms)});
+  }
   const std::string runtimes = FindRuntimesDir();
   if (!runtimes.empty()) cargv.insert(cargv.end(), {"--runtimes-dir", runtimes});
   const std::string clog = dir + "/logs/coordinator.log";

@@ -21,7 +21,9 @@ struct LocalUpOptions {
   uint32_t slots = 0;                   // per agent; 0: one per PU of its topology
   int heartbeat_ms = 1000;
   int lost_timeout_ms = 3000;
-  int timeout_s = 30;  // for every agent to be Ready
+  int partition_grace_ms = 0;  // 0: the coordinator's default
+  int stop_grace_ms = -1;      // -1: the coordinator's default
+  int timeout_s = 30;          // for every agent to be Ready
   // Per agent, in order, or one value for all (as topologies). "-" or "" gives that agent none.
   std::vector<std::string> labels;         // "k=v,k2=v2"
   std::vector<std::string> taints;         // "key=value:Effect,..."

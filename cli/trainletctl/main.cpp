@@ -221,6 +221,13 @@ void AddLocalUpCommand(CLI::App& local, CommonFlags& common, int& rc) {
       ->capture_default_str();
   up->add_option("--lost-timeout-ms", up_opts->lost_timeout_ms, "Silence before a node is Lost")
       ->capture_default_str();
+  up->add_option("--partition-grace-ms", up_opts->partition_grace_ms,
+                 "How long an agent cut off from the coordinator keeps its ranks (default: the "
+                 "coordinator's, 10000)")
+      ->check(CLI::Range(100, 3600000));
+  up->add_option("--stop-grace-ms", up_opts->stop_grace_ms,
+                 "SIGTERM to SIGKILL for stopped ranks (default: the coordinator's, 10000)")
+      ->check(CLI::Range(0, 3600000));
   up->add_option("--timeout", up_opts->timeout_s, "Seconds to wait for every agent to be Ready")
       ->capture_default_str();
   up->add_option("--labels", up_opts->labels,

@@ -8,6 +8,7 @@
 #include "common/status.h"
 #include "proto/reflection.h"
 #include "trainletctl/describe_node.h"
+#include "trainletctl/progress_text.h"
 #include "trainletctl/state_text.h"
 
 namespace trainlet::cli {
@@ -65,7 +66,11 @@ void EmitYaml(YAML::Emitter& out, const YAML::Node& n) {
 }  // namespace
 
 std::string ToYaml(const google::protobuf::MessageLite& message) {
-  YAML::Node node = YAML::Load(ToJson(message));  // JSON is YAML
+  return JsonToYaml(ToJson(message));
+}
+
+std::string JsonToYaml(const std::string& json) {
+  YAML::Node node = YAML::Load(json);  // JSON is YAML
   YAML::Emitter out;
   EmitYaml(out, node);
   return std::string(out.c_str()) + "\n";
@@ -126,7 +131,9 @@ std::string RenderJobs(const v1::JobList& jobs, OutputFormat format, int64_t now
   if (format == OutputFormat::kJson || format == OutputFormat::kYaml) {
     v1::JobList shown = jobs;
     FillStateStrings(shown);  // the old keys scripts read, beside the enums
-    return format == OutputFormat::kJson ? ToJson(shown) : ToYaml(shown);
+    // trainerStatus under Kubeflow's names (progress_text.h).
+    const std::string json = WithKubeflowTrainerStatus(ToJson(shown), shown);
+    return format == OutputFormat::kJson ? json : JsonToYaml(json);
   }
   if (format == OutputFormat::kName) {
     std::string out;
@@ -135,7 +142,8 @@ std::string RenderJobs(const v1::JobList& jobs, OutputFormat format, int64_t now
   }
   const bool wide = format == OutputFormat::kWide;
   std::vector<std::vector<std::string>> rows;
-  std::vector<std::string> header = {"NAME", "PHASE", "NODES", "RANKS", "ATTEMPT", "AGE"};
+  std::vector<std::string> header = {"NAME",    "PHASE",    "NODES", "RANKS",
+                                     "ATTEMPT", "PROGRESS", "ETA",   "AGE"};
   if (wide) header.insert(header.end(), {"RUNTIME", "REASON"});
   rows.push_back(header);
   for (const auto& j : jobs.jobs()) {
@@ -145,6 +153,8 @@ std::string RenderJobs(const v1::JobList& jobs, OutputFormat format, int64_t now
                                     std::to_string(j.num_nodes()),
                                     std::to_string(ranks),
                                     std::to_string(j.attempt()),
+                                    ProgressColumn(j),
+                                    EtaColumn(j),
                                     Age(j.created_unix_ms(), now_ms)};
     if (wide) row.insert(row.end(), {j.runtime(), j.reason()});
     rows.push_back(std::move(row));
@@ -211,6 +221,7 @@ std::string DescribeJob(const v1::JobStatus& j, int64_t now_ms) {
     }
     o << RenderTable(rows);
   }
+  o << DescribeProgress(j, now_ms);
   o << "Conditions:\n";
   if (j.conditions_size() == 0)
     o << "  <none>\n";

@@ -20,6 +20,8 @@ Result<OutputFormat> ParseOutputFormat(const std::string& text);
 std::string RenderTable(const std::vector<std::vector<std::string>>& rows);
 std::string ToJson(const google::protobuf::MessageLite& message);
 std::string ToYaml(const google::protobuf::MessageLite& message);
+// The YAML form of a JSON document (ToYaml's second half).
+std::string JsonToYaml(const std::string& json);
 
 // "3d", "5h", "12m", "40s" since `unix_ms`; "<unknown>" when 0.
 std::string Age(int64_t unix_ms, int64_t now_ms);

@@ -13,10 +13,10 @@
 
 namespace trainlet::platform {
 
-std::string SpreadSubdirectories(const std::string& dir) {
+Status SpreadSubdirectories(const std::string& dir) {
 #if defined(__linux__) && defined(FS_TOPDIR_FL)
   const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return dir + ": " + std::strerror(errno);
+  if (fd < 0) return IoError(dir + ": " + std::strerror(errno));
   // The inode flags are an int to the kernel, whatever the ioctl's declared argument type.
   int flags = 0;
   std::string why;
@@ -29,9 +29,9 @@ std::string SpreadSubdirectories(const std::string& dir) {
     }
   }
   close(fd);
-  return why;
+  return why.empty() ? Status::Ok() : IoError(std::move(why));
 #else
-  return dir + ": this system has no top-directory flag";
+  return UnavailableError(dir + ": this system has no top-directory flag");
 #endif
 }
 

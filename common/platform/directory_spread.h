@@ -11,11 +11,14 @@
 
 #include <string>
 
+#include "common/status.h"
+
 namespace trainlet::platform {
 
-// Sets FS_TOPDIR_FL on the directory `dir`. Returns "" when set (or already set), else why not:
-// a file system without the flag (XFS and btrfs ignore or refuse it; macOS has none), which
-// costs nothing but the speed-up. Never changes anything else about `dir`.
-std::string SpreadSubdirectories(const std::string& dir);
+// Sets FS_TOPDIR_FL on the directory `dir`. OK when set (or already set), else why not, naming
+// `dir`: kIo when it cannot be opened or the file system refuses the flag (XFS and btrfs ignore
+// or refuse it), kUnavailable where there is no such flag (macOS). Either costs nothing but the
+// speed-up, so callers only log it. Never changes anything else about `dir`.
+Status SpreadSubdirectories(const std::string& dir);
 
 }  // namespace trainlet::platform

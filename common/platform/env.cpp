@@ -13,6 +13,7 @@
 
 #include "common/platform/descriptors.h"
 #include "common/platform/errno_status.h"
+#include "common/platform/process_control.h"
 #include "common/platform/process_info.h"
 
 extern char** environ;
@@ -47,6 +48,10 @@ class FlockedFile final : public FileLock {
   FlockedFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
   ~FlockedFile() override { close(fd_); }  // closing the last descriptor drops the flock
   const std::string& path() const override { return path_; }
+  Status Touch() override {
+    if (futimens(fd_, nullptr) != 0) return ErrnoStatus(errno, "stamping " + path_);
+    return Status::Ok();
+  }
 
  private:
   const std::string path_;
@@ -88,6 +93,8 @@ Result<std::string> PosixEnv::Hostname() {
   if (buf[0] == '\0') return NotFoundError("gethostname: the host has no name");
   return std::string(buf);
 }
+
+Status PosixEnv::BecomeChildSubreaper() { return platform::BecomeChildSubreaper(); }
 
 std::vector<std::string> PosixEnv::Environment() {
   std::vector<std::string> out;

@@ -37,6 +37,10 @@ class FileLock {
   virtual ~FileLock() = default;
   // The locked file, as given to LockFile.
   virtual const std::string& path() const = 0;
+  // Sets the locked file's modification time to now. A process can hold a lock while it is
+  // stopped (SIGSTOP) or hung, so the holder stamps it on a schedule, and a watcher that sees the
+  // stamp stand still knows the holder is not running (trainlet-step, agent/step/step_runner.h).
+  virtual Status Touch() = 0;
 };
 
 class Env {
@@ -65,6 +69,9 @@ class Env {
   // This program's own executable, absolute; "" when it cannot be told.
   virtual std::string ExecutablePath() = 0;
   virtual pid_t ProcessId() = 0;
+  // Orphaned descendants come to this process to be reaped, not to init (process_control.h,
+  // BecomeChildSubreaper). kUnavailable where the system has no such thing; callers log it.
+  virtual Status BecomeChildSubreaper() = 0;
 
   // --- Files.
   // mkdir -p: OK when `path` exists as a directory afterwards.
@@ -99,6 +106,7 @@ class PosixEnv : public Env {
   std::vector<std::string> Environment() override;
   std::string ExecutablePath() override;
   pid_t ProcessId() override;
+  Status BecomeChildSubreaper() override;
   Status CreateDirectories(const std::string& path) override;
   Result<std::string> ReadFile(const std::string& path, size_t max_bytes) override;
   Status WriteFileAtomically(const std::string& path, std::string_view data, mode_t mode) override;

@@ -17,14 +17,14 @@
 
 namespace trainlet::platform {
 
-std::string BecomeChildSubreaper() {
+Status BecomeChildSubreaper() {
 #if defined(TRAINLET_NATIVE_LINUX)
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
-    return std::string("prctl(PR_SET_CHILD_SUBREAPER): ") + std::strerror(errno);
+    return InternalError(std::string("prctl(PR_SET_CHILD_SUBREAPER): ") + std::strerror(errno));
   }
-  return "";
+  return Status::Ok();
 #else
-  return "this platform has no child subreaper";
+  return UnavailableError("this platform has no child subreaper");
 #endif
 }
 

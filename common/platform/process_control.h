@@ -7,12 +7,15 @@
 #include <chrono>
 #include <string>
 
+#include "common/status.h"
+
 namespace trainlet::platform {
 
 // Makes orphaned descendants come to this process (to be reaped here) instead of to init:
-// PR_SET_CHILD_SUBREAPER on Linux. Returns "" or why not; macOS (and the portable build, which
-// stands in for it) has no such thing, and orphans go to launchd/init, which reaps them.
-std::string BecomeChildSubreaper();
+// PR_SET_CHILD_SUBREAPER on Linux. kInternal, naming the call, when the kernel refuses;
+// kUnavailable on macOS (and the portable build, which stands in for it), which has no such
+// thing: orphans go to launchd/init, which reaps them. Either way the caller only logs it.
+Status BecomeChildSubreaper();
 
 // SIGKILLs every child of the caller and reaps it, round after round (a killed child's own
 // children come to a subreaper next), until the caller has no child left or `timeout` passes.

@@ -76,7 +76,9 @@ Result<int> OpenWorkerLog(const std::string& log_path, bool create_parent) {
     std::filesystem::create_directories(parent, ec);
     if (ec) return IoError("log dir " + parent.string() + ": " + ec.message());
   }
-  int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0640);
+  // 0600: a rank's output may hold what its env held (tokens, paths); only the agent's user reads
+  // it, and trainletctl logs through the agent.
+  int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0600);
   if (fd < 0) return IoError("log file " + log_path + ": " + std::strerror(errno));
   if (fd <= STDERR_FILENO) {
     // The agent runs with a closed stdio slot: keep the log off 0-2 so dup2 below cannot collide.

@@ -43,7 +43,7 @@ class ProcessSpawner {
   // Starts one process and returns its pid. The child:
   //  - leads its own process group (pgid == pid), so the whole tree can be signalled at once
   //    (and its own session too when `new_session`);
-  //  - has stdin from /dev/null and stdout+stderr appended to log_path (created 0640, parent dirs
+  //  - has stdin from /dev/null and stdout+stderr appended to log_path (created 0600, parent dirs
   //    created as needed);
   //  - has an empty signal mask and default dispositions, since the agent blocks SIGCHLD, SIGTERM
   //    and SIGINT and a child would inherit that;
@@ -62,7 +62,7 @@ class ProcessSpawner {
   virtual int Kill(pid_t pgid_or_pid, int sig) = 0;
 };
 
-// Opens (creating it 0640, and its parent directories when `create_parent`) a worker's log for
+// Opens (creating it 0600, and its parent directories when `create_parent`) a worker's log for
 // appending, as Spawn does for Request::log_path: O_CLOEXEC, never one of descriptors 0-2. Empty
 // `log_path`: /dev/null. Lets a caller open logs ahead of the spawns, off the spawning thread
 // (trainlet-step does). Errors (Io) name the path.

@@ -44,23 +44,25 @@ void OnSignal(int sig) {
 
 }  // namespace
 
-std::string PrepareSignals(std::initializer_list<int> signals) {
+Status PrepareSignals(std::initializer_list<int> signals) {
 #if defined(TRAINLET_NATIVE_LINUX)
   const sigset_t set = SetOf(signals);
   if (const int rc = pthread_sigmask(SIG_BLOCK, &set, nullptr); rc != 0) {
     errno = rc;
-    return Failed("pthread_sigmask");
+    return InternalError(Failed("pthread_sigmask"));
   }
-  return "";
+  return Status::Ok();
 #else
-  if (g_pipe[0] < 0 && OpenPipe(g_pipe, Blocking::kNonBlocking) != 0) return Failed("pipe");
+  if (g_pipe[0] < 0 && OpenPipe(g_pipe, Blocking::kNonBlocking) != 0) {
+    return InternalError(Failed("pipe"));
+  }
   for (int sig : signals) {
     struct sigaction sa;
     std::memset(&sa, 0, sizeof sa);
     sa.sa_handler = OnSignal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART | (sig == SIGCHLD ? SA_NOCLDSTOP : 0);
-    if (sigaction(sig, &sa, nullptr) != 0) return Failed("sigaction");
+    if (sigaction(sig, &sa, nullptr) != 0) return InternalError(Failed("sigaction"));
   }
   // Undo a mask a parent left (Linux's PrepareSignals blocks these): a blocked signal would
   // never reach the handler.
@@ -68,14 +70,12 @@ std::string PrepareSignals(std::initializer_list<int> signals) {
   sigemptyset(&set);
   for (int sig : signals) sigaddset(&set, sig);
   pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
-  return "";
+  return Status::Ok();
 #endif
 }
 
 Result<std::unique_ptr<SignalWatch>> SignalWatch::Open(std::initializer_list<int> signals) {
-  if (std::string why = PrepareSignals(signals); !why.empty()) {
-    return InternalError(why);
-  }
+  TRAINLET_RETURN_IF_ERROR(PrepareSignals(signals));
 #if defined(TRAINLET_NATIVE_LINUX)
   const sigset_t set = SetOf(signals);
   const int fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);

@@ -21,8 +21,8 @@
 
 namespace trainlet::platform {
 
-// Returns "" or why it failed (names the call). Safe to call again with more signals.
-std::string PrepareSignals(std::initializer_list<int> signals);
+// kInternal, naming the call, when it failed. Safe to call again with more signals.
+Status PrepareSignals(std::initializer_list<int> signals);
 
 class SignalWatch {
  public:

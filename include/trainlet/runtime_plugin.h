@@ -113,6 +113,10 @@ class RuntimePlugin {
                                                            const AttemptLayout& layout) const = 0;
   // One line for `describe`: how the job is started ("ranks started directly by the agents").
   virtual std::string LaunchMode(const PlanRequest& request) const = 0;
+  // Env names this runtime sets itself, which a job may not set (DMLC_NUM_WORKER for xgboost).
+  // The coordinator refuses a TrainJob that sets one when it is applied, naming the variable, so
+  // the job is never created only to fail at its first placement. Constant; none by default.
+  virtual std::vector<std::string_view> ReservedEnv() const { return {}; }
 };
 
 // Finds the built-in plugin for a framework name; nullptr when trainlet has none (yet).

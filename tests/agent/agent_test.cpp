@@ -8,12 +8,16 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
 #include <zmq.hpp>
 
 #include "common/curve_keys.h"
+#include "common/platform/env.h"
 #include "common/zap_authenticator.h"
 #include "common/zmq_sockets.h"
 #include "tests/common/fake_env.h"
@@ -140,6 +144,22 @@ TEST_F(AgentTest, TheNodeNameDefaultsToTheEnvsHostname) {
   EXPECT_EQ(reg.name(), "gpu-node-17");
 }
 
+TEST_F(AgentTest, KeysAndTheSubreaperGoThroughTheEnv) {
+  // The key file is read through the Env: its failure is the start-up's, naming the file.
+  env_.FailNextRead(PermissionError(config_.key_file + ": Permission denied"));
+  auto refused = Agent::Create(config_, env_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            "cannot read key file " + config_.key_file + ": Permission denied");
+  EXPECT_EQ(env_.subreaper_calls(), 0);
+
+  // A system without a child subreaper is only logged: the agent starts and registers.
+  env_.set_subreaper_status(UnavailableError("this platform has no child subreaper"));
+  const v1::NodeInfo reg = StartAndRegister();
+  EXPECT_EQ(reg.name(), "node-a");
+  EXPECT_EQ(env_.subreaper_calls(), 1);
+}
+
 TEST_F(AgentTest, AFailingSpawnIsReportedAsStartFailed) {
   StartAndRegister();
   env_.spawner().FailNextSpawn(InternalError("fork: Resource temporarily unavailable"));
@@ -231,6 +251,86 @@ TEST_F(AgentTest, AWallClockJumpMovesNoTimer) {
   env_.Jump(std::chrono::hours(24));
   EXPECT_FALSE(AtCoordinator(v1::Envelope::kHeartbeat, milliseconds(300)));
   EXPECT_FALSE(AtCoordinator(v1::Envelope::kRegister, milliseconds(100)));
+}
+
+// Issue 15: a rank's progress post, with the token and CA the agent gave it, reaches the
+// coordinator as one ProgressReport; another node's token does not. The real OS this time: a
+// real trainlet-step runs a real rank, which the test stops at the end.
+TEST_F(AgentTest, ARanksProgressPostReachesTheCoordinator) {
+  config_.address = "127.0.0.1";
+  auto created = Agent::Create(config_, platform::RealEnv());
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  agent_ = std::move(created).value();
+  ASSERT_TRUE(AtCoordinator(v1::Envelope::kRegister));
+  v1::Envelope ack;
+  ack.mutable_register_ack()->set_accepted(true);
+  ack.mutable_register_ack()->set_partition_grace_ms(10000);
+  ToAgent(std::move(ack));
+  v1::Envelope env;
+  auto* plan = env.mutable_launch_plan();
+  plan->set_job("train");
+  plan->set_attempt(3);
+  auto* w = plan->add_workers();
+  w->set_rank(0);
+  w->add_argv("/bin/sleep");
+  w->add_argv("30");
+  ToAgent(std::move(env));
+  auto started = AtCoordinator(v1::Envelope::kWorkerEvent);
+  ASSERT_TRUE(started);
+  ASSERT_EQ(started->worker_event().kind(), v1::WorkerEvent::KIND_STARTED)
+      << started->worker_event().message();
+
+  const std::string progress = config_.state_dir + "/progress";
+  std::string port;
+  std::getline(std::ifstream(progress + "/port"), port);
+  ASSERT_FALSE(port.empty());
+  const std::string url = "https://127.0.0.1:" + port +
+                          "/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs/"
+                          "train/status";
+  auto post = [&](const std::string& token_file) {
+    const std::string cmd = "curl -s --max-time 10 -o /dev/null -w '%{http_code}' --cacert " +
+                            progress + "/ca.crt -H \"Authorization: Bearer $(cat " + token_file +
+                            ")\" --data-binary "
+                            "'{\"trainerStatus\": {\"progressPercentage\": 42}}' '" +
+                            url + "'";
+    return std::async(std::launch::async, [cmd] {
+      std::string out;
+      if (FILE* f = popen(cmd.c_str(), "r")) {
+        char buf[64];
+        for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+        pclose(f);
+      }
+      return out;
+    });
+  };
+  const std::string token_file = progress + "/tokens/train.attempt-3";
+  auto code = post(token_file);
+  auto report = AtCoordinator(v1::Envelope::kProgressReport);
+  EXPECT_EQ(code.get(), "200");
+  ASSERT_TRUE(report) << "no ProgressReport reached the coordinator";
+  ASSERT_EQ(report->progress_report().updates_size(), 1);
+  const v1::JobProgress& u = report->progress_report().updates(0);
+  EXPECT_EQ(u.job(), "train");
+  EXPECT_EQ(u.attempt(), 3u);
+  EXPECT_EQ(u.status().progress_percentage(), 42);
+  EXPECT_GT(u.status().last_updated_unix_ms(), 0) << "the agent's wall clock";
+
+  // A token of an attempt that does not run here is refused, and nothing more is reported.
+  {
+    std::ofstream(dir_.File("old.token"))
+        << ProgressTokens(std::string(32, 'x')).Issue("train", 3);  // not this node's secret
+  }
+  auto refused = post(dir_.File("old.token"));
+  EXPECT_FALSE(AtCoordinator(v1::Envelope::kProgressReport, milliseconds(1000)));
+  EXPECT_EQ(refused.get(), "401");
+
+  v1::Envelope stop;
+  stop.mutable_stop_workers()->set_job("train");
+  stop.mutable_stop_workers()->set_attempt(3);
+  ToAgent(std::move(stop));
+  auto exited = AtCoordinator(v1::Envelope::kWorkerEvent, milliseconds(15000));
+  ASSERT_TRUE(exited) << "the rank did not stop";
+  EXPECT_EQ(exited->worker_event().kind(), v1::WorkerEvent::KIND_EXITED);
 }
 
 }  // namespace

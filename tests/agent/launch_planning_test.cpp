@@ -98,6 +98,26 @@ TEST(PlanLaunches, EnvPrecedenceIsRendezvousThenNodeThenPlanThenBinding) {
   EXPECT_EQ(e1.at("TRAINLET_NODE"), "rdv");
 }
 
+// Issue 15: every rank gets the attempt's progress env, and a plan cannot override it (a plan
+// pointing ranks at another server, or at another attempt's token, would send their progress
+// elsewhere).
+TEST(PlanLaunches, TheProgressEnvReachesEveryRankAndWins) {
+  v1::LaunchPlan plan = Plan(2);
+  (*plan.mutable_workers(0)->mutable_env())["KUBEFLOW_TRAINER_SERVER_URL"] = "https://evil/";
+  NodeLaunchContext node = Node();
+  node.progress_env = {{"KUBEFLOW_TRAINER_SERVER_URL", "https://127.0.0.1:4443/x/status"},
+                       {"KUBEFLOW_TRAINER_SERVER_CA_CERT", "/state/progress/ca.crt"},
+                       {"KUBEFLOW_TRAINER_SERVER_TOKEN", "/state/progress/tokens/train.attempt-1"}};
+  const PlannedLaunches planned = PlanLaunches(plan, node);
+  ASSERT_EQ(planned.launches.size(), 2u);
+  for (const auto& launch : planned.launches) {
+    for (const auto& [k, v] : node.progress_env) EXPECT_EQ(launch.env.at(k), v) << k;
+  }
+  // No progress endpoint (progress_port: -1): no such env at all.
+  const PlannedLaunches off = PlanLaunches(Plan(1), Node());
+  EXPECT_FALSE(off.launches[0].env.contains("KUBEFLOW_TRAINER_SERVER_TOKEN"));
+}
+
 TEST(PlanLaunches, FillsTheLaunchFromThePlanAndTheNode) {
   v1::LaunchPlan plan = Plan(2);
   plan.mutable_workers(1)->set_cwd("/elsewhere");

@@ -538,6 +538,9 @@ TEST(OpenWorkerLogTest, CreatesTheLogAndOptionallyItsDirectory) {
   ASSERT_TRUE(fd.ok()) << fd.status().ToString();
   EXPECT_GT(*fd, STDERR_FILENO);
   EXPECT_NE(fcntl(*fd, F_GETFD) & FD_CLOEXEC, 0);
+  struct stat st {};
+  ASSERT_EQ(fstat(*fd, &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << "a rank's log is its user's alone";
 
   // Both streams given: Spawn writes to them and never touches log_path.
   auto spawner = MakePosixProcessSpawner();

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "common/platform/env.h"
 #include "tests/common/test_dir.h"
 #include "tests/common/test_keys.h"
 
@@ -74,6 +75,27 @@ TEST(CurveKeysTest, WriteThenReadRoundTrips) {
   ASSERT_TRUE(pub.ok()) << pub.status().ToString();
   EXPECT_EQ(pub->public_z85, keys.public_z85);
   EXPECT_TRUE(pub->secret_z85.empty()) << "the .pub file leaks the secret key";
+}
+
+TEST(CurveKeysTest, ReadsThroughAnEnvAsFromAFile) {
+  testing::TempDir dir;
+  const std::string path = dir.File("agent.key");
+  const CurveKeyPair keys = NewKeys();
+  ASSERT_TRUE(WriteKeyPair(path, keys).ok());
+  auto read = ReadKeyPair(platform::RealEnv(), path);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(read->public_z85, keys.public_z85);
+  EXPECT_EQ(read->secret_z85, keys.secret_z85);
+
+  // The errors are the file version's: the same code and words.
+  for (const std::string& bad : {dir.File("absent.key"), dir.File("garbage.key")}) {
+    if (bad == dir.File("garbage.key")) WriteText(bad, "this is not a key file\n");
+    auto from_env = ReadKeyPair(platform::RealEnv(), bad);
+    auto from_file = ReadKeyPair(bad);
+    ASSERT_FALSE(from_env.ok());
+    EXPECT_EQ(from_env.status().code(), from_file.status().code());
+    EXPECT_EQ(from_env.status().message(), from_file.status().message());
+  }
 }
 
 TEST(CurveKeysTest, SecretFileIsOwnerOnly) {

@@ -86,6 +86,13 @@ class FakeEnv final : public platform::PosixEnv {
   std::vector<std::string> Environment() override { return environment_; }
   std::string ExecutablePath() override { return executable_; }
   pid_t ProcessId() override { return pid_; }
+  // Recorded, never done: the test process stays as it was.
+  Status BecomeChildSubreaper() override {
+    ++subreaper_calls_;
+    return subreaper_status_;
+  }
+  int subreaper_calls() const { return subreaper_calls_; }
+  void set_subreaper_status(Status status) { subreaper_status_ = std::move(status); }
   void set_hostname(std::string name) { hostname_ = std::move(name); }
   void set_environment(std::vector<std::string> env) { environment_ = std::move(env); }
   void set_executable_path(std::string path) { executable_ = std::move(path); }
@@ -94,6 +101,7 @@ class FakeEnv final : public platform::PosixEnv {
   void FailNextWrite(Status status) { next_write_error_ = std::move(status); }
   void FailNextCreateDirectories(Status status) { next_mkdir_error_ = std::move(status); }
   void FailNextLock(Status status) { next_lock_error_ = std::move(status); }
+  void FailNextRead(Status status) { next_read_error_ = std::move(status); }
   // "disk full", as a full file system reports it.
   static Status DiskFull(const std::string& path) {
     return IoError(path + ": No space left on device");
@@ -102,6 +110,10 @@ class FakeEnv final : public platform::PosixEnv {
   Status CreateDirectories(const std::string& path) override {
     if (next_mkdir_error_) return std::exchange(next_mkdir_error_, std::nullopt).value();
     return PosixEnv::CreateDirectories(path);
+  }
+  Result<std::string> ReadFile(const std::string& path, size_t max_bytes) override {
+    if (next_read_error_) return std::exchange(next_read_error_, std::nullopt).value();
+    return PosixEnv::ReadFile(path, max_bytes);
   }
   Status WriteFileAtomically(const std::string& path, std::string_view data, mode_t mode) override {
     if (next_write_error_) return std::exchange(next_write_error_, std::nullopt).value();
@@ -124,9 +136,12 @@ class FakeEnv final : public platform::PosixEnv {
   std::vector<std::string> environment_ = {"PATH=/usr/bin:/bin", "HOME=/nonexistent"};
   std::string executable_ = "/opt/trainlet/bin/fake";
   pid_t pid_ = 4242;
+  int subreaper_calls_ = 0;
+  Status subreaper_status_ = Status::Ok();
   std::optional<Status> next_write_error_;
   std::optional<Status> next_mkdir_error_;
   std::optional<Status> next_lock_error_;
+  std::optional<Status> next_read_error_;
   FakeSpawner spawner_;
 };
 

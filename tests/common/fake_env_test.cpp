@@ -68,6 +68,18 @@ TEST(FakeEnvTest, InjectedFailuresHitTheNextCallOnly) {
   env.FailNextLock(Status(ErrorCode::kExists, "held"));
   EXPECT_FALSE(env.LockFile(dir.File("lock")).ok());
   EXPECT_TRUE(env.LockFile(dir.File("lock")).ok());
+
+  env.FailNextRead(PermissionError(path + ": Permission denied"));
+  EXPECT_EQ(env.ReadFile(path, 10).status().code(), ErrorCode::kPermission);
+  EXPECT_TRUE(env.ReadFile(path, 10).ok());
+}
+
+TEST(FakeEnvTest, BecomingASubreaperIsRecordedNotDone) {
+  FakeEnv env;
+  EXPECT_TRUE(env.BecomeChildSubreaper().ok());
+  env.set_subreaper_status(UnavailableError("no subreaper here"));
+  EXPECT_EQ(env.BecomeChildSubreaper().code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(env.subreaper_calls(), 2);
 }
 
 TEST(FakeEnvTest, LockRetriesSleepOnTheFakeClock) {

@@ -41,7 +41,9 @@ class CoordinatorTest : public ::testing::Test {
     ASSERT_TRUE(WriteKeyPair(dir_.File("coordinator.key"), server_keys_).ok());
     ASSERT_TRUE(
         AppendToAllowlist(dir_.File("agents.allow"), agent_keys_.public_z85, "node-1").ok());
-    ASSERT_TRUE(AppendToAllowlist(dir_.File("operators.allow"), NewKeys().public_z85, "op").ok());
+    operator_keys_ = NewKeys();
+    ASSERT_TRUE(
+        AppendToAllowlist(dir_.File("operators.allow"), operator_keys_.public_z85, "op").ok());
     ASSERT_TRUE(env_.CreateDirectories(dir_.File("state")).ok());
 
     CoordinatorConfig config;
@@ -114,7 +116,7 @@ class CoordinatorTest : public ::testing::Test {
 
   TempDir dir_;
   FakeEnv env_;
-  CurveKeyPair server_keys_, agent_keys_;
+  CurveKeyPair server_keys_, agent_keys_, operator_keys_;
   zmq::context_t ctx_;
   std::unique_ptr<Coordinator> coordinator_;
   std::optional<zmq::socket_t> dealer_;
@@ -222,6 +224,157 @@ TEST_F(CoordinatorTest, ABackwardWallJumpDoesNotRescueASilentNode) {
   env_.Jump(-3100ms);  // the wall clock reads as if no time had passed
   Spin();
   EXPECT_EQ(State(), NodeState::kLost);
+}
+
+// A ClusterTrainingRuntime (plain) and a TrainJob of one rank, in one file.
+std::string OneRankJob(const std::string& annotations) {
+  return "apiVersion: trainer.kubeflow.org/v1alpha1\n"
+         "kind: ClusterTrainingRuntime\n"
+         "metadata: {name: plain}\n"
+         "spec:\n"
+         "  mlPolicy: {numNodes: 1}\n"
+         "  template:\n"
+         "    spec:\n"
+         "      replicatedJobs:\n"
+         "        - name: node\n"
+         "          template:\n"
+         "            spec:\n"
+         "              template:\n"
+         "                spec:\n"
+         "                  containers: [{name: node, command: [/bin/true]}]\n"
+         "---\n"
+         "apiVersion: trainer.kubeflow.org/v1alpha1\n"
+         "kind: TrainJob\n"
+         "metadata:\n"
+         "  name: train\n" +
+         annotations +
+         "spec:\n"
+         "  runtimeRef: {name: plain}\n"
+         "  trainer: {numNodes: 1, command: [sleep, '600']}\n";
+}
+
+// Progress end to end through the coordinator: a registered fake agent runs the job's one rank
+// and forwards a ProgressReport; the operator API shows it, the metrics export it, and a report
+// of another attempt is dropped and counted.
+class CoordinatorProgressTest : public CoordinatorTest {
+ protected:
+  void SetUp() override {
+    CoordinatorTest::SetUp();
+    auto op = ConnectCurveDealer(ctx_, coordinator_->operator_endpoint(), server_keys_.public_z85,
+                                 operator_keys_);
+    ASSERT_TRUE(op.ok()) << op.status().ToString();
+    operator_.emplace(std::move(op).value());
+  }
+
+  // Sends an operator request and runs the coordinator until its answer comes.
+  v1::OperatorResponse Ask(v1::OperatorRequest req) {
+    v1::Envelope env;
+    req.set_request_id(++request_id_);
+    *env.mutable_operator_request() = std::move(req);
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    bool sent = false;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (!sent) sent = SendOnDealer(*operator_, env);
+      EXPECT_TRUE(coordinator_->RunOnce(10ms).ok());
+      if (auto reply = ReceiveFromDealer(*operator_, drops_)) return reply->operator_response();
+    }
+    ADD_FAILURE() << "no answer from the operator endpoint";
+    return {};
+  }
+  v1::JobStatus GetJob() {
+    v1::OperatorRequest req;
+    req.mutable_get_jobs()->set_name("train");
+    const v1::OperatorResponse r = Ask(req);
+    EXPECT_EQ(r.error(), "");
+    return r.jobs().jobs_size() == 1 ? r.jobs().jobs(0) : v1::JobStatus{};
+  }
+  // Sends what needs no answer from the fake agent, and runs the coordinator a little.
+  void Tell(v1::Envelope env) {
+    ASSERT_TRUE(SendOnDealer(*dealer_, env));
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(coordinator_->RunOnce(5ms).ok());
+  }
+  // Time passes with the agent beating every 500 ms, so the node stays Ready.
+  void Pass(std::chrono::milliseconds total) {
+    for (auto t = 0ms; t < total; t += 500ms) {
+      env_.Advance(std::min<std::chrono::milliseconds>(500ms, total - t));
+      while (ReceiveFromDealer(*dealer_, drops_)) {
+      }  // launch plans and the like: the fake agent ignores them
+      ASSERT_TRUE(Heartbeat());
+      Spin();
+    }
+  }
+  void TellProgress(uint32_t attempt, int percent) {
+    v1::Envelope env;
+    auto* u = env.mutable_progress_report()->add_updates();
+    u->set_job("train");
+    u->set_attempt(attempt);
+    u->mutable_status()->set_progress_percentage(percent);
+    u->mutable_status()->set_estimated_remaining_seconds(190);
+    auto* m = u->mutable_status()->add_metrics();
+    m->set_name("loss");
+    m->set_value("0.25");
+    Tell(env);
+  }
+  // Applies the job and reports its rank started on node-1: Running.
+  void StartJob(const std::string& annotations) {
+    Register();
+    v1::OperatorRequest apply;
+    apply.mutable_apply()->set_yaml(OneRankJob(annotations));
+    ASSERT_EQ(Ask(apply).error(), "");
+    Spin();
+    ASSERT_EQ(GetJob().attempt(), 1u) << "the job was not placed";
+    v1::Envelope started;
+    auto* ev = started.mutable_worker_event();
+    ev->set_job("train");
+    ev->set_attempt(1);
+    ev->set_rank(0);
+    ev->set_kind(v1::WorkerEvent::KIND_STARTED);
+    ev->set_pid(4242);
+    Tell(started);
+    ASSERT_EQ(GetJob().job_phase(), v1::JOB_PHASE_RUNNING);
+  }
+
+  std::optional<zmq::socket_t> operator_;
+  uint64_t request_id_ = 0;
+};
+
+TEST_F(CoordinatorProgressTest, AReportFromTheAgentReachesTheOperatorApiAndTheMetrics) {
+  StartJob("");
+  const int64_t sent_at = env_.WallUnixMs();
+  TellProgress(1, 42);
+  const v1::JobStatus job = GetJob();
+  ASSERT_TRUE(job.has_trainer_status());
+  EXPECT_EQ(job.trainer_status().progress_percentage(), 42);
+  EXPECT_EQ(job.trainer_status().estimated_remaining_seconds(), 190);
+  EXPECT_EQ(job.trainer_status().metrics(0).value(), "0.25");
+  EXPECT_EQ(job.trainer_status().attempt(), 1u);
+  EXPECT_EQ(job.trainer_status().received_unix_ms(), sent_at);  // the coordinator's (fake) clock
+
+  TellProgress(2, 99);  // an attempt that does not exist: dropped
+  EXPECT_EQ(GetJob().trainer_status().progress_percentage(), 42);
+  const std::string metrics = coordinator_->ops().metrics().Render();
+  EXPECT_NE(metrics.find("trainlet_job_progress_percentage{job=\"train\"} 42"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("trainlet_job_estimated_remaining_seconds{job=\"train\"} 190"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("trainlet_coordinator_progress_updates_total{result=\"taken\"} 1"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("trainlet_coordinator_progress_updates_total{result=\"stale_attempt\"} 1"),
+            std::string::npos);
+}
+
+TEST_F(CoordinatorProgressTest, TheLoopWakesForTheStallDeadline) {
+  StartJob("  annotations: {trainlet.io/progress-timeout: 3s}\n");
+  TellProgress(1, 10);
+  Pass(2900ms);
+  EXPECT_EQ(GetJob().conditions_size(), 0);
+  env_.Advance(200ms);
+  Spin();
+  const v1::JobStatus job = GetJob();
+  ASSERT_GE(job.conditions_size(), 1);
+  EXPECT_EQ(job.conditions(0).type(), "Stalled");
+  EXPECT_EQ(job.conditions(0).status(), "True");
+  EXPECT_EQ(job.job_phase(), v1::JOB_PHASE_RUNNING);  // no on-stall: only the condition
 }
 
 }  // namespace

@@ -64,7 +64,7 @@ class ExecRelayRestartTest : public testing::ControllerFixture {
     MakeController();
     ApplyOk(testing::JobYaml("mpi", 3, 1, "mpi-distributed"));
     ReportAll("mpi", v1::WorkerEvent::KIND_STARTED, kT0 + 10);
-    for (const auto& [key, job] : controller_->LauncherKeys()) {
+    for (const auto& [key, job] : controller_->exec().LauncherKeys()) {
       if (job == "mpi") launcher_key_ = key;
     }
     ASSERT_FALSE(launcher_key_.empty());

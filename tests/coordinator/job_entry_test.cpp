@@ -92,6 +92,28 @@ TEST(JobEntry, NewJobIsPendingWithItsRecordAndCreatedEvent) {
   EXPECT_TRUE(e.record.status.reason().empty());
 }
 
+// An env name the runtime sets itself is refused when the job is applied, naming it, instead of
+// a job that is created and then fails at placement with PlanRefused (issue 19).
+TEST(JobEntry, NewJobSettingAReservedEnvNameIsRefused) {
+  auto docs = trainjob::ParseDocuments(
+      RuntimeYaml("xgb", "    xgboost: {}\n") + "---\n" + JobYaml("boost", 2, 1, "xgb") +
+      "    env:\n      - name: DMLC_NUM_WORKER\n        value: \"7\"\n");
+  ASSERT_TRUE(docs.ok()) << docs.status().message();
+  std::vector<std::string> warnings;
+  auto entry = NewJobEntry(docs->jobs[0], docs->runtimes[0], {}, "boost.yaml", 1, warnings);
+  ASSERT_FALSE(entry.ok());
+  EXPECT_EQ(entry.status().code(), ErrorCode::kInvalid);
+  EXPECT_EQ(entry.status().message(),
+            "TrainJob/boost: spec.trainer.env: DMLC_NUM_WORKER is reserved for the xgboost "
+            "runtime (trainlet sets it)");
+  // Another name is fine.
+  auto ok_docs = trainjob::ParseDocuments(
+      RuntimeYaml("xgb", "    xgboost: {}\n") + "---\n" + JobYaml("boost", 2, 1, "xgb") +
+      "    env:\n      - name: DMLC_VERBOSE\n        value: \"1\"\n");
+  ASSERT_TRUE(ok_docs.ok());
+  EXPECT_TRUE(NewJobEntry(ok_docs->jobs[0], ok_docs->runtimes[0], {}, "", 1, warnings).ok());
+}
+
 TEST(JobEntry, NewJobWithSuspendIsSuspendedAndStdinIsNamed) {
   Parsed p = Parse(JobYaml("j", 1, 1) + "  suspend: true\n");
   ASSERT_TRUE(p.job.suspend);

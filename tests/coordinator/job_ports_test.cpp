@@ -1,5 +1,5 @@
-// The reserve-then-launch step (coordinator/job_ports.cpp) and the start timeout, driven through
-// JobController with a fake runtime plugin that asks for ports.
+// The reserve-then-launch step (coordinator/attempt_launcher.cpp) and the start timeout, driven
+// through JobController with a fake runtime plugin that asks for ports.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-#include "coordinator/job_store.h"
-
+// The JobStore contract, run against both backends (JobStoreContractTest: SQLite, and etcd on a
+// real one-member cluster), then what is particular to SQLite's files (JobStoreTest).
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -9,7 +9,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "coordinator/etcd_job_store.h"
+#include "coordinator/sqlite_job_store.h"
 #include "tests/common/test_dir.h"
+#include "tests/coordinator/etcd_cluster.h"
 
 namespace trainlet::coordinator {
 namespace {
@@ -30,8 +33,8 @@ class JobStoreTest : public ::testing::Test {
     fs::remove_all(root_, ec);
   }
 
-  std::unique_ptr<JobStore> OpenOrDie() {
-    auto store = JobStore::Open(dir_);
+  std::unique_ptr<SqliteJobStore> OpenOrDie() {
+    auto store = SqliteJobStore::Open(dir_);
     EXPECT_TRUE(store.ok()) << store.status().ToString();
     return store.ok() ? std::move(store).value() : nullptr;
   }
@@ -53,6 +56,60 @@ class JobStoreTest : public ::testing::Test {
   std::string root_;
   std::string dir_;
 };
+
+// One etcd member for the whole binary, killed by PID when the tests end.
+class SharedEtcd : public ::testing::Environment {
+ public:
+  static testing::EtcdCluster* Get(std::string* error) {
+    if (cluster_ == nullptr && error_.empty()) {
+      cluster_ = testing::EtcdCluster::Start(1, &error_).release();
+    }
+    *error = error_;
+    return cluster_;
+  }
+  void TearDown() override {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+
+ private:
+  static inline testing::EtcdCluster* cluster_ = nullptr;
+  static inline std::string error_;
+};
+[[maybe_unused]] ::testing::Environment* const kSharedEtcd =
+    ::testing::AddGlobalTestEnvironment(new SharedEtcd);
+
+// The same tests on each backend: "sqlite" (a database under a temp dir) or "etcd" (a fresh
+// prefix of the shared member per test). Opening again is what a restarted coordinator does.
+class JobStoreContractTest : public JobStoreTest,
+                             public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override {
+    JobStoreTest::SetUp();
+    if (GetParam() != "etcd") return;
+    std::string error;
+    etcd_ = SharedEtcd::Get(&error);
+    if (etcd_ == nullptr) GTEST_SKIP() << error;
+    static int counter = 0;
+    prefix_ = "/trainlet-test/" + std::to_string(getpid()) + "-" + std::to_string(++counter) + "/";
+  }
+
+  std::unique_ptr<JobStore> OpenOrDie() {
+    if (GetParam() == "sqlite") return JobStoreTest::OpenOrDie();
+    EtcdStoreConfig config;
+    config.client.endpoints = etcd_->client_urls();
+    config.prefix = prefix_;
+    auto store = EtcdJobStore::Open(config);
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return store.ok() ? std::move(store).value() : nullptr;
+  }
+
+  testing::EtcdCluster* etcd_ = nullptr;
+  std::string prefix_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Backends, JobStoreContractTest, ::testing::Values("sqlite", "etcd"),
+                         [](const auto& info) { return info.param; });
 
 TEST_F(JobStoreTest, CreatesDirSchemaAndWal) {
   auto store = OpenOrDie();
@@ -119,7 +176,7 @@ TEST_F(JobStoreTest, TightensAGivenDirectoryAndLeftOverFiles) {
   }
 }
 
-TEST_F(JobStoreTest, RoundTrip) {
+TEST_P(JobStoreContractTest, RoundTrip) {
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);
   JobRecord j = Job("hello");
@@ -153,7 +210,7 @@ TEST_F(JobStoreTest, RoundTrip) {
   EXPECT_EQ(store->UpdateStatus("nope", st).code(), ErrorCode::kNotFound);
 }
 
-TEST_F(JobStoreTest, DuplicateCreateIsRefused) {
+TEST_P(JobStoreContractTest, DuplicateCreateIsRefused) {
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);
   ASSERT_TRUE(store->CreateJob(Job("dup")).ok());
@@ -167,7 +224,7 @@ TEST_F(JobStoreTest, DuplicateCreateIsRefused) {
   EXPECT_NE((*got)->spec_yaml, "different");
 }
 
-TEST_F(JobStoreTest, ListIsInCreationOrderAndDeleteWorks) {
+TEST_P(JobStoreContractTest, ListIsInCreationOrderAndDeleteWorks) {
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);
   for (const char* n : {"zeta", "alpha", "mid"}) ASSERT_TRUE(store->CreateJob(Job(n)).ok());
@@ -189,7 +246,7 @@ TEST_F(JobStoreTest, ListIsInCreationOrderAndDeleteWorks) {
   EXPECT_EQ((*jobs)[2].name, "zeta");
 }
 
-TEST_F(JobStoreTest, RuntimesUpsertByKindAndName) {
+TEST_P(JobStoreContractTest, RuntimesUpsertByKindAndName) {
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);
   ASSERT_TRUE(store->PutRuntime({"TrainingRuntime", "torch", "v1"}).ok());
@@ -212,7 +269,7 @@ TEST_F(JobStoreTest, RuntimesUpsertByKindAndName) {
   EXPECT_FALSE(none->has_value());
 }
 
-TEST_F(JobStoreTest, ReopenAfterCloseKeepsEverything) {
+TEST_P(JobStoreContractTest, ReopenAfterCloseKeepsEverything) {
   {
     auto store = OpenOrDie();
     ASSERT_NE(store, nullptr);
@@ -237,19 +294,19 @@ TEST_F(JobStoreTest, ReopenAfterCloseKeepsEverything) {
   EXPECT_EQ(rts->size(), 1u);
 }
 
-TEST_F(JobStoreTest, CommittedWritesAreVisibleToAnotherConnectionAtOnce) {
+TEST_P(JobStoreContractTest, CommittedWritesAreVisibleToAnotherConnectionAtOnce) {
   // What a crash right after the ack would leave: another reader sees the write without this
   // store closing or checkpointing.
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);
   ASSERT_TRUE(store->CreateJob(Job("durable")).ok());
-  auto second = JobStore::Open(dir_);
-  ASSERT_TRUE(second.ok()) << second.status().ToString();
-  auto got = (*second)->GetJob("durable");
+  auto second = OpenOrDie();
+  ASSERT_NE(second, nullptr);
+  auto got = second->GetJob("durable");
   ASSERT_TRUE(got.ok() && got->has_value());
 }
 
-TEST_F(JobStoreTest, TransactionCommitsAllOrNothing) {
+TEST_P(JobStoreContractTest, TransactionCommitsAllOrNothing) {
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);
   ASSERT_TRUE(store->CreateJob(Job("existing")).ok());
@@ -282,7 +339,7 @@ TEST_F(JobStoreTest, TransactionCommitsAllOrNothing) {
   ASSERT_TRUE(store->CreateJob(Job("after")).ok());
 }
 
-TEST_F(JobStoreTest, NestedTransactionFailureRollsBackOnlyTheInnerPart) {
+TEST_P(JobStoreContractTest, NestedTransactionFailureRollsBackOnlyTheInnerPart) {
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);
   Status st = store->Transaction([&]() -> Status {
@@ -301,7 +358,7 @@ TEST_F(JobStoreTest, NestedTransactionFailureRollsBackOnlyTheInnerPart) {
   EXPECT_EQ((*jobs)[0].name, "outer");
 }
 
-TEST_F(JobStoreTest, TransactionRollsBackWhenTheBodyThrows) {
+TEST_P(JobStoreContractTest, TransactionRollsBackWhenTheBodyThrows) {
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);
   EXPECT_THROW((void)store->Transaction([&]() -> Status {
@@ -318,14 +375,14 @@ TEST_F(JobStoreTest, TransactionRollsBackWhenTheBodyThrows) {
 TEST_F(JobStoreTest, StateDirUnderARegularFileIsAClearError) {
   std::string file = root_ + "/plainfile";
   std::ofstream(file) << "x";
-  auto store = JobStore::Open(file + "/sub");
+  auto store = SqliteJobStore::Open(file + "/sub");
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), ErrorCode::kIo);
   EXPECT_NE(store.status().message().find(file + "/sub"), std::string::npos)
       << store.status().message();
 
   // The state dir itself being a file.
-  store = JobStore::Open(file);
+  store = SqliteJobStore::Open(file);
   ASSERT_FALSE(store.ok());
   EXPECT_NE(store.status().message().find("ot a directory"), std::string::npos)
       << store.status().message();
@@ -335,7 +392,7 @@ TEST_F(JobStoreTest, ReadOnlyStateDirIsAClearError) {
   if (geteuid() == 0) GTEST_SKIP() << "root ignores directory permissions";
   fs::create_directories(dir_);
   fs::permissions(dir_, fs::perms::owner_read | fs::perms::owner_exec);
-  auto store = JobStore::Open(dir_);
+  auto store = SqliteJobStore::Open(dir_);
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), ErrorCode::kIo);
   EXPECT_EQ(store.status().message(), "state dir " + dir_ + ": not writable: Permission denied");
@@ -347,7 +404,7 @@ TEST_F(JobStoreTest, GarbageDatabaseIsAnErrorNotACrash) {
     std::ofstream f(dir_ + "/trainlet.db", std::ios::binary);
     for (int i = 0; i < 4096; ++i) f.put(static_cast<char>((i * 131 + 7) & 0xff));
   }
-  auto store = JobStore::Open(dir_);
+  auto store = SqliteJobStore::Open(dir_);
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), ErrorCode::kIo);
   EXPECT_NE(store.status().message().find(dir_ + "/trainlet.db"), std::string::npos);
@@ -386,7 +443,7 @@ TEST_F(JobStoreTest, NewerSchemaIsRefused) {
   ASSERT_EQ(sqlite3_open((dir_ + "/trainlet.db").c_str(), &db), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version = 99", nullptr, nullptr, nullptr), SQLITE_OK);
   sqlite3_close(db);
-  auto store = JobStore::Open(dir_);
+  auto store = SqliteJobStore::Open(dir_);
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), ErrorCode::kInvalid);
   EXPECT_NE(store.status().message().find("version 99"), std::string::npos)
@@ -417,7 +474,7 @@ JobRecord OldRecord(const std::string& name, const std::string& rank1_state) {
   return j;
 }
 
-TEST_F(JobStoreTest, OldRecordWithStringStatesLoadsTyped) {
+TEST_P(JobStoreContractTest, OldRecordWithStringStatesLoadsTyped) {
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);
   ASSERT_TRUE(store->CreateJob(OldRecord("old", "Lost")).ok());
@@ -442,7 +499,7 @@ TEST_F(JobStoreTest, OldRecordWithStringStatesLoadsTyped) {
   EXPECT_EQ((*again)->status.SerializeAsString(), st.SerializeAsString());
 }
 
-TEST_F(JobStoreTest, CorruptStateStringIsAnErrorNamingJobAndValue) {
+TEST_P(JobStoreContractTest, CorruptStateStringIsAnErrorNamingJobAndValue) {
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);
   ASSERT_TRUE(store->CreateJob(OldRecord("bad", "Exploded")).ok());

@@ -57,6 +57,16 @@ TEST(RestartLimit, AnnotationOverridesTheRuntime) {
   }
 }
 
+// A silent node may run its ranks for the partition grace, then give them the stop grace: a
+// restart before both have passed would overlap them (issue 19, defect 2: the hold used to leave
+// the stop grace out, and a SIGSTOPped agent's ranks ran 10 s beside the new attempt).
+TEST(RestartHold, CoversPartitionGraceStopGraceAndAMargin) {
+  EXPECT_EQ(RestartHoldMs(100000, milliseconds(10000), 10000),
+            100000 + 10000 + 10000 + kRestartHoldMarginMs);
+  EXPECT_EQ(RestartHoldMs(0, milliseconds(2000), 0), 2000 + kRestartHoldMarginMs);
+  EXPECT_GE(kRestartHoldMarginMs, 1000);  // the step's check interval, a beat, and slack
+}
+
 TEST(RestartBackoff, DoublesUpToTheMaximum) {
   EXPECT_EQ(RestartBackoff(0, milliseconds(250), milliseconds(60000)), milliseconds(250));
   EXPECT_EQ(RestartBackoff(1, milliseconds(250), milliseconds(60000)), milliseconds(500));

@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "common/daemon_config.h"
-#include "common/http_endpoint.h"
+#include "common/http/http_server.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "common/ops_endpoint.h"
@@ -91,17 +91,24 @@ TEST(ExpositionParser, RefusesBrokenInput) {
   EXPECT_EQ(parse(h + "h_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n"), "");
 }
 
-// Sends `request` to `address` and returns the whole response, driving `ep` like a loop does.
-std::string Exchange(HttpEndpoint& ep, const std::string& request) {
-  const std::string addr = ep.bound_address();
-  const int port = std::stoi(addr.substr(addr.rfind(':') + 1));
+// A response whose head and Content-Length bytes of body have come.
+bool ResponseComplete(const std::string& r) {
+  const size_t head = r.find("\r\n\r\n");
+  if (head == std::string::npos) return false;
+  const size_t cl = r.find("Content-Length: ");
+  if (cl == std::string::npos || cl > head) return true;
+  return r.size() - head - 4 >= std::stoul(r.substr(cl + 16));
+}
+
+// Sends `request` to `ep` and returns the whole response, driving `ep` like a loop does.
+std::string Exchange(HttpServer& ep, const std::string& request) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(port));
+  sa.sin_port = htons(ep.port());
   inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
   EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
-  // Write in two pieces, so the endpoint must keep a partial request between wakeups.
+  // Write in two pieces, so the server must keep a partial request between reads.
   const size_t half = request.size() / 2;
   EXPECT_EQ(write(fd, request.data(), half), static_cast<ssize_t>(half));
   pollfd p{ep.fd(), POLLIN, 0};
@@ -117,40 +124,84 @@ std::string Exchange(HttpEndpoint& ep, const std::string& request) {
       const ssize_t n = read(fd, buf, sizeof buf);
       if (n <= 0) break;
       response.append(buf, static_cast<size_t>(n));
+      if (request.starts_with("HEAD") ? response.find("\r\n\r\n") != std::string::npos
+                                      : ResponseComplete(response)) {
+        break;
+      }  // HTTP/1.1 keeps the connection open
     }
   }
   close(fd);
   return response;
 }
 
-TEST(HttpEndpoint, AnswersAndBoundsRequests) {
-  auto ep = HttpEndpoint::Listen("127.0.0.1:0", [](const std::string& path) {
+Result<std::unique_ptr<HttpServer>> Serve(
+    const std::string& address, HttpHandler handler,
+    std::chrono::seconds loop_timeout = std::chrono::seconds(5)) {
+  HttpServer::Options options;
+  options.address = address;
+  options.max_body_bytes = 1024;
+  options.loop_timeout = loop_timeout;
+  return HttpServer::Start(options, std::move(handler));
+}
+
+// The handler runs on the thread that calls Handle() (the loop), and httplib enforces the limits.
+TEST(HttpServer, AnswersAndBoundsRequests) {
+  const auto loop = std::this_thread::get_id();
+  auto ep = Serve("127.0.0.1:0", [loop](const HttpRequest& req) {
+    EXPECT_EQ(std::this_thread::get_id(), loop);
     HttpResponse r;
-    r.body = "path=" + path;
+    r.body = req.method == "POST" ? "body=" + req.body : "path=" + req.path;
+    if (req.method == "PUT") r.status = 405;
     return r;
   });
   ASSERT_TRUE(ep.ok()) << ep.status().message();
   EXPECT_NE((*ep)->bound_address(), "127.0.0.1:0");
   std::string r = Exchange(**ep, "GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\n\r\n");
-  EXPECT_EQ(r.rfind("HTTP/1.0 200 OK\r\n", 0), 0u) << r;
+  EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
   EXPECT_NE(r.find("Content-Length: 13\r\n"), std::string::npos) << r;
   EXPECT_NE(r.find("\r\n\r\npath=/metrics"), std::string::npos) << r;
   r = Exchange(**ep, "HEAD /x HTTP/1.0\r\n\r\n");
   EXPECT_EQ(r.substr(r.size() - 4), "\r\n\r\n") << "HEAD has no body: " << r;
-  r = Exchange(**ep, "POST /x HTTP/1.0\r\n\r\n");
-  EXPECT_EQ(r.rfind("HTTP/1.0 405", 0), 0u) << r;
+  r = Exchange(**ep, "POST /x HTTP/1.0\r\nContent-Length: 3\r\n\r\nabc");
+  EXPECT_NE(r.find("\r\n\r\nbody=abc"), std::string::npos) << r;
+  r = Exchange(**ep, "PUT /x HTTP/1.0\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 405", 0), 0u) << r;
   r = Exchange(**ep, "garbage\r\n\r\n");
-  EXPECT_EQ(r.rfind("HTTP/1.0 400", 0), 0u) << r;
-  r = Exchange(**ep, "GET /" + std::string(HttpEndpoint::kMaxRequestBytes * 2, 'a'));
-  EXPECT_EQ(r.rfind("HTTP/1.0 431", 0), 0u) << r.substr(0, 100);
+  EXPECT_EQ(r.rfind("HTTP/1.1 400", 0), 0u) << r;
+  r = Exchange(**ep, "GET /" + std::string(16384, 'a') + " HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 414", 0), 0u) << r.substr(0, 100);
+  r = Exchange(**ep, "POST /x HTTP/1.1\r\nContent-Length: 5000\r\n\r\n" + std::string(5000, 'b'));
+  EXPECT_EQ(r.rfind("HTTP/1.1 413", 0), 0u) << r.substr(0, 100);
 }
 
-TEST(HttpEndpoint, RefusesBadAndBusyAddresses) {
-  EXPECT_FALSE(HttpEndpoint::Listen("no-port", {}).ok());
-  EXPECT_FALSE(HttpEndpoint::Listen("127.0.0.1:notaport", {}).ok());
-  auto first = HttpEndpoint::Listen("127.0.0.1:0", {});
+// A loop that does not answer: the probe gets 503 once loop_timeout passes, never a hang.
+TEST(HttpServer, AHungLoopIsVisible) {
+  auto ep = Serve(
+      "127.0.0.1:0", [](const HttpRequest&) { return HttpResponse{}; }, std::chrono::seconds(1));
+  ASSERT_TRUE(ep.ok()) << ep.status().message();
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((*ep)->port());
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  const std::string req = "GET /healthz HTTP/1.0\r\n\r\n";
+  ASSERT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+  std::string response;
+  char buf[1024];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;)
+    response.append(buf, static_cast<size_t>(n));
+  close(fd);
+  EXPECT_EQ(response.rfind("HTTP/1.1 503", 0), 0u) << response;
+  (*ep)->Handle();  // nothing is left waiting
+}
+
+TEST(HttpServer, RefusesBadAndBusyAddresses) {
+  EXPECT_FALSE(Serve("no-port", {}).ok());
+  EXPECT_FALSE(Serve("127.0.0.1:notaport", {}).ok());
+  auto first = Serve("127.0.0.1:0", {});
   ASSERT_TRUE(first.ok());
-  auto second = HttpEndpoint::Listen((*first)->bound_address(), {});
+  auto second = Serve((*first)->bound_address(), {});
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), ErrorCode::kExists);
   EXPECT_NE(second.status().message().find((*first)->bound_address()), std::string::npos);

@@ -11,6 +11,9 @@ constexpr std::string_view kProcsField = "spec.trainer.numProcPerNode";
 class XgboostRuntime final : public BuiltinRuntime {
  public:
   std::string_view name() const override { return "xgboost"; }
+  std::vector<std::string_view> ReservedEnv() const override {
+    return {"DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"};
+  }
 
   std::string LaunchMode(const PlanRequest& request) const override {
     return "workers started by the agents with DMLC_TRACKER_URI/PORT, DMLC_TASK_ID, "
@@ -32,9 +35,7 @@ class XgboostRuntime final : public BuiltinRuntime {
   Result<AttemptLayout> LayOut(const PlanRequest& request) const override {
     if (request.argv.empty()) return InvalidError("spec.trainer.command: no command to run");
     if (request.nodes.empty()) return InvalidError("xgboost plan: no nodes placed");
-    TRAINLET_RETURN_IF_ERROR(CheckReservedEnv(
-        request, "xgboost",
-        {"DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"}));
+    TRAINLET_RETURN_IF_ERROR(CheckReservedEnv(request, "xgboost", ReservedEnv()));
     std::vector<uint32_t> procs(request.nodes.size());
     for (size_t n = 0; n < procs.size(); ++n) {
       TRAINLET_ASSIGN_OR_RETURN(procs[n],

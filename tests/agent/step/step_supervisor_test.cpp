@@ -18,6 +18,7 @@
 #include "agent/process_spawner.h"
 #include "agent/step/step_records.h"
 #include "agent/worker_supervisor.h"
+#include "common/platform/env.h"
 #include "common/platform/process_info.h"
 #include "tests/common/supervisor_fixture.h"
 
@@ -255,6 +256,38 @@ TEST_F(StepSupervisorTest, StepEscalatesOnItsOwnWithoutAnAgent) {
   ASSERT_EQ(exits.size(), 1u);
   EXPECT_EQ(exits[0].signal, SIGKILL);
   EXPECT_EQ(exits[0].pid, *started[0]);
+}
+
+// An agent that is stopped (SIGSTOP) or hung still holds its lock, so the lock alone says it
+// lives; but it stops nothing, and the coordinator restarts the job elsewhere. Its stamp on the
+// lock stands still, and the step stops the ranks itself after the orphan grace (issue 19,
+// defect 2). While the stamp moves, the ranks run on.
+TEST_F(StepSupervisorTest, StepStopsRanksOfAnAgentThatHoldsItsLockButStopsStamping) {
+  const std::string lock_path = (dir_ / "agent.lock").string();
+  auto lock = platform::RealEnv().LockFile(lock_path);
+  ASSERT_TRUE(lock.ok()) << lock.status().message();
+  options_.agent_lock = lock_path;
+  options_.orphan_grace = 400ms;
+  options_.agent_stamps = true;
+  auto& sup = Make();
+  auto started = sup.StartStep({Launch({"/bin/sleep", "100"}, 0)}, 5s);
+  ASSERT_TRUE(started[0].ok());
+  // Stamped every 100 ms for three times the grace: the ranks keep running.
+  for (auto until = Clock::now() + 1200ms; Clock::now() < until;) {
+    ASSERT_TRUE((*lock)->Touch().ok());
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(Alive(*started[0]));
+  EXPECT_TRUE(sup.Reap().empty());
+  // The stamp stands still (the agent is stopped), the lock is still held: SIGTERM after the
+  // grace, not before.
+  const auto stopped_at = Clock::now();
+  auto exits = WaitExits(1, 5s);
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].signal, SIGTERM);
+  EXPECT_GE(Clock::now() - stopped_at, 300ms);
+  EXPECT_NE(ReadFile(fs::path(options_.steps_dir) / "job-a.1" / "step.log").find("stopped or hung"),
+            std::string::npos);
 }
 
 TEST_F(StepSupervisorTest, ReadoptedAfterTheSupervisorIsRecreated) {

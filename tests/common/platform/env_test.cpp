@@ -9,6 +9,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -183,6 +187,20 @@ TEST(RealEnvTest, LockFileIsExclusiveUntilReleased) {
   EXPECT_TRUE(third.ok()) << third.status().message();
 }
 
+TEST(RealEnvTest, TouchMovesTheLockedFilesStamp) {
+  TempDir dir;
+  const std::string path = dir.File("agent.lock");
+  Result<std::unique_ptr<FileLock>> lock = RealEnv().LockFile(path);
+  ASSERT_TRUE(lock.ok()) << lock.status().message();
+  const timespec old_stamp{1000, 0};  // 1970: any Touch moves it forward
+  const timespec times[2] = {old_stamp, old_stamp};
+  ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+  ASSERT_TRUE((*lock)->Touch().ok());
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_GT(st.st_mtim.tv_sec, 1000);
+}
+
 TEST(RealEnvTest, LockFileWaitsOutABriefSharedHolder) {
   // What trainlet-step does to see whether the agent lives: LOCK_SH for a moment.
   TempDir dir;
@@ -233,6 +251,18 @@ TEST(RealEnvTest, ProcessesSpawnsAndSignals) {
   Result<pid_t> missing = processes.Spawn(request);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), ErrorCode::kNotFound);
+}
+
+TEST(RealEnvTest, BecomesAChildSubreaper) {
+  Status s = RealEnv().BecomeChildSubreaper();
+#if defined(__linux__)
+  ASSERT_TRUE(s.ok()) << s.message();
+  int on = 0;
+  ASSERT_EQ(prctl(PR_GET_CHILD_SUBREAPER, &on), 0);
+  EXPECT_EQ(on, 1);
+#else
+  EXPECT_EQ(s.code(), ErrorCode::kUnavailable);
+#endif
 }
 
 TEST(RealEnvTest, IsOneObject) { EXPECT_EQ(&RealEnv(), &RealEnv()); }

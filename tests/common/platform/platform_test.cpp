@@ -150,7 +150,7 @@ TEST(ProcessHandle, RefusesAnotherProcessUnderThePid) {
 }
 
 TEST(SignalWatch, ReadsSignalsSentToTheProcess) {
-  ASSERT_EQ(PrepareSignals({SIGUSR1, SIGUSR2}), "");
+  ASSERT_TRUE(PrepareSignals({SIGUSR1, SIGUSR2}).ok());
   auto opened = SignalWatch::Open({SIGUSR1, SIGUSR2});
   ASSERT_TRUE(opened.ok()) << opened.status().message();
   auto watch = std::move(opened).value();
@@ -322,17 +322,18 @@ TEST(CpuAffinity, BindsAndRestores) {
 
 TEST(DirectorySpread, MarksTheDirectoryAndSaysWhyNot) {
   const std::string missing = "/nonexistent-trainlet-dir/logs";
-  const std::string why = SpreadSubdirectories(missing);
-  EXPECT_NE(why.find(missing), std::string::npos) << why;
+  const Status why = SpreadSubdirectories(missing);
+  EXPECT_FALSE(why.ok());
+  EXPECT_NE(why.message().find(missing), std::string::npos) << why.message();
 
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("spread-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
-  const std::string result = SpreadSubdirectories(dir.string());
+  const Status result = SpreadSubdirectories(dir.string());
 #if defined(__linux__)
-  if (!result.empty()) {
+  if (!result.ok()) {
     std::filesystem::remove_all(dir);
-    GTEST_SKIP() << "this file system has no FS_TOPDIR_FL: " << result;
+    GTEST_SKIP() << "this file system has no FS_TOPDIR_FL: " << result.message();
   }
   const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   ASSERT_GE(fd, 0);
@@ -340,9 +341,9 @@ TEST(DirectorySpread, MarksTheDirectoryAndSaysWhyNot) {
   ASSERT_EQ(ioctl(fd, FS_IOC_GETFLAGS, &flags), 0);
   close(fd);
   EXPECT_NE(flags & FS_TOPDIR_FL, 0);
-  EXPECT_EQ(SpreadSubdirectories(dir.string()), "");  // already set: still fine
+  EXPECT_TRUE(SpreadSubdirectories(dir.string()).ok());  // already set: still fine
 #else
-  EXPECT_NE(result, "");
+  EXPECT_FALSE(result.ok());
 #endif
   std::filesystem::remove_all(dir);
 }

@@ -1,4 +1,4 @@
-#include "coordinator/job_store.h"
+#include "coordinator/sqlite_job_store.h"
 
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -52,7 +52,7 @@ PRAGMA user_version = 2;
 )sql";
 
 // A writer that waits longer than this for the lock gets SQLITE_BUSY; only other processes
-// (a `sqlite3` shell, a backup) can hold it, since one JobStore owns the database.
+// (a `sqlite3` shell, a backup) can hold it, since one SqliteJobStore owns the database.
 constexpr int kBusyTimeoutMs = 5000;
 
 constexpr const char* kInsertJob =
@@ -142,14 +142,14 @@ Status MakeStoreFilesPrivate(const std::string& db_path) {
 
 }  // namespace
 
-JobStore::JobStore(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
+SqliteJobStore::SqliteJobStore(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
 
-JobStore::~JobStore() {
+SqliteJobStore::~SqliteJobStore() {
   // Statements must be finalized before the connection closes, or the close is deferred.
   statements_.clear();
 }
 
-Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& state_dir) {
+Result<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string& state_dir) {
   std::error_code ec;
   fs::create_directories(state_dir, ec);
   if (ec) {
@@ -176,7 +176,8 @@ Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& state_dir) {
   std::string path = (fs::path(state_dir) / kFileName).string();
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
-  std::unique_ptr<JobStore> store(new JobStore(path, raw));  // owns raw even when rc failed
+  std::unique_ptr<SqliteJobStore> store(
+      new SqliteJobStore(path, raw));  // owns raw even when rc failed
   if (rc != SQLITE_OK) {
     return IoError(path +
                    ": cannot open: " + (raw != nullptr ? sqlite3_errmsg(raw) : sqlite3_errstr(rc)));
@@ -186,7 +187,7 @@ Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& state_dir) {
   return store;
 }
 
-Status JobStore::Init() {
+Status SqliteJobStore::Init() {
   sqlite3_extended_result_codes(db_.get(), 1);
   sqlite3_busy_timeout(db_.get(), kBusyTimeoutMs);
 
@@ -223,14 +224,16 @@ Status JobStore::Init() {
   return Status::Ok();
 }
 
-Status JobStore::Error(const std::string& what) const {
+Status SqliteJobStore::Error(const std::string& what) const {
   return IoError(path_ + ": " + what + ": " + sqlite3_errmsg(db_.get()) +
                  DiskHint(sqlite3_extended_errcode(db_.get()), sqlite3_system_errno(db_.get())));
 }
 
-std::string JobStore::state_dir() const { return fs::path(path_).parent_path().string(); }
+std::string SqliteJobStore::state_dir() const { return fs::path(path_).parent_path().string(); }
 
-Status JobStore::CheckSpace(uint64_t min_free_bytes) const {
+std::string SqliteJobStore::location() const { return "state dir " + state_dir(); }
+
+Status SqliteJobStore::CheckSpace(uint64_t min_free_bytes) const {
   const std::string dir = state_dir();
   struct statvfs vfs {};
   if (statvfs(dir.c_str(), &vfs) != 0) {
@@ -248,7 +251,7 @@ Status JobStore::CheckSpace(uint64_t min_free_bytes) const {
   return Status::Ok();
 }
 
-Status JobStore::Exec(const char* sql) {
+Status SqliteJobStore::Exec(const char* sql) {
   char* err = nullptr;
   int rc = sqlite3_exec(db_.get(), sql, nullptr, nullptr, &err);
   if (rc == SQLITE_OK) return Status::Ok();
@@ -261,7 +264,7 @@ Status JobStore::Exec(const char* sql) {
   return IoError(path_ + ": " + what + ": " + msg);
 }
 
-Result<sqlite3_stmt*> JobStore::Prepare(const char* sql) {
+Result<sqlite3_stmt*> SqliteJobStore::Prepare(const char* sql) {
   auto it = statements_.find(sql);
   if (it != statements_.end()) return it->second.get();
   sqlite3_stmt* s = nullptr;
@@ -273,7 +276,7 @@ Result<sqlite3_stmt*> JobStore::Prepare(const char* sql) {
   return s;
 }
 
-Status JobStore::CreateJob(const JobRecord& job) {
+Status SqliteJobStore::CreateJob(const JobRecord& job) {
   TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kInsertJob));
   StatementUse use(s);
   std::string status_bytes;
@@ -292,7 +295,7 @@ Status JobStore::CreateJob(const JobRecord& job) {
   return Status::Ok();
 }
 
-Status JobStore::UpdateStatus(const std::string& name, const v1::JobStatus& status) {
+Status SqliteJobStore::UpdateStatus(const std::string& name, const v1::JobStatus& status) {
   TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kUpdateStatus));
   StatementUse use(s);
   std::string status_bytes;
@@ -304,7 +307,7 @@ Status JobStore::UpdateStatus(const std::string& name, const v1::JobStatus& stat
   return Status::Ok();
 }
 
-Status JobStore::UpdateSpec(const std::string& name, const std::string& spec_yaml) {
+Status SqliteJobStore::UpdateSpec(const std::string& name, const std::string& spec_yaml) {
   TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kUpdateSpec));
   StatementUse use(s);
   BindText(s, 1, name);
@@ -314,7 +317,7 @@ Status JobStore::UpdateSpec(const std::string& name, const std::string& spec_yam
   return Status::Ok();
 }
 
-Result<JobRecord> JobStore::ReadJob(sqlite3_stmt* s) {
+Result<JobRecord> SqliteJobStore::ReadJob(sqlite3_stmt* s) {
   JobRecord job;
   job.name = ColumnText(s, 0);
   job.spec_yaml = ColumnText(s, 1);
@@ -334,7 +337,7 @@ Result<JobRecord> JobStore::ReadJob(sqlite3_stmt* s) {
   return job;
 }
 
-Result<std::optional<JobRecord>> JobStore::GetJob(const std::string& name) {
+Result<std::optional<JobRecord>> SqliteJobStore::GetJob(const std::string& name) {
   TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kSelectJob));
   StatementUse use(s);
   BindText(s, 1, name);
@@ -345,7 +348,7 @@ Result<std::optional<JobRecord>> JobStore::GetJob(const std::string& name) {
   return std::optional<JobRecord>(std::move(job));
 }
 
-Result<std::vector<JobRecord>> JobStore::ListJobs() {
+Result<std::vector<JobRecord>> SqliteJobStore::ListJobs() {
   TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kSelectJobs));
   StatementUse use(s);
   std::vector<JobRecord> jobs;
@@ -358,7 +361,7 @@ Result<std::vector<JobRecord>> JobStore::ListJobs() {
   return jobs;
 }
 
-Status JobStore::DeleteJob(const std::string& name) {
+Status SqliteJobStore::DeleteJob(const std::string& name) {
   TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kDeleteJob));
   StatementUse use(s);
   BindText(s, 1, name);
@@ -367,7 +370,7 @@ Status JobStore::DeleteJob(const std::string& name) {
   return Status::Ok();
 }
 
-Status JobStore::PutRuntime(const RuntimeRecord& runtime) {
+Status SqliteJobStore::PutRuntime(const RuntimeRecord& runtime) {
   TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kUpsertRuntime));
   StatementUse use(s);
   BindText(s, 1, runtime.kind);
@@ -379,8 +382,8 @@ Status JobStore::PutRuntime(const RuntimeRecord& runtime) {
   return Status::Ok();
 }
 
-Result<std::optional<RuntimeRecord>> JobStore::GetRuntime(const std::string& kind,
-                                                          const std::string& name) {
+Result<std::optional<RuntimeRecord>> SqliteJobStore::GetRuntime(const std::string& kind,
+                                                                const std::string& name) {
   TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kSelectRuntime));
   StatementUse use(s);
   BindText(s, 1, kind);
@@ -392,7 +395,7 @@ Result<std::optional<RuntimeRecord>> JobStore::GetRuntime(const std::string& kin
       RuntimeRecord{ColumnText(s, 0), ColumnText(s, 1), ColumnText(s, 2)});
 }
 
-Result<std::vector<RuntimeRecord>> JobStore::ListRuntimes() {
+Result<std::vector<RuntimeRecord>> SqliteJobStore::ListRuntimes() {
   TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kSelectRuntimes));
   StatementUse use(s);
   std::vector<RuntimeRecord> runtimes;
@@ -404,7 +407,7 @@ Result<std::vector<RuntimeRecord>> JobStore::ListRuntimes() {
   return runtimes;
 }
 
-Status JobStore::Transaction(const std::function<Status()>& body) {
+Status SqliteJobStore::Transaction(const std::function<Status()>& body) {
   // Outermost: BEGIN IMMEDIATE takes the write lock up front, so a commit cannot fail with
   // SQLITE_BUSY after the body's work. Nested: a savepoint, so the inner body can fail alone.
   const std::string savepoint = "trainlet_tx_" + std::to_string(transaction_depth_);
@@ -415,7 +418,7 @@ Status JobStore::Transaction(const std::function<Status()>& body) {
 
   // Rolls back on every path out that did not commit, exceptions included.
   struct Rollback {
-    JobStore* store;
+    SqliteJobStore* store;
     bool outermost;
     const std::string& savepoint;
     bool armed = true;
@@ -439,7 +442,7 @@ Status JobStore::Transaction(const std::function<Status()>& body) {
   return Status::Ok();
 }
 
-Status JobStore::PutNodeCordon(const NodeCordonRecord& cordon) {
+Status SqliteJobStore::PutNodeCordon(const NodeCordonRecord& cordon) {
   TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kUpsertCordon));
   StatementUse use(s);
   BindText(s, 1, cordon.node);
@@ -450,7 +453,7 @@ Status JobStore::PutNodeCordon(const NodeCordonRecord& cordon) {
   return Status::Ok();
 }
 
-Status JobStore::DeleteNodeCordon(const std::string& node) {
+Status SqliteJobStore::DeleteNodeCordon(const std::string& node) {
   TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kDeleteCordon));
   StatementUse use(s);
   BindText(s, 1, node);
@@ -458,7 +461,7 @@ Status JobStore::DeleteNodeCordon(const std::string& node) {
   return Status::Ok();
 }
 
-Result<std::vector<NodeCordonRecord>> JobStore::ListNodeCordons() {
+Result<std::vector<NodeCordonRecord>> SqliteJobStore::ListNodeCordons() {
   TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kSelectCordons));
   StatementUse use(s);
   std::vector<NodeCordonRecord> out;
@@ -469,6 +472,11 @@ Result<std::vector<NodeCordonRecord>> JobStore::ListNodeCordons() {
   }
   if (rc != SQLITE_DONE) return Error("listing node cordons");
   return out;
+}
+
+Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& state_dir) {
+  TRAINLET_ASSIGN_OR_RETURN(auto store, SqliteJobStore::Open(state_dir));
+  return std::unique_ptr<JobStore>(std::move(store));
 }
 
 }  // namespace trainlet::coordinator

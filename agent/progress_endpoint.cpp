@@ -1,0 +1,209 @@
+#include "agent/progress_endpoint.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "agent/progress_body.h"
+
+namespace trainlet::agent {
+namespace {
+
+constexpr char kPathPrefix[] = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/";
+
+// A Kubernetes Status object, as Kubeflow's status server answers a refusal.
+HttpResponse Refusal(int code, const std::string& reason, const std::string& message) {
+  nlohmann::json status = {{"kind", "Status"},   {"apiVersion", "v1"}, {"status", "Failure"},
+                           {"message", message}, {"reason", reason},   {"code", code}};
+  HttpResponse r;
+  r.status = code;
+  r.content_type = "application/json";
+  r.body = status.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return r;
+}
+
+// {ns, name} of ".../namespaces/{ns}/trainjobs/{name}/status"; nullopt for another path.
+std::optional<std::pair<std::string, std::string>> SplitStatusPath(const std::string& path) {
+  const std::string prefix = kPathPrefix;
+  if (path.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  const size_t ns_end = path.find('/', prefix.size());
+  if (ns_end == std::string::npos || path.compare(ns_end, 11, "/trainjobs/") != 0) {
+    return std::nullopt;
+  }
+  const size_t name_at = ns_end + 11;
+  const size_t name_end = path.find('/', name_at);
+  if (name_end == std::string::npos || path.compare(name_end, std::string::npos, "/status") != 0) {
+    return std::nullopt;
+  }
+  std::string ns = path.substr(prefix.size(), ns_end - prefix.size());
+  std::string name = path.substr(name_at, name_end - name_at);
+  if (ns.empty() || name.empty()) return std::nullopt;
+  return std::make_pair(std::move(ns), std::move(name));
+}
+
+std::string UrlHost(const std::string& host) {
+  return host.find(':') != std::string::npos ? "[" + host + "]" : host;
+}
+
+}  // namespace
+
+std::string ProgressStatusPath(const std::string& ns, const std::string& job) {
+  return kPathPrefix + ns + "/trainjobs/" + job + "/status";
+}
+
+ProgressEndpoint::ProgressEndpoint(Options options)
+    : options_(std::move(options)),
+      tokens_(options_.credentials.token_secret),
+      limiter_(options_.posts_per_rank_per_second) {}
+
+Result<std::unique_ptr<ProgressEndpoint>> ProgressEndpoint::Start(Options options) {
+  std::unique_ptr<ProgressEndpoint> ep(new ProgressEndpoint(std::move(options)));
+  const ProgressCredentials& creds = ep->options_.credentials;
+  HttpServer::Options http;
+  http.tls_cert_file = creds.cert_file;
+  http.tls_key_file = creds.key_file;
+  http.max_body_bytes = 64 * 1024;  // Kubeflow's maxBodySize
+  http.threads = 2;
+  ProgressEndpoint* self = ep.get();
+  auto handler = [self](const HttpRequest& r) {
+    HttpResponse answer = self->Serve(r);
+    if (self->options_.answered) self->options_.answered(answer.status);
+    return answer;
+  };
+  const std::string host = UrlHost(ep->options_.host);
+  Result<std::unique_ptr<HttpServer>> server = UnavailableError("not started");
+  // The port of the last run first: adopted ranks still post to the URL they were given.
+  if (ep->options_.port == 0 && creds.last_port != 0) {
+    http.address = host + ":" + std::to_string(creds.last_port);
+    server = HttpServer::Start(http, handler);
+    if (!server.ok()) {
+      spdlog::warn(
+          "progress endpoint: port {} of the last run is taken ({}); choosing another, "
+          "so ranks adopted from that run cannot report progress",
+          creds.last_port, server.status().message());
+    }
+  }
+  if (!server.ok()) {
+    http.address = host + ":" + std::to_string(ep->options_.port);
+    server = HttpServer::Start(http, handler);
+  }
+  if (!server.ok())
+    return Status(server.status().code(), "progress endpoint: " + server.status().message());
+  ep->server_ = std::move(server).value();
+  ep->url_base_ = "https://" + host + ":" + std::to_string(ep->server_->port());
+  if (auto s = creds.RememberPort(ep->server_->port()); !s.ok()) {
+    spdlog::warn("progress endpoint: {}", s.message());
+  }
+  return ep;
+}
+
+HttpResponse ProgressEndpoint::Serve(const HttpRequest& request) {
+  const auto target = SplitStatusPath(request.path);
+  if (!target) {
+    return Refusal(404, "NotFound",
+                   "not found: POST " + ProgressStatusPath("{namespace}", "{name}"));
+  }
+  if (request.method != "POST") return Refusal(405, "MethodNotAllowed", "only POST");
+  constexpr std::string_view kBearer = "Bearer ";
+  if (request.authorization.compare(0, kBearer.size(), kBearer) != 0) {
+    HttpResponse r = Refusal(401, "Unauthorized", "a bearer token is required");
+    r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    return r;
+  }
+  auto claim = tokens_.Verify(request.authorization.substr(kBearer.size()));
+  if (!claim.ok()) return Refusal(401, "Unauthorized", claim.status().message());
+  const auto& [ns, name] = *target;
+  if (ns != kProgressNamespace || name != claim->job) {
+    return Refusal(403, "Forbidden",
+                   "the token is for job " + claim->job + ", not " + ns + "/" + name);
+  }
+  return Accept(claim->job, claim->attempt, request);
+}
+
+HttpResponse ProgressEndpoint::Accept(const std::string& job, uint32_t attempt,
+                                      const HttpRequest& request) {
+  const std::optional<size_t> ranks =
+      options_.live_ranks ? options_.live_ranks(job, attempt) : std::nullopt;
+  if (!ranks) {
+    return Refusal(
+        403, "Forbidden",
+        "attempt " + std::to_string(attempt) + " of " + job + " does not run on this node");
+  }
+  if (!limiter_.Allow(job, *ranks, options_.now())) {
+    HttpResponse r = Refusal(429, "TooManyRequests", job + " posts progress too often");
+    r.headers.emplace_back("Retry-After", "1");
+    return r;
+  }
+  auto parsed = ParseProgressBody(request.body);
+  if (!parsed.ok()) return Refusal(400, "BadRequest", parsed.status().message());
+  if (parsed->has_value()) {
+    v1::TrainerStatus status = std::move(**parsed);
+    status.set_attempt(attempt);
+    if (status.last_updated_unix_ms() == 0 && options_.wall_ms) {
+      status.set_last_updated_unix_ms(options_.wall_ms());
+    }
+    pending_[{job, attempt}] = std::move(status);
+  }
+  HttpResponse ok;
+  ok.content_type = "application/json";
+  ok.body = request.body;  // Kubeflow echoes what it took
+  return ok;
+}
+
+std::map<std::string, std::string> ProgressEndpoint::RankEnv(const std::string& job,
+                                                             const std::string& token_file) const {
+  return {{"KUBEFLOW_TRAINER_SERVER_URL", url_base_ + ProgressStatusPath(kProgressNamespace, job)},
+          {"KUBEFLOW_TRAINER_SERVER_CA_CERT", options_.credentials.ca_cert_file},
+          {"KUBEFLOW_TRAINER_SERVER_TOKEN", token_file}};
+}
+
+Result<std::string> ProgressEndpoint::WriteTokenFile(const std::string& job,
+                                                     uint32_t attempt) const {
+  const std::string dir = options_.credentials.dir + "/tokens";
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return IoError("cannot create " + dir + ": " + std::strerror(errno));
+  }
+  const std::string path = dir + "/" + job + ".attempt-" + std::to_string(attempt);
+  const std::string tmp = path + ".tmp";
+  FILE* f = fopen(tmp.c_str(), "we");
+  if (f == nullptr) return IoError("cannot write " + tmp + ": " + std::strerror(errno));
+  fchmod(fileno(f), 0600);
+  const std::string token = tokens_.Issue(job, attempt);
+  const bool ok = fwrite(token.data(), 1, token.size(), f) == token.size();
+  if (fclose(f) != 0 || !ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    unlink(tmp.c_str());
+    return IoError("cannot write " + path + ": " + std::strerror(errno));
+  }
+  return path;
+}
+
+void ProgressEndpoint::Forget(const std::string& job, uint32_t attempt) {
+  pending_.erase({job, attempt});
+  last_sent_.erase({job, attempt});
+  limiter_.Forget(job);
+  unlink((options_.credentials.dir + "/tokens/" + job + ".attempt-" + std::to_string(attempt))
+             .c_str());
+}
+
+std::optional<v1::ProgressReport> ProgressEndpoint::TakeReport() {
+  v1::ProgressReport report;
+  for (auto& [key, status] : pending_) {
+    std::string bytes = status.SerializeAsString();
+    auto& last = last_sent_[key];
+    if (bytes == last) continue;
+    last = std::move(bytes);
+    auto* u = report.add_updates();
+    u->set_job(key.first);
+    u->set_attempt(key.second);
+    *u->mutable_status() = std::move(status);
+  }
+  pending_.clear();
+  if (report.updates_size() == 0) return std::nullopt;
+  return report;
+}
+
+}  // namespace trainlet::agent

@@ -1,0 +1,183 @@
+#!/usr/bin/python3
+"""bench/progress: what Kubeflow's progress protocol costs a trainlet cluster.
+
+A local cluster of AGENTS agents runs one job of RANKS ranks (RANKS/AGENTS per node); every rank
+posts trainerStatus to its own agent's HTTPS endpoint every INTERVAL seconds (bench/progress/
+poster.py, a new TLS connection per post, as the agent answers one request per connection). The
+same run measures the same daemons idle first, so each row reads against its own baseline:
+
+  - CPU of each agent and of the coordinator (utime + stime from /proc/PID/stat, in % of one
+    core), idle and under the posts;
+  - each agent's RSS (VmRSS), idle and the highest sampled under the posts;
+  - latency from a change of the posted percentage to `trainletctl get trainjobs -o json`
+    showing it (median and max of SAMPLES changes; includes up to INTERVAL for the ranks to
+    read the new value, and the agent's 500 ms batching).
+
+Targets (issue 15): under 2% of one core per agent, visible in under 1 s, at most 1 MB of RSS
+added to an idle agent (see bench/README.md for where that stands).
+
+usage: bench/progress/run.py [--bin BUILD/bin] [--agents 2] [--ranks 64] [--interval 0.1]
+                             [--duration 30] [--window 15] [--samples 10]
+Every process it starts is stopped by `trainletctl local down` (pids recorded by `local up`)."""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_ticks(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def cpu_percent(pids, seconds, on_second=None):
+    before = {p: cpu_ticks(p) for p in pids}
+    for _ in range(int(seconds)):
+        time.sleep(1)
+        if on_second:
+            on_second()
+    return {p: 100.0 * (cpu_ticks(p) - before[p]) / TICK / seconds for p in pids}
+
+
+class Cluster:
+    def __init__(self, bin_dir, agents, slots):
+        self.ctl = os.path.join(bin_dir, "trainletctl")
+        self.dir = tempfile.mkdtemp(prefix="trainlet-progress-bench-")
+        self.env = dict(os.environ, TRAINLET_HOME=self.dir)
+        subprocess.run([self.ctl, "local", "up", "--agents", str(agents), "--slots", str(slots),
+                        "--dir", self.dir], check=True, env=self.env, stdout=subprocess.DEVNULL)
+        self.coordinator = self.pid("coordinator")
+        self.agents = [self.pid("node-%d" % (i + 1)) for i in range(agents)]
+
+    def pid(self, name):
+        with open(os.path.join(self.dir, "pids", name + ".pid")) as f:
+            return int(f.read().split()[0])
+
+    def ctl_json(self, *args):
+        out = subprocess.run([self.ctl, *args, "-o", "json"], check=True, env=self.env,
+                             capture_output=True, text=True).stdout
+        return json.loads(out)
+
+    def job(self, name):
+        return self.ctl_json("get", "trainjobs", name)["jobs"][0]
+
+    def down(self):
+        subprocess.run([self.ctl, "local", "down", "--dir", self.dir], env=self.env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def job_document(name, agents, ranks, interval, duration, pct_file):
+    command = ["/usr/bin/python3", os.path.join(HERE, "poster.py"), str(interval), str(duration),
+               pct_file]
+    return json.dumps({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                       "metadata": {"name": name},
+                       "spec": {"runtimeRef": {"name": "plain"},
+                                "trainer": {"numNodes": agents,
+                                            "numProcPerNode": ranks // agents,
+                                            "command": command}}})
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    sys.exit("progress bench: %s did not happen within %d s" % (what, timeout))
+
+
+def measure_latency(cluster, name, pct_file, samples):
+    latencies = []
+    for i in range(samples):
+        pct = 10 + i
+        with open(pct_file + ".tmp", "w") as f:
+            f.write(str(pct))
+        os.rename(pct_file + ".tmp", pct_file)
+        start = time.monotonic()
+        shown = lambda: cluster.job(name).get("trainerStatus", {}).get("progressPercentage") == pct
+        wait_for(shown, 10, "percentage %d showing" % pct)
+        latencies.append(time.monotonic() - start)
+    return latencies
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", default=os.environ.get("TRAINLET_BIN",
+                                                     os.path.join(HERE, "..", "..", "build", "bin")))
+    ap.add_argument("--agents", type=int, default=2)
+    ap.add_argument("--ranks", type=int, default=64)
+    ap.add_argument("--interval", type=float, default=0.1)
+    ap.add_argument("--duration", type=float, default=30)
+    ap.add_argument("--window", type=float, default=15, help="seconds of CPU measurement")
+    ap.add_argument("--samples", type=int, default=10, help="latency samples")
+    a = ap.parse_args()
+    if a.ranks % a.agents:
+        sys.exit("--ranks must be a multiple of --agents")
+
+    cluster = Cluster(a.bin, a.agents, a.ranks // a.agents)
+    try:
+        time.sleep(3)  # start-up work done
+        daemons = cluster.agents + [cluster.coordinator]
+        idle_rss = {p: rss_kb(p) for p in cluster.agents}
+        idle_cpu = cpu_percent(daemons, a.window)
+
+        pct_file = os.path.join(cluster.dir, "pct")
+        with open(pct_file, "w") as f:
+            f.write("1")
+        doc = os.path.join(cluster.dir, "job.json")
+        with open(doc, "w") as f:
+            f.write(job_document("progress", a.agents, a.ranks, a.interval, a.duration, pct_file))
+        subprocess.run([cluster.ctl, "apply", "-f", doc], check=True, env=cluster.env,
+                       stdout=subprocess.DEVNULL)
+        wait_for(lambda: cluster.job("progress").get("trainerStatus", {}).get(
+            "progressPercentage") == 1, 30, "the first post showing")
+        time.sleep(2)  # every rank posting
+        load_rss = dict(idle_rss)
+
+        def sample_rss():
+            for p in cluster.agents:
+                load_rss[p] = max(load_rss[p], rss_kb(p))
+        load_cpu = cpu_percent(daemons, min(a.window, a.duration - 8), sample_rss)
+        latencies = measure_latency(cluster, "progress", pct_file, a.samples)
+        def ended():
+            phase = str(cluster.job("progress").get("jobPhase", "")).lower()
+            return "succeeded" in phase or "failed" in phase
+        wait_for(ended, a.duration + 30, "the job ending")
+        phase = cluster.job("progress").get("jobPhase")
+    finally:
+        cluster.down()
+
+    posts = a.ranks / a.interval
+    print("bench/progress: %d ranks on %d agents, each posting every %g s (%d posts/s in all), "
+          "%g s windows; %s" % (a.ranks, a.agents, a.interval, posts, a.window, phase))
+    print()
+    print("| process | CPU idle (% of a core) | CPU under posts | RSS idle (kB) | RSS under posts (kB) |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for i, p in enumerate(cluster.agents):
+        print("| agent node-%d | %.2f | %.2f | %d | %d |" % (i + 1, idle_cpu[p], load_cpu[p],
+                                                             idle_rss[p], load_rss[p]))
+    c = cluster.coordinator
+    print("| coordinator | %.2f | %.2f | - | - |" % (idle_cpu[c], load_cpu[c]))
+    print()
+    print("post -> `get trainjobs` latency over %d changes: median %.0f ms, max %.0f ms" %
+          (len(latencies), 1000 * statistics.median(latencies), 1000 * max(latencies)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+#include "coordinator/attempt_launcher.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <set>
+
+#include "coordinator/gang_planner.h"
+#include "coordinator/lifecycle_rules.h"
+#include "coordinator/placement_inputs.h"
+#include "coordinator/rank_state_machine.h"
+
+namespace trainlet::coordinator {
+
+AttemptLauncher::AttemptLauncher(const NodeRegistry* registry, ExecAuthority* exec,
+                                 AgentCommands* agents, Owner* owner, Options options)
+    : registry_(registry),
+      exec_(exec),
+      agents_(agents),
+      owner_(owner),
+      options_(options),
+      port_waits_(agents, [exec](const std::string& job, uint32_t attempt) {
+        return exec->AttemptActive(job, attempt);
+      }) {}
+
+bool AttemptLauncher::Place(JobEntry& job, std::map<std::string, uint32_t>& used,
+                            const std::map<std::string, Resources>& used_resources,
+                            int64_t now_ms) {
+  v1::JobStatus& st = job.record.status;
+  GangRequest gang = job.gang;
+  gang.num_nodes = st.num_nodes();
+  gang.slots_per_node = job.procs_per_node;
+  auto placement = PlaceGang(gang, NodeCapacities(*registry_, used, used_resources));
+  if (!placement.ok()) {
+    const std::string reason = "Unschedulable: " + placement.status().message();
+    if (st.reason() != reason) {
+      owner_->Transition(job, JobTrigger::kUnplaceable, reason, "", now_ms);
+    }
+    return false;
+  }
+  PlanRequest req = job.plan_template;
+  req.attempt = st.attempt() + 1;
+  for (const auto& n : placement->nodes) {
+    const NodeEntry* e = registry_->Find(n);
+    PlacedNode& placed = req.nodes.emplace_back();
+    placed.name = n;
+    placed.address = e->info.address();
+    placed.hostname = e->info.hostname();
+    placed.topology = e->info.topology();
+  }
+  // The layout checks the request and lays out the ranks without ports (attempt_plan.h). A
+  // refusal means nothing was placed or sent: the job, not an attempt, fails, and it is never
+  // retried (the same spec would be refused the same way).
+  auto refuse = [&](const Status& why) {
+    owner_->Transition(job, JobTrigger::kPlanRefused, "PlanRefused",
+                       "the " + std::string(job.plugin->name()) +
+                           " runtime cannot plan this job: " + why.message(),
+                       now_ms);
+    return false;
+  };
+  auto layout = LayoutAttempt(*job.plugin, req);
+  if (!layout.ok()) return refuse(layout.status());
+  LauncherSecret secret;  // held here and by ExecAuthority, never in the request
+  if (layout->exec_launcher_rank) {
+    auto issued = exec_->IssueLauncherKeys(req);
+    if (!issued.ok()) {
+      owner_->FailAttempt(job, issued.status().message(), now_ms);
+      return false;
+    }
+    secret = std::move(*issued);
+  }
+  // A runtime that needs ports is rendered once the nodes hold them (LaunchWithPorts), others now.
+  std::vector<v1::LaunchPlan> plans;
+  if (!WantsPorts(*layout)) {
+    auto rendered = RenderAttempt(*job.plugin, req, *layout, secret);
+    if (!rendered.ok()) return refuse(rendered.status());
+    plans = std::move(*rendered);
+  }
+  const v1::JobStatus before = st;  // what stays if the placement cannot be stored
+  RecordAttempt(job, req, placement->nodes, *layout, secret, now_ms);
+  for (const auto& n : placement->nodes) used[n] += job.procs_per_node;
+  // The attempt is durable before any agent hears of it. When the store refuses it (a full or
+  // read-only disk), nobody hears of it: the job stays as it was and is placed again later.
+  if (Status s = owner_->Flush(); !s.ok()) {
+    spdlog::error("trainjob/{}: attempt {} not started, the store refused it: {}", job.record.name,
+                  req.attempt, s.message());
+    st = before;
+    exec_->SetLauncherSecret(job.record.name, "");
+    for (const auto& n : placement->nodes) used[n] -= job.procs_per_node;
+    owner_->MarkDirty(job);  // whatever else was unflushed still is
+    return false;
+  }
+  // A runtime that needs ports (MASTER_PORT, ring ports) is rendered once the nodes hold them.
+  if (port_waits_.Begin(job.record.name, req, *layout)) return true;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    agents_->LaunchPlan(placement->nodes[i], std::move(plans[i]));
+  }
+  return true;
+}
+
+void AttemptLauncher::RecordAttempt(JobEntry& job, const PlanRequest& req,
+                                    const std::vector<std::string>& nodes,
+                                    const AttemptLayout& layout, const LauncherSecret& secret,
+                                    int64_t now_ms) {
+  v1::JobStatus& st = job.record.status;
+  st.set_attempt(req.attempt);
+  st.set_launcher_key(req.launcher_public_key);
+  st.set_launch_mode(job.plugin->LaunchMode(req));
+  exec_->SetLauncherSecret(job.record.name, secret.z85);
+  st.clear_placement();
+  st.clear_ranks();
+  st.clear_trainer_status();  // the old attempt's progress says nothing of the new one
+  for (const auto& n : nodes) st.add_placement(n);
+  for (size_t i = 0; i < layout.nodes.size(); ++i) {
+    for (const LaidOutRank& w : layout.nodes[i].ranks) {
+      auto* r = st.add_ranks();
+      r->set_rank(w.rank);
+      r->set_local_rank(w.local_rank);
+      r->set_node(nodes[i]);
+      r->set_rank_state(v1::RANK_STATE_PENDING);  // kRankTransitions moves it from here
+      r->set_attempt(req.attempt);
+    }
+  }
+  std::sort(st.mutable_ranks()->begin(), st.mutable_ranks()->end(),
+            [](const auto& a, const auto& b) { return a.rank() < b.rank(); });
+  auto* rec = st.add_attempts();
+  rec->set_attempt(req.attempt);
+  for (const auto& r : st.ranks()) rec->add_rank_nodes(r.node());
+  rec->set_started_unix_ms(now_ms);
+  std::string where;
+  for (const auto& n : nodes) where += (where.empty() ? "" : ", ") + n;
+  owner_->Transition(job, JobTrigger::kPlaced, "",
+                     "attempt " + std::to_string(req.attempt) + " placed on " + where, now_ms);
+}
+
+void AttemptLauncher::OnPortsReserved(const std::string& node, const v1::PortsReserved& reserved,
+                                      JobEntry* job, int64_t now_ms) {
+  std::string why;
+  switch (port_waits_.Record(node, reserved, &why)) {
+    case PortReservationWaits::Outcome::kDropped:
+    case PortReservationWaits::Outcome::kWaiting:
+      return;
+    case PortReservationWaits::Outcome::kRefused:
+      TRAINLET_CHECK(job != nullptr);  // a wait is forgotten with its job
+      owner_->FailAttempt(*job, why, now_ms);
+      return;
+    case PortReservationWaits::Outcome::kComplete:
+      TRAINLET_CHECK(job != nullptr);
+      LaunchWithPorts(*job, now_ms);
+      return;
+  }
+}
+
+void AttemptLauncher::LaunchWithPorts(JobEntry& job, int64_t now_ms) {
+  const std::string& name = job.record.name;
+  const uint32_t attempt = job.record.status.attempt();
+  const PlanRequest* waited = port_waits_.Request(name, attempt);
+  const AttemptLayout* layout = port_waits_.Layout(name, attempt);
+  TRAINLET_CHECK(waited != nullptr && layout != nullptr);
+  const PlanRequest& req = *waited;
+  // RenderAttempt checks that the plans hold exactly the ranks stored from the layout.
+  auto plans = RenderAttempt(*job.plugin, req, *layout, exec_->SecretOf(name));
+  if (!plans.ok()) {
+    owner_->FailAttempt(job, "planning with the reserved ports failed: " + plans.status().message(),
+                        now_ms);
+    return;
+  }
+  std::vector<std::string> nodes;
+  for (const auto& n : req.nodes) nodes.push_back(n.name);
+  port_waits_.End(name, attempt);  // `req` and `layout` go with it
+  spdlog::info("trainjob/{}: ports reserved, sending the plans of attempt {}", name, attempt);
+  for (size_t i = 0; i < plans->size(); ++i) agents_->LaunchPlan(nodes[i], std::move((*plans)[i]));
+}
+
+void AttemptLauncher::Stop(JobEntry& job, const std::string& reason) {
+  const v1::JobStatus& st = job.record.status;
+  std::set<std::string> nodes;
+  for (const auto& r : st.ranks()) {
+    if (!RankEnded(r)) nodes.insert(r.node());
+  }
+  for (const auto& n : nodes) agents_->StopWorkers(n, job.record.name, st.attempt(), reason);
+  EndPortWait(job);
+}
+
+void AttemptLauncher::EndPortWait(JobEntry& job) {
+  v1::JobStatus& st = job.record.status;
+  if (!port_waits_.End(job.record.name, st.attempt())) return;
+  for (auto& r : *st.mutable_ranks()) {
+    if (r.rank_state() != v1::RANK_STATE_PENDING) continue;
+    TRAINLET_CHECK(ApplyRankTrigger(r, RankTrigger::kAttemptStopped).ok());
+    r.set_message("never started: the attempt ended while its nodes reserved ports");
+  }
+  owner_->MarkDirty(job);
+}
+
+void AttemptLauncher::EnforceStartTimeout(JobEntry& job, int64_t now_ms) {
+  const std::string& name = job.record.name;
+  v1::JobStatus& st = job.record.status;
+  if (now_ms < StartDeadlineMs(st, options_.start_timeout)) return;
+  // The nodes at fault, in placement order: while ports are awaited no plan has gone out, so
+  // only the nodes that did not answer are; after that, those with ranks that never reported.
+  std::string silent;
+  if (port_waits_.Request(name, st.attempt()) != nullptr) {
+    for (const std::string& node : port_waits_.Unanswered(name, st.attempt())) {
+      silent += (silent.empty() ? "" : ", ") + node + " (its ports never arrived)";
+    }
+  } else {
+    for (const std::string& node : st.placement()) {
+      const bool pending = std::any_of(st.ranks().begin(), st.ranks().end(), [&](const auto& r) {
+        return r.node() == node && r.rank_state() == v1::RANK_STATE_PENDING;
+      });
+      if (pending) silent += (silent.empty() ? "" : ", ") + node + " (no rank reported started)";
+    }
+  }
+  owner_->FailAttempt(job,
+                      "StartTimeout: ranks not started " +
+                          std::to_string(options_.start_timeout.count()) +
+                          " ms after the attempt was placed, on " + silent,
+                      now_ms);
+  // Ranks that never reported are given up, like a lost node's, so the restart does not wait
+  // for events that may never come; the StopWorkers FailAttempt sent ends any that do exist.
+  for (auto& r : *st.mutable_ranks()) {
+    if (r.rank_state() != v1::RANK_STATE_PENDING) continue;
+    TRAINLET_CHECK(ApplyRankTrigger(r, RankTrigger::kNodeLost).ok());
+    r.set_message("never reported started within the start timeout");
+  }
+  owner_->MarkDirty(job);
+}
+
+}  // namespace trainlet::coordinator

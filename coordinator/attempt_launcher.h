@@ -1,0 +1,116 @@
+// AttemptLauncher: getting one attempt of a job onto its nodes, and off them again.
+//
+// Placing an attempt (Place): the GangPlanner picks the nodes from their free room; the runtime
+// plugin lays the ranks out without ports (LayoutAttempt, attempt_plan.h); ExecAuthority issues
+// the launcher's key pair when the layout names an exec launcher; the attempt is written into
+// the job's status (placement, the laid-out ranks Pending, the attempt record) and stored before
+// any agent hears of it. Then its plans go out: at once when no node wants ports, otherwise once
+// every node has reserved its ports (PortReservationWaits, owned here; OnPortsReserved renders the
+// plans with them through RenderAttempt). An attempt whose ranks have not all started within the
+// start timeout fails (EnforceStartTimeout). Stop sends StopWorkers to every node with a live
+// rank and ends a port wait, whose never-launched ranks end Stopped here.
+//
+// Who owns what: the job map, every phase change and every store write stay with the Owner
+// (JobController), which the launcher asks through the narrow interface below; the launcher owns
+// only the port waits. It works on the JobEntry it is handed, for the duration of the call.
+//
+// Owned by JobController, on the coordinator's loop; no locks. `registry`, `exec`, `agents` and
+// `owner` outlive it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "coordinator/agent_commands.h"
+#include "coordinator/attempt_plan.h"
+#include "coordinator/exec_authority.h"
+#include "coordinator/job_entry.h"
+#include "coordinator/job_state_machine.h"
+#include "coordinator/node_registry.h"
+#include "coordinator/port_reservation_waits.h"
+#include "coordinator/resources.h"
+#include "trainlet/runtime_plugin.h"
+#include "trainlet/v1/envelope.pb.h"
+
+namespace trainlet::coordinator {
+
+class AttemptLauncher {
+ public:
+  // What the launcher asks of the owner of the job map: the launcher decides what happened to an
+  // attempt, the owner moves the job's phase and writes the store.
+  class Owner {
+   public:
+    virtual ~Owner() = default;
+    // A checked move of the job's phase (job_state_machine.h); the job is stored at the next Flush.
+    virtual void Transition(JobEntry& job, JobTrigger trigger, const std::string& reason,
+                            const std::string& message, int64_t now_ms) = 0;
+    // The current attempt failed with `cause`: it is stopped (Stop) and restarted within the
+    // job's restart limit, or the job fails.
+    virtual void FailAttempt(JobEntry& job, const std::string& cause, int64_t now_ms) = 0;
+    // The job's status changed without a phase move: store it at the next Flush.
+    virtual void MarkDirty(JobEntry& job) = 0;
+    // Stores every changed job now. An error means nothing was stored.
+    virtual Status Flush() = 0;
+  };
+
+  struct Options {
+    // A Starting attempt whose ranks have not all reported Started this long after it was placed
+    // fails with cause StartTimeout (JobControllerOptions::start_timeout).
+    std::chrono::milliseconds start_timeout{60000};
+  };
+
+  AttemptLauncher(const NodeRegistry* registry, ExecAuthority* exec, AgentCommands* agents,
+                  Owner* owner, Options options);
+
+  // Places `job`'s next attempt on nodes with room, given the slots (`used_slots`) and resources
+  // (`used_resources`) placed jobs hold on each node. True when placed: stored, and its plans
+  // sent or its ports asked for; `used_slots` then counts its ranks. False when it waits: no room
+  // (phase reason Unschedulable), the plugin refused it (the job fails, PlanRefused), its
+  // launcher keys could not be made (the attempt fails), or the store refused it (the job is left
+  // as it was, to be placed again later).
+  bool Place(JobEntry& job, std::map<std::string, uint32_t>& used_slots,
+             const std::map<std::string, Resources>& used_resources, int64_t now_ms);
+  // `node`'s answer to ReservePorts; `job` is the entry named by `reserved.job()` (null when
+  // there is none). Once every node of the attempt has its ports, the plans are rendered with
+  // them and sent. An answer with an error, or plans that cannot be rendered, fail the attempt;
+  // an answer nobody waits for is dropped (its ports given back if stale).
+  void OnPortsReserved(const std::string& node, const v1::PortsReserved& reserved, JobEntry* job,
+                       int64_t now_ms);
+  // `node` (re-)registered: it is asked again for the ports of every attempt still waiting on it.
+  void ResendPortAsks(const std::string& node) { port_waits_.Resend(node); }
+  // Fails `job`'s attempt when it is still Starting past the start timeout, naming the nodes that
+  // never answered (ports) or never reported a started rank; those ranks are given up (Lost).
+  void EnforceStartTimeout(JobEntry& job, int64_t now_ms);
+  // Stops `job`'s current attempt: StopWorkers (logged with `reason`) to every node with a rank
+  // that has not ended, and the end of its port wait, if any (see EndPortWait).
+  void Stop(JobEntry& job, const std::string& reason);
+  // The job is gone: nothing waits for its ports any more.
+  void Forget(const std::string& job) { port_waits_.Forget(job); }
+
+ private:
+  // Writes the placed attempt into the job's status (placement, the layout's ranks Pending, the
+  // attempt record), gives ExecAuthority its launcher secret and moves the job to Starting.
+  void RecordAttempt(JobEntry& job, const PlanRequest& request,
+                     const std::vector<std::string>& nodes, const AttemptLayout& layout,
+                     const LauncherSecret& secret, int64_t now_ms);
+  // Every node holds its ports: renders the plans with them and sends them.
+  void LaunchWithPorts(JobEntry& job, int64_t now_ms);
+  // The attempt stopped while reserving ports: no plan went out, so its ranks never existed and
+  // end here (Stopped) rather than wait for events that will never come.
+  void EndPortWait(JobEntry& job);
+
+  // Constant after construction.
+  const NodeRegistry* registry_;
+  ExecAuthority* exec_;
+  AgentCommands* agents_;
+  Owner* owner_;
+  Options options_;
+  // Owned by the loop.
+  PortReservationWaits port_waits_;  // asks exec_ which attempts are active
+};
+
+}  // namespace trainlet::coordinator

@@ -1,0 +1,82 @@
+// JobController over the etcd store, on a real 3-member cluster: an apply is stored in etcd
+// before it is answered; without quorum an apply is refused with an error that says so, and
+// nothing of it is kept in memory; with quorum back applies work again, and a restarted
+// controller reloads every job from etcd.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "coordinator/etcd_job_store.h"
+#include "tests/coordinator/controller_fixture.h"
+#include "tests/coordinator/etcd_cluster.h"
+
+namespace trainlet::coordinator {
+namespace {
+
+using testing::JobYaml;
+using trainlet::testing::EtcdCluster;
+
+class JobControllerEtcdTest : public testing::ControllerFixture {
+ protected:
+  void SetUp() override {
+    testing::ControllerFixture::SetUp();
+    if (EtcdCluster::Binary().empty()) GTEST_SKIP() << "etcd is not installed";
+    std::string error;
+    cluster_ = EtcdCluster::Start(3, &error);
+    ASSERT_NE(cluster_, nullptr) << error;
+    EtcdStoreConfig config;
+    config.client.endpoints = cluster_->client_urls();
+    config.client.request_timeout = std::chrono::seconds(2);
+    auto store = EtcdJobStore::Open(config);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    controller_.reset();
+    store_ = std::move(store).value();
+    MakeController();
+  }
+  void TearDown() override {
+    testing::ControllerFixture::TearDown();
+    cluster_.reset();
+  }
+
+  std::unique_ptr<EtcdCluster> cluster_;
+};
+
+TEST_F(JobControllerEtcdTest, ApplyIsRefusedWithoutQuorumAndWorksWhenItReturns) {
+  ApplyOk(JobYaml("first", 2, 1));
+  EXPECT_EQ(StoredNames(), (std::vector<std::string>{"first"}));  // stored before the answer
+  controller_->Schedule(kT0);
+  ASSERT_TRUE(controller_->Flush().ok());
+  EXPECT_EQ(PhaseName(Stored("first")->status), PhaseName(JobOrDie("first")));
+
+  const int leader = cluster_->Leader();
+  ASSERT_GE(leader, 0);
+  const int a = (leader + 1) % 3;
+  const int b = (leader + 2) % 3;
+  cluster_->Kill(a);
+  cluster_->Kill(b);
+  // An election timeout later the last member knows it has no leader.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto refused = controller_->Apply(JobYaml("second", 1, 1), "second.yaml", kT0 + 1000);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), ErrorCode::kUnavailable) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("no quorum"), std::string::npos)
+      << refused.status().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_EQ(controller_->Find("second"), nullptr);  // nothing kept that was not stored
+
+  ASSERT_TRUE(cluster_->Restart(a));
+  ASSERT_TRUE(cluster_->WaitServing(a, 15000)) << cluster_->LogTail(a);
+  ApplyOk(JobYaml("second", 1, 1), kT0 + 2000);
+  controller_->Schedule(kT0 + 2000);
+  ASSERT_TRUE(controller_->Flush().ok());
+
+  MakeController();  // a restarted (or newly elected) coordinator
+  ASSERT_NE(controller_->Find("first"), nullptr);
+  ASSERT_NE(controller_->Find("second"), nullptr);
+  EXPECT_EQ(StoredNames(), (std::vector<std::string>{"first", "second"}));
+}
+
+}  // namespace
+}  // namespace trainlet::coordinator
