@@ -273,7 +273,8 @@ void Agent::StartSupervisor() {
   std::set<PortReservations::AttemptKey> adopted_attempts;
   for (const auto& adopted : supervisor_->AdoptSteps()) {
     adopted_attempts.insert({adopted.job, adopted.attempt});
-    attempts_.Adopt(adopted.job, adopted.attempt, adopted.stop_grace_ms);
+    attempts_.Adopt(adopted.job, adopted.attempt, adopted.stop_grace_ms, adopted.ranks,
+                    adopted.rendezvous_token);
     // Partition grace counts from now: a silent coordinator still stops adopted ranks.
     if (adopted.running != 0) link_->CountSilenceFrom(env_.MonotonicNow());
   }

@@ -152,6 +152,11 @@ void NodeAttempts::Attach(AttemptServices services) {
   for (auto& [name, job] : jobs_) {
     for (auto& [number, attempt] : job.attempts) attempt.services_ = services;
   }
+  if (services_.rendezvous == nullptr) return;
+  for (const auto& [key, what] : to_restore_) {
+    services_.rendezvous->RestoreAttempt(key.first, key.second, what.first, what.second);
+  }
+  to_restore_.clear();
 }
 
 NodeAttempt& NodeAttempts::Get(Job& job, const std::string& name, uint32_t attempt) {
@@ -285,10 +290,17 @@ void NodeAttempts::RanksEnded(const std::string& job, uint32_t attempt) {
       job, attempt, "every rank of attempt " + std::to_string(attempt) + " on this node has ended");
 }
 
-void NodeAttempts::Adopt(const std::string& job, uint32_t attempt, uint32_t stop_grace_ms) {
+void NodeAttempts::Adopt(const std::string& job, uint32_t attempt, uint32_t stop_grace_ms,
+                         const std::vector<uint32_t>& ranks, const std::string& rendezvous_token) {
   Job& j = jobs_[job];
   j.latest = std::max(j.latest, attempt);
   Get(j, job, attempt).Adopt(std::chrono::milliseconds(stop_grace_ms));
+  if (rendezvous_token.empty()) return;
+  if (services_.rendezvous != nullptr) {
+    services_.rendezvous->RestoreAttempt(job, attempt, ranks, rendezvous_token);
+  } else {
+    to_restore_[{job, attempt}] = {ranks, rendezvous_token};
+  }
 }
 
 uint32_t NodeAttempts::latest(const std::string& job) const {

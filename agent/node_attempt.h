@@ -183,7 +183,11 @@ class NodeAttempts {
   // Nothing of `job` runs here any more: (job, attempt) gives back its ports and rendezvous.
   void RanksEnded(const std::string& job, uint32_t attempt);
   // A previous agent's step of (job, attempt) was adopted; `stop_grace_ms` is its (0: default).
-  void Adopt(const std::string& job, uint32_t attempt, uint32_t stop_grace_ms);
+  // With the step's `ranks` and their `rendezvous_token`, the rendezvous server serves them again
+  // (RendezvousServer::RestoreAttempt), now or once Attach gives it: an MPI job started directly
+  // keeps its PMIx fences across an agent restart.
+  void Adopt(const std::string& job, uint32_t attempt, uint32_t stop_grace_ms,
+             const std::vector<uint32_t>& ranks = {}, const std::string& rendezvous_token = "");
 
   // The newest attempt of `job` a plan (or an adopted step) brought here; 0 when none.
   uint32_t latest(const std::string& job) const;
@@ -208,6 +212,9 @@ class NodeAttempts {
 
   AttemptServices services_;
   std::map<std::string, Job> jobs_;
+  // Adopted before Attach: (job, attempt) -> (ranks, rendezvous token), restored by Attach.
+  std::map<std::pair<std::string, uint32_t>, std::pair<std::vector<uint32_t>, std::string>>
+      to_restore_;
 };
 
 }  // namespace trainlet::agent

@@ -125,6 +125,16 @@ std::map<std::string, std::string> RendezvousServer::AddAttempt(
   return {{"TRAINLET_RENDEZVOUS_ENDPOINT", endpoint_}, {"TRAINLET_RENDEZVOUS_TOKEN", a.token}};
 }
 
+void RendezvousServer::RestoreAttempt(const std::string& job, uint32_t attempt,
+                                      const std::vector<uint32_t>& ranks,
+                                      const std::string& token) {
+  if (token.empty() || attempts_.count({job, attempt})) return;
+  Attempt& a = attempts_[{job, attempt}];
+  a.token = token;
+  a.ranks.insert(ranks.begin(), ranks.end());
+  a.restored = true;
+}
+
 std::string RendezvousServer::AttemptDir(const Key& key) const {
   return state_dir_ + "/rendezvous/" + key.first + "/attempt-" + std::to_string(key.second);
 }
@@ -207,6 +217,12 @@ void RendezvousServer::HandleFence(const Key& key, Attempt& a, const std::string
   if (std::string why = PutsOverCap(req); !why.empty()) {
     Reply(peer, req.id(), v1::RendezvousReply::CODE_INVALID, why);
     return;
+  }
+  if (a.restored && req.epoch() > 0) {
+    // Adopted: the ranks' earlier fences ran under the previous agent. They continue from here.
+    a.restored = false;
+    a.completed = req.epoch() - 1;
+    for (const uint32_t r : a.ranks) a.joined[r] = a.completed;
   }
   uint64_t& joined = a.joined[req.rank()];
   if (req.epoch() == joined && req.epoch() == a.open) {

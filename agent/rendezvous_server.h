@@ -68,6 +68,12 @@ class RendezvousServer {
   // secret per attempt; the same one again for a repeated plan, whose ranks are added).
   std::map<std::string, std::string> AddAttempt(const std::string& job, uint32_t attempt,
                                                 const std::vector<uint32_t>& ranks);
+  // An attempt whose ranks a previous agent started here and this one adopted (they outlived it):
+  // its ranks keep `token` (from the step's launch file) and may call again. The fences they
+  // joined before are not known here, so the first fence request sets where the attempt stands:
+  // the coordinator's fence table kept counting. Nothing if the attempt is already known.
+  void RestoreAttempt(const std::string& job, uint32_t attempt, const std::vector<uint32_t>& ranks,
+                      const std::string& token);
   // The attempt stopped or was replaced here (attempt 0: every attempt of the job): its waiting
   // ranks get ABORTED with `why`, its snapshots are removed and it is forgotten.
   void EndAttempt(const std::string& job, uint32_t attempt, const std::string& why);
@@ -117,6 +123,7 @@ class RendezvousServer {
     std::vector<PendingGet> gets;
     std::map<uint32_t, std::string> exited;  // rank -> how it ended
     std::string aborted;                     // non-empty: why every request fails
+    bool restored = false;  // adopted: no fence seen yet, the first one sets `completed`
   };
   using Key = std::pair<std::string, uint32_t>;
 

@@ -148,6 +148,8 @@ class WorkerSupervisor {
     size_t running = 0;  // ranks alive under a live step
     size_t exited = 0;   // exits recorded while no agent was there (reported by the next Reap)
     bool step_alive = false;
+    std::vector<uint32_t> ranks;   // every rank of the step, from its launch file
+    std::string rendezvous_token;  // the ranks' TRAINLET_RENDEZVOUS_TOKEN, "" when none
   };
   // Re-adopts every step left in steps_dir by a previous agent: live steps (same pid and start
   // time) keep their running ranks, recorded exits are returned by the next Reap() (again, if

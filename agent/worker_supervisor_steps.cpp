@@ -575,7 +575,12 @@ std::vector<WorkerSupervisor::AdoptedStep> WorkerSupervisor::AdoptSteps() {
       }
     }
     ApplyStepRecords(s, records, &exits);
-    AdoptedStep info{s.job, s.attempt, s.stop_grace_ms, 0, exits.size(), alive};
+    AdoptedStep info{s.job, s.attempt, s.stop_grace_ms, 0, exits.size(), alive, {}, ""};
+    for (const step::StepRank& r : launch->ranks) {
+      info.ranks.push_back(r.rank);
+      auto token = r.env.find("TRAINLET_RENDEZVOUS_TOKEN");
+      if (token != r.env.end()) info.rendezvous_token = token->second;
+    }
     if ((s.gone && !s.done) || s.corrupt) EndDeadStep(s, &exits);
     info.running = s.live.size();
     info.exited = exits.size();

@@ -4,7 +4,7 @@
 #
 # Layout (prefix /usr in the .deb, /usr/local by default):
 #   <prefix>/bin/                      trainletctl, trainlet-agent, trainlet-coordinator,
-#                                      trainlet-exec, trainlet-step
+#                                      trainlet-exec, trainlet-step, trainlet-pmix
 #   <prefix>/share/trainlet/runtimes/  the shipped ClusterTrainingRuntimes; `trainletctl local up`
 #                                      finds them as <exe>/../share/trainlet/runtimes
 #   <prefix>/share/doc/trainlet/       operator docs
@@ -34,6 +34,11 @@ endif()
 # The per-step parent of the ranks; the agent runs it from its own directory.
 if(TARGET trainlet-step)
   install(TARGETS trainlet-step RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
+# The PMIx server of MPI ranks started directly; trainlet-step runs it from its own directory.
+# (The .deb then depends on libpmix2, through CPACK_DEBIAN_PACKAGE_SHLIBDEPS.)
+if(TARGET trainlet-pmix)
+  install(TARGETS trainlet-pmix RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
 
 # Globs, so that a runtime, unit or config added to deploy/ ships without editing this file;

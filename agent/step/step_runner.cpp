@@ -25,6 +25,7 @@
 #include "common/platform/process_control.h"
 #include "common/platform/process_info.h"
 #include "common/platform/signal_watch.h"
+#include "common/pmix/pmix_job_map.h"
 
 namespace trainlet::step {
 namespace {
@@ -90,12 +91,12 @@ class Step {
   }
 
   static Result<pid_t> Spawn(agent::ProcessSpawner& spawner, const StepRank& r,
-                             std::vector<std::string> envp, int log_fd) {
+                             std::vector<std::string> envp, int log_fd, int stdout_fd = -1) {
     agent::ProcessSpawner::Request request;
     request.argv = r.argv;
     request.envp = std::move(envp);
     request.cwd = r.cwd;
-    request.stdout_fd = log_fd;
+    request.stdout_fd = stdout_fd >= 0 ? stdout_fd : log_fd;
     if (r.stderr_path.empty()) {
       request.stderr_fd = log_fd;
     } else {
@@ -151,6 +152,7 @@ class Step {
   // double-forked child, one that cleared its env) goes too, before the step reports itself done,
   // so that a deleted job runs nothing afterwards.
   void EndStrays() {
+    if (pmix_server_ > 0) EndPmixServer();
     if (cgroup_) {
       if (Status st = cgroup_->Kill(); !st.ok())
         Say(dir_, "killing the ranks' cgroup: " + st.message());
@@ -173,6 +175,8 @@ class Step {
     const size_t n = launch_.ranks.size();
     auto spawner = agent::MakePosixProcessSpawner();
     const bool in_cgroup = EnterCgroup();
+    // MPI ranks started directly get their node's PMIx server first, and its env on top of theirs.
+    const Status pmix = StartPmixServer(*spawner);
     std::vector<StepRecord> records(n);
     std::string last_parent;
     for (size_t i = 0; i < n; ++i) {
@@ -183,7 +187,8 @@ class Step {
       const std::string parent = r.log_path.substr(0, r.log_path.rfind('/') + 1);
       Result<int> log = agent::OpenWorkerLog(r.log_path, parent != last_parent);
       if (log.ok()) last_parent = parent;
-      Result<pid_t> pid = log.ok()
+      Result<pid_t> pid = !pmix.ok() ? Result<pid_t>(pmix)
+                          : log.ok()
                               ? Spawn(*spawner, r, BuildWorkerEnv(launch_.base_env, r.env), *log)
                               : Result<pid_t>(log.status());
       if (log.ok()) close(*log);
@@ -206,6 +211,102 @@ class Step {
       batch += EncodeRecord(rec);
     }
     Append(batch, false);
+  }
+
+  // When the ranks are MPI ranks started directly (their env names a PMIx job map), starts
+  // trainlet-pmix from this binary's directory, with the first rank's env, its stderr in that
+  // rank's log and its stdout a pipe, and reads the rank env stream (common/pmix/pmix_job_map.h)
+  // into each rank's env. An error is every rank's start failure: the attempt fails with it.
+  // The server is not a rank: it is killed when the ranks are gone (EndStrays), and its exit is
+  // reaped like an orphan's.
+  Status StartPmixServer(agent::ProcessSpawner& spawner) {
+    if (launch_.ranks.empty() || !launch_.ranks[0].env.contains(pmix::kJobMapEnv))
+      return Status::Ok();
+    const StepRank& first = launch_.ranks[0];
+#ifdef __linux__
+    char self[4096];
+    const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+#else
+    const char self[] = "";
+    const ssize_t len = 0;  // libpmix direct launch is built for Linux only
+#endif
+    if (len <= 0) return InternalError("PMIx server: cannot find trainlet-step's own path");
+    std::string path(self, static_cast<size_t>(len));
+    path = path.substr(0, path.rfind('/') + 1) + "trainlet-pmix";
+    int out[2];
+    if (pipe(out) != 0)
+      return InternalError(std::string("PMIx server: pipe: ") + std::strerror(errno));
+    fcntl(out[0], F_SETFD, FD_CLOEXEC);  // the ranks must not hold either end
+    fcntl(out[1], F_SETFD, FD_CLOEXEC);
+    Result<int> log = agent::OpenWorkerLog(first.log_path, true);
+    StepRank server;
+    server.argv = {path};
+    server.cwd = first.cwd;
+    Result<pid_t> pid =
+        log.ok() ? Spawn(spawner, server, BuildWorkerEnv(launch_.base_env, first.env), *log, out[1])
+                 : Result<pid_t>(log.status());
+    if (log.ok()) close(*log);
+    close(out[1]);
+    if (!pid.ok()) {
+      close(out[0]);
+      return InternalError("PMIx server: " + pid.status().message());
+    }
+    pmix_server_ = *pid;
+    std::string text;
+    const auto deadline = Clock::now() + std::chrono::seconds(kPmixStartSeconds);
+    while (text.find("ready\n") == std::string::npos && text.find("error ") == std::string::npos) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+      pollfd p{out[0], POLLIN, 0};
+      if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) == 0) break;
+      char buf[8192];
+      const ssize_t got = read(out[0], buf, sizeof buf);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;
+      text.append(buf, static_cast<size_t>(got));
+    }
+    close(out[0]);
+    auto envs = pmix::ParseRankEnvStream(text);
+    if (!envs.ok()) {
+      kill(pmix_server_, SIGKILL);
+      return InternalError("PMIx server did not start: " + envs.status().message());
+    }
+    for (StepRank& r : launch_.ranks) {
+      for (auto& [key, value] : (*envs)[r.rank]) r.env[key] = value;
+    }
+    return Status::Ok();
+  }
+
+  // trainlet-pmix ended while ranks run: their PMIx calls would wait for it forever. A crash, or
+  // the exit it takes when a rank aborts with status 0 (which the rank's own exit would not show
+  // as a failure), stops every rank now, as mpirun's daemons do when a rank aborts.
+  void PmixServerEnded(int status) {
+    pmix_server_ = -1;
+    if (live_.empty() || term_sent_) return;
+    const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    Say(dir_,
+        std::string("trainlet-pmix ") +
+            (WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                 : "exited with code " + std::to_string(WEXITSTATUS(status))) +
+            (clean ? "" : ": stopping the ranks, whose PMIx server is gone"));
+    if (clean) return;
+    term_sent_ = true;
+    SignalRanks(SIGKILL);
+  }
+
+  // The ranks are gone: SIGTERM lets trainlet-pmix finalize libpmix and remove its files;
+  // SIGKILL to its group if it has not exited within a second.
+  void EndPmixServer() {
+    kill(pmix_server_, SIGTERM);
+    const auto deadline = Clock::now() + std::chrono::seconds(1);
+    pid_t reaped = 0;
+    while ((reaped = waitpid(pmix_server_, nullptr, WNOHANG)) == 0 && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    if (reaped == 0) {
+      kill(-pmix_server_, SIGKILL);  // still our unreaped child: its group cannot be reused
+      waitpid(pmix_server_, nullptr, 0);
+    }
+    pmix_server_ = -1;
   }
 
   // The agent waits for this line before it reads the S and F records.
@@ -360,6 +461,7 @@ class Step {
       do {
         reaped = waitpid(pid, &status, WNOHANG);
       } while (reaped < 0 && errno == EINTR);
+      if (reaped == pid && pid == pmix_server_) PmixServerEnded(status);
       if (reaped != pid || it == live_.end()) continue;  // an orphan that came to us
       StepRecord rec;
       rec.kind = StepRecord::Kind::kExited;
@@ -374,10 +476,16 @@ class Step {
       batch += EncodeRecord(rec);
       live_.erase(it);
     }
+    // The last rank's record makes the agent sweep whatever still carries the attempt's env: the
+    // PMIx server ends first, cleanly, rather than by that SIGKILL.
+    if (live_.empty() && pmix_server_ > 0) EndPmixServer();
     Append(batch, true);
   }
 
   static constexpr int kAgentCheckMs = 200;
+  // How long the PMIx server may take to hand over the ranks' env (it registers the namespace
+  // and one client per local rank; well under a second).
+  static constexpr int kPmixStartSeconds = 30;
 
   // Constant after construction.
   const std::string dir_;
@@ -394,6 +502,7 @@ class Step {
   std::optional<Clock::time_point> stamp_seen_at_;   // when it was seen to change
   std::map<pid_t, Rank> live_;                       // rank leaders not yet reaped
   std::unique_ptr<platform::ProcessCgroup> cgroup_;  // the ranks' cgroup; null when none
+  pid_t pmix_server_ = -1;  // trainlet-pmix (leads its own group), or -1 when none runs
 };
 
 }  // namespace

@@ -8,6 +8,11 @@
 //  - The step becomes a child subreaper, appends the H record, starts every rank with the agent's
 //    own spawner (same process groups, log files, affinity and env as a worker the agent starts
 //    itself), appends S or F for each, writes "ready\n" to stdout and closes it.
+//  - MPI ranks started directly (their env has TRAINLET_PMIX_JOB_MAP, common/pmix/pmix_job_map.h):
+//    before them it starts trainlet-pmix (beside its own binary) and sets the PMIx env the server
+//    hands it for each rank; no server, no ranks (each gets an F record with the reason). The
+//    server gets SIGTERM once the ranks are gone (SIGKILL a second later); a server that ends
+//    while ranks run gets them SIGKILLed. libpmix itself is never loaded into the step.
 //  - It reaps its ranks (and any orphan re-parented to it). When a rank leader exits, its process
 //    group is SIGKILLed before the leader is reaped, as the agent does for its own workers. Each
 //    batch of exits is appended as X records and made durable with platform::SyncData (fdatasync).

@@ -337,5 +337,30 @@ TEST_F(RendezvousServerTest, ParkedGetsAreCappedPerRank) {
   EXPECT_EQ(replies_.size(), 1u);
 }
 
+// An attempt adopted from a previous agent (RestoreAttempt): its ranks keep their token, and
+// their next fence, whatever its number, is where the attempt stands here.
+TEST_F(RendezvousServerTest, RestoredAttemptContinuesFromItsRanksNextFence) {
+  server_.RestoreAttempt("j", 2, {4, 5}, "old-token");
+  server_.RestoreAttempt("j", 2, {4, 5}, "other");  // known now: ignored
+  auto fence = [&](uint32_t rank, uint64_t epoch, const std::string& token, uint64_t id) {
+    auto r = Request(rank, v1::RendezvousRequest::OP_FENCE, id);
+    r.set_attempt(2);
+    r.set_token(token);
+    r.set_epoch(epoch);
+    server_.Handle("peer-" + std::to_string(rank), r, now_);
+  };
+  fence(4, 3, "other", 1);
+  ASSERT_EQ(replies_.size(), 1u);
+  EXPECT_EQ(replies_[0].second.code(), Code::CODE_DENIED);
+  fence(4, 3, "old-token", 2);
+  fence(5, 3, "old-token", 3);
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_EQ(sent_[0].fence_contribute().epoch(), 3u);
+  EXPECT_EQ(sent_[0].fence_contribute().attempt(), 2u);
+  fence(4, 5, "old-token", 4);  // skipping a fence is still refused once the attempt stands
+  ASSERT_EQ(replies_.size(), 2u);
+  EXPECT_EQ(replies_[1].second.code(), Code::CODE_INVALID);
+}
+
 }  // namespace
 }  // namespace trainlet::agent

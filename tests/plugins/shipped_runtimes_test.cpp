@@ -20,10 +20,13 @@ std::string Read(const std::string& path) {
 }
 
 TEST(ShippedRuntimesTest, ParseAndSelectTheirPlugin) {
-  const std::map<std::string, std::string> want = {
-      {"torch-distributed", "torch"},     {"jax-distributed", "jax"},
-      {"xgboost-distributed", "xgboost"}, {"mlx-ring", "mlx"},
-      {"mlx-distributed", "mpi"},         {"plain", "plain"}};
+  const std::map<std::string, std::string> want = {{"torch-distributed", "torch"},
+                                                   {"jax-distributed", "jax"},
+                                                   {"xgboost-distributed", "xgboost"},
+                                                   {"mlx-ring", "mlx"},
+                                                   {"mlx-distributed", "mpi"},
+                                                   {"plain", "plain"},
+                                                   {"mpi-direct", "mpi"}};
   for (const auto& [name, plugin] : want) {
     const std::string path =
         std::string(TRAINLET_SOURCE_DIR) + "/deploy/runtimes/" + name + ".yaml";

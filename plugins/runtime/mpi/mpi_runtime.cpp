@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "plugins/runtime/builtin_runtime.h"
+#include "plugins/runtime/mpi/mpi_direct_launch.h"
 #include "plugins/runtime/v1_replica_plans.h"
 #include "plugins/runtime/worker_env.h"
 
@@ -80,6 +81,9 @@ class MpiRuntime final : public BuiltinRuntime {
   std::string_view name() const override { return "mpi"; }
 
   std::string LaunchMode(const PlanRequest& request) const override {
+    if (const auto direct = WantsDirectLaunch(request); direct.ok() && *direct) {
+      return "ranks started directly, PMIx (trainlet-pmix on every node; no mpirun)";
+    }
     const auto impl = ChooseMpiImplementation(request);
     const bool hydra = impl.ok() && *impl != MpiImplementation::kOpenMpi;
     return "launcher (" + (request.argv.empty() ? std::string("?") : request.argv[0]) + ") on " +
@@ -96,13 +100,20 @@ class MpiRuntime final : public BuiltinRuntime {
   }
 
   // One worker, the launcher (rank 0 on node rank 0), which starts the rest through
-  // trainlet-exec; the other nodes run nothing until it asks.
+  // trainlet-exec; the other nodes run nothing until it asks. Direct launch (mpi_direct_launch.h):
+  // numProcPerNode ranks on every node, in node-rank order.
   Result<AttemptLayout> LayOut(const PlanRequest& request) const override {
     if (request.argv.empty()) return InvalidError("spec.trainer.command: no command to run");
     TRAINLET_RETURN_IF_ERROR(CountProcs(request.num_proc_per_node, nullptr).status());
     TRAINLET_RETURN_IF_ERROR(ChooseMpiImplementation(request).status());
     TRAINLET_RETURN_IF_ERROR(ContractOf(request, trainjob::V1Kind::kMPIJob).status());
     if (request.nodes.empty()) return InvalidError("mpi plan: no nodes placed");
+    TRAINLET_ASSIGN_OR_RETURN(const bool direct, WantsDirectLaunch(request));
+    if (direct) {
+      TRAINLET_ASSIGN_OR_RETURN(const uint32_t slots,
+                                CountProcs(request.num_proc_per_node, nullptr));
+      return RanksInNodeOrder(std::vector<uint32_t>(request.nodes.size(), slots));
+    }
     AttemptLayout layout;
     layout.nodes.resize(request.nodes.size());
     layout.nodes[0].ranks.push_back({0, 0});
@@ -115,6 +126,8 @@ class MpiRuntime final : public BuiltinRuntime {
                                                 const AttemptLayout&) const override {
     TRAINLET_ASSIGN_OR_RETURN(const uint32_t slots, CountProcs(request.num_proc_per_node, nullptr));
     TRAINLET_ASSIGN_OR_RETURN(const MpiImplementation impl, ChooseMpiImplementation(request));
+    TRAINLET_ASSIGN_OR_RETURN(const bool direct, WantsDirectLaunch(request));
+    if (direct) return DirectPlans(request, slots);
     const auto nodes = static_cast<uint32_t>(request.nodes.size());
     std::vector<v1::LaunchPlan> plans = EmptyPlans(request);
     if (plans.empty()) return InvalidError("mpi plan: no nodes placed");

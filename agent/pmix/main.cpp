@@ -1,0 +1,119 @@
+// trainlet-pmix: the PMIx server of one MPI attempt's ranks on one node. Started by trainlet-step
+// (never by hand) with the env of the node's first rank, before the ranks; see pmix_host.h.
+//
+// stdout is the rank env stream (common/pmix/pmix_job_map.h), read by the step until "ready";
+// then stdout is closed and the server serves until SIGTERM or until the step kills it with the
+// ranks. stderr goes to the first local rank's log.
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "agent/pmix/pmix_host.h"
+
+namespace {
+
+using trainlet::Result;
+using trainlet::pmix::PmixHostConfig;
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+Result<PmixHostConfig> ConfigFromEnv() {
+  const std::string path = Env(trainlet::pmix::kJobMapEnv);
+  std::ifstream in(path);
+  if (path.empty() || !in) {
+    return trainlet::InvalidError(std::string(trainlet::pmix::kJobMapEnv) + " '" + path +
+                                  "' cannot be read");
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  TRAINLET_ASSIGN_OR_RETURN(trainlet::pmix::PmixJobMap map,
+                            trainlet::pmix::DecodeJobMap(text.str()));
+  PmixHostConfig c;
+  c.map = std::move(map);
+  c.node_rank = static_cast<uint32_t>(std::strtoul(Env("TRAINLET_NODE_RANK").c_str(), nullptr, 10));
+  c.job = Env("TRAINLET_JOB");
+  c.attempt = static_cast<uint32_t>(std::strtoul(Env("TRAINLET_ATTEMPT").c_str(), nullptr, 10));
+  c.rendezvous_endpoint = Env("TRAINLET_RENDEZVOUS_ENDPOINT");
+  c.rendezvous_token = Env("TRAINLET_RENDEZVOUS_TOKEN");
+  if (c.job.empty() || c.attempt == 0 || c.rendezvous_endpoint.empty())
+    return trainlet::InvalidError(
+        "TRAINLET_JOB, TRAINLET_ATTEMPT and TRAINLET_RENDEZVOUS_ENDPOINT must be set");
+  return c;
+}
+
+void WriteAll(const std::string& bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = write(STDOUT_FILENO, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // the step is gone: nothing to tell
+    done += static_cast<size_t>(n);
+  }
+}
+
+void CloseStdout() {
+  const int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (null_fd >= 0) {
+    dup2(null_fd, STDOUT_FILENO);
+    close(null_fd);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--version") == 0) {
+    std::printf("trainlet-pmix %s\n", TRAINLET_VERSION);
+    return 0;
+  }
+  // Blocked before libpmix starts its threads, so only RunPmixHost's sigtimedwait takes them.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  Result<PmixHostConfig> config = ConfigFromEnv();
+  // libpmix's files (its shared-memory store) live in the job's work dir, per attempt and node, so
+  // that a server killed with its ranks leaves nothing in /tmp; a stale one is removed first.
+  std::string dir;
+  if (config.ok()) {
+    const std::string work = Env("TRAINLET_WORK_DIR");
+    dir = (work.empty() ? std::filesystem::temp_directory_path().string() : work) +
+          "/.pmix/attempt-" + std::to_string(config->attempt) + "-node-" +
+          std::to_string(config->node_rank);
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    std::filesystem::create_directories(dir, ec);
+    if (ec) config = trainlet::IoError("PMIx directory " + dir + ": " + ec.message());
+  }
+  Result<std::string> lines =
+      config.ok() ? [&] {
+        config->tmpdir = dir;
+        return trainlet::pmix::StartPmixHost(*config);
+      }()
+                  : Result<std::string>(config.status());
+  if (!lines.ok()) {
+    std::fprintf(stderr, "trainlet-pmix: %s\n", lines.status().message().c_str());
+    WriteAll("error PMIx server: " + lines.status().message() + "\n");
+    return 1;
+  }
+  WriteAll(*lines + "ready\n");
+  CloseStdout();
+  const int rc = trainlet::pmix::RunPmixHost();
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+  return rc;
+}

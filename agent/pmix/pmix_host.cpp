@@ -1,0 +1,342 @@
+#include "agent/pmix/pmix_host.h"
+
+#include <pmix.h>
+#include <pmix_server.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string_view>
+#include <thread>
+
+#include "common/pmix/fence_data.h"
+#include "trainlet/rendezvous.h"
+
+namespace trainlet::pmix {
+namespace {
+
+// The exit status after a rank's PMIx_Abort with status 0 (trainlet-step stops the ranks).
+constexpr int kAbortedWithoutStatus = 3;
+
+// libpmix keeps its server state process-wide and its upcalls carry no host pointer, so the host
+// is one object per process too. The queue is shared with libpmix's progress thread; the rest is
+// owned by the thread in RunPmixHost.
+struct Host {
+  PmixHostConfig config;
+  std::mutex mu;
+  std::condition_variable wake;
+  std::deque<std::function<void()>> work;  // guarded by mu
+  bool stop = false;                       // guarded by mu: SIGTERM or SIGINT came
+  // Owned by the Run thread.
+  std::vector<trainlet_rdzv*> handles;  // one per local rank, opened at the first fence
+  uint64_t fences = 0;
+  std::string rendezvous_error;  // not empty: the handles could not be opened
+};
+Host* g_host = nullptr;
+
+void Queue(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(g_host->mu);
+    g_host->work.push_back(std::move(fn));
+  }
+  g_host->wake.notify_one();
+}
+
+void Say(const std::string& what) { std::fprintf(stderr, "trainlet-pmix: %s\n", what.c_str()); }
+
+// A libpmix call answered through an op callback, waited for on this thread.
+struct OpWait {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  pmix_status_t status = PMIX_SUCCESS;
+  static void Done(pmix_status_t status, void* cbdata) {
+    auto* w = static_cast<OpWait*>(cbdata);
+    std::lock_guard<std::mutex> lock(w->mu);
+    w->status = status;
+    w->done = true;
+    w->cv.notify_all();
+  }
+  pmix_status_t Wait() {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done; });
+    return status;
+  }
+};
+
+std::string StatusText(pmix_status_t rc) { return PMIx_Error_string(rc); }
+
+bool OpenHandles(Host& h) {
+  if (!h.handles.empty() || !h.rendezvous_error.empty()) return h.rendezvous_error.empty();
+  for (const uint32_t rank : h.config.map.nodes[h.config.node_rank].ranks) {
+    trainlet_rdzv* handle = nullptr;
+    const int rc = trainlet_rdzv_open_with(h.config.rendezvous_endpoint.c_str(),
+                                           h.config.rendezvous_token.c_str(), h.config.job.c_str(),
+                                           h.config.attempt, rank, &handle);
+    if (rc != TRAINLET_RDZV_OK) {
+      h.rendezvous_error = "rendezvous open as rank " + std::to_string(rank) + ": " +
+                           trainlet_rdzv_last_error(handle);
+      if (handle != nullptr) trainlet_rdzv_close(handle);
+      return false;
+    }
+    h.handles.push_back(handle);
+  }
+  return true;
+}
+
+// One fence of the whole job: this node's data in, every node's data out (fence_data.h).
+Result<std::string> RendezvousFence(Host& h, const std::string& data) {
+  if (!OpenHandles(h)) return UnavailableError(h.rendezvous_error);
+  const uint64_t n = ++h.fences;
+  for (const auto& [key, value] : FenceDataPuts(n, h.config.node_rank, data)) {
+    if (trainlet_rdzv_put(h.handles[0], key.c_str(), value.data(), value.size()) !=
+        TRAINLET_RDZV_OK)
+      return InvalidError(std::string("rendezvous put: ") + trainlet_rdzv_last_error(h.handles[0]));
+  }
+  for (trainlet_rdzv* handle : h.handles) {
+    if (trainlet_rdzv_fence_start(handle) != TRAINLET_RDZV_OK)
+      return UnavailableError(std::string("fence: ") + trainlet_rdzv_last_error(handle));
+  }
+  for (trainlet_rdzv* handle : h.handles) {
+    if (trainlet_rdzv_fence_finish(handle, -1) != TRAINLET_RDZV_OK)
+      return UnavailableError(std::string("fence: ") + trainlet_rdzv_last_error(handle));
+  }
+  std::vector<std::pair<std::string_view, std::string_view>> pairs;
+  size_t count = 0;
+  trainlet_rdzv_count(h.handles[0], &count);
+  for (size_t i = 0; i < count; ++i) {
+    const char* key = nullptr;
+    const void* value = nullptr;
+    size_t key_len = 0, value_len = 0;
+    if (trainlet_rdzv_entry(h.handles[0], i, &key, &key_len, &value, &value_len) ==
+        TRAINLET_RDZV_OK)
+      pairs.emplace_back(std::string_view(key, key_len),
+                         std::string_view(static_cast<const char*>(value), value_len));
+  }
+  return JoinFenceData(n, pairs);
+}
+
+void ReleaseBuffer(void* cbdata) { std::free(cbdata); }
+
+pmix_status_t FenceUpcall(const pmix_proc_t procs[], size_t nprocs, const pmix_info_t[], size_t,
+                          char* data, size_t ndata, pmix_modex_cbfunc_t cbfunc, void* cbdata) {
+  // Only fences of the whole job (MPI_Init's and MPI_Finalize's): a subset would need a fence
+  // the other nodes do not join.
+  const bool whole_job = nprocs == 1 && procs[0].rank == PMIX_RANK_WILDCARD &&
+                         g_host->config.map.nspace == procs[0].nspace;
+  if (!whole_job) return PMIX_ERR_NOT_SUPPORTED;
+  std::string bytes(data == nullptr ? "" : std::string(data, ndata));
+  Queue([bytes = std::move(bytes), cbfunc, cbdata] {
+    Result<std::string> all = RendezvousFence(*g_host, bytes);
+    if (!all.ok()) {
+      Say("fence " + std::to_string(g_host->fences) + " failed: " + all.status().message());
+      cbfunc(PMIX_ERROR, nullptr, 0, cbdata, nullptr, nullptr);
+      return;
+    }
+    char* out = static_cast<char*>(std::malloc(std::max<size_t>(1, all->size())));
+    std::memcpy(out, all->data(), all->size());
+    cbfunc(PMIX_SUCCESS, out, all->size(), cbdata, ReleaseBuffer, out);
+  });
+  return PMIX_SUCCESS;
+}
+
+pmix_status_t AbortUpcall(const pmix_proc_t* proc, void*, int status, const char msg[],
+                          pmix_proc_t[], size_t, pmix_op_cbfunc_t cbfunc, void* cbdata) {
+  Say("rank " + std::to_string(proc->rank) + " called PMIx_Abort (MPI_Abort) with status " +
+      std::to_string(status) + ": " + (msg == nullptr ? "" : msg) +
+      "; the rank exits with that status, which fails the attempt");
+  std::fflush(stderr);
+  if (cbfunc != nullptr) cbfunc(PMIX_SUCCESS, cbdata);
+  if (status == 0) {
+    // The rank exits 0 after an abort, which would count as a success while its peers wait for
+    // it. The server's own exit makes trainlet-step stop every local rank (and so the attempt
+    // fails); the rank gets a moment to read the reply first.
+    Say("status 0 is no failure to trainlet: exiting, so that the step stops the ranks");
+    Queue([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::fflush(stderr);
+      std::_Exit(kAbortedWithoutStatus);
+    });
+  }
+  return PMIX_SUCCESS;
+}
+
+// The namespace as libpmix wants it: job-level facts, this node's, and every rank's.
+void* NamespaceInfo(const PmixHostConfig& c) {
+  const PmixJobMap& map = c.map;
+  const auto& local = map.nodes[c.node_rank];
+  void* list = PMIx_Info_list_start();
+  const uint32_t size = map.Size();
+  const uint32_t nodes = static_cast<uint32_t>(map.nodes.size());
+  const uint32_t local_size = static_cast<uint32_t>(local.ranks.size());
+  const uint32_t appnum = 0;
+  const pmix_rank_t leader = 0, local_leader = local.ranks.front();
+  const bool no = false;
+  PMIx_Info_list_add(list, PMIX_JOBID, map.nspace.c_str(), PMIX_STRING);
+  PMIx_Info_list_add(list, PMIX_UNIV_SIZE, &size, PMIX_UINT32);
+  PMIx_Info_list_add(list, PMIX_JOB_SIZE, &size, PMIX_UINT32);
+  PMIx_Info_list_add(list, PMIX_MAX_PROCS, &size, PMIX_UINT32);
+  PMIx_Info_list_add(list, PMIX_APP_SIZE, &size, PMIX_UINT32);
+  PMIx_Info_list_add(list, PMIX_APPNUM, &appnum, PMIX_UINT32);
+  PMIx_Info_list_add(list, PMIX_APPLDR, &leader, PMIX_PROC_RANK);
+  PMIx_Info_list_add(list, PMIX_SPAWNED, &no, PMIX_BOOL);
+  PMIx_Info_list_add(list, PMIX_NUM_NODES, &nodes, PMIX_UINT32);
+  char* regex = nullptr;
+  if (PMIx_generate_regex(NodeListText(map).c_str(), &regex) == PMIX_SUCCESS) {
+    PMIx_Info_list_add(list, PMIX_NODE_MAP, regex, PMIX_REGEX);
+    std::free(regex);
+  }
+  char* ppn = nullptr;
+  if (PMIx_generate_ppn(ProcMapText(map).c_str(), &ppn) == PMIX_SUCCESS) {
+    PMIx_Info_list_add(list, PMIX_PROC_MAP, ppn, PMIX_REGEX);
+    std::free(ppn);
+  }
+  PMIx_Info_list_add(list, PMIX_LOCAL_SIZE, &local_size, PMIX_UINT32);
+  PMIx_Info_list_add(list, PMIX_LOCAL_PEERS, RankListText(local.ranks).c_str(), PMIX_STRING);
+  PMIx_Info_list_add(list, PMIX_LOCALLDR, &local_leader, PMIX_PROC_RANK);
+  PMIx_Info_list_add(list, PMIX_HOSTNAME, local.hostname.c_str(), PMIX_STRING);
+  PMIx_Info_list_add(list, PMIX_NODEID, &c.node_rank, PMIX_UINT32);
+  for (uint32_t n = 0; n < nodes; ++n) {
+    const auto& node = map.nodes[n];
+    for (uint16_t i = 0; i < node.ranks.size(); ++i) {
+      const pmix_rank_t rank = node.ranks[i];
+      void* proc = PMIx_Info_list_start();
+      PMIx_Info_list_add(proc, PMIX_RANK, &rank, PMIX_PROC_RANK);
+      PMIx_Info_list_add(proc, PMIX_GLOBAL_RANK, &rank, PMIX_PROC_RANK);
+      PMIx_Info_list_add(proc, PMIX_APP_RANK, &rank, PMIX_PROC_RANK);
+      PMIx_Info_list_add(proc, PMIX_APPNUM, &appnum, PMIX_UINT32);
+      PMIx_Info_list_add(proc, PMIX_LOCAL_RANK, &i, PMIX_UINT16);
+      PMIx_Info_list_add(proc, PMIX_NODE_RANK, &i, PMIX_UINT16);
+      PMIx_Info_list_add(proc, PMIX_NODEID, &n, PMIX_UINT32);
+      PMIx_Info_list_add(proc, PMIX_HOSTNAME, node.hostname.c_str(), PMIX_STRING);
+      pmix_data_array_t array;
+      PMIx_Info_list_convert(proc, &array);
+      PMIx_Info_list_release(proc);
+      PMIx_Info_list_add(list, PMIX_PROC_DATA, &array, PMIX_DATA_ARRAY);
+      PMIx_Data_array_destruct(&array);
+    }
+  }
+  return list;
+}
+
+Status RegisterNamespace(const PmixHostConfig& c) {
+  void* list = NamespaceInfo(c);
+  pmix_data_array_t array;
+  PMIx_Info_list_convert(list, &array);
+  PMIx_Info_list_release(list);
+  OpWait wait;
+  pmix_status_t rc = PMIx_server_register_nspace(
+      c.map.nspace.c_str(), static_cast<int>(c.map.nodes[c.node_rank].ranks.size()),
+      static_cast<pmix_info_t*>(array.array), array.size, OpWait::Done, &wait);
+  if (rc == PMIX_SUCCESS) rc = wait.Wait();
+  PMIx_Data_array_destruct(&array);
+  if (rc != PMIX_SUCCESS && rc != PMIX_OPERATION_SUCCEEDED)
+    return InternalError("PMIx_server_register_nspace: " + StatusText(rc));
+  return Status::Ok();
+}
+
+// Registers `rank` as a client and returns its stream lines (the env setup_fork gives it).
+Result<std::string> RegisterRank(const PmixHostConfig& c, uint32_t rank) {
+  pmix_proc_t proc;
+  PMIX_LOAD_PROCID(&proc, c.map.nspace.c_str(), rank);
+  OpWait wait;
+  pmix_status_t rc =
+      PMIx_server_register_client(&proc, getuid(), getgid(), nullptr, OpWait::Done, &wait);
+  if (rc == PMIX_SUCCESS) rc = wait.Wait();
+  if (rc != PMIX_SUCCESS && rc != PMIX_OPERATION_SUCCEEDED)
+    return InternalError("PMIx_server_register_client rank " + std::to_string(rank) + ": " +
+                         StatusText(rc));
+  char** env = nullptr;
+  rc = PMIx_server_setup_fork(&proc, &env);
+  if (rc != PMIX_SUCCESS)
+    return InternalError("PMIx_server_setup_fork rank " + std::to_string(rank) + ": " +
+                         StatusText(rc));
+  std::string lines;
+  Status bad = Status::Ok();
+  for (char** e = env; e != nullptr && *e != nullptr; ++e) {
+    Result<std::string> line = EncodeRankEnvLine(rank, *e);
+    if (line.ok()) {
+      lines += *line;
+    } else if (bad.ok()) {
+      bad = line.status();
+    }
+    std::free(*e);
+  }
+  std::free(env);
+  if (!bad.ok()) return bad;
+  return lines;
+}
+
+}  // namespace
+
+Result<std::string> StartPmixHost(const PmixHostConfig& config) {
+  if (g_host != nullptr) return InternalError("StartPmixHost called twice");
+  if (config.node_rank >= config.map.nodes.size())
+    return InvalidError("node rank " + std::to_string(config.node_rank) + " is not in the job map");
+  g_host = new Host;
+  g_host->config = config;
+  static pmix_server_module_t module = {};
+  module.abort = AbortUpcall;
+  module.fence_nb = FenceUpcall;
+  void* list = PMIx_Info_list_start();
+  PMIx_Info_list_add(list, PMIX_SERVER_TMPDIR, config.tmpdir.c_str(), PMIX_STRING);
+  PMIx_Info_list_add(list, PMIX_SYSTEM_TMPDIR, config.tmpdir.c_str(), PMIX_STRING);
+  const std::string server_nspace = config.map.nspace + ".server";
+  PMIx_Info_list_add(list, PMIX_SERVER_NSPACE, server_nspace.c_str(), PMIX_STRING);
+  const pmix_rank_t server_rank = config.node_rank;
+  PMIx_Info_list_add(list, PMIX_SERVER_RANK, &server_rank, PMIX_PROC_RANK);
+  pmix_data_array_t array;
+  PMIx_Info_list_convert(list, &array);
+  PMIx_Info_list_release(list);
+  const pmix_status_t rc =
+      PMIx_server_init(&module, static_cast<pmix_info_t*>(array.array), array.size);
+  PMIx_Data_array_destruct(&array);
+  if (rc != PMIX_SUCCESS) return InternalError("PMIx_server_init: " + StatusText(rc));
+  TRAINLET_RETURN_IF_ERROR(RegisterNamespace(config));
+  std::string lines;
+  for (const uint32_t rank : config.map.nodes[config.node_rank].ranks) {
+    TRAINLET_ASSIGN_OR_RETURN(std::string more, RegisterRank(config, rank));
+    lines += more;
+  }
+  return lines;
+}
+
+int RunPmixHost() {
+  // SIGTERM or SIGINT (blocked in every thread) ends the loop at once: a thread waits for it.
+  std::thread signals([] {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    int sig = 0;
+    sigwait(&set, &sig);
+    std::lock_guard<std::mutex> lock(g_host->mu);
+    g_host->stop = true;
+    g_host->wake.notify_all();
+  });
+  signals.detach();  // it ends with the process
+  while (true) {
+    std::function<void()> fn;
+    {
+      std::unique_lock<std::mutex> lock(g_host->mu);
+      g_host->wake.wait(lock, [] { return g_host->stop || !g_host->work.empty(); });
+      if (g_host->stop) break;
+      fn = std::move(g_host->work.front());
+      g_host->work.pop_front();
+    }
+    fn();
+  }
+  // A fence still in flight is left to libpmix's finalize, which releases its clients.
+  PMIx_server_finalize();
+  return 0;
+}
+
+}  // namespace trainlet::pmix

@@ -1,0 +1,53 @@
+// trainlet-pmix: the PMIx server of one (job, attempt) on one node, for MPI ranks that trainlet
+// starts directly (no mpirun, no orted). trainlet-step starts it before the ranks, inside the
+// ranks' cgroup, and it lives as long as they do (docs/runtimes.md, "mpi", direct launch).
+//
+// PmixHost is the host side of libpmix's server: it registers the job's namespace from the job
+// map (pmix_job_map.h) and each local rank as a client, hands each rank the env of
+// PMIx_server_setup_fork, and answers libpmix's upcalls with trainlet's own machinery:
+//   - fence_nb: the node's collected data rides the attempt's rendezvous fence (one put, one
+//     fence per node: the host opens a rendezvous handle per local rank and joins the fence for
+//     all of them, so the agent's per-node merge sends one FenceContribute), and the answer is
+//     every node's data in node-rank order, which libpmix unpacks to serve PMIx_Get of any rank.
+//     A rank that dies before the fence aborts it everywhere (the agent's rule); the fence then
+//     fails with the agent's message and the ranks' PMIx_Fence returns an error.
+//   - abort: says which rank aborted, with its status and message, on stderr (the first local
+//     rank's log), and releases the rank, which then exits with the status and fails the attempt.
+//     An abort with status 0 would look like a success: the server then exits (3), and
+//     trainlet-step, which stops the ranks whenever their server ends, kills them.
+//   - direct_modex, publish, lookup, spawn, connect: not served (PMIx answers NOT_SUPPORTED); an
+//     MPI that collects its modex in the fence (OpenMPI's default) needs none of them.
+//
+// Threads: libpmix calls the upcalls on its progress thread; they queue work and return. Run()
+// does the work (the blocking rendezvous calls) on the calling thread, one fence at a time, in
+// the order libpmix asked, which is the same on every node since every fence spans the job.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/pmix/pmix_job_map.h"
+#include "common/status.h"
+
+namespace trainlet::pmix {
+
+struct PmixHostConfig {
+  PmixJobMap map;
+  uint32_t node_rank = 0;  // this node's index in map.nodes
+  std::string job;         // the rendezvous scope: TRAINLET_JOB, TRAINLET_ATTEMPT
+  uint32_t attempt = 0;
+  std::string rendezvous_endpoint;  // TRAINLET_RENDEZVOUS_ENDPOINT / _TOKEN
+  std::string rendezvous_token;
+  std::string tmpdir;  // private directory for libpmix's rendezvous files; removed by the caller
+};
+
+// Starts libpmix's server and registers the namespace and the local ranks. On success the
+// returned lines are the rank env stream (pmix_job_map.h) without its "ready" line. Call once.
+Result<std::string> StartPmixHost(const PmixHostConfig& config);
+
+// Serves upcalls until a SIGTERM or SIGINT (blocked by the caller before StartPmixHost, so that
+// libpmix's threads never take them) arrives; then finalizes libpmix. Returns the exit status.
+int RunPmixHost();
+
+}  // namespace trainlet::pmix
