@@ -114,20 +114,37 @@ std::vector<std::string> NodeRegistry::Tick(Clock::time_point now) {
   std::vector<std::string> lost;
   // One missed beat, with half an interval of slack for scheduling jitter.
   const auto suspect_after = interval_ + interval_ / 2;
+  size_t live = 0, past_lost = 0;
   for (auto& [name, e] : nodes_) {
+    if (e.state == NodeState::kLost) continue;
     const auto silent = now - e.last_beat;
-    // The wall-clock time of `now`, from the last beat's: Tick runs on the steady clock only.
-    const int64_t now_unix_ms =
-        e.last_beat_unix_ms + std::chrono::duration_cast<std::chrono::milliseconds>(silent).count();
+    ++live;
+    if (silent > lost_timeout_) ++past_lost;
     if (e.state == NodeState::kReady && silent > suspect_after) {
       e.state = NodeState::kSuspect;
-      e.state_since_unix_ms = now_unix_ms;
+      e.state_since_unix_ms = UnixMsAt(e, now);
       spdlog::warn("node {} is Suspect: no heartbeat for {} ms", name,
                    std::chrono::duration_cast<std::chrono::milliseconds>(silent).count());
     }
+  }
+  const bool disrupted = full_disruption_rule_ && live >= 2 && past_lost == live;
+  if (disrupted != full_disruption_) {
+    if (disrupted) {
+      spdlog::error(
+          "every node ({}) has been silent past the lost timeout at once: taking it as the "
+          "coordinator's fault (full disruption), no node is declared Lost until one is heard",
+          live);
+    } else {
+      spdlog::warn("full disruption over: nodes are heard again");
+    }
+    full_disruption_ = disrupted;
+  }
+  if (disrupted) return lost;
+  for (auto& [name, e] : nodes_) {
+    const auto silent = now - e.last_beat;
     if (e.state == NodeState::kSuspect && silent > lost_timeout_) {
       e.state = NodeState::kLost;
-      e.state_since_unix_ms = now_unix_ms;
+      e.state_since_unix_ms = UnixMsAt(e, now);
       spdlog::error("node {} is Lost: no heartbeat for {} ms", name,
                     std::chrono::duration_cast<std::chrono::milliseconds>(silent).count());
       lost.push_back(name);
@@ -136,12 +153,20 @@ std::vector<std::string> NodeRegistry::Tick(Clock::time_point now) {
   return lost;
 }
 
+int64_t NodeRegistry::UnixMsAt(const NodeEntry& e, Clock::time_point now) {
+  // The wall-clock time of `now`, from the last beat's: Tick runs on the steady clock only.
+  return e.last_beat_unix_ms +
+         std::chrono::duration_cast<std::chrono::milliseconds>(now - e.last_beat).count();
+}
+
 NodeRegistry::Clock::time_point NodeRegistry::NextDeadline(Clock::time_point now) const {
   auto next = now + interval_;
   for (const auto& [name, e] : nodes_) {
     if (e.state == NodeState::kReady)
       next = std::min(next, e.last_beat + interval_ + interval_ / 2);
-    if (e.state == NodeState::kSuspect) next = std::min(next, e.last_beat + lost_timeout_);
+    // In a full disruption the nodes past the lost timeout wait for a beat, not a deadline.
+    if (e.state == NodeState::kSuspect && !(full_disruption_ && e.last_beat + lost_timeout_ <= now))
+      next = std::min(next, e.last_beat + lost_timeout_);
   }
   return std::max(next, now);
 }
