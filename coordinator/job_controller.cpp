@@ -6,6 +6,7 @@
 #include <climits>
 #include <set>
 
+#include "coordinator/apply_limits.h"
 #include "coordinator/apply_transaction.h"
 #include "coordinator/attempt_plan.h"
 #include "coordinator/gang_planner.h"
@@ -64,8 +65,18 @@ void JobController::Adopt(std::unique_ptr<Job> job) {
 
 Result<v1::ApplyResult> JobController::Apply(const std::string& yaml, const std::string& source,
                                              int64_t now_ms) {
+  auto parsed = trainjob::ParseDocuments(yaml);
+  if (!parsed.ok()) {
+    return InvalidError((source.empty() ? "" : source + ": ") + parsed.status().message());
+  }
+  TRAINLET_RETURN_IF_ERROR(CheckApplySizes(*parsed, source));
+  return Apply(std::move(parsed).value(), source, now_ms);
+}
+
+Result<v1::ApplyResult> JobController::Apply(trainjob::ParsedFile parsed, const std::string& source,
+                                             int64_t now_ms) {
   TRAINLET_ASSIGN_OR_RETURN(ApplyTransaction tx, ApplyTransaction::Prepare(
-                                                     yaml, source, now_ms, runtimes_,
+                                                     std::move(parsed), source, now_ms, runtimes_,
                                                      [this](const std::string& name) -> const Job* {
                                                        auto it = jobs_.find(name);
                                                        return it == jobs_.end() ? nullptr
@@ -111,6 +122,7 @@ void JobController::Schedule(int64_t now_ms) {
   EnforceDeadlines(now_ms);
   EnforceStartTimeouts(now_ms);
   auto used = UsedSlots();
+  auto used_resources = UsedResources();
   for (const auto& name : order_) {
     Job& job = *jobs_.at(name);
     const JobPhase p = PhaseOf(job.record.status);
@@ -126,16 +138,17 @@ void JobController::Schedule(int64_t now_ms) {
                       [](const auto& r) { return !RankEnded(r); });
       if (old_alive) continue;
     }
-    TryPlace(job, used, now_ms);
+    TryPlace(job, used, used_resources, now_ms);
   }
 }
 
-bool JobController::TryPlace(Job& job, std::map<std::string, uint32_t>& used, int64_t now_ms) {
+bool JobController::TryPlace(Job& job, std::map<std::string, uint32_t>& used,
+                             std::map<std::string, Resources>& used_resources, int64_t now_ms) {
   v1::JobStatus& st = job.record.status;
   GangRequest gang = job.gang;
   gang.num_nodes = st.num_nodes();
   gang.slots_per_node = job.procs_per_node;
-  auto placement = PlaceGang(gang, NodeCapacities(*registry_, used, UsedResources()));
+  auto placement = PlaceGang(gang, NodeCapacities(*registry_, used, used_resources));
   if (!placement.ok()) {
     const std::string reason = "Unschedulable: " + placement.status().message();
     if (st.reason() != reason) Transition(job, JobTrigger::kUnplaceable, reason, "", now_ms);
@@ -181,7 +194,10 @@ bool JobController::TryPlace(Job& job, std::map<std::string, uint32_t>& used, in
   }
   const v1::JobStatus before = st;  // what stays if the placement cannot be stored
   RecordAttempt(job, req, placement->nodes, *layout, secret, now_ms);
-  for (const auto& n : placement->nodes) used[n] += job.procs_per_node;
+  for (const auto& n : placement->nodes) {
+    used[n] += job.procs_per_node;
+    if (!job.gang.resources.empty()) used_resources[n] += job.gang.resources;
+  }
   // The attempt is durable before any agent hears of it. When the store refuses it (a full or
   // read-only disk), nobody hears of it: the job stays as it was and is placed again later.
   if (Status s = Flush(); !s.ok()) {
@@ -190,7 +206,10 @@ bool JobController::TryPlace(Job& job, std::map<std::string, uint32_t>& used, in
     st = before;
     exec_.SetLauncherSecret(job.record.name, "");
     job.dirty = true;  // whatever else was unflushed still is
-    for (const auto& n : placement->nodes) used[n] -= job.procs_per_node;
+    for (const auto& n : placement->nodes) {
+      used[n] -= job.procs_per_node;
+      if (!job.gang.resources.empty()) used_resources[n] -= job.gang.resources;
+    }
     ++generation_;
     return false;
   }

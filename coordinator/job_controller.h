@@ -90,6 +90,9 @@ class JobController {
 
   // Parses, validates and stores the TrainJobs and runtimes of one file, all or nothing.
   Result<v1::ApplyResult> Apply(const std::string& yaml, const std::string& source, int64_t now_ms);
+  // The same for a file ApplyParser parsed and checked off the loop (apply_parser.h).
+  Result<v1::ApplyResult> Apply(trainjob::ParsedFile parsed, const std::string& source,
+                                int64_t now_ms);
   // Asks every rank of the job to stop and removes the job once none runs. NotFound if absent.
   Result<v1::DeleteJobResult> Delete(const std::string& name, int64_t now_ms);
   // Sets spec.suspend, as `apply` of the same TrainJob with only suspend changed does (the
@@ -161,7 +164,11 @@ class JobController {
   void Adopt(std::unique_ptr<Job> job);
   // Slots taken on each node: one per rank that has not ended, whatever its job's phase.
   std::map<std::string, uint32_t> UsedSlots() const;
-  bool TryPlace(Job& job, std::map<std::string, uint32_t>& used, int64_t now_ms);
+  // `used` and `used_resources` are what placed jobs hold on each node (UsedSlots,
+  // UsedResources), computed once per Schedule pass and kept current here: recomputing them per
+  // job made a pass quadratic in the jobs held (issue 19, defect 1).
+  bool TryPlace(Job& job, std::map<std::string, uint32_t>& used,
+                std::map<std::string, Resources>& used_resources, int64_t now_ms);
   // Writes the placed attempt into the job's status (placement, the layout's ranks Pending, the
   // attempt record) and gives ExecAuthority its launcher secret.
   void RecordAttempt(Job& job, const PlanRequest& request, const std::vector<std::string>& nodes,
