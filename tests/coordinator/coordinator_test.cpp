@@ -233,7 +233,7 @@ TEST_F(CoordinatorTest, ABackwardWallJumpDoesNotRescueASilentNode) {
 // heartbeats queued meanwhile were read, and every node was declared Lost, failing a running job.
 // Here on the real clock, with liveness scaled down (100 ms beats, Lost after 300 ms) so that a
 // few hundred milliseconds of loop held by the apply are enough to show it: two fake agents beat
-// every 25 ms from a thread of their own and start the ranks they are sent, a 2-node job runs,
+// every 10 ms from a thread of their own and start the ranks they are sent, a 2-node job runs,
 // and a file of kMaxApplyDocuments TrainJobs is applied. No node may go Suspect or Lost, and the
 // job must keep running.
 class CoordinatorUnderLoadTest : public ::testing::Test {
@@ -278,7 +278,7 @@ class CoordinatorUnderLoadTest : public ::testing::Test {
     if (agents_.joinable()) agents_.join();
   }
 
-  // The two fake agents, on their own thread: register, beat every 25 ms, and answer each launch
+  // The two fake agents, on their own thread: register, beat every 10 ms, and answer each launch
   // plan with a Started event per rank.
   void RunAgents() {
     zmq::context_t ctx;
@@ -295,7 +295,7 @@ class CoordinatorUnderLoadTest : public ::testing::Test {
     auto next_beat = std::chrono::steady_clock::now();
     while (!stop_) {
       const bool beat_now = std::chrono::steady_clock::now() >= next_beat;
-      if (beat_now) next_beat += 25ms;
+      if (beat_now) next_beat = std::chrono::steady_clock::now() + 10ms;
       for (int i = 0; i < 2; ++i) {
         const std::string name = "node-" + std::to_string(i + 1);
         v1::Envelope out;
