@@ -308,7 +308,7 @@ class CoordinatorUnderLoadTest : public ::testing::Test {
           out.mutable_heartbeat()->set_seq(++beat);
           out.mutable_heartbeat()->set_healthy(true);
         }
-        if (beat_now) SendOnDealer(dealers[i], out);
+        if (beat_now && !(registered[i] && silent_)) SendOnDealer(dealers[i], out);
         while (auto in = ReceiveFromDealer(dealers[i], drops)) {
           if (in->has_register_ack() && in->register_ack().accepted()) registered[i] = true;
           if (!in->has_launch_plan()) continue;
@@ -366,6 +366,8 @@ class CoordinatorUnderLoadTest : public ::testing::Test {
     }
   }
 
+  void StartRunner();
+
   v1::JobPhase PhaseOf(const std::string& job) {
     v1::OperatorRequest req;
     req.mutable_get_jobs()->set_name(job);
@@ -388,20 +390,20 @@ class CoordinatorUnderLoadTest : public ::testing::Test {
   std::optional<zmq::socket_t> operator_;
   std::thread agents_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> silent_{false};  // registered agents stop beating, as if the network went
   DropCounters drops_;
   uint64_t request_id_ = 0;
   std::set<std::string> not_ready_;  // "node-1 Suspect": states seen since the last clear
 };
 
-TEST_F(CoordinatorUnderLoadTest, ALargeApplyLeavesEveryNodeReadyAndTheRunningJobRunning) {
-  // Both agents registered and beating.
+// Both agents registered and beating, and "runner" (2 nodes) Running.
+void CoordinatorUnderLoadTest::StartRunner() {
   const auto deadline = std::chrono::steady_clock::now() + 20s;
   while (coordinator_->registry().nodes().size() < 2 &&
          std::chrono::steady_clock::now() < deadline) {
     ASSERT_TRUE(coordinator_->RunOnce(5ms).ok());
   }
   ASSERT_EQ(coordinator_->registry().nodes().size(), 2u);
-
   v1::OperatorRequest apply;
   apply.mutable_apply()->set_yaml(Doc("runner", 2, false));
   auto r = Call(apply);
@@ -409,8 +411,13 @@ TEST_F(CoordinatorUnderLoadTest, ALargeApplyLeavesEveryNodeReadyAndTheRunningJob
   for (int i = 0; i < 200 && PhaseOf("runner") != v1::JOB_PHASE_RUNNING; ++i) Spin(10ms);
   ASSERT_EQ(PhaseOf("runner"), v1::JOB_PHASE_RUNNING);
   Spin(300ms);
-  ASSERT_TRUE(not_ready_.empty()) << "before the large apply: " << *not_ready_.begin();
+  ASSERT_TRUE(not_ready_.empty()) << "before the test: " << *not_ready_.begin();
+}
 
+TEST_F(CoordinatorUnderLoadTest, ALargeApplyLeavesEveryNodeReadyAndTheRunningJobRunning) {
+  StartRunner();
+  if (HasFatalFailure()) return;
+  v1::OperatorRequest apply;
   std::string big;
   for (size_t i = 0; i < kMaxApplyDocuments; ++i) {
     big += (i == 0 ? "" : "---\n") + Doc("bulk-" + std::to_string(i), 1, true);
@@ -418,7 +425,7 @@ TEST_F(CoordinatorUnderLoadTest, ALargeApplyLeavesEveryNodeReadyAndTheRunningJob
   apply.mutable_apply()->set_yaml(big);
   apply.mutable_apply()->set_source_name("bulk.yaml");
   const auto start = std::chrono::steady_clock::now();
-  r = Call(apply);
+  auto r = Call(apply);
   const auto took = std::chrono::steady_clock::now() - start;
   ASSERT_TRUE(r.has_value()) << "no answer to the large apply";
   ASSERT_TRUE(r->error().empty()) << r->error();
@@ -428,6 +435,25 @@ TEST_F(CoordinatorUnderLoadTest, ALargeApplyLeavesEveryNodeReadyAndTheRunningJob
       << "during an apply of " << big.size() << " bytes ("
       << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
       << " ms): " << *not_ready_.begin();
+  EXPECT_EQ(PhaseOf("runner"), v1::JOB_PHASE_RUNNING);
+}
+
+// Every node silent at once is the coordinator's trouble (its network, its loop), not the nodes':
+// as Kubernetes in a full disruption, no node is declared Lost and the running job is not failed.
+// Once the nodes are heard again they are Ready and the job still runs.
+TEST_F(CoordinatorUnderLoadTest, EveryNodeSilentAtOnceFailsNoJob) {
+  StartRunner();
+  if (HasFatalFailure()) return;
+  silent_ = true;
+  Spin(1000ms);  // more than three lost timeouts
+  EXPECT_EQ(coordinator_->registry().Find("node-1")->state, NodeState::kSuspect);
+  EXPECT_EQ(coordinator_->registry().Find("node-2")->state, NodeState::kSuspect);
+  EXPECT_TRUE(coordinator_->registry().full_disruption());
+  EXPECT_EQ(not_ready_.count("node-1 Lost") + not_ready_.count("node-2 Lost"), 0u);
+  silent_ = false;
+  Spin(300ms);
+  EXPECT_EQ(coordinator_->registry().Find("node-1")->state, NodeState::kReady);
+  EXPECT_EQ(coordinator_->registry().Find("node-2")->state, NodeState::kReady);
   EXPECT_EQ(PhaseOf("runner"), v1::JOB_PHASE_RUNNING);
 }
 
