@@ -26,12 +26,17 @@ ApplyParser::~ApplyParser() {
   worker_.join();
 }
 
-uint64_t ApplyParser::Submit(std::string yaml, std::string source) {
-  const uint64_t ticket = next_ticket_++;
+Result<uint64_t> ApplyParser::Submit(std::string yaml, std::string source) {
+  const uint64_t ticket = next_ticket_;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.size() >= kMaxQueued) {
+      return UnavailableError("the coordinator is busy parsing " + std::to_string(queue_.size()) +
+                              " applied files: apply again shortly");
+    }
     queue_.push_back({ticket, std::move(yaml), std::move(source)});
   }
+  ++next_ticket_;
   wake_.notify_one();
   return ticket;
 }

@@ -43,8 +43,13 @@ class ApplyParser {
   ApplyParser(const ApplyParser&) = delete;
   ApplyParser& operator=(const ApplyParser&) = delete;
 
+  // At most this many files wait to be parsed (each up to 4 MiB): a flood of applies is refused,
+  // not held in memory without bound.
+  static constexpr size_t kMaxQueued = 16;
+
   // Queues `yaml` (of `source`, "" for stdin, which errors name); returns its ticket.
-  uint64_t Submit(std::string yaml, std::string source);
+  // Unavailable when kMaxQueued files already wait (the operator tries again).
+  Result<uint64_t> Submit(std::string yaml, std::string source);
   // The files parsed since the last call, in submission order.
   std::vector<Parsed> TakeParsed();
   // Readable when TakeParsed has something.

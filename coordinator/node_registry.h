@@ -9,12 +9,16 @@
 //
 // Full disruption (SetFullDisruptionRule, as Kubernetes' node lifecycle controller stops evicting
 // when every node of a zone is NotReady at once): when two or more nodes are not Lost and every
-// one of them has been silent past `lost_timeout`, the silence is taken as the coordinator's
-// (its loop stalled, its own network went), not the nodes'. None is declared Lost: they stay
+// one of them is silent past the Suspect threshold (one interval and a half) while one of them
+// passes `lost_timeout`, the silence is taken as the coordinator's (its loop stalled, its own
+// network went), not the nodes'. (Beats are staggered by up to an interval, so in an outage that
+// hits every node the first passes the lost timeout while the others are only Suspect; requiring
+// all to be past it would declare the first Lost.) None is declared Lost: they stay
 // Suspect (no new ranks go there) and their jobs keep their ranks, until one node beats again;
-// the others are then judged as usual. A lone node cannot be told apart from its coordinator
-// this way, and is declared Lost as before. The agents keep their own rule: past the partition
-// grace without hearing the coordinator, they stop their ranks (agent/coordinator_link.h).
+// from then on each node has one more lost timeout to be heard before it is Lost. A lone node
+// cannot be told apart from its coordinator this way, and is declared Lost as before. The agents
+// keep their own rule: past the partition grace without hearing the coordinator, they stop their
+// ranks (agent/coordinator_link.h).
 //
 // Cordons (`trainletctl cordon`, `drain`) are kept by node name: they outlive the agent's
 // re-registrations, and with a store attached (LoadCordons) they are written before they take
@@ -130,6 +134,7 @@ class NodeRegistry {
   std::chrono::milliseconds lost_timeout_;
   bool full_disruption_rule_ = false;
   bool full_disruption_ = false;
+  Clock::time_point disruption_ended_{};             // when the last full disruption ended
   std::map<std::string, NodeEntry> nodes_;           // by name
   std::map<std::string, std::string> by_key_;        // public key -> name
   NodeCordonStore* store_ = nullptr;                 // not owned; null: cordons are not stored

@@ -94,8 +94,12 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
   switch (req.body_case()) {
     case v1::OperatorRequest::kApply:
       if (parser_ != nullptr) {
-        const uint64_t ticket = parser_->Submit(req.apply().yaml(), req.apply().source_name());
-        applies_[ticket] = {routing_id, req.request_id(), req.apply().source_name()};
+        auto ticket = parser_->Submit(req.apply().yaml(), req.apply().source_name());
+        if (!ticket.ok()) {
+          failed = ticket.status();
+          break;
+        }
+        applies_[*ticket] = {routing_id, req.request_id(), req.apply().source_name()};
         return;
       }
       take(jobs_->Apply(req.apply().yaml(), req.apply().source_name(), now_ms), r.mutable_apply());

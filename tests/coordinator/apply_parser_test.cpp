@@ -36,9 +36,9 @@ TEST(ApplyParser, ParsesInOrderOffTheCallersThread) {
   zmq::context_t ctx;
   ApplyParser parser(ctx);
   EXPECT_TRUE(parser.TakeParsed().empty());
-  const uint64_t a = parser.Submit(Job("a") + "---\n" + Job("b"), "ab.yaml");
-  const uint64_t b = parser.Submit("kind: [", "bad.yaml");
-  const uint64_t c = parser.Submit(Job("c"), "");
+  const uint64_t a = *parser.Submit(Job("a") + "---\n" + Job("b"), "ab.yaml");
+  const uint64_t b = *parser.Submit("kind: [", "bad.yaml");
+  const uint64_t c = *parser.Submit(Job("c"), "");
   auto got = Await(parser, 3);
   ASSERT_EQ(got.size(), 3u);
   EXPECT_EQ(got[0].ticket, a);
@@ -55,17 +55,44 @@ TEST(ApplyParser, ParsesInOrderOffTheCallersThread) {
 TEST(ApplyParser, RefusesWhatTheLimitsRefuse) {
   zmq::context_t ctx;
   ApplyParser parser(ctx);
-  parser.Submit(Job("huge", std::string(100 << 10, 'x')), "huge.yaml");
+  ASSERT_TRUE(parser.Submit(Job("huge", std::string(100 << 10, 'x')), "huge.yaml").ok());
   auto got = Await(parser, 1);
   ASSERT_EQ(got.size(), 1u);
   ASSERT_FALSE(got[0].file.ok());
   EXPECT_THAT(got[0].file.status().message(), HasSubstr("TrainJob/huge: spec.trainer.args"));
 }
 
+TEST(ApplyParser, RefusesAFloodOfFiles) {
+  zmq::context_t ctx;
+  ApplyParser parser(ctx);
+  // A file slow to parse holds the worker while the queue fills.
+  std::string slow;
+  for (int i = 0; i < 1500; ++i) slow += (i == 0 ? "" : "---\n") + Job("s" + std::to_string(i));
+  ASSERT_TRUE(parser.Submit(slow, "slow.yaml").ok());
+  size_t accepted = 1;
+  Status refused = Status::Ok();
+  for (int i = 0; i < 100 && refused.ok(); ++i) {
+    auto t = parser.Submit(Job("q" + std::to_string(i)), "");
+    if (t.ok()) {
+      ++accepted;
+    } else {
+      refused = t.status();
+    }
+  }
+  ASSERT_FALSE(refused.ok()) << "100 files queued behind a slow one";
+  EXPECT_EQ(refused.code(), ErrorCode::kUnavailable);
+  EXPECT_THAT(refused.message(), HasSubstr("apply again"));
+  EXPECT_LE(accepted, ApplyParser::kMaxQueued + 1);
+  // Every accepted file still comes back, with tickets in order.
+  auto got = Await(parser, accepted);
+  ASSERT_EQ(got.size(), accepted);
+  for (size_t i = 1; i < got.size(); ++i) EXPECT_EQ(got[i].ticket, got[i - 1].ticket + 1);
+}
+
 TEST(ApplyParser, StopsWithWorkQueued) {
   zmq::context_t ctx;
   auto parser = std::make_unique<ApplyParser>(ctx);
-  for (int i = 0; i < 50; ++i) parser->Submit(Job("j" + std::to_string(i)), "");
+  for (int i = 0; i < 50; ++i) (void)parser->Submit(Job("j" + std::to_string(i)), "");
   parser.reset();  // joins after the file in hand; the rest is dropped
   SUCCEED();
 }
