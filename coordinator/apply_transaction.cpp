@@ -1,5 +1,7 @@
 #include "coordinator/apply_transaction.h"
 
+#include "coordinator/apply_limits.h"
+
 namespace trainlet::coordinator {
 
 namespace {
@@ -37,12 +39,21 @@ Result<ApplyTransaction> ApplyTransaction::Prepare(const std::string& yaml,
   if (!parsed.ok()) {
     return InvalidError((source.empty() ? "" : source + ": ") + parsed.status().message());
   }
+  TRAINLET_RETURN_IF_ERROR(CheckApplySizes(*parsed, source));
+  return Prepare(std::move(parsed).value(), source, now_ms, runtimes, held, options);
+}
+
+Result<ApplyTransaction> ApplyTransaction::Prepare(trainjob::ParsedFile parsed,
+                                                   const std::string& source, int64_t now_ms,
+                                                   const RuntimeCatalog& runtimes,
+                                                   const HeldJob& held,
+                                                   const JobEntryOptions& options) {
   ApplyTransaction tx;
   tx.source = source;
-  tx.warnings = parsed->warnings;
+  tx.warnings = std::move(parsed.warnings);
   // Runtimes of this file are visible to its jobs, and stored with them.
-  tx.staged = RuntimeCatalog::StageRuntimes(parsed->runtimes);
-  for (const auto& spec : parsed->jobs) {
+  tx.staged = RuntimeCatalog::StageRuntimes(parsed.runtimes);
+  for (const auto& spec : parsed.jobs) {
     if (const JobEntry* existing = held(spec.name); existing != nullptr) {
       TRAINLET_RETURN_IF_ERROR(CompareHeld(*existing, spec, source, now_ms, tx));
       continue;

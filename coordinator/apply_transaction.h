@@ -33,7 +33,12 @@ struct ApplyTransaction {
   // The job of that name already held, or null.
   using HeldJob = std::function<const JobEntry*(const std::string& name)>;
 
+  // Parses `yaml` (refusing what apply_limits.h refuses), then as below.
   static Result<ApplyTransaction> Prepare(const std::string& yaml, const std::string& source,
+                                          int64_t now_ms, const RuntimeCatalog& runtimes,
+                                          const HeldJob& held, const JobEntryOptions& options);
+  // A file already parsed and checked (ApplyParser, on its own thread).
+  static Result<ApplyTransaction> Prepare(trainjob::ParsedFile parsed, const std::string& source,
                                           int64_t now_ms, const RuntimeCatalog& runtimes,
                                           const HeldJob& held, const JobEntryOptions& options);
   // All or nothing. With min_free_bytes > 0 and anything to write, refuses first when the state

@@ -24,8 +24,7 @@ AttemptLauncher::AttemptLauncher(const NodeRegistry* registry, ExecAuthority* ex
       }) {}
 
 bool AttemptLauncher::Place(JobEntry& job, std::map<std::string, uint32_t>& used,
-                            const std::map<std::string, Resources>& used_resources,
-                            int64_t now_ms) {
+                            std::map<std::string, Resources>& used_resources, int64_t now_ms) {
   v1::JobStatus& st = job.record.status;
   GangRequest gang = job.gang;
   gang.num_nodes = st.num_nodes();
@@ -78,7 +77,10 @@ bool AttemptLauncher::Place(JobEntry& job, std::map<std::string, uint32_t>& used
   }
   const v1::JobStatus before = st;  // what stays if the placement cannot be stored
   RecordAttempt(job, req, placement->nodes, *layout, secret, now_ms);
-  for (const auto& n : placement->nodes) used[n] += job.procs_per_node;
+  for (const auto& n : placement->nodes) {
+    used[n] += job.procs_per_node;
+    if (!job.gang.resources.empty()) used_resources[n] += job.gang.resources;
+  }
   // The attempt is durable before any agent hears of it. When the store refuses it (a full or
   // read-only disk), nobody hears of it: the job stays as it was and is placed again later.
   if (Status s = owner_->Flush(); !s.ok()) {
@@ -86,7 +88,10 @@ bool AttemptLauncher::Place(JobEntry& job, std::map<std::string, uint32_t>& used
                   req.attempt, s.message());
     st = before;
     exec_->SetLauncherSecret(job.record.name, "");
-    for (const auto& n : placement->nodes) used[n] -= job.procs_per_node;
+    for (const auto& n : placement->nodes) {
+      used[n] -= job.procs_per_node;
+      if (!job.gang.resources.empty()) used_resources[n] -= job.gang.resources;
+    }
     owner_->MarkDirty(job);  // whatever else was unflushed still is
     return false;
   }

@@ -84,6 +84,7 @@ Status Coordinator::Init() {
 
   registry_ = std::make_unique<NodeRegistry>(config_.heartbeat_interval, config_.lost_timeout);
   registry_->BindNamesToKeys([this] { return zap_->KeysOf("agent"); });  // issue 19, defect 7
+  registry_->SetFullDisruptionRule(true);  // issue 19, defect 1: all silent at once is ours
   TRAINLET_RETURN_IF_ERROR(registry_->LoadCordons(store_.get()));
   JobControllerOptions options;
   options.exec_endpoint = exec_endpoint_;
@@ -98,6 +99,8 @@ Status Coordinator::Init() {
       jobs_.get(), registry_.get(), this, [this](const std::string& rid, v1::Envelope env) {
         if (!SendToRouterPeer(operators_, rid, env)) spdlog::debug("operator went away");
       });
+  apply_parser_ = std::make_unique<ApplyParser>(ctx_);
+  operator_service_->ParseAppliesOn(apply_parser_.get());
   exec_relay_ = std::make_unique<ExecRelay>(jobs_.get(), this,
                                             [this](const std::string& rid, v1::Envelope env) {
                                               if (!SendToRouterPeer(execs_, rid, env))
@@ -127,12 +130,7 @@ void Coordinator::AddLoopSources() {
               [this](short) { ops_->OnReadable(); });  // metrics HTTP, watchdog
   loop_.AddFd(signals_->fd(), EventLoop::kReadable, [this](short) { OnSignals(); });
   // Bounded batches keep one busy endpoint from starving the other.
-  loop_.AddSocket(agents_.handle(), EventLoop::kReadable, [this](short) {
-    for (int i = 0; i < 256; ++i) {
-      if (!(agents_.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
-      if (auto msg = ReceiveFromRouter(agents_, drops_)) OnAgentMessage(*msg);
-    }
-  });
+  loop_.AddSocket(agents_.handle(), EventLoop::kReadable, [this](short) { ReadAgentMessages(); });
   loop_.AddSocket(operators_.handle(), EventLoop::kReadable, [this](short) {
     for (int i = 0; i < 64; ++i) {
       if (!(operators_.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
@@ -147,6 +145,16 @@ void Coordinator::AddLoopSources() {
       }
     }
   });
+  // Applies parsed off the loop come back here to be stored and answered (apply_parser.h).
+  loop_.AddSocket(apply_parser_->notify_socket(), EventLoop::kReadable,
+                  [this](short) { operator_service_->OnApplyParsed(env_.WallUnixMs()); });
+}
+
+void Coordinator::ReadAgentMessages() {
+  for (int i = 0; i < 256; ++i) {
+    if (!(agents_.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
+    if (auto msg = ReceiveFromRouter(agents_, drops_)) OnAgentMessage(*msg);
+  }
 }
 
 Status Coordinator::WriteEndpoints() const {
@@ -331,7 +339,13 @@ std::optional<TimePoint> Coordinator::Tick(TimePoint now) {
   if (started_ == TimePoint{}) started_ = now;
   const int64_t now_ms = env_.WallUnixMs();
   ops_->Tick(now);  // READY=1 once, then STATUS=
-  for (const auto& lost : registry_->Tick(now)) {
+  // Beats that queued while the loop was busy are read before liveness is judged: a slow
+  // iteration is the coordinator's delay, not the nodes' silence (issue 19, defect 1). The
+  // batches are bounded, so a flood of messages cannot hold the tick either.
+  for (int batch = 0; batch < 16 && (agents_.get(zmq::sockopt::events) & ZMQ_POLLIN); ++batch) {
+    ReadAgentMessages();
+  }
+  for (const auto& lost : registry_->Tick(env_.MonotonicNow())) {
     const NodeEntry* e = registry_->Find(lost);
     jobs_->OnNodeLost(lost, now_ms, HoldAfterSilence(e->last_beat_unix_ms));
   }

@@ -4,9 +4,11 @@
 // Threading: one platform::EventLoop runs everything; its sources are the ZAP handler, the
 // operations endpoint (metrics, watchdog), a SignalWatch and the agent, operator and exec
 // sockets, registered in that order, which is the order their callbacks run when several are
-// ready (so a SIGTERM is seen before more requests are read). Every member is owned by the
-// thread that calls Run (or RunOnce). The caller prepares SIGTERM/SIGINT/SIGHUP first
-// (PrepareCoordinatorSignals).
+// ready (so a SIGTERM is seen before more requests are read), then the ApplyParser's notices.
+// The tick reads the queued agent messages before it judges liveness. Applied files are parsed
+// on the ApplyParser's thread (the one thread besides the loop's) and stored on the loop. Every
+// other member is owned by the thread that calls Run (or RunOnce). The caller prepares
+// SIGTERM/SIGINT/SIGHUP first (PrepareCoordinatorSignals).
 //
 // OS access goes through the platform::Env given to Create: the clocks (liveness and deadlines
 // use the monotonic clock only; the wall clock stamps records), the host name, the pid and the
@@ -26,6 +28,7 @@
 #include "common/platform/signal_watch.h"
 #include "common/zap_authenticator.h"
 #include "common/zmq_sockets.h"
+#include "coordinator/apply_parser.h"
 #include "coordinator/coordinator_ops.h"
 #include "coordinator/exec_relay.h"
 #include "coordinator/fence_table.h"
@@ -109,6 +112,9 @@ class Coordinator : public NodeSink {
   int64_t HoldAfterSilence(int64_t last_heard_ms) const;
   void OnSignals();
   Status WriteEndpoints() const;
+  // Reads up to one batch of agent messages (bounded, so one busy endpoint cannot starve the
+  // others); Tick also calls it before judging liveness.
+  void ReadAgentMessages();
   void OnAgentMessage(RouterMessage& msg);
   void OnOperatorMessage(RouterMessage& msg);
   void RefreshExecAllowlist();
@@ -131,6 +137,8 @@ class Coordinator : public NodeSink {
   // Owned by the loop.
   platform::EventLoop loop_;
   zmq::context_t ctx_;
+  // Parses applied files on its own thread; destroyed before ctx_ and after operator_service_.
+  std::unique_ptr<ApplyParser> apply_parser_;
   std::unique_ptr<ZapAuthenticator> zap_;
   zmq::socket_t agents_;
   zmq::socket_t operators_;

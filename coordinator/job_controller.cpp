@@ -6,6 +6,7 @@
 #include <climits>
 #include <set>
 
+#include "coordinator/apply_limits.h"
 #include "coordinator/apply_transaction.h"
 #include "coordinator/attempt_plan.h"
 #include "coordinator/gang_planner.h"
@@ -59,8 +60,18 @@ void JobController::Adopt(std::unique_ptr<Job> job) {
 
 Result<v1::ApplyResult> JobController::Apply(const std::string& yaml, const std::string& source,
                                              int64_t now_ms) {
+  auto parsed = trainjob::ParseDocuments(yaml);
+  if (!parsed.ok()) {
+    return InvalidError((source.empty() ? "" : source + ": ") + parsed.status().message());
+  }
+  TRAINLET_RETURN_IF_ERROR(CheckApplySizes(*parsed, source));
+  return Apply(std::move(parsed).value(), source, now_ms);
+}
+
+Result<v1::ApplyResult> JobController::Apply(trainjob::ParsedFile parsed, const std::string& source,
+                                             int64_t now_ms) {
   TRAINLET_ASSIGN_OR_RETURN(ApplyTransaction tx, ApplyTransaction::Prepare(
-                                                     yaml, source, now_ms, runtimes_,
+                                                     std::move(parsed), source, now_ms, runtimes_,
                                                      [this](const std::string& name) -> const Job* {
                                                        auto it = jobs_.find(name);
                                                        return it == jobs_.end() ? nullptr
@@ -94,7 +105,10 @@ void JobController::Schedule(int64_t now_ms) {
   EnforceDeadlines(now_ms);
   for (const auto& name : order_) launcher_.EnforceStartTimeout(*jobs_.at(name), now_ms);
   EnforceProgress(now_ms);  // job_progress_steps.cpp: stalls, coalesced progress writes
-  auto used = Usage().slots;
+  // What placed jobs hold, once per pass; Place keeps it current (issue 19, defect 1).
+  NodeUsage usage = Usage();
+  auto& used = usage.slots;
+  auto& used_resources = usage.resources;
   for (const auto& name : order_) {
     Job& job = *jobs_.at(name);
     const JobPhase p = PhaseOf(job.record.status);
@@ -110,7 +124,7 @@ void JobController::Schedule(int64_t now_ms) {
                       [](const auto& r) { return !RankEnded(r); });
       if (old_alive) continue;
     }
-    launcher_.Place(job, used, Usage().resources, now_ms);
+    launcher_.Place(job, used, used_resources, now_ms);
   }
 }
 

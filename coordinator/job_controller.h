@@ -94,6 +94,9 @@ class JobController : private AttemptLauncher::Owner {
 
   // Parses, validates and stores the TrainJobs and runtimes of one file, all or nothing.
   Result<v1::ApplyResult> Apply(const std::string& yaml, const std::string& source, int64_t now_ms);
+  // The same for a file ApplyParser parsed and checked off the loop (apply_parser.h).
+  Result<v1::ApplyResult> Apply(trainjob::ParsedFile parsed, const std::string& source,
+                                int64_t now_ms);
   // Asks every rank of the job to stop and removes the job once none runs. NotFound if absent.
   Result<v1::DeleteJobResult> Delete(const std::string& name, int64_t now_ms);
   // Sets spec.suspend, as `apply` of the same TrainJob with only suspend changed does (the
@@ -153,7 +156,7 @@ class JobController : private AttemptLauncher::Owner {
   uint64_t generation() const { return generation_; }
 
  private:
-  // Why 26 methods, one past the ~25 rule: the public ones are the coordinator's whole view of jobs
+  // Why 27 methods, past the ~25 rule: the public ones are the coordinator's whole view of jobs
   // (its loop, OperatorService, ExecRelay and CoordinatorOps call them); the private ones are the
   // lifecycle steps that need the job map, the store or the phase table. Whatever needs none of
   // them lives in the types listed at the top of this file.

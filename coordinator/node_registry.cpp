@@ -114,20 +114,45 @@ std::vector<std::string> NodeRegistry::Tick(Clock::time_point now) {
   std::vector<std::string> lost;
   // One missed beat, with half an interval of slack for scheduling jitter.
   const auto suspect_after = interval_ + interval_ / 2;
+  size_t live = 0, past_suspect = 0, past_lost = 0;
   for (auto& [name, e] : nodes_) {
+    if (e.state == NodeState::kLost) continue;
     const auto silent = now - e.last_beat;
-    // The wall-clock time of `now`, from the last beat's: Tick runs on the steady clock only.
-    const int64_t now_unix_ms =
-        e.last_beat_unix_ms + std::chrono::duration_cast<std::chrono::milliseconds>(silent).count();
+    ++live;
+    if (silent > suspect_after) ++past_suspect;
+    if (silent > lost_timeout_) ++past_lost;
     if (e.state == NodeState::kReady && silent > suspect_after) {
       e.state = NodeState::kSuspect;
-      e.state_since_unix_ms = now_unix_ms;
+      e.state_since_unix_ms = UnixMsAt(e, now);
       spdlog::warn("node {} is Suspect: no heartbeat for {} ms", name,
                    std::chrono::duration_cast<std::chrono::milliseconds>(silent).count());
     }
-    if (e.state == NodeState::kSuspect && silent > lost_timeout_) {
+  }
+  // Beats are staggered by up to an interval, so when the first node passes the lost timeout the
+  // others of an outage that hit them all are Suspect, not yet Lost: that is the test.
+  const bool disrupted =
+      full_disruption_rule_ && live >= 2 && past_suspect == live && past_lost > 0;
+  if (disrupted != full_disruption_) {
+    if (disrupted) {
+      spdlog::error(
+          "every node ({}) is silent at once: taking it as the coordinator's fault (full "
+          "disruption); no node is declared Lost until one is heard again",
+          live);
+    } else {
+      spdlog::warn("full disruption over: nodes are heard again");
+      disruption_ended_ = now;
+    }
+    full_disruption_ = disrupted;
+  }
+  if (disrupted) return lost;
+  for (auto& [name, e] : nodes_) {
+    const auto silent = now - e.last_beat;
+    // After a full disruption every node has a whole lost timeout to be heard again: their beats
+    // come back staggered, and a tick between two of them must not take the later for Lost.
+    if (e.state == NodeState::kSuspect &&
+        now - std::max(e.last_beat, disruption_ended_) > lost_timeout_) {
       e.state = NodeState::kLost;
-      e.state_since_unix_ms = now_unix_ms;
+      e.state_since_unix_ms = UnixMsAt(e, now);
       spdlog::error("node {} is Lost: no heartbeat for {} ms", name,
                     std::chrono::duration_cast<std::chrono::milliseconds>(silent).count());
       lost.push_back(name);
@@ -136,12 +161,21 @@ std::vector<std::string> NodeRegistry::Tick(Clock::time_point now) {
   return lost;
 }
 
+int64_t NodeRegistry::UnixMsAt(const NodeEntry& e, Clock::time_point now) {
+  // The wall-clock time of `now`, from the last beat's: Tick runs on the steady clock only.
+  return e.last_beat_unix_ms +
+         std::chrono::duration_cast<std::chrono::milliseconds>(now - e.last_beat).count();
+}
+
 NodeRegistry::Clock::time_point NodeRegistry::NextDeadline(Clock::time_point now) const {
   auto next = now + interval_;
   for (const auto& [name, e] : nodes_) {
     if (e.state == NodeState::kReady)
       next = std::min(next, e.last_beat + interval_ + interval_ / 2);
-    if (e.state == NodeState::kSuspect) next = std::min(next, e.last_beat + lost_timeout_);
+    // In a full disruption the nodes past the lost timeout wait for a beat, not a deadline.
+    const auto lost_at = std::max(e.last_beat, disruption_ended_) + lost_timeout_;
+    if (e.state == NodeState::kSuspect && !(full_disruption_ && lost_at <= now))
+      next = std::min(next, lost_at);
   }
   return std::max(next, now);
 }

@@ -7,6 +7,19 @@
 // bound by the agent allowlist: a key registers only the name its line gives it, even when that
 // name is free (after a coordinator restart, before the real node is back).
 //
+// Full disruption (SetFullDisruptionRule, as Kubernetes' node lifecycle controller stops evicting
+// when every node of a zone is NotReady at once): when two or more nodes are not Lost and every
+// one of them is silent past the Suspect threshold (one interval and a half) while one of them
+// passes `lost_timeout`, the silence is taken as the coordinator's (its loop stalled, its own
+// network went), not the nodes'. (Beats are staggered by up to an interval, so in an outage that
+// hits every node the first passes the lost timeout while the others are only Suspect; requiring
+// all to be past it would declare the first Lost.) None is declared Lost: they stay
+// Suspect (no new ranks go there) and their jobs keep their ranks, until one node beats again;
+// from then on each node has one more lost timeout to be heard before it is Lost. A lone node
+// cannot be told apart from its coordinator this way, and is declared Lost as before. The agents
+// keep their own rule: past the partition grace without hearing the coordinator, they stop their
+// ranks (agent/coordinator_link.h).
+//
 // Cordons (`trainletctl cordon`, `drain`) are kept by node name: they outlive the agent's
 // re-registrations, and with a store attached (LoadCordons) they are written before they take
 // effect and are read back at start, so they outlive a coordinator restart too; a stored cordon
@@ -78,6 +91,10 @@ class NodeRegistry {
   // has no registered node (it must register again, e.g. after a coordinator restart).
   const NodeEntry* Heartbeat(const std::string& public_key, const std::string& routing_id,
                              Clock::time_point now, int64_t now_unix_ms);
+  // Turns on the full disruption rule above (the coordinator does; off by default).
+  void SetFullDisruptionRule(bool on) { full_disruption_rule_ = on; }
+  // Whether the last Tick held every node back from Lost under that rule.
+  bool full_disruption() const { return full_disruption_; }
   // Moves nodes along Ready -> Suspect -> Lost. Returns the names that became Lost now.
   std::vector<std::string> Tick(Clock::time_point now);
   // When Tick next has something to do.
@@ -109,10 +126,15 @@ class NodeRegistry {
 
  private:
   Status CheckNameBinding(const std::string& name, const std::string& public_key) const;
+  // The wall-clock time of `now` for `e`, from its last beat's.
+  static int64_t UnixMsAt(const NodeEntry& e, Clock::time_point now);
 
   std::function<const Allowlist*()> allowlist_;  // empty: names are not bound by the allowlist
   std::chrono::milliseconds interval_;
   std::chrono::milliseconds lost_timeout_;
+  bool full_disruption_rule_ = false;
+  bool full_disruption_ = false;
+  Clock::time_point disruption_ended_{};             // when the last full disruption ended
   std::map<std::string, NodeEntry> nodes_;           // by name
   std::map<std::string, std::string> by_key_;        // public key -> name
   NodeCordonStore* store_ = nullptr;                 // not owned; null: cordons are not stored

@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <stdexcept>
+
+#include "common/envelope.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/rank_state_machine.h"
 
@@ -19,7 +22,48 @@ bool HasCondition(const v1::JobStatus& job, std::string_view type) {
 
 }  // namespace
 
+std::string JobPageToken(const v1::JobStatus& last) {
+  return std::to_string(last.created_unix_ms()) + "/" + last.name();
+}
+
+Result<size_t> JobPageStart(const std::vector<const v1::JobStatus*>& jobs,
+                            const std::string& token) {
+  if (token.empty()) return size_t{0};
+  const size_t slash = token.find('/');
+  int64_t created = 0;
+  try {
+    size_t used = 0;
+    created = std::stoll(token.substr(0, slash), &used);
+    if (slash == std::string::npos || used != slash) throw std::invalid_argument(token);
+  } catch (const std::exception&) {
+    return InvalidError("continue token \"" + token + "\" is not one a page of trainjobs gave");
+  }
+  const std::string name = token.substr(slash + 1);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (jobs[i]->name() == name) return i + 1;
+  }
+  // The last job of the page was deleted since: go on with the first created after it.
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (jobs[i]->created_unix_ms() > created) return i;
+  }
+  return jobs.size();
+}
+
 void OperatorService::Respond(const std::string& routing_id, v1::OperatorResponse response) {
+  // Room for the envelope around the response; a larger answer would be dropped by the client.
+  constexpr size_t kMaxResponseBytes = kMaxMessageBytes - (64u << 10);
+  if (const size_t size = response.ByteSizeLong(); size > kMaxResponseBytes) {
+    spdlog::warn("answer to operator request {} not sent: response too large ({} bytes)",
+                 response.request_id(), size);
+    const uint64_t id = response.request_id();
+    response.Clear();
+    response.set_request_id(id);
+    response.set_error(
+        "response too large: " + std::to_string(size) + " bytes, more than the " +
+        std::to_string(kMaxResponseBytes) +
+        " one answer may carry (list in pages: trainletctl get trainjobs --limit N)");
+    response.set_error_code(ErrorCodeName(ErrorCode::kInvalid));
+  }
   v1::Envelope env;
   *env.mutable_operator_response() = std::move(response);
   reply_(routing_id, std::move(env));
@@ -49,13 +93,22 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
   };
   switch (req.body_case()) {
     case v1::OperatorRequest::kApply:
+      if (parser_ != nullptr) {
+        auto ticket = parser_->Submit(req.apply().yaml(), req.apply().source_name());
+        if (!ticket.ok()) {
+          failed = ticket.status();
+          break;
+        }
+        applies_[*ticket] = {routing_id, req.request_id(), req.apply().source_name()};
+        return;
+      }
       take(jobs_->Apply(req.apply().yaml(), req.apply().source_name(), now_ms), r.mutable_apply());
       break;
     case v1::OperatorRequest::kGetNodes:
       ListNodes(*r.mutable_nodes());
       break;
     case v1::OperatorRequest::kGetJobs:
-      failed = ListJobs(req.get_jobs().name(), *r.mutable_jobs());
+      failed = ListJobs(req.get_jobs(), *r.mutable_jobs());
       break;
     case v1::OperatorRequest::kDeleteJob:
       take(jobs_->Delete(req.delete_job().name(), now_ms), r.mutable_delete_job());
@@ -85,6 +138,29 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
   Respond(routing_id, std::move(r));
 }
 
+void OperatorService::OnApplyParsed(int64_t now_ms) {
+  if (parser_ == nullptr) return;
+  for (auto& parsed : parser_->TakeParsed()) {
+    auto it = applies_.find(parsed.ticket);
+    TRAINLET_CHECK(it != applies_.end());
+    const PendingApply p = std::move(it->second);
+    applies_.erase(it);
+    if (!parsed.file.ok()) {
+      Fail(p.routing_id, p.request_id, parsed.file.status().code(), parsed.file.status().message());
+      continue;
+    }
+    auto result = jobs_->Apply(std::move(parsed.file).value(), p.source, now_ms);
+    if (!result.ok()) {
+      Fail(p.routing_id, p.request_id, result.status().code(), result.status().message());
+      continue;
+    }
+    v1::OperatorResponse r;
+    r.set_request_id(p.request_id);
+    *r.mutable_apply() = std::move(result).value();
+    Respond(p.routing_id, std::move(r));
+  }
+}
+
 void OperatorService::ListNodes(v1::NodeList& list) const {
   for (const auto& [name, e] : nodes_->nodes()) {
     auto* n = list.add_nodes();
@@ -106,14 +182,31 @@ void OperatorService::ListNodes(v1::NodeList& list) const {
   FillUsedResources(list);
 }
 
-Status OperatorService::ListJobs(const std::string& name, v1::JobList& list) const {
-  if (name.empty()) {
-    for (const v1::JobStatus* j : jobs_->List()) *list.add_jobs() = *j;
+Status OperatorService::ListJobs(const v1::GetJobsRequest& request, v1::JobList& list) const {
+  if (!request.name().empty()) {
+    const v1::JobStatus* j = jobs_->Find(request.name());
+    if (j == nullptr) {
+      return Status(ErrorCode::kNotFound, "trainjob/" + request.name() + " not found");
+    }
+    *list.add_jobs() = *j;
     return Status::Ok();
   }
-  const v1::JobStatus* j = jobs_->Find(name);
-  if (j == nullptr) return Status(ErrorCode::kNotFound, "trainjob/" + name + " not found");
-  *list.add_jobs() = *j;
+  const std::vector<const v1::JobStatus*> all = jobs_->List();
+  TRAINLET_ASSIGN_OR_RETURN(const size_t first, JobPageStart(all, request.continue_token()));
+  size_t bytes = 0;
+  size_t i = first;
+  for (; i < all.size(); ++i) {
+    if (request.limit() != 0 && i - first >= request.limit()) break;
+    if (request.limit() != 0 && i > first && bytes >= kJobPageBytes) break;
+    v1::JobStatus* j = list.add_jobs();
+    *j = *all[i];
+    j->clear_command();  // the spec stays with the job: get trainjobs NAME, describe
+    bytes += j->ByteSizeLong();
+  }
+  if (i < all.size()) {
+    list.set_continue_token(JobPageToken(*all[i - 1]));
+    list.set_remaining(static_cast<uint32_t>(all.size() - i));
+  }
   return Status::Ok();
 }
 

@@ -4,6 +4,11 @@
 // `wait` is held until the job meets the condition or its timeout passes, and `logs` is relayed
 // to the agent that holds the rank's log file and answered when the agent replies.
 //
+// Every answer fits in one message (kMaxMessageBytes, common/envelope.h): lists come in pages
+// (GetJobsRequest.limit and continue_token) of at most kJobPageBytes, and an answer that would
+// still be larger is replaced by an Invalid error saying "response too large", since the client
+// would otherwise drop it and report a coordinator that "did not answer".
+//
 // Owned by the coordinator's loop; no locks.
 #pragma once
 
@@ -11,11 +16,25 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
+#include "coordinator/apply_parser.h"
 #include "coordinator/job_controller.h"
 #include "coordinator/node_registry.h"
 
 namespace trainlet::coordinator {
+
+// A page of `get trainjobs` stops once its jobs reach this many bytes (at least one job is always
+// sent), half the message cap, so the page and its envelope always fit.
+inline constexpr size_t kJobPageBytes = 4u << 20;
+
+// Paging of `get trainjobs` in creation order. The token names the page's last job and its
+// creation time: the next page starts after that job or, when it was deleted meanwhile, at the
+// first job created after it (jobs created in the same millisecond after it may then be missed,
+// as a kubectl list may miss objects changed between pages). Invalid for a malformed token.
+std::string JobPageToken(const v1::JobStatus& last);
+Result<size_t> JobPageStart(const std::vector<const v1::JobStatus*>& jobs,
+                            const std::string& token);
 
 class OperatorService {
  public:
@@ -27,6 +46,13 @@ class OperatorService {
 
   void Handle(const std::string& routing_id, const v1::OperatorRequest& request,
               Clock::time_point now, int64_t now_ms);
+  // From then on, an apply's file is parsed and checked on `parser`'s thread, and stored and
+  // answered when the loop calls OnApplyParsed; without it (unit tests), Handle applies at once.
+  // `parser` must outlive the service.
+  void ParseAppliesOn(ApplyParser* parser) { parser_ = parser; }
+  // Finishes the applies whose files `parser` has parsed: stores them (JobController::Apply) and
+  // answers, in the order they were submitted.
+  void OnApplyParsed(int64_t now_ms);
   // An agent's answer to a LogRead this service sent.
   void OnLogChunk(const v1::LogChunk& chunk);
   // Answers waits whose job changed or whose time ran out, and gives up on silent agents.
@@ -58,8 +84,9 @@ class OperatorService {
                 const v1::WaitJobRequest& request, Clock::time_point now);
   // get nodes: every node with its conditions, used slots and resources.
   void ListNodes(v1::NodeList& list) const;
-  // get trainjobs: every job, or the one named (NotFound naming it when absent).
-  Status ListJobs(const std::string& name, v1::JobList& list) const;
+  // get trainjobs: the one named, with its spec (NotFound naming it when absent), or a page of
+  // the list without specs (see GetJobsRequest). Invalid for a continue token that is not one.
+  Status ListJobs(const v1::GetJobsRequest& request, v1::JobList& list) const;
   // cordon / uncordon; errors (an unknown node) from the registry.
   Status Cordon(const v1::CordonNodeRequest& request, v1::CordonNodeResult& result);
   // Nodes (operator_nodes.cpp): conditions and resources for get nodes, and drain.
@@ -70,8 +97,16 @@ class OperatorService {
   void HandleLogs(const std::string& routing_id, uint64_t request_id, const v1::LogsRequest& req,
                   Clock::time_point now);
 
+  struct PendingApply {
+    std::string routing_id;
+    uint64_t request_id;
+    std::string source;
+  };
+
   JobController* jobs_;
   NodeRegistry* nodes_;
+  ApplyParser* parser_ = nullptr;             // not owned; null: applies are parsed here
+  std::map<uint64_t, PendingApply> applies_;  // by ApplyParser ticket
   NodeSink* agents_;
   Reply reply_;
   std::vector<PendingWait> waits_;

@@ -12,8 +12,11 @@
 
 namespace trainlet::cli {
 
-// The most one apply may carry: the message cap less room for the request around the YAML.
-inline constexpr size_t kMaxApplyBytes = (8u << 20) - (64u << 10);
+// The most one apply may carry: what the coordinator's parser takes (trainjob::kMaxYamlBytes,
+// 4 MiB), well under the message cap. The coordinator also refuses more than 2,000 documents in
+// one file (coordinator/apply_limits.h), the size measured to keep its loop on time
+// (docs/operations.md, "Large applies and long lists").
+inline constexpr size_t kMaxApplyBytes = 4u << 20;
 
 // Reads `file` ("-": stdin) and checks it. Invalid, starting "-f FILE: ", when it cannot be read,
 // is empty or only whitespace, is over `max_bytes`, or is not UTF-8 (naming the first bad byte's

@@ -63,6 +63,32 @@ std::string NormalizeKind(std::string kind, std::string& name) {
   return "";
 }
 
+// Every job, or the first paging.limit, a page of paging.chunk_size at a time. Jobs come without
+// their specs (GetJobsRequest). When --limit cut the list, the result keeps the continue token and
+// the count of jobs after it.
+Result<v1::JobList> FetchJobPages(CoordinatorClient& client, const ListPaging& paging) {
+  v1::JobList all;
+  std::string token;
+  do {
+    uint32_t want = paging.chunk_size;
+    if (paging.limit != 0) {
+      const uint32_t left = paging.limit - static_cast<uint32_t>(all.jobs_size());
+      want = want == 0 ? left : std::min(want, left);
+    }
+    v1::OperatorRequest req;
+    req.mutable_get_jobs()->set_limit(want);
+    req.mutable_get_jobs()->set_continue_token(token);
+    TRAINLET_ASSIGN_OR_RETURN(v1::OperatorResponse resp, client.Call(req));
+    v1::JobList* page = resp.mutable_jobs();
+    for (auto& j : *page->mutable_jobs()) *all.add_jobs() = std::move(j);
+    token = page->continue_token();
+    all.set_continue_token(token);
+    all.set_remaining(page->remaining());
+  } while (!token.empty() &&
+           (paging.limit == 0 || static_cast<uint32_t>(all.jobs_size()) < paging.limit));
+  return all;
+}
+
 }  // namespace
 
 int64_t ParseDuration(const std::string& text) {
@@ -82,7 +108,8 @@ int64_t ParseDuration(const std::string& text) {
   return static_cast<int64_t>(value * it->second);
 }
 
-int CmdGet(const CommonFlags& f, const std::string& kind_arg, const std::string& name_arg) {
+int CmdGet(const CommonFlags& f, const std::string& kind_arg, const std::string& name_arg,
+           const ListPaging& paging) {
   std::string name = name_arg;
   const std::string kind = NormalizeKind(kind_arg, name);
   if (kind.empty())
@@ -96,6 +123,19 @@ int CmdGet(const CommonFlags& f, const std::string& kind_arg, const std::string&
   v1::OperatorRequest req;
   if (kind == "node") {
     req.mutable_get_nodes();
+  } else if (name.empty()) {
+    auto jobs = FetchJobPages(**client, paging);
+    if (!jobs.ok()) return Error(jobs.status());
+    if (jobs->jobs_size() == 0 && *format == OutputFormat::kTable) {
+      std::cerr << "No trainjobs found.\n";
+      return 0;
+    }
+    std::cout << RenderJobs(*jobs, *format, NowUnixMs());
+    if (!jobs->continue_token().empty() && *format != OutputFormat::kJson &&
+        *format != OutputFormat::kYaml) {
+      std::cerr << "(" << jobs->remaining() << " more trainjobs not shown: raise --limit)\n";
+    }
+    return 0;
   } else {
     req.mutable_get_jobs()->set_name(name);
   }

@@ -2,6 +2,7 @@
 // prints its own errors ("error: ..." on stderr).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace trainlet::cli {
@@ -11,7 +12,15 @@ struct CommonFlags {
   std::string output;  // -o
 };
 
-int CmdGet(const CommonFlags& f, const std::string& kind, const std::string& name);
+// How `get trainjobs` pages through the list (GetJobsRequest.limit and continue_token), as
+// kubectl's --limit and --chunk-size.
+struct ListPaging {
+  uint32_t limit = 0;         // show at most this many jobs; 0: every one
+  uint32_t chunk_size = 500;  // jobs asked for per request; 0: all in one (may be too large)
+};
+
+int CmdGet(const CommonFlags& f, const std::string& kind, const std::string& name,
+           const ListPaging& paging = {});
 int CmdDescribe(const CommonFlags& f, const std::string& kind, const std::string& name);
 // With `wait`, then waits on the same connection until every TrainJob the file created or
 // configured is Complete (0) or one is Failed (1, with its reason); `timeout` "0" waits forever.

@@ -55,7 +55,18 @@ Result<v1::OperatorResponse> CoordinatorClient::Call(v1::OperatorRequest request
   });
   if (monitor_.handle() != nullptr) {
     loop.AddSocket(monitor_.handle(), Loop::kReadable, [&](short) {
-      if (Status refused = OnHandshakeEvent(&connected); !refused.ok()) finish(refused);
+      const bool was_connected = connected;
+      if (Status refused = OnHandshakeEvent(&connected); !refused.ok()) return finish(refused);
+      // The connection dropped with the request out: its answer will never come on this one.
+      // The socket cuts a peer whose message is over kMaxMessageBytes, so that is the likely
+      // cause; the other is a coordinator that stopped.
+      if (sent && was_connected && !connected) {
+        finish(UnavailableError(
+            "the coordinator at " + endpoint_ +
+            " closed the connection before answering: the response was too large (over the " +
+            std::to_string(kMaxMessageBytes) +
+            " bytes one message may carry), or the coordinator stopped"));
+      }
     });
   }
   loop.AddSocket(socket_.handle(), Loop::kReadable, [&](short) {
@@ -68,11 +79,14 @@ Result<v1::OperatorResponse> CoordinatorClient::Call(v1::OperatorRequest request
 }
 
 Status CoordinatorClient::OnHandshakeEvent(bool* connected) {
-  switch (monitor_.Read().value_or(HandshakeEvent::kDisconnected)) {
+  const std::optional<HandshakeEvent> event = monitor_.Read();
+  if (!event) return Status::Ok();  // nothing after all
+  switch (*event) {
     case HandshakeEvent::kSucceeded:
       *connected = true;
       return Status::Ok();
     case HandshakeEvent::kDisconnected:
+      *connected = false;
       return Status::Ok();
     case HandshakeEvent::kRefusedKey:
       return PermissionError("the coordinator at " + endpoint_ +

@@ -27,6 +27,7 @@ void AddGetCommand(CLI::App& app, CommonFlags& common, int& rc) {
       "List nodes or trainjobs\n  trainletctl get nodes -o wide\n  trainletctl get trainjobs");
   struct Args {
     std::string kind, name;
+    ListPaging paging;
   };
   auto a = std::make_shared<Args>();
   get->add_option("kind", a->kind,
@@ -35,7 +36,14 @@ void AddGetCommand(CLI::App& app, CommonFlags& common, int& rc) {
       ->required();
   get->add_option("name", a->name, "Only this one");
   get->add_option("-o,--output", common.output, "json | yaml | wide | name");
-  get->callback([&common, &rc, a] { rc = CmdGet(common, a->kind, a->name); });
+  get->add_option("--limit", a->paging.limit,
+                  "trainjobs: show at most this many (the oldest first); 0 shows every one")
+      ->capture_default_str();
+  get->add_option("--chunk-size", a->paging.chunk_size,
+                  "trainjobs: fetch the list in pages of this many, as kubectl; 0 asks for it in "
+                  "one answer, which fails when it is too large")
+      ->capture_default_str();
+  get->callback([&common, &rc, a] { rc = CmdGet(common, a->kind, a->name, a->paging); });
 }
 
 void AddDescribeCommand(CLI::App& app, CommonFlags& common, int& rc) {

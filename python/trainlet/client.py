@@ -62,9 +62,17 @@ class TrainerClient:
 
     def list_jobs(self, runtime=None):
         """Every TrainJob, oldest first; with ``runtime``, only those on it."""
-        req = self._ops.OperatorRequest()
-        req.get_jobs.name = ""
-        jobs = [job_view.train_job_of(j) for j in self._call(req).jobs.jobs]
+        jobs, token = [], ""
+        while True:  # in pages, as trainletctl get trainjobs: one answer may not hold them all
+            req = self._ops.OperatorRequest()
+            req.get_jobs.name = ""
+            req.get_jobs.limit = 500
+            req.get_jobs.continue_token = token
+            page = self._call(req).jobs
+            jobs += [job_view.train_job_of(j) for j in page.jobs]
+            token = page.continue_token
+            if not token:
+                break
         if runtime is not None:
             want = runtime if isinstance(runtime, str) else runtime.name
             jobs = [j for j in jobs if j.runtime.name == want]

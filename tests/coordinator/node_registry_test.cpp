@@ -333,5 +333,72 @@ TEST_F(NodeNameBindingTest, NoListRefusesEveryone) {
   EXPECT_EQ(RegisterAs("node-1", "key1").code(), ErrorCode::kPermission);
 }
 
+// Issue 19, defect 1: when every node goes silent at once, the coordinator is the likely cause
+// (its loop stalled, its network went), as Kubernetes' "full disruption": no node is Lost.
+TEST_F(NodeRegistryTest, FullDisruptionDeclaresNoNodeLost) {
+  registry_.SetFullDisruptionRule(true);
+  RegisterOk("n1", "key1");
+  RegisterOk("n2", "key2", 100);
+  EXPECT_TRUE(registry_.Tick(At(2000)).empty());
+  EXPECT_EQ(StateOf("n1"), NodeState::kSuspect);
+  EXPECT_FALSE(registry_.full_disruption());
+  // Both past the lost timeout at once: both stay Suspect, however long it lasts.
+  EXPECT_TRUE(registry_.Tick(At(3200)).empty());
+  EXPECT_TRUE(registry_.full_disruption());
+  EXPECT_TRUE(registry_.Tick(At(60000)).empty());
+  EXPECT_EQ(StateOf("n1"), NodeState::kSuspect);
+  EXPECT_EQ(StateOf("n2"), NodeState::kSuspect);
+  // Nothing to time out while it lasts: the loop does not spin on a deadline in the past.
+  EXPECT_EQ(registry_.NextDeadline(At(60000)), At(61000));
+  // n1 is heard again: the disruption is over. n2 has one more lost timeout to be heard (beats
+  // come back staggered), then, still silent, it is Lost.
+  ASSERT_NE(registry_.Heartbeat("key1", "rid-key1", At(60100), kUnix0 + 60100), nullptr);
+  EXPECT_TRUE(registry_.Tick(At(60200)).empty());
+  EXPECT_FALSE(registry_.full_disruption());
+  EXPECT_EQ(StateOf("n1"), NodeState::kReady);
+  EXPECT_EQ(registry_.NextDeadline(At(61000)), At(61600));  // n1 Suspect at 60100 + 1500
+  ASSERT_NE(registry_.Heartbeat("key1", "rid-key1", At(63000), kUnix0 + 63000), nullptr);
+  EXPECT_TRUE(registry_.Tick(At(63100)).empty());
+  EXPECT_EQ(registry_.Tick(At(63201)), std::vector<std::string>{"n2"});
+  EXPECT_EQ(StateOf("n1"), NodeState::kReady);
+}
+
+// The beats of an outage's nodes are staggered: the first passes the lost timeout while the
+// last is only Suspect. Still a full disruption.
+TEST_F(NodeRegistryTest, FullDisruptionWithStaggeredLastBeats) {
+  registry_.SetFullDisruptionRule(true);
+  RegisterOk("n1", "key1");
+  RegisterOk("n2", "key2", 900);
+  EXPECT_TRUE(registry_.Tick(At(3100)).empty());  // n1 silent 3.1 s, n2 2.2 s
+  EXPECT_TRUE(registry_.full_disruption());
+  EXPECT_EQ(StateOf("n1"), NodeState::kSuspect);
+  EXPECT_EQ(StateOf("n2"), NodeState::kSuspect);
+}
+
+TEST_F(NodeRegistryTest, FullDisruptionNeedsEveryLiveNodeSilent) {
+  registry_.SetFullDisruptionRule(true);
+  RegisterOk("n1", "key1");
+  RegisterOk("n2", "key2");
+  RegisterOk("n3", "key3");
+  // n3 beats; n1 and n2 are silent: a partial disruption, judged node by node.
+  ASSERT_NE(registry_.Heartbeat("key3", "rid-key3", At(2900), kUnix0 + 2900), nullptr);
+  auto lost = registry_.Tick(At(3100));
+  std::sort(lost.begin(), lost.end());
+  EXPECT_EQ(lost, (std::vector<std::string>{"n1", "n2"}));
+  EXPECT_FALSE(registry_.full_disruption());
+}
+
+TEST_F(NodeRegistryTest, ALoneSilentNodeIsLostEvenWithTheRule) {
+  registry_.SetFullDisruptionRule(true);
+  RegisterOk("n1", "key1");
+  EXPECT_EQ(registry_.Tick(At(3100)), std::vector<std::string>{"n1"});
+}
+
+TEST_F(NodeRegistryTest, WithoutTheRuleEverySilentNodeIsLost) {
+  RegisterOk("n1", "key1");
+  RegisterOk("n2", "key2");
+  EXPECT_EQ(registry_.Tick(At(3100)).size(), 2u);
+}
+
 }  // namespace
 }  // namespace trainlet::coordinator
