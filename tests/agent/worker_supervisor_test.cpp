@@ -198,7 +198,7 @@ TEST_F(SupervisorTest, ExitCodeAndBothStreamsInLog) {
   EXPECT_EQ(ReadFile(l.log_path), "out\nerr\n");
   struct stat st;
   ASSERT_EQ(stat(l.log_path.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);  // the rank's output is its user's alone (issue 19)
 
   // A second run appends rather than truncates.
   l.attempt = 2;
