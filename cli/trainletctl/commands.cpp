@@ -63,6 +63,22 @@ std::string NormalizeKind(std::string kind, std::string& name) {
   return "";
 }
 
+// The jobs of `jobs` applied as `source_kind` (JobStatus.source_kind: "PyTorchJob", ...).
+v1::JobList OfSourceKind(const v1::JobList& jobs, const std::string& source_kind) {
+  v1::JobList of_kind;
+  for (const auto& j : jobs.jobs()) {
+    if (j.source_kind() == source_kind) *of_kind.add_jobs() = j;
+  }
+  return of_kind;
+}
+
+// "trainjobs", or "pytorchjobs" for "PyTorchJob", for "No ... found".
+std::string LowerPlural(const std::string& source_kind) {
+  std::string lower = source_kind.empty() ? "trainjob" : source_kind;
+  std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+  return lower + "s";
+}
+
 // Every job, or the first paging.limit, a page of paging.chunk_size at a time. Jobs come without
 // their specs (GetJobsRequest). When --limit cut the list, the result keeps the continue token and
 // the count of jobs after it.
@@ -126,8 +142,11 @@ int CmdGet(const CommonFlags& f, const std::string& kind_arg, const std::string&
   } else if (name.empty()) {
     auto jobs = FetchJobPages(**client, paging);
     if (!jobs.ok()) return Error(jobs.status());
+    // `get pytorchjobs` lists the jobs applied as PyTorchJobs, under their own kind.
+    const std::string source_kind = SourceKindOf(kind_arg);
+    if (!source_kind.empty()) *jobs = OfSourceKind(*jobs, source_kind);
     if (jobs->jobs_size() == 0 && *format == OutputFormat::kTable) {
-      std::cerr << "No trainjobs found.\n";
+      std::cerr << "No " << LowerPlural(source_kind) << " found.\n";
       return 0;
     }
     std::cout << RenderJobs(*jobs, *format, NowUnixMs());
@@ -161,10 +180,7 @@ int CmdGet(const CommonFlags& f, const std::string& kind_arg, const std::string&
     // `get pytorchjobs` lists the jobs applied as PyTorchJobs, under their own kind.
     const std::string source_kind = SourceKindOf(kind_arg);
     if (!source_kind.empty()) {
-      v1::JobList of_kind;
-      for (const auto& j : jobs.jobs()) {
-        if (j.source_kind() == source_kind) *of_kind.add_jobs() = j;
-      }
+      v1::JobList of_kind = OfSourceKind(jobs, source_kind);
       if (!name.empty() && of_kind.jobs_size() == 0 && jobs.jobs_size() > 0) {
         return Error(source_kind + "/" + name + " not found (trainjob/" + name + " is a " +
                      (jobs.jobs(0).source_kind().empty() ? std::string("TrainJob")
@@ -174,9 +190,7 @@ int CmdGet(const CommonFlags& f, const std::string& kind_arg, const std::string&
       jobs = std::move(of_kind);
     }
     if (jobs.jobs_size() == 0 && *format == OutputFormat::kTable) {
-      std::string lower = source_kind.empty() ? "trainjob" : source_kind;
-      std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-      std::cerr << "No " << lower << "s found.\n";
+      std::cerr << "No " << LowerPlural(source_kind) << " found.\n";
       return 0;
     }
     std::cout << RenderJobs(jobs, *format, NowUnixMs());
