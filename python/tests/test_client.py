@@ -79,6 +79,9 @@ class FakeJobs:
         return r
 
     def on_logs(self, l):
+        if l.rank not in self.logs:  # placed, not started yet: its agent has no log for it
+            return response(error=f"no log for rank {l.rank} of job attempt 1 on node node-1",
+                            error_code="NotFound")
         data = self.logs.get(l.rank, b"")
         r = response()
         chunk = data[l.offset:l.offset + 5]  # small chunks: lines span reads
@@ -229,6 +232,24 @@ class ClientTest(unittest.TestCase):
         threading.Timer(0.5, later).start()
         rest = list(it)
         self.assertEqual(sorted(rest), ["[rank 0] second", "[rank 1] from one"])
+
+    def test_follow_waits_for_a_placed_rank_that_has_no_log_yet(self):
+        self.jobs.jobs["job"] = two_by_two()
+        self.jobs.logs[0] = b"first\n"  # rank 1 is placed but has not started: no log yet
+        it = self.client.get_job_logs("job", step="node-0", follow=True)
+        self.assertEqual(next(it), "[rank 0] first")
+
+        def later():
+            with self.jobs.lock:
+                self.jobs.logs[1] = b"started late\n"
+                self.jobs.done.update({0, 1})
+
+        threading.Timer(0.5, later).start()
+        self.assertEqual(list(it), ["[rank 1] started late"])
+        # Without follow, the missing log is the coordinator's answer.
+        self.jobs.logs.pop(1)
+        with self.assertRaisesRegex(TrainletError, "no log for rank 1"):
+            list(self.client.get_job_logs("job", step="rank-1"))
 
     def test_logs_before_the_job_started(self):
         j = two_by_two(phase=PHASE.Value("JOB_PHASE_PENDING"))

@@ -12,7 +12,7 @@ import time
 from trainlet import job_view
 from trainlet import types as t
 from trainlet.display import JobProgressDisplay
-from trainlet.errors import TrainletError
+from trainlet.errors import NotFoundError, TrainletError
 
 _CHUNK_BYTES = 256 << 10
 _IDLE_SLEEP_S = 0.2
@@ -84,7 +84,16 @@ class LogStream:
         req.logs.offset = log.offset
         req.logs.max_bytes = _CHUNK_BYTES
         req.logs.attempt = self._attempt
-        chunk = self._client._call(req).logs
+        try:
+            chunk = self._client._call(req).logs
+        except NotFoundError:
+            # The rank is placed but its agent has not started it yet, so it has no log: when
+            # following, wait for it, unless the job has ended (a rank that never started).
+            if not self._follow:
+                raise
+            if job_view.phase_of(self._client._job_status(self._name)) in ("Succeeded", "Failed"):
+                log.done = True
+            return [], False
         if self._attempt == 0:
             self._attempt = chunk.attempt
         log.offset = chunk.next_offset
