@@ -21,11 +21,9 @@ Status CompareHeld(const JobEntry& existing, const trainjob::TrainJob& spec,
 
 }  // namespace
 
-Result<ApplyTransaction> ApplyTransaction::Prepare(const std::string& yaml,
-                                                   const std::string& source, int64_t now_ms,
-                                                   const RuntimeCatalog& runtimes,
-                                                   const HeldJob& held,
-                                                   const JobEntryOptions& options) {
+Result<trainjob::ParsedFile> ApplyTransaction::Parse(const std::string& yaml,
+                                                     const std::string& source,
+                                                     const HeldJob& held) {
   // A TrainJob applied again is laid over the stored one, as kubectl applies: what it leaves out
   // is no change (trainjob_model.h, ParseDocuments).
   const trainjob::StoredDocument stored =
@@ -40,7 +38,26 @@ Result<ApplyTransaction> ApplyTransaction::Prepare(const std::string& yaml,
     return InvalidError((source.empty() ? "" : source + ": ") + parsed.status().message());
   }
   TRAINLET_RETURN_IF_ERROR(CheckApplySizes(*parsed, source));
-  return Prepare(std::move(parsed).value(), source, now_ms, runtimes, held, options);
+  return parsed;
+}
+
+bool ApplyTransaction::NamesHeldJob(const trainjob::ParsedFile& parsed, const HeldJob& held) {
+  for (const auto& spec : parsed.jobs) {
+    if (held(spec.name) != nullptr) return true;
+  }
+  for (const auto& converted : parsed.converted) {
+    if (held(converted.job.name) != nullptr) return true;
+  }
+  return false;
+}
+
+Result<ApplyTransaction> ApplyTransaction::Prepare(const std::string& yaml,
+                                                   const std::string& source, int64_t now_ms,
+                                                   const RuntimeCatalog& runtimes,
+                                                   const HeldJob& held,
+                                                   const JobEntryOptions& options) {
+  TRAINLET_ASSIGN_OR_RETURN(trainjob::ParsedFile parsed, Parse(yaml, source, held));
+  return Prepare(std::move(parsed), source, now_ms, runtimes, held, options);
 }
 
 Result<ApplyTransaction> ApplyTransaction::Prepare(trainjob::ParsedFile parsed,
@@ -66,7 +83,7 @@ Result<ApplyTransaction> ApplyTransaction::Prepare(trainjob::ParsedFile parsed,
   }
   // Training Operator jobs, each with the runtime made for it (not a catalog runtime: it is
   // stored with the job). The job keeps the kind it was applied as, and its notes.
-  for (const auto& converted : parsed->converted) {
+  for (const auto& converted : parsed.converted) {
     const trainjob::TrainJob& spec = converted.job;
     if (const JobEntry* existing = held(spec.name); existing != nullptr) {
       TRAINLET_RETURN_IF_ERROR(CompareHeld(*existing, spec, source, now_ms, tx));

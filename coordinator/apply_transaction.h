@@ -33,7 +33,14 @@ struct ApplyTransaction {
   // The job of that name already held, or null.
   using HeldJob = std::function<const JobEntry*(const std::string& name)>;
 
-  // Parses `yaml` (refusing what apply_limits.h refuses), then as below.
+  // Parses `yaml` as apply does: a TrainJob of a held name is laid over its stored document, as
+  // kubectl applies (what it leaves out is no change), and what apply_limits.h refuses is
+  // refused. Errors name `source`.
+  static Result<trainjob::ParsedFile> Parse(const std::string& yaml, const std::string& source,
+                                            const HeldJob& held);
+  // Whether `parsed` names a TrainJob (or a converted Training Operator job) already held.
+  static bool NamesHeldJob(const trainjob::ParsedFile& parsed, const HeldJob& held);
+  // Parse, then as below.
   static Result<ApplyTransaction> Prepare(const std::string& yaml, const std::string& source,
                                           int64_t now_ms, const RuntimeCatalog& runtimes,
                                           const HeldJob& held, const JobEntryOptions& options);

@@ -60,24 +60,23 @@ void JobController::Adopt(std::unique_ptr<Job> job) {
 
 Result<v1::ApplyResult> JobController::Apply(const std::string& yaml, const std::string& source,
                                              int64_t now_ms) {
-  auto parsed = trainjob::ParseDocuments(yaml);
-  if (!parsed.ok()) {
-    return InvalidError((source.empty() ? "" : source + ": ") + parsed.status().message());
-  }
-  TRAINLET_RETURN_IF_ERROR(CheckApplySizes(*parsed, source));
-  return Apply(std::move(parsed).value(), source, now_ms);
+  TRAINLET_ASSIGN_OR_RETURN(trainjob::ParsedFile parsed,
+                            ApplyTransaction::Parse(yaml, source, Held()));
+  return Apply(std::move(parsed), source, now_ms);
+}
+
+ApplyTransaction::HeldJob JobController::Held() const {
+  return [this](const std::string& name) -> const Job* {
+    auto it = jobs_.find(name);
+    return it == jobs_.end() ? nullptr : it->second.get();
+  };
 }
 
 Result<v1::ApplyResult> JobController::Apply(trainjob::ParsedFile parsed, const std::string& source,
                                              int64_t now_ms) {
-  TRAINLET_ASSIGN_OR_RETURN(ApplyTransaction tx, ApplyTransaction::Prepare(
-                                                     std::move(parsed), source, now_ms, runtimes_,
-                                                     [this](const std::string& name) -> const Job* {
-                                                       auto it = jobs_.find(name);
-                                                       return it == jobs_.end() ? nullptr
-                                                                                : it->second.get();
-                                                     },
-                                                     entry_options_));
+  TRAINLET_ASSIGN_OR_RETURN(ApplyTransaction tx,
+                            ApplyTransaction::Prepare(std::move(parsed), source, now_ms, runtimes_,
+                                                      Held(), entry_options_));
   // All or nothing, and memory changes only after the store has everything.
   TRAINLET_RETURN_IF_ERROR(tx.Store(*store_, options_.min_free_bytes));
   v1::ApplyResult result = std::move(tx.result);
@@ -340,17 +339,26 @@ void JobController::MaybeFinishDelete(std::string name) {
 }
 
 Status JobController::Flush() {
-  bool any = false;
-  for (const auto& [name, job] : jobs_) any = any || job->dirty;
-  if (!any) return Status::Ok();
-  TRAINLET_RETURN_IF_ERROR(store_->Transaction([&]() -> Status {
-    for (auto& [name, job] : jobs_) {
-      if (job->dirty) TRAINLET_RETURN_IF_ERROR(store_->UpdateStatus(name, job->record.status));
-    }
-    return Status::Ok();
-  }));
-  // Only now: a failed transaction wrote nothing, so every job stays dirty for the next try.
-  for (auto& [name, job] : jobs_) job->dirty = false;
+  std::vector<Job*> dirty;
+  for (auto& [name, job] : jobs_) {
+    if (job->dirty) dirty.push_back(job.get());
+  }
+  // Each job's status stands alone, so they are written in transactions of at most
+  // kFlushBatch: etcd refuses a transaction of more than 128 operations by default, and a flush
+  // of every job after a mass event (a node with 500 ranks lost) must not fail whole, every tick.
+  for (size_t first = 0; first < dirty.size(); first += kFlushBatch) {
+    const size_t end = std::min(dirty.size(), first + kFlushBatch);
+    TRAINLET_RETURN_IF_ERROR(store_->Transaction([&]() -> Status {
+      for (size_t i = first; i < end; ++i) {
+        TRAINLET_RETURN_IF_ERROR(
+            store_->UpdateStatus(dirty[i]->record.name, dirty[i]->record.status));
+      }
+      return Status::Ok();
+    }));
+    // Only now: a failed transaction wrote nothing, so its jobs and later ones stay dirty for the
+    // next try.
+    for (size_t i = first; i < end; ++i) dirty[i]->dirty = false;
+  }
   return Status::Ok();
 }
 

@@ -44,6 +44,7 @@
 
 #include "common/trainjob/trainjob_model.h"
 #include "coordinator/agent_commands.h"
+#include "coordinator/apply_transaction.h"
 #include "coordinator/attempt_launcher.h"
 #include "coordinator/attempt_plan.h"
 #include "coordinator/exec_authority.h"
@@ -94,9 +95,13 @@ class JobController : private AttemptLauncher::Owner {
 
   // Parses, validates and stores the TrainJobs and runtimes of one file, all or nothing.
   Result<v1::ApplyResult> Apply(const std::string& yaml, const std::string& source, int64_t now_ms);
-  // The same for a file ApplyParser parsed and checked off the loop (apply_parser.h).
+  // The same for a file ApplyParser parsed and checked off the loop (apply_parser.h). Such a
+  // file was parsed without the stored documents, so one that names a held TrainJob should go
+  // through the first form (OperatorService::OnApplyParsed does).
   Result<v1::ApplyResult> Apply(trainjob::ParsedFile parsed, const std::string& source,
                                 int64_t now_ms);
+  // The job of a name, as ApplyTransaction asks (held jobs are laid under a re-apply).
+  ApplyTransaction::HeldJob Held() const;
   // Asks every rank of the job to stop and removes the job once none runs. NotFound if absent.
   Result<v1::DeleteJobResult> Delete(const std::string& name, int64_t now_ms);
   // Sets spec.suspend, as `apply` of the same TrainJob with only suspend changed does (the
@@ -131,7 +136,10 @@ class JobController : private AttemptLauncher::Owner {
   void ReconcileNode(const std::string& node,
                      const google::protobuf::RepeatedPtrField<v1::RunningWorker>& running,
                      int64_t now_ms);
-  // Writes every job changed since the last call. Errors are logged and retried next call.
+  // Jobs written per store transaction by Flush.
+  static constexpr size_t kFlushBatch = 100;
+  // Writes every job changed since the last call, kFlushBatch jobs per transaction. Errors are
+  // logged and retried next call.
   Status Flush() override;
 
   // What the jobs hold on each node now: slots, resources, which jobs run there, and the nodes
@@ -156,7 +164,7 @@ class JobController : private AttemptLauncher::Owner {
   uint64_t generation() const { return generation_; }
 
  private:
-  // Why 27 methods, past the ~25 rule: the public ones are the coordinator's whole view of jobs
+  // Why 28 methods, past the ~25 rule: the public ones are the coordinator's whole view of jobs
   // (its loop, OperatorService, ExecRelay and CoordinatorOps call them); the private ones are the
   // lifecycle steps that need the job map, the store or the phase table. Whatever needs none of
   // them lives in the types listed at the top of this file.

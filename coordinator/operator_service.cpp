@@ -99,7 +99,9 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
           failed = ticket.status();
           break;
         }
-        applies_[*ticket] = {routing_id, req.request_id(), req.apply().source_name()};
+        applies_[*ticket] = {
+            routing_id, req.request_id(), req.apply().source_name(),
+            req.apply().yaml().size() <= kReparseOnLoopBytes ? req.apply().yaml() : std::string()};
         return;
       }
       take(jobs_->Apply(req.apply().yaml(), req.apply().source_name(), now_ms), r.mutable_apply());
@@ -145,11 +147,17 @@ void OperatorService::OnApplyParsed(int64_t now_ms) {
     TRAINLET_CHECK(it != applies_.end());
     const PendingApply p = std::move(it->second);
     applies_.erase(it);
-    if (!parsed.file.ok()) {
+    // The parser thread cannot see the stored documents a re-applied TrainJob is laid over (only
+    // the loop holds them): a small file that names a held job, or that did not parse alone (a
+    // short re-apply leaves required fields out), is parsed again here, with them.
+    const bool again = !p.yaml.empty() && (!parsed.file.ok() || ApplyTransaction::NamesHeldJob(
+                                                                    *parsed.file, jobs_->Held()));
+    if (!again && !parsed.file.ok()) {
       Fail(p.routing_id, p.request_id, parsed.file.status().code(), parsed.file.status().message());
       continue;
     }
-    auto result = jobs_->Apply(std::move(parsed.file).value(), p.source, now_ms);
+    auto result = again ? jobs_->Apply(p.yaml, p.source, now_ms)
+                        : jobs_->Apply(std::move(parsed.file).value(), p.source, now_ms);
     if (!result.ok()) {
       Fail(p.routing_id, p.request_id, result.status().code(), result.status().message());
       continue;

@@ -101,7 +101,13 @@ class OperatorService {
     std::string routing_id;
     uint64_t request_id;
     std::string source;
+    // Kept for files up to kReparseOnLoopBytes: parsed again on the loop when it names a held
+    // TrainJob or did not parse alone (a re-apply laid over the stored document).
+    std::string yaml;
   };
+  // A short re-apply (Kubeflow's lifecycle guide suspends with a few lines) is this small; a
+  // file this small is also cheap to parse again on the loop.
+  static constexpr size_t kReparseOnLoopBytes = 256 * 1024;
 
   JobController* jobs_;
   NodeRegistry* nodes_;

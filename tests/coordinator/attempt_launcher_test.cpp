@@ -121,7 +121,7 @@ class AttemptLauncherTest : public ::testing::Test {
     exec_.Track("train", {});
   }
 
-  bool Place(int64_t now_ms = kT0) { return launcher_.Place(job_, used_, {}, now_ms); }
+  bool Place(int64_t now_ms = kT0) { return launcher_.Place(job_, used_, used_resources_, now_ms); }
 
   std::vector<std::string> PlanNodes() const {
     std::vector<std::string> out;
@@ -172,6 +172,7 @@ class AttemptLauncherTest : public ::testing::Test {
   AttemptLauncher launcher_{
       &registry_, &exec_, &agents_, &owner_, {std::chrono::milliseconds(kTimeout)}};
   std::map<std::string, uint32_t> used_;
+  std::map<std::string, Resources> used_resources_;
 };
 
 TEST_F(AttemptLauncherTest, PlacesStoresThenSendsThePlansWhenNoPortIsWanted) {

@@ -78,5 +78,29 @@ TEST_F(JobControllerEtcdTest, ApplyIsRefusedWithoutQuorumAndWorksWhenItReturns) 
   EXPECT_EQ(StoredNames(), (std::vector<std::string>{"first", "second"}));
 }
 
+// A flush after a mass change (here 150 jobs, 12 placed and 138 Unschedulable, in one Schedule)
+// writes in transactions of JobController::kFlushBatch: one transaction of every dirty job would
+// pass etcd's 128 operations and fail whole, every tick, and nothing would be stored again.
+TEST_F(JobControllerEtcdTest, FlushOfMoreJobsThanATransactionHoldsIsWrittenInBatches) {
+  static_assert(JobController::kFlushBatch < 128);
+  for (int file = 0; file < 15; ++file) {
+    std::string yaml;
+    for (int i = 0; i < 10; ++i) {
+      yaml += (yaml.empty() ? "" : "---\n") + JobYaml("j" + std::to_string(file * 10 + i), 1, 1);
+    }
+    ApplyOk(yaml);
+  }
+  controller_->Schedule(kT0 + 10);
+  Status flushed = controller_->Flush();
+  ASSERT_TRUE(flushed.ok()) << flushed.ToString();
+  MakeController();  // what etcd holds, read back
+  size_t unschedulable = 0;
+  for (const v1::JobStatus* st : controller_->List()) {
+    if (st->reason().rfind("Unschedulable", 0) == 0) ++unschedulable;
+  }
+  EXPECT_EQ(controller_->List().size(), 150u);
+  EXPECT_GE(unschedulable, 100u) << "the statuses written by the flush were not all stored";
+}
+
 }  // namespace
 }  // namespace trainlet::coordinator
