@@ -80,13 +80,18 @@ Result<ProgressTokenClaim> ProgressTokens::Verify(const std::string& token) cons
   }
   ProgressTokenClaim claim;
   std::string mac;
+  const std::string job_text = token.substr(a + 1, b - a - 1);
   const std::string attempt = token.substr(b + 1, c - b - 1);
+  const std::string mac_text = token.substr(c + 1);
   const auto [end, ec] =
       std::from_chars(attempt.data(), attempt.data() + attempt.size(), claim.attempt);
-  if (!FromBase64Url(token.substr(a + 1, b - a - 1), &claim.job) || claim.job.empty() ||
-      claim.job.find('\0') != std::string::npos || ec != std::errc() ||
-      end != attempt.data() + attempt.size() || std::to_string(claim.attempt) != attempt ||
-      !FromBase64Url(token.substr(c + 1), &mac)) {
+  // Each part must be written exactly as Issue writes it: a decoder that ignores a last
+  // character's spare bits would let one token be spelt several ways (the fuzzer found one).
+  if (!FromBase64Url(job_text, &claim.job) || claim.job.empty() ||
+      claim.job.find('\0') != std::string::npos || Base64Url(claim.job) != job_text ||
+      ec != std::errc() || end != attempt.data() + attempt.size() ||
+      std::to_string(claim.attempt) != attempt || !FromBase64Url(mac_text, &mac) ||
+      Base64Url(mac) != mac_text) {
     return Refused("malformed");
   }
   const std::string expected = Mac(claim.job, claim.attempt);

@@ -42,6 +42,11 @@ TEST(ProgressTokens, RefusesForgedAlteredAndForeignTokens) {
   EXPECT_TRUE(refused(t.substr(0, b + 1) + "4" + t.substr(c)));
   EXPECT_TRUE(refused(t.substr(0, b + 1) + "03" + t.substr(c)));  // not the canonical number
   EXPECT_TRUE(refused("tlp1.dHJhaW4tMg" + t.substr(b)));          // "train-2"
+  // "train-1" spelt with the last character's spare bits set: the same bytes, another spelling
+  // (found by progress_body_fuzz).
+  const std::string job_text = t.substr(5, b - 5);
+  ASSERT_EQ(job_text, "dHJhaW4tMQ");
+  EXPECT_TRUE(refused("tlp1.dHJhaW4tMR" + t.substr(b)));
   std::string flipped = t;
   flipped.back() = flipped.back() == 'A' ? 'B' : 'A';
   EXPECT_TRUE(refused(flipped));
