@@ -360,7 +360,9 @@ std::optional<TimePoint> Coordinator::Tick(TimePoint now) {
       }
     }
   }
+  const auto pass_start = std::chrono::steady_clock::now();
   jobs_->Schedule(now_ms);
+  ops_->OnSchedulePass(std::chrono::steady_clock::now() - pass_start);
   if (Status s = jobs_->Flush(); !s.ok()) spdlog::error("store: {}", s.message());
   operator_service_->Tick(now);
   exec_relay_->Tick(now);

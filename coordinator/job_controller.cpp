@@ -54,8 +54,9 @@ Status JobController::Load(const std::string& runtimes_dir) {
 void JobController::Adopt(std::unique_ptr<Job> job) {
   const std::string name = job->record.name;
   exec_.Track(name, job->plan_template.env);
-  order_.push_back(name);
-  jobs_[name] = std::move(job);
+  TRAINLET_CHECK_MSG(jobs_.find(name) == jobs_.end(), "trainjob/" + name + " adopted twice");
+  order_.push_back(job.get());
+  jobs_.emplace(name, std::move(job));
 }
 
 Result<v1::ApplyResult> JobController::Apply(const std::string& yaml, const std::string& source,
@@ -98,22 +99,24 @@ Result<v1::ApplyResult> JobController::Apply(trainjob::ParsedFile parsed, const 
 void JobController::Schedule(int64_t now_ms) {
   last_schedule_ms_ = now_ms;
   // A delete whose last store write failed is finished here once the store takes it.
-  for (const auto& name : std::vector<std::string>(order_)) {
-    if (jobs_.at(name)->record.status.deleting()) MaybeFinishDelete(name);
+  std::vector<std::string> deleting;  // MaybeFinishDelete may erase from order_
+  for (const Job* job : order_) {
+    if (job->record.status.deleting()) deleting.push_back(job->record.name);
   }
+  for (const auto& name : deleting) MaybeFinishDelete(name);
   EnforceDeadlines(now_ms);
-  for (const auto& name : order_) launcher_.EnforceStartTimeout(*jobs_.at(name), now_ms);
+  for (Job* job : order_) launcher_.EnforceStartTimeout(*job, now_ms);
   EnforceProgress(now_ms);  // job_progress_steps.cpp: stalls, coalesced progress writes
   // What placed jobs hold, once per pass; Place keeps it current (issue 19, defect 1).
-  NodeUsage usage = Usage();
-  auto& used = usage.slots;
-  auto& used_resources = usage.resources;
-  for (const auto& name : order_) {
-    Job& job = *jobs_.at(name);
+  const NodeUsage usage = Usage();
+  PassCapacity room(*registry_, usage.slots, usage.resources);
+  for (Job* entry : order_) {
+    Job& job = *entry;
     const JobPhase p = PhaseOf(job.record.status);
     if ((p != JobPhase::kPending && p != JobPhase::kRestarting) || job.plugin == nullptr ||
-        job.record.status.deleting() || now_ms < job.not_before_ms) {
-      continue;
+        job.record.status.deleting() || now_ms < job.not_before_ms ||
+        job.unplaced_room == room.Fingerprint()) {
+      continue;  // (the last: no room last time, and the room is the same)
     }
     {
       // The old attempt's ranks (of a failed attempt, or one stopped by a suspend) must all be
@@ -123,13 +126,14 @@ void JobController::Schedule(int64_t now_ms) {
                       [](const auto& r) { return !RankEnded(r); });
       if (old_alive) continue;
     }
-    launcher_.Place(job, used, used_resources, now_ms);
+    launcher_.Place(job, room, now_ms);
   }
 }
 
 void JobController::Transition(Job& job, JobTrigger trigger, const std::string& reason,
                                const std::string& message, int64_t now_ms) {
   Status s = ApplyTransition(job.record.status, trigger, reason, message, now_ms);
+  job.unplaced_room = 0;  // its request or its turn may have changed: try it again
   if (!s.ok()) {
     spdlog::error("trainjob/{}: {}", job.record.name, s.message());
     return;
@@ -248,9 +252,12 @@ void JobController::ReconcileNode(
 }
 
 void JobController::OnNodeLost(const std::string& node, int64_t now_ms, int64_t hold_until_ms) {
-  const std::vector<std::string> names = order_;  // a finished delete edits order_
-  for (const auto& name : names) {
-    Job& job = *jobs_.at(name);
+  // A copy: a finished delete erases from order_ (only the job it finishes, which is not
+  // looked at again).
+  const std::vector<Job*> jobs = order_;
+  for (Job* entry : jobs) {
+    Job& job = *entry;
+    const std::string name = job.record.name;
     bool touched = false;
     for (auto& r : *job.record.status.mutable_ranks()) {
       if (r.node() == node && !RankEnded(r)) {
@@ -291,9 +298,7 @@ std::vector<std::string> JobController::FailJobsOnNode(const std::string& node,
 }
 
 NodeUsage JobController::Usage() const {
-  std::vector<const Job*> jobs;
-  for (const auto& name : order_) jobs.push_back(jobs_.at(name).get());
-  return UsageOf(jobs);
+  return UsageOf(std::vector<const Job*>(order_.begin(), order_.end()));
 }
 
 Result<v1::DeleteJobResult> JobController::Delete(const std::string& name, int64_t now_ms) {
@@ -329,11 +334,11 @@ void JobController::MaybeFinishDelete(std::string name) {
     spdlog::error("cannot delete trainjob/{} from the store: {}", name, s.message());
     return;
   }
+  std::erase(order_, it->second.get());
   jobs_.erase(it);
   exec_.Forget(name);
   launcher_.Forget(name);
   progress_.Forget(name);
-  order_.erase(std::remove(order_.begin(), order_.end(), name), order_.end());
   ++generation_;
   spdlog::info("trainjob/{} deleted", name);
 }
@@ -388,7 +393,7 @@ const v1::JobStatus* JobController::Find(const std::string& name) const {
 
 std::vector<const v1::JobStatus*> JobController::List() const {
   std::vector<const v1::JobStatus*> out;
-  for (const auto& name : order_) out.push_back(&jobs_.at(name)->record.status);
+  for (const Job* job : order_) out.push_back(&job->record.status);
   return out;
 }
 

@@ -11,8 +11,8 @@
 namespace trainlet::coordinator {
 
 void JobController::EnforceDeadlines(int64_t now_ms) {
-  for (const auto& name : order_) {
-    Job& job = *jobs_.at(name);
+  for (Job* entry : order_) {
+    Job& job = *entry;
     v1::JobStatus& st = job.record.status;
     if (IsTerminal(PhaseOf(st)) || st.deleting() ||
         now_ms < ActiveDeadlineMs(job.spec, st.created_unix_ms()))
