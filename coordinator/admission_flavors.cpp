@@ -39,22 +39,24 @@ struct GroupOutcome {
   std::string message;
 };
 
-GroupOutcome AssignGroup(const Catalog& catalog, const QueueModel& queue, int cq,
-                         const QueueModel::Group& group, const Demand& wanted,
-                         const std::map<std::string, std::string>& selector,
+GroupOutcome AssignGroup(const Catalog& catalog, const QueueModel& queue, int cq, int g,
+                         Demand demand, const std::map<std::string, std::string>& selector,
                          const QuotaLedger& ledger, bool can_preempt_while_borrowing) {
+  const QueueModel::Group& group = queue.groups[g];
   GroupOutcome out;
   bool any_possible = false, any_selector_match = false;
+  int first_resource = -1;
   int never_resource = -1;
   int64_t never_need = 0, never_potential = -1;
   for (int f : group.flavors) {
-    if (!FlavorMatchesSelector(selector, catalog.flavor_labels[f])) continue;
+    if (!selector.empty() && !FlavorMatchesSelector(selector, catalog.flavor_labels[f])) continue;
     any_selector_match = true;
     FitMode mode = FitMode::kFit;
     bool never = false;
     int short_slot = -1;
     int64_t short_need = 0;
-    for (const auto& [r, amount] : wanted) {
+    for (const auto& [r, amount] : demand) {
+      if (queue.group_of_resource[r] != g) continue;
       const int slot = catalog.Slot(f, r);
       const int64_t potential = ledger.Potential(cq, slot);
       if (amount > potential) {
@@ -89,9 +91,12 @@ GroupOutcome AssignGroup(const Catalog& catalog, const QueueModel& queue, int cq
   if (any_possible) return out;
   out.never = true;
   const std::string& cq_name = queue.spec->name;
+  for (const auto& [r, amount] : demand) {
+    if (queue.group_of_resource[r] == g && first_resource < 0) first_resource = r;
+  }
   if (!any_selector_match) {
     out.message = "can never fit: no flavor of ClusterQueue " + cq_name + " for " +
-                  catalog.resource_names[wanted.front().first] + " matches its nodeSelector";
+                  catalog.resource_names[first_resource] + " matches its nodeSelector";
   } else {
     out.message = NeverFitsMessage(catalog.resource_names[never_resource], "", never_need, cq_name,
                                    std::max<int64_t>(0, never_potential), ledger.CohortOf(cq) >= 0);
@@ -101,12 +106,24 @@ GroupOutcome AssignGroup(const Catalog& catalog, const QueueModel& queue, int cq
 
 }  // namespace
 
-Assignment AssignFlavors(const Catalog& catalog, const QueueModel& queue, int cq,
-                         const Demand& demand, const std::map<std::string, std::string>& selector,
+Assignment AssignFlavors(const Catalog& catalog, const QueueModel& queue, int cq, Demand demand,
+                         const std::map<std::string, std::string>& selector,
                          const QuotaLedger& ledger, bool can_preempt_while_borrowing) {
   Assignment a;
-  // Demand split by resource group, in group order.
-  std::vector<Demand> per_group(queue.groups.size());
+  AssignFlavorsInto(catalog, queue, cq, demand, selector, ledger, can_preempt_while_borrowing, a);
+  return a;
+}
+
+void AssignFlavorsInto(const Catalog& catalog, const QueueModel& queue, int cq, Demand demand,
+                       const std::map<std::string, std::string>& selector,
+                       const QuotaLedger& ledger, bool can_preempt_while_borrowing, Assignment& a) {
+  a.mode = FitMode::kFit;
+  a.never = false;
+  a.borrowing = false;
+  a.choices.clear();
+  a.message.clear();
+  a.short_slot = -1;
+  a.short_need = 0;
   for (const auto& [r, amount] : demand) {
     const int g =
         r < static_cast<int>(queue.group_of_resource.size()) ? queue.group_of_resource[r] : -1;
@@ -115,34 +132,38 @@ Assignment AssignFlavors(const Catalog& catalog, const QueueModel& queue, int cq
       a.mode = FitMode::kNoFit;
       a.message = "can never fit: ClusterQueue " + queue.spec->name + " has no quota for " +
                   catalog.resource_names[r];
-      return a;
+      return;
     }
-    per_group[g].push_back({r, amount});
   }
-  for (size_t g = 0; g < queue.groups.size(); ++g) {
-    if (per_group[g].empty()) continue;
-    GroupOutcome o = AssignGroup(catalog, queue, cq, queue.groups[g], per_group[g], selector,
-                                 ledger, can_preempt_while_borrowing);
+  auto asks = [&](int g) {
+    for (const auto& [r, amount] : demand)
+      if (queue.group_of_resource[r] == g) return true;
+    return false;
+  };
+  for (int g = 0; g < static_cast<int>(queue.groups.size()); ++g) {
+    if (!asks(g)) continue;
+    GroupOutcome o =
+        AssignGroup(catalog, queue, cq, g, demand, selector, ledger, can_preempt_while_borrowing);
     if (o.never) {
       a.never = true;
       a.mode = FitMode::kNoFit;
       a.message = std::move(o.message);
       a.choices.clear();
-      return a;
+      return;
     }
     if (o.mode != FitMode::kFit && (a.short_slot < 0 || o.mode < a.mode)) {
       a.short_slot = o.short_slot;
       a.short_need = o.short_need;
     }
     a.mode = std::min(a.mode, o.mode);
-    for (const auto& [r, amount] : per_group[g]) {
+    for (const auto& [r, amount] : demand) {
+      if (queue.group_of_resource[r] != g) continue;
       const int slot = catalog.Slot(o.flavor, r);
       const bool fits = amount <= ledger.Available(cq, slot);
       a.choices.push_back({r, o.flavor, slot, amount, fits ? FitMode::kFit : o.mode});
       if (ledger.Effective(cq, slot) + amount > ledger.Quota(cq, slot).nominal) a.borrowing = true;
     }
   }
-  return a;
 }
 
 }  // namespace trainlet::coordinator::admission

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -47,7 +48,7 @@ struct QueueModel {
 };
 
 // A workload's total requests (per-pod x pod count), by resource index, zero amounts dropped.
-using Demand = std::vector<std::pair<int, int64_t>>;
+using Demand = std::span<const std::pair<int, int64_t>>;
 
 enum class FitMode { kNoFit = 0, kPreempt = 1, kFit = 2 };
 
@@ -69,9 +70,14 @@ struct Assignment {
 };
 
 // can_preempt_while_borrowing: the queue's borrowWithinCohort policy is not Never.
-Assignment AssignFlavors(const Catalog& catalog, const QueueModel& queue, int cq,
-                         const Demand& demand, const std::map<std::string, std::string>& selector,
+Assignment AssignFlavors(const Catalog& catalog, const QueueModel& queue, int cq, Demand demand,
+                         const std::map<std::string, std::string>& selector,
                          const QuotaLedger& ledger, bool can_preempt_while_borrowing);
+// The same into `out`, reusing its storage (a pass evaluates thousands of workloads).
+void AssignFlavorsInto(const Catalog& catalog, const QueueModel& queue, int cq, Demand demand,
+                       const std::map<std::string, std::string>& selector,
+                       const QuotaLedger& ledger, bool can_preempt_while_borrowing,
+                       Assignment& out);
 
 // Whether a workload with this nodeSelector may use a flavor with these node labels: every
 // selector key the flavor labels has the flavor's value.

@@ -43,11 +43,6 @@ void QuotaLedger::SetQuota(int cq, int slot, const SlotQuota& quota) {
   if (cohort >= 0 && quota.defined) cohorts_[cohort].lendable[slot] += quota.lendable;
 }
 
-int64_t QuotaLedger::Effective(int cq, int slot) const {
-  const CellState& c = cells_[Cell(cq, slot)];
-  return c.used + std::max<int64_t>(0, c.reserved - c.releasing);
-}
-
 void QuotaLedger::Change(int cq, int slot, int64_t CellState::*field, int64_t amount, bool trial) {
   CellState& cell = cells_[Cell(cq, slot)];
   const int64_t before = std::max<int64_t>(0, Effective(cq, slot) - cell.quota.guaranteed);
@@ -72,31 +67,6 @@ void QuotaLedger::AddReleasing(int cq, int slot, int64_t amount) {
   Change(cq, slot, &CellState::releasing, amount, false);
 }
 
-int64_t QuotaLedger::Available(int cq, int slot) const {
-  const SlotQuota& q = Quota(cq, slot);
-  if (!q.defined) return 0;
-  const int64_t used = Effective(cq, slot);
-  const int cohort = cohort_of_[cq];
-  if (cohort < 0) return q.nominal - used;
-  const int64_t local = std::max<int64_t>(0, q.guaranteed - used);
-  int64_t parent = cohorts_[cohort].lendable[slot] - cohorts_[cohort].borrowed[slot];
-  if (q.borrowing_limit != kUnlimited) {
-    const int64_t used_in_parent = std::max<int64_t>(0, used - q.guaranteed);
-    parent = std::min(parent, q.lendable - used_in_parent + q.borrowing_limit);
-  }
-  return local + parent;
-}
-
-int64_t QuotaLedger::Potential(int cq, int slot) const {
-  const SlotQuota& q = Quota(cq, slot);
-  if (!q.defined) return 0;
-  const int cohort = cohort_of_[cq];
-  if (cohort < 0) return q.nominal;
-  int64_t parent = cohorts_[cohort].lendable[slot];
-  if (q.borrowing_limit != kUnlimited) parent = std::min(parent, q.lendable + q.borrowing_limit);
-  return q.guaranteed + parent;
-}
-
 bool QuotaLedger::Borrowing(int cq, int slot) const {
   const SlotQuota& q = Quota(cq, slot);
   return q.defined && Effective(cq, slot) > q.nominal;
@@ -113,18 +83,32 @@ int64_t QuotaLedger::CohortLendable(int cohort, int slot) const {
   return cohorts_[cohort].lendable[slot];
 }
 
-double QuotaLedger::DominantShare(int cq, const std::vector<std::pair<int, int64_t>>& extra,
+double QuotaLedger::DominantShare(int cq, std::span<const std::pair<int, int64_t>> extra,
                                   const std::vector<int>& resource_of_slot, double weight) const {
   const int cohort = cohort_of_[cq];
   if (cohort < 0) return 0;
   // Per resource (summed over flavors): what the queue uses above nominal, and what the cohort
-  // can lend. A handful of resources: a small flat map is fastest.
-  std::vector<std::pair<int, std::pair<int64_t, int64_t>>> per_resource;
-  auto entry = [&](int r) -> std::pair<int64_t, int64_t>& {
-    for (auto& [res, v] : per_resource)
-      if (res == r) return v;
-    per_resource.push_back({r, {0, 0}});
-    return per_resource.back().second;
+  // can lend. A handful of resources: a small flat list on the stack, no allocation.
+  struct PerResource {
+    int resource;
+    int64_t borrowed, lendable;
+  };
+  constexpr int kInline = 16;
+  PerResource inline_entries[kInline];
+  std::vector<PerResource> spill;
+  int count = 0;
+  auto entry = [&](int r) -> PerResource& {
+    for (int i = 0; i < count; ++i) {
+      PerResource& e = i < kInline ? inline_entries[i] : spill[i - kInline];
+      if (e.resource == r) return e;
+    }
+    if (count < kInline) {
+      inline_entries[count++] = {r, 0, 0};
+      return inline_entries[count - 1];
+    }
+    spill.push_back({r, 0, 0});
+    ++count;
+    return spill.back();
   };
   for (int slot = 0; slot < slots_; ++slot) {
     const SlotQuota& q = Quota(cq, slot);
@@ -132,14 +116,16 @@ double QuotaLedger::DominantShare(int cq, const std::vector<std::pair<int, int64
     int64_t used = Effective(cq, slot);
     for (const auto& [s, amount] : extra)
       if (s == slot) used += amount;
-    auto& e = entry(resource_of_slot[slot]);
-    if (used > q.nominal) e.first += used - q.nominal;
-    e.second += cohorts_[cohort].lendable[slot];
+    PerResource& e = entry(resource_of_slot[slot]);
+    if (used > q.nominal) e.borrowed += used - q.nominal;
+    e.lendable += cohorts_[cohort].lendable[slot];
   }
   double share = 0;
-  for (const auto& [r, v] : per_resource) {
-    if (v.first <= 0 || v.second <= 0) continue;
-    share = std::max(share, static_cast<double>(v.first) * 1000.0 / static_cast<double>(v.second));
+  for (int i = 0; i < count; ++i) {
+    const PerResource& e = i < kInline ? inline_entries[i] : spill[i - kInline];
+    if (e.borrowed <= 0 || e.lendable <= 0) continue;
+    share =
+        std::max(share, static_cast<double>(e.borrowed) * 1000.0 / static_cast<double>(e.lendable));
   }
   if (share == 0) return 0;
   if (weight <= 0) return std::numeric_limits<double>::infinity();

@@ -20,8 +20,10 @@
 // Not thread-safe; owned by one admission pass.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -83,7 +85,7 @@ class QuotaLedger {
   // over resources, of (usage above nominal) * 1000 / (cohort's lendable quota of that
   // resource), divided by weight. `resource_of_slot` maps a slot to its resource index. 0 when
   // the queue borrows nothing or has no cohort.
-  double DominantShare(int cq, const std::vector<std::pair<int, int64_t>>& extra,
+  double DominantShare(int cq, std::span<const std::pair<int, int64_t>> extra,
                        const std::vector<int>& resource_of_slot, double weight) const;
 
   // Whether `used` (admitted workloads only) is within every quota: each queue at most nominal
@@ -111,5 +113,36 @@ class QuotaLedger {
   };
   std::vector<CohortState> cohorts_;
 };
+
+// Inline: called for every resource of every flavor tried, thousands of times a pass.
+inline int64_t QuotaLedger::Effective(int cq, int slot) const {
+  const CellState& c = cells_[Cell(cq, slot)];
+  return c.used + std::max<int64_t>(0, c.reserved - c.releasing);
+}
+
+inline int64_t QuotaLedger::Available(int cq, int slot) const {
+  const SlotQuota& q = Quota(cq, slot);
+  if (!q.defined) return 0;
+  const int64_t used = Effective(cq, slot);
+  const int cohort = cohort_of_[cq];
+  if (cohort < 0) return q.nominal - used;
+  const int64_t local = std::max<int64_t>(0, q.guaranteed - used);
+  int64_t parent = cohorts_[cohort].lendable[slot] - cohorts_[cohort].borrowed[slot];
+  if (q.borrowing_limit != kUnlimited) {
+    const int64_t used_in_parent = std::max<int64_t>(0, used - q.guaranteed);
+    parent = std::min(parent, q.lendable - used_in_parent + q.borrowing_limit);
+  }
+  return local + parent;
+}
+
+inline int64_t QuotaLedger::Potential(int cq, int slot) const {
+  const SlotQuota& q = Quota(cq, slot);
+  if (!q.defined) return 0;
+  const int cohort = cohort_of_[cq];
+  if (cohort < 0) return q.nominal;
+  int64_t parent = cohorts_[cohort].lendable[slot];
+  if (q.borrowing_limit != kUnlimited) parent = std::min(parent, q.lendable + q.borrowing_limit);
+  return q.guaranteed + parent;
+}
 
 }  // namespace trainlet::coordinator::admission

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
+#include <tuple>
 
 #include "coordinator/admission_model.h"
 #include "coordinator/admission_order.h"
@@ -31,15 +33,27 @@ class AdmissionPass {
     HeadKey key;
   };
 
+  // Where a LocalQueue of a namespace leads.
+  struct Route {
+    bool ok = false;
+    int cq = -1;
+    WaitKind kind = WaitKind::kNoLocalQueue;
+    std::string message;
+  };
+  Route RouteOf(const std::string& ns, const std::string& lq) const;
   void Resolve();
-  bool DemandOf(const Workload& w, Demand& demand, std::string& why) const;
+  bool DemandOf(const Workload& w, std::string& why);
+  Demand DemandOf(int w) const {
+    return Demand(demand_pool_).subspan(demand_span_[w].first, demand_span_[w].second);
+  }
   void ComputeHistoryShares();
   void Evaluate(int cq);
   int PickHead();
   void Process(int cq);
   void Admit(int cq, int w, const Assignment& a);
   bool TryPreempt(int cq, int w, const Assignment& a);
-  std::string QuotaMessage(int cq, const Assignment& a) const;
+  std::string QuotaMessage(int cq, const Assignment& a);
+  std::string BuildQuotaMessage(int cq, const Assignment& a) const;
   void BlockBehind(int cq, int w);
   void Wait(int w, int cq, WaitKind kind, std::string message);
   void Positions();
@@ -48,9 +62,28 @@ class AdmissionPass {
   const int64_t now_ms_;
   AdmissionModel m_;
   std::vector<Head> heads_;
-  std::vector<Demand> demand_;  // by workload index (pending ones)
+  std::unordered_map<std::string, const LocalQueue*> local_;  // "<namespace>/<name>"
+  // Pending workloads' total requests, one flat pool; by workload: (offset, count) in it.
+  std::vector<std::pair<int, int64_t>> demand_pool_;
+  std::vector<std::pair<size_t, size_t>> demand_span_;
   std::vector<double> history_share_;
-  std::vector<int> pending_slot_;  // by workload: index into result_.pending, or -1
+  std::vector<int> pending_slot_;               // by workload: index into result_.pending, or -1
+  std::vector<std::pair<int, int64_t>> extra_;  // scratch of Evaluate
+  // Quota wait messages by ClusterQueue, (slot, need), valid at one ledger version: the
+  // pending behind a full queue mostly ask the same few amounts.
+  struct MessageCache {
+    uint64_t version = ~uint64_t{0};
+    std::map<std::pair<int, int64_t>, std::string> messages;
+  };
+  std::vector<MessageCache> messages_;
+  // Preemption searches that found no victims, by ClusterQueue, valid at one ledger version
+  // (victims are only chosen together with a version change). The same priority and demand
+  // find none again; the creation time matters only under LowerOrNewerEqualPriority.
+  struct FailedSearches {
+    uint64_t version = ~uint64_t{0};
+    std::set<std::tuple<int32_t, int64_t, std::vector<std::tuple<int, int64_t, int>>>> keys;
+  };
+  std::vector<FailedSearches> failed_;
   AdmissionResult result_;
 };
 
@@ -60,7 +93,8 @@ void AdmissionPass::Wait(int w, int cq, WaitKind kind, std::string message) {
       {in_.workloads[w].key, cq >= 0 ? m_.cq_names[cq] : "", kind, std::move(message), 0});
 }
 
-bool AdmissionPass::DemandOf(const Workload& w, Demand& demand, std::string& why) const {
+// Appends w's total requests to the pool; false (and why) when they are not valid.
+bool AdmissionPass::DemandOf(const Workload& w, std::string& why) {
   if (w.pod_count < 1) {
     why = "can never fit: pod count " + std::to_string(w.pod_count) + " is not positive";
     return false;
@@ -72,16 +106,50 @@ bool AdmissionPass::DemandOf(const Workload& w, Demand& demand, std::string& why
       why = "can never fit: request of " + name + " is negative or too large";
       return false;
     }
-    demand.push_back({m_.ResourceOf(name), total});
+    demand_pool_.push_back({m_.ResourceOf(name), total});
   }
   return true;
 }
 
+// Where a LocalQueue leads: its ClusterQueue, or why it leads nowhere.
+AdmissionPass::Route AdmissionPass::RouteOf(const std::string& ns, const std::string& lq) const {
+  static const std::map<std::string, std::string> kNoLabels;
+  Route route;
+  auto it = local_.find(ns + "/" + lq);
+  if (it == local_.end()) {
+    route.kind = WaitKind::kNoLocalQueue;
+    route.message = "LocalQueue " + ns + "/" + lq + " does not exist";
+    return route;
+  }
+  route.cq = m_.QueueOf(it->second->cluster_queue);
+  if (route.cq < 0) {
+    route.kind = WaitKind::kNoClusterQueue;
+    route.message = "ClusterQueue " + it->second->cluster_queue + " not found";
+    return route;
+  }
+  if (!m_.queues[route.cq].inactive.empty()) {
+    route.kind = WaitKind::kNoClusterQueue;
+    route.message = m_.queues[route.cq].inactive;
+    return route;
+  }
+  const auto& selector = m_.specs[route.cq]->namespace_selector;
+  auto labels = in_.namespace_labels.find(ns);
+  if (!selector ||
+      !SelectorMatches(*selector,
+                       labels == in_.namespace_labels.end() ? kNoLabels : labels->second)) {
+    route.kind = WaitKind::kNamespaceNotSelected;
+    route.message = "namespace " + ns + " is not selected by ClusterQueue " + m_.cq_names[route.cq];
+    return route;
+  }
+  route.ok = true;
+  return route;
+}
+
 // Every pending workload to its ClusterQueue's list, or to its wait reason.
 void AdmissionPass::Resolve() {
-  std::unordered_map<std::string, const LocalQueue*> local;
-  for (const LocalQueue& q : in_.local_queues) local.emplace(q.namespace_ + "/" + q.name, &q);
-  static const std::map<std::string, std::string> kNoLabels;
+  for (const LocalQueue& q : in_.local_queues) local_.emplace(q.namespace_ + "/" + q.name, &q);
+  // Routes by namespace, then LocalQueue name: computed once for each pair seen.
+  std::unordered_map<std::string, std::unordered_map<std::string, Route>> routes;
   for (size_t i = 0; i < in_.workloads.size(); ++i) {
     const Workload& w = in_.workloads[i];
     if (w.admission) continue;
@@ -91,37 +159,23 @@ void AdmissionPass::Resolve() {
       result_.admitted.push_back({w.key, Admission{"", {}, false, true}});
       continue;
     }
-    auto it = local.find(w.namespace_ + "/" + lq);
-    if (it == local.end()) {
-      Wait(wi, -1, WaitKind::kNoLocalQueue,
-           "LocalQueue " + w.namespace_ + "/" + lq + " does not exist");
-      continue;
-    }
-    const int cq = m_.QueueOf(it->second->cluster_queue);
-    if (cq < 0) {
-      Wait(wi, -1, WaitKind::kNoClusterQueue,
-           "ClusterQueue " + it->second->cluster_queue + " not found");
-      continue;
-    }
-    if (!m_.queues[cq].inactive.empty()) {
-      Wait(wi, cq, WaitKind::kNoClusterQueue, m_.queues[cq].inactive);
-      continue;
-    }
-    const auto& selector = m_.specs[cq]->namespace_selector;
-    auto labels = in_.namespace_labels.find(w.namespace_);
-    if (!selector ||
-        !SelectorMatches(*selector,
-                         labels == in_.namespace_labels.end() ? kNoLabels : labels->second)) {
-      Wait(wi, cq, WaitKind::kNamespaceNotSelected,
-           "namespace " + w.namespace_ + " is not selected by ClusterQueue " + m_.cq_names[cq]);
+    auto& by_name = routes[w.namespace_];
+    auto it = by_name.find(lq);
+    if (it == by_name.end()) it = by_name.emplace(lq, RouteOf(w.namespace_, lq)).first;
+    const Route& route = it->second;
+    if (!route.ok) {
+      Wait(wi, route.cq, route.kind, route.message);
       continue;
     }
     std::string why;
-    if (!DemandOf(w, demand_[wi], why)) {
-      Wait(wi, cq, WaitKind::kNeverFits, std::move(why));
+    const size_t start = demand_pool_.size();
+    if (!DemandOf(w, why)) {
+      demand_pool_.resize(start);
+      Wait(wi, route.cq, WaitKind::kNeverFits, std::move(why));
       continue;
     }
-    heads_[cq].order.push_back(wi);
+    demand_span_[wi] = {start, demand_pool_.size() - start};
+    heads_[route.cq].order.push_back(wi);
   }
   for (Head& h : heads_) {
     std::sort(h.order.begin(), h.order.end(),
@@ -160,9 +214,9 @@ void AdmissionPass::Evaluate(int cq) {
   const int w = h.order[h.cursor];
   const Workload& wl = in_.workloads[w];
   const ClusterQueue& spec = *m_.specs[cq];
-  h.assignment =
-      AssignFlavors(m_.catalog, m_.queues[cq], cq, demand_[w], wl.node_selector, m_.ledger,
-                    spec.preemption.borrow_within_cohort != BorrowWithinCohortPolicy::kNever);
+  AssignFlavorsInto(m_.catalog, m_.queues[cq], cq, DemandOf(w), wl.node_selector, m_.ledger,
+                    spec.preemption.borrow_within_cohort != BorrowWithinCohortPolicy::kNever,
+                    h.assignment);
   h.key = HeadKey{h.assignment.borrowing, 0, 0, wl.priority, wl.creation_ms, &wl.key};
   if (in_.config.fair_sharing && !h.assignment.never) {
     std::vector<std::pair<int, int64_t>> extra;
@@ -205,9 +259,30 @@ void AdmissionPass::Admit(int cq, int w, const Assignment& a) {
 // Asks for victims; on success records the preemptions, holds the room for `w`, and says so.
 bool AdmissionPass::TryPreempt(int cq, int w, const Assignment& a) {
   const Workload& wl = in_.workloads[w];
+  const PreemptionPolicy& policy = m_.specs[cq]->preemption;
+  if (policy.within_cluster_queue == WithinClusterQueuePolicy::kNever &&
+      (m_.ledger.CohortOf(cq) < 0 ||
+       policy.reclaim_within_cohort == ReclaimWithinCohortPolicy::kNever))
+    return false;
+  FailedSearches& failed = failed_[cq];
+  if (failed.version != m_.ledger.Version(cq)) {
+    failed.keys.clear();
+    failed.version = m_.ledger.Version(cq);
+  }
+  std::vector<std::tuple<int, int64_t, int>> demand;
+  demand.reserve(a.choices.size());
+  for (const SlotChoice& c : a.choices)
+    demand.emplace_back(c.slot, c.amount, static_cast<int>(c.mode));
+  const bool by_age =
+      policy.within_cluster_queue == WithinClusterQueuePolicy::kLowerOrNewerEqualPriority;
+  auto key = std::make_tuple(wl.priority, by_age ? wl.creation_ms : 0, std::move(demand));
+  if (failed.keys.count(key)) return false;
   PreemptionView view{&m_.admitted, &m_.admitted_by_cq, &m_.cohort_members, &m_.specs};
   const auto targets = ChooseVictims(m_.ledger, view, {cq, wl.priority, wl.creation_ms}, a);
-  if (targets.empty()) return false;
+  if (targets.empty()) {
+    failed.keys.insert(std::move(key));
+    return false;
+  }
   const std::string by = PreemptedByMessage(WorkloadName(wl.namespace_, wl.key), wl.priority);
   std::string names;
   for (const PreemptionTarget& t : targets) {
@@ -225,7 +300,18 @@ bool AdmissionPass::TryPreempt(int cq, int w, const Assignment& a) {
   return true;
 }
 
-std::string AdmissionPass::QuotaMessage(int cq, const Assignment& a) const {
+std::string AdmissionPass::QuotaMessage(int cq, const Assignment& a) {
+  MessageCache& cache = messages_[cq];
+  if (cache.version != m_.ledger.Version(cq)) {
+    cache.messages.clear();
+    cache.version = m_.ledger.Version(cq);
+  }
+  auto [it, inserted] = cache.messages.try_emplace({a.short_slot, a.short_need});
+  if (inserted) it->second = BuildQuotaMessage(cq, a);
+  return it->second;
+}
+
+std::string AdmissionPass::BuildQuotaMessage(int cq, const Assignment& a) const {
   const int slot = a.short_slot;
   const int r = m_.catalog.resource_of_slot[slot];
   const int f = slot / m_.catalog.resources();
@@ -254,7 +340,7 @@ void AdmissionPass::BlockBehind(int cq, int w) {
                               " (StrictFIFO ClusterQueue " + m_.cq_names[cq] + ")";
   for (size_t i = h.cursor + 1; i < h.order.size(); ++i) {
     const int other = h.order[i];
-    Assignment a = AssignFlavors(m_.catalog, m_.queues[cq], cq, demand_[other],
+    Assignment a = AssignFlavors(m_.catalog, m_.queues[cq], cq, DemandOf(other),
                                  in_.workloads[other].node_selector, m_.ledger, false);
     if (a.never) {
       Wait(other, cq, WaitKind::kNeverFits, std::move(a.message));
@@ -268,7 +354,7 @@ void AdmissionPass::BlockBehind(int cq, int w) {
 void AdmissionPass::Process(int cq) {
   Head& h = heads_[cq];
   const int w = h.order[h.cursor];
-  const Assignment a = std::move(h.assignment);
+  const Assignment& a = h.assignment;  // Process never evaluates a head: `a` stays valid
   h.evaluated = false;
   if (a.never) {
     Wait(w, cq, WaitKind::kNeverFits, a.message);
@@ -308,7 +394,12 @@ AdmissionResult AdmissionPass::Run() {
   }
   const bool within_before = m_.ledger.UsedWithinQuota(m_.cq_names, m_.catalog.slot_names).ok();
   heads_.resize(m_.queues.size());
-  demand_.resize(in_.workloads.size());
+  messages_.resize(m_.queues.size());
+  failed_.resize(m_.queues.size());
+  result_.pending.reserve(in_.workloads.size());
+  result_.admitted.reserve(in_.workloads.size() / 4);
+  demand_span_.assign(in_.workloads.size(), {0, 0});
+  demand_pool_.reserve(in_.workloads.size() * 3);
   pending_slot_.assign(in_.workloads.size(), -1);
   Resolve();
   ComputeHistoryShares();

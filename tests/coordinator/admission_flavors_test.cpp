@@ -27,7 +27,8 @@ struct TwoFlavors {
     ledger.SetQuota(0, 1, MakeSlotQuota(4, -1, -1));
   }
   Assignment Assign(int64_t gpus, std::map<std::string, std::string> selector = {}) {
-    return AssignFlavors(catalog, queue, 0, {{0, gpus}}, selector, ledger, false);
+    const std::vector<std::pair<int, int64_t>> demand{{0, gpus}};
+    return AssignFlavors(catalog, queue, 0, demand, selector, ledger, false);
   }
 };
 

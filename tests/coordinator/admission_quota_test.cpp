@@ -92,7 +92,8 @@ TEST(QuotaLedger, DominantShareIsBorrowedOverLendableByWeight) {
   l.AddUsed(a, 1, 50);  // 50% of resource 1: dominant
   EXPECT_DOUBLE_EQ(l.DominantShare(a, {}, resource_of_slot, 1), 500);
   EXPECT_DOUBLE_EQ(l.DominantShare(a, {}, resource_of_slot, 2), 250);
-  EXPECT_DOUBLE_EQ(l.DominantShare(a, {{0, 6}}, resource_of_slot, 1), 800);
+  const std::vector<std::pair<int, int64_t>> six_more{{0, 6}};
+  EXPECT_DOUBLE_EQ(l.DominantShare(a, six_more, resource_of_slot, 1), 800);
 }
 
 TEST(QuotaLedger, UsedWithinQuotaNamesTheQueueOverItsLimit) {
