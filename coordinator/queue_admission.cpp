@@ -177,9 +177,24 @@ void AdmissionPass::Resolve() {
     demand_span_[wi] = {start, demand_pool_.size() - start};
     heads_[route.cq].order.push_back(wi);
   }
+  // QueueOrderLess, on compact keys: sorting the large Workload structs in place of their
+  // priority and age misses the cache on every comparison.
+  struct SortKey {
+    int32_t priority;
+    int64_t creation_ms;
+    int w;
+  };
+  std::vector<SortKey> keys;
   for (Head& h : heads_) {
-    std::sort(h.order.begin(), h.order.end(),
-              [&](int a, int b) { return QueueOrderLess(in_.workloads[a], in_.workloads[b]); });
+    keys.clear();
+    for (int w : h.order)
+      keys.push_back({in_.workloads[w].priority, in_.workloads[w].creation_ms, w});
+    std::sort(keys.begin(), keys.end(), [&](const SortKey& a, const SortKey& b) {
+      if (a.priority != b.priority) return a.priority > b.priority;
+      if (a.creation_ms != b.creation_ms) return a.creation_ms < b.creation_ms;
+      return QueueOrderLess(in_.workloads[a.w], in_.workloads[b.w]);
+    });
+    for (size_t i = 0; i < keys.size(); ++i) h.order[i] = keys[i].w;
   }
 }
 
