@@ -54,6 +54,11 @@ void InternNames(const AdmissionInputs& inputs, AdmissionModel& m) {
   }
 }
 
+// A set limit below 0 (the parser refuses those) counts as 0, never as unset.
+int64_t Limit(const std::optional<int64_t>& limit) {
+  return limit ? std::max<int64_t>(0, *limit) : -1;
+}
+
 void AddQueue(const ClusterQueue& q, AdmissionModel& m,
               std::unordered_map<std::string, int>& cohort_index) {
   int cohort = -1;
@@ -93,7 +98,7 @@ void AddQueue(const ClusterQueue& q, AdmissionModel& m,
         if (g.covered_resources.empty()) cover(r.resource);
         m.ledger.SetQuota(
             cq, m.catalog.Slot(fi, m.ResourceOf(r.resource)),
-            MakeSlotQuota(r.nominal, r.borrowing_limit.value_or(-1), r.lending_limit.value_or(-1)));
+            MakeSlotQuota(r.nominal, Limit(r.borrowing_limit), Limit(r.lending_limit)));
       }
     }
     model.groups.push_back(std::move(group));

@@ -327,6 +327,7 @@ std::string AdmissionPass::QuotaMessage(int cq, const Assignment& a) {
 }
 
 std::string AdmissionPass::BuildQuotaMessage(int cq, const Assignment& a) const {
+  TRAINLET_CHECK(a.short_slot >= 0);  // a workload that does not fit has a short resource
   const int slot = a.short_slot;
   const int r = m_.catalog.resource_of_slot[slot];
   const int f = slot / m_.catalog.resources();

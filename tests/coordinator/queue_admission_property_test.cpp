@@ -2,6 +2,7 @@
 // is admitted twice, and every workload left pending says why.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <set>
 
@@ -153,6 +154,34 @@ TEST(QueueAdmissionProperty, RandomClustersNeverGoOverQuota) {
   EXPECT_GT(admitted, 1000);
   EXPECT_GT(preempted, 20);
   EXPECT_EQ(scenarios, 1500);
+}
+
+// The same inputs in any order give the same decisions.
+TEST(QueueAdmissionProperty, TheOrderOfTheInputsDoesNotMatter) {
+  for (uint32_t seed = 1; seed <= 300; ++seed) {
+    Gen g(seed);
+    AdmissionInputs in = RandomInputs(g);
+    // Some admitted first, so preemption has victims.
+    in = ApplyAdmissionResult(in, RunAdmissionPass(in, 0), 0, true);
+    for (int i = 0; i < 10; ++i) in.workloads.push_back(RandomWorkload(g, 500 + i, 6));
+    AdmissionInputs shuffled = in;
+    std::shuffle(shuffled.workloads.begin(), shuffled.workloads.end(), g.rng);
+    const AdmissionResult a = RunAdmissionPass(in, 0), b = RunAdmissionPass(shuffled, 0);
+    auto decisions = [](const AdmissionResult& r) {
+      std::set<std::string> out;
+      for (const auto& [key, adm] : r.admitted) {
+        std::string d = "admit " + key + " " + adm.cluster_queue;
+        for (const ResourceAssignment& ra : adm.resources)
+          d += " " + ra.resource + "/" + ra.flavor + "=" + std::to_string(ra.amount);
+        out.insert(d);
+      }
+      for (const Preemption& p : r.preemptions)
+        out.insert("preempt " + p.victim + " " + p.preemptor);
+      for (const PendingWorkload& p : r.pending) out.insert("wait " + p.key + " " + p.message);
+      return out;
+    };
+    ASSERT_EQ(decisions(a), decisions(b)) << "seed " << seed;
+  }
 }
 
 }  // namespace

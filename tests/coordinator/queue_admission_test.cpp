@@ -465,5 +465,71 @@ TEST(QueueAdmission, UsageWithinQuotaReportsOverQuota) {
   EXPECT_TRUE(RunAdmissionPass(in, 0).admitted.empty());
 }
 
+TEST(QueueAdmission, ResourceGroupsChooseTheirFlavorsApart) {
+  AdmissionInputs in;
+  in.flavors = {{"h100", {}}, {"cpu-pool", {}}};
+  ClusterQueue q;
+  q.name = "team-a";
+  q.resource_groups.push_back({{kGpu}, {{"h100", {{kGpu, 8, {}, {}}}}}});
+  q.resource_groups.push_back(
+      {{kCpu, kMemory},
+       {{"cpu-pool", {{kCpu, 64'000, {}, {}}, {kMemory, int64_t{256} << 30, {}, {}}}}}});
+  AddQueue(in, q);
+  Workload w = Job("team-a", "train", 4, /*pods=*/2, 0, 1);
+  w.per_pod[kCpu] = 16'000;
+  w.per_pod[kMemory] = int64_t{64} << 30;
+  Workload big = Job("team-a", "memory-hungry", 0, 1, 0, 2);
+  big.per_pod[kMemory] = int64_t{200} << 30;
+  in.workloads = {w, big};
+  const AdmissionResult r = RunAdmissionPass(in, 0);
+  const Admission* a = FindAdmitted(r, "team-a.train");
+  ASSERT_NE(a, nullptr);
+  ASSERT_EQ(a->resources.size(), 3u);
+  for (const ResourceAssignment& ra : a->resources) {
+    EXPECT_EQ(ra.flavor, ra.resource == kGpu ? "h100" : "cpu-pool") << ra.resource;
+    if (ra.resource == kCpu) EXPECT_EQ(ra.amount, 32'000);
+  }
+  // Quantities are shown as Kubernetes writes them.
+  EXPECT_EQ(FindPending(r, "team-a.memory-hungry")->message,
+            "waiting for 200Gi memory in ClusterQueue team-a, 128Gi free");
+}
+
+TEST(QueueAdmission, AStrictFifoHeadThatPreemptsStillBlocks) {
+  AdmissionInputs in = FullQueueWith(WithinClusterQueuePolicy::kLowerPriority);
+  in.cluster_queues[0].strategy = QueueingStrategy::kStrictFifo;
+  in.workloads.push_back(Job("team-a", "llm-7", 4, 1, 1000, 40));
+  in.workloads.push_back(Job("team-a", "behind", 1, 1, 0, 50));
+  const AdmissionResult r = RunAdmissionPass(in, 0);
+  EXPECT_EQ(FindPending(r, "team-a.llm-7")->kind, WaitKind::kPreempting);
+  EXPECT_EQ(FindPending(r, "team-a.behind")->kind, WaitKind::kBlocked);
+}
+
+TEST(QueueAdmission, AZeroWeightQueueOnlyGetsWhatNobodyElseWants) {
+  AdmissionInputs in = WithDefaultFlavor();
+  in.config.fair_sharing = true;
+  AddQueue(in, GpuQueue("lender", 2, "research"));
+  ClusterQueue a = GpuQueue("team-a", 0, "research");
+  a.fair_weight = 0;
+  AddQueue(in, a);
+  AddQueue(in, GpuQueue("team-b", 0, "research"));
+  in.workloads.push_back(Job("team-a", "a1", 1, 1, 0, 1));
+  in.workloads.push_back(Job("team-b", "b1", 1, 1, 0, 2));
+  in.workloads.push_back(Job("team-b", "b2", 1, 1, 0, 3));
+  const AdmissionResult r = RunAdmissionPass(in, 0);
+  EXPECT_NE(FindAdmitted(r, "team-b.b1"), nullptr);
+  EXPECT_NE(FindAdmitted(r, "team-b.b2"), nullptr);
+  EXPECT_EQ(FindPending(r, "team-a.a1")->kind, WaitKind::kQuota);
+}
+
+TEST(QueueAdmission, ARequestThatOverflowsCanNeverFit) {
+  AdmissionInputs in = WithDefaultFlavor();
+  AddQueue(in, GpuQueue("team-a", 8));
+  in.workloads.push_back(Job("team-a", "overflow", int64_t{1} << 62, 4));
+  in.workloads.push_back(Job("team-a", "no-pods", 1, 0));
+  const AdmissionResult r = RunAdmissionPass(in, 0);
+  EXPECT_EQ(FindPending(r, "team-a.overflow")->kind, WaitKind::kNeverFits);
+  EXPECT_EQ(FindPending(r, "team-a.no-pods")->kind, WaitKind::kNeverFits);
+}
+
 }  // namespace
 }  // namespace trainlet::coordinator::admission
