@@ -48,7 +48,7 @@ class AdmissionPass {
   }
   void ComputeHistoryShares();
   void Evaluate(int cq);
-  int PickHead();
+  int PickHead(const std::vector<int>& queues);
   void Process(int cq);
   void Admit(int cq, int w, const Assignment& a);
   bool TryPreempt(int cq, int w, const Assignment& a);
@@ -196,6 +196,17 @@ void AdmissionPass::Resolve() {
     });
     for (size_t i = 0; i < keys.size(); ++i) h.order[i] = keys[i].w;
   }
+  // The pool in the order the pass reads it: each queue's workloads one after the other.
+  std::vector<std::pair<int, int64_t>> pool;
+  pool.reserve(demand_pool_.size());
+  for (const Head& h : heads_) {
+    for (int w : h.order) {
+      const Demand d = DemandOf(w);
+      demand_span_[w].first = pool.size();
+      pool.insert(pool.end(), d.begin(), d.end());
+    }
+  }
+  demand_pool_ = std::move(pool);
 }
 
 // The weighted share of each ClusterQueue's decayed past usage of its cohort's lendable quota.
@@ -243,10 +254,10 @@ void AdmissionPass::Evaluate(int cq) {
   h.version = m_.ledger.Version(cq);
 }
 
-// The ClusterQueue whose head goes next, or -1 when every queue is done.
-int AdmissionPass::PickHead() {
+// The ClusterQueue of `queues` whose head goes next, or -1 when every one is done.
+int AdmissionPass::PickHead(const std::vector<int>& queues) {
   int best = -1;
-  for (int cq = 0; cq < static_cast<int>(heads_.size()); ++cq) {
+  for (int cq : queues) {
     Head& h = heads_[cq];
     if (h.done) continue;
     if (h.cursor >= h.order.size()) {
@@ -419,7 +430,13 @@ AdmissionResult AdmissionPass::Run() {
   pending_slot_.assign(in_.workloads.size(), -1);
   Resolve();
   ComputeHistoryShares();
-  for (int cq = PickHead(); cq >= 0; cq = PickHead()) Process(cq);
+  // Queues share quota only inside a cohort, so each cohort (and each queue in none) is served
+  // on its own: the order of heads matters only among its members.
+  std::vector<std::vector<int>> groups = m_.cohort_members;
+  for (int cq = 0; cq < static_cast<int>(heads_.size()); ++cq)
+    if (m_.ledger.CohortOf(cq) < 0) groups.push_back({cq});
+  for (const std::vector<int>& group : groups)
+    for (int cq = PickHead(group); cq >= 0; cq = PickHead(group)) Process(cq);
   Positions();
   if (within_before) {
     const Status s = m_.ledger.UsedWithinQuota(m_.cq_names, m_.catalog.slot_names);
