@@ -13,6 +13,13 @@
 // cohort victims are taken only while the queue stays within nominal, and a last try takes
 // victims of the queue itself, borrowing allowed.
 //
+// With fair sharing (Kueue's fairSharing enabled), cohort victims are chosen by share instead,
+// as Kueue's fairPreemptions with its default strategies: first LessThanOrEqualToFinalShare
+// (take from the queue with the highest weighted dominant share while the preemptor's share with
+// its request stays at or below that queue's share after the removal), then LessThanInitialShare
+// (one workload from each queue whose share is above the preemptor's). Rule
+// InCohortFairSharing.
+//
 // Works on the ledger by trial changes that it undoes before returning; not thread-safe.
 #pragma once
 
@@ -42,6 +49,8 @@ struct PreemptionView {
   const std::vector<std::vector<int>>* admitted_by_cq = nullptr;  // indices into *admitted
   const std::vector<std::vector<int>>* cohort_members = nullptr;  // cq indices by cohort
   const std::vector<const ClusterQueue*>* specs = nullptr;        // by cq index
+  const std::vector<int>* resource_of_slot = nullptr;             // for dominant shares
+  bool fair_sharing = false;
 };
 
 struct PreemptionTarget {

@@ -81,6 +81,8 @@ const char* PreemptionRuleName(PreemptionRule rule) {
       return "InCohortReclamation";
     case PreemptionRule::kInCohortReclaimWhileBorrowing:
       return "InCohortReclaimWhileBorrowing";
+    case PreemptionRule::kInCohortFairSharing:
+      return "InCohortFairSharing";
   }
   return "Unknown";
 }

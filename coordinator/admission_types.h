@@ -152,9 +152,10 @@ struct AdmissionInputs {
 // ---- Result of one pass ----
 
 enum class PreemptionRule {
-  kInClusterQueue,                // a victim of the preemptor's own ClusterQueue
-  kInCohortReclamation,           // quota the preemptor's ClusterQueue lent is taken back
-  kInCohortReclaimWhileBorrowing  // preempted in the cohort by a workload that borrows
+  kInClusterQueue,                 // a victim of the preemptor's own ClusterQueue
+  kInCohortReclamation,            // quota the preemptor's ClusterQueue lent is taken back
+  kInCohortReclaimWhileBorrowing,  // preempted in the cohort by a workload that borrows
+  kInCohortFairSharing             // taken from a queue above its fair share (fair sharing)
 };
 const char* PreemptionRuleName(PreemptionRule rule);
 

@@ -241,7 +241,8 @@ void AdmissionPass::Evaluate(int cq) {
   const Workload& wl = in_.workloads[w];
   const ClusterQueue& spec = *m_.specs[cq];
   AssignFlavorsInto(m_.catalog, m_.queues[cq], cq, DemandOf(w), wl.node_selector, m_.ledger,
-                    spec.preemption.borrow_within_cohort != BorrowWithinCohortPolicy::kNever,
+                    spec.preemption.borrow_within_cohort != BorrowWithinCohortPolicy::kNever ||
+                        in_.config.fair_sharing,
                     h.assignment);
   h.key = HeadKey{h.assignment.borrowing, 0, 0, wl.priority, wl.creation_ms, &wl.key};
   if (in_.config.fair_sharing && !h.assignment.never) {
@@ -303,7 +304,8 @@ bool AdmissionPass::TryPreempt(int cq, int w, const Assignment& a) {
       policy.within_cluster_queue == WithinClusterQueuePolicy::kLowerOrNewerEqualPriority;
   auto key = std::make_tuple(wl.priority, by_age ? wl.creation_ms : 0, std::move(demand));
   if (failed.keys.count(key)) return false;
-  PreemptionView view{&m_.admitted, &m_.admitted_by_cq, &m_.cohort_members, &m_.specs};
+  PreemptionView view{&m_.admitted, &m_.admitted_by_cq,           &m_.cohort_members,
+                      &m_.specs,    &m_.catalog.resource_of_slot, in_.config.fair_sharing};
   const auto targets = ChooseVictims(m_.ledger, view, {cq, wl.priority, wl.creation_ms}, a);
   if (targets.empty()) {
     failed.keys.insert(std::move(key));

@@ -27,7 +27,8 @@
 //  - Heads of different ClusterQueues take quota in Kueue's order: within nominal before
 //    borrowing; with fair sharing, lowest weighted dominant share first (and, given a usage
 //    history with a half-life, the one that used less recently); then priority, then age.
-//  - A head that does not fit may preempt (admission_preemption.h). Victims keep their quota
+//  - A head that does not fit may preempt (admission_preemption.h; with fair sharing, cohort
+//    victims are chosen by weighted share, as Kueue's fair sharing does). Victims keep their quota
 //    until the caller stops them; the preemptor then waits (kPreempting) and the room being
 //    freed is held for it, so nothing else is admitted into it. It is admitted by a later pass,
 //    after the victims are gone. Workloads admitted in this pass are never victims in it.

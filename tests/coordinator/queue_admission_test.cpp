@@ -531,5 +531,49 @@ TEST(QueueAdmission, ARequestThatOverflowsCanNeverFit) {
   EXPECT_EQ(FindPending(r, "team-a.no-pods")->kind, WaitKind::kNeverFits);
 }
 
+// Team-b borrowed the whole lender; team-a has no nominal quota of its own.
+AdmissionInputs OneQueueTookEverything(bool fair_sharing) {
+  AdmissionInputs in = WithDefaultFlavor();
+  in.config.fair_sharing = fair_sharing;
+  AddQueue(in, GpuQueue("lender", 8, "research"));
+  ClusterQueue a = GpuQueue("team-a", 0, "research");
+  a.preemption.reclaim_within_cohort = ReclaimWithinCohortPolicy::kAny;
+  AddQueue(in, a);
+  AddQueue(in, GpuQueue("team-b", 0, "research"));
+  for (int i = 0; i < 8; ++i)
+    in.workloads.push_back(Running(Job("team-b", "b" + std::to_string(i), 1, 1, 0, i), 10 + i));
+  in.workloads.push_back(Job("team-a", "a0", 1, 1, 0, 100));
+  return in;
+}
+
+TEST(QueueAdmission, FairSharingPreemptsFromTheQueueAboveItsShare) {
+  AdmissionResult r = RunAdmissionPass(OneQueueTookEverything(true), 0);
+  ASSERT_THAT(Victims(r), ElementsAre("team-b.b7"));  // the newest
+  EXPECT_EQ(r.preemptions[0].rule, PreemptionRule::kInCohortFairSharing);
+  EXPECT_STREQ(PreemptionRuleName(r.preemptions[0].rule), "InCohortFairSharing");
+  // Without fair sharing, a queue with no nominal quota cannot take anything back.
+  r = RunAdmissionPass(OneQueueTookEverything(false), 0);
+  EXPECT_TRUE(r.preemptions.empty());
+}
+
+TEST(QueueAdmission, FairSharingStopsPreemptingAtTheFairShare) {
+  AdmissionInputs in = OneQueueTookEverything(true);
+  // Pass by pass, victims stopped each time: team-a reaches half of the lender and no more.
+  int64_t now = 0;
+  for (int i = 1; i < 8; ++i)
+    in.workloads.push_back(Job("team-a", "a" + std::to_string(i), 1, 1, 0, 100 + i));
+  for (int pass = 0; pass < 20; ++pass) {
+    const AdmissionResult r = RunAdmissionPass(in, now);
+    in = ApplyAdmissionResult(in, r, now, true);
+    ASSERT_TRUE(UsageWithinQuota(in).ok());
+    now += 1000;
+  }
+  int a = 0, b = 0;
+  for (const Workload& w : in.workloads)
+    if (w.admission) (w.admission->cluster_queue == "team-a" ? a : b)++;
+  EXPECT_EQ(a, 4);
+  EXPECT_EQ(b, 4);
+}
+
 }  // namespace
 }  // namespace trainlet::coordinator::admission
