@@ -7,7 +7,7 @@
 
 #include "coordinator/queue_admission.h"
 
-namespace trainlet::coordinator::admission::testing {
+namespace trainlet::coordinator::admission::fixture {
 
 inline constexpr char kGpu[] = "nvidia.com/gpu";
 
@@ -80,4 +80,4 @@ inline std::vector<std::string> Victims(const AdmissionResult& r) {
   return out;
 }
 
-}  // namespace trainlet::coordinator::admission::testing
+}  // namespace trainlet::coordinator::admission::fixture

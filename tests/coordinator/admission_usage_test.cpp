@@ -8,7 +8,7 @@
 namespace trainlet::coordinator::admission {
 namespace {
 
-using namespace testing;  // NOLINT: the fixture's builders
+using namespace fixture;  // NOLINT: the builders of admission_fixture.h
 
 TEST(AdmissionUsage, CountsAdmittedPendingAndUsagePerFlavor) {
   AdmissionInputs in = WithDefaultFlavor();

@@ -9,7 +9,7 @@
 namespace trainlet::coordinator::admission {
 namespace {
 
-using namespace testing;  // NOLINT: the fixture's builders
+using namespace fixture;  // NOLINT: the builders of admission_fixture.h
 using ::testing::ElementsAre;
 using ::testing::UnorderedElementsAre;
 
