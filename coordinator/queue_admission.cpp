@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <set>
+#include <string>
 #include <tuple>
+#include <unordered_map>
+#include <vector>
 
 #include "coordinator/admission_model.h"
 #include "coordinator/admission_order.h"
