@@ -6,6 +6,22 @@
 #include "coordinator/operator_service.h"
 
 namespace trainlet::coordinator {
+namespace {
+
+// JobController's messages name a job by its key ("trainjob/team-a.llm-7"); users see
+// "trainjob/team-a/llm-7".
+template <typename T>
+Result<T> Shown(Result<T> result, const std::string& key) {
+  if (result.ok() || JobDisplayName(key) == key) return result;
+  std::string m = result.status().message();
+  const std::string from = "trainjob/" + key, to = "trainjob/" + JobDisplayName(key);
+  for (size_t at = m.find(from); at != std::string::npos; at = m.find(from, at + to.size())) {
+    m.replace(at, from.size(), to);
+  }
+  return Status(result.status().code(), std::move(m));
+}
+
+}  // namespace
 
 Status OperatorService::Authorize(const std::string& user, const v1::OperatorRequest& req) const {
   const AccessPolicy& policy = Policy();
@@ -73,7 +89,8 @@ Result<v1::DeleteJobResult> OperatorService::DeleteJob(const v1::DeleteJobReques
   if (jobs_->Find(key) == nullptr) {
     return NotFoundError("trainjob/" + JobDisplayName(key) + " not found");
   }
-  TRAINLET_ASSIGN_OR_RETURN(v1::DeleteJobResult result, jobs_->Delete(key, now_ms, user));
+  TRAINLET_ASSIGN_OR_RETURN(v1::DeleteJobResult result,
+                            Shown(jobs_->Delete(key, now_ms, user), key));
   result.set_name(req.name());
   return result;
 }
@@ -85,7 +102,7 @@ Result<v1::SuspendJobResult> OperatorService::SuspendJob(const v1::SuspendJobReq
     return NotFoundError("trainjob/" + JobDisplayName(key) + " not found");
   }
   TRAINLET_ASSIGN_OR_RETURN(v1::SuspendJobResult result,
-                            jobs_->SetSuspend(key, req.suspend(), now_ms, user));
+                            Shown(jobs_->SetSuspend(key, req.suspend(), now_ms, user), key));
   result.set_name(req.name());
   if (result.changed() && !user.empty()) {
     spdlog::info("trainjob/{} {} by {}", JobDisplayName(key),
