@@ -112,6 +112,10 @@ as alice suspend trainjob b1 -n team-b >/dev/null || fail "alice could not suspe
 assert_contains "$(as carol describe trainjob b1 -n team-b)" "suspended by alice" "b1's suspend event"
 as alice resume trainjob b1 -n team-b >/dev/null || fail "alice could not resume b1"
 assert_contains "$(as carol describe trainjob b1 -n team-b)" "resumed by alice" "b1's resume event"
+# apply --wait follows a job of another namespace to its end.
+quick=$(ns_job team-a quick 'true')
+out=$(as bob apply -f "$quick" --wait --timeout 60s) || fail "apply --wait in team-a: $out"
+assert_contains "$out" "trainjob/team-a/quick complete" "apply --wait"
 log "users act in their namespaces, admins everywhere"
 
 # The policy reloads without a restart: bob is granted team-b and deletes b1; a broken file
