@@ -130,6 +130,26 @@ TEST_F(OperatorAccessTest, JobsAreKeyedByNamespaceAndShownByName) {
               ElementsAre("trainjob/team-a/a2"));
 }
 
+TEST_F(OperatorAccessTest, NamespacedJobsKeepTheirKeyAndNamespaceAcrossARestart) {
+  TwoTeams();
+  ASSERT_TRUE(controller_->Flush().ok());
+  EXPECT_THAT(StoredNames(), ::testing::UnorderedElementsAre("team-a.a1", "team-b.b1"));
+  MakeController();  // a coordinator restart: reloaded from the store
+  service_ = std::make_unique<OperatorService>(
+      controller_.get(), &registry_, &sink_,
+      [this](const std::string&, v1::Envelope env) { replies_.push_back(std::move(env)); });
+  service_->EnforcePolicy([this]() -> const AccessPolicy& { return policy_; });
+  EXPECT_EQ(JobOrDie("team-a.a1").namespace_(), "team-a");
+  v1::OperatorResponse r = Get("bob", "team-a", "a1");
+  ASSERT_EQ(r.jobs().jobs_size(), 1);
+  EXPECT_EQ(r.jobs().jobs(0).name(), "a1");
+  ExpectRefused(Delete("bob", "team-b", "b1"),
+                "user \"bob\" may not delete trainjobs in namespace \"team-b\"");
+  // Re-applying the same document is no change: it is found by its key.
+  EXPECT_THAT(Apply("bob", NsJob("team-a", "a1")).apply().unchanged(),
+              ElementsAre("trainjob/team-a/a1"));
+}
+
 TEST_F(OperatorAccessTest, UserAppliesOnlyInTheirNamespaceAndWholeFilesAreRefused) {
   v1::OperatorResponse r = Apply("bob", NsJob("team-b", "b1"));
   ExpectRefused(r, "user \"bob\" may not apply trainjobs in namespace \"team-b\"");
