@@ -28,7 +28,10 @@ Status OperatorService::Authorize(const std::string& user, const v1::OperatorReq
   if (!policy.enforced()) return Status::Ok();
   switch (req.body_case()) {
     case v1::OperatorRequest::kApply:
-      return Status::Ok();  // each document, once the file is parsed: AuthorizeApply
+      // Each document once the file is parsed (AuthorizeApply); a user the policy does not name
+      // is refused before the file is parsed at all (a re-apply is parsed over stored jobs).
+      if (!policy.Check(user, Verb::kGet, "").ok()) return policy.Check(user, Verb::kApply, "");
+      return Status::Ok();
     case v1::OperatorRequest::kGetNodes:
       return policy.Check(user, Verb::kGet, "");
     case v1::OperatorRequest::kGetJobs:

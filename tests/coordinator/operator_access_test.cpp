@@ -280,7 +280,9 @@ TEST_F(OperatorAccessTest, UnknownUserIsRefusedEverything) {
   v1::OperatorRequest nodes;
   nodes.mutable_get_nodes();
   EXPECT_EQ(Send("mallory", nodes).error_code(), "PermissionDenied");
-  EXPECT_EQ(Apply("mallory", NsJob("team-a", "m1")).error_code(), "PermissionDenied");
+  EXPECT_EQ(Apply("mallory", NsJob("team-a", "m1")).error(),
+            "user \"mallory\" may not apply trainjobs (the access policy does not name the user)");
+  EXPECT_EQ(Apply("mallory", "not: [yaml").error_code(), "PermissionDenied");
   EXPECT_EQ(Delete("mallory", "team-a", "a1").error_code(), "PermissionDenied");
   EXPECT_EQ(controller_->Find("team-a.m1"), nullptr);
 }

@@ -84,7 +84,7 @@ log "bob and carol refused outside their namespaces, status readable"
 
 # A key the policy does not name is refused everything.
 refused mallory 'user "mallory" may not get trainjobs' get trainjobs
-refused mallory 'user "mallory" may not apply trainjobs in namespace "team-a"' apply -f "$a1"
+refused mallory 'user "mallory" may not apply trainjobs (the access policy does not name the user)' apply -f "$a1"
 log "unknown user refused"
 
 # -A lists every namespace with a NAMESPACE column; -n one; json always has the namespace.
