@@ -10,6 +10,7 @@
 #include "coordinator/apply_transaction.h"
 #include "coordinator/attempt_plan.h"
 #include "coordinator/gang_planner.h"
+#include "coordinator/job_key.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/node_reconcile.h"
 #include "coordinator/rank_event_fold.h"
@@ -60,10 +61,10 @@ void JobController::Adopt(std::unique_ptr<Job> job) {
 }
 
 Result<v1::ApplyResult> JobController::Apply(const std::string& yaml, const std::string& source,
-                                             int64_t now_ms) {
+                                             int64_t now_ms, const std::string& by) {
   TRAINLET_ASSIGN_OR_RETURN(trainjob::ParsedFile parsed,
                             ApplyTransaction::Parse(yaml, source, Held()));
-  return Apply(std::move(parsed), source, now_ms);
+  return Apply(std::move(parsed), source, now_ms, by);
 }
 
 ApplyTransaction::HeldJob JobController::Held() const {
@@ -74,20 +75,36 @@ ApplyTransaction::HeldJob JobController::Held() const {
 }
 
 Result<v1::ApplyResult> JobController::Apply(trainjob::ParsedFile parsed, const std::string& source,
-                                             int64_t now_ms) {
+                                             int64_t now_ms, const std::string& by) {
   TRAINLET_ASSIGN_OR_RETURN(ApplyTransaction tx,
                             ApplyTransaction::Prepare(std::move(parsed), source, now_ms, runtimes_,
                                                       Held(), entry_options_));
+  if (!by.empty()) {
+    // Who applied: the Created event of each new job, and the Suspended/Resumed event a re-apply
+    // adds last.
+    for (auto& job : tx.new_jobs) {
+      for (auto& ev : *job->record.status.mutable_events()) {
+        if (ev.reason() == "Created") ev.set_message(ev.message() + " by " + by);
+      }
+    }
+    for (auto& flip : tx.flips) {
+      auto* events = flip.status.mutable_events();
+      if (!events->empty()) {
+        auto& ev = (*events)[events->size() - 1];
+        ev.set_message(ev.message() + " (user " + by + ")");
+      }
+    }
+  }
   // All or nothing, and memory changes only after the store has everything.
   TRAINLET_RETURN_IF_ERROR(tx.Store(*store_, options_.min_free_bytes));
   v1::ApplyResult result = std::move(tx.result);
   for (auto& flip : tx.flips) {
-    result.add_configured("trainjob/" + flip.job);
+    result.add_configured("trainjob/" + JobDisplayName(flip.job));
     CommitSuspend(std::move(flip));
   }
   runtimes_.Commit(std::move(tx.staged), result);
   for (auto& job : tx.new_jobs) {
-    result.add_created("trainjob/" + job->record.name);
+    result.add_created("trainjob/" + JobDisplayName(job->record.name));
     Adopt(std::move(job));
   }
   for (auto& w : tx.warnings) result.add_warnings(std::move(w));
@@ -301,7 +318,8 @@ NodeUsage JobController::Usage() const {
   return UsageOf(std::vector<const Job*>(order_.begin(), order_.end()));
 }
 
-Result<v1::DeleteJobResult> JobController::Delete(const std::string& name, int64_t now_ms) {
+Result<v1::DeleteJobResult> JobController::Delete(const std::string& name, int64_t now_ms,
+                                                  const std::string& by) {
   auto it = jobs_.find(name);
   if (it == jobs_.end()) return NotFoundError("trainjob/" + name + " not found");
   Job& job = *it->second;
@@ -315,7 +333,9 @@ Result<v1::DeleteJobResult> JobController::Delete(const std::string& name, int64
     ev->set_unix_ms(now_ms);
     ev->set_type("Normal");
     ev->set_reason("Deleting");
-    ev->set_message("delete requested; stopping every rank");
+    ev->set_message("delete requested" + (by.empty() ? std::string() : " by " + by) +
+                    "; stopping every rank");
+    if (!by.empty()) spdlog::info("trainjob/{}: delete requested by {}", name, by);
     TRAINLET_RETURN_IF_ERROR(store_->UpdateStatus(name, deleting));
     job.record.status = std::move(deleting);
     launcher_.Stop(job, "trainjob deleted");
