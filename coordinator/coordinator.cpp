@@ -94,6 +94,7 @@ Status Coordinator::Init() {
   options.max_restart_backoff = config_.max_restart_backoff;
   options.stop_grace_ms = static_cast<uint32_t>(config_.stop_grace.count());
   options.server_public_key = keys.public_z85;
+  options.admission.default_local_queue = config_.default_queue;
   jobs_ = std::make_unique<JobController>(store_.get(), registry_.get(), this, options);
   TRAINLET_RETURN_IF_ERROR(jobs_->Load(config_.runtimes_dir));
   operator_service_ = std::make_unique<OperatorService>(
