@@ -16,6 +16,7 @@ void JobController::EnforceDeadlines(int64_t now_ms) {
     v1::JobStatus& st = job.record.status;
     // The ranks hear of the deadline its warning's grace before it, so they can checkpoint; the
     // job still fails at the deadline. Annotations were checked at apply: a bad one is no warning.
+    if (!job.spec.active_deadline_seconds) continue;
     const StopWarning warning = JobStopWarning(job.spec, options_.preemption_grace);
     if (now_ms >= DeadlineWarningMs(job.spec, st, warning,
                                     launcher_.Warned(job.record.name, st.attempt())) &&
