@@ -272,6 +272,7 @@ class WorkerSupervisor {
     bool term_sent = false;
     bool kill_sent = false;
     std::optional<Clock::time_point> warning_ends;  // a warned stop's SIGTERM (the step sends it)
+    bool stop_requests = false;  // the step takes stop and warning requests (StepLaunch)
     std::optional<Clock::time_point> kill_at;
     std::map<uint32_t, StepRankState> live;  // rank -> running rank
     std::set<uint32_t> known;                // ranks with an S or F record

@@ -157,6 +157,12 @@ void WorkerSupervisor::StopStep(Step& s, std::chrono::milliseconds grace, Clock:
 
 bool WorkerSupervisor::WriteStepRequest(const Step& s, const char* file,
                                         const StopWarning& warning) {
+  if (!s.stop_requests) {
+    spdlog::warn("supervisor: the step of job {} attempt {} predates warnings: {}", s.job,
+                 s.attempt,
+                 std::string(file) == "stop" ? "stopping without the warning" : "no warning sent");
+    return false;
+  }
   step::StopRequest request;
   request.warning_signal = warning.signal;
   request.warning_grace_ms =
@@ -189,6 +195,7 @@ step::StepLaunch WorkerSupervisor::StepSpecFor(const std::vector<WorkerLaunch>& 
   spec.orphan_grace_ms = static_cast<uint32_t>(std::max<int64_t>(0, options_.orphan_grace.count()));
   spec.cgroup = options_.step_cgroup;
   spec.agent_stamps = options_.agent_stamps;
+  spec.stop_requests = true;  // the trainlet-step beside this agent is of its version
   spec.base_env = base_env_;
   std::set<uint32_t> ranks;
   for (size_t i = 0; i < launches.size(); ++i) {
@@ -233,6 +240,7 @@ Status WorkerSupervisor::SpawnStep(const step::StepLaunch& spec, Step& s, int& r
   s.job = spec.job;
   s.attempt = spec.attempt;
   s.stop_grace_ms = spec.stop_grace_ms;
+  s.stop_requests = spec.stop_requests;
   s.child = true;
   std::error_code ec;
   fs::create_directory(s.dir, ec);
@@ -576,6 +584,7 @@ std::vector<WorkerSupervisor::AdoptedStep> WorkerSupervisor::AdoptSteps() {
     s.job = launch->job;
     s.attempt = launch->attempt;
     s.stop_grace_ms = launch->stop_grace_ms;
+    s.stop_requests = launch->stop_requests;
     const std::string events = s.dir + "/events";
     s.events_fd = open(events.c_str(), O_RDONLY | O_CLOEXEC);
     if (s.events_fd < 0) {

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "agent/step/step_launch.h"
+
 namespace trainlet::step {
 namespace {
 
@@ -46,6 +48,22 @@ TEST(StepStop, BadRequestsNameTheField) {
   auto none = DecodeStopRequest(EncodeStopRequest(StopRequest{}));
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none->warning_signal, 0);
+}
+
+// Launch files say whether their step takes these requests: an older step would die of the
+// SIGUSR2 of a warning, so a file without the field reads as "no".
+TEST(StepStop, LaunchFilesSayWhetherTheStepTakesRequests) {
+  StepLaunch l;
+  l.job = "j";
+  l.attempt = 1;
+  l.stop_requests = true;
+  auto back = DecodeLaunch(EncodeLaunch(l));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(back->stop_requests);
+  auto old = DecodeLaunch(
+      R"({"version":1,"job":"j","attempt":1,"stop_grace_ms":5,"base_env":[],"ranks":[]})");
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  EXPECT_FALSE(old->stop_requests);
 }
 
 }  // namespace
