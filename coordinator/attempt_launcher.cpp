@@ -195,12 +195,13 @@ void AttemptLauncher::Stop(JobEntry& job, const std::string& reason, const StopW
 bool AttemptLauncher::Warn(JobEntry& job, const StopWarning& warning, const std::string& reason) {
   const v1::JobStatus& st = job.record.status;
   if (warning.signal == 0 || Warned(job.record.name, st.attempt())) return false;
+  // Marked even when no rank runs: the loop must not wake for this attempt's warning again.
+  warned_[job.record.name] = st.attempt();
   std::set<std::string> nodes;
   for (const auto& r : st.ranks()) {
     if (!RankEnded(r)) nodes.insert(r.node());
   }
   if (nodes.empty()) return false;
-  warned_[job.record.name] = st.attempt();
   for (const auto& n : nodes) {
     agents_->WarnWorkers(n, job.record.name, st.attempt(), reason, warning.signal);
   }

@@ -93,7 +93,7 @@ class AttemptLauncher {
   void Stop(JobEntry& job, const std::string& reason, const StopWarning& warning = {});
   // Sends `warning`'s signal to every rank of `job`'s current attempt that has not ended and stops
   // nothing (the warning before an active deadline), once per attempt: false, sending nothing,
-  // when this attempt was warned already or no rank runs.
+  // when this attempt was warned already or no rank runs (it then counts as warned).
   bool Warn(JobEntry& job, const StopWarning& warning, const std::string& reason);
   // True once Warn sent the current attempt of the job its warning.
   bool Warned(const std::string& job, uint32_t attempt) const;
