@@ -3,7 +3,8 @@
 # rank that checkpoints on SIGUSR1 and resumes from its checkpoint in the next attempt.
 #  1. drain --force: SIGUSR1 first; the rank checkpoints and exits within the grace (no SIGTERM);
 #     the job restarts on the other node and continues from the checkpoint.
-#  2. A rank that keeps running after the warning gets SIGTERM the grace later.
+#  2. A rank that keeps running after the warning gets SIGTERM the grace later, also when the
+#     node's agent is killed during the grace (the step runs the sequence).
 #  3. activeDeadlineSeconds with a grace annotation: SIGUSR1 the grace before the deadline, and
 #     the job still fails with DeadlineExceeded at the deadline.
 # The path a preemption by a higher-priority job takes (JobController::Preempt) sends the same
@@ -63,6 +64,25 @@ usr1=$(ckpt_time stay usr1) term=$(ckpt_time stay term)
 "$CTL" uncordon "$from" >/dev/null
 remove stay
 log "warning grace: SIGTERM $((term - usr1)) ms after SIGUSR1"
+
+log "2b. the agent is killed during the grace: the step still sends SIGTERM when it runs out"
+"$CTL" apply -f "$(checkpoint_job orphan "" '    trainlet.io/preemption-grace-seconds: "3"' \
+  '      - name: CKPT_STAY\n        value: "1"')" >/dev/null
+wait_for 30 running_attempt orphan 1 || fail "orphan not Running: $("$CTL" describe trainjob orphan)"
+wait_for 20 ckpt_progress_at_least orphan 5 || fail "orphan's rank does not count"
+from=$(field orphan placement)
+agent_pid=$(awk '{print $1}' "$TRAINLET_HOME/pids/$from.pid")
+"$CTL" drain "$from" --force --timeout 60s > "$WORK/drain-orphan.out" 2>&1 &
+drain_pid=$!
+wait_for 10 ckpt_has orphan usr1 || fail "orphan got no SIGUSR1: $(ckpt_events orphan)"
+kill -9 "$agent_pid"
+wait_for 10 ckpt_has orphan term || fail "no SIGTERM once the agent died: $(ckpt_events orphan)"
+usr1=$(ckpt_time orphan usr1) term=$(ckpt_time orphan term)
+[ $((term - usr1)) -ge 2700 ] || fail "SIGTERM $((term - usr1)) ms after SIGUSR1, grace is 3 s"
+[ $((term - usr1)) -lt 8000 ] || fail "SIGTERM $((term - usr1)) ms after SIGUSR1, grace is 3 s"
+wait "$drain_pid" || true  # done once the node is Lost and its ranks given up
+"$CTL" delete trainjob orphan --timeout 30s >/dev/null 2>&1 || true
+log "agent killed in the grace: SIGTERM still came $((term - usr1)) ms after SIGUSR1"
 
 log "3. activeDeadlineSeconds: the warning comes the grace before the deadline"
 applied=$(now_ms)
