@@ -21,6 +21,14 @@ namespace {
 // the storage CLI11 writes into in a shared_ptr held by its callback, so it lives as long as the
 // App. `common` and `rc` belong to main and outlive the App's parse.
 
+// -n/--namespace and -A/--all-namespaces, as kubectl's, on the subcommands that name or list
+// trainjobs.
+void AddNamespaceFlags(CLI::App* sub, CommonFlags& common) {
+  sub->add_option("-n,--namespace", common.ns, "The trainjobs' namespace")->capture_default_str();
+  sub->add_flag("-A,--all-namespaces", common.all_namespaces,
+                "Every namespace (get: adds a NAMESPACE column)");
+}
+
 void AddGetCommand(CLI::App& app, CommonFlags& common, int& rc) {
   auto* get = app.add_subcommand(
       "get",
@@ -43,6 +51,7 @@ void AddGetCommand(CLI::App& app, CommonFlags& common, int& rc) {
                   "trainjobs: fetch the list in pages of this many, as kubectl; 0 asks for it in "
                   "one answer, which fails when it is too large")
       ->capture_default_str();
+  AddNamespaceFlags(get, common);
   get->callback([&common, &rc, a] { rc = CmdGet(common, a->kind, a->name, a->paging); });
 }
 
@@ -56,6 +65,7 @@ void AddDescribeCommand(CLI::App& app, CommonFlags& common, int& rc) {
   describe->add_option("kind", a->kind, "trainjob (or trainjob/NAME)")->required();
   describe->add_option("name", a->name, "The trainjob's name");
   describe->add_option("-o,--output", common.output, "json | yaml: a node's full status");
+  AddNamespaceFlags(describe, common);
   describe->callback([&common, &rc, a] { rc = CmdDescribe(common, a->kind, a->name); });
 }
 
@@ -92,6 +102,7 @@ void AddDeleteCommand(CLI::App& app, CommonFlags& common, int& rc) {
   del->add_option("name", a->name, "The trainjob's name");
   del->add_option("--wait", a->wait, "Wait until every rank has stopped (default true)");
   del->add_option("--timeout", a->timeout, "How long to wait, e.g. 60s")->capture_default_str();
+  AddNamespaceFlags(del, common);
   del->callback(
       [&common, &rc, a] { rc = CmdDelete(common, a->kind, a->name, a->wait, a->timeout); });
 }
@@ -110,6 +121,7 @@ void AddSuspendCommands(CLI::App& app, CommonFlags& common, int& rc) {
                                              "trainletctl resume trainjob hello");
     sub->add_option("kind", a->kind, "trainjob (or trainjob/NAME)")->required();
     sub->add_option("name", a->name, "The trainjob's name");
+    AddNamespaceFlags(sub, common);
     sub->callback(
         [&common, &rc, a, suspend] { rc = CmdSetSuspend(common, a->kind, a->name, suspend); });
   }
@@ -165,6 +177,7 @@ void AddWaitCommand(CLI::App& app, CommonFlags& common, int& rc) {
                    "condition=Complete | condition=Failed | condition=Suspended | delete")
       ->required();
   wait->add_option("--timeout", a->timeout, "e.g. 60s, 5m")->capture_default_str();
+  AddNamespaceFlags(wait, common);
   wait->callback(
       [&common, &rc, a] { rc = CmdWait(common, a->target, a->for_condition, a->timeout); });
 }
@@ -185,6 +198,7 @@ void AddLogsCommand(CLI::App& app, CommonFlags& common, int& rc) {
   logs->add_option("--rank", a->rank, "Only this rank")->check(CLI::NonNegativeNumber);
   logs->add_flag("-f,--follow", a->follow, "Keep printing until the ranks exit");
   logs->add_option("--attempt", a->attempt, "An earlier attempt's logs (default: the current one)");
+  AddNamespaceFlags(logs, common);
   logs->callback([&common, &rc, a] {
     if (a->job.rfind("trainjob/", 0) == 0) a->job = a->job.substr(9);
     rc = CmdLogs(common, a->job, a->rank, a->follow, a->attempt);
