@@ -31,7 +31,8 @@ def note(text):
 
 
 def write_atomic(name, text):
-    tmp = os.path.join(ckpt_dir, name + ".tmp")
+    # Per process: a rank of the next attempt may write beside one still in its grace.
+    tmp = os.path.join(ckpt_dir, f"{name}.tmp.{os.getpid()}")
     with open(tmp, "w") as f:
         f.write(text)
         f.flush()
