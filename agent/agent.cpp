@@ -483,8 +483,18 @@ void Agent::OnExecStart(const v1::ExecStart& start) {
 }
 
 void Agent::OnStopWorkers(const v1::StopWorkers& stop) {
+  // Signal numbers are the coordinator's; nothing past the real-time range is a signal.
+  const int signal =
+      stop.warning_signal() > 0 && stop.warning_signal() <= 64 ? stop.warning_signal() : 0;
+  if (stop.warn_only()) {
+    spdlog::info("warning {} attempt {} with signal {}: {}", stop.job(), stop.attempt(), signal,
+                 stop.reason());
+    attempts_.Warn(stop.job(), stop.attempt(), signal);
+    return;
+  }
   spdlog::info("stopping {} attempt {}: {}", stop.job(), stop.attempt(), stop.reason());
-  attempts_.Stop(stop.job(), stop.attempt(), stop.reason(), env_.MonotonicNow());
+  const StopWarning warning{signal, std::chrono::milliseconds(stop.warning_grace_ms())};
+  attempts_.Stop(stop.job(), stop.attempt(), stop.reason(), env_.MonotonicNow(), warning);
 }
 
 void Agent::OnReservePorts(const v1::ReservePorts& request) {

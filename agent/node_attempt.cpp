@@ -115,10 +115,10 @@ std::vector<Result<pid_t>> NodeAttempt::Launch(const std::vector<WorkerLaunch>& 
 }
 
 void NodeAttempt::Stop(const std::string& reason, std::chrono::milliseconds grace,
-                       Clock::time_point now) {
+                       Clock::time_point now, const StopWarning& warning) {
   services_.ports->Release(job_, attempt_);
   services_.rendezvous->EndAttempt(job_, attempt_, "attempt stopped: " + reason);
-  services_.supervisor->Stop(job_, attempt_, grace, now);
+  services_.supervisor->Stop(job_, attempt_, grace, now, warning);
   Apply(AttemptTrigger::kStopAsked);
 }
 
@@ -243,11 +243,11 @@ NodeAttempt* NodeAttempts::BeginPlan(const v1::LaunchPlan& plan, Clock::time_poi
 }
 
 void NodeAttempts::Stop(const std::string& job, uint32_t attempt, const std::string& reason,
-                        Clock::time_point now) {
+                        Clock::time_point now, const StopWarning& warning) {
   const auto grace = StopGrace(job);
   auto it = jobs_.find(job);
   if (attempt != 0 && it != jobs_.end() && it->second.attempts.contains(attempt)) {
-    it->second.attempts.at(attempt).Stop(reason, grace, now);
+    it->second.attempts.at(attempt).Stop(reason, grace, now, warning);
     Forget(it->second);
     return;
   }
@@ -259,11 +259,15 @@ void NodeAttempts::Stop(const std::string& job, uint32_t attempt, const std::str
     services_.ports->Release(job, attempt);
   }
   services_.rendezvous->EndAttempt(job, attempt, "attempt stopped: " + reason);
-  services_.supervisor->Stop(job, attempt, grace, now);
+  services_.supervisor->Stop(job, attempt, grace, now, warning);
   if (attempt == 0 && it != jobs_.end()) {
     for (auto& [number, a] : it->second.attempts) a.Apply(AttemptTrigger::kStopAsked);
     Forget(it->second);
   }
+}
+
+void NodeAttempts::Warn(const std::string& job, uint32_t attempt, int signal) {
+  services_.supervisor->Warn(job, attempt, signal);
 }
 
 void NodeAttempts::StopRanks(const std::string& job, Clock::time_point now) {

@@ -129,8 +129,10 @@ class NodeAttempt {
   std::vector<Result<pid_t>> Launch(const std::vector<WorkerLaunch>& launches,
                                     const Status& blocked);
 
-  // kStopAsked: gives back its ports, aborts its rendezvous and stops its ranks with `grace`.
-  void Stop(const std::string& reason, std::chrono::milliseconds grace, Clock::time_point now);
+  // kStopAsked: gives back its ports, aborts its rendezvous and stops its ranks with `grace`,
+  // after `warning` (WorkerSupervisor::Stop) when it has a signal.
+  void Stop(const std::string& reason, std::chrono::milliseconds grace, Clock::time_point now,
+            const StopWarning& warning = {});
   // kStopAsked for its ranks only (the coordinator is silent): ports and rendezvous stay.
   void StopRanks(std::chrono::milliseconds grace, Clock::time_point now);
   // kReplaced by `newer`: its ranks are SIGKILLed, its rendezvous aborted, its ports given back.
@@ -175,9 +177,13 @@ class NodeAttempts {
   NodeAttempt* BeginPlan(const v1::LaunchPlan& plan, Clock::time_point now, std::string* why,
                          bool* refused);
 
-  // StopWorkers: the attempt (0: every attempt of the job) stops, with the job's stop grace.
+  // StopWorkers: the attempt (0: every attempt of the job) stops, with the job's stop grace,
+  // after `warning` when it has a signal.
   void Stop(const std::string& job, uint32_t attempt, const std::string& reason,
-            Clock::time_point now);
+            Clock::time_point now, const StopWarning& warning = {});
+  // StopWorkers with warn_only: the ranks of the attempt (0: every attempt) get `signal` and
+  // nothing else changes (no state move: the attempt runs on).
+  void Warn(const std::string& job, uint32_t attempt, int signal);
   // The coordinator is silent: the ranks of every attempt of `job` stop, with its stop grace.
   void StopRanks(const std::string& job, Clock::time_point now);
   // Nothing of `job` runs here any more: (job, attempt) gives back its ports and rendezvous.

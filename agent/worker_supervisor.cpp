@@ -101,26 +101,47 @@ std::vector<WorkerSupervisor::RunningWorker> WorkerSupervisor::Running() const {
 }
 
 void WorkerSupervisor::Stop(const std::string& job, uint32_t attempt,
-                            std::chrono::milliseconds grace, Clock::time_point now) {
+                            std::chrono::milliseconds grace, Clock::time_point now,
+                            const StopWarning& warning) {
   for (auto& [pid, w] : workers_) {
     if (w.job != job || (attempt != 0 && w.attempt != attempt)) continue;
-    StopWorker(pid, w, grace, now);
+    StopWorker(pid, w, grace, now, warning);
   }
   for (auto& [id, st] : steps_) {
     if (st.job != job || (attempt != 0 && st.attempt != attempt) || st.live.empty()) continue;
-    StopStep(st, grace, now);
+    StopStep(st, grace, now, warning);
+  }
+}
+
+void WorkerSupervisor::Warn(const std::string& job, uint32_t attempt, int signal) {
+  if (signal == 0) return;
+  for (auto& [pid, w] : workers_) {
+    if (w.job != job || (attempt != 0 && w.attempt != attempt)) continue;
+    if (w.term_sent || w.kill_sent) continue;
+    spdlog::info("supervisor: warning {} (pid {}) with {}", Describe(w.job, w.attempt, w.rank), pid,
+                 strsignal(signal));
+    SignalGroup(w, signal);
+  }
+  for (auto& [id, st] : steps_) {
+    if (st.job != job || (attempt != 0 && st.attempt != attempt) || st.live.empty()) continue;
+    if (st.term_sent || st.kill_sent) continue;
+    spdlog::info("supervisor: warning job {} attempt {} (step pid {}) with {}", st.job, st.attempt,
+                 st.pid, strsignal(signal));
+    if (WriteStepRequest(st, "warn", StopWarning{signal, std::chrono::milliseconds(0)})) {
+      SignalStep(st, SIGUSR2);
+    }
   }
 }
 
 void WorkerSupervisor::StopRank(const std::string& job, uint32_t attempt, uint32_t rank,
                                 std::chrono::milliseconds grace, Clock::time_point now) {
   for (auto& [pid, w] : workers_) {
-    if (w.job == job && w.attempt == attempt && w.rank == rank) StopWorker(pid, w, grace, now);
+    if (w.job == job && w.attempt == attempt && w.rank == rank) StopWorker(pid, w, grace, now, {});
   }
   for (auto& [id, st] : steps_) {
     if (st.job != job || st.attempt != attempt || !st.live.contains(rank)) continue;
     if (st.live.size() == 1) {
-      StopStep(st, grace, now);
+      StopStep(st, grace, now, {});
     } else {
       spdlog::warn("supervisor: {} shares its step with {} other rank(s): not stopped alone",
                    Describe(job, attempt, rank), st.live.size() - 1);
@@ -129,7 +150,7 @@ void WorkerSupervisor::StopRank(const std::string& job, uint32_t attempt, uint32
 }
 
 void WorkerSupervisor::StopWorker(pid_t pid, Worker& w, std::chrono::milliseconds grace,
-                                  Clock::time_point now) {
+                                  Clock::time_point now, const StopWarning& warning) {
   if (w.kill_sent) return;
   if (grace.count() <= 0) {
     spdlog::info("supervisor: stopping {} (pid {}) with SIGKILL",
@@ -137,6 +158,20 @@ void WorkerSupervisor::StopWorker(pid_t pid, Worker& w, std::chrono::millisecond
     SignalGroup(w, SIGKILL);
     w.kill_sent = true;
     w.kill_at.reset();
+    w.term_at.reset();
+    return;
+  }
+  if (warning.signal != 0 && !w.term_sent && !w.term_at) {
+    spdlog::info("supervisor: stopping {} (pid {}): {}, SIGTERM in {} ms",
+                 Describe(w.job, w.attempt, w.rank), pid, strsignal(warning.signal),
+                 warning.grace.count());
+    SignalGroup(w, warning.signal);
+    w.term_at = now + std::max(warning.grace, std::chrono::milliseconds(0));
+  }
+  // A warning under way keeps its grace: SIGTERM at its end, SIGKILL `grace` after.
+  if (w.term_at) {
+    const Clock::time_point deadline = std::max(now, *w.term_at) + grace;
+    if (!w.kill_at || deadline < *w.kill_at) w.kill_at = deadline;
     return;
   }
   Clock::time_point deadline = now + grace;
@@ -152,6 +187,14 @@ void WorkerSupervisor::StopWorker(pid_t pid, Worker& w, std::chrono::millisecond
 std::optional<std::chrono::milliseconds> WorkerSupervisor::Tick(Clock::time_point now) {
   std::optional<Clock::time_point> next;
   for (auto& [pid, w] : workers_) {
+    if (w.term_at && *w.term_at <= now && !w.kill_sent) {
+      spdlog::info("supervisor: {} (pid {}) outlived its warning: SIGTERM",
+                   Describe(w.job, w.attempt, w.rank), pid);
+      SignalGroup(w, SIGTERM);
+      w.term_sent = true;
+      w.term_at.reset();
+    }
+    if (w.term_at && (!next || *w.term_at < *next)) next = w.term_at;
     if (!w.kill_at) continue;
     if (*w.kill_at <= now) {
       spdlog::info("supervisor: {} (pid {}) outlived its grace: SIGKILL",

@@ -63,6 +63,13 @@ namespace trainlet::agent {
 // (LaunchPlan.stop_grace_ms and ExecStart.stop_grace_ms of 0).
 inline constexpr std::chrono::milliseconds kDefaultStopGrace{10000};
 
+// A warning signal a stop sends before its SIGTERM (preemption, drain --force), as Slurm's
+// `--signal`: the ranks may checkpoint and exit within `grace`.
+struct StopWarning {
+  int signal = 0;                      // 0: no warning, SIGTERM at once
+  std::chrono::milliseconds grace{0};  // the signal to SIGTERM
+};
+
 // One rank to start on this node.
 struct WorkerLaunch {
   std::string job;
@@ -179,8 +186,15 @@ class WorkerSupervisor {
   // grace <= 0). Idempotent: a worker already stopping gets no second SIGTERM; a shorter grace
   // brings its SIGKILL forward, a longer one never delays it. The exits still come from Reap().
   // A step is asked instead (SIGTERM, then SIGUSR1 for "SIGKILL now"), and it signals its ranks.
+  // With a `warning`, the group first gets warning.signal and SIGTERM comes warning.grace later
+  // (for a step, the step times it: step_stop.h), SIGKILL `grace` after that. A stop that comes
+  // while a warning runs keeps it: its SIGKILL is counted from the warning's end (a grace <= 0,
+  // SIGKILL now, still kills at once).
   void Stop(const std::string& job, uint32_t attempt, std::chrono::milliseconds grace,
-            Clock::time_point now);
+            Clock::time_point now, const StopWarning& warning = {});
+  // Sends `signal` to every worker of (job, attempt) (every attempt when 0) that is not stopping,
+  // and stops nothing: the warning before an active deadline. A step is asked (SIGUSR2).
+  void Warn(const std::string& job, uint32_t attempt, int signal);
   // The same for one worker of an attempt: a direct worker, or the only live rank of its step
   // (an exec session's). A rank that shares its step with others is stopped with its step only;
   // for it this logs a warning and does nothing.
@@ -232,6 +246,7 @@ class WorkerSupervisor {
     pid_t pid = 0;  // also the pgid
     bool term_sent = false;
     bool kill_sent = false;
+    std::optional<Clock::time_point> term_at;  // pending SIGTERM of a warned stop
     std::optional<Clock::time_point> kill_at;  // pending SIGKILL, set by Stop
   };
   struct StepRankState {
@@ -256,6 +271,8 @@ class WorkerSupervisor {
     std::string partial;  // an unfinished last line
     bool term_sent = false;
     bool kill_sent = false;
+    std::optional<Clock::time_point> warning_ends;  // a warned stop's SIGTERM (the step sends it)
+    bool stop_requests = false;  // the step takes stop and warning requests (StepLaunch)
     std::optional<Clock::time_point> kill_at;
     std::map<uint32_t, StepRankState> live;  // rank -> running rank
     std::set<uint32_t> known;                // ranks with an S or F record
@@ -264,7 +281,8 @@ class WorkerSupervisor {
 
   Status ValidateLaunch(const WorkerLaunch& launch, const std::string& who) const;
   void SignalGroup(const Worker& w, int sig);
-  void StopWorker(pid_t pid, Worker& w, std::chrono::milliseconds grace, Clock::time_point now);
+  void StopWorker(pid_t pid, Worker& w, std::chrono::milliseconds grace, Clock::time_point now,
+                  const StopWarning& warning);
   // worker_supervisor_steps.cpp
   Status InitSteps();
   // StartStep's steps, in order: the launch file's spec (refused launches get their error in
@@ -282,7 +300,10 @@ class WorkerSupervisor {
                         std::vector<step::StepRecord>& records,
                         std::vector<Result<pid_t>>& results);
   void SignalStep(Step& s, int sig);
-  void StopStep(Step& s, std::chrono::milliseconds grace, Clock::time_point now);
+  void StopStep(Step& s, std::chrono::milliseconds grace, Clock::time_point now,
+                const StopWarning& warning);
+  // Writes the step's stop or warn request (step_stop.h); false, logged, when it cannot.
+  bool WriteStepRequest(const Step& s, const char* file, const StopWarning& warning);
   void ReadNewRecords(Step& s, std::vector<step::StepRecord>* out);
   void ApplyStepRecords(Step& s, const std::vector<step::StepRecord>& records,
                         std::vector<WorkerExit>* exits);

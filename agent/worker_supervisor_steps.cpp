@@ -16,6 +16,7 @@
 
 #include "agent/step/step_launch.h"
 #include "agent/step/step_records.h"
+#include "agent/step/step_stop.h"
 #include "agent/worker_supervisor.h"
 #include "common/platform/descriptors.h"
 #include "common/platform/process_info.h"
@@ -121,7 +122,8 @@ void WorkerSupervisor::SignalStep(Step& s, int sig) {
   }
 }
 
-void WorkerSupervisor::StopStep(Step& s, std::chrono::milliseconds grace, Clock::time_point now) {
+void WorkerSupervisor::StopStep(Step& s, std::chrono::milliseconds grace, Clock::time_point now,
+                                const StopWarning& warning) {
   if (s.kill_sent) return;
   if (grace.count() <= 0) {
     spdlog::info("supervisor: stopping job {} attempt {} (step pid {}) with SIGKILL", s.job,
@@ -132,13 +134,49 @@ void WorkerSupervisor::StopStep(Step& s, std::chrono::milliseconds grace, Clock:
     return;
   }
   if (!s.term_sent) {
-    spdlog::info("supervisor: stopping job {} attempt {} (step pid {}): SIGTERM, SIGKILL in {} ms",
-                 s.job, s.attempt, s.pid, grace.count());
+    // The step reads the request when SIGTERM comes: the warning, then SIGTERM, are its to send.
+    const bool warned = warning.signal != 0 && WriteStepRequest(s, "stop", warning);
+    if (warned) {
+      s.warning_ends = now + std::max(warning.grace, std::chrono::milliseconds(0));
+      spdlog::info(
+          "supervisor: stopping job {} attempt {} (step pid {}): {}, SIGTERM in {} ms, SIGKILL "
+          "{} ms after",
+          s.job, s.attempt, s.pid, strsignal(warning.signal), warning.grace.count(), grace.count());
+    } else {
+      spdlog::info(
+          "supervisor: stopping job {} attempt {} (step pid {}): SIGTERM, SIGKILL in {} ms", s.job,
+          s.attempt, s.pid, grace.count());
+    }
     SignalStep(s, SIGTERM);
     s.term_sent = true;
   }
-  const Clock::time_point deadline = now + grace;
+  // A warning under way keeps its grace: the SIGKILL comes `grace` after its end at the soonest.
+  const Clock::time_point deadline = std::max(now, s.warning_ends.value_or(now)) + grace;
   if (!s.kill_at || deadline < *s.kill_at) s.kill_at = deadline;
+}
+
+bool WorkerSupervisor::WriteStepRequest(const Step& s, const char* file,
+                                        const StopWarning& warning) {
+  if (!s.stop_requests) {
+    spdlog::warn("supervisor: the step of job {} attempt {} predates warnings: {}", s.job,
+                 s.attempt,
+                 std::string(file) == "stop" ? "stopping without the warning" : "no warning sent");
+    return false;
+  }
+  step::StopRequest request;
+  request.warning_signal = warning.signal;
+  request.warning_grace_ms =
+      static_cast<uint32_t>(std::clamp<int64_t>(warning.grace.count(), 0, UINT32_MAX));
+  request.sent_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  const Status written = step::WriteStopRequest(s.dir + "/" + file, request);
+  if (!written.ok()) {
+    spdlog::error(
+        "supervisor: job {} attempt {}: {}; {}", s.job, s.attempt, written.message(),
+        std::string(file) == "stop" ? "stopping without the warning" : "the warning is not sent");
+  }
+  return written.ok();
 }
 
 // Keeps the launches StartStep can hand to a step: the ones it refuses get their error in
@@ -157,6 +195,7 @@ step::StepLaunch WorkerSupervisor::StepSpecFor(const std::vector<WorkerLaunch>& 
   spec.orphan_grace_ms = static_cast<uint32_t>(std::max<int64_t>(0, options_.orphan_grace.count()));
   spec.cgroup = options_.step_cgroup;
   spec.agent_stamps = options_.agent_stamps;
+  spec.stop_requests = true;  // the trainlet-step beside this agent is of its version
   spec.base_env = base_env_;
   std::set<uint32_t> ranks;
   for (size_t i = 0; i < launches.size(); ++i) {
@@ -201,6 +240,7 @@ Status WorkerSupervisor::SpawnStep(const step::StepLaunch& spec, Step& s, int& r
   s.job = spec.job;
   s.attempt = spec.attempt;
   s.stop_grace_ms = spec.stop_grace_ms;
+  s.stop_requests = spec.stop_requests;
   s.child = true;
   std::error_code ec;
   fs::create_directory(s.dir, ec);
@@ -544,6 +584,7 @@ std::vector<WorkerSupervisor::AdoptedStep> WorkerSupervisor::AdoptSteps() {
     s.job = launch->job;
     s.attempt = launch->attempt;
     s.stop_grace_ms = launch->stop_grace_ms;
+    s.stop_requests = launch->stop_requests;
     const std::string events = s.dir + "/events";
     s.events_fd = open(events.c_str(), O_RDONLY | O_CLOEXEC);
     if (s.events_fd < 0) {
@@ -560,6 +601,18 @@ std::vector<WorkerSupervisor::AdoptedStep> WorkerSupervisor::AdoptSteps() {
       alive = s.process.valid();
     }
     s.gone = !alive;
+    // A warned stop under way (step_stop.h): the step times it; a stop asked again must not cut
+    // its grace short, so its end is estimated from when the previous agent asked.
+    if (auto stop = step::ReadStopRequest(s.dir + "/stop");
+        stop.ok() && stop->warning_signal != 0) {
+      const int64_t now_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      std::chrono::system_clock::now().time_since_epoch())
+                                      .count();
+      const int64_t left_ms =
+          std::max<int64_t>(0, stop->sent_unix_ms + stop->warning_grace_ms - now_unix_ms);
+      s.term_sent = true;
+      s.warning_ends = Clock::now() + std::chrono::milliseconds(left_ms);
+    }
     std::vector<WorkerExit> exits;
     for (const StepRecord& r : records) {
       if (r.kind == StepRecord::Kind::kStarted) {

@@ -5,12 +5,28 @@
 namespace trainlet::coordinator {
 
 void AgentCommands::StopWorkers(const std::string& node, const std::string& job, uint32_t attempt,
-                                const std::string& reason) {
+                                const std::string& reason, const StopWarning& warning) {
   v1::Envelope env;
   auto* stop = env.mutable_stop_workers();
   stop->set_job(job);
   stop->set_attempt(attempt);
   stop->set_reason(reason);
+  if (warning.signal != 0) {
+    stop->set_warning_signal(warning.signal);
+    stop->set_warning_grace_ms(warning.grace_ms);
+  }
+  sink_->SendToNode(node, std::move(env));
+}
+
+void AgentCommands::WarnWorkers(const std::string& node, const std::string& job, uint32_t attempt,
+                                const std::string& reason, int signal) {
+  v1::Envelope env;
+  auto* warn = env.mutable_stop_workers();
+  warn->set_job(job);
+  warn->set_attempt(attempt);
+  warn->set_reason(reason);
+  warn->set_warning_signal(signal);
+  warn->set_warn_only(true);
   sink_->SendToNode(node, std::move(env));
 }
 

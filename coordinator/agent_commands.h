@@ -18,6 +18,14 @@ namespace trainlet::coordinator {
 // default for the coordinator side (JobControllerOptions, ExecTarget).
 inline constexpr uint32_t kDefaultStopGraceMs = 10000;
 
+// A warning a stop sends before its SIGTERM (a preemption, drain --force), as Slurm's `--signal`:
+// `signal` to every rank's process group, then SIGTERM `grace_ms` later, SIGKILL after the stop
+// grace (StopWorkers.warning_signal, warning_grace_ms). Also sent alone before an active deadline.
+struct StopWarning {
+  int signal = 0;  // 0: none
+  uint32_t grace_ms = 0;
+};
+
 class NodeSink {
  public:
   virtual ~NodeSink() = default;
@@ -30,9 +38,14 @@ class AgentCommands {
   // `sink` outlives this.
   explicit AgentCommands(NodeSink* sink) : sink_(sink) {}
 
-  // Stops every worker of `job`'s `attempt` on `node`; `reason` is logged by the agent.
+  // Stops every worker of `job`'s `attempt` on `node`, after `warning` when it has a signal;
+  // `reason` is logged by the agent.
   void StopWorkers(const std::string& node, const std::string& job, uint32_t attempt,
-                   const std::string& reason);
+                   const std::string& reason, const StopWarning& warning = {});
+  // Sends `signal` to every worker of `job`'s `attempt` on `node` and stops nothing
+  // (StopWorkers.warn_only): the warning before an active deadline.
+  void WarnWorkers(const std::string& node, const std::string& job, uint32_t attempt,
+                   const std::string& reason, int signal);
   // Asks `node` to hold `count` free ports for `job`'s `attempt` (answered by PortsReserved).
   void ReservePorts(const std::string& node, const std::string& job, uint32_t attempt,
                     uint32_t count);

@@ -39,6 +39,8 @@ bool AttemptLauncher::Place(JobEntry& job, PassCapacity& room, int64_t now_ms) {
   }
   PlanRequest req = job.plan_template;
   req.attempt = st.attempt() + 1;
+  // What the ranks are told of the attempt before (TRAINLET_PREEMPTED, TRAINLET_RESTART_REASON).
+  for (auto& kv : RestartEnv(st)) req.env.push_back(std::move(kv));
   for (const auto& n : placement->nodes) {
     const NodeEntry* e = registry_->Find(n);
     PlacedNode& placed = req.nodes.emplace_back();
@@ -108,6 +110,7 @@ void AttemptLauncher::RecordAttempt(JobEntry& job, const PlanRequest& req,
   st.clear_placement();
   st.clear_ranks();
   st.clear_trainer_status();  // the old attempt's progress says nothing of the new one
+  st.set_preempted(false);    // only the first attempt after a preemption is told of it
   for (const auto& n : nodes) st.add_placement(n);
   for (size_t i = 0; i < layout.nodes.size(); ++i) {
     for (const LaidOutRank& w : layout.nodes[i].ranks) {
@@ -170,14 +173,37 @@ void AttemptLauncher::LaunchWithPorts(JobEntry& job, int64_t now_ms) {
   for (size_t i = 0; i < plans->size(); ++i) agents_->LaunchPlan(nodes[i], std::move((*plans)[i]));
 }
 
-void AttemptLauncher::Stop(JobEntry& job, const std::string& reason) {
+void AttemptLauncher::Stop(JobEntry& job, const std::string& reason, const StopWarning& warning) {
   const v1::JobStatus& st = job.record.status;
   std::set<std::string> nodes;
   for (const auto& r : st.ranks()) {
     if (!RankEnded(r)) nodes.insert(r.node());
   }
-  for (const auto& n : nodes) agents_->StopWorkers(n, job.record.name, st.attempt(), reason);
+  for (const auto& n : nodes) {
+    agents_->StopWorkers(n, job.record.name, st.attempt(), reason, warning);
+  }
   EndPortWait(job);
+}
+
+bool AttemptLauncher::Warn(JobEntry& job, const StopWarning& warning, const std::string& reason) {
+  const v1::JobStatus& st = job.record.status;
+  if (warning.signal == 0 || Warned(job.record.name, st.attempt())) return false;
+  // Marked even when no rank runs: the loop must not wake for this attempt's warning again.
+  warned_[job.record.name] = st.attempt();
+  std::set<std::string> nodes;
+  for (const auto& r : st.ranks()) {
+    if (!RankEnded(r)) nodes.insert(r.node());
+  }
+  if (nodes.empty()) return false;
+  for (const auto& n : nodes) {
+    agents_->WarnWorkers(n, job.record.name, st.attempt(), reason, warning.signal);
+  }
+  return true;
+}
+
+bool AttemptLauncher::Warned(const std::string& job, uint32_t attempt) const {
+  auto it = warned_.find(job);
+  return it != warned_.end() && it->second == attempt;
 }
 
 void AttemptLauncher::EndPortWait(JobEntry& job) {

@@ -85,11 +85,21 @@ class AttemptLauncher {
   // Fails `job`'s attempt when it is still Starting past the start timeout, naming the nodes that
   // never answered (ports) or never reported a started rank; those ranks are given up (Lost).
   void EnforceStartTimeout(JobEntry& job, int64_t now_ms);
-  // Stops `job`'s current attempt: StopWorkers (logged with `reason`) to every node with a rank
-  // that has not ended, and the end of its port wait, if any (see EndPortWait).
-  void Stop(JobEntry& job, const std::string& reason);
+  // Stops `job`'s current attempt: StopWorkers (logged with `reason`, with `warning` first when it
+  // has a signal) to every node with a rank that has not ended, and the end of its port wait, if
+  // any (see EndPortWait).
+  void Stop(JobEntry& job, const std::string& reason, const StopWarning& warning = {});
+  // Sends `warning`'s signal to every rank of `job`'s current attempt that has not ended and stops
+  // nothing (the warning before an active deadline), once per attempt: false, sending nothing,
+  // when this attempt was warned already or no rank runs (it then counts as warned).
+  bool Warn(JobEntry& job, const StopWarning& warning, const std::string& reason);
+  // True once Warn sent the current attempt of the job its warning.
+  bool Warned(const std::string& job, uint32_t attempt) const;
   // The job is gone: nothing waits for its ports any more.
-  void Forget(const std::string& job) { port_waits_.Forget(job); }
+  void Forget(const std::string& job) {
+    port_waits_.Forget(job);
+    warned_.erase(job);
+  }
 
  private:
   // Writes the placed attempt into the job's status (placement, the layout's ranks Pending, the
@@ -111,6 +121,9 @@ class AttemptLauncher {
   Options options_;
   // Owned by the loop.
   PortReservationWaits port_waits_;  // asks exec_ which attempts are active
+  // The attempt each job's deadline warning went to (memory only: a restarted coordinator may
+  // warn an attempt a second time).
+  std::map<std::string, uint32_t> warned_;
 };
 
 }  // namespace trainlet::coordinator

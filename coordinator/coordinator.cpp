@@ -93,6 +93,7 @@ Status Coordinator::Init() {
   options.restart_backoff = config_.restart_backoff;
   options.max_restart_backoff = config_.max_restart_backoff;
   options.stop_grace_ms = static_cast<uint32_t>(config_.stop_grace.count());
+  options.preemption_grace = config_.preemption_grace;
   options.server_public_key = keys.public_z85;
   options.admission.default_local_queue = config_.default_queue;
   jobs_ = std::make_unique<JobController>(store_.get(), registry_.get(), this, options);

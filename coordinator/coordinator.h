@@ -60,6 +60,8 @@ struct CoordinatorConfig {
   // SIGTERM to SIGKILL for ranks that are stopped (delete, suspend, a failed gang, a partition).
   // A job is not restarted before a silent node's partition grace and this have both passed.
   std::chrono::milliseconds stop_grace{kDefaultStopGraceMs};
+  // Warning signal to SIGTERM of a preemption or drain --force (JobControllerOptions).
+  std::chrono::milliseconds preemption_grace{kDefaultPreemptionGraceSeconds * 1000};
   // A Starting attempt with ranks not yet started this long after placement fails (StartTimeout).
   std::chrono::milliseconds start_timeout{60000};
   // The first restart of a failed attempt waits restart_backoff; each further one twice as long,

@@ -318,6 +318,11 @@ std::vector<std::string> JobController::FailJobsOnNode(const std::string& node,
       continue;  // already stopping; its ranks end on their own
     }
     spdlog::warn("trainjob/{}: failing attempt {}: {}", name, job.record.status.attempt(), cause);
+    // The ranks get the job's warning first (lifecycle_rules.h); FailAttempt's stop keeps it.
+    const StopWarning warning = JobStopWarning(job.spec, options_.preemption_grace);
+    launcher_.Stop(job, cause, warning);
+    AppendEvent(job.record.status, "Warning", "DrainWarning", WarningMessage(warning, cause),
+                now_ms);
     FailAttempt(job, cause, now_ms);
     failed.push_back(name);
   }
@@ -403,6 +408,11 @@ int64_t JobController::NextWakeMs() const {
     const auto& st = job->record.status;
     if (!IsTerminal(PhaseOf(st)) && !st.deleting())
       next = std::min(next, ActiveDeadlineMs(job->spec, st.created_unix_ms()));
+    if (job->spec.active_deadline_seconds) {  // the warning some ask for (job_lifecycle.cpp)
+      next = std::min(next, DeadlineWarningMs(job->spec, st,
+                                              JobStopWarning(job->spec, options_.preemption_grace),
+                                              launcher_.Warned(name, st.attempt())));
+    }
     next = std::min(next, StartDeadlineMs(st, options_.start_timeout));
     next =
         std::min(next, StallDeadlineMs(st, job->stall, progress_.RunningSince(name, st.attempt())));

@@ -71,6 +71,9 @@ struct JobControllerOptions {
   std::chrono::milliseconds restart_backoff{250};  // first restart delay; doubles each time
   std::chrono::milliseconds max_restart_backoff{60000};
   uint32_t stop_grace_ms = kDefaultStopGraceMs;  // SIGTERM -> SIGKILL for stopped ranks
+  // The warning signal to SIGTERM of a preemption, drain --force and the active deadline, for jobs
+  // without trainlet.io/preemption-grace-seconds (lifecycle_rules.h, StopWarningOf).
+  std::chrono::milliseconds preemption_grace{kDefaultPreemptionGraceSeconds * 1000};
   // Apply refuses new work when the state dir's file system has less than this free (or is
   // read-only), so a filling disk stops intake before a write fails halfway. 0: no check.
   uint64_t min_free_bytes = 1 << 20;
@@ -129,6 +132,15 @@ class JobController : private AttemptLauncher::Owner {
   // `by` (the operator's user name, "" for none) is named in the Suspended/Resumed event.
   Result<v1::SuspendJobResult> SetSuspend(const std::string& name, bool suspend, int64_t now_ms,
                                           const std::string& by = "");
+  // Preempts the job `key` (job_lifecycle.cpp; the rule is PreparePreemption): suspended and
+  // requeued, as Kueue does, not failed, and no restart used up. Its ranks get the job's warning
+  // signal (trainlet.io/preemption-signal, SIGUSR1) and grace before SIGTERM. `by_text` names
+  // the preemptor for the events ("Preempted by team-a/llm-7 (priority 1000)"). A resume
+  // (SetSuspend, or admission) starts a new attempt whose ranks get TRAINLET_PREEMPTED=1.
+  // Stored before it returns. NotFound if absent; Invalid when finished, being deleted or
+  // suspended already; kIo from the store, with memory left as it was.
+  Result<v1::SuspendJobResult> Preempt(const std::string& key, const std::string& by_text,
+                                       int64_t now_ms);
 
   // The queues' view (job_admitter.h): usage per ClusterQueue and the last pass's waits.
   const JobAdmitter& admitter() const { return admitter_; }

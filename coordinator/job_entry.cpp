@@ -41,6 +41,7 @@ Result<std::unique_ptr<JobEntry>> BuildJobEntry(const trainjob::TrainJob& spec,
   st.set_plugin(job->plugin != nullptr ? std::string(job->plugin->name()) : framework);
   TRAINLET_ASSIGN_OR_RETURN(uint32_t max_restarts, RestartLimit(spec, runtime));
   st.set_max_restarts(max_restarts);
+  TRAINLET_RETURN_IF_ERROR(StopWarningOf(spec, std::chrono::milliseconds(0)).status());
   TRAINLET_ASSIGN_OR_RETURN(job->stall, StallPolicyOf(spec, runtime));
   for (const auto& a : trainer.argv) st.add_command(a);
   if (!trainer.image.empty()) {

@@ -1,6 +1,6 @@
-// JobController's lifecycle steps beside placement: active deadlines, suspend and resume. The
-// rules they apply are in lifecycle_rules.h. Split from job_controller.cpp by responsibility;
-// same class, same loop.
+// JobController's lifecycle steps beside placement: active deadlines (and the warning before
+// them), suspend, resume and preemption. The rules they apply are in lifecycle_rules.h. Split from
+// job_controller.cpp by responsibility; same class, same loop.
 #include <spdlog/spdlog.h>
 
 #include <climits>
@@ -14,6 +14,17 @@ void JobController::EnforceDeadlines(int64_t now_ms) {
   for (Job* entry : order_) {
     Job& job = *entry;
     v1::JobStatus& st = job.record.status;
+    // The ranks hear of the deadline its warning's grace before it, so they can checkpoint; the
+    // job still fails at the deadline. Annotations were checked at apply: a bad one is no warning.
+    if (!job.spec.active_deadline_seconds) continue;
+    const StopWarning warning = JobStopWarning(job.spec, options_.preemption_grace);
+    if (now_ms >= DeadlineWarningMs(job.spec, st, warning,
+                                    launcher_.Warned(job.record.name, st.attempt())) &&
+        launcher_.Warn(job, warning, "activeDeadlineSeconds is near")) {
+      AppendEvent(st, "Warning", "DeadlineWarning",
+                  WarningMessage(warning, "activeDeadlineSeconds is near"), now_ms);
+      MarkDirty(job);
+    }
     if (IsTerminal(PhaseOf(st)) || st.deleting() ||
         now_ms < ActiveDeadlineMs(job.spec, st.created_unix_ms()))
       continue;
@@ -34,7 +45,8 @@ void JobController::CommitSuspend(SuspendFlip flip) {
   job.spec.suspend = flip.suspend;
   job.record.status = std::move(flip.status);
   if (flip.suspend) {
-    launcher_.Stop(job, "trainjob suspended");
+    launcher_.Stop(job, flip.warning.signal != 0 ? "trainjob preempted" : "trainjob suspended",
+                   flip.warning);
   } else {
     job.not_before_ms = 0;  // a resume is not a restart: no backoff
   }
@@ -67,6 +79,32 @@ Result<v1::SuspendJobResult> JobController::SetSuspend(const std::string& name, 
     result.set_changed(true);
     if (!suspend) Schedule(now_ms);
   }
+  result.set_job_phase(static_cast<v1::JobPhase>(PhaseOf(job.record.status)));
+  return result;
+}
+
+}  // namespace trainlet::coordinator
+
+namespace trainlet::coordinator {
+
+Result<v1::SuspendJobResult> JobController::Preempt(const std::string& key,
+                                                    const std::string& by_text, int64_t now_ms) {
+  auto it = jobs_.find(key);
+  if (it == jobs_.end()) return NotFoundError("trainjob/" + key + " not found");
+  Job& job = *it->second;
+  TRAINLET_ASSIGN_OR_RETURN(const StopWarning warning,
+                            StopWarningOf(job.spec, options_.preemption_grace));
+  TRAINLET_ASSIGN_OR_RETURN(std::string spec_yaml, WithSuspend(job.record.spec_yaml, true));
+  TRAINLET_ASSIGN_OR_RETURN(
+      SuspendFlip flip,
+      PreparePreemption(job.record.status, std::move(spec_yaml), by_text, warning, now_ms));
+  flip.job = key;
+  TRAINLET_RETURN_IF_ERROR(store_->Transaction([&] { return StoreSuspend(*store_, flip); }));
+  spdlog::info("trainjob/{}: preempted by {}", key, by_text);
+  CommitSuspend(std::move(flip));
+  v1::SuspendJobResult result;
+  result.set_name(key);
+  result.set_changed(true);
   result.set_job_phase(static_cast<v1::JobPhase>(PhaseOf(job.record.status)));
   return result;
 }

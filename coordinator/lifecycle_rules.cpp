@@ -1,8 +1,11 @@
 #include "coordinator/lifecycle_rules.h"
 
+#include <signal.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <array>
+#include <cctype>
 #include <climits>
 #include <cstdlib>
 #include <utility>
@@ -28,7 +31,130 @@ Result<std::string> WithoutSuspend(const std::string& yaml) {
   }
 }
 
+// The signals a warning may be, by name. SIGKILL and SIGSTOP are absent: no rank can catch them.
+constexpr std::array<std::pair<const char*, int>, 14> kSignals = {{
+    {"HUP", SIGHUP},
+    {"INT", SIGINT},
+    {"QUIT", SIGQUIT},
+    {"ABRT", SIGABRT},
+    {"USR1", SIGUSR1},
+    {"USR2", SIGUSR2},
+    {"PIPE", SIGPIPE},
+    {"ALRM", SIGALRM},
+    {"TERM", SIGTERM},
+    {"CONT", SIGCONT},
+    {"URG", SIGURG},
+    {"XCPU", SIGXCPU},
+    {"VTALRM", SIGVTALRM},
+    {"WINCH", SIGWINCH},
+}};
+
+bool AllDigits(const std::string& text, size_t max_len) {
+  return !text.empty() && text.size() <= max_len &&
+         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::optional<int> ParseSignal(std::string text) {
+  if (AllDigits(text, 2)) {
+    const int n = std::atoi(text.c_str());
+    for (const auto& [name, number] : kSignals) {
+      if (number == n) return n;
+    }
+    return std::nullopt;
+  }
+  for (char& c : text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (text.starts_with("SIG")) text.erase(0, 3);
+  for (const auto& [name, number] : kSignals) {
+    if (text == name) return number;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+std::string SignalName(int signal) {
+  for (const auto& [name, number] : kSignals) {
+    if (number == signal) return std::string("SIG") + name;
+  }
+  return "signal " + std::to_string(signal);
+}
+
+Result<StopWarning> StopWarningOf(const trainjob::TrainJob& job,
+                                  std::chrono::milliseconds default_grace) {
+  StopWarning warning{SIGUSR1, static_cast<uint32_t>(std::clamp<int64_t>(
+                                   default_grace.count(), 0, kMaxPreemptionGraceSeconds * 1000))};
+  auto where = [&](std::string_view annotation) {
+    return "TrainJob/" + job.name + ": metadata.annotations[" + std::string(annotation) + "]: ";
+  };
+  if (auto it = job.annotations.find(std::string(kPreemptionSignalAnnotation));
+      it != job.annotations.end()) {
+    const std::optional<int> signal = ParseSignal(it->second);
+    if (!signal) {
+      return InvalidError(where(kPreemptionSignalAnnotation) +
+                          "must be a catchable signal such as SIGUSR1, USR2 or " +
+                          std::to_string(SIGUSR2) + ", got \"" + it->second + "\"");
+    }
+    warning.signal = *signal;
+  }
+  if (auto it = job.annotations.find(std::string(kPreemptionGraceAnnotation));
+      it != job.annotations.end()) {
+    const std::string& text = it->second;
+    const long seconds = AllDigits(text, 5) ? std::strtol(text.c_str(), nullptr, 10) : -1;
+    if (seconds < 0 || seconds > kMaxPreemptionGraceSeconds) {
+      return InvalidError(where(kPreemptionGraceAnnotation) + "must be an integer from 0 to " +
+                          std::to_string(kMaxPreemptionGraceSeconds) + " (seconds), got \"" + text +
+                          "\"");
+    }
+    warning.grace_ms = static_cast<uint32_t>(seconds * 1000);
+  }
+  return warning;
+}
+
+StopWarning JobStopWarning(const trainjob::TrainJob& job, std::chrono::milliseconds default_grace) {
+  auto warning = StopWarningOf(job, default_grace);
+  if (warning.ok()) return *warning;
+  trainjob::TrainJob bare;
+  bare.name = job.name;
+  return *StopWarningOf(bare, default_grace);
+}
+
+std::string WarningMessage(const StopWarning& warning, const std::string& why) {
+  const std::string grace = warning.grace_ms % 1000 == 0
+                                ? std::to_string(warning.grace_ms / 1000) + " s"
+                                : std::to_string(warning.grace_ms) + " ms";
+  return SignalName(warning.signal) + " sent to every rank; SIGTERM in " + grace +
+         (why.empty() ? "" : " (" + why + ")");
+}
+
+int64_t DeadlineWarningMs(const trainjob::TrainJob& spec, const v1::JobStatus& st,
+                          const StopWarning& warning, bool warned) {
+  const JobPhase phase = PhaseOf(st);
+  const bool asked = spec.annotations.contains(std::string(kPreemptionSignalAnnotation)) ||
+                     spec.annotations.contains(std::string(kPreemptionGraceAnnotation));
+  if (!asked || warned || warning.signal == 0 || st.deleting() ||
+      (phase != JobPhase::kStarting && phase != JobPhase::kRunning)) {
+    return INT64_MAX;
+  }
+  const int64_t deadline = ActiveDeadlineMs(spec, st.created_unix_ms());
+  return deadline == INT64_MAX ? INT64_MAX : deadline - int64_t{warning.grace_ms};
+}
+
+std::vector<std::pair<std::string, std::string>> RestartEnv(const v1::JobStatus& st) {
+  std::vector<std::pair<std::string, std::string>> env;
+  if (st.preempted()) {
+    env.emplace_back("TRAINLET_PREEMPTED", "1");
+    env.emplace_back("TRAINLET_RESTART_REASON", "preempted");
+    return env;
+  }
+  if (st.attempts_size() == 0) return env;
+  const auto& last = st.attempts(st.attempts_size() - 1);
+  if (last.attempt_result() == v1::ATTEMPT_RESULT_FAILED) {
+    env.emplace_back("TRAINLET_RESTART_REASON", "failed");
+  } else if (last.attempt_result() == v1::ATTEMPT_RESULT_STOPPED) {
+    env.emplace_back("TRAINLET_RESTART_REASON", "suspended");
+  }
+  return env;
+}
 
 Result<uint32_t> RestartLimit(const trainjob::TrainJob& job,
                               const trainjob::TrainingRuntime& runtime) {
@@ -114,6 +240,35 @@ Result<SuspendFlip> PrepareSuspend(const v1::JobStatus& st, bool suspend, std::s
                         now_ms);
   }
   if (!s.ok()) return s;
+  return flip;
+}
+
+Result<SuspendFlip> PreparePreemption(const v1::JobStatus& st, std::string spec_yaml,
+                                      const std::string& by, const StopWarning& warning,
+                                      int64_t now_ms) {
+  const JobPhase phase = PhaseOf(st);
+  if (phase == JobPhase::kSuspended) {
+    return InvalidError("trainjob/" + st.name() + " is Suspended: there is nothing to preempt");
+  }
+  TRAINLET_ASSIGN_OR_RETURN(SuspendFlip flip,
+                            PrepareSuspend(st, true, std::move(spec_yaml), "preemption", now_ms));
+  // PrepareSuspend's edits, re-worded as a preemption's: the same moves, Kueue's reason.
+  flip.status = st;
+  const bool ranks_run = std::any_of(st.ranks().begin(), st.ranks().end(),
+                                     [](const auto& r) { return !RankEnded(r); });
+  const std::string cause = "preempted by " + by;
+  EndAttemptRecord(flip.status, AttemptTrigger::kStopped, cause, now_ms);
+  const std::string message = "Preempted by " + by + "; requeued, every rank is stopped";
+  TRAINLET_RETURN_IF_ERROR(ApplyTransition(flip.status, JobTrigger::kSuspend,
+                                           std::string(kReasonPreempted), message, now_ms));
+  SetCondition(flip.status, kConditionSuspended, true, kReasonPreempted, message, now_ms);
+  flip.status.set_preemptions(flip.status.preemptions() + 1);
+  flip.status.set_preempted(true);
+  if (ranks_run && warning.signal != 0) {
+    flip.warning = warning;
+    AppendEvent(flip.status, "Warning", "PreemptionWarning", WarningMessage(warning, cause),
+                now_ms);
+  }
   return flip;
 }
 

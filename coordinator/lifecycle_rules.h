@@ -1,6 +1,7 @@
 // The rules of one job's lifecycle that need neither the job map nor the loop: the restart limit
-// and backoff, the active deadline and the start timeout, which ranks have ended, and the spec
-// and status edits of a suspend or resume. JobController applies them to its jobs.
+// and backoff, the active deadline and the start timeout, which ranks have ended, the spec and
+// status edits of a suspend, a resume or a preemption, and the warning a job's ranks get before
+// a stop they did not ask for. JobController applies them to its jobs.
 //
 // Pure functions (StoreSuspend aside, which only writes what it is given): no clock, the caller
 // passes the time; safe from any thread.
@@ -11,9 +12,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 #include "common/trainjob/trainjob_model.h"
+#include "coordinator/agent_commands.h"
 #include "coordinator/job_store.h"
 #include "coordinator/rank_state_machine.h"
 #include "trainlet/v1/operator.pb.h"
@@ -59,18 +63,71 @@ int64_t StartDeadlineMs(const v1::JobStatus& status, std::chrono::milliseconds s
 void EndAttemptRecord(v1::JobStatus& status, AttemptTrigger result, const std::string& cause,
                       int64_t now_ms);
 
+// StopWarning (agent_commands.h): the warning a job's ranks get before a stop they did not ask
+// for (a preemption, drain --force) and before their active deadline.
+
+// TrainJob annotations setting the warning: the signal (SIGUSR2, USR2 or 12) and the grace in
+// whole seconds. Without them: SIGUSR1 and the coordinator's preemption_grace_seconds.
+inline constexpr std::string_view kPreemptionSignalAnnotation = "trainlet.io/preemption-signal";
+inline constexpr std::string_view kPreemptionGraceAnnotation =
+    "trainlet.io/preemption-grace-seconds";
+inline constexpr long kMaxPreemptionGraceSeconds = 86400;  // the largest grace accepted
+inline constexpr uint32_t kDefaultPreemptionGraceSeconds = 30;
+// The phase reason and Suspended condition reason of a preempted job (Kueue's word).
+inline constexpr std::string_view kReasonPreempted = "Preempted";
+
+// The warning of `job`: its annotations when set, else SIGUSR1 and `default_grace`. The signal
+// is a name with or without "SIG" (case-insensitive), or its number on this host; SIGKILL and
+// SIGSTOP, which no rank can catch, are refused. Invalid, naming the annotation, otherwise.
+Result<StopWarning> StopWarningOf(const trainjob::TrainJob& job,
+                                  std::chrono::milliseconds default_grace);
+// StopWarningOf for a job whose annotations were checked at apply (BuildJobEntry): one that no
+// longer parses gives SIGUSR1 and `default_grace`.
+StopWarning JobStopWarning(const trainjob::TrainJob& job, std::chrono::milliseconds default_grace);
+// "SIGUSR1", or "signal 40" for one without a name here.
+std::string SignalName(int signal);
+// "SIGUSR1 sent to every rank; SIGTERM in 30 s" (`why` appended in parentheses when not empty):
+// the message of the Warning event a warning records.
+std::string WarningMessage(const StopWarning& warning, const std::string& why);
+
+// When the warning before `spec`'s active deadline is due (the deadline less the warning's
+// grace) for a job whose status is `status`: only for a job that asks for it with either
+// annotation above (as Slurm sends its `--signal` before the time limit only when asked: ranks
+// that do not catch SIGUSR1 die of it), while an attempt runs (Starting or Running) and `warned`
+// is false; INT64_MAX otherwise.
+int64_t DeadlineWarningMs(const trainjob::TrainJob& spec, const v1::JobStatus& status,
+                          const StopWarning& warning, bool warned);
+
+// What the ranks of the next attempt of a job whose status is `status` are told about the one
+// before it: TRAINLET_RESTART_REASON (preempted, failed or suspended) from the second attempt on,
+// and TRAINLET_PREEMPTED=1 on the first attempt after a preemption (status.preempted). Empty for
+// a first attempt that follows no preemption.
+std::vector<std::pair<std::string, std::string>> RestartEnv(const v1::JobStatus& status);
+
 // A change of spec.suspend, prepared in full before anything is stored or sent.
 struct SuspendFlip {
   std::string job;  // its name
   bool suspend = false;
   std::string spec_yaml;  // the spec as it reads after the change
   v1::JobStatus status;   // the status after the change
+  StopWarning warning;    // sent before the SIGTERM of the stop (a preemption's); none: at once
 };
 // The flip of the job whose status is `status` to `suspend`, its spec then reading `spec_yaml`.
 // A suspend ends the current attempt "Stopped" (no restart is used up). Invalid when the job has
 // finished or is being deleted. `how` says who asked, for the event.
 Result<SuspendFlip> PrepareSuspend(const v1::JobStatus& status, bool suspend, std::string spec_yaml,
                                    const std::string& how, int64_t now_ms);
+// A preemption of the job whose status is `status` (its spec then reading `spec_yaml`, with
+// suspend: true), as Kueue's: the job is suspended and requeued, not failed. The current attempt
+// ends "Stopped" with cause "preempted by <by>" (no restart is used up), preemptions goes up,
+// preempted is set (the next attempt's ranks get TRAINLET_PREEMPTED=1), the phase is Suspended
+// with reason and condition reason "Preempted", and the events read "Preempted by <by>" and,
+// when ranks run, a Warning "PreemptionWarning" (WarningMessage). `by` names the preemptor, e.g.
+// "team-a/llm-7 (priority 1000)". Invalid when the job has finished, is being deleted or is
+// suspended already.
+Result<SuspendFlip> PreparePreemption(const v1::JobStatus& status, std::string spec_yaml,
+                                      const std::string& by, const StopWarning& warning,
+                                      int64_t now_ms);
 // Apply's answer for a TrainJob whose name is taken by `stored` (whose spec says
 // `stored_suspend`): nullopt when `applied` is the stored spec (unchanged), a flip when it
 // differs only in spec.suspend, kExists for any other change. `source` names the file.

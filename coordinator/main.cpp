@@ -75,6 +75,13 @@ int main(int argc, char** argv) {
   c.Millis("stop_grace_ms", &config.stop_grace, 0, 3600000,
            "SIGTERM to SIGKILL for ranks that are stopped; a silent node's job is restarted only "
            "after its partition grace and this, ms");
+  c.Int(
+      "preemption_grace_seconds", 0, 86400,
+      [&](int64_t v) { config.preemption_grace = std::chrono::seconds(v); },
+      config.preemption_grace.count() / 1000,
+      "A preempted (or drained --force) job's ranks get their warning signal (SIGUSR1 unless "
+      "trainlet.io/preemption-signal) this long before SIGTERM, unless "
+      "trainlet.io/preemption-grace-seconds says, s");
   c.Millis("start_timeout_ms", &config.start_timeout, 100, 86400000,
            "A starting attempt whose ranks have not all started this long after placement "
            "fails (StartTimeout) and is restarted, ms");

@@ -109,11 +109,17 @@ std::string EncodeLaunch(const StepLaunch& launch) {
                      {"stderr_path", r.stderr_path},
                      {"cpus", r.cpus}});
   }
-  json doc = {{"version", kStepLaunchVersion},   {"job", launch.job},
-              {"attempt", launch.attempt},       {"stop_grace_ms", launch.stop_grace_ms},
-              {"agent_lock", launch.agent_lock}, {"orphan_grace_ms", launch.orphan_grace_ms},
-              {"cgroup", launch.cgroup},         {"agent_stamps", launch.agent_stamps},
-              {"base_env", launch.base_env},     {"ranks", std::move(ranks)}};
+  json doc = {{"version", kStepLaunchVersion},
+              {"job", launch.job},
+              {"attempt", launch.attempt},
+              {"stop_grace_ms", launch.stop_grace_ms},
+              {"agent_lock", launch.agent_lock},
+              {"orphan_grace_ms", launch.orphan_grace_ms},
+              {"cgroup", launch.cgroup},
+              {"agent_stamps", launch.agent_stamps},
+              {"stop_requests", launch.stop_requests},
+              {"base_env", launch.base_env},
+              {"ranks", std::move(ranks)}};
   // Env values and paths are bytes from outside: never fail on invalid UTF-8.
   return doc.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
@@ -138,6 +144,8 @@ Result<StepLaunch> DecodeLaunch(const std::string& text) {
   if (doc.contains("orphan_grace_ms")) rd.U32(doc, "orphan_grace_ms", "", &out.orphan_grace_ms);
   // Optional: agents before it did not stamp the lock.
   if (doc.contains("agent_stamps")) rd.Bool(doc, "agent_stamps", "", &out.agent_stamps);
+  // Optional: steps before it took no stop or warning requests.
+  if (doc.contains("stop_requests")) rd.Bool(doc, "stop_requests", "", &out.stop_requests);
   // Optional: files written before it mean "auto".
   if (doc.contains("cgroup") && rd.Str(doc, "cgroup", "", &out.cgroup) &&
       !platform::ParseCgroupMode(out.cgroup)) {

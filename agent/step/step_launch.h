@@ -55,6 +55,10 @@ struct StepLaunch {
   // "none". Whatever it is, the step, a child subreaper, also kills every orphan that came to it
   // before it exits.
   std::string cgroup = "auto";
+  // The step was started from a trainlet-step that takes stop and warning requests
+  // (step_stop.h). An older step would die of the SIGUSR2 of a warning: the agent sends it only
+  // when this is true. false for files written before it.
+  bool stop_requests = false;
   std::vector<std::string> base_env;  // "K=V"
   std::vector<StepRank> ranks;
 };

@@ -20,6 +20,7 @@
 #include "agent/process_spawner.h"
 #include "agent/step/step_launch.h"
 #include "agent/step/step_records.h"
+#include "agent/step/step_stop.h"
 #include "common/platform/descriptors.h"
 #include "common/platform/process_cgroup.h"
 #include "common/platform/process_control.h"
@@ -43,7 +44,8 @@ class Step {
   int Run() {
     // No thread runs yet: the signals are prepared before they can come.
     std::string why;
-    signals_ = platform::SignalWatch::Open({SIGCHLD, SIGTERM, SIGUSR1, SIGINT, SIGHUP}, &why);
+    signals_ =
+        platform::SignalWatch::Open({SIGCHLD, SIGTERM, SIGUSR1, SIGUSR2, SIGINT, SIGHUP}, &why);
     signal(SIGPIPE, SIG_IGN);
     if (!signals_) return Fail(why);
     // Orphans of a rank (a daemonising helper) come to the step, not to init: they are reaped
@@ -391,7 +393,7 @@ class Step {
   // that holds the lock but is stopped or hung counts as gone once its stamp has stood still
   // that long: it would stop nothing, and the coordinator treats it as dead.
   void CheckAgent() {
-    if (lock_fd_ < 0 || term_sent_) return;
+    if (lock_fd_ < 0 || term_sent_ || term_at_) return;
     const auto now = Clock::now();
     const std::chrono::milliseconds grace(launch_.orphan_grace_ms);
     std::string why;
@@ -412,14 +414,57 @@ class Step {
     if (!kill_at_ || at < *kill_at_) kill_at_ = at;
   }
 
-  void Wait() {
-    int timeout = -1;
-    if (kill_at_) {
-      const auto left =
-          std::chrono::ceil<std::chrono::milliseconds>(*kill_at_ - Clock::now()).count();
-      timeout = static_cast<int>(std::max<int64_t>(0, left));
+  // SIGTERM: a stop, with the warning of <dir>/stop first when there is one (step_stop.h). A
+  // stop already under way (warned or terminated) is not started again: the warning's grace was
+  // promised to the ranks, and only SIGUSR1 (SIGKILL now) cuts it short.
+  void OnStopAsked() {
+    if (term_sent_ || term_at_) return;
+    auto request = ReadStopRequest(dir_ + "/stop");
+    if (!request.ok() && request.status().code() != ErrorCode::kNotFound) {
+      Say(dir_, request.status().message() + "; stopping without a warning");
     }
-    if (lock_fd_ >= 0 && !term_sent_) {
+    const auto now = Clock::now();
+    if (request.ok() && request->warning_signal != 0) {
+      Say(dir_, "stop: signal " + std::to_string(request->warning_signal) +
+                    " to the ranks, SIGTERM in " + std::to_string(request->warning_grace_ms) +
+                    " ms");
+      SignalRanks(request->warning_signal);
+      term_at_ = now + std::chrono::milliseconds(request->warning_grace_ms);
+      return;
+    }
+    SendTerm(now);
+  }
+
+  // SIGUSR2: the warning of <dir>/warn to every rank, and nothing stops.
+  void OnWarnAsked() {
+    auto request = ReadStopRequest(dir_ + "/warn");
+    if (!request.ok()) {
+      Say(dir_, "warning asked: " + request.status().message());
+      return;
+    }
+    if (request->warning_signal == 0 || term_sent_) return;
+    Say(dir_, "warning: signal " + std::to_string(request->warning_signal) + " to the ranks");
+    SignalRanks(request->warning_signal);
+  }
+
+  void SendTerm(Clock::time_point now) {
+    term_sent_ = true;
+    term_at_.reset();
+    SignalRanks(SIGTERM);
+    const auto at = now + std::chrono::milliseconds(launch_.stop_grace_ms);
+    if (!kill_at_ || at < *kill_at_) kill_at_ = at;
+  }
+
+  static int MillisUntil(std::optional<Clock::time_point> at, int timeout) {
+    if (!at) return timeout;
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(*at - Clock::now()).count();
+    const int ms = static_cast<int>(std::max<int64_t>(0, left));
+    return timeout < 0 ? ms : std::min(timeout, ms);
+  }
+
+  void Wait() {
+    int timeout = MillisUntil(term_at_, MillisUntil(kill_at_, -1));
+    if (lock_fd_ >= 0 && !term_sent_ && !term_at_) {
       timeout = timeout < 0 ? kAgentCheckMs : std::min(timeout, kAgentCheckMs);
     }
     pollfd p{signals_->fd(), POLLIN, 0};
@@ -429,17 +474,19 @@ class Step {
       sleep(1);
     }
     for (const int sig : signals_->Take()) {
-      if (sig == SIGTERM && !term_sent_) {
-        term_sent_ = true;
-        SignalRanks(SIGTERM);
-        const auto at = Clock::now() + std::chrono::milliseconds(launch_.stop_grace_ms);
-        if (!kill_at_ || at < *kill_at_) kill_at_ = at;
+      if (sig == SIGTERM) {
+        OnStopAsked();
+      } else if (sig == SIGUSR2) {
+        OnWarnAsked();
       } else if (sig == SIGUSR1) {
         SignalRanks(SIGKILL);
         kill_at_.reset();
+        term_at_.reset();
+        term_sent_ = true;
       }
     }
     CheckAgent();
+    if (term_at_ && Clock::now() >= *term_at_) SendTerm(Clock::now());
     if (kill_at_ && Clock::now() >= *kill_at_) {
       SignalRanks(SIGKILL);
       kill_at_.reset();
@@ -495,6 +542,7 @@ class Step {
   int events_fd_ = -1;
   bool ready_sent_ = false;
   bool term_sent_ = false;
+  std::optional<Clock::time_point> term_at_;  // a warned stop's SIGTERM, while its grace runs
   std::optional<Clock::time_point> kill_at_;
   int lock_fd_ = -1;  // the agent lock, or -1 when the step never stops on its own
   std::optional<Clock::time_point> agent_gone_since_;

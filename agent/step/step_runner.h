@@ -17,6 +17,11 @@
 //    group is SIGKILLed before the leader is reaped, as the agent does for its own workers. Each
 //    batch of exits is appended as X records and made durable with platform::SyncData (fdatasync).
 //  - SIGTERM: SIGTERM to every live rank's group, SIGKILL after the launch file's stop grace.
+//    When the agent wrote <dir>/stop with a warning first (step_stop.h: preemption, drain
+//    --force), the warning signal goes to every rank's group and SIGTERM follows only after the
+//    warning grace; the step times it, so it survives the agent. A stop under way is not
+//    restarted by a second SIGTERM. SIGUSR2: the warning signal of <dir>/warn to every rank's
+//    group, nothing stops (before an activeDeadlineSeconds).
 //    SIGUSR1: SIGKILL to every live rank's group now (the agent's grace ran out). SIGINT and
 //    SIGHUP are ignored: only the agent stops a step.
 //  - While the agent's lock (launch.agent_lock) stays unheld, or held but with its stamp standing

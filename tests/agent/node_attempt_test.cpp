@@ -5,8 +5,10 @@
 #include "agent/node_attempt.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 
+#include <filesystem>
 #include <set>
 #include <thread>
 #include <utility>
@@ -322,6 +324,49 @@ TEST_F(NodeAttemptsTest, ReplacedRanksAreKilled) {
   attempts_.RanksEnded("job", 1);
   EXPECT_EQ(attempts_.Find("job", 1), nullptr);
   attempts_.Find("job", 2);  // Launching: the test ends it without starting anything
+  supervisor_->KillAllAndWait(5s);
+}
+
+// StopWorkers with a warning reaches the rank as the warning signal first (preemption, issue
+// 14); a warning alone (warn_only) reaches it too and moves the attempt nowhere.
+TEST_F(NodeAttemptsTest, WarningsReachTheRanks) {
+  supervisor_ = std::make_unique<WorkerSupervisor>(spawner_.get(), std::vector<std::string>{},
+                                                   testing::StepOptionsUnder(dir_.path()));
+  attempts_.Attach({ports_.get(), rendezvous_.get(), supervisor_.get()});
+  std::string why;
+  bool refused = false;
+  const v1::LaunchPlan plan = Plan(1, 60000);
+  NodeAttempt* a = attempts_.BeginPlan(plan, std::chrono::steady_clock::now(), &why, &refused);
+  ASSERT_NE(a, nullptr);
+  WorkerLaunch rank = LaunchOf(plan);
+  // Exits 3 on SIGUSR2, 4 on SIGUSR1 (the second, after a first SIGUSR2 was noted).
+  const std::string noted = (std::filesystem::path(dir_.path()) / "usr2").string();
+  rank.argv = {"/bin/sh", "-c",
+               "trap 'touch " + noted + "' USR2; trap 'exit 4' USR1; echo > " + noted +
+                   ".ready; while :; do sleep 0.02; done"};
+  auto started = a->Launch({rank}, Status::Ok());
+  ASSERT_TRUE(started[0].ok()) << started[0].status().ToString();
+  const auto deadline = Clock::now() + 10s;
+  while (!std::filesystem::exists(noted + ".ready") && Clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  attempts_.Warn("job", 1, SIGUSR2);
+  while (!std::filesystem::exists(noted) && Clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_TRUE(std::filesystem::exists(noted)) << "the warning did not reach the rank";
+  EXPECT_EQ(attempts_.Find("job", 1)->state(), S::kRunning);
+
+  attempts_.Stop("job", 1, "preempted", Clock::now(), StopWarning{SIGUSR1, 30s});
+  EXPECT_EQ(attempts_.Find("job", 1)->state(), S::kStopping);
+  std::vector<WorkerExit> exits;
+  while (exits.empty() && Clock::now() < deadline) {
+    for (auto& e : supervisor_->Reap()) exits.push_back(e);
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].exit_code, 4);  // SIGUSR1, well before the 30 s grace
+  EXPECT_EQ(exits[0].signal, 0);
   supervisor_->KillAllAndWait(5s);
 }
 

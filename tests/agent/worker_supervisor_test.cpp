@@ -74,6 +74,11 @@ class FakeSpawner : public ProcessSpawner {
     kills.push_back({target, sig});
     return 0;
   }
+  int CountKills(pid_t target, int sig) const {
+    int n = 0;
+    for (const auto& [t, s] : kills) n += (t == target && s == sig);
+    return n;
+  }
   bool fail_next = false;
   pid_t next_pid = 4'000'001;  // above pid_max, so never a real process
   std::vector<Request> requests;
@@ -483,6 +488,65 @@ TEST_F(SupervisorTest, StopSelectsAttemptsAndIsIdempotent) {
   EXPECT_EQ(spawner.kills.back(), std::make_pair(-pb, SIGKILL));
   EXPECT_EQ(sup.Tick(t0 + 3s), std::nullopt);
   EXPECT_EQ(sup.running(), 3u);  // stopping is not gone: exits still come from Reap()
+  sup_.reset();
+}
+
+// A warned stop (preemption, drain --force; issue 14): the warning signal now, SIGTERM after
+// its grace, SIGKILL the stop grace after that, each sent by Tick at its time; a stop that comes
+// while the warning runs keeps its grace, and a SIGKILL-now stop still kills at once.
+TEST_F(SupervisorTest, WarnedStopSignalsThenTermsThenKills) {
+  FakeSpawner spawner;
+  auto& sup = Make(&spawner);
+  const pid_t p = *sup.Start(Launch({"/bin/true"}, 0));
+  const pid_t q = *sup.Start(Launch({"/bin/true"}, 1));
+  const Clock::time_point t0 = Clock::now();
+  sup.Stop("job-a", 1, 500ms, t0, StopWarning{SIGUSR1, 2000ms});
+  ASSERT_EQ(spawner.kills.size(), 2u);
+  EXPECT_EQ(spawner.kills[0], std::make_pair(-p, SIGUSR1));
+  EXPECT_EQ(spawner.kills[1], std::make_pair(-q, SIGUSR1));
+  EXPECT_EQ(sup.Tick(t0), 2000ms);
+  // A plain stop (the coordinator's, again) neither sends SIGTERM nor brings anything forward.
+  sup.Stop("job-a", 1, 100ms, t0 + 100ms);
+  EXPECT_EQ(spawner.kills.size(), 2u);
+  EXPECT_EQ(sup.Tick(t0 + 1999ms), 1ms);
+  EXPECT_EQ(spawner.kills.size(), 2u);
+  // The grace ends: SIGTERM to both; SIGKILL follows the shortest stop grace asked (100 ms).
+  EXPECT_EQ(sup.Tick(t0 + 2000ms), 100ms);
+  ASSERT_EQ(spawner.kills.size(), 4u);
+  EXPECT_EQ(spawner.CountKills(-p, SIGTERM), 1);
+  EXPECT_EQ(spawner.CountKills(-q, SIGTERM), 1);
+  EXPECT_EQ(sup.Tick(t0 + 2100ms), std::nullopt);
+  EXPECT_EQ(spawner.CountKills(-p, SIGKILL), 1);
+  EXPECT_EQ(spawner.CountKills(-q, SIGKILL), 1);
+  EXPECT_EQ(spawner.kills.size(), 6u);
+
+  // A SIGKILL-now stop during a warning kills at once, and no SIGTERM comes after.
+  const pid_t r = *sup.Start(Launch({"/bin/true"}, 2));
+  sup.Stop("job-a", 1, 500ms, t0 + 3s, StopWarning{SIGUSR2, 1000ms});
+  EXPECT_EQ(spawner.kills.back(), std::make_pair(-r, SIGUSR2));
+  sup.Stop("job-a", 1, 0ms, t0 + 3100ms);
+  EXPECT_EQ(spawner.kills.back(), std::make_pair(-r, SIGKILL));
+  EXPECT_EQ(sup.Tick(t0 + 5s), std::nullopt);
+  EXPECT_EQ(spawner.CountKills(-r, SIGTERM), 0);
+  sup_.reset();
+}
+
+// Warn alone sends the signal to the attempt's workers that are not stopping, and stops nothing.
+TEST_F(SupervisorTest, WarnSignalsOnlyWorkersThatRun) {
+  FakeSpawner spawner;
+  auto& sup = Make(&spawner);
+  const pid_t p = *sup.Start(Launch({"/bin/true"}, 0));
+  WorkerLaunch other = Launch({"/bin/true"}, 0);
+  other.attempt = 2;
+  const pid_t q = *sup.Start(other);
+  sup.Warn("job-a", 1, SIGUSR1);
+  ASSERT_EQ(spawner.kills.size(), 1u);
+  EXPECT_EQ(spawner.kills[0], std::make_pair(-p, SIGUSR1));
+  EXPECT_EQ(sup.Tick(Clock::now()), std::nullopt);
+  sup.Stop("job-a", 2, 1s, Clock::now());
+  sup.Warn("job-a", 0, SIGUSR1);  // q stops already: it gets no warning
+  EXPECT_EQ(spawner.CountKills(-q, SIGUSR1), 0);
+  EXPECT_EQ(spawner.CountKills(-p, SIGUSR1), 2);
   sup_.reset();
 }
 

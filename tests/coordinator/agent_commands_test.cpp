@@ -2,6 +2,7 @@
 #include "coordinator/agent_commands.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include "recording_sink.h"
 
@@ -21,6 +22,27 @@ TEST(AgentCommands, StopWorkersNamesJobAttemptAndReason) {
   EXPECT_EQ(stop.job(), "job-a");
   EXPECT_EQ(stop.attempt(), 3u);
   EXPECT_EQ(stop.reason(), "trainjob deleted");
+}
+
+TEST(AgentCommands, StopWorkersCarriesTheWarningAndWarnWorkersStopsNothing) {
+  EnvelopeRecorder sink;
+  AgentCommands agents(&sink);
+  agents.StopWorkers("n1", "job-a", 2, "preempted", StopWarning{SIGUSR1, 30000});
+  agents.WarnWorkers("n2", "job-a", 2, "deadline near", SIGUSR2);
+  agents.StopWorkers("n1", "job-a", 2, "deleted");
+  ASSERT_EQ(sink.sent.size(), 3u);
+  const v1::StopWorkers& warned = sink.sent[0].second.stop_workers();
+  EXPECT_EQ(warned.warning_signal(), SIGUSR1);
+  EXPECT_EQ(warned.warning_grace_ms(), 30000u);
+  EXPECT_FALSE(warned.warn_only());
+  EXPECT_EQ(sink.sent[1].first, "n2");
+  const v1::StopWorkers& alone = sink.sent[1].second.stop_workers();
+  EXPECT_TRUE(alone.warn_only());
+  EXPECT_EQ(alone.warning_signal(), SIGUSR2);
+  EXPECT_EQ(alone.reason(), "deadline near");
+  const v1::StopWorkers& plain = sink.sent[2].second.stop_workers();
+  EXPECT_EQ(plain.warning_signal(), 0);
+  EXPECT_FALSE(plain.warn_only());
 }
 
 TEST(AgentCommands, ReservePortsAsksForTheCount) {

@@ -1,9 +1,12 @@
-// The pure lifecycle rules: restart limit and backoff, deadlines, ended ranks, suspend edits.
+// The pure lifecycle rules: restart limit and backoff, deadlines, ended ranks, suspend edits,
+// and preemption's (the stop warning, the restart env).
 #include "coordinator/lifecycle_rules.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <climits>
+#include <map>
 #include <string>
 
 #include "coordinator/job_state_machine.h"
@@ -182,6 +185,94 @@ TEST(CompareWithStored, OnlySuspendMayChange) {
   other.replace(other.find("/bin/true"), 9, "/bin/false");
   auto changed = CompareWithStored(stored, false, ParseJob(other), "f.yaml", 1);
   EXPECT_EQ(changed.status().code(), ErrorCode::kExists);
+}
+
+}  // namespace
+}  // namespace trainlet::coordinator
+
+namespace trainlet::coordinator {
+namespace {
+
+trainjob::TrainJob JobWith(const std::map<std::string, std::string>& annotations) {
+  trainjob::TrainJob job;
+  job.name = "j";
+  job.annotations = annotations;
+  return job;
+}
+
+TEST(StopWarningOf, DefaultsAnnotationsAndRefusals) {
+  auto plain = StopWarningOf(JobWith({}), milliseconds(30000));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->signal, SIGUSR1);
+  EXPECT_EQ(plain->grace_ms, 30000u);
+  for (const char* text : {"SIGUSR2", "USR2", "usr2", "12"}) {
+    auto w = StopWarningOf(JobWith({{"trainlet.io/preemption-signal", text}}), milliseconds(0));
+    ASSERT_TRUE(w.ok()) << text;
+    EXPECT_EQ(w->signal, SIGUSR2) << text;
+  }
+  auto grace =
+      StopWarningOf(JobWith({{"trainlet.io/preemption-grace-seconds", "0"}}), milliseconds(30000));
+  ASSERT_TRUE(grace.ok());
+  EXPECT_EQ(grace->grace_ms, 0u);
+  for (const char* text : {"SIGKILL", "9", "STOP", "", "USR3", "SIGSIGUSR1"}) {
+    auto w = StopWarningOf(JobWith({{"trainlet.io/preemption-signal", text}}), milliseconds(0));
+    ASSERT_FALSE(w.ok()) << text;
+    EXPECT_NE(w.status().message().find("trainlet.io/preemption-signal"), std::string::npos);
+  }
+  for (const char* text : {"-1", "86401", "1.5", "", "30s"}) {
+    auto w =
+        StopWarningOf(JobWith({{"trainlet.io/preemption-grace-seconds", text}}), milliseconds(0));
+    ASSERT_FALSE(w.ok()) << text;
+    EXPECT_NE(w.status().message().find("trainlet.io/preemption-grace-seconds"), std::string::npos);
+  }
+  EXPECT_EQ(SignalName(SIGUSR1), "SIGUSR1");
+  EXPECT_EQ(WarningMessage({SIGUSR2, 1500}, "why"),
+            "SIGUSR2 sent to every rank; SIGTERM in 1500 ms (why)");
+}
+
+TEST(DeadlineWarningMs, OnlyWhenAskedWhileAnAttemptRuns) {
+  trainjob::TrainJob spec = JobWith({{"trainlet.io/preemption-grace-seconds", "10"}});
+  spec.active_deadline_seconds = 60;
+  v1::JobStatus st = Status(JobPhase::kRunning);
+  st.set_created_unix_ms(1000);
+  const StopWarning w{SIGUSR1, 10000};
+  EXPECT_EQ(DeadlineWarningMs(spec, st, w, false), 1000 + 50000);
+  EXPECT_EQ(DeadlineWarningMs(spec, st, w, true), INT64_MAX);
+  EXPECT_EQ(DeadlineWarningMs(spec, Status(JobPhase::kSuspended), w, false), INT64_MAX);
+  EXPECT_EQ(DeadlineWarningMs(JobWith({}), st, w, false), INT64_MAX);  // not asked for
+}
+
+TEST(RestartEnv, SaysWhyTheAttemptBeforeEnded) {
+  v1::JobStatus st = Status(JobPhase::kPending);
+  EXPECT_TRUE(RestartEnv(st).empty());
+  auto* rec = st.add_attempts();
+  rec->set_attempt_result(v1::ATTEMPT_RESULT_FAILED);
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(RestartEnv(st), (Env{{"TRAINLET_RESTART_REASON", "failed"}}));
+  rec->set_attempt_result(v1::ATTEMPT_RESULT_STOPPED);
+  EXPECT_EQ(RestartEnv(st), (Env{{"TRAINLET_RESTART_REASON", "suspended"}}));
+  st.set_preempted(true);
+  EXPECT_EQ(RestartEnv(st),
+            (Env{{"TRAINLET_PREEMPTED", "1"}, {"TRAINLET_RESTART_REASON", "preempted"}}));
+}
+
+TEST(PreparePreemption, SuspendsWithKueuesReasonAndCounts) {
+  v1::JobStatus st = Status(JobPhase::kRunning);
+  st.add_attempts()->set_attempt(1);
+  st.add_ranks()->set_rank_state(v1::RANK_STATE_RUNNING);
+  auto flip = PreparePreemption(st, "spec", "team-a/llm-7 (priority 1000)", {SIGUSR1, 30000}, 5);
+  ASSERT_TRUE(flip.ok()) << flip.status().ToString();
+  EXPECT_TRUE(flip->suspend);
+  EXPECT_EQ(PhaseOf(flip->status), JobPhase::kSuspended);
+  EXPECT_EQ(flip->status.reason(), "Preempted");
+  EXPECT_EQ(flip->status.preemptions(), 1u);
+  EXPECT_TRUE(flip->status.preempted());
+  EXPECT_EQ(flip->status.attempts(0).attempt_result(), v1::ATTEMPT_RESULT_STOPPED);
+  EXPECT_EQ(flip->warning.signal, SIGUSR1);
+  ASSERT_GE(flip->status.events_size(), 2);
+  EXPECT_EQ(flip->status.events(flip->status.events_size() - 1).reason(), "PreemptionWarning");
+  EXPECT_FALSE(PreparePreemption(flip->status, "spec", "x", {}, 6).ok());  // suspended already
+  EXPECT_FALSE(PreparePreemption(Status(JobPhase::kSucceeded), "spec", "x", {}, 6).ok());
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -440,6 +441,111 @@ TEST_F(StepSupervisorTest, ShutdownChoices) {
   EXPECT_EQ(exits[0].signal, SIGKILL);
   EXPECT_FALSE(Alive(*started[0]));
   EXPECT_FALSE(Alive(step_pid));
+}
+
+// ---- Warnings before a stop (preemption, drain --force; issue 14) ----
+
+// The first moment `text` is in rank `rank`'s log, polled every 2 ms up to `timeout`.
+std::optional<Clock::time_point> SeenAt(const fs::path& log, const std::string& text,
+                                        Clock::duration timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    if (ReadFile(log).find(text) != std::string::npos) return Clock::now();
+    std::this_thread::sleep_for(2ms);
+  }
+  return std::nullopt;
+}
+
+// A rank that notes each signal and never exits by itself, and one that checkpoints on SIGUSR1.
+constexpr char kNotesSignals[] =
+    "trap 'echo usr1' USR1; trap 'echo term' TERM; echo ready; while :; do sleep 0.02; done";
+constexpr char kCheckpointsOnUsr1[] =
+    "trap 'echo checkpoint; exit 0' USR1; echo ready; while :; do sleep 0.02; done";
+
+// The step runs the sequence itself: SIGUSR1 now, SIGTERM after the warning grace, SIGKILL after
+// the stop grace; a rank that exits in the warning grace is done with its own status. No Tick is
+// called: nothing of the sequence depends on the agent.
+TEST_F(StepSupervisorTest, WarnedStopSendsTheSignalThenTermThenKill) {
+  auto& sup = Make();
+  auto started = sup.StartStep({Launch({"/bin/sh", "-c", kNotesSignals}, 0),
+                                Launch({"/bin/sh", "-c", kCheckpointsOnUsr1}, 1)},
+                               400ms);
+  ASSERT_TRUE(started[0].ok() && started[1].ok());
+  const fs::path log0 = dir_ / "logs" / "rank-0.log", log1 = dir_ / "logs" / "rank-1.log";
+  ASSERT_TRUE(SeenAt(log0, "ready", 5s) && SeenAt(log1, "ready", 5s));
+
+  const auto t0 = Clock::now();
+  sup.Stop("job-a", 1, 400ms, t0, StopWarning{SIGUSR1, 700ms});
+  // The rank that checkpoints exits 0 within the grace, before any SIGTERM.
+  auto first = WaitExits(1, 3s);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].rank, 1u);
+  EXPECT_EQ(first[0].exit_code, 0);
+  EXPECT_EQ(first[0].signal, 0);  // a SIGTERM would have killed it: it exited within the grace
+  EXPECT_NE(ReadFile(log1).find("checkpoint"), std::string::npos);
+  // The other heard SIGUSR1 at once, SIGTERM only once the warning grace ran out ...
+  auto usr1 = SeenAt(log0, "usr1", 3s);
+  ASSERT_TRUE(usr1);
+  EXPECT_LT(*usr1 - t0, 650ms);
+  auto term = SeenAt(log0, "term", 3s);
+  ASSERT_TRUE(term);
+  EXPECT_GE(*term - t0, 650ms);
+  EXPECT_LT(*term - t0, 3s);
+  EXPECT_TRUE(sup.IsRunning("job-a", 1, 0));
+  // ... and SIGKILL from the step after the stop grace.
+  auto second = WaitExits(1, 3s);
+  const auto killed_at = Clock::now();
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].rank, 0u);
+  EXPECT_EQ(second[0].signal, SIGKILL);
+  EXPECT_GE(killed_at - *term, 250ms);  // the stop grace is 400 ms; both times are polled
+  EXPECT_EQ(ReadFile(log1).find("term"), std::string::npos);
+}
+
+// The agent goes away during the grace: the step finishes the stop on its own, and the next
+// agent's stop of the same attempt does not cut the promised grace short.
+TEST_F(StepSupervisorTest, WarnedStopSurvivesTheAgent) {
+  auto& sup = Make();
+  auto started = sup.StartStep({Launch({"/bin/sh", "-c", kNotesSignals}, 0)}, 300ms);
+  ASSERT_TRUE(started[0].ok());
+  const fs::path log0 = dir_ / "logs" / "rank-0.log";
+  ASSERT_TRUE(SeenAt(log0, "ready", 5s));
+  const auto t0 = Clock::now();
+  sup.Stop("job-a", 1, 300ms, t0, StopWarning{SIGUSR1, 800ms});
+  ASSERT_TRUE(SeenAt(log0, "usr1", 3s));
+  sup_.reset();  // the agent dies during the warning grace
+
+  auto& again = Make();
+  ASSERT_EQ(again.AdoptSteps().size(), 1u);
+  const auto now = Clock::now();
+  again.Stop("job-a", 1, 300ms, now);  // the coordinator's stop of a stale attempt
+  auto next = again.Tick(now);
+  ASSERT_TRUE(next);
+  EXPECT_GT(*next, 300ms + (800ms - (now - t0)) - 100ms) << "the warning grace was cut short";
+  auto term = SeenAt(log0, "term", 3s);
+  ASSERT_TRUE(term);
+  EXPECT_GE(*term - t0, 750ms);
+  auto exits = WaitExits(1, 3s);
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].signal, SIGKILL);
+}
+
+// A warning alone (before an active deadline): the signal reaches the ranks, nothing stops.
+TEST_F(StepSupervisorTest, WarningAloneStopsNothing) {
+  auto& sup = Make();
+  auto started = sup.StartStep(
+      {Launch({"/bin/sh", "-c", "trap 'echo usr2' USR2; echo ready; while :; do sleep 0.02; done"},
+              0)},
+      300ms);
+  ASSERT_TRUE(started[0].ok());
+  const fs::path log0 = dir_ / "logs" / "rank-0.log";
+  ASSERT_TRUE(SeenAt(log0, "ready", 5s));
+  sup.Warn("job-a", 1, SIGUSR2);
+  ASSERT_TRUE(SeenAt(log0, "usr2", 3s));
+  std::this_thread::sleep_for(300ms);
+  EXPECT_TRUE(Alive(*started[0]));
+  EXPECT_TRUE(sup.Reap().empty());
+  EXPECT_EQ(sup.Tick(Clock::now()), std::nullopt);
 }
 
 // Not a pass/fail check: 64 ranks under one step vs 64 direct spawns.
