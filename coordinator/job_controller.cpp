@@ -30,6 +30,7 @@ JobController::JobController(JobStore* store, NodeRegistry* registry, NodeSink* 
 Status JobController::Load(const std::string& runtimes_dir) {
   TRAINLET_RETURN_IF_ERROR(runtimes_.LoadShipped(runtimes_dir));
   TRAINLET_RETURN_IF_ERROR(runtimes_.LoadStored(*store_));
+  TRAINLET_RETURN_IF_ERROR(queues_.LoadStored(*store_));
   TRAINLET_ASSIGN_OR_RETURN(auto stored_jobs, store_->ListJobs());
   for (auto& rec : stored_jobs) {
     auto spec = trainjob::ParseDocuments(rec.spec_yaml);
@@ -76,7 +77,7 @@ Result<v1::ApplyResult> JobController::Apply(trainjob::ParsedFile parsed, const 
                                              int64_t now_ms) {
   TRAINLET_ASSIGN_OR_RETURN(ApplyTransaction tx,
                             ApplyTransaction::Prepare(std::move(parsed), source, now_ms, runtimes_,
-                                                      Held(), entry_options_));
+                                                      Held(), entry_options_, &queues_));
   // All or nothing, and memory changes only after the store has everything.
   TRAINLET_RETURN_IF_ERROR(tx.Store(*store_, options_.min_free_bytes));
   v1::ApplyResult result = std::move(tx.result);
@@ -85,6 +86,7 @@ Result<v1::ApplyResult> JobController::Apply(trainjob::ParsedFile parsed, const 
     CommitSuspend(std::move(flip));
   }
   runtimes_.Commit(std::move(tx.staged), result);
+  queues_.Commit(std::move(tx.queues), result);
   for (auto& job : tx.new_jobs) {
     result.add_created("trainjob/" + job->record.name);
     Adopt(std::move(job));

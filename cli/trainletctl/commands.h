@@ -10,6 +10,9 @@ namespace trainlet::cli {
 struct CommonFlags {
   std::string home;    // --home; "" means $TRAINLET_HOME or ~/.trainlet
   std::string output;  // -o
+  // -n/--namespace: the namespace of the trainjobs named or listed (kubectl's default: default).
+  std::string ns = "default";
+  bool all_namespaces = false;  // -A/--all-namespaces: list every namespace's trainjobs
 };
 
 // How `get trainjobs` pages through the list (GetJobsRequest.limit and continue_token), as

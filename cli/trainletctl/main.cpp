@@ -21,6 +21,14 @@ namespace {
 // the storage CLI11 writes into in a shared_ptr held by its callback, so it lives as long as the
 // App. `common` and `rc` belong to main and outlive the App's parse.
 
+// -n/--namespace and -A/--all-namespaces, as kubectl's, on the subcommands that name or list
+// trainjobs.
+void AddNamespaceFlags(CLI::App* sub, CommonFlags& common) {
+  sub->add_option("-n,--namespace", common.ns, "The trainjobs' namespace")->capture_default_str();
+  sub->add_flag("-A,--all-namespaces", common.all_namespaces,
+                "Every namespace (get: adds a NAMESPACE column)");
+}
+
 void AddGetCommand(CLI::App& app, CommonFlags& common, int& rc) {
   auto* get = app.add_subcommand(
       "get",
@@ -32,7 +40,8 @@ void AddGetCommand(CLI::App& app, CommonFlags& common, int& rc) {
   auto a = std::make_shared<Args>();
   get->add_option("kind", a->kind,
                   "nodes | trainjobs (or trainjob/NAME) | pytorchjobs, tfjobs, xgboostjobs, "
-                  "paddlejobs, jaxjobs, mpijobs")
+                  "paddlejobs, jaxjobs, mpijobs | clusterqueues (cq), localqueues (lq), "
+                  "resourceflavors (rf), workloadpriorityclasses (wpc)")
       ->required();
   get->add_option("name", a->name, "Only this one");
   get->add_option("-o,--output", common.output, "json | yaml | wide | name");
@@ -43,6 +52,7 @@ void AddGetCommand(CLI::App& app, CommonFlags& common, int& rc) {
                   "trainjobs: fetch the list in pages of this many, as kubectl; 0 asks for it in "
                   "one answer, which fails when it is too large")
       ->capture_default_str();
+  AddNamespaceFlags(get, common);
   get->callback([&common, &rc, a] { rc = CmdGet(common, a->kind, a->name, a->paging); });
 }
 
@@ -92,6 +102,7 @@ void AddDeleteCommand(CLI::App& app, CommonFlags& common, int& rc) {
   del->add_option("name", a->name, "The trainjob's name");
   del->add_option("--wait", a->wait, "Wait until every rank has stopped (default true)");
   del->add_option("--timeout", a->timeout, "How long to wait, e.g. 60s")->capture_default_str();
+  AddNamespaceFlags(del, common);
   del->callback(
       [&common, &rc, a] { rc = CmdDelete(common, a->kind, a->name, a->wait, a->timeout); });
 }
