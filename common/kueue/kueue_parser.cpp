@@ -177,11 +177,17 @@ Result<LocalQueue> ReadLocalQueue(const YAML::Node& spec, const QueueObject& obj
   return q;
 }
 
-WorkloadPriorityClass ReadPriorityClass(const YAML::Node& node, const std::string& name) {
+Result<WorkloadPriorityClass> ReadPriorityClass(const YAML::Node& node, const std::string& name,
+                                                const DocLabel& doc) {
   WorkloadPriorityClass p;
   p.name = name;
-  // The schema checked: required, an integer in int32's range.
-  p.value = static_cast<int32_t>(trainjob::ParseInt64(Text(MapGet(node, "value"))).value_or(0));
+  // The schema checked the range of an integer, but it lets through a scalar that reads as null
+  // (`value: !tag` with no text), which is set yet not an integer.
+  const YAML::Node value = MapGet(node, "value");
+  const std::optional<int64_t> v =
+      Classify(value) == YamlKind::kInt ? trainjob::ParseInt64(Text(value)) : std::nullopt;
+  if (!v) return doc.Error("value", "must be an integer, got " + DescribeValue(value));
+  p.value = static_cast<int32_t>(*v);
   p.description = Text(MapGet(node, "description"));
   return p;
 }
@@ -203,9 +209,11 @@ Status ReadKind(const YAML::Node& node, const DocLabel& doc, QueueObject* obj) {
       obj->local_queue = std::move(lq);
       break;
     }
-    case Kind::kWorkloadPriorityClass:
-      obj->priority_class = ReadPriorityClass(node, obj->name);
+    case Kind::kWorkloadPriorityClass: {
+      TRAINLET_ASSIGN_OR_RETURN(WorkloadPriorityClass p, ReadPriorityClass(node, obj->name, doc));
+      obj->priority_class = std::move(p);
       break;
+    }
   }
   return Status::Ok();
 }

@@ -371,3 +371,35 @@ spec:
 
 }  // namespace
 }  // namespace trainlet::kueue
+
+namespace trainlet::kueue {
+namespace {
+
+// Found by kueue_parser_fuzz: what is stored must parse again to the same object.
+TEST(KueueParserTest, StoredDocumentParsesAgain) {
+  for (const char* text : {
+           "apiVersion: kueue.x-k8s.io/v1beta1\nkind: WorkloadPriorityClass\nmetadata:\n  name: "
+           "p\nvalue: !10000\ndescript-ion: \"x\"\n",
+           "apiVersion: kueue.x-k8s.io/v1beta1\nkind: WorkloadPriorityClass\nmetadata:\n  name: "
+           "p\nvalue: 3\nspec: !tagged\n",
+       }) {
+    auto parsed = ParseQueueDocuments(text);
+    if (!parsed.ok()) {  // refusing it is fine too, by path
+      EXPECT_NE(parsed.status().message().find("WorkloadPriorityClass/p: value: must be an "
+                                               "integer"),
+                std::string::npos)
+          << parsed.status().message();
+      continue;
+    }
+    for (const auto& o : parsed->objects) {
+      auto again = ParseQueueDocuments(o.yaml);
+      ASSERT_TRUE(again.ok()) << o.yaml << "\n" << again.status().ToString();
+      ASSERT_EQ(again->objects.size(), 1u);
+      EXPECT_EQ(again->objects[0].yaml, o.yaml);
+      EXPECT_EQ(again->objects[0].priority_class->value, o.priority_class->value);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace trainlet::kueue
