@@ -1,6 +1,7 @@
 #include "coordinator/apply_transaction.h"
 
 #include "coordinator/apply_limits.h"
+#include "coordinator/job_key.h"
 
 namespace trainlet::coordinator {
 
@@ -14,7 +15,7 @@ Status CompareHeld(const JobEntry& existing, const trainjob::TrainJob& spec,
   if (flip) {
     tx.flips.push_back(std::move(*flip));
   } else {
-    tx.result.add_unchanged("trainjob/" + spec.name);
+    tx.result.add_unchanged("trainjob/" + JobDisplayName(JobKey(spec.namespace_, spec.name)));
   }
   return Status::Ok();
 }
@@ -27,9 +28,9 @@ Result<trainjob::ParsedFile> ApplyTransaction::Parse(const std::string& yaml,
   // A TrainJob applied again is laid over the stored one, as kubectl applies: what it leaves out
   // is no change (trainjob_model.h, ParseDocuments).
   const trainjob::StoredDocument stored =
-      [&](std::string_view kind, const std::string&,
+      [&](std::string_view kind, const std::string& ns,
           const std::string& name) -> std::optional<std::string> {
-    const JobEntry* existing = kind == "TrainJob" ? held(name) : nullptr;
+    const JobEntry* existing = kind == "TrainJob" ? held(JobKey(ns, name)) : nullptr;
     if (existing == nullptr) return std::nullopt;
     return existing->record.spec_yaml;
   };
@@ -43,10 +44,10 @@ Result<trainjob::ParsedFile> ApplyTransaction::Parse(const std::string& yaml,
 
 bool ApplyTransaction::NamesHeldJob(const trainjob::ParsedFile& parsed, const HeldJob& held) {
   for (const auto& spec : parsed.jobs) {
-    if (held(spec.name) != nullptr) return true;
+    if (held(JobKey(spec.namespace_, spec.name)) != nullptr) return true;
   }
   for (const auto& converted : parsed.converted) {
-    if (held(converted.job.name) != nullptr) return true;
+    if (held(JobKey(converted.job.namespace_, converted.job.name)) != nullptr) return true;
   }
   return false;
 }
@@ -79,12 +80,13 @@ Result<ApplyTransaction> ApplyTransaction::Prepare(trainjob::ParsedFile parsed,
   // Runtimes of this file are visible to its jobs, and stored with them.
   tx.staged = RuntimeCatalog::StageRuntimes(parsed.runtimes);
   for (const auto& spec : parsed.jobs) {
-    if (const JobEntry* existing = held(spec.name); existing != nullptr) {
+    if (const JobEntry* existing = held(JobKey(spec.namespace_, spec.name)); existing != nullptr) {
       TRAINLET_RETURN_IF_ERROR(CompareHeld(*existing, spec, source, now_ms, tx));
       continue;
     }
-    TRAINLET_ASSIGN_OR_RETURN(const trainjob::TrainingRuntime* rt,
-                              runtimes.Resolve(tx.staged, spec.name, spec.runtime_ref));
+    TRAINLET_ASSIGN_OR_RETURN(
+        const trainjob::TrainingRuntime* rt,
+        runtimes.Resolve(tx.staged, spec.namespace_, spec.name, spec.runtime_ref));
     TRAINLET_ASSIGN_OR_RETURN(auto job,
                               NewJobEntry(spec, *rt, options, source, now_ms, tx.warnings));
     tx.new_jobs.push_back(std::move(job));
@@ -93,7 +95,7 @@ Result<ApplyTransaction> ApplyTransaction::Prepare(trainjob::ParsedFile parsed,
   // stored with the job). The job keeps the kind it was applied as, and its notes.
   for (const auto& converted : parsed.converted) {
     const trainjob::TrainJob& spec = converted.job;
-    if (const JobEntry* existing = held(spec.name); existing != nullptr) {
+    if (const JobEntry* existing = held(JobKey(spec.namespace_, spec.name)); existing != nullptr) {
       TRAINLET_RETURN_IF_ERROR(CompareHeld(*existing, spec, source, now_ms, tx));
       continue;
     }

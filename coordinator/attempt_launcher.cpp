@@ -23,18 +23,18 @@ AttemptLauncher::AttemptLauncher(const NodeRegistry* registry, ExecAuthority* ex
         return exec->AttemptActive(job, attempt);
       }) {}
 
-bool AttemptLauncher::Place(JobEntry& job, std::map<std::string, uint32_t>& used,
-                            std::map<std::string, Resources>& used_resources, int64_t now_ms) {
+bool AttemptLauncher::Place(JobEntry& job, PassCapacity& room, int64_t now_ms) {
   v1::JobStatus& st = job.record.status;
   GangRequest gang = job.gang;
   gang.num_nodes = st.num_nodes();
   gang.slots_per_node = job.procs_per_node;
-  auto placement = PlaceGang(gang, NodeCapacities(*registry_, used, used_resources));
+  auto placement = room.Place(gang);
   if (!placement.ok()) {
     const std::string reason = "Unschedulable: " + placement.status().message();
     if (st.reason() != reason) {
       owner_->Transition(job, JobTrigger::kUnplaceable, reason, "", now_ms);
     }
+    job.unplaced_room = room.Fingerprint();
     return false;
   }
   PlanRequest req = job.plan_template;
@@ -77,10 +77,6 @@ bool AttemptLauncher::Place(JobEntry& job, std::map<std::string, uint32_t>& used
   }
   const v1::JobStatus before = st;  // what stays if the placement cannot be stored
   RecordAttempt(job, req, placement->nodes, *layout, secret, now_ms);
-  for (const auto& n : placement->nodes) {
-    used[n] += job.procs_per_node;
-    if (!job.gang.resources.empty()) used_resources[n] += job.gang.resources;
-  }
   // The attempt is durable before any agent hears of it. When the store refuses it (a full or
   // read-only disk), nobody hears of it: the job stays as it was and is placed again later.
   if (Status s = owner_->Flush(); !s.ok()) {
@@ -88,13 +84,10 @@ bool AttemptLauncher::Place(JobEntry& job, std::map<std::string, uint32_t>& used
                   req.attempt, s.message());
     st = before;
     exec_->SetLauncherSecret(job.record.name, "");
-    for (const auto& n : placement->nodes) {
-      used[n] -= job.procs_per_node;
-      if (!job.gang.resources.empty()) used_resources[n] -= job.gang.resources;
-    }
     owner_->MarkDirty(job);  // whatever else was unflushed still is
     return false;
   }
+  room.Charge(placement->nodes, job.procs_per_node, job.gang.resources);
   // A runtime that needs ports (MASTER_PORT, ring ports) is rendered once the nodes hold them.
   if (port_waits_.Begin(job.record.name, req, *layout)) return true;
   for (size_t i = 0; i < plans.size(); ++i) {

@@ -31,6 +31,7 @@
 #include "coordinator/job_entry.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/node_registry.h"
+#include "coordinator/pass_capacity.h"
 #include "coordinator/port_reservation_waits.h"
 #include "coordinator/resources.h"
 #include "trainlet/runtime_plugin.h"
@@ -66,16 +67,13 @@ class AttemptLauncher {
   AttemptLauncher(const NodeRegistry* registry, ExecAuthority* exec, AgentCommands* agents,
                   Owner* owner, Options options);
 
-  // Places `job`'s next attempt on nodes with room, given the slots (`used_slots`) and resources
-  // (`used_resources`) placed jobs hold on each node. True when placed: stored, and its plans
-  // sent or its ports asked for; `used_slots` and `used_resources` then count it too, so a
-  // Schedule pass computes them once, not once per job (which made a pass quadratic in the jobs
-  // held, issue 19 defect 1). False when it waits: no room
-  // (phase reason Unschedulable), the plugin refused it (the job fails, PlanRefused), its
-  // launcher keys could not be made (the attempt fails), or the store refused it (the job is left
-  // as it was, to be placed again later).
-  bool Place(JobEntry& job, std::map<std::string, uint32_t>& used_slots,
-             std::map<std::string, Resources>& used_resources, int64_t now_ms);
+  // Places `job`'s next attempt on nodes with room in `room` (this pass's free room, built once
+  // per Schedule pass, which made a pass quadratic in the jobs held when it was per job, issue
+  // 19 defect 1). True when placed: stored, and its plans sent or its ports asked for; `room`
+  // is then charged for it. False when it waits: no room (phase reason Unschedulable), the plugin
+  // refused it (the job fails, PlanRefused), its launcher keys could not be made (the attempt
+  // fails), or the store refused it (the job is left as it was, to be placed again later).
+  bool Place(JobEntry& job, PassCapacity& room, int64_t now_ms);
   // `node`'s answer to ReservePorts; `job` is the entry named by `reserved.job()` (null when
   // there is none). Once every node of the attempt has its ports, the plans are rendered with
   // them and sent. An answer with an error, or plans that cannot be rendered, fail the attempt;

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 
@@ -101,6 +102,16 @@ Status Coordinator::Init() {
       });
   apply_parser_ = std::make_unique<ApplyParser>(ctx_);
   operator_service_->ParseAppliesOn(apply_parser_.get());
+  // Who may do what: policy.yaml next to the operator allowlist (access_policy.h).
+  std::filesystem::path allow_dir = std::filesystem::path(config_.operator_allowlist).parent_path();
+  TRAINLET_ASSIGN_OR_RETURN(
+      AccessPolicyFile policy,
+      AccessPolicyFile::Open(((allow_dir.empty() ? "." : allow_dir) / "policy.yaml").string()));
+  policy_ = std::make_unique<AccessPolicyFile>(std::move(policy));
+  if (policy_->Current().enforced()) {
+    spdlog::info("access policy {}: {} users", policy_->path(), policy_->Current().users());
+  }
+  operator_service_->EnforcePolicy([this]() -> const AccessPolicy& { return policy_->Current(); });
   exec_relay_ = std::make_unique<ExecRelay>(jobs_.get(), this,
                                             [this](const std::string& rid, v1::Envelope env) {
                                               if (!SendToRouterPeer(execs_, rid, env))
@@ -326,8 +337,15 @@ void Coordinator::OnOperatorMessage(RouterMessage& msg) {
     drops_.Add(DropReason::kUnexpected);
     return;
   }
+  // The user is the allowlist's name for the connection's key (the key itself when unnamed).
+  std::string user = msg.user_id;
+  if (const Allowlist* keys = zap_->KeysOf("operator")) {
+    if (auto it = keys->find(msg.user_id); it != keys->end() && !it->second.empty()) {
+      user = it->second;
+    }
+  }
   operator_service_->Handle(msg.routing_id, msg.envelope.operator_request(), env_.MonotonicNow(),
-                            env_.WallUnixMs());
+                            env_.WallUnixMs(), user);
 }
 
 int64_t Coordinator::HoldAfterSilence(int64_t last_heard_ms) const {
@@ -360,7 +378,9 @@ std::optional<TimePoint> Coordinator::Tick(TimePoint now) {
       }
     }
   }
+  const auto pass_start = std::chrono::steady_clock::now();
   jobs_->Schedule(now_ms);
+  ops_->OnSchedulePass(std::chrono::steady_clock::now() - pass_start);
   if (Status s = jobs_->Flush(); !s.ok()) spdlog::error("store: {}", s.message());
   operator_service_->Tick(now);
   exec_relay_->Tick(now);

@@ -155,7 +155,8 @@ class Coordinator : public NodeSink {
   std::unique_ptr<NodeRegistry> registry_;
   std::unique_ptr<JobController> jobs_;
   std::unique_ptr<OperatorService> operator_service_;
-  std::unique_ptr<CoordinatorOps> ops_;  // metrics and sd_notify (coordinator_ops.h)
+  std::unique_ptr<AccessPolicyFile> policy_;  // <operator allowlist dir>/policy.yaml
+  std::unique_ptr<CoordinatorOps> ops_;       // metrics and sd_notify (coordinator_ops.h)
   std::unique_ptr<ExecRelay> exec_relay_;
   std::unique_ptr<FenceTable> fences_;  // rendezvous fences (fence_table.h)
   // A refused agent may retry often: one warning per node name and key per 10 s, with a count.

@@ -51,6 +51,10 @@ class CoordinatorOps {
   void OnProgressFolded(const std::vector<ProgressFoldResult>& results);
   // Rendezvous fence: from the first rank's arrival to the release of all ranks.
   void OnFence(std::chrono::duration<double> elapsed) { fence_->Observe(elapsed.count()); }
+  // One scheduling pass of the loop's tick (JobController::Schedule).
+  void OnSchedulePass(std::chrono::duration<double> elapsed) {
+    schedule_pass_->Observe(elapsed.count());
+  }
   // The coordinator refused an agent's registration (name taken, key bound to another name).
   void OnRegistrationRefused() { registrations_refused_->Inc(); }
   void OnStopping() { ops_->NotifyStopping(); }
@@ -80,6 +84,7 @@ class CoordinatorOps {
   Histogram* launch_latency_ = nullptr;
   Histogram* heartbeat_lag_ = nullptr;
   Histogram* fence_ = nullptr;
+  Histogram* schedule_pass_ = nullptr;
   Counter* started_ = nullptr;
   Counter* registrations_refused_ = nullptr;
   Family<Counter>* failed_ = nullptr;

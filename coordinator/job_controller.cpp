@@ -10,6 +10,7 @@
 #include "coordinator/apply_transaction.h"
 #include "coordinator/attempt_plan.h"
 #include "coordinator/gang_planner.h"
+#include "coordinator/job_key.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/node_reconcile.h"
 #include "coordinator/rank_event_fold.h"
@@ -55,15 +56,16 @@ Status JobController::Load(const std::string& runtimes_dir) {
 void JobController::Adopt(std::unique_ptr<Job> job) {
   const std::string name = job->record.name;
   exec_.Track(name, job->plan_template.env);
-  order_.push_back(name);
-  jobs_[name] = std::move(job);
+  TRAINLET_CHECK_MSG(jobs_.find(name) == jobs_.end(), "trainjob/" + name + " adopted twice");
+  order_.push_back(job.get());
+  jobs_.emplace(name, std::move(job));
 }
 
 Result<v1::ApplyResult> JobController::Apply(const std::string& yaml, const std::string& source,
-                                             int64_t now_ms) {
+                                             int64_t now_ms, const std::string& by) {
   TRAINLET_ASSIGN_OR_RETURN(trainjob::ParsedFile parsed,
                             ApplyTransaction::Parse(yaml, source, Held()));
-  return Apply(std::move(parsed), source, now_ms);
+  return Apply(std::move(parsed), source, now_ms, by);
 }
 
 ApplyTransaction::HeldJob JobController::Held() const {
@@ -74,21 +76,37 @@ ApplyTransaction::HeldJob JobController::Held() const {
 }
 
 Result<v1::ApplyResult> JobController::Apply(trainjob::ParsedFile parsed, const std::string& source,
-                                             int64_t now_ms) {
+                                             int64_t now_ms, const std::string& by) {
   TRAINLET_ASSIGN_OR_RETURN(ApplyTransaction tx,
                             ApplyTransaction::Prepare(std::move(parsed), source, now_ms, runtimes_,
                                                       Held(), entry_options_, &queues_));
+  if (!by.empty()) {
+    // Who applied: the Created event of each new job, and the Suspended/Resumed event a re-apply
+    // adds last.
+    for (auto& job : tx.new_jobs) {
+      for (auto& ev : *job->record.status.mutable_events()) {
+        if (ev.reason() == "Created") ev.set_message(ev.message() + " by " + by);
+      }
+    }
+    for (auto& flip : tx.flips) {
+      auto* events = flip.status.mutable_events();
+      if (!events->empty()) {
+        auto& ev = (*events)[events->size() - 1];
+        ev.set_message(ev.message() + " (user " + by + ")");
+      }
+    }
+  }
   // All or nothing, and memory changes only after the store has everything.
   TRAINLET_RETURN_IF_ERROR(tx.Store(*store_, options_.min_free_bytes));
   v1::ApplyResult result = std::move(tx.result);
   for (auto& flip : tx.flips) {
-    result.add_configured("trainjob/" + flip.job);
+    result.add_configured("trainjob/" + JobDisplayName(flip.job));
     CommitSuspend(std::move(flip));
   }
   runtimes_.Commit(std::move(tx.staged), result);
   queues_.Commit(std::move(tx.queues), result);
   for (auto& job : tx.new_jobs) {
-    result.add_created("trainjob/" + job->record.name);
+    result.add_created("trainjob/" + JobDisplayName(job->record.name));
     Adopt(std::move(job));
   }
   for (auto& w : tx.warnings) result.add_warnings(std::move(w));
@@ -100,22 +118,24 @@ Result<v1::ApplyResult> JobController::Apply(trainjob::ParsedFile parsed, const 
 void JobController::Schedule(int64_t now_ms) {
   last_schedule_ms_ = now_ms;
   // A delete whose last store write failed is finished here once the store takes it.
-  for (const auto& name : std::vector<std::string>(order_)) {
-    if (jobs_.at(name)->record.status.deleting()) MaybeFinishDelete(name);
+  std::vector<std::string> deleting;  // MaybeFinishDelete may erase from order_
+  for (const Job* job : order_) {
+    if (job->record.status.deleting()) deleting.push_back(job->record.name);
   }
+  for (const auto& name : deleting) MaybeFinishDelete(name);
   EnforceDeadlines(now_ms);
-  for (const auto& name : order_) launcher_.EnforceStartTimeout(*jobs_.at(name), now_ms);
+  for (Job* job : order_) launcher_.EnforceStartTimeout(*job, now_ms);
   EnforceProgress(now_ms);  // job_progress_steps.cpp: stalls, coalesced progress writes
   // What placed jobs hold, once per pass; Place keeps it current (issue 19, defect 1).
-  NodeUsage usage = Usage();
-  auto& used = usage.slots;
-  auto& used_resources = usage.resources;
-  for (const auto& name : order_) {
-    Job& job = *jobs_.at(name);
+  const NodeUsage usage = Usage();
+  PassCapacity room(*registry_, usage.slots, usage.resources);
+  for (Job* entry : order_) {
+    Job& job = *entry;
     const JobPhase p = PhaseOf(job.record.status);
     if ((p != JobPhase::kPending && p != JobPhase::kRestarting) || job.plugin == nullptr ||
-        job.record.status.deleting() || now_ms < job.not_before_ms) {
-      continue;
+        job.record.status.deleting() || now_ms < job.not_before_ms ||
+        job.unplaced_room == room.Fingerprint()) {
+      continue;  // (the last: no room last time, and the room is the same)
     }
     {
       // The old attempt's ranks (of a failed attempt, or one stopped by a suspend) must all be
@@ -125,13 +145,14 @@ void JobController::Schedule(int64_t now_ms) {
                       [](const auto& r) { return !RankEnded(r); });
       if (old_alive) continue;
     }
-    launcher_.Place(job, used, used_resources, now_ms);
+    launcher_.Place(job, room, now_ms);
   }
 }
 
 void JobController::Transition(Job& job, JobTrigger trigger, const std::string& reason,
                                const std::string& message, int64_t now_ms) {
   Status s = ApplyTransition(job.record.status, trigger, reason, message, now_ms);
+  job.unplaced_room = 0;  // its request or its turn may have changed: try it again
   if (!s.ok()) {
     spdlog::error("trainjob/{}: {}", job.record.name, s.message());
     return;
@@ -250,9 +271,12 @@ void JobController::ReconcileNode(
 }
 
 void JobController::OnNodeLost(const std::string& node, int64_t now_ms, int64_t hold_until_ms) {
-  const std::vector<std::string> names = order_;  // a finished delete edits order_
-  for (const auto& name : names) {
-    Job& job = *jobs_.at(name);
+  // A copy: a finished delete erases from order_ (only the job it finishes, which is not
+  // looked at again).
+  const std::vector<Job*> jobs = order_;
+  for (Job* entry : jobs) {
+    Job& job = *entry;
+    const std::string name = job.record.name;
     bool touched = false;
     for (auto& r : *job.record.status.mutable_ranks()) {
       if (r.node() == node && !RankEnded(r)) {
@@ -293,12 +317,11 @@ std::vector<std::string> JobController::FailJobsOnNode(const std::string& node,
 }
 
 NodeUsage JobController::Usage() const {
-  std::vector<const Job*> jobs;
-  for (const auto& name : order_) jobs.push_back(jobs_.at(name).get());
-  return UsageOf(jobs);
+  return UsageOf(std::vector<const Job*>(order_.begin(), order_.end()));
 }
 
-Result<v1::DeleteJobResult> JobController::Delete(const std::string& name, int64_t now_ms) {
+Result<v1::DeleteJobResult> JobController::Delete(const std::string& name, int64_t now_ms,
+                                                  const std::string& by) {
   auto it = jobs_.find(name);
   if (it == jobs_.end()) return NotFoundError("trainjob/" + name + " not found");
   Job& job = *it->second;
@@ -312,7 +335,9 @@ Result<v1::DeleteJobResult> JobController::Delete(const std::string& name, int64
     ev->set_unix_ms(now_ms);
     ev->set_type("Normal");
     ev->set_reason("Deleting");
-    ev->set_message("delete requested; stopping every rank");
+    ev->set_message("delete requested" + (by.empty() ? std::string() : " by " + by) +
+                    "; stopping every rank");
+    if (!by.empty()) spdlog::info("trainjob/{}: delete requested by {}", name, by);
     TRAINLET_RETURN_IF_ERROR(store_->UpdateStatus(name, deleting));
     job.record.status = std::move(deleting);
     launcher_.Stop(job, "trainjob deleted");
@@ -331,11 +356,11 @@ void JobController::MaybeFinishDelete(std::string name) {
     spdlog::error("cannot delete trainjob/{} from the store: {}", name, s.message());
     return;
   }
+  std::erase(order_, it->second.get());
   jobs_.erase(it);
   exec_.Forget(name);
   launcher_.Forget(name);
   progress_.Forget(name);
-  order_.erase(std::remove(order_.begin(), order_.end(), name), order_.end());
   ++generation_;
   spdlog::info("trainjob/{} deleted", name);
 }
@@ -390,7 +415,7 @@ const v1::JobStatus* JobController::Find(const std::string& name) const {
 
 std::vector<const v1::JobStatus*> JobController::List() const {
   std::vector<const v1::JobStatus*> out;
-  for (const auto& name : order_) out.push_back(&jobs_.at(name)->record.status);
+  for (const Job* job : order_) out.push_back(&job->record.status);
   return out;
 }
 

@@ -1,5 +1,6 @@
 #include "coordinator/job_entry.h"
 
+#include "coordinator/job_key.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/lifecycle_rules.h"
 #include "coordinator/placement_inputs.h"
@@ -19,7 +20,9 @@ Result<std::unique_ptr<JobEntry>> BuildJobEntry(const trainjob::TrainJob& spec,
   if (trainer.num_nodes < 1) {
     return InvalidError("TrainJob/" + spec.name + ": spec.trainer.numNodes: must be at least 1");
   }
-  job->plan_template.job = spec.name;
+  // Agents, paths and the ranks' environment know the job by its key (job_key.h).
+  const std::string key = JobKey(spec.namespace_, spec.name);
+  job->plan_template.job = key;
   job->plan_template.argv = trainer.argv;
   for (const auto& e : trainer.env) job->plan_template.env.emplace_back(e.name, e.value);
   job->plan_template.num_proc_per_node = trainer.num_proc_per_node;
@@ -31,7 +34,8 @@ Result<std::unique_ptr<JobEntry>> BuildJobEntry(const trainjob::TrainJob& spec,
                                       : SelectRuntimePlugin(framework, runtime.labels);
 
   v1::JobStatus& st = job->record.status;
-  st.set_name(spec.name);
+  st.set_name(key);
+  st.set_namespace_(NamespaceOrDefault(spec.namespace_));
   st.set_num_nodes(static_cast<uint32_t>(trainer.num_nodes));
   st.set_runtime(runtime.kind + "/" + runtime.name);
   st.set_plugin(job->plugin != nullptr ? std::string(job->plugin->name()) : framework);
@@ -69,7 +73,7 @@ Result<std::unique_ptr<JobEntry>> NewJobEntry(const trainjob::TrainJob& spec,
       return InvalidError("TrainJob/" + spec.name + ": " + st.message());
     }
   }
-  job->record.name = spec.name;
+  job->record.name = JobKey(spec.namespace_, spec.name);
   job->record.spec_yaml = spec.yaml;
   job->record.runtime_kind = rt->kind;
   job->record.runtime_name = rt->name;

@@ -38,6 +38,9 @@ struct JobEntry {
   GangRequest gang;           // resources, nodeSelector, tolerations; sizes are set when placing
   bool dirty = false;         // changed since JobController's last Flush
   StallPolicy stall;          // progress-timeout and on-stall (job_progress.h)
+  // The room (PassCapacity::Fingerprint) in which the last placement found no room; 0: none.
+  // Schedule does not try again while the room is the same. Any phase move clears it.
+  uint64_t unplaced_room = 0;
 };
 
 // Picks a job's runtime plugin from its framework and runtime labels; empty means

@@ -11,8 +11,8 @@
 namespace trainlet::coordinator {
 
 void JobController::EnforceDeadlines(int64_t now_ms) {
-  for (const auto& name : order_) {
-    Job& job = *jobs_.at(name);
+  for (Job* entry : order_) {
+    Job& job = *entry;
     v1::JobStatus& st = job.record.status;
     if (IsTerminal(PhaseOf(st)) || st.deleting() ||
         now_ms < ActiveDeadlineMs(job.spec, st.created_unix_ms()))
@@ -43,7 +43,7 @@ void JobController::CommitSuspend(SuspendFlip flip) {
 }
 
 Result<v1::SuspendJobResult> JobController::SetSuspend(const std::string& name, bool suspend,
-                                                       int64_t now_ms) {
+                                                       int64_t now_ms, const std::string& by) {
   auto it = jobs_.find(name);
   if (it == jobs_.end()) return NotFoundError("trainjob/" + name + " not found");
   Job& job = *it->second;
@@ -58,7 +58,9 @@ Result<v1::SuspendJobResult> JobController::SetSuspend(const std::string& name, 
     TRAINLET_ASSIGN_OR_RETURN(
         SuspendFlip flip,
         PrepareSuspend(job.record.status, suspend, std::move(spec_yaml),
-                       std::string("trainletctl ") + (suspend ? "suspend" : "resume"), now_ms));
+                       (by.empty() ? std::string() : by + " (") + "trainletctl " +
+                           (suspend ? "suspend" : "resume") + (by.empty() ? "" : ")"),
+                       now_ms));
     flip.job = name;
     TRAINLET_RETURN_IF_ERROR(store_->Transaction([&] { return StoreSuspend(*store_, flip); }));
     CommitSuspend(std::move(flip));

@@ -35,6 +35,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "common/status.h"
 #include "common/trainjob/trainjob_model.h"
@@ -142,7 +143,7 @@ class ProgressWatch {
     bool write_pending = false;
     int64_t last_write_ms = INT64_MIN / 2;  // a first update is written at once
   };
-  std::map<std::string, Entry> jobs_;
+  std::unordered_map<std::string, Entry> jobs_;  // looked up for every job on every pass
 };
 
 }  // namespace trainlet::coordinator

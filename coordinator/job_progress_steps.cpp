@@ -33,8 +33,9 @@ std::vector<ProgressFoldResult> JobController::OnProgressReport(const std::strin
 }
 
 void JobController::EnforceProgress(int64_t now_ms) {
-  for (const auto& name : std::vector<std::string>(order_)) {
-    Job& job = *jobs_.at(name);
+  for (size_t i = 0; i < order_.size(); ++i) {  // by index: nothing here adds or erases jobs
+    Job& job = *order_[i];
+    const std::string& name = job.record.name;
     v1::JobStatus& st = job.record.status;
     if (progress_.TakeWriteDue(name, now_ms)) job.dirty = true;  // no generation: no phase change
     if (PhaseOf(st) != JobPhase::kRunning || st.deleting()) continue;

@@ -2,6 +2,7 @@
 // resources for `get nodes`, and drain.
 #include <spdlog/spdlog.h>
 
+#include "coordinator/job_key.h"
 #include "coordinator/operator_service.h"
 
 namespace trainlet::coordinator {
@@ -43,7 +44,8 @@ void OperatorService::FillUsedResources(v1::NodeList& list) const {
       draining->set_status(live > 0 ? "True" : "False");
       draining->set_reason(live > 0 ? "RanksRunning" : "Drained");
       std::string message = std::to_string(live) + (live == 1 ? " rank" : " ranks") + " running";
-      for (size_t i = 0; i < jobs.size(); ++i) message += (i ? ", " : " (jobs: ") + jobs[i];
+      for (size_t i = 0; i < jobs.size(); ++i)
+        message += (i ? ", " : " (jobs: ") + JobDisplayName(jobs[i]);
       if (!jobs.empty()) message += ")";
       draining->set_message(message);
       draining->set_unix_ms(entry->cordoned_unix_ms);
@@ -61,8 +63,8 @@ void OperatorService::FillUsedResources(v1::NodeList& list) const {
   }
 }
 
-Result<v1::DrainNodeResult> OperatorService::Drain(const v1::DrainNodeRequest& req,
-                                                   int64_t now_ms) {
+Result<v1::DrainNodeResult> OperatorService::Drain(const v1::DrainNodeRequest& req, int64_t now_ms,
+                                                   const std::string& user) {
   const std::string reason = req.reason().empty() ? "drained" : req.reason();
   TRAINLET_ASSIGN_OR_RETURN(
       bool changed, nodes_->SetSchedulable(req.node(), false, reason, /*drain=*/true, now_ms));
@@ -70,13 +72,15 @@ Result<v1::DrainNodeResult> OperatorService::Drain(const v1::DrainNodeRequest& r
   v1::DrainNodeResult result;
   result.set_node(req.node());
   if (req.force()) {
-    for (auto& job :
-         jobs_->FailJobsOnNode(req.node(), "node drained (" + req.node() + ")", now_ms)) {
-      result.add_stopped(std::move(job));
+    for (auto& job : jobs_->FailJobsOnNode(
+             req.node(),
+             "node drained (" + req.node() + ")" + (user.empty() ? std::string() : " by " + user),
+             now_ms)) {
+      result.add_stopped(JobDisplayName(job));
     }
   }
   const NodeUsage usage = jobs_->Usage();
-  for (auto& job : usage.JobsOn(req.node())) result.add_jobs(std::move(job));
+  for (auto& job : usage.JobsOn(req.node())) result.add_jobs(JobDisplayName(job));
   result.set_running_ranks(usage.LiveRanks(req.node()));
   return result;
 }

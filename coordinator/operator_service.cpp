@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "common/envelope.h"
+#include "coordinator/job_key.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/operator_queues.h"
 #include "coordinator/rank_state_machine.h"
@@ -22,6 +23,13 @@ bool HasCondition(const v1::JobStatus& job, std::string_view type) {
 }
 
 }  // namespace
+
+void PresentJob(v1::JobStatus& job) {
+  JobRef ref = JobKeyRef(job.name());
+  if (!job.namespace_().empty()) ref.namespace_ = job.namespace_();
+  job.set_name(std::move(ref.name));
+  job.set_namespace_(std::move(ref.namespace_));
+}
 
 std::string JobPageToken(const v1::JobStatus& last) {
   return std::to_string(last.created_unix_ms()) + "/" + last.name();
@@ -80,7 +88,11 @@ void OperatorService::Fail(const std::string& routing_id, uint64_t request_id, E
 }
 
 void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRequest& req,
-                             Clock::time_point now, int64_t now_ms) {
+                             Clock::time_point now, int64_t now_ms, const std::string& user) {
+  if (Status allowed = Authorize(user, req); !allowed.ok()) {
+    spdlog::warn("refused operator request {}: {}", req.request_id(), allowed.message());
+    return Fail(routing_id, req.request_id(), allowed.code(), allowed.message());
+  }
   v1::OperatorResponse r;
   r.set_request_id(req.request_id());
   // Each request fills its part of the response, or fails with a Status naming what is wrong.
@@ -101,11 +113,15 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
           break;
         }
         applies_[*ticket] = {
-            routing_id, req.request_id(), req.apply().source_name(),
+            routing_id, req.request_id(), req.apply().source_name(), user,
             req.apply().yaml().size() <= kReparseOnLoopBytes ? req.apply().yaml() : std::string()};
         return;
       }
-      take(jobs_->Apply(req.apply().yaml(), req.apply().source_name(), now_ms), r.mutable_apply());
+      take(ApplyAs(user,
+                   ApplyTransaction::Parse(req.apply().yaml(), req.apply().source_name(),
+                                           jobs_->Held()),
+                   req.apply().source_name(), now_ms),
+           r.mutable_apply());
       break;
     case v1::OperatorRequest::kGetNodes:
       ListNodes(*r.mutable_nodes());
@@ -114,7 +130,7 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
       failed = ListJobs(req.get_jobs(), *r.mutable_jobs());
       break;
     case v1::OperatorRequest::kDeleteJob:
-      take(jobs_->Delete(req.delete_job().name(), now_ms), r.mutable_delete_job());
+      take(DeleteJob(req.delete_job(), now_ms, user), r.mutable_delete_job());
       break;
     case v1::OperatorRequest::kWaitJob:
       if (!CheckWait(req.wait_job(), *r.mutable_wait_job())) {
@@ -122,14 +138,13 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
       }
       break;
     case v1::OperatorRequest::kSuspendJob:
-      take(jobs_->SetSuspend(req.suspend_job().name(), req.suspend_job().suspend(), now_ms),
-           r.mutable_suspend_job());
+      take(SuspendJob(req.suspend_job(), now_ms, user), r.mutable_suspend_job());
       break;
     case v1::OperatorRequest::kCordonNode:
       failed = Cordon(req.cordon_node(), *r.mutable_cordon_node());
       break;
     case v1::OperatorRequest::kDrainNode:
-      take(Drain(req.drain_node(), now_ms), r.mutable_drain_node());
+      take(Drain(req.drain_node(), now_ms, user), r.mutable_drain_node());
       break;
     case v1::OperatorRequest::kQueueObjects:  // operator_queues.h
       take(HandleQueueObjects(req.queue_objects(), jobs_->queues(), jobs_->store()),
@@ -157,12 +172,10 @@ void OperatorService::OnApplyParsed(int64_t now_ms) {
     // short re-apply leaves required fields out), is parsed again here, with them.
     const bool again = !p.yaml.empty() && (!parsed.file.ok() || ApplyTransaction::NamesHeldJob(
                                                                     *parsed.file, jobs_->Held()));
-    if (!again && !parsed.file.ok()) {
-      Fail(p.routing_id, p.request_id, parsed.file.status().code(), parsed.file.status().message());
-      continue;
-    }
-    auto result = again ? jobs_->Apply(p.yaml, p.source, now_ms)
-                        : jobs_->Apply(std::move(parsed.file).value(), p.source, now_ms);
+    auto result = ApplyAs(
+        p.user,
+        again ? ApplyTransaction::Parse(p.yaml, p.source, jobs_->Held()) : std::move(parsed.file),
+        p.source, now_ms);
     if (!result.ok()) {
       Fail(p.routing_id, p.request_id, result.status().code(), result.status().message());
       continue;
@@ -197,14 +210,20 @@ void OperatorService::ListNodes(v1::NodeList& list) const {
 
 Status OperatorService::ListJobs(const v1::GetJobsRequest& request, v1::JobList& list) const {
   if (!request.name().empty()) {
-    const v1::JobStatus* j = jobs_->Find(request.name());
+    const std::string key = JobKey(request.namespace_(), request.name());
+    const v1::JobStatus* j = jobs_->Find(key);
     if (j == nullptr) {
-      return Status(ErrorCode::kNotFound, "trainjob/" + request.name() + " not found");
+      return Status(ErrorCode::kNotFound, "trainjob/" + JobDisplayName(key) + " not found");
     }
-    *list.add_jobs() = *j;
+    PresentJob(*list.add_jobs() = *j);
     return Status::Ok();
   }
-  const std::vector<const v1::JobStatus*> all = jobs_->List();
+  std::vector<const v1::JobStatus*> all = jobs_->List();
+  if (!request.all_namespaces()) {
+    const std::string ns = NamespaceOrDefault(request.namespace_());
+    std::erase_if(
+        all, [&](const v1::JobStatus* j) { return NamespaceOrDefault(j->namespace_()) != ns; });
+  }
   TRAINLET_ASSIGN_OR_RETURN(const size_t first, JobPageStart(all, request.continue_token()));
   size_t bytes = 0;
   size_t i = first;
@@ -214,6 +233,7 @@ Status OperatorService::ListJobs(const v1::GetJobsRequest& request, v1::JobList&
     v1::JobStatus* j = list.add_jobs();
     *j = *all[i];
     j->clear_command();  // the spec stays with the job: get trainjobs NAME, describe
+    PresentJob(*j);
     bytes += j->ByteSizeLong();
   }
   if (i < all.size()) {
@@ -239,15 +259,16 @@ Status OperatorService::Cordon(const v1::CordonNodeRequest& request, v1::CordonN
 }
 
 bool OperatorService::CheckWait(const v1::WaitJobRequest& req, v1::WaitJobResult& result) const {
-  const v1::JobStatus* job = jobs_->Find(req.name());
+  const std::string key = JobKey(req.namespace_(), req.name());
+  const v1::JobStatus* job = jobs_->Find(key);
   const std::string& cond = req.condition();
   if (job == nullptr) {
     result.set_met(cond == "Deleted");
     result.set_impossible(cond != "Deleted");
-    result.set_message(result.met() ? "" : "trainjob/" + req.name() + " not found");
+    result.set_message(result.met() ? "" : "trainjob/" + JobDisplayName(key) + " not found");
     return true;
   }
-  *result.mutable_job() = *job;
+  PresentJob(*result.mutable_job() = *job);
   if (cond == "Deleted") return false;
   const JobPhase phase = PhaseOf(*job);
   if (HasCondition(*job, cond) || JobPhaseName(phase) == cond) {
@@ -260,7 +281,7 @@ bool OperatorService::CheckWait(const v1::WaitJobRequest& req, v1::WaitJobResult
     for (const auto& c : job->conditions()) {
       if (c.status() == "True" && !c.message().empty()) why = c.reason() + ": " + c.message();
     }
-    result.set_message("trainjob/" + req.name() + " ended " + JobPhaseName(phase) +
+    result.set_message("trainjob/" + JobDisplayName(key) + " ended " + JobPhaseName(phase) +
                        (why.empty() ? "" : " (" + why + ")") + ", so it will never be " + cond);
     return true;
   }
@@ -269,14 +290,15 @@ bool OperatorService::CheckWait(const v1::WaitJobRequest& req, v1::WaitJobResult
 
 void OperatorService::HandleLogs(const std::string& routing_id, uint64_t request_id,
                                  const v1::LogsRequest& req, Clock::time_point now) {
-  const v1::JobStatus* job = jobs_->Find(req.job());
+  const std::string key = JobKey(req.namespace_(), req.job());
+  const std::string shown = JobDisplayName(key);
+  const v1::JobStatus* job = jobs_->Find(key);
   if (job == nullptr) {
-    return Fail(routing_id, request_id, ErrorCode::kNotFound,
-                "trainjob/" + req.job() + " not found");
+    return Fail(routing_id, request_id, ErrorCode::kNotFound, "trainjob/" + shown + " not found");
   }
   if (job->attempt() == 0) {
     return Fail(routing_id, request_id, ErrorCode::kUnavailable,
-                "trainjob/" + req.job() + " has not started yet (" + JobPhaseName(PhaseOf(*job)) +
+                "trainjob/" + shown + " has not started yet (" + JobPhaseName(PhaseOf(*job)) +
                     (job->reason().empty() ? "" : ": " + job->reason()) + ")");
   }
   const v1::RankStatus* rank = nullptr;
@@ -285,8 +307,8 @@ void OperatorService::HandleLogs(const std::string& routing_id, uint64_t request
   }
   if (rank == nullptr) {
     return Fail(routing_id, request_id, ErrorCode::kNotFound,
-                "--rank " + std::to_string(req.rank()) + ": trainjob/" + req.job() +
-                    " has ranks 0-" + std::to_string(job->ranks_size() - 1));
+                "--rank " + std::to_string(req.rank()) + ": trainjob/" + shown + " has ranks 0-" +
+                    std::to_string(job->ranks_size() - 1));
   }
   const uint32_t attempt = req.attempt() != 0 ? req.attempt() : job->attempt();
   // An earlier attempt's log is where that attempt ran, which may not be where the rank runs now.
@@ -298,7 +320,7 @@ void OperatorService::HandleLogs(const std::string& routing_id, uint64_t request
     }
     if (rec == nullptr || static_cast<int>(req.rank()) >= rec->rank_nodes_size()) {
       return Fail(routing_id, request_id, ErrorCode::kNotFound,
-                  "--attempt " + std::to_string(attempt) + ": trainjob/" + req.job() +
+                  "--attempt " + std::to_string(attempt) + ": trainjob/" + shown +
                       " has attempts 1-" + std::to_string(job->attempt()));
     }
     node_name = rec->rank_nodes(static_cast<int>(req.rank()));
@@ -316,7 +338,7 @@ void OperatorService::HandleLogs(const std::string& routing_id, uint64_t request
   v1::Envelope env;
   auto* read = env.mutable_log_read();
   read->set_request_id(id);
-  read->set_job(req.job());
+  read->set_job(key);
   read->set_attempt(attempt);
   read->set_rank(req.rank());
   read->set_offset(req.offset());
@@ -352,8 +374,9 @@ void OperatorService::Tick(Clock::time_point now) {
       bool answer = changed && CheckWait(w.request, result);
       if (!answer && now >= w.deadline) {
         if (!CheckWait(w.request, result)) {  // also refreshes the job snapshot
-          result.set_message("timed out waiting for trainjob/" + w.request.name() + " to be " +
-                             w.request.condition());
+          result.set_message("timed out waiting for trainjob/" +
+                             JobDisplayName(JobKey(w.request.namespace_(), w.request.name())) +
+                             " to be " + w.request.condition());
         }
         answer = true;
       }

@@ -9,6 +9,16 @@
 // still be larger is replaced by an Invalid error saying "response too large", since the client
 // would otherwise drop it and report a coordinator that "did not answer".
 //
+// Who may ask what: every request comes with the user who sent it (the name the operator
+// allowlist gives the connection's key) and is checked against the AccessPolicy (access_policy.h)
+// before anything is read or changed; a refusal is a PermissionDenied answer naming the user, the
+// verb and the namespace. An applied file is checked whole once parsed: one document the user may
+// not apply refuses the file, and nothing of it is stored. Without EnforcePolicy every user is
+// admin.
+//
+// Namespaces: requests name a job by namespace and name; inside, the job is known by its key
+// (job_key.h). Answers give each JobStatus its name within its namespace and the namespace.
+//
 // Owned by the coordinator's loop; no locks.
 #pragma once
 
@@ -18,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "coordinator/access_policy.h"
 #include "coordinator/apply_parser.h"
 #include "coordinator/job_controller.h"
 #include "coordinator/node_registry.h"
@@ -36,16 +47,28 @@ std::string JobPageToken(const v1::JobStatus& last);
 Result<size_t> JobPageStart(const std::vector<const v1::JobStatus*>& jobs,
                             const std::string& token);
 
+// An answer's copy of a job: `name` within its namespace, and the namespace (job_key.h).
+void PresentJob(v1::JobStatus& job);
+
 class OperatorService {
  public:
   using Clock = std::chrono::steady_clock;
   using Reply = std::function<void(const std::string& routing_id, v1::Envelope env)>;
 
+  // The policy in force now; called once per request (AccessPolicyFile::Current re-reads a
+  // changed file).
+  using PolicyNow = std::function<const AccessPolicy&()>;
+
   OperatorService(JobController* jobs, NodeRegistry* nodes, NodeSink* agents, Reply reply)
       : jobs_(jobs), nodes_(nodes), agents_(agents), reply_(std::move(reply)) {}
 
+  // From then on every request is checked against `policy()`; before (unit tests, and a
+  // coordinator without a policy file), every user is admin.
+  void EnforcePolicy(PolicyNow policy) { policy_ = std::move(policy); }
+
+  // `user`: who sent it, the operator allowlist's name for the connection's key.
   void Handle(const std::string& routing_id, const v1::OperatorRequest& request,
-              Clock::time_point now, int64_t now_ms);
+              Clock::time_point now, int64_t now_ms, const std::string& user = "");
   // From then on, an apply's file is parsed and checked on `parser`'s thread, and stored and
   // answered when the loop calls OnApplyParsed; without it (unit tests), Handle applies at once.
   // `parser` must outlive the service.
@@ -74,6 +97,18 @@ class OperatorService {
     Clock::time_point deadline;
   };
 
+  const AccessPolicy& Policy() const { return policy_ ? policy_() : all_admin_; }
+  // Whether `user` may make the request (operator_access.cpp): Ok, or PermissionDenied.
+  Status Authorize(const std::string& user, const v1::OperatorRequest& req) const;
+  // Whether `user` may apply every document of `file`.
+  Status AuthorizeApply(const std::string& user, const trainjob::ParsedFile& file) const;
+  // Parses (laying held jobs under), authorizes and stores one applied file.
+  Result<v1::ApplyResult> ApplyAs(const std::string& user, Result<trainjob::ParsedFile> file,
+                                  const std::string& source, int64_t now_ms);
+  Result<v1::DeleteJobResult> DeleteJob(const v1::DeleteJobRequest& req, int64_t now_ms,
+                                        const std::string& user);
+  Result<v1::SuspendJobResult> SuspendJob(const v1::SuspendJobRequest& req, int64_t now_ms,
+                                          const std::string& user);
   void Respond(const std::string& routing_id, v1::OperatorResponse response);
   void Fail(const std::string& routing_id, uint64_t request_id, ErrorCode code,
             const std::string& message);
@@ -92,8 +127,10 @@ class OperatorService {
   // Nodes (operator_nodes.cpp): conditions and resources for get nodes, and drain.
   static void DescribeConditions(const NodeEntry& entry, v1::NodeStatus& status);
   void FillUsedResources(v1::NodeList& list) const;
-  // Cordons the node; with force, fails the attempts of the jobs running there.
-  Result<v1::DrainNodeResult> Drain(const v1::DrainNodeRequest& req, int64_t now_ms);
+  // Cordons the node; with force, fails the attempts of the jobs running there (their events
+  // name `user`).
+  Result<v1::DrainNodeResult> Drain(const v1::DrainNodeRequest& req, int64_t now_ms,
+                                    const std::string& user);
   void HandleLogs(const std::string& routing_id, uint64_t request_id, const v1::LogsRequest& req,
                   Clock::time_point now);
 
@@ -101,6 +138,7 @@ class OperatorService {
     std::string routing_id;
     uint64_t request_id;
     std::string source;
+    std::string user;
     // Kept for files up to kReparseOnLoopBytes: parsed again on the loop when it names a held
     // TrainJob or did not parse alone (a re-apply laid over the stored document).
     std::string yaml;
@@ -111,6 +149,8 @@ class OperatorService {
 
   JobController* jobs_;
   NodeRegistry* nodes_;
+  PolicyNow policy_;  // empty: every user is admin
+  AccessPolicy all_admin_ = AccessPolicy::AllAdmin();
   ApplyParser* parser_ = nullptr;             // not owned; null: applies are parsed here
   std::map<uint64_t, PendingApply> applies_;  // by ApplyParser ticket
   NodeSink* agents_;

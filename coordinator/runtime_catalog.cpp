@@ -8,12 +8,26 @@
 #include <sstream>
 #include <utility>
 
+#include "coordinator/job_key.h"
+
 namespace trainlet::coordinator {
 namespace fs = std::filesystem;
 namespace {
 
 std::string RuntimeKey(const std::string& kind, const std::string& name) {
   return kind + "/" + name;
+}
+
+// A TrainingRuntime lives in a namespace: outside "default" its name in the catalog and the store
+// is "<namespace>/<name>" (a runtime name may hold dots, so JobKey's '.' would be ambiguous; a
+// '/' is in neither). A ClusterTrainingRuntime is cluster-wide: its bare name.
+std::string ScopedName(const std::string& kind, const std::string& ns, const std::string& name) {
+  if (kind != "TrainingRuntime" || ns.empty() || ns == kDefaultNamespace) return name;
+  return ns + "/" + name;
+}
+
+std::string RuntimeKeyOf(const trainjob::TrainingRuntime& rt) {
+  return RuntimeKey(rt.kind, ScopedName(rt.kind, rt.namespace_, rt.name));
 }
 
 }  // namespace
@@ -33,7 +47,7 @@ Status RuntimeCatalog::LoadShipped(const std::string& dir) {
     text << in.rdbuf();
     auto parsed = trainjob::ParseDocuments(text.str());
     if (!parsed.ok()) return InvalidError(f.string() + ": " + parsed.status().message());
-    for (auto& rt : parsed->runtimes) runtimes_[RuntimeKey(rt.kind, rt.name)] = std::move(rt);
+    for (auto& rt : parsed->runtimes) runtimes_[RuntimeKeyOf(rt)] = std::move(rt);
   }
   return Status::Ok();
 }
@@ -60,26 +74,32 @@ const trainjob::TrainingRuntime* RuntimeCatalog::Find(const std::string& kind,
 RuntimeCatalog::Stage RuntimeCatalog::StageRuntimes(
     const std::vector<trainjob::TrainingRuntime>& runtimes) {
   Stage stage;
-  for (const auto& rt : runtimes) stage.runtimes[RuntimeKey(rt.kind, rt.name)] = rt;
+  for (const auto& rt : runtimes) stage.runtimes[RuntimeKeyOf(rt)] = rt;
   return stage;
 }
 
 Result<const trainjob::TrainingRuntime*> RuntimeCatalog::Resolve(
-    const Stage& stage, const std::string& job_name,
+    const Stage& stage, const std::string& job_namespace, const std::string& job_name,
     const trainjob::TrainJob::RuntimeRef& ref) const {
-  if (auto it = stage.runtimes.find(RuntimeKey(ref.kind, ref.name)); it != stage.runtimes.end()) {
+  // A TrainingRuntime is looked up in the job's own namespace, as Kubeflow does.
+  const std::string name = ScopedName(ref.kind, job_namespace, ref.name);
+  if (auto it = stage.runtimes.find(RuntimeKey(ref.kind, name)); it != stage.runtimes.end()) {
     return &it->second;
   }
-  if (const trainjob::TrainingRuntime* rt = Find(ref.kind, ref.name)) return rt;
+  if (const trainjob::TrainingRuntime* rt = Find(ref.kind, name)) return rt;
   std::string known;
   for (const auto& [key, r] : runtimes_) known += (known.empty() ? "" : ", ") + key;
+  const std::string in_ns = ref.kind == "TrainingRuntime"
+                                ? " in namespace \"" + NamespaceOrDefault(job_namespace) + "\""
+                                : "";
   return NotFoundError("TrainJob/" + job_name + ": spec.runtimeRef: " + ref.kind + " \"" +
-                       ref.name + "\" not found (known: " + known + ")");
+                       ref.name + "\"" + in_ns + " not found (known: " + known + ")");
 }
 
 Status RuntimeCatalog::Store(const Stage& stage, JobStore& store) {
   for (const auto& [key, rt] : stage.runtimes) {
-    TRAINLET_RETURN_IF_ERROR(store.PutRuntime({rt.kind, rt.name, rt.yaml}));
+    TRAINLET_RETURN_IF_ERROR(
+        store.PutRuntime({rt.kind, ScopedName(rt.kind, rt.namespace_, rt.name), rt.yaml}));
   }
   return Status::Ok();
 }

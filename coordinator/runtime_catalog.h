@@ -22,7 +22,8 @@ namespace trainlet::coordinator {
 
 class RuntimeCatalog {
  public:
-  // The runtimes of one applied file, keyed "<kind>/<name>", not yet stored.
+  // The runtimes of one applied file, keyed "<kind>/<name>" (a TrainingRuntime outside namespace
+  // "default": "TrainingRuntime/<namespace>/<name>"), not yet stored.
   struct Stage {
     std::map<std::string, trainjob::TrainingRuntime> runtimes;
     bool empty() const { return runtimes.empty(); }
@@ -35,17 +36,28 @@ class RuntimeCatalog {
   // errors are the store's.
   Status LoadStored(JobStore& store);
 
-  // The runtime `kind`/`name`, or null. The pointer is valid until the next Commit.
+  // The runtime `kind`/`name`, or null; `name` is "<namespace>/<name>" for a TrainingRuntime
+  // outside namespace "default". The pointer is valid until the next Commit.
   const trainjob::TrainingRuntime* Find(const std::string& kind, const std::string& name) const;
   size_t size() const { return runtimes_.size(); }
 
   // Apply's runtime documents.
   static Stage StageRuntimes(const std::vector<trainjob::TrainingRuntime>& runtimes);
-  // The runtime `ref` names, looked up in `stage` first, then here. NotFound naming the job
+  // The runtime `ref` names, looked up in `stage` first, then here: a TrainingRuntime in the
+  // job's namespace (`job_namespace`, "" meaning "default"), as Kubeflow resolves it; a
+  // ClusterTrainingRuntime cluster-wide (the shipped runtimes are those). NotFound naming the job
   // (`job_name`) and every runtime of the catalog when neither has it. Valid as long as `stage`
   // and this catalog are unchanged.
-  Result<const trainjob::TrainingRuntime*> Resolve(const Stage& stage, const std::string& job_name,
+  Result<const trainjob::TrainingRuntime*> Resolve(const Stage& stage,
+                                                   const std::string& job_namespace,
+                                                   const std::string& job_name,
                                                    const trainjob::TrainJob::RuntimeRef& ref) const;
+  // The same for a job of namespace "default".
+  Result<const trainjob::TrainingRuntime*> Resolve(
+      const Stage& stage, const std::string& job_name,
+      const trainjob::TrainJob::RuntimeRef& ref) const {
+    return Resolve(stage, "", job_name, ref);
+  }
   // Writes the staged runtimes; the caller holds the store transaction.
   static Status Store(const Stage& stage, JobStore& store);
   // After the transaction committed: the staged runtimes replace or join the catalog, each listed
@@ -53,7 +65,7 @@ class RuntimeCatalog {
   void Commit(Stage stage, v1::ApplyResult& result);
 
  private:
-  std::map<std::string, trainjob::TrainingRuntime> runtimes_;  // "<kind>/<name>"
+  std::map<std::string, trainjob::TrainingRuntime> runtimes_;  // as Stage::runtimes
 };
 
 }  // namespace trainlet::coordinator

@@ -83,7 +83,8 @@ std::string LowerPlural(const std::string& source_kind) {
 // Every job, or the first paging.limit, a page of paging.chunk_size at a time. Jobs come without
 // their specs (GetJobsRequest). When --limit cut the list, the result keeps the continue token and
 // the count of jobs after it.
-Result<v1::JobList> FetchJobPages(CoordinatorClient& client, const ListPaging& paging) {
+Result<v1::JobList> FetchJobPages(CoordinatorClient& client, const CommonFlags& f,
+                                  const ListPaging& paging) {
   v1::JobList all;
   std::string token;
   do {
@@ -95,6 +96,8 @@ Result<v1::JobList> FetchJobPages(CoordinatorClient& client, const ListPaging& p
     v1::OperatorRequest req;
     req.mutable_get_jobs()->set_limit(want);
     req.mutable_get_jobs()->set_continue_token(token);
+    req.mutable_get_jobs()->set_namespace_(f.ns);
+    req.mutable_get_jobs()->set_all_namespaces(f.all_namespaces);
     TRAINLET_ASSIGN_OR_RETURN(v1::OperatorResponse resp, client.Call(req));
     v1::JobList* page = resp.mutable_jobs();
     for (auto& j : *page->mutable_jobs()) *all.add_jobs() = std::move(j);
@@ -104,6 +107,23 @@ Result<v1::JobList> FetchJobPages(CoordinatorClient& client, const ListPaging& p
   } while (!token.empty() &&
            (paging.limit == 0 || static_cast<uint32_t>(all.jobs_size()) < paging.limit));
   return all;
+}
+
+// A trainjob is named in one namespace: -A lists, it does not name.
+bool NamedAcrossNamespaces(const CommonFlags& f, const std::string& name) {
+  if (!f.all_namespaces || name.empty()) return false;
+  std::cerr << "error: a trainjob cannot be named across all namespaces (-A); use -n NAMESPACE\n";
+  return true;
+}
+
+// "team-a/llm-7" (apply's answers outside namespace default) -> namespace team-a, name llm-7;
+// "llm-7" -> `ns`, llm-7.
+std::pair<std::string, std::string> SplitShownName(const std::string& shown,
+                                                   const std::string& ns) {
+  if (auto slash = shown.find('/'); slash != std::string::npos) {
+    return {shown.substr(0, slash), shown.substr(slash + 1)};
+  }
+  return {ns, shown};
 }
 
 }  // namespace
@@ -140,13 +160,14 @@ int CmdGet(const CommonFlags& f, const std::string& kind_arg, const std::string&
                  "localqueues, resourceflavors, workloadpriorityclasses)");
   auto format = ParseOutputFormat(f.output);
   if (!format.ok()) return Error(format.status());
+  if (kind == "trainjob" && NamedAcrossNamespaces(f, name)) return 1;
   auto client = Open(f);
   if (!client.ok()) return Error(client.status());
   v1::OperatorRequest req;
   if (kind == "node") {
     req.mutable_get_nodes();
   } else if (name.empty()) {
-    auto jobs = FetchJobPages(**client, paging);
+    auto jobs = FetchJobPages(**client, f, paging);
     if (!jobs.ok()) return Error(jobs.status());
     // `get pytorchjobs` lists the jobs applied as PyTorchJobs, under their own kind.
     const std::string source_kind = SourceKindOf(kind_arg);
@@ -155,7 +176,7 @@ int CmdGet(const CommonFlags& f, const std::string& kind_arg, const std::string&
       std::cerr << "No " << LowerPlural(source_kind) << " found.\n";
       return 0;
     }
-    std::cout << RenderJobs(*jobs, *format, NowUnixMs());
+    std::cout << RenderJobs(*jobs, *format, NowUnixMs(), f.all_namespaces);
     if (!jobs->continue_token().empty() && *format != OutputFormat::kJson &&
         *format != OutputFormat::kYaml) {
       std::cerr << "(" << jobs->remaining() << " more trainjobs not shown: raise --limit)\n";
@@ -163,6 +184,7 @@ int CmdGet(const CommonFlags& f, const std::string& kind_arg, const std::string&
     return 0;
   } else {
     req.mutable_get_jobs()->set_name(name);
+    req.mutable_get_jobs()->set_namespace_(f.ns);
   }
   auto resp = (*client)->Call(req);
   if (!resp.ok()) return Error(resp.status());
@@ -211,6 +233,7 @@ int CmdDescribe(const CommonFlags& f, const std::string& kind_arg, const std::st
     return Error("describe supports trainjob and node, got \"" + kind_arg + "\"");
   }
   if (name.empty()) return Error("describe " + kind + ": give the " + kind + "'s name");
+  if (kind == "trainjob" && NamedAcrossNamespaces(f, name)) return 1;
   auto client = Open(f);
   if (!client.ok()) return Error(client.status());
   v1::OperatorRequest req;
@@ -235,6 +258,7 @@ int CmdDescribe(const CommonFlags& f, const std::string& kind_arg, const std::st
     return Error("node \"" + name + "\" not found");
   }
   req.mutable_get_jobs()->set_name(name);
+  req.mutable_get_jobs()->set_namespace_(f.ns);
   auto resp = (*client)->Call(req);
   if (!resp.ok()) return Error(resp.status());
   std::cout << DescribeJob(resp->jobs().jobs(0), NowUnixMs());
@@ -242,7 +266,7 @@ int CmdDescribe(const CommonFlags& f, const std::string& kind_arg, const std::st
 }
 
 static int WaitForEnd(CoordinatorClient& client, const std::vector<std::string>& jobs,
-                      int64_t timeout_ms, bool say_complete);
+                      const std::string& ns, int64_t timeout_ms, bool say_complete);
 
 int CmdApply(const CommonFlags& f, const std::string& file, bool wait, const std::string& timeout) {
   const int64_t wait_ms = ParseDuration(timeout);
@@ -282,7 +306,7 @@ int CmdApply(const CommonFlags& f, const std::string& file, bool wait, const std
     }
   }
   // -o json keeps stdout one JSON document; the exit status says how the jobs ended.
-  return WaitForEnd(**client, jobs, wait_ms, f.output != "json");
+  return WaitForEnd(**client, jobs, f.ns, wait_ms, f.output != "json");
 }
 
 // Waits for each job in turn until it is Complete; the first that cannot be any more, or the
@@ -290,7 +314,7 @@ int CmdApply(const CommonFlags& f, const std::string& file, bool wait, const std
 // costs nothing. The coordinator holds one wait for at most an hour: without a timeout, or past
 // an hour, the wait is asked again.
 static int WaitForEnd(CoordinatorClient& client, const std::vector<std::string>& jobs,
-                      int64_t timeout_ms, bool say_complete) {
+                      const std::string& ns, int64_t timeout_ms, bool say_complete) {
   constexpr int64_t kOneWait = 3600 * 1000;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (const auto& name : jobs) {
@@ -306,7 +330,9 @@ static int WaitForEnd(CoordinatorClient& client, const std::vector<std::string>&
         }
       }
       v1::OperatorRequest req;
-      req.mutable_wait_job()->set_name(name);
+      const auto [job_ns, job_name] = SplitShownName(name, ns);
+      req.mutable_wait_job()->set_name(job_name);
+      req.mutable_wait_job()->set_namespace_(job_ns);
       req.mutable_wait_job()->set_condition("Complete");
       req.mutable_wait_job()->set_timeout_ms(static_cast<uint32_t>(left));
       auto resp = client.Call(req, std::chrono::milliseconds(left) + 10s);
@@ -326,6 +352,7 @@ int CmdWait(const CommonFlags& f, const std::string& target, const std::string& 
   if (kind != "trainjob" || name.empty()) {
     return Error("wait: expected trainjob/NAME, got \"" + target + "\"");
   }
+  if (NamedAcrossNamespaces(f, name)) return 1;
   std::string condition;
   if (for_condition.rfind("condition=", 0) == 0) {
     condition = for_condition.substr(10);
@@ -350,6 +377,7 @@ int CmdWait(const CommonFlags& f, const std::string& target, const std::string& 
   v1::OperatorRequest req;
   auto* w = req.mutable_wait_job();
   w->set_name(name);
+  w->set_namespace_(f.ns);
   w->set_condition(condition);
   w->set_timeout_ms(static_cast<uint32_t>(ms));
   auto resp = (*client)->Call(req, std::chrono::milliseconds(ms) + 10s);
@@ -370,17 +398,20 @@ int CmdDelete(const CommonFlags& f, const std::string& kind_arg, const std::stri
   }
   const std::string kind = NormalizeKind(kind_arg, name);
   if (kind != "trainjob" || name.empty()) return Error("delete: expected trainjob NAME");
+  if (NamedAcrossNamespaces(f, name)) return 1;
   const int64_t ms = ParseDuration(timeout);
   if (ms < 0) return Error("--timeout=" + timeout + ": expected a duration such as 60s");
   auto client = Open(f);
   if (!client.ok()) return Error(client.status());
   v1::OperatorRequest req;
   req.mutable_delete_job()->set_name(name);
+  req.mutable_delete_job()->set_namespace_(f.ns);
   auto resp = (*client)->Call(req);
   if (!resp.ok()) return Error(resp.status());
   if (wait) {
     v1::OperatorRequest w;
     w.mutable_wait_job()->set_name(name);
+    w.mutable_wait_job()->set_namespace_(f.ns);
     w.mutable_wait_job()->set_condition("Deleted");
     w.mutable_wait_job()->set_timeout_ms(static_cast<uint32_t>(ms));
     auto done = (*client)->Call(w, std::chrono::milliseconds(ms) + 10s);
@@ -395,6 +426,7 @@ int CmdDelete(const CommonFlags& f, const std::string& kind_arg, const std::stri
 }
 
 int CmdLogs(const CommonFlags& f, const std::string& job, int rank, bool follow, uint32_t attempt) {
+  if (NamedAcrossNamespaces(f, job)) return 1;
   auto client = Open(f);
   if (!client.ok()) return Error(client.status());
   std::vector<uint32_t> ranks;
@@ -403,6 +435,7 @@ int CmdLogs(const CommonFlags& f, const std::string& job, int rank, bool follow,
   } else {
     v1::OperatorRequest req;
     req.mutable_get_jobs()->set_name(job);
+    req.mutable_get_jobs()->set_namespace_(f.ns);
     auto resp = (*client)->Call(req);
     if (!resp.ok()) return Error(resp.status());
     for (const auto& r : resp->jobs().jobs(0).ranks()) ranks.push_back(r.rank());
@@ -423,6 +456,7 @@ int CmdLogs(const CommonFlags& f, const std::string& job, int rank, bool follow,
       v1::OperatorRequest req;
       auto* l = req.mutable_logs();
       l->set_job(job);
+      l->set_namespace_(f.ns);
       l->set_rank(r);
       l->set_offset(s.offset);
       l->set_attempt(attempt);

@@ -36,7 +36,13 @@ int CmdSetSuspend(const CommonFlags& f, const std::string& kind_arg, const std::
     return 1;
   }
   v1::OperatorRequest req;
+  if (f.all_namespaces) {
+    std::cerr << "error: " << verb << ": a trainjob cannot be named across all namespaces (-A); "
+              << "use -n NAMESPACE\n";
+    return 1;
+  }
   req.mutable_suspend_job()->set_name(name);
+  req.mutable_suspend_job()->set_namespace_(f.ns);
   req.mutable_suspend_job()->set_suspend(suspend);
   auto resp = (*client)->Call(req);
   if (!resp.ok()) {

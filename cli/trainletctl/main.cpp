@@ -66,6 +66,7 @@ void AddDescribeCommand(CLI::App& app, CommonFlags& common, int& rc) {
   describe->add_option("kind", a->kind, "trainjob (or trainjob/NAME)")->required();
   describe->add_option("name", a->name, "The trainjob's name");
   describe->add_option("-o,--output", common.output, "json | yaml: a node's full status");
+  AddNamespaceFlags(describe, common);
   describe->callback([&common, &rc, a] { rc = CmdDescribe(common, a->kind, a->name); });
 }
 
@@ -121,6 +122,7 @@ void AddSuspendCommands(CLI::App& app, CommonFlags& common, int& rc) {
                                              "trainletctl resume trainjob hello");
     sub->add_option("kind", a->kind, "trainjob (or trainjob/NAME)")->required();
     sub->add_option("name", a->name, "The trainjob's name");
+    AddNamespaceFlags(sub, common);
     sub->callback(
         [&common, &rc, a, suspend] { rc = CmdSetSuspend(common, a->kind, a->name, suspend); });
   }
@@ -176,6 +178,7 @@ void AddWaitCommand(CLI::App& app, CommonFlags& common, int& rc) {
                    "condition=Complete | condition=Failed | condition=Suspended | delete")
       ->required();
   wait->add_option("--timeout", a->timeout, "e.g. 60s, 5m")->capture_default_str();
+  AddNamespaceFlags(wait, common);
   wait->callback(
       [&common, &rc, a] { rc = CmdWait(common, a->target, a->for_condition, a->timeout); });
 }
@@ -196,6 +199,7 @@ void AddLogsCommand(CLI::App& app, CommonFlags& common, int& rc) {
   logs->add_option("--rank", a->rank, "Only this rank")->check(CLI::NonNegativeNumber);
   logs->add_flag("-f,--follow", a->follow, "Keep printing until the ranks exit");
   logs->add_option("--attempt", a->attempt, "An earlier attempt's logs (default: the current one)");
+  AddNamespaceFlags(logs, common);
   logs->callback([&common, &rc, a] {
     if (a->job.rfind("trainjob/", 0) == 0) a->job = a->job.substr(9);
     rc = CmdLogs(common, a->job, a->rank, a->follow, a->attempt);

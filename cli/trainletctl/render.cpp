@@ -127,7 +127,8 @@ std::string RenderNodes(const v1::NodeList& nodes, OutputFormat format, int64_t 
   return RenderTable(rows);
 }
 
-std::string RenderJobs(const v1::JobList& jobs, OutputFormat format, int64_t now_ms) {
+std::string RenderJobs(const v1::JobList& jobs, OutputFormat format, int64_t now_ms,
+                       bool namespace_column) {
   if (format == OutputFormat::kJson || format == OutputFormat::kYaml) {
     v1::JobList shown = jobs;
     FillStateStrings(shown);  // the old keys scripts read, beside the enums
@@ -137,7 +138,9 @@ std::string RenderJobs(const v1::JobList& jobs, OutputFormat format, int64_t now
   }
   if (format == OutputFormat::kName) {
     std::string out;
-    for (const auto& j : jobs.jobs()) out += "trainjob/" + j.name() + "\n";
+    for (const auto& j : jobs.jobs()) {
+      out += "trainjob/" + (namespace_column ? j.namespace_() + "/" : "") + j.name() + "\n";
+    }
     return out;
   }
   const bool wide = format == OutputFormat::kWide;
@@ -145,6 +148,7 @@ std::string RenderJobs(const v1::JobList& jobs, OutputFormat format, int64_t now
   std::vector<std::string> header = {"NAME",    "PHASE",    "NODES", "RANKS",
                                      "ATTEMPT", "PROGRESS", "ETA",   "AGE"};
   if (wide) header.insert(header.end(), {"RUNTIME", "REASON"});
+  if (namespace_column) header.insert(header.begin(), "NAMESPACE");
   rows.push_back(header);
   for (const auto& j : jobs.jobs()) {
     const uint32_t ranks = j.num_nodes() * j.procs_per_node();
@@ -157,6 +161,8 @@ std::string RenderJobs(const v1::JobList& jobs, OutputFormat format, int64_t now
                                     EtaColumn(j),
                                     Age(j.created_unix_ms(), now_ms)};
     if (wide) row.insert(row.end(), {j.runtime(), j.reason()});
+    if (namespace_column)
+      row.insert(row.begin(), j.namespace_().empty() ? "default" : j.namespace_());
     rows.push_back(std::move(row));
   }
   return RenderTable(rows);
@@ -168,6 +174,7 @@ std::string DescribeJob(const v1::JobStatus& j, int64_t now_ms) {
     o << k << ":" << std::string(k.size() < 14 ? 14 - k.size() : 1, ' ') << v << "\n";
   };
   field("Name", j.name());
+  field("Namespace", j.namespace_().empty() ? "default" : j.namespace_());
   if (!j.source_kind().empty()) {
     // A Training Operator job: what it was applied as, and what it became.
     field("Kind",

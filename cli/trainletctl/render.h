@@ -28,7 +28,10 @@ std::string Age(int64_t unix_ms, int64_t now_ms);
 std::string HumanBytes(uint64_t bytes);
 
 std::string RenderNodes(const v1::NodeList& nodes, OutputFormat format, int64_t now_ms);
-std::string RenderJobs(const v1::JobList& jobs, OutputFormat format, int64_t now_ms);
+// With `namespace_column` (get -A), the table's first column is NAMESPACE, and -o name gives
+// "trainjob/NS/NAME".
+std::string RenderJobs(const v1::JobList& jobs, OutputFormat format, int64_t now_ms,
+                       bool namespace_column = false);
 std::string DescribeJob(const v1::JobStatus& job, int64_t now_ms);
 
 }  // namespace trainlet::cli

@@ -37,6 +37,7 @@ class FakeJobs:
         self.jobs = {}
         self.applied = []
         self.deleted = []
+        self.namespaces = []  # (request kind, namespace) of each request naming a job
         self.waits = []
         self.logs = {}  # rank -> bytes
         self.done = set()  # ranks whose log is complete
@@ -45,7 +46,10 @@ class FakeJobs:
     def __call__(self, req):
         with self.lock:
             kind = req.WhichOneof("body")
-            return getattr(self, "on_" + kind)(getattr(req, kind))
+            body = getattr(req, kind)
+            if kind in ("get_jobs", "delete_job", "wait_job", "logs"):
+                self.namespaces.append((kind, body.namespace))
+            return getattr(self, "on_" + kind)(body)
 
     def on_apply(self, a):
         doc = json.loads(a.yaml)  # JSON is what the client sends (YAML's subset)
@@ -269,6 +273,19 @@ class ClientTest(unittest.TestCase):
         self.assertEqual((events[0].reason, events[0].message, events[0].type), ("RankFailed", "rank 1 exited", "Warning"))
         self.client.delete_job("job")
         self.assertEqual(self.jobs.deleted, ["job"])
+
+    def test_requests_name_the_namespace_default_unless_given(self):
+        self.jobs.jobs["job"] = two_by_two()
+        self.client.get_job("job")
+        self.client.delete_job("job", namespace="team-a")
+        self.client.wait_for_job_status("job", status={"Running"}, timeout=5, namespace="team-b")
+        self.assertEqual(
+            self.jobs.namespaces,
+            [("get_jobs", "default"), ("delete_job", "team-a"), ("wait_job", "team-b")],
+        )
+        del self.jobs.namespaces[:]
+        self.client.list_jobs(namespace=None)
+        self.assertEqual(self.jobs.namespaces, [("get_jobs", "")])
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ from trainlet.transport import DEFAULT_TIMEOUT_S, CoordinatorConnection
 
 # The coordinator holds one wait for at most an hour (operator_service.cpp).
 _MAX_WAIT_MS = 3600 * 1000
+# A TrainJob without metadata.namespace is in this one, as on Kubernetes.
+DEFAULT_NAMESPACE = "default"
 
 
 class TrainerClient:
@@ -60,14 +62,19 @@ class TrainerClient:
             raise TrainletError(f"trainjob/{name} was not created (the coordinator said: {said})")
         return name
 
-    def list_jobs(self, runtime=None):
-        """Every TrainJob, oldest first; with ``runtime``, only those on it."""
+    def list_jobs(self, runtime=None, namespace=DEFAULT_NAMESPACE):
+        """Every TrainJob of ``namespace`` (None: of every namespace), oldest first; with
+        ``runtime``, only those on it."""
         jobs, token = [], ""
         while True:  # in pages, as trainletctl get trainjobs: one answer may not hold them all
             req = self._ops.OperatorRequest()
             req.get_jobs.name = ""
             req.get_jobs.limit = 500
             req.get_jobs.continue_token = token
+            if namespace is None:
+                req.get_jobs.all_namespaces = True
+            else:
+                req.get_jobs.namespace = namespace
             page = self._call(req).jobs
             jobs += [job_view.train_job_of(j) for j in page.jobs]
             token = page.continue_token
@@ -78,26 +85,28 @@ class TrainerClient:
             jobs = [j for j in jobs if j.runtime.name == want]
         return jobs
 
-    def get_job(self, name):
-        """The TrainJob ``name``: status, steps, ranks and progress (trainer_status)."""
-        return job_view.train_job_of(self._job_status(name))
+    def get_job(self, name, namespace=DEFAULT_NAMESPACE):
+        """The TrainJob ``name`` of ``namespace``: status, steps, ranks and progress
+        (trainer_status)."""
+        return job_view.train_job_of(self._job_status(name, namespace))
 
-    def get_job_events(self, name):
+    def get_job_events(self, name, namespace=DEFAULT_NAMESPACE):
         """The job's events, oldest first, as list[Event]."""
-        return job_view.events_of(self._job_status(name))
+        return job_view.events_of(self._job_status(name, namespace))
 
-    def delete_job(self, name):
+    def delete_job(self, name, namespace=DEFAULT_NAMESPACE):
         """Deletes the job: every rank is stopped, then the job is removed."""
         req = self._ops.OperatorRequest()
         req.delete_job.name = name
+        req.delete_job.namespace = namespace
         self._call(req)
 
-    def get_job_logs(self, name, step=t.NODE + "-0", follow=False):
+    def get_job_logs(self, name, step=t.NODE + "-0", follow=False, namespace=DEFAULT_NAMESPACE):
         """The log lines of one step (``node-N``: the ranks on node rank N, each line prefixed
         ``[rank R]`` when the node runs several; or ``rank-R``: one rank), as an iterator of
         str. With ``follow``, waits for the job to start and yields lines until the step's
         ranks exit."""
-        return LogStream(self, name, step, follow).lines()
+        return LogStream(self, name, step, follow, namespace).lines()
 
     def wait_for_job_status(
         self,
@@ -106,6 +115,7 @@ class TrainerClient:
         timeout=600,
         polling_interval=2,
         callbacks=None,
+        namespace=DEFAULT_NAMESPACE,
     ):
         """Waits until the job's status is one of ``status`` and returns the TrainJob.
 
@@ -125,17 +135,23 @@ class TrainerClient:
         deadline = time.monotonic() + timeout
         display = JobProgressDisplay(name)
         try:
-            return self._wait_loop(name, wanted, deadline, polling_interval, callbacks, display)
+            return self._wait_loop(
+                name, wanted, deadline, polling_interval, callbacks, display, namespace
+            )
         finally:
             display.close()
 
     # Internals.
 
-    def _wait_loop(self, name, wanted, deadline, polling_interval, callbacks, display):
+    def _wait_loop(
+        self, name, wanted, deadline, polling_interval, callbacks, display, namespace
+    ):
         condition = _wake_condition(wanted)
         while True:
             left = deadline - time.monotonic()
-            proto_job = self._wait_once(name, condition, min(polling_interval, max(left, 0.001)))
+            proto_job = self._wait_once(
+                name, condition, min(polling_interval, max(left, 0.001)), namespace
+            )
             job = job_view.train_job_of(proto_job)
             display.update(job)
             for callback in callbacks or []:
@@ -143,7 +159,7 @@ class TrainerClient:
             if job.status in wanted:
                 return job
             if job.status == t.TRAINJOB_FAILED:
-                raise TrainletError(self._failure_message(proto_job))
+                raise TrainletError(self._failure_message(proto_job, namespace))
             if job.status == t.TRAINJOB_COMPLETE:
                 raise TrainletError(
                     f"TrainJob {name} is Complete, so it will never be {' or '.join(sorted(wanted))}"
@@ -156,11 +172,12 @@ class TrainerClient:
                     + ")"
                 )
 
-    def _wait_once(self, name, condition, seconds):
+    def _wait_once(self, name, condition, seconds, namespace=DEFAULT_NAMESPACE):
         """The job after a long poll of at most ``seconds``: the coordinator answers at once
         when ``condition`` holds or can no longer hold (operator_service.cpp CheckWait)."""
         req = self._ops.OperatorRequest()
         req.wait_job.name = name
+        req.wait_job.namespace = namespace
         req.wait_job.condition = condition
         req.wait_job.timeout_ms = max(1, min(_MAX_WAIT_MS, int(seconds * 1000)))
         result = self._call(req, timeout=seconds + self.request_timeout).wait_job
@@ -168,7 +185,7 @@ class TrainerClient:
             raise NotFoundError(result.message or f"trainjob/{name} not found", "NotFound")
         return result.job
 
-    def _failure_message(self, job):
+    def _failure_message(self, job, namespace=DEFAULT_NAMESPACE):
         message = f"TrainJob {job.name} is Failed"
         summary = job_view.failure_summary(job)
         if summary:
@@ -179,12 +196,14 @@ class TrainerClient:
             if f"rank {r.rank} " not in summary:
                 how = f"signal {r.signal}" if r.signal else f"exit code {r.exit_code}"
                 message += f". Rank {r.rank} on {r.node} ended with {how}"
-            tail = self._log_tail(job.name, r.rank)
+            tail = self._log_tail(job.name, r.rank, namespace=namespace)
             if tail:
                 message += f"\nrank {r.rank}'s log ends:\n{tail}"
         return message
 
-    def _log_tail(self, name, rank, max_bytes=2048, max_lines=8, max_reads=64):
+    def _log_tail(
+        self, name, rank, max_bytes=2048, max_lines=8, max_reads=64, namespace=DEFAULT_NAMESPACE
+    ):
         """The last lines of a rank's log of the current attempt; "" when it cannot be read.
         Reads the log through (at most ``max_reads`` chunks) and keeps its end."""
         tail = b""
@@ -193,6 +212,7 @@ class TrainerClient:
             for _ in range(max_reads):
                 req = self._ops.OperatorRequest()
                 req.logs.job = name
+                req.logs.namespace = namespace
                 req.logs.rank = rank
                 req.logs.offset = offset
                 req.logs.max_bytes = 1 << 20
@@ -206,11 +226,12 @@ class TrainerClient:
         lines = tail.decode("utf-8", "replace").rstrip("\n").split("\n")
         return "\n".join(lines[-max_lines:])
 
-    def _job_status(self, name):
+    def _job_status(self, name, namespace=DEFAULT_NAMESPACE):
         if not name:
             raise ValueError("name: give the TrainJob's name")
         req = self._ops.OperatorRequest()
         req.get_jobs.name = name
+        req.get_jobs.namespace = namespace
         jobs = self._call(req).jobs.jobs
         if not jobs:
             raise NotFoundError(f"trainjob/{name} not found", "NotFound")

@@ -43,9 +43,10 @@ class _RankLog:
 class LogStream:
     """Reads the logs of one step of one job through a TrainerClient."""
 
-    def __init__(self, client, name, step, follow):
+    def __init__(self, client, name, step, follow, namespace="default"):
         self._client = client
         self._name = name
+        self._namespace = namespace
         self._kind, self._index = parse_step(step)
         self._follow = bool(follow)
         self._attempt = 0
@@ -67,7 +68,7 @@ class LogStream:
                     for line in text:
                         yield f"[rank {log.rank}] {line}" if prefix else line
                 if display is not None and time.monotonic() - last_status > 1.0:
-                    display.update(self._client.get_job(self._name))
+                    display.update(self._client.get_job(self._name, self._namespace))
                     last_status = time.monotonic()
                 if not progressed:
                     time.sleep(_IDLE_SLEEP_S)
@@ -80,6 +81,7 @@ class LogStream:
         ops = self._client._ops
         req = ops.OperatorRequest()
         req.logs.job = self._name
+        req.logs.namespace = self._namespace
         req.logs.rank = log.rank
         req.logs.offset = log.offset
         req.logs.max_bytes = _CHUNK_BYTES
@@ -91,7 +93,7 @@ class LogStream:
             # following, wait for it, unless the job has ended (a rank that never started).
             if not self._follow:
                 raise
-            if job_view.phase_of(self._client._job_status(self._name)) in ("Succeeded", "Failed"):
+            if job_view.phase_of(self._client._job_status(self._name, self._namespace)) in ("Succeeded", "Failed"):
                 log.done = True
             return [], False
         if self._attempt == 0:
@@ -110,7 +112,7 @@ class LogStream:
     def _ranks_of_step(self, display):
         """The ranks of the step, once the job has them (with follow: waiting for them)."""
         while True:
-            job = self._client._job_status(self._name)
+            job = self._client._job_status(self._name, self._namespace)
             if job.attempt > 0 and len(job.ranks) > 0:
                 break
             phase = job_view.phase_of(job)

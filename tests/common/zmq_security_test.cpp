@@ -131,6 +131,21 @@ TEST_F(ZmqSecurityTest, KeyOfAnotherRoleGetsNothingThrough) {
   EXPECT_EQ(zap_->accepted(), 0u);
 }
 
+// Issue 14: a rank's own credentials give it no operator rights. The coordinator admits an
+// attempt's launcher key on the exec endpoint only (ZAP domain "exec", kept current from the live
+// attempts): the same key on the operator endpoint gets nothing through.
+TEST_F(ZmqSecurityTest, LauncherKeyGetsNothingThroughOnTheOperatorEndpoint) {
+  const CurveKeyPair launcher = NewKeys();
+  zap_->SetAllowlist("exec", {{launcher.public_z85, ""}});
+  zmq::socket_t dealer = Dealer(launcher);
+  v1::Envelope env = Beat("launcher", 1);
+  EXPECT_FALSE(Pump(&dealer, &env, milliseconds(500)).has_value())
+      << "a launcher key got through on the operator endpoint";
+  EXPECT_GT(zap_->refused(), 0u);
+  EXPECT_EQ(zap_->accepted(), 0u);
+  EXPECT_GT(zap_->refused_by_domain().at("operator"), 0u);
+}
+
 TEST_F(ZmqSecurityTest, PlainSocketGetsNothingThrough) {
   zmq::socket_t plain(ctx_, zmq::socket_type::dealer);
   plain.set(zmq::sockopt::linger, 0);

@@ -121,7 +121,13 @@ class AttemptLauncherTest : public ::testing::Test {
     exec_.Track("train", {});
   }
 
-  bool Place(int64_t now_ms = kT0) { return launcher_.Place(job_, used_, used_resources_, now_ms); }
+  // One pass's room from used_, and what is left of it after the Place.
+  bool Place(int64_t now_ms = kT0) {
+    PassCapacity room(registry_, used_, used_resources_);
+    const bool placed = launcher_.Place(job_, room, now_ms);
+    for (const char* n : {"n1", "n2"}) free_[n] = room.FreeSlots(n);
+    return placed;
+  }
 
   std::vector<std::string> PlanNodes() const {
     std::vector<std::string> out;
@@ -173,6 +179,7 @@ class AttemptLauncherTest : public ::testing::Test {
       &registry_, &exec_, &agents_, &owner_, {std::chrono::milliseconds(kTimeout)}};
   std::map<std::string, uint32_t> used_;
   std::map<std::string, Resources> used_resources_;
+  std::map<std::string, uint32_t> free_;  // by node, after the last Place
 };
 
 TEST_F(AttemptLauncherTest, PlacesStoresThenSendsThePlansWhenNoPortIsWanted) {
@@ -192,8 +199,8 @@ TEST_F(AttemptLauncherTest, PlacesStoresThenSendsThePlansWhenNoPortIsWanted) {
   EXPECT_EQ(st.attempts(0).started_unix_ms(), kT0);
   EXPECT_THAT(PlanNodes(), ElementsAre("n1", "n2"));
   EXPECT_TRUE(ReserveNodes().empty());
-  EXPECT_EQ(used_["n1"], 2u);
-  EXPECT_EQ(used_["n2"], 2u);
+  EXPECT_EQ(free_["n1"], 2u);  // the pass's room is charged for it
+  EXPECT_EQ(free_["n2"], 2u);
 }
 
 TEST_F(AttemptLauncherTest, NoRoomLeavesItPendingWithTheReasonOnce) {
@@ -214,7 +221,8 @@ TEST_F(AttemptLauncherTest, ALayoutTheRuntimeRefusesFailsTheJob) {
   EXPECT_EQ(job_.record.status.reason(), "PlanRefused");
   EXPECT_TRUE(sink_.sent.empty());
   EXPECT_EQ(job_.record.status.attempt(), 0u);
-  EXPECT_TRUE(used_.empty());
+  EXPECT_EQ(free_["n1"], 4u);
+  EXPECT_EQ(free_["n2"], 4u);
 }
 
 TEST_F(AttemptLauncherTest, AnAttemptTheStoreRefusesIsUndoneAndNeverSent) {
@@ -223,8 +231,8 @@ TEST_F(AttemptLauncherTest, AnAttemptTheStoreRefusesIsUndoneAndNeverSent) {
   EXPECT_FALSE(Place());
   EXPECT_EQ(job_.record.status.SerializeAsString(), before.SerializeAsString());
   EXPECT_TRUE(sink_.sent.empty());
-  EXPECT_EQ(used_["n1"], 0u);
-  EXPECT_EQ(used_["n2"], 0u);
+  EXPECT_EQ(free_["n1"], 4u);  // nothing charged for an attempt that was not stored
+  EXPECT_EQ(free_["n2"], 4u);
   EXPECT_EQ(owner_.dirty, 1);
   // Placed again once the store takes it.
   owner_.flush_status = Status::Ok();

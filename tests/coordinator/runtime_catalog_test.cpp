@@ -137,6 +137,46 @@ TEST_F(RuntimeCatalogTest, ResolveLooksInTheStageFirstThenTheCatalog) {
             "ClusterTrainingRuntime/alpha)");
 }
 
+// A TrainingRuntime named `name` in namespace `ns` ("" leaves metadata.namespace out).
+std::string NamespacedRuntimeYaml(const std::string& ns, const std::string& name,
+                                  const std::string& command) {
+  std::string yaml = RuntimeYaml(name, command);
+  yaml.replace(yaml.find("kind: ClusterTrainingRuntime"), 28, "kind: TrainingRuntime");
+  if (!ns.empty()) {
+    yaml.replace(yaml.find("metadata:\n"), 10, "metadata:\n  namespace: " + ns + "\n");
+  }
+  return yaml;
+}
+
+TEST_F(RuntimeCatalogTest, TrainingRuntimesResolveInTheJobsNamespace) {
+  const auto in_a = Parse(NamespacedRuntimeYaml("team-a", "rt", "/bin/a"));
+  const auto in_default = Parse(NamespacedRuntimeYaml("", "rt", "/bin/default"));
+  const auto stage = RuntimeCatalog::StageRuntimes({in_a, in_default});
+  trainjob::TrainJob::RuntimeRef ref = Ref("rt");
+  ref.kind = "TrainingRuntime";
+  auto a = catalog_.Resolve(stage, "team-a", "job", ref);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ((*a)->yaml, in_a.yaml);
+  auto d = catalog_.Resolve(stage, "", "job", ref);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ((*d)->yaml, in_default.yaml);
+  auto b = catalog_.Resolve(stage, "team-b", "job", ref);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("TrainingRuntime \"rt\" in namespace \"team-b\" not found"),
+            std::string::npos)
+      << b.status().message();
+
+  // Stored by "<namespace>/<name>" outside default (the bare name in it), and found so again.
+  ASSERT_TRUE(RuntimeCatalog::Store(stage, *store_).ok());
+  RuntimeCatalog reloaded;
+  ASSERT_TRUE(reloaded.LoadStored(*store_).ok());
+  ASSERT_NE(reloaded.Find("TrainingRuntime", "team-a/rt"), nullptr);
+  EXPECT_EQ(reloaded.Find("TrainingRuntime", "team-a/rt")->yaml, in_a.yaml);
+  EXPECT_EQ(reloaded.Find("TrainingRuntime", "rt")->yaml, in_default.yaml);
+  EXPECT_TRUE(reloaded.Resolve(RuntimeCatalog::Stage{}, "team-a", "job", ref).ok());
+  EXPECT_FALSE(reloaded.Resolve(RuntimeCatalog::Stage{}, "team-b", "job", ref).ok());
+}
+
 TEST_F(RuntimeCatalogTest, StoreThenCommitReportsCreatedAndConfigured) {
   Write("a.yaml", RuntimeYaml("alpha"));
   ASSERT_TRUE(catalog_.LoadShipped(shipped_).ok());

@@ -61,10 +61,12 @@ TEST_F(V1ApplyTest, AShortSuspendDocumentSuspendsAndLeavesTheRestAsItWas) {
 
 TEST_F(V1ApplyTest, APyTorchJobKeepsItsKindAcrossARestart) {
   const std::string pytorch = Fixture("training-operator/pytorch_simple.yaml");
+  // The fixture is in namespace kubeflow: the job's key is "kubeflow.pytorch-simple" (job_key.h).
   v1::ApplyResult created = ApplyOk(pytorch);
-  EXPECT_THAT(created.created(), ElementsAre("trainjob/pytorch-simple"));
+  EXPECT_THAT(created.created(), ElementsAre("trainjob/kubeflow/pytorch-simple"));
   auto check = [&] {
-    const v1::JobStatus& st = JobOrDie("pytorch-simple");
+    const v1::JobStatus& st = JobOrDie("kubeflow.pytorch-simple");
+    EXPECT_EQ(st.namespace_(), "kubeflow");
     EXPECT_EQ(st.source_kind(), "PyTorchJob");
     EXPECT_EQ(st.source_api_version(), "kubeflow.org/v1");
     EXPECT_EQ(st.runtime(), "TrainingRuntime/pytorchjob.kubeflow.org");
@@ -80,15 +82,15 @@ TEST_F(V1ApplyTest, APyTorchJobKeepsItsKindAcrossARestart) {
   EXPECT_FALSE(other.ok());
 
   // The same document again is no change; runPolicy.suspend flips it.
-  EXPECT_THAT(ApplyOk(pytorch).unchanged(), ElementsAre("trainjob/pytorch-simple"));
+  EXPECT_THAT(ApplyOk(pytorch).unchanged(), ElementsAre("trainjob/kubeflow/pytorch-simple"));
   const std::string suspended =
       trainjob::testing::Replace(pytorch, "spec:\n", "spec:\n  runPolicy:\n    suspend: true\n");
-  EXPECT_THAT(ApplyOk(suspended).configured(), ElementsAre("trainjob/pytorch-simple"));
-  EXPECT_EQ(PhaseName(JobOrDie("pytorch-simple")), "Suspended");
+  EXPECT_THAT(ApplyOk(suspended).configured(), ElementsAre("trainjob/kubeflow/pytorch-simple"));
+  EXPECT_EQ(PhaseName(JobOrDie("kubeflow.pytorch-simple")), "Suspended");
 
   MakeController();  // a coordinator restart: reloaded from the store
   check();
-  EXPECT_EQ(PhaseName(JobOrDie("pytorch-simple")), "Suspended");
+  EXPECT_EQ(PhaseName(JobOrDie("kubeflow.pytorch-simple")), "Suspended");
 }
 
 }  // namespace
