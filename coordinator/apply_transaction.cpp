@@ -56,19 +56,27 @@ Result<ApplyTransaction> ApplyTransaction::Prepare(const std::string& yaml,
                                                    const std::string& source, int64_t now_ms,
                                                    const RuntimeCatalog& runtimes,
                                                    const HeldJob& held,
-                                                   const JobEntryOptions& options) {
+                                                   const JobEntryOptions& options,
+                                                   const QueueCatalog* queues) {
   TRAINLET_ASSIGN_OR_RETURN(trainjob::ParsedFile parsed, Parse(yaml, source, held));
-  return Prepare(std::move(parsed), source, now_ms, runtimes, held, options);
+  return Prepare(std::move(parsed), source, now_ms, runtimes, held, options, queues);
 }
 
 Result<ApplyTransaction> ApplyTransaction::Prepare(trainjob::ParsedFile parsed,
                                                    const std::string& source, int64_t now_ms,
                                                    const RuntimeCatalog& runtimes,
                                                    const HeldJob& held,
-                                                   const JobEntryOptions& options) {
+                                                   const JobEntryOptions& options,
+                                                   const QueueCatalog* queues) {
   ApplyTransaction tx;
   tx.source = source;
   tx.warnings = std::move(parsed.warnings);
+  // Kueue's objects first: a file whose queue objects are invalid is refused before its jobs are
+  // looked at.
+  static const QueueCatalog kNoQueues;
+  TRAINLET_ASSIGN_OR_RETURN(tx.queues,
+                            (queues != nullptr ? *queues : kNoQueues)
+                                .StageObjects(parsed.queue_documents, source, &tx.warnings));
   // Runtimes of this file are visible to its jobs, and stored with them.
   tx.staged = RuntimeCatalog::StageRuntimes(parsed.runtimes);
   for (const auto& spec : parsed.jobs) {
@@ -106,11 +114,13 @@ Result<ApplyTransaction> ApplyTransaction::Prepare(trainjob::ParsedFile parsed,
 }
 
 Status ApplyTransaction::Store(JobStore& store, uint64_t min_free_bytes) const {
-  if (min_free_bytes > 0 && (!staged.empty() || !new_jobs.empty() || !flips.empty())) {
+  if (min_free_bytes > 0 &&
+      (!staged.empty() || !new_jobs.empty() || !flips.empty() || queues.writes())) {
     TRAINLET_RETURN_IF_ERROR(store.CheckSpace(min_free_bytes));
   }
   Status s = store.Transaction([&]() -> Status {
     TRAINLET_RETURN_IF_ERROR(RuntimeCatalog::Store(staged, store));
+    TRAINLET_RETURN_IF_ERROR(QueueCatalog::Store(queues, store));
     for (const auto& job : new_jobs) TRAINLET_RETURN_IF_ERROR(store.CreateJob(job->record));
     for (const auto& flip : flips) TRAINLET_RETURN_IF_ERROR(StoreSuspend(store, flip));
     return Status::Ok();

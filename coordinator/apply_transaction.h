@@ -6,7 +6,9 @@
 // TrainJob applied again is first laid over the stored document, as kubectl applies, so fields it
 // leaves out are no change. A Training Operator job (PyTorchJob, ..., MPIJob) comes converted
 // (common/trainjob/v1_conversion.h) with a runtime of its own, and its JobStatus keeps the kind.
-// Store writes all of it in one store transaction. Nothing here changes JobController's memory: it
+// Kueue's queue objects of the file (ClusterQueues, LocalQueues, ...; queue_catalog.h) are staged
+// against the QueueCatalog and stored with the rest. Store writes all of it in one store
+// transaction. Nothing here changes JobController's memory: it
 // commits the parts once Store succeeded (flips, runtimes, new jobs), so a refused file leaves
 // everything as it was.
 //
@@ -24,6 +26,7 @@
 #include "coordinator/job_entry.h"
 #include "coordinator/job_store.h"
 #include "coordinator/lifecycle_rules.h"
+#include "coordinator/queue_catalog.h"
 #include "coordinator/runtime_catalog.h"
 #include "trainlet/v1/envelope.pb.h"
 
@@ -43,17 +46,22 @@ struct ApplyTransaction {
   // Parse, then as below.
   static Result<ApplyTransaction> Prepare(const std::string& yaml, const std::string& source,
                                           int64_t now_ms, const RuntimeCatalog& runtimes,
-                                          const HeldJob& held, const JobEntryOptions& options);
-  // A file already parsed and checked (ApplyParser, on its own thread).
+                                          const HeldJob& held, const JobEntryOptions& options,
+                                          const QueueCatalog* queues = nullptr);
+  // A file already parsed and checked (ApplyParser, on its own thread). The file's Kueue
+  // documents are parsed here and staged against `queues` (null: an empty catalog); one that is
+  // invalid refuses the whole file.
   static Result<ApplyTransaction> Prepare(trainjob::ParsedFile parsed, const std::string& source,
                                           int64_t now_ms, const RuntimeCatalog& runtimes,
-                                          const HeldJob& held, const JobEntryOptions& options);
+                                          const HeldJob& held, const JobEntryOptions& options,
+                                          const QueueCatalog* queues = nullptr);
   // All or nothing. With min_free_bytes > 0 and anything to write, refuses first when the state
   // dir's file system has less free.
   Status Store(JobStore& store, uint64_t min_free_bytes) const;
 
   std::string source;            // the file's name, "" for stdin
   RuntimeCatalog::Stage staged;  // the file's runtimes
+  QueueCatalog::Stage queues;    // the file's Kueue objects
   std::vector<std::unique_ptr<JobEntry>> new_jobs;
   std::vector<SuspendFlip> flips;  // held jobs whose spec.suspend this file changes
   std::vector<std::string> warnings;

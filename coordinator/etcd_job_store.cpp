@@ -126,6 +126,11 @@ std::string EtcdJobStore::CordonKey(const std::string& node) const {
   return prefix_ + "cordons/" + Escape(node);
 }
 
+std::string EtcdJobStore::QueueKey(const std::string& kind, const std::string& namespace_,
+                                   const std::string& name) const {
+  return prefix_ + "queues/" + Escape(kind) + "/" + Escape(namespace_) + "/" + Escape(name);
+}
+
 Status EtcdJobStore::CheckLimits(size_t compares, const std::vector<EtcdOp>& ops) const {
   const size_t n = std::max(compares + (fence_ ? 1 : 0), ops.size());
   if (n > config_.max_txn_ops) {
@@ -419,9 +424,38 @@ Result<std::vector<NodeCordonRecord>> EtcdJobStore::ListNodeCordons() {
   return out;
 }
 
+Status EtcdJobStore::PutQueueObject(const QueueObjectRecord& object) {
+  return Write({},
+               {EtcdOp::Put(QueueKey(object.kind, object.namespace_, object.name), object.yaml)});
+}
+
+Status EtcdJobStore::DeleteQueueObject(const std::string& kind, const std::string& namespace_,
+                                       const std::string& name) {
+  const std::string key = QueueKey(kind, namespace_, name);
+  return Write({{Precondition::Kind::kPresent, key, kind + "/" + name}}, {EtcdOp::Delete(key)});
+}
+
+Result<std::vector<QueueObjectRecord>> EtcdJobStore::ListQueueObjects() {
+  const std::string begin = prefix_ + "queues/";
+  TRAINLET_ASSIGN_OR_RETURN(auto kvs, Read(begin, EtcdClient::PrefixEnd(begin)));
+  std::vector<QueueObjectRecord> out;
+  for (const auto& kv : kvs) {
+    const std::string rest = kv.key.substr(begin.size());
+    const size_t a = rest.find('/');
+    const size_t b = a == std::string::npos ? a : rest.find('/', a + 1);
+    if (b == std::string::npos) continue;
+    out.push_back({Unescape(rest.substr(0, a)), Unescape(rest.substr(a + 1, b - a - 1)),
+                   Unescape(rest.substr(b + 1)), kv.value});
+  }
+  std::sort(out.begin(), out.end(), [](const QueueObjectRecord& x, const QueueObjectRecord& y) {
+    return std::tie(x.kind, x.namespace_, x.name) < std::tie(y.kind, y.namespace_, y.name);
+  });
+  return out;
+}
+
 Status EtcdJobStore::DeleteRecords() {
   std::vector<EtcdOp> ops;
-  for (const char* table : {"jobs/", "runtimes/", "cordons/"}) {
+  for (const char* table : {"jobs/", "runtimes/", "cordons/", "queues/"}) {
     EtcdOp all = EtcdOp::Delete(prefix_ + table);
     all.range_end = EtcdClient::PrefixEnd(prefix_ + table);
     ops.push_back(std::move(all));

@@ -8,6 +8,8 @@
 //   <prefix>jobs/<name>/status        v1::JobStatus, serialized, as SQLite stores it
 //   <prefix>runtimes/<kind>/<name>    the runtime's YAML
 //   <prefix>cordons/<node>            StoredNodeCordon (store.proto)
+//   <prefix>queues/<kind>/<namespace>/<name>  a Kueue queue object's YAML (namespace "" for the
+//                                     cluster-scoped kinds); older trainlets ignore these keys
 // Jobs are listed by the create revision of their meta key, then by their ordinal inside the
 // transaction that created them: creation order, as SQLite's.
 //
@@ -84,13 +86,20 @@ class EtcdJobStore : public JobStore {
   Status DeleteNodeCordon(const std::string& node) override;
   Result<std::vector<NodeCordonRecord>> ListNodeCordons() override;
 
+  // Kueue's queue objects: as JobStore's.
+  Status PutQueueObject(const QueueObjectRecord& object) override;
+  Status DeleteQueueObject(const std::string& kind, const std::string& namespace_,
+                           const std::string& name) override;
+  Result<std::vector<QueueObjectRecord>> ListQueueObjects() override;
+
   Status Transaction(const std::function<Status()>& body) override;
 
   // The compare every write txn carries from now on (nullopt: none). When it does not hold, the
   // write fails with kUnavailable "not the leader" and nothing of it lands.
   void SetWriteFence(std::optional<EtcdCompare> fence) { fence_ = std::move(fence); }
 
-  // Deletes every job, runtime and cordon under the prefix in one txn (`--migrate-store
+  // Deletes every job, runtime, cordon and queue object under the prefix in one txn
+  // (`--migrate-store
   // --force`).
   Status DeleteRecords();
   // How many keys are under the prefix (the layout version included).
@@ -137,6 +146,8 @@ class EtcdJobStore : public JobStore {
   std::string JobKey(const std::string& name, const char* field) const;
   std::string RuntimeKey(const std::string& kind, const std::string& name) const;
   std::string CordonKey(const std::string& node) const;
+  std::string QueueKey(const std::string& kind, const std::string& namespace_,
+                       const std::string& name) const;
 
   // Constant after construction.
   const EtcdStoreConfig config_;

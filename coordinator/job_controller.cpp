@@ -31,6 +31,7 @@ JobController::JobController(JobStore* store, NodeRegistry* registry, NodeSink* 
 Status JobController::Load(const std::string& runtimes_dir) {
   TRAINLET_RETURN_IF_ERROR(runtimes_.LoadShipped(runtimes_dir));
   TRAINLET_RETURN_IF_ERROR(runtimes_.LoadStored(*store_));
+  TRAINLET_RETURN_IF_ERROR(queues_.LoadStored(*store_));
   TRAINLET_ASSIGN_OR_RETURN(auto stored_jobs, store_->ListJobs());
   for (auto& rec : stored_jobs) {
     auto spec = trainjob::ParseDocuments(rec.spec_yaml);
@@ -78,7 +79,7 @@ Result<v1::ApplyResult> JobController::Apply(trainjob::ParsedFile parsed, const 
                                              int64_t now_ms, const std::string& by) {
   TRAINLET_ASSIGN_OR_RETURN(ApplyTransaction tx,
                             ApplyTransaction::Prepare(std::move(parsed), source, now_ms, runtimes_,
-                                                      Held(), entry_options_));
+                                                      Held(), entry_options_, &queues_));
   if (!by.empty()) {
     // Who applied: the Created event of each new job, and the Suspended/Resumed event a re-apply
     // adds last.
@@ -103,6 +104,7 @@ Result<v1::ApplyResult> JobController::Apply(trainjob::ParsedFile parsed, const 
     CommitSuspend(std::move(flip));
   }
   runtimes_.Commit(std::move(tx.staged), result);
+  queues_.Commit(std::move(tx.queues), result);
   for (auto& job : tx.new_jobs) {
     result.add_created("trainjob/" + JobDisplayName(job->record.name));
     Adopt(std::move(job));

@@ -61,6 +61,7 @@
 #include "coordinator/node_usage.h"
 #include "coordinator/placement_inputs.h"
 #include "coordinator/port_reservation_waits.h"
+#include "coordinator/queue_catalog.h"
 #include "coordinator/runtime_catalog.h"
 #include "trainlet/runtime_plugin.h"
 #include "trainlet/v1/envelope.pb.h"
@@ -193,6 +194,12 @@ class JobController : private AttemptLauncher::Owner {
   // (LauncherKeys), ResolveExec, and whether an attempt may run now (AttemptActive).
   const ExecAuthority& exec() const { return exec_; }
 
+  // Kueue's queue objects (queue_catalog.h): applied with the jobs, read by admission and by
+  // OperatorService (operator_queues.cpp), which deletes through it with store().
+  QueueCatalog& queues() { return queues_; }
+  const QueueCatalog& queues() const { return queues_; }
+  JobStore& store() { return *store_; }
+
   const v1::JobStatus* Find(const std::string& name) const;
   std::vector<const v1::JobStatus*> List() const;
   // Bumped on every change of any job; waiters compare it to skip needless checks.
@@ -240,6 +247,7 @@ class JobController : private AttemptLauncher::Owner {
   // Owned by the loop.
   AgentCommands agents_;
   RuntimeCatalog runtimes_;
+  QueueCatalog queues_;
   ExecAuthority exec_;        // reads jobs_ through Find()
   AttemptLauncher launcher_;  // owns the port waits; reports back through Owner (this)
   ProgressWatch progress_;    // stall clocks and coalesced progress writes

@@ -1,5 +1,6 @@
-// The coordinator's durable state: TrainJobs, their status, the runtimes they refer to, and the
-// nodes an operator cordoned or drained. JobStore is the interface; two backends sit behind it:
+// The coordinator's durable state: TrainJobs, their status, the runtimes they refer to, the
+// nodes an operator cordoned or drained, and Kueue's queue objects (ClusterQueues, ...). JobStore
+// is the interface; two backends sit behind it:
 //   - SqliteJobStore (sqlite_job_store.h): one database under --state-dir, the default, for one
 //     coordinator;
 //   - EtcdJobStore (etcd_job_store.h): keys in an etcd cluster, for coordinators in high
@@ -48,6 +49,17 @@ struct RuntimeRecord {
   std::string kind;  // TrainingRuntime or ClusterTrainingRuntime
   std::string name;
   std::string yaml;
+};
+
+// A Kueue object as applied (common/kueue/kueue_model.h): kind ResourceFlavor, ClusterQueue,
+// LocalQueue or WorkloadPriorityClass, kept by (kind, namespace, name). namespace_ is "" for the
+// cluster-scoped kinds (all but LocalQueue).
+struct QueueObjectRecord {
+  std::string kind;
+  std::string namespace_;
+  std::string name;
+  std::string yaml;  // the document as applied (re-emitted), parsed again at load
+  bool operator==(const QueueObjectRecord&) const = default;
 };
 
 // A node taken out of placement by `trainletctl cordon` or `drain`, kept by node name.
@@ -110,6 +122,15 @@ class JobStore : public NodeCordonStore {
                                                           const std::string& name) = 0;
   // Ordered by kind, then name.
   virtual Result<std::vector<RuntimeRecord>> ListRuntimes() = 0;
+
+  // Kueue's queue objects (QueueCatalog, queue_catalog.h). Inserts or replaces the object with
+  // this (kind, namespace, name), as a re-apply replaces it.
+  virtual Status PutQueueObject(const QueueObjectRecord& object) = 0;
+  // kNotFound "<kind>/<name> not found" when there is none.
+  virtual Status DeleteQueueObject(const std::string& kind, const std::string& namespace_,
+                                   const std::string& name) = 0;
+  // Ordered by kind, then namespace, then name.
+  virtual Result<std::vector<QueueObjectRecord>> ListQueueObjects() = 0;
 
   // Runs `body`; its writes commit together when it returns OK and are all rolled back when it
   // returns an error (which is then returned) or throws. Nests: an inner failure rolls back only

@@ -49,6 +49,14 @@ Status OperatorService::Authorize(const std::string& user, const v1::OperatorReq
       return policy.Check(user, Verb::kCordon, "");
     case v1::OperatorRequest::kDrainNode:
       return policy.Check(user, Verb::kDrain, "");
+    case v1::OperatorRequest::kQueueObjects: {
+      // Kueue's queue objects (operator_queues.h): anyone the policy names may list them; only
+      // admins may delete one, as only admins may apply one.
+      const v1::QueueObjectsRequest& q = req.queue_objects();
+      if (!q.remove()) return policy.Check(user, Verb::kGet, "");
+      return policy.CheckApply(user, q.kind(),
+                               q.kind() == "LocalQueue" ? NamespaceOrDefault(q.namespace_()) : "");
+    }
     case v1::OperatorRequest::BODY_NOT_SET:
       return Status::Ok();  // answered Invalid
   }
@@ -71,6 +79,18 @@ Status OperatorService::AuthorizeApply(const std::string& user,
   for (const auto& converted : file.converted) {
     TRAINLET_RETURN_IF_ERROR(
         policy.CheckApply(user, converted.kind, NamespaceOrDefault(converted.job.namespace_)));
+  }
+  // Kueue's documents, set aside unparsed by the TrainJob parser (they are parsed when the file is
+  // stored): their kind and namespace as written.
+  for (const auto& doc : file.queue_documents) {
+    const std::string kind = trainjob::MapGet(doc.node, "kind").IsScalar()
+                                 ? trainjob::MapGet(doc.node, "kind").Scalar()
+                                 : std::string();
+    const YAML::Node ns = trainjob::MapGet(trainjob::MapGet(doc.node, "metadata"), "namespace");
+    TRAINLET_RETURN_IF_ERROR(policy.CheckApply(
+        user, kind,
+        kind == "LocalQueue" ? NamespaceOrDefault(ns.IsScalar() ? ns.Scalar() : "")
+                             : std::string()));
   }
   return Status::Ok();
 }

@@ -7,6 +7,7 @@
 #include "common/envelope.h"
 #include "coordinator/job_key.h"
 #include "coordinator/job_state_machine.h"
+#include "coordinator/operator_queues.h"
 #include "coordinator/rank_state_machine.h"
 
 namespace trainlet::coordinator {
@@ -144,6 +145,10 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
       break;
     case v1::OperatorRequest::kDrainNode:
       take(Drain(req.drain_node(), now_ms, user), r.mutable_drain_node());
+      break;
+    case v1::OperatorRequest::kQueueObjects:  // operator_queues.h
+      take(HandleQueueObjects(req.queue_objects(), jobs_->queues(), jobs_->store()),
+           r.mutable_queue_objects());
       break;
     case v1::OperatorRequest::kLogs:
       return HandleLogs(routing_id, req.request_id(), req.logs(), now);

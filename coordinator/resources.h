@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/quantity.h"
 #include "common/status.h"
 #include "trainlet/v1/node.pb.h"
 
@@ -39,13 +40,8 @@ struct Resources {
   bool operator==(const Resources&) const = default;
 };
 
-// A Kubernetes quantity: a decimal number (sign, digits, optional fraction, optional exponent
-// "e3"/"E-2") with an optional suffix: binary Ki Mi Gi Ti Pi Ei, or decimal n u m k M G T P E.
-// Returns the value times `scale` (1000 for cpu in millicores, 1 for everything else), rounded
-// up to a whole unit as Kubernetes rounds requests. Errors (kInvalid) quote the text:
-// "\"4GB\" is not a quantity (number with suffix Ki, Mi, Gi, Ti, Pi, Ei, n, u, m, k, M, G, T, P
-// or E)"; negative values and values over 2^62 are refused.
-Result<int64_t> ParseQuantity(std::string_view text, int64_t scale = 1);
+// ParseQuantity (common/quantity.h), here under the name the planner's callers use.
+using ::trainlet::ParseQuantity;
 
 // The short form of an amount of `kind`: cpu "2" or "500m", memory "4Gi" / "1500M" / "123",
 // GPUs "8".

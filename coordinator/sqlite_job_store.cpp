@@ -51,6 +51,18 @@ CREATE TABLE node_cordons (
 PRAGMA user_version = 2;
 )sql";
 
+// Version 3: Kueue's queue objects (issue 14). namespace is '' for the cluster-scoped kinds.
+constexpr const char* kSchemaV3 = R"sql(
+CREATE TABLE queue_objects (
+  kind      TEXT NOT NULL,
+  namespace TEXT NOT NULL,
+  name      TEXT NOT NULL,
+  yaml      TEXT NOT NULL,
+  PRIMARY KEY (kind, namespace, name)
+);
+PRAGMA user_version = 3;
+)sql";
+
 // A writer that waits longer than this for the lock gets SQLITE_BUSY; only other processes
 // (a `sqlite3` shell, a backup) can hold it, since one SqliteJobStore owns the database.
 constexpr int kBusyTimeoutMs = 5000;
@@ -80,6 +92,14 @@ constexpr const char* kUpsertCordon =
 constexpr const char* kDeleteCordon = "DELETE FROM node_cordons WHERE node = ?1";
 constexpr const char* kSelectCordons =
     "SELECT node, reason, drain, since_unix_ms FROM node_cordons ORDER BY node";
+
+constexpr const char* kUpsertQueueObject =
+    "INSERT INTO queue_objects (kind, namespace, name, yaml) VALUES (?1, ?2, ?3, ?4) "
+    "ON CONFLICT (kind, namespace, name) DO UPDATE SET yaml = excluded.yaml";
+constexpr const char* kDeleteQueueObject =
+    "DELETE FROM queue_objects WHERE kind = ?1 AND namespace = ?2 AND name = ?3";
+constexpr const char* kSelectQueueObjects =
+    "SELECT kind, namespace, name, yaml FROM queue_objects ORDER BY kind, namespace, name";
 
 // Resets a cached statement when the use ends, whatever the path out, so the next use starts
 // clean and no read transaction is left open.
@@ -221,6 +241,7 @@ Status SqliteJobStore::Init() {
   // Each step migrates one version up, in one transaction, so a crash leaves a whole version.
   if (version < 1) TRAINLET_RETURN_IF_ERROR(Transaction([&] { return Exec(kSchemaV1); }));
   if (version < 2) TRAINLET_RETURN_IF_ERROR(Transaction([&] { return Exec(kSchemaV2); }));
+  if (version < 3) TRAINLET_RETURN_IF_ERROR(Transaction([&] { return Exec(kSchemaV3); }));
   return Status::Ok();
 }
 
@@ -471,6 +492,41 @@ Result<std::vector<NodeCordonRecord>> SqliteJobStore::ListNodeCordons() {
                    sqlite3_column_int64(s, 3)});
   }
   if (rc != SQLITE_DONE) return Error("listing node cordons");
+  return out;
+}
+
+Status SqliteJobStore::PutQueueObject(const QueueObjectRecord& object) {
+  TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kUpsertQueueObject));
+  StatementUse use(s);
+  BindText(s, 1, object.kind);
+  BindText(s, 2, object.namespace_);
+  BindText(s, 3, object.name);
+  BindText(s, 4, object.yaml);
+  if (sqlite3_step(s) != SQLITE_DONE) return Error("storing " + object.kind + "/" + object.name);
+  return Status::Ok();
+}
+
+Status SqliteJobStore::DeleteQueueObject(const std::string& kind, const std::string& namespace_,
+                                         const std::string& name) {
+  TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kDeleteQueueObject));
+  StatementUse use(s);
+  BindText(s, 1, kind);
+  BindText(s, 2, namespace_);
+  BindText(s, 3, name);
+  if (sqlite3_step(s) != SQLITE_DONE) return Error("deleting " + kind + "/" + name);
+  if (sqlite3_changes(db_.get()) == 0) return NotFoundError(kind + "/" + name + " not found");
+  return Status::Ok();
+}
+
+Result<std::vector<QueueObjectRecord>> SqliteJobStore::ListQueueObjects() {
+  TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kSelectQueueObjects));
+  StatementUse use(s);
+  std::vector<QueueObjectRecord> out;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    out.push_back({ColumnText(s, 0), ColumnText(s, 1), ColumnText(s, 2), ColumnText(s, 3)});
+  }
+  if (rc != SQLITE_DONE) return Error("listing queue objects");
   return out;
 }
 

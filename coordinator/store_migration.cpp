@@ -11,14 +11,22 @@ namespace trainlet::coordinator {
 
 namespace {
 
+// ", 3 queue objects"; "" for none, so stores without Kueue objects read as before.
+std::string QueueCount(size_t n) {
+  return n == 0 ? std::string() : ", " + std::to_string(n) + " queue objects";
+}
+
 struct Snapshot {
   std::vector<JobRecord> jobs;
   std::vector<RuntimeRecord> runtimes;
   std::vector<NodeCordonRecord> cordons;
-  bool empty() const { return jobs.empty() && runtimes.empty() && cordons.empty(); }
+  std::vector<QueueObjectRecord> queues;
+  bool empty() const {
+    return jobs.empty() && runtimes.empty() && cordons.empty() && queues.empty();
+  }
   std::string Counts() const {
     return std::to_string(jobs.size()) + " jobs, " + std::to_string(runtimes.size()) +
-           " runtimes, " + std::to_string(cordons.size()) + " cordons";
+           " runtimes, " + std::to_string(cordons.size()) + " cordons" + QueueCount(queues.size());
   }
 };
 
@@ -27,12 +35,13 @@ Result<Snapshot> Read(JobStore& store) {
   TRAINLET_ASSIGN_OR_RETURN(s.jobs, store.ListJobs());
   TRAINLET_ASSIGN_OR_RETURN(s.runtimes, store.ListRuntimes());
   TRAINLET_ASSIGN_OR_RETURN(s.cordons, store.ListNodeCordons());
+  TRAINLET_ASSIGN_OR_RETURN(s.queues, store.ListQueueObjects());
   return s;
 }
 
 std::string Difference(const Snapshot& a, const Snapshot& b) {
   if (a.jobs.size() != b.jobs.size() || a.runtimes.size() != b.runtimes.size() ||
-      a.cordons.size() != b.cordons.size()) {
+      a.cordons.size() != b.cordons.size() || a.queues.size() != b.queues.size()) {
     return "counts differ: " + a.Counts() + " against " + b.Counts();
   }
   for (size_t i = 0; i < a.jobs.size(); ++i) {
@@ -60,6 +69,11 @@ std::string Difference(const Snapshot& a, const Snapshot& b) {
     if (std::tie(x.node, x.reason, x.drain, x.since_unix_ms) !=
         std::tie(y.node, y.reason, y.drain, y.since_unix_ms)) {
       return "the cordon of node " + x.node + " differs";
+    }
+  }
+  for (size_t i = 0; i < a.queues.size(); ++i) {
+    if (!(a.queues[i] == b.queues[i])) {
+      return a.queues[i].kind + "/" + a.queues[i].name + " differs";
     }
   }
   return "";
@@ -92,7 +106,8 @@ std::string FirstDifference(JobStore& a, JobStore& b) {
 Result<MigrationReport> MigrateStore(JobStore& from, EtcdJobStore& to, bool force) {
   TRAINLET_ASSIGN_OR_RETURN(Snapshot source, Read(from));
   TRAINLET_ASSIGN_OR_RETURN(Snapshot target, Read(to));
-  MigrationReport report{source.jobs.size(), source.runtimes.size(), source.cordons.size(), false};
+  MigrationReport report{source.jobs.size(), source.runtimes.size(), source.cordons.size(), false,
+                         source.queues.size()};
   if (!target.empty()) {
     if (Difference(source, target).empty()) {
       report.already_migrated = true;
@@ -112,6 +127,8 @@ Result<MigrationReport> MigrateStore(JobStore& from, EtcdJobStore& to, bool forc
                                    [&](size_t i) { return to.PutRuntime(source.runtimes[i]); }));
   TRAINLET_RETURN_IF_ERROR(Chunked(to, source.cordons.size(), ops,
                                    [&](size_t i) { return to.PutNodeCordon(source.cordons[i]); }));
+  TRAINLET_RETURN_IF_ERROR(Chunked(to, source.queues.size(), ops,
+                                   [&](size_t i) { return to.PutQueueObject(source.queues[i]); }));
   TRAINLET_RETURN_IF_ERROR(Chunked(to, source.jobs.size(), std::max<size_t>(1, (ops - 1) / 3),
                                    [&](size_t i) { return to.CreateJob(source.jobs[i]); }));
   TRAINLET_ASSIGN_OR_RETURN(Snapshot copied, Read(to));
@@ -140,7 +157,8 @@ Result<std::string> RunStoreMigration(const std::string& from_state_dir,
   if (!to.ok()) return Status(to.status().code(), "--to: " + to.status().message());
   TRAINLET_ASSIGN_OR_RETURN(MigrationReport r, MigrateStore(**from, **to, force));
   const std::string counts = std::to_string(r.jobs) + " jobs, " + std::to_string(r.runtimes) +
-                             " runtimes, " + std::to_string(r.cordons) + " cordons";
+                             " runtimes, " + std::to_string(r.cordons) + " cordons" +
+                             QueueCount(r.queue_objects);
   if (r.already_migrated) {
     return (*to)->location() + " already holds the " + counts + " of " + (*from)->location() +
            ": nothing to do";

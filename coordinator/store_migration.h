@@ -1,6 +1,6 @@
 // `trainlet-coordinator --migrate-store`: copies a job store (SQLite) into an etcd store, record
-// by record (jobs with their status, finished or running; runtimes; node cordons), then reads the
-// target back and checks every record.
+// by record (jobs with their status, finished or running; runtimes; node cordons; Kueue's queue
+// objects), then reads the target back and checks every record.
 //
 // Idempotent: a target that already holds exactly the source's records is left as it is. A target
 // with other records is refused (kExists, with its counts) unless `force`, which replaces them.
@@ -24,6 +24,7 @@ struct MigrationReport {
   size_t runtimes = 0;
   size_t cordons = 0;
   bool already_migrated = false;  // the target held the same records: nothing was written
+  size_t queue_objects = 0;       // Kueue's ClusterQueues, LocalQueues, ...
 };
 
 Result<MigrationReport> MigrateStore(JobStore& from, EtcdJobStore& to, bool force);

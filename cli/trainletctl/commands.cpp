@@ -14,6 +14,7 @@
 #include "trainletctl/apply_input.h"
 #include "trainletctl/coordinator_client.h"
 #include "trainletctl/describe_node.h"
+#include "trainletctl/queue_commands.h"
 #include "trainletctl/render.h"
 
 namespace trainlet::cli {
@@ -147,11 +148,16 @@ int64_t ParseDuration(const std::string& text) {
 int CmdGet(const CommonFlags& f, const std::string& kind_arg, const std::string& name_arg,
            const ListPaging& paging) {
   std::string name = name_arg;
+  // Kueue's queue objects (queue_commands.h).
+  if (std::string qkind = QueueKindOf(kind_arg, name); !qkind.empty()) {
+    return CmdGetQueueObjects(f, qkind, name);
+  }
   const std::string kind = NormalizeKind(kind_arg, name);
   if (kind.empty())
     return Error("unknown resource type \"" + kind_arg +
-                 "\"; use nodes, trainjobs, or a Training Operator kind (pytorchjobs, tfjobs, "
-                 "xgboostjobs, paddlejobs, jaxjobs, mpijobs)");
+                 "\"; use nodes, trainjobs, a Training Operator kind (pytorchjobs, tfjobs, "
+                 "xgboostjobs, paddlejobs, jaxjobs, mpijobs) or a queue kind (clusterqueues, "
+                 "localqueues, resourceflavors, workloadpriorityclasses)");
   auto format = ParseOutputFormat(f.output);
   if (!format.ok()) return Error(format.status());
   if (kind == "trainjob" && NamedAcrossNamespaces(f, name)) return 1;
@@ -387,6 +393,9 @@ int CmdWait(const CommonFlags& f, const std::string& target, const std::string& 
 int CmdDelete(const CommonFlags& f, const std::string& kind_arg, const std::string& name_arg,
               bool wait, const std::string& timeout) {
   std::string name = name_arg;
+  if (std::string qkind = QueueKindOf(kind_arg, name); !qkind.empty()) {
+    return CmdDeleteQueueObject(f, qkind, name);
+  }
   const std::string kind = NormalizeKind(kind_arg, name);
   if (kind != "trainjob" || name.empty()) return Error("delete: expected trainjob NAME");
   if (NamedAcrossNamespaces(f, name)) return 1;

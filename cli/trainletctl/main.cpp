@@ -40,7 +40,8 @@ void AddGetCommand(CLI::App& app, CommonFlags& common, int& rc) {
   auto a = std::make_shared<Args>();
   get->add_option("kind", a->kind,
                   "nodes | trainjobs (or trainjob/NAME) | pytorchjobs, tfjobs, xgboostjobs, "
-                  "paddlejobs, jaxjobs, mpijobs")
+                  "paddlejobs, jaxjobs, mpijobs | clusterqueues (cq), localqueues (lq), "
+                  "resourceflavors (rf), workloadpriorityclasses (wpc)")
       ->required();
   get->add_option("name", a->name, "Only this one");
   get->add_option("-o,--output", common.output, "json | yaml | wide | name");

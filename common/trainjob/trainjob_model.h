@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/trainjob/yaml_support.h"
 
 namespace trainlet::trainjob {
 
@@ -105,6 +106,10 @@ struct TrainJob {
     // nvidia.com/gpu -> "8".
     std::map<std::string, std::string> resources_per_node;
   } trainer;
+  // metadata.labels kueue.x-k8s.io/queue-name and kueue.x-k8s.io/priority-class ("" when unset):
+  // the LocalQueue the job waits in and its WorkloadPriorityClass. Either may name an object not
+  // applied (yet): Kueue accepts that too, and the job waits.
+  std::string queue_name, priority_class;
   // From spec.runtimePatches[*]: the nodeSelector and tolerations patched into replicatedJob
   // "node"'s pod spec. They narrow where ranks run on top of the runtime's own (a key set by both
   // takes the TrainJob's value).
@@ -130,6 +135,11 @@ struct ParsedFile {
   std::vector<TrainJob> jobs;
   std::vector<TrainingRuntime> runtimes;
   std::vector<ConvertedJob> converted;  // v1 jobs, in file order
+  // Documents of Kueue's API (apiVersion kueue.x-k8s.io/..., or a kind ResourceFlavor,
+  // ClusterQueue, LocalQueue or WorkloadPriorityClass), set aside unread, in file order, for
+  // common/kueue's parser (kueue::ParseQueueDocuments): the caller parses them and refuses the
+  // file when they are invalid.
+  std::vector<YamlDocument> queue_documents;
   // Fields trainlet ignores, each naming its document and path, e.g.
   // "TrainJob/runtime-patches-example: spec.runtimePatches: ignored (pod customisation has no
   // effect on bare metal)".

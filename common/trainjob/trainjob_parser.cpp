@@ -116,6 +116,21 @@ std::optional<std::string> SchedulerOfKey(const std::string& key) {
   return std::nullopt;
 }
 
+// The labels of Kueue's that name a LocalQueue and a WorkloadPriorityClass (kueue_model.h).
+bool IsQueueLabel(std::string_view key) {
+  return key == "kueue.x-k8s.io/queue-name" || key == "kueue.x-k8s.io/priority-class";
+}
+
+// Documents of Kueue's API are common/kueue's to parse (kueue::IsQueueDocument says the same):
+// ParseDocuments sets them aside in ParsedFile::queue_documents.
+bool IsQueueDocument(const YAML::Node& node) {
+  if (!node.IsMap()) return false;
+  const std::string api_version = Text(MapGet(node, "apiVersion"));
+  const std::string kind = Text(MapGet(node, "kind"));
+  return api_version.starts_with("kueue.x-k8s.io/") || kind == "ResourceFlavor" ||
+         kind == "ClusterQueue" || kind == "LocalQueue" || kind == "WorkloadPriorityClass";
+}
+
 Status ReadStringMap(const YAML::Node& n, const std::string& path, const DocContext& ctx,
                      std::map<std::string, std::string>* out) {
   if (!IsSet(n)) return Status::Ok();
@@ -190,6 +205,16 @@ Status ReadMetadata(const YAML::Node& doc, std::string_view kind, DocContext& ct
   for (const auto* map : {&out->labels, &out->annotations}) {
     const char* field = map == &out->labels ? "metadata.labels" : "metadata.annotations";
     for (const auto& [key, value] : *map) {
+      // Kueue's two job labels are trainlet's own now (TrainJob::queue_name, priority_class):
+      // checked as Kueue's webhook checks them, not ignored.
+      if (map == &out->labels && IsQueueLabel(key)) {
+        if (!IsDns1123Subdomain(value)) {
+          return ctx.Error(AppendKey(field, key),
+                           "must name a Kueue object (a lowercase RFC 1123 subdomain), got " +
+                               QuoteForMessage(value));
+        }
+        continue;
+      }
       if (auto scheduler = SchedulerOfKey(key)) {
         ctx.Warn(
             AppendKey(field, key),
@@ -389,6 +414,12 @@ Result<TrainJob> BuildTrainJob(const YAML::Node& doc, const Metadata& meta, DocC
   job.namespace_ = meta.namespace_;
   job.labels = meta.labels;
   job.annotations = meta.annotations;
+  if (auto q = job.labels.find("kueue.x-k8s.io/queue-name"); q != job.labels.end()) {
+    job.queue_name = q->second;
+  }
+  if (auto p = job.labels.find("kueue.x-k8s.io/priority-class"); p != job.labels.end()) {
+    job.priority_class = p->second;
+  }
   YAML::Node spec = MapGet(doc, "spec");
 
   YAML::Node ref = MapGet(spec, "runtimeRef");
@@ -610,6 +641,10 @@ Result<ParsedFile> ParseDocuments(std::string_view yaml_text, const StoredDocume
     std::map<std::string, int> defined;
     for (const YamlDocument& doc : docs) {
       if (!IsSet(doc.node)) continue;
+      if (IsQueueDocument(doc.node)) {
+        out.queue_documents.push_back(doc);
+        continue;
+      }
       std::string identity, label;
       TRAINLET_RETURN_IF_ERROR(ParseOne(doc, stored, &out, &identity, &label));
       auto [it, inserted] = defined.emplace(identity, doc.index);

@@ -190,7 +190,11 @@ void EmitNode(YAML::Emitter& out, const YAML::Node& node, bool is_key) {
     case YAML::NodeType::Scalar: {
       const std::string& text = node.Scalar();
       YamlKind kind = is_key ? YamlKind::kString : Classify(node);
-      if (kind != YamlKind::kString) {
+      // A tagged scalar with no text (`spec: !x`) reads as null; written as its empty text it
+      // would come back a string "" (found by kueue_parser_fuzz).
+      if (kind == YamlKind::kNull) {
+        out << YAML::Null;
+      } else if (kind != YamlKind::kString) {
         out << text;
       } else if (!is_key && text.find('\n') != std::string::npos && SuitsLiteral(text)) {
         out << YAML::Literal << text;

@@ -523,3 +523,96 @@ TEST_P(JobStoreContractTest, CorruptStateStringIsAnErrorNamingJobAndValue) {
 
 }  // namespace
 }  // namespace trainlet::coordinator
+
+namespace trainlet::coordinator {
+namespace {
+
+// Kueue's queue objects (issue 14): kept by (kind, namespace, name), replaced by a re-apply.
+TEST_P(JobStoreContractTest, QueueObjectsUpsertListAndDelete) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->PutQueueObject({"LocalQueue", "team-a", "q", "cq: a"}).ok());
+  ASSERT_TRUE(store->PutQueueObject({"ClusterQueue", "", "a", "v1"}).ok());
+  ASSERT_TRUE(store->PutQueueObject({"LocalQueue", "default", "q", "cq: b"}).ok());
+  ASSERT_TRUE(store->PutQueueObject({"ClusterQueue", "", "a", "v2"}).ok());  // replaces
+  auto all = store->ListQueueObjects();
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ((*all)[0], (QueueObjectRecord{"ClusterQueue", "", "a", "v2"}));
+  EXPECT_EQ((*all)[1], (QueueObjectRecord{"LocalQueue", "default", "q", "cq: b"}));
+  EXPECT_EQ((*all)[2], (QueueObjectRecord{"LocalQueue", "team-a", "q", "cq: a"}));
+  ASSERT_TRUE(store->DeleteQueueObject("LocalQueue", "default", "q").ok());
+  Status missing = store->DeleteQueueObject("LocalQueue", "default", "q");
+  EXPECT_EQ(missing.code(), ErrorCode::kNotFound) << missing.ToString();
+  EXPECT_NE(missing.message().find("LocalQueue/q not found"), std::string::npos)
+      << missing.message();
+  all = store->ListQueueObjects();
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 2u);
+}
+
+TEST_P(JobStoreContractTest, QueueObjectsSurviveReopen) {
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->PutQueueObject({"WorkloadPriorityClass", "", "high", "value: 1000"}).ok());
+  }
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  auto all = store->ListQueueObjects();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].yaml, "value: 1000");
+}
+
+// One apply is one transaction: a queue object is not stored when a job of the same file fails.
+TEST_P(JobStoreContractTest, QueueObjectsCommitWithTheJobsOrNotAtAll) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->CreateJob(Job("taken")).ok());
+  Status s = store->Transaction([&]() -> Status {
+    TRAINLET_RETURN_IF_ERROR(store->PutQueueObject({"ClusterQueue", "", "cq", "y"}));
+    return store->CreateJob(Job("taken"));
+  });
+  EXPECT_EQ(s.code(), ErrorCode::kExists) << s.ToString();
+  auto all = store->ListQueueObjects();
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->empty());
+  // And inside a transaction, a read sees the transaction's own writes.
+  ASSERT_TRUE(
+      store
+          ->Transaction([&]() -> Status {
+            TRAINLET_RETURN_IF_ERROR(store->PutQueueObject({"ClusterQueue", "", "cq", "y"}));
+            auto inside = store->ListQueueObjects();
+            EXPECT_TRUE(inside.ok() && inside->size() == 1u);
+            return store->DeleteQueueObject("ClusterQueue", "", "cq");
+          })
+          .ok());
+  all = store->ListQueueObjects();
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->empty());
+}
+
+// A version-2 database (before queue objects) gains the table and keeps its jobs.
+TEST_F(JobStoreTest, VersionTwoDatabaseMigratesToQueueObjects) {
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->CreateJob(Job("kept")).ok());
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ + "/trainlet.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE queue_objects; PRAGMA user_version = 2", nullptr, nullptr,
+                         nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->PutQueueObject({"ResourceFlavor", "", "f", "y"}).ok());
+  auto jobs = store->ListJobs();
+  ASSERT_TRUE(jobs.ok());
+  EXPECT_EQ(jobs->size(), 1u);
+}
+
+}  // namespace
+}  // namespace trainlet::coordinator

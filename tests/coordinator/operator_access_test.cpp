@@ -168,6 +168,37 @@ TEST_F(OperatorAccessTest, UserAppliesOnlyInTheirNamespaceAndWholeFilesAreRefuse
               Contains("Created: applied from f.yaml by bob"));
 }
 
+// Kueue's queue objects (issue 14): applied and deleted by admins only, listed by anyone the
+// policy names; a refused file stores none of them.
+TEST_F(OperatorAccessTest, QueueObjectsAreForAdminsOnly) {
+  const std::string cq =
+      "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: team-a}\n"
+      "spec: {}\n";
+  const std::string lq =
+      "apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: q, namespace: "
+      "team-a}\nspec: {clusterQueue: team-a}\n";
+  ExpectRefused(Apply("bob", cq), "user \"bob\" may not apply clusterqueues (admins only)");
+  ExpectRefused(Apply("bob", NsJob("team-a", "a1") + "---\n" + lq),
+                "user \"bob\" may not apply localqueues (admins only) in namespace \"team-a\"");
+  EXPECT_EQ(controller_->Find("team-a.a1"), nullptr);
+  EXPECT_EQ(controller_->queues().size(), 0u);
+  EXPECT_EQ(Apply("alice", cq + "---\n" + lq).error(), "");
+
+  v1::OperatorRequest list;
+  list.mutable_queue_objects()->set_kind("ClusterQueue");
+  v1::OperatorResponse r = Send("carol", list);
+  EXPECT_EQ(r.error(), "");
+  EXPECT_EQ(r.queue_objects().objects_size(), 1);
+
+  v1::OperatorRequest del = list;
+  del.mutable_queue_objects()->set_name("team-a");
+  del.mutable_queue_objects()->set_remove(true);
+  ExpectRefused(Send("bob", del), "user \"bob\" may not apply clusterqueues (admins only)");
+  EXPECT_NE(controller_->queues().FindClusterQueue("team-a"), nullptr);
+  EXPECT_EQ(Send("alice", del).error(), "");
+  EXPECT_EQ(controller_->queues().FindClusterQueue("team-a"), nullptr);
+}
+
 TEST_F(OperatorAccessTest, RuntimesAreForAdminsOnly) {
   const std::string rt = testing::RuntimeYaml("mine");
   ExpectRefused(Apply("bob", rt),

@@ -136,6 +136,24 @@ TEST_F(StoreMigrationTest, ATargetWithOtherRecordsIsRefusedUnlessForced) {
   EXPECT_FALSE((*etcd_->GetJob("someone-else")).has_value());
 }
 
+// Kueue's queue objects (issue 14) are copied too, and a target that lacks one differs.
+TEST_F(StoreMigrationTest, CopiesQueueObjects) {
+  Fill(1, 1);
+  ASSERT_TRUE(sqlite_->PutQueueObject({"ClusterQueue", "", "team-a", "spec: {}"}).ok());
+  ASSERT_TRUE(sqlite_->PutQueueObject({"LocalQueue", "team-a", "q", "spec: {}"}).ok());
+  StartEtcd();
+  auto report = MigrateStore(*sqlite_, *etcd_, false);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->queue_objects, 2u);
+  auto copied = etcd_->ListQueueObjects();
+  ASSERT_TRUE(copied.ok());
+  ASSERT_EQ(copied->size(), 2u);
+  EXPECT_EQ((*copied)[1], (QueueObjectRecord{"LocalQueue", "team-a", "q", "spec: {}"}));
+  EXPECT_EQ(FirstDifference(*sqlite_, *etcd_), "");
+  ASSERT_TRUE(etcd_->DeleteQueueObject("LocalQueue", "team-a", "q").ok());
+  EXPECT_NE(FirstDifference(*sqlite_, *etcd_), "");
+}
+
 TEST(JobStoreConfigTest, ErrorsNameTheKey) {
   JobStoreConfig config;
   config.backend = "etcd";

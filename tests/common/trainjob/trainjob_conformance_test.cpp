@@ -105,13 +105,16 @@ TEST_F(ConformanceTest, RuntimePatchesAreIgnoredWithAWarning) {
   EXPECT_EQ(job.trainer.resources_per_node.at("memory"), "4Gi");
 }
 
-TEST_F(ConformanceTest, KueueExampleIsSuspendedAndItsLabelIgnored) {
+// The queue label is trainlet's own since Kueue's API is (issue 14): read, not ignored.
+TEST_F(ConformanceTest, KueueExampleIsSuspendedAndNamesItsQueue) {
   ParsedFile f = Parse("examples/03-kueue-integration.yaml");
   ASSERT_EQ(f.jobs.size(), 1u);  // the second document is comments only
   EXPECT_TRUE(f.jobs[0].suspend);
   EXPECT_EQ(f.jobs[0].trainer.image, "python:3.11-slim");
   EXPECT_EQ(f.jobs[0].labels.at("kueue.x-k8s.io/queue-name"), "training-queue");
-  EXPECT_TRUE(HasWarning(f, "metadata.labels[kueue.x-k8s.io/queue-name]: ignored"));
+  EXPECT_EQ(f.jobs[0].queue_name, "training-queue");
+  EXPECT_EQ(f.jobs[0].priority_class, "");
+  EXPECT_FALSE(HasWarning(f, "kueue.x-k8s.io/queue-name"));
 }
 
 TEST_F(ConformanceTest, VolcanoExampleHasRuntimeAndJob) {

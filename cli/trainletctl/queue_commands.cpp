@@ -1,0 +1,161 @@
+#include "trainletctl/queue_commands.h"
+
+#include <algorithm>
+#include <iostream>
+#include <memory>
+
+#include "trainletctl/client_config.h"
+#include "trainletctl/coordinator_client.h"
+
+namespace trainlet::cli {
+namespace {
+
+int Error(const std::string& message) {
+  std::cerr << "error: " << message << "\n";
+  return 1;
+}
+
+Result<std::unique_ptr<CoordinatorClient>> Connect(const CommonFlags& f) {
+  TRAINLET_ASSIGN_OR_RETURN(auto config, LoadClientConfig(ResolveHome(f.home)));
+  return CoordinatorClient::Connect(config);
+}
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), ::tolower);
+  return s;
+}
+
+// "a=1,b=2", in key order; "<none>" for none, as kubectl prints an empty cell.
+std::string Labels(const google::protobuf::Map<std::string, std::string>& labels) {
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : labels) keys.push_back(k);
+  std::sort(keys.begin(), keys.end());
+  std::string out;
+  for (const auto& k : keys) out += (out.empty() ? "" : ",") + k + "=" + labels.at(k);
+  return out.empty() ? "<none>" : out;
+}
+
+std::vector<std::string> Row(const v1::QueueObject& o, const std::string& kind) {
+  std::vector<std::string> row;
+  if (kind == "ClusterQueue") {
+    row = {o.name(), o.cohort().empty() ? "<none>" : o.cohort(), o.queueing_strategy()};
+  } else if (kind == "LocalQueue") {
+    row = {o.namespace_(), o.name(), o.cluster_queue()};
+  } else if (kind == "ResourceFlavor") {
+    row = {o.name(), Labels(o.node_labels())};
+  } else {
+    row = {o.name(), std::to_string(o.value())};
+  }
+  for (auto& cell : UsageColumns(kind, &o.usage())) row.push_back(std::move(cell));
+  return row;
+}
+
+std::vector<std::string> Header(const std::string& kind) {
+  std::vector<std::string> header;
+  if (kind == "ClusterQueue") {
+    header = {"NAME", "COHORT", "STRATEGY"};
+  } else if (kind == "LocalQueue") {
+    header = {"NAMESPACE", "NAME", "CLUSTERQUEUE"};
+  } else if (kind == "ResourceFlavor") {
+    header = {"NAME", "NODELABELS"};
+  } else {
+    header = {"NAME", "VALUE"};
+  }
+  for (auto& h : UsageColumns(kind, nullptr)) header.push_back(std::move(h));
+  return header;
+}
+
+// The request for `kind`/`name` in the namespace the flags say.
+v1::OperatorRequest Request(const CommonFlags& f, const std::string& kind,
+                            const std::string& name) {
+  v1::OperatorRequest req;
+  auto* q = req.mutable_queue_objects();
+  q->set_kind(kind);
+  q->set_name(name);
+  q->set_namespace_(f.ns);
+  q->set_all_namespaces(f.all_namespaces && name.empty());
+  return req;
+}
+
+}  // namespace
+
+std::string QueueKindOf(std::string resource, std::string& name) {
+  if (auto slash = resource.find('/'); slash != std::string::npos) {
+    if (name.empty()) name = resource.substr(slash + 1);
+    resource.resize(slash);
+  }
+  if (auto dot = resource.find('.'); dot != std::string::npos) resource.resize(dot);
+  resource = Lower(resource);
+  static const std::pair<const char*, const char*> kShort[] = {{"cq", "ClusterQueue"},
+                                                               {"lq", "LocalQueue"},
+                                                               {"rf", "ResourceFlavor"},
+                                                               {"wpc", "WorkloadPriorityClass"}};
+  for (const auto& [short_name, kind] : kShort) {
+    if (resource == short_name || resource == Lower(kind) || resource == Lower(kind) + "s" ||
+        resource == Lower(kind) + "es") {
+      return kind;
+    }
+  }
+  return "";
+}
+
+std::vector<std::string> UsageColumns(const std::string& kind, const v1::QueueUsage* usage) {
+  // None yet: the admission engine adds PENDING, ADMITTED and usage against quota here, for
+  // ClusterQueues and LocalQueues, from QueueUsage.
+  (void)kind;
+  (void)usage;
+  return {};
+}
+
+std::string RenderQueueObjects(const v1::QueueObjectList& list, const std::string& kind,
+                               OutputFormat format) {
+  switch (format) {
+    case OutputFormat::kJson:
+      return ToJson(list);
+    case OutputFormat::kYaml:
+      return ToYaml(list);
+    case OutputFormat::kName: {
+      std::string out;
+      for (const auto& o : list.objects()) out += Lower(kind) + "/" + o.name() + "\n";
+      return out;
+    }
+    case OutputFormat::kTable:
+    case OutputFormat::kWide:
+      break;
+  }
+  std::vector<std::vector<std::string>> rows{Header(kind)};
+  for (const auto& o : list.objects()) rows.push_back(Row(o, kind));
+  return RenderTable(rows);
+}
+
+int CmdGetQueueObjects(const CommonFlags& f, const std::string& kind, const std::string& name) {
+  auto format = ParseOutputFormat(f.output);
+  if (!format.ok()) return Error(format.status().message());
+  auto client = Connect(f);
+  if (!client.ok()) return Error(client.status().message());
+  auto resp = (*client)->Call(Request(f, kind, name));
+  if (!resp.ok()) return Error(resp.status().message());
+  const v1::QueueObjectList& list = resp->queue_objects();
+  if (list.objects_size() == 0 && *format == OutputFormat::kTable) {
+    std::cerr << "No " << Lower(kind) << "s found"
+              << (kind == "LocalQueue" && !f.all_namespaces ? " in namespace " + f.ns : "")
+              << ".\n";
+    return 0;
+  }
+  std::cout << RenderQueueObjects(list, kind, *format);
+  return 0;
+}
+
+int CmdDeleteQueueObject(const CommonFlags& f, const std::string& kind, const std::string& name) {
+  if (name.empty()) return Error("delete " + Lower(kind) + ": expected a name");
+  auto client = Connect(f);
+  if (!client.ok()) return Error(client.status().message());
+  v1::OperatorRequest req = Request(f, kind, name);
+  req.mutable_queue_objects()->set_remove(true);
+  auto resp = (*client)->Call(req);
+  if (!resp.ok()) return Error(resp.status().message());
+  std::cout << Lower(kind) << "/" << name << " deleted\n";
+  return 0;
+}
+
+}  // namespace trainlet::cli

@@ -1,0 +1,81 @@
+// trainletctl's queue kinds (cli/trainletctl/queue_commands): the resource names it takes and the
+// tables `get` prints.
+#include "trainletctl/queue_commands.h"
+
+#include <gtest/gtest.h>
+
+namespace trainlet::cli {
+namespace {
+
+TEST(QueueCommandsTest, ResourceNamesAndShortNames) {
+  std::string name;
+  EXPECT_EQ(QueueKindOf("clusterqueues", name), "ClusterQueue");
+  EXPECT_EQ(QueueKindOf("cq", name), "ClusterQueue");
+  EXPECT_EQ(QueueKindOf("ClusterQueue", name), "ClusterQueue");
+  EXPECT_EQ(QueueKindOf("clusterqueue.kueue.x-k8s.io", name), "ClusterQueue");
+  EXPECT_EQ(QueueKindOf("lq", name), "LocalQueue");
+  EXPECT_EQ(QueueKindOf("localqueues", name), "LocalQueue");
+  EXPECT_EQ(QueueKindOf("rf", name), "ResourceFlavor");
+  EXPECT_EQ(QueueKindOf("resourceflavors", name), "ResourceFlavor");
+  EXPECT_EQ(QueueKindOf("wpc", name), "WorkloadPriorityClass");
+  EXPECT_EQ(QueueKindOf("workloadpriorityclasses", name), "WorkloadPriorityClass");
+  EXPECT_EQ(QueueKindOf("trainjobs", name), "");
+  EXPECT_EQ(QueueKindOf("nodes", name), "");
+  EXPECT_TRUE(name.empty());
+  EXPECT_EQ(QueueKindOf("cq/team-a", name), "ClusterQueue");
+  EXPECT_EQ(name, "team-a");
+}
+
+TEST(QueueCommandsTest, Tables) {
+  v1::QueueObjectList cqs;
+  auto* a = cqs.add_objects();
+  a->set_name("team-a");
+  a->set_cohort("research");
+  a->set_queueing_strategy("StrictFIFO");
+  auto* b = cqs.add_objects();
+  b->set_name("solo");
+  b->set_queueing_strategy("BestEffortFIFO");
+  EXPECT_EQ(RenderQueueObjects(cqs, "ClusterQueue", OutputFormat::kTable),
+            "NAME     COHORT     STRATEGY\n"
+            "team-a   research   StrictFIFO\n"
+            "solo     <none>     BestEffortFIFO\n");
+  EXPECT_EQ(RenderQueueObjects(cqs, "ClusterQueue", OutputFormat::kName),
+            "clusterqueue/team-a\nclusterqueue/solo\n");
+
+  v1::QueueObjectList lqs;
+  auto* q = lqs.add_objects();
+  q->set_namespace_("team-a");
+  q->set_name("user-queue");
+  q->set_cluster_queue("team-a");
+  EXPECT_EQ(RenderQueueObjects(lqs, "LocalQueue", OutputFormat::kTable),
+            "NAMESPACE   NAME         CLUSTERQUEUE\n"
+            "team-a      user-queue   team-a\n");
+
+  v1::QueueObjectList rfs;
+  auto* f = rfs.add_objects();
+  f->set_name("h100");
+  (*f->mutable_node_labels())["zone"] = "b";
+  (*f->mutable_node_labels())["gpu"] = "h100";
+  auto* d = rfs.add_objects();
+  d->set_name("default-flavor");
+  EXPECT_EQ(RenderQueueObjects(rfs, "ResourceFlavor", OutputFormat::kTable),
+            "NAME             NODELABELS\n"
+            "h100             gpu=h100,zone=b\n"
+            "default-flavor   <none>\n");
+
+  v1::QueueObjectList wpcs;
+  auto* p = wpcs.add_objects();
+  p->set_name("high");
+  p->set_value(1000);
+  EXPECT_EQ(RenderQueueObjects(wpcs, "WorkloadPriorityClass", OutputFormat::kTable),
+            "NAME   VALUE\nhigh   1000\n");
+  // -o json carries the document.
+  p->set_yaml("value: 1000\n");
+  EXPECT_NE(RenderQueueObjects(wpcs, "WorkloadPriorityClass", OutputFormat::kJson)
+                .find("\"yaml\": \"value: 1000\\n\""),
+            std::string::npos)
+      << RenderQueueObjects(wpcs, "WorkloadPriorityClass", OutputFormat::kJson);
+}
+
+}  // namespace
+}  // namespace trainlet::cli
