@@ -383,6 +383,7 @@ std::optional<TimePoint> Coordinator::Tick(TimePoint now) {
   const auto pass_start = std::chrono::steady_clock::now();
   jobs_->Schedule(now_ms);
   ops_->OnSchedulePass(std::chrono::steady_clock::now() - pass_start);
+  ops_->OnAdmissions(jobs_->TakeAdmissionStats());
   if (Status s = jobs_->Flush(); !s.ok()) spdlog::error("store: {}", s.message());
   operator_service_->Tick(now);
   exec_relay_->Tick(now);

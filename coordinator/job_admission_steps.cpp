@@ -31,7 +31,8 @@ void JobController::RunAdmission(int64_t now_ms) {
   admission_active_ = admitter_.active();
   if (!admission_active_) return;
   ReleaseQuota();
-  if (generation_ == admitted_generation_ && now_ms - last_admission_ms_ < kIdleAdmissionIntervalMs) {
+  if (generation_ == admitted_generation_ &&
+      now_ms - last_admission_ms_ < kIdleAdmissionIntervalMs) {
     return;
   }
   last_admission_ms_ = now_ms;
@@ -41,7 +42,6 @@ void JobController::RunAdmission(int64_t now_ms) {
   for (auto& w : d.unresolved) NoteWait(w, now_ms);
   for (const auto& p : d.result.preemptions) PreemptForQueue(p, now_ms);
   for (const auto& [key, a] : d.result.admitted) AdmitJob(key, a, now_ms);
-  admission_stats_.preemptions += d.result.preemptions.size();
   admitted_generation_ = generation_;
 }
 
@@ -80,6 +80,7 @@ void JobController::AdmitJob(const std::string& key, const admission::Admission&
     ar->set_amount(r.amount);
   }
   st.clear_queue_wait();
+  st.set_priority(queues_.PriorityValue(job.spec.priority_class).value_or(0));
   if (!a.unmanaged) {
     const std::string flavors = Flavors(a);
     AppendEvent(st, "Normal", "Admitted",
@@ -88,7 +89,8 @@ void JobController::AdmitJob(const std::string& key, const admission::Admission&
                     (a.borrowing ? ", borrowing from its cohort" : "") + ", after " +
                     std::to_string(waited_ms / 1000) + " s in the queue",
                 now_ms);
-    admission_stats_.wait_seconds.push_back(static_cast<double>(waited_ms) / 1000.0);
+    admission_stats_.wait_seconds[a.cluster_queue].push_back(static_cast<double>(waited_ms) /
+                                                             1000.0);
   }
   spdlog::info("trainjob/{} admitted by ClusterQueue {}", key, a.cluster_queue);
   MarkDirty(job);
@@ -102,6 +104,7 @@ void JobController::PreemptForQueue(const admission::Preemption& p, int64_t now_
   static constexpr std::string_view kPrefix = "Preempted by ";
   std::string by = p.message;
   if (by.rfind(kPrefix, 0) == 0) by = by.substr(kPrefix.size());
+  ++admission_stats_.preemptions[st.admission().cluster_queue()];
   const JobPhase phase = PhaseOf(st);
   if (phase == JobPhase::kStarting || phase == JobPhase::kRunning ||
       phase == JobPhase::kRestarting) {
@@ -148,6 +151,7 @@ void JobController::NoteWait(const admission::PendingWorkload& w, int64_t now_ms
   if (!w.cluster_queue.empty()) st.set_cluster_queue(w.cluster_queue);
   if (first) {
     st.set_queue(job.spec.queue_name);
+    st.set_priority(queues_.PriorityValue(job.spec.priority_class).value_or(0));
     MarkDirty(job);
   }
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "coordinator/admission_order.h"
 #include "coordinator/job_key.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/lifecycle_rules.h"
@@ -229,7 +230,9 @@ AdmissionDecisions JobAdmitter::Pass(const std::vector<const JobEntry*>& jobs, i
   AdmissionDecisions out;
   admission::AdmissionInputs in = Inputs(jobs, out.unresolved);
   out.result = admission::RunAdmissionPass(in, now_ms);
-  usage_ = admission::UsageByClusterQueue(in);
+  // What get clusterqueues shows: the usage once this pass's admissions hold their quota.
+  usage_ = admission::UsageByClusterQueue(
+      admission::ApplyAdmissionResult(std::move(in), out.result, now_ms, false));
   history_ = admission::AdvanceUsageHistory(history_, admission::CurrentUsage(usage_), now_ms,
                                             options_.usage_half_life_ms);
   last_ = out;

@@ -56,6 +56,7 @@ class JobAdmitter {
   JobAdmitter(const QueueCatalog* catalog, JobAdmitterOptions options)
       : catalog_(catalog), options_(std::move(options)) {}
 
+  const std::string& default_local_queue() const { return options_.default_local_queue; }
   // Queues are on: some ClusterQueue or LocalQueue exists.
   bool active() const;
   // One admission pass over `jobs` (creation order) at `now_ms` (Unix ms).

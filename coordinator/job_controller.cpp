@@ -134,7 +134,7 @@ void JobController::Schedule(int64_t now_ms) {
   EnforceDeadlines(now_ms);
   for (Job* job : order_) launcher_.EnforceStartTimeout(*job, now_ms);
   EnforceProgress(now_ms);  // job_progress_steps.cpp: stalls, coalesced progress writes
-  RunAdmission(now_ms);  // job_admission_steps.cpp: with queues, only admitted jobs go on
+  RunAdmission(now_ms);     // job_admission_steps.cpp: with queues, only admitted jobs go on
   // What placed jobs hold, once per pass; Place keeps it current (issue 19, defect 1).
   const NodeUsage usage = Usage();
   PassCapacity room(*registry_, usage.slots, usage.resources);

@@ -95,8 +95,9 @@ struct JobControllerOptions {
 
 // What the admission passes did since the last TakeAdmissionStats (the queue metrics).
 struct AdmissionStats {
-  uint64_t preemptions = 0;
-  std::vector<double> wait_seconds;  // each admission's time in the queue
+  std::map<std::string, uint64_t> preemptions;  // by the victim's ClusterQueue
+  // By ClusterQueue: each admission's time in the queue.
+  std::map<std::string, std::vector<double>> wait_seconds;
 };
 
 class JobController : private AttemptLauncher::Owner {
@@ -259,8 +260,8 @@ class JobController : private AttemptLauncher::Owner {
   std::vector<Job*> order_;
   uint64_t generation_ = 0;
   JobAdmitter admitter_{&queues_, options_.admission};
-  bool scheduling_ = false;            // inside Schedule (it is not re-entered)
-  bool admission_active_ = false;      // queues exist: only admitted jobs are placed
+  bool scheduling_ = false;               // inside Schedule (it is not re-entered)
+  bool admission_active_ = false;         // queues exist: only admitted jobs are placed
   uint64_t admitted_generation_ = ~0ull;  // generation_ at the last admission pass
   int64_t last_admission_ms_ = 0;
   AdmissionStats admission_stats_;

@@ -171,8 +171,7 @@ std::string RenderJobs(const v1::JobList& jobs, OutputFormat format, int64_t now
 // Queue, Priority and Admission (issue 14): shown only when the job went through a queue.
 template <typename Field>
 void QueueLines(const v1::JobStatus& j, int64_t now_ms, Field& field) {
-  if (j.queue().empty() && j.cluster_queue().empty() && !j.has_admission() &&
-      !j.has_queue_wait()) {
+  if (j.queue().empty() && j.cluster_queue().empty() && !j.has_admission() && !j.has_queue_wait()) {
     return;
   }
   std::string queue = j.queue().empty() ? "(the default queue)" : j.queue();
