@@ -2,6 +2,8 @@
 // on its own thread; these methods run on the loop and only read its view.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "common/zmq_sockets.h"
 #include "coordinator/coordinator.h"
 
@@ -18,6 +20,11 @@ constexpr std::chrono::milliseconds kFollowerTick{100};
 Status Coordinator::StartCampaign() {
   EtcdLeaderCampaign::Options o;
   o.client = etcd_store_->client_config();
+  // A renewal that waits for longer than a third of the TTL is better given up and sent again:
+  // after an etcd member's death the next attempt reaches a member with a leader.
+  o.client.request_timeout =
+      std::min(o.client.request_timeout,
+               std::chrono::duration_cast<std::chrono::milliseconds>(config_.lease_ttl) / 3);
   o.election_prefix = etcd_store_->prefix() + kElectionDir;
   o.identity.operator_endpoint = Advertised(operator_endpoint_, config_.operator_advertise);
   o.identity.agent_endpoint = Advertised(agent_endpoint_, config_.agent_advertise);
@@ -86,7 +93,9 @@ void Coordinator::RefuseOperatorAsFollower(const RouterMessage& msg) {
   auto* r = env.mutable_operator_response();
   r->set_request_id(msg.envelope.operator_request().request_id());
   r->set_error_code("NotLeader");
-  const bool known = v.leader_identity && !v.leader_identity->operator_endpoint.empty() &&
+  // A view that etcd no longer confirms names no one: its leader may be long gone.
+  const bool known = v.error.empty() && v.leader_identity &&
+                     !v.leader_identity->operator_endpoint.empty() &&
                      v.leader_identity->operator_endpoint !=
                          Advertised(operator_endpoint_, config_.operator_advertise);
   if (known) {
@@ -112,7 +121,7 @@ void Coordinator::RefuseAgentAsFollower(const RouterMessage& msg) {
   auto* a = ack.mutable_register_ack();
   a->set_accepted(false);
   a->set_not_leader(true);
-  if (v.leader_identity && !v.leader_identity->agent_endpoint.empty() &&
+  if (v.error.empty() && v.leader_identity && !v.leader_identity->agent_endpoint.empty() &&
       v.leader_identity->agent_endpoint != Advertised(agent_endpoint_, config_.agent_advertise)) {
     a->set_leader_endpoint(v.leader_identity->agent_endpoint);
     a->set_reason("this coordinator is not the leader; the leader is " +

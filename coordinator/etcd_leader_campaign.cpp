@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <exception>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -65,7 +66,14 @@ void EtcdLeaderCampaign::Run() {
     // Taken before the renewal goes out: etcd counts the TTL from when the renewal arrives, so
     // this side's count ends first.
     const Clock::time_point now = Clock::now();
-    Result<EtcdLeaderElection::State> r = election_->Poll(now);
+    Result<EtcdLeaderElection::State> r = InternalError("not polled");
+    try {
+      r = election_->Poll(now);
+    } catch (const std::exception& e) {
+      // An answer the client did not expect must not end the process from this thread; the
+      // view ages out as for any failed renewal.
+      r = IoError(std::string("etcd answered unexpectedly: ") + e.what());
+    }
     lock.lock();
     std::chrono::milliseconds next = options_.follower_poll;
     if (r.ok()) {

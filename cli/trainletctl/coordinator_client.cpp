@@ -148,6 +148,7 @@ Result<v1::OperatorResponse> CoordinatorClient::CallOne(
       return std::nullopt;
     }
     if (now >= deadline) {
+      if (!sent) moved_on_ = "";  // never sent: Call says what the other endpoints answered
       finish(UnavailableError("the coordinator at " + endpoint_ + " did not answer within " +
                               std::to_string(timeout.count() / 1000) +
                               " s (is it running? trainletctl reads its address from "

@@ -8,7 +8,7 @@ if [ ! -x "$ETCD" ] || [ ! -x "$ETCDCTL" ]; then
   exit 77
 fi
 HA_PREFIX=/trainlet/it/
-HA_TTL=2
+HA_TTL=3
 
 # free_port: a loopback port the kernel says is free now.
 free_port() {
@@ -86,7 +86,7 @@ start_coordinator() {
   done
   mkdir -p "$WORK/coord$n"
   setsid "${args[@]}" --store etcd --etcd-endpoints "$ETCD_ENDPOINTS" --etcd-prefix "$HA_PREFIX" \
-    --etcd-lease-ttl-s "$HA_TTL" --etcd-request-timeout-ms 1000 \
+    --etcd-lease-ttl-s "$HA_TTL" --etcd-request-timeout-ms 3000 \
     >> "$WORK/coord$n.log" 2>&1 < /dev/null &
   eval "COORD_PID_$n=$!"
   EXTRA_PIDS+=("$!")
@@ -113,6 +113,23 @@ start_agents() {
 # use_coordinators ENDPOINTS: trainletctl's config names these operator endpoints.
 use_coordinators() {
   sed -i "s|^coordinator:.*|coordinator: \"$1\"|" "$TRAINLET_HOME/config.yaml"
+}
+
+# etcd_follower: the index of a member that is not etcd's raft leader (losing the raft leader
+# costs an election, during which a write in flight may time out).
+etcd_follower() {
+  local i url
+  for i in 0 1 2; do
+    url=$(cut -d, -f$((i + 1)) <<<"$ETCD_ENDPOINTS")
+    if "$ETCDCTL" --endpoints "$url" endpoint status -w json 2>/dev/null | python3 -c '
+import json, sys
+s = json.load(sys.stdin)[0]["Status"]
+sys.exit(0 if s["leader"] != s["header"]["member_id"] else 1)'; then
+      echo "$i"
+      return 0
+    fi
+  done
+  return 1
 }
 
 # ha_logs: the coordinators' logs, for a failure.
