@@ -28,9 +28,6 @@ std::vector<std::string> SplitList(const std::string& list) {
 // A refusal saying no leader is known yet is answered by registering again after this pause, so
 // agents do not flood the followers of an election in progress.
 constexpr std::chrono::milliseconds kNoLeaderPause{250};
-// How long an endpoint this link left for its silence is not believed to lead when a follower
-// names it: about the longest lease a leader holds after it died.
-constexpr std::chrono::milliseconds kStaleLeader{10000};
 
 }  // namespace
 
@@ -113,7 +110,11 @@ void CoordinatorLink::OnNotLeader(const v1::RegisterAck& ack, Clock::time_point 
   registered_ = false;
   // A follower names the old leader until its lease ends: one that just went silent here is
   // not worth a move (it would be a round trip through a dead endpoint).
-  const bool stale = ack.leader_endpoint() == left_silent_ && now - left_silent_at_ < kStaleLeader;
+  // Not believed for two failover periods: long enough for the dead leader's lease to end in
+  // the common case, short beside the partition grace (a leader that was only briefly cut off
+  // from this agent is gone back to well before its ranks are at risk).
+  const bool stale =
+      ack.leader_endpoint() == left_silent_ && now - left_silent_at_ < 2 * failover_after_;
   if (!ack.leader_endpoint().empty() && ack.leader_endpoint() != current_ && !stale) {
     if (auto d = refusal_log_.Admit("not leader " + ack.leader_endpoint(), now); d.log) {
       spdlog::info("{} is not the leader: registering with {}", current_, ack.leader_endpoint());
