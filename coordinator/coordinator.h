@@ -95,6 +95,11 @@ struct CoordinatorConfig {
 // thing in main(), before any thread exists.
 void PrepareCoordinatorSignals();
 
+// About 36 methods, over the usual 25: the public ones are the daemon's whole surface; most
+// private ones are one handler per socket and message kind, which is what a loop is; the eight
+// of high availability (StartCampaign to RefuseAgentAsFollower) are kept in
+// coordinator_election.cpp. They read and gate the same sockets and members as the rest, so a
+// class of their own would take most of Coordinator's members by reference.
 class Coordinator : public NodeSink {
  public:
   // Binds the endpoints, loads the store and writes the endpoints file. Errors name the flag or
