@@ -8,15 +8,42 @@
 #include "common/zmq_sockets.h"
 
 namespace trainlet::agent {
+namespace {
+
+// "tcp://a:7070, tcp://b:7070" -> {"tcp://a:7070", "tcp://b:7070"}; blanks dropped.
+std::vector<std::string> SplitList(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    const std::string item = list.substr(start, comma - start);
+    const size_t b = item.find_first_not_of(" \t");
+    if (b != std::string::npos) out.push_back(item.substr(b, item.find_last_not_of(" \t") - b + 1));
+    start = comma + 1;
+  }
+  return out;
+}
+
+// A refusal saying no leader is known yet is answered by registering again after this pause, so
+// agents do not flood the followers of an election in progress.
+constexpr std::chrono::milliseconds kNoLeaderPause{250};
+
+}  // namespace
 
 Result<std::unique_ptr<CoordinatorLink>> CoordinatorLink::Connect(zmq::context_t& ctx,
                                                                   Options options, Hooks hooks,
                                                                   DropCounters* drops) {
+  const std::vector<std::string> endpoints = SplitList(options.endpoint);
+  if (endpoints.empty()) return InvalidError("--coordinator: no endpoint given");
   TRAINLET_ASSIGN_OR_RETURN(
       zmq::socket_t socket,
-      ConnectCurveDealer(ctx, options.endpoint, options.coordinator_public, options.keys));
-  return std::unique_ptr<CoordinatorLink>(
+      ConnectCurveDealer(ctx, endpoints[0], options.coordinator_public, options.keys));
+  std::unique_ptr<CoordinatorLink> link(
       new CoordinatorLink(ctx, std::move(socket), std::move(options), std::move(hooks), drops));
+  link->endpoints_ = endpoints;
+  link->current_ = endpoints[0];
+  return link;
 }
 
 CoordinatorLink::CoordinatorLink(zmq::context_t& ctx, zmq::socket_t socket, Options options,
@@ -26,14 +53,85 @@ CoordinatorLink::CoordinatorLink(zmq::context_t& ctx, zmq::socket_t socket, Opti
       drops_(drops),
       socket_(std::move(socket)),
       handshakes_(ctx, socket_, "agent-coordinator-monitor"),
-      register_backoff_(options_.register_backoff) {}
+      register_backoff_(options_.register_backoff) {
+  failover_after_ = options_.failover_after.count() > 0
+                        ? options_.failover_after
+                        : std::max(3 * options_.heartbeat_interval, std::chrono::milliseconds(500));
+}
 
 void CoordinatorLink::Start() {
   SendRegister();
   next_heartbeat_ = options_.now();
+  moved_at_ = next_heartbeat_;
+}
+
+void CoordinatorLink::MoveTo(const std::string& endpoint, Clock::time_point now) {
+  if (endpoint != current_) {
+    spdlog::info("coordinator link: moving from {} to {}", current_, endpoint);
+    try {
+      socket_.disconnect(current_);
+    } catch (const zmq::error_t& e) {
+      spdlog::debug("disconnect {}: {}", current_, e.what());
+    }
+    try {
+      socket_.connect(endpoint);
+    } catch (const zmq::error_t& e) {
+      // A leader named with an address this agent cannot use: on to the next one.
+      spdlog::warn("cannot connect to coordinator {}: {}", endpoint, e.what());
+      socket_.connect(current_);
+      return;
+    }
+    current_ = endpoint;
+  }
+  moved_at_ = now;
+  registered_ = false;
+  register_outstanding_ = false;
+  SendRegister();  // goes once the handshake completes, else at the retry tick
+}
+
+void CoordinatorLink::CheckFailover(Clock::time_point now) {
+  // With one endpoint, go back to it from a leader it named that went silent; else stay.
+  const bool away = endpoints_.size() == 1 && current_ != endpoints_[0];
+  if (endpoints_.size() < 2 && !away) return;
+  const Clock::time_point since = std::max(last_answer_, moved_at_);
+  if (now - since < failover_after_) return;
+  std::string next = endpoints_[next_endpoint_++ % endpoints_.size()];
+  if (next == current_ && endpoints_.size() > 1)
+    next = endpoints_[next_endpoint_++ % endpoints_.size()];
+  spdlog::warn("coordinator {} silent for {} ms: trying {}", current_,
+               std::chrono::duration_cast<std::chrono::milliseconds>(now - since).count(), next);
+  left_silent_ = current_;
+  left_silent_at_ = now;
+  MoveTo(next, now);
+}
+
+void CoordinatorLink::OnNotLeader(const v1::RegisterAck& ack, Clock::time_point now) {
+  register_outstanding_ = false;
+  registered_ = false;
+  // A follower names the old leader until its lease ends: one that just went silent here is
+  // not worth a move (it would be a round trip through a dead endpoint).
+  // Not believed for two failover periods: long enough for the dead leader's lease to end in
+  // the common case, short beside the partition grace (a leader that was only briefly cut off
+  // from this agent is gone back to well before its ranks are at risk).
+  const bool stale =
+      ack.leader_endpoint() == left_silent_ && now - left_silent_at_ < 2 * failover_after_;
+  if (!ack.leader_endpoint().empty() && ack.leader_endpoint() != current_ && !stale) {
+    if (auto d = refusal_log_.Admit("not leader " + ack.leader_endpoint(), now); d.log) {
+      spdlog::info("{} is not the leader: registering with {}", current_, ack.leader_endpoint());
+    }
+    MoveTo(ack.leader_endpoint(), now);
+    return;
+  }
+  // No leader known yet (an election in progress): this coordinator answers, so ask it again
+  // after a pause; it names the new leader once there is one, or becomes it.
+  if (auto d = refusal_log_.Admit(ack.reason(), now); d.log) {
+    spdlog::info("{}: {}{}", current_, ack.reason(), LogRateLimiter::Suffix(d));
+  }
+  next_register_ = now + kNoLeaderPause;
 }
 
 void CoordinatorLink::Tick(Clock::time_point now) {
+  CheckFailover(now);
   if (now >= next_heartbeat_) {
     SendHeartbeat();
     next_heartbeat_ = now + options_.heartbeat_interval;
@@ -52,6 +150,9 @@ CoordinatorLink::Clock::time_point CoordinatorLink::NextWake(Clock::time_point n
   }
   if (last_heard_ != Clock::time_point{} && !partition_reported_ && workers_running) {
     wake = std::min(wake, std::max(last_heard_ + partition_grace_, now));
+  }
+  if (endpoints_.size() > 1 || current_ != endpoints_[0]) {
+    wake = std::min(wake, std::max(std::max(last_answer_, moved_at_) + failover_after_, now));
   }
   return wake;
 }
@@ -113,6 +214,7 @@ void CoordinatorLink::Read(int at_most) {
       if (!(socket_.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
       continue;
     }
+    last_answer_ = options_.now();
     if (env->has_register_ack()) OnRegisterAck(env->register_ack());
     if (env->has_heartbeat_ack()) OnHeartbeatAck(env->heartbeat_ack());
     hooks_.message(*env);
@@ -121,6 +223,7 @@ void CoordinatorLink::Read(int at_most) {
 
 void CoordinatorLink::OnRegisterAck(const v1::RegisterAck& ack) {
   const auto now = options_.now();
+  if (!ack.accepted() && ack.not_leader()) return OnNotLeader(ack, now);
   if (!ack.accepted() && registered_) {
     // The coordinator no longer knows this node (it restarted, or declared the node Lost): that
     // is no refusal of a registration, so register again at once.
@@ -146,10 +249,8 @@ void CoordinatorLink::OnRegisterAck(const v1::RegisterAck& ack) {
   }
   if (!registered_) {
     const uint32_t refusals = register_backoff_.failures();
-    if (refusals == 0) spdlog::info("registered with {}", options_.endpoint);
-    if (refusals > 0) {
-      spdlog::info("registered with {} after {} refusals", options_.endpoint, refusals);
-    }
+    if (refusals == 0) spdlog::info("registered with {}", current_);
+    if (refusals > 0) spdlog::info("registered with {} after {} refusals", current_, refusals);
   }
   registered_ = true;
   register_outstanding_ = false;
@@ -183,7 +284,7 @@ void CoordinatorLink::OnHandshakeEvents() {
       spdlog::error(
           "the coordinator at {} refused this agent's key: add its public key to the "
           "coordinator's agent allowlist",
-          options_.endpoint);
+          current_);
     }
   }
 }

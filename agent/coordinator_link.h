@@ -10,6 +10,16 @@
 // "the coordinator has been silent past its partition grace while ranks run", once per silence,
 // and the agent stops its workers.
 //
+// Several coordinators (high availability, `store: etcd`): Options::endpoint may list several
+// agent endpoints, comma-separated; one is connected at a time. A refusal marked not_leader
+// moves the link to the leader it names (unless that is the endpoint it just left for its
+// silence: a follower names a dead leader until its lease ends); without one, it registers
+// again with the same follower after a short pause. A coordinator silent for `failover_after`
+// (or one that takes no connection that long) makes it move on to the next endpoint. Registering
+// with the new leader is an ordinary registration: it adopts the running ranks and gets the
+// unacknowledged events, as after a coordinator restart. With one endpoint the link never moves on
+// by itself (it follows a named leader only).
+//
 // Ownership and threads: owned by the Agent, used only on the agent's loop thread; no locks.
 // The hooks are called on that thread from inside the link's methods, so they must not call back
 // into the link's Read (Send, SendEvent and the accessors are fine). Time comes from
@@ -22,6 +32,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 #include <zmq.hpp>
 
 #include "agent/event_outbox.h"
@@ -34,14 +45,17 @@
 
 namespace trainlet::agent {
 
-// 26 methods, one over the usual 25: eight are one-line accessors for the owner's poll set, the
-// partition clock and metrics; the protocol itself is the other eighteen.
+// 29 methods, four over the usual 25: nine are one-line accessors for the owner's poll set, the
+// partition clock and metrics; the protocol itself is the other twenty, three of them choosing
+// which coordinator of an HA set to talk to, which is part of keeping the one connection.
 class CoordinatorLink {
  public:
   using Clock = std::chrono::steady_clock;
 
   struct Options {
-    std::string endpoint;            // the coordinator's agent endpoint, tcp://host:port
+    // The coordinators' agent endpoints, tcp://host:port, comma-separated (one, or the members
+    // of an HA set in any order).
+    std::string endpoint;
     std::string coordinator_public;  // its CURVE public key, Z85
     CurveKeyPair keys;               // this agent's key pair
     std::chrono::milliseconds heartbeat_interval{1000};
@@ -51,6 +65,9 @@ class CoordinatorLink {
     // this backoff: 250 ms doubling per consecutive refusal to 30 s, +-20%.
     ExponentialBackoff::Options register_backoff;
     std::function<Clock::time_point()> now = [] { return Clock::now(); };
+    // With several endpoints: move on from a coordinator silent (or not connected) this long.
+    // 0: three heartbeat intervals, at least 500 ms.
+    std::chrono::milliseconds failover_after{0};
   };
 
   // What the link asks of its owner. All are required.
@@ -106,6 +123,8 @@ class CoordinatorLink {
   void CountSilenceFrom(Clock::time_point now) { last_heard_ = now; }
 
   bool registered() const { return registered_; }
+  // The coordinator endpoint the link is connected to now.
+  const std::string& current_endpoint() const { return current_; }
   // Set by the coordinator at registration; 10 s until then.
   std::chrono::milliseconds partition_grace() const { return partition_grace_; }
   std::chrono::milliseconds SilentFor(Clock::time_point now) const;
@@ -123,6 +142,12 @@ class CoordinatorLink {
   void FlushEvents(bool everything);
   void OnRegisterAck(const v1::RegisterAck& ack);
   void OnHeartbeatAck(const v1::HeartbeatAck& ack);
+  // A refusal from a coordinator that is not the leader: on to the one it names, else the next.
+  void OnNotLeader(const v1::RegisterAck& ack, Clock::time_point now);
+  // Several endpoints: the current one has been silent, or unconnected, past failover_after.
+  void CheckFailover(Clock::time_point now);
+  // Disconnects from the current endpoint and connects to `endpoint`; registers again.
+  void MoveTo(const std::string& endpoint, Clock::time_point now);
 
   // Constant after construction.
   Options options_;
@@ -131,6 +156,14 @@ class CoordinatorLink {
   // Owned by the loop.
   zmq::socket_t socket_;
   HandshakeMonitor handshakes_;
+  std::vector<std::string> endpoints_;  // Options::endpoint, split
+  size_t next_endpoint_ = 1;            // the next one to try after a silence (mod size)
+  std::string current_;                 // connected to now
+  Clock::time_point moved_at_{};        // when the link connected to current_
+  Clock::time_point last_answer_{};     // the last message of any kind from a coordinator
+  std::string left_silent_;             // the endpoint last left for its silence
+  Clock::time_point left_silent_at_{};
+  std::chrono::milliseconds failover_after_{500};
   std::deque<v1::Envelope> outbox_;
   EventOutbox events_;
   bool registered_ = false;

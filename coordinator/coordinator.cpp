@@ -69,24 +69,11 @@ Status Coordinator::Init() {
   std::string exec_bound;
   TRAINLET_ASSIGN_OR_RETURN(execs_,
                             BindCurveRouter(ctx_, config_.exec_listen, keys, "exec", &exec_bound));
-  exec_endpoint_ = !config_.exec_advertise.empty() ? config_.exec_advertise : exec_bound;
-  if (config_.exec_advertise.empty()) {
-    // A wildcard bind is reached through this host's name.
-    for (const std::string wildcard : {"tcp://0.0.0.0:", "tcp://*:"}) {
-      if (exec_bound.rfind(wildcard, 0) != 0) continue;
-      if (Result<std::string> host = env_.Hostname(); host.ok()) {
-        exec_endpoint_ = "tcp://" + *host + ":" + exec_bound.substr(wildcard.size());
-      } else {
-        spdlog::warn("exec endpoint {} advertised as bound: {}", exec_bound,
-                     host.status().message());
-      }
-    }
-  }
+  exec_endpoint_ = Advertised(exec_bound, config_.exec_advertise);
 
   registry_ = std::make_unique<NodeRegistry>(config_.heartbeat_interval, config_.lost_timeout);
   registry_->BindNamesToKeys([this] { return zap_->KeysOf("agent"); });  // issue 19, defect 7
   registry_->SetFullDisruptionRule(true);  // issue 19, defect 1: all silent at once is ours
-  TRAINLET_RETURN_IF_ERROR(registry_->LoadCordons(store_.get()));
   JobControllerOptions options;
   options.exec_endpoint = exec_endpoint_;
   options.start_timeout = config_.start_timeout;
@@ -97,7 +84,9 @@ Status Coordinator::Init() {
   options.server_public_key = keys.public_z85;
   options.admission.default_local_queue = config_.default_queue;
   jobs_ = std::make_unique<JobController>(store_.get(), registry_.get(), this, options);
-  TRAINLET_RETURN_IF_ERROR(jobs_->Load(config_.runtimes_dir));
+  // With etcd, the store is loaded once this coordinator wins the election (FollowElection).
+  etcd_store_ = dynamic_cast<EtcdJobStore*>(store_.get());
+  TRAINLET_RETURN_IF_ERROR(etcd_store_ == nullptr ? Lead() : StartCampaign());
   operator_service_ = std::make_unique<OperatorService>(
       jobs_.get(), registry_.get(), this, [this](const std::string& rid, v1::Envelope env) {
         if (!SendToRouterPeer(operators_, rid, env)) spdlog::debug("operator went away");
@@ -134,6 +123,20 @@ Status Coordinator::Init() {
   return WriteEndpoints();
 }
 
+std::string Coordinator::Advertised(const std::string& bound, const std::string& advertise) const {
+  if (!advertise.empty()) return advertise;
+  // A wildcard bind is reached through this host's name.
+  for (const std::string wildcard : {"tcp://0.0.0.0:", "tcp://*:"}) {
+    if (bound.rfind(wildcard, 0) != 0) continue;
+    if (Result<std::string> host = env_.Hostname(); host.ok()) {
+      return "tcp://" + *host + ":" + bound.substr(wildcard.size());
+    } else {
+      spdlog::warn("endpoint {} advertised as bound: {}", bound, host.status().message());
+    }
+  }
+  return bound;
+}
+
 void Coordinator::AddLoopSources() {
   using platform::EventLoop;
   loop_.AddTick([this](TimePoint now) { return Tick(now); });
@@ -154,6 +157,7 @@ void Coordinator::AddLoopSources() {
     for (int i = 0; i < 256; ++i) {
       if (!(execs_.get(zmq::sockopt::events) & ZMQ_POLLIN)) break;
       if (auto msg = ReceiveFromRouter(execs_, drops_)) {
+        if (!LeadingNow()) continue;  // a follower knows no sessions (and admits no launcher)
         exec_relay_->OnClientMessage(*msg, env_.MonotonicNow());
       }
     }
@@ -199,6 +203,7 @@ void Coordinator::SendToNode(const std::string& node, v1::Envelope env) {
 }
 
 void Coordinator::OnAgentMessage(RouterMessage& msg) {
+  if (!LeadingNow()) return RefuseAgentAsFollower(msg);
   const auto now = env_.MonotonicNow();
   const int64_t now_ms = env_.WallUnixMs();
   switch (msg.envelope.body_case()) {
@@ -339,6 +344,8 @@ void Coordinator::OnOperatorMessage(RouterMessage& msg) {
     drops_.Add(DropReason::kUnexpected);
     return;
   }
+  // Answered here, before OperatorService: a follower has loaded nothing to answer from.
+  if (!LeadingNow()) return RefuseOperatorAsFollower(msg);
   // The user is the allowlist's name for the connection's key (the key itself when unnamed).
   std::string user = msg.user_id;
   if (const Allowlist* keys = zap_->KeysOf("operator")) {
@@ -359,6 +366,8 @@ std::optional<TimePoint> Coordinator::Tick(TimePoint now) {
   if (started_ == TimePoint{}) started_ = now;
   const int64_t now_ms = env_.WallUnixMs();
   ops_->Tick(now);  // READY=1 once, then STATUS=
+  // store: etcd: a follower does nothing more than look at the election again soon.
+  if (campaign_ != nullptr && !FollowElection(now)) return now + std::chrono::milliseconds(100);
   // Beats that queued while the loop was busy are read before liveness is judged: a slow
   // iteration is the coordinator's delay, not the nodes' silence (issue 19, defect 1). The
   // batches are bounded, so a flood of messages cannot hold the tick either.
@@ -410,9 +419,15 @@ void Coordinator::OnSignals() {
 
 Status Coordinator::Run() {
   TRAINLET_RETURN_IF_ERROR(loop_.Run());
-  ops_->OnStopping();  // STOPPING=1
+  if (!stepped_down_.ok()) return stepped_down_;  // nothing to flush: the fence refuses it
+  ops_->OnStopping();                             // STOPPING=1
   spdlog::info("coordinator stopping");
-  return jobs_->Flush();
+  const Status flushed = leading_ ? jobs_->Flush() : Status::Ok();
+  if (campaign_ != nullptr) {
+    // After the flush: a successor leads at once, and reads everything this one wrote.
+    if (Status s = campaign_->Resign(); !s.ok()) spdlog::warn("resigning: {}", s.message());
+  }
+  return flushed;
 }
 
 }  // namespace trainlet::coordinator

@@ -10,6 +10,18 @@
 // other member is owned by the thread that calls Run (or RunOnce). The caller prepares
 // SIGTERM/SIGINT/SIGHUP first (PrepareCoordinatorSignals).
 //
+// High availability (`store: etcd`): the coordinator binds its endpoints and campaigns for
+// leadership (EtcdLeaderCampaign, on the campaign's own thread) at start. Until it leads it is a
+// follower: it loads nothing, schedules and writes nothing, answers every operator request with
+// error code NotLeader and the leader's operator endpoint, and refuses agents' registrations
+// with the leader's agent endpoint. When it wins, it sets the store's write fence (the campaign
+// key's create revision: every store write is a txn that compares it) and loads the store, as a
+// restarted coordinator does; agents then re-register and are reconciled. A leader that loses its
+// lease (etcd unreachable, a pause past the TTL) or sees a write refused by the fence steps down
+// by ending Run with an error: the process exits (status 1) and its supervisor (systemd, k8s)
+// starts it again as a follower. The loop never waits for the election: it reads the campaign's
+// latest view, aged by the monotonic clock.
+//
 // OS access goes through the platform::Env given to Create: the clocks (liveness and deadlines
 // use the monotonic clock only; the wall clock stamps records), the host name, the pid and the
 // endpoints file. Tests give a fake one (tests/coordinator/coordinator_test.cpp).
@@ -30,6 +42,8 @@
 #include "common/zmq_sockets.h"
 #include "coordinator/apply_parser.h"
 #include "coordinator/coordinator_ops.h"
+#include "coordinator/etcd_job_store.h"
+#include "coordinator/etcd_leader_campaign.h"
 #include "coordinator/exec_relay.h"
 #include "coordinator/fence_table.h"
 #include "coordinator/job_controller.h"
@@ -47,11 +61,18 @@ struct CoordinatorConfig {
   std::string operator_listen = "tcp://127.0.0.1:7071";
   std::string exec_listen = "tcp://0.0.0.0:7072";  // trainlet-exec (MPI launchers) connect here
   std::string exec_advertise;                      // exec endpoint as nodes reach it; "" derives it
-  std::string key_file;                            // the coordinator's CURVE key pair
-  std::string agent_allowlist;                     // public keys allowed to act as agents
-  std::string operator_allowlist;                  // public keys allowed to act as operators
-  std::string runtimes_dir;                        // shipped ClusterTrainingRuntimes; "" for none
-  std::string endpoints_file;  // when set, the bound endpoints are written here (JSON)
+  // store: etcd: the agent and operator endpoints as others reach them, published to the other
+  // coordinators in the campaign key so followers can name the leader; "" derives them as exec.
+  std::string agent_advertise;
+  std::string operator_advertise;
+  // store: etcd: the leader's lease TTL. A leader cut off from etcd steps down within it, and a
+  // follower takes over within about it after the leader dies.
+  std::chrono::seconds lease_ttl{3};
+  std::string key_file;            // the coordinator's CURVE key pair
+  std::string agent_allowlist;     // public keys allowed to act as agents
+  std::string operator_allowlist;  // public keys allowed to act as operators
+  std::string runtimes_dir;        // shipped ClusterTrainingRuntimes; "" for none
+  std::string endpoints_file;      // when set, the bound endpoints are written here (JSON)
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds lost_timeout{3000};
   // How long an agent that cannot hear the coordinator keeps its ranks; no restart of their job
@@ -79,6 +100,11 @@ struct CoordinatorConfig {
 // thing in main(), before any thread exists.
 void PrepareCoordinatorSignals();
 
+// About 36 methods, over the usual 25: the public ones are the daemon's whole surface; most
+// private ones are one handler per socket and message kind, which is what a loop is; the eight
+// of high availability (StartCampaign to RefuseAgentAsFollower) are kept in
+// coordinator_election.cpp. They read and gate the same sockets and members as the rest, so a
+// class of their own would take most of Coordinator's members by reference.
 class Coordinator : public NodeSink {
  public:
   // Binds the endpoints, loads the store and writes the endpoints file. Errors name the flag or
@@ -88,8 +114,9 @@ class Coordinator : public NodeSink {
   static Result<std::unique_ptr<Coordinator>> Create(CoordinatorConfig config, platform::Env& env);
   ~Coordinator() override;
 
-  // Serves until SIGTERM or SIGINT, then says it is stopping (sd_notify) and flushes the store.
-  // An error only when the loop itself fails (zmq_poll).
+  // Serves until SIGTERM or SIGINT, then says it is stopping (sd_notify), flushes the store and
+  // (store: etcd) resigns, so a successor leads at once. An error when the loop itself fails
+  // (zmq_poll), and kUnavailable when this coordinator stepped down as leader (see above).
   Status Run();
   // One iteration of Run's loop, waiting at most `max_wait`: for a test that drives the
   // coordinator on its own thread with a fake clock. A SIGTERM seen here only stops the loop.
@@ -98,6 +125,8 @@ class Coordinator : public NodeSink {
   // The bound endpoints (a port 0 in the configuration is resolved here).
   const std::string& agent_endpoint() const { return agent_endpoint_; }
   const std::string& operator_endpoint() const { return operator_endpoint_; }
+  // Whether this coordinator leads (always, with store: sqlite); the loop's thread only.
+  bool leading() const { return leading_; }
   // The nodes as the loop sees them; for tests and the loop's thread only.
   const NodeRegistry& registry() const { return *registry_; }
   // Metrics and sd_notify; for tests and the loop's thread only.
@@ -108,6 +137,23 @@ class Coordinator : public NodeSink {
  private:
   Coordinator(CoordinatorConfig config, platform::Env& env);
   Status Init();
+  // The endpoint `bound` as others reach it: `advertise` when set, else `bound` with this host's
+  // name in place of a wildcard address.
+  std::string Advertised(const std::string& bound, const std::string& advertise) const;
+  // Starts the campaign (store: etcd).
+  Status StartCampaign();
+  // Takes the lead: the fence, then the store's cordons, runtimes and jobs.
+  Status Lead();
+  // store: etcd, each tick: takes the lead once won, steps down once lost. False while this
+  // coordinator does not lead (the tick then does nothing else).
+  bool FollowElection(platform::EventLoop::TimePoint now);
+  // Whether this coordinator may act as leader now: checked again at each request, because a
+  // process resumed after a pause reads its sockets before its next tick.
+  bool LeadingNow();
+  void StepDown(const std::string& why);
+  // A follower's answers: NotLeader with the leader's endpoint.
+  void RefuseOperatorAsFollower(const RouterMessage& msg);
+  void RefuseAgentAsFollower(const RouterMessage& msg);
   // Registers the sockets and descriptors with loop_, in the order the header comment gives.
   void AddLoopSources();
   // The loop's work each iteration (liveness, scheduling, flushing the store, deadlines);
@@ -167,6 +213,12 @@ class Coordinator : public NodeSink {
   // A refused agent may retry often: one warning per node name and key per 10 s, with a count.
   LogRateLimiter refusal_log_{std::chrono::seconds(10)};
   uint64_t fence_generation_ = UINT64_MAX;  // jobs_->generation() at the last Sweep
+  // High availability (store: etcd): the campaign, the store it fences, and whether this
+  // coordinator leads. With store: sqlite there is no campaign and leading_ is true from Init.
+  std::unique_ptr<EtcdLeaderCampaign> campaign_;
+  EtcdJobStore* etcd_store_ = nullptr;  // store_, when it is etcd's
+  bool leading_ = false;
+  Status stepped_down_;  // why Run ends with an error; OK while leading or following
 };
 
 }  // namespace trainlet::coordinator

@@ -172,11 +172,29 @@ constexpr int kGrpcNotFound = 5;
 constexpr int kGrpcResourceExhausted = 8;
 constexpr int kGrpcUnavailable = 14;
 
+// The text of an answer's "error" (or "message"): a string from unary calls, an object
+// ({"grpc_code", "message", ...}) from streaming ones such as lease keepalive; "" when none.
+std::string ErrorText(const Json& j) {
+  for (const char* key : {"error", "message"}) {
+    auto it = j.find(key);
+    if (it == j.end()) continue;
+    if (it->is_string()) return it->get<std::string>();
+    if (it->is_object()) return ErrorText(*it);
+  }
+  return "";
+}
+
 // What an error answer from a member means for trainlet. `where` names the endpoint.
 Status ErrorAnswer(const std::string& where, int http_status, const std::string& body) {
   auto parsed = ParseJson(body, where);
-  const int code = parsed.ok() ? static_cast<int>(Int(*parsed, "code")) : 0;
-  std::string message = parsed.ok() ? parsed->value("error", parsed->value("message", body)) : body;
+  int code = parsed.ok() ? static_cast<int>(Int(*parsed, "code")) : 0;
+  if (parsed.ok() && code == 0) {  // a streaming call's {"error": {"grpc_code": ...}}
+    if (auto e = parsed->find("error"); e != parsed->end() && e->is_object()) {
+      code = static_cast<int>(Int(*e, "grpc_code"));
+    }
+  }
+  std::string message = parsed.ok() ? ErrorText(*parsed) : body;
+  if (parsed.ok() && message.empty()) message = body;
   if (message.empty()) message = "HTTP " + std::to_string(http_status);
   if (message.find("no leader") != std::string::npos) {
     return UnavailableError("etcd " + where + " has no quorum: " + message +
@@ -423,8 +441,8 @@ Result<int64_t> EtcdClient::LeaseGrant(int64_t ttl_seconds) {
   Json req = {{"TTL", std::to_string(ttl_seconds)}};
   TRAINLET_ASSIGN_OR_RETURN(std::string body, Post("/v3/lease/grant", req.dump(), false));
   TRAINLET_ASSIGN_OR_RETURN(Json j, ParseJson(body, endpoints()));
-  if (j.contains("error") && !j["error"].get<std::string>().empty()) {
-    return IoError("etcd " + endpoints() + ": lease grant: " + j["error"].get<std::string>());
+  if (const std::string error = ErrorText(j); j.contains("error") && !error.empty()) {
+    return ErrorAnswer(endpoints(), 200, body);
   }
   return Int(j, "ID");
 }
@@ -435,9 +453,7 @@ Result<int64_t> EtcdClient::LeaseKeepAlive(int64_t lease_id) {
   // A streaming call: the gateway answers {"result": {...}} per message received.
   TRAINLET_ASSIGN_OR_RETURN(Json j, ParseJson(body.substr(0, body.find('\n')), endpoints()));
   if (auto r = j.find("result"); r != j.end()) return Int(*r, "TTL");
-  if (auto e = j.find("error"); e != j.end()) {
-    return ErrorAnswer(endpoints(), 200, e->dump());
-  }
+  if (j.contains("error")) return ErrorAnswer(endpoints(), 200, j.dump());
   return Int(j, "TTL");
 }
 

@@ -173,6 +173,7 @@ Status EtcdJobStore::Commit(const std::vector<Precondition>& checks,
     const bool exists = !r.ranges[i].empty();
     if (exists != (checks[i].kind == Precondition::Kind::kPresent)) return Violation(checks[i]);
   }
+  fence_lost_ = true;
   return UnavailableError(location() + ": not the leader: the fence on " +
                           (fence_ ? fence_->key : std::string("?")) +
                           " no longer holds (another coordinator leads); nothing was written");

@@ -96,7 +96,13 @@ class EtcdJobStore : public JobStore {
 
   // The compare every write txn carries from now on (nullopt: none). When it does not hold, the
   // write fails with kUnavailable "not the leader" and nothing of it lands.
-  void SetWriteFence(std::optional<EtcdCompare> fence) { fence_ = std::move(fence); }
+  void SetWriteFence(std::optional<EtcdCompare> fence) {
+    fence_ = std::move(fence);
+    fence_lost_ = false;
+  }
+  // A write failed because the fence no longer held: another coordinator leads. Stays true
+  // until the next SetWriteFence.
+  bool fence_lost() const { return fence_lost_; }
 
   // Deletes every job, runtime, cordon and queue object under the prefix in one txn
   // (`--migrate-store
@@ -108,6 +114,8 @@ class EtcdJobStore : public JobStore {
 
   const std::string& prefix() const { return prefix_; }
   EtcdClient& client() { return *client_; }
+  // The client's config (endpoints, TLS), for other connections to the same cluster.
+  const EtcdClientConfig& client_config() const { return config_.client; }
 
  private:
   // A condition one write needs: the key exists (kPresent) or not (kAbsent). `what` names the
@@ -155,6 +163,7 @@ class EtcdJobStore : public JobStore {
   std::unique_ptr<EtcdClient> client_;
 
   std::optional<EtcdCompare> fence_;
+  bool fence_lost_ = false;
   // The open transaction (empty when none); one level per nesting, each a copy to roll back to.
   std::vector<Pending> pending_;
 };

@@ -10,7 +10,7 @@
 // the create revision it got". A leader whose lease ended fails that compare, so none of its
 // writes land after its key is gone, whatever its own clock or state believes.
 //
-// Not yet wired into the coordinator's loop (issue 17's next slice).
+// The coordinator runs it on a thread of its own (EtcdLeaderCampaign, etcd_leader_campaign.h).
 //
 // Threading: one thread (the loop). Poll blocks for up to three etcd round trips.
 // Errors: Poll returns EtcdClient's errors (kUnavailable "no quorum" / "unreachable"); the state
@@ -53,6 +53,8 @@ class EtcdLeaderElection {
   Status Resign();
 
   const std::string& campaign_key() const { return key_; }
+  // When the lease was last granted or renewed (the `now` of that Poll); {} without a lease.
+  Clock::time_point renewed() const { return lease_ == 0 ? Clock::time_point{} : renewed_; }
 
  private:
   Status Campaign(Clock::time_point now);

@@ -48,6 +48,11 @@ int main(int argc, char** argv) {
       [&](int64_t v) { config.store.etcd.max_txn_ops = static_cast<size_t>(v); },
       static_cast<int64_t>(config.store.etcd.max_txn_ops),
       "The etcd members' --max-txn-ops: larger transactions are refused whole");
+  c.Int(
+      "etcd_lease_ttl_s", 1, 600, [&](int64_t v) { config.lease_ttl = std::chrono::seconds(v); },
+      config.lease_ttl.count(),
+      "store: etcd: the leader's lease, s; a leader cut off from etcd steps down within it, and "
+      "a standby takes over about this long after the leader dies");
   c.String("agent_listen", &config.agent_listen,
            "Endpoint agents connect to (port 0 picks a free one)");
   c.String("operator_listen", &config.operator_listen,
@@ -57,6 +62,12 @@ int main(int argc, char** argv) {
   c.String("exec_advertise", &config.exec_advertise,
            "The exec endpoint as nodes reach it (default: the bound one, with this host's name "
            "for a wildcard address)");
+  c.String("agent_advertise", &config.agent_advertise,
+           "store: etcd: the agent endpoint as agents reach it, named by followers (default: the "
+           "bound one, with this host's name for a wildcard address)");
+  c.String("operator_advertise", &config.operator_advertise,
+           "store: etcd: the operator endpoint as trainletctl reaches it, named by followers "
+           "(default: the bound one, with this host's name for a wildcard address)");
   c.Path("key", &config.key_file, DaemonConfig::PathKind::kFile,
          "The coordinator's CURVE key pair file", true);
   c.Path("agent_allowlist", &config.agent_allowlist, DaemonConfig::PathKind::kFile,

@@ -14,7 +14,10 @@
 # time in `get nodes -o json`); the other two are read by polling trainletctl (each poll costs
 # ~10 ms), so they are upper bounds.
 #
-# usage: bench/failover/run.sh [--trials N] [--sim-agents S] [--bin BUILD/bin]
+# With --etcd: coordinators in high availability on etcd instead (bench/failover/etcd.sh: leader
+# SIGKILL -> apply accepted again, and -> S agents re-registered; apply latency etcd vs SQLite).
+#
+# usage: bench/failover/run.sh [--etcd] [--trials N] [--sim-agents S] [--bin BUILD/bin]
 #   --trials N      trials of each measurement (default 20)
 #   --sim-agents S  simulated agents for the re-register trial (default 1000)
 #   --bin DIR       the build's bin directory (default $TRAINLET_BIN, else <repo>/build/bin)
@@ -26,12 +29,13 @@ SRC=$(cd "$HERE/../.." && pwd)
 TRIALS=20
 SIM=1000
 BIN_DIR=${TRAINLET_BIN:-$SRC/build/bin}
+for a in "$@"; do [ "$a" = --etcd ] && exec "$HERE/etcd.sh" "$@"; done
 while [ $# -gt 0 ]; do
   case "$1" in
     --trials) TRIALS=${2:?--trials needs a number}; shift 2 ;;
     --sim-agents) SIM=${2:?--sim-agents needs a number}; shift 2 ;;
     --bin) BIN_DIR=${2:?--bin needs a directory}; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done

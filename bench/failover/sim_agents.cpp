@@ -7,6 +7,11 @@
 // "marked"; once each agent has had a registration accepted again it prints
 // "reregistered <count> last_unix_ms=<ms>". The driver (bench/failover/run.sh) sends SIGUSR1, kills
 // and restarts the coordinator, and subtracts the restart time from last_unix_ms.
+//
+// Several coordinators (--endpoint a,b: high availability on etcd, issue 17): each agent talks to
+// one at a time, as trainlet-agent does: a not_leader refusal naming a leader sends it there (a
+// new socket), one naming no leader is answered by registering again after 250 ms, and a
+// registered agent whose coordinator is silent for three heartbeats moves to the next endpoint.
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -31,6 +36,12 @@ using Clock = std::chrono::steady_clock;
 struct SimAgent {
   std::string name;
   zmq::socket_t socket;
+  size_t key = 0;        // index of its key pair
+  std::string endpoint;  // connected to now
+  size_t next_endpoint = 1;
+  Clock::time_point last_heard{};
+  std::string left_silent;  // the endpoint last left for its silence, and when
+  Clock::time_point left_at{};
   bool registered = false;
   bool accepted_since_mark = false;
   uint64_t seq = 0;
@@ -71,6 +82,18 @@ std::string SimAgentName(const std::string& prefix, int i) {
   return name;
 }
 
+std::vector<std::string> SplitList(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    if (comma > start) out.push_back(list.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
 int Run(int count, const std::string& endpoint, const std::string& server_key_file,
         const std::string& allowlist, int heartbeat_ms, const std::string& prefix) {
   RaiseFileLimit();
@@ -96,16 +119,36 @@ int Run(int count, const std::string& endpoint, const std::string& server_key_fi
   }
   zmq::context_t ctx;
   ctx.set(zmq::ctxopt::max_sockets, count + 64);
+  const std::vector<std::string> endpoints = SplitList(endpoint);
+  if (endpoints.empty()) {
+    std::fprintf(stderr, "--endpoint: none given\n");
+    return 2;
+  }
   std::vector<SimAgent> agents;
   agents.reserve(count);
   for (int i = 0; i < count; ++i) {
-    auto s = ConnectCurveDealer(ctx, endpoint, server_key, keys[i]);
+    auto s = ConnectCurveDealer(ctx, endpoints[0], server_key, keys[i]);
     if (!s.ok()) {
       std::fprintf(stderr, "connect: %s\n", s.status().message().c_str());
       return 1;
     }
-    agents.push_back({SimAgentName(prefix, i), std::move(*s)});
+    SimAgent a{SimAgentName(prefix, i), std::move(*s)};
+    a.key = static_cast<size_t>(i);
+    a.endpoint = endpoints[0];
+    agents.push_back(std::move(a));
   }
+  // A new socket to `to` (a send right after a disconnect may take the old pipe).
+  auto move_to = [&](SimAgent& a, const std::string& to, zmq_pollitem_t& item) {
+    auto s = ConnectCurveDealer(ctx, to, server_key, keys[a.key]);
+    if (!s.ok()) return;
+    a.socket.set(zmq::sockopt::linger, 0);
+    a.socket = std::move(*s);
+    a.endpoint = to;
+    a.registered = false;
+    a.next_register = Clock::now();
+    a.last_heard = Clock::now();
+    item.socket = a.socket.handle();
+  };
 
   sigset_t set;
   sigemptyset(&set);
@@ -128,7 +171,16 @@ int Run(int count, const std::string& endpoint, const std::string& server_key_fi
   for (;;) {
     const auto now = Clock::now();
     int registered = 0;
-    for (SimAgent& a : agents) {
+    for (size_t i = 0; i < agents.size(); ++i) {
+      SimAgent& a = agents[i];
+      if (endpoints.size() > 1 && a.last_heard != Clock::time_point{} &&
+          now - a.last_heard > 3 * beat && now - a.last_heard > std::chrono::milliseconds(500)) {
+        std::string to = endpoints[a.next_endpoint++ % endpoints.size()];
+        if (to == a.endpoint) to = endpoints[a.next_endpoint++ % endpoints.size()];
+        a.left_silent = a.endpoint;
+        a.left_at = now;
+        move_to(a, to, items[i]);
+      }
       if (!a.registered && now >= a.next_register) {
         v1::Envelope env = RegisterMessage(a.name);
         SendOnDealer(a.socket, env);
@@ -165,7 +217,21 @@ int Run(int count, const std::string& endpoint, const std::string& server_key_fi
       if (!(items[i].revents & ZMQ_POLLIN)) continue;
       SimAgent& a = agents[i];
       while (auto env = ReceiveFromDealer(a.socket, drops)) {
+        a.last_heard = Clock::now();
         if (!env->has_register_ack()) continue;  // heartbeat acks, plans: nothing to do
+        const v1::RegisterAck& ack = env->register_ack();
+        if (!ack.accepted() && ack.not_leader()) {  // a follower: to the leader, or wait
+          a.registered = false;
+          // A follower names the dead leader until its lease ends: not the one just left.
+          const bool stale = ack.leader_endpoint() == a.left_silent &&
+                             Clock::now() - a.left_at < std::chrono::seconds(10);
+          if (!ack.leader_endpoint().empty() && ack.leader_endpoint() != a.endpoint && !stale) {
+            move_to(a, ack.leader_endpoint(), items[i]);
+            break;  // the old socket is gone
+          }
+          a.next_register = Clock::now() + std::chrono::milliseconds(250);
+          continue;
+        }
         if (!env->register_ack().accepted()) {
           a.registered = false;  // "unknown node: register again"
           a.next_register = Clock::now();
@@ -197,7 +263,10 @@ int main(int argc, char** argv) {
   int heartbeat_ms = 1000;
   std::string endpoint, server_key, allowlist, prefix = "sim-";
   app.add_option("--count", count, "Agents to simulate")->check(CLI::Range(1, 100000));
-  app.add_option("--endpoint", endpoint, "Coordinator agent endpoint, tcp://host:port")->required();
+  app.add_option("--endpoint", endpoint,
+                 "Coordinator agent endpoint, tcp://host:port; several, comma-separated, for "
+                 "coordinators in high availability")
+      ->required();
   app.add_option("--server-key", server_key, "The coordinator's public key file")->required();
   app.add_option("--allowlist", allowlist,
                  "Agent allowlist the coordinator reads; the agents' keys are appended")

@@ -36,7 +36,16 @@ Result<ClientConfig> LoadClientConfig(const std::string& home) {
       std::string v = root[key].as<std::string>();
       return v;
     };
-    TRAINLET_ASSIGN_OR_RETURN(c.coordinator, field("coordinator"));
+    if (const YAML::Node list = root["coordinator"]; list && list.IsSequence()) {
+      // Several coordinators (high availability): kept as one comma-separated list.
+      for (const auto& e : list) {
+        if (!e.IsScalar()) return InvalidError(path + ": coordinator: a list of endpoints");
+        c.coordinator += (c.coordinator.empty() ? "" : ",") + e.as<std::string>();
+      }
+      if (c.coordinator.empty()) return InvalidError(path + ": coordinator: the list is empty");
+    } else {
+      TRAINLET_ASSIGN_OR_RETURN(c.coordinator, field("coordinator"));
+    }
     TRAINLET_ASSIGN_OR_RETURN(c.coordinator_key_file, field("coordinator_key"));
     TRAINLET_ASSIGN_OR_RETURN(c.key_file, field("key"));
   } catch (const YAML::Exception& e) {

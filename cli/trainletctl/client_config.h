@@ -2,6 +2,8 @@
 //
 // TRAINLET_HOME (default ~/.trainlet, overridden by --home) holds config.yaml:
 //     coordinator: tcp://127.0.0.1:7071        # the operator endpoint
+//                                                 # or several (high availability): a YAML list,
+//                                                 # or one string, comma-separated
 //     coordinator_key: keys/coordinator.key.pub # the coordinator's public key
 //     key: keys/operator.key                     # this operator's key pair
 // Relative paths are relative to the home directory.
@@ -15,7 +17,7 @@ namespace trainlet::cli {
 
 struct ClientConfig {
   std::string home;
-  std::string coordinator;
+  std::string coordinator;  // operator endpoints, comma-separated (one, or an HA set)
   std::string coordinator_key_file;
   std::string key_file;
 };

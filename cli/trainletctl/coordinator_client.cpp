@@ -2,6 +2,8 @@
 
 #include <map>
 #include <optional>
+#include <set>
+#include <thread>
 
 #include "common/platform/env.h"
 #include "common/platform/event_loop.h"
@@ -9,18 +11,58 @@
 
 namespace trainlet::cli {
 
+namespace {
+
+std::vector<std::string> SplitList(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    const std::string item = list.substr(start, comma - start);
+    const size_t b = item.find_first_not_of(" \t");
+    if (b != std::string::npos) out.push_back(item.substr(b, item.find_last_not_of(" \t") - b + 1));
+    start = comma + 1;
+  }
+  return out;
+}
+
+// After every endpoint refused (an election in progress), the round starts again after this.
+constexpr std::chrono::milliseconds kRoundPause{200};
+
+}  // namespace
+
 Result<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(const ClientConfig& config) {
   std::unique_ptr<CoordinatorClient> c(new CoordinatorClient());
-  c->endpoint_ = config.coordinator;
+  c->endpoints_ = SplitList(config.coordinator);
+  if (c->endpoints_.empty()) return InvalidError("coordinator: no endpoint given");
+  c->endpoint_ = c->endpoints_[0];
   TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair server, ReadKeyPair(config.coordinator_key_file));
   TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair mine, ReadKeyPair(config.key_file));
   if (mine.secret_z85.empty()) return InvalidError(config.key_file + ": holds no secret-key");
-  TRAINLET_ASSIGN_OR_RETURN(
-      c->socket_, ConnectCurveDealer(c->ctx_, config.coordinator, server.public_z85, mine));
+  c->server_public_ = server.public_z85;
+  c->keys_ = mine;
+  TRAINLET_ASSIGN_OR_RETURN(c->socket_,
+                            ConnectCurveDealer(c->ctx_, c->endpoint_, server.public_z85, mine));
   // The monitor tells a refused key apart from a coordinator that is not there, and says when
   // the handshake is done, so the request goes out then rather than at the next retry tick.
   c->monitor_ = HandshakeMonitor(c->ctx_, c->socket_, "trainletctl-monitor");
   return c;
+}
+
+Status CoordinatorClient::MoveTo(const std::string& endpoint) {
+  if (endpoint == endpoint_) return Status::Ok();
+  // A new socket and monitor rather than disconnect and connect on the old one: a send right
+  // after a disconnect may still go down the old connection's pipe and be lost, and the old
+  // connection's events would read as the new one's.
+  monitor_ = HandshakeMonitor();
+  socket_.set(zmq::sockopt::linger, 0);
+  socket_.close();
+  TRAINLET_ASSIGN_OR_RETURN(socket_, ConnectCurveDealer(ctx_, endpoint, server_public_, keys_));
+  monitor_ =
+      HandshakeMonitor(ctx_, socket_, "trainletctl-monitor-" + std::to_string(++connections_));
+  endpoint_ = endpoint;
+  return Status::Ok();
 }
 
 Result<v1::OperatorResponse> CoordinatorClient::Call(v1::OperatorRequest request,
@@ -30,9 +72,65 @@ Result<v1::OperatorResponse> CoordinatorClient::Call(v1::OperatorRequest request
   v1::Envelope env;
   *env.mutable_operator_request() = std::move(request);
   const std::string bytes = EncodeEnvelope(env);
+  const auto deadline = platform::RealEnv().MonotonicNow() + timeout;
+  if (endpoints_.size() < 2) {  // one coordinator: wait for it, as ever
+    Result<v1::OperatorResponse> r = CallOne(bytes, id, timeout, deadline, deadline);
+    if (!moved_on_ || moved_on_->empty()) return r;
+    // It names a leader: one hop there.
+    TRAINLET_RETURN_IF_ERROR(MoveTo(*moved_on_));
+    return CallOne(bytes, id, timeout, deadline, deadline);
+  }
+  size_t next = 1;
+  size_t tried_in_round = 0;
+  std::optional<Status> last;
+  std::set<std::string> unreachable;  // took no connection during this call
+  while (platform::RealEnv().MonotonicNow() < deadline) {
+    Result<v1::OperatorResponse> r =
+        CallOne(bytes, id, timeout, deadline,
+                std::min(deadline, platform::RealEnv().MonotonicNow() + kConnectTimeout));
+    if (!moved_on_) return r;
+    // A follower's refusal says more (who leads, why none does) than a connection that failed.
+    if (refused_as_follower_ || !last) last = r.status();
+    if (!refused_as_follower_) unreachable.insert(endpoint_);
+    // The leader it named, unless that one took no connection just now: a follower names a dead
+    // leader until its lease ends.
+    if (!moved_on_->empty() && *moved_on_ != endpoint_ && unreachable.count(*moved_on_) == 0) {
+      TRAINLET_RETURN_IF_ERROR(MoveTo(*moved_on_));
+      continue;
+    }
+    // The next endpoint that took a connection during this call; none: every one refused or
+    // is unreachable (an election runs), so pause, then ask a live one (this one) again.
+    std::string to;
+    for (size_t i = 0; i < endpoints_.size() && to.empty(); ++i) {
+      const std::string& c = endpoints_[next++ % endpoints_.size()];
+      if (c != endpoint_ && unreachable.count(c) == 0) to = c;
+    }
+    if (to.empty() || ++tried_in_round >= endpoints_.size()) {
+      tried_in_round = 0;
+      std::this_thread::sleep_for(kRoundPause);
+      if (to.empty() && !refused_as_follower_) {  // nothing answers: try them all again
+        unreachable.clear();
+        to = endpoints_[next++ % endpoints_.size()];
+      }
+      if (to.empty()) to = endpoint_;
+    }
+    TRAINLET_RETURN_IF_ERROR(MoveTo(to));
+  }
+  std::string list;
+  for (const auto& e : endpoints_) list += (list.empty() ? "" : ", ") + e;
+  return UnavailableError("no coordinator of " + list + " answered as leader within " +
+                          std::to_string(timeout.count() / 1000) + " s" +
+                          (last ? " (last: " + last->message() + ")" : std::string()));
+}
+
+Result<v1::OperatorResponse> CoordinatorClient::CallOne(
+    const std::string& bytes, uint64_t id, std::chrono::milliseconds timeout,
+    std::chrono::steady_clock::time_point deadline,
+    std::chrono::steady_clock::time_point connect_by) {
   using Loop = platform::EventLoop;
   Loop loop(platform::RealEnv());
-  const auto deadline = platform::RealEnv().MonotonicNow() + timeout;
+  moved_on_.reset();
+  refused_as_follower_ = false;
   bool sent = false;
   bool connected = false;  // the handshake succeeded: a send that failed is retried at once
   std::optional<Result<v1::OperatorResponse>> answer;
@@ -43,7 +141,14 @@ Result<v1::OperatorResponse> CoordinatorClient::Call(v1::OperatorRequest request
   // Each iteration: give up at the deadline, else send until the request leaves (ZMQ_IMMEDIATE:
   // sending fails until the connection is up, so nothing is queued blind).
   loop.AddTick([&](Loop::TimePoint now) -> std::optional<Loop::TimePoint> {
+    if (!sent && now >= connect_by && now < deadline) {
+      moved_on_ = "";  // never sent: the next endpoint may have it
+      finish(UnavailableError("the coordinator at " + endpoint_ + " took no connection within " +
+                              std::to_string(kConnectTimeout.count()) + " ms"));
+      return std::nullopt;
+    }
     if (now >= deadline) {
+      if (!sent) moved_on_ = "";  // never sent: Call says what the other endpoints answered
       finish(UnavailableError("the coordinator at " + endpoint_ + " did not answer within " +
                               std::to_string(timeout.count() / 1000) +
                               " s (is it running? trainletctl reads its address from "
@@ -51,7 +156,8 @@ Result<v1::OperatorResponse> CoordinatorClient::Call(v1::OperatorRequest request
       return std::nullopt;
     }
     if (!sent) sent = socket_.send(zmq::buffer(bytes), zmq::send_flags::dontwait).has_value();
-    return sent ? deadline : now + std::chrono::milliseconds(connected ? 1 : 20);
+    return sent ? deadline
+                : std::min(connect_by, now + std::chrono::milliseconds(connected ? 1 : 20));
   });
   if (monitor_.handle() != nullptr) {
     loop.AddSocket(monitor_.handle(), Loop::kReadable, [&](short) {
@@ -106,12 +212,14 @@ std::optional<Result<v1::OperatorResponse>> CoordinatorClient::ReadReply(uint64_
   v1::OperatorResponse r = std::move(*reply->mutable_operator_response());
   if (r.request_id() != id) return std::nullopt;  // a late answer to an earlier call
   if (r.error().empty()) return r;
+  if (r.error_code() == "NotLeader") {
+    moved_on_ = r.leader();  // "" when none is known yet
+    refused_as_follower_ = true;
+  }
   static const std::map<std::string, ErrorCode> kCodes = {
-      {"NotFound", ErrorCode::kNotFound},
-      {"Invalid", ErrorCode::kInvalid},
-      {"AlreadyExists", ErrorCode::kExists},
-      {"Unavailable", ErrorCode::kUnavailable},
-      {"PermissionDenied", ErrorCode::kPermission}};
+      {"NotFound", ErrorCode::kNotFound},           {"Invalid", ErrorCode::kInvalid},
+      {"AlreadyExists", ErrorCode::kExists},        {"Unavailable", ErrorCode::kUnavailable},
+      {"PermissionDenied", ErrorCode::kPermission}, {"NotLeader", ErrorCode::kUnavailable}};
   auto it = kCodes.find(r.error_code());
   return Status(it == kCodes.end() ? ErrorCode::kInternal : it->second, r.error());
 }

@@ -1,10 +1,18 @@
 // A synchronous client of the coordinator's operator endpoint, for trainletctl.
+//
+// Several coordinators (high availability): ClientConfig::coordinator may list several
+// endpoints. A call goes to the first; an answer with error code NotLeader sends it to the
+// leader that answer names (else to the next endpoint), and so does an endpoint that takes no
+// connection within kConnectTimeout. A request is sent again elsewhere only when no coordinator
+// can have acted on it (refused as NotLeader, or never sent), so an apply is never applied twice.
+// A connection cut after the request went out is reported, not retried.
 #pragma once
 
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 #include <zmq.hpp>
 
 #include "common/curve_keys.h"
@@ -26,8 +34,19 @@ class CoordinatorClient {
   Result<v1::OperatorResponse> Call(v1::OperatorRequest request,
                                     std::chrono::milliseconds timeout = std::chrono::seconds(15));
 
+  // With several endpoints: how long one may take to accept the connection before the next.
+  static constexpr std::chrono::milliseconds kConnectTimeout{1500};
+
  private:
   CoordinatorClient() = default;
+  // Call on the endpoint connected now. With several endpoints, gives up with `moved_on_` set
+  // when the connection is not up by `connect_by`, or the answer is NotLeader.
+  Result<v1::OperatorResponse> CallOne(const std::string& bytes, uint64_t id,
+                                       std::chrono::milliseconds timeout,
+                                       std::chrono::steady_clock::time_point deadline,
+                                       std::chrono::steady_clock::time_point connect_by);
+  // Replaces the socket with one connected to `endpoint`.
+  Status MoveTo(const std::string& endpoint);
   // The handshake monitor's news: OK, with *connected set once it succeeded and cleared when the
   // connection dropped; PermissionError when the coordinator refused the key or the handshake
   // failed.
@@ -38,7 +57,15 @@ class CoordinatorClient {
   zmq::context_t ctx_;
   zmq::socket_t socket_;
   HandshakeMonitor monitor_;
-  std::string endpoint_;
+  std::string endpoint_;                // connected to now
+  std::vector<std::string> endpoints_;  // as configured
+  std::string server_public_;           // the coordinators' public key (one for all of them)
+  CurveKeyPair keys_;                   // this operator's
+  uint64_t connections_ = 0;            // sockets made after the first: names their monitors
+  // Set by CallOne when the request may go elsewhere: "" for the next endpoint, else the leader
+  // a NotLeader answer named.
+  std::optional<std::string> moved_on_;
+  bool refused_as_follower_ = false;  // the last CallOne's answer was NotLeader
   uint64_t next_id_ = 1;
   DropCounters drops_;
 };

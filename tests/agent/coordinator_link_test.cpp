@@ -54,9 +54,19 @@ class CoordinatorLinkTest : public ::testing::Test {
     ASSERT_TRUE(router.ok()) << router.status().ToString();
     router_.emplace(std::move(router).value());
 
+    BindMore();
+    Relink(LinkEndpoints());
+  }
+  // More coordinators, and the endpoints the link is given (HA tests): one link per context
+  // (its handshake monitor's name), so it is made once, after them.
+  virtual void BindMore() {}
+  virtual std::string LinkEndpoints() { return endpoint_; }
+
+  // The link to `endpoints` (comma-separated), with the fixture's options and hooks.
+  void Relink(const std::string& endpoints) {
     CoordinatorLink::Options options;
-    options.endpoint = endpoint_;
-    options.coordinator_public = server.public_z85;
+    options.endpoint = endpoints;
+    options.coordinator_public = server_.public_z85;
     options.keys = agent_keys_;
     options.heartbeat_interval = milliseconds(1000);
     options.register_retry = milliseconds(2000);
@@ -92,8 +102,9 @@ class CoordinatorLinkTest : public ::testing::Test {
                                              bool read_link = true) {
     const auto deadline = Clock::now() + budget;
     while (Clock::now() < deadline) {
+      zmq::socket_t& router = at_ != nullptr ? *at_ : *router_;
       zmq::pollitem_t items[] = {{zap_->socket().handle(), 0, ZMQ_POLLIN, 0},
-                                 {router_->handle(), 0, ZMQ_POLLIN, 0},
+                                 {router.handle(), 0, ZMQ_POLLIN, 0},
                                  {link_->monitor_handle(), 0, ZMQ_POLLIN, 0},
                                  {link_->socket_handle(), 0, ZMQ_POLLIN, 0}};
       zmq::poll(items, read_link ? 4 : 3, milliseconds(10));
@@ -101,7 +112,7 @@ class CoordinatorLinkTest : public ::testing::Test {
       if (items[2].revents & ZMQ_POLLIN) link_->OnHandshakeEvents();
       if (read_link && (items[3].revents & ZMQ_POLLIN)) link_->Read(64);
       if (items[1].revents & ZMQ_POLLIN) {
-        auto msg = ReceiveFromRouter(*router_, drops_);
+        auto msg = ReceiveFromRouter(router, drops_);
         if (!msg) continue;
         routing_id_ = msg->routing_id;
         if (msg->envelope.body_case() == body) return msg;
@@ -110,7 +121,9 @@ class CoordinatorLinkTest : public ::testing::Test {
     return std::nullopt;
   }
 
-  void ToAgent(v1::Envelope env) { ASSERT_TRUE(SendToRouterPeer(*router_, routing_id_, env)); }
+  void ToAgent(v1::Envelope env) {
+    ASSERT_TRUE(SendToRouterPeer(at_ != nullptr ? *at_ : *router_, routing_id_, env));
+  }
 
   // Waits until a message the coordinator sent is readable on the link, without reading it.
   bool WaitForLink(milliseconds budget = milliseconds(5000)) {
@@ -177,6 +190,7 @@ class CoordinatorLinkTest : public ::testing::Test {
   std::unique_ptr<ZapAuthenticator> zap_;
   std::optional<zmq::socket_t> router_;
   std::string endpoint_;
+  zmq::socket_t* at_ = nullptr;  // the coordinator AtCoordinator and ToAgent play; null: router_
   std::string routing_id_;
   CurveKeyPair server_;
   CurveKeyPair agent_keys_;
@@ -462,6 +476,81 @@ TEST_F(CoordinatorLinkTest, SilenceCountsFromStartWithAdoptedRanks) {
   link_->CountSilenceFrom(now_);
   EXPECT_FALSE(link_->CheckPartition(now_ + milliseconds(9999), 4));
   EXPECT_TRUE(link_->CheckPartition(now_ + milliseconds(10000), 4));
+}
+
+}  // namespace
+}  // namespace trainlet::agent
+
+namespace trainlet::agent {
+namespace {
+
+// Coordinators in high availability: a second coordinator endpoint, with the same key.
+class CoordinatorLinkHaTest : public CoordinatorLinkTest {
+ protected:
+  void BindMore() override {
+    auto router = BindCurveRouter(ctx_, "tcp://127.0.0.1:0", server_, "agent", &endpoint2_);
+    ASSERT_TRUE(router.ok()) << router.status().ToString();
+    router2_.emplace(std::move(router).value());
+  }
+  std::string LinkEndpoints() override { return endpoint_ + "," + endpoint2_; }
+  std::optional<zmq::socket_t> router2_;
+  std::string endpoint2_;
+};
+
+TEST_F(CoordinatorLinkHaTest, AFollowersRefusalSendsTheLinkToTheLeaderItNames) {
+  link_->Start();
+  ASSERT_TRUE(AtCoordinator(v1::Envelope::kRegister));
+  v1::Envelope nack;
+  nack.mutable_register_ack()->set_accepted(false);
+  nack.mutable_register_ack()->set_not_leader(true);
+  nack.mutable_register_ack()->set_leader_endpoint(endpoint2_);
+  nack.mutable_register_ack()->set_reason("this coordinator is not the leader");
+  ToAgent(std::move(nack));
+  ASSERT_TRUE(WaitForLink());
+  link_->Read(64);
+  EXPECT_EQ(link_->current_endpoint(), endpoint2_);
+  at_ = &*router2_;
+  ASSERT_TRUE(AtCoordinator(v1::Envelope::kRegister)) << "no registration at the leader";
+  Accept(3000);
+  EXPECT_TRUE(link_->registered());
+}
+
+TEST_F(CoordinatorLinkHaTest, AFollowerWithNoLeaderIsAskedAgainAfterAPause) {
+  link_->Start();
+  ASSERT_TRUE(AtCoordinator(v1::Envelope::kRegister));
+  const int built = registrations_built_;
+  v1::Envelope nack;
+  nack.mutable_register_ack()->set_accepted(false);
+  nack.mutable_register_ack()->set_not_leader(true);
+  nack.mutable_register_ack()->set_reason("no leader is elected yet");
+  ToAgent(std::move(nack));
+  ASSERT_TRUE(WaitForLink());
+  link_->Read(64);
+  EXPECT_EQ(link_->current_endpoint(), endpoint_);  // it answers: stay
+  link_->Tick(now_ + milliseconds(100));
+  EXPECT_EQ(registrations_built_, built);  // not before the pause, and no backoff after it
+  link_->Tick(now_ + milliseconds(260));
+  EXPECT_EQ(registrations_built_, built + 1);
+  EXPECT_TRUE(AtCoordinator(v1::Envelope::kRegister));
+}
+
+TEST_F(CoordinatorLinkHaTest, ASilentLeaderIsLeftForTheNextEndpoint) {
+  Register();
+  // 3 heartbeat intervals of silence (the fixture's heartbeat is 1 s).
+  link_->Tick(now_ + milliseconds(2900));
+  EXPECT_EQ(link_->current_endpoint(), endpoint_);
+  EXPECT_TRUE(link_->registered());
+  link_->Tick(now_ + milliseconds(3100));
+  EXPECT_EQ(link_->current_endpoint(), endpoint2_);
+  EXPECT_FALSE(link_->registered());
+  at_ = &*router2_;
+  ASSERT_TRUE(AtCoordinator(v1::Envelope::kRegister)) << "no registration at the next one";
+}
+
+TEST_F(CoordinatorLinkTest, WithOneEndpointASilentCoordinatorIsNeverLeft) {
+  Register();
+  link_->Tick(now_ + std::chrono::seconds(60));
+  EXPECT_EQ(link_->current_endpoint(), endpoint_);
 }
 
 }  // namespace

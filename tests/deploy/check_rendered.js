@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // trainlet's own expectations of the rendered kustomize output, on top of schema validation:
 //
-//   node check_rendered.js SOURCE_DIR BASE.yaml GPU.yaml KEYS_DIR
+//   node check_rendered.js SOURCE_DIR BASE.yaml GPU.yaml KEYS_DIR [HA.yaml]
 //
 // SOURCE_DIR is the repository root (for deploy/runtimes and the manifests' comments), KEYS_DIR
 // the keys make-keys wrote for this render. Prints each failed expectation; exits 1 on any.
@@ -11,7 +11,7 @@ const fs = require("fs");
 const path = require("path");
 const YAML = require("yaml");
 
-const [src, basePath, gpuPath, keysDir] = process.argv.slice(2);
+const [src, basePath, gpuPath, keysDir, haPath] = process.argv.slice(2);
 const failures = [];
 const expect = (ok, what) => { if (!ok) failures.push(what); };
 
@@ -148,6 +148,50 @@ if (gds) {
   failures.push("gpu overlay has DaemonSet trainlet-agent");
 }
 expect(gpu.length === base.length, "gpu overlay renders the whole base");
+
+// HA overlay (issue 17): three coordinators on etcd, a 3-member etcd StatefulSet, no shared volume.
+if (haPath) {
+  const ha = load(haPath);
+  const hdep = find(ha, "Deployment", "trainlet-coordinator");
+  if (hdep) {
+    const args = containerOf(hdep).args;
+    const has = (a) => args.includes(a);
+    const arg = (k) => (args.find((a) => a.startsWith(k + "=")) || "").slice(k.length + 1);
+    expect(hdep.spec.replicas === 3, "ha overlay runs 3 coordinators");
+    expect(hdep.spec.strategy.type === "RollingUpdate" && !hdep.spec.strategy.recreate,
+           "ha overlay rolls the coordinators one at a time");
+    expect(has("--store=etcd"), "ha coordinators use store: etcd");
+    expect(arg("--etcd-endpoints").split(",").length === 3, "ha coordinators know the 3 etcd members");
+    for (const k of ["--agent-advertise", "--operator-advertise", "--exec-advertise"]) {
+      expect(arg(k).includes("$(POD_IP)"), `ha coordinators advertise their pod IP (${k})`);
+    }
+    expect(containerOf(hdep).env.some((e) => e.name === "POD_IP"), "ha coordinators get POD_IP");
+    const vols = hdep.spec.template.spec.volumes;
+    const state = vols.find((v) => v.name === "state");
+    expect(state && state.emptyDir && !state.persistentVolumeClaim, "ha coordinators share no volume");
+    // Everything the base's coordinator is started with, but the store, is kept.
+    const baseDep = find(base, "Deployment", "trainlet-coordinator");
+    for (const a of containerOf(baseDep).args) {
+      if (!a.startsWith("--exec-advertise")) expect(has(a), `ha coordinators keep ${a}`);
+    }
+  } else {
+    failures.push("ha overlay has Deployment trainlet-coordinator");
+  }
+  expect(!find(ha, "PersistentVolumeClaim", "trainlet-coordinator-state"),
+         "ha overlay drops the coordinator's volume claim");
+  const etcd = find(ha, "StatefulSet", "trainlet-etcd");
+  expect(etcd && etcd.spec.replicas === 3 && etcd.spec.serviceName === "trainlet-etcd",
+         "ha overlay runs etcd as a 3-member StatefulSet");
+  const esvc = find(ha, "Service", "trainlet-etcd");
+  expect(esvc && esvc.spec.clusterIP === "None", "ha overlay's etcd Service is headless");
+  for (const d of ha) {
+    if (d.kind !== "Namespace") {
+      expect(d.metadata.namespace === "trainlet", `ha: ${d.kind}/${d.metadata.name} is in namespace trainlet`);
+    }
+  }
+  const pdb = ha.find((d) => d.kind === "PodDisruptionBudget" && d.metadata.name === "trainlet-coordinator");
+  expect(pdb && pdb.spec.minAvailable === 2, "ha overlay lets a drain take one coordinator at a time");
+}
 
 for (const f of failures) console.error(`FAIL: ${f}`);
 if (failures.length === 0) console.log("rendered manifests meet trainlet's expectations");

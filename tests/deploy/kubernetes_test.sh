@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Renders deploy/kubernetes (base and overlays/gpu) with `kubectl kustomize`, using keys made by
+# Renders deploy/kubernetes (base, overlays/gpu and overlays/ha) with `kubectl kustomize`, using keys made by
 # deploy/kubernetes/make-keys and the trainletctl just built, then validates every object
 # offline against the Kubernetes schemas (validator/validate.js) and checks trainlet's own
 # expectations (check_rendered.js).
@@ -33,12 +33,17 @@ echo "== render"
   cat "$work/gpu.err" >&2
   exit 1
 }
+"$kubectl" kustomize "$work/kubernetes/overlays/ha" > "$work/ha.yaml" 2> "$work/ha.err" || {
+  cat "$work/ha.err" >&2
+  exit 1
+}
 
 echo "== validate against the Kubernetes schemas"
-node "$src/tests/deploy/validator/validate.js" "$work/base.yaml" "$work/gpu.yaml"
+node "$src/tests/deploy/validator/validate.js" "$work/base.yaml" "$work/gpu.yaml" "$work/ha.yaml"
 
 echo "== trainlet's expectations"
-node "$src/tests/deploy/check_rendered.js" "$src" "$work/base.yaml" "$work/gpu.yaml" "$keys"
+node "$src/tests/deploy/check_rendered.js" "$src" "$work/base.yaml" "$work/gpu.yaml" "$keys" \
+  "$work/ha.yaml"
 
 echo "== make-keys again with one more node keeps the existing keys"
 before="$(cat "$keys/agents/node-a.key" "$keys/coordinator.key")"

@@ -76,7 +76,10 @@ function crossReferences(docs, report) {
         }
       }
       for (const c of [...(spec.initContainers || []), ...(spec.containers || [])]) {
-        const volumeNames = new Set((spec.volumes || []).map((v) => v.name));
+        // A StatefulSet's volumeClaimTemplates are volumes of its pods too.
+        const volumeNames = new Set([...(spec.volumes || []),
+                                     ...((doc.spec && doc.spec.volumeClaimTemplates) || [])
+                                         .map((t) => t.metadata)].map((v) => v.name));
         for (const m of c.volumeMounts || []) {
           if (!volumeNames.has(m.name)) {
             report(doc, `container ${c.name}: volumeMount ${m.name} names no volume`);
