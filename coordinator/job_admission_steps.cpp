@@ -120,8 +120,9 @@ void JobController::PreemptForQueue(const admission::Preemption& p, int64_t now_
     MarkDirty(victim);
   }
   if (auto pre = jobs_.find(p.preemptor); pre != jobs_.end()) {
+    const JobRef victim_ref = JobKeyRef(p.victim);  // namespace/name, as the victim's event
     AppendEvent(pre->second->record.status, "Normal", "Preempting",
-                "Preempting " + JobDisplayName(p.victim) + " (" +
+                "Preempting " + victim_ref.namespace_ + "/" + victim_ref.name + " (" +
                     admission::PreemptionRuleName(p.rule) + ")",
                 now_ms);
     MarkDirty(*pre->second);
