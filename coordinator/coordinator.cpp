@@ -82,6 +82,7 @@ Status Coordinator::Init() {
   options.stop_grace_ms = static_cast<uint32_t>(config_.stop_grace.count());
   options.preemption_grace = config_.preemption_grace;
   options.server_public_key = keys.public_z85;
+  options.admission.default_local_queue = config_.default_queue;
   jobs_ = std::make_unique<JobController>(store_.get(), registry_.get(), this, options);
   // With etcd, the store is loaded once this coordinator wins the election (FollowElection).
   etcd_store_ = dynamic_cast<EtcdJobStore*>(store_.get());
@@ -391,6 +392,7 @@ std::optional<TimePoint> Coordinator::Tick(TimePoint now) {
   const auto pass_start = std::chrono::steady_clock::now();
   jobs_->Schedule(now_ms);
   ops_->OnSchedulePass(std::chrono::steady_clock::now() - pass_start);
+  ops_->OnAdmissions(jobs_->TakeAdmissionStats());
   if (Status s = jobs_->Flush(); !s.ok()) spdlog::error("store: {}", s.message());
   operator_service_->Tick(now);
   exec_relay_->Tick(now);

@@ -89,6 +89,9 @@ struct CoordinatorConfig {
   // up to max_restart_backoff.
   std::chrono::milliseconds restart_backoff{250};
   std::chrono::milliseconds max_restart_backoff{60000};
+  // Where TrainJobs without a kueue.x-k8s.io/queue-name label wait once queue objects exist
+  // (a LocalQueue name in the job's namespace); "" admits them at once, without quota.
+  std::string default_queue;
   std::string metrics_address = "127.0.0.1:9465";  // /metrics, /healthz, /readyz; "" for none
   bool metrics_best_effort = false;                // a busy port only warns (the default address)
 };

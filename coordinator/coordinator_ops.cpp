@@ -57,6 +57,26 @@ Result<std::unique_ptr<CoordinatorOps>> CoordinatorOps::Create(
                                       {0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02,
                                        0.05, 0.1, 0.2, 0.5, 1, 2})
                            .Get();
+  // Queues (issue 14), by ClusterQueue; empty while no queue objects exist.
+  c->queue_pending_ =
+      &m.AddGauge("trainlet_queue_pending_jobs",
+                  "TrainJobs waiting in the ClusterQueue's LocalQueues", {"cluster_queue"});
+  c->queue_admitted_ = &m.AddGauge("trainlet_queue_admitted_jobs",
+                                   "TrainJobs holding the ClusterQueue's quota", {"cluster_queue"});
+  c->queue_used_ = &m.AddGauge(
+      "trainlet_queue_quota_used",
+      "Quota the admitted TrainJobs use (cpu in millicores, memory in bytes, else devices)",
+      {"cluster_queue", "flavor", "resource"});
+  c->queue_nominal_ = &m.AddGauge("trainlet_queue_quota_nominal",
+                                  "The ClusterQueue's nominal quota, in the units of _used",
+                                  {"cluster_queue", "flavor", "resource"});
+  c->queue_preemptions_ = &m.AddCounter(
+      "trainlet_queue_preemptions_total",
+      "Admitted TrainJobs preempted, by the ClusterQueue they were admitted by", {"cluster_queue"});
+  c->queue_wait_ =
+      &m.AddHistogram("trainlet_queue_admission_wait_seconds",
+                      "Time a TrainJob waited in its queue before admission",
+                      {0.01, 0.1, 1, 5, 30, 60, 300, 1800, 3600, 14400, 86400}, {"cluster_queue"});
   c->started_ = &m.AddCounter("trainlet_coordinator_workers_started_total",
                               "Worker processes the agents reported started")
                      .Get();
@@ -121,6 +141,18 @@ void CoordinatorOps::Collect() {
     if (t.has_progress_percentage()) job_progress_->With({j->name()}).Set(t.progress_percentage());
     if (t.has_estimated_remaining_seconds()) {
       job_eta_->With({j->name()}).Set(static_cast<double>(t.estimated_remaining_seconds()));
+    }
+  }
+  queue_pending_->Clear();
+  queue_admitted_->Clear();
+  queue_used_->Clear();
+  queue_nominal_->Clear();
+  for (const auto& cq : jobs_->admitter().usage()) {
+    queue_pending_->With({cq.name}).Set(static_cast<double>(cq.pending));
+    queue_admitted_->With({cq.name}).Set(static_cast<double>(cq.admitted));
+    for (const auto& f : cq.usage) {
+      queue_used_->With({cq.name, f.flavor, f.resource}).Set(static_cast<double>(f.used));
+      queue_nominal_->With({cq.name, f.flavor, f.resource}).Set(static_cast<double>(f.nominal));
     }
   }
   for (size_t r = 0; r < static_cast<size_t>(DropReason::kCount); ++r) {
@@ -212,6 +244,15 @@ void CoordinatorOps::AfterWorkerEvent(const v1::WorkerEvent& event, int64_t now_
   if (since > 0) {
     launch_latency_->Observe(static_cast<double>(std::max<int64_t>(0, now_unix_ms - since)) /
                              1000.0);
+  }
+}
+
+void CoordinatorOps::OnAdmissions(const AdmissionStats& stats) {
+  for (const auto& [cq, n] : stats.preemptions) {
+    queue_preemptions_->With({cq}).Inc(static_cast<double>(n));
+  }
+  for (const auto& [cq, waits] : stats.wait_seconds) {
+    for (double w : waits) queue_wait_->With({cq}).Observe(w);
   }
 }
 

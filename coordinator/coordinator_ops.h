@@ -51,6 +51,9 @@ class CoordinatorOps {
   void OnProgressFolded(const std::vector<ProgressFoldResult>& results);
   // Rendezvous fence: from the first rank's arrival to the release of all ranks.
   void OnFence(std::chrono::duration<double> elapsed) { fence_->Observe(elapsed.count()); }
+  // What the admission passes did since the last call: preemptions and admission wait times per
+  // ClusterQueue (the queue gauges are read from the controller when someone scrapes).
+  void OnAdmissions(const AdmissionStats& stats);
   // One scheduling pass of the loop's tick (JobController::Schedule).
   void OnSchedulePass(std::chrono::duration<double> elapsed) {
     schedule_pass_->Observe(elapsed.count());
@@ -85,6 +88,12 @@ class CoordinatorOps {
   Histogram* heartbeat_lag_ = nullptr;
   Histogram* fence_ = nullptr;
   Histogram* schedule_pass_ = nullptr;
+  Family<Gauge>* queue_pending_ = nullptr;
+  Family<Gauge>* queue_admitted_ = nullptr;
+  Family<Gauge>* queue_used_ = nullptr;
+  Family<Gauge>* queue_nominal_ = nullptr;
+  Family<Counter>* queue_preemptions_ = nullptr;
+  Family<Histogram>* queue_wait_ = nullptr;
   Counter* started_ = nullptr;
   Counter* registrations_refused_ = nullptr;
   Family<Counter>* failed_ = nullptr;

@@ -116,6 +116,14 @@ Result<v1::ApplyResult> JobController::Apply(trainjob::ParsedFile parsed, const 
 }
 
 void JobController::Schedule(int64_t now_ms) {
+  // Not re-entered: an admission resumes a preempted job through SetSuspend, which schedules;
+  // the pass already under way places it.
+  if (scheduling_) return;
+  scheduling_ = true;
+  struct Done {
+    bool& flag;
+    ~Done() { flag = false; }
+  } done{scheduling_};
   last_schedule_ms_ = now_ms;
   // A delete whose last store write failed is finished here once the store takes it.
   std::vector<std::string> deleting;  // MaybeFinishDelete may erase from order_
@@ -126,6 +134,7 @@ void JobController::Schedule(int64_t now_ms) {
   EnforceDeadlines(now_ms);
   for (Job* job : order_) launcher_.EnforceStartTimeout(*job, now_ms);
   EnforceProgress(now_ms);  // job_progress_steps.cpp: stalls, coalesced progress writes
+  RunAdmission(now_ms);     // job_admission_steps.cpp: with queues, only admitted jobs go on
   // What placed jobs hold, once per pass; Place keeps it current (issue 19, defect 1).
   const NodeUsage usage = Usage();
   PassCapacity room(*registry_, usage.slots, usage.resources);
@@ -134,8 +143,9 @@ void JobController::Schedule(int64_t now_ms) {
     const JobPhase p = PhaseOf(job.record.status);
     if ((p != JobPhase::kPending && p != JobPhase::kRestarting) || job.plugin == nullptr ||
         job.record.status.deleting() || now_ms < job.not_before_ms ||
-        job.unplaced_room == room.Fingerprint()) {
-      continue;  // (the last: no room last time, and the room is the same)
+        job.unplaced_room == room.Fingerprint() ||
+        (admission_active_ && !job.record.status.has_admission())) {
+      continue;  // (no room last time and the room is the same; waits in its queue)
     }
     {
       // The old attempt's ranks (of a failed attempt, or one stopped by a suspend) must all be

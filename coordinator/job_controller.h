@@ -41,6 +41,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "common/trainjob/trainjob_model.h"
@@ -50,6 +51,7 @@
 #include "coordinator/attempt_plan.h"
 #include "coordinator/exec_authority.h"
 #include "coordinator/gang_planner.h"
+#include "coordinator/job_admitter.h"
 #include "coordinator/job_entry.h"
 #include "coordinator/job_progress.h"
 #include "coordinator/job_state_machine.h"
@@ -87,6 +89,15 @@ struct JobControllerOptions {
                                      const std::map<std::string, std::string>& labels)>
       select_plugin;
   std::string server_public_key;  // the coordinator's CURVE public key
+  // Queues (issue 14): where jobs without kueue.x-k8s.io/queue-name wait, and fair sharing.
+  JobAdmitterOptions admission;
+};
+
+// What the admission passes did since the last TakeAdmissionStats (the queue metrics).
+struct AdmissionStats {
+  std::map<std::string, uint64_t> preemptions;  // by the victim's ClusterQueue
+  // By ClusterQueue: each admission's time in the queue.
+  std::map<std::string, std::vector<double>> wait_seconds;
 };
 
 class JobController : private AttemptLauncher::Owner {
@@ -132,6 +143,11 @@ class JobController : private AttemptLauncher::Owner {
   // suspended already; kIo from the store, with memory left as it was.
   Result<v1::SuspendJobResult> Preempt(const std::string& key, const std::string& by_text,
                                        int64_t now_ms);
+
+  // The queues' view (job_admitter.h): usage per ClusterQueue and the last pass's waits.
+  const JobAdmitter& admitter() const { return admitter_; }
+  // What the admission passes did since the last call (preemptions, admission wait times).
+  AdmissionStats TakeAdmissionStats() { return std::exchange(admission_stats_, {}); }
 
   // Fails jobs whose active deadline has passed, then places whatever waits and can be placed now.
   void Schedule(int64_t now_ms);
@@ -211,6 +227,12 @@ class JobController : private AttemptLauncher::Owner {
   // Progress (job_progress_steps.cpp): the stall rule of every Running job, and the coalesced
   // writes of progress updates.
   void EnforceProgress(int64_t now_ms);
+  // Admission (job_admission_steps.cpp): the queues' pass before placement and its decisions.
+  void RunAdmission(int64_t now_ms);
+  void ReleaseQuota();  // clears the admission of jobs that no longer hold quota
+  void AdmitJob(const std::string& key, const admission::Admission& a, int64_t now_ms);
+  void PreemptForQueue(const admission::Preemption& p, int64_t now_ms);
+  void NoteWait(const admission::PendingWorkload& w, int64_t now_ms);
 
   // Lifecycle: deadlines and suspend (job_lifecycle.cpp; the rules are in lifecycle_rules.h).
   // Fails every live job whose deadline has passed, with reason DeadlineExceeded.
@@ -237,6 +259,12 @@ class JobController : private AttemptLauncher::Owner {
   // names up. Adopt adds, MaybeFinishDelete erases, nothing else.
   std::vector<Job*> order_;
   uint64_t generation_ = 0;
+  JobAdmitter admitter_{&queues_, options_.admission};
+  bool scheduling_ = false;               // inside Schedule (it is not re-entered)
+  bool admission_active_ = false;         // queues exist: only admitted jobs are placed
+  uint64_t admitted_generation_ = ~0ull;  // generation_ at the last admission pass
+  int64_t last_admission_ms_ = 0;
+  AdmissionStats admission_stats_;
   int64_t last_schedule_ms_ = 0;  // now_ms of the last Schedule()
 };
 

@@ -100,6 +100,10 @@ int main(int argc, char** argv) {
            "Delay before the first restart of a failed attempt; doubles with each restart, ms");
   c.Millis("max_restart_backoff_ms", &config.max_restart_backoff, 0, 86400000,
            "The longest delay between restarts of a job, ms");
+  c.String("default_queue", &config.default_queue,
+           "LocalQueue (in the job's namespace) where TrainJobs without a "
+           "kueue.x-k8s.io/queue-name label wait once queues exist; empty admits them at once, "
+           "without quota");
   trainlet::AddCommonDaemonKeys(c, &common);
   c.AddFlags(app);
   // A one-shot command instead of the daemon (docs/operations.md, "Migrating to etcd").

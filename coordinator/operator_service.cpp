@@ -8,6 +8,7 @@
 #include "coordinator/job_key.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/operator_queues.h"
+#include "coordinator/queue_usage_view.h"
 #include "coordinator/rank_state_machine.h"
 
 namespace trainlet::coordinator {
@@ -146,10 +147,15 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
     case v1::OperatorRequest::kDrainNode:
       take(Drain(req.drain_node(), now_ms, user), r.mutable_drain_node());
       break;
-    case v1::OperatorRequest::kQueueObjects:  // operator_queues.h
-      take(HandleQueueObjects(req.queue_objects(), jobs_->queues(), jobs_->store()),
-           r.mutable_queue_objects());
+    case v1::OperatorRequest::kQueueObjects: {  // operator_queues.h, queue_usage_view.h
+      auto list = HandleQueueObjects(req.queue_objects(), jobs_->queues(), jobs_->store());
+      if (list.ok() && !req.queue_objects().remove()) {
+        FillQueueUsage(*list, jobs_->admitter(), jobs_->List(),
+                       !req.queue_objects().name().empty());
+      }
+      take(std::move(list), r.mutable_queue_objects());
       break;
+    }
     case v1::OperatorRequest::kLogs:
       return HandleLogs(routing_id, req.request_id(), req.logs(), now);
     case v1::OperatorRequest::BODY_NOT_SET:

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 #include "trainletctl/client_config.h"
 #include "trainletctl/coordinator_client.h"
@@ -99,12 +100,75 @@ std::string QueueKindOf(std::string resource, std::string& name) {
   return "";
 }
 
+std::string QueueQuantity(const std::string& resource, int64_t amount) {
+  if (resource == "cpu") {
+    return amount % 1000 == 0 ? std::to_string(amount / 1000) : std::to_string(amount) + "m";
+  }
+  if (resource == "memory") {
+    static const std::pair<int64_t, const char*> kUnits[] = {
+        {int64_t{1} << 40, "Ti"}, {int64_t{1} << 30, "Gi"}, {int64_t{1} << 20, "Mi"}};
+    for (const auto& [unit, suffix] : kUnits) {
+      if (amount != 0 && amount % unit == 0) return std::to_string(amount / unit) + suffix;
+    }
+  }
+  return std::to_string(amount);
+}
+
 std::vector<std::string> UsageColumns(const std::string& kind, const v1::QueueUsage* usage) {
-  // None yet: the admission engine adds PENDING, ADMITTED and usage against quota here, for
-  // ClusterQueues and LocalQueues, from QueueUsage.
-  (void)kind;
-  (void)usage;
-  return {};
+  if (kind != "ClusterQueue" && kind != "LocalQueue") return {};
+  if (usage == nullptr) {
+    if (kind == "LocalQueue") return {"PENDING", "ADMITTED"};
+    return {"PENDING", "ADMITTED", "USAGE (used/nominal)"};
+  }
+  std::vector<std::string> cells = {std::to_string(usage->pending()),
+                                    std::to_string(usage->admitted())};
+  if (kind == "ClusterQueue") {
+    std::string text;
+    for (const auto& f : usage->flavors()) {
+      text += (text.empty() ? "" : ", ") + f.resource() + " " +
+              QueueQuantity(f.resource(), f.used()) + "/" +
+              QueueQuantity(f.resource(), f.nominal());
+      if (f.borrowed() > 0) text += " (+" + QueueQuantity(f.resource(), f.borrowed()) + ")";
+      if (usage->flavors_size() > 1) text += " [" + f.flavor() + "]";
+    }
+    cells.push_back(text.empty() ? "<none>" : text);
+  }
+  return cells;
+}
+
+std::string DescribeClusterQueue(const v1::QueueObject& o) {
+  std::ostringstream out;
+  out << "Name:          " << o.name() << "\n";
+  out << "Cohort:        " << (o.cohort().empty() ? "<none>" : o.cohort()) << "\n";
+  out << "Strategy:      " << o.queueing_strategy() << "\n";
+  const v1::QueueUsage& u = o.usage();
+  out << "Jobs:          " << u.admitted() << " admitted, " << u.pending() << " pending\n";
+  if (u.flavors_size() > 0) {
+    std::vector<std::vector<std::string>> rows = {{"  FLAVOR", "RESOURCE", "NOMINAL", "USED",
+                                                   "BORROWED", "BORROWING LIMIT", "LENDING LIMIT"}};
+    auto limit = [&](const std::string& r, int64_t v) {
+      return v < 0 ? std::string("-") : QueueQuantity(r, v);
+    };
+    for (const auto& f : u.flavors()) {
+      rows.push_back(
+          {"  " + f.flavor(), f.resource(), QueueQuantity(f.resource(), f.nominal()),
+           QueueQuantity(f.resource(), f.used()), QueueQuantity(f.resource(), f.borrowed()),
+           limit(f.resource(), f.borrowing_limit()), limit(f.resource(), f.lending_limit())});
+    }
+    out << "Quota:\n" << RenderTable(rows);
+  }
+  if (u.jobs_size() > 0) {
+    std::vector<std::vector<std::string>> rows = {
+        {"  POSITION", "NAMESPACE", "TRAINJOB", "STATE", "WHY"}};
+    for (const auto& e : u.jobs()) {
+      rows.push_back({e.admitted() ? "  -" : "  " + std::to_string(e.position() + 1),
+                      e.namespace_(), e.job(), e.admitted() ? "Admitted" : e.wait_kind(),
+                      e.message()});
+    }
+    out << "Jobs in order:\n" << RenderTable(rows);
+    if (u.jobs_not_shown() > 0) out << "  ... and " << u.jobs_not_shown() << " more waiting\n";
+  }
+  return out.str();
 }
 
 std::string RenderQueueObjects(const v1::QueueObjectList& list, const std::string& kind,
@@ -155,6 +219,26 @@ int CmdDeleteQueueObject(const CommonFlags& f, const std::string& kind, const st
   auto resp = (*client)->Call(req);
   if (!resp.ok()) return Error(resp.status().message());
   std::cout << Lower(kind) << "/" << name << " deleted\n";
+  return 0;
+}
+
+int CmdDescribeClusterQueue(const CommonFlags& f, const std::string& name) {
+  if (name.empty()) return Error("describe clusterqueue: give the ClusterQueue's name");
+  auto format = ParseOutputFormat(f.output);
+  if (!format.ok()) return Error(format.status().message());
+  auto client = Connect(f);
+  if (!client.ok()) return Error(client.status().message());
+  auto resp = (*client)->Call(Request(f, "ClusterQueue", name));
+  if (!resp.ok()) return Error(resp.status().message());
+  for (const auto& o : resp->queue_objects().objects()) {
+    if (*format == OutputFormat::kJson) {
+      std::cout << ToJson(o);
+    } else if (*format == OutputFormat::kYaml) {
+      std::cout << ToYaml(o);
+    } else {
+      std::cout << DescribeClusterQueue(o);
+    }
+  }
   return 0;
 }
 

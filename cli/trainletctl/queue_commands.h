@@ -23,6 +23,8 @@ std::string QueueKindOf(std::string resource, std::string& name);
 // as a table or -o json|yaml|name.
 int CmdGetQueueObjects(const CommonFlags& f, const std::string& kind, const std::string& name);
 // delete: removes one object (LocalQueues: in -n NS).
+// describe clusterqueue NAME (-o json|yaml for the object with its usage and jobs).
+int CmdDescribeClusterQueue(const CommonFlags& f, const std::string& name);
 int CmdDeleteQueueObject(const CommonFlags& f, const std::string& kind, const std::string& name);
 
 // The table of `get` (or the JSON, YAML or names) for objects of `kind`. Columns: NAME, COHORT,
@@ -34,6 +36,12 @@ std::string RenderQueueObjects(const v1::QueueObjectList& list, const std::strin
 // The usage columns of a ClusterQueue or LocalQueue row, after the kind's own: headers when
 // `usage` is null, else the cells of that object. Empty until the admission engine fills
 // QueueUsage (PENDING, ADMITTED, usage against quota per flavor go here).
+// The PENDING, ADMITTED and USAGE cells (header cells when `usage` is null) of a ClusterQueue
+// or LocalQueue row; none for the other kinds.
 std::vector<std::string> UsageColumns(const std::string& kind, const v1::QueueUsage* usage);
+// A quantity of `resource` as a person reads it: cpu "1500m" or "2", memory "4Gi", else a count.
+std::string QueueQuantity(const std::string& resource, int64_t amount);
+// describe clusterqueue: its quota and use per flavor, then its jobs in order with why each waits.
+std::string DescribeClusterQueue(const v1::QueueObject& object);
 
 }  // namespace trainlet::cli

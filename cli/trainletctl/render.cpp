@@ -168,6 +168,32 @@ std::string RenderJobs(const v1::JobList& jobs, OutputFormat format, int64_t now
   return RenderTable(rows);
 }
 
+// Queue, Priority and Admission (issue 14): shown only when the job went through a queue.
+template <typename Field>
+void QueueLines(const v1::JobStatus& j, int64_t now_ms, Field& field) {
+  if (j.queue().empty() && j.cluster_queue().empty() && !j.has_admission() && !j.has_queue_wait()) {
+    return;
+  }
+  std::string queue = j.queue().empty() ? "(the default queue)" : j.queue();
+  if (!j.cluster_queue().empty()) queue += " -> ClusterQueue " + j.cluster_queue();
+  field("Queue", queue);
+  field("Priority", std::to_string(j.priority()));
+  if (j.has_admission()) {
+    const auto& a = j.admission();
+    std::string text = a.unmanaged() ? "admitted without a queue"
+                                     : "admitted by ClusterQueue " + a.cluster_queue();
+    for (const auto& r : a.resources()) {
+      text += ", " + r.resource() + " " + std::to_string(r.amount()) + " of " + r.flavor();
+    }
+    if (a.borrowing()) text += " (borrowing)";
+    field("Admission", text + ", " + Age(a.unix_ms(), now_ms) + " ago");
+  } else if (j.has_queue_wait()) {
+    const auto& w = j.queue_wait();
+    field("Admission", "waiting (" + w.kind() + ", position " + std::to_string(w.position() + 1) +
+                           ", for " + Age(w.since_unix_ms(), now_ms) + "): " + w.message());
+  }
+}
+
 std::string DescribeJob(const v1::JobStatus& j, int64_t now_ms) {
   std::ostringstream o;
   auto field = [&](const std::string& k, const std::string& v) {
@@ -185,6 +211,7 @@ std::string DescribeJob(const v1::JobStatus& j, int64_t now_ms) {
   if (!j.reason().empty()) field("Reason", j.reason());
   field("Attempt",
         std::to_string(j.attempt()) + " (restart limit " + std::to_string(j.max_restarts()) + ")");
+  QueueLines(j, now_ms, field);
   field("Gang", std::to_string(j.num_nodes()) + " nodes x " + std::to_string(j.procs_per_node()) +
                     " ranks");
   std::string cmd;

@@ -8,7 +8,8 @@ notes what happens to it, one line each, in $CKPT_DIR/events (time in ms since t
   <ms> term step=<step>           SIGTERM came
 On SIGUSR1 (or $CKPT_SIGNAL) it writes $CKPT_DIR/ckpt atomically and exits 0, unless
 $CKPT_STAY=1: then it keeps running (to see SIGTERM come after the grace), and exits 143 on
-SIGTERM. $CKPT_DIR/progress always holds the current step.
+SIGTERM. $CKPT_DIR/progress always holds the current step. With $CKPT_STEPS it exits 0 (noting
+"done") once it has counted that many steps, across attempts.
 """
 import os
 import signal
@@ -62,7 +63,9 @@ signal.signal(signal.SIGTERM, on_term)
 env = os.environ
 note(f"start attempt={env.get('TRAINLET_ATTEMPT')} from={step} "
      f"preempted={env.get('TRAINLET_PREEMPTED', '')} reason={env.get('TRAINLET_RESTART_REASON', '')}")
-while True:
+last = int(env.get("CKPT_STEPS", "0"))
+while not last or step < last:
     step += 1
     write_atomic("progress", f"{step}\n")
     time.sleep(0.02)
+note(f"done step={step}")

@@ -1,0 +1,160 @@
+// JobController's admission step (issue 14): the queues' pass (JobAdmitter) before placement,
+// and carrying out what it decided. The rules are the engine's (queue_admission.h) and
+// JobAdmitter's; this file only applies them to the job map.
+#include <spdlog/spdlog.h>
+
+#include <string>
+
+#include "coordinator/job_controller.h"
+#include "coordinator/job_key.h"
+#include "coordinator/job_state_machine.h"
+
+namespace trainlet::coordinator {
+namespace {
+
+// At most this often a pass runs when nothing changed: it refreshes the waits' numbers and the
+// fair-sharing history.
+constexpr int64_t kIdleAdmissionIntervalMs = 1000;
+
+std::string Flavors(const admission::Admission& a) {
+  std::string out;
+  for (const auto& r : a.resources) {
+    if (out.find(r.flavor) != std::string::npos) continue;
+    out += (out.empty() ? "" : ", ") + r.flavor;
+  }
+  return out;
+}
+
+}  // namespace
+
+void JobController::RunAdmission(int64_t now_ms) {
+  admission_active_ = admitter_.active();
+  if (!admission_active_) return;
+  ReleaseQuota();
+  if (generation_ == admitted_generation_ &&
+      now_ms - last_admission_ms_ < kIdleAdmissionIntervalMs) {
+    return;
+  }
+  last_admission_ms_ = now_ms;
+  AdmissionDecisions d =
+      admitter_.Pass(std::vector<const Job*>(order_.begin(), order_.end()), now_ms);
+  for (auto& w : d.result.pending) NoteWait(w, now_ms);
+  for (auto& w : d.unresolved) NoteWait(w, now_ms);
+  for (const auto& p : d.result.preemptions) PreemptForQueue(p, now_ms);
+  for (const auto& [key, a] : d.result.admitted) AdmitJob(key, a, now_ms);
+  admitted_generation_ = generation_;
+}
+
+void JobController::ReleaseQuota() {
+  for (Job* job : order_) {
+    if (!job->record.status.has_admission() || JobAdmitter::HoldsQuota(*job)) continue;
+    job->record.status.clear_admission();
+    MarkDirty(*job);
+  }
+}
+
+void JobController::AdmitJob(const std::string& key, const admission::Admission& a,
+                             int64_t now_ms) {
+  auto it = jobs_.find(key);
+  if (it == jobs_.end()) return;
+  Job& job = *it->second;
+  v1::JobStatus& st = job.record.status;
+  const int64_t waited_ms = st.has_queue_wait() ? now_ms - st.queue_wait().since_unix_ms() : 0;
+  if (PhaseOf(st) == JobPhase::kSuspended) {
+    // Preempted before: Kueue's suspend flipped back to false. A new attempt follows.
+    auto resumed = SetSuspend(key, false, now_ms, "ClusterQueue " + a.cluster_queue);
+    if (!resumed.ok()) {
+      spdlog::error("trainjob/{}: admitted but not resumed: {}", key, resumed.status().message());
+      return;  // not admitted: the next pass tries again
+    }
+  }
+  v1::QueueAdmission* out = st.mutable_admission();
+  out->set_cluster_queue(a.cluster_queue);
+  out->set_unix_ms(now_ms);
+  out->set_borrowing(a.borrowing);
+  out->set_unmanaged(a.unmanaged);
+  for (const auto& r : a.resources) {
+    auto* ar = out->add_resources();
+    ar->set_resource(r.resource);
+    ar->set_flavor(r.flavor);
+    ar->set_amount(r.amount);
+  }
+  st.clear_queue_wait();
+  st.set_priority(queues_.PriorityValue(job.spec.priority_class).value_or(0));
+  if (!a.unmanaged) {
+    const std::string flavors = Flavors(a);
+    AppendEvent(st, "Normal", "Admitted",
+                "Admitted by ClusterQueue " + a.cluster_queue +
+                    (flavors.empty() ? "" : " (flavor " + flavors + ")") +
+                    (a.borrowing ? ", borrowing from its cohort" : "") + ", after " +
+                    std::to_string(waited_ms / 1000) + " s in the queue",
+                now_ms);
+    admission_stats_.wait_seconds[a.cluster_queue].push_back(static_cast<double>(waited_ms) /
+                                                             1000.0);
+  }
+  spdlog::info("trainjob/{} admitted by ClusterQueue {}", key, a.cluster_queue);
+  MarkDirty(job);
+}
+
+void JobController::PreemptForQueue(const admission::Preemption& p, int64_t now_ms) {
+  auto it = jobs_.find(p.victim);
+  if (it == jobs_.end()) return;
+  Job& victim = *it->second;
+  v1::JobStatus& st = victim.record.status;
+  static constexpr std::string_view kPrefix = "Preempted by ";
+  std::string by = p.message;
+  if (by.rfind(kPrefix, 0) == 0) by = by.substr(kPrefix.size());
+  ++admission_stats_.preemptions[st.admission().cluster_queue()];
+  const JobPhase phase = PhaseOf(st);
+  if (phase == JobPhase::kStarting || phase == JobPhase::kRunning ||
+      phase == JobPhase::kRestarting) {
+    auto done = Preempt(p.victim, by, now_ms);
+    if (!done.ok()) {
+      spdlog::error("trainjob/{}: cannot preempt: {}", p.victim, done.status().message());
+      return;
+    }
+  } else {
+    // Admitted but not placed yet: no rank runs, so its quota goes back at once.
+    st.clear_admission();
+    AppendEvent(st, "Normal", "Preempted", std::string(kPrefix) + by + "; requeued", now_ms);
+    MarkDirty(victim);
+  }
+  if (auto pre = jobs_.find(p.preemptor); pre != jobs_.end()) {
+    const JobRef victim_ref = JobKeyRef(p.victim);  // namespace/name, as the victim's event
+    AppendEvent(pre->second->record.status, "Normal", "Preempting",
+                "Preempting " + victim_ref.namespace_ + "/" + victim_ref.name + " (" +
+                    admission::PreemptionRuleName(p.rule) + ")",
+                now_ms);
+    MarkDirty(*pre->second);
+  }
+}
+
+void JobController::NoteWait(const admission::PendingWorkload& w, int64_t now_ms) {
+  auto it = jobs_.find(w.key);
+  if (it == jobs_.end()) return;
+  Job& job = *it->second;
+  v1::JobStatus& st = job.record.status;
+  const std::string kind = w.message.rfind("WorkloadPriorityClass ", 0) == 0
+                               ? std::string("NoPriorityClass")
+                               : WaitKindName(w.kind);
+  v1::QueueWait* wait = st.mutable_queue_wait();
+  const bool first = wait->since_unix_ms() == 0;
+  if (first) wait->set_since_unix_ms(now_ms);
+  if (kind == "NeverFits" && wait->kind() != kind) {
+    AppendEvent(st, "Warning", "NeverFits", w.message, now_ms);
+    MarkDirty(job);  // said once, and stored
+  }
+  // The rest changes with every pass (position, free amounts): kept in memory, and stored with
+  // the job's next write, not on its own.
+  wait->set_kind(kind);
+  wait->set_message(w.message);
+  wait->set_position(w.position);
+  if (!w.cluster_queue.empty()) st.set_cluster_queue(w.cluster_queue);
+  if (first) {
+    st.set_queue(job.spec.queue_name);
+    st.set_priority(queues_.PriorityValue(job.spec.priority_class).value_or(0));
+    MarkDirty(job);
+  }
+}
+
+}  // namespace trainlet::coordinator

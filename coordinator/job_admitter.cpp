@@ -1,0 +1,242 @@
+#include "coordinator/job_admitter.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "coordinator/admission_order.h"
+#include "coordinator/job_key.h"
+#include "coordinator/job_state_machine.h"
+#include "coordinator/lifecycle_rules.h"
+#include "coordinator/queue_admission.h"
+#include "coordinator/rank_state_machine.h"
+#include "coordinator/resources.h"
+
+namespace trainlet::coordinator {
+namespace {
+
+bool AllRanksEnded(const v1::JobStatus& st) {
+  return std::all_of(st.ranks().begin(), st.ranks().end(), RankEnded);
+}
+
+admission::LabelSelector SelectorOf(const kueue::LabelSelector& in) {
+  admission::LabelSelector out;
+  out.match_labels = in.match_labels;
+  for (const auto& r : in.match_expressions) {
+    admission::LabelRequirement req;
+    req.key = r.key;
+    req.values = r.values;
+    if (r.op == "NotIn") {
+      req.op = admission::LabelRequirement::Op::kNotIn;
+    } else if (r.op == "Exists") {
+      req.op = admission::LabelRequirement::Op::kExists;
+    } else if (r.op == "DoesNotExist") {
+      req.op = admission::LabelRequirement::Op::kDoesNotExist;
+    }
+    out.match_expressions.push_back(std::move(req));
+  }
+  return out;
+}
+
+admission::PreemptionPolicy PolicyOf(const kueue::Preemption& in) {
+  using P = kueue::Preemption;
+  admission::PreemptionPolicy out;
+  switch (in.within_cluster_queue) {
+    case P::WithinClusterQueue::kNever:
+      out.within_cluster_queue = admission::WithinClusterQueuePolicy::kNever;
+      break;
+    case P::WithinClusterQueue::kLowerPriority:
+      out.within_cluster_queue = admission::WithinClusterQueuePolicy::kLowerPriority;
+      break;
+    case P::WithinClusterQueue::kLowerOrNewerEqualPriority:
+      out.within_cluster_queue = admission::WithinClusterQueuePolicy::kLowerOrNewerEqualPriority;
+      break;
+  }
+  switch (in.reclaim_within_cohort) {
+    case P::ReclaimWithinCohort::kNever:
+      out.reclaim_within_cohort = admission::ReclaimWithinCohortPolicy::kNever;
+      break;
+    case P::ReclaimWithinCohort::kLowerPriority:
+      out.reclaim_within_cohort = admission::ReclaimWithinCohortPolicy::kLowerPriority;
+      break;
+    case P::ReclaimWithinCohort::kAny:
+      out.reclaim_within_cohort = admission::ReclaimWithinCohortPolicy::kAny;
+      break;
+  }
+  out.borrow_within_cohort = in.borrow_within_cohort == P::BorrowWithinCohort::kLowerPriority
+                                 ? admission::BorrowWithinCohortPolicy::kLowerPriority
+                                 : admission::BorrowWithinCohortPolicy::kNever;
+  out.max_priority_threshold = in.borrow_max_priority_threshold;
+  return out;
+}
+
+admission::ClusterQueue ClusterQueueOf(const kueue::ClusterQueue& in) {
+  admission::ClusterQueue out;
+  out.name = in.name;
+  out.cohort = in.cohort;
+  if (in.namespace_selector) {
+    out.namespace_selector = SelectorOf(*in.namespace_selector);
+  } else {
+    out.namespace_selector.reset();
+  }
+  out.strategy = in.queueing_strategy == kueue::QueueingStrategy::kStrictFifo
+                     ? admission::QueueingStrategy::kStrictFifo
+                     : admission::QueueingStrategy::kBestEffortFifo;
+  for (const auto& group : in.resource_groups) {
+    admission::ResourceGroup g;
+    g.covered_resources = group.covered_resources;
+    for (const auto& flavor : group.flavors) {
+      admission::FlavorQuotas f;
+      f.flavor = flavor.name;
+      for (const auto& r : flavor.resources) {
+        admission::ResourceQuota q;
+        q.resource = r.name;
+        q.nominal = r.nominal.units;
+        if (r.borrowing_limit) q.borrowing_limit = r.borrowing_limit->units;
+        if (r.lending_limit) q.lending_limit = r.lending_limit->units;
+        f.resources.push_back(std::move(q));
+      }
+      g.flavors.push_back(std::move(f));
+    }
+    out.resource_groups.push_back(std::move(g));
+  }
+  out.preemption = PolicyOf(in.preemption);
+  out.fair_weight = static_cast<double>(in.fair_sharing_weight_milli) / 1000.0;
+  return out;
+}
+
+}  // namespace
+
+const char* WaitKindName(admission::WaitKind kind) {
+  switch (kind) {
+    case admission::WaitKind::kNoLocalQueue:
+      return "NoLocalQueue";
+    case admission::WaitKind::kNoClusterQueue:
+      return "NoClusterQueue";
+    case admission::WaitKind::kNamespaceNotSelected:
+      return "NamespaceNotSelected";
+    case admission::WaitKind::kNeverFits:
+      return "NeverFits";
+    case admission::WaitKind::kQuota:
+      return "Quota";
+    case admission::WaitKind::kPreempting:
+      return "Preempting";
+    case admission::WaitKind::kBlocked:
+      return "Blocked";
+  }
+  return "Quota";
+}
+
+bool JobAdmitter::HoldsQuota(const JobEntry& job) {
+  const v1::JobStatus& st = job.record.status;
+  if (!st.has_admission()) return false;
+  const JobPhase phase = PhaseOf(st);
+  const bool let_go = IsTerminal(phase) || phase == JobPhase::kSuspended || st.deleting();
+  return !(let_go && AllRanksEnded(st));
+}
+
+bool JobAdmitter::Queued(const JobEntry& job) {
+  const v1::JobStatus& st = job.record.status;
+  if (st.has_admission() || st.deleting() || job.plugin == nullptr) return false;
+  const JobPhase phase = PhaseOf(st);
+  if (phase == JobPhase::kPending) return true;
+  return phase == JobPhase::kSuspended && st.reason() == kReasonPreempted && AllRanksEnded(st);
+}
+
+bool JobAdmitter::active() const {
+  return !catalog_->List(kueue::Kind::kClusterQueue).empty() ||
+         !catalog_->List(kueue::Kind::kLocalQueue).empty();
+}
+
+WorkloadOrWait WorkloadOf(const JobEntry& job, const QueueCatalog& catalog) {
+  const v1::JobStatus& st = job.record.status;
+  WorkloadOrWait out;
+  admission::Workload w;
+  w.key = job.record.name;
+  w.namespace_ = NamespaceOrDefault(st.namespace_());
+  w.local_queue = job.spec.queue_name;
+  if (!job.spec.priority_class.empty()) {
+    auto value = catalog.PriorityValue(job.spec.priority_class);
+    if (!value) {
+      admission::PendingWorkload wait;
+      wait.key = w.key;
+      wait.kind = admission::WaitKind::kNoClusterQueue;  // the nearest kind; named below
+      wait.message = "WorkloadPriorityClass " + job.spec.priority_class + " not found";
+      out.wait = std::move(wait);
+      return out;
+    }
+    w.priority = *value;
+  }
+  w.creation_ms = st.created_unix_ms();
+  for (int k = 0; k < kNumResourceKinds; ++k) {
+    const auto kind = static_cast<ResourceKind>(k);
+    if (job.gang.resources[kind] > 0) {
+      w.per_pod[std::string(ResourceName(kind))] = job.gang.resources[kind];
+    }
+  }
+  w.pod_count = std::max<int64_t>(1, st.num_nodes());
+  w.node_selector = job.gang.node_selector;
+  if (st.has_admission() && !st.admission().unmanaged()) {
+    admission::Admission a;
+    a.cluster_queue = st.admission().cluster_queue();
+    a.borrowing = st.admission().borrowing();
+    for (const auto& r : st.admission().resources()) {
+      a.resources.push_back({r.resource(), r.flavor(), r.amount()});
+    }
+    w.admission = std::move(a);
+    w.admitted_ms = st.admission().unix_ms();
+  }
+  out.workload = std::move(w);
+  return out;
+}
+
+admission::AdmissionInputs JobAdmitter::Inputs(
+    const std::vector<const JobEntry*>& jobs,
+    std::vector<admission::PendingWorkload>& unresolved) const {
+  admission::AdmissionInputs in;
+  for (const auto* o : catalog_->List(kueue::Kind::kResourceFlavor)) {
+    in.flavors.push_back({o->flavor->name, o->flavor->node_labels});
+  }
+  for (const auto* o : catalog_->List(kueue::Kind::kClusterQueue)) {
+    in.cluster_queues.push_back(ClusterQueueOf(*o->cluster_queue));
+  }
+  for (const auto* o : catalog_->List(kueue::Kind::kLocalQueue)) {
+    in.local_queues.push_back(
+        {o->local_queue->namespace_, o->local_queue->name, o->local_queue->cluster_queue});
+    // trainlet has no Namespace objects: a namespace's labels are the one Kubernetes always
+    // sets, kubernetes.io/metadata.name, so namespaceSelector matchLabels on it work.
+    in.namespace_labels[o->local_queue->namespace_]["kubernetes.io/metadata.name"] =
+        o->local_queue->namespace_;
+  }
+  for (const JobEntry* job : jobs) {
+    const bool holds = HoldsQuota(*job);
+    if (!holds && !Queued(*job)) continue;
+    WorkloadOrWait w = WorkloadOf(*job, *catalog_);
+    if (w.wait) {
+      if (!holds) unresolved.push_back(std::move(*w.wait));
+      continue;
+    }
+    const std::string ns = w.workload->namespace_;
+    in.namespace_labels[ns]["kubernetes.io/metadata.name"] = ns;
+    in.workloads.push_back(std::move(*w.workload));
+  }
+  in.history = history_;
+  in.config.default_local_queue = options_.default_local_queue;
+  in.config.fair_sharing = options_.fair_sharing;
+  in.config.usage_half_life_ms = options_.usage_half_life_ms;
+  return in;
+}
+
+AdmissionDecisions JobAdmitter::Pass(const std::vector<const JobEntry*>& jobs, int64_t now_ms) {
+  AdmissionDecisions out;
+  admission::AdmissionInputs in = Inputs(jobs, out.unresolved);
+  out.result = admission::RunAdmissionPass(in, now_ms);
+  // What get clusterqueues shows: the usage once this pass's admissions hold their quota.
+  usage_ = admission::UsageByClusterQueue(
+      admission::ApplyAdmissionResult(std::move(in), out.result, now_ms, false));
+  history_ = admission::AdvanceUsageHistory(history_, admission::CurrentUsage(usage_), now_ms,
+                                            options_.usage_half_life_ms);
+  last_ = out;
+  return out;
+}
+
+}  // namespace trainlet::coordinator

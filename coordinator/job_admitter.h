@@ -1,0 +1,96 @@
+// JobAdmitter: Kueue's queues in front of placement (issue 14).
+//
+// Each admission pass turns the queue objects (QueueCatalog) and the jobs into the admission
+// engine's inputs (queue_admission.h), runs it, and answers what the controller must do: which
+// jobs to admit (with their flavors), which admitted jobs to preempt and for whom, and why every
+// other queued job waits. JobController carries the answer out: it writes the admission into
+// the job's status (stored before any rank starts, since placing stores the job first), resumes
+// a preempted job when it is admitted again, preempts through its stop path, and places only
+// admitted jobs.
+//
+// Which jobs are workloads, and whether they hold quota:
+//  - a job with `JobStatus.admission` set holds that quota until the controller clears it: when
+//    the job has ended, is suspended, is being deleted or was preempted, and every rank of it has
+//    stopped (HoldsQuota);
+//  - a job without one is pending in its queue when it is Pending, or Suspended because it was
+//    preempted (reason Preempted); a job a user suspended waits for its user, not for quota;
+//  - with no ClusterQueue and no LocalQueue at all, queues are off (active() is false): the
+//    controller places every job as before, and nothing of this type runs.
+// A job whose kueue.x-k8s.io/priority-class names no WorkloadPriorityClass waits with kind
+// NoPriorityClass (Kueue refuses such a workload; here the class may still be applied).
+//
+// The decayed usage history (fair sharing's "who used less recently goes first") is kept here,
+// in memory: after a coordinator restart it starts again from the current usage.
+//
+// Owned by JobController, on the coordinator's loop; no locks. `catalog` outlives it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "coordinator/admission_types.h"
+#include "coordinator/admission_usage.h"
+#include "coordinator/job_entry.h"
+#include "coordinator/queue_catalog.h"
+
+namespace trainlet::coordinator {
+
+struct JobAdmitterOptions {
+  // Where jobs with no kueue.x-k8s.io/queue-name label wait: LocalQueue <namespace>/<this>.
+  // Empty: such jobs are admitted at once, without quota (coordinator config default_queue).
+  std::string default_local_queue;
+  bool fair_sharing = true;
+  int64_t usage_half_life_ms = 600'000;  // fair sharing's memory of past usage
+};
+
+// What one pass decided, in the controller's terms.
+struct AdmissionDecisions {
+  admission::AdmissionResult result;
+  // Pending jobs the engine was not given (their priority class is missing), with the wait.
+  std::vector<admission::PendingWorkload> unresolved;
+};
+
+class JobAdmitter {
+ public:
+  JobAdmitter(const QueueCatalog* catalog, JobAdmitterOptions options)
+      : catalog_(catalog), options_(std::move(options)) {}
+
+  const std::string& default_local_queue() const { return options_.default_local_queue; }
+  // Queues are on: some ClusterQueue or LocalQueue exists.
+  bool active() const;
+  // One admission pass over `jobs` (creation order) at `now_ms` (Unix ms).
+  AdmissionDecisions Pass(const std::vector<const JobEntry*>& jobs, int64_t now_ms);
+  // The usage per ClusterQueue the last pass saw (get clusterqueues, metrics); empty before one.
+  const std::vector<admission::ClusterQueueUsage>& usage() const { return usage_; }
+  // The last pass's pending jobs per ClusterQueue, in queue order (describe clusterqueue).
+  const AdmissionDecisions& last() const { return last_; }
+
+  // Whether the job's admission still holds quota (see the header comment).
+  static bool HoldsQuota(const JobEntry& job);
+  // Whether a job without an admission waits in its queue now.
+  static bool Queued(const JobEntry& job);
+
+ private:
+  admission::AdmissionInputs Inputs(const std::vector<const JobEntry*>& jobs,
+                                    std::vector<admission::PendingWorkload>& unresolved) const;
+
+  const QueueCatalog* catalog_;
+  JobAdmitterOptions options_;
+  std::vector<admission::UsageHistory> history_;
+  std::vector<admission::ClusterQueueUsage> usage_;
+  AdmissionDecisions last_;
+};
+
+// The engine's view of one job (its queue, priority, requests, admission), or the wait that
+// keeps it out (a missing priority class). Pure.
+struct WorkloadOrWait {
+  std::optional<admission::Workload> workload;
+  std::optional<admission::PendingWorkload> wait;
+};
+WorkloadOrWait WorkloadOf(const JobEntry& job, const QueueCatalog& catalog);
+
+// The engine's spelling of a wait kind in JobStatus.queue_wait.kind ("Quota", "NeverFits", ...).
+const char* WaitKindName(admission::WaitKind kind);
+
+}  // namespace trainlet::coordinator

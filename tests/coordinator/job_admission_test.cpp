@@ -1,0 +1,199 @@
+// Queues in front of placement (coordinator/job_admitter.h, job_admission_steps.cpp), through a
+// real JobController and SQLite store: no queues changes nothing; a queued job waits for quota
+// with its reason and is placed once admitted; the admission is stored before any plan goes out;
+// a higher-priority job preempts a lower one, which is suspended, warned, and admitted again
+// later; a missing priority class is a wait, not a failure.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "controller_fixture.h"
+
+namespace trainlet::coordinator {
+namespace {
+
+constexpr const char* kQueues = R"(
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: default-flavor}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: research}
+spec:
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: default-flavor
+      resources:
+      - {name: cpu, nominalQuota: 1}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {namespace: default, name: lq}
+spec: {clusterQueue: research}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: WorkloadPriorityClass
+metadata: {name: low}
+value: 10
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: WorkloadPriorityClass
+metadata: {name: high}
+value: 1000
+)";
+
+// A one-node job asking `cpu`, in LocalQueue lq (none when `queue` is false).
+std::string Job(const std::string& name, const std::string& cpu, const std::string& priority = "",
+                bool queue = true) {
+  std::string y = "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n";
+  y += "  name: " + name + "\n";
+  if (queue) {
+    y += "  labels:\n    kueue.x-k8s.io/queue-name: lq\n";
+    if (!priority.empty()) y += "    kueue.x-k8s.io/priority-class: " + priority + "\n";
+  }
+  y += "spec:\n  runtimeRef: {name: plain}\n  trainer:\n    numNodes: 1\n";
+  y += "    resourcesPerNode: {requests: {cpu: \"" + cpu + "\"}}\n";
+  y += "    command: [\"true\"]\n";
+  return y;
+}
+
+class JobAdmissionTest : public testing::ControllerFixture {
+ protected:
+  void SetUp() override {
+    testing::ControllerFixture::SetUp();
+    // The fixture's nodes have no cpu to give: one that has 8 cpus, so quota, not room, binds.
+    v1::NodeInfo info;
+    info.set_name("cpu-node");
+    info.set_address("127.0.0.9");
+    info.set_hostname("cpu-node");
+    info.set_slots(8);
+    (*info.mutable_allocatable())["cpu"] = 8;
+    ASSERT_TRUE(registry_.Register(info, "rid-cpu", "key-cpu", Clock::now(), kT0).ok());
+  }
+};
+
+TEST_F(JobAdmissionTest, WithoutQueuesNothingChanges) {
+  ApplyOk(Job("plain-job", "1", "", false));
+  controller_->Schedule(kT0);
+  const v1::JobStatus& st = JobOrDie("plain-job");
+  EXPECT_EQ(PhaseName(st), "Starting");
+  EXPECT_FALSE(st.has_admission());
+  EXPECT_FALSE(st.has_queue_wait());
+  EXPECT_FALSE(controller_->admitter().active());
+}
+
+TEST_F(JobAdmissionTest, AQueuedJobWaitsForQuotaWithItsReasonThenRuns) {
+  ApplyOk(kQueues);
+  ApplyOk(Job("first", "1"));
+  ApplyOk(Job("second", "1"));
+  controller_->Schedule(kT0);
+  const v1::JobStatus& first = JobOrDie("first");
+  ASSERT_TRUE(first.has_admission());
+  EXPECT_EQ(first.admission().cluster_queue(), "research");
+  ASSERT_EQ(first.admission().resources_size(), 1);
+  EXPECT_EQ(first.admission().resources(0).flavor(), "default-flavor");
+  EXPECT_EQ(first.admission().resources(0).amount(), 1000);
+  EXPECT_EQ(PhaseName(first), "Starting");
+  // The admission was stored with the placement, before the plan went out.
+  auto stored = Stored("first");
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_TRUE(stored->status.has_admission());
+  EXPECT_EQ(sink_.Plans().size(), 1u);
+
+  const v1::JobStatus& second = JobOrDie("second");
+  EXPECT_FALSE(second.has_admission());
+  EXPECT_EQ(PhaseName(second), "Pending");
+  ASSERT_TRUE(second.has_queue_wait());
+  EXPECT_EQ(second.queue_wait().kind(), "Quota");
+  EXPECT_NE(second.queue_wait().message().find("cpu"), std::string::npos)
+      << second.queue_wait().message();
+  EXPECT_NE(second.queue_wait().message().find("research"), std::string::npos);
+  EXPECT_TRUE(second.ranks().empty());  // nothing placed while it waits
+
+  ReportAll("first", v1::WorkerEvent::KIND_STARTED, kT0 + 10);
+  ReportAll("first", v1::WorkerEvent::KIND_EXITED, kT0 + 20);
+  controller_->Schedule(kT0 + 30);  // first is done: its quota goes back
+  EXPECT_FALSE(JobOrDie("first").has_admission());
+  controller_->Schedule(kT0 + 2000);
+  EXPECT_TRUE(JobOrDie("second").has_admission());
+  EXPECT_EQ(PhaseName(JobOrDie("second")), "Starting");
+}
+
+TEST_F(JobAdmissionTest, AJobThatCanNeverFitSaysSoAtOnce) {
+  ApplyOk(kQueues);
+  ApplyOk(Job("huge", "4"));
+  controller_->Schedule(kT0);
+  const v1::JobStatus& st = JobOrDie("huge");
+  ASSERT_TRUE(st.has_queue_wait());
+  EXPECT_EQ(st.queue_wait().kind(), "NeverFits");
+  bool warned = false;
+  for (const auto& e : st.events()) warned |= e.reason() == "NeverFits";
+  EXPECT_TRUE(warned);
+}
+
+TEST_F(JobAdmissionTest, AMissingPriorityClassIsAWait) {
+  ApplyOk(kQueues);
+  ApplyOk(Job("orphan", "1", "nonexistent"));
+  controller_->Schedule(kT0);
+  const v1::JobStatus& st = JobOrDie("orphan");
+  ASSERT_TRUE(st.has_queue_wait());
+  EXPECT_EQ(st.queue_wait().kind(), "NoPriorityClass");
+  EXPECT_EQ(PhaseName(st), "Pending");
+}
+
+TEST_F(JobAdmissionTest, AHigherPriorityJobPreemptsWarnsAndTheVictimComesBack) {
+  ApplyOk(kQueues);
+  ApplyOk(Job("low", "1", "low"));
+  controller_->Schedule(kT0);
+  ReportAll("low", v1::WorkerEvent::KIND_STARTED, kT0 + 10);
+  ASSERT_EQ(PhaseName(JobOrDie("low")), "Running");
+
+  ApplyOk(Job("high", "1", "high"), kT0 + 100);
+  controller_->Schedule(kT0 + 2000);
+  const v1::JobStatus& low = JobOrDie("low");
+  EXPECT_EQ(PhaseName(low), "Suspended");
+  EXPECT_EQ(low.reason(), "Preempted");
+  EXPECT_EQ(low.preemptions(), 1u);
+  bool preempted_event = false;
+  for (const auto& e : low.events()) {
+    preempted_event |= e.message().find("Preempted by default/high (priority 1000)") == 0;
+  }
+  EXPECT_TRUE(preempted_event);
+  auto stops = sink_.Stops();
+  ASSERT_FALSE(stops.empty());
+  EXPECT_NE(stops.back().second.warning_signal(), 0);  // SIGUSR1 first, then the grace
+  // The victim holds its quota until its ranks are gone: high waits, placed nowhere.
+  EXPECT_FALSE(JobOrDie("high").has_admission());
+  EXPECT_EQ(JobOrDie("high").queue_wait().kind(), "Preempting");
+
+  ReportAll("low", v1::WorkerEvent::KIND_EXITED, kT0 + 3000);
+  controller_->Schedule(kT0 + 4000);
+  EXPECT_TRUE(JobOrDie("high").has_admission());
+  EXPECT_EQ(PhaseName(JobOrDie("high")), "Starting");
+  EXPECT_FALSE(JobOrDie("low").has_admission());
+
+  ReportAll("high", v1::WorkerEvent::KIND_STARTED, kT0 + 5000);
+  ReportAll("high", v1::WorkerEvent::KIND_EXITED, kT0 + 6000);
+  controller_->Schedule(kT0 + 7000);
+  controller_->Schedule(kT0 + 9000);
+  const v1::JobStatus& back = JobOrDie("low");
+  EXPECT_TRUE(back.has_admission());
+  EXPECT_EQ(PhaseName(back), "Starting");
+  EXPECT_EQ(back.attempt(), 2u);
+  // The new attempt's ranks are told they were preempted.
+  bool hinted = false;
+  for (const auto& [node, plan] : sink_.Plans()) {
+    if (plan.job() != "low" || plan.attempt() != 2) continue;
+    for (const auto& w : plan.workers()) {
+      for (const auto& [k, v] : w.env()) hinted |= k == "TRAINLET_PREEMPTED" && v == "1";
+    }
+  }
+  EXPECT_TRUE(hinted);
+}
+
+}  // namespace
+}  // namespace trainlet::coordinator
