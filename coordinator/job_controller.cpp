@@ -143,7 +143,7 @@ void JobController::Schedule(int64_t now_ms) {
     const JobPhase p = PhaseOf(job.record.status);
     if ((p != JobPhase::kPending && p != JobPhase::kRestarting) || job.plugin == nullptr ||
         job.record.status.deleting() || now_ms < job.not_before_ms ||
-        job.unplaced_room == room.Fingerprint() ||
+        now_ms < job.lost_node_hold_ms || job.unplaced_room == room.Fingerprint() ||
         (admission_active_ && !job.record.status.has_admission())) {
       continue;  // (no room last time and the room is the same; waits in its queue)
     }
@@ -304,7 +304,13 @@ void JobController::OnNodeLost(const std::string& node, int64_t now_ms, int64_t 
     const JobPhase p = PhaseOf(job.record.status);
     if (p == JobPhase::kStarting || p == JobPhase::kRunning) {
       FailAttempt(job, "node " + node + " lost", now_ms);
-      job.not_before_ms = std::max(job.not_before_ms, hold_until_ms);
+      job.lost_node_hold_ms = std::max(job.lost_node_hold_ms, hold_until_ms);
+    } else {
+      // Already being stopped (Restarting after a drain --force, Suspended after a preemption):
+      // the lost node may still run its ranks in their warning grace, then their stop grace. No
+      // next attempt starts before both have passed: two attempts never run at once.
+      const StopWarning warning = JobStopWarning(job.spec, options_.preemption_grace);
+      job.lost_node_hold_ms = std::max(job.lost_node_hold_ms, hold_until_ms + warning.grace_ms);
     }
   }
 }
@@ -418,6 +424,9 @@ int64_t JobController::NextWakeMs() const {
     next = std::min(next, StartDeadlineMs(st, options_.start_timeout));
     next =
         std::min(next, StallDeadlineMs(st, job->stall, progress_.RunningSince(name, st.attempt())));
+    if (job->lost_node_hold_ms > last_schedule_ms_ && !IsTerminal(PhaseOf(st))) {
+      next = std::min(next, job->lost_node_hold_ms);  // a lost node's hold ends
+    }
     // Only a backoff still to come is timed work; a restart waiting for its old ranks to exit, or
     // for room, is woken by those events instead.
     if (PhaseOf(st) != JobPhase::kRestarting || job->not_before_ms <= last_schedule_ms_) continue;

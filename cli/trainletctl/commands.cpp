@@ -148,9 +148,10 @@ int64_t ParseDuration(const std::string& text) {
 int CmdGet(const CommonFlags& f, const std::string& kind_arg, const std::string& name_arg,
            const ListPaging& paging) {
   std::string name = name_arg;
-  // Kueue's queue objects (queue_commands.h).
-  if (std::string qkind = QueueKindOf(kind_arg, name); !qkind.empty()) {
-    return CmdGetQueueObjects(f, qkind, name);
+  // Kueue's queue objects (queue_commands.h); QueueKindOf takes the name out of "kind/NAME", so
+  // it is given a copy.
+  if (std::string qname = name_arg, qkind = QueueKindOf(kind_arg, qname); !qkind.empty()) {
+    return CmdGetQueueObjects(f, qkind, qname);
   }
   const std::string kind = NormalizeKind(kind_arg, name);
   if (kind.empty())
@@ -396,8 +397,9 @@ int CmdWait(const CommonFlags& f, const std::string& target, const std::string& 
 int CmdDelete(const CommonFlags& f, const std::string& kind_arg, const std::string& name_arg,
               bool wait, const std::string& timeout) {
   std::string name = name_arg;
-  if (std::string qkind = QueueKindOf(kind_arg, name); !qkind.empty()) {
-    return CmdDeleteQueueObject(f, qkind, name);
+  // QueueKindOf takes the name out of "kind/NAME": only for a queue kind, on a copy.
+  if (std::string qname = name_arg, qkind = QueueKindOf(kind_arg, qname); !qkind.empty()) {
+    return CmdDeleteQueueObject(f, qkind, qname);
   }
   const std::string kind = NormalizeKind(kind_arg, name);
   if (kind != "trainjob" || name.empty()) return Error("delete: expected trainjob NAME");

@@ -35,10 +35,21 @@ TEST(QueueCommandsTest, Tables) {
   auto* b = cqs.add_objects();
   b->set_name("solo");
   b->set_queueing_strategy("BestEffortFIFO");
+  // What admission counts: 1500m of 1 cpu used (500m borrowed), 2 admitted, 3 waiting.
+  a->mutable_usage()->set_pending(3);
+  a->mutable_usage()->set_admitted(2);
+  auto* cpu = a->mutable_usage()->add_flavors();
+  cpu->set_flavor("default-flavor");
+  cpu->set_resource("cpu");
+  cpu->set_nominal(1000);
+  cpu->set_used(1500);
+  cpu->set_borrowed(500);
   EXPECT_EQ(RenderQueueObjects(cqs, "ClusterQueue", OutputFormat::kTable),
-            "NAME     COHORT     STRATEGY\n"
-            "team-a   research   StrictFIFO\n"
-            "solo     <none>     BestEffortFIFO\n");
+            "NAME     COHORT     STRATEGY         PENDING   ADMITTED   USAGE (used/nominal)\n"
+            "team-a   research   StrictFIFO       3         2          cpu 1500m/1 (+500m)\n"
+            "solo     <none>     BestEffortFIFO   0         0          <none>\n");
+  EXPECT_EQ(QueueQuantity("memory", int64_t{4} << 30), "4Gi");
+  EXPECT_EQ(QueueQuantity("nvidia.com/gpu", 8), "8");
   EXPECT_EQ(RenderQueueObjects(cqs, "ClusterQueue", OutputFormat::kName),
             "clusterqueue/team-a\nclusterqueue/solo\n");
 
@@ -47,9 +58,10 @@ TEST(QueueCommandsTest, Tables) {
   q->set_namespace_("team-a");
   q->set_name("user-queue");
   q->set_cluster_queue("team-a");
+  q->mutable_usage()->set_pending(1);
   EXPECT_EQ(RenderQueueObjects(lqs, "LocalQueue", OutputFormat::kTable),
-            "NAMESPACE   NAME         CLUSTERQUEUE\n"
-            "team-a      user-queue   team-a\n");
+            "NAMESPACE   NAME         CLUSTERQUEUE   PENDING   ADMITTED\n"
+            "team-a      user-queue   team-a         1         0\n");
 
   v1::QueueObjectList rfs;
   auto* f = rfs.add_objects();

@@ -197,3 +197,28 @@ TEST_F(JobAdmissionTest, AHigherPriorityJobPreemptsWarnsAndTheVictimComesBack) {
 
 }  // namespace
 }  // namespace trainlet::coordinator
+
+namespace trainlet::coordinator {
+namespace {
+
+// A job already being stopped with a warning (here preempted) whose node is then lost: its ranks
+// may live on there through the warning grace and the stop grace, so its next attempt waits for
+// both (before, the hold was applied only to Starting and Running jobs).
+TEST_F(JobAdmissionTest, ALostNodeHoldsAStoppingJobThroughItsWarningGrace) {
+  ApplyOk(Job("warned", "1", "", false));
+  controller_->Schedule(kT0);
+  ReportAll("warned", v1::WorkerEvent::KIND_STARTED, kT0 + 10);
+  ASSERT_TRUE(controller_->Preempt("warned", "a test", kT0 + 20).ok());
+  const std::string node = JobOrDie("warned").ranks(0).node();
+  const int64_t hold = kT0 + 1000;  // partition grace + stop grace, as the coordinator computes
+  controller_->OnNodeLost(node, kT0 + 30, hold);
+  ASSERT_TRUE(controller_->SetSuspend("warned", false, kT0 + 40).ok());
+  const int64_t grace_ms = kDefaultPreemptionGraceSeconds * 1000;
+  controller_->Schedule(hold + grace_ms - 1);
+  EXPECT_EQ(JobOrDie("warned").attempt(), 1u) << "placed while the old ranks may be in their grace";
+  controller_->Schedule(hold + grace_ms + 1);
+  EXPECT_EQ(JobOrDie("warned").attempt(), 2u);
+}
+
+}  // namespace
+}  // namespace trainlet::coordinator
