@@ -258,6 +258,12 @@ Status ReadReplicas(const YAML::Node& spec, const KindTable& table, V1Context& c
                    ": a failed replica restarts the whole gang, up to "
                    "runPolicy.backoffLimit times");
     }
+    if (table.kind == V1Kind::kMPIJob && type == "Launcher" && r.replicas != 1) {
+      // Checked before 0-replica types are dropped: an MPIJob without its launcher has no
+      // mpirun, and its workers no command (trainjob_parser_fuzz found "Launcher: replicas: 0").
+      return ctx.Error(field + ".Launcher.replicas",
+                       "must be 1 (one launcher runs mpirun), got " + std::to_string(r.replicas));
+    }
     if (r.replicas > 0) out->replicas.push_back(std::move(r));
   }
   if (out->replicas.empty()) return ctx.Error(field, "every replica type has 0 replicas");
@@ -268,9 +274,8 @@ Status ReadReplicas(const YAML::Node& spec, const KindTable& table, V1Context& c
                        "must be 1 (one master: rank 0), got " + std::to_string(master->replicas));
     }
   }
-  if (table.kind == V1Kind::kMPIJob && out->Find("Launcher") != nullptr &&
-      out->Find("Launcher")->replicas != 1) {
-    return ctx.Error(field + ".Launcher.replicas", "must be 1 (one launcher runs mpirun)");
+  if (table.kind == V1Kind::kMPIJob && out->Find("Launcher") == nullptr) {
+    return ctx.Error(field + ".Launcher", "required (one launcher runs mpirun)");
   }
   return Status::Ok();
 }

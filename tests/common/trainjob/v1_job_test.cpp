@@ -231,6 +231,15 @@ TEST(V1Refusals, ByPath) {
               HasSubstr(".env[0].name: must not contain '='"));
   // A file cannot hold a TrainJob and a converted job of one name.
   EXPECT_THAT(Refusal(pytorch + "\n---\n" + pytorch), HasSubstr("defined twice in this file"));
+  // An MPIJob's launcher is one, never zero (0-replica types are dropped, so this was accepted
+  // and gave workers with no command: trainjob_parser_fuzz found it).
+  const std::string mpi = ReadFile(FixtureDir() / "mpi-operator" / "pi_pi.yaml");
+  const std::string no_launcher =
+      Replace(mpi, "    Launcher:\n      replicas: 1\n", "    Launcher:\n      replicas: 0\n");
+  ASSERT_NE(no_launcher, mpi);
+  EXPECT_THAT(Refusal(no_launcher),
+              HasSubstr("spec.mpiReplicaSpecs.Launcher.replicas: must be 1 (one launcher runs "
+                        "mpirun), got 0"));
 }
 
 TEST(V1Contract, RoundTripsThroughTheAnnotation) {
