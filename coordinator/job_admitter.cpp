@@ -156,7 +156,9 @@ WorkloadOrWait WorkloadOf(const JobEntry& job, const QueueCatalog& catalog) {
   w.local_queue = job.spec.queue_name;
   if (!job.spec.priority_class.empty()) {
     auto value = catalog.PriorityValue(job.spec.priority_class);
-    if (!value) {
+    // A job that holds quota keeps it even when its class was deleted since: it is counted,
+    // at priority 0, so nothing is admitted into quota it still uses.
+    if (!value && !st.has_admission()) {
       admission::PendingWorkload wait;
       wait.key = w.key;
       wait.kind = admission::WaitKind::kNoClusterQueue;  // the nearest kind; named below
@@ -164,7 +166,7 @@ WorkloadOrWait WorkloadOf(const JobEntry& job, const QueueCatalog& catalog) {
       out.wait = std::move(wait);
       return out;
     }
-    w.priority = *value;
+    w.priority = value.value_or(0);
   }
   w.creation_ms = st.created_unix_ms();
   for (int k = 0; k < kNumResourceKinds; ++k) {

@@ -222,3 +222,42 @@ TEST_F(JobAdmissionTest, ALostNodeHoldsAStoppingJobThroughItsWarningGrace) {
 
 }  // namespace
 }  // namespace trainlet::coordinator
+
+namespace trainlet::coordinator {
+namespace {
+
+// Queue objects change under admitted jobs: a ClusterQueue's quota shrinks below what is in use,
+// its priority class or the ClusterQueue itself is deleted. Nothing crashes, nothing admitted
+// is dropped from the count, and nothing new is admitted over the smaller quota.
+TEST_F(JobAdmissionTest, QueueObjectsChangingUnderAdmittedJobs) {
+  ApplyOk(kQueues);
+  ApplyOk(Job("running", "1", "low"));
+  controller_->Schedule(kT0);
+  ReportAll("running", v1::WorkerEvent::KIND_STARTED, kT0 + 10);
+  ASSERT_TRUE(JobOrDie("running").has_admission());
+  // The quota shrinks to 500m while 1 cpu is in use.
+  std::string smaller = kQueues;
+  const std::string from = "{name: cpu, nominalQuota: 1}";
+  smaller.replace(smaller.find(from), from.size(), "{name: cpu, nominalQuota: 500m}");
+  ApplyOk(smaller, kT0 + 20);
+  ApplyOk(Job("small", "250m"), kT0 + 30);
+  controller_->Schedule(kT0 + 2000);
+  EXPECT_FALSE(JobOrDie("small").has_admission()) << "admitted over a quota already used up";
+  // Its priority class is deleted: it still holds its quota.
+  ASSERT_TRUE(controller_->queues()
+                  .Delete(kueue::Kind::kWorkloadPriorityClass, "", "low", controller_->store())
+                  .ok());
+  controller_->Schedule(kT0 + 4000);
+  EXPECT_TRUE(JobOrDie("running").has_admission());
+  EXPECT_FALSE(JobOrDie("small").has_admission());
+  // The ClusterQueue is deleted: the waiting job says so, the coordinator carries on.
+  ASSERT_TRUE(controller_->queues()
+                  .Delete(kueue::Kind::kClusterQueue, "", "research", controller_->store())
+                  .ok());
+  controller_->Schedule(kT0 + 6000);
+  ASSERT_TRUE(JobOrDie("small").has_queue_wait());
+  EXPECT_EQ(JobOrDie("small").queue_wait().kind(), "NoClusterQueue");
+}
+
+}  // namespace
+}  // namespace trainlet::coordinator
