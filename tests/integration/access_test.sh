@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Who may do what (issue 14): two namespaces and four operator keys under a policy file next to
-# the allowlists. A user of team-a cannot apply, delete, suspend or read logs in team-b but can
-# read its status; an admin can do all of it; a key the policy does not name is refused; the
+# Who may do what (issue 14): two namespaces, two ClusterQueues in one cohort (a LocalQueue in each
+# namespace), and four operator keys under a policy file next to the allowlists. A user of team-a
+# cannot apply, delete, suspend or read logs in team-b but can read its status, nor apply queues; an admin can do all of it; a key the policy does not name is refused; the
 # policy reloads without a restart; the jobs' events name the user who changed them.
 source "$(dirname "$0")/lib.sh"
 
@@ -29,7 +29,7 @@ for u in alice bob carol mallory; do user "$u"; done
 # ns_job NS NAME SCRIPT: a TrainJob file in namespace NS
 ns_job() {
   local f; f=$(write_job "$2" 1 1 "$3")
-  sed -i "s/^metadata:$/metadata:\n  namespace: $1/" "$f"
+  sed -i "s/^metadata:$/metadata:\n  namespace: $1\n  labels:\n    kueue.x-k8s.io\/queue-name: lq/" "$f"
   mv "$f" "$WORK/$1-$2.yaml"
   echo "$WORK/$1-$2.yaml"
 }
@@ -50,6 +50,17 @@ users:
   carol: {role: user, namespaces: [team-b]}
 POLICY
 
+# Two ClusterQueues in one cohort, a LocalQueue in each namespace: only an admin applies them,
+# and every job below waits in (and is admitted by) its team's queue.
+queues="$WORK/queues.yaml"
+for t in a b; do
+  printf 'apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata:\n  name: cq-%s\nspec:\n  cohort: research\n  namespaceSelector: {}\n  resourceGroups:\n  - coveredResources: ["cpu"]\n    flavors:\n    - name: default-flavor\n      resources:\n      - name: cpu\n        nominalQuota: "1"\n---\n' "$t"
+  printf 'apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata:\n  namespace: team-%s\n  name: lq\nspec:\n  clusterQueue: cq-%s\n---\n' "$t" "$t"
+done > "$queues"
+printf 'apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata:\n  name: default-flavor\n' >> "$queues"
+refused bob 'user "bob" may not apply clusterqueues' apply -f "$queues"
+as alice apply -f "$queues" >/dev/null || fail "an admin could not apply the queues"
+
 # An admin applies in both namespaces; the events name her.
 as alice apply -f "$b1" >/dev/null || fail "alice could not apply in team-b"
 as bob apply -f "$a1" >/dev/null || fail "bob could not apply in his own namespace"
@@ -59,6 +70,8 @@ as alice wait trainjob/a1 -n team-a --for=condition=Running --timeout=60s >/dev/
   fail "a1 did not run: $(as alice describe trainjob a1 -n team-a)"
 assert_contains "$(as alice describe trainjob b1 -n team-b)" "applied from $b1 by alice" "b1's events"
 assert_contains "$(as bob describe trainjob a1 -n team-a)" "applied from $a1 by bob" "a1's events"
+assert_contains "$(as bob describe trainjob a1 -n team-a)" "Admitted by ClusterQueue cq-a" "a1's queue"
+assert_contains "$(as carol describe trainjob b1 -n team-b)" "Admitted by ClusterQueue cq-b" "b1's queue"
 log "applied in two namespaces; events name the users"
 
 # bob (team-a) in team-b: every change and the logs are refused, the status is not.
