@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Who may do what (issue 14): two namespaces, two ClusterQueues in one cohort (a LocalQueue in each
 # namespace), and four operator keys under a policy file next to the allowlists. A user of team-a
-# cannot apply, delete, suspend or read logs in team-b but can read its status, nor apply queues; an admin can do all of it; a key the policy does not name is refused; the
-# policy reloads without a restart; the jobs' events name the user who changed them.
+# cannot apply, delete, suspend or read logs in team-b but can read its status, nor apply queues;
+# an admin can do all of it; a key the policy does not name is refused; the policy reloads
+# without a restart; the jobs' events name the user who changed them.
 source "$(dirname "$0")/lib.sh"
 
 start_cluster 2 --slots 2
