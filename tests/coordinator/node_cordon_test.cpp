@@ -94,8 +94,9 @@ TEST_F(NodeCordonTest, VersionOneDatabaseGainsTheTableAndKeepsItsJobs) {
   // Turn the file back into what trainlet with schema 1 wrote.
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open((root_ + "/state/trainlet.db").c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE node_cordons; DROP TABLE queue_objects; PRAGMA user_version = 1;", nullptr, nullptr,
-                         nullptr),
+  ASSERT_EQ(sqlite3_exec(
+                db, "DROP TABLE node_cordons; DROP TABLE queue_objects; PRAGMA user_version = 1;",
+                nullptr, nullptr, nullptr),
             SQLITE_OK);
   sqlite3_close(db);
   Reopen();
