@@ -207,10 +207,12 @@ class JobController : private AttemptLauncher::Owner {
   uint64_t generation() const { return generation_; }
 
  private:
-  // Why 28 methods, past the ~25 rule: the public ones are the coordinator's whole view of jobs
-  // (its loop, OperatorService, ExecRelay and CoordinatorOps call them); the private ones are the
-  // lifecycle steps that need the job map, the store or the phase table. Whatever needs none of
-  // them lives in the types listed at the top of this file.
+  // Why about 40 methods, past the ~25 rule: the public ones are the coordinator's whole view of
+  // jobs (its loop, OperatorService, ExecRelay and CoordinatorOps call them); the private ones are
+  // the lifecycle steps that need the job map, the store or the phase table. Whatever needs none
+  // of them lives in the types listed at the top of this file. The count grew again with queues
+  // (Preempt, the admission steps, the queue accessors): the admission steps are next to move
+  // into a type of their own behind an Owner interface, as AttemptLauncher was.
   using Job = JobEntry;  // job_entry.h: what BuildJobEntry and NewJobEntry make
 
   // The job joins the job map (last in placement order) and the exec authority.
