@@ -10,21 +10,6 @@
 namespace trainlet::agent {
 namespace {
 
-// "tcp://a:7070, tcp://b:7070" -> {"tcp://a:7070", "tcp://b:7070"}; blanks dropped.
-std::vector<std::string> SplitList(const std::string& list) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= list.size()) {
-    size_t comma = list.find(',', start);
-    if (comma == std::string::npos) comma = list.size();
-    const std::string item = list.substr(start, comma - start);
-    const size_t b = item.find_first_not_of(" \t");
-    if (b != std::string::npos) out.push_back(item.substr(b, item.find_last_not_of(" \t") - b + 1));
-    start = comma + 1;
-  }
-  return out;
-}
-
 // A refusal saying no leader is known yet is answered by registering again after this pause, so
 // agents do not flood the followers of an election in progress.
 constexpr std::chrono::milliseconds kNoLeaderPause{250};
@@ -34,7 +19,7 @@ constexpr std::chrono::milliseconds kNoLeaderPause{250};
 Result<std::unique_ptr<CoordinatorLink>> CoordinatorLink::Connect(zmq::context_t& ctx,
                                                                   Options options, Hooks hooks,
                                                                   DropCounters* drops) {
-  const std::vector<std::string> endpoints = SplitList(options.endpoint);
+  const std::vector<std::string> endpoints = SplitEndpointList(options.endpoint);
   if (endpoints.empty()) return InvalidError("--coordinator: no endpoint given");
   TRAINLET_ASSIGN_OR_RETURN(
       zmq::socket_t socket,

@@ -149,4 +149,18 @@ bool SendOnDealer(zmq::socket_t& dealer, v1::Envelope& env) {
   }
 }
 
+std::vector<std::string> SplitEndpointList(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    const std::string item = list.substr(start, comma - start);
+    const size_t b = item.find_first_not_of(" \t");
+    if (b != std::string::npos) out.push_back(item.substr(b, item.find_last_not_of(" \t") - b + 1));
+    start = comma + 1;
+  }
+  return out;
+}
+
 }  // namespace trainlet

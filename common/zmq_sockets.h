@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 #include <zmq.hpp>
 
 #include "common/curve_keys.h"
@@ -20,6 +21,10 @@ inline constexpr int kZmqZapEnforceDomain = 93;
 Result<zmq::socket_t> BindCurveRouter(zmq::context_t& ctx, const std::string& endpoint,
                                       const CurveKeyPair& server_keys,
                                       const std::string& zap_domain, std::string* bound);
+
+// A list of endpoints as config gives it ("tcp://a:7070, tcp://b:7070"): split at commas,
+// blanks around each trimmed, empty items dropped. A single endpoint is a list of one.
+std::vector<std::string> SplitEndpointList(const std::string& list);
 
 // A DEALER that is a CURVE client of the server with `server_public_z85`.
 // ZMQ_IMMEDIATE is set so nothing queues for a peer that is not connected (stale heartbeats).

@@ -82,18 +82,6 @@ std::string SimAgentName(const std::string& prefix, int i) {
   return name;
 }
 
-std::vector<std::string> SplitList(const std::string& list) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= list.size()) {
-    size_t comma = list.find(',', start);
-    if (comma == std::string::npos) comma = list.size();
-    if (comma > start) out.push_back(list.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
-}
-
 int Run(int count, const std::string& endpoint, const std::string& server_key_file,
         const std::string& allowlist, int heartbeat_ms, const std::string& prefix) {
   RaiseFileLimit();
@@ -119,7 +107,7 @@ int Run(int count, const std::string& endpoint, const std::string& server_key_fi
   }
   zmq::context_t ctx;
   ctx.set(zmq::ctxopt::max_sockets, count + 64);
-  const std::vector<std::string> endpoints = SplitList(endpoint);
+  const std::vector<std::string> endpoints = SplitEndpointList(endpoint);
   if (endpoints.empty()) {
     std::fprintf(stderr, "--endpoint: none given\n");
     return 2;

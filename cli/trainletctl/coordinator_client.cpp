@@ -13,20 +13,6 @@ namespace trainlet::cli {
 
 namespace {
 
-std::vector<std::string> SplitList(const std::string& list) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= list.size()) {
-    size_t comma = list.find(',', start);
-    if (comma == std::string::npos) comma = list.size();
-    const std::string item = list.substr(start, comma - start);
-    const size_t b = item.find_first_not_of(" \t");
-    if (b != std::string::npos) out.push_back(item.substr(b, item.find_last_not_of(" \t") - b + 1));
-    start = comma + 1;
-  }
-  return out;
-}
-
 // After every endpoint refused (an election in progress), the round starts again after this.
 constexpr std::chrono::milliseconds kRoundPause{200};
 
@@ -34,7 +20,7 @@ constexpr std::chrono::milliseconds kRoundPause{200};
 
 Result<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(const ClientConfig& config) {
   std::unique_ptr<CoordinatorClient> c(new CoordinatorClient());
-  c->endpoints_ = SplitList(config.coordinator);
+  c->endpoints_ = SplitEndpointList(config.coordinator);
   if (c->endpoints_.empty()) return InvalidError("coordinator: no endpoint given");
   c->endpoint_ = c->endpoints_[0];
   TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair server, ReadKeyPair(config.coordinator_key_file));

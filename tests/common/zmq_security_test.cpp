@@ -322,5 +322,13 @@ TEST_F(ZmqSecurityTest, RefusalLogSummarisesWhatItLeftOut) {
   EXPECT_EQ(zap_->accepted(), 1u);
 }
 
+// Config's endpoint lists (agents, trainletctl, the simulated agents): one parser for all.
+TEST(SplitEndpointList, SplitsTrimsAndDropsBlanks) {
+  EXPECT_EQ(SplitEndpointList("tcp://a:1"), (std::vector<std::string>{"tcp://a:1"}));
+  EXPECT_EQ(SplitEndpointList(" tcp://a:1 ,\ttcp://b:2,, "),
+            (std::vector<std::string>{"tcp://a:1", "tcp://b:2"}));
+  EXPECT_TRUE(SplitEndpointList("").empty());
+}
+
 }  // namespace
 }  // namespace trainlet
