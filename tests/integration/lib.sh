@@ -54,6 +54,30 @@ start_cluster() {
   grep -q "export TRAINLET_HOME=$TRAINLET_HOME" "$WORK/up.out" || fail "local up printed no export line"
 }
 
+# remember_coordinator: sets COORD_PID to the local cluster's coordinator and COORD_ARGS to its
+# command line with the endpoints it bound in place of port 0, so that restart_coordinator can
+# start it again where the agents and clients look for it. Call after start_cluster.
+remember_coordinator() {
+  COORD_PID=$(awk '{print $1}' "$TRAINLET_HOME/pids/coordinator.pid")
+  mapfile -d '' COORD_ARGS < "/proc/$COORD_PID/cmdline"
+  local eps="$TRAINLET_HOME/coordinator/endpoints.json" key ep i
+  for key in agent operator exec; do
+    ep=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2] + "_endpoint"])' "$eps" "$key")
+    for i in "${!COORD_ARGS[@]}"; do
+      [ "${COORD_ARGS[$i]}" = "--$key-listen" ] && COORD_ARGS[$((i + 1))]=$ep
+    done
+  done
+  return 0
+}
+# restart_coordinator: starts COORD_ARGS again (the test has killed COORD_PID) and records the new
+# pid, as COORD_PID and where `local down` finds it.
+restart_coordinator() {
+  setsid "${COORD_ARGS[@]}" >> "$TRAINLET_HOME/logs/coordinator.log" 2>&1 < /dev/null &
+  COORD_PID=$!
+  echo "$COORD_PID $(awk '{print $22}' "/proc/$COORD_PID/stat")" > "$TRAINLET_HOME/pids/coordinator.pid"
+  log "coordinator restarted (pid $COORD_PID)"
+}
+
 # write_job NAME NODES PROCS SCRIPT -> path of a TrainJob file running `sh -c SCRIPT`
 write_job() {
   local name=$1 nodes=$2 procs=$3 script=$4 file="$WORK/$1.yaml"

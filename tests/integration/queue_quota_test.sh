@@ -9,16 +9,7 @@
 source "$(dirname "$0")/lib.sh"
 
 start_cluster 2 --slots 8
-pidfile="$TRAINLET_HOME/pids/coordinator.pid"
-cpid=$(awk '{print $1}' "$pidfile")
-mapfile -d '' cargs < "/proc/$cpid/cmdline"
-eps="$TRAINLET_HOME/coordinator/endpoints.json"
-for key in agent operator exec; do
-  ep=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2] + "_endpoint"])' "$eps" "$key")
-  for i in "${!cargs[@]}"; do
-    [ "${cargs[$i]}" = "--$key-listen" ] && cargs[$((i + 1))]=$ep
-  done
-done
+remember_coordinator
 
 cat > "$WORK/queues.yaml" <<'EOF'
 apiVersion: kueue.x-k8s.io/v1beta1
@@ -182,13 +173,10 @@ fb=$(burst team-b kb 10 2)
 "$CTL" apply -f "$fb" >/dev/null
 wait_for 20 sh -c "'$CTL' get trainjobs -A | grep -E '^team-.*k[ab]-.*Running' -q" ||
   fail "no job of the second burst ran"
-kill -9 "$cpid"
-log "coordinator killed in the middle of admissions (pid $cpid)"
+kill -9 "$COORD_PID"
+log "coordinator killed in the middle of admissions (pid $COORD_PID)"
 sleep 1
-setsid "${cargs[@]}" >> "$TRAINLET_HOME/logs/coordinator.log" 2>&1 < /dev/null &
-newpid=$!
-echo "$newpid $(awk '{print $22}' "/proc/$newpid/stat")" > "$pidfile"
-log "coordinator restarted (pid $newpid)"
+restart_coordinator
 wait_for 120 all_done ka kb || fail "the second burst did not complete: $("$CTL" get trainjobs -A | tail -5)"
 # Admitted once each: an admission is stored before any rank starts, so the restart neither
 # forgets one (the job would be admitted again, a second Admitted event) nor loses a job. (A job

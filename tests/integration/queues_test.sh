@@ -54,20 +54,9 @@ if "$CTL" delete cq team-a-cq 2> "$WORK/err"; then fail "a second delete succeed
 assert_contains "$(cat "$WORK/err")" "ClusterQueue/team-a-cq not found" "second delete"
 
 # kill -9 and restart on the same endpoints: the objects are still there.
-pidfile="$TRAINLET_HOME/pids/coordinator.pid"
-cpid=$(awk '{print $1}' "$pidfile")
-mapfile -d '' cargs < "/proc/$cpid/cmdline"
-eps="$TRAINLET_HOME/coordinator/endpoints.json"
-for key in agent operator exec; do
-  ep=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2] + "_endpoint"])' "$eps" "$key")
-  for i in "${!cargs[@]}"; do
-    [ "${cargs[$i]}" = "--$key-listen" ] && cargs[$((i + 1))]=$ep
-  done
-done
-kill -9 "$cpid"
-setsid "${cargs[@]}" >> "$TRAINLET_HOME/logs/coordinator.log" 2>&1 < /dev/null &
-newpid=$!
-echo "$newpid $(awk '{print $22}' "/proc/$newpid/stat")" > "$pidfile"
+remember_coordinator
+kill -9 "$COORD_PID"
+restart_coordinator
 wait_for 20 sh -c "'$CTL' get cq >/dev/null 2>&1" || fail "coordinator did not come back"
 cq=$("$CTL" get cq)
 grep -qE '^cluster-queue ' <<<"$cq" || fail "cluster-queue lost in the restart: $cq"

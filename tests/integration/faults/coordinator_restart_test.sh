@@ -6,28 +6,14 @@
 source "$(dirname "$0")/../lib.sh"
 
 start_cluster 3 --slots 2
-pidfile="$TRAINLET_HOME/pids/coordinator.pid"
-cpid=$(awk '{print $1}' "$pidfile")
-mapfile -d '' cargs < "/proc/$cpid/cmdline"
-# The same command line, with the ports it picked instead of port 0.
-eps="$TRAINLET_HOME/coordinator/endpoints.json"
-agent_ep=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["agent_endpoint"])' "$eps")
-op_ep=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["operator_endpoint"])' "$eps")
-exec_ep=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["exec_endpoint"])' "$eps")
-for i in "${!cargs[@]}"; do
-  case "${cargs[$i]}" in
-    --agent-listen) cargs[$((i + 1))]=$agent_ep ;;
-    --operator-listen) cargs[$((i + 1))]=$op_ep ;;
-    --exec-listen) cargs[$((i + 1))]=$exec_ep ;;
-  esac
-done
+remember_coordinator  # its command line, with the ports it bound in place of port 0
 
 # Ranks that outlive the outage: some exit while the coordinator is down, some after.
 job=$(write_job survivor 3 2 'sleep $((2 + TRAINLET_RANK % 2 * 4)); echo "rank $TRAINLET_RANK done"')
 "$CTL" apply -f "$job" >/dev/null
 wait_for 20 sh -c "'$CTL' get trainjobs survivor | grep -q Running" || fail "survivor never Running"
-kill -9 "$cpid"
-log "coordinator killed (pid $cpid)"
+kill -9 "$COORD_PID"
+log "coordinator killed (pid $COORD_PID)"
 
 # Submitting during the outage fails at the client; nothing is silently dropped.
 late=$(write_job late 1 1 'true')
@@ -35,10 +21,7 @@ if timeout 30 "$CTL" apply -f "$late" 2> "$WORK/err"; then fail "apply succeeded
 assert_contains "$(cat "$WORK/err")" "did not answer" "apply during the outage"
 sleep 2  # ranks 0, 2 and 4 exit while the coordinator is down
 
-setsid "${cargs[@]}" >> "$TRAINLET_HOME/logs/coordinator.log" 2>&1 < /dev/null &
-newpid=$!
-echo "$newpid $(awk '{print $22}' "/proc/$newpid/stat")" > "$pidfile"
-log "coordinator restarted (pid $newpid)"
+restart_coordinator
 
 "$CTL" wait trainjob/survivor --for=condition=Complete --timeout=60s \
   || fail "survivor did not complete after the restart: $("$CTL" describe trainjob survivor)"

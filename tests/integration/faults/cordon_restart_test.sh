@@ -5,26 +5,10 @@ source "$(dirname "$0")/../lib.sh"
 
 start_cluster 2 --slots 2
 "$CTL" cordon node-1 --reason "bios update" | grep -q "node/node-1 cordoned" || fail "cordon output"
-pidfile="$TRAINLET_HOME/pids/coordinator.pid"
-cpid=$(awk '{print $1}' "$pidfile")
-mapfile -d '' cargs < "/proc/$cpid/cmdline"
-# The same command line, with the ports it picked instead of port 0.
-eps="$TRAINLET_HOME/coordinator/endpoints.json"
-ep() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$eps" "$1"; }
-agent_ep=$(ep agent_endpoint) op_ep=$(ep operator_endpoint) exec_ep=$(ep exec_endpoint)
-for i in "${!cargs[@]}"; do
-  case "${cargs[$i]}" in
-    --agent-listen) cargs[$((i + 1))]=$agent_ep ;;
-    --operator-listen) cargs[$((i + 1))]=$op_ep ;;
-    --exec-listen) cargs[$((i + 1))]=$exec_ep ;;
-  esac
-done
-kill -9 "$cpid"
-log "coordinator killed (pid $cpid)"
-setsid "${cargs[@]}" >> "$TRAINLET_HOME/logs/coordinator.log" 2>&1 < /dev/null &
-newpid=$!
-echo "$newpid $(awk '{print $22}' "/proc/$newpid/stat")" > "$pidfile"
-log "coordinator restarted (pid $newpid)"
+remember_coordinator
+kill -9 "$COORD_PID"
+log "coordinator killed (pid $COORD_PID)"
+restart_coordinator
 
 both_ready() { [ "$("$CTL" get nodes | grep -cE '^node-[12] +Ready')" = 2 ]; }
 wait_for 20 both_ready || fail "agents did not re-register: $("$CTL" get nodes)"
