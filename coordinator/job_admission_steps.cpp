@@ -36,10 +36,10 @@ void JobController::RunAdmission(int64_t now_ms) {
     return;
   }
   last_admission_ms_ = now_ms;
-  AdmissionDecisions d =
+  const AdmissionDecisions& d =
       admitter_.Pass(std::vector<const Job*>(order_.begin(), order_.end()), now_ms);
-  for (auto& w : d.result.pending) NoteWait(w, now_ms);
-  for (auto& w : d.unresolved) NoteWait(w, now_ms);
+  for (const auto& w : d.result.pending) NoteWait(w, WaitKindName(w.kind), now_ms);
+  for (const auto& w : d.unresolved) NoteWait(w, "NoPriorityClass", now_ms);
   for (const auto& p : d.result.preemptions) PreemptForQueue(p, now_ms);
   for (const auto& [key, a] : d.result.admitted) AdmitJob(key, a, now_ms);
   admitted_generation_ = generation_;
@@ -129,14 +129,12 @@ void JobController::PreemptForQueue(const admission::Preemption& p, int64_t now_
   }
 }
 
-void JobController::NoteWait(const admission::PendingWorkload& w, int64_t now_ms) {
+void JobController::NoteWait(const admission::PendingWorkload& w, const std::string& kind,
+                             int64_t now_ms) {
   auto it = jobs_.find(w.key);
   if (it == jobs_.end()) return;
   Job& job = *it->second;
   v1::JobStatus& st = job.record.status;
-  const std::string kind = w.message.rfind("WorkloadPriorityClass ", 0) == 0
-                               ? std::string("NoPriorityClass")
-                               : WaitKindName(w.kind);
   v1::QueueWait* wait = st.mutable_queue_wait();
   const bool first = wait->since_unix_ms() == 0;
   if (first) wait->set_since_unix_ms(now_ms);

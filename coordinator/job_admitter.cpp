@@ -161,7 +161,6 @@ WorkloadOrWait WorkloadOf(const JobEntry& job, const QueueCatalog& catalog) {
     if (!value && !st.has_admission()) {
       admission::PendingWorkload wait;
       wait.key = w.key;
-      wait.kind = admission::WaitKind::kNoClusterQueue;  // the nearest kind; named below
       wait.message = "WorkloadPriorityClass " + job.spec.priority_class + " not found";
       out.wait = std::move(wait);
       return out;
@@ -228,7 +227,8 @@ admission::AdmissionInputs JobAdmitter::Inputs(
   return in;
 }
 
-AdmissionDecisions JobAdmitter::Pass(const std::vector<const JobEntry*>& jobs, int64_t now_ms) {
+const AdmissionDecisions& JobAdmitter::Pass(const std::vector<const JobEntry*>& jobs,
+                                            int64_t now_ms) {
   AdmissionDecisions out;
   admission::AdmissionInputs in = Inputs(jobs, out.unresolved);
   out.result = admission::RunAdmissionPass(in, now_ms);
@@ -237,8 +237,8 @@ AdmissionDecisions JobAdmitter::Pass(const std::vector<const JobEntry*>& jobs, i
       admission::ApplyAdmissionResult(std::move(in), out.result, now_ms, false));
   history_ = admission::AdvanceUsageHistory(history_, admission::CurrentUsage(usage_), now_ms,
                                             options_.usage_half_life_ms);
-  last_ = out;
-  return out;
+  last_ = std::move(out);
+  return last_;
 }
 
 }  // namespace trainlet::coordinator

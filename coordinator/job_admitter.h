@@ -47,7 +47,8 @@ struct JobAdmitterOptions {
 // What one pass decided, in the controller's terms.
 struct AdmissionDecisions {
   admission::AdmissionResult result;
-  // Pending jobs the engine was not given (their priority class is missing), with the wait.
+  // Pending jobs the engine was not given because their priority class is missing (wait kind
+  // NoPriorityClass), with the message.
   std::vector<admission::PendingWorkload> unresolved;
 };
 
@@ -59,8 +60,9 @@ class JobAdmitter {
   const std::string& default_local_queue() const { return options_.default_local_queue; }
   // Queues are on: some ClusterQueue or LocalQueue exists.
   bool active() const;
-  // One admission pass over `jobs` (creation order) at `now_ms` (Unix ms).
-  AdmissionDecisions Pass(const std::vector<const JobEntry*>& jobs, int64_t now_ms);
+  // One admission pass over `jobs` (creation order) at `now_ms` (Unix ms). The answer is kept
+  // (last()) until the next pass; the reference is valid until then.
+  const AdmissionDecisions& Pass(const std::vector<const JobEntry*>& jobs, int64_t now_ms);
   // The usage per ClusterQueue the last pass saw (get clusterqueues, metrics); empty before one.
   const std::vector<admission::ClusterQueueUsage>& usage() const { return usage_; }
   // The last pass's pending jobs per ClusterQueue, in queue order (describe clusterqueue).

@@ -234,7 +234,8 @@ class JobController : private AttemptLauncher::Owner {
   void ReleaseQuota();  // clears the admission of jobs that no longer hold quota
   void AdmitJob(const std::string& key, const admission::Admission& a, int64_t now_ms);
   void PreemptForQueue(const admission::Preemption& p, int64_t now_ms);
-  void NoteWait(const admission::PendingWorkload& w, int64_t now_ms);
+  // `kind` is JobStatus.queue_wait.kind: WaitKindName(w.kind), or NoPriorityClass.
+  void NoteWait(const admission::PendingWorkload& w, const std::string& kind, int64_t now_ms);
 
   // Lifecycle: deadlines and suspend (job_lifecycle.cpp; the rules are in lifecycle_rules.h).
   // Fails every live job whose deadline has passed, with reason DeadlineExceeded.
