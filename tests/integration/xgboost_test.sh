@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
-# XGBoost for real (Debian's python3-xgboost 1.7, rabit): distributed training on 2 nodes where
-# rank 0 hosts the tracker, as Kubeflow's xgboost-distributed runtime expects, (a) as a TrainJob
-# on xgboost-distributed (rabit reads trainlet's DMLC_TRACKER_URI/DMLC_TRACKER_PORT/DMLC_TASK_ID
-# itself; 2 workers per node) and (b) as a kubeflow.org/v1 XGBoostJob, Master + Worker (the
-# operator's MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE). Each worker trains on its own rows of one
-# dataset and saves its model in its work dir: every worker must end with the same model, which
-# it can only do if the histograms were allreduced through the tracker
-# (tests/integration/workers/xgboost_train.py). Also: a TrainJob that sets a DMLC_* variable the
-# runtime owns is refused at apply.
+# XGBoost for real (Debian's python3-xgboost 1.7, rabit): distributed training on 2 simulated
+# hosts (network namespaces, or 127.0.0.x aliases) where rank 0 hosts the tracker, as Kubeflow's
+# xgboost-distributed runtime expects, (a) as a TrainJob on xgboost-distributed (rabit reads
+# trainlet's DMLC_TRACKER_URI/DMLC_TRACKER_PORT/DMLC_TASK_ID itself; 2 workers per node) and
+# (b) as a kubeflow.org/v1 XGBoostJob, Master + Worker (the operator's MASTER_ADDR/MASTER_PORT/
+# RANK/WORLD_SIZE). Each worker trains on its own rows of one dataset and saves its model in its
+# work dir: every worker must end with the same model, which it can only do if the histograms
+# were allreduced through the tracker (tests/integration/workers/xgboost_train.py). Also: a
+# TrainJob that sets a DMLC_* variable the runtime owns is refused at apply.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/netns_lib.sh"
 /usr/bin/python3 -c 'import xgboost' 2>/dev/null \
   || fail "Debian's python3-xgboost is not installed (apt-get install python3-xgboost)"
 train="$TRAINLET_SOURCE_DIR/tests/integration/workers/xgboost_train.py"
 
-start_cluster 2 --slots 2
-log "cluster up"
+start_netns_cluster 2
+log "cluster up in $NETNS_MODE mode"
 
 # same_models JOB N: the N workers of JOB logged one model hash, and saved the same bytes.
 same_models() {
@@ -36,7 +37,7 @@ same_models() {
     [ "sha256 $(sha256sum < "$f" | cut -d' ' -f1)" = "${hashes#model }" ] \
       || fail "$job: $f is not the model its worker logged"
   done
-  # The nodes' work dirs are their own: the models came from both nodes.
+  # The nodes' work dirs are their own: the models came from both hosts.
   [ "$(printf '%s\n' "${files[@]}" | sed 's|/work/.*||' | sort -u | wc -l)" = 2 ] \
     || fail "$job: the models were not saved on both nodes: ${files[*]}"
 }
