@@ -76,6 +76,9 @@ def train(x, y):
 
 def main():
     signal.alarm(90)
+    # rabit tries the tracker 5 times by default, sleeping 1, 2, 3 and 4 s between tries: on a
+    # busy machine task 0 may take longer than that to import xgboost and start the tracker.
+    os.environ.setdefault("DMLC_WORKER_CONNECT_RETRY", "10")
     host, port, world, task, args = contract(sys.argv[1])
     tracker = start_tracker(host, port, world) if task == 0 else None
     with collective.CommunicatorContext(**args):
