@@ -15,12 +15,14 @@ command -v mpirun >/dev/null || fail "mpirun not installed (apt-get install open
 start_netns_cluster 2
 log "cluster up in $NETNS_MODE mode"
 
-# mpijob NAME PROGRAM...: the MPIJob, its launcher printing its hostfile before mpirun -n 4.
+# mpijob NAME PROGRAM...: the MPIJob, its launcher printing its hostfile before mpirun -n 4
+# (with launcherCreationPolicy $LAUNCHER_POLICY when set).
 mpijob() {
   local name=$1; shift
   {
     printf 'apiVersion: kubeflow.org/v2beta1\nkind: MPIJob\nmetadata:\n  name: %s\n' "$name"
     printf 'spec:\n  slotsPerWorker: 2\n  runPolicy:\n    cleanPodPolicy: Running\n'
+    [ -n "${LAUNCHER_POLICY:-}" ] && printf '  launcherCreationPolicy: %s\n' "$LAUNCHER_POLICY"
     printf '  mpiReplicaSpecs:\n    Launcher:\n      replicas: 1\n      template:\n        spec:\n'
     printf '          containers:\n          - image: mpioperator/mpi-pi:openmpi\n            name: mpi-launcher\n'
     # OpenMPI over loopback aliases needs its TCP BTL told (as in mpi_test.sh).
@@ -69,8 +71,9 @@ assert_contains "$d" "MPIJob (kubeflow.org/v2beta1), run as TrainJob allreduce" 
 assert_contains "$d" "plugin mpi" "describe's runtime"
 log "MPIJob allreduce: 2 Workers x 2 slots, sum 10 on every rank"
 
-# 2. mpi4py.
-"$CTL" apply -f "$(mpijob pyallreduce /usr/bin/python3 "$TRAINLET_SOURCE_DIR/examples/mpi-allreduce/allreduce.py")" \
+# 2. mpi4py, the launcher created once the workers are ready (no wait on trainlet: the workers
+# run nothing until mpirun starts them).
+"$CTL" apply -f "$(LAUNCHER_POLICY=WaitForWorkersReady mpijob pyallreduce /usr/bin/python3 "$TRAINLET_SOURCE_DIR/examples/mpi-allreduce/allreduce.py")" \
   >/dev/null || fail "apply of the mpi4py MPIJob"
 check_mpijob pyallreduce
 assert_contains "$("$CTL" get mpijobs)" "pyallreduce" "get mpijobs"
