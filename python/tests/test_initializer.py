@@ -197,6 +197,19 @@ class InitializerTest(unittest.TestCase):
         self.assertFalse(any(n.startswith(".") for n in os.listdir(dest)), os.listdir(dest))
         self.assertIn("100%", proc.stdout)
 
+    def test_a_tar_of_dot_as_tar_c_writes_it_is_unpacked(self):
+        src = os.path.join(self.root, "tree")
+        os.makedirs(os.path.join(src, "sub"))
+        with open(os.path.join(src, "sub", "f.txt"), "w") as f:
+            f.write("f")
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            tar.add(src, arcname=".")
+        uri = self.serve("/dot.tar", buf.getvalue())
+        proc, dest = self.run_init(uri)
+        self.assert_ok(proc)
+        self.assertEqual(self.read(os.path.join(dest, "sub", "f.txt")), b"f")
+
     def test_a_zip_over_http_is_unpacked(self):
         uri = self.serve("/m.zip", zip_bytes({"config.json": b"{}", "w/model.bin": b"m" * 7}))
         proc, dest = self.run_init(uri, kind="model")
