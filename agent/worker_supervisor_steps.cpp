@@ -17,6 +17,7 @@
 #include "agent/step/step_launch.h"
 #include "agent/step/step_records.h"
 #include "agent/step/step_stop.h"
+#include "agent/step/workspace_mount.h"
 #include "agent/worker_supervisor.h"
 #include "common/platform/descriptors.h"
 #include "common/platform/process_info.h"
@@ -323,6 +324,7 @@ void WorkerSupervisor::ReportStepStarts(Step& s, const std::vector<WorkerLaunch>
                                         std::vector<StepRecord>& records,
                                         std::vector<Result<pid_t>>& results) {
   ReadNewRecords(s, &records);
+  s.workspace = step::ReadWorkspaceNote(s.dir);  // written before its ranks started
   std::map<uint32_t, std::string> failed;
   for (const StepRecord& r : records) {
     if (r.kind == StepRecord::Kind::kHeader && r.start_time != 0) s.start_time = r.start_time;
@@ -532,6 +534,14 @@ bool WorkerSupervisor::StepKnows(const std::string& job, uint32_t attempt, uint3
     return s.job == job && s.attempt == attempt &&
            (s.known.contains(rank) || s.live.contains(rank) || s.returned.contains(rank));
   });
+}
+
+std::string WorkerSupervisor::StepWorkspace(const std::string& job, uint32_t attempt) const {
+  std::string found;
+  for (const auto& [id, s] : steps_) {  // by id: the newest step of the attempt comes last
+    if (s.job == job && s.attempt == attempt && !s.workspace.empty()) found = s.workspace;
+  }
+  return found;
 }
 
 void WorkerSupervisor::ReportsAcked(uint64_t seq) {
