@@ -595,6 +595,7 @@ std::vector<WorkerSupervisor::AdoptedStep> WorkerSupervisor::AdoptSteps() {
     s.attempt = launch->attempt;
     s.stop_grace_ms = launch->stop_grace_ms;
     s.stop_requests = launch->stop_requests;
+    s.workspace = step::ReadWorkspaceNote(s.dir);
     const std::string events = s.dir + "/events";
     s.events_fd = open(events.c_str(), O_RDONLY | O_CLOEXEC);
     if (s.events_fd < 0) {
