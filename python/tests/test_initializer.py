@@ -5,7 +5,10 @@ starts on 127.0.0.1 port 0 (a thread), which counts the requests it answers."""
 import hashlib
 import http.server
 import io
+import json
 import os
+import shutil
+import ssl
 import subprocess
 import sys
 import tarfile
@@ -355,6 +358,71 @@ class InitializerTest(unittest.TestCase):
         proc, _ = self.run_init("")
         self.assertEqual(proc.returncode, 2)
         self.assertIn("STORAGE_URI is not set", self.last_err(proc))
+
+
+class _StatusHandler(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.server.posts.append((self.path, self.headers.get("Authorization"), json.loads(body)))
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args):
+        pass
+
+
+@unittest.skipIf(shutil.which("openssl") is None, "needs the openssl CLI")
+class InitializerProgressTest(unittest.TestCase):
+    """Progress goes to the agent's endpoint (KUBEFLOW_TRAINER_SERVER_*), in Kubeflow's body."""
+
+    def test_progress_is_posted_to_the_jobs_status(self):
+        with tempfile.TemporaryDirectory(prefix="initializer-progress.") as root:
+            cert, key = os.path.join(root, "cert.pem"), os.path.join(root, "key.pem")
+            subprocess.run(
+                ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                 "-keyout", key, "-out", cert, "-subj", "/CN=127.0.0.1",
+                 "-addext", "subjectAltName=IP:127.0.0.1"],
+                check=True, capture_output=True, timeout=60)
+            server = http.server.HTTPServer(("127.0.0.1", 0), _StatusHandler)
+            server.posts = []
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(cert, key)
+            server.socket = ctx.wrap_socket(server.socket, server_side=True)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            try:
+                token = os.path.join(root, "token")
+                with open(token, "w") as f:
+                    f.write("tok\n")
+                src = os.path.join(root, "src.bin")
+                with open(src, "wb") as f:
+                    f.write(b"d" * 1000)
+                env = dict(
+                    os.environ,
+                    STORAGE_URI=src,
+                    TRAINLET_DATASET_DIR=os.path.join(root, "ds"),
+                    TRAINLET_JOB="myjob",
+                    KUBEFLOW_TRAINER_SERVER_URL=f"https://127.0.0.1:{server.server_address[1]}",
+                    KUBEFLOW_TRAINER_SERVER_CA_CERT=cert,
+                    KUBEFLOW_TRAINER_SERVER_TOKEN=token,
+                )
+                env.pop("TRAINLET_CACHE_DIR", None)
+                proc = subprocess.run([sys.executable, PROGRAM, "dataset"], env=env,
+                                      capture_output=True, text=True, timeout=60)
+                self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            finally:
+                server.shutdown()
+                server.server_close()
+        self.assertTrue(server.posts, proc.stdout)
+        path, auth, body = server.posts[-1]
+        self.assertEqual(path, "/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs/myjob/status")
+        self.assertEqual(auth, "Bearer tok")
+        status = body["trainerStatus"]
+        self.assertEqual(status["progressPercentage"], 100)
+        self.assertEqual(status["metrics"][0]["name"], "initializer")
+        self.assertTrue(status["metrics"][0]["value"].startswith("dataset ready: 1 file(s)"))
+        self.assertLessEqual(len(status["metrics"][0]["value"]), 64)  # Kubeflow's limit
 
 
 if __name__ == "__main__":
