@@ -292,6 +292,17 @@ class InitializerTest(unittest.TestCase):
         self.assertEqual(self.count("GET", "/d.tar.gz"), 2)
         self.assertEqual(self.read(os.path.join(dest2, "a.txt")), b"good data")
 
+    def test_what_a_killed_initializer_left_in_the_cache_is_removed(self):
+        uri = self.serve("/d.tar.gz", tar_gz({"a.txt": b"a"}))
+        self.assert_ok(self.run_init(uri, dest=os.path.join(self.root, "job1"))[0])
+        key = os.listdir(os.path.join(self.cache, "entries"))[0]
+        leftover = os.path.join(self.cache, "tmp", key + ".killed")
+        os.makedirs(os.path.join(leftover, "data"))
+        with open(os.path.join(self.cache, "entries", key, "data", "a.txt"), "wb") as f:
+            f.write(b"b")  # corrupt: the next run stores a new entry
+        self.assert_ok(self.run_init(uri, dest=os.path.join(self.root, "job2"))[0])
+        self.assertEqual(os.listdir(os.path.join(self.cache, "tmp")), [])
+
     def test_a_changed_http_source_is_fetched_again(self):
         uri = self.serve("/d.tar.gz", tar_gz({"a.txt": b"v1"}))
         self.assert_ok(self.run_init(uri, dest=os.path.join(self.root, "job1"))[0])
