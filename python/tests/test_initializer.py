@@ -354,6 +354,74 @@ class InitializerTest(unittest.TestCase):
         self.assertEqual(proc.returncode, 3)
         self.assertIn("the Python module boto3 is not importable", self.last_err(proc))
 
+    def fake_module(self, name, source):
+        shim = os.path.join(self.root, "shim-" + name)
+        os.makedirs(os.path.join(shim, name))
+        with open(os.path.join(shim, name, "__init__.py"), "w") as f:
+            f.write(source)
+        return {"PYTHONPATH": shim + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+    def test_hf_goes_through_snapshot_download_with_kubeflows_env(self):
+        record = os.path.join(self.root, "hf-call.json")
+        env = self.fake_module("huggingface_hub", f"""
+import json, os
+def snapshot_download(**kwargs):
+    with open({record!r}, "w") as f:
+        json.dump(kwargs, f)
+    os.makedirs(os.path.join(kwargs["local_dir"], ".cache"), exist_ok=True)
+    with open(os.path.join(kwargs["local_dir"], "config.json"), "w") as f:
+        f.write("{{}}")
+""")
+        env.update(ACCESS_TOKEN="hf_secret", IGNORE_PATTERNS="*.bin, *.pt")
+        proc, dest = self.run_init("hf://meta-llama/Llama-3.2-1B", kind="model", extra_env=env)
+        self.assert_ok(proc)
+        with open(record) as f:
+            call = json.load(f)
+        self.assertEqual(call["repo_id"], "meta-llama/Llama-3.2-1B")
+        self.assertEqual(call["token"], "hf_secret")
+        self.assertEqual(call["ignore_patterns"], ["*.bin", "*.pt"])
+        self.assertIn("*.safetensors", call["allow_patterns"])
+        self.assertNotIn("repo_type", call)
+        self.assertEqual(os.listdir(dest), ["config.json"])  # the hub's .cache is not kept
+
+    def test_s3_goes_through_boto3_with_kubeflows_env(self):
+        bucket = os.path.join(self.root, "bucket")
+        os.makedirs(os.path.join(bucket, "data", "train"))
+        with open(os.path.join(bucket, "data", "train", "a.txt"), "w") as f:
+            f.write("a")
+        record = os.path.join(self.root, "s3-call.json")
+        env = self.fake_module("boto3", f"""
+import json, os, shutil
+ROOT = {bucket!r}
+class _Pages:
+    def paginate(self, Bucket, Prefix):
+        keys = []
+        for d, _, files in os.walk(ROOT):
+            keys += [os.path.relpath(os.path.join(d, n), ROOT) for n in files]
+        yield {{"Contents": [{{"Key": k, "Size": os.path.getsize(os.path.join(ROOT, k))}}
+                             for k in sorted(keys) if k.startswith(Prefix)]}}
+class _Client:
+    def get_paginator(self, name):
+        assert name == "list_objects_v2"
+        return _Pages()
+    def download_file(self, bucket, key, dst):
+        shutil.copy(os.path.join(ROOT, key), dst)
+def client(service, **kwargs):
+    with open({record!r}, "w") as f:
+        json.dump(dict(kwargs, service=service), f)
+    return _Client()
+""")
+        env.update(ENDPOINT="http://127.0.0.1:9000", ACCESS_KEY_ID="id", SECRET_ACCESS_KEY="key",
+                   REGION="eu-west-1")
+        proc, dest = self.run_init("s3://bucket/data", extra_env=env)
+        self.assert_ok(proc)
+        with open(record) as f:
+            call = json.load(f)
+        self.assertEqual(call, {"service": "s3", "endpoint_url": "http://127.0.0.1:9000",
+                                "aws_access_key_id": "id", "aws_secret_access_key": "key",
+                                "region_name": "eu-west-1"})
+        self.assertEqual(self.read(os.path.join(dest, "train", "a.txt")), b"a")
+
     def test_an_unknown_scheme_names_it_and_the_supported_ones(self):
         proc, _ = self.run_init("gs://bucket/x")
         self.assertEqual(proc.returncode, 2)
