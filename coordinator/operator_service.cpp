@@ -8,6 +8,7 @@
 #include "coordinator/job_key.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/operator_queues.h"
+#include "coordinator/operator_runtimes.h"
 #include "coordinator/queue_usage_view.h"
 #include "coordinator/rank_state_machine.h"
 
@@ -156,6 +157,9 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
       take(std::move(list), r.mutable_queue_objects());
       break;
     }
+    case v1::OperatorRequest::kGetRuntimes:  // operator_runtimes.h
+      take(ListRuntimes(jobs_->runtimes(), req.get_runtimes()), r.mutable_runtimes());
+      break;
     case v1::OperatorRequest::kLogs:
       return HandleLogs(routing_id, req.request_id(), req.logs(), now);
     case v1::OperatorRequest::BODY_NOT_SET:

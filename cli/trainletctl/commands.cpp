@@ -15,6 +15,7 @@
 #include "trainletctl/coordinator_client.h"
 #include "trainletctl/describe_node.h"
 #include "trainletctl/queue_commands.h"
+#include "trainletctl/runtime_commands.h"
 #include "trainletctl/render.h"
 
 namespace trainlet::cli {
@@ -153,12 +154,16 @@ int CmdGet(const CommonFlags& f, const std::string& kind_arg, const std::string&
   if (std::string qname = name_arg, qkind = QueueKindOf(kind_arg, qname); !qkind.empty()) {
     return CmdGetQueueObjects(f, qkind, qname);
   }
+  if (std::string rname = name_arg, rkind = RuntimeKindOf(kind_arg, rname); !rkind.empty()) {
+    return CmdGetRuntimes(f, rkind, rname);  // runtime_commands.h
+  }
   const std::string kind = NormalizeKind(kind_arg, name);
   if (kind.empty())
     return Error("unknown resource type \"" + kind_arg +
                  "\"; use nodes, trainjobs, a Training Operator kind (pytorchjobs, tfjobs, "
-                 "xgboostjobs, paddlejobs, jaxjobs, mpijobs) or a queue kind (clusterqueues, "
-                 "localqueues, resourceflavors, workloadpriorityclasses)");
+                 "xgboostjobs, paddlejobs, jaxjobs, mpijobs), clustertrainingruntimes, "
+                 "trainingruntimes or a queue kind (clusterqueues, localqueues, "
+                 "resourceflavors, workloadpriorityclasses)");
   auto format = ParseOutputFormat(f.output);
   if (!format.ok()) return Error(format.status());
   if (kind == "trainjob" && NamedAcrossNamespaces(f, name)) return 1;

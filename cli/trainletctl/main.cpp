@@ -32,7 +32,9 @@ void AddNamespaceFlags(CLI::App* sub, CommonFlags& common) {
 void AddGetCommand(CLI::App& app, CommonFlags& common, int& rc) {
   auto* get = app.add_subcommand(
       "get",
-      "List nodes or trainjobs\n  trainletctl get nodes -o wide\n  trainletctl get trainjobs");
+      "List nodes, trainjobs, runtimes or queues\n  trainletctl get nodes -o wide\n"
+      "  trainletctl get trainjobs -A\n  trainletctl get clustertrainingruntimes\n"
+      "  trainletctl get trainingruntimes -n team-a -o yaml");
   struct Args {
     std::string kind, name;
     ListPaging paging;
@@ -40,7 +42,8 @@ void AddGetCommand(CLI::App& app, CommonFlags& common, int& rc) {
   auto a = std::make_shared<Args>();
   get->add_option("kind", a->kind,
                   "nodes | trainjobs (or trainjob/NAME) | pytorchjobs, tfjobs, xgboostjobs, "
-                  "paddlejobs, jaxjobs, mpijobs | clusterqueues (cq), localqueues (lq), "
+                  "paddlejobs, jaxjobs, mpijobs | clustertrainingruntimes, trainingruntimes | "
+                  "clusterqueues (cq), localqueues (lq), "
                   "resourceflavors (rf), workloadpriorityclasses (wpc)")
       ->required();
   get->add_option("name", a->name, "Only this one");
