@@ -140,5 +140,32 @@ TEST_F(StepOrderTest, AStopReleasesTheHeldRankSoTheStepEnds) {
   EXPECT_EQ(sup_->running(), 0u);
 }
 
+// A restarted agent adopts a step whose rank is still held: it counts as running again, and its
+// start, once the initializer is done, comes from the new supervisor (launch.json is the step's
+// whole input, the gating goes on in the step itself).
+TEST_F(StepOrderTest, AnAdoptedStepStillHoldsAndStartsItsWaitingRank) {
+  auto started = sup_->StartStep({Launch("test -f ready || exit 7", 0, ""),
+                                  Launch("sleep 0.8; : > ready", 1, "dataset-initializer")},
+                                 1s);
+  ASSERT_TRUE(started[0].ok());
+  EXPECT_EQ(*started[0], 0);
+  sup_.reset();  // the agent goes away; the step and its ranks run on
+  sup_ = std::make_unique<WorkerSupervisor>(
+      posix_.get(), std::vector<std::string>{"PATH=/usr/bin:/bin", "LANG=C"},
+      testing::StepOptionsUnder(dir_));
+  auto adopted = sup_->AdoptSteps();
+  ASSERT_EQ(adopted.size(), 1u);
+  EXPECT_EQ(adopted[0].running, 2u);  // the initializer, and the rank it holds
+  EXPECT_TRUE(sup_->IsRunning("job-a", 1, 0));
+  std::vector<LateStart> late;
+  auto exits = WaitExits(2, &late);
+  ASSERT_EQ(exits.size(), 2u);
+  EXPECT_EQ(exits[0].rank, 1u);
+  EXPECT_EQ(exits[1].rank, 0u);
+  EXPECT_EQ(exits[1].exit_code, 0);
+  ASSERT_EQ(late.size(), 1u);
+  EXPECT_EQ(late[0].rank, 0u);
+}
+
 }  // namespace
 }  // namespace trainlet::agent
