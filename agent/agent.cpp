@@ -427,7 +427,13 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
   for (size_t i = 0; i < planned.launches.size(); ++i) {
     // pid 0: held by its step until its replicated job's dependencies are met; its start is
     // reported when it comes (OnChildExits).
-    if (started[i].ok() && *started[i] == 0) continue;
+    if (started[i].ok() && *started[i] == 0) {
+      if (planned.bindings[i]) {
+        held_bindings_[{plan.job(), plan.attempt(), planned.launches[i].rank}] =
+            *planned.bindings[i];
+      }
+      continue;
+    }
     ReportStart(plan, planned.launches[i].rank, planned.bindings[i], started[i]);
   }
 }
@@ -547,10 +553,16 @@ void Agent::OnChildExits() {
     v1::LaunchPlan plan;
     plan.set_job(l.job);
     plan.set_attempt(l.attempt);
-    ReportStart(plan, l.rank, std::nullopt, Result<pid_t>(l.pid));
+    std::optional<RankBinding> binding;
+    if (auto it = held_bindings_.find({l.job, l.attempt, l.rank}); it != held_bindings_.end()) {
+      binding = std::move(it->second);
+      held_bindings_.erase(it);
+    }
+    ReportStart(plan, l.rank, binding, Result<pid_t>(l.pid));
   }
   for (const WorkerExit& e : exits) {
     ended.insert({e.job, e.attempt});
+    held_bindings_.erase({e.job, e.attempt, e.rank});  // a held rank that never started
     if (exec_sessions_->OnWorkerExit(e)) continue;
     if (!e.started) {
       // A held rank that never started (its dependency failed, or its step was stopped).
