@@ -399,7 +399,8 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
   node.plugins = &accelerator_plugins_;
   std::vector<uint32_t> local_ranks;
   for (const auto& w : plan.workers()) {
-    local_ranks.push_back(w.rank());
+    // A replicated job's workers (an initializer) take no part in the training's fences.
+    if (w.step().empty()) local_ranks.push_back(w.rank());
     if (supervisor_->IsRunning(plan.job(), plan.attempt(), w.rank())) node.running.insert(w.rank());
   }
   node.rendezvous_env = attempt->JoinRendezvous(local_ranks);
@@ -427,6 +428,15 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
   // Every rank of the plan starts under one step process (WorkerSupervisor::StartStep).
   const std::vector<Result<pid_t>> started = attempt->Launch(planned.launches, blocked);
   for (size_t i = 0; i < planned.launches.size(); ++i) {
+    // pid 0: held by its step until its replicated job's dependencies are met; its start is
+    // reported when it comes (OnChildExits).
+    if (started[i].ok() && *started[i] == 0) {
+      if (planned.bindings[i]) {
+        held_bindings_[{plan.job(), plan.attempt(), planned.launches[i].rank}] =
+            *planned.bindings[i];
+      }
+      continue;
+    }
     ReportStart(plan, planned.launches[i].rank, planned.bindings[i], started[i]);
   }
 }
@@ -541,9 +551,32 @@ void Agent::OnLogRead(const v1::LogRead& read) {
 void Agent::OnChildExits() {
   std::set<std::pair<std::string, uint32_t>> ended;
   health_->Reap();  // first: the supervisor reaps every child, and logs those it does not know
-  for (const WorkerExit& e : supervisor_->Reap()) {
+  const std::vector<WorkerExit> exits = supervisor_->Reap();
+  // Held ranks their steps started late: before the exits, which may include theirs.
+  for (const LateStart& l : supervisor_->TakeLateStarts()) {
+    v1::LaunchPlan plan;
+    plan.set_job(l.job);
+    plan.set_attempt(l.attempt);
+    std::optional<RankBinding> binding;
+    if (auto it = held_bindings_.find({l.job, l.attempt, l.rank}); it != held_bindings_.end()) {
+      binding = std::move(it->second);
+      held_bindings_.erase(it);
+    }
+    ReportStart(plan, l.rank, binding, Result<pid_t>(l.pid));
+  }
+  for (const WorkerExit& e : exits) {
     ended.insert({e.job, e.attempt});
+    held_bindings_.erase({e.job, e.attempt, e.rank});  // a held rank that never started
     if (exec_sessions_->OnWorkerExit(e)) continue;
+    if (!e.started) {
+      // A held rank that never started (its dependency failed, or its step was stopped).
+      v1::LaunchPlan plan;
+      plan.set_job(e.job);
+      plan.set_attempt(e.attempt);
+      ReportStart(plan, e.rank, std::nullopt, Result<pid_t>(InternalError(e.message)));
+      supervisor_->ExitReported(e, link_->last_event_seq());  // its step record goes once acked
+      continue;
+    }
     rendezvous_->OnRankExited(e.job, e.attempt, e.rank,
                               rendezvous::DescribeRankExit(e.exit_code, e.signal));
     v1::Envelope env;

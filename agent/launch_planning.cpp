@@ -104,6 +104,12 @@ PlannedLaunches PlanLaunches(const v1::LaunchPlan& plan, const NodeLaunchContext
         !node.initializer_binary.empty()) {
       launch.argv[0] = node.initializer_binary;
     }
+    // Its replicated job and what that waits for: the step holds it until then (step_gate.h).
+    launch.step = w.step();
+    for (const auto& s : plan.steps()) {
+      if (s.name() != w.step()) continue;
+      for (const auto& d : s.depends_on()) launch.waits.push_back({d.step(), d.status()});
+    }
     for (const auto& [k, v] : w.env()) launch.env[k] = ExpandPlanVars(v, node_env);
     for (const auto& [k, v] : node_env) launch.env[k] = v;
     for (const auto& [k, v] : node.rendezvous_env) launch.env[k] = v;
@@ -111,7 +117,8 @@ PlannedLaunches PlanLaunches(const v1::LaunchPlan& plan, const NodeLaunchContext
     launch.cwd = w.cwd().empty() ? work_dir : w.cwd();
     launch.log_path = RankLogPath(node.state_dir, plan.job(), plan.attempt(), w.rank());
     std::optional<RankBinding> binding;
-    if (w.local_rank() < bindings.size()) binding = bindings[w.local_rank()];
+    // A step's workers (an initializer) are not the training's ranks: no devices, no CPU set.
+    if (w.step().empty() && w.local_rank() < bindings.size()) binding = bindings[w.local_rank()];
     if (binding) {
       launch.env.merge(BindingEnv(*binding, plugins));  // the plan's own env wins
       if (!node.cpu_affinity) {

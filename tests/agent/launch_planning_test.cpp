@@ -178,6 +178,40 @@ TEST(PlanLaunches, AppliesCpuBindingsOnlyWhereTheyCanBe) {
   EXPECT_EQ(planned.launches[0].env.count("TRAINLET_CPUSET"), 0u);
 }
 
+// A replicated job's worker carries its step and what that waits for to the step process, and
+// is unbound: the main ranks keep the devices and CPU sets as if it were not there.
+TEST(PlanLaunches, StepWorkersCarryTheirWaitsAndAreUnbound) {
+  const v1::NodeInfo info = TwoNumaNodes();
+  NodeLaunchContext node = Node();
+  node.node_info = &info;
+  v1::LaunchPlan plan = Plan(2);
+  for (uint32_t replica = 0; replica < 3; ++replica) {
+    auto* init = plan.add_workers();
+    init->set_rank(20 + replica);
+    init->set_local_rank(replica);
+    init->set_step("dataset-initializer");
+    init->add_argv("trainlet-initializer");
+  }
+  auto* main = plan.add_steps();
+  main->set_name("");
+  auto* dep = main->add_depends_on();
+  dep->set_step("dataset-initializer");
+  dep->set_status("Complete");
+  const PlannedLaunches planned = PlanLaunches(plan, node);
+  ASSERT_EQ(planned.launches.size(), 5u);
+  EXPECT_EQ(planned.launches[0].step, "");
+  EXPECT_EQ(planned.launches[0].waits,
+            (std::vector<step::StepNeed>{{"dataset-initializer", "Complete"}}));
+  EXPECT_EQ(planned.launches[2].step, "dataset-initializer");
+  EXPECT_TRUE(planned.launches[2].waits.empty());
+  EXPECT_FALSE(planned.bindings[2].has_value());
+  EXPECT_EQ(planned.launches[2].env.count("TRAINLET_CPUSET"), 0u);
+  // Three initializer replicas do not split the node three ways: the two ranks keep a NUMA
+  // node each.
+  ASSERT_TRUE(planned.bindings[1].has_value());
+  EXPECT_EQ(planned.bindings[1]->CpuList(), "4-7");
+}
+
 TEST(WritePlanFiles, WritesFilesWithTheirModesAndStopsAtABadPath) {
   testing::TempDir dir;
   v1::LaunchPlan plan = Plan(1);
