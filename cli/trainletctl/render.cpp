@@ -3,8 +3,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <set>
 #include <map>
+#include <set>
 #include <sstream>
 #include <utility>
 #include <vector>
