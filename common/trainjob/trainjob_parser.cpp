@@ -6,6 +6,7 @@
 
 #include "common/trainjob/apply_merge.h"
 #include "common/trainjob/crd_schema.h"
+#include "common/trainjob/failure_policy.h"
 #include "common/trainjob/trainjob_model.h"
 #include "common/trainjob/v1_conversion.h"
 #include "common/trainjob/v1_job.h"
@@ -404,6 +405,9 @@ Result<TrainingRuntime> BuildRuntime(const YAML::Node& doc, const Metadata& meta
     }
     if (name == "launcher") rt.launcher = ReadJobContainer(*it, path, ctx);
   }
+  TRAINLET_RETURN_IF_ERROR(ReadFailurePolicy(
+      jobset, ctx.label(), &rt,
+      [&ctx](const std::string& path, const std::string& what) { ctx.Warn(path, what); }));
   rt.yaml = EmitYaml(doc);
   return rt;
 }
