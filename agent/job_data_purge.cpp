@@ -7,6 +7,8 @@
 #include <system_error>
 #include <utility>
 
+#include "agent/launch_planning.h"
+
 namespace trainlet::agent {
 namespace fs = std::filesystem;
 
@@ -57,9 +59,10 @@ void JobDataPurge::Poll() {
 }
 
 Status JobDataPurge::Remove(const std::string& job) {
+  // Where launch_planning puts them: every attempt's logs under one dir per job, and the work dir.
+  const fs::path logs = fs::path(RankLogPath(state_dir_, job, 1, 0)).parent_path().parent_path();
   Status result = Status::Ok();
-  for (const char* kind : {"logs", "work"}) {
-    const fs::path dir = fs::path(state_dir_) / kind / job;
+  for (const fs::path& dir : {logs, fs::path(JobWorkDir(state_dir_, job))}) {
     std::error_code ec;
     const auto removed = fs::remove_all(dir, ec);
     if (ec) {
