@@ -64,7 +64,7 @@ struct FailureDecision {
     kRestartNotCounted,  // restart; does not count (RestartJobSetAndIgnoreMaxRestarts)
   };
   Action action = Action::kFail;
-  // The rule that fired, as AttemptRecord.failure_rule keeps it: "fail-on-user-error
+  // The rule that fired, as AttemptRecord.failure_rule keeps it: "failOnUserError
   // (FailJobSet)", "ExitCode (permanent exit code 3)"; "" when none matched (the default:
   // RestartJobSet).
   std::string rule;

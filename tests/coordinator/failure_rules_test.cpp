@@ -52,11 +52,11 @@ TEST(FailureRulesTest, NoRuleRestartsWhileMaxRestartsAllows) {
 
 TEST(FailureRulesTest, FailJobSetFailsAtOnceWhateverTheRestartsLeft) {
   const std::vector<FailureRule> rules = {
-      Rule("fail-on-user-error", "FailJobSet", {"BackoffLimitExceeded"})};
+      Rule("failOnUserError", "FailJobSet", {"BackoffLimitExceeded"})};
   const FailureDecision d = DecideFailure(rules, RestartPolicy::kOnFailure, Exited(1), 0, 3);
   EXPECT_EQ(d.action, Action::kFail);
   EXPECT_FALSE(d.limit_reached);
-  EXPECT_EQ(d.rule, "fail-on-user-error (FailJobSet)");
+  EXPECT_EQ(d.rule, "failOnUserError (FailJobSet)");
 }
 
 TEST(FailureRulesTest, RestartJobSetCountsAndStopsAtTheLimit) {

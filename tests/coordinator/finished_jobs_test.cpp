@@ -27,7 +27,7 @@ std::string RulesRuntime(const std::string& name, const std::string& jobset_extr
 
 const std::string kFailOnUserError =
     "        rules:\n"
-    "          - name: fail-on-user-error\n"
+    "          - name: failOnUserError\n"
     "            action: FailJobSet\n"
     "            onJobFailureReasons: [BackoffLimitExceeded]\n"
     "            onJobFailureMessagePatterns: [\"exited with code\"]\n"
@@ -52,7 +52,7 @@ TEST_F(FinishedJobsTest, FailJobSetRuleFailsOnTheFirstAttempt) {
   EXPECT_EQ(PhaseName(st), "Failed");
   EXPECT_EQ(st.reason(), "FailedByFailureRule");
   ASSERT_EQ(st.attempts_size(), 1);
-  EXPECT_EQ(st.attempts(0).failure_rule(), "fail-on-user-error (FailJobSet)");
+  EXPECT_EQ(st.attempts(0).failure_rule(), "failOnUserError (FailJobSet)");
   EXPECT_THAT(st.attempts(0).cause(), HasSubstr("exited with code 1"));
   EXPECT_EQ(st.finished_unix_ms(), kT0 + 100);
   EXPECT_EQ(st.ttl_delete_unix_ms(), 0);  // no TTL anywhere: kept

@@ -17,7 +17,7 @@ runtime() {
   printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: ClusterTrainingRuntime\nmetadata:\n  name: %s\nspec:\n  mlPolicy:\n    numNodes: 1\n  template:\n    spec:\n      failurePolicy:\n        maxRestarts: 3\n%s      replicatedJobs:\n        - name: node\n          template:\n            spec:\n              template:\n                spec:\n                  containers:\n                    - name: node\n' "$1" "$2"
 }
 RULES='        rules:
-          - name: fail-on-user-error
+          - name: failOnUserError
             action: FailJobSet
             onJobFailureReasons: [BackoffLimitExceeded]
             onJobFailureMessagePatterns: ["exited with code"]
@@ -59,7 +59,7 @@ runtime ttl-two "      ttlSecondsAfterFinished: 2
 "$CTL" wait trainjob/user-error --for=condition=Failed --timeout=60s >/dev/null ||
   fail "user-error not Failed: $("$CTL" describe trainjob user-error)"
 d=$("$CTL" describe trainjob user-error)
-assert_contains "$d" "Failure rule:  fail-on-user-error (FailJobSet) fired on attempt 1: rank 1 on" "describe"
+assert_contains "$d" "Failure rule:  failOnUserError (FailJobSet) fired on attempt 1: rank 1 on" "describe"
 assert_contains "$d" "exited with code 1" "describe"
 [ "$("$CTL" get trainjobs user-error -o json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["jobs"][0]["attempts"]))')" = 1 ] ||
   fail "user-error ran more than one attempt: $d"

@@ -45,7 +45,7 @@ std::string Rules(const std::string& rules) {
 Result<ParsedFile> Parse(const std::string& policy) { return ParseDocuments(Runtime(policy)); }
 
 TEST(FailurePolicyTest, RulesAreReadInOrder) {
-  auto file = Parse(Rules("          - name: fail-on-user-error\n"
+  auto file = Parse(Rules("          - name: failOnUserError\n"
                           "            action: FailJobSet\n"
                           "            onJobFailureReasons: [BackoffLimitExceeded]\n"
                           "            targetReplicatedJobs: [node, dataset-initializer]\n"
@@ -57,7 +57,7 @@ TEST(FailurePolicyTest, RulesAreReadInOrder) {
   const TrainingRuntime& rt = file->runtimes.at(0);
   EXPECT_EQ(rt.max_restarts, 3);
   ASSERT_EQ(rt.failure_rules.size(), 2u);
-  EXPECT_EQ(rt.failure_rules[0].name, "fail-on-user-error");
+  EXPECT_EQ(rt.failure_rules[0].name, "failOnUserError");
   EXPECT_EQ(rt.failure_rules[0].action, "FailJobSet");
   EXPECT_EQ(rt.failure_rules[0].on_job_failure_reasons,
             std::vector<std::string>{"BackoffLimitExceeded"});
