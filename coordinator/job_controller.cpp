@@ -448,7 +448,9 @@ int64_t JobController::NextWakeMs() const {
                                               launcher_.Warned(name, st.attempt())));
     }
     next = std::min(next, StartDeadlineMs(st, options_.start_timeout));
-    if (st.ttl_delete_unix_ms() != 0 && !st.deleting())
+    // A TTL not yet acted on; one whose delete the store refused is retried by the next pass,
+    // not by a loop that spins on a time already past.
+    if (st.ttl_delete_unix_ms() > last_schedule_ms_ && !st.deleting())
       next = std::min(next, st.ttl_delete_unix_ms());
     next =
         std::min(next, StallDeadlineMs(st, job->stall, progress_.RunningSince(name, st.attempt())));
