@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "agent/launch_planning.h"
+#include "agent/log_tail.h"
 #include "agent/node_taints.h"
 #include "agent/process_sweep.h"
 #include "agent/rank_binding.h"
@@ -389,6 +390,7 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
   }
   const std::string work_dir = WorkDir(plan.job());
   Status blocked = platform::MakePrivateDirectory(work_dir);  // the ranks run as this user
+  if (blocked.ok()) blocked = MakeJobWorkspace(config_.state_dir, plan.job());
   if (blocked.ok()) blocked = WritePlanFiles(plan, work_dir);
   if (Status s = attempt->HandOverPorts(); !s.ok() && blocked.ok()) {
     blocked = s;  // every rank fails to start: the attempt fails and is retried
@@ -399,6 +401,7 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
   node.node = config_.name;
   node.state_dir = config_.state_dir;
   node.exec_binary = exec_binary_;
+  node.initializer_binary = (fs::path(bin_dir_) / kInitializerName).string();
   node.node_info = &info_;
   node.plugins = &accelerator_plugins_;
   std::vector<uint32_t> local_ranks;
@@ -449,6 +452,7 @@ void Agent::ReportStart(const v1::LaunchPlan& plan, uint32_t rank,
     ev->set_kind(v1::WorkerEvent::KIND_STARTED);
     ops_->OnWorkerStarted();
     ev->set_pid(*pid);
+    ev->set_workspace(supervisor_->StepWorkspace(plan.job(), plan.attempt()));
     if (binding) {
       ev->set_cpuset(binding->CpuList());
       ev->set_devices(binding->DeviceList());
@@ -467,7 +471,7 @@ std::string Agent::WorkDir(const std::string& job) const {
 }
 
 std::map<std::string, std::string> Agent::NodeEnv(const std::string& job) const {
-  return NodeEnvFor(config_.name, WorkDir(job), exec_binary_);
+  return NodeEnvFor(config_.name, WorkDir(job), exec_binary_, config_.state_dir);
 }
 
 void Agent::OnExecStart(const v1::ExecStart& start) {
@@ -561,7 +565,10 @@ void Agent::OnChildExits() {
     ev->set_pid(e.pid);
     ev->set_exit_code(e.exit_code);
     ev->set_signal(e.signal);
-    ev->set_message(e.message);
+    // A failed rank's last log line says why (the step's own message, when it has one, wins).
+    ev->set_message(e.message.empty() && e.exit_code != 0
+                        ? LastLogLine(LogPath(e.job, e.attempt, e.rank))
+                        : e.message);
     ev->set_unix_ms(env_.WallUnixMs());
     // A rank that failed is worth a line at info; the thousands that end well are not.
     spdlog::log(e.exit_code != 0 || e.signal != 0 ? spdlog::level::info : spdlog::level::debug,

@@ -223,6 +223,9 @@ class WorkerSupervisor {
     pid_t pid;
   };
   std::vector<RunningWorker> Running() const;
+  // How the workspace reached the ranks of (job, attempt)'s newest step, as that step wrote it
+  // (agent/step/workspace_mount.h); "" when unknown.
+  std::string StepWorkspace(const std::string& job, uint32_t attempt) const;
   // Step processes known (running, or ended with exits not yet acknowledged).
   size_t steps() const { return steps_.size(); }
   // The coordinator's partition grace, for steps started from now on (Options::orphan_grace).
@@ -277,6 +280,7 @@ class WorkerSupervisor {
     std::map<uint32_t, StepRankState> live;  // rank -> running rank
     std::set<uint32_t> known;                // ranks with an S or F record
     std::map<uint32_t, uint64_t> returned;   // rank -> seq of its report (0: not yet)
+    std::string workspace;                   // its workspace note, read once it is ready
   };
 
   Status ValidateLaunch(const WorkerLaunch& launch, const std::string& who) const;

@@ -17,6 +17,7 @@
 #include "agent/step/step_launch.h"
 #include "agent/step/step_records.h"
 #include "agent/step/step_stop.h"
+#include "agent/step/workspace_mount.h"
 #include "agent/worker_supervisor.h"
 #include "common/platform/descriptors.h"
 #include "common/platform/process_info.h"
@@ -323,6 +324,7 @@ void WorkerSupervisor::ReportStepStarts(Step& s, const std::vector<WorkerLaunch>
                                         std::vector<StepRecord>& records,
                                         std::vector<Result<pid_t>>& results) {
   ReadNewRecords(s, &records);
+  s.workspace = step::ReadWorkspaceNote(s.dir);  // written before its ranks started
   std::map<uint32_t, std::string> failed;
   for (const StepRecord& r : records) {
     if (r.kind == StepRecord::Kind::kHeader && r.start_time != 0) s.start_time = r.start_time;
@@ -534,6 +536,14 @@ bool WorkerSupervisor::StepKnows(const std::string& job, uint32_t attempt, uint3
   });
 }
 
+std::string WorkerSupervisor::StepWorkspace(const std::string& job, uint32_t attempt) const {
+  std::string found;
+  for (const auto& [id, s] : steps_) {  // by id: the newest step of the attempt comes last
+    if (s.job == job && s.attempt == attempt && !s.workspace.empty()) found = s.workspace;
+  }
+  return found;
+}
+
 void WorkerSupervisor::ReportsAcked(uint64_t seq) {
   acked_through_ = std::max(acked_through_, seq);
   RemoveFinishedSteps();
@@ -585,6 +595,7 @@ std::vector<WorkerSupervisor::AdoptedStep> WorkerSupervisor::AdoptSteps() {
     s.attempt = launch->attempt;
     s.stop_grace_ms = launch->stop_grace_ms;
     s.stop_requests = launch->stop_requests;
+    s.workspace = step::ReadWorkspaceNote(s.dir);
     const std::string events = s.dir + "/events";
     s.events_fd = open(events.c_str(), O_RDONLY | O_CLOEXEC);
     if (s.events_fd < 0) {

@@ -21,6 +21,7 @@
 #include "agent/step/step_launch.h"
 #include "agent/step/step_records.h"
 #include "agent/step/step_stop.h"
+#include "agent/step/workspace_mount.h"
 #include "common/platform/descriptors.h"
 #include "common/platform/process_cgroup.h"
 #include "common/platform/process_control.h"
@@ -63,6 +64,8 @@ class Step {
     auto launch = ReadLaunchFile(dir_ + "/launch.json");
     if (!launch.ok()) return Fail(launch.status().message());
     launch_ = std::move(*launch);
+    if (std::string why; !ApplyWorkspace(dir_, launch_, &why).empty() && !why.empty())
+      Say(dir_, "the ranks get their workspace by env only: " + why);
     if (!launch_.agent_lock.empty() && launch_.orphan_grace_ms != 0) {
       lock_fd_ = open(launch_.agent_lock.c_str(), O_RDONLY | O_CLOEXEC);
       if (lock_fd_ < 0) {

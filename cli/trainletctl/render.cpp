@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 
 #include "common/status.h"
@@ -194,6 +195,24 @@ void QueueLines(const v1::JobStatus& j, int64_t now_ms, Field& field) {
   }
 }
 
+namespace {
+
+// How each node's ranks reached the job's workspace (RankStatus.workspace, from their start):
+// "/workspace (private mount namespace)" or "TRAINLET_WORKSPACE=<path>", one line per node in
+// rank order; nothing before a rank has started.
+std::string WorkspaceLines(const v1::JobStatus& j) {
+  std::vector<std::vector<std::string>> rows;
+  std::set<std::string> nodes;
+  for (const auto& r : j.ranks()) {
+    if (!r.workspace().empty() && nodes.insert(r.node()).second) {
+      rows.push_back({"  " + r.node(), r.workspace()});
+    }
+  }
+  return rows.empty() ? "" : "Workspace:\n" + RenderTable(rows);
+}
+
+}  // namespace
+
 std::string DescribeJob(const v1::JobStatus& j, int64_t now_ms) {
   std::ostringstream o;
   auto field = [&](const std::string& k, const std::string& v) {
@@ -261,6 +280,7 @@ std::string DescribeJob(const v1::JobStatus& j, int64_t now_ms) {
     }
     o << RenderTable(rows);
   }
+  o << WorkspaceLines(j);
   if (j.attempts_size() > 0) {
     o << "Attempts:\n";
     std::vector<std::vector<std::string>> rows = {{"  ATTEMPT", "STARTED", "RESULT", "CAUSE"}};

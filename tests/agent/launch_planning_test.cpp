@@ -206,5 +206,68 @@ TEST(WritePlanFiles, WritesFilesWithTheirModesAndStopsAtABadPath) {
   EXPECT_FALSE(fs::exists(dir.path() + "/../escape"));
 }
 
+TEST(PlanLaunches, EveryWorkerGetsTheJobsWorkspaceAndTheNodesCache) {
+  v1::LaunchPlan plan = Plan(2);
+  (*plan.mutable_workers(0)->mutable_env())["TRAINLET_DATASET_DIR"] = "/elsewhere";
+  (*plan.mutable_workers(1)->mutable_env())["DATA"] = "$(TRAINLET_DATASET_DIR)/train";
+  const PlannedLaunches planned = PlanLaunches(plan, Node());
+  ASSERT_EQ(planned.launches.size(), 2u);
+  for (const auto& launch : planned.launches) {
+    EXPECT_EQ(launch.env.at("TRAINLET_WORKSPACE"), "/state/work/train/workspace");
+    // The agent's own value wins over the plan's.
+    EXPECT_EQ(launch.env.at("TRAINLET_DATASET_DIR"), "/state/work/train/workspace/dataset");
+    EXPECT_EQ(launch.env.at("TRAINLET_MODEL_DIR"), "/state/work/train/workspace/model");
+    EXPECT_EQ(launch.env.at("TRAINLET_CACHE_DIR"), "/state/cache");
+  }
+  EXPECT_EQ(planned.launches[1].env.at("DATA"), "/state/work/train/workspace/dataset/train");
+  // Exec sessions get the same env (NodeEnvFor).
+  const auto env = NodeEnvFor("n1", "/state/work/train", "/bin/trainlet-exec", "/state");
+  EXPECT_EQ(env.at("TRAINLET_WORKSPACE"), "/state/work/train/workspace");
+  EXPECT_EQ(env.at("TRAINLET_CACHE_DIR"), "/state/cache");
+  EXPECT_EQ(env.at("TRAINLET_NODE"), "n1");
+}
+
+TEST(PlanLaunches, TheBuiltInInitializerResolvesBesideTheAgent) {
+  v1::LaunchPlan plan = Plan(3);
+  auto* init = plan.mutable_workers(0);
+  init->clear_argv();
+  init->add_argv("trainlet-initializer");
+  init->add_argv("dataset");
+  plan.mutable_workers(1)->clear_argv();
+  plan.mutable_workers(1)->add_argv("trainlet-initializer-v2");  // not exactly the name
+  plan.mutable_workers(2)->clear_argv();
+  plan.mutable_workers(2)->add_argv("/opt/trainlet-initializer");  // a path: left alone
+  NodeLaunchContext node = Node();
+  node.initializer_binary = "/usr/bin/trainlet-initializer";
+  const PlannedLaunches planned = PlanLaunches(plan, node);
+  EXPECT_EQ(planned.launches[0].argv,
+            (std::vector<std::string>{"/usr/bin/trainlet-initializer", "dataset"}));
+  EXPECT_EQ(planned.launches[1].argv[0], "trainlet-initializer-v2");
+  EXPECT_EQ(planned.launches[2].argv[0], "/opt/trainlet-initializer");
+  // Without a known binary (tests, older callers) argv stays as written, for PATH to resolve.
+  EXPECT_EQ(PlanLaunches(plan, Node()).launches[0].argv[0], "trainlet-initializer");
+}
+
+TEST(MakeJobWorkspace, CreatesThePrivateDirsAndTheCache) {
+  testing::TempDir dir;
+  namespace fs = std::filesystem;
+  ASSERT_TRUE(MakeJobWorkspace(dir.path(), "train").ok());
+  for (const std::string sub : {"/work/train/workspace", "/work/train/workspace/dataset",
+                                "/work/train/workspace/model", "/cache"}) {
+    ASSERT_TRUE(fs::is_directory(dir.path() + sub)) << sub;
+    EXPECT_EQ(fs::status(dir.path() + sub).permissions() & fs::perms::all,
+              static_cast<fs::perms>(0700))
+        << sub;
+  }
+  ASSERT_TRUE(MakeJobWorkspace(dir.path(), "train").ok());  // again: nothing to do
+  // A file where the workspace should be: the error names it.
+  ASSERT_TRUE(std::ofstream(dir.path() + "/work/other").good());
+  fs::create_directories(dir.path() + "/work/blocked");
+  ASSERT_TRUE(std::ofstream(dir.path() + "/work/blocked/workspace").good());
+  const Status s = MakeJobWorkspace(dir.path(), "blocked");
+  EXPECT_EQ(s.code(), ErrorCode::kIo);
+  EXPECT_NE(s.message().find("/work/blocked/workspace"), std::string::npos) << s.message();
+}
+
 }  // namespace
 }  // namespace trainlet::agent
