@@ -6,6 +6,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -269,6 +270,10 @@ void Agent::StartSupervisor() {
   };
   steps.step_binary = (fs::path(bin_dir_) / "trainlet-step").string();
   supervisor_ = std::make_unique<WorkerSupervisor>(spawner_, std::move(base_env), std::move(steps));
+  purge_ = std::make_unique<JobDataPurge>(config_.state_dir, [this](const std::string& job) {
+    const auto running = supervisor_->Running();
+    return std::any_of(running.begin(), running.end(), [&](const auto& w) { return w.job == job; });
+  });
   // Ranks a previous agent started on this node ran on under their steps: take them back before
   // registering, so the registration lists them and the coordinator keeps their attempts.
   std::set<PortReservations::AttemptKey> adopted_attempts;
@@ -367,6 +372,8 @@ std::string Agent::LogPath(const std::string& job, uint32_t attempt, uint32_t ra
 }
 
 void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
+  purge_->Cancel(
+      plan.job());  // a new job of a deleted one's name keeps its data (job_data_purge.h)
   std::string why;
   bool refused = false;
   NodeAttempt* attempt = attempts_.BeginPlan(plan, env_.MonotonicNow(), &why, &refused);
@@ -645,6 +652,11 @@ void Agent::OnMessage(const v1::Envelope& env) {
     case v1::Envelope::kReservePorts:
       OnReservePorts(env.reserve_ports());
       break;
+    case v1::Envelope::kPurgeJob:
+      if (Status s = purge_->Request(env.purge_job().job()); !s.ok()) {
+        spdlog::warn("{}", s.message());
+      }
+      break;
     case v1::Envelope::kLogRead:
       OnLogRead(env.log_read());
       break;
@@ -736,6 +748,8 @@ Clock::time_point Agent::OnTick(Clock::time_point now) {
   wake = std::min(wake, now + health_->Tick(now));
   if (auto t = rendezvous_->Tick(now)) wake = std::min(wake, now + *t);
   ReportProgress(now);
+  purge_->Poll();  // deleted jobs whose last workers have exited
+  if (purge_->pending()) wake = std::min(wake, now + std::chrono::seconds(1));
   // Idle costs nothing: the loop wakes for a report only while a post waits for one.
   if (progress_ && progress_->has_pending() && link_->registered()) {
     wake = std::min(wake, std::max(now, next_progress_report_));

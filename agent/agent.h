@@ -20,6 +20,7 @@
 #include "agent/coordinator_link.h"
 #include "agent/exec_sessions.h"
 #include "agent/health_checker.h"
+#include "agent/job_data_purge.h"
 #include "agent/node_attempt.h"
 #include "agent/poll_item_source.h"
 #include "agent/port_reservations.h"
@@ -143,6 +144,7 @@ class Agent {
   v1::NodeInfo info_;
   ProcessSpawner* spawner_ = nullptr;  // the Env's
   std::unique_ptr<WorkerSupervisor> supervisor_;
+  std::unique_ptr<JobDataPurge> purge_;  // deleted jobs' logs and work dirs (PurgeJob)
   std::unique_ptr<ExecSessions> exec_sessions_;
   std::unique_ptr<HealthChecker> health_;         // reported in every heartbeat
   std::unique_ptr<PortReservations> ports_;       // held for attempts until their ranks start

@@ -81,6 +81,8 @@ v1::MessageType TypeForBody(v1::Envelope::BodyCase body) {
       return v1::MESSAGE_TYPE_FENCE_RESULT;
     case E::kProgressReport:
       return v1::MESSAGE_TYPE_PROGRESS_REPORT;
+    case E::kPurgeJob:
+      return v1::MESSAGE_TYPE_PURGE_JOB;
     case E::BODY_NOT_SET:
       break;
   }

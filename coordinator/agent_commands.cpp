@@ -46,4 +46,10 @@ void AgentCommands::LaunchPlan(const std::string& node, v1::LaunchPlan plan) {
   sink_->SendToNode(node, std::move(env));
 }
 
+void AgentCommands::PurgeJob(const std::string& node, const std::string& job) {
+  v1::Envelope env;
+  env.mutable_purge_job()->set_job(job);
+  sink_->SendToNode(node, std::move(env));
+}
+
 }  // namespace trainlet::coordinator

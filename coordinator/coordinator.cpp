@@ -79,6 +79,7 @@ Status Coordinator::Init() {
   options.start_timeout = config_.start_timeout;
   options.restart_backoff = config_.restart_backoff;
   options.max_restart_backoff = config_.max_restart_backoff;
+  options.finished_job_ttl = config_.finished_job_ttl;
   options.stop_grace_ms = static_cast<uint32_t>(config_.stop_grace.count());
   options.preemption_grace = config_.preemption_grace;
   options.server_public_key = keys.public_z85;

@@ -89,6 +89,9 @@ struct CoordinatorConfig {
   // up to max_restart_backoff.
   std::chrono::milliseconds restart_backoff{250};
   std::chrono::milliseconds max_restart_backoff{60000};
+  // How long a finished job is kept when its runtime sets no ttlSecondsAfterFinished; nullopt:
+  // until an operator deletes it (JobControllerOptions::finished_job_ttl).
+  std::optional<std::chrono::seconds> finished_job_ttl;
   // Where TrainJobs without a kueue.x-k8s.io/queue-name label wait once queue objects exist
   // (a LocalQueue name in the job's namespace); "" admits them at once, without quota.
   std::string default_queue;

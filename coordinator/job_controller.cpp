@@ -132,6 +132,7 @@ void JobController::Schedule(int64_t now_ms) {
   }
   for (const auto& name : deleting) MaybeFinishDelete(name);
   EnforceDeadlines(now_ms);
+  EnforceTtl(now_ms);  // job_lifecycle.cpp: finished jobs whose ttlSecondsAfterFinished passed
   for (Job* job : order_) launcher_.EnforceStartTimeout(*job, now_ms);
   EnforceProgress(now_ms);  // job_progress_steps.cpp: stalls, coalesced progress writes
   RunAdmission(now_ms);     // job_admission_steps.cpp: with queues, only admitted jobs go on
@@ -169,6 +170,7 @@ void JobController::Transition(Job& job, JobTrigger trigger, const std::string& 
   }
   spdlog::info("trainjob/{} is {}{}{}", job.record.name, JobPhaseName(PhaseOf(job.record.status)),
                reason.empty() ? "" : ": ", reason);
+  NoteFinished(job, now_ms);  // job_lifecycle.cpp: the finish time, and ttlSecondsAfterFinished
   MarkDirty(job);
 }
 
@@ -178,32 +180,46 @@ void JobController::MarkDirty(Job& job) {
 }
 
 void JobController::FailAttempt(Job& job, const std::string& cause, int64_t now_ms) {
+  AttemptFailure failure;  // no one worker failed: only rules without targets match
+  failure.message = cause;
+  FailAttempt(job, failure, now_ms);
+}
+
+void JobController::FailAttempt(Job& job, const AttemptFailure& failure, int64_t now_ms) {
   v1::JobStatus& st = job.record.status;
+  const std::string& cause = failure.message;
+  v1::AttemptRecord* rec = nullptr;
   if (st.attempts_size() > 0) {
-    auto* rec = st.mutable_attempts(st.attempts_size() - 1);
+    rec = st.mutable_attempts(st.attempts_size() - 1);
     if (AttemptEnded(*rec)) return;  // this attempt already ended
     TRAINLET_CHECK(ApplyAttemptTrigger(*rec, AttemptTrigger::kFailed).ok());
     rec->set_cause(cause);
     rec->set_ended_unix_ms(now_ms);
   }
   launcher_.Stop(job, cause);
-  // Failed attempts before this one; an attempt stopped by a suspend does not count.
-  const auto failed = std::count_if(st.attempts().begin(), st.attempts().end(), [](const auto& a) {
-    return a.attempt_result() == v1::ATTEMPT_RESULT_FAILED;
-  });
-  const uint32_t restarts_used = failed > 0 ? static_cast<uint32_t>(failed - 1) : 0;
-  if (restarts_used < st.max_restarts()) {
+  // Restarts used before this failure; an attempt stopped by a suspend, or restarted by a rule
+  // that ignores maxRestarts, does not count (failure_rules.h).
+  const uint32_t restarts_used = RestartsUsed(st);
+  // The policy was checked at apply (BuildJobEntry); one that no longer parses is the default.
+  const Result<RestartPolicy> policy = RestartPolicyOf(job.spec);
+  const FailureDecision decision =
+      DecideFailure(job.runtime.failure_rules, policy.ok() ? *policy : RestartPolicy::kOnFailure,
+                    failure, restarts_used, st.max_restarts());
+  if (rec != nullptr) rec->set_failure_rule(decision.rule);
+  const std::string fired = decision.rule.empty() ? "" : " (failure rule " + decision.rule + ")";
+  if (decision.action != FailureDecision::Action::kFail) {
     const auto delay =
         RestartBackoff(restarts_used, options_.restart_backoff, options_.max_restart_backoff);
     job.not_before_ms = now_ms + delay.count();
     Transition(job, JobTrigger::kAttemptFailed, "AttemptFailed",
-               "attempt " + std::to_string(st.attempt()) + " failed: " + cause +
+               "attempt " + std::to_string(st.attempt()) + " failed: " + cause + fired +
                    "; restarting in " + std::to_string(delay.count()) + " ms",
                now_ms);
   } else {
-    Transition(job, JobTrigger::kAttemptFailedFinal, "BackoffLimitExceeded",
-               "attempt " + std::to_string(st.attempt()) + " failed: " + cause +
-                   (st.max_restarts() == 0
+    Transition(job, JobTrigger::kAttemptFailedFinal,
+               decision.limit_reached ? "BackoffLimitExceeded" : "FailedByFailureRule",
+               "attempt " + std::to_string(st.attempt()) + " failed: " + cause + fired +
+                   (!decision.limit_reached || st.max_restarts() == 0
                         ? ""
                         : " (restart limit " + std::to_string(st.max_restarts()) + " reached)"),
                now_ms);
@@ -233,9 +249,17 @@ void JobController::OnWorkerEvent(const std::string& node, const v1::WorkerEvent
   switch (fold.outcome) {
     case RankEventFold::Outcome::kNone:
       break;
-    case RankEventFold::Outcome::kFailed:
-      FailAttempt(job, fold.cause, now_ms);
+    case RankEventFold::Outcome::kFailed: {
+      // The failed worker, for the failure rules (its replicated job, exit code or signal).
+      const auto& ranks = st->ranks();
+      auto failed = std::find_if(ranks.begin(), ranks.end(),
+                                 [&](const auto& r) { return r.rank() == ev.rank(); });
+      AttemptFailure failure;
+      if (failed != ranks.end()) failure = FailureOfRank(*failed, fold.cause);
+      failure.message = fold.cause;
+      FailAttempt(job, failure, now_ms);
       break;
+    }
     case RankEventFold::Outcome::kAllSucceeded: {
       auto* rec = st->mutable_attempts(st->attempts_size() - 1);
       TRAINLET_CHECK(ApplyAttemptTrigger(*rec, AttemptTrigger::kAllRanksSucceeded).ok());
@@ -377,6 +401,8 @@ void JobController::MaybeFinishDelete(std::string name) {
     spdlog::error("cannot delete trainjob/{} from the store: {}", name, s.message());
     return;
   }
+  // The job's data goes with it on every node that ran any attempt of it (issue 19, defect 9).
+  for (const auto& node : NodesThatRan(it->second->record.status)) agents_.PurgeJob(node, name);
   std::erase(order_, it->second.get());
   jobs_.erase(it);
   exec_.Forget(name);
@@ -422,6 +448,10 @@ int64_t JobController::NextWakeMs() const {
                                               launcher_.Warned(name, st.attempt())));
     }
     next = std::min(next, StartDeadlineMs(st, options_.start_timeout));
+    // A TTL not yet acted on; one whose delete the store refused is retried by the next pass,
+    // not by a loop that spins on a time already past.
+    if (st.ttl_delete_unix_ms() > last_schedule_ms_ && !st.deleting())
+      next = std::min(next, st.ttl_delete_unix_ms());
     next =
         std::min(next, StallDeadlineMs(st, job->stall, progress_.RunningSince(name, st.attempt())));
     if (job->lost_node_hold_ms > last_schedule_ms_ && !IsTerminal(PhaseOf(st))) {

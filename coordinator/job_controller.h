@@ -50,6 +50,7 @@
 #include "coordinator/attempt_launcher.h"
 #include "coordinator/attempt_plan.h"
 #include "coordinator/exec_authority.h"
+#include "coordinator/failure_rules.h"
 #include "coordinator/gang_planner.h"
 #include "coordinator/job_admitter.h"
 #include "coordinator/job_entry.h"
@@ -83,6 +84,9 @@ struct JobControllerOptions {
   // fails with cause StartTimeout, naming the nodes that never reported (a plan or a port
   // reservation was lost): a job never hangs in Starting.
   std::chrono::milliseconds start_timeout{60000};
+  // How long a finished (Succeeded or Failed) job is kept before it is deleted, for jobs whose
+  // runtime sets no ttlSecondsAfterFinished; nullopt: kept until an operator deletes it.
+  std::optional<std::chrono::seconds> finished_job_ttl;
   // Picks a job's runtime plugin from its framework and runtime labels; empty means
   // SelectRuntimePlugin (the built-ins). Tests put fake plugins here.
   std::function<const RuntimePlugin*(std::string_view framework,
@@ -213,7 +217,9 @@ class JobController : private AttemptLauncher::Owner {
   // the lifecycle steps that need the job map, the store or the phase table. Whatever needs none
   // of them lives in the types listed at the top of this file. The count grew again with queues
   // (Preempt, the admission steps, the queue accessors): the admission steps are next to move
-  // into a type of their own behind an Owner interface, as AttemptLauncher was.
+  // into a type of their own behind an Owner interface, as AttemptLauncher was. Issue 18 added
+  // three (FailAttempt of an AttemptFailure, NoteFinished, EnforceTtl), whose rules live in
+  // failure_rules.h and lifecycle_rules.h.
   using Job = JobEntry;  // job_entry.h: what BuildJobEntry and NewJobEntry make
 
   // The job joins the job map (last in placement order) and the exec authority.
@@ -223,6 +229,10 @@ class JobController : private AttemptLauncher::Owner {
   void Transition(Job& job, JobTrigger trigger, const std::string& reason,
                   const std::string& message, int64_t now_ms) override;
   void FailAttempt(Job& job, const std::string& cause, int64_t now_ms) override;
+  // Ends the current attempt as failed, then restarts or fails the job as the failure rules say
+  // (failure_rules.h), recording the rule that fired. The override above is this one for a
+  // failure of no one worker (failure.message is the cause).
+  void FailAttempt(Job& job, const AttemptFailure& failure, int64_t now_ms);
   void MarkDirty(Job& job) override;
   // By value: it may erase the job that owns the caller's string.
   void MaybeFinishDelete(std::string name);
@@ -238,6 +248,11 @@ class JobController : private AttemptLauncher::Owner {
   // `kind` is JobStatus.queue_wait.kind: WaitKindName(w.kind), or NoPriorityClass.
   void NoteWait(const admission::PendingWorkload& w, const std::string& kind, int64_t now_ms);
 
+  // Finished jobs (job_lifecycle.cpp): the first move to Succeeded or Failed records the finish
+  // time and, with a ttlSecondsAfterFinished (the runtime's, else options_.finished_job_ttl),
+  // when the job is deleted; EnforceTtl deletes those whose time has come, as Delete does.
+  void NoteFinished(Job& job, int64_t now_ms);
+  void EnforceTtl(int64_t now_ms);
   // Lifecycle: deadlines and suspend (job_lifecycle.cpp; the rules are in lifecycle_rules.h).
   // Fails every live job whose deadline has passed, with reason DeadlineExceeded.
   void EnforceDeadlines(int64_t now_ms);

@@ -1,6 +1,7 @@
 #include "coordinator/job_entry.h"
 
 #include "coordinator/attempt_steps.h"
+#include "coordinator/failure_rules.h"
 #include "coordinator/job_key.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/lifecycle_rules.h"
@@ -43,6 +44,7 @@ Result<std::unique_ptr<JobEntry>> BuildJobEntry(const trainjob::TrainJob& spec,
   TRAINLET_ASSIGN_OR_RETURN(uint32_t max_restarts, RestartLimit(spec, runtime));
   st.set_max_restarts(max_restarts);
   TRAINLET_RETURN_IF_ERROR(StopWarningOf(spec, std::chrono::milliseconds(0)).status());
+  TRAINLET_RETURN_IF_ERROR(RestartPolicyOf(spec).status());  // failure_rules.h
   TRAINLET_ASSIGN_OR_RETURN(job->stall, StallPolicyOf(spec, runtime));
   for (const auto& a : trainer.argv) st.add_command(a);
   if (!trainer.image.empty()) {

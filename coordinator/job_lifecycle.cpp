@@ -38,6 +38,32 @@ void JobController::EnforceDeadlines(int64_t now_ms) {
   }
 }
 
+void JobController::NoteFinished(Job& job, int64_t now_ms) {
+  v1::JobStatus& st = job.record.status;
+  if (!IsTerminal(PhaseOf(st)) || st.finished_unix_ms() != 0) return;
+  st.set_finished_unix_ms(now_ms);
+  st.set_ttl_delete_unix_ms(TtlDeleteMs(job.runtime, options_.finished_job_ttl, now_ms));
+}
+
+void JobController::EnforceTtl(int64_t now_ms) {
+  std::vector<std::string> due;  // Delete may erase from order_
+  for (const Job* job : order_) {
+    const v1::JobStatus& st = job->record.status;
+    if (st.ttl_delete_unix_ms() != 0 && now_ms >= st.ttl_delete_unix_ms() && !st.deleting() &&
+        IsTerminal(PhaseOf(st))) {
+      due.push_back(job->record.name);
+    }
+  }
+  for (const auto& name : due) {
+    spdlog::info("trainjob/{}: ttlSecondsAfterFinished has passed since it finished: deleting it",
+                 name);
+    // A refused store write leaves the job as it was; the next pass tries again.
+    if (auto deleted = Delete(name, now_ms, "ttlSecondsAfterFinished"); !deleted.ok()) {
+      spdlog::error("trainjob/{}: cannot delete it: {}", name, deleted.status().message());
+    }
+  }
+}
+
 void JobController::CommitSuspend(SuspendFlip flip) {
   Job& job = *jobs_.at(flip.job);
   job.record.spec_yaml = flip.spec_yaml;

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <climits>
 #include <cstdlib>
+#include <set>
 #include <utility>
 
 #include "coordinator/attempt_steps.h"
@@ -183,6 +184,27 @@ std::chrono::milliseconds RestartBackoff(uint32_t restarts_used, std::chrono::mi
 int64_t RestartHoldMs(int64_t last_heard_ms, std::chrono::milliseconds partition_grace,
                       uint32_t stop_grace_ms) {
   return last_heard_ms + partition_grace.count() + int64_t{stop_grace_ms} + kRestartHoldMarginMs;
+}
+
+int64_t TtlDeleteMs(const trainjob::TrainingRuntime& runtime,
+                    std::optional<std::chrono::seconds> default_ttl, int64_t finished_ms) {
+  int64_t seconds = -1;
+  if (runtime.ttl_seconds_after_finished) {
+    seconds = std::max<int32_t>(0, *runtime.ttl_seconds_after_finished);
+  } else if (default_ttl) {
+    seconds = std::max<int64_t>(0, default_ttl->count());
+  }
+  if (seconds < 0) return 0;
+  if (seconds > (INT64_MAX - finished_ms) / 1000) return 0;  // too far away to count: kept
+  return std::max<int64_t>(1, finished_ms + seconds * 1000);
+}
+
+std::vector<std::string> NodesThatRan(const v1::JobStatus& st) {
+  std::set<std::string> nodes;
+  for (const auto& a : st.attempts()) nodes.insert(a.rank_nodes().begin(), a.rank_nodes().end());
+  for (const auto& r : st.ranks()) nodes.insert(r.node());
+  nodes.erase("");
+  return {nodes.begin(), nodes.end()};
 }
 
 bool RankEnded(const v1::RankStatus& r) { return !IsRankActive(r.rank_state()); }

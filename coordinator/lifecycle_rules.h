@@ -63,6 +63,14 @@ int64_t StartDeadlineMs(const v1::JobStatus& status, std::chrono::milliseconds s
 void EndAttemptRecord(v1::JobStatus& status, AttemptTrigger result, const std::string& cause,
                       int64_t now_ms);
 
+// When a job that finished at `finished_ms` is deleted: `runtime`'s ttlSecondsAfterFinished when
+// it sets one, else `default_ttl`; 0 when neither does (the job is kept).
+int64_t TtlDeleteMs(const trainjob::TrainingRuntime& runtime,
+                    std::optional<std::chrono::seconds> default_ttl, int64_t finished_ms);
+// Every node that ran a rank of any attempt of the job whose status is `status` (the attempts'
+// rank_nodes and the current ranks' nodes), sorted, each once: where its data lies.
+std::vector<std::string> NodesThatRan(const v1::JobStatus& status);
+
 // StopWarning (agent_commands.h): the warning a job's ranks get before a stop they did not ask
 // for (a preemption, drain --force) and before their active deadline.
 

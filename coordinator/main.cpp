@@ -100,6 +100,15 @@ int main(int argc, char** argv) {
            "Delay before the first restart of a failed attempt; doubles with each restart, ms");
   c.Millis("max_restart_backoff_ms", &config.max_restart_backoff, 0, 86400000,
            "The longest delay between restarts of a job, ms");
+  c.Int(
+      "finished_job_ttl_seconds", -1, 31536000,
+      [&](int64_t v) {
+        if (v >= 0) config.finished_job_ttl = std::chrono::seconds(v);
+      },
+      -1,
+      "A finished (Succeeded or Failed) job is deleted, with its logs and work dirs on its "
+      "nodes, this long after it finished, unless its runtime sets ttlSecondsAfterFinished; "
+      "-1 keeps it until it is deleted, s");
   c.String("default_queue", &config.default_queue,
            "LocalQueue (in the job's namespace) where TrainJobs without a "
            "kueue.x-k8s.io/queue-name label wait once queues exist; empty admits them at once, "

@@ -284,6 +284,16 @@ std::string DescribeJob(const v1::JobStatus& j, int64_t now_ms) {
   if (!j.reason().empty()) field("Reason", j.reason());
   field("Attempt",
         std::to_string(j.attempt()) + " (restart limit " + std::to_string(j.max_restarts()) + ")");
+  // The failure rules that decided what followed a failed attempt (coordinator/failure_rules.h).
+  for (const auto& a : j.attempts()) {
+    if (a.failure_rule().empty()) continue;
+    field("Failure rule",
+          a.failure_rule() + " fired on attempt " + std::to_string(a.attempt()) + ": " + a.cause());
+  }
+  if (j.ttl_delete_unix_ms() != 0) {
+    field("TTL", "deleted at " + Rfc3339(j.ttl_delete_unix_ms()) +
+                     " (ttlSecondsAfterFinished after it finished)");
+  }
   QueueLines(j, now_ms, field);
   field("Gang", std::to_string(j.num_nodes()) + " nodes x " + std::to_string(j.procs_per_node()) +
                     " ranks");

@@ -89,6 +89,19 @@ struct ReplicatedJob {
   std::vector<JobDependency> depends_on;
 };
 
+// One entry of a runtime's JobSet failurePolicy.rules (failure_policy.h reads and checks them).
+// Lists are as written; an empty list matches everything.
+struct FailureRule {
+  std::string name;
+  // FailJobSet, RestartJobSet or RestartJobSetAndIgnoreMaxRestarts. JobSet's RestartJob and
+  // RestartJobAndIgnoreMaxRestarts read as the JobSet-wide ones (trainlet restarts whole gangs).
+  std::string action;
+  std::vector<std::string> on_job_failure_reasons;           // Kubernetes Job failure reasons
+  std::vector<std::string> on_job_failure_message_patterns;  // regexes over the Job's message
+  std::vector<std::string> target_replicated_jobs;           // replicatedJob names
+  bool operator==(const FailureRule&) const = default;
+};
+
 struct TrainingRuntime {
   std::string kind;              // "ClusterTrainingRuntime" or "TrainingRuntime"
   std::string name, namespace_;  // namespace_ is "" for cluster-scoped runtimes (and when unset)
@@ -105,7 +118,11 @@ struct TrainingRuntime {
   std::map<std::string, std::string> node_selector;
   std::vector<Toleration> tolerations;
   int32_t max_restarts = 0;  // spec.template.spec.failurePolicy.maxRestarts; 0 if absent
-  std::string yaml;          // this document, re-emitted as YAML (comments are not kept)
+  std::vector<FailureRule> failure_rules;  // spec.template.spec.failurePolicy.rules, in order
+  // spec.template.spec.ttlSecondsAfterFinished: a finished job is deleted this long after it
+  // finished. nullopt: the coordinator's default (keep).
+  std::optional<int32_t> ttl_seconds_after_finished;
+  std::string yaml;  // this document, re-emitted as YAML (comments are not kept)
 };
 
 struct TrainJob {

@@ -8,6 +8,7 @@
 
 #include "common/trainjob/apply_merge.h"
 #include "common/trainjob/crd_schema.h"
+#include "common/trainjob/failure_policy.h"
 #include "common/trainjob/trainjob_model.h"
 #include "common/trainjob/v1_conversion.h"
 #include "common/trainjob/v1_job.h"
@@ -494,6 +495,9 @@ Result<TrainingRuntime> BuildRuntime(const YAML::Node& doc, const Metadata& meta
     }
   }
   TRAINLET_RETURN_IF_ERROR(CheckDependencies(rt.jobs, ctx));
+  TRAINLET_RETURN_IF_ERROR(ReadFailurePolicy(
+      jobset, ctx.label(), &rt,
+      [&ctx](const std::string& path, const std::string& what) { ctx.Warn(path, what); }));
   rt.yaml = EmitYaml(doc);
   return rt;
 }

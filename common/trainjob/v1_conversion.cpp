@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "common/trainjob/failure_policy.h"
 #include "common/trainjob/yaml_support.h"
 
 namespace trainlet::trainjob {
@@ -87,6 +88,9 @@ YAML::Node RuntimeDoc(const V1Job& job, int32_t num_nodes, int32_t max_restarts)
   doc["spec"]["mlPolicy"] = ml;
   YAML::Node jobset;
   jobset["failurePolicy"]["maxRestarts"] = max_restarts;
+  if (job.run_policy.ttl_seconds_after_finished) {
+    jobset["ttlSecondsAfterFinished"] = *job.run_policy.ttl_seconds_after_finished;
+  }
   YAML::Node node_job;
   node_job["name"] = "node";
   YAML::Node container;
@@ -112,6 +116,11 @@ YAML::Node TrainJobDoc(const V1Job& job, int32_t num_nodes) {
   // MPICH and Intel from this annotation (docs/runtimes.md, "MPICH and Intel MPI").
   if (c.kind == V1Kind::kMPIJob && c.mpi_implementation != "OpenMPI") {
     annotations["trainlet.io/mpi-implementation"] = c.mpi_implementation;
+  }
+  // A replica's restartPolicy: ExitCode is the exit-code rule of the whole gang (failure_policy.h).
+  if (std::any_of(c.replicas.begin(), c.replicas.end(),
+                  [](const V1Replica& r) { return r.restart_policy == "ExitCode"; })) {
+    annotations.emplace(std::string(kRestartPolicyAnnotation), "ExitCode");
   }
   doc["metadata"]["annotations"] = StringMap(annotations);
   YAML::Node spec;

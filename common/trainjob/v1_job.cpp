@@ -252,7 +252,12 @@ Status ReadReplicas(const YAML::Node& spec, const KindTable& table, V1Context& c
     if (it == by_type.end()) continue;
     TRAINLET_ASSIGN_OR_RETURN(V1Replica r,
                               ReadReplica(it->second.first, type, it->second.second, table, ctx));
-    if (r.restart_policy == "ExitCode" || r.restart_policy == "Always") {
+    if (r.restart_policy == "ExitCode") {
+      ctx.Warn(it->second.second + ".restartPolicy",
+               "ExitCode: as trainlet.io/restart-policy: ExitCode, for the whole gang: an exit "
+               "code of 1-127 fails the job, others restart every replica, up to "
+               "runPolicy.backoffLimit times");
+    } else if (r.restart_policy == "Always") {
       ctx.Warn(it->second.second + ".restartPolicy",
                r.restart_policy +
                    ": a failed replica restarts the whole gang, up to "
@@ -328,7 +333,8 @@ void ReadRunPolicy(const YAML::Node& rp, const std::string& path, V1Context& ctx
   out->clean_pod_policy = Text(MapGet(rp, "cleanPodPolicy"));
   if (out->ttl_seconds_after_finished) {
     ctx.Warn(path + ".ttlSecondsAfterFinished",
-             "ignored (trainlet keeps a finished job until it is deleted)");
+             std::to_string(*out->ttl_seconds_after_finished) +
+                 " s: the job, its logs and work dirs are deleted that long after it finishes");
   }
   if (!out->clean_pod_policy.empty()) {
     ctx.Warn(path + ".cleanPodPolicy",

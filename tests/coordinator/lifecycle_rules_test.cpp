@@ -275,5 +275,31 @@ TEST(PreparePreemption, SuspendsWithKueuesReasonAndCounts) {
   EXPECT_FALSE(PreparePreemption(Status(JobPhase::kSucceeded), "spec", "x", {}, 6).ok());
 }
 
+TEST(LifecycleRulesTest, TtlDeleteTimeFromTheRuntimeElseTheDefault) {
+  trainjob::TrainingRuntime rt;
+  EXPECT_EQ(TtlDeleteMs(rt, std::nullopt, 5000), 0);  // kept
+  EXPECT_EQ(TtlDeleteMs(rt, std::chrono::seconds(60), 5000), 65000);
+  rt.ttl_seconds_after_finished = 2;
+  EXPECT_EQ(TtlDeleteMs(rt, std::chrono::seconds(60), 5000), 7000);
+  rt.ttl_seconds_after_finished = 0;
+  EXPECT_EQ(TtlDeleteMs(rt, std::chrono::seconds(60), 5000), 5000);
+  rt.ttl_seconds_after_finished = INT32_MAX;
+  EXPECT_EQ(TtlDeleteMs(rt, std::nullopt, INT64_MAX - 10), 0);  // too far to count: kept
+}
+
+TEST(LifecycleRulesTest, NodesThatRanEveryAttempt) {
+  v1::JobStatus st;
+  auto* a1 = st.add_attempts();
+  a1->add_rank_nodes("n2");
+  a1->add_rank_nodes("n1");
+  auto* a2 = st.add_attempts();
+  a2->add_rank_nodes("n3");
+  a2->add_rank_nodes("n3");
+  st.add_ranks()->set_node("n3");
+  st.add_ranks()->set_node("");
+  EXPECT_EQ(NodesThatRan(st), (std::vector<std::string>{"n1", "n2", "n3"}));
+  EXPECT_TRUE(NodesThatRan(v1::JobStatus()).empty());
+}
+
 }  // namespace
 }  // namespace trainlet::coordinator

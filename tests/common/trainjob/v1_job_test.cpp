@@ -84,6 +84,28 @@ TEST(V1Conformance, EveryExampleParsesUnchanged) {
   EXPECT_EQ(refused, 15);
 }
 
+// restartPolicy: ExitCode on a replica becomes the gang's exit-code rule (the annotation
+// trainlet.io/restart-policy), and runPolicy.ttlSecondsAfterFinished the runtime's TTL.
+TEST(V1Job, ExitCodeRestartPolicyAndTtlAreMapped) {
+  std::string yaml = ReadFile(FixtureDir() / "training-operator" / "pytorch_simple.yaml");
+  const std::string worker = "    Worker:\n      replicas: 1\n      restartPolicy: OnFailure";
+  yaml.replace(yaml.find(worker), worker.size(),
+               "    Worker:\n      replicas: 1\n      restartPolicy: ExitCode");
+  yaml.replace(yaml.find("spec:\n"), 6, "spec:\n  runPolicy:\n    ttlSecondsAfterFinished: 5\n");
+  ParsedFile file;
+  ConvertedJob c = ParseOneConverted(yaml, &file);
+  EXPECT_EQ(c.job.annotations.at("trainlet.io/restart-policy"), "ExitCode");
+  EXPECT_EQ(c.runtime.ttl_seconds_after_finished, 5);
+  EXPECT_TRUE(HasWarning(file,
+                         "spec.pytorchReplicaSpecs.Worker.restartPolicy: ExitCode: as "
+                         "trainlet.io/restart-policy: ExitCode"));
+  // Without ExitCode anywhere, no annotation.
+  ConvertedJob plain =
+      ParseOneConverted(ReadFile(FixtureDir() / "training-operator" / "pytorch_simple.yaml"));
+  EXPECT_FALSE(plain.job.annotations.contains("trainlet.io/restart-policy"));
+  EXPECT_FALSE(plain.runtime.ttl_seconds_after_finished.has_value());
+}
+
 TEST(V1Job, PyTorchJobBecomesATorchTrainJob) {
   ParsedFile file;
   ConvertedJob c = ParseOneConverted(
@@ -161,7 +183,10 @@ TEST(V1Job, MPIJobBecomesAnMpiTrainJob) {
   const V1JobContract contract = ContractOfJob(c);
   EXPECT_EQ(contract.replicas[0].type, "Launcher");
   EXPECT_EQ(contract.slots_per_worker, 1);
-  EXPECT_TRUE(HasWarning(file, "MPIJob/pi: spec.runPolicy.ttlSecondsAfterFinished: ignored"));
+  // runPolicy.ttlSecondsAfterFinished: 60 is the runtime's JobSet ttlSecondsAfterFinished.
+  EXPECT_TRUE(HasWarning(file, "MPIJob/pi: spec.runPolicy.ttlSecondsAfterFinished: 60 s: the job"));
+  EXPECT_EQ(c.runtime.ttl_seconds_after_finished, 60);
+  EXPECT_FALSE(c.job.annotations.contains("trainlet.io/restart-policy"));
   EXPECT_TRUE(HasWarning(file, "MPIJob/pi: spec.runPolicy.cleanPodPolicy: ignored"));
   EXPECT_TRUE(HasWarning(file, "MPIJob/pi: spec.sshAuthMountPath: ignored"));
 

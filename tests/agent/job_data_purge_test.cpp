@@ -1,0 +1,89 @@
+// JobDataPurge (agent/job_data_purge.h) on a temp state dir: a deleted job's logs and work dir
+// go, other jobs' stay; nothing goes while a worker of the job runs, nor after a new plan of its
+// name; names that are not job keys are refused.
+#include "agent/job_data_purge.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "tests/common/test_dir.h"
+
+namespace trainlet::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+class JobDataPurgeTest : public ::testing::Test {
+ protected:
+  void MakeJob(const std::string& job) {
+    fs::create_directories(dir_.path() + "/logs/" + job + "/attempt-1");
+    std::ofstream(dir_.path() + "/logs/" + job + "/attempt-1/rank-0.log") << "old output\n";
+    fs::create_directories(dir_.path() + "/work/" + job + "/workspace");
+    std::ofstream(dir_.path() + "/work/" + job + "/workspace/ckpt") << "state";
+  }
+  bool Has(const std::string& job) const {
+    return fs::exists(dir_.path() + "/logs/" + job) || fs::exists(dir_.path() + "/work/" + job);
+  }
+
+  testing::TempDir dir_;
+  std::set<std::string> running_;
+  JobDataPurge purge_{dir_.path(),
+                      [this](const std::string& job) { return running_.contains(job); }};
+};
+
+TEST_F(JobDataPurgeTest, RemovesTheJobsLogsAndWorkDirOnly) {
+  MakeJob("a");
+  MakeJob("ab");
+  MakeJob("team.a");
+  ASSERT_TRUE(purge_.Request("a").ok());
+  EXPECT_FALSE(Has("a"));
+  EXPECT_TRUE(Has("ab"));
+  EXPECT_TRUE(Has("team.a"));
+  EXPECT_TRUE(fs::exists(dir_.path() + "/logs"));
+  EXPECT_FALSE(purge_.pending());
+  EXPECT_TRUE(purge_.Request("gone").ok());  // nothing there: nothing to do
+}
+
+TEST_F(JobDataPurgeTest, WaitsWhileAWorkerOfTheJobRuns) {
+  MakeJob("a");
+  running_.insert("a");
+  ASSERT_TRUE(purge_.Request("a").ok());
+  EXPECT_TRUE(Has("a"));
+  EXPECT_TRUE(purge_.pending());
+  purge_.Poll();
+  EXPECT_TRUE(Has("a"));
+  running_.clear();
+  purge_.Poll();
+  EXPECT_FALSE(Has("a"));
+  EXPECT_FALSE(purge_.pending());
+}
+
+TEST_F(JobDataPurgeTest, ANewPlanOfTheNameCancelsAWaitingPurge) {
+  MakeJob("a");
+  running_.insert("a");
+  ASSERT_TRUE(purge_.Request("a").ok());
+  purge_.Cancel("a");
+  running_.clear();
+  purge_.Poll();
+  EXPECT_TRUE(Has("a"));
+  EXPECT_FALSE(purge_.pending());
+}
+
+TEST_F(JobDataPurgeTest, RefusesNamesThatAreNotJobKeys) {
+  MakeJob("a");
+  fs::create_directories(dir_.path() + "/keep");
+  for (const std::string bad :
+       {"", "..", "../keep", "a/..", "logs/../keep", ".a", "a..b", "A", "a b", "/etc"}) {
+    EXPECT_FALSE(purge_.Request(bad).ok()) << bad;
+  }
+  EXPECT_TRUE(Has("a"));
+  EXPECT_TRUE(fs::exists(dir_.path() + "/keep"));
+  EXPECT_TRUE(IsJobKey("team-a.llm-7"));
+  EXPECT_FALSE(IsJobKey(std::string(254, 'a')));
+}
+
+}  // namespace
+}  // namespace trainlet::agent
