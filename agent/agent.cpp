@@ -20,6 +20,7 @@
 #include "agent/process_sweep.h"
 #include "agent/rank_binding.h"
 #include "agent/topology.h"
+#include "agent/working_dirs.h"
 #include "common/logging.h"
 #include "common/platform/cpu_affinity.h"
 #include "common/platform/directory_spread.h"
@@ -93,6 +94,10 @@ Result<v1::NodeInfo> DescribeNode(const AgentConfig& config, const std::string& 
       DiscoverNodeAccelerators(plugins, info.topology(), hw.accelerator_env);
   for (const auto& note : found.notes) spdlog::info("accelerators: {}", note);
   AddAccelerators(found, &info);
+  if (!config.shared_dir.empty()) {  // shared jobs are placed on such nodes only
+    (*info.mutable_discovered_labels())[kSharedDirLabel] = "true";
+    info.mutable_labels()->insert({kSharedDirLabel, "true"});
+  }
   return info;
 }
 
@@ -161,6 +166,10 @@ Status Agent::Init() {
   lock_path_ = config_.state_dir + "/agent.lock";
   TRAINLET_ASSIGN_OR_RETURN(lock_, LockStateDir(env_, config_.state_dir, lock_path_));
 
+  if (!config_.shared_dir.empty() && !fs::is_directory(config_.shared_dir)) {
+    return InvalidError("--shared-dir " + config_.shared_dir +
+                        ": not a directory (is it mounted?)");
+  }
   TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair keys, ReadKeyPair(env_, config_.key_file));
   if (keys.secret_z85.empty()) {
     return InvalidError("--key " + config_.key_file + ": holds no secret-key");
@@ -392,6 +401,7 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
   node.node = config_.name;
   node.state_dir = config_.state_dir;
   node.exec_binary = exec_binary_;
+  node.shared_dir = config_.shared_dir;
   node.node_info = &info_;
   node.plugins = &accelerator_plugins_;
   std::vector<uint32_t> local_ranks;
@@ -421,6 +431,7 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
     }
   }
   if (!planned.cpus_unavailable.empty()) spdlog::info("{}", planned.cpus_unavailable);
+  if (blocked.ok()) blocked = PrepareCwds(plan.job(), planned.launches);
   // Every rank of the plan starts under one step process (WorkerSupervisor::StartStep).
   const std::vector<Result<pid_t>> started = attempt->Launch(planned.launches, blocked);
   for (size_t i = 0; i < planned.launches.size(); ++i) {
@@ -446,6 +457,7 @@ void Agent::ReportStart(const v1::LaunchPlan& plan, uint32_t rank,
       ev->set_cpuset(binding->CpuList());
       ev->set_devices(binding->DeviceList());
     }
+    ev->set_cwd(WorkerCwd(plan, rank));
   } else {
     ev->set_kind(v1::WorkerEvent::KIND_START_FAILED);
     ops_->OnWorkerStartFailed();
@@ -457,6 +469,22 @@ void Agent::ReportStart(const v1::LaunchPlan& plan, uint32_t rank,
 
 std::string Agent::WorkDir(const std::string& job) const {
   return JobWorkDir(config_.state_dir, job);
+}
+
+Status Agent::PrepareCwds(const std::string& job, const std::vector<WorkerLaunch>& launches) {
+  std::vector<std::string> cwds;
+  for (const auto& l : launches) cwds.push_back(l.cwd);
+  return PrepareWorkerCwds(cwds,
+                           {config_.name, WorkDir(job), SharedWorkDir(config_.shared_dir, job)});
+}
+
+std::string Agent::WorkerCwd(const v1::LaunchPlan& plan, uint32_t rank) const {
+  for (const auto& w : plan.workers()) {
+    if (w.rank() != rank) continue;
+    return ResolveWorkerCwd(w.cwd(), WorkDir(plan.job()),
+                            SharedWorkDir(config_.shared_dir, plan.job()));
+  }
+  return "";
 }
 
 std::map<std::string, std::string> Agent::NodeEnv(const std::string& job) const {

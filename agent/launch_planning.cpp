@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "agent/working_dirs.h"
+
 namespace trainlet::agent {
 namespace fs = std::filesystem;
 
@@ -74,7 +76,7 @@ PlannedLaunches PlanLaunches(const v1::LaunchPlan& plan, const NodeLaunchContext
     for (const auto& [k, v] : node_env) launch.env[k] = v;
     for (const auto& [k, v] : node.rendezvous_env) launch.env[k] = v;
     for (const auto& [k, v] : node.progress_env) launch.env[k] = v;
-    launch.cwd = w.cwd().empty() ? work_dir : w.cwd();
+    launch.cwd = ResolveWorkerCwd(w.cwd(), work_dir, SharedWorkDir(node.shared_dir, plan.job()));
     launch.log_path = RankLogPath(node.state_dir, plan.job(), plan.attempt(), w.rank());
     std::optional<RankBinding> binding;
     if (w.local_rank() < bindings.size()) binding = bindings[w.local_rank()];

@@ -59,6 +59,7 @@ struct NodeLaunchContext {
   std::string node;         // TRAINLET_NODE
   std::string state_dir;    // work dirs and logs live under it (JobWorkDir, RankLogPath)
   std::string exec_binary;  // TRAINLET_EXEC
+  std::string shared_dir;   // the agent's shared_dir, "" for none (working_dirs.h)
   const v1::NodeInfo* node_info = nullptr;  // topology and accelerators, for the bindings
   const std::vector<std::unique_ptr<AcceleratorPlugin>>* plugins = nullptr;  // visible-devices env
   std::map<std::string, std::string> rendezvous_env;  // RendezvousServer::AddAttempt's answer
