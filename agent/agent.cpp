@@ -20,6 +20,7 @@
 #include "agent/process_sweep.h"
 #include "agent/rank_binding.h"
 #include "agent/topology.h"
+#include "agent/work_dir_state.h"
 #include "agent/working_dirs.h"
 #include "common/logging.h"
 #include "common/platform/cpu_affinity.h"
@@ -392,6 +393,9 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
   const std::string work_dir = WorkDir(plan.job());
   Status blocked = platform::MakePrivateDirectory(work_dir);  // the ranks run as this user
   if (blocked.ok()) blocked = WritePlanFiles(plan, work_dir);
+  if (Status s = StampAttempt(work_dir, plan.job(), plan.attempt(), config_.name); !s.ok()) {
+    spdlog::warn("{}: {}", plan.job(), s.message());  // the next attempt's report lacks it
+  }
   if (Status s = attempt->HandOverPorts(); !s.ok() && blocked.ok()) {
     blocked = s;  // every rank fails to start: the attempt fails and is retried
   }
@@ -527,7 +531,16 @@ void Agent::OnStopWorkers(const v1::StopWorkers& stop) {
 
 void Agent::OnReservePorts(const v1::ReservePorts& request) {
   v1::Envelope env;
-  *env.mutable_ports_reserved() = attempts_.ReservePorts(request, env_.MonotonicNow());
+  if (request.count() > 0 || request.checkpoint_path().empty()) {
+    *env.mutable_ports_reserved() = attempts_.ReservePorts(request, env_.MonotonicNow());
+  } else {  // only the work dir's report: nothing to hold
+    env.mutable_ports_reserved()->set_job(request.job());
+    env.mutable_ports_reserved()->set_attempt(request.attempt());
+  }
+  if (!request.checkpoint_path().empty()) {  // work_dir_state.h: the divergence check's input
+    *env.mutable_ports_reserved()->mutable_work_dir() =
+        ReadWorkDirState(WorkDir(request.job()), request.checkpoint_path());
+  }
   const v1::PortsReserved& answer = env.ports_reserved();
   if (answer.error().empty()) {
     spdlog::info("holding {} ports for {} attempt {}", answer.ports_size(), request.job(),
