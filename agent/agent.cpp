@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "agent/launch_planning.h"
+#include "agent/log_tail.h"
 #include "agent/node_taints.h"
 #include "agent/process_sweep.h"
 #include "agent/rank_binding.h"
@@ -392,6 +393,7 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
   }
   const std::string work_dir = WorkDir(plan.job());
   Status blocked = platform::MakePrivateDirectory(work_dir);  // the ranks run as this user
+  if (blocked.ok()) blocked = MakeJobWorkspace(config_.state_dir, plan.job());
   if (blocked.ok()) blocked = WritePlanFiles(plan, work_dir);
   if (Status s = StampAttempt(work_dir, plan.job(), plan.attempt(), config_.name); !s.ok()) {
     spdlog::warn("{}: {}", plan.job(), s.message());  // the next attempt's report lacks it
@@ -406,11 +408,13 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
   node.state_dir = config_.state_dir;
   node.exec_binary = exec_binary_;
   node.shared_dir = config_.shared_dir;
+  node.initializer_binary = (fs::path(bin_dir_) / kInitializerName).string();
   node.node_info = &info_;
   node.plugins = &accelerator_plugins_;
   std::vector<uint32_t> local_ranks;
   for (const auto& w : plan.workers()) {
-    local_ranks.push_back(w.rank());
+    // A replicated job's workers (an initializer) take no part in the training's fences.
+    if (w.step().empty()) local_ranks.push_back(w.rank());
     if (supervisor_->IsRunning(plan.job(), plan.attempt(), w.rank())) node.running.insert(w.rank());
   }
   node.rendezvous_env = attempt->JoinRendezvous(local_ranks);
@@ -439,6 +443,15 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
   // Every rank of the plan starts under one step process (WorkerSupervisor::StartStep).
   const std::vector<Result<pid_t>> started = attempt->Launch(planned.launches, blocked);
   for (size_t i = 0; i < planned.launches.size(); ++i) {
+    // pid 0: held by its step until its replicated job's dependencies are met; its start is
+    // reported when it comes (OnChildExits).
+    if (started[i].ok() && *started[i] == 0) {
+      if (planned.bindings[i]) {
+        held_bindings_[{plan.job(), plan.attempt(), planned.launches[i].rank}] =
+            *planned.bindings[i];
+      }
+      continue;
+    }
     ReportStart(plan, planned.launches[i].rank, planned.bindings[i], started[i]);
   }
 }
@@ -457,6 +470,7 @@ void Agent::ReportStart(const v1::LaunchPlan& plan, uint32_t rank,
     ev->set_kind(v1::WorkerEvent::KIND_STARTED);
     ops_->OnWorkerStarted();
     ev->set_pid(*pid);
+    ev->set_workspace(supervisor_->StepWorkspace(plan.job(), plan.attempt()));
     if (binding) {
       ev->set_cpuset(binding->CpuList());
       ev->set_devices(binding->DeviceList());
@@ -492,7 +506,7 @@ std::string Agent::WorkerCwd(const v1::LaunchPlan& plan, uint32_t rank) const {
 }
 
 std::map<std::string, std::string> Agent::NodeEnv(const std::string& job) const {
-  return NodeEnvFor(config_.name, WorkDir(job), exec_binary_);
+  return NodeEnvFor(config_.name, WorkDir(job), exec_binary_, config_.state_dir);
 }
 
 void Agent::OnExecStart(const v1::ExecStart& start) {
@@ -578,9 +592,32 @@ void Agent::OnLogRead(const v1::LogRead& read) {
 void Agent::OnChildExits() {
   std::set<std::pair<std::string, uint32_t>> ended;
   health_->Reap();  // first: the supervisor reaps every child, and logs those it does not know
-  for (const WorkerExit& e : supervisor_->Reap()) {
+  const std::vector<WorkerExit> exits = supervisor_->Reap();
+  // Held ranks their steps started late: before the exits, which may include theirs.
+  for (const LateStart& l : supervisor_->TakeLateStarts()) {
+    v1::LaunchPlan plan;
+    plan.set_job(l.job);
+    plan.set_attempt(l.attempt);
+    std::optional<RankBinding> binding;
+    if (auto it = held_bindings_.find({l.job, l.attempt, l.rank}); it != held_bindings_.end()) {
+      binding = std::move(it->second);
+      held_bindings_.erase(it);
+    }
+    ReportStart(plan, l.rank, binding, Result<pid_t>(l.pid));
+  }
+  for (const WorkerExit& e : exits) {
     ended.insert({e.job, e.attempt});
+    held_bindings_.erase({e.job, e.attempt, e.rank});  // a held rank that never started
     if (exec_sessions_->OnWorkerExit(e)) continue;
+    if (!e.started) {
+      // A held rank that never started (its dependency failed, or its step was stopped).
+      v1::LaunchPlan plan;
+      plan.set_job(e.job);
+      plan.set_attempt(e.attempt);
+      ReportStart(plan, e.rank, std::nullopt, Result<pid_t>(InternalError(e.message)));
+      supervisor_->ExitReported(e, link_->last_event_seq());  // its step record goes once acked
+      continue;
+    }
     rendezvous_->OnRankExited(e.job, e.attempt, e.rank,
                               rendezvous::DescribeRankExit(e.exit_code, e.signal));
     v1::Envelope env;
@@ -595,7 +632,10 @@ void Agent::OnChildExits() {
     ev->set_pid(e.pid);
     ev->set_exit_code(e.exit_code);
     ev->set_signal(e.signal);
-    ev->set_message(e.message);
+    // A failed rank's last log line says why (the step's own message, when it has one, wins).
+    ev->set_message(e.message.empty() && e.exit_code != 0
+                        ? LastLogLine(LogPath(e.job, e.attempt, e.rank))
+                        : e.message);
     ev->set_unix_ms(env_.WallUnixMs());
     // A rank that failed is worth a line at info; the thousands that end well are not.
     spdlog::log(e.exit_code != 0 || e.signal != 0 ? spdlog::level::info : spdlog::level::debug,

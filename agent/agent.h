@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <zmq.hpp>
 
 #include "agent/agent_ops.h"
@@ -161,6 +162,9 @@ class Agent {
   std::unique_ptr<ProgressEndpoint> progress_;  // null when progress_port is -1
   std::chrono::steady_clock::time_point next_progress_report_{};
   NodeAttempts attempts_;  // every (job, attempt) on this node: ports, rendezvous, step, grace
+  // (job, attempt, rank) -> the binding of a rank its step holds for its dependencies, reported
+  // with its late start (OnChildExits); dropped when it starts or never will.
+  std::map<std::tuple<std::string, uint32_t, uint32_t>, RankBinding> held_bindings_;
   bool stop_workers_on_exit_ = false;  // SIGUSR2: end the ranks too, not only the agent
   // Last: removed from loop_ before anything they poll goes.
   std::unique_ptr<PollItemSource> exec_output_source_;  // exec sessions' output wake-ups

@@ -21,9 +21,39 @@ std::string RankLogPath(const std::string& state_dir, const std::string& job, ui
          std::to_string(rank) + ".log";
 }
 
+std::string JobWorkspaceDir(const std::string& work_dir) { return work_dir + "/workspace"; }
+
+std::string NodeCacheDir(const std::string& state_dir) { return state_dir + "/cache"; }
+
+std::map<std::string, std::string> WorkspaceEnvFor(const std::string& work_dir,
+                                                   const std::string& state_dir) {
+  const std::string workspace = JobWorkspaceDir(work_dir);
+  return {{"TRAINLET_WORKSPACE", workspace},
+          {"TRAINLET_DATASET_DIR", workspace + "/dataset"},
+          {"TRAINLET_MODEL_DIR", workspace + "/model"},
+          {"TRAINLET_CACHE_DIR", NodeCacheDir(state_dir)}};
+}
+
+Status MakeJobWorkspace(const std::string& state_dir, const std::string& job) {
+  const std::string workspace = JobWorkspaceDir(JobWorkDir(state_dir, job));
+  for (const std::string& dir :
+       {NodeCacheDir(state_dir), workspace, workspace + "/dataset", workspace + "/model"}) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (!ec) fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+    if (ec) return IoError("workspace dir " + dir + ": " + ec.message());
+  }
+  return Status::Ok();
+}
+
 std::map<std::string, std::string> NodeEnvFor(const std::string& node, const std::string& work_dir,
-                                              const std::string& exec_binary) {
-  return {{"TRAINLET_NODE", node}, {"TRAINLET_WORK_DIR", work_dir}, {"TRAINLET_EXEC", exec_binary}};
+                                              const std::string& exec_binary,
+                                              const std::string& state_dir) {
+  auto env = WorkspaceEnvFor(work_dir, state_dir);
+  env["TRAINLET_NODE"] = node;
+  env["TRAINLET_WORK_DIR"] = work_dir;
+  env["TRAINLET_EXEC"] = exec_binary;
+  return env;
 }
 
 std::string ExpandPlanVars(const std::string& value,
@@ -60,7 +90,7 @@ PlannedLaunches PlanLaunches(const v1::LaunchPlan& plan, const NodeLaunchContext
   const auto& plugins = node.plugins != nullptr ? *node.plugins : kNoPlugins;
   PlannedLaunches out;
   const std::string work_dir = JobWorkDir(node.state_dir, plan.job());
-  const auto node_env = NodeEnvFor(node.node, work_dir, node.exec_binary);
+  const auto node_env = NodeEnvFor(node.node, work_dir, node.exec_binary, node.state_dir);
   const std::vector<RankBinding> bindings = node.node_info != nullptr
                                                 ? BindingsForPlan(plan, *node.node_info)
                                                 : std::vector<RankBinding>{};
@@ -72,6 +102,16 @@ PlannedLaunches PlanLaunches(const v1::LaunchPlan& plan, const NodeLaunchContext
     launch.rank = w.rank();
     launch.local_rank = w.local_rank();
     launch.argv.assign(w.argv().begin(), w.argv().end());
+    if (!launch.argv.empty() && launch.argv[0] == kInitializerName &&
+        !node.initializer_binary.empty()) {
+      launch.argv[0] = node.initializer_binary;
+    }
+    // Its replicated job and what that waits for: the step holds it until then (step_gate.h).
+    launch.step = w.step();
+    for (const auto& s : plan.steps()) {
+      if (s.name() != w.step()) continue;
+      for (const auto& d : s.depends_on()) launch.waits.push_back({d.step(), d.status()});
+    }
     for (const auto& [k, v] : w.env()) launch.env[k] = ExpandPlanVars(v, node_env);
     for (const auto& [k, v] : node_env) launch.env[k] = v;
     for (const auto& [k, v] : node.rendezvous_env) launch.env[k] = v;
@@ -79,7 +119,8 @@ PlannedLaunches PlanLaunches(const v1::LaunchPlan& plan, const NodeLaunchContext
     launch.cwd = ResolveWorkerCwd(w.cwd(), work_dir, SharedWorkDir(node.shared_dir, plan.job()));
     launch.log_path = RankLogPath(node.state_dir, plan.job(), plan.attempt(), w.rank());
     std::optional<RankBinding> binding;
-    if (w.local_rank() < bindings.size()) binding = bindings[w.local_rank()];
+    // A step's workers (an initializer) are not the training's ranks: no devices, no CPU set.
+    if (w.step().empty() && w.local_rank() < bindings.size()) binding = bindings[w.local_rank()];
     if (binding) {
       launch.env.merge(BindingEnv(*binding, plugins));  // the plan's own env wins
       if (!node.cpu_affinity) {

@@ -9,7 +9,8 @@
 // A rank's env, from weakest to strongest (a stronger source overwrites a weaker one's key):
 //   1. its binding's env (visible devices, TRAINLET_CPUSET): only keys nobody else sets;
 //   2. the plan's env for the worker, with $(NAME) expanded to the node env's values;
-//   3. the node env (TRAINLET_NODE, TRAINLET_WORK_DIR, TRAINLET_EXEC);
+//   3. the node env (TRAINLET_NODE, TRAINLET_WORK_DIR, TRAINLET_EXEC, and the workspace env:
+//      TRAINLET_WORKSPACE, TRAINLET_DATASET_DIR, TRAINLET_MODEL_DIR, TRAINLET_CACHE_DIR);
 //   4. the attempt's rendezvous env (TRAINLET_RENDEZVOUS_ENDPOINT, TRAINLET_RENDEZVOUS_TOKEN);
 //   5. the attempt's progress env (KUBEFLOW_TRAINER_SERVER_URL, _CA_CERT, _TOKEN), so a plan
 //      cannot point a rank's progress at another server.
@@ -39,9 +40,30 @@ namespace trainlet::agent {
 std::string JobWorkDir(const std::string& state_dir, const std::string& job);
 std::string RankLogPath(const std::string& state_dir, const std::string& job, uint32_t attempt,
                         uint32_t rank);
-// The env every process of a job gets from this node (ranks and exec sessions).
+// The job's per-node workspace, shared by every step of the job on this node:
+// <work dir>/workspace, holding dataset/ and model/ (what Kubeflow's runtimes call
+// /workspace/dataset and /workspace/model).
+std::string JobWorkspaceDir(const std::string& work_dir);
+// The node's initializer cache, shared by its jobs: <state dir>/cache.
+std::string NodeCacheDir(const std::string& state_dir);
+// The workspace env of a job's processes, with the real paths: TRAINLET_WORKSPACE,
+// TRAINLET_DATASET_DIR, TRAINLET_MODEL_DIR and TRAINLET_CACHE_DIR. trainlet-step changes
+// TRAINLET_DATASET_DIR and TRAINLET_MODEL_DIR to /workspace/dataset and /workspace/model when
+// it binds the workspace on /workspace (agent/step/workspace_mount.h).
+std::map<std::string, std::string> WorkspaceEnvFor(const std::string& work_dir,
+                                                   const std::string& state_dir);
+// Not pure: creates the job's workspace with dataset/ and model/, and the node's cache dir, each
+// 0700 (the workers run as the agent's user). The error names the dir that could not be made.
+Status MakeJobWorkspace(const std::string& state_dir, const std::string& job);
+
+// The env every process of a job gets from this node (ranks and exec sessions): TRAINLET_NODE,
+// TRAINLET_WORK_DIR, TRAINLET_EXEC and WorkspaceEnvFor's.
 std::map<std::string, std::string> NodeEnvFor(const std::string& node, const std::string& work_dir,
-                                              const std::string& exec_binary);
+                                              const std::string& exec_binary,
+                                              const std::string& state_dir);
+
+// argv[0] exactly "trainlet-initializer" names the built-in initializer beside the agent.
+inline constexpr char kInitializerName[] = "trainlet-initializer";
 
 // Expands $(NAME) references to `vars`' values, as Kubernetes does for container env; anything
 // else, including unknown names and an unclosed "$(", is left as written.
@@ -60,6 +82,8 @@ struct NodeLaunchContext {
   std::string state_dir;    // work dirs and logs live under it (JobWorkDir, RankLogPath)
   std::string exec_binary;  // TRAINLET_EXEC
   std::string shared_dir;   // the agent's shared_dir, "" for none (working_dirs.h)
+  // The file argv[0] "trainlet-initializer" runs (beside the agent); "": argv is left as is.
+  std::string initializer_binary;
   const v1::NodeInfo* node_info = nullptr;  // topology and accelerators, for the bindings
   const std::vector<std::unique_ptr<AcceleratorPlugin>>* plugins = nullptr;  // visible-devices env
   std::map<std::string, std::string> rendezvous_env;  // RendezvousServer::AddAttempt's answer

@@ -204,7 +204,10 @@ namespace trainlet::agent {
 std::vector<RankBinding> BindingsForPlan(const v1::LaunchPlan& plan, const v1::NodeInfo& node) {
   if (plan.binding() == "none") return {};
   uint32_t local_ranks = 0;
-  for (const auto& w : plan.workers()) local_ranks = std::max(local_ranks, w.local_rank() + 1);
+  for (const auto& w : plan.workers()) {
+    // A replicated job's workers (WorkerSpec.step) are unbound: they do not share the devices.
+    if (w.step().empty()) local_ranks = std::max(local_ranks, w.local_rank() + 1);
+  }
   return ComputeRankBindings(node.topology(),
                              {node.accelerators().begin(), node.accelerators().end()}, local_ranks);
 }

@@ -95,7 +95,9 @@ std::vector<WorkerSupervisor::RunningWorker> WorkerSupervisor::Running() const {
   std::vector<RunningWorker> out;
   for (const auto& [pid, w] : workers_) out.push_back({w.job, w.attempt, w.rank, pid});
   for (const auto& [id, st] : steps_) {
-    for (const auto& [rank, r] : st.live) out.push_back({st.job, st.attempt, rank, r.pid});
+    for (const auto& [rank, r] : st.live) {
+      if (r.pid != 0) out.push_back({st.job, st.attempt, rank, r.pid});  // 0: held, not started
+    }
   }
   return out;
 }

@@ -11,6 +11,9 @@
 //    message "step process died; exit status unknown".
 //    trainlet-exec sessions run the same way, each under a step of its own (one rank), so a
 //    session can be stopped alone (StopRank) and outlives the agent like any rank.
+//    A rank whose replicated job waits for others (WorkerLaunch::waits, agent/step/step_gate.h)
+//    is held by its step: StartStep answers pid 0 for it, it counts as running, and its start
+//    (or its never starting) comes later, from Reap (TakeLateStarts, WorkerExit::started).
 //  - Direct workers (Start): children of the agent itself, their output optionally piped to the
 //    caller. They do not survive the agent: KillDirectAndWait ends them at shutdown.
 //
@@ -45,6 +48,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agent/process_spawner.h"
@@ -84,6 +88,10 @@ struct WorkerLaunch {
   int stdout_fd = -1;  // >= 0: stdout goes here instead (caller's pipe); direct workers only
   int stderr_fd = -1;  // >= 0: stderr goes here instead (caller's pipe); direct workers only
   std::vector<unsigned> cpus;  // CPU affinity of the worker; empty: the agent's
+  // Its replicated job (WorkerSpec.step, "" for the main one) and what that job waits for on this
+  // node (LaunchPlan.steps); steps only.
+  std::string step;
+  std::vector<step::StepNeed> waits;
 };
 
 // How one worker ended.
@@ -95,6 +103,17 @@ struct WorkerExit {
   int exit_code = 0;    // the exit status; 128 + signal when killed by a signal, as a shell says
   int signal = 0;       // the terminating signal, 0 when it exited by itself
   std::string message;  // why the status is not the process's own (step died, start failed)
+  // false: a held rank (WorkerLaunch::waits) that never started (`message` says why): report it
+  // as a start failure, not an exit.
+  bool started = true;
+};
+
+// A held rank that its step started once its dependencies were met.
+struct LateStart {
+  std::string job;
+  uint32_t attempt = 0;
+  uint32_t rank = 0;
+  pid_t pid = 0;
 };
 
 class WorkerSupervisor {
@@ -139,7 +158,8 @@ class WorkerSupervisor {
   Result<pid_t> Start(const WorkerLaunch& launch);
 
   // Starts `launches`, ranks of one (job, attempt), under a new step process, and returns one
-  // result per launch, in order: the rank's pid, or why it did not start (the same checks as
+  // result per launch, in order: the rank's pid (0: held until its dependencies are met), or why
+  // it did not start (the same checks as
   // Start, or the step's spawn error naming argv[0], or the step's own failure). Blocks the loop
   // until the step has spawned every rank (about what spawning them directly costs, plus one
   // exec), at most Options::step_start_timeout. `stop_grace` is what the step waits between
@@ -206,6 +226,9 @@ class WorkerSupervisor {
   // reaped and logged. Each exited direct worker's process group is sent SIGKILL first (see the
   // top of this file).
   std::vector<WorkerExit> Reap();
+  // The held ranks the steps started since the last call (read by Reap): report them started
+  // before the exits Reap returned, which may include theirs.
+  std::vector<LateStart> TakeLateStarts() { return std::exchange(late_starts_, {}); }
 
   // Sends the SIGKILLs that are due at `now`. Returns the time until the next one, rounded up to a
   // whole millisecond, or nullopt when none is pending.
@@ -215,7 +238,8 @@ class WorkerSupervisor {
   size_t running() const;
   size_t running(const std::string& job) const;
   bool IsRunning(const std::string& job, uint32_t attempt, uint32_t rank) const;
-  // Every worker still running: (job, attempt, rank, pid), for a registration report.
+  // Every worker still running: (job, attempt, rank, pid), for a registration report. Held ranks
+  // (not started yet) are not listed.
   struct RunningWorker {
     std::string job;
     uint32_t attempt;
@@ -223,6 +247,9 @@ class WorkerSupervisor {
     pid_t pid;
   };
   std::vector<RunningWorker> Running() const;
+  // How the workspace reached the ranks of (job, attempt)'s newest step, as that step wrote it
+  // (agent/step/workspace_mount.h); "" when unknown.
+  std::string StepWorkspace(const std::string& job, uint32_t attempt) const;
   // Step processes known (running, or ended with exits not yet acknowledged).
   size_t steps() const { return steps_.size(); }
   // The coordinator's partition grace, for steps started from now on (Options::orphan_grace).
@@ -277,6 +304,7 @@ class WorkerSupervisor {
     std::map<uint32_t, StepRankState> live;  // rank -> running rank
     std::set<uint32_t> known;                // ranks with an S or F record
     std::map<uint32_t, uint64_t> returned;   // rank -> seq of its report (0: not yet)
+    std::string workspace;                   // its workspace note, read once it is ready
   };
 
   Status ValidateLaunch(const WorkerLaunch& launch, const std::string& who) const;
@@ -333,6 +361,7 @@ class WorkerSupervisor {
   std::map<int, Step> steps_;        // by step id
   int next_step_id_ = 1;
   std::vector<WorkerExit> pending_exits_;  // found by AdoptSteps, returned by the next Reap
+  std::vector<LateStart> late_starts_;     // held ranks started, for TakeLateStarts
   uint64_t acked_through_ = 0;
 };
 

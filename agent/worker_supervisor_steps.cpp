@@ -17,6 +17,7 @@
 #include "agent/step/step_launch.h"
 #include "agent/step/step_records.h"
 #include "agent/step/step_stop.h"
+#include "agent/step/workspace_mount.h"
 #include "agent/worker_supervisor.h"
 #include "common/platform/descriptors.h"
 #include "common/platform/process_info.h"
@@ -229,8 +230,13 @@ step::StepLaunch WorkerSupervisor::StepSpecFor(const std::vector<WorkerLaunch>& 
     r.log_path = l.log_path;
     r.stderr_path = l.stderr_path;
     r.cpus = l.cpus;
+    r.step = l.step;
     spec.ranks.push_back(std::move(r));
     index.push_back(i);
+    // What the rank's replicated job waits for, once per job (step_gate.h).
+    const bool listed = std::any_of(spec.steps.begin(), spec.steps.end(),
+                                    [&](const step::StepOrder& o) { return o.name == l.step; });
+    if (!l.waits.empty() && !listed) spec.steps.push_back({l.step, l.waits});
   }
   return spec;
 }
@@ -323,6 +329,7 @@ void WorkerSupervisor::ReportStepStarts(Step& s, const std::vector<WorkerLaunch>
                                         std::vector<StepRecord>& records,
                                         std::vector<Result<pid_t>>& results) {
   ReadNewRecords(s, &records);
+  s.workspace = step::ReadWorkspaceNote(s.dir);  // written before its ranks started
   std::map<uint32_t, std::string> failed;
   for (const StepRecord& r : records) {
     if (r.kind == StepRecord::Kind::kHeader && r.start_time != 0) s.start_time = r.start_time;
@@ -347,6 +354,14 @@ void WorkerSupervisor::ReportStepStarts(Step& s, const std::vector<WorkerLaunch>
       spdlog::debug("supervisor: {} local_rank {} started as pid {} under step {} (log {})", who,
                     l.local_rank, it->second.pid, s.pid,
                     l.log_path.empty() ? "discarded" : l.log_path);
+    } else if (is_ready && !l.waits.empty()) {
+      // Held by the step until its replicated job's dependencies are met: running, pid unknown.
+      // An F record of it (its dependency failed at once) comes out of ApplyStepRecords after
+      // the exit that caused it, as a never-started rank (WorkerExit::started false).
+      s.live[l.rank] = StepRankState{0, 0};
+      s.known.erase(l.rank);
+      results[index[k]] = pid_t{0};
+      spdlog::debug("supervisor: {} held until its dependencies are met", who);
     } else if (auto f = failed.find(l.rank); f != failed.end()) {
       results[index[k]] = InternalError(who + ": " + f->second);
       spdlog::warn("supervisor: {} failed to start: {}", who, f->second);
@@ -441,8 +456,22 @@ void WorkerSupervisor::ApplyStepRecords(Step& s, const std::vector<StepRecord>& 
       case StepRecord::Kind::kHeader:
         break;
       case StepRecord::Kind::kStarted:
-        break;  // StartStep and AdoptSteps take the starts; a late one has no caller to tell
+        // StartStep and AdoptSteps take the starts; a held rank's comes late (TakeLateStarts).
+        if (auto it = s.live.find(r.rank); it != s.live.end() && it->second.pid == 0) {
+          it->second = StepRankState{r.pid, r.start_time};
+          s.known.insert(r.rank);
+          late_starts_.push_back({s.job, s.attempt, r.rank, r.pid});
+        }
+        break;
       case StepRecord::Kind::kStartFailed:
+        // A held rank that will never start (its dependency failed, or the step was stopped).
+        if (auto it = s.live.find(r.rank); it != s.live.end() && it->second.pid == 0) {
+          WorkerExit e{s.job, s.attempt, r.rank, 0, 127, 0, r.message, /*started=*/false};
+          exits->push_back(std::move(e));
+          s.known.insert(r.rank);
+          s.returned.emplace(r.rank, 0);
+          s.live.erase(it);
+        }
         break;
       case StepRecord::Kind::kExited: {
         auto it = s.live.find(r.rank);
@@ -534,6 +563,14 @@ bool WorkerSupervisor::StepKnows(const std::string& job, uint32_t attempt, uint3
   });
 }
 
+std::string WorkerSupervisor::StepWorkspace(const std::string& job, uint32_t attempt) const {
+  std::string found;
+  for (const auto& [id, s] : steps_) {  // by id: the newest step of the attempt comes last
+    if (s.job == job && s.attempt == attempt && !s.workspace.empty()) found = s.workspace;
+  }
+  return found;
+}
+
 void WorkerSupervisor::ReportsAcked(uint64_t seq) {
   acked_through_ = std::max(acked_through_, seq);
   RemoveFinishedSteps();
@@ -585,6 +622,7 @@ std::vector<WorkerSupervisor::AdoptedStep> WorkerSupervisor::AdoptSteps() {
     s.attempt = launch->attempt;
     s.stop_grace_ms = launch->stop_grace_ms;
     s.stop_requests = launch->stop_requests;
+    s.workspace = step::ReadWorkspaceNote(s.dir);
     const std::string events = s.dir + "/events";
     s.events_fd = open(events.c_str(), O_RDONLY | O_CLOEXEC);
     if (s.events_fd < 0) {
@@ -628,6 +666,14 @@ std::vector<WorkerSupervisor::AdoptedStep> WorkerSupervisor::AdoptSteps() {
       }
     }
     ApplyStepRecords(s, records, &exits);
+    // Ranks the step still holds for their dependencies: running, not started (a dead step's are
+    // ended below with the rest).
+    for (const step::StepRank& r : launch->ranks) {
+      const bool waits =
+          std::any_of(launch->steps.begin(), launch->steps.end(),
+                      [&](const auto& o) { return o.name == r.step && !o.depends_on.empty(); });
+      if (waits && !s.known.contains(r.rank)) s.live.emplace(r.rank, StepRankState{0, 0});
+    }
     AdoptedStep info{s.job, s.attempt, s.stop_grace_ms, 0, exits.size(), alive, {}, ""};
     for (const step::StepRank& r : launch->ranks) {
       info.ranks.push_back(r.rank);

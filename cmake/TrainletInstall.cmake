@@ -4,7 +4,8 @@
 #
 # Layout (prefix /usr in the .deb, /usr/local by default):
 #   <prefix>/bin/                      trainletctl, trainlet-agent, trainlet-coordinator,
-#                                      trainlet-exec, trainlet-step, trainlet-pmix
+#                                      trainlet-exec, trainlet-step, trainlet-pmix,
+#                                      trainlet-initializer
 #   <prefix>/share/trainlet/runtimes/  the shipped ClusterTrainingRuntimes; `trainletctl local up`
 #                                      finds them as <exe>/../share/trainlet/runtimes
 #   <prefix>/share/doc/trainlet/       operator docs
@@ -35,6 +36,9 @@ endif()
 if(TARGET trainlet-step)
   install(TARGETS trainlet-step RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
+# The built-in dataset and model initializer (a Python 3 program); the agent runs it from its own
+# directory for dataset-initializer and model-initializer steps without a command.
+install(PROGRAMS ${TRAINLET_INITIALIZER_SOURCE} DESTINATION ${CMAKE_INSTALL_BINDIR})
 # The PMIx server of MPI ranks started directly; trainlet-step runs it from its own directory.
 # (The .deb then depends on libpmix2, through CPACK_DEBIAN_PACKAGE_SHLIBDEPS.)
 if(TARGET trainlet-pmix)

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "coordinator/attempt_steps.h"
 #include "coordinator/gang_planner.h"
 #include "coordinator/lifecycle_rules.h"
 #include "coordinator/placement_inputs.h"
@@ -62,6 +63,9 @@ bool AttemptLauncher::Place(JobEntry& job, PassCapacity& room, int64_t now_ms) {
   };
   auto layout = LayoutAttempt(*job.plugin, req);
   if (!layout.ok()) return refuse(layout.status());
+  // The runtime's other replicated jobs run beside the plugin's ranks (attempt_steps.h).
+  auto steps = StepsOf(job.spec, job.runtime);
+  if (!steps.ok()) return refuse(steps.status());
   LauncherSecret secret;  // held here and by ExecAuthority, never in the request
   if (layout->exec_launcher_rank) {
     auto issued = exec_->IssueLauncherKeys(req);
@@ -79,9 +83,10 @@ bool AttemptLauncher::Place(JobEntry& job, PassCapacity& room, int64_t now_ms) {
     auto rendered = RenderAttempt(*job.plugin, req, *layout, secret);
     if (!rendered.ok()) return refuse(rendered.status());
     plans = std::move(*rendered);
+    AddStepsToPlans(*steps, *layout, plans);
   }
   const v1::JobStatus before = st;  // what stays if the placement cannot be stored
-  RecordAttempt(job, req, placement->nodes, *layout, secret, now_ms);
+  RecordAttempt(job, req, placement->nodes, *layout, *steps, secret, now_ms);
   if (auto mixed = MixedAttemptsWarning(st, req, placement->nodes, *layout); !mixed.empty()) {
     AppendEvent(st, "Warning", "MixedWorkDirs", mixed, now_ms);
   }
@@ -106,8 +111,8 @@ bool AttemptLauncher::Place(JobEntry& job, PassCapacity& room, int64_t now_ms) {
 
 void AttemptLauncher::RecordAttempt(JobEntry& job, const PlanRequest& req,
                                     const std::vector<std::string>& nodes,
-                                    const AttemptLayout& layout, const LauncherSecret& secret,
-                                    int64_t now_ms) {
+                                    const AttemptLayout& layout, const AttemptSteps& steps,
+                                    const LauncherSecret& secret, int64_t now_ms) {
   v1::JobStatus& st = job.record.status;
   st.set_attempt(req.attempt);
   st.set_launcher_key(req.launcher_public_key);
@@ -128,6 +133,7 @@ void AttemptLauncher::RecordAttempt(JobEntry& job, const PlanRequest& req,
       r->set_attempt(req.attempt);
     }
   }
+  AddStepRanks(steps, layout, nodes, req.attempt, st);
   std::sort(st.mutable_ranks()->begin(), st.mutable_ranks()->end(),
             [](const auto& a, const auto& b) { return a.rank() < b.rank(); });
   auto* rec = st.add_attempts();
@@ -190,11 +196,15 @@ void AttemptLauncher::LaunchWithPorts(JobEntry& job, int64_t now_ms) {
   const PlanRequest& req = *waited;
   // RenderAttempt checks that the plans hold exactly the ranks stored from the layout.
   auto plans = RenderAttempt(*job.plugin, req, *layout, exec_->SecretOf(name));
+  // The steps were checked when the attempt was placed, from the same spec and runtime.
+  auto steps = StepsOf(job.spec, job.runtime);
+  if (plans.ok() && !steps.ok()) plans = steps.status();
   if (!plans.ok()) {
     owner_->FailAttempt(job, "planning with the reserved ports failed: " + plans.status().message(),
                         now_ms);
     return;
   }
+  AddStepsToPlans(*steps, *layout, *plans);
   std::vector<std::string> nodes;
   for (const auto& n : req.nodes) nodes.push_back(n.name);
   port_waits_.End(name, attempt);  // `req` and `layout` go with it

@@ -27,6 +27,7 @@
 #include "common/status.h"
 #include "coordinator/agent_commands.h"
 #include "coordinator/attempt_plan.h"
+#include "coordinator/attempt_steps.h"
 #include "coordinator/exec_authority.h"
 #include "coordinator/job_entry.h"
 #include "coordinator/job_state_machine.h"
@@ -102,11 +103,12 @@ class AttemptLauncher {
   }
 
  private:
-  // Writes the placed attempt into the job's status (placement, the layout's ranks Pending, the
-  // attempt record), gives ExecAuthority its launcher secret and moves the job to Starting.
+  // Writes the placed attempt into the job's status (placement, the layout's ranks and the
+  // steps' Pending, the attempt record), gives ExecAuthority its launcher secret and moves the
+  // job to Starting.
   void RecordAttempt(JobEntry& job, const PlanRequest& request,
                      const std::vector<std::string>& nodes, const AttemptLayout& layout,
-                     const LauncherSecret& secret, int64_t now_ms);
+                     const AttemptSteps& steps, const LauncherSecret& secret, int64_t now_ms);
   // Every node answered: when their work dirs hold different checkpoints (work_dir_agreement.h),
   // fails the job, with no restart, before any rank starts, and returns true.
   bool FailIfWorkDirsDiverge(JobEntry& job, int64_t now_ms);

@@ -214,7 +214,7 @@ void JobController::OnWorkerEvent(const std::string& node, const v1::WorkerEvent
                                   int64_t now_ms) {
   auto it = jobs_.find(ev.job());
   v1::JobStatus* st = it == jobs_.end() ? nullptr : &it->second->record.status;
-  const RankEventFold fold = FoldWorkerEvent(st, node, ev);
+  const RankEventFold fold = FoldWorkerEvent(st, node, ev, now_ms);
   if (fold.effect == RankEventFold::Effect::kStale) {
     // A rank of a deleted job or of an older attempt: it must not run.
     if (ev.kind() == v1::WorkerEvent::KIND_STARTED) {

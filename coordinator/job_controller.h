@@ -197,6 +197,7 @@ class JobController : private AttemptLauncher::Owner {
 
   // Kueue's queue objects (queue_catalog.h): applied with the jobs, read by admission and by
   // OperatorService (operator_queues.cpp), which deletes through it with store().
+  const RuntimeCatalog& runtimes() const { return runtimes_; }
   QueueCatalog& queues() { return queues_; }
   const QueueCatalog& queues() const { return queues_; }
   JobStore& store() { return *store_; }

@@ -1,5 +1,6 @@
 #include "coordinator/job_entry.h"
 
+#include "coordinator/attempt_steps.h"
 #include "coordinator/job_key.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/lifecycle_rules.h"
@@ -80,6 +81,10 @@ Result<std::unique_ptr<JobEntry>> NewJobEntry(const trainjob::TrainJob& spec,
       return InvalidError("TrainJob/" + spec.name + ": " + st.message());
     }
   }
+  // The runtime's other replicated jobs must be runnable (attempt_steps.h): refused at apply
+  // rather than when placed. A stored job still loads, and fails when placed.
+  TRAINLET_RETURN_IF_ERROR(StepsOf(spec, *rt).status());
+  for (auto& w : StepWarnings(spec, *rt)) warnings.push_back(std::move(w));
   job->record.name = JobKey(spec.namespace_, spec.name);
   job->record.spec_yaml = spec.yaml;
   job->record.runtime_kind = rt->kind;

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "coordinator/attempt_steps.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/rank_state_machine.h"
 
@@ -200,10 +201,9 @@ int64_t StartDeadlineMs(const v1::JobStatus& st, std::chrono::milliseconds start
   }
   const auto& rec = st.attempts(st.attempts_size() - 1);
   if (AttemptEnded(rec)) return INT64_MAX;
-  const bool pending = std::any_of(st.ranks().begin(), st.ranks().end(), [](const auto& r) {
-    return r.rank_state() == v1::RANK_STATE_PENDING;
-  });
-  return pending ? rec.started_unix_ms() + start_timeout.count() : INT64_MAX;
+  // Ranks held by a step's dependency count from its last progress (attempt_steps.h).
+  const std::optional<int64_t> from = StartClockMs(st, rec.started_unix_ms());
+  return from ? *from + start_timeout.count() : INT64_MAX;
 }
 
 void EndAttemptRecord(v1::JobStatus& st, AttemptTrigger result, const std::string& cause,

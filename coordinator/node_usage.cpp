@@ -23,7 +23,9 @@ NodeUsage UsageOf(const std::vector<const JobEntry*>& jobs) {
     std::set<std::string> nodes;  // where this job has a live rank
     for (const auto& r : st.ranks()) {
       if (RankEnded(r)) continue;
-      ++usage.slots[r.node()];
+      // A replicated job's workers (an initializer) hold no slot: the gang was placed for the
+      // main ranks alone, and counting them could put a node past its slots.
+      if (r.step().empty()) ++usage.slots[r.node()];
       nodes.insert(r.node());
       if (active) usage.placed.insert(r.node());
     }

@@ -49,6 +49,8 @@ Status OperatorService::Authorize(const std::string& user, const v1::OperatorReq
       return policy.Check(user, Verb::kCordon, "");
     case v1::OperatorRequest::kDrainNode:
       return policy.Check(user, Verb::kDrain, "");
+    case v1::OperatorRequest::kGetRuntimes:  // like queue objects: cluster configuration
+      return policy.Check(user, Verb::kGet, "");
     case v1::OperatorRequest::kQueueObjects: {
       // Kueue's queue objects (operator_queues.h): anyone the policy names may list them; only
       // admins may delete one, as only admins may apply one.

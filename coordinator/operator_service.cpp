@@ -5,9 +5,11 @@
 #include <stdexcept>
 
 #include "common/envelope.h"
+#include "coordinator/attempt_steps.h"
 #include "coordinator/job_key.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/operator_queues.h"
+#include "coordinator/operator_runtimes.h"
 #include "coordinator/queue_usage_view.h"
 #include "coordinator/rank_state_machine.h"
 
@@ -156,6 +158,9 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
       take(std::move(list), r.mutable_queue_objects());
       break;
     }
+    case v1::OperatorRequest::kGetRuntimes:  // operator_runtimes.h
+      take(ListRuntimes(jobs_->runtimes(), req.get_runtimes()), r.mutable_runtimes());
+      break;
     case v1::OperatorRequest::kLogs:
       return HandleLogs(routing_id, req.request_id(), req.logs(), now);
     case v1::OperatorRequest::BODY_NOT_SET:
@@ -307,9 +312,20 @@ void OperatorService::HandleLogs(const std::string& routing_id, uint64_t request
                 "trainjob/" + shown + " has not started yet (" + JobPhaseName(PhaseOf(*job)) +
                     (job->reason().empty() ? "" : ": " + job->reason()) + ")");
   }
+  // --step NAME --rank i: the step's i-th worker, by its global rank (attempt_steps.h).
+  uint32_t global = req.rank();
+  if (!req.step().empty()) {
+    const auto found = StepWorkerRank(*job, req.step(), req.rank());
+    if (!found) {
+      return Fail(routing_id, request_id, ErrorCode::kNotFound,
+                  "--step " + req.step() + " --rank " + std::to_string(req.rank()) + ": trainjob/" +
+                      shown + " has no such worker of that replicated job");
+    }
+    global = *found;
+  }
   const v1::RankStatus* rank = nullptr;
   for (const auto& r : job->ranks()) {
-    if (r.rank() == req.rank()) rank = &r;
+    if (r.rank() == global) rank = &r;
   }
   if (rank == nullptr) {
     return Fail(routing_id, request_id, ErrorCode::kNotFound,
@@ -324,17 +340,17 @@ void OperatorService::HandleLogs(const std::string& routing_id, uint64_t request
     for (const auto& a : job->attempts()) {
       if (a.attempt() == attempt) rec = &a;
     }
-    if (rec == nullptr || static_cast<int>(req.rank()) >= rec->rank_nodes_size()) {
+    if (rec == nullptr || static_cast<int>(global) >= rec->rank_nodes_size()) {
       return Fail(routing_id, request_id, ErrorCode::kNotFound,
                   "--attempt " + std::to_string(attempt) + ": trainjob/" + shown +
                       " has attempts 1-" + std::to_string(job->attempt()));
     }
-    node_name = rec->rank_nodes(static_cast<int>(req.rank()));
+    node_name = rec->rank_nodes(static_cast<int>(global));
   }
   const NodeEntry* node = nodes_->Find(node_name);
   if (node == nullptr || node->state == NodeState::kLost) {
     return Fail(routing_id, request_id, ErrorCode::kUnavailable,
-                "node " + node_name + " holding rank " + std::to_string(req.rank()) +
+                "node " + node_name + " holding rank " + std::to_string(global) +
                     "'s log of attempt " + std::to_string(attempt) + " is not connected");
   }
   const uint64_t id = next_log_request_++;
@@ -346,7 +362,7 @@ void OperatorService::HandleLogs(const std::string& routing_id, uint64_t request
   read->set_request_id(id);
   read->set_job(key);
   read->set_attempt(attempt);
-  read->set_rank(req.rank());
+  read->set_rank(global);
   read->set_offset(req.offset());
   read->set_max_bytes(req.max_bytes());
   agents_->SendToNode(node_name, std::move(env));

@@ -24,11 +24,14 @@ bool FoldRankEvent(v1::RankStatus& rank, const v1::WorkerEvent& ev) {
       rank.set_cpuset(ev.cpuset());
       rank.set_devices(ev.devices());
       rank.set_cwd(ev.cwd());
+      rank.set_workspace(ev.workspace());
       break;
     case v1::WorkerEvent::KIND_EXITED:
       rank.set_pid(ev.pid());
       rank.set_exit_code(ev.exit_code());
       rank.set_signal(ev.signal());
+      // The agent's word on a failed exit (the last line of the worker's log).
+      if (!ev.message().empty()) rank.set_message(ev.message());
       LogRefused(ev, ApplyRankTrigger(rank, ev.exit_code() == 0 && ev.signal() == 0
                                                 ? RankTrigger::kExitedZero
                                                 : RankTrigger::kExitedNonZero));
@@ -43,6 +46,54 @@ bool FoldRankEvent(v1::RankStatus& rank, const v1::WorkerEvent& ev) {
   return true;
 }
 
+// "step dataset-initializer on node-a exited with code 3: <the agent's message>".
+std::string StepCause(const v1::RankStatus& rank, const std::string& node) {
+  std::string cause = "step " + rank.step() + " on " + node + " " + DescribeExit(rank);
+  if (rank.rank_state() == v1::RANK_STATE_FAILED && !rank.message().empty()) {
+    cause += ": " + rank.message();
+  }
+  return cause;
+}
+
+// A step's story in the job's events, once per step and attempt: StepStarted when its first
+// worker starts, StepCompleted when its last one on every node exited 0, StepFailed when its
+// first one fails. A worker that starts or exits 0 is progress the start timeout counts from
+// (attempt_steps.h: StartClockMs).
+void NoteStepProgress(v1::JobStatus& st, const v1::RankStatus& rank, const std::string& node,
+                      const v1::WorkerEvent& ev, int64_t now_ms) {
+  if (rank.step().empty()) return;
+  size_t workers = 0, left_pending = 0, succeeded = 0, failed = 0;
+  for (const auto& r : st.ranks()) {
+    if (r.step() != rank.step()) continue;
+    ++workers;
+    left_pending += r.rank_state() != v1::RANK_STATE_PENDING;
+    succeeded += r.rank_state() == v1::RANK_STATE_SUCCEEDED;
+    failed +=
+        r.rank_state() == v1::RANK_STATE_FAILED || r.rank_state() == v1::RANK_STATE_START_FAILED;
+  }
+  const bool started =
+      ev.kind() == v1::WorkerEvent::KIND_STARTED && rank.rank_state() == v1::RANK_STATE_RUNNING;
+  const bool exited_zero = rank.rank_state() == v1::RANK_STATE_SUCCEEDED;
+  // The coordinator's clock when it has one: the start timeout compares with it.
+  const int64_t at = now_ms != 0 ? now_ms : ev.unix_ms();
+  if (started || exited_zero) st.set_step_progress_unix_ms(at);
+  const JobPhase phase = PhaseOf(st);
+  if (st.deleting() || (phase != JobPhase::kStarting && phase != JobPhase::kRunning)) return;
+  const std::string what = "step " + rank.step();
+  if (started && left_pending == 1) {
+    AppendEvent(st, "Normal", "StepStarted",
+                what + " started (" + std::to_string(workers) + " worker(s) on the job's nodes)",
+                at);
+  } else if (exited_zero && succeeded == workers) {
+    AppendEvent(st, "Normal", "StepCompleted",
+                what + ": all " + std::to_string(workers) + " worker(s) exited 0", at);
+  } else if (!started && !exited_zero && failed == 1 &&
+             (rank.rank_state() == v1::RANK_STATE_FAILED ||
+              rank.rank_state() == v1::RANK_STATE_START_FAILED)) {
+    AppendEvent(st, "Warning", "StepFailed", StepCause(rank, node), at);
+  }
+}
+
 // What the attempt does now that `rank` (on `node`) changed.
 void DecideOutcome(const v1::JobStatus& st, const v1::RankStatus& rank, const std::string& node,
                    RankEventFold& fold) {
@@ -51,7 +102,9 @@ void DecideOutcome(const v1::JobStatus& st, const v1::RankStatus& rank, const st
   if (rank.rank_state() == v1::RANK_STATE_FAILED ||
       rank.rank_state() == v1::RANK_STATE_START_FAILED) {
     fold.outcome = RankEventFold::Outcome::kFailed;
-    fold.cause = "rank " + std::to_string(rank.rank()) + " on " + node + " " + DescribeExit(rank);
+    fold.cause = rank.step().empty() ? "rank " + std::to_string(rank.rank()) + " on " + node + " " +
+                                           DescribeExit(rank)
+                                     : StepCause(rank, node);
     return;
   }
   const auto& ranks = st.ranks();
@@ -73,8 +126,8 @@ std::string DescribeExit(const v1::RankStatus& r) {
   return "exited with code " + std::to_string(r.exit_code());
 }
 
-RankEventFold FoldWorkerEvent(v1::JobStatus* st, const std::string& node,
-                              const v1::WorkerEvent& ev) {
+RankEventFold FoldWorkerEvent(v1::JobStatus* st, const std::string& node, const v1::WorkerEvent& ev,
+                              int64_t now_ms) {
   RankEventFold fold;
   if (st == nullptr || ev.attempt() != st->attempt()) return fold;  // kStale
   v1::RankStatus* rank = nullptr;
@@ -92,6 +145,7 @@ RankEventFold FoldWorkerEvent(v1::JobStatus* st, const std::string& node,
     return fold;
   }
   fold.effect = RankEventFold::Effect::kFolded;
+  NoteStepProgress(*st, *rank, node, ev, now_ms);
   DecideOutcome(*st, *rank, node, fold);
   return fold;
 }

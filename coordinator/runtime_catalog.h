@@ -40,6 +40,8 @@ class RuntimeCatalog {
   // outside namespace "default". The pointer is valid until the next Commit.
   const trainjob::TrainingRuntime* Find(const std::string& kind, const std::string& name) const;
   size_t size() const { return runtimes_.size(); }
+  // Every runtime, keyed as Stage::runtimes.
+  const std::map<std::string, trainjob::TrainingRuntime>& all() const { return runtimes_; }
 
   // Apply's runtime documents.
   static Stage StageRuntimes(const std::vector<trainjob::TrainingRuntime>& runtimes);

@@ -10,7 +10,8 @@ set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
 set(CPACK_PACKAGE_DESCRIPTION
     "trainlet is a per-node agent (trainlet-agent), a coordinator (trainlet-coordinator) and a\n\
 kubectl-like CLI (trainletctl) that run Kubeflow Trainer v2 TrainJobs without Kubernetes.\n\
-The package ships the three binaries, systemd units (not enabled), default configs in\n\
+The package ships the three binaries, trainlet-initializer (the bare-metal dataset and model\n\
+initializer, a python3 program), systemd units (not enabled), default configs in\n\
 /etc/trainlet, the shipped ClusterTrainingRuntimes in /usr/share/trainlet/runtimes and the\n\
 Python SDK (import trainlet: Kubeflow's TrainerClient over the operator API).")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})

@@ -77,6 +77,37 @@ class Reader {
   std::string* error_;
 };
 
+// "steps": [{"name": ..., "depends_on": [{"step": ..., "status": "Ready"|"Complete"}]}].
+void DecodeSteps(const json& doc, Reader& rd, std::vector<StepOrder>* out, std::string* error) {
+  const json* steps = rd.Field(doc, "steps", "", json::value_t::array);
+  for (size_t i = 0; steps != nullptr && i < steps->size() && error->empty(); ++i) {
+    const json& s = (*steps)[i];
+    const std::string where = "steps[" + std::to_string(i) + "].";
+    if (!s.is_object()) {
+      *error = "steps[" + std::to_string(i) + "]: not an object";
+      return;
+    }
+    StepOrder order;
+    rd.Str(s, "name", where, &order.name);
+    const json* needs = rd.Field(s, "depends_on", where, json::value_t::array);
+    for (size_t d = 0; needs != nullptr && d < needs->size() && error->empty(); ++d) {
+      const std::string at = where + "depends_on[" + std::to_string(d) + "].";
+      if (!(*needs)[d].is_object()) {
+        *error = at + ": not an object";
+        return;
+      }
+      StepNeed need;
+      rd.Str((*needs)[d], "step", at, &need.step);
+      if (rd.Str((*needs)[d], "status", at, &need.status) && need.status != "Ready" &&
+          need.status != "Complete") {
+        *error = at + "status: '" + need.status + "' is not Ready or Complete";
+      }
+      order.depends_on.push_back(std::move(need));
+    }
+    out->push_back(std::move(order));
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> BuildWorkerEnv(const std::vector<std::string>& base_env,
@@ -107,7 +138,15 @@ std::string EncodeLaunch(const StepLaunch& launch) {
                      {"cwd", r.cwd},
                      {"log_path", r.log_path},
                      {"stderr_path", r.stderr_path},
-                     {"cpus", r.cpus}});
+                     {"cpus", r.cpus},
+                     {"step", r.step}});
+  }
+  json steps = json::array();
+  for (const StepOrder& o : launch.steps) {
+    json needs = json::array();
+    for (const StepNeed& n : o.depends_on)
+      needs.push_back({{"step", n.step}, {"status", n.status}});
+    steps.push_back({{"name", o.name}, {"depends_on", std::move(needs)}});
   }
   json doc = {{"version", kStepLaunchVersion},
               {"job", launch.job},
@@ -119,7 +158,8 @@ std::string EncodeLaunch(const StepLaunch& launch) {
               {"agent_stamps", launch.agent_stamps},
               {"stop_requests", launch.stop_requests},
               {"base_env", launch.base_env},
-              {"ranks", std::move(ranks)}};
+              {"ranks", std::move(ranks)},
+              {"steps", std::move(steps)}};
   // Env values and paths are bytes from outside: never fail on invalid UTF-8.
   return doc.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
@@ -169,6 +209,8 @@ Result<StepLaunch> DecodeLaunch(const std::string& text) {
       rd.Str(r, "log_path", where, &sr.log_path);
       // Optional: launch files written before exec sessions ran under steps lack it.
       if (r.contains("stderr_path")) rd.Str(r, "stderr_path", where, &sr.stderr_path);
+      // Optional: launch files written before replicated jobs ran lack it (the main one).
+      if (r.contains("step")) rd.Str(r, "step", where, &sr.step);
       if (const json* env = rd.Field(r, "env", where, json::value_t::object)) {
         for (const auto& [k, v] : env->items()) {
           if (!v.is_string()) {
@@ -191,6 +233,7 @@ Result<StepLaunch> DecodeLaunch(const std::string& text) {
       out.ranks.push_back(std::move(sr));
     }
   }
+  if (error.empty() && doc.contains("steps")) DecodeSteps(doc, rd, &out.steps, &error);
   if (!error.empty()) return InvalidError(error);
   if (out.job.empty()) return InvalidError("job: empty");
   if (out.attempt == 0) return InvalidError("attempt: must be >= 1");

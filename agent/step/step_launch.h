@@ -21,9 +21,25 @@ namespace trainlet::step {
 
 inline constexpr int kStepLaunchVersion = 1;
 
+// A dependency of one replicated job on another (LaunchPlan's StepDependency): "Ready" when
+// every worker of `step` in this step process has started, "Complete" when every one exited 0.
+struct StepNeed {
+  std::string step;    // "" names the main replicated job
+  std::string status;  // "Ready" or "Complete"
+  bool operator==(const StepNeed&) const = default;
+};
+
+// A replicated job whose workers wait (LaunchPlan's PlanStep).
+struct StepOrder {
+  std::string name;
+  std::vector<StepNeed> depends_on;
+  bool operator==(const StepOrder&) const = default;
+};
+
 struct StepRank {
   uint32_t rank = 0;
   uint32_t local_rank = 0;
+  std::string step;  // its replicated job (WorkerSpec.step); "" for the main one
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;  // on top of StepLaunch::base_env
   std::string cwd;                         // empty: "/"
@@ -61,6 +77,9 @@ struct StepLaunch {
   bool stop_requests = false;
   std::vector<std::string> base_env;  // "K=V"
   std::vector<StepRank> ranks;
+  // The replicated jobs of `ranks` that wait for others (step_gate.h); absent in files written
+  // before them: nothing waits.
+  std::vector<StepOrder> steps;
 };
 
 // base_env with `overrides` set on top: the first of duplicate keys wins (as getenv does),

@@ -18,9 +18,11 @@
 #include <thread>
 
 #include "agent/process_spawner.h"
+#include "agent/step/step_gate.h"
 #include "agent/step/step_launch.h"
 #include "agent/step/step_records.h"
 #include "agent/step/step_stop.h"
+#include "agent/step/workspace_mount.h"
 #include "common/platform/descriptors.h"
 #include "common/platform/process_cgroup.h"
 #include "common/platform/process_control.h"
@@ -63,6 +65,8 @@ class Step {
     auto launch = ReadLaunchFile(dir_ + "/launch.json");
     if (!launch.ok()) return Fail(launch.status().message());
     launch_ = std::move(*launch);
+    if (std::string why; !ApplyWorkspace(dir_, launch_, &why).empty() && !why.empty())
+      Say(dir_, "the ranks get their workspace by env only: " + why);
     if (!launch_.agent_lock.empty() && launch_.orphan_grace_ms != 0) {
       lock_fd_ = open(launch_.agent_lock.c_str(), O_RDONLY | O_CLOEXEC);
       if (lock_fd_ < 0) {
@@ -71,9 +75,17 @@ class Step {
       }
     }
     OpenCgroup();
-    StartRanks();
+    std::vector<std::string> steps_of;
+    for (const StepRank& r : launch_.ranks) steps_of.push_back(r.step);
+    gate_.emplace(std::move(steps_of), launch_.steps);
+    Advance();  // every worker that waits for nothing, and what that meets at once
     SignalReady();
-    while (!live_.empty()) Wait();
+    while (!live_.empty() || gate_->holding()) {
+      // Nothing runs that could meet a held worker's dependencies: it never will (StepGate
+      // resolves every chain it can; this is the net under it).
+      if (live_.empty()) DropHeld("not started: its dependencies can never be met on this node");
+      if (!live_.empty()) Wait();
+    }
     EndStrays();
     StepRecord done;
     done.kind = StepRecord::Kind::kDone;
@@ -84,6 +96,7 @@ class Step {
  private:
   struct Rank {
     uint32_t rank = 0;
+    size_t index = 0;  // in launch_.ranks, for the gate
   };
 
   int Fail(const std::string& why) {
@@ -171,19 +184,56 @@ class Step {
     }
   }
 
-  // Starts every rank, then reads their start times (a /proc read each, which cannot change
-  // before the step reaps them) once all of them run, and appends one batch of S and F records.
-  void StartRanks() {
-    const size_t n = launch_.ranks.size();
+  // Starts the workers the gate lets start (held ones whose dependencies became met, a Ready one
+  // perhaps meeting another's at once: repeated until none is left), then records as never
+  // started those whose dependencies can no longer be met. Nothing starts once a stop began.
+  void Advance() {
+    if (term_sent_ || term_at_) return;
+    for (std::vector<size_t> now = gate_->TakeStartable(); !now.empty();
+         now = gate_->TakeStartable()) {
+      StartRanks(now);
+    }
+    RecordNeverStarted(gate_->TakeDoomed());
+  }
+
+  // A stop (or an end with nothing left to meet them): the held workers never start. Each gets
+  // an F record, so the agent reports it and the step can end.
+  void DropHeld(const std::string& reason) {
+    if (gate_) RecordNeverStarted(gate_->ReleaseHeld(reason));
+  }
+
+  void RecordNeverStarted(const std::vector<std::pair<size_t, std::string>>& workers) {
+    std::string batch;
+    for (const auto& [index, reason] : workers) {
+      StepRecord rec;
+      rec.kind = StepRecord::Kind::kStartFailed;
+      rec.rank = launch_.ranks[index].rank;
+      rec.message = reason;
+      batch += EncodeRecord(rec);
+    }
+    Append(batch, true);
+  }
+
+  // Starts the ranks `which` (indices into launch_.ranks), then reads their start times (a /proc
+  // read each, which cannot change before the step reaps them) once all of them run, and appends
+  // one batch of S and F records.
+  void StartRanks(const std::vector<size_t>& which) {
+    const size_t n = which.size();
     auto spawner = agent::MakePosixProcessSpawner();
     const bool in_cgroup = EnterCgroup();
-    // MPI ranks started directly get their node's PMIx server first, and its env on top of theirs.
-    const Status pmix = StartPmixServer(*spawner);
+    // MPI ranks started directly get their node's PMIx server first, and its env on top of theirs
+    // (once: later batches are workers whose replicated jobs waited).
+    if (!pmix_tried_) {
+      pmix_tried_ = true;
+      pmix_ = StartPmixServer(*spawner);
+    }
+    const Status& pmix = pmix_;
     std::vector<StepRecord> records(n);
     std::string last_parent;
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = which[k];
       const StepRank& r = launch_.ranks[i];
-      StepRecord& rec = records[i];
+      StepRecord& rec = records[k];
       rec.rank = r.rank;
       // Ranks share their log directory: it is created (if need be) for the first of them only.
       const std::string parent = r.log_path.substr(0, r.log_path.rfind('/') + 1);
@@ -197,10 +247,12 @@ class Step {
       if (pid.ok()) {
         rec.kind = StepRecord::Kind::kStarted;
         rec.pid = *pid;
-        live_[*pid] = Rank{r.rank};
+        live_[*pid] = Rank{r.rank, i};
+        gate_->Started(i);
       } else {
         rec.kind = StepRecord::Kind::kStartFailed;
         rec.message = pid.status().message();
+        gate_->StartFailed(i);
       }
     }
     if (in_cgroup) LeaveCgroup();
@@ -408,6 +460,7 @@ class Step {
       why = "no agent for " + std::to_string(launch_.orphan_grace_ms) + " ms";
     }
     Say(dir_, why + ": stopping the ranks, as a partitioned agent would");
+    DropHeld("not started: stopped before its dependencies were met");
     term_sent_ = true;
     SignalRanks(SIGTERM);
     const auto at = now + std::chrono::milliseconds(launch_.stop_grace_ms);
@@ -419,6 +472,7 @@ class Step {
   // promised to the ranks, and only SIGUSR1 (SIGKILL now) cuts it short.
   void OnStopAsked() {
     if (term_sent_ || term_at_) return;
+    DropHeld("not started: stopped before its dependencies were met");
     auto request = ReadStopRequest(dir_ + "/stop");
     if (!request.ok() && request.status().code() != ErrorCode::kNotFound) {
       Say(dir_, request.status().message() + "; stopping without a warning");
@@ -479,6 +533,7 @@ class Step {
       } else if (sig == SIGUSR2) {
         OnWarnAsked();
       } else if (sig == SIGUSR1) {
+        DropHeld("not started: stopped before its dependencies were met");
         SignalRanks(SIGKILL);
         kill_at_.reset();
         term_at_.reset();
@@ -521,12 +576,14 @@ class Step {
         rec.exit_code = 128 + rec.signal;
       }
       batch += EncodeRecord(rec);
+      gate_->Exited(it->second.index, rec.exit_code == 0 && rec.signal == 0);
       live_.erase(it);
     }
     // The last rank's record makes the agent sweep whatever still carries the attempt's env: the
-    // PMIx server ends first, cleanly, rather than by that SIGKILL.
-    if (live_.empty() && pmix_server_ > 0) EndPmixServer();
+    // PMIx server ends first, cleanly, rather than by that SIGKILL. Not while workers wait.
+    if (live_.empty() && !gate_->holding() && pmix_server_ > 0) EndPmixServer();
     Append(batch, true);
+    if (!batch.empty()) Advance();  // an exit may have met (or failed) a held worker's dependency
   }
 
   static constexpr int kAgentCheckMs = 200;
@@ -550,7 +607,10 @@ class Step {
   std::optional<Clock::time_point> stamp_seen_at_;   // when it was seen to change
   std::map<pid_t, Rank> live_;                       // rank leaders not yet reaped
   std::unique_ptr<platform::ProcessCgroup> cgroup_;  // the ranks' cgroup; null when none
-  pid_t pmix_server_ = -1;  // trainlet-pmix (leads its own group), or -1 when none runs
+  pid_t pmix_server_ = -1;        // trainlet-pmix (leads its own group), or -1 when none runs
+  bool pmix_tried_ = false;       // StartPmixServer ran (with the first batch of ranks)
+  Status pmix_ = Status::Ok();    // its answer: an error fails every rank's start
+  std::optional<StepGate> gate_;  // which workers may start (step_gate.h); set once launched
 };
 
 }  // namespace

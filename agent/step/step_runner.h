@@ -8,6 +8,11 @@
 //  - The step becomes a child subreaper, appends the H record, starts every rank with the agent's
 //    own spawner (same process groups, log files, affinity and env as a worker the agent starts
 //    itself), appends S or F for each, writes "ready\n" to stdout and closes it.
+//  - Except the ranks whose replicated job waits (launch.steps, step_gate.h): those are held, with
+//    no record, until their dependencies are met among this step's ranks (then S or F, after
+//    "ready"), or can no longer be (F "not started: dependency X failed"). A stop (SIGTERM,
+//    SIGUSR1, a gone agent) gives every held rank an F record ("not started: stopped before its
+//    dependencies were met") and starts nothing more, so the step still ends.
 //  - MPI ranks started directly (their env has TRAINLET_PMIX_JOB_MAP, common/pmix/pmix_job_map.h):
 //    before them it starts trainlet-pmix (beside its own binary) and sets the PMIx env the server
 //    hands it for each rank; no server, no ranks (each gets an F record with the reason). The

@@ -15,6 +15,7 @@
 #include "trainletctl/coordinator_client.h"
 #include "trainletctl/describe_node.h"
 #include "trainletctl/queue_commands.h"
+#include "trainletctl/runtime_commands.h"
 #include "trainletctl/render.h"
 
 namespace trainlet::cli {
@@ -153,12 +154,16 @@ int CmdGet(const CommonFlags& f, const std::string& kind_arg, const std::string&
   if (std::string qname = name_arg, qkind = QueueKindOf(kind_arg, qname); !qkind.empty()) {
     return CmdGetQueueObjects(f, qkind, qname);
   }
+  if (std::string rname = name_arg, rkind = RuntimeKindOf(kind_arg, rname); !rkind.empty()) {
+    return CmdGetRuntimes(f, rkind, rname);  // runtime_commands.h
+  }
   const std::string kind = NormalizeKind(kind_arg, name);
   if (kind.empty())
     return Error("unknown resource type \"" + kind_arg +
                  "\"; use nodes, trainjobs, a Training Operator kind (pytorchjobs, tfjobs, "
-                 "xgboostjobs, paddlejobs, jaxjobs, mpijobs) or a queue kind (clusterqueues, "
-                 "localqueues, resourceflavors, workloadpriorityclasses)");
+                 "xgboostjobs, paddlejobs, jaxjobs, mpijobs), clustertrainingruntimes, "
+                 "trainingruntimes or a queue kind (clusterqueues, localqueues, "
+                 "resourceflavors, workloadpriorityclasses)");
   auto format = ParseOutputFormat(f.output);
   if (!format.ok()) return Error(format.status());
   if (kind == "trainjob" && NamedAcrossNamespaces(f, name)) return 1;
@@ -430,30 +435,42 @@ int CmdDelete(const CommonFlags& f, const std::string& kind_arg, const std::stri
   return 0;
 }
 
-int CmdLogs(const CommonFlags& f, const std::string& job, int rank, bool follow, uint32_t attempt) {
+int CmdLogs(const CommonFlags& f, const std::string& job, int rank, bool follow, uint32_t attempt,
+            const std::string& step) {
   if (NamedAcrossNamespaces(f, job)) return 1;
   auto client = Open(f);
   if (!client.ok()) return Error(client.status());
-  std::vector<uint32_t> ranks;
+  // Each stream reads one worker: `--step S --rank i` asks for S's i-th (the coordinator maps it);
+  // the others ask for a global rank. Several streams prefix their lines with the worker.
+  struct Stream {
+    uint64_t offset = 0;
+    std::string partial;
+    bool done = false;
+    std::string label;  // "rank 3", "dataset-initializer 0"
+    std::string step;   // LogsRequest.step
+  };
+  std::map<uint32_t, Stream> streams;
   if (rank >= 0) {
-    ranks.push_back(static_cast<uint32_t>(rank));
+    streams[static_cast<uint32_t>(rank)].step = step;
   } else {
     v1::OperatorRequest req;
     req.mutable_get_jobs()->set_name(job);
     req.mutable_get_jobs()->set_namespace_(f.ns);
     auto resp = (*client)->Call(req);
     if (!resp.ok()) return Error(resp.status());
-    for (const auto& r : resp->jobs().jobs(0).ranks()) ranks.push_back(r.rank());
-    if (ranks.empty()) return Error("trainjob/" + job + " has no ranks yet");
+    std::map<std::string, uint32_t> index;  // workers seen per step
+    for (const auto& r : resp->jobs().jobs(0).ranks()) {
+      if (!step.empty() && r.step() != step) continue;
+      streams[r.rank()].label = r.step().empty()
+                                    ? "rank " + std::to_string(r.rank())
+                                    : r.step() + " " + std::to_string(index[r.step()]++);
+    }
+    if (streams.empty()) {
+      return Error("trainjob/" + job +
+                   (step.empty() ? " has no ranks yet" : " has no workers of step " + step));
+    }
   }
   const bool prefix = rank < 0;
-  struct Stream {
-    uint64_t offset = 0;
-    std::string partial;
-    bool done = false;
-  };
-  std::map<uint32_t, Stream> streams;
-  for (uint32_t r : ranks) streams[r];
   while (true) {
     bool progressed = false;
     for (auto& [r, s] : streams) {
@@ -463,6 +480,7 @@ int CmdLogs(const CommonFlags& f, const std::string& job, int rank, bool follow,
       l->set_job(job);
       l->set_namespace_(f.ns);
       l->set_rank(r);
+      l->set_step(s.step);
       l->set_offset(s.offset);
       l->set_attempt(attempt);
       l->set_max_bytes(256 << 10);
@@ -478,13 +496,13 @@ int CmdLogs(const CommonFlags& f, const std::string& job, int rank, bool follow,
         s.partial += data;
         size_t start = 0;
         for (size_t nl; (nl = s.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
-          std::cout << "[rank " << r << "] " << s.partial.substr(start, nl - start + 1);
+          std::cout << "[" << s.label << "] " << s.partial.substr(start, nl - start + 1);
         }
         s.partial.erase(0, start);
       }
       const bool finished = chunk.eof() && (!follow || chunk.rank_done());
       if (finished) {
-        if (prefix && !s.partial.empty()) std::cout << "[rank " << r << "] " << s.partial << "\n";
+        if (prefix && !s.partial.empty()) std::cout << "[" << s.label << "] " << s.partial << "\n";
         s.done = true;
       } else if (!chunk.eof()) {
         progressed = true;  // more is there right now: ask again at once

@@ -33,7 +33,10 @@ int CmdDelete(const CommonFlags& f, const std::string& kind, const std::string& 
               const std::string& timeout);
 int CmdWait(const CommonFlags& f, const std::string& target, const std::string& for_condition,
             const std::string& timeout);
-int CmdLogs(const CommonFlags& f, const std::string& job, int rank, bool follow, uint32_t attempt);
+// `step` "" reads global ranks (every rank of every replicated job without --rank); otherwise
+// that replicated job's workers, `rank` being the index among them.
+int CmdLogs(const CommonFlags& f, const std::string& job, int rank, bool follow, uint32_t attempt,
+            const std::string& step = "");
 
 // "60s", "2m", "1h", "500ms", "30" (seconds) -> milliseconds; -1 when malformed.
 int64_t ParseDuration(const std::string& text);

@@ -32,7 +32,9 @@ void AddNamespaceFlags(CLI::App* sub, CommonFlags& common) {
 void AddGetCommand(CLI::App& app, CommonFlags& common, int& rc) {
   auto* get = app.add_subcommand(
       "get",
-      "List nodes or trainjobs\n  trainletctl get nodes -o wide\n  trainletctl get trainjobs");
+      "List nodes, trainjobs, runtimes or queues\n  trainletctl get nodes -o wide\n"
+      "  trainletctl get trainjobs -A\n  trainletctl get clustertrainingruntimes\n"
+      "  trainletctl get trainingruntimes -n team-a -o yaml");
   struct Args {
     std::string kind, name;
     ListPaging paging;
@@ -40,7 +42,8 @@ void AddGetCommand(CLI::App& app, CommonFlags& common, int& rc) {
   auto a = std::make_shared<Args>();
   get->add_option("kind", a->kind,
                   "nodes | trainjobs (or trainjob/NAME) | pytorchjobs, tfjobs, xgboostjobs, "
-                  "paddlejobs, jaxjobs, mpijobs | clusterqueues (cq), localqueues (lq), "
+                  "paddlejobs, jaxjobs, mpijobs | clustertrainingruntimes, trainingruntimes | "
+                  "clusterqueues (cq), localqueues (lq), "
                   "resourceflavors (rf), workloadpriorityclasses (wpc)")
       ->required();
   get->add_option("name", a->name, "Only this one");
@@ -188,22 +191,30 @@ void AddLogsCommand(CLI::App& app, CommonFlags& common, int& rc) {
   auto* logs = app.add_subcommand(
       "logs",
       "Print a trainjob's output. Without --rank every rank's lines are printed, each prefixed "
-      "with [rank N]\n  trainletctl logs hello --rank 3 -f");
+      "with [rank N] (a replicated job's worker with [STEP I]). --step reads one replicated job "
+      "of the runtime (dataset-initializer, ...), --rank then being the index of its worker\n"
+      "  trainletctl logs hello --rank 3 -f\n"
+      "  trainletctl logs hello --step dataset-initializer --rank 0");
   struct Args {
     std::string job;
+    std::string step;
     int rank = -1;
     bool follow = false;
     uint32_t attempt = 0;
   };
   auto a = std::make_shared<Args>();
   logs->add_option("job", a->job, "The trainjob's name")->required();
-  logs->add_option("--rank", a->rank, "Only this rank")->check(CLI::NonNegativeNumber);
+  logs->add_option("--rank", a->rank, "Only this rank (with --step: that step's I-th worker)")
+      ->check(CLI::NonNegativeNumber);
+  logs->add_option("--step", a->step,
+                   "Only the workers of this replicated job of the runtime (e.g. "
+                   "dataset-initializer)");
   logs->add_flag("-f,--follow", a->follow, "Keep printing until the ranks exit");
   logs->add_option("--attempt", a->attempt, "An earlier attempt's logs (default: the current one)");
   AddNamespaceFlags(logs, common);
   logs->callback([&common, &rc, a] {
     if (a->job.rfind("trainjob/", 0) == 0) a->job = a->job.substr(9);
-    rc = CmdLogs(common, a->job, a->rank, a->follow, a->attempt);
+    rc = CmdLogs(common, a->job, a->rank, a->follow, a->attempt, a->step);
   });
 }
 

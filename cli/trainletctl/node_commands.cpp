@@ -5,8 +5,7 @@
 #include <memory>
 #include <thread>
 
-#include "trainletctl/client_config.h"
-#include "trainletctl/coordinator_client.h"
+#include "trainletctl/command_support.h"
 
 namespace trainlet::cli {
 namespace {
@@ -18,8 +17,7 @@ std::string NodeName(const std::string& arg) {
 }
 
 Result<std::unique_ptr<CoordinatorClient>> Connect(const CommonFlags& f) {
-  TRAINLET_ASSIGN_OR_RETURN(auto config, LoadClientConfig(ResolveHome(f.home)));
-  return CoordinatorClient::Connect(config);
+  return ConnectCoordinator(f);
 }
 
 std::string Join(const google::protobuf::RepeatedPtrField<std::string>& items) {

@@ -5,20 +5,15 @@
 #include <memory>
 #include <sstream>
 
-#include "trainletctl/client_config.h"
-#include "trainletctl/coordinator_client.h"
+#include "trainletctl/command_support.h"
 
 namespace trainlet::cli {
 namespace {
 
-int Error(const std::string& message) {
-  std::cerr << "error: " << message << "\n";
-  return 1;
-}
+int Error(const std::string& message) { return PrintError(message); }
 
 Result<std::unique_ptr<CoordinatorClient>> Connect(const CommonFlags& f) {
-  TRAINLET_ASSIGN_OR_RETURN(auto config, LoadClientConfig(ResolveHome(f.home)));
-  return CoordinatorClient::Connect(config);
+  return ConnectCoordinator(f);
 }
 
 std::string Lower(std::string s) {

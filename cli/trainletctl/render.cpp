@@ -3,8 +3,11 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 #include "proto/reflection.h"
@@ -195,6 +198,75 @@ void QueueLines(const v1::JobStatus& j, int64_t now_ms, Field& field) {
   }
 }
 
+namespace {
+
+// How each node's ranks reached the job's workspace (RankStatus.workspace, from their start):
+// "/workspace (private mount namespace)" or "TRAINLET_WORKSPACE=<path>", one line per node in
+// rank order; nothing before a rank has started.
+std::string WorkspaceLines(const v1::JobStatus& j) {
+  std::vector<std::vector<std::string>> rows;
+  std::set<std::string> nodes;
+  for (const auto& r : j.ranks()) {
+    if (!r.workspace().empty() && nodes.insert(r.node()).second) {
+      rows.push_back({"  " + r.node(), r.workspace()});
+    }
+  }
+  return rows.empty() ? "" : "Workspace:\n" + RenderTable(rows);
+}
+
+}  // namespace
+std::string StepState(const std::vector<const v1::RankStatus*>& workers) {
+  bool running = false, all_done = true, any_started = false;
+  for (const v1::RankStatus* r : workers) {
+    switch (r->rank_state()) {
+      case v1::RANK_STATE_FAILED:
+      case v1::RANK_STATE_START_FAILED:
+      case v1::RANK_STATE_LOST:
+        return "Failed";
+      case v1::RANK_STATE_RUNNING:
+        running = true;
+        any_started = true;
+        all_done = false;
+        break;
+      case v1::RANK_STATE_SUCCEEDED:
+        any_started = true;
+        break;
+      case v1::RANK_STATE_STOPPED:
+        return "Stopped";
+      default:
+        all_done = false;
+    }
+  }
+  if (all_done) return "Complete";
+  return running || any_started ? "Running" : "Pending";
+}
+
+std::string DescribeSteps(const v1::JobStatus& j) {
+  // Only a job with replicated jobs beside the main one has steps to show.
+  std::vector<std::string> steps;  // in rank order: main first, then each step
+  std::map<std::pair<std::string, std::string>, std::vector<const v1::RankStatus*>> cells;
+  bool has_steps = false;
+  for (const auto& r : j.ranks()) {
+    has_steps |= !r.step().empty();
+    const std::string name = r.step().empty() ? "node" : r.step();
+    if (std::find(steps.begin(), steps.end(), name) == steps.end()) steps.push_back(name);
+    cells[{name, r.node()}].push_back(&r);
+  }
+  if (!has_steps) return "";
+  std::ostringstream o;
+  o << "Steps (attempt " << j.attempt() << "):\n";
+  std::vector<std::vector<std::string>> rows = {{"  STEP", "NODE", "WORKERS", "STATE"}};
+  for (const std::string& step : steps) {
+    for (const auto& node : j.placement()) {
+      auto it = cells.find({step, node});
+      if (it == cells.end()) continue;
+      rows.push_back({"  " + step, node, std::to_string(it->second.size()), StepState(it->second)});
+    }
+  }
+  o << RenderTable(rows);
+  return o.str();
+}
+
 std::string DescribeJob(const v1::JobStatus& j, int64_t now_ms) {
   std::ostringstream o;
   auto field = [&](const std::string& k, const std::string& v) {
@@ -250,15 +322,18 @@ std::string DescribeJob(const v1::JobStatus& j, int64_t now_ms) {
     for (const auto& r : j.ranks()) {
       const std::string state = StateText(r);
       const bool ended = state == "Succeeded" || state == "Failed";
-      rows.push_back({"  " + std::to_string(r.rank()), r.node(), std::to_string(r.local_rank()),
-                      state, r.pid() ? std::to_string(r.pid()) : "-",
-                      ended && r.signal() == 0 ? std::to_string(r.exit_code()) : "-",
-                      r.signal() ? std::to_string(r.signal()) : "-",
-                      r.devices().empty() ? "-" : r.devices(),
-                      r.cpuset().empty() ? "-" : r.cpuset(), r.message()});
+      // A replicated job's worker says which: "4 (dataset-initializer)".
+      rows.push_back(
+          {"  " + std::to_string(r.rank()) + (r.step().empty() ? "" : " (" + r.step() + ")"),
+           r.node(), std::to_string(r.local_rank()), state, r.pid() ? std::to_string(r.pid()) : "-",
+           ended && r.signal() == 0 ? std::to_string(r.exit_code()) : "-",
+           r.signal() ? std::to_string(r.signal()) : "-", r.devices().empty() ? "-" : r.devices(),
+           r.cpuset().empty() ? "-" : r.cpuset(), r.message()});
     }
     o << RenderTable(rows);
   }
+  o << WorkspaceLines(j);
+  o << DescribeSteps(j);
   if (j.attempts_size() > 0) {
     o << "Attempts:\n";
     std::vector<std::vector<std::string>> rows = {{"  ATTEMPT", "STARTED", "RESULT", "CAUSE"}};

@@ -33,5 +33,9 @@ std::string RenderNodes(const v1::NodeList& nodes, OutputFormat format, int64_t 
 std::string RenderJobs(const v1::JobList& jobs, OutputFormat format, int64_t now_ms,
                        bool namespace_column = false);
 std::string DescribeJob(const v1::JobStatus& job, int64_t now_ms);
+// The "Steps" section of describe: each replicated job ("node" for the main one) on each node
+// with its workers' state: Pending, Running, Complete, Failed (or Stopped). "" for a job whose
+// runtime has no replicated job beside the main one.
+std::string DescribeSteps(const v1::JobStatus& job);
 
 }  // namespace trainlet::cli

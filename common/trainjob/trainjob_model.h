@@ -72,6 +72,26 @@ struct Toleration {
   bool operator==(const Toleration&) const = default;
 };
 
+// One entry of a replicatedJob's dependsOn (JobSet): the job waits until `name` is "Ready"
+// (every worker of it on the node has started) or "Complete" (every one exited 0).
+struct JobDependency {
+  std::string name;
+  std::string status;  // "Ready" or "Complete"
+  bool operator==(const JobDependency&) const = default;
+};
+
+// One replicatedJob of a runtime's JobSet template, as trainlet runs it. `node` (and `launcher`,
+// which runtime plugins handle) is the main one; every other is a step that runs `replicas`
+// workers on every placed node (docs/runtimes.md, "Replicated jobs").
+struct ReplicatedJob {
+  std::string name;
+  int32_t replicas = 1;  // JobSet's default
+  // The container named like the job, else "node", else the first; nullopt without containers.
+  std::optional<ContainerSpec> container;
+  // Checked at parse time: every name is another job of the runtime, no cycle, at most 5.
+  std::vector<JobDependency> depends_on;
+};
+
 struct TrainingRuntime {
   std::string kind;              // "ClusterTrainingRuntime" or "TrainingRuntime"
   std::string name, namespace_;  // namespace_ is "" for cluster-scoped runtimes (and when unset)
@@ -82,6 +102,7 @@ struct TrainingRuntime {
   // Container "node" (else the first) of replicatedJob "launcher", when the runtime has one.
   std::optional<ContainerSpec> launcher;
   std::vector<std::string> replicated_jobs;  // names, in file order
+  std::vector<ReplicatedJob> jobs;           // the same jobs, modelled, in file order
   // nodeSelector and tolerations of replicatedJob "node"'s pod template
   // (spec.template.spec.replicatedJobs[node].template.spec.template.spec): where ranks may run.
   std::map<std::string, std::string> node_selector;
@@ -120,6 +141,13 @@ struct TrainJob {
   std::vector<Toleration> tolerations;
   bool suspend = false;
   std::optional<int64_t> active_deadline_seconds;
+  // spec.initializer.dataset and .model: what the runtime's dataset-initializer and
+  // model-initializer steps fetch (STORAGE_URI) and the env they add. nullopt when unset.
+  struct Initializer {
+    std::string storage_uri;
+    std::vector<EnvVar> env;
+  };
+  std::optional<Initializer> dataset_initializer, model_initializer;
   std::string yaml;  // this document, re-emitted as YAML (comments are not kept)
 };
 

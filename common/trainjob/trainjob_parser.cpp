@@ -1,6 +1,8 @@
 // ParseDocuments: YAML documents -> validated TrainJob / TrainingRuntime models.
 
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -303,10 +305,12 @@ Status ReadPlacement(const YAML::Node& pod_spec, const std::string& pod_path, co
   return Status::Ok();
 }
 
-// The container of a replicatedJob that trainlet models: "node", else the first one.
-// `placement_read` says the caller reads this pod's nodeSelector and tolerations itself.
+// The container of a replicatedJob that trainlet models: the one named `preferred` (when not
+// empty), else "node", else the first one. `placement_read` says the caller reads this pod's
+// nodeSelector and tolerations itself.
 std::optional<ContainerSpec> ReadJobContainer(const YAML::Node& job, const std::string& job_path,
-                                              DocContext& ctx, bool placement_read = false) {
+                                              DocContext& ctx, bool placement_read = false,
+                                              const std::string& preferred = "") {
   YAML::Node pod_spec = Dig(job, {"template", "spec", "template", "spec"});
   std::string pod_path = job_path + ".template.spec.template.spec";
   for (auto it = pod_spec.begin(); pod_spec.IsMap() && it != pod_spec.end(); ++it) {
@@ -325,7 +329,85 @@ std::optional<ContainerSpec> ReadJobContainer(const YAML::Node& job, const std::
       break;
     }
   }
+  for (size_t i = 0; !preferred.empty() && i < containers.size(); ++i) {
+    if (Text(MapGet(containers[i], "name")) == preferred) {
+      chosen = i;
+      break;
+    }
+  }
   return ReadContainer(containers[chosen], AppendIndex(pod_path + ".containers", chosen), ctx);
+}
+
+// JobSet's dependsOn rules (its webhook's, beyond the CRD schema): every name is another job of
+// this runtime, and the jobs form no cycle. At most 5 entries and the status enum are the
+// schema's; checked again here so that a runtime built in code is held to them too.
+Status CheckDependencies(const std::vector<ReplicatedJob>& jobs, const DocContext& ctx) {
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < jobs.size(); ++i) index.emplace(jobs[i].name, i);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const std::string path = AppendIndex("spec.template.spec.replicatedJobs", i) + ".dependsOn";
+    if (jobs[i].depends_on.size() > 5) {
+      return ctx.Error(path, "at most 5 entries, got " + std::to_string(jobs[i].depends_on.size()));
+    }
+    for (size_t d = 0; d < jobs[i].depends_on.size(); ++d) {
+      const JobDependency& dep = jobs[i].depends_on[d];
+      const std::string at = AppendIndex(path, d);
+      if (dep.name == jobs[i].name) {
+        return ctx.Error(at + ".name", "replicated job " + QuoteForMessage(dep.name) +
+                                           " cannot depend on itself");
+      }
+      if (!index.contains(dep.name)) {
+        return ctx.Error(at + ".name",
+                         "no replicated job " + QuoteForMessage(dep.name) + " in this runtime");
+      }
+      if (dep.status != "Ready" && dep.status != "Complete") {
+        return ctx.Error(at + ".status",
+                         "must be Ready or Complete, got " + QuoteForMessage(dep.status));
+      }
+    }
+  }
+  // A cycle, found by a depth-first walk: 0 unvisited, 1 on the current path, 2 done.
+  std::vector<int> mark(jobs.size(), 0);
+  std::vector<size_t> path;
+  std::function<std::optional<std::string>(size_t)> visit =
+      [&](size_t i) -> std::optional<std::string> {
+    mark[i] = 1;
+    path.push_back(i);
+    for (const JobDependency& dep : jobs[i].depends_on) {
+      const size_t j = index.at(dep.name);
+      if (mark[j] == 1) {
+        std::string cycle;
+        auto from = std::find(path.begin(), path.end(), j);
+        for (auto it = from; it != path.end(); ++it) cycle += jobs[*it].name + " -> ";
+        return cycle + jobs[j].name;
+      }
+      if (mark[j] == 0) {
+        if (auto found = visit(j)) return found;
+      }
+    }
+    path.pop_back();
+    mark[i] = 2;
+    return std::nullopt;
+  };
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (mark[i] != 0) continue;
+    if (auto cycle = visit(i)) {
+      return ctx.Error(AppendIndex("spec.template.spec.replicatedJobs", i) + ".dependsOn",
+                       "dependency cycle: " + *cycle);
+    }
+  }
+  return Status::Ok();
+}
+
+ReplicatedJob ReadReplicatedJob(const YAML::Node& job, const std::string& name) {
+  ReplicatedJob out;
+  out.name = name;
+  if (auto replicas = Int32(MapGet(job, "replicas"))) out.replicas = *replicas;
+  YAML::Node deps = MapGet(job, "dependsOn");
+  for (auto it = deps.begin(); deps.IsSequence() && it != deps.end(); ++it) {
+    out.depends_on.push_back({Text(MapGet(*it, "name")), Text(MapGet(*it, "status"))});
+  }
+  return out;
 }
 
 Status ReadMlPolicy(const YAML::Node& spec, DocContext& ctx, MlPolicy* out) {
@@ -400,14 +482,22 @@ Result<TrainingRuntime> BuildRuntime(const YAML::Node& doc, const Metadata& meta
       return ctx.Error(path + ".name", "duplicate replicatedJob name " + QuoteForMessage(name));
     }
     rt.replicated_jobs.push_back(name);
+    ReplicatedJob& job = rt.jobs.emplace_back(ReadReplicatedJob(*it, name));
     if (name == "node") {
       rt.node = ReadJobContainer(*it, path, ctx, /*placement_read=*/true);
       TRAINLET_RETURN_IF_ERROR(ReadPlacement(Dig(*it, {"template", "spec", "template", "spec"}),
                                              path + ".template.spec.template.spec", ctx,
                                              &rt.node_selector, &rt.tolerations));
+      job.container = rt.node;
+    } else if (name == "launcher") {
+      rt.launcher = ReadJobContainer(*it, path, ctx);
+      job.container = rt.launcher;
+    } else {
+      // A step (docs/runtimes.md, "Replicated jobs"): run on every node of the gang.
+      job.container = ReadJobContainer(*it, path, ctx, false, name);
     }
-    if (name == "launcher") rt.launcher = ReadJobContainer(*it, path, ctx);
   }
+  TRAINLET_RETURN_IF_ERROR(CheckDependencies(rt.jobs, ctx));
   rt.yaml = EmitYaml(doc);
   return rt;
 }
@@ -487,8 +577,21 @@ Result<TrainJob> BuildTrainJob(const YAML::Node& doc, const Metadata& meta, DocC
              "ignored but for the nodeSelector and tolerations of replicatedJob node (pod "
              "customisation has no effect on bare metal)");
   }
-  if (IsSet(MapGet(spec, "initializer"))) {
-    ctx.Warn("spec.initializer", "ignored (dataset and model initializers are not modelled)");
+  // Read for the runtime's dataset-initializer and model-initializer steps (attempt_steps.h
+  // warns, once the runtime is known, when it has no step to run one).
+  for (const char* which : {"dataset", "model"}) {
+    YAML::Node init = Dig(spec, {"initializer", which});
+    if (!IsSet(init)) continue;
+    const std::string path = std::string("spec.initializer.") + which;
+    TrainJob::Initializer out;
+    out.storage_uri = Text(MapGet(init, "storageUri"));
+    out.env = ReadEnv(MapGet(init, "env"), path + ".env", ctx);
+    if (IsSet(MapGet(init, "secretRef"))) {
+      ctx.Warn(path + ".secretRef",
+               "ignored (secrets need the Kubernetes API; set the token in "
+               "env or in the agent's environment)");
+    }
+    (std::string(which) == "dataset" ? job.dataset_initializer : job.model_initializer) = out;
   }
   if (IsSet(MapGet(spec, "managedBy"))) {
     ctx.Warn("spec.managedBy", "ignored (trainlet manages every job it is given)");

@@ -38,14 +38,21 @@ class _KeyAllowlist:
 class FakeCoordinator:
     """Start with ``start()``, stop with ``stop()`` (or use as a context manager)."""
 
-    def __init__(self, handler, allow_operator=True):
+    def __init__(self, handler, allow_operator=True, keys_from=None):
+        """``keys_from``: another FakeCoordinator whose server and operator key pairs this one
+        shares, as the coordinators of one HA cluster do."""
         self.handler = handler
         self.received = []  # (frames, envelope) of every message, in order
         self.ctx = zmq.Context()
         self.dir = tempfile.TemporaryDirectory(prefix="trainlet-sdk-test.")
         self.home = self.dir.name
-        self.server_public, self.server_secret = zmq.curve_keypair()
-        self.operator_public, self.operator_secret = zmq.curve_keypair()
+        if keys_from is None:
+            self.server_public, self.server_secret = zmq.curve_keypair()
+            self.operator_public, self.operator_secret = zmq.curve_keypair()
+        else:
+            self.server_public, self.server_secret = keys_from.server_public, keys_from.server_secret
+            self.operator_public = keys_from.operator_public
+            self.operator_secret = keys_from.operator_secret
         keys = os.path.join(self.home, "keys")
         os.mkdir(keys)
         write_key(os.path.join(keys, "coordinator.key.pub"), self.server_public)
@@ -61,14 +68,18 @@ class FakeCoordinator:
         self.sock.zap_domain = b"operator"
         self.sock.bind("tcp://127.0.0.1:*")
         self.endpoint = self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
-        with open(os.path.join(self.home, "config.yaml"), "w") as f:
-            f.write("# trainletctl client configuration\n")
-            f.write(f"coordinator: {self.endpoint}\n")
-            f.write("coordinator_key: keys/coordinator.key.pub\n")
-            f.write("key: keys/operator.key\n")
+        self.write_config(self.endpoint)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self.sent_raw = []  # raw frames to send before the next answer (garbage tests)
+
+    def write_config(self, coordinator):
+        """Points this fake's TRAINLET_HOME at ``coordinator`` (one endpoint or a list)."""
+        with open(os.path.join(self.home, "config.yaml"), "w") as f:
+            f.write("# trainletctl client configuration\n")
+            f.write(f"coordinator: {coordinator}\n")
+            f.write("coordinator_key: keys/coordinator.key.pub\n")
+            f.write("key: keys/operator.key\n")
 
     def start(self):
         self._thread.start()

@@ -1,45 +1,74 @@
-"""list_runtimes/get_runtime over the shipped runtimes, and where the protobuf modules are found."""
+"""list_runtimes/get_runtime through the coordinator, and where the protobuf modules are found."""
 
 import os
 import tempfile
 import unittest
 from unittest import mock
 
-from trainlet import TrainerClient, _protos, runtimes
+from fake_coordinator import FakeCoordinator, response
+from trainlet import TrainerClient, _protos
 from trainlet.errors import NotFoundError
-
-SOURCE_RUNTIMES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy", "runtimes")
 
 
 class RuntimesTest(unittest.TestCase):
-    def setUp(self):
-        patcher = mock.patch.dict(os.environ, {"TRAINLET_RUNTIMES_DIR": os.path.normpath(SOURCE_RUNTIMES)})
-        patcher.start()
-        self.addCleanup(patcher.stop)
+    """list_runtimes/get_runtime ask the coordinator (GetRuntimesRequest) and show its answer."""
 
-    def test_lists_the_shipped_runtimes_with_their_framework(self):
-        by_name = {r.name: r for r in runtimes.list_runtimes()}
-        self.assertIn("torch-distributed", by_name)
-        self.assertEqual(by_name["torch-distributed"].trainer.framework, "torch")
-        self.assertEqual(by_name["plain"].trainer.framework, "plain")
-        self.assertEqual(by_name["mpi-distributed"].kind, "ClusterTrainingRuntime")
-        self.assertEqual(runtimes.get_runtime("jax-distributed").trainer.framework, "jax")
+    @staticmethod
+    def coordinator(req):
+        get = req.get_runtimes
+        if get.name == "nowhere":
+            return response(
+                error='runtime "nowhere" not found: no ClusterTrainingRuntime, nor '
+                "TrainingRuntime in namespace default, has that name",
+                error_code="NotFound",
+            )
+        r = response()
+        torch = r.runtimes.runtimes.add()
+        torch.kind, torch.name, torch.framework, torch.plugin = (
+            "ClusterTrainingRuntime", "torch-distributed", "torch", "torch")
+        torch.num_nodes = 1
+        torch.command.extend(["torchrun", "train.py"])
+        if not get.name:
+            mine = r.runtimes.runtimes.add()
+            mine.kind, mine.name, mine.namespace, mine.framework = (
+                "TrainingRuntime", "mine", get.namespace or "team-x", "mpi")
+            mine.num_nodes = 3
+        return r
 
-    def test_unknown_runtime_says_how_to_use_an_applied_one(self):
-        with self.assertRaisesRegex(NotFoundError, r"Runtime\(name='mine'\)"):
-            runtimes.get_runtime("mine")
+    def client(self, fake):
+        return TrainerClient(home=fake.home)
 
-    def test_documents_other_than_runtimes_are_skipped(self):
-        self.assertIsNone(runtimes.runtime_of_document({"kind": "TrainJob"}))
-        self.assertIsNone(runtimes.runtime_of_document("text"))
-        r = runtimes.runtime_of_document({"kind": "TrainingRuntime", "metadata": {"name": "x"},
-                                          "spec": {"mlPolicy": {"numNodes": 3, "mpi": {}}}})
-        self.assertEqual((r.name, r.kind, r.trainer.framework, r.trainer.num_nodes),
-                         ("x", "TrainingRuntime", "mpi", 3))
+    def test_lists_cluster_and_namespaced_runtimes(self):
+        with FakeCoordinator(self.coordinator) as fake:
+            client = self.client(fake)
+            listed = client.list_runtimes(namespace="team-a")
+            client.list_runtimes(namespace=None)
+            client.close()
+            requests = [env.operator_request.get_runtimes for _, env in fake.received]
+        self.assertEqual([r.name for r in listed], ["torch-distributed", "mine"])
+        self.assertEqual(listed[0].trainer.framework, "torch")
+        self.assertEqual(listed[0].trainer.command, ("torchrun", "train.py"))
+        self.assertEqual((listed[1].kind, listed[1].namespace, listed[1].trainer.num_nodes),
+                         ("TrainingRuntime", "team-a", 3))
+        self.assertEqual((requests[0].namespace, requests[0].all_namespaces), ("team-a", False))
+        self.assertTrue(requests[1].all_namespaces)
 
-    def test_the_client_answers_without_a_coordinator(self):
-        client = TrainerClient.__new__(TrainerClient)  # list_runtimes sends nothing
-        self.assertTrue(client.list_runtimes())
+    def test_get_runtime_by_name(self):
+        with FakeCoordinator(self.coordinator) as fake:
+            client = self.client(fake)
+            r = client.get_runtime("torch-distributed")
+            client.close()
+            asked = fake.received[0][1].operator_request.get_runtimes
+        self.assertEqual((r.name, r.kind, r.trainer.framework),
+                         ("torch-distributed", "ClusterTrainingRuntime", "torch"))
+        self.assertEqual((asked.name, asked.namespace), ("torch-distributed", "default"))
+
+    def test_unknown_runtime_carries_the_coordinators_message(self):
+        with FakeCoordinator(self.coordinator) as fake:
+            client = self.client(fake)
+            with self.assertRaisesRegex(NotFoundError, r'runtime "nowhere" not found'):
+                client.get_runtime("nowhere")
+            client.close()
 
 
 class ProtoLocationTest(unittest.TestCase):

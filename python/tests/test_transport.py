@@ -1,13 +1,15 @@
 """The wire: one Envelope per frame, version 1, type matching the body, over CURVE."""
 
 import os
+import socket
+import time
 import unittest
 
 import zmq
 
 from fake_coordinator import FakeCoordinator, response
 from trainlet.config import load_client_config
-from trainlet.errors import NotFoundError, PermissionDeniedError
+from trainlet.errors import ConfigError, NotFoundError, PermissionDeniedError, TrainletError
 from trainlet.transport import CoordinatorConnection, decode_response
 from trainlet.v1 import envelope_pb2, operator_pb2
 
@@ -113,3 +115,83 @@ class ConnectionTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class EndpointListTest(unittest.TestCase):
+    """coordinator: a list of endpoints (HA): the leader is found, followers and dead ones are
+    passed over, and a request is never sent twice to coordinators that may both run it."""
+
+    @staticmethod
+    def follower(leader_endpoint):
+        return lambda req: response(
+            error="this coordinator is not the leader", error_code="NotLeader", leader=leader_endpoint
+        )
+
+    @staticmethod
+    def leader(req):
+        r = response()
+        r.nodes.nodes.add().state = "Ready"
+        return r
+
+    def test_follower_sends_the_client_to_the_leader_it_names(self):
+        with FakeCoordinator(self.leader) as lead:
+            with FakeCoordinator(self.follower(lead.endpoint), keys_from=lead) as follow:
+                follow.write_config(f"{follow.endpoint}, {lead.endpoint}")
+                conn = CoordinatorConnection(load_client_config(follow.home))
+                answer = conn.call(nodes_request(), timeout=10)
+                self.assertEqual(conn.endpoint, lead.endpoint)
+                conn.call(nodes_request(), timeout=10)  # stays with the leader
+                conn.close()
+                self.assertEqual(len(follow.received), 1)
+        self.assertEqual(answer.nodes.nodes[0].state, "Ready")
+        self.assertEqual(len(lead.received), 2)
+
+    def test_single_endpoint_follower_hops_once_to_the_leader(self):
+        with FakeCoordinator(self.leader) as lead:
+            with FakeCoordinator(self.follower(lead.endpoint), keys_from=lead) as follow:
+                conn = CoordinatorConnection(load_client_config(follow.home))
+                answer = conn.call(nodes_request(), timeout=10)
+                conn.close()
+        self.assertEqual(answer.nodes.nodes[0].state, "Ready")
+
+    def test_follower_that_knows_no_leader_is_a_not_leader_error(self):
+        with FakeCoordinator(self.follower("")) as follow:
+            conn = CoordinatorConnection(load_client_config(follow.home))
+            with self.assertRaises(TrainletError) as caught:
+                conn.call(nodes_request(), timeout=5)
+            conn.close()
+        self.assertEqual(caught.exception.code, "NotLeader")
+
+    def test_dead_endpoint_is_passed_over(self):
+        # A port nothing listens on: bound, then closed, so the kernel refuses connections.
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        dead = f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+        probe.close()
+        with FakeCoordinator(self.leader) as lead:
+            lead.write_config(f"{dead},{lead.endpoint}")
+            conn = CoordinatorConnection(load_client_config(lead.home))
+            started = time.monotonic()
+            answer = conn.call(nodes_request(), timeout=10)
+            took = time.monotonic() - started
+            conn.close()
+        self.assertEqual(answer.nodes.nodes[0].state, "Ready")
+        self.assertLess(took, 5)
+
+    def test_no_leader_anywhere_times_out_naming_every_endpoint(self):
+        with FakeCoordinator(self.follower("")) as a:
+            with FakeCoordinator(self.follower(""), keys_from=a) as b:
+                a.write_config(f"{a.endpoint}, {b.endpoint}")
+                conn = CoordinatorConnection(load_client_config(a.home))
+                with self.assertRaises(TimeoutError) as caught:
+                    conn.call(nodes_request(), timeout=2)
+                conn.close()
+        self.assertIn(a.endpoint, str(caught.exception))
+        self.assertIn(b.endpoint, str(caught.exception))
+        self.assertIn("not the leader", str(caught.exception))
+
+    def test_empty_list_is_a_config_error(self):
+        with FakeCoordinator(self.leader) as lead:
+            lead.write_config(" , ")
+            with self.assertRaises(ConfigError):
+                CoordinatorConnection(load_client_config(lead.home))

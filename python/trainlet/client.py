@@ -35,15 +35,22 @@ class TrainerClient:
     def close(self):
         self._conn.close()
 
-    # Runtimes (runtimes.py says where they are read from).
+    # Runtimes: the coordinator's, shipped and applied (runtimes.py).
 
-    def list_runtimes(self):
-        """The runtimes trainlet ships, as list[Runtime]."""
-        return runtimes.list_runtimes()
+    def list_runtimes(self, namespace=DEFAULT_NAMESPACE):
+        """Every ClusterTrainingRuntime, then the TrainingRuntimes of ``namespace`` (None: of
+        every namespace), as list[Runtime]."""
+        req = runtimes.runtimes_request(self._ops, namespace=namespace)
+        answer = self._call(req).runtimes
+        return [runtimes.runtime_of_info(r) for r in answer.runtimes]
 
-    def get_runtime(self, name):
-        """The shipped runtime ``name``; NotFoundError (a RuntimeError) when there is none."""
-        return runtimes.get_runtime(name)
+    def get_runtime(self, name, namespace=DEFAULT_NAMESPACE):
+        """The ClusterTrainingRuntime ``name``, else the TrainingRuntime ``name`` of
+        ``namespace``; NotFoundError (a RuntimeError) naming where it looked when neither
+        exists."""
+        req = runtimes.runtimes_request(self._ops, name=name, namespace=namespace)
+        answer = self._call(req).runtimes
+        return runtimes.runtime_of_info(answer.runtimes[0])
 
     # Jobs.
 

@@ -11,6 +11,12 @@ large, malformed, of another version or with a mismatched type is dropped, as th
 
 Threads: one call at a time per connection (a lock serialises them), so a connection may be
 shared by the threads of a notebook.
+
+High availability: ``coordinator`` in TRAINLET_HOME/config.yaml may list several endpoints
+("tcp://a:7071, tcp://b:7071"), as for trainletctl. A follower answers NotLeader and names the
+leader; the connection moves there. An endpoint that takes no connection within
+CONNECT_TIMEOUT_S is passed over for the rest of the call. A request goes to another coordinator
+only when the one it went to refused it as a follower or never took it, so it is never run twice.
 """
 
 import threading
@@ -20,12 +26,41 @@ import zmq
 
 from trainlet import _protos
 from trainlet.config import load_client_config, read_key_pair
-from trainlet.errors import ConfigError, PermissionDeniedError, ProtocolError, from_code
+from trainlet.errors import (
+    ConfigError,
+    PermissionDeniedError,
+    ProtocolError,
+    TrainletError,
+    from_code,
+)
 
 PROTOCOL_VERSION = 1
 # The daemons' cap (common/envelope.h kMaxMessageBytes): a frame above it is not parsed.
 MAX_MESSAGE_BYTES = 8 << 20
 DEFAULT_TIMEOUT_S = 15.0
+# As trainletctl (coordinator_client.h kConnectTimeout): how long one of several endpoints may
+# take to accept a connection before the next is tried.
+CONNECT_TIMEOUT_S = 1.5
+# After every endpoint refused (an election runs), the next round starts after this.
+ROUND_PAUSE_S = 0.2
+
+
+def split_endpoint_list(text):
+    """The endpoints of a config's ``coordinator`` value: split at commas, blanks trimmed, empty
+    items dropped (common/zmq_sockets.h SplitEndpointList)."""
+    return [e.strip() for e in text.split(",") if e.strip()]
+
+
+class _NotSent(Exception):
+    """The endpoint took no connection before the connect deadline: the request never left."""
+
+
+class _FollowerRefusal(Exception):
+    """A follower refused the request; ``leader`` is the endpoint it named ("" when none)."""
+
+    def __init__(self, message, leader):
+        super().__init__(message)
+        self.leader = leader
 
 
 def encode_request(request, envelope_pb2):
@@ -63,15 +98,28 @@ class CoordinatorConnection:
 
     def __init__(self, config, context=None):
         self._pb = _protos.load()
-        self.endpoint = config.coordinator
+        self.endpoints = split_endpoint_list(config.coordinator)
+        if not self.endpoints:
+            raise ConfigError("coordinator: no endpoint given")
         server = read_key_pair(config.coordinator_key_file)
         mine = read_key_pair(config.key_file)
         if not mine.secret_z85:
             raise ConfigError(f"{config.key_file}: holds no secret-key")
+        self._server = server
+        self._mine = mine
         self._ctx = context or zmq.Context.instance()
         self._lock = threading.Lock()
         self._next_id = 1
+        self._sock = None
+        self._open(self.endpoints[0])
+
+    def _open(self, endpoint):
+        """A new socket and monitor connected to ``endpoint`` (the old ones closed): a send
+        right after a disconnect could still leave on the old connection and be lost."""
+        self.close()
+        self.endpoint = endpoint
         self._connected = False
+        server, mine = self._server, self._mine
         sock = self._ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
@@ -134,16 +182,75 @@ class CoordinatorConnection:
             self._next_id += 1
             request.request_id = request_id
             frame = encode_request(request, self._pb[0])
-            return self._exchange(request_id, frame, timeout)
+            deadline = time.monotonic() + timeout
+            if len(self.endpoints) < 2:
+                return self._call_one(request_id, frame, timeout, deadline)
+            return self._call_any(request_id, frame, timeout, deadline)
 
-    def _exchange(self, request_id, frame, timeout):
-        deadline = time.monotonic() + timeout
+    def _call_one(self, request_id, frame, timeout, deadline):
+        """One coordinator: wait for it, as ever; one hop to the leader a follower names."""
+        try:
+            return self._exchange(request_id, frame, timeout, deadline, deadline)
+        except _FollowerRefusal as refusal:
+            if not refusal.leader:
+                raise TrainletError(str(refusal), "NotLeader") from None
+            self._open(refusal.leader)
+        try:
+            return self._exchange(request_id, frame, timeout, deadline, deadline)
+        except _FollowerRefusal as refusal:
+            raise TrainletError(str(refusal), "NotLeader") from None
+
+    def _call_any(self, request_id, frame, timeout, deadline):
+        """Several coordinators: find the leader (see the module's docstring)."""
+        unreachable = set()  # took no connection during this call
+        last = None
+        nxt = 1
+        tried_in_round = 0
+        while time.monotonic() < deadline:
+            connect_by = min(deadline, time.monotonic() + CONNECT_TIMEOUT_S)
+            leader = ""
+            refused = False
+            try:
+                return self._exchange(request_id, frame, timeout, deadline, connect_by)
+            except _NotSent as e:
+                unreachable.add(self.endpoint)
+                last = last or str(e)
+            except _FollowerRefusal as e:
+                refused, leader, last = True, e.leader, str(e)
+            if leader and leader != self.endpoint and leader not in unreachable:
+                self._open(leader)
+                continue
+            to = ""
+            for _ in range(len(self.endpoints)):
+                candidate = self.endpoints[nxt % len(self.endpoints)]
+                nxt += 1
+                if candidate != self.endpoint and candidate not in unreachable:
+                    to = candidate
+                    break
+            tried_in_round += 1
+            if not to or tried_in_round >= len(self.endpoints):
+                tried_in_round = 0
+                time.sleep(ROUND_PAUSE_S)
+                if not to and not refused:  # nothing answers: try them all again
+                    unreachable.clear()
+                    to = self.endpoints[nxt % len(self.endpoints)]
+                    nxt += 1
+                to = to or self.endpoint
+            self._open(to)
+        raise TimeoutError(
+            f"no coordinator of {', '.join(self.endpoints)} answered as leader within "
+            f"{timeout:g} s" + (f" (last: {last})" if last else "")
+        )
+
+    def _exchange(self, request_id, frame, timeout, deadline, connect_by):
         sent = False
         poller = zmq.Poller()
         poller.register(self._sock, zmq.POLLIN)
         poller.register(self._monitor, zmq.POLLIN)
         while True:
             now = time.monotonic()
+            if not sent and connect_by < deadline and now >= connect_by:
+                raise _NotSent(f"{self.endpoint} took no connection within {CONNECT_TIMEOUT_S:g} s")
             if now >= deadline:
                 raise TimeoutError(
                     f"the coordinator at {self.endpoint} did not answer within {timeout:g} s "
@@ -203,6 +310,8 @@ class CoordinatorConnection:
             response = decode_response(frames[0], self._pb[0])
             if response is None or response.request_id != request_id:
                 continue
+            if response.error_code == "NotLeader":
+                raise _FollowerRefusal(response.error, response.leader)
             if response.error:
                 raise from_code(response.error, response.error_code)
             return response

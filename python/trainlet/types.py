@@ -92,6 +92,7 @@ class Runtime:
     trainer: Optional[RuntimeTrainer] = None
     pretrained_model: Optional[str] = None
     kind: str = "ClusterTrainingRuntime"  # trainlet: the runtimeRef kind
+    namespace: str = ""  # trainlet: a TrainingRuntime's namespace; "" for a cluster-wide one
 
 
 @dataclass

@@ -6,11 +6,13 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <future>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -331,6 +333,69 @@ TEST_F(AgentTest, ARanksProgressPostReachesTheCoordinator) {
   auto exited = AtCoordinator(v1::Envelope::kWorkerEvent, milliseconds(15000));
   ASSERT_TRUE(exited) << "the rank did not stop";
   EXPECT_EQ(exited->worker_event().kind(), v1::WorkerEvent::KIND_EXITED);
+}
+
+// Issue 18: every worker gets the job's workspace (by a private mount namespace as root, else by
+// env, and the STARTED event says which); argv[0] "trainlet-initializer" runs the one beside the
+// agent, which fills the workspace; a worker that fails has its last log line in its EXITED event.
+// The real OS: real steps run real workers.
+TEST_F(AgentTest, WorkersGetTheWorkspaceTheInitializerAndTheirLastLogLine) {
+  auto created = Agent::Create(config_, platform::RealEnv());
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  agent_ = std::move(created).value();
+  ASSERT_TRUE(AtCoordinator(v1::Envelope::kRegister));
+  v1::Envelope ack;
+  ack.mutable_register_ack()->set_accepted(true);
+  ack.mutable_register_ack()->set_partition_grace_ms(10000);
+  ToAgent(std::move(ack));
+  std::ofstream(dir_.File("train.jsonl")) << "{\"text\": \"hi\"}\n";
+  v1::Envelope env;
+  auto* plan = env.mutable_launch_plan();
+  plan->set_job("ws");
+  plan->set_attempt(1);
+  auto* w = plan->add_workers();
+  w->set_rank(0);
+  w->add_argv("/bin/sh");
+  w->add_argv("-c");
+  w->add_argv("echo \"dataset in $TRAINLET_DATASET_DIR\"; echo '  the reason  '; echo; exit 3");
+  auto* init = plan->add_workers();
+  init->set_rank(1);
+  init->set_local_rank(1);
+  init->add_argv("trainlet-initializer");
+  init->add_argv("dataset");
+  (*init->mutable_env())["STORAGE_URI"] = "file://" + dir_.File("train.jsonl");
+  ToAgent(std::move(env));
+
+  const bool root = geteuid() == 0;
+  const std::string workspace = config_.state_dir + "/work/ws/workspace";
+  std::map<uint32_t, v1::WorkerEvent> started, exited;
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (exited.size() < 2 && Clock::now() < deadline) {
+    auto event = AtCoordinator(v1::Envelope::kWorkerEvent, milliseconds(1000));
+    if (!event) continue;
+    const v1::WorkerEvent& ev = event->worker_event();
+    ASSERT_NE(ev.kind(), v1::WorkerEvent::KIND_START_FAILED) << ev.message();
+    (ev.kind() == v1::WorkerEvent::KIND_STARTED ? started : exited)[ev.rank()] = ev;
+  }
+  ASSERT_EQ(started.size(), 2u);
+  ASSERT_EQ(exited.size(), 2u);
+  for (const auto& [rank, ev] : started) {
+    EXPECT_EQ(ev.workspace(),
+              root ? "/workspace (private mount namespace)" : "TRAINLET_WORKSPACE=" + workspace)
+        << rank;
+  }
+  EXPECT_EQ(exited[0].exit_code(), 3);
+  EXPECT_EQ(exited[0].message(), "the reason");
+  EXPECT_EQ(exited[1].exit_code(), 0);
+  EXPECT_EQ(exited[1].message(), "");
+  std::string line;
+  std::getline(std::ifstream(config_.state_dir + "/logs/ws/attempt-1/rank-0.log"), line);
+  EXPECT_EQ(line, "dataset in " + (root ? std::string("/workspace") : workspace) + "/dataset");
+  std::string data;
+  std::getline(std::ifstream(workspace + "/dataset/train.jsonl"), data);
+  EXPECT_EQ(data, "{\"text\": \"hi\"}") << "the initializer beside the agent filled the workspace";
+  EXPECT_EQ(ModeOf(workspace), 0700u);
+  EXPECT_EQ(ModeOf(config_.state_dir + "/cache"), 0700u);
 }
 
 }  // namespace

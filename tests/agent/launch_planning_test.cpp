@@ -192,6 +192,40 @@ TEST(PlanLaunches, AppliesCpuBindingsOnlyWhereTheyCanBe) {
   EXPECT_EQ(planned.launches[0].env.count("TRAINLET_CPUSET"), 0u);
 }
 
+// A replicated job's worker carries its step and what that waits for to the step process, and
+// is unbound: the main ranks keep the devices and CPU sets as if it were not there.
+TEST(PlanLaunches, StepWorkersCarryTheirWaitsAndAreUnbound) {
+  const v1::NodeInfo info = TwoNumaNodes();
+  NodeLaunchContext node = Node();
+  node.node_info = &info;
+  v1::LaunchPlan plan = Plan(2);
+  for (uint32_t replica = 0; replica < 3; ++replica) {
+    auto* init = plan.add_workers();
+    init->set_rank(20 + replica);
+    init->set_local_rank(replica);
+    init->set_step("dataset-initializer");
+    init->add_argv("trainlet-initializer");
+  }
+  auto* main = plan.add_steps();
+  main->set_name("");
+  auto* dep = main->add_depends_on();
+  dep->set_step("dataset-initializer");
+  dep->set_status("Complete");
+  const PlannedLaunches planned = PlanLaunches(plan, node);
+  ASSERT_EQ(planned.launches.size(), 5u);
+  EXPECT_EQ(planned.launches[0].step, "");
+  EXPECT_EQ(planned.launches[0].waits,
+            (std::vector<step::StepNeed>{{"dataset-initializer", "Complete"}}));
+  EXPECT_EQ(planned.launches[2].step, "dataset-initializer");
+  EXPECT_TRUE(planned.launches[2].waits.empty());
+  EXPECT_FALSE(planned.bindings[2].has_value());
+  EXPECT_EQ(planned.launches[2].env.count("TRAINLET_CPUSET"), 0u);
+  // Three initializer replicas do not split the node three ways: the two ranks keep a NUMA
+  // node each.
+  ASSERT_TRUE(planned.bindings[1].has_value());
+  EXPECT_EQ(planned.bindings[1]->CpuList(), "4-7");
+}
+
 TEST(WritePlanFiles, WritesFilesWithTheirModesAndStopsAtABadPath) {
   testing::TempDir dir;
   v1::LaunchPlan plan = Plan(1);
@@ -218,6 +252,69 @@ TEST(WritePlanFiles, WritesFilesWithTheirModesAndStopsAtABadPath) {
   const Status s = WritePlanFiles(plan, dir.path());
   EXPECT_EQ(s.code(), ErrorCode::kInvalid);
   EXPECT_FALSE(fs::exists(dir.path() + "/../escape"));
+}
+
+TEST(PlanLaunches, EveryWorkerGetsTheJobsWorkspaceAndTheNodesCache) {
+  v1::LaunchPlan plan = Plan(2);
+  (*plan.mutable_workers(0)->mutable_env())["TRAINLET_DATASET_DIR"] = "/elsewhere";
+  (*plan.mutable_workers(1)->mutable_env())["DATA"] = "$(TRAINLET_DATASET_DIR)/train";
+  const PlannedLaunches planned = PlanLaunches(plan, Node());
+  ASSERT_EQ(planned.launches.size(), 2u);
+  for (const auto& launch : planned.launches) {
+    EXPECT_EQ(launch.env.at("TRAINLET_WORKSPACE"), "/state/work/train/workspace");
+    // The agent's own value wins over the plan's.
+    EXPECT_EQ(launch.env.at("TRAINLET_DATASET_DIR"), "/state/work/train/workspace/dataset");
+    EXPECT_EQ(launch.env.at("TRAINLET_MODEL_DIR"), "/state/work/train/workspace/model");
+    EXPECT_EQ(launch.env.at("TRAINLET_CACHE_DIR"), "/state/cache");
+  }
+  EXPECT_EQ(planned.launches[1].env.at("DATA"), "/state/work/train/workspace/dataset/train");
+  // Exec sessions get the same env (NodeEnvFor).
+  const auto env = NodeEnvFor("n1", "/state/work/train", "/bin/trainlet-exec", "/state");
+  EXPECT_EQ(env.at("TRAINLET_WORKSPACE"), "/state/work/train/workspace");
+  EXPECT_EQ(env.at("TRAINLET_CACHE_DIR"), "/state/cache");
+  EXPECT_EQ(env.at("TRAINLET_NODE"), "n1");
+}
+
+TEST(PlanLaunches, TheBuiltInInitializerResolvesBesideTheAgent) {
+  v1::LaunchPlan plan = Plan(3);
+  auto* init = plan.mutable_workers(0);
+  init->clear_argv();
+  init->add_argv("trainlet-initializer");
+  init->add_argv("dataset");
+  plan.mutable_workers(1)->clear_argv();
+  plan.mutable_workers(1)->add_argv("trainlet-initializer-v2");  // not exactly the name
+  plan.mutable_workers(2)->clear_argv();
+  plan.mutable_workers(2)->add_argv("/opt/trainlet-initializer");  // a path: left alone
+  NodeLaunchContext node = Node();
+  node.initializer_binary = "/usr/bin/trainlet-initializer";
+  const PlannedLaunches planned = PlanLaunches(plan, node);
+  EXPECT_EQ(planned.launches[0].argv,
+            (std::vector<std::string>{"/usr/bin/trainlet-initializer", "dataset"}));
+  EXPECT_EQ(planned.launches[1].argv[0], "trainlet-initializer-v2");
+  EXPECT_EQ(planned.launches[2].argv[0], "/opt/trainlet-initializer");
+  // Without a known binary (tests, older callers) argv stays as written, for PATH to resolve.
+  EXPECT_EQ(PlanLaunches(plan, Node()).launches[0].argv[0], "trainlet-initializer");
+}
+
+TEST(MakeJobWorkspace, CreatesThePrivateDirsAndTheCache) {
+  testing::TempDir dir;
+  namespace fs = std::filesystem;
+  ASSERT_TRUE(MakeJobWorkspace(dir.path(), "train").ok());
+  for (const std::string sub : {"/work/train/workspace", "/work/train/workspace/dataset",
+                                "/work/train/workspace/model", "/cache"}) {
+    ASSERT_TRUE(fs::is_directory(dir.path() + sub)) << sub;
+    EXPECT_EQ(fs::status(dir.path() + sub).permissions() & fs::perms::all,
+              static_cast<fs::perms>(0700))
+        << sub;
+  }
+  ASSERT_TRUE(MakeJobWorkspace(dir.path(), "train").ok());  // again: nothing to do
+  // A file where the workspace should be: the error names it.
+  ASSERT_TRUE(std::ofstream(dir.path() + "/work/other").good());
+  fs::create_directories(dir.path() + "/work/blocked");
+  ASSERT_TRUE(std::ofstream(dir.path() + "/work/blocked/workspace").good());
+  const Status s = MakeJobWorkspace(dir.path(), "blocked");
+  EXPECT_EQ(s.code(), ErrorCode::kIo);
+  EXPECT_NE(s.message().find("/work/blocked/workspace"), std::string::npos) << s.message();
 }
 
 }  // namespace

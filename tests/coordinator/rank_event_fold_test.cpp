@@ -77,6 +77,7 @@ TEST(RankEventFold, StartedRanksMoveTheAttemptToAllStarted) {
   ev.set_cpuset("0-3");
   ev.set_devices("0");
   ev.set_cwd("/state/work/j");
+  ev.set_workspace("/workspace (private mount namespace)");
   auto fold = FoldWorkerEvent(&st, "node-a", ev);
   EXPECT_EQ(fold.effect, Effect::kFolded);
   EXPECT_EQ(fold.outcome, Outcome::kNone);  // rank 1 still Pending
@@ -85,6 +86,7 @@ TEST(RankEventFold, StartedRanksMoveTheAttemptToAllStarted) {
   EXPECT_EQ(st.ranks(0).cpuset(), "0-3");
   EXPECT_EQ(st.ranks(0).devices(), "0");
   EXPECT_EQ(st.ranks(0).cwd(), "/state/work/j");
+  EXPECT_EQ(st.ranks(0).workspace(), "/workspace (private mount namespace)");
   fold = FoldWorkerEvent(&st, "node-b", Event(v1::WorkerEvent::KIND_STARTED, 1));
   EXPECT_EQ(fold.outcome, Outcome::kAllStarted);
 }
@@ -157,6 +159,75 @@ TEST(RankEventFold, DeletingJobHasNoOutcome) {
   auto fold = FoldWorkerEvent(&st, "node-a", Exited(0, 1));
   EXPECT_EQ(fold.effect, Effect::kFolded);
   EXPECT_EQ(fold.outcome, Outcome::kNone);
+}
+
+// Two ranks of "node" and, after them, one dataset-initializer worker per node (ranks 2, 3).
+v1::JobStatus WithInitializer() {
+  v1::JobStatus st = TwoRanks();
+  for (uint32_t i = 2; i < 4; ++i) {
+    auto* r = st.add_ranks();
+    r->set_rank(i);
+    r->set_node(i == 2 ? "node-a" : "node-b");
+    r->set_attempt(2);
+    r->set_rank_state(v1::RANK_STATE_PENDING);
+    r->set_step("dataset-initializer");
+  }
+  return st;
+}
+
+std::vector<std::string> Reasons(const v1::JobStatus& st) {
+  std::vector<std::string> out;
+  for (const auto& e : st.events()) out.push_back(e.reason());
+  return out;
+}
+
+TEST(RankEventFold, AFailedStepWorkerFailsTheAttemptNamingTheStepAndTheAgentsMessage) {
+  v1::JobStatus st = WithInitializer();
+  v1::WorkerEvent started = Event(v1::WorkerEvent::KIND_STARTED, 2);
+  started.set_unix_ms(1000);
+  FoldWorkerEvent(&st, "node-a", started);
+  v1::WorkerEvent ev = Exited(2, 3);
+  ev.set_message("hf://x: the huggingface_hub module is not importable on this node");
+  auto fold = FoldWorkerEvent(&st, "node-a", ev);
+  EXPECT_EQ(fold.outcome, Outcome::kFailed);
+  EXPECT_EQ(fold.cause,
+            "step dataset-initializer on node-a exited with code 3: hf://x: the huggingface_hub "
+            "module is not importable on this node");
+  EXPECT_EQ(Reasons(st), (std::vector<std::string>{"StepStarted", "StepFailed"}));
+  EXPECT_EQ(st.events(1).message(), fold.cause);
+
+  // Without a message, the cause ends at the exit.
+  v1::JobStatus quiet = WithInitializer();
+  FoldWorkerEvent(&quiet, "node-b", Event(v1::WorkerEvent::KIND_STARTED, 3));
+  EXPECT_EQ(FoldWorkerEvent(&quiet, "node-b", Exited(3, 1)).cause,
+            "step dataset-initializer on node-b exited with code 1");
+}
+
+TEST(RankEventFold, AStepCompletesWhenEveryWorkerOnEveryNodeExitedZero) {
+  v1::JobStatus st = WithInitializer();
+  for (uint32_t r : {2u, 3u}) {
+    v1::WorkerEvent ev = Event(v1::WorkerEvent::KIND_STARTED, r);
+    ev.set_unix_ms(1000 + r);
+    FoldWorkerEvent(&st, r == 2 ? "node-a" : "node-b", ev);
+  }
+  EXPECT_EQ(st.step_progress_unix_ms(), 1003);
+  v1::WorkerEvent done = Exited(2, 0);
+  done.set_unix_ms(2000);
+  EXPECT_EQ(FoldWorkerEvent(&st, "node-a", done).outcome, Outcome::kNone);
+  EXPECT_EQ(Reasons(st), (std::vector<std::string>{"StepStarted"}));  // once, not per worker
+  done = Exited(3, 0);
+  done.set_unix_ms(3000);
+  // The main ranks have still to start: neither all started nor all succeeded.
+  EXPECT_EQ(FoldWorkerEvent(&st, "node-b", done).outcome, Outcome::kNone);
+  EXPECT_EQ(Reasons(st), (std::vector<std::string>{"StepStarted", "StepCompleted"}));
+  EXPECT_EQ(st.step_progress_unix_ms(), 3000);
+  // Success is every rank of every step.
+  for (uint32_t r : {0u, 1u}) {
+    FoldWorkerEvent(&st, r == 0 ? "node-a" : "node-b", Event(v1::WorkerEvent::KIND_STARTED, r));
+  }
+  st.set_job_phase(v1::JOB_PHASE_RUNNING);
+  EXPECT_EQ(FoldWorkerEvent(&st, "node-a", Exited(0, 0)).outcome, Outcome::kNone);
+  EXPECT_EQ(FoldWorkerEvent(&st, "node-b", Exited(1, 0)).outcome, Outcome::kAllSucceeded);
 }
 
 }  // namespace

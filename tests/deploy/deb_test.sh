@@ -79,7 +79,7 @@ dpkg-deb --ctrl-tarfile "$deb" | tar -t > "$work/control-files"
 for f in postinst prerm postrm; do grep -qx "./$f" "$work/control-files" || fail "no $f in the package"; done
 
 # What the package must hold: binaries, runtimes, and whatever units and configs deploy/ has.
-expect=(/usr/bin/trainletctl /usr/bin/trainlet-agent /usr/bin/trainlet-coordinator)
+expect=(/usr/bin/trainletctl /usr/bin/trainlet-agent /usr/bin/trainlet-coordinator /usr/bin/trainlet-initializer)
 [ -d "$src/cli/trainlet-exec" ] && expect+=(/usr/bin/trainlet-exec)
 for f in "$src"/deploy/runtimes/*.yaml; do expect+=("/usr/share/trainlet/runtimes/$(basename "$f")"); done
 # The Python SDK and the protobuf modules the build generated for it (python/CMakeLists.txt).

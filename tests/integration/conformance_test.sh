@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Kubeflow's own runtimes and example TrainJobs are accepted unchanged through trainletctl; a copy
-# with one field made invalid under the CRD schema is refused, naming the field's path.
+# Kubeflow's own runtimes and example TrainJobs, and the Training Operator's and mpi-operator's v1
+# examples, are accepted unchanged through trainletctl; a copy with one field made invalid under
+# the CRD schema is refused, naming the field's path.
 source "$(dirname "$0")/lib.sh"
 [ -d "$KUBEFLOW" ] || { echo "SKIP: $KUBEFLOW not present"; exit 0; }
 
@@ -39,6 +40,29 @@ done
 printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: mlx-mpi-job\nspec:\n  runtimeRef:\n    name: mlx-distributed\n  trainer:\n    numNodes: 3\n    command: ["true"]\n' > "$WORK/mlx.yaml"
 "$CTL" apply -f "$WORK/mlx.yaml" >/dev/null 2>&1 || fail "TrainJob on Kubeflow's mlx-distributed refused"
 assert_contains "$("$CTL" describe trainjob mlx-mpi-job)" "(plugin mpi)" "mlx-distributed stays on mpi"
+# The Training Operator's and mpi-operator's examples (tests/fixtures/kubeflow-v1/), unchanged:
+# each is accepted, or refused only because it runs its image's entrypoint (trainlet runs a
+# command, not an image), naming the field.
+accepted=0 entrypoint=0
+for f in "$FIXTURES"/kubeflow-v1/training-operator/*.yaml "$FIXTURES"/kubeflow-v1/mpi-operator/*.yaml; do
+  if "$CTL" apply -f "$f" > "$WORK/out" 2> "$WORK/err"; then
+    grep -q ": became TrainJob " "$WORK/out" "$WORK/err" || fail "$(basename "$f"): no conversion note: $(cat "$WORK/out" "$WORK/err")"
+    accepted=$((accepted + 1))
+    # Several examples share a name (mpi-operator's three "pi"s): each is removed once accepted.
+    job=$(sed -n 's|^trainjob/\(.*\) created$|\1|p' "$WORK/out")
+    case "$job" in
+      */*) "$CTL" delete trainjob "${job#*/}" -n "${job%%/*}" --timeout 30s >/dev/null ;;
+      ?*) "$CTL" delete trainjob "$job" --timeout 30s >/dev/null ;;
+      *) fail "$(basename "$f"): apply created no trainjob: $(cat "$WORK/out")" ;;
+    esac
+  else
+    grep -q '\.command: required on trainlet: it runs the command on the node' "$WORK/err" \
+      || fail "$(basename "$f") refused: $(cat "$WORK/err")"
+    entrypoint=$((entrypoint + 1))
+  fi
+done
+[ "$accepted/$entrypoint" = 15/15 ] || fail "v1 examples: $accepted accepted, $entrypoint refused for their entrypoint (want 15/15)"
+log "kubeflow-v1 examples: $accepted accepted unchanged, $entrypoint refused for running an image's entrypoint"
 before=$("$CTL" get trainjobs -o name | wc -l)
 
 # Mutations: one field wrong under the schema each; the error names its path.
@@ -56,6 +80,10 @@ mutate "$KUBEFLOW/examples/01-multi-node.yaml" 's/numNodes: 3/numNodes: -1/' "sp
 mutate "$KUBEFLOW/runtimes/mlx_distributed.yaml" 's/mpiImplementation: OpenMPI/mpiImplementation: LAM/' \
   "spec.mlPolicy.mpi.mpiImplementation"
 mutate "$KUBEFLOW/examples/02-runtime-patches.yaml" 's/- name: CUSTOM_VAR/- value2: x/' "spec.trainer.env[0].name"
+mutate "$FIXTURES/kubeflow-v1/training-operator/pytorch_simple.yaml" \
+  '0,/replicas: 1/s/replicas: 1/replicas: "one"/' "spec.pytorchReplicaSpecs.Master.replicas"
+mutate "$FIXTURES/kubeflow-v1/mpi-operator/pi_pi.yaml" 's/slotsPerWorker: 1/slotsPerWorker: "x"/' \
+  "spec.slotsPerWorker"
 after=$("$CTL" get trainjobs -o name | wc -l)
 [ "$before" = "$after" ] || fail "a refused file stored something ($before -> $after jobs)"
 echo "PASS conformance_test"

@@ -339,6 +339,31 @@ TEST(V1Plugins, ATrainJobCannotUseTheTFOrPaddleRuntime) {
       "torch");
 }
 
+// The conformance suite through the plugins: every example that converts (v1_job_test) is planned
+// by the plugin its runtime selects, one process per replica, with each replica's own argv.
+TEST(V1Plugins, EveryConvertedExamplePlans) {
+  int planned = 0;
+  for (const char* dir : {"training-operator", "mpi-operator"}) {
+    for (const auto& entry :
+         std::filesystem::directory_iterator(std::filesystem::path(TRAINLET_SOURCE_DIR) / "tests" /
+                                             "fixtures" / "kubeflow-v1" / dir)) {
+      if (entry.path().extension() != ".yaml") continue;
+      const std::string yaml = trainjob::testing::ReadFile(entry.path());
+      auto parsed = trainjob::ParseDocuments(yaml);
+      if (!parsed.ok()) continue;  // an image's entrypoint: refused in v1_job_test
+      SCOPED_TRACE(entry.path().string());
+      Planned p = Plan(yaml);
+      ASSERT_NE(p.plugin, nullptr);
+      ASSERT_FALSE(p.plans.empty());
+      for (const v1::LaunchPlan& plan : p.plans) {
+        for (const v1::WorkerSpec& w : plan.workers()) EXPECT_FALSE(w.argv().empty());
+      }
+      ++planned;
+    }
+  }
+  EXPECT_EQ(planned, 15);
+}
+
 TEST(V1Plugins, ReplicasNeedOneNodeEach) {
   auto parsed = trainjob::ParseDocuments(Fixture("training-operator/jax_cpu-demo_demo.yaml"));
   ASSERT_TRUE(parsed.ok());

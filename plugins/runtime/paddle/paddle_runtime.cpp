@@ -1,46 +1,15 @@
 #include "plugins/runtime/paddle/paddle_runtime.h"
 
-#include "plugins/runtime/builtin_runtime.h"
+#include "plugins/runtime/v1_replica_runtime.h"
 #include "plugins/runtime/worker_env.h"
 
 namespace trainlet {
 namespace {
 
-Result<trainjob::V1JobContract> RequireContract(const PlanRequest& request) {
-  TRAINLET_ASSIGN_OR_RETURN(auto contract, ContractOf(request, trainjob::V1Kind::kPaddleJob));
-  if (!contract) {
-    return InvalidError("the paddle runtime runs PaddleJobs (kubeflow.org/v1) only");
-  }
-  return *contract;
+// The rendezvous endpoint (Master 0, else Worker 0) is rank 0: one port on node rank 0.
+std::vector<uint32_t> PaddleJobPorts(const PlanRequest&, const trainjob::V1JobContract&) {
+  return {1};
 }
-
-class PaddleRuntime final : public BuiltinRuntime {
- public:
-  std::string_view name() const override { return "paddle"; }
-
-  std::string LaunchMode(const PlanRequest&) const override {
-    return "PaddleJob: one process per replica with the Training Operator's PADDLE_MASTER/"
-           "PADDLE_NNODES/PADDLE_JOB_ID env";
-  }
-
- protected:
-  Result<uint32_t> CountProcs(std::string_view num_proc_per_node,
-                              const v1::Topology*) const override {
-    return ParseProcCount(num_proc_per_node, "spec.trainer.numProcPerNode", 1);
-  }
-
-  // The rendezvous endpoint (Master 0, else Worker 0) is rank 0: one port on node rank 0.
-  Result<AttemptLayout> LayOut(const PlanRequest& request) const override {
-    TRAINLET_ASSIGN_OR_RETURN(const trainjob::V1JobContract contract, RequireContract(request));
-    return LayOutReplicas(request, contract, {1});
-  }
-
-  Result<std::vector<v1::LaunchPlan>> MakePlans(const PlanRequest& request,
-                                                const AttemptLayout& layout) const override {
-    TRAINLET_ASSIGN_OR_RETURN(const trainjob::V1JobContract contract, RequireContract(request));
-    return MakeReplicaPlans(request, contract, layout, &PaddleJobEnv);
-  }
-};
 
 }  // namespace
 
@@ -64,6 +33,16 @@ Result<EnvList> PaddleJobEnv(const ReplicaContext& at) {
   return env;
 }
 
-std::unique_ptr<RuntimePlugin> MakePaddleRuntime() { return std::make_unique<PaddleRuntime>(); }
+std::unique_ptr<RuntimePlugin> MakePaddleRuntime() {
+  return std::make_unique<V1ReplicaRuntime>(V1ReplicaRuntimeSpec{
+      .name = "paddle",
+      .kind = trainjob::V1Kind::kPaddleJob,
+      .launch_mode = "PaddleJob: one process per replica with the Training Operator's "
+                     "PADDLE_MASTER/PADDLE_NNODES/PADDLE_JOB_ID env",
+      .refusal = "the paddle runtime runs PaddleJobs (kubeflow.org/v1) only",
+      .ports = &PaddleJobPorts,
+      .env = &PaddleJobEnv,
+  });
+}
 
 }  // namespace trainlet

@@ -5,7 +5,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "plugins/runtime/builtin_runtime.h"
+#include "plugins/runtime/v1_replica_runtime.h"
 #include "plugins/runtime/worker_env.h"
 
 namespace trainlet {
@@ -17,43 +17,10 @@ std::string Lower(std::string s) {
   return s;
 }
 
-Result<trainjob::V1JobContract> RequireContract(const PlanRequest& request) {
-  TRAINLET_ASSIGN_OR_RETURN(auto contract, ContractOf(request, trainjob::V1Kind::kTFJob));
-  if (!contract) {
-    return InvalidError(
-        "the tensorflow runtime runs TFJobs (kubeflow.org/v1) only: a TrainJob has no TF_CONFIG "
-        "replicas");
-  }
-  return *contract;
+// Every replica listens on its cluster endpoint: one port on every node.
+std::vector<uint32_t> TFJobPorts(const PlanRequest& request, const trainjob::V1JobContract&) {
+  return std::vector<uint32_t>(request.nodes.size(), 1);
 }
-
-class TensorflowRuntime final : public BuiltinRuntime {
- public:
-  std::string_view name() const override { return "tensorflow"; }
-
-  std::string LaunchMode(const PlanRequest&) const override {
-    return "TFJob: one process per replica (Chief, Master, PS, Worker, Evaluator), each with the "
-           "Training Operator's TF_CONFIG";
-  }
-
- protected:
-  Result<uint32_t> CountProcs(std::string_view num_proc_per_node,
-                              const v1::Topology*) const override {
-    return ParseProcCount(num_proc_per_node, "spec.trainer.numProcPerNode", 1);
-  }
-
-  // Every replica listens on its cluster endpoint: one port on every node.
-  Result<AttemptLayout> LayOut(const PlanRequest& request) const override {
-    TRAINLET_ASSIGN_OR_RETURN(const trainjob::V1JobContract contract, RequireContract(request));
-    return LayOutReplicas(request, contract, std::vector<uint32_t>(request.nodes.size(), 1));
-  }
-
-  Result<std::vector<v1::LaunchPlan>> MakePlans(const PlanRequest& request,
-                                                const AttemptLayout& layout) const override {
-    TRAINLET_ASSIGN_OR_RETURN(const trainjob::V1JobContract contract, RequireContract(request));
-    return MakeReplicaPlans(request, contract, layout, &TFJobEnv);
-  }
-};
 
 }  // namespace
 
@@ -90,7 +57,16 @@ Result<EnvList> TFJobEnv(const ReplicaContext& at) {
 }
 
 std::unique_ptr<RuntimePlugin> MakeTensorflowRuntime() {
-  return std::make_unique<TensorflowRuntime>();
+  return std::make_unique<V1ReplicaRuntime>(V1ReplicaRuntimeSpec{
+      .name = "tensorflow",
+      .kind = trainjob::V1Kind::kTFJob,
+      .launch_mode = "TFJob: one process per replica (Chief, Master, PS, Worker, Evaluator), each "
+                     "with the Training Operator's TF_CONFIG",
+      .refusal = "the tensorflow runtime runs TFJobs (kubeflow.org/v1) only: a TrainJob has no "
+                 "TF_CONFIG replicas",
+      .ports = &TFJobPorts,
+      .env = &TFJobEnv,
+  });
 }
 
 }  // namespace trainlet

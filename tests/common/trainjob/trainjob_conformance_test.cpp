@@ -138,7 +138,15 @@ TEST_F(ConformanceTest, MultiStepExample) {
   EXPECT_EQ(rt.replicated_jobs, (std::vector<std::string>{"dataset-initializer", "node"}));
   EXPECT_EQ(f.jobs[0].runtime_ref.kind, "TrainingRuntime");
   EXPECT_EQ(f.jobs[0].trainer.num_nodes, 2);
-  EXPECT_TRUE(HasWarning(f, "TrainJob/multi-step-example: spec.initializer: ignored"));
+  // spec.initializer feeds the dataset-initializer step now (issue 18): read, not ignored.
+  EXPECT_FALSE(HasWarning(f, "spec.initializer: ignored"));
+  ASSERT_TRUE(f.jobs[0].dataset_initializer.has_value());
+  EXPECT_EQ(f.jobs[0].dataset_initializer->storage_uri, "hf://tatsu-lab/alpaca");
+  ASSERT_EQ(rt.jobs.size(), 2u);
+  EXPECT_EQ(rt.jobs[1].depends_on,
+            (std::vector<JobDependency>{{"dataset-initializer", "Complete"}}));
+  ASSERT_TRUE(rt.jobs[0].container.has_value());
+  EXPECT_TRUE(rt.jobs[0].container->command.empty());  // the built-in initializer runs it
 }
 
 TEST_F(ConformanceTest, MlxRuntimeIsMpi) {

@@ -77,10 +77,11 @@ TEST(V1Conformance, EveryExampleParsesUnchanged) {
       EXPECT_EQ(again->jobs.at(0).yaml, parsed->converted[0].job.yaml);
     }
   }
-  EXPECT_EQ(converted, 14);
-  // The XGBoostJob examples, jaxjob_dist_spmd_mnist_gloo and multi_worker_tfjob run their
-  // image's entrypoint (no command, or args that are only options).
-  EXPECT_EQ(refused, 10);
+  EXPECT_EQ(converted, 15);
+  // The XGBoostJob examples, jaxjob_dist_spmd_mnist_gloo, multi_worker_tfjob, the mnist v1
+  // PyTorchJobs, pytorch_job_sendrecv and dist-mnist's TFJob run their image's entrypoint (no
+  // command, or args that are only options).
+  EXPECT_EQ(refused, 15);
 }
 
 TEST(V1Job, PyTorchJobBecomesATorchTrainJob) {

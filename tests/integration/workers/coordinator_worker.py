@@ -1,11 +1,10 @@
-"""A stand-in for a JAX process or an XGBoost worker, for tests: it checks trainlet's env contract.
+"""A stand-in for a JAX process, for tests: it checks trainlet's env contract. (XGBoost runs for
+real: xgboost_train.py.)
 
     coordinator_worker.py jax      reads JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID
-    coordinator_worker.py xgboost  reads DMLC_TRACKER_URI, DMLC_TRACKER_PORT, DMLC_NUM_WORKER,
-                                   DMLC_TASK_ID
 
-Process/task 0 listens on the coordinator (tracker) address, as jax.distributed and XGBoost's
-tracker do; every other one connects, sends its id, and gets back the ids of all. Each prints
+Process 0 listens on the coordinator address, as jax.distributed does; every other one connects,
+sends its id, and gets back the ids of all. Each prints
 "<mode> <id> of <n>: ids 0..n-1 OK" and exits 0 when the ids are exactly 0..n-1.
 """
 import os
@@ -19,9 +18,6 @@ def contract(mode):
     if mode == "jax":
         host, _, port = env["JAX_COORDINATOR_ADDRESS"].rpartition(":")
         return host.strip("[]"), int(port), int(env["JAX_NUM_PROCESSES"]), int(env["JAX_PROCESS_ID"])
-    if mode == "xgboost":
-        return (env["DMLC_TRACKER_URI"], int(env["DMLC_TRACKER_PORT"]), int(env["DMLC_NUM_WORKER"]),
-                int(env["DMLC_TASK_ID"]))
     raise SystemExit(f"unknown mode {mode!r}")
 
 

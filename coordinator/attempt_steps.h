@@ -1,0 +1,99 @@
+// AttemptSteps: the replicated jobs of a runtime other than the main one ("steps", e.g.
+// dataset-initializer), and how they join an attempt next to what the runtime plugin rendered.
+//
+// The rules (docs/runtimes.md, "Replicated jobs"):
+//  - Every replicatedJob other than `node` and `launcher` (which runtime plugins run) is a step.
+//    A step runs `replicas` workers on EVERY placed node of the gang, with its own container's
+//    command, args and env, never the trainer's env and no RANK/WORLD_SIZE of the training;
+//    trainlet adds TRAINLET_JOB, TRAINLET_ATTEMPT, TRAINLET_STEP, TRAINLET_STEP_REPLICA,
+//    TRAINLET_NODE_RANK and TRAINLET_NUM_NODES (the agent adds its node's TRAINLET_* on top).
+//  - Its workers get global rank numbers after the main world W: step by step in the runtime's
+//    order, then node by node in placement order, then replica by replica. Their local rank is the
+//    replica's index on the node.
+//  - A `dataset-initializer` or `model-initializer` step whose container sets no command runs the
+//    built-in initializer, argv ["trainlet-initializer", "dataset"|"model"]. A step named so gets
+//    STORAGE_URI from the TrainJob's spec.initializer.dataset/.model and that initializer's env on
+//    top of its container's (the TrainJob's value wins a shared key, as Kubeflow's does).
+//  - dependsOn becomes LaunchPlan.steps; the agent's trainlet-step holds a worker until its
+//    step's dependencies are met on its node. `node`'s dependsOn is the main step's ("").
+//
+// Pure functions of their arguments; called from the coordinator's loop (AttemptLauncher), any
+// thread safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "common/trainjob/trainjob_model.h"
+#include "trainlet/runtime_plugin.h"
+#include "trainlet/v1/launch.pb.h"
+#include "trainlet/v1/operator.pb.h"
+
+namespace trainlet::coordinator {
+
+// The argv[0] of the built-in initializer (the agent finds it beside trainlet-agent).
+inline constexpr const char* kInitializerBinary = "trainlet-initializer";
+
+struct StepSpec {
+  std::string name;
+  uint32_t replicas = 1;
+  std::vector<std::string> argv;
+  std::vector<std::pair<std::string, std::string>> env;  // in order; no key twice
+  // Names as the plan says them: "" for the main replicated job.
+  std::vector<v1::StepDependency> depends_on;
+};
+
+struct AttemptSteps {
+  std::vector<StepSpec> steps;                      // every step, each after its dependencies
+  std::vector<v1::StepDependency> main_depends_on;  // `node`'s dependsOn
+  bool empty() const { return steps.empty() && main_depends_on.empty(); }
+};
+
+// The steps of `job` on `runtime`. Errors (Invalid, naming the TrainJob and the runtime's path):
+// a step with no container, or with no command that is not a built-in initializer; a step whose
+// replicas is below 1.
+Result<AttemptSteps> StepsOf(const trainjob::TrainJob& job,
+                             const trainjob::TrainingRuntime& runtime);
+
+// Warnings about `job` on `runtime` that nothing else reports: a spec.initializer.X whose runtime
+// has no X-initializer step (nothing runs it).
+std::vector<std::string> StepWarnings(const trainjob::TrainJob& job,
+                                      const trainjob::TrainingRuntime& runtime);
+
+// One step worker of an attempt, as laid out.
+struct StepWorker {
+  uint32_t rank = 0;        // global, from the main world size up
+  uint32_t local_rank = 0;  // the replica's index on its node
+  size_t node = 0;          // index into the placement
+  const StepSpec* step = nullptr;
+};
+
+// The step workers of an attempt laid out as `layout` (whose ranks make the main world).
+std::vector<StepWorker> LayOutSteps(const AttemptSteps& steps, const AttemptLayout& layout);
+
+// Adds the step workers to `plans` (one per node, from RenderAttempt) and fills each plan's
+// LaunchPlan.steps. A no-op when `steps` is empty.
+void AddStepsToPlans(const AttemptSteps& steps, const AttemptLayout& layout,
+                     std::vector<v1::LaunchPlan>& plans);
+
+// Adds the step workers of the attempt to `status.ranks` (Pending, RankStatus.step set) on
+// `nodes` (the placement, indexed like layout.nodes).
+void AddStepRanks(const AttemptSteps& steps, const AttemptLayout& layout,
+                  const std::vector<std::string>& nodes, uint32_t attempt, v1::JobStatus& status);
+
+// The global rank of the `index`-th worker (by rank) of step `step` in `status`; "" names the
+// main one, whose index is its global rank. nullopt when the step has no such worker.
+std::optional<uint32_t> StepWorkerRank(const v1::JobStatus& status, const std::string& step,
+                                       uint32_t index);
+
+// The start timeout's clock for a Starting attempt: from when it counts (the attempt's start, or
+// its last step progress when later), or nullopt when no Pending rank counts. A Pending rank does
+// not count while a step worker on its node runs: it may be held by a dependency that worker has
+// still to meet (an initializer that downloads for an hour must not time the attempt out).
+std::optional<int64_t> StartClockMs(const v1::JobStatus& status, int64_t attempt_started_ms);
+
+}  // namespace trainlet::coordinator

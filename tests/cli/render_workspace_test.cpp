@@ -1,0 +1,43 @@
+// describe trainjob: one "Workspace:" line per node, saying how its ranks reached the job's
+// workspace (RankStatus.workspace from their STARTED events).
+#include <gtest/gtest.h>
+
+#include "trainletctl/render.h"
+
+namespace trainlet::cli {
+namespace {
+
+v1::JobStatus Job() {
+  v1::JobStatus j;
+  j.set_name("train");
+  j.set_job_phase(v1::JOB_PHASE_RUNNING);
+  j.set_attempt(1);
+  j.set_num_nodes(2);
+  j.set_procs_per_node(2);
+  for (uint32_t i = 0; i < 4; ++i) {
+    auto* r = j.add_ranks();
+    r->set_rank(i);
+    r->set_node(i < 2 ? "node-a" : "node-b");
+    r->set_rank_state(v1::RANK_STATE_RUNNING);
+  }
+  return j;
+}
+
+TEST(DescribeWorkspace, OneLinePerNodeOnceRanksStarted) {
+  v1::JobStatus j = Job();
+  EXPECT_EQ(DescribeJob(j, 0).find("Workspace:"), std::string::npos);  // nothing started yet
+  j.mutable_ranks(0)->set_workspace("/workspace (private mount namespace)");
+  j.mutable_ranks(1)->set_workspace("/workspace (private mount namespace)");
+  j.mutable_ranks(3)->set_workspace("TRAINLET_WORKSPACE=/var/lib/trainlet/work/train/workspace");
+  const std::string text = DescribeJob(j, 0);
+  const size_t at = text.find("Workspace:\n");
+  ASSERT_NE(at, std::string::npos) << text;
+  const std::string section = text.substr(at, text.find("\n", text.find("node-b", at)) - at + 1);
+  EXPECT_EQ(section,
+            "Workspace:\n"
+            "  node-a   /workspace (private mount namespace)\n"
+            "  node-b   TRAINLET_WORKSPACE=/var/lib/trainlet/work/train/workspace\n");
+}
+
+}  // namespace
+}  // namespace trainlet::cli

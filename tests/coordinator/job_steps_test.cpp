@@ -1,0 +1,139 @@
+// Replicated jobs through the JobController: an initializer step planned beside the main ranks on
+// every node, the start timeout held off while it runs, and its failure failing the attempt.
+
+#include "tests/coordinator/controller_fixture.h"
+
+namespace trainlet::coordinator::testing {
+namespace {
+
+// A plain runtime "steps" whose dataset-initializer runs `init` and whose node waits for it.
+std::string StepsRuntime(int max_restarts = 0) {
+  return "apiVersion: trainer.kubeflow.org/v1alpha1\n"
+         "kind: ClusterTrainingRuntime\n"
+         "metadata: {name: steps}\n"
+         "spec:\n"
+         "  mlPolicy: {numNodes: 1}\n"
+         "  template:\n"
+         "    spec:\n"
+         "      failurePolicy: {maxRestarts: " +
+         std::to_string(max_restarts) +
+         "}\n"
+         "      replicatedJobs:\n"
+         "        - name: dataset-initializer\n"
+         "          template:\n"
+         "            spec:\n"
+         "              template:\n"
+         "                spec:\n"
+         "                  containers:\n"
+         "                    - name: dataset-initializer\n"
+         "                      command: [sh, -c, 'sleep 1; echo data > data.txt']\n"
+         "        - name: node\n"
+         "          dependsOn: [{name: dataset-initializer, status: Complete}]\n"
+         "          template:\n"
+         "            spec:\n"
+         "              template:\n"
+         "                spec:\n"
+         "                  containers:\n"
+         "                    - name: node\n"
+         "                      command: [/bin/true]\n";
+}
+
+class JobStepsTest : public ControllerFixture {
+ protected:
+  static constexpr int64_t kTimeout = 5000;
+
+  void SetUp() override {
+    ControllerFixture::SetUp();
+    options_.start_timeout = std::chrono::milliseconds(kTimeout);
+    MakeController();
+    ApplyOk(StepsRuntime());
+    ApplyOk(JobYaml("train", 2, 1, "steps"));
+  }
+
+  std::vector<uint32_t> RanksOfStep(const std::string& step) {
+    std::vector<uint32_t> out;
+    for (const auto& r : JobOrDie("train").ranks()) {
+      if (r.step() == step) out.push_back(r.rank());
+    }
+    return out;
+  }
+};
+
+TEST_F(JobStepsTest, EveryNodeRunsTheInitializerAfterTheMainWorld) {
+  const auto& st = JobOrDie("train");
+  ASSERT_EQ(PhaseName(st), "Starting");
+  EXPECT_EQ(RanksOfStep(""), (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(RanksOfStep("dataset-initializer"), (std::vector<uint32_t>{2, 3}));
+  EXPECT_EQ(st.attempts(0).rank_nodes_size(), 4);
+  const auto plans = sink_.Plans();
+  ASSERT_EQ(plans.size(), 2u);
+  for (const auto& [node, plan] : plans) {
+    ASSERT_EQ(plan.workers_size(), 2) << node;
+    EXPECT_EQ(plan.workers(1).step(), "dataset-initializer");
+    EXPECT_EQ(plan.workers(1).argv(0), "sh");
+    EXPECT_FALSE(plan.workers(1).env().contains("TRAINLET_RESTART_REASON"));
+    ASSERT_EQ(plan.steps_size(), 1);
+    EXPECT_EQ(plan.steps(0).name(), "");
+    EXPECT_EQ(plan.steps(0).depends_on(0).step(), "dataset-initializer");
+  }
+}
+
+TEST_F(JobStepsTest, TheStartTimeoutWaitsForARunningInitializerAndCountsFromItsEnd) {
+  for (uint32_t r : RanksOfStep("dataset-initializer")) {
+    Report("train", r, v1::WorkerEvent::KIND_STARTED, kT0 + 10);
+  }
+  // Long past the timeout: the main ranks are held by an initializer that still runs.
+  controller_->Schedule(kT0 + 3 * kTimeout);
+  EXPECT_EQ(PhaseName(JobOrDie("train")), "Starting");
+  EXPECT_EQ(controller_->NextWakeMs() > kT0 + 3 * kTimeout, true);
+
+  const int64_t done = kT0 + 4 * kTimeout;
+  for (uint32_t r : RanksOfStep("dataset-initializer")) {
+    Report("train", r, v1::WorkerEvent::KIND_EXITED, done, 0);
+  }
+  EXPECT_EQ(JobOrDie("train").step_progress_unix_ms(), done);
+  controller_->Schedule(done + kTimeout - 1);
+  EXPECT_EQ(PhaseName(JobOrDie("train")), "Starting");
+  // The main ranks never report: the timeout counts from the initializer's end.
+  controller_->Schedule(done + kTimeout);
+  const auto& st = JobOrDie("train");
+  EXPECT_NE(PhaseName(st), "Starting");
+  EXPECT_NE(st.attempts(0).cause().find("StartTimeout"), std::string::npos)
+      << st.attempts(0).cause();
+}
+
+TEST_F(JobStepsTest, AFailedInitializerFailsTheAttemptNamingTheStep) {
+  const uint32_t init = RanksOfStep("dataset-initializer").at(0);
+  std::string node;
+  for (const auto& r : JobOrDie("train").ranks()) {
+    if (r.rank() == init) node = r.node();
+  }
+  Report("train", init, v1::WorkerEvent::KIND_STARTED, kT0 + 10);
+  auto ev = Event("train", 1, init, v1::WorkerEvent::KIND_EXITED, 3);
+  ev.set_message("no such dataset");
+  controller_->OnWorkerEvent(node, ev, kT0 + 20);
+  const auto& st = JobOrDie("train");
+  EXPECT_EQ(PhaseName(st), "Failed");
+  EXPECT_EQ(st.attempts(0).cause(),
+            "step dataset-initializer on " + node + " exited with code 3: no such dataset");
+  bool step_failed = false;
+  for (const auto& e : st.events()) step_failed |= e.reason() == "StepFailed";
+  EXPECT_TRUE(step_failed);
+  for (uint32_t r : RanksOfStep("")) {
+    EXPECT_EQ(Rank(st, r)->pid(), 0) << "rank " << r << " never started";
+  }
+}
+
+TEST_F(JobStepsTest, TheJobSucceedsWhenEveryRankOfEveryStepExitedZero) {
+  ReportAll("train", v1::WorkerEvent::KIND_STARTED, kT0 + 10);
+  EXPECT_EQ(PhaseName(JobOrDie("train")), "Running");
+  for (uint32_t r : RanksOfStep("dataset-initializer")) {
+    Report("train", r, v1::WorkerEvent::KIND_EXITED, kT0 + 20, 0);
+  }
+  EXPECT_EQ(PhaseName(JobOrDie("train")), "Running");
+  for (uint32_t r : RanksOfStep("")) Report("train", r, v1::WorkerEvent::KIND_EXITED, kT0 + 30, 0);
+  EXPECT_EQ(PhaseName(JobOrDie("train")), "Succeeded");
+}
+
+}  // namespace
+}  // namespace trainlet::coordinator::testing
