@@ -22,6 +22,8 @@
 #include "agent/process_sweep.h"
 #include "agent/rank_binding.h"
 #include "agent/topology.h"
+#include "agent/work_dir_state.h"
+#include "agent/working_dirs.h"
 #include "common/logging.h"
 #include "common/platform/cpu_affinity.h"
 #include "common/platform/directory_spread.h"
@@ -95,6 +97,10 @@ Result<v1::NodeInfo> DescribeNode(const AgentConfig& config, const std::string& 
       DiscoverNodeAccelerators(plugins, info.topology(), hw.accelerator_env);
   for (const auto& note : found.notes) spdlog::info("accelerators: {}", note);
   AddAccelerators(found, &info);
+  if (!config.shared_dir.empty()) {  // shared jobs are placed on such nodes only
+    (*info.mutable_discovered_labels())[kSharedDirLabel] = "true";
+    info.mutable_labels()->insert({kSharedDirLabel, "true"});
+  }
   return info;
 }
 
@@ -163,6 +169,10 @@ Status Agent::Init() {
   lock_path_ = config_.state_dir + "/agent.lock";
   TRAINLET_ASSIGN_OR_RETURN(lock_, LockStateDir(env_, config_.state_dir, lock_path_));
 
+  if (!config_.shared_dir.empty() && !fs::is_directory(config_.shared_dir)) {
+    return InvalidError("--shared-dir " + config_.shared_dir +
+                        ": not a directory (is it mounted?)");
+  }
   TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair keys, ReadKeyPair(env_, config_.key_file));
   if (keys.secret_z85.empty()) {
     return InvalidError("--key " + config_.key_file + ": holds no secret-key");
@@ -392,6 +402,9 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
   Status blocked = platform::MakePrivateDirectory(work_dir);  // the ranks run as this user
   if (blocked.ok()) blocked = MakeJobWorkspace(config_.state_dir, plan.job());
   if (blocked.ok()) blocked = WritePlanFiles(plan, work_dir);
+  if (Status s = StampAttempt(work_dir, plan.job(), plan.attempt(), config_.name); !s.ok()) {
+    spdlog::warn("{}: {}", plan.job(), s.message());  // the next attempt's report lacks it
+  }
   if (Status s = attempt->HandOverPorts(); !s.ok() && blocked.ok()) {
     blocked = s;  // every rank fails to start: the attempt fails and is retried
   }
@@ -401,6 +414,7 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
   node.node = config_.name;
   node.state_dir = config_.state_dir;
   node.exec_binary = exec_binary_;
+  node.shared_dir = config_.shared_dir;
   node.initializer_binary = (fs::path(bin_dir_) / kInitializerName).string();
   node.node_info = &info_;
   node.plugins = &accelerator_plugins_;
@@ -432,6 +446,7 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
     }
   }
   if (!planned.cpus_unavailable.empty()) spdlog::info("{}", planned.cpus_unavailable);
+  if (blocked.ok()) blocked = PrepareCwds(plan.job(), planned.launches);
   // Every rank of the plan starts under one step process (WorkerSupervisor::StartStep).
   const std::vector<Result<pid_t>> started = attempt->Launch(planned.launches, blocked);
   for (size_t i = 0; i < planned.launches.size(); ++i) {
@@ -467,6 +482,7 @@ void Agent::ReportStart(const v1::LaunchPlan& plan, uint32_t rank,
       ev->set_cpuset(binding->CpuList());
       ev->set_devices(binding->DeviceList());
     }
+    ev->set_cwd(WorkerCwd(plan, rank));
   } else {
     ev->set_kind(v1::WorkerEvent::KIND_START_FAILED);
     ops_->OnWorkerStartFailed();
@@ -478,6 +494,22 @@ void Agent::ReportStart(const v1::LaunchPlan& plan, uint32_t rank,
 
 std::string Agent::WorkDir(const std::string& job) const {
   return JobWorkDir(config_.state_dir, job);
+}
+
+Status Agent::PrepareCwds(const std::string& job, const std::vector<WorkerLaunch>& launches) {
+  std::vector<std::string> cwds;
+  for (const auto& l : launches) cwds.push_back(l.cwd);
+  return PrepareWorkerCwds(cwds,
+                           {config_.name, WorkDir(job), SharedWorkDir(config_.shared_dir, job)});
+}
+
+std::string Agent::WorkerCwd(const v1::LaunchPlan& plan, uint32_t rank) const {
+  for (const auto& w : plan.workers()) {
+    if (w.rank() != rank) continue;
+    return ResolveWorkerCwd(w.cwd(), WorkDir(plan.job()),
+                            SharedWorkDir(config_.shared_dir, plan.job()));
+  }
+  return "";
 }
 
 std::map<std::string, std::string> Agent::NodeEnv(const std::string& job) const {
@@ -520,7 +552,16 @@ void Agent::OnStopWorkers(const v1::StopWorkers& stop) {
 
 void Agent::OnReservePorts(const v1::ReservePorts& request) {
   v1::Envelope env;
-  *env.mutable_ports_reserved() = attempts_.ReservePorts(request, env_.MonotonicNow());
+  if (request.count() > 0 || request.checkpoint_path().empty()) {
+    *env.mutable_ports_reserved() = attempts_.ReservePorts(request, env_.MonotonicNow());
+  } else {  // only the work dir's report: nothing to hold
+    env.mutable_ports_reserved()->set_job(request.job());
+    env.mutable_ports_reserved()->set_attempt(request.attempt());
+  }
+  if (!request.checkpoint_path().empty()) {  // work_dir_state.h: the divergence check's input
+    *env.mutable_ports_reserved()->mutable_work_dir() =
+        ReadWorkDirState(WorkDir(request.job()), request.checkpoint_path());
+  }
   const v1::PortsReserved& answer = env.ports_reserved();
   if (answer.error().empty()) {
     spdlog::info("holding {} ports for {} attempt {}", answer.ports_size(), request.job(),

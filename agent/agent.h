@@ -58,6 +58,9 @@ struct AgentConfig {
   HealthCheckConfig health;                  // program, interval, timeout, disk threshold
   std::string worker_ports = "20000-29999";  // LOW-HIGH: ports reserved for ranks (ReservePorts)
   int32_t progress_port = 0;  // HTTPS progress endpoint on `address`; 0: any (kept), -1: off
+  // A directory on storage every node mounts at this same path (NFS, Lustre, ...); jobs annotated
+  // trainlet.io/working-dir: shared run in <shared_dir>/<job>. "": none (working_dirs.h).
+  std::string shared_dir;
 };
 
 // Prepares the signals the loop reads through its SignalWatch (blocks them on Linux, installs the
@@ -124,6 +127,10 @@ class Agent {
   // The env every process of `job` gets from this node: TRAINLET_NODE, TRAINLET_WORK_DIR, ...
   std::map<std::string, std::string> NodeEnv(const std::string& job) const;
   std::string WorkDir(const std::string& job) const;
+  // Makes or checks the launches' working directories (working_dirs.h); an error fails them all.
+  Status PrepareCwds(const std::string& job, const std::vector<WorkerLaunch>& launches);
+  // The directory `rank` of `plan` runs in, for its Started event.
+  std::string WorkerCwd(const v1::LaunchPlan& plan, uint32_t rank) const;
   void OnChildExits();
   std::string LogPath(const std::string& job, uint32_t attempt, uint32_t rank) const;
   bool OnSignals();  // false when asked to stop

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "agent/working_dirs.h"
+
 namespace trainlet::agent {
 namespace fs = std::filesystem;
 
@@ -114,7 +116,7 @@ PlannedLaunches PlanLaunches(const v1::LaunchPlan& plan, const NodeLaunchContext
     for (const auto& [k, v] : node_env) launch.env[k] = v;
     for (const auto& [k, v] : node.rendezvous_env) launch.env[k] = v;
     for (const auto& [k, v] : node.progress_env) launch.env[k] = v;
-    launch.cwd = w.cwd().empty() ? work_dir : w.cwd();
+    launch.cwd = ResolveWorkerCwd(w.cwd(), work_dir, SharedWorkDir(node.shared_dir, plan.job()));
     launch.log_path = RankLogPath(node.state_dir, plan.job(), plan.attempt(), w.rank());
     std::optional<RankBinding> binding;
     // A step's workers (an initializer) are not the training's ranks: no devices, no CPU set.

@@ -81,6 +81,7 @@ struct NodeLaunchContext {
   std::string node;         // TRAINLET_NODE
   std::string state_dir;    // work dirs and logs live under it (JobWorkDir, RankLogPath)
   std::string exec_binary;  // TRAINLET_EXEC
+  std::string shared_dir;   // the agent's shared_dir, "" for none (working_dirs.h)
   // The file argv[0] "trainlet-initializer" runs (beside the agent); "": argv is left as is.
   std::string initializer_binary;
   const v1::NodeInfo* node_info = nullptr;  // topology and accelerators, for the bindings

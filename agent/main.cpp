@@ -76,6 +76,9 @@ int main(int argc, char** argv) {
       config.progress_port,
       "Port of the HTTPS progress endpoint ranks report to (Kubeflow's trainerStatus), on "
       "`address`; 0: the port of the last run, else any; -1: off");
+  c.Path("shared_dir", &config.shared_dir, DaemonConfig::PathKind::kDirectory,
+         "A directory on storage every node mounts at the same path; jobs annotated "
+         "trainlet.io/working-dir: shared run in <shared_dir>/<job> (default: none)");
   c.Millis("register_retry_ms", &config.register_retry, 100, 600000,
            "Delay between registration attempts until the coordinator answers, ms");
   trainlet::AddCommonDaemonKeys(c, &common);

@@ -46,9 +46,10 @@ class AgentCommands {
   // (StopWorkers.warn_only): the warning before an active deadline.
   void WarnWorkers(const std::string& node, const std::string& job, uint32_t attempt,
                    const std::string& reason, int signal);
-  // Asks `node` to hold `count` free ports for `job`'s `attempt` (answered by PortsReserved).
+  // Asks `node` to hold `count` free ports for `job`'s `attempt` (answered by PortsReserved), and,
+  // with a `checkpoint_path`, to report what the job's work dir holds there (work_dir_agreement.h).
   void ReservePorts(const std::string& node, const std::string& job, uint32_t attempt,
-                    uint32_t count);
+                    uint32_t count, const std::string& checkpoint_path = "");
   // Sends `node` its share of an attempt.
   void LaunchPlan(const std::string& node, v1::LaunchPlan plan);
   // Tells `node` that `job` was deleted: it removes the job's logs and work dir once no worker

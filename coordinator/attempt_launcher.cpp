@@ -10,6 +10,7 @@
 #include "coordinator/lifecycle_rules.h"
 #include "coordinator/placement_inputs.h"
 #include "coordinator/rank_state_machine.h"
+#include "coordinator/work_dir_agreement.h"
 
 namespace trainlet::coordinator {
 
@@ -75,8 +76,10 @@ bool AttemptLauncher::Place(JobEntry& job, PassCapacity& room, int64_t now_ms) {
     secret = std::move(*issued);
   }
   // A runtime that needs ports is rendered once the nodes hold them (LaunchWithPorts), others now.
+  // With a checkpoint to compare, the nodes report their work dirs first (work_dir_agreement.h).
+  const std::string checkpoint = CheckpointToCompare(req);
   std::vector<v1::LaunchPlan> plans;
-  if (!WantsPorts(*layout)) {
+  if (!WantsPorts(*layout) && checkpoint.empty()) {
     auto rendered = RenderAttempt(*job.plugin, req, *layout, secret);
     if (!rendered.ok()) return refuse(rendered.status());
     plans = std::move(*rendered);
@@ -84,6 +87,9 @@ bool AttemptLauncher::Place(JobEntry& job, PassCapacity& room, int64_t now_ms) {
   }
   const v1::JobStatus before = st;  // what stays if the placement cannot be stored
   RecordAttempt(job, req, placement->nodes, *layout, *steps, secret, now_ms);
+  if (auto mixed = MixedAttemptsWarning(st, req, placement->nodes, *layout); !mixed.empty()) {
+    AppendEvent(st, "Warning", "MixedWorkDirs", mixed, now_ms);
+  }
   // The attempt is durable before any agent hears of it. When the store refuses it (a full or
   // read-only disk), nobody hears of it: the job stays as it was and is placed again later.
   if (Status s = owner_->Flush(); !s.ok()) {
@@ -96,7 +102,7 @@ bool AttemptLauncher::Place(JobEntry& job, PassCapacity& room, int64_t now_ms) {
   }
   room.Charge(placement->nodes, job.procs_per_node, job.gang.resources);
   // A runtime that needs ports (MASTER_PORT, ring ports) is rendered once the nodes hold them.
-  if (port_waits_.Begin(job.record.name, req, *layout)) return true;
+  if (port_waits_.Begin(job.record.name, req, *layout, checkpoint)) return true;
   for (size_t i = 0; i < plans.size(); ++i) {
     agents_->LaunchPlan(placement->nodes[i], std::move(plans[i]));
   }
@@ -153,9 +159,32 @@ void AttemptLauncher::OnPortsReserved(const std::string& node, const v1::PortsRe
       return;
     case PortReservationWaits::Outcome::kComplete:
       TRAINLET_CHECK(job != nullptr);
+      if (FailIfWorkDirsDiverge(*job, now_ms)) return;
       LaunchWithPorts(*job, now_ms);
       return;
   }
+}
+
+bool AttemptLauncher::FailIfWorkDirsDiverge(JobEntry& job, int64_t now_ms) {
+  v1::JobStatus& st = job.record.status;
+  const PlanRequest* req = port_waits_.Request(job.record.name, st.attempt());
+  TRAINLET_CHECK(req != nullptr);
+  std::vector<std::string> nodes;
+  for (const auto& n : req->nodes) nodes.push_back(n.name);
+  const auto why = DivergentWorkDirs(port_waits_.Checkpoint(job.record.name, st.attempt()), nodes,
+                                     port_waits_.WorkDirStates(job.record.name, st.attempt()));
+  if (!why) return false;
+  // No restart: the next attempt would find the same work dirs. No rank has started.
+  if (st.attempts_size() > 0) {
+    auto* rec = st.mutable_attempts(st.attempts_size() - 1);
+    if (ApplyAttemptTrigger(*rec, AttemptTrigger::kFailed).ok()) {
+      rec->set_cause(*why);
+      rec->set_ended_unix_ms(now_ms);
+    }
+  }
+  Stop(job, "the nodes' work dirs diverge");  // gives back the ports they hold
+  owner_->Transition(job, JobTrigger::kAttemptFailedFinal, "DivergentWorkDirs", *why, now_ms);
+  return true;
 }
 
 void AttemptLauncher::LaunchWithPorts(JobEntry& job, int64_t now_ms) {

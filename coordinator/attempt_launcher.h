@@ -109,6 +109,9 @@ class AttemptLauncher {
   void RecordAttempt(JobEntry& job, const PlanRequest& request,
                      const std::vector<std::string>& nodes, const AttemptLayout& layout,
                      const AttemptSteps& steps, const LauncherSecret& secret, int64_t now_ms);
+  // Every node answered: when their work dirs hold different checkpoints (work_dir_agreement.h),
+  // fails the job, with no restart, before any rank starts, and returns true.
+  bool FailIfWorkDirsDiverge(JobEntry& job, int64_t now_ms);
   // Every node holds its ports: renders the plans with them and sends them.
   void LaunchWithPorts(JobEntry& job, int64_t now_ms);
   // The attempt stopped while reserving ports: no plan went out, so its ranks never existed and

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "coordinator/working_dir.h"
 #include "plugins/plugin_status.h"
 
 namespace trainlet::coordinator {
@@ -111,6 +112,7 @@ Result<std::vector<v1::LaunchPlan>> RenderAttempt(const RuntimePlugin& plugin,
   TRAINLET_ASSIGN_OR_RETURN(std::vector<v1::LaunchPlan> plans,
                             ToResult(plugin.Render(request, layout)));
   TRAINLET_RETURN_IF_ERROR(CheckPlans(plugin, request, layout, plans));
+  TRAINLET_RETURN_IF_ERROR(SetWorkerCwds(request, plans));  // workingDir, shared dir
   if (auto b = request.annotations.find(kBindingAnnotation); b != request.annotations.end()) {
     for (auto& plan : plans) plan.set_binding(b->second);
   }

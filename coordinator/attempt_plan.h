@@ -35,10 +35,11 @@ bool WantsPorts(const AttemptLayout& layout);
 // plugin.Render(request, layout), where `layout` came from LayoutAttempt and `request` is the one
 // it was given plus, on each node, the layout.nodes[i].ports ports its agent reserved (and, for an
 // exec launcher, the exec_* fields). Checked: one plan per node, in node-rank order, whose workers
-// are that node's laid-out ranks in order. Then each plan gets the trainlet.io/binding annotation
-// when the request has one, and the exec launcher's worker its TRAINLET_EXEC_* env, which
-// trainlet-exec reads: the request's endpoint and keys, and `secret`. Errors: the plugin's
-// (a port missing), or Internal for plans that break the layout or a launcher without its keys.
+// are that node's laid-out ranks in order. Then the workers get their cwd (working_dir.h), each
+// plan gets the trainlet.io/binding annotation when the request has one, and the exec launcher's
+// worker its TRAINLET_EXEC_* env, which trainlet-exec reads: the request's endpoint and keys, and
+// `secret`. Errors: the plugin's (a port missing), Invalid for a bad trainlet.io/working-dir, or
+// Internal for plans that break the layout or a launcher without its keys.
 Result<std::vector<v1::LaunchPlan>> RenderAttempt(const RuntimePlugin& plugin,
                                                   const PlanRequest& request,
                                                   const AttemptLayout& layout,

@@ -6,6 +6,7 @@
 #include "coordinator/job_state_machine.h"
 #include "coordinator/lifecycle_rules.h"
 #include "coordinator/placement_inputs.h"
+#include "coordinator/working_dir.h"
 #include "plugins/plugin_status.h"
 #include "plugins/runtime/worker_env.h"
 
@@ -31,6 +32,7 @@ Result<std::unique_ptr<JobEntry>> BuildJobEntry(const trainjob::TrainJob& spec,
   job->plan_template.stop_grace_ms = options.stop_grace_ms;
   job->plan_template.labels = runtime.labels;
   job->plan_template.annotations = spec.annotations;
+  job->plan_template.working_dir = trainer.working_dir;
   const std::string framework = trainjob::FrameworkName(runtime.ml_policy.framework);
   job->plugin = options.select_plugin ? options.select_plugin(framework, runtime.labels)
                                       : SelectRuntimePlugin(framework, runtime.labels);
@@ -59,6 +61,10 @@ Result<std::unique_ptr<JobEntry>> BuildJobEntry(const trainjob::TrainJob& spec,
   }
   st.set_procs_per_node(job->procs_per_node);
   TRAINLET_ASSIGN_OR_RETURN(job->gang, GangRequestOf(spec, runtime, warnings));
+  // A shared working dir: only nodes whose agent has a shared_dir (working_dir.h).
+  auto place = WorkDirPlaceOf(spec.annotations);
+  if (!place.ok()) return InvalidError("TrainJob/" + spec.name + ": " + place.status().message());
+  job->gang.node_selector.merge(SharedDirSelector(*place));
   return job;
 }
 

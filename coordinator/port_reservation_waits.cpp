@@ -11,22 +11,27 @@ PortReservationWaits::PortReservationWaits(AgentCommands* agents, AttemptActiveF
     : agents_(agents), active_(std::move(active)) {}
 
 bool PortReservationWaits::Begin(const std::string& job, const PlanRequest& request,
-                                 const AttemptLayout& layout) {
+                                 const AttemptLayout& layout, const std::string& checkpoint) {
   waits_.erase(job);  // whatever an earlier attempt waited for is moot now
   TRAINLET_CHECK(layout.nodes.size() == request.nodes.size());
   Wait wait;
   for (const NodeLayout& node : layout.nodes) {
     wait.wanted.push_back(node.ports);
-    wait.answered.push_back(node.ports == 0);
+    wait.answered.push_back(node.ports == 0 && checkpoint.empty());
   }
   const std::vector<uint32_t>& wanted = wait.wanted;
-  if (std::all_of(wanted.begin(), wanted.end(), [](uint32_t n) { return n == 0; })) return false;
+  if (std::all_of(wait.answered.begin(), wait.answered.end(), [](bool a) { return a; })) {
+    return false;
+  }
   wait.attempt = request.attempt;
   wait.request = request;
   wait.layout = layout;
+  wait.checkpoint = checkpoint;
+  wait.work_dirs.resize(request.nodes.size());
   for (size_t i = 0; i < request.nodes.size(); ++i) {
-    if (wanted[i] != 0)
-      agents_->ReservePorts(request.nodes[i].name, job, request.attempt, wanted[i]);
+    if (!wait.answered[i]) {
+      agents_->ReservePorts(request.nodes[i].name, job, request.attempt, wanted[i], checkpoint);
+    }
   }
   spdlog::info("trainjob/{}: attempt {} waits for its nodes to reserve ports", job,
                request.attempt);
@@ -43,7 +48,7 @@ void PortReservationWaits::Resend(const std::string& node) {
       // connection) before it answered; asking again is safe: it answers with the same ports.
       spdlog::info("trainjob/{}: asking node {} again for the ports of attempt {}", job, node,
                    wait.attempt);
-      agents_->ReservePorts(node, job, wait.attempt, wait.wanted[i]);
+      agents_->ReservePorts(node, job, wait.attempt, wait.wanted[i], wait.checkpoint);
     }
   }
 }
@@ -83,6 +88,7 @@ PortReservationWaits::Outcome PortReservationWaits::Record(const std::string& no
     return Outcome::kRefused;
   }
   wait->request.nodes[index].ports.assign(reserved.ports().begin(), reserved.ports().end());
+  wait->work_dirs[index] = reserved.work_dir();
   wait->answered[index] = true;
   const bool all =
       std::all_of(wait->answered.begin(), wait->answered.end(), [](bool a) { return a; });
@@ -113,6 +119,18 @@ std::vector<std::string> PortReservationWaits::Unanswered(const std::string& job
     if (!wait->answered[i]) nodes.push_back(wait->request.nodes[i].name);
   }
   return nodes;
+}
+
+std::vector<v1::WorkDirState> PortReservationWaits::WorkDirStates(const std::string& job,
+                                                                  uint32_t attempt) const {
+  const Wait* wait = Find(job, attempt);
+  if (wait == nullptr || wait->checkpoint.empty()) return {};
+  return wait->work_dirs;
+}
+
+std::string PortReservationWaits::Checkpoint(const std::string& job, uint32_t attempt) const {
+  const Wait* wait = Find(job, attempt);
+  return wait == nullptr ? "" : wait->checkpoint;
 }
 
 bool PortReservationWaits::End(const std::string& job, uint32_t attempt) {

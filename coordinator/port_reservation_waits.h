@@ -45,8 +45,10 @@ class PortReservationWaits {
   // node i of `request` reserves layout.nodes[i].ports ports (0: none). Sends ReservePorts to
   // each node that wants any and returns true, keeping the request and the layout; returns
   // false, waiting for nothing, when none does (!WantsPorts). Ends whatever the job waited for
-  // before.
-  bool Begin(const std::string& job, const PlanRequest& request, const AttemptLayout& layout);
+  // before. With a `checkpoint` (work_dir_agreement.h), every node is asked, for its ports (maybe
+  // none) and for what its work dir holds there (WorkDirStates).
+  bool Begin(const std::string& job, const PlanRequest& request, const AttemptLayout& layout,
+             const std::string& checkpoint = "");
   // `node` (re-)registered: asks it again for the ports of every active attempt still waiting for
   // its answer. Safe: an agent answers a repeated ask with the ports it already holds.
   void Resend(const std::string& node);
@@ -61,6 +63,10 @@ class PortReservationWaits {
   // The nodes of `job`'s `attempt` that have not answered, in placement order (empty when nothing
   // waits for that attempt).
   std::vector<std::string> Unanswered(const std::string& job, uint32_t attempt) const;
+  // What each node's work dir holds (PortsReserved.work_dir), in placement order, once kComplete
+  // for a Begin with a checkpoint; empty otherwise. And that checkpoint.
+  std::vector<v1::WorkDirState> WorkDirStates(const std::string& job, uint32_t attempt) const;
+  std::string Checkpoint(const std::string& job, uint32_t attempt) const;
   // Stops waiting for `job`'s `attempt`; false when nothing waited for that attempt.
   bool End(const std::string& job, uint32_t attempt);
   // Stops waiting for any attempt of `job` (the job is gone).
@@ -73,6 +79,8 @@ class PortReservationWaits {
     AttemptLayout layout;          // the attempt's layout, rendered once all ports are held
     std::vector<uint32_t> wanted;  // ports per node rank (0: that node reserves none)
     std::vector<bool> answered;    // per node rank
+    std::string checkpoint;        // Begin's; "" asks no node for its work dir
+    std::vector<v1::WorkDirState> work_dirs;  // per node rank, as answers came
   };
   const Wait* Find(const std::string& job, uint32_t attempt) const;
 

@@ -23,6 +23,7 @@ bool FoldRankEvent(v1::RankStatus& rank, const v1::WorkerEvent& ev) {
       rank.set_pid(ev.pid());
       rank.set_cpuset(ev.cpuset());
       rank.set_devices(ev.devices());
+      rank.set_cwd(ev.cwd());
       rank.set_workspace(ev.workspace());
       break;
     case v1::WorkerEvent::KIND_EXITED:

@@ -135,6 +135,9 @@ Status AddPerAgentOptions(const LocalUpOptions& o, int i, std::vector<std::strin
   if (o.health_interval_ms > 0) {
     argv.insert(argv.end(), {"--health-check-interval-ms", std::to_string(o.health_interval_ms)});
   }
+  TRAINLET_ASSIGN_OR_RETURN(std::string shared,
+                            PerAgent(o.shared_dirs, i, o.agents, "--shared-dir"));
+  if (!shared.empty()) argv.insert(argv.end(), {"--shared-dir", fs::absolute(shared).string()});
   return Status::Ok();
 }
 

@@ -28,6 +28,7 @@ struct LocalUpOptions {
   std::vector<std::string> labels;         // "k=v,k2=v2"
   std::vector<std::string> taints;         // "key=value:Effect,..."
   std::vector<std::string> health_checks;  // health check program
+  std::vector<std::string> shared_dirs;    // the agent's shared_dir
   int health_interval_ms = 0;              // 0: the agent's default
 };
 

@@ -275,6 +275,9 @@ void AddLocalUpCommand(CLI::App& local, CommonFlags& common, int& rc) {
                  "Node taints per agent, as key=value:Effect,... (repeatable, as --labels)");
   up->add_option("--health-check", up_opts->health_checks,
                  "Health check program per agent (repeatable, as --labels)");
+  up->add_option("--shared-dir", up_opts->shared_dirs,
+                 "The agents' shared_dir per agent (repeatable, as --labels): where jobs "
+                 "annotated trainlet.io/working-dir: shared run");
   up->add_option("--health-interval-ms", up_opts->health_interval_ms,
                  "The agents' health check interval");
   up->callback([&common, &rc, up_opts] {

@@ -312,9 +312,16 @@ std::string DescribeJob(const v1::JobStatus& j, int64_t now_ms) {
   }
   if (j.placement_size() > 0) {
     o << "Placement:\n";
-    std::vector<std::vector<std::string>> rows = {{"  NODE-RANK", "NODE"}};
+    // WORKING-DIR: where the node's ranks run (their Started events' cwd), "-" before they start.
+    std::vector<std::vector<std::string>> rows = {{"  NODE-RANK", "NODE", "WORKING-DIR"}};
     for (int i = 0; i < j.placement_size(); ++i) {
-      rows.push_back({"  " + std::to_string(i), j.placement(i)});
+      std::set<std::string> cwds;
+      for (const auto& r : j.ranks()) {
+        if (r.node() == j.placement(i) && !r.cwd().empty()) cwds.insert(r.cwd());
+      }
+      std::string cwd;
+      for (const auto& c : cwds) cwd += (cwd.empty() ? "" : ", ") + c;
+      rows.push_back({"  " + std::to_string(i), j.placement(i), cwd.empty() ? "-" : cwd});
     }
     o << RenderTable(rows);
   }

@@ -38,6 +38,9 @@ struct ContainerSpec {
   std::string name, image;
   std::vector<std::string> command, args;
   std::vector<EnvVar> env;
+  // workingDir as written ("" when unset): relative to the job's work dir on each node, or an
+  // absolute path used as is (the agent checks it is a directory when the rank starts).
+  std::string working_dir;
 };
 
 // Which spec.mlPolicy key is set; kPlain when none is.
@@ -227,6 +230,10 @@ struct ResolvedTrainer {
   std::vector<std::string> argv;  // command + args
   std::vector<EnvVar> env;        // runtime container env, then the trainer's (trainer wins)
   std::string image;              // trainer's ?: runtime container's
+  // The runtime container's workingDir (the launcher's for mpi, as for the command); "" when
+  // unset. A TrainJob cannot set it: Kubeflow's schema for a runtime patch's container has no
+  // workingDir (the API server prunes it, and trainlet reports it as an unknown field, ignored).
+  std::string working_dir;
 };
 
 // Lays `job`'s trainer over `runtime`. The runtime container is the launcher's when the runtime

@@ -264,8 +264,12 @@ ContainerSpec ReadContainer(const YAML::Node& c, const std::string& path, DocCon
   out.command = TextList(MapGet(c, "command"));
   out.args = TextList(MapGet(c, "args"));
   out.env = ReadEnv(MapGet(c, "env"), AppendKey(path, "env"), ctx);
-  static const std::set<std::string, std::less<>> kModelled = {"name", "image", "command", "args",
-                                                               "env"};
+  out.working_dir = Text(MapGet(c, "workingDir"));
+  if (out.working_dir.find('\0') != std::string::npos) {
+    ctx.Refuse(AppendKey(path, "workingDir"), "must not contain a NUL byte");
+  }
+  static const std::set<std::string, std::less<>> kModelled = {"name", "image", "command",
+                                                               "args", "env",   "workingDir"};
   for (auto it = c.begin(); it != c.end(); ++it) {
     const std::string& key = it->first.Scalar();
     if (key == "resources") {

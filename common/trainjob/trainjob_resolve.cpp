@@ -74,6 +74,7 @@ Result<ResolvedTrainer> Resolve(const TrainJob& job, const TrainingRuntime& runt
     }
   }
   out.image = job.trainer.image.empty() ? base.image : job.trainer.image;
+  out.working_dir = base.working_dir;
   return out;
 }
 

@@ -59,6 +59,10 @@ struct PlanRequest {
   std::map<std::string, std::string> annotations;
   std::vector<PlacedNode> nodes;
   uint32_t stop_grace_ms = 10000;
+  // The runtime container's workingDir ("" when unset), relative to the job's work dir on each
+  // node or absolute. The coordinator gives it to every worker whose cwd the plugin leaves empty
+  // (coordinator/working_dir.h), so a plugin needs it only to pass it on some other way.
+  std::string working_dir;
   // Set in Render's request when the layout names an exec launcher, empty otherwise: where the
   // launcher reaches the coordinator's exec endpoint and as whom. Public values; the coordinator
   // itself puts them, and the launcher's secret key, in the launcher's TRAINLET_EXEC_* env, so a

@@ -139,6 +139,20 @@ TEST(PlanLaunches, FillsTheLaunchFromThePlanAndTheNode) {
   EXPECT_EQ(planned.launches[0].env.count("TRAINLET_CPUSET"), 0u);
 }
 
+// Issue 18: a relative workingDir is under the job's work dir; a shared job's under shared_dir.
+TEST(PlanLaunches, ResolvesRelativeAndSharedWorkingDirs) {
+  v1::LaunchPlan plan = Plan(2);
+  plan.mutable_workers(0)->set_cwd("out");
+  plan.mutable_workers(1)->set_cwd("$(TRAINLET_SHARED_WORK_DIR)/out");
+  NodeLaunchContext node = Node();
+  node.shared_dir = "/mnt/shared";
+  const PlannedLaunches planned = PlanLaunches(plan, node);
+  ASSERT_EQ(planned.launches.size(), 2u);
+  EXPECT_EQ(planned.launches[0].cwd, "/state/work/train/out");
+  EXPECT_EQ(planned.launches[1].cwd, "/mnt/shared/train/out");
+  EXPECT_EQ(planned.launches[1].env.at("TRAINLET_WORK_DIR"), "/state/work/train");
+}
+
 TEST(PlanLaunches, SkipsRanksAlreadyRunning) {
   NodeLaunchContext node = Node();
   node.running = {10, 12};

@@ -135,3 +135,34 @@ TEST(JobEntry, NotesKeepOnlyThisJobsWarnings) {
 
 }  // namespace
 }  // namespace trainlet::coordinator
+
+namespace trainlet::coordinator {
+namespace {
+
+// Issue 18: a shared job is placed only on nodes whose agent has a shared_dir; a value of
+// trainlet.io/working-dir other than node or shared is refused, naming the TrainJob.
+TEST(JobEntry, ASharedJobSelectsNodesWithASharedDirAndABadValueIsRefused) {
+  auto with = [](const std::string& value) {
+    std::string yaml = testing::JobYaml("j", 2, 1);
+    yaml.insert(yaml.find("spec:\n"), "  annotations: {trainlet.io/working-dir: " + value + "}\n");
+    return Parse(yaml);
+  };
+  std::vector<std::string> warnings;
+  Parsed shared = with("shared");
+  auto entry = BuildJobEntry(shared.job, shared.runtime, {}, warnings);
+  ASSERT_TRUE(entry.ok()) << entry.status().message();
+  EXPECT_EQ((*entry)->gang.node_selector.at("trainlet.io/shared-dir"), "true");
+  Parsed node = with("node");
+  entry = BuildJobEntry(node.job, node.runtime, {}, warnings);
+  ASSERT_TRUE(entry.ok()) << entry.status().message();
+  EXPECT_FALSE((*entry)->gang.node_selector.contains("trainlet.io/shared-dir"));
+  Parsed bad = with("nfs");
+  entry = BuildJobEntry(bad.job, bad.runtime, {}, warnings);
+  ASSERT_FALSE(entry.ok());
+  EXPECT_EQ(entry.status().message(),
+            "TrainJob/j: metadata.annotations[trainlet.io/working-dir]: must be node or shared, "
+            "got \"nfs\"");
+}
+
+}  // namespace
+}  // namespace trainlet::coordinator

@@ -397,3 +397,86 @@ TEST_F(JobPortsTest, ManyConcurrentJobsEachWaitForTheirOwnPorts) {
 
 }  // namespace
 }  // namespace trainlet::coordinator::testing
+
+namespace trainlet::coordinator::testing {
+namespace {
+
+// Issue 18: a restart of a job that names its checkpoint, with per-node work dirs, asks every
+// node what its work dir holds (a node that needs no ports too); when they differ the job fails
+// at once, with no restart, and no plan goes out. pytorch/examples' DDP tutorial resumed at epoch
+// 10 on one node and at epoch 0 on the other, and hung until its deadline.
+TEST_F(JobPortsTest, ARestartWhoseNodesHoldDifferentCheckpointsFailsTheJobBeforeAnyPlan) {
+  plugin_.first = 1;  // like torch: MASTER_PORT on node rank 0 only
+  plugin_.others = 0;
+  std::string yaml = JobYaml("train", 2, 1, "rt");
+  yaml.insert(yaml.find("spec:\n"), "  annotations: {trainlet.io/checkpoint-path: snapshot.pt}\n");
+  ApplyOk(yaml);
+  const v1::JobStatus first = JobOrDie("train");
+  const std::vector<std::string> nodes(first.placement().begin(), first.placement().end());
+  ASSERT_EQ(nodes.size(), 2u);
+  // Attempt 1 has nothing to resume: only node rank 0 is asked, for its port.
+  ASSERT_EQ(Reserves().size(), 1u);
+  EXPECT_EQ(Reserves()[0].second.checkpoint_path(), "");
+  controller_->OnPortsReserved(nodes[0], Answer("train", 1, {20001}), kT0 + 1);
+  ReportAll("train", v1::WorkerEvent::KIND_STARTED, kT0 + 2);
+  Report("train", 1, v1::WorkerEvent::KIND_EXITED, kT0 + 3, 0, /*signal=*/9);
+  Report("train", 0, v1::WorkerEvent::KIND_EXITED, kT0 + 4, 0, /*signal=*/15);
+  ASSERT_EQ(PhaseName(JobOrDie("train")), "Restarting");
+
+  sink_.sent.clear();
+  controller_->Schedule(kT0 + 1000);
+  const v1::JobStatus& st = JobOrDie("train");
+  ASSERT_EQ(st.attempt(), 2u);
+  const auto reserves = Reserves();
+  ASSERT_EQ(reserves.size(), 2u) << "every node reports its work dir";
+  std::vector<std::string> placed(st.placement().begin(), st.placement().end());
+  for (const auto& [node, ask] : reserves) EXPECT_EQ(ask.checkpoint_path(), "snapshot.pt") << node;
+
+  v1::PortsReserved holds = Answer("train", 2, {20002});
+  holds.mutable_work_dir()->set_last_attempt(1);
+  holds.mutable_work_dir()->set_checkpoint_exists(true);
+  holds.mutable_work_dir()->set_checkpoint_bytes(4096);
+  holds.mutable_work_dir()->set_checkpoint_sha256("0123456789abcdef");
+  v1::PortsReserved lacks = Answer("train", 2, {});
+  lacks.mutable_work_dir()->set_last_attempt(1);
+  controller_->OnPortsReserved(placed[0], holds, kT0 + 1001);
+  controller_->OnPortsReserved(placed[1], lacks, kT0 + 1002);
+
+  EXPECT_EQ(PhaseName(st), "Failed");
+  EXPECT_THAT(st.reason(), HasSubstr("DivergentWorkDirs"));
+  EXPECT_THAT(
+      st.attempts(1).cause(),
+      HasSubstr("snapshot.pt is 4096 bytes (sha256 01234567), in a work dir last run by "
+                "attempt 1 on " +
+                placed[0] + "; missing, in a work dir last run by attempt 1 on " + placed[1]));
+  EXPECT_THAT(st.attempts(1).cause(), HasSubstr("trainlet.io/working-dir: shared"));
+  EXPECT_TRUE(sink_.Plans().empty()) << "no rank of the restart starts";
+  controller_->Schedule(kT0 + 5000);
+  EXPECT_EQ(JobOrDie("train").attempt(), 2u) << "and none is tried again";
+}
+
+// The same reports, agreeing: the plans go out as usual.
+TEST_F(JobPortsTest, ARestartWhoseNodesAgreeLaunches) {
+  plugin_.first = 0;  // no ports at all: the nodes are still asked, for the report alone
+  plugin_.others = 0;
+  std::string yaml = JobYaml("train", 2, 1, "rt");
+  yaml.insert(yaml.find("spec:\n"), "  annotations: {trainlet.io/checkpoint-path: snapshot.pt}\n");
+  ApplyOk(yaml);
+  EXPECT_TRUE(Reserves().empty());
+  ReportAll("train", v1::WorkerEvent::KIND_STARTED, kT0 + 2);
+  ReportAll("train", v1::WorkerEvent::KIND_EXITED, kT0 + 3, 1);
+  ASSERT_EQ(PhaseName(JobOrDie("train")), "Restarting");
+  sink_.sent.clear();
+  controller_->Schedule(kT0 + 1000);
+  const v1::JobStatus& st = JobOrDie("train");
+  ASSERT_EQ(st.attempt(), 2u);
+  EXPECT_TRUE(sink_.Plans().empty()) << "the reports come first";
+  for (const auto& node : st.placement()) {
+    controller_->OnPortsReserved(node, Answer("train", 2, {}), kT0 + 1001);  // both: no file
+  }
+  EXPECT_EQ(sink_.Plans().size(), 2u);
+  EXPECT_EQ(PhaseName(st), "Starting");
+}
+
+}  // namespace
+}  // namespace trainlet::coordinator::testing

@@ -76,6 +76,7 @@ TEST(RankEventFold, StartedRanksMoveTheAttemptToAllStarted) {
   ev.set_pid(42);
   ev.set_cpuset("0-3");
   ev.set_devices("0");
+  ev.set_cwd("/state/work/j");
   ev.set_workspace("/workspace (private mount namespace)");
   auto fold = FoldWorkerEvent(&st, "node-a", ev);
   EXPECT_EQ(fold.effect, Effect::kFolded);
@@ -84,6 +85,7 @@ TEST(RankEventFold, StartedRanksMoveTheAttemptToAllStarted) {
   EXPECT_EQ(st.ranks(0).pid(), 42);
   EXPECT_EQ(st.ranks(0).cpuset(), "0-3");
   EXPECT_EQ(st.ranks(0).devices(), "0");
+  EXPECT_EQ(st.ranks(0).cwd(), "/state/work/j");
   EXPECT_EQ(st.ranks(0).workspace(), "/workspace (private mount namespace)");
   fold = FoldWorkerEvent(&st, "node-b", Event(v1::WorkerEvent::KIND_STARTED, 1));
   EXPECT_EQ(fold.outcome, Outcome::kAllStarted);

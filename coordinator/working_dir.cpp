@@ -1,0 +1,37 @@
+#include "coordinator/working_dir.h"
+
+namespace trainlet::coordinator {
+
+Result<WorkDirPlace> WorkDirPlaceOf(const std::map<std::string, std::string>& annotations) {
+  auto it = annotations.find(std::string(kWorkingDirAnnotation));
+  if (it == annotations.end() || it->second.empty() || it->second == "node") {
+    return WorkDirPlace::kNode;
+  }
+  if (it->second == "shared") return WorkDirPlace::kShared;
+  return InvalidError("metadata.annotations[" + std::string(kWorkingDirAnnotation) +
+                      "]: must be node or shared, got \"" + it->second + "\"");
+}
+
+std::map<std::string, std::string> SharedDirSelector(WorkDirPlace place) {
+  if (place != WorkDirPlace::kShared) return {};
+  return {{std::string(kSharedDirLabel), "true"}};
+}
+
+Status SetWorkerCwds(const PlanRequest& request, std::vector<v1::LaunchPlan>& plans) {
+  TRAINLET_ASSIGN_OR_RETURN(const WorkDirPlace place, WorkDirPlaceOf(request.annotations));
+  for (auto& plan : plans) {
+    for (auto& w : *plan.mutable_workers()) {
+      if (!w.cwd().empty()) continue;  // the plugin's own choice
+      // A step's container has its own workingDir, not the main container's.
+      std::string cwd = w.step().empty() ? request.working_dir : "";
+      if (place == WorkDirPlace::kShared && (cwd.empty() || cwd.front() != '/')) {
+        cwd = cwd.empty() ? std::string(kSharedWorkDirVar)
+                          : std::string(kSharedWorkDirVar) + "/" + cwd;
+      }
+      w.set_cwd(cwd);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace trainlet::coordinator
