@@ -124,6 +124,8 @@ class Agent {
   std::string WorkDir(const std::string& job) const;
   void OnChildExits();
   std::string LogPath(const std::string& job, uint32_t attempt, uint32_t rank) const;
+  // <state_dir>/cluster-id: the cluster this agent first registered with (issue 19, defect 3).
+  std::string ClusterIdPath() const;
   bool OnSignals();  // false when asked to stop
 
   // Constant after construction.

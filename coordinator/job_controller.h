@@ -83,6 +83,11 @@ struct JobControllerOptions {
   // fails with cause StartTimeout, naming the nodes that never reported (a plan or a port
   // reservation was lost): a job never hangs in Starting.
   std::chrono::milliseconds start_timeout{60000};
+  // Attempts failed in a row for the infrastructure (FailureKind::kInfrastructure: a plan that
+  // never reached its node, a lost node) restart with the usual backoff and are not counted
+  // against maxRestarts; past this many, each restart waits max_restart_backoff, with reason
+  // WaitingForInfrastructure, so a cluster that cannot deliver plans is not hammered.
+  uint32_t max_infrastructure_retries = 10;
   // Picks a job's runtime plugin from its framework and runtime labels; empty means
   // SelectRuntimePlugin (the built-ins). Tests put fake plugins here.
   std::function<const RuntimePlugin*(std::string_view framework,
@@ -221,7 +226,10 @@ class JobController : private AttemptLauncher::Owner {
   // launcher.
   void Transition(Job& job, JobTrigger trigger, const std::string& reason,
                   const std::string& message, int64_t now_ms) override;
-  void FailAttempt(Job& job, const std::string& cause, int64_t now_ms) override;
+  void FailAttempt(Job& job, const std::string& cause, int64_t now_ms,
+                   FailureKind kind = FailureKind::kJob) override;
+  // FailAttempt's restart of an attempt failed for the infrastructure: not counted.
+  void RetryForInfrastructure(Job& job, const std::string& cause, int64_t now_ms);
   void MarkDirty(Job& job) override;
   // By value: it may erase the job that owns the caller's string.
   void MaybeFinishDelete(std::string name);

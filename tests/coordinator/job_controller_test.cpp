@@ -564,7 +564,11 @@ TEST_F(JobControllerTest, NodeLostFailsAttempt) {
 
   controller_->OnNodeLost("n2", kT0 + 4000);
   const v1::JobStatus& st = JobOrDie("hello");
-  EXPECT_EQ(PhaseName(st), "Failed");
+  // A lost node is the infrastructure's failure, not the job's (issue 19, defect 4): the attempt
+  // restarts without counting against maxRestarts 0 (before, the job failed here).
+  EXPECT_EQ(PhaseName(st), "Restarting");
+  EXPECT_TRUE(st.attempts(0).infrastructure());
+  EXPECT_EQ(st.infrastructure_retries(), 1u);
   EXPECT_THAT(st.attempts(0).cause(), HasSubstr("n2"));
   EXPECT_THAT(st.attempts(0).cause(), HasSubstr("lost"));
   EXPECT_EQ(StateName(*Rank(st, 2)), "Lost");
