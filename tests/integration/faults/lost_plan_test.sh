@@ -57,7 +57,9 @@ for i in $(seq 1 30); do write_job "burst-$i" 1 1 'sleep 1; echo done' >/dev/nul
   done
 ) &
 burst=$!
-sleep 0.4
+# Killed in the middle: once a few of the burst are stored (placed, their plans on the way).
+stored_now() { [ "$("$CTL" get trainjobs -o name 2>/dev/null | grep -c burst-)" -ge "$1" ]; }
+wait_for 30 stored_now 8 || fail "the burst was not being stored"
 kill -9 "$COORD_PID"
 log "coordinator killed during the burst (pid $COORD_PID)"
 sleep 1
