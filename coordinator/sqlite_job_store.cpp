@@ -63,9 +63,10 @@ CREATE TABLE queue_objects (
 PRAGMA user_version = 3;
 )sql";
 
-// Version 4: the cluster's identity (issue 19, defect 3), one row under key 'cluster_id'.
+// Version 4: the cluster's identity (issue 19, defect 3), one row under key 'cluster_id'. IF NOT
+// EXISTS: a database whose version was set back by hand (the tests do) keeps the table.
 constexpr const char* kSchemaV4 = R"sql(
-CREATE TABLE cluster (
+CREATE TABLE IF NOT EXISTS cluster (
   key   TEXT PRIMARY KEY,
   value TEXT NOT NULL
 );
