@@ -377,7 +377,7 @@ v1::Heartbeat Agent::Heartbeat() {
   hb.set_healthy(health_->healthy());
   hb.set_health_reason(health_->reason());
   hb.set_reports_attempts(true);
-  for (auto& held : attempts_.Report()) *hb.add_attempts() = std::move(held);
+  for (auto& held : attempts_.Report(/*with_ended=*/false)) *hb.add_attempts() = std::move(held);
   return hb;
 }
 

@@ -322,10 +322,11 @@ void NodeAttempts::Adopt(const std::string& job, uint32_t attempt, uint32_t stop
   }
 }
 
-std::vector<v1::HeldAttempt> NodeAttempts::Report() const {
+std::vector<v1::HeldAttempt> NodeAttempts::Report(bool with_ended) const {
   std::vector<v1::HeldAttempt> out;
   for (const auto& [name, job] : jobs_) {
     for (const auto& [number, attempt] : job.attempts) {
+      if (!with_ended && attempt.state() == AttemptState::kEnded) continue;
       v1::HeldAttempt& held = out.emplace_back();
       held.set_job(name);
       held.set_attempt(number);

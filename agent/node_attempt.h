@@ -206,8 +206,11 @@ class NodeAttempts {
   void Adopt(const std::string& job, uint32_t attempt, uint32_t stop_grace_ms,
              const std::vector<uint32_t>& ranks = {}, const std::string& rendezvous_token = "");
 
-  // Every attempt held, for the registration and each heartbeat (HeldAttempt), by job and number.
-  std::vector<v1::HeldAttempt> Report() const;
+  // The attempts held (HeldAttempt), by job and number: for the registration every one, ended or
+  // not (a restarted coordinator must not resend the plan of an attempt whose exits it has yet
+  // to hear); for a heartbeat (`with_ended` false) only those not Ended, so that a beat does not
+  // grow with every job the node ever ran (the table keeps each job's latest attempt).
+  std::vector<v1::HeldAttempt> Report(bool with_ended = true) const;
 
   // The newest attempt of `job` a plan (or an adopted step) brought here; 0 when none.
   uint32_t latest(const std::string& job) const;

@@ -269,6 +269,12 @@ TEST_F(NodeAttemptsTest, TheReportHoldsEveryAttemptAndWhetherItsPlanCame) {
   EXPECT_EQ(report[2].job(), "other");
   EXPECT_TRUE(report[2].plan_received());
   EXPECT_TRUE(attempts_.Find("other", 4)->Launched(1));
+  // A heartbeat leaves out what has ended.
+  attempts_.RanksEnded("job", 1);
+  EXPECT_EQ(attempts_.Report().size(), 3u);
+  const std::vector<v1::HeldAttempt> beat = attempts_.Report(/*with_ended=*/false);
+  ASSERT_EQ(beat.size(), 2u);
+  EXPECT_EQ(beat[0].attempt(), 2u);
 }
 
 TEST_F(NodeAttemptsTest, StopOfEveryAttemptAndOfUnknownOnes) {
