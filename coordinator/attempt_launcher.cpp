@@ -92,7 +92,13 @@ bool AttemptLauncher::Place(JobEntry& job, PassCapacity& room, int64_t now_ms) {
   room.Charge(placement->nodes, job.procs_per_node, job.gang.resources);
   // A runtime that needs ports (MASTER_PORT, ring ports) is rendered once the nodes hold them.
   resend_to_.erase(job.record.name);
-  if (port_waits_.Begin(job.record.name, req, *layout)) return true;
+  if (port_waits_.Begin(job.record.name, req, *layout)) {
+    // The asks count as sends: one lost while the node stays connected is asked again.
+    for (const std::string& node : port_waits_.Unanswered(job.record.name, req.attempt)) {
+      delivery_.Tried(job.record.name, req.attempt, node, now_ms);
+    }
+    return true;
+  }
   for (size_t i = 0; i < plans.size(); ++i)
     SendPlan(placement->nodes[i], std::move(plans[i]), now_ms);
   return true;

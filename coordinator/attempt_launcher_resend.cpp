@@ -15,8 +15,18 @@ void AttemptLauncher::ResendLostPlans(JobEntry& job, int64_t now_ms) {
   const std::string& name = job.record.name;
   const v1::JobStatus& st = job.record.status;
   if (job.plugin == nullptr) return;
-  // While ports are awaited no plan went out; the asks are repeated at registration instead.
-  if (port_waits_.Request(name, st.attempt()) != nullptr) return;
+  // While ports are awaited no plan went out. The asks are repeated at registration
+  // (ResendPortAsks), and to a node that stays connected but never got one.
+  if (port_waits_.Request(name, st.attempt()) != nullptr) {
+    for (const std::string& node : port_waits_.Unanswered(name, st.attempt())) {
+      if (!delivery_.AskLost(st, node, *registry_, now_ms)) continue;
+      spdlog::warn("trainjob/{}: node {} never got the ReservePorts of attempt {}: asking again",
+                   name, node, st.attempt());
+      port_waits_.Resend(node);
+      delivery_.Tried(name, st.attempt(), node, now_ms);
+    }
+    return;
+  }
   const std::vector<std::string> lost = delivery_.Missing(st, *registry_, now_ms);
   if (lost.empty()) return;
   std::vector<std::string> unsent;
@@ -95,6 +105,9 @@ void AttemptLauncher::Replan(JobEntry& job, const std::vector<std::string>& lost
   // A runtime with ports asks every node again: an agent answers with the ports it holds for
   // the attempt (the ranks that run have them), and the plans go to the lost nodes only.
   if (port_waits_.Begin(name, req, *layout)) {
+    for (const std::string& node : port_waits_.Unanswered(name, st.attempt())) {
+      delivery_.Tried(name, st.attempt(), node, now_ms);
+    }
     resend_to_[name] = lost;
     return;
   }

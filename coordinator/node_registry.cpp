@@ -70,8 +70,10 @@ void NodeRegistry::RecordAttempts(
   NodeEntry& e = it->second;
   e.reports_attempts = reports_attempts;
   e.planned_attempts.clear();
+  e.held_attempts.clear();
   for (const auto& a : attempts) {
     if (a.plan_received()) e.planned_attempts.insert({a.job(), a.attempt()});
+    e.held_attempts.insert({a.job(), a.attempt()});
   }
   e.attempts_reported_unix_ms = now_unix_ms;
 }

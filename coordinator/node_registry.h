@@ -69,7 +69,8 @@ struct NodeEntry {
   // the report) nothing is known of its plans, and none is resent to it (issue 19, defect 4).
   bool reports_attempts = false;
   std::set<std::pair<std::string, uint32_t>> planned_attempts;
-  int64_t attempts_reported_unix_ms = 0;  // when that report was received
+  std::set<std::pair<std::string, uint32_t>> held_attempts;  // with or without their plan
+  int64_t attempts_reported_unix_ms = 0;                     // when that report was received
 };
 
 class NodeRegistry {

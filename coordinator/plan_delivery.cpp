@@ -58,6 +58,16 @@ bool PlanDelivery::Reached(const v1::JobStatus& st, const std::string& node,
          e->attempts_reported_unix_ms < first->second + kAckWaitMs;
 }
 
+bool PlanDelivery::AskLost(const v1::JobStatus& st, const std::string& node,
+                           const NodeRegistry& nodes, int64_t now_ms) const {
+  const NodeEntry* e = nodes.Find(node);
+  if (e == nullptr || e->state != NodeState::kReady || !e->reports_attempts) return false;
+  if (e->held_attempts.contains({st.name(), st.attempt()})) return false;
+  const int64_t asked = SentMs(st.name(), st.attempt(), node);
+  return asked != 0 && e->attempts_reported_unix_ms >= asked + kAckWaitMs &&
+         now_ms >= asked + kResendIntervalMs;
+}
+
 std::vector<std::string> PlanDelivery::Missing(const v1::JobStatus& st, const NodeRegistry& nodes,
                                                int64_t now_ms) const {
   std::vector<std::string> out;

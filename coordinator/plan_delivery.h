@@ -59,6 +59,13 @@ class PlanDelivery {
   bool Reached(const v1::JobStatus& status, const std::string& node,
                const NodeRegistry& nodes) const;
 
+  // ReservePorts of `status`'s current attempt, asked of `node` (Tried), is known lost: the
+  // node's report, received kAckWaitMs after the last ask, holds the attempt in no state (an
+  // agent answers every ask it gets, and holds the attempt from then on), and the last ask is
+  // kResendIntervalMs old. False for an agent that does not report.
+  bool AskLost(const v1::JobStatus& status, const std::string& node, const NodeRegistry& nodes,
+               int64_t now_ms) const;
+
   // The job is gone.
   void Forget(const std::string& job) { jobs_.erase(job); }
 

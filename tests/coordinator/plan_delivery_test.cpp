@@ -124,6 +124,20 @@ TEST_F(PlanDeliveryTest, ANewerAttemptDropsTheOlderPlansAndForgetDropsAll) {
   EXPECT_EQ(delivery_.Plan("job", 2, "n1"), nullptr);
 }
 
+// A ReservePorts lost while the node stays connected: its reports never hold the attempt.
+TEST_F(PlanDeliveryTest, AnAskThatNeverArrivedIsLost) {
+  delivery_.Tried("job", 1, "n1", kT0);
+  delivery_.Tried("job", 1, "n2", kT0);
+  Beat("n1", {}, kT0 + 1000);
+  EXPECT_FALSE(delivery_.AskLost(st_, "n1", registry_, kT0 + 6000)) << "a report too early";
+  Beat("n1", {}, kT0 + PlanDelivery::kAckWaitMs);
+  Beat("n2", {{"job", 1}}, kT0 + PlanDelivery::kAckWaitMs, /*plan_received=*/false);
+  EXPECT_FALSE(delivery_.AskLost(st_, "n1", registry_, kT0 + 4000)) << "resend interval";
+  EXPECT_TRUE(delivery_.AskLost(st_, "n1", registry_, kT0 + PlanDelivery::kResendIntervalMs));
+  EXPECT_FALSE(delivery_.AskLost(st_, "n2", registry_, kT0 + PlanDelivery::kResendIntervalMs))
+      << "n2 holds its ports";
+}
+
 TEST_F(PlanDeliveryTest, AnUnregisteredOrLostNodeNeverReachedIt) {
   EXPECT_FALSE(delivery_.Reached(st_, "n9", registry_));
   EXPECT_TRUE(delivery_.Missing(st_, registry_, kT0).size() == 2u);
