@@ -253,6 +253,14 @@ Status Agent::ConnectToCoordinator(CurveKeyPair keys, std::string coordinator_pu
   hooks.heartbeat = [this] { return Heartbeat(); };
   hooks.heartbeat_sent = [this] { ops_->OnHeartbeatSent(); };
   hooks.message = [this](const v1::Envelope& env) { OnMessage(env); };
+  hooks.cluster_bound = [this](const std::string& id) {
+    const std::string path = ClusterIdPath();
+    if (Status s = env_.WriteFileAtomically(path, id + "\n", 0600); !s.ok()) {
+      spdlog::error("cannot keep the cluster id {} in {}: {}", id, path, s.message());
+      return;
+    }
+    spdlog::info("this agent belongs to cluster {} (kept in {})", id, path);
+  };
   TRAINLET_ASSIGN_OR_RETURN(
       link_, CoordinatorLink::Connect(ctx_, std::move(options), std::move(hooks), &drops_));
   return Status::Ok();
@@ -355,6 +363,12 @@ void Agent::CheckPartition(Clock::time_point now) {
 v1::Envelope Agent::Registration() {
   v1::Envelope env;
   *env.mutable_register_() = info_;
+  // Read at every registration: deleting the file re-points the agent without a restart.
+  if (auto id = env_.ReadFile(ClusterIdPath(), 256); id.ok()) {
+    std::string text = std::move(id).value();
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    env.mutable_register_()->set_cluster_id(text);
+  }
   for (const auto& w : supervisor_->Running()) {
     auto* r = env.mutable_register_()->add_running();
     r->set_job(w.job);
@@ -362,6 +376,10 @@ v1::Envelope Agent::Registration() {
     r->set_rank(w.rank);
     r->set_pid(w.pid);
   }
+  // And every attempt held, with or without a plan: the coordinator resends a plan it placed
+  // here that is not among them (issue 19, defect 4).
+  env.mutable_register_()->set_reports_attempts(true);
+  for (auto& held : attempts_.Report()) *env.mutable_register_()->add_attempts() = std::move(held);
   exec_sessions_->Report(env.mutable_register_()->mutable_exec_sessions());
   exec_sessions_->Hold();  // until the ack: a restarted coordinator resumes from the report
   return env;
@@ -374,8 +392,12 @@ v1::Heartbeat Agent::Heartbeat() {
   hb.set_running_workers(static_cast<uint32_t>(supervisor_->running()));
   hb.set_healthy(health_->healthy());
   hb.set_health_reason(health_->reason());
+  hb.set_reports_attempts(true);
+  for (auto& held : attempts_.Report(/*with_ended=*/false)) *hb.add_attempts() = std::move(held);
   return hb;
 }
+
+std::string Agent::ClusterIdPath() const { return config_.state_dir + "/cluster-id"; }
 
 std::string Agent::LogPath(const std::string& job, uint32_t attempt, uint32_t rank) const {
   return RankLogPath(config_.state_dir, job, attempt, rank);
@@ -388,7 +410,11 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
   bool refused = false;
   NodeAttempt* attempt = attempts_.BeginPlan(plan, env_.MonotonicNow(), &why, &refused);
   if (attempt == nullptr) {
-    spdlog::warn("ignoring plan for {} attempt {}: {}", plan.job(), plan.attempt(), why);
+    if (refused) {
+      spdlog::warn("ignoring plan for {} attempt {}: {}", plan.job(), plan.attempt(), why);
+    } else {
+      spdlog::info("ignoring plan for {} attempt {}: {}", plan.job(), plan.attempt(), why);
+    }
     // A plan the attempt table refuses (its attempt is being launched): its ranks fail, should
     // anyone wait for them. An older attempt's plan is only ignored.
     if (refused) {

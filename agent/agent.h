@@ -133,6 +133,8 @@ class Agent {
   std::string WorkerCwd(const v1::LaunchPlan& plan, uint32_t rank) const;
   void OnChildExits();
   std::string LogPath(const std::string& job, uint32_t attempt, uint32_t rank) const;
+  // <state_dir>/cluster-id: the cluster this agent first registered with (issue 19, defect 3).
+  std::string ClusterIdPath() const;
   bool OnSignals();  // false when asked to stop
 
   // Constant after construction.

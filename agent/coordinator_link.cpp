@@ -179,6 +179,7 @@ void CoordinatorLink::FlushEvents(bool everything) {
 void CoordinatorLink::SendRegister() {
   v1::Envelope env = hooks_.registration();
   env.mutable_register_()->set_events_acked_through(events_.acked_through());
+  cluster_id_ = env.register_().cluster_id();
   // Registration is resent on a timer, so it never waits in the outbox behind itself.
   if (SendOnDealer(socket_, env)) register_outstanding_ = true;
   next_register_ = options_.now() + options_.register_retry;
@@ -201,6 +202,13 @@ void CoordinatorLink::Read(int at_most) {
     }
     last_answer_ = options_.now();
     if (env->has_register_ack()) OnRegisterAck(env->register_ack());
+    if (foreign_) {
+      // A coordinator of another cluster (its store lost and made anew, or another cluster's):
+      // it knows none of this node's attempts, so none of its word is obeyed, least of all a
+      // stop (issue 19, defect 3).
+      drops_->Add(DropReason::kUnauthorized);
+      continue;
+    }
     if (env->has_heartbeat_ack()) OnHeartbeatAck(env->heartbeat_ack());
     hooks_.message(*env);
   }
@@ -221,16 +229,13 @@ void CoordinatorLink::OnRegisterAck(const v1::RegisterAck& ack) {
     // A refused registration (the name is taken, the key is bound to another name) is refused
     // again until an operator or the liveness timer acts: retrying at once floods both sides.
     if (!register_outstanding_) return;  // a heartbeat's answer while the backoff runs
-    register_outstanding_ = false;
-    const std::chrono::milliseconds delay = register_backoff_.Fail();
-    backoff_until_ = now + delay;
-    next_register_ = backoff_until_;
-    if (auto d = refusal_log_.Admit(ack.reason(), now); d.log) {
-      spdlog::warn(
-          "coordinator refused this agent's registration: {}; registering again in {} ms{}",
-          ack.reason(), delay.count(), LogRateLimiter::Suffix(d));
-    }
+    BackOff("coordinator refused this agent's registration: " + ack.reason(), now);
     return;
+  }
+  if (RefuseForeignCluster(ack, now)) return;
+  if (cluster_id_.empty() && !ack.cluster_id().empty() && hooks_.cluster_bound) {
+    cluster_id_ = ack.cluster_id();
+    hooks_.cluster_bound(ack.cluster_id());
   }
   if (!registered_) {
     const uint32_t refusals = register_backoff_.failures();
@@ -247,6 +252,35 @@ void CoordinatorLink::OnRegisterAck(const v1::RegisterAck& ack) {
     partition_grace_ = std::chrono::milliseconds(ack.partition_grace_ms());
   }
   FlushEvents(true);  // a new coordinator has seen none of the unacknowledged events
+}
+
+void CoordinatorLink::BackOff(const std::string& reason, Clock::time_point now) {
+  register_outstanding_ = false;
+  const std::chrono::milliseconds delay = register_backoff_.Fail();
+  backoff_until_ = now + delay;
+  next_register_ = backoff_until_;
+  if (auto d = refusal_log_.Admit(reason, now); d.log) {
+    spdlog::warn("{}; registering again in {} ms{}", reason, delay.count(),
+                 LogRateLimiter::Suffix(d));
+  }
+}
+
+bool CoordinatorLink::RefuseForeignCluster(const v1::RegisterAck& ack, Clock::time_point now) {
+  foreign_ = !cluster_id_.empty() && ack.cluster_id() != cluster_id_;
+  if (!foreign_) return false;
+  registered_ = false;
+  if (auto d = refusal_log_.Admit("foreign " + ack.cluster_id(), now); d.log) {
+    spdlog::error(
+        "the coordinator at {} is cluster {}, but this agent belongs to cluster {}: refusing it "
+        "(its store was lost or made anew, or it is another cluster's). This agent stops nothing "
+        "on its word; its ranks run on under the partition grace. To join this agent to that "
+        "cluster, delete the cluster-id file in its state dir (docs/operations.md){}",
+        current_, ack.cluster_id().empty() ? "(none)" : ack.cluster_id(), cluster_id_,
+        LogRateLimiter::Suffix(d));
+  }
+  register_outstanding_ = true;  // BackOff answers it
+  BackOff("refused the coordinator of cluster " + ack.cluster_id(), now);
+  return true;
 }
 
 void CoordinatorLink::OnHeartbeatAck(const v1::HeartbeatAck& ack) {

@@ -80,6 +80,10 @@ class CoordinatorLink {
     std::function<void()> heartbeat_sent;  // a heartbeat was queued on the socket
     // Every message read from the coordinator, after the link applied the acks among them.
     std::function<void(const v1::Envelope&)> message;
+    // The first coordinator this agent registered with gave its cluster id (RegisterAck
+    // cluster_id) while the registration named none: the owner keeps it (agent state dir), and
+    // names it in every registration from then on. Optional.
+    std::function<void(const std::string& cluster_id)> cluster_bound;
   };
 
   // Connects to the coordinator (the connection itself completes later, in the background).
@@ -141,6 +145,12 @@ class CoordinatorLink {
   void FlushOutbox();
   void FlushEvents(bool everything);
   void OnRegisterAck(const v1::RegisterAck& ack);
+  // An accepted registration by a coordinator whose cluster id is not the one this agent's
+  // registration named (issue 19, defect 3): taken as a refusal, and nothing it sends is obeyed.
+  // False when the ids agree (or the registration named none).
+  bool RefuseForeignCluster(const v1::RegisterAck& ack, Clock::time_point now);
+  // A refusal: the next registration waits the backoff; the reason is logged, rate-limited.
+  void BackOff(const std::string& reason, Clock::time_point now);
   void OnHeartbeatAck(const v1::HeartbeatAck& ack);
   // A refusal from a coordinator that is not the leader: on to the one it names, else the next.
   void OnNotLeader(const v1::RegisterAck& ack, Clock::time_point now);
@@ -167,6 +177,10 @@ class CoordinatorLink {
   std::deque<v1::Envelope> outbox_;
   EventOutbox events_;
   bool registered_ = false;
+  // The cluster id the last registration named ("" for none), and whether the coordinator is
+  // one of another cluster: then no message of it goes to the owner.
+  std::string cluster_id_;
+  bool foreign_ = false;
   // A registration went and has not been answered: the next refusal answers it (a refusal that
   // answers a heartbeat while a backoff runs neither counts nor restarts the wait).
   bool register_outstanding_ = false;

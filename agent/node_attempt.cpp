@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <utility>
 
 namespace trainlet::agent {
@@ -82,15 +83,18 @@ Result<std::vector<uint32_t>> NodeAttempt::ReservePorts(uint32_t count, Clock::t
   return ports;
 }
 
-bool NodeAttempt::Adopt(std::chrono::milliseconds stop_grace) {
+bool NodeAttempt::Adopt(std::chrono::milliseconds stop_grace, const std::vector<uint32_t>& ranks) {
   if (!Apply(AttemptTrigger::kAdopted)) return false;
   stop_grace_ = GraceOr(stop_grace);
+  plan_received_ = true;
+  launched_.insert(ranks.begin(), ranks.end());
   return true;
 }
 
 bool NodeAttempt::PlanArrived(std::chrono::milliseconds stop_grace) {
   if (!Apply(AttemptTrigger::kPlanArrived)) return false;
   stop_grace_ = GraceOr(stop_grace);
+  plan_received_ = true;
   return true;
 }
 
@@ -110,6 +114,7 @@ std::vector<Result<pid_t>> NodeAttempt::Launch(const std::vector<WorkerLaunch>& 
       blocked.ok()
           ? services_.supervisor->StartStep(launches, stop_grace_)
           : std::vector<Result<pid_t>>(launches.size(), Result<pid_t>(IoError(blocked.message())));
+  for (const WorkerLaunch& l : launches) launched_.insert(l.rank);
   Apply(AttemptTrigger::kLaunched);
   return started;
 }
@@ -225,6 +230,16 @@ NodeAttempt* NodeAttempts::BeginPlan(const v1::LaunchPlan& plan, Clock::time_poi
            AttemptStateName(it->second.state()) + " on this node";
     return nullptr;
   }
+  if (const auto it = job.attempts.find(plan.attempt());
+      it != job.attempts.end() && it->second.state() == AttemptState::kRunning &&
+      std::all_of(plan.workers().begin(), plan.workers().end(),
+                  [&](const auto& w) { return it->second.Launched(w.rank()); })) {
+    // The coordinator resends a plan whose arrival it did not hear of (issue 19, defect 4): a
+    // second copy starts nothing, and leaves the ranks, files and rendezvous of the first alone.
+    *why = "a copy of the plan of attempt " + std::to_string(plan.attempt()) +
+           ", which runs here already";
+    return nullptr;
+  }
   // A newer attempt replaces the latest one on this node: its ranks must not run beside the new
   // ones. Older attempts were replaced or stopped before; those holding only ports give them back.
   for (auto& [number, older] : job.attempts) {
@@ -298,13 +313,27 @@ void NodeAttempts::Adopt(const std::string& job, uint32_t attempt, uint32_t stop
                          const std::vector<uint32_t>& ranks, const std::string& rendezvous_token) {
   Job& j = jobs_[job];
   j.latest = std::max(j.latest, attempt);
-  Get(j, job, attempt).Adopt(std::chrono::milliseconds(stop_grace_ms));
+  Get(j, job, attempt).Adopt(std::chrono::milliseconds(stop_grace_ms), ranks);
   if (rendezvous_token.empty()) return;
   if (services_.rendezvous != nullptr) {
     services_.rendezvous->RestoreAttempt(job, attempt, ranks, rendezvous_token);
   } else {
     to_restore_[{job, attempt}] = {ranks, rendezvous_token};
   }
+}
+
+std::vector<v1::HeldAttempt> NodeAttempts::Report(bool with_ended) const {
+  std::vector<v1::HeldAttempt> out;
+  for (const auto& [name, job] : jobs_) {
+    for (const auto& [number, attempt] : job.attempts) {
+      if (!with_ended && attempt.state() == AttemptState::kEnded) continue;
+      v1::HeldAttempt& held = out.emplace_back();
+      held.set_job(name);
+      held.set_attempt(number);
+      held.set_plan_received(attempt.plan_received());
+    }
+  }
+  return out;
 }
 
 uint32_t NodeAttempts::latest(const std::string& job) const {

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,11 @@ class NodeAttempt {
   AttemptState state() const { return state_; }
   // SIGTERM..SIGKILL delay of its plan (or adopted step); kDefaultStopGrace until one says.
   std::chrono::milliseconds stop_grace() const { return stop_grace_; }
+  // Its plan arrived (or its step was adopted): false while it holds only ports. What the node
+  // reports of it (HeldAttempt.plan_received).
+  bool plan_received() const { return plan_received_; }
+  // True once `rank` of it went to a step here (started or failed to start), or was adopted.
+  bool Launched(uint32_t rank) const { return launched_.contains(rank); }
 
   // Moves the state along the table; false, leaving it, when the table forbids the move. The
   // methods below call it; it is public for the table's tests and for NodeAttempts.
@@ -114,8 +120,9 @@ class NodeAttempt {
   // kPortsReserved: holds `count` ports (the same ones when asked again). Errors: Invalid when
   // the table refuses (the attempt is past its plan), or PortReservations::Reserve's.
   Result<std::vector<uint32_t>> ReservePorts(uint32_t count, Clock::time_point now);
-  // kAdopted: a previous agent's step runs its ranks; `stop_grace` is the step's (0: default).
-  bool Adopt(std::chrono::milliseconds stop_grace);
+  // kAdopted: a previous agent's step runs its ranks (`ranks`, when known); `stop_grace` is the
+  // step's (0: default).
+  bool Adopt(std::chrono::milliseconds stop_grace, const std::vector<uint32_t>& ranks = {});
   // kPlanArrived: false, doing nothing, when refused. Else records the plan's stop grace (0:
   // default); the caller then writes its files, hands over the ports and starts the ranks.
   bool PlanArrived(std::chrono::milliseconds stop_grace);
@@ -148,6 +155,8 @@ class NodeAttempt {
   AttemptServices services_;
   AttemptState state_ = AttemptState::kNew;
   std::chrono::milliseconds stop_grace_ = kDefaultStopGrace;
+  bool plan_received_ = false;
+  std::set<uint32_t> launched_;  // ranks handed to a step, or adopted
 };
 
 class NodeAttempts {
@@ -171,7 +180,9 @@ class NodeAttempts {
   // A plan arrived. Returns the attempt to launch it, now kLaunching, after replacing the job's
   // latest attempt here, if older (its ranks must not run beside the new), and older attempts
   // that hold only ports. Null, with `why`, when
-  // the plan is to be ignored (an older attempt than the latest) or the attempt is refused by
+  // the plan is to be ignored (an older attempt than the latest, or a copy of the plan of an
+  // attempt running here: every rank of it was launched already, the coordinator resent a plan
+  // it did not know arrived) or the attempt is refused by
   // the table (it is being launched); `refused` tells the second case. A plan for an attempt
   // that stops or has ended here starts a new attempt of that number (see the table).
   NodeAttempt* BeginPlan(const v1::LaunchPlan& plan, Clock::time_point now, std::string* why,
@@ -194,6 +205,12 @@ class NodeAttempts {
   // keeps its PMIx fences across an agent restart.
   void Adopt(const std::string& job, uint32_t attempt, uint32_t stop_grace_ms,
              const std::vector<uint32_t>& ranks = {}, const std::string& rendezvous_token = "");
+
+  // The attempts held (HeldAttempt), by job and number: for the registration every one, ended or
+  // not (a restarted coordinator must not resend the plan of an attempt whose exits it has yet
+  // to hear); for a heartbeat (`with_ended` false) only those not Ended, so that a beat does not
+  // grow with every job the node ever ran (the table keeps each job's latest attempt).
+  std::vector<v1::HeldAttempt> Report(bool with_ended = true) const;
 
   // The newest attempt of `job` a plan (or an adopted step) brought here; 0 when none.
   uint32_t latest(const std::string& job) const;

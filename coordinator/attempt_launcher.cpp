@@ -102,10 +102,16 @@ bool AttemptLauncher::Place(JobEntry& job, PassCapacity& room, int64_t now_ms) {
   }
   room.Charge(placement->nodes, job.procs_per_node, job.gang.resources);
   // A runtime that needs ports (MASTER_PORT, ring ports) is rendered once the nodes hold them.
-  if (port_waits_.Begin(job.record.name, req, *layout, checkpoint)) return true;
-  for (size_t i = 0; i < plans.size(); ++i) {
-    agents_->LaunchPlan(placement->nodes[i], std::move(plans[i]));
+  resend_to_.erase(job.record.name);
+  if (port_waits_.Begin(job.record.name, req, *layout, checkpoint)) {
+    // The asks count as sends: one lost while the node stays connected is asked again.
+    for (const std::string& node : port_waits_.Unanswered(job.record.name, req.attempt)) {
+      delivery_.Tried(job.record.name, req.attempt, node, now_ms);
+    }
+    return true;
   }
+  for (size_t i = 0; i < plans.size(); ++i)
+    SendPlan(placement->nodes[i], std::move(plans[i]), now_ms);
   return true;
 }
 
@@ -208,8 +214,22 @@ void AttemptLauncher::LaunchWithPorts(JobEntry& job, int64_t now_ms) {
   std::vector<std::string> nodes;
   for (const auto& n : req.nodes) nodes.push_back(n.name);
   port_waits_.End(name, attempt);  // `req` and `layout` go with it
+  // A plan rendered again (Replan) goes only to the nodes that missed it.
+  std::vector<std::string> only;
+  if (auto it = resend_to_.find(name); it != resend_to_.end()) {
+    only = std::move(it->second);
+    resend_to_.erase(it);
+  }
   spdlog::info("trainjob/{}: ports reserved, sending the plans of attempt {}", name, attempt);
-  for (size_t i = 0; i < plans->size(); ++i) agents_->LaunchPlan(nodes[i], std::move((*plans)[i]));
+  for (size_t i = 0; i < plans->size(); ++i) {
+    if (!only.empty() && std::find(only.begin(), only.end(), nodes[i]) == only.end()) continue;
+    SendPlan(nodes[i], std::move((*plans)[i]), now_ms);
+  }
+}
+
+void AttemptLauncher::SendPlan(const std::string& node, v1::LaunchPlan plan, int64_t now_ms) {
+  delivery_.Sent(node, plan, now_ms);
+  agents_->LaunchPlan(node, std::move(plan));
 }
 
 void AttemptLauncher::Stop(JobEntry& job, const std::string& reason, const StopWarning& warning) {
@@ -262,9 +282,18 @@ void AttemptLauncher::EnforceStartTimeout(JobEntry& job, int64_t now_ms) {
   if (now_ms < StartDeadlineMs(st, options_.start_timeout)) return;
   // The nodes at fault, in placement order: while ports are awaited no plan has gone out, so
   // only the nodes that did not answer are; after that, those with ranks that never reported.
+  // The attempt failed for the infrastructure, not the job, when no node at fault is known to
+  // have had its plan: the ranks never had a chance (issue 19, defect 4).
   std::string silent;
+  bool infrastructure = true;
   if (port_waits_.Request(name, st.attempt()) != nullptr) {
     for (const std::string& node : port_waits_.Unanswered(name, st.attempt())) {
+      // An agent that reports its attempts answers every ask it gets: the ask was lost. Of one
+      // that does not, nothing is known (as before the report existed).
+      const NodeEntry* e = registry_->Find(node);
+      if (e != nullptr && e->state != NodeState::kLost && !e->reports_attempts) {
+        infrastructure = false;
+      }
       silent += (silent.empty() ? "" : ", ") + node + " (its ports never arrived)";
     }
   } else {
@@ -272,14 +301,18 @@ void AttemptLauncher::EnforceStartTimeout(JobEntry& job, int64_t now_ms) {
       const bool pending = std::any_of(st.ranks().begin(), st.ranks().end(), [&](const auto& r) {
         return r.node() == node && r.rank_state() == v1::RANK_STATE_PENDING;
       });
-      if (pending) silent += (silent.empty() ? "" : ", ") + node + " (no rank reported started)";
+      if (!pending) continue;
+      const bool reached = delivery_.Reached(st, node, *registry_);
+      infrastructure = infrastructure && !reached;
+      silent += (silent.empty() ? "" : ", ") + node +
+                (reached ? " (no rank reported started)" : " (its plan never reached it)");
     }
   }
   owner_->FailAttempt(job,
                       "StartTimeout: ranks not started " +
                           std::to_string(options_.start_timeout.count()) +
                           " ms after the attempt was placed, on " + silent,
-                      now_ms);
+                      now_ms, infrastructure ? FailureKind::kInfrastructure : FailureKind::kJob);
   // Ranks that never reported are given up, like a lost node's, so the restart does not wait
   // for events that may never come; the StopWorkers FailAttempt sent ends any that do exist.
   for (auto& r : *st.mutable_ranks()) {

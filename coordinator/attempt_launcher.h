@@ -10,6 +10,12 @@
 // start timeout fails (EnforceStartTimeout). Stop sends StopWorkers to every node with a live
 // rank and ends a port wait, whose never-launched ranks end Stopped here.
 //
+// A plan can be lost (a coordinator crash after the attempt was stored, a node disconnected, an
+// agent restarted before it started the ranks): ResendLostPlans sends it again to each node that
+// reports not holding it (PlanDelivery, plan_delivery.h), rendering it again when this
+// coordinator never sent it (attempt_launcher_resend.cpp). A start timeout on nodes known never to
+// have received their plan is the infrastructure's failure, not the job's (FailureKind).
+//
 // Who owns what: the job map, every phase change and every store write stay with the Owner
 // (JobController), which the launcher asks through the narrow interface below; the launcher owns
 // only the port waits. It works on the JobEntry it is handed, for the duration of the call.
@@ -33,12 +39,18 @@
 #include "coordinator/job_state_machine.h"
 #include "coordinator/node_registry.h"
 #include "coordinator/pass_capacity.h"
+#include "coordinator/plan_delivery.h"
 #include "coordinator/port_reservation_waits.h"
 #include "coordinator/resources.h"
 #include "trainlet/runtime_plugin.h"
 #include "trainlet/v1/envelope.pb.h"
 
 namespace trainlet::coordinator {
+
+// Whose fault a failed attempt is: the job's (a rank failed or did not start: counted against
+// maxRestarts) or the infrastructure's (its plan never reached a node, a node was lost: retried
+// without counting, issue 19 defect 4).
+enum class FailureKind { kJob, kInfrastructure };
 
 class AttemptLauncher {
  public:
@@ -51,8 +63,10 @@ class AttemptLauncher {
     virtual void Transition(JobEntry& job, JobTrigger trigger, const std::string& reason,
                             const std::string& message, int64_t now_ms) = 0;
     // The current attempt failed with `cause`: it is stopped (Stop) and restarted within the
-    // job's restart limit, or the job fails.
-    virtual void FailAttempt(JobEntry& job, const std::string& cause, int64_t now_ms) = 0;
+    // job's restart limit, or the job fails. An infrastructure failure is restarted without
+    // counting against the limit.
+    virtual void FailAttempt(JobEntry& job, const std::string& cause, int64_t now_ms,
+                             FailureKind kind = FailureKind::kJob) = 0;
     // The job's status changed without a phase move: store it at the next Flush.
     virtual void MarkDirty(JobEntry& job) = 0;
     // Stores every changed job now. An error means nothing was stored.
@@ -85,7 +99,14 @@ class AttemptLauncher {
   void ResendPortAsks(const std::string& node) { port_waits_.Resend(node); }
   // Fails `job`'s attempt when it is still Starting past the start timeout, naming the nodes that
   // never answered (ports) or never reported a started rank; those ranks are given up (Lost).
+  // When none of those nodes is known to have received its plan (PlanDelivery::Reached), the
+  // failure is the infrastructure's (FailureKind::kInfrastructure).
   void EnforceStartTimeout(JobEntry& job, int64_t now_ms);
+  // Sends the plan of `job`'s live attempt again to each node that misses it
+  // (PlanDelivery::Missing): the plan as sent when this coordinator sent it, else rendered again
+  // (its ports asked for again first when its runtime needs ports). Waits, sending nothing, while
+  // a node of the placement is not registered (the plans name every node's address).
+  void ResendLostPlans(JobEntry& job, int64_t now_ms);
   // Stops `job`'s current attempt: StopWorkers (logged with `reason`, with `warning` first when it
   // has a signal) to every node with a rank that has not ended, and the end of its port wait, if
   // any (see EndPortWait).
@@ -100,6 +121,8 @@ class AttemptLauncher {
   void Forget(const std::string& job) {
     port_waits_.Forget(job);
     warned_.erase(job);
+    delivery_.Forget(job);
+    resend_to_.erase(job);
   }
 
  private:
@@ -112,8 +135,14 @@ class AttemptLauncher {
   // Every node answered: when their work dirs hold different checkpoints (work_dir_agreement.h),
   // fails the job, with no restart, before any rank starts, and returns true.
   bool FailIfWorkDirsDiverge(JobEntry& job, int64_t now_ms);
-  // Every node holds its ports: renders the plans with them and sends them.
+  // Every node holds its ports: renders the plans with them and sends them (only to the nodes
+  // of resend_to_, for a plan rendered again).
   void LaunchWithPorts(JobEntry& job, int64_t now_ms);
+  // Sends `plan` to `node` and keeps it for a resend.
+  void SendPlan(const std::string& node, v1::LaunchPlan plan, int64_t now_ms);
+  // ResendLostPlans for an attempt whose plans this coordinator never sent (it restarted since):
+  // its request and layout made again from the stored attempt, for the nodes in `lost`.
+  void Replan(JobEntry& job, const std::vector<std::string>& lost, int64_t now_ms);
   // The attempt stopped while reserving ports: no plan went out, so its ranks never existed and
   // end here (Stopped) rather than wait for events that will never come.
   void EndPortWait(JobEntry& job);
@@ -129,6 +158,9 @@ class AttemptLauncher {
   // The attempt each job's deadline warning went to (memory only: a restarted coordinator may
   // warn an attempt a second time).
   std::map<std::string, uint32_t> warned_;
+  PlanDelivery delivery_;  // the plans sent, for a resend
+  // Jobs whose plans, rendered again, wait for their ports: the only nodes to send them to.
+  std::map<std::string, std::vector<std::string>> resend_to_;
 };
 
 }  // namespace trainlet::coordinator

@@ -10,6 +10,7 @@
 #include "common/curve_keys.h"
 #include "common/platform/signal_watch.h"
 #include "common/zmq_sockets.h"
+#include "coordinator/cluster_identity.h"
 #include "coordinator/lifecycle_rules.h"
 
 namespace trainlet::coordinator {
@@ -52,6 +53,10 @@ Status Coordinator::Init() {
   JobStoreConfig store_config = config_.store;
   store_config.state_dir = config_.state_dir;
   TRAINLET_ASSIGN_OR_RETURN(store_, OpenJobStore(store_config));
+  // A store that holds nothing is refused unless initialised: a lost store must not become a new
+  // cluster that stops every agent's ranks (issue 19, defect 3).
+  TRAINLET_ASSIGN_OR_RETURN(cluster_id_, EstablishClusterId(*store_, config_.init_store));
+  spdlog::info("cluster id {}", cluster_id_);
 
   // The ZAP handler must exist before a CURVE server socket can admit anyone.
   TRAINLET_ASSIGN_OR_RETURN(zap_, ZapAuthenticator::Create(ctx_));
@@ -235,7 +240,14 @@ void Coordinator::OnRegister(const RouterMessage& msg, std::chrono::steady_clock
   auto* a = ack.mutable_register_ack();
   a->set_heartbeat_interval_ms(static_cast<uint32_t>(config_.heartbeat_interval.count()));
   a->set_partition_grace_ms(static_cast<uint32_t>(config_.partition_grace.count()));
-  Status s = registry_->Register(env.register_(), msg.routing_id, msg.user_id, now, now_ms);
+  a->set_cluster_id(cluster_id_);
+  const std::string& theirs = env.register_().cluster_id();
+  Status s = !theirs.empty() && theirs != cluster_id_
+                 ? PermissionError("this coordinator is cluster " + cluster_id_ +
+                                   ", the agent belongs to cluster " + theirs +
+                                   ": it keeps its ranks; to join it to this cluster, delete "
+                                   "the cluster-id file in its state dir")
+                 : registry_->Register(env.register_(), msg.routing_id, msg.user_id, now, now_ms);
   a->set_accepted(s.ok());
   a->set_reason(s.message());
   if (s.ok()) {
@@ -267,6 +279,8 @@ void Coordinator::OnHeartbeat(const RouterMessage& msg, std::chrono::steady_cloc
                          env.heartbeat().health_reason());
   }
   if (const NodeEntry* node = registry_->Heartbeat(msg.user_id, msg.routing_id, now, now_ms)) {
+    registry_->RecordAttempts(node->info.name(), env.heartbeat().attempts(),
+                              env.heartbeat().reports_attempts(), now_ms);
     v1::Envelope ack;
     ack.mutable_heartbeat_ack()->set_heartbeat_seq(env.heartbeat().seq());
     ack.mutable_heartbeat_ack()->set_acked_event_seq(node->applied_event_seq);

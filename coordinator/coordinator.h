@@ -57,6 +57,9 @@ namespace trainlet::coordinator {
 struct CoordinatorConfig {
   std::string state_dir;  // SQLite store lives here
   JobStoreConfig store;   // store: sqlite (the default, under state_dir) or etcd
+  // Initialise a store that holds nothing (a new cluster id) instead of refusing it
+  // (cluster_identity.h). trainlet-coordinator's --init-store does it and exits; tests set it.
+  bool init_store = false;
   std::string agent_listen = "tcp://0.0.0.0:7070";
   std::string operator_listen = "tcp://127.0.0.1:7071";
   std::string exec_listen = "tcp://0.0.0.0:7072";  // trainlet-exec (MPI launchers) connect here
@@ -206,6 +209,7 @@ class Coordinator : public NodeSink {
   std::unique_ptr<platform::SignalWatch> signals_;
   DropCounters drops_;
   std::unique_ptr<JobStore> store_;
+  std::string cluster_id_;  // the store's (cluster_identity.h), in every RegisterAck
   std::unique_ptr<NodeRegistry> registry_;
   std::unique_ptr<JobController> jobs_;
   std::unique_ptr<OperatorService> operator_service_;

@@ -396,6 +396,15 @@ Result<std::vector<RuntimeRecord>> EtcdJobStore::ListRuntimes() {
   return out;
 }
 
+Result<std::string> EtcdJobStore::GetClusterId() {
+  TRAINLET_ASSIGN_OR_RETURN(auto kvs, Read(prefix_ + "cluster-id", ""));
+  return kvs.empty() ? std::string() : kvs[0].value;
+}
+
+Status EtcdJobStore::PutClusterId(const std::string& id) {
+  return Write({}, {EtcdOp::Put(prefix_ + "cluster-id", id)});
+}
+
 Status EtcdJobStore::PutNodeCordon(const NodeCordonRecord& cordon) {
   v1::StoredNodeCordon stored;
   stored.set_reason(cordon.reason);

@@ -91,6 +91,8 @@ class EtcdJobStore : public JobStore {
   Status DeleteQueueObject(const std::string& kind, const std::string& namespace_,
                            const std::string& name) override;
   Result<std::vector<QueueObjectRecord>> ListQueueObjects() override;
+  Result<std::string> GetClusterId() override;
+  Status PutClusterId(const std::string& id) override;
 
   Status Transaction(const std::function<Status()>& body) override;
 

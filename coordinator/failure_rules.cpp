@@ -113,7 +113,7 @@ uint32_t RestartsUsed(const v1::JobStatus& status) {
   uint32_t used = 0;
   for (int i = 0; i + 1 < status.attempts_size(); ++i) {
     const v1::AttemptRecord& a = status.attempts(i);
-    if (a.attempt_result() == v1::ATTEMPT_RESULT_FAILED &&
+    if (a.attempt_result() == v1::ATTEMPT_RESULT_FAILED && !a.infrastructure() &&
         !a.failure_rule().ends_with(kNotCountedSuffix)) {
       ++used;
     }

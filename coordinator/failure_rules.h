@@ -85,7 +85,9 @@ FailureDecision DecideFailure(const std::vector<trainjob::FailureRule>& rules, R
                               uint32_t max_restarts);
 
 // How many of the ended attempts in `status` before the current (last) one used up a restart:
-// failed ones, less those a RestartJobSetAndIgnoreMaxRestarts rule restarted.
+// failed ones, less those a RestartJobSetAndIgnoreMaxRestarts rule restarted and those that
+// failed for the infrastructure (AttemptRecord.infrastructure: a plan that never reached its
+// node, a lost node).
 uint32_t RestartsUsed(const v1::JobStatus& status);
 
 }  // namespace trainlet::coordinator

@@ -133,7 +133,10 @@ void JobController::Schedule(int64_t now_ms) {
   for (const auto& name : deleting) MaybeFinishDelete(name);
   EnforceDeadlines(now_ms);
   EnforceTtl(now_ms);  // job_lifecycle.cpp: finished jobs whose ttlSecondsAfterFinished passed
-  for (Job* job : order_) launcher_.EnforceStartTimeout(*job, now_ms);
+  for (Job* job : order_) {
+    launcher_.EnforceStartTimeout(*job, now_ms);
+    launcher_.ResendLostPlans(*job, now_ms);  // plans lost to a crash or a disconnection
+  }
   EnforceProgress(now_ms);  // job_progress_steps.cpp: stalls, coalesced progress writes
   RunAdmission(now_ms);     // job_admission_steps.cpp: with queues, only admitted jobs go on
   // What placed jobs hold, once per pass; Place keeps it current (issue 19, defect 1).
@@ -179,13 +182,15 @@ void JobController::MarkDirty(Job& job) {
   ++generation_;
 }
 
-void JobController::FailAttempt(Job& job, const std::string& cause, int64_t now_ms) {
+void JobController::FailAttempt(Job& job, const std::string& cause, int64_t now_ms,
+                                FailureKind kind) {
   AttemptFailure failure;  // no one worker failed: only rules without targets match
   failure.message = cause;
-  FailAttempt(job, failure, now_ms);
+  FailAttempt(job, failure, now_ms, kind);
 }
 
-void JobController::FailAttempt(Job& job, const AttemptFailure& failure, int64_t now_ms) {
+void JobController::FailAttempt(Job& job, const AttemptFailure& failure, int64_t now_ms,
+                                FailureKind kind) {
   v1::JobStatus& st = job.record.status;
   const std::string& cause = failure.message;
   v1::AttemptRecord* rec = nullptr;
@@ -195,10 +200,13 @@ void JobController::FailAttempt(Job& job, const AttemptFailure& failure, int64_t
     TRAINLET_CHECK(ApplyAttemptTrigger(*rec, AttemptTrigger::kFailed).ok());
     rec->set_cause(cause);
     rec->set_ended_unix_ms(now_ms);
+    rec->set_infrastructure(kind == FailureKind::kInfrastructure);
   }
   launcher_.Stop(job, cause);
-  // Restarts used before this failure; an attempt stopped by a suspend, or restarted by a rule
-  // that ignores maxRestarts, does not count (failure_rules.h).
+  if (kind == FailureKind::kInfrastructure) return RetryForInfrastructure(job, cause, now_ms);
+  // Restarts used before this failure; an attempt stopped by a suspend, failed for the
+  // infrastructure, or restarted by a rule that ignores maxRestarts, does not count
+  // (failure_rules.h).
   const uint32_t restarts_used = RestartsUsed(st);
   // The policy was checked at apply (BuildJobEntry); one that no longer parses is the default.
   const Result<RestartPolicy> policy = RestartPolicyOf(job.spec);
@@ -224,6 +232,24 @@ void JobController::FailAttempt(Job& job, const AttemptFailure& failure, int64_t
                         : " (restart limit " + std::to_string(st.max_restarts()) + " reached)"),
                now_ms);
   }
+}
+
+void JobController::RetryForInfrastructure(Job& job, const std::string& cause, int64_t now_ms) {
+  v1::JobStatus& st = job.record.status;
+  const uint32_t tries = st.infrastructure_retries();
+  st.set_infrastructure_retries(tries + 1);
+  // Bounded: past the limit each retry waits the longest backoff, and says why.
+  const bool waiting = tries >= options_.max_infrastructure_retries;
+  const auto delay =
+      waiting ? options_.max_restart_backoff
+              : RestartBackoff(tries, options_.restart_backoff, options_.max_restart_backoff);
+  job.not_before_ms = now_ms + delay.count();
+  Transition(
+      job, JobTrigger::kAttemptFailed, waiting ? "WaitingForInfrastructure" : "AttemptFailed",
+      "attempt " + std::to_string(st.attempt()) + " failed for the infrastructure: " + cause +
+          "; not counted against maxRestarts (" + std::to_string(tries + 1) +
+          " in a row); restarting in " + std::to_string(delay.count()) + " ms",
+      now_ms);
 }
 
 void JobController::OnWorkerEvent(const std::string& node, const v1::WorkerEvent& ev,
@@ -269,6 +295,7 @@ void JobController::OnWorkerEvent(const std::string& node, const v1::WorkerEvent
       break;
     }
     case RankEventFold::Outcome::kAllStarted:
+      st->set_infrastructure_retries(0);  // the infrastructure delivered this one
       Transition(job, JobTrigger::kAllRanksStarted, "Running", "all " + ranks + " ranks started",
                  now_ms);
       break;
@@ -327,7 +354,7 @@ void JobController::OnNodeLost(const std::string& node, int64_t now_ms, int64_t 
     }
     const JobPhase p = PhaseOf(job.record.status);
     if (p == JobPhase::kStarting || p == JobPhase::kRunning) {
-      FailAttempt(job, "node " + node + " lost", now_ms);
+      FailAttempt(job, "node " + node + " lost", now_ms, FailureKind::kInfrastructure);
       job.lost_node_hold_ms = std::max(job.lost_node_hold_ms, hold_until_ms);
     } else {
       // Already being stopped (Restarting after a drain --force, Suspended after a preemption):

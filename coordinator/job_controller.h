@@ -87,6 +87,11 @@ struct JobControllerOptions {
   // How long a finished (Succeeded or Failed) job is kept before it is deleted, for jobs whose
   // runtime sets no ttlSecondsAfterFinished; nullopt: kept until an operator deletes it.
   std::optional<std::chrono::seconds> finished_job_ttl;
+  // Attempts failed in a row for the infrastructure (FailureKind::kInfrastructure: a plan that
+  // never reached its node, a lost node) restart with the usual backoff and are not counted
+  // against maxRestarts; past this many, each restart waits max_restart_backoff, with reason
+  // WaitingForInfrastructure, so a cluster that cannot deliver plans is not hammered.
+  uint32_t max_infrastructure_retries = 10;
   // Picks a job's runtime plugin from its framework and runtime labels; empty means
   // SelectRuntimePlugin (the built-ins). Tests put fake plugins here.
   std::function<const RuntimePlugin*(std::string_view framework,
@@ -228,11 +233,16 @@ class JobController : private AttemptLauncher::Owner {
   // launcher.
   void Transition(Job& job, JobTrigger trigger, const std::string& reason,
                   const std::string& message, int64_t now_ms) override;
-  void FailAttempt(Job& job, const std::string& cause, int64_t now_ms) override;
+  void FailAttempt(Job& job, const std::string& cause, int64_t now_ms,
+                   FailureKind kind = FailureKind::kJob) override;
   // Ends the current attempt as failed, then restarts or fails the job as the failure rules say
   // (failure_rules.h), recording the rule that fired. The override above is this one for a
-  // failure of no one worker (failure.message is the cause).
-  void FailAttempt(Job& job, const AttemptFailure& failure, int64_t now_ms);
+  // failure of no one worker (failure.message is the cause); an infrastructure failure (`kind`)
+  // is restarted by RetryForInfrastructure without asking the rules and is not counted.
+  void FailAttempt(Job& job, const AttemptFailure& failure, int64_t now_ms,
+                   FailureKind kind = FailureKind::kJob);
+  // FailAttempt's restart of an attempt failed for the infrastructure: not counted.
+  void RetryForInfrastructure(Job& job, const std::string& cause, int64_t now_ms);
   void MarkDirty(Job& job) override;
   // By value: it may erase the job that owns the caller's string.
   void MaybeFinishDelete(std::string name);

@@ -132,6 +132,13 @@ class JobStore : public NodeCordonStore {
   // Ordered by kind, then namespace, then name.
   virtual Result<std::vector<QueueObjectRecord>> ListQueueObjects() = 0;
 
+  // The cluster's identity (issue 19, defect 3): made once, when the store is initialised
+  // (ClusterIdentity, cluster_identity.h), and given to every agent at registration. "" when the
+  // store holds none (a new or lost store, or one written before identities).
+  virtual Result<std::string> GetClusterId() = 0;
+  // Stores `id` as the cluster's identity, replacing any.
+  virtual Status PutClusterId(const std::string& id) = 0;
+
   // Runs `body`; its writes commit together when it returns OK and are all rolled back when it
   // returns an error (which is then returned) or throws. Nests: an inner failure rolls back only
   // the inner body's writes, and the outer body decides what to do with the error. Only the

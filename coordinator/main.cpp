@@ -5,7 +5,9 @@
 
 #include "common/daemon_config.h"
 #include "common/daemon_main.h"
+#include "coordinator/cluster_identity.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/job_store_config.h"
 #include "coordinator/store_migration.h"
 
 int main(int argc, char** argv) {
@@ -109,6 +111,11 @@ int main(int argc, char** argv) {
       "A finished (Succeeded or Failed) job is deleted, with its logs and work dirs on its "
       "nodes, this long after it finished, unless its runtime sets ttlSecondsAfterFinished; "
       "-1 keeps it until it is deleted, s");
+  std::string empty_store = "refuse";
+  c.Enum("empty_store", &empty_store, {"refuse", "init"},
+         "A store that holds nothing (no cluster id, job or runtime: new, or lost) at start: "
+         "refuse it (run --init-store once for a new cluster), or initialise it with a new "
+         "cluster id, which agents of an old cluster refuse");
   c.String("default_queue", &config.default_queue,
            "LocalQueue (in the job's namespace) where TrainJobs without a "
            "kueue.x-k8s.io/queue-name label wait once queues exist; empty admits them at once, "
@@ -126,6 +133,12 @@ int main(int argc, char** argv) {
   app.add_option("--to", migrate_to,
                  "--migrate-store: a config file with store: etcd and its etcd_* keys");
   app.add_flag("--force", force, "--migrate-store: replace what the etcd prefix already holds");
+  // The explicit init of a new cluster's store (issue 19, defect 3; docs/operations.md, "Cluster
+  // identity"): a store that holds nothing is refused without it.
+  bool init_store = false;
+  app.add_flag("--init-store", init_store,
+               "Initialise the store (a new cluster id) if it holds nothing, print the cluster id "
+               "and exit; a store already initialised keeps its id");
   CLI11_PARSE(app, argc, argv);
   if (migrate) {
     auto done = trainlet::coordinator::RunStoreMigration(migrate_from, migrate_to, force);
@@ -138,6 +151,21 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (auto exit_code = trainlet::FinishDaemonConfig(c, &common, "coordinator")) return *exit_code;
+  if (init_store) {
+    trainlet::coordinator::JobStoreConfig store_config = config.store;
+    store_config.state_dir = config.state_dir;
+    auto store = trainlet::coordinator::OpenJobStore(store_config);
+    auto id = store.ok() ? trainlet::coordinator::EstablishClusterId(**store, true)
+                         : trainlet::Result<std::string>(store.status());
+    if (!id.ok()) {
+      std::fprintf(stderr, "trainlet-coordinator --init-store: %s\n",
+                   id.status().message().c_str());
+      return 1;
+    }
+    std::printf("cluster id %s\n", id->c_str());
+    return 0;
+  }
+  config.init_store = empty_store == "init";
   config.metrics_address = common.metrics_address;
   config.metrics_best_effort = common.metrics_best_effort;
   return trainlet::RunDaemon("trainlet-coordinator",

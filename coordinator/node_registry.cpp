@@ -57,7 +57,25 @@ Status NodeRegistry::Register(const v1::NodeInfo& info, const std::string& routi
   e.last_beat_unix_ms = now_unix_ms;
   e.applied_event_seq = info.events_acked_through();
   by_key_[public_key] = info.name();
+  RecordAttempts(info.name(), info.attempts(), info.reports_attempts(), now_unix_ms);
+  e.info.clear_attempts();  // kept as planned_attempts, not with the node's description
   return Status::Ok();
+}
+
+void NodeRegistry::RecordAttempts(
+    const std::string& name, const google::protobuf::RepeatedPtrField<v1::HeldAttempt>& attempts,
+    bool reports_attempts, int64_t now_unix_ms) {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return;
+  NodeEntry& e = it->second;
+  e.reports_attempts = reports_attempts;
+  e.planned_attempts.clear();
+  e.held_attempts.clear();
+  for (const auto& a : attempts) {
+    if (a.plan_received()) e.planned_attempts.insert({a.job(), a.attempt()});
+    e.held_attempts.insert({a.job(), a.attempt()});
+  }
+  e.attempts_reported_unix_ms = now_unix_ms;
 }
 
 Status NodeRegistry::CheckNameBinding(const std::string& name,

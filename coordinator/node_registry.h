@@ -32,7 +32,9 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/curve_keys.h"
@@ -62,6 +64,13 @@ struct NodeEntry {
   uint64_t applied_event_seq = 0;  // worker events of this agent applied, in order, up to here
   int64_t last_beat_unix_ms = 0;
   std::chrono::steady_clock::time_point last_beat{};
+  // What the agent last reported holding (HeldAttempt, in its registration and each beat): the
+  // (job, attempt) whose plan it received. With reports_attempts false (an agent that predates
+  // the report) nothing is known of its plans, and none is resent to it (issue 19, defect 4).
+  bool reports_attempts = false;
+  std::set<std::pair<std::string, uint32_t>> planned_attempts;
+  std::set<std::pair<std::string, uint32_t>> held_attempts;  // with or without their plan
+  int64_t attempts_reported_unix_ms = 0;                     // when that report was received
 };
 
 class NodeRegistry {
@@ -91,6 +100,11 @@ class NodeRegistry {
   // has no registered node (it must register again, e.g. after a coordinator restart).
   const NodeEntry* Heartbeat(const std::string& public_key, const std::string& routing_id,
                              Clock::time_point now, int64_t now_unix_ms);
+  // Records the attempts a beat of node `name` reported holding (see NodeEntry); a beat of a
+  // node that is not registered changes nothing.
+  void RecordAttempts(const std::string& name,
+                      const google::protobuf::RepeatedPtrField<v1::HeldAttempt>& attempts,
+                      bool reports_attempts, int64_t now_unix_ms);
   // Turns on the full disruption rule above (the coordinator does; off by default).
   void SetFullDisruptionRule(bool on) { full_disruption_rule_ = on; }
   // Whether the last Tick held every node back from Lost under that rule.

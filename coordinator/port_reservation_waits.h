@@ -6,8 +6,10 @@
 // with PortsReserved (Record()). When every node has answered, the request holds the reserved
 // ports and the caller renders the plans from it and the layout kept here (RenderAttempt).
 //
-// Not stored: after a coordinator restart the start timeout fails such an attempt and it is
-// placed again. At most one wait per job (a new attempt replaces the old one's).
+// Not stored: after a coordinator restart, the nodes that do not report holding the attempt's
+// plan make AttemptLauncher::ResendLostPlans begin the wait again (an agent answers with the
+// ports it holds), and the start timeout fails what never completes. At most one wait per job (a
+// new attempt replaces the old one's).
 //
 // Owned by AttemptLauncher (attempt_launcher.h), on the coordinator's loop; no locks. `active`
 // tells whether an attempt may still run (ExecAuthority::AttemptActive); answers for attempts that

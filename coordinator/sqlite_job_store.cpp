@@ -63,6 +63,16 @@ CREATE TABLE queue_objects (
 PRAGMA user_version = 3;
 )sql";
 
+// Version 4: the cluster's identity (issue 19, defect 3), one row under key 'cluster_id'. IF NOT
+// EXISTS: a database whose version was set back by hand (the tests do) keeps the table.
+constexpr const char* kSchemaV4 = R"sql(
+CREATE TABLE IF NOT EXISTS cluster (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+PRAGMA user_version = 4;
+)sql";
+
 // A writer that waits longer than this for the lock gets SQLITE_BUSY; only other processes
 // (a `sqlite3` shell, a backup) can hold it, since one SqliteJobStore owns the database.
 constexpr int kBusyTimeoutMs = 5000;
@@ -242,6 +252,7 @@ Status SqliteJobStore::Init() {
   if (version < 1) TRAINLET_RETURN_IF_ERROR(Transaction([&] { return Exec(kSchemaV1); }));
   if (version < 2) TRAINLET_RETURN_IF_ERROR(Transaction([&] { return Exec(kSchemaV2); }));
   if (version < 3) TRAINLET_RETURN_IF_ERROR(Transaction([&] { return Exec(kSchemaV3); }));
+  if (version < 4) TRAINLET_RETURN_IF_ERROR(Transaction([&] { return Exec(kSchemaV4); }));
   return Status::Ok();
 }
 
@@ -493,6 +504,26 @@ Result<std::vector<NodeCordonRecord>> SqliteJobStore::ListNodeCordons() {
   }
   if (rc != SQLITE_DONE) return Error("listing node cordons");
   return out;
+}
+
+Result<std::string> SqliteJobStore::GetClusterId() {
+  TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s,
+                            Prepare("SELECT value FROM cluster WHERE key = 'cluster_id'"));
+  StatementUse use(s);
+  const int rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) return ColumnText(s, 0);
+  if (rc != SQLITE_DONE) return Error("reading the cluster id");
+  return std::string();
+}
+
+Status SqliteJobStore::PutClusterId(const std::string& id) {
+  TRAINLET_ASSIGN_OR_RETURN(
+      sqlite3_stmt * s,
+      Prepare("INSERT OR REPLACE INTO cluster (key, value) VALUES ('cluster_id', ?1)"));
+  StatementUse use(s);
+  BindText(s, 1, id);
+  if (sqlite3_step(s) != SQLITE_DONE) return Error("storing the cluster id");
+  return Status::Ok();
 }
 
 Status SqliteJobStore::PutQueueObject(const QueueObjectRecord& object) {

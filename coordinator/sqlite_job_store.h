@@ -31,7 +31,7 @@ class SqliteJobStore : public JobStore {
   // The schema version this build writes (PRAGMA user_version). Older databases are migrated;
   // newer ones are refused rather than misread.
   // 2 added node_cordons; 3 added queue_objects (Kueue's ClusterQueues, LocalQueues, ...).
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
   static constexpr const char* kFileName = JobStore::kFileName;
 
   // Opens <state_dir>/trainlet.db, creating the directory and the schema when missing. The
@@ -83,6 +83,8 @@ class SqliteJobStore : public JobStore {
   Status DeleteQueueObject(const std::string& kind, const std::string& namespace_,
                            const std::string& name) override;
   Result<std::vector<QueueObjectRecord>> ListQueueObjects() override;
+  Result<std::string> GetClusterId() override;
+  Status PutClusterId(const std::string& id) override;
 
   // Runs `body`; its writes commit together when it returns OK and are all rolled back when it
   // returns an error (which is then returned). Nests: an inner failure rolls back only the inner

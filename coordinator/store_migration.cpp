@@ -135,6 +135,9 @@ Result<MigrationReport> MigrateStore(JobStore& from, EtcdJobStore& to, bool forc
   if (std::string diff = Difference(source, copied); !diff.empty()) {
     return IoError("verifying " + to.location() + " after the copy: " + diff);
   }
+  // The cluster's identity goes with it: the agents keep the source's (issue 19, defect 3).
+  TRAINLET_ASSIGN_OR_RETURN(std::string id, from.GetClusterId());
+  if (!id.empty()) TRAINLET_RETURN_IF_ERROR(to.PutClusterId(id));
   return report;
 }
 

@@ -68,6 +68,7 @@ start_coordinator() {
     --operator-listen tcp://127.0.0.1:0 --key "$KEYS/coordinator.key" \
     --agent-allowlist "$KEYS/agents.allow" --operator-allowlist "$KEYS/operators.allow" \
     --runtimes-dir "$SRC/deploy/runtimes" --metrics-address "" \
+    --empty-store init \
     --endpoints-file "$TRAINLET_HOME/endpoints.json" >> "$TRAINLET_HOME/logs/coordinator.log" 2>&1 &
   COORD_PID=$!
   EXTRA_PIDS+=("$COORD_PID")

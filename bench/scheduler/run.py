@@ -267,6 +267,8 @@ def pass_trial(bin_dir, sim, pending, window, queues):
              "--operator-allowlist", os.path.join(keys, "operators.allow"),
              "--runtimes-dir", os.path.join(SRC, "deploy", "runtimes"),
              "--metrics-address", "127.0.0.1:0",
+             # a throwaway cluster: its empty store is initialised at start
+             "--empty-store", "init",
              "--endpoints-file", os.path.join(work, "endpoints.json")],
             stdout=log, stderr=subprocess.STDOUT)
         procs.append(coord)

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -247,6 +248,21 @@ Result<CoordinatorEndpoints> StartCoordinator(const LocalUpOptions& o,
   const std::string runtimes = FindRuntimesDir();
   if (!runtimes.empty()) cargv.insert(cargv.end(), {"--runtimes-dir", runtimes});
   const std::string clog = dir + "/logs/coordinator.log";
+  {
+    // A new cluster's store is initialised once, explicitly (issue 19, defect 3): the daemon
+    // below, and any restart of it, refuses a store that holds nothing. On a cluster dir used
+    // before, the store keeps its cluster id.
+    std::vector<std::string> init = cargv;
+    init.push_back("--init-store");
+    TRAINLET_ASSIGN_OR_RETURN(pid_t ipid, SpawnDaemon(init, clog));
+    int status = 0;
+    while (waitpid(ipid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      return UnavailableError("the coordinator's store could not be initialised; its log " + clog +
+                              " ends with:\n" + Tail(clog, 10));
+    }
+  }
   TRAINLET_ASSIGN_OR_RETURN(pid_t cpid, SpawnDaemon(cargv, clog));
   TRAINLET_RETURN_IF_ERROR(WritePidFile(dir + "/pids/coordinator.pid", cpid));
   CoordinatorEndpoints ep;

@@ -80,8 +80,10 @@ class CoordinatorLinkTest : public ::testing::Test {
       ++registrations_built_;
       v1::Envelope env;
       env.mutable_register_()->set_name("node-1");
+      env.mutable_register_()->set_cluster_id(cluster_id_);
       return env;
     };
+    hooks.cluster_bound = [this](const std::string& id) { cluster_id_ = id; };
     hooks.heartbeat = [] {
       v1::Heartbeat hb;
       hb.set_node("node-1");
@@ -199,6 +201,7 @@ class CoordinatorLinkTest : public ::testing::Test {
   int registrations_built_ = 0;
   int sent_ = 0;  // registrations RefuseEveryRegistration has seen arrive
   int heartbeats_sent_ = 0;
+  std::string cluster_id_;  // what the agent keeps in its state dir (cluster_bound)
   std::vector<v1::Envelope> messages_;
   std::unique_ptr<CoordinatorLink> link_;
 };
@@ -218,6 +221,54 @@ TEST_F(CoordinatorLinkTest, RegistersWhenTheHandshakeCompletesAndTakesTheGrace) 
   EXPECT_EQ(link_->partition_grace(), milliseconds(4000));
   ASSERT_EQ(messages_.size(), 1u);  // the owner sees the ack too
   EXPECT_TRUE(messages_[0].has_register_ack());
+}
+
+// Issue 19, defect 3: the agent keeps the cluster id of the first coordinator that accepts it,
+// and refuses a coordinator of another id (its store lost and made anew): nothing it sends is
+// obeyed, and the link backs off before registering again.
+TEST_F(CoordinatorLinkTest, TheFirstClusterIdIsKeptAndAnotherIsRefused) {
+  link_->Start();
+  ASSERT_TRUE(AtCoordinator(v1::Envelope::kRegister));
+  v1::Envelope ack;
+  ack.mutable_register_ack()->set_accepted(true);
+  ack.mutable_register_ack()->set_cluster_id("first");
+  ToAgent(ack);
+  ASSERT_TRUE(WaitForLink());
+  link_->Read(64);
+  ASSERT_TRUE(link_->registered());
+  EXPECT_EQ(cluster_id_, "first");
+
+  // The coordinator comes back with a new store: it asks the node to register again, and
+  // accepts it under another id, then tells it to stop a rank.
+  v1::Envelope again;
+  again.mutable_register_ack()->set_accepted(false);
+  again.mutable_register_ack()->set_reason("unknown node: register again");
+  ToAgent(again);
+  ASSERT_TRUE(WaitForLink());
+  link_->Read(64);
+  auto reg = AtCoordinator(v1::Envelope::kRegister);
+  ASSERT_TRUE(reg);
+  EXPECT_EQ(reg->envelope.register_().cluster_id(), "first");
+  messages_.clear();
+  const ::trainlet::testing::CapturedLog log;
+  ack.mutable_register_ack()->set_cluster_id("second");
+  ToAgent(ack);
+  v1::Envelope stop;
+  stop.mutable_stop_workers()->set_job("train");
+  stop.mutable_stop_workers()->set_attempt(1);
+  ToAgent(stop);
+  ASSERT_TRUE(WaitForLink());
+  link_->Read(64);
+  WaitForLink(milliseconds(300));  // the stop, unless the first read took it too
+  link_->Read(64);
+  EXPECT_FALSE(link_->registered());
+  EXPECT_TRUE(messages_.empty()) << "a message of the other cluster reached the agent";
+  EXPECT_EQ(cluster_id_, "first");
+  EXPECT_EQ(log.Count("belongs to cluster first"), 1) << log.str();
+  // Backed off: no registration goes at once.
+  const int built = registrations_built_;
+  link_->Tick(now_);
+  EXPECT_EQ(registrations_built_, built);
 }
 
 TEST_F(CoordinatorLinkTest, ARefusedRegistrationIsSentAgainAtOnce) {

@@ -4,6 +4,7 @@
 // processes, to see a replaced attempt's ranks killed.
 #include "agent/node_attempt.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -232,6 +233,48 @@ TEST_F(NodeAttemptsTest, AnAttemptNumberThatComesBackIsANewAttempt) {
   EXPECT_EQ(attempts_.Find("job", 1)->state(), S::kEnded);
   PlanAndLaunch(1);  // and again, straight from a plan
   EXPECT_EQ(ports_->owned(), 0u);
+}
+
+// Issue 19, defect 4: the coordinator resends a plan whose arrival it did not hear of. A copy of
+// the plan of an attempt that runs here starts nothing (not even a rank that already exited); a
+// plan that adds ranks still starts them.
+TEST_F(NodeAttemptsTest, ACopyOfThePlanOfARunningAttemptIsANoOp) {
+  PlanAndLaunch(1);
+  std::string why;
+  bool refused = true;
+  EXPECT_EQ(attempts_.BeginPlan(Plan(1), Clock::now(), &why, &refused), nullptr);
+  EXPECT_FALSE(refused);
+  EXPECT_THAT(why, ::testing::HasSubstr("copy"));
+  EXPECT_EQ(attempts_.Find("job", 1)->state(), S::kRunning);
+  v1::LaunchPlan more = Plan(1);
+  more.add_workers()->set_rank(1);
+  NodeAttempt* a = attempts_.BeginPlan(more, Clock::now(), &why, &refused);
+  ASSERT_NE(a, nullptr) << why;
+  EXPECT_EQ(a->state(), S::kLaunching);
+}
+
+// What the registration and each heartbeat report: every attempt held, with its plan or not.
+TEST_F(NodeAttemptsTest, TheReportHoldsEveryAttemptAndWhetherItsPlanCame) {
+  EXPECT_TRUE(attempts_.Report().empty());
+  PlanAndLaunch(1);
+  ASSERT_TRUE(Reserve(2, 1).error().empty());
+  attempts_.Adopt("other", 4, 0, {0, 1});
+  const std::vector<v1::HeldAttempt> report = attempts_.Report();
+  ASSERT_EQ(report.size(), 3u);
+  EXPECT_EQ(report[0].job(), "job");
+  EXPECT_EQ(report[0].attempt(), 1u);
+  EXPECT_TRUE(report[0].plan_received());
+  EXPECT_EQ(report[1].attempt(), 2u);
+  EXPECT_FALSE(report[1].plan_received());  // ports only: its plan has not come
+  EXPECT_EQ(report[2].job(), "other");
+  EXPECT_TRUE(report[2].plan_received());
+  EXPECT_TRUE(attempts_.Find("other", 4)->Launched(1));
+  // A heartbeat leaves out what has ended.
+  attempts_.RanksEnded("job", 1);
+  EXPECT_EQ(attempts_.Report().size(), 3u);
+  const std::vector<v1::HeldAttempt> beat = attempts_.Report(/*with_ended=*/false);
+  ASSERT_EQ(beat.size(), 2u);
+  EXPECT_EQ(beat[0].attempt(), 2u);
 }
 
 TEST_F(NodeAttemptsTest, StopOfEveryAttemptAndOfUnknownOnes) {

@@ -77,8 +77,10 @@ class FakeOwner : public AttemptLauncher::Owner {
     ASSERT_TRUE(ApplyTransition(job.record.status, trigger, reason, message, now_ms).ok());
     triggers.push_back(trigger);
   }
-  void FailAttempt(JobEntry& job, const std::string& cause, int64_t) override {
+  void FailAttempt(JobEntry& job, const std::string& cause, int64_t,
+                   FailureKind kind = FailureKind::kJob) override {
     failed.push_back(cause);
+    kinds.push_back(kind);
     if (launcher != nullptr) launcher->Stop(job, cause);
   }
   void MarkDirty(JobEntry&) override { ++dirty; }
@@ -90,6 +92,7 @@ class FakeOwner : public AttemptLauncher::Owner {
   AttemptLauncher* launcher = nullptr;
   std::vector<JobTrigger> triggers;
   std::vector<std::string> failed;
+  std::vector<FailureKind> kinds;  // of each FailAttempt
   int dirty = 0;
   int flushes = 0;
   Status flush_status = Status::Ok();

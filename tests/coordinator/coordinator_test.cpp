@@ -5,11 +5,13 @@
 // clock's time.
 #include "coordinator/coordinator.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -63,7 +65,17 @@ class CoordinatorTest : public ::testing::Test {
     config.metrics_address = "";
     config.heartbeat_interval = 1000ms;
     config.lost_timeout = 3000ms;
-    auto created = Coordinator::Create(config, env_);
+    config.init_store = true;  // a new cluster (issue 19, defect 3)
+    config_ = config;
+    StartCoordinator();
+  }
+
+  // Creates the coordinator from config_ (again: a restart on the same state dir, with new
+  // ports) and connects the fake agent to it.
+  void StartCoordinator() {
+    dealer_.reset();
+    coordinator_.reset();
+    auto created = Coordinator::Create(config_, env_);
     ASSERT_TRUE(created.ok()) << created.status().ToString();
     coordinator_ = std::move(created).value();
 
@@ -121,6 +133,7 @@ class CoordinatorTest : public ::testing::Test {
 
   TempDir dir_;
   FakeEnv env_;
+  CoordinatorConfig config_;
   CurveKeyPair server_keys_, agent_keys_, operator_keys_;
   zmq::context_t ctx_;
   std::unique_ptr<Coordinator> coordinator_;
@@ -148,11 +161,54 @@ TEST_F(CoordinatorTest, AnEndpointsFileThatCannotBeWrittenFailsCreate) {
   config.operator_allowlist = dir_.File("operators.allow");
   config.endpoints_file = dir_.File("endpoints2.json");
   config.metrics_address = "";
+  config.init_store = true;
   auto created = Coordinator::Create(config, env_);
   ASSERT_FALSE(created.ok());
   EXPECT_EQ(created.status().code(), ErrorCode::kIo);
   EXPECT_NE(created.status().message().find("--endpoints-file"), std::string::npos)
       << created.status().message();
+}
+
+// Issue 19, defect 3: a coordinator whose store was lost (trainlet.db deleted or truncated to 0
+// bytes) started empty and told every agent to stop its ranks. It now refuses a store that holds
+// nothing unless told to initialise it; the message says how, and what that means.
+TEST_F(CoordinatorTest, AStoreThatHoldsNothingIsRefusedWithoutInit) {
+  coordinator_.reset();
+  CoordinatorConfig config = config_;
+  config.state_dir = dir_.File("lost");
+  config.init_store = false;
+  ASSERT_TRUE(env_.CreateDirectories(config.state_dir).ok());
+  auto refused = Coordinator::Create(config, env_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--init-store"), std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find("agents of the old one refuse"), std::string::npos)
+      << refused.status().message();
+  // The fixture's store was initialised: it starts again without init, with its cluster id.
+  CoordinatorConfig existing = config_;
+  existing.init_store = false;
+  auto again = Coordinator::Create(existing, env_);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+}
+
+// An agent that belongs to another cluster is refused: it must not take this coordinator's word
+// on its ranks (issue 19, defect 3). The ack names this coordinator's cluster.
+TEST_F(CoordinatorTest, AnAgentOfAnotherClusterIsRefused) {
+  v1::Envelope env;
+  env.mutable_register_()->set_name("node-1");
+  env.mutable_register_()->set_address("127.0.0.1");
+  env.mutable_register_()->set_slots(2);
+  env.mutable_register_()->set_cluster_id("another-cluster");
+  auto ack = Exchange(env);
+  ASSERT_TRUE(ack.has_value() && ack->has_register_ack());
+  EXPECT_FALSE(ack->register_ack().accepted());
+  EXPECT_NE(ack->register_ack().reason().find("another-cluster"), std::string::npos);
+  EXPECT_EQ(coordinator_->registry().Find("node-1"), nullptr);
+  Register();  // an agent bound to no cluster yet joins, and learns the id
+  env.mutable_register_()->clear_cluster_id();
+  ack = Exchange(env);
+  ASSERT_TRUE(ack.has_value() && ack->has_register_ack());
+  EXPECT_EQ(ack->register_ack().cluster_id().size(), 32u);
 }
 
 TEST_F(CoordinatorTest, RegistersAFakeAgent) {
@@ -382,6 +438,162 @@ TEST_F(CoordinatorProgressTest, TheLoopWakesForTheStallDeadline) {
   EXPECT_EQ(job.job_phase(), v1::JOB_PHASE_RUNNING);  // no on-stall: only the condition
 }
 
+// Issue 19, defect 4: a launch plan lost (the coordinator killed after storing the attempt and
+// before the agent got the plan; the plan sent while the node was away) left the job Starting
+// until the start timeout failed it, counted against maxRestarts 0. The fake agent reports the
+// attempts it holds, as trainlet-agent does, and drops the first plan it is sent.
+class CoordinatorLostPlanTest : public CoordinatorProgressTest {
+ protected:
+  // The coordinator is killed and started again on the same state dir (new ports): the fake
+  // agent and the operator reconnect.
+  void Restart() {
+    operator_.reset();
+    StartCoordinator();
+    auto op = ConnectCurveDealer(ctx_, coordinator_->operator_endpoint(), server_keys_.public_z85,
+                                 operator_keys_);
+    ASSERT_TRUE(op.ok()) << op.status().ToString();
+    operator_.emplace(std::move(op).value());
+  }
+  // Registers reporting `held` (job, attempt) with their plans, as trainlet-agent does.
+  void RegisterHolding(const std::vector<std::pair<std::string, uint32_t>>& held) {
+    v1::Envelope env;
+    auto* info = env.mutable_register_();
+    info->set_name("node-1");
+    info->set_address("127.0.0.1");
+    info->set_slots(2);
+    info->set_reports_attempts(true);
+    for (const auto& [job, attempt] : held) {
+      auto* a = info->add_attempts();
+      a->set_job(job);
+      a->set_attempt(attempt);
+      a->set_plan_received(true);
+    }
+    auto ack = Exchange(env);
+    ASSERT_TRUE(ack.has_value() && ack->has_register_ack()) << "no answer to the registration";
+    ASSERT_TRUE(ack->register_ack().accepted()) << ack->register_ack().reason();
+  }
+  // Runs the coordinator a little, keeping the launch plans the fake agent is sent.
+  std::vector<v1::LaunchPlan> Plans() {
+    std::vector<v1::LaunchPlan> plans;
+    for (int i = 0; i < 20; ++i) {
+      EXPECT_TRUE(coordinator_->RunOnce(5ms).ok());
+      while (auto msg = ReceiveFromDealer(*dealer_, drops_)) {
+        if (msg->has_launch_plan()) plans.push_back(msg->launch_plan());
+      }
+    }
+    return plans;
+  }
+  // Time passes with the agent beating every 500 ms, reporting no attempt: the plans it is sent
+  // meanwhile.
+  std::vector<v1::LaunchPlan> PassHoldingNothing(std::chrono::milliseconds total) {
+    std::vector<v1::LaunchPlan> plans;
+    for (auto t = 0ms; t < total; t += 500ms) {
+      env_.Advance(500ms);
+      v1::Envelope env;
+      env.mutable_heartbeat()->set_node("node-1");
+      env.mutable_heartbeat()->set_seq(++seq_);
+      env.mutable_heartbeat()->set_sent_unix_ms(env_.WallUnixMs());
+      env.mutable_heartbeat()->set_healthy(true);
+      env.mutable_heartbeat()->set_reports_attempts(true);
+      EXPECT_TRUE(SendOnDealer(*dealer_, env));
+      for (auto& p : Plans()) plans.push_back(std::move(p));
+    }
+    return plans;
+  }
+  void TellRank(v1::WorkerEvent::Kind kind, uint32_t attempt) {
+    v1::Envelope env;
+    auto* ev = env.mutable_worker_event();
+    ev->set_job("train");
+    ev->set_attempt(attempt);
+    ev->set_rank(0);
+    ev->set_kind(kind);
+    ev->set_pid(4242);
+    Tell(env);
+  }
+  void ApplyJob() {
+    v1::OperatorRequest apply;
+    apply.mutable_apply()->set_yaml(OneRankJob(""));
+    ASSERT_EQ(Ask(apply).error(), "");
+  }
+};
+
+TEST_F(CoordinatorLostPlanTest, APlanLostToACoordinatorRestartIsSentAgainAndAttemptOneSucceeds) {
+  RegisterHolding({});
+  ApplyJob();
+  ASSERT_EQ(Plans().size(), 1u) << "the job was not placed";
+  ASSERT_EQ(GetJob().attempt(), 1u);
+  // The attempt is stored; the plan never reaches the agent (dropped above), and the coordinator
+  // dies: the new one knows the attempt from the store only.
+  Restart();
+  if (HasFatalFailure()) return;
+  RegisterHolding({});
+  const std::vector<v1::LaunchPlan> plans = Plans();
+  ASSERT_EQ(plans.size(), 1u) << "the lost plan was not sent again";
+  EXPECT_EQ(plans[0].job(), "train");
+  EXPECT_EQ(plans[0].attempt(), 1u);
+  ASSERT_EQ(plans[0].workers_size(), 1);
+  EXPECT_EQ(plans[0].workers(0).argv(0), "sleep");
+  TellRank(v1::WorkerEvent::KIND_STARTED, 1);
+  TellRank(v1::WorkerEvent::KIND_EXITED, 1);
+  const v1::JobStatus job = GetJob();
+  EXPECT_EQ(job.job_phase(), v1::JOB_PHASE_SUCCEEDED);
+  EXPECT_EQ(job.attempt(), 1u);
+  EXPECT_EQ(job.attempts_size(), 1);
+}
+
+TEST_F(CoordinatorLostPlanTest, AnAgentThatHoldsThePlanIsNotSentItAgain) {
+  RegisterHolding({});
+  ApplyJob();
+  ASSERT_EQ(Plans().size(), 1u);
+  Restart();
+  if (HasFatalFailure()) return;
+  RegisterHolding({{"train", 1}});
+  EXPECT_TRUE(Plans().empty());
+  EXPECT_TRUE(PassHoldingNothing(0ms).empty());
+}
+
+TEST_F(CoordinatorLostPlanTest, APlanNeverAcknowledgedIsSentAgainWhileTheNodeStaysConnected) {
+  RegisterHolding({});
+  ApplyJob();
+  const std::vector<v1::LaunchPlan> first = Plans();
+  ASSERT_EQ(first.size(), 1u);
+  // Beats that do not hold the attempt: once one comes well after the send, the plan goes again,
+  // the same plan, and no more often than every few seconds.
+  const std::vector<v1::LaunchPlan> again = PassHoldingNothing(8000ms);
+  ASSERT_GE(again.size(), 1u);
+  EXPECT_LE(again.size(), 2u);
+  EXPECT_EQ(again[0].job(), "train");
+  EXPECT_EQ(again[0].attempt(), first[0].attempt());
+  ASSERT_EQ(again[0].workers_size(), first[0].workers_size());
+  const auto env = [](const v1::WorkerSpec& w) {
+    return std::map<std::string, std::string>(w.env().begin(), w.env().end());
+  };
+  EXPECT_EQ(env(again[0].workers(0)), env(first[0].workers(0)));  // the same plan
+}
+
+TEST_F(CoordinatorLostPlanTest, AStartTimeoutOfAPlanThatNeverArrivedIsNotCounted) {
+  RegisterHolding({});
+  ApplyJob();
+  ASSERT_EQ(Plans().size(), 1u);
+  // The agent never holds the plan, through the whole start timeout (60 s): maxRestarts is 0,
+  // yet the job is not failed, and its attempt says it was not counted.
+  const std::vector<v1::LaunchPlan> plans = PassHoldingNothing(62000ms);
+  v1::JobStatus job = GetJob();
+  EXPECT_NE(job.job_phase(), v1::JOB_PHASE_FAILED);
+  ASSERT_GE(job.attempts_size(), 1);
+  EXPECT_THAT(job.attempts(0).cause(), ::testing::HasSubstr("StartTimeout"));
+  EXPECT_THAT(job.attempts(0).cause(), ::testing::HasSubstr("never reached"));
+  EXPECT_TRUE(job.attempts(0).infrastructure());
+  EXPECT_EQ(job.infrastructure_retries(), 1u);
+  // The next attempt is placed after the backoff, and runs.
+  ASSERT_FALSE(plans.empty());
+  EXPECT_EQ(plans.back().attempt(), 2u);
+  TellRank(v1::WorkerEvent::KIND_STARTED, 2);
+  job = GetJob();
+  EXPECT_EQ(job.job_phase(), v1::JOB_PHASE_RUNNING);
+  EXPECT_EQ(job.infrastructure_retries(), 0u);
+}
+
 // Issue 19, defect 1: one large apply held the loop for seconds, the liveness tick ran before the
 // heartbeats queued meanwhile were read, and every node was declared Lost, failing a running job.
 // Here on the real clock, with liveness scaled down (100 ms beats, Lost after 300 ms) so that a
@@ -416,6 +628,7 @@ class CoordinatorUnderLoadTest : public ::testing::Test {
     config.metrics_address = "";
     config.heartbeat_interval = 100ms;
     config.lost_timeout = 300ms;
+    config.init_store = true;
     auto created = Coordinator::Create(config);
     ASSERT_TRUE(created.ok()) << created.status().ToString();
     coordinator_ = std::move(created).value();

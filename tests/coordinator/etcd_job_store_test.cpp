@@ -67,6 +67,18 @@ class EtcdJobStoreTest : public ::testing::Test {
   std::unique_ptr<EtcdJobStore> store_;
 };
 
+// The cluster's identity (issue 19, defect 3) under <prefix>cluster-id: none in a new prefix,
+// then the one stored, seen by another store on the same prefix.
+TEST_F(EtcdJobStoreTest, TheClusterIdIsKeptUnderThePrefix) {
+  auto none = store_->GetClusterId();
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(*none, "");
+  ASSERT_TRUE(store_->PutClusterId("abc").ok());
+  auto other = Open();
+  ASSERT_NE(other, nullptr);
+  EXPECT_EQ(*other->GetClusterId(), "abc");
+}
+
 TEST_F(EtcdJobStoreTest, ATransactionOfManyRecordsIsAllOrNothing) {
   ASSERT_TRUE(store_->CreateJob(Job("existing")).ok());
   // 30 jobs (90 keys) and a runtime, then a duplicate: nothing of it lands.

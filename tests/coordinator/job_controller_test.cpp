@@ -564,7 +564,11 @@ TEST_F(JobControllerTest, NodeLostFailsAttempt) {
 
   controller_->OnNodeLost("n2", kT0 + 4000);
   const v1::JobStatus& st = JobOrDie("hello");
-  EXPECT_EQ(PhaseName(st), "Failed");
+  // A lost node is the infrastructure's failure, not the job's (issue 19, defect 4): the attempt
+  // restarts without counting against maxRestarts 0 (before, the job failed here).
+  EXPECT_EQ(PhaseName(st), "Restarting");
+  EXPECT_TRUE(st.attempts(0).infrastructure());
+  EXPECT_EQ(st.infrastructure_retries(), 1u);
   EXPECT_THAT(st.attempts(0).cause(), HasSubstr("n2"));
   EXPECT_THAT(st.attempts(0).cause(), HasSubstr("lost"));
   EXPECT_EQ(StateName(*Rank(st, 2)), "Lost");
@@ -574,6 +578,38 @@ TEST_F(JobControllerTest, NodeLostFailsAttempt) {
   EXPECT_EQ(sink_.StopNodes(), std::vector<std::string>{"n1"});
   // A job with no rank on n2 is untouched.
   EXPECT_EQ(PhaseName(JobOrDie("other")), "Running");
+}
+
+// Infrastructure failures are retried without counting, but not in a tight loop: past
+// max_infrastructure_retries in a row each restart waits the longest backoff, with a reason
+// that says why (issue 19, defect 4).
+TEST_F(JobControllerTest, InfrastructureRetriesAreBounded) {
+  options_.max_infrastructure_retries = 1;
+  options_.restart_backoff = std::chrono::milliseconds(100);
+  options_.max_restart_backoff = std::chrono::milliseconds(60000);
+  MakeController();
+  ApplyOk(JobYaml("hello", 1, 1));
+  int64_t now = kT0;
+  for (uint32_t round = 1; round <= 2; ++round) {
+    const v1::JobStatus& st = JobOrDie("hello");
+    ASSERT_EQ(st.attempt(), round);
+    const std::string node = st.ranks(0).node();
+    controller_->OnNodeLost(node, now += 10);
+    ASSERT_EQ(PhaseName(JobOrDie("hello")), "Restarting");
+    EXPECT_TRUE(JobOrDie("hello").attempts(round - 1).infrastructure());
+    EXPECT_EQ(JobOrDie("hello").infrastructure_retries(), round);
+    if (round == 1) {
+      EXPECT_EQ(JobOrDie("hello").reason(), "AttemptFailed");
+      controller_->Schedule(now += 100);  // the first backoff
+    }
+  }
+  EXPECT_EQ(JobOrDie("hello").reason(), "WaitingForInfrastructure");
+  controller_->Schedule(now + 59000);
+  EXPECT_EQ(JobOrDie("hello").attempt(), 2u) << "placed before the longest backoff";
+  controller_->Schedule(now + 60000);
+  EXPECT_EQ(JobOrDie("hello").attempt(), 3u);
+  ReportAll("hello", kStarted, now + 60001);
+  EXPECT_EQ(JobOrDie("hello").infrastructure_retries(), 0u);  // delivered: the count starts over
 }
 
 TEST_F(JobControllerTest, LoadSeesStoredJobsAndPhases) {

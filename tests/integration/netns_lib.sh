@@ -83,14 +83,18 @@ start_netns_cluster() {
   done
   local listen_host=127.0.0.1
   [ "$NETNS_MODE" = netns ] && listen_host="$NETNS_SUBNET.1"
-  "$TRAINLET_BIN/trainlet-coordinator" --state-dir "$TRAINLET_HOME/coordinator" \
-    --agent-listen "tcp://$listen_host:0" --exec-listen "tcp://$listen_host:0" \
-    --operator-listen tcp://127.0.0.1:0 --key "$keys/coordinator.key" \
-    --agent-allowlist "$keys/agents.allow" --operator-allowlist "$keys/operators.allow" \
-    --runtimes-dir "$TRAINLET_SOURCE_DIR/deploy/runtimes" --heartbeat-ms 200 \
-    --lost-timeout-ms "${NETNS_LOST_TIMEOUT_MS:-2000}" \
-    --metrics-address "" --endpoints-file "$TRAINLET_HOME/endpoints.json" \
-    "${NETNS_COORDINATOR_FLAGS[@]}" > "$TRAINLET_HOME/logs/coordinator.log" 2>&1 &
+  local cargs=("$TRAINLET_BIN/trainlet-coordinator" --state-dir "$TRAINLET_HOME/coordinator"
+    --agent-listen "tcp://$listen_host:0" --exec-listen "tcp://$listen_host:0"
+    --operator-listen tcp://127.0.0.1:0 --key "$keys/coordinator.key"
+    --agent-allowlist "$keys/agents.allow" --operator-allowlist "$keys/operators.allow"
+    --runtimes-dir "$TRAINLET_SOURCE_DIR/deploy/runtimes" --heartbeat-ms 200
+    --lost-timeout-ms "${NETNS_LOST_TIMEOUT_MS:-2000}"
+    --metrics-address "" --endpoints-file "$TRAINLET_HOME/endpoints.json"
+    "${NETNS_COORDINATOR_FLAGS[@]}")
+  # A new cluster's store is initialised once, explicitly (issue 19, defect 3).
+  "${cargs[@]}" --init-store >> "$TRAINLET_HOME/logs/coordinator.log" 2>&1 \
+    || fail "the store could not be initialised: $(tail -5 "$TRAINLET_HOME/logs/coordinator.log")"
+  "${cargs[@]}" >> "$TRAINLET_HOME/logs/coordinator.log" 2>&1 &
   EXTRA_PIDS+=($!)
   wait_for 15 test -s "$TRAINLET_HOME/endpoints.json" || fail "coordinator did not start"
   local agent_ep operator_ep

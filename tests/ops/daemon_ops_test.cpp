@@ -247,6 +247,13 @@ class DaemonOpsTest : public ::testing::Test {
     return {"NOTIFY_SOCKET=" + dir_.File("notify.sock"), "WATCHDOG_USEC=200000"};
   }
   pid_t StartCoordinator(const std::vector<std::string>& env) {
+    // A new cluster's store is initialised once, explicitly (issue 19, defect 3).
+    const std::string init = kBin + "trainlet-coordinator --init-store --state-dir " +
+                             dir_.File("state") + " --key " + keys_ + "/coordinator.key" +
+                             " --agent-allowlist " + keys_ + "/agents.allow" +
+                             " --operator-allowlist " + keys_ + "/operators.allow >>" +
+                             dir_.File("coordinator.log") + " 2>&1";
+    EXPECT_EQ(std::system(init.c_str()), 0) << init;
     pid_t pid = Spawn({kBin + "trainlet-coordinator",
                        "--state-dir",
                        dir_.File("state"),

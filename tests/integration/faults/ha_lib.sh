@@ -85,6 +85,11 @@ start_coordinator() {
     esac
   done
   mkdir -p "$WORK/coord$n"
+  # The etcd prefix is a new cluster's store: initialised explicitly, once (issue 19, defect 3;
+  # a store already initialised keeps its cluster id).
+  "${args[@]}" --store etcd --etcd-endpoints "$ETCD_ENDPOINTS" --etcd-prefix "$HA_PREFIX" \
+    --etcd-request-timeout-ms 3000 --init-store >> "$WORK/coord$n.log" 2>&1 \
+    || fail "coordinator $n could not initialise the store: $(tail -5 "$WORK/coord$n.log")"
   setsid "${args[@]}" --store etcd --etcd-endpoints "$ETCD_ENDPOINTS" --etcd-prefix "$HA_PREFIX" \
     --etcd-lease-ttl-s "$HA_TTL" --etcd-request-timeout-ms 3000 \
     >> "$WORK/coord$n.log" 2>&1 < /dev/null &
@@ -101,6 +106,9 @@ start_agents() {
     eval "args=($cmd)"
     for i in "${!args[@]}"; do
       [ "${args[$i]}" = --coordinator ] && args[$((i + 1))]=$1
+      # The agents joined the local cluster's coordinator first: re-pointed to the etcd one, a
+      # cluster of another identity, as docs/operations.md says (issue 19, defect 3).
+      [ "${args[$i]}" = --state-dir ] && rm -f "${args[$((i + 1))]}/cluster-id"
     done
     local name=${args[0]}
     for i in "${!args[@]}"; do [ "${args[$i]}" = --name ] && name=${args[$((i + 1))]}; done

@@ -1,0 +1,67 @@
+#include "coordinator/cluster_identity.h"
+
+#include <spdlog/spdlog.h>
+
+#include <random>
+
+namespace trainlet::coordinator {
+
+std::string NewClusterId() {
+  std::random_device rd;  // /dev/urandom on Linux
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id;
+  for (int i = 0; i < 8; ++i) {
+    uint32_t v = rd();
+    for (int j = 0; j < 4; ++j, v >>= 4) id += kHex[v & 0xf];
+  }
+  return id;
+}
+
+namespace {
+
+// Whether `store` holds anything an operator or a running cluster put there.
+Result<bool> HoldsRecords(JobStore& store) {
+  TRAINLET_ASSIGN_OR_RETURN(auto jobs, store.ListJobs());
+  if (!jobs.empty()) return true;
+  TRAINLET_ASSIGN_OR_RETURN(auto runtimes, store.ListRuntimes());
+  if (!runtimes.empty()) return true;
+  TRAINLET_ASSIGN_OR_RETURN(auto queues, store.ListQueueObjects());
+  if (!queues.empty()) return true;
+  TRAINLET_ASSIGN_OR_RETURN(auto cordons, store.ListNodeCordons());
+  return !cordons.empty();
+}
+
+}  // namespace
+
+Result<std::string> EstablishClusterId(JobStore& store, bool init,
+                                       const std::function<std::string()>& make_id) {
+  TRAINLET_ASSIGN_OR_RETURN(std::string id, store.GetClusterId());
+  if (!id.empty()) {
+    if (init) spdlog::info("{} is initialised already: cluster id {}", store.location(), id);
+    return id;
+  }
+  TRAINLET_ASSIGN_OR_RETURN(const bool records, HoldsRecords(store));
+  if (!records && !init) {
+    return InvalidError(
+        store.location() +
+        " holds no cluster: no cluster id, no job, no runtime. If this is a new cluster, "
+        "initialise its store once with `trainlet-coordinator --init-store` (with this "
+        "coordinator's flags or --config). If the cluster had jobs, its store was lost or "
+        "emptied: restore it from a backup instead. A store initialised anew is a new cluster: "
+        "the agents of the old one refuse it and keep their ranks running until each is "
+        "re-pointed (docs/operations.md, \"Cluster identity\")");
+  }
+  id = make_id();
+  TRAINLET_RETURN_IF_ERROR(store.PutClusterId(id));
+  if (records) {
+    spdlog::warn(
+        "{} holds records but no cluster id (written before cluster identities): "
+        "adopted cluster id {}",
+        store.location(), id);
+  } else {
+    spdlog::info("{} initialised: new cluster id {}", store.location(), id);
+  }
+  return id;
+}
+
+}  // namespace trainlet::coordinator
