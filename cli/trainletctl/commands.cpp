@@ -15,8 +15,8 @@
 #include "trainletctl/coordinator_client.h"
 #include "trainletctl/describe_node.h"
 #include "trainletctl/queue_commands.h"
-#include "trainletctl/runtime_commands.h"
 #include "trainletctl/render.h"
+#include "trainletctl/runtime_commands.h"
 
 namespace trainlet::cli {
 namespace {

@@ -46,8 +46,7 @@ TEST(RenderRuntimes, TableWithNamespaceColumnOnlyAcrossNamespaces) {
   const std::string one = RenderRuntimes(TwoRuntimes(), "TrainingRuntime", OutputFormat::kTable,
                                          /*all_namespaces=*/false);
   EXPECT_EQ(one.rfind("NAME", 0), 0u) << one;
-  EXPECT_NE(one.find("mine   torch       torch    2       torchrun xxx"), std::string::npos)
-      << one;
+  EXPECT_NE(one.find("mine   torch       torch    2       torchrun xxx"), std::string::npos) << one;
   EXPECT_NE(one.find("..."), std::string::npos) << one;  // a long command is cut
   EXPECT_NE(one.find("<none>"), std::string::npos) << one;
   const std::string all = RenderRuntimes(TwoRuntimes(), "TrainingRuntime", OutputFormat::kTable,
