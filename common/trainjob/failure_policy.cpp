@@ -10,15 +10,6 @@ namespace {
 constexpr std::string_view kRulesPath = "spec.template.spec.failurePolicy.rules";
 constexpr size_t kMaxRuleNameLength = 128;  // JobSet's webhook
 
-std::string Text(const YAML::Node& n) { return n.IsScalar() ? n.Scalar() : std::string(); }
-
-std::vector<std::string> TextList(const YAML::Node& n) {
-  std::vector<std::string> out;
-  if (!n.IsSequence()) return out;
-  for (auto it = n.begin(); it != n.end(); ++it) out.push_back(Text(*it));
-  return out;
-}
-
 // JobSet's ruleNameFmt: ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$
 bool IsRuleName(std::string_view s) {
   auto alpha = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); };
@@ -92,11 +83,11 @@ Status ReadFailurePolicy(const YAML::Node& jobset, const std::string& label, Tra
   for (auto it = rules.begin(); it != rules.end(); ++it, ++i) {
     const std::string path = AppendIndex(std::string(kRulesPath), i);
     FailureRule rule;
-    rule.name = Text(MapGet(*it, "name"));
-    rule.action = Text(MapGet(*it, "action"));
-    rule.on_job_failure_reasons = TextList(MapGet(*it, "onJobFailureReasons"));
-    rule.on_job_failure_message_patterns = TextList(MapGet(*it, "onJobFailureMessagePatterns"));
-    rule.target_replicated_jobs = TextList(MapGet(*it, "targetReplicatedJobs"));
+    rule.name = ScalarText(MapGet(*it, "name"));
+    rule.action = ScalarText(MapGet(*it, "action"));
+    rule.on_job_failure_reasons = ScalarList(MapGet(*it, "onJobFailureReasons"));
+    rule.on_job_failure_message_patterns = ScalarList(MapGet(*it, "onJobFailureMessagePatterns"));
+    rule.target_replicated_jobs = ScalarList(MapGet(*it, "targetReplicatedJobs"));
     if (!IsRuleName(rule.name)) {
       return InvalidError(label + ": " + path + ".name: " + QuoteForMessage(rule.name) +
                           " must start with a letter, then letters, digits, '_', ',' or ':', end "

@@ -47,17 +47,6 @@ class DocContext {
   std::vector<std::string>* warnings_;
 };
 
-// Readers for values the schema has already checked: a wrong type here is impossible, but an
-// absent or null field is not, and reads as empty.
-std::string Text(const YAML::Node& n) { return n.IsScalar() ? n.Scalar() : std::string(); }
-
-std::vector<std::string> TextList(const YAML::Node& n) {
-  std::vector<std::string> out;
-  if (!n.IsSequence()) return out;
-  for (auto it = n.begin(); it != n.end(); ++it) out.push_back(Text(*it));
-  return out;
-}
-
 std::optional<int64_t> Int(const YAML::Node& n) {
   if (!n.IsScalar() || Classify(n) != YamlKind::kInt) return std::nullopt;
   return ParseInt64(n.Scalar());
@@ -70,7 +59,7 @@ std::optional<int32_t> Int32(const YAML::Node& n) {
 }
 
 bool Bool(const YAML::Node& n) {
-  const std::string s = Text(n);
+  const std::string s = ScalarText(n);
   return s == "true" || s == "True" || s == "TRUE";
 }
 
@@ -128,8 +117,8 @@ bool IsQueueLabel(std::string_view key) {
 // ParseDocuments sets them aside in ParsedFile::queue_documents.
 bool IsQueueDocument(const YAML::Node& node) {
   if (!node.IsMap()) return false;
-  const std::string api_version = Text(MapGet(node, "apiVersion"));
-  const std::string kind = Text(MapGet(node, "kind"));
+  const std::string api_version = ScalarText(MapGet(node, "apiVersion"));
+  const std::string kind = ScalarText(MapGet(node, "kind"));
   return api_version.starts_with("kueue.x-k8s.io/") || kind == "ResourceFlavor" ||
          kind == "ClusterQueue" || kind == "LocalQueue" || kind == "WorkloadPriorityClass";
 }
@@ -233,7 +222,7 @@ std::vector<EnvVar> ReadEnv(const YAML::Node& env, const std::string& path, DocC
   if (!env.IsSequence()) return out;
   size_t i = 0;
   for (auto it = env.begin(); it != env.end(); ++it, ++i) {
-    std::string name = Text(MapGet(*it, "name"));
+    std::string name = ScalarText(MapGet(*it, "name"));
     // What execve cannot carry: refused here, by path, rather than failing (or, for a NUL in a
     // value, being cut short) at the agent, an attempt later.
     const std::string at = AppendIndex(path, i);
@@ -244,7 +233,7 @@ std::vector<EnvVar> ReadEnv(const YAML::Node& env, const std::string& path, DocC
     } else if (name.find('=') != std::string::npos) {
       ctx.Refuse(at + ".name", "must not contain '=', got " + QuoteForMessage(name));
     }
-    if (Text(MapGet(*it, "value")).find('\0') != std::string::npos) {
+    if (ScalarText(MapGet(*it, "value")).find('\0') != std::string::npos) {
       ctx.Refuse(at + ".value", "must not contain a NUL byte");
     }
     if (IsSet(MapGet(*it, "valueFrom"))) {
@@ -252,19 +241,19 @@ std::vector<EnvVar> ReadEnv(const YAML::Node& env, const std::string& path, DocC
                "variable " + name + " skipped (valueFrom needs the Kubernetes API)");
       continue;
     }
-    out.push_back({name, Text(MapGet(*it, "value"))});
+    out.push_back({name, ScalarText(MapGet(*it, "value"))});
   }
   return out;
 }
 
 ContainerSpec ReadContainer(const YAML::Node& c, const std::string& path, DocContext& ctx) {
   ContainerSpec out;
-  out.name = Text(MapGet(c, "name"));
-  out.image = Text(MapGet(c, "image"));
-  out.command = TextList(MapGet(c, "command"));
-  out.args = TextList(MapGet(c, "args"));
+  out.name = ScalarText(MapGet(c, "name"));
+  out.image = ScalarText(MapGet(c, "image"));
+  out.command = ScalarList(MapGet(c, "command"));
+  out.args = ScalarList(MapGet(c, "args"));
   out.env = ReadEnv(MapGet(c, "env"), AppendKey(path, "env"), ctx);
-  out.working_dir = Text(MapGet(c, "workingDir"));
+  out.working_dir = ScalarText(MapGet(c, "workingDir"));
   if (out.working_dir.find('\0') != std::string::npos) {
     ctx.Refuse(AppendKey(path, "workingDir"), "must not contain a NUL byte");
   }
@@ -285,8 +274,8 @@ ContainerSpec ReadContainer(const YAML::Node& c, const std::string& path, DocCon
 std::vector<Toleration> ReadTolerations(const YAML::Node& list) {
   std::vector<Toleration> out;
   for (auto it = list.begin(); list.IsSequence() && it != list.end(); ++it) {
-    out.push_back({Text(MapGet(*it, "key")), Text(MapGet(*it, "operator")),
-                   Text(MapGet(*it, "value")), Text(MapGet(*it, "effect"))});
+    out.push_back({ScalarText(MapGet(*it, "key")), ScalarText(MapGet(*it, "operator")),
+                   ScalarText(MapGet(*it, "value")), ScalarText(MapGet(*it, "effect"))});
   }
   return out;
 }
@@ -325,13 +314,13 @@ std::optional<ContainerSpec> ReadJobContainer(const YAML::Node& job, const std::
   if (!containers.IsSequence() || containers.size() == 0) return std::nullopt;
   size_t chosen = 0;
   for (size_t i = 0; i < containers.size(); ++i) {
-    if (Text(MapGet(containers[i], "name")) == "node") {
+    if (ScalarText(MapGet(containers[i], "name")) == "node") {
       chosen = i;
       break;
     }
   }
   for (size_t i = 0; !preferred.empty() && i < containers.size(); ++i) {
-    if (Text(MapGet(containers[i], "name")) == preferred) {
+    if (ScalarText(MapGet(containers[i], "name")) == preferred) {
       chosen = i;
       break;
     }
@@ -406,7 +395,7 @@ ReplicatedJob ReadReplicatedJob(const YAML::Node& job, const std::string& name) 
   if (auto replicas = Int32(MapGet(job, "replicas"))) out.replicas = *replicas;
   YAML::Node deps = MapGet(job, "dependsOn");
   for (auto it = deps.begin(); deps.IsSequence() && it != deps.end(); ++it) {
-    out.depends_on.push_back({Text(MapGet(*it, "name")), Text(MapGet(*it, "status"))});
+    out.depends_on.push_back({ScalarText(MapGet(*it, "name")), ScalarText(MapGet(*it, "status"))});
   }
   return out;
 }
@@ -433,11 +422,11 @@ Status ReadMlPolicy(const YAML::Node& spec, DocContext& ctx, MlPolicy* out) {
     YAML::Node mpi = MapGet(policy, "mpi");
     MpiPolicy m;
     if (auto n = Int32(MapGet(mpi, "numProcPerNode"))) m.num_proc_per_node = *n;
-    std::string impl = Text(MapGet(mpi, "mpiImplementation"));
+    std::string impl = ScalarText(MapGet(mpi, "mpiImplementation"));
     if (!impl.empty()) m.implementation = impl;
     m.run_launcher_as_node = Bool(MapGet(mpi, "runLauncherAsNode"));
     if (IsSet(MapGet(mpi, "sshAuthMountPath"))) {
-      m.ssh_auth_mount_path = Text(MapGet(mpi, "sshAuthMountPath"));
+      m.ssh_auth_mount_path = ScalarText(MapGet(mpi, "sshAuthMountPath"));
     }
     out->num_proc_per_node = std::to_string(m.num_proc_per_node);
     out->mpi = m;
@@ -477,7 +466,7 @@ Result<TrainingRuntime> BuildRuntime(const YAML::Node& doc, const Metadata& meta
   std::set<std::string> names;
   size_t i = 0;
   for (auto it = jobs.begin(); jobs.IsSequence() && it != jobs.end(); ++it, ++i) {
-    std::string name = Text(MapGet(*it, "name"));
+    std::string name = ScalarText(MapGet(*it, "name"));
     std::string path = AppendIndex("spec.template.spec.replicatedJobs", i);
     if (!names.insert(name).second) {
       return ctx.Error(path + ".name", "duplicate replicatedJob name " + QuoteForMessage(name));
@@ -521,9 +510,10 @@ Result<TrainJob> BuildTrainJob(const YAML::Node& doc, const Metadata& meta, DocC
   YAML::Node spec = MapGet(doc, "spec");
 
   YAML::Node ref = MapGet(spec, "runtimeRef");
-  job.runtime_ref.name = Text(MapGet(ref, "name"));
-  if (IsSet(MapGet(ref, "apiGroup"))) job.runtime_ref.api_group = Text(MapGet(ref, "apiGroup"));
-  if (IsSet(MapGet(ref, "kind"))) job.runtime_ref.kind = Text(MapGet(ref, "kind"));
+  job.runtime_ref.name = ScalarText(MapGet(ref, "name"));
+  if (IsSet(MapGet(ref, "apiGroup")))
+    job.runtime_ref.api_group = ScalarText(MapGet(ref, "apiGroup"));
+  if (IsSet(MapGet(ref, "kind"))) job.runtime_ref.kind = ScalarText(MapGet(ref, "kind"));
   if (job.runtime_ref.api_group != kApiGroup) {
     return ctx.Error("spec.runtimeRef.apiGroup", "must be " + std::string(kApiGroup) + ", got " +
                                                      QuoteForMessage(job.runtime_ref.api_group));
@@ -535,9 +525,9 @@ Result<TrainJob> BuildTrainJob(const YAML::Node& doc, const Metadata& meta, DocC
   }
 
   YAML::Node trainer = MapGet(spec, "trainer");
-  job.trainer.image = Text(MapGet(trainer, "image"));
-  job.trainer.command = TextList(MapGet(trainer, "command"));
-  job.trainer.args = TextList(MapGet(trainer, "args"));
+  job.trainer.image = ScalarText(MapGet(trainer, "image"));
+  job.trainer.command = ScalarList(MapGet(trainer, "command"));
+  job.trainer.args = ScalarList(MapGet(trainer, "args"));
   job.trainer.env = ReadEnv(MapGet(trainer, "env"), "spec.trainer.env", ctx);
   job.trainer.num_nodes = Int32(MapGet(trainer, "numNodes"));
   if (auto n = Int32(MapGet(trainer, "numProcPerNode"))) {
@@ -548,7 +538,7 @@ Result<TrainJob> BuildTrainJob(const YAML::Node& doc, const Metadata& meta, DocC
     YAML::Node m = MapGet(resources, which);
     for (auto it = m.begin(); m.IsMap() && it != m.end(); ++it) {
       // emplace keeps a request when the limit names the same resource.
-      job.trainer.resources_per_node.emplace(it->first.Scalar(), Text(it->second));
+      job.trainer.resources_per_node.emplace(it->first.Scalar(), ScalarText(it->second));
     }
   }
   if (IsSet(MapGet(resources, "claims"))) {
@@ -567,7 +557,7 @@ Result<TrainJob> BuildTrainJob(const YAML::Node& doc, const Metadata& meta, DocC
       YAML::Node jobs = Dig(*it, {"trainingRuntimeSpec", "template", "spec", "replicatedJobs"});
       size_t j = 0;
       for (auto jt = jobs.begin(); jobs.IsSequence() && jt != jobs.end(); ++jt, ++j) {
-        if (Text(MapGet(*jt, "name")) != "node") continue;
+        if (ScalarText(MapGet(*jt, "name")) != "node") continue;
         const std::string path =
             AppendIndex(AppendIndex("spec.runtimePatches", i) +
                             ".trainingRuntimeSpec.template.spec.replicatedJobs",
@@ -588,7 +578,7 @@ Result<TrainJob> BuildTrainJob(const YAML::Node& doc, const Metadata& meta, DocC
     if (!IsSet(init)) continue;
     const std::string path = std::string("spec.initializer.") + which;
     TrainJob::Initializer out;
-    out.storage_uri = Text(MapGet(init, "storageUri"));
+    out.storage_uri = ScalarText(MapGet(init, "storageUri"));
     out.env = ReadEnv(MapGet(init, "env"), path + ".env", ctx);
     if (IsSet(MapGet(init, "secretRef"))) {
       ctx.Warn(path + ".secretRef",
@@ -637,7 +627,7 @@ Status CheckKind(const YAML::Node& node, const DocContext& unnamed, std::string*
                  std::optional<V1Kind>* v1_kind) {
   YAML::Node kind_node = MapGet(node, "kind");
   if (!IsSet(kind_node)) return unnamed.Error("kind", "required field missing");
-  *kind = Text(kind_node);
+  *kind = ScalarText(kind_node);
   *v1_kind = Classify(kind_node) == YamlKind::kString ? V1KindOf(*kind) : std::nullopt;
   if (!v1_kind->has_value() &&
       (Classify(kind_node) != YamlKind::kString ||
@@ -682,7 +672,7 @@ Status ParseOne(const YamlDocument& doc, const StoredDocument& stored, ParsedFil
   // namespace the document names).
   if (kind == kTrainJob && stored) {
     YAML::Node ns = MapGet(MapGet(node, "metadata"), "namespace");
-    if (auto before = stored(kind, IsSet(ns) ? Text(ns) : std::string(), meta.name)) {
+    if (auto before = stored(kind, IsSet(ns) ? ScalarText(ns) : std::string(), meta.name)) {
       try {
         YAML::Node merged = MergeApplied(YAML::Load(*before), node);
         // spec.suspend is the applied document's alone: absent reads as false, so re-applying the

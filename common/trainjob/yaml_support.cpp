@@ -361,6 +361,17 @@ YAML::Node MapGet(const YAML::Node& node, std::string_view key) {
 
 bool IsSet(const YAML::Node& node) { return node.IsDefined() && !node.IsNull(); }
 
+std::string ScalarText(const YAML::Node& node) {
+  return node.IsScalar() ? node.Scalar() : std::string();
+}
+
+std::vector<std::string> ScalarList(const YAML::Node& node) {
+  std::vector<std::string> out;
+  if (!node.IsSequence()) return out;
+  for (auto it = node.begin(); it != node.end(); ++it) out.push_back(ScalarText(*it));
+  return out;
+}
+
 std::string AppendKey(const std::string& path, std::string_view key) {
   if (!IsIdentifier(key)) return path + "[" + std::string(key) + "]";
   if (path.empty()) return std::string(key);

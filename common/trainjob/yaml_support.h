@@ -48,6 +48,11 @@ YAML::Node MapGet(const YAML::Node& node, std::string_view key);
 // True when `node` is present and not null: what "the field is set" means for Kubernetes, which
 // prunes null fields before validation.
 bool IsSet(const YAML::Node& node);
+// Readers for values the schema has already checked: a wrong type there is impossible, but an
+// absent or null field is not, and reads as empty. ScalarText: a scalar's text, else "".
+// ScalarList: the ScalarText of each item of a sequence, else no items.
+std::string ScalarText(const YAML::Node& node);
+std::vector<std::string> ScalarList(const YAML::Node& node);
 
 // Joins a field path: AppendKey("spec", "trainer") == "spec.trainer"; keys that are not plain
 // identifiers go in brackets: "requests[nvidia.com/gpu]". AppendIndex("env", 0) == "env[0]".

@@ -96,13 +96,20 @@ TEST_F(OperatorRuntimesTest, DescribesFrameworkPluginNodesAndCommand) {
             (std::vector<std::string>{"python3", "train.py", "--epochs", "2"}));
   EXPECT_NE(r.yaml().find("name: mine"), std::string::npos);
 
-  // mlx-distributed: its framework label says mlx; the mlx plugin runs it.
+  // mlx-distributed: its framework label says mlx, and its mlPolicy.mpi has the mpi plugin run
+  // it (mlx.launch --backend mpi); mlx-ring, with no mlPolicy, runs on the mlx plugin.
   one.set_name("mlx-distributed");
   list = ListRuntimes(catalog_, one);
   ASSERT_TRUE(list.ok()) << list.status().ToString();
   ASSERT_EQ(list->runtimes_size(), 1);
   EXPECT_EQ(list->runtimes(0).kind(), "ClusterTrainingRuntime");
   EXPECT_EQ(list->runtimes(0).namespace_(), "");
+  EXPECT_EQ(list->runtimes(0).framework(), "mlx");
+  EXPECT_EQ(list->runtimes(0).plugin(), "mpi");
+  one.set_name("mlx-ring");
+  list = ListRuntimes(catalog_, one);
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  ASSERT_EQ(list->runtimes_size(), 1);
   EXPECT_EQ(list->runtimes(0).framework(), "mlx");
   EXPECT_EQ(list->runtimes(0).plugin(), "mlx");
 }
