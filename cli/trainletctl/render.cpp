@@ -348,8 +348,10 @@ std::string DescribeJob(const v1::JobStatus& j, int64_t now_ms) {
     o << "Attempts:\n";
     std::vector<std::vector<std::string>> rows = {{"  ATTEMPT", "STARTED", "RESULT", "CAUSE"}};
     for (const auto& a : j.attempts()) {
+      // An infrastructure failure (a plan that never reached its node, a lost node) restarts
+      // without counting against maxRestarts: say so where the result is read.
       rows.push_back({"  " + std::to_string(a.attempt()), Age(a.started_unix_ms(), now_ms) + " ago",
-                      ResultText(a), a.cause()});
+                      ResultText(a) + (a.infrastructure() ? " (not counted)" : ""), a.cause()});
     }
     o << RenderTable(rows);
   }
