@@ -38,12 +38,15 @@ class Check:
 
 
 def identity(layout):
-    """(type, index, total, types) of this rank from LAYOUT and TRAINLET_RANK."""
+    """(type, index, total, types) of this rank from LAYOUT and TRAINLET_RANK; type and index
+    are None for a rank the layout does not have (the job has more replicas than expected)."""
     ranks = []
     for part in layout.split(","):
         rtype, count = part.split(":")
         ranks += [(rtype, i) for i in range(int(count))]
     rank = int(os.environ["TRAINLET_RANK"])
+    if rank >= len(ranks):
+        return None, None, len(ranks), [t for t, _ in ranks]
     return ranks[rank][0], ranks[rank][1], len(ranks), [t for t, _ in ranks]
 
 
@@ -152,6 +155,15 @@ def main():
     signal.alarm(60)
     mode, job, layout, nodes_file = sys.argv[1:5]
     rtype, index, total, types = identity(layout)
+    if rtype is None:
+        # More replicas than expected: every rank, this one too, names the world size it got.
+        check = Check()
+        if "NUM_PROCESSES" in os.environ:  # JAX's world size
+            check.eq("NUM_PROCESSES", str(total))
+        check.errors.append(f"MISMATCH rank {os.environ['TRAINLET_RANK']}: not among the {total} expected")
+        for e in check.errors:
+            print(f"{mode}: {e}", flush=True)
+        return 1
     with open(nodes_file) as f:
         mine = json.load(f)[os.environ["TRAINLET_NODE"]]
     check = Check()
