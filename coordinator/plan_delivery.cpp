@@ -1,6 +1,7 @@
 #include "coordinator/plan_delivery.h"
 
-#include <algorithm>
+#include <set>
+#include <string_view>
 
 #include "coordinator/exec_authority.h"
 
@@ -72,14 +73,17 @@ std::vector<std::string> PlanDelivery::Missing(const v1::JobStatus& st, const No
                                                int64_t now_ms) const {
   std::vector<std::string> out;
   if (!AttemptActive(st, st.attempt())) return out;
+  // A node with a rank of the attempt that started or ended got its plan, whatever its report
+  // says: one pass over the ranks, not one per node (this runs for every live job on every
+  // Schedule pass).
+  std::set<std::string_view> heard;
+  for (const auto& r : st.ranks()) {
+    if (r.rank_state() != v1::RANK_STATE_PENDING) heard.insert(r.node());
+  }
   for (const std::string& node : st.placement()) {
     const NodeEntry* e = nodes.Find(node);
     if (e == nullptr || e->state != NodeState::kReady || !e->reports_attempts) continue;
-    // A rank of the attempt on it started or ended: its plan arrived, whatever the report says.
-    const bool heard = std::any_of(st.ranks().begin(), st.ranks().end(), [&](const auto& r) {
-      return r.node() == node && r.rank_state() != v1::RANK_STATE_PENDING;
-    });
-    if (heard || Reached(st, node, nodes)) continue;
+    if (heard.contains(node) || Reached(st, node, nodes)) continue;
     const int64_t sent = SentMs(st.name(), st.attempt(), node);
     if (sent != 0 && now_ms < sent + kResendIntervalMs) continue;
     out.push_back(node);
