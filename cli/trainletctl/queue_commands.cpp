@@ -168,20 +168,7 @@ std::string DescribeClusterQueue(const v1::QueueObject& o) {
 
 std::string RenderQueueObjects(const v1::QueueObjectList& list, const std::string& kind,
                                OutputFormat format) {
-  switch (format) {
-    case OutputFormat::kJson:
-      return ToJson(list);
-    case OutputFormat::kYaml:
-      return ToYaml(list);
-    case OutputFormat::kName: {
-      std::string out;
-      for (const auto& o : list.objects()) out += Lower(kind) + "/" + o.name() + "\n";
-      return out;
-    }
-    case OutputFormat::kTable:
-    case OutputFormat::kWide:
-      break;
-  }
+  if (auto text = ListForScripts(list, list.objects(), kind, format)) return *text;
   std::vector<std::vector<std::string>> rows{Header(kind)};
   for (const auto& o : list.objects()) rows.push_back(Row(o, kind));
   return RenderTable(rows);

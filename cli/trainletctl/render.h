@@ -4,6 +4,8 @@
 
 #include <google/protobuf/message_lite.h>
 
+#include <cctype>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,32 @@ std::string ToJson(const google::protobuf::MessageLite& message);
 std::string ToYaml(const google::protobuf::MessageLite& message);
 // The YAML form of a JSON document (ToYaml's second half).
 std::string JsonToYaml(const std::string& json);
+
+// What `get` prints for scripts: -o json or yaml of the whole `list`, or -o name's
+// "<lowercase kind>/<name>" line per item of `items` (each with name()); nullopt for a table
+// (-o wide included), which the caller draws.
+template <typename Items>
+std::optional<std::string> ListForScripts(const google::protobuf::MessageLite& list,
+                                          const Items& items, const std::string& kind,
+                                          OutputFormat format) {
+  switch (format) {
+    case OutputFormat::kJson:
+      return ToJson(list);
+    case OutputFormat::kYaml:
+      return ToYaml(list);
+    case OutputFormat::kName: {
+      std::string prefix;
+      for (char c : kind) prefix += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      std::string out;
+      for (const auto& item : items) out += prefix + "/" + item.name() + "\n";
+      return out;
+    }
+    case OutputFormat::kTable:
+    case OutputFormat::kWide:
+      break;
+  }
+  return std::nullopt;
+}
 
 // "3d", "5h", "12m", "40s" since `unix_ms`; "<unknown>" when 0.
 std::string Age(int64_t unix_ms, int64_t now_ms);

@@ -38,20 +38,7 @@ std::string RuntimeKindOf(std::string resource, std::string& name) {
 
 std::string RenderRuntimes(const v1::RuntimeList& list, const std::string& kind,
                            OutputFormat format, bool all_namespaces) {
-  switch (format) {
-    case OutputFormat::kJson:
-      return ToJson(list);
-    case OutputFormat::kYaml:
-      return ToYaml(list);
-    case OutputFormat::kName: {
-      std::string out;
-      for (const auto& r : list.runtimes()) out += Lower(kind) + "/" + r.name() + "\n";
-      return out;
-    }
-    case OutputFormat::kTable:
-    case OutputFormat::kWide:
-      break;
-  }
+  if (auto text = ListForScripts(list, list.runtimes(), kind, format)) return *text;
   const bool ns_column = all_namespaces && kind == "TrainingRuntime";
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> header = {"NAME", "FRAMEWORK", "PLUGIN", "NODES", "COMMAND"};
