@@ -703,6 +703,7 @@ void Agent::OnMessage(const v1::Envelope& env) {
           supervisor_->set_orphan_grace(OrphanGrace());
         }
         exec_sessions_->Resend();  // a new coordinator has seen none of their output and exits
+        rendezvous_->Resync();     // nor any fence
       }
       break;
     case v1::Envelope::kHeartbeatAck:

@@ -300,8 +300,39 @@ void RendezvousServer::MaybeContribute(const Key& key, Attempt& a) {
     return;
   }
   a.contributed = true;
+  a.sent = *c;
   ++contributions_sent_;
   to_coordinator_(std::move(env));
+}
+
+void RendezvousServer::Resync() {
+  for (const auto& [key, a] : attempts_) {
+    const bool pending = a.open != 0 && a.contributed;
+    if (!a.aborted.empty() || (a.completed == 0 && !pending)) continue;
+    v1::Envelope env;
+    auto* c = env.mutable_fence_contribute();
+    if (pending) *c = a.sent;
+    c->set_job(key.first);
+    c->set_attempt(key.second);
+    c->set_node(node_);
+    c->set_resync(true);
+    c->set_released(a.completed);
+    for (const auto& [k, v] : a.published) {
+      auto* kv = c->add_released_pairs();
+      kv->set_key(k);
+      kv->set_value(v);
+    }
+    if (c->ByteSizeLong() + kContributionSlack > kMaxMessageBytes) {
+      // Only near the cap: the coordinator then adopts the epoch without the pairs, and gets of
+      // older keys are answered from each node's own snapshot only.
+      spdlog::warn(
+          "rendezvous: the resync of {} attempt {} is over the message cap; sent without "
+          "fence {}'s pairs",
+          key.first, key.second, a.completed);
+      c->clear_released_pairs();
+    }
+    to_coordinator_(std::move(env));
+  }
 }
 
 void RendezvousServer::HandleGet(Attempt& a, const std::string& peer,
@@ -368,6 +399,7 @@ void RendezvousServer::OnFenceResult(const v1::FenceResult& result) {
   a.completed = result.epoch();
   a.open = 0;
   a.contributed = false;
+  a.sent.Clear();
   for (const auto& [rank, w] : a.waiting) {
     v1::RendezvousReply r;
     r.set_id(w.id);

@@ -83,6 +83,11 @@ class RendezvousServer {
                     const std::string& how);
   // The coordinator's answer to a contribution (or its news that the attempt's rendezvous failed).
   void OnFenceResult(const v1::FenceResult& result);
+  // This node's registration was just accepted, maybe by a new coordinator (a restart, an HA
+  // failover) whose fence table is empty: sends a resync FenceContribute for every attempt with a
+  // fence released here or a contribution unanswered, holding the last released result and that
+  // contribution again, so fences in flight complete and later results keep every pair.
+  void Resync();
   // One request from a rank.
   void Handle(const std::string& peer, const v1::RendezvousRequest& request, Clock::time_point now);
 
@@ -117,6 +122,7 @@ class RendezvousServer {
     uint64_t completed = 0;                // last fence published here
     uint64_t open = 0;                     // fence being gathered; 0 when none
     bool contributed = false;              // FenceContribute for `open` sent
+    v1::FenceContribute sent;              // that contribution, kept for Resync until answered
     std::map<std::string, std::pair<uint32_t, std::string>> merged;  // key -> (rank, value)
     std::map<std::string, std::string> published;  // everything the last fence released
     std::string snapshot_path;                     // "" before the first fence

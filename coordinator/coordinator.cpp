@@ -80,7 +80,10 @@ Status Coordinator::Init() {
   registry_->BindNamesToKeys([this] { return zap_->KeysOf("agent"); });  // issue 19, defect 7
   registry_->SetFullDisruptionRule(true);  // issue 19, defect 1: all silent at once is ours
   JobControllerOptions options;
-  options.exec_endpoint = exec_endpoint_;
+  options.exec_endpoint = exec_endpoint_;  // then the HA set's others, for trainlet-exec
+  for (const std::string& peer : SplitEndpointList(config_.exec_peers)) {
+    if (peer != exec_endpoint_) options.exec_endpoint += "," + peer;
+  }
   options.start_timeout = config_.start_timeout;
   options.restart_backoff = config_.restart_backoff;
   options.max_restart_backoff = config_.max_restart_backoff;

@@ -64,6 +64,9 @@ struct CoordinatorConfig {
   std::string operator_listen = "tcp://127.0.0.1:7071";
   std::string exec_listen = "tcp://0.0.0.0:7072";  // trainlet-exec (MPI launchers) connect here
   std::string exec_advertise;                      // exec endpoint as nodes reach it; "" derives it
+  // The other coordinators' exec endpoints (an HA set), comma-separated: a launcher gets them
+  // after this one's, and its trainlet-exec moves to the new leader after a failover.
+  std::string exec_peers;
   // store: etcd: the agent and operator endpoints as others reach them, published to the other
   // coordinators in the campaign key so followers can name the leader; "" derives them as exec.
   std::string agent_advertise;

@@ -133,6 +133,7 @@ std::map<uint64_t, ExecRelay::Session>::iterator ExecRelay::FindForClient(const 
   s.routing_id = msg.routing_id;
   s.client_exec_id = client_id;
   s.last_seen = now;
+  s.allowed_silence = kClientSilence;
   // What came from the agent meanwhile, in order, under the client's id.
   bool exited = false;
   for (v1::Envelope& env : s.pending) {
@@ -166,6 +167,7 @@ void ExecRelay::AdoptSessions(
     s.attempt = r.attempt();
     s.node = node;
     s.last_seen = now;  // the client's time to re-attach starts now
+    s.allowed_silence = kReattachWindow;
     s.relayed[0] = r.stdout_bytes();
     s.relayed[1] = r.stderr_bytes();
     spdlog::info(
@@ -231,7 +233,7 @@ void ExecRelay::End(std::map<uint64_t, Session>::iterator it, const std::string&
 void ExecRelay::Tick(Clock::time_point now) {
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     auto next = std::next(it);
-    if (now - it->second.last_seen > kClientSilence) {
+    if (now - it->second.last_seen > it->second.allowed_silence) {
       End(it, "trainlet-exec went silent");
     } else if (!jobs_->exec().AttemptActive(it->second.job, it->second.attempt)) {
       End(it,
@@ -243,7 +245,7 @@ void ExecRelay::Tick(Clock::time_point now) {
 
 ExecRelay::Clock::time_point ExecRelay::NextDeadline(Clock::time_point now) const {
   auto next = now + std::chrono::seconds(1);
-  for (const auto& [id, s] : sessions_) next = std::min(next, s.last_seen + kClientSilence);
+  for (const auto& [id, s] : sessions_) next = std::min(next, s.last_seen + s.allowed_silence);
   return std::max(next, now);
 }
 

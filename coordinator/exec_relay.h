@@ -33,6 +33,10 @@ class ExecRelay {
   using Clock = std::chrono::steady_clock;
   using ReplyToClient = std::function<void(const std::string& routing_id, v1::Envelope env)>;
   static constexpr auto kClientSilence = std::chrono::seconds(5);
+  // How long a session taken back from an agent waits for its trainlet-exec to re-attach. Longer
+  // than kClientSilence: after an HA failover, trainlet-exec first has to find the new leader
+  // among the exec endpoints it was given (it moves on after 3 s of silence from each).
+  static constexpr auto kReattachWindow = std::chrono::seconds(15);
 
   // Session ids start from the wall clock, so that ids of a previous coordinator process, which
   // agents may still hold, are not handed out again.
@@ -43,7 +47,7 @@ class ExecRelay {
   // The sessions a (re-)registered agent reports. One that an earlier coordinator process started
   // (its id is below this process's first) is taken back when its attempt is still active on that
   // node, with the counts the agent says were acknowledged; its trainlet-exec, which keeps the
-  // session's id from the keepalive echoes, has kClientSilence to re-attach. Known sessions and
+  // session's id from the keepalive echoes, has kReattachWindow to re-attach. Known sessions and
   // those of ended attempts are left alone: the acks that follow end the latter at the agent.
   void AdoptSessions(const std::string& node,
                      const google::protobuf::RepeatedPtrField<v1::ExecSessionReport>& reports,
@@ -71,6 +75,7 @@ class ExecRelay {
     uint32_t attempt = 0;
     std::string node;
     Clock::time_point last_seen;
+    Clock::duration allowed_silence = kClientSilence;  // kReattachWindow until re-attached
     uint64_t relayed[2] = {0, 0};  // bytes of stdout, stderr passed on to trainlet-exec
     // From the agent while no trainlet-exec is attached (routing_id empty: taken back after a
     // restart), passed on when it re-attaches.

@@ -76,6 +76,10 @@ FenceTable::Outcome FenceTable::OnContribute(const std::string& sender,
     out.sends.push_back(Result(sender, key, c.epoch(), false, e.failure));
     return out;
   }
+  if (c.resync()) {
+    Resync(sender, key, e, c, now, out);
+    return out;
+  }
   if (c.epoch() != e.completed + 1 || e.joined.count(sender)) {
     out.rejected = InvalidError("fence " + std::to_string(c.epoch()) + " of " +
                                 AttemptName(c.job(), c.attempt()) + " from node " + sender +
@@ -83,15 +87,64 @@ FenceTable::Outcome FenceTable::OnContribute(const std::string& sender,
                                 (e.joined.count(sender) ? " and the node already joined" : ""));
     return out;
   }
+  Join(sender, key, e, c, now, out);
+  return out;
+}
+
+void FenceTable::Join(const std::string& sender, const Key& key, Entry& e,
+                      const v1::FenceContribute& c, Clock::time_point now, Outcome& out) const {
   if (e.open == 0) {
     e.open = c.epoch();
     e.opened_at = now;
   }
   e.joined[sender] = c;
   e.last_contributed[sender] = c.epoch();
-  if (CheckExits(key, e, out)) return out;
+  if (CheckExits(key, e, out)) return;
   if (e.joined.size() == e.placement.size()) Complete(key, e, now, out);
-  return out;
+}
+
+void FenceTable::Resync(const std::string& sender, const Key& key, Entry& e,
+                        const v1::FenceContribute& c, Clock::time_point now, Outcome& out) const {
+  if (c.released() > e.completed) {
+    // That node saw a later release than this table knows of (this coordinator is new, or its
+    // predecessor released to some nodes only): the release's result holds every pair through it.
+    e.pairs.clear();
+    for (const auto& kv : c.released_pairs()) e.pairs[kv.key()] = kv.value();
+    e.completed = c.released();
+    if (e.open != 0 && e.open <= e.completed) {
+      for (const auto& joined : e.joined)
+        out.sends.push_back(Released(joined.first, key, e.open, e));
+      e.joined.clear();
+      e.open = 0;
+    }
+  }
+  uint64_t& last = e.last_contributed[sender];
+  last = std::max({last, c.released(), c.epoch()});
+  if (c.epoch() == 0) return;
+  if (c.epoch() <= e.completed) {
+    // Released before, but that release never reached this node: send it again.
+    out.sends.push_back(Released(sender, key, c.epoch(), e));
+    return;
+  }
+  if (c.epoch() != e.completed + 1) {
+    out.rejected = InvalidError("resync of fence " + std::to_string(c.epoch()) + " of " +
+                                AttemptName(c.job(), c.attempt()) + " from node " + sender +
+                                ": fence " + std::to_string(e.completed) + " is the last released");
+    return;
+  }
+  Join(sender, key, e, c, now, out);  // a repeat of a join this table holds replaces it
+}
+
+FenceTable::Send FenceTable::Released(const std::string& node, const Key& key, uint64_t epoch,
+                                      const Entry& e) {
+  Send s = Result(node, key, epoch, true, "");
+  auto* r = s.envelope.mutable_fence_result();
+  for (const auto& [k, v] : e.pairs) {
+    auto* kv = r->add_pairs();
+    kv->set_key(k);
+    kv->set_value(v);
+  }
+  return s;
 }
 
 void FenceTable::Complete(const Key& key, Entry& e, Clock::time_point now, Outcome& out) const {
@@ -99,13 +152,8 @@ void FenceTable::Complete(const Key& key, Entry& e, Clock::time_point now, Outco
   for (const auto& node : e.placement) {
     for (const auto& kv : e.joined[node].puts()) e.pairs[kv.key()] = kv.value();
   }
-  Send proto = Result("", key, e.open, true, "");
-  auto* r = proto.envelope.mutable_fence_result();
-  for (const auto& [k, v] : e.pairs) {
-    auto* kv = r->add_pairs();
-    kv->set_key(k);
-    kv->set_value(v);
-  }
+  Send proto = Released("", key, e.open, e);
+  const auto* r = &proto.envelope.fence_result();
   if (r->ByteSizeLong() + kResultSlack > kMaxMessageBytes) {
     Fail(key, e,
          "fence " + std::to_string(e.open) + ": the attempt's pairs take " +

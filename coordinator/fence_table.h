@@ -11,6 +11,12 @@
 // the same way at once. An attempt that stops being live (failed, stopped, replaced, deleted) is
 // failed the same way by Sweep() and forgotten.
 //
+// Restart and failover: the table lives in memory only. Every agent, on each registration, resyncs
+// the attempts it holds fence state for (the last release it saw, with its pairs, and a
+// contribution still unanswered); a new coordinator rebuilds each entry from them, so a fence in
+// flight across a restart completes, and a release the old one sent only to some nodes reaches
+// the rest (docs/rendezvous.md, "Coordinator restart and failover").
+//
 // Trust: a contribution counts only from a node of the live attempt's placement, under the name
 // the coordinator authenticated (the node field of the message is not believed).
 //
@@ -89,6 +95,15 @@ class FenceTable {
   // Fails the open fence when an exited rank's node has not joined it.
   bool CheckExits(const Key& key, Entry& e, Outcome& out) const;
   void Complete(const Key& key, Entry& e, Clock::time_point now, Outcome& out) const;
+  // A node's resync after it registered (FenceContribute.resync): adopts a later release it saw,
+  // answers contributions to fences released already, and joins its contribution to the next.
+  void Resync(const std::string& sender, const Key& key, Entry& e, const v1::FenceContribute& c,
+              Clock::time_point now, Outcome& out) const;
+  // The released result of fence `epoch`, holding every pair through e.completed, for `node`.
+  static Send Released(const std::string& node, const Key& key, uint64_t epoch, const Entry& e);
+  // Counts `c` (fence e.completed + 1) as `sender`'s join; completes the fence when it is the last.
+  void Join(const std::string& sender, const Key& key, Entry& e, const v1::FenceContribute& c,
+            Clock::time_point now, Outcome& out) const;
   static Send Result(const std::string& node, const Key& key, uint64_t epoch, bool ok,
                      const std::string& message);
 

@@ -64,6 +64,10 @@ int main(int argc, char** argv) {
   c.String("exec_advertise", &config.exec_advertise,
            "The exec endpoint as nodes reach it (default: the bound one, with this host's name "
            "for a wildcard address)");
+  c.String("exec_peers", &config.exec_peers,
+           "store: etcd: the exec endpoints of the other coordinators of this HA set, "
+           "comma-separated, as nodes reach them; MPI launchers get them after this one's, so "
+           "their trainlet-exec sessions carry on after a failover");
   c.String("agent_advertise", &config.agent_advertise,
            "store: etcd: the agent endpoint as agents reach it, named by followers (default: the "
            "bound one, with this host's name for a wildcard address)");

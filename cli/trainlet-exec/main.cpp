@@ -14,6 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -96,18 +98,20 @@ std::optional<int> ParseSshCommandLine(int argc, char** argv, SshCommand& out) {
 }
 
 // The job's credentials, from the TRAINLET_EXEC_* environment the coordinator gave the launcher.
+// TRAINLET_EXEC_ENDPOINT is one exec endpoint, or a comma-separated list: a coordinator set in high
+// availability, its leader first at the time the attempt started.
 struct JobCredentials {
-  std::string endpoint;
+  std::vector<std::string> endpoints;
   trainlet::CurveKeyPair mine;
   std::string server;
 };
 
 // Returns the exit status when the credentials are missing or malformed.
 std::optional<int> LoadJobCredentials(JobCredentials& out) {
-  out.endpoint = Env("TRAINLET_EXEC_ENDPOINT");
+  out.endpoints = trainlet::SplitEndpointList(Env("TRAINLET_EXEC_ENDPOINT"));
   out.mine = trainlet::CurveKeyPair{Env("TRAINLET_EXEC_PUBLIC_KEY"), Env("TRAINLET_EXEC_KEY")};
   out.server = Env("TRAINLET_EXEC_SERVER_KEY");
-  if (out.endpoint.empty() || out.mine.secret_z85.empty() || out.server.empty()) {
+  if (out.endpoints.empty() || out.mine.secret_z85.empty() || out.server.empty()) {
     return Fail(
         "no job credentials: TRAINLET_EXEC_ENDPOINT, TRAINLET_EXEC_KEY and "
         "TRAINLET_EXEC_SERVER_KEY must be set; trainlet-exec runs only inside a trainlet job's "
@@ -122,17 +126,19 @@ std::optional<int> LoadJobCredentials(JobCredentials& out) {
 
 // One remote command's session with the coordinator: sends the request until it leaves, keeps the
 // session alive, relays output, and turns the command's end (or ours) into an exit status.
-// Single-threaded; every On*/Step method returns the exit status once the session is over.
+//
+// With several endpoints (an HA set), a coordinator that refuses the key (a standby has no
+// launcher keys until it leads) or stays silent for kSwitchSilence is left for the next one, and
+// the session is re-attached there by its id: the new leader took the session back from the
+// agent, as a restarted coordinator does. It gives up when no coordinator answered for
+// kLostWithPeers, which covers a failover (the lease TTL plus loading the store). With one
+// endpoint it behaves as before: a refusal ends it, and so do kLost of silence.
+// Single-threaded; every On*/Send method returns the exit status once the session is over.
 class ExecSession {
  public:
-  ExecSession(zmq::socket_t& socket, trainlet::HandshakeMonitor& handshakes,
-              trainlet::platform::SignalWatch& signals, std::string endpoint, std::string host,
-              const std::vector<std::string>& words)
-      : s_(socket),
-        handshakes_(handshakes),
-        signals_(signals),
-        endpoint_(std::move(endpoint)),
-        host_(std::move(host)) {
+  ExecSession(zmq::context_t& ctx, JobCredentials creds, trainlet::platform::SignalWatch& signals,
+              std::string host, const std::vector<std::string>& words)
+      : ctx_(ctx), creds_(std::move(creds)), signals_(signals), host_(std::move(host)) {
     trainlet::v1::Envelope request;
     auto* req = request.mutable_exec_request();
     req->set_exec_id(exec_id_);
@@ -142,24 +148,25 @@ class ExecSession {
   }
 
   // One loop over the reply socket, the handshake monitor and the signals (platform::EventLoop);
-  // the tick sends what is due and says how long the poll may sleep.
+  // the tick sends what is due, moves to another coordinator when one is due, and says how long
+  // the poll may sleep.
   int Run() {
     trainlet::platform::EventLoop loop(trainlet::platform::RealEnv());
+    loop_ = &loop;
     std::optional<int> rc;
     auto finish = [&](std::optional<int> r) {
       if (!r) return;
       rc = r;
       loop.Stop();
     };
+    if (auto r = Connect(0)) return *r;
     using Loop = trainlet::platform::EventLoop;
     loop.AddTick([&](Loop::TimePoint now) -> std::optional<Loop::TimePoint> {
       finish(SendDue(now));
       return now + std::chrono::milliseconds(sent_ ? 250 : (connected_ ? 1 : 20));
     });
-    loop.AddSocket(handshakes_.handle(), Loop::kReadable,
-                   [&](short) { finish(OnHandshakeEvent()); });
     loop.AddFd(signals_.fd(), Loop::kReadable, [&](short) { finish(OnSignal()); });
-    loop.AddSocket(s_.handle(), Loop::kReadable, [&](short) { finish(OnReplies()); });
+    finish_ = finish;
     while (!rc) {
       if (trainlet::Status s = loop.RunOnce(Loop::kForever); !s.ok()) return Fail(s.message());
     }
@@ -167,13 +174,65 @@ class ExecSession {
   }
 
  private:
-  // The request until it leaves, then a keepalive a second; gives up when the coordinator is
-  // unreachable or silent.
+  static constexpr auto kLost = std::chrono::seconds(10);
+  static constexpr auto kLostWithPeers = std::chrono::seconds(30);
+  static constexpr auto kSwitchSilence = std::chrono::seconds(3);
+  static constexpr auto kConnectDeadline = std::chrono::seconds(15);
+
+  bool ha() const { return creds_.endpoints.size() > 1; }
+  const std::string& endpoint() const { return creds_.endpoints[current_]; }
+
+  // A fresh DEALER (and its handshake monitor) to endpoints[i], in place of the current one.
+  std::optional<int> Connect(size_t i) {
+    using Loop = trainlet::platform::EventLoop;
+    if (conn_) {
+      loop_->Remove(socket_source_);
+      if (monitor_source_ != 0) loop_->Remove(monitor_source_);
+      monitor_.reset();  // before its socket
+      conn_.reset();
+    }
+    current_ = i;
+    connected_ = false;
+    switch_due_ = false;
+    on_current_since_ = Clock::now();
+    auto sock = trainlet::ConnectCurveDealer(ctx_, endpoint(), creds_.server, creds_.mine);
+    if (!sock.ok()) return Fail(sock.status().message());
+    conn_ = std::make_unique<zmq::socket_t>(std::move(*sock));
+    monitor_ = std::make_unique<trainlet::HandshakeMonitor>(
+        ctx_, *conn_, "trainlet-exec-monitor-" + std::to_string(++connections_));
+    socket_source_ =
+        loop_->AddSocket(conn_->handle(), Loop::kReadable, [this](short) { Finish(OnReplies()); });
+    monitor_source_ = monitor_->handle() == nullptr
+                          ? 0
+                          : loop_->AddSocket(monitor_->handle(), Loop::kReadable,
+                                             [this](short) { Finish(OnHandshakeEvent()); });
+    if (sent_) next_keepalive_ = Clock::now();  // re-attach at once
+    return std::nullopt;
+  }
+  void Finish(std::optional<int> rc) {
+    if (rc && finish_) finish_(rc);
+  }
+
+  // The request until it leaves, then a keepalive a second; moves to the next coordinator, or
+  // gives up, when the one it talks to is unreachable, refuses or is silent.
   std::optional<int> SendDue(Clock::time_point now) {
+    if (switch_due_ || (ha() && now - std::max(last_heard_, on_current_since_) > kSwitchSilence)) {
+      if (sent_ && session_id_ == 0) {
+        // The coordinator that took the request may have started the command: sending it again
+        // elsewhere could start a second one. A request queued on a connection whose handshake
+        // never succeeded reached no one, and goes to the next.
+        if (connected_) {
+          return Fail("lost the trainlet coordinator at " + endpoint() +
+                      " before it confirmed the command on " + host_);
+        }
+        sent_ = false;
+      }
+      if (auto rc = Connect((current_ + 1) % creds_.endpoints.size())) return rc;
+    }
     if (!sent_) {
-      sent_ = s_.send(zmq::buffer(request_bytes_), zmq::send_flags::dontwait).has_value();
-      if (!sent_ && now > connect_deadline_) {
-        return Fail("cannot reach the trainlet coordinator at " + endpoint_);
+      sent_ = conn_->send(zmq::buffer(request_bytes_), zmq::send_flags::dontwait).has_value();
+      if (!sent_ && now - started_ > kConnectDeadline) {
+        return Fail("cannot reach the trainlet coordinator at " + EndpointsText());
       }
       if (sent_) last_heard_ = now;
     }
@@ -181,24 +240,33 @@ class ExecSession {
       trainlet::v1::Envelope ka;
       ka.mutable_exec_keepalive()->set_exec_id(exec_id_);
       ka.mutable_exec_keepalive()->set_session_id(session_id_);
-      trainlet::SendOnDealer(s_, ka);
+      trainlet::SendOnDealer(*conn_, ka);
       next_keepalive_ = now + std::chrono::seconds(1);
     }
-    if (sent_ && now - last_heard_ > std::chrono::seconds(10)) {
-      return Fail("lost the trainlet coordinator at " + endpoint_ + "; the remote command on " +
-                  host_ + " will be stopped");
+    if (sent_ && now - last_heard_ > (ha() ? kLostWithPeers : kLost)) {
+      return Fail("lost the trainlet coordinator at " + EndpointsText() +
+                  "; the remote command on " + host_ + " will be stopped");
     }
     return std::nullopt;
   }
+  std::string EndpointsText() const {
+    std::string out;
+    for (const auto& e : creds_.endpoints) out += (out.empty() ? "" : ", ") + e;
+    return out;
+  }
 
-  // Handshake failures end the command; a success sends the request at once instead of at the
-  // next retry tick.
+  // Handshake failures end the command (with one coordinator) or move to the next one; a success
+  // sends the request at once instead of at the next retry tick.
   std::optional<int> OnHandshakeEvent() {
-    const auto event = handshakes_.Read();
+    const auto event = monitor_->Read();
     if (event == trainlet::HandshakeEvent::kSucceeded) connected_ = true;
     if (event == trainlet::HandshakeEvent::kRefusedKey ||
         event == trainlet::HandshakeEvent::kFailed) {
-      return Fail("the coordinator at " + endpoint_ +
+      if (ha() && Clock::now() - last_heard_ < kLostWithPeers) {
+        switch_due_ = true;  // a standby, or a leader still loading the store
+        return std::nullopt;
+      }
+      return Fail("the coordinator at " + endpoint() +
                   " refused this job key: the attempt it belongs to is not running");
     }
     return std::nullopt;
@@ -213,15 +281,15 @@ class ExecSession {
     cancel.mutable_exec_cancel()->set_session_id(session_id_);
     cancel.mutable_exec_cancel()->set_reason(std::string("trainlet-exec got ") +
                                              strsignal(stopping_signal_));
-    trainlet::SendOnDealer(s_, cancel);
+    trainlet::SendOnDealer(*conn_, cancel);
     // Give the cancel a moment to leave before the socket closes.
-    zmq_pollitem_t none[] = {{s_.handle(), 0, ZMQ_POLLOUT, 0}};
+    zmq_pollitem_t none[] = {{conn_->handle(), 0, ZMQ_POLLOUT, 0}};
     zmq_poll(none, 1, 200);
     return 128 + stopping_signal_;
   }
 
   std::optional<int> OnReplies() {
-    while (auto env = trainlet::ReceiveFromDealer(s_, drops_)) {
+    while (auto env = trainlet::ReceiveFromDealer(*conn_, drops_)) {
       last_heard_ = Clock::now();
       switch (env->body_case()) {
         case trainlet::v1::Envelope::kExecOutput:
@@ -260,15 +328,26 @@ class ExecSession {
   }
 
   // Borrowed from main, which outlives the session.
-  zmq::socket_t& s_;
-  trainlet::HandshakeMonitor& handshakes_;
+  zmq::context_t& ctx_;
+  const JobCredentials creds_;
   trainlet::platform::SignalWatch& signals_;
   // Constant after construction.
-  const std::string endpoint_;
   const std::string host_;
   const uint64_t exec_id_ = std::random_device{}() | 1ull << 40;
   std::string request_bytes_;
-  const Clock::time_point connect_deadline_ = Clock::now() + std::chrono::seconds(15);
+  const Clock::time_point started_ = Clock::now();
+
+  trainlet::platform::EventLoop* loop_ = nullptr;  // Run's
+  std::function<void(std::optional<int>)> finish_;
+  // The coordinator talked to now: creds_.endpoints[current_].
+  size_t current_ = 0;
+  std::unique_ptr<zmq::socket_t> conn_;
+  std::unique_ptr<trainlet::HandshakeMonitor> monitor_;
+  trainlet::platform::EventLoop::SourceId socket_source_ = 0;
+  trainlet::platform::EventLoop::SourceId monitor_source_ = 0;
+  int connections_ = 0;
+  Clock::time_point on_current_since_ = Clock::now();
+  bool switch_due_ = false;
 
   trainlet::DropCounters drops_;
   bool sent_ = false;
@@ -277,8 +356,8 @@ class ExecSession {
   Clock::time_point next_keepalive_ = Clock::now();
   int stopping_signal_ = 0;
   // The coordinator's id of our session, from its keepalive echoes. Sent back with every
-  // keepalive and cancel, so that a coordinator that restarted can re-attach us to the session it
-  // took back from the agent: the remote command runs on through the restart.
+  // keepalive and cancel, so that a coordinator that restarted, or took over, can re-attach us to
+  // the session it took back from the agent: the remote command runs on.
   uint64_t session_id_ = 0;
   uint64_t written_[2] = {0, 0};  // bytes of stdout, stderr written out, by their stream offsets
 };
@@ -298,11 +377,6 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   zmq::context_t ctx;
-  auto sock = trainlet::ConnectCurveDealer(ctx, creds.endpoint, creds.server, creds.mine);
-  if (!sock.ok()) return Fail(sock.status().message());
-  zmq::socket_t& s = *sock;
-  trainlet::HandshakeMonitor handshakes(ctx, s, "trainlet-exec-monitor");
-
-  ExecSession session(s, handshakes, *signals, creds.endpoint, command.host, command.words);
+  ExecSession session(ctx, std::move(creds), *signals, command.host, command.words);
   return session.Run();
 }

@@ -362,5 +362,47 @@ TEST_F(RendezvousServerTest, RestoredAttemptContinuesFromItsRanksNextFence) {
   EXPECT_EQ(replies_[1].second.code(), Code::CODE_INVALID);
 }
 
+// Each registration resyncs the fence state: nothing before any fence, then the unanswered
+// contribution again, then the last release with its pairs (a new coordinator rebuilds from it).
+TEST_F(RendezvousServerTest, ResyncCarriesTheUnansweredContributionAndTheLastRelease) {
+  server_.Resync();
+  EXPECT_TRUE(sent_.empty());  // no fence yet: nothing to say
+
+  Fence(4, 1, {{"addr/4", "d"}}, 1);
+  Fence(5, 1, {{"addr/5", "e"}}, 2);
+  ASSERT_EQ(sent_.size(), 1u);
+  server_.Resync();
+  ASSERT_EQ(sent_.size(), 2u);
+  const auto& again = sent_[1].fence_contribute();
+  EXPECT_TRUE(again.resync());
+  EXPECT_EQ(again.epoch(), 1u);
+  EXPECT_EQ(again.released(), 0u);
+  EXPECT_EQ(ContributedPuts(1), ContributedPuts(0));
+
+  server_.OnFenceResult(Result(1, {{"addr/0", "a"}, {"addr/4", "d"}, {"addr/5", "e"}}));
+  server_.Resync();
+  ASSERT_EQ(sent_.size(), 3u);
+  const auto& after = sent_[2].fence_contribute();
+  EXPECT_TRUE(after.resync());
+  EXPECT_EQ(after.epoch(), 0u);  // in no fence now
+  EXPECT_EQ(after.released(), 1u);
+  EXPECT_TRUE(after.puts().empty());
+  std::map<std::string, std::string> released;
+  for (const auto& kv : after.released_pairs()) released[kv.key()] = kv.value();
+  EXPECT_EQ(released, (std::map<std::string, std::string>{
+                          {"addr/0", "a"}, {"addr/4", "d"}, {"addr/5", "e"}}));
+
+  // The resent contribution is answered like the first: the ranks of fence 2 are released.
+  Fence(4, 2, {}, 3);
+  Fence(5, 2, {}, 4);
+  server_.Resync();
+  ASSERT_EQ(sent_.size(), 5u);
+  EXPECT_EQ(sent_[4].fence_contribute().epoch(), 2u);
+  EXPECT_EQ(sent_[4].fence_contribute().released(), 1u);
+  replies_.clear();
+  server_.OnFenceResult(Result(2, {{"addr/0", "a"}}));
+  EXPECT_EQ(replies_.size(), 2u);
+}
+
 }  // namespace
 }  // namespace trainlet::agent

@@ -177,5 +177,101 @@ TEST_F(FenceTableTest, StartedEventsAreIgnored) {
   EXPECT_EQ(table_.size(), 0u);
 }
 
+// After a restart or failover the table is empty; each node resyncs what it knows when it
+// registers (FenceContribute.resync).
+class FenceTableResyncTest : public FenceTableTest {
+ protected:
+  v1::FenceContribute Resync(const std::string& node, uint64_t released,
+                             std::map<std::string, std::string> released_pairs, uint64_t epoch = 0,
+                             std::map<std::string, std::string> puts = {}) {
+    v1::FenceContribute c = Contribution(node, epoch, std::move(puts));
+    c.set_resync(true);
+    c.set_released(released);
+    for (const auto& [k, v] : released_pairs) {
+      auto* kv = c.add_released_pairs();
+      kv->set_key(k);
+      kv->set_value(v);
+    }
+    return c;
+  }
+  const std::map<std::string, std::string> fence1_ = {
+      {"addr/0", "A"}, {"addr/1", "B"}, {"addr/2", "C"}};
+};
+
+TEST_F(FenceTableResyncTest, AFenceInFlightAcrossARestartCompletesWithEveryEarlierPair) {
+  // Fence 1 was released before the restart; every node had joined fence 2 when it came.
+  auto out = table_.OnContribute("a", Resync("a", 1, fence1_, 2, {{"x", "a"}}), t0_);
+  EXPECT_TRUE(out.sends.empty());
+  EXPECT_TRUE(out.rejected.ok()) << out.rejected.message();
+  table_.OnContribute("b", Resync("b", 1, fence1_, 2, {{"y", "b"}}), t0_);
+  out = table_.OnContribute("c", Resync("c", 1, fence1_, 2), t0_);
+  ASSERT_EQ(out.sends.size(), 3u);
+  for (const auto& s : out.sends) {
+    EXPECT_TRUE(s.envelope.fence_result().ok());
+    EXPECT_EQ(s.envelope.fence_result().epoch(), 2u);
+    auto want = fence1_;
+    want["x"] = "a";
+    want["y"] = "b";
+    EXPECT_EQ(Pairs(s), want);
+  }
+  // And fence 3 goes on from there, as on the old coordinator.
+  table_.OnContribute("a", Contribution("a", 3), t0_);
+  table_.OnContribute("b", Contribution("b", 3), t0_);
+  out = table_.OnContribute("c", Contribution("c", 3, {{"z", "c"}}), t0_);
+  ASSERT_EQ(out.sends.size(), 3u);
+  EXPECT_EQ(Pairs(out.sends[0]).count("addr/2"), 1u);
+  EXPECT_EQ(Pairs(out.sends[0]).at("z"), "c");
+}
+
+TEST_F(FenceTableResyncTest, AReleaseThatReachedSomeNodesOnlyReachesTheRest) {
+  // The old coordinator released fence 2 to a only, then died. b and c resync their fence-2
+  // contribution: in either order relative to a's resync, they get fence 2 with a's pairs.
+  auto fence2 = fence1_;
+  fence2["x"] = "a";
+  auto out = table_.OnContribute("b", Resync("b", 1, fence1_, 2, {}), t0_);
+  EXPECT_TRUE(out.sends.empty());  // nothing says fence 2 was released yet
+  out = table_.OnContribute("a", Resync("a", 2, fence2), t0_);
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(out.sends[0].node, "b");
+  EXPECT_EQ(out.sends[0].envelope.fence_result().epoch(), 2u);
+  EXPECT_EQ(Pairs(out.sends[0]), fence2);
+  out = table_.OnContribute("c", Resync("c", 1, fence1_, 2, {}), t0_);
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(out.sends[0].node, "c");
+  EXPECT_EQ(Pairs(out.sends[0]), fence2);
+  // The three then meet at fence 3.
+  table_.OnContribute("a", Contribution("a", 3), t0_);
+  table_.OnContribute("b", Contribution("b", 3), t0_);
+  out = table_.OnContribute("c", Contribution("c", 3), t0_);
+  EXPECT_EQ(out.sends.size(), 3u);
+}
+
+TEST_F(FenceTableResyncTest, ARepeatOnTheSameCoordinatorChangesNothing) {
+  table_.OnContribute("a", Contribution("a", 1, {{"addr/0", "A"}}), t0_);
+  table_.OnContribute("b", Contribution("b", 1, {{"addr/1", "B"}}), t0_);
+  // a re-registers (a blip): its resync repeats its join; fence 1 still waits for c.
+  auto out = table_.OnContribute("a", Resync("a", 0, {}, 1, {{"addr/0", "A"}}), t0_);
+  EXPECT_TRUE(out.sends.empty());
+  EXPECT_TRUE(out.rejected.ok()) << out.rejected.message();
+  out = table_.OnContribute("c", Contribution("c", 1, {{"addr/2", "C"}}), t0_);
+  ASSERT_EQ(out.sends.size(), 3u);
+  EXPECT_EQ(Pairs(out.sends[0]), fence1_);
+}
+
+TEST_F(FenceTableResyncTest, WithoutResyncAFenceAfterARestartIsRefused) {
+  // What a restarted coordinator did before resync: fence 2 from an empty table is refused, and
+  // the ranks would wait for a release that never comes.
+  auto out = table_.OnContribute("a", Contribution("a", 2), t0_);
+  EXPECT_FALSE(out.rejected.ok());
+  EXPECT_TRUE(out.sends.empty());
+}
+
+TEST_F(FenceTableResyncTest, AResyncOfAnEndedAttemptFailsItsFence) {
+  live_attempt_ = 2;
+  auto out = table_.OnContribute("a", Resync("a", 1, fence1_, 2), t0_);
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_FALSE(out.sends[0].envelope.fence_result().ok());
+}
+
 }  // namespace
 }  // namespace trainlet::coordinator

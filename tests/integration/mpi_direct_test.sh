@@ -173,14 +173,15 @@ restart_agent() {  # restart_agent INDEX: as start_netns_cluster started it
 }
 if /usr/bin/python3 -c 'import mpi4py' 2>/dev/null; then
   cat > "$WORK/slow.py" <<'PY'
-import socket, time
+import os, socket, sys, time
 from mpi4py import MPI
 comm = MPI.COMM_WORLD
-time.sleep(5)
+while not os.path.exists(sys.argv[1]):  # the test's go, once the agent has restarted
+    time.sleep(0.1)
 total = comm.allreduce(comm.Get_rank() + 1)
 print(f"rank {comm.Get_rank()} on {socket.gethostname()}: slow sum {total}", flush=True)
 PY
-  "$CTL" apply -f "$(direct_job agentkill 3 mpi-direct "" /usr/bin/python3 "$WORK/slow.py")" >/dev/null
+  "$CTL" apply -f "$(direct_job agentkill 3 mpi-direct "" /usr/bin/python3 "$WORK/slow.py" "$WORK/slow-go")" >/dev/null
   wait_for 20 sh -c "[ \$('$CTL' describe trainjob agentkill | grep -c ' Running ') -ge 6 ]" || fail "agentkill never Running: $("$CTL" describe trainjob agentkill)"
   sleep 1  # past MPI_Init's fences
   # Ranks are bound as any trainlet rank: each runs on the CPUs describe reports for it.
@@ -201,6 +202,7 @@ PY
   for p in $node2_pids; do kill -0 "$p" 2>/dev/null || fail "agentkill: pid $p of node-2 died with its agent"; done
   restart_agent 2
   log "node-2's agent killed (-9) and started again; its ranks and trainlet-pmix ran on"
+  touch "$WORK/slow-go"
   "$CTL" wait trainjob/agentkill --for=condition=Complete --timeout=60s || fail "agentkill did not complete: $("$CTL" describe trainjob agentkill) $("$CTL" logs agentkill)"
   out=$("$CTL" logs agentkill)
   [ "$(grep -c "slow sum 21" <<<"$out")" = 6 ] || fail "agentkill: every rank should see 21: $out"

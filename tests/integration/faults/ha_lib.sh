@@ -9,6 +9,7 @@ if [ ! -x "$ETCD" ] || [ ! -x "$ETCDCTL" ]; then
 fi
 HA_PREFIX=/trainlet/it/
 HA_TTL=3
+HA_COORDINATOR_FLAGS=()  # extra trainlet-coordinator flags a test sets before start_coordinator
 
 # free_port: a loopback port the kernel says is free now.
 free_port() {
@@ -91,7 +92,7 @@ start_coordinator() {
     --etcd-request-timeout-ms 3000 --init-store >> "$WORK/coord$n.log" 2>&1 \
     || fail "coordinator $n could not initialise the store: $(tail -5 "$WORK/coord$n.log")"
   setsid "${args[@]}" --store etcd --etcd-endpoints "$ETCD_ENDPOINTS" --etcd-prefix "$HA_PREFIX" \
-    --etcd-lease-ttl-s "$HA_TTL" --etcd-request-timeout-ms 3000 \
+    --etcd-lease-ttl-s "$HA_TTL" --etcd-request-timeout-ms 3000 "${HA_COORDINATOR_FLAGS[@]}" \
     >> "$WORK/coord$n.log" 2>&1 < /dev/null &
   eval "COORD_PID_$n=$!"
   EXTRA_PIDS+=("$!")
