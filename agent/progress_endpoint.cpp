@@ -63,11 +63,11 @@ ProgressEndpoint::ProgressEndpoint(Options options)
 Result<std::unique_ptr<ProgressEndpoint>> ProgressEndpoint::Start(Options options) {
   std::unique_ptr<ProgressEndpoint> ep(new ProgressEndpoint(std::move(options)));
   const ProgressCredentials& creds = ep->options_.credentials;
-  HttpServer::Options http;
-  http.tls_cert_file = creds.cert_file;
-  http.tls_key_file = creds.key_file;
-  http.max_body_bytes = 64 * 1024;  // Kubeflow's maxBodySize
-  http.threads = 2;
+  ProgressHttpsServer::Options https;
+  https.host = ep->options_.host;
+  https.tls_cert_file = creds.cert_file;
+  https.tls_key_file = creds.key_file;
+  https.max_body_bytes = 64 * 1024;  // Kubeflow's maxBodySize
   ProgressEndpoint* self = ep.get();
   auto handler = [self](const HttpRequest& r) {
     HttpResponse answer = self->Serve(r);
@@ -75,11 +75,11 @@ Result<std::unique_ptr<ProgressEndpoint>> ProgressEndpoint::Start(Options option
     return answer;
   };
   const std::string host = UrlHost(ep->options_.host);
-  Result<std::unique_ptr<HttpServer>> server = UnavailableError("not started");
+  Result<std::unique_ptr<ProgressHttpsServer>> server = UnavailableError("not started");
   // The port of the last run first: adopted ranks still post to the URL they were given.
   if (ep->options_.port == 0 && creds.last_port != 0) {
-    http.address = host + ":" + std::to_string(creds.last_port);
-    server = HttpServer::Start(http, handler);
+    https.port = creds.last_port;
+    server = ProgressHttpsServer::Start(https, handler);
     if (!server.ok()) {
       spdlog::warn(
           "progress endpoint: port {} of the last run is taken ({}); choosing another, "
@@ -88,8 +88,8 @@ Result<std::unique_ptr<ProgressEndpoint>> ProgressEndpoint::Start(Options option
     }
   }
   if (!server.ok()) {
-    http.address = host + ":" + std::to_string(ep->options_.port);
-    server = HttpServer::Start(http, handler);
+    https.port = ep->options_.port;
+    server = ProgressHttpsServer::Start(https, handler);
   }
   if (!server.ok())
     return Status(server.status().code(), "progress endpoint: " + server.status().message());

@@ -13,12 +13,14 @@
 //   429 the job posts faster than its rate (progress_rate_limiter.h), with Retry-After;
 //   400 a body that breaks Kubeflow's rules, the message naming the field;
 //   200 taken: the newest post per (job, attempt) waits for the next TakeReport.
-// httplib answers 413 for a body over 64 KiB (Kubeflow's cap) and drops plain-HTTP clients.
+// The server (progress_https_server.h) answers 413 for a body over 64 KiB (Kubeflow's cap) and
+// drops plain-HTTP clients; it keeps connections alive, so a rank that reuses its connection
+// (trainlet.update_trainjob_status does) costs one TLS handshake, not one per post.
 //
 // Trainlet has no namespaces yet: a job's URL uses namespace "default" (kProgressNamespace).
 //
-// Threads: HttpServer parses on its own threads and hands every request to the loop (fd(),
-// OnReadable()); everything in this class runs on the agent's loop. No locks here.
+// Threads: none of its own. The server reads, parses and answers on the agent's loop (fd(),
+// OnReadable()); everything in this class runs there. No locks here.
 #pragma once
 
 #include <chrono>
@@ -30,6 +32,7 @@
 #include <utility>
 
 #include "agent/progress_credentials.h"
+#include "agent/progress_https_server.h"
 #include "agent/progress_rate_limiter.h"
 #include "agent/progress_token.h"
 #include "common/http/http_server.h"
@@ -64,7 +67,7 @@ class ProgressEndpoint {
 
   // Readable while requests wait for the loop; call OnReadable then.
   int fd() const { return server_->fd(); }
-  void OnReadable() { server_->Handle(); }
+  void OnReadable() { server_->OnReadable(); }
 
   // One request, as the loop answers it (public for tests that skip the network).
   HttpResponse Serve(const HttpRequest& request);
@@ -94,7 +97,7 @@ class ProgressEndpoint {
   Options options_;
   ProgressTokens tokens_;
   std::string url_base_;
-  std::unique_ptr<HttpServer> server_;
+  std::unique_ptr<ProgressHttpsServer> server_;
   // Owned by the loop.
   ProgressRateLimiter limiter_;
   std::map<std::pair<std::string, uint32_t>, v1::TrainerStatus> pending_;
