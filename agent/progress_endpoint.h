@@ -30,6 +30,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "agent/progress_credentials.h"
 #include "agent/progress_https_server.h"
@@ -52,7 +53,10 @@ class ProgressEndpoint {
   struct Options {
     std::string host;   // the agent's address: bound, and the host of the URL ranks get
     uint16_t port = 0;  // 0: the port served last time (credentials.last_port) if free, else any
+    // Complete, or only located (ProgressCredentials::Locate): then completed at the first need
+    // (a token to write, a connection to serve), for `hosts`; an idle agent touches no OpenSSL.
     ProgressCredentials credentials;
+    std::vector<std::string> hosts;
     double posts_per_rank_per_second = 20;
     std::function<Clock::time_point()> now = [] { return Clock::now(); };
     std::function<int64_t()> wall_ms;  // unix ms, for posts without lastUpdatedTime
@@ -77,7 +81,8 @@ class ProgressEndpoint {
   std::map<std::string, std::string> RankEnv(const std::string& job,
                                              const std::string& token_file) const;
   // Writes (job, attempt)'s token to a 0600 file under the credentials dir; returns its path.
-  Result<std::string> WriteTokenFile(const std::string& job, uint32_t attempt) const;
+  // Completes the credentials first if they are not yet (their error then).
+  Result<std::string> WriteTokenFile(const std::string& job, uint32_t attempt);
   // The attempt ended here: its token file, pending post and rate bucket go.
   void Forget(const std::string& job, uint32_t attempt);
 
@@ -87,19 +92,25 @@ class ProgressEndpoint {
   bool has_pending() const { return !pending_.empty(); }
 
   const std::string& url_base() const { return url_base_; }  // "https://host:port"
-  const ProgressTokens& tokens() const { return tokens_; }
+  // Only once the credentials are complete (given so, or after a token was written).
+  const ProgressTokens& tokens() const { return tokens_.value(); }
 
  private:
   explicit ProgressEndpoint(Options options);
   HttpResponse Accept(const std::string& job, uint32_t attempt, const HttpRequest& request);
+  Status CompleteCredentials();  // once; tokens_ then
 
-  // Constant after Start.
+  // Constant after Start, but for the credentials and tokens_, completed once on the loop.
   Options options_;
-  ProgressTokens tokens_;
+  std::optional<ProgressTokens> tokens_;
   std::string url_base_;
   std::unique_ptr<ProgressHttpsServer> server_;
   // Owned by the loop.
   ProgressRateLimiter limiter_;
+  // Tokens verified already (a rank sends the same one with every post): an HMAC each time costs
+  // more than the rest of a post. Emptied when it reaches kMaxVerified.
+  static constexpr size_t kMaxVerified = 4096;
+  std::map<std::string, ProgressTokenClaim> verified_;
   std::map<std::pair<std::string, uint32_t>, v1::TrainerStatus> pending_;
   std::map<std::pair<std::string, uint32_t>, std::string> last_sent_;  // serialized
 };

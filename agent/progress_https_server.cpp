@@ -5,6 +5,7 @@
 #include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -234,7 +235,9 @@ Result<std::unique_ptr<ProgressHttpsServer>> ProgressHttpsServer::Start(const Op
   getsockname(s->listen_fd_, reinterpret_cast<sockaddr*>(&bound), &len);
   s->port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
                                                : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  TRAINLET_ASSIGN_OR_RETURN(s->ctx_, MakeContext(options.tls_cert_file, options.tls_key_file));
+  if (!options.prepare_tls) {
+    TRAINLET_ASSIGN_OR_RETURN(s->ctx_, MakeContext(options.tls_cert_file, options.tls_key_file));
+  }
   TRAINLET_ASSIGN_OR_RETURN(s->poll_, platform::PollSet::Open());
   if (const int err = s->poll_->Add(s->listen_fd_, platform::PollSet::kReadable, s.get());
       err != 0) {
@@ -262,7 +265,7 @@ void ProgressHttpsServer::Accept() {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;  // EAGAIN, or a connection that went before we took it
     if (connections_.size() >= options_.max_connections) CloseOldestIdle();
-    if (connections_.size() >= options_.max_connections) {
+    if (connections_.size() >= options_.max_connections || !TlsReady()) {
       close(fd);
       continue;
     }
@@ -285,6 +288,21 @@ void ProgressHttpsServer::Accept() {
       }
     }
   }
+}
+
+bool ProgressHttpsServer::TlsReady() {
+  if (ctx_ != nullptr) return true;
+  Status prepared = options_.prepare_tls();
+  if (prepared.ok()) {
+    auto ctx = MakeContext(options_.tls_cert_file, options_.tls_key_file);
+    if (ctx.ok()) {
+      ctx_ = *ctx;
+      return true;
+    }
+    prepared = ctx.status();
+  }
+  spdlog::warn("progress endpoint: cannot serve HTTPS: {}", prepared.message());
+  return false;
 }
 
 void ProgressHttpsServer::Drive(Connection& c) {

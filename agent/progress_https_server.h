@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -51,10 +52,15 @@ class ProgressHttpsServer {
     size_t max_connections = 1024;
     std::chrono::milliseconds io_timeout{5000};     // a partial request may wait this long
     std::chrono::milliseconds idle_timeout{60000};  // a kept-alive connection between requests
+    // Set: the TLS files are loaded at the first connection, after this has made sure they exist,
+    // so an agent no rank has reported to touches no OpenSSL; an error there is logged and the
+    // connection closed. Unset: they are loaded by Start.
+    std::function<Status()> prepare_tls;
   };
 
-  // Binds, listens and loads the TLS files. Errors: a port in use is kExists; another bind
-  // failure kUnavailable; unreadable or mismatched TLS files kInvalid; each names the cause.
+  // Binds, listens and (without prepare_tls) loads the TLS files. Errors: a port in use is kExists;
+  // another bind failure kUnavailable; unreadable or mismatched TLS files kInvalid; each names the
+  // cause.
   static Result<std::unique_ptr<ProgressHttpsServer>> Start(const Options& options,
                                                             HttpHandler handler);
   ~ProgressHttpsServer();
@@ -72,6 +78,7 @@ class ProgressHttpsServer {
   struct Connection;
   ProgressHttpsServer(Options options, HttpHandler handler);
   void Accept();
+  bool TlsReady();            // loads the TLS files the first time (prepare_tls)
   void Drive(Connection& c);  // whatever the connection can do now
   bool Handshake(Connection& c);
   bool ReadRequests(Connection& c);
@@ -85,7 +92,7 @@ class ProgressHttpsServer {
   // Constant after Start.
   const Options options_;
   const HttpHandler handler_;
-  SSL_CTX* ctx_ = nullptr;
+  SSL_CTX* ctx_ = nullptr;  // set by Start, or by the first connection with prepare_tls
   int listen_fd_ = -1;
   uint16_t port_ = 0;
   std::unique_ptr<platform::PollSet> poll_;

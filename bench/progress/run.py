@@ -1,10 +1,13 @@
 #!/usr/bin/python3
 """bench/progress: what Kubeflow's progress protocol costs a trainlet cluster.
 
-A local cluster of AGENTS agents runs one job of RANKS ranks (RANKS/AGENTS per node); every rank
-posts trainerStatus to its own agent's HTTPS endpoint every INTERVAL seconds (bench/progress/
-poster.py, a new TLS connection per post, as the agent answers one request per connection). The
-same run measures the same daemons idle first, so each row reads against its own baseline:
+A local cluster of AGENTS agents runs one job of RANKS ranks (RANKS/AGENTS per node) per client
+in --clients, one after the other; every rank posts trainerStatus to its own agent's HTTPS
+endpoint every INTERVAL seconds (bench/progress/poster.py): `sdk` through
+trainlet.update_trainjob_status, one kept-alive connection per rank; `fresh` with a new TLS
+connection per post, as curl in a loop would. The posts/s the posters really reached is printed
+(Python posters on a small machine fall short of RANKS/INTERVAL), and the agent's CPU per post.
+The same run measures the same daemons idle first, so each row reads against its own baseline:
 
   - CPU of each agent and of the coordinator (utime + stime from /proc/PID/stat, in % of one
     core), idle and under the posts;
@@ -17,7 +20,7 @@ Targets (issue 15): under 2% of one core per agent, visible in under 1 s, at mos
 added to an idle agent (see bench/README.md for where that stands).
 
 usage: bench/progress/run.py [--bin BUILD/bin] [--agents 2] [--ranks 64] [--interval 0.1]
-                             [--duration 30] [--window 15] [--samples 10]
+                             [--duration 30] [--window 15] [--samples 10] [--clients sdk,fresh]
 Every process it starts is stopped by `trainletctl local down` (pids recorded by `local up`)."""
 import argparse
 import json
@@ -185,8 +188,13 @@ def main():
     for client, r in results.items():
         ok = sum(int(m.group(1)) for m in map(re.compile(r"posted \d+ ok (\d+)").search,
                                                 r["posted"]) if m)
-        print("\nclient %s: job %s, %d of %d ranks' posts logged, %d answered 200" %
-              (client, r["phase"], len(r["posted"]), a.ranks, ok))
+        rate = ok / a.duration / a.agents  # what the posters reached, per agent
+        print("\nclient %s: job %s, %d of %d ranks' posts logged, %d answered 200: %.0f posts/s "
+              "per agent (asked: %.0f)" % (client, r["phase"], len(r["posted"]), a.ranks, ok, rate,
+                                          a.ranks / a.agents / a.interval))
+        for i, p in enumerate(cluster.agents):
+            print("agent node-%d: %.0f us of CPU per post" % (
+                i + 1, 1e4 * max(0.0, r["cpu"][p] - idle_cpu[p]) / rate if rate else 0))
         print()
         print("| process | CPU idle (% of a core) | CPU under posts | RSS idle (kB) | "
               "RSS under posts (kB) |")

@@ -191,5 +191,25 @@ TEST_F(ProgressHttpsServerTest, ATakenPortIsExists) {
   EXPECT_EQ(again.status().code(), ErrorCode::kInvalid) << again.status().message();
 }
 
+// With prepare_tls, OpenSSL is not touched by Start: the files load at the first connection, once;
+// when preparing fails, connections are closed unanswered and the next one tries again.
+TEST_F(ProgressHttpsServerTest, PrepareTlsRunsAtTheFirstConnection) {
+  std::atomic<int> prepared{0};
+  std::atomic<bool> fail{true};
+  ProgressHttpsServer::Options options;
+  options.prepare_tls = [&]() -> Status {
+    ++prepared;
+    return fail ? InternalError("no certificate yet") : Status::Ok();
+  };
+  StartServer(options);
+  EXPECT_EQ(prepared, 0);
+  EXPECT_EQ(Curl("-d x '" + Url() + "'"), "000\n");
+  EXPECT_EQ(prepared, 1);
+  fail = false;
+  EXPECT_EQ(Curl("-d x '" + Url() + "'"), "200\n");
+  EXPECT_EQ(Curl("-d x '" + Url() + "'"), "200\n");
+  EXPECT_EQ(prepared, 2) << "loaded once it worked";
+}
+
 }  // namespace
 }  // namespace trainlet::agent
