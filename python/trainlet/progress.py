@@ -175,19 +175,21 @@ def _post(url, ca, token, data, timeout):
         reused = conn.sock is not None
         try:
             return _exchange(conn, parsed.path, data, headers)
-        except (http.client.HTTPException, ConnectionError) as e:
+        except (http.client.HTTPException, OSError) as e:
             conn.close()
-            if not reused:
-                raise OSError(f"progress endpoint {parsed.netloc}: {e}") from e
-            # The agent closed the kept-alive connection between posts: once more, on a new one.
+            failure = e
+        # A kept-alive connection the agent closed between posts (idle timeout, restart) fails
+        # on send (EPIPE, ssl.SSLEOFError) or on reading the answer: once more, on a new one.
+        # Not after a timeout: that would double the wait.
+        if reused and not isinstance(failure, TimeoutError):
             try:
                 return _exchange(conn, parsed.path, data, headers)
-            except (http.client.HTTPException, ConnectionError) as e2:
+            except (http.client.HTTPException, OSError) as e:
                 conn.close()
-                raise OSError(f"progress endpoint {parsed.netloc}: {e2}") from e2
-        except OSError:
-            conn.close()
-            raise
+                failure = e
+    if isinstance(failure, OSError):
+        raise failure
+    raise OSError(f"progress endpoint {parsed.netloc}: {failure}") from failure
 
 
 def _exchange(conn, path, data, headers):
