@@ -201,13 +201,11 @@ Status Agent::Init() {
 
 Status Agent::StartProgressEndpoint() {
   if (config_.progress_port < 0) return Status::Ok();
-  TRAINLET_ASSIGN_OR_RETURN(auto credentials,
-                            ProgressCredentials::LoadOrCreate(
-                                config_.state_dir, {config_.address, "127.0.0.1", "localhost"}));
-  ProgressEndpoint::Options options;
+  ProgressEndpoint::Options options;  // certificate and secret made or loaded at the first need
+  TRAINLET_ASSIGN_OR_RETURN(options.credentials, ProgressCredentials::Locate(config_.state_dir));
+  options.hosts = {config_.address, "127.0.0.1", "localhost"};
   options.host = config_.address;
   options.port = static_cast<uint16_t>(config_.progress_port);
-  options.credentials = std::move(credentials);
   options.now = [this] { return env_.MonotonicNow(); };
   options.wall_ms = [this] { return env_.WallUnixMs(); };
   // Only the attempt the node runs now may report: not one replaced, stopping or ended.

@@ -195,6 +195,12 @@ Status EnsureServerCert(const ProgressCredentials& c, EVP_PKEY* ca_key, X509* ca
 
 Result<ProgressCredentials> ProgressCredentials::LoadOrCreate(
     const std::string& state_dir, const std::vector<std::string>& hosts) {
+  TRAINLET_ASSIGN_OR_RETURN(ProgressCredentials c, Locate(state_dir));
+  TRAINLET_RETURN_IF_ERROR(c.Complete(hosts));
+  return c;
+}
+
+Result<ProgressCredentials> ProgressCredentials::Locate(const std::string& state_dir) {
   ProgressCredentials c;
   c.dir = state_dir + "/progress";
   c.ca_cert_file = c.dir + "/ca.crt";
@@ -204,12 +210,20 @@ Result<ProgressCredentials> ProgressCredentials::LoadOrCreate(
     return IoError("cannot create " + c.dir + ": " + std::strerror(errno));
   }
   chmod(c.dir.c_str(), 0700);
+  if (auto port = ReadFile(c.dir + "/port")) {
+    const long p = std::strtol(port->c_str(), nullptr, 10);
+    if (p > 0 && p <= 65535) c.last_port = static_cast<uint16_t>(p);
+  }
+  return c;
+}
+
+Status ProgressCredentials::Complete(const std::vector<std::string>& hosts) {
   Key ca_key;
   Cert ca_cert;
-  TRAINLET_RETURN_IF_ERROR(EnsureCa(c, &ca_key, &ca_cert));
-  TRAINLET_RETURN_IF_ERROR(EnsureServerCert(c, ca_key.get(), ca_cert.get(), hosts));
+  TRAINLET_RETURN_IF_ERROR(EnsureCa(*this, &ca_key, &ca_cert));
+  TRAINLET_RETURN_IF_ERROR(EnsureServerCert(*this, ca_key.get(), ca_cert.get(), hosts));
 
-  const std::string secret_file = c.dir + "/token.secret";
+  const std::string secret_file = dir + "/token.secret";
   auto secret = ReadFile(secret_file);
   if (!secret || secret->size() != ProgressTokens::kSecretBytes) {
     secret = std::string(ProgressTokens::kSecretBytes, '\0');
@@ -219,12 +233,8 @@ Result<ProgressCredentials> ProgressCredentials::LoadOrCreate(
     }
     TRAINLET_RETURN_IF_ERROR(WriteAtomically(secret_file, *secret, 0600));
   }
-  c.token_secret = std::move(*secret);
-  if (auto port = ReadFile(c.dir + "/port")) {
-    const long p = std::strtol(port->c_str(), nullptr, 10);
-    if (p > 0 && p <= 65535) c.last_port = static_cast<uint16_t>(p);
-  }
-  return c;
+  token_secret = std::move(*secret);
+  return Status::Ok();
 }
 
 Status ProgressCredentials::RememberPort(uint16_t port) const {

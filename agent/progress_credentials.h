@@ -12,8 +12,9 @@
 // Keys and the secret are written 0600 and the directory is 0700, as a rename of a complete
 // temporary file; ca.crt is 0644 (public: ranks read it, KUBEFLOW_TRAINER_SERVER_CA_CERT).
 //
-// Not on the loop's hot path: LoadOrCreate runs once, at agent start. Errors are kIo (state dir)
-// or kInternal (OpenSSL), naming the file.
+// Not on the loop's hot path: Locate runs once, at agent start; Complete once, at the first need
+// (a rank to start, or a connection to serve). Errors are kIo (state dir) or kInternal (OpenSSL),
+// naming the file.
 #pragma once
 
 #include <cstdint>
@@ -32,9 +33,16 @@ struct ProgressCredentials {
   std::string token_secret;  // ProgressTokens::kSecretBytes bytes
   uint16_t last_port = 0;    // 0: none remembered
 
-  // `hosts`: the names and IP addresses the server certificate must cover.
+  // `hosts`: the names and IP addresses the server certificate must cover. Locate, then Complete.
   static Result<ProgressCredentials> LoadOrCreate(const std::string& state_dir,
                                                   const std::vector<std::string>& hosts);
+  // The file names, the directory (made 0700) and last_port, without OpenSSL: what an idle agent
+  // needs to bind and to hand ranks the CA path. kIo when the directory cannot be made.
+  static Result<ProgressCredentials> Locate(const std::string& state_dir);
+  // Loads or makes the CA, the server certificate and the token secret (OpenSSL: about 1.6 MB of
+  // RSS, paid at the first job on the node, not by an idle agent). Errors as LoadOrCreate's.
+  Status Complete(const std::vector<std::string>& hosts);
+  bool complete() const { return !token_secret.empty(); }
   // Remembers the port served now, for the next start. Best effort: an error is only logged.
   Status RememberPort(uint16_t port) const;
 };

@@ -56,30 +56,38 @@ std::string ProgressStatusPath(const std::string& ns, const std::string& job) {
 }
 
 ProgressEndpoint::ProgressEndpoint(Options options)
-    : options_(std::move(options)),
-      tokens_(options_.credentials.token_secret),
-      limiter_(options_.posts_per_rank_per_second) {}
+    : options_(std::move(options)), limiter_(options_.posts_per_rank_per_second) {
+  if (options_.credentials.complete()) tokens_.emplace(options_.credentials.token_secret);
+}
+
+Status ProgressEndpoint::CompleteCredentials() {
+  if (tokens_) return Status::Ok();
+  TRAINLET_RETURN_IF_ERROR(options_.credentials.Complete(options_.hosts));
+  tokens_.emplace(options_.credentials.token_secret);
+  return Status::Ok();
+}
 
 Result<std::unique_ptr<ProgressEndpoint>> ProgressEndpoint::Start(Options options) {
   std::unique_ptr<ProgressEndpoint> ep(new ProgressEndpoint(std::move(options)));
   const ProgressCredentials& creds = ep->options_.credentials;
-  HttpServer::Options http;
-  http.tls_cert_file = creds.cert_file;
-  http.tls_key_file = creds.key_file;
-  http.max_body_bytes = 64 * 1024;  // Kubeflow's maxBodySize
-  http.threads = 2;
+  ProgressHttpsServer::Options https;
+  https.host = ep->options_.host;
+  https.tls_cert_file = creds.cert_file;
+  https.tls_key_file = creds.key_file;
+  https.max_body_bytes = 64 * 1024;  // Kubeflow's maxBodySize
   ProgressEndpoint* self = ep.get();
+  if (!creds.complete()) https.prepare_tls = [self] { return self->CompleteCredentials(); };
   auto handler = [self](const HttpRequest& r) {
     HttpResponse answer = self->Serve(r);
     if (self->options_.answered) self->options_.answered(answer.status);
     return answer;
   };
   const std::string host = UrlHost(ep->options_.host);
-  Result<std::unique_ptr<HttpServer>> server = UnavailableError("not started");
+  Result<std::unique_ptr<ProgressHttpsServer>> server = UnavailableError("not started");
   // The port of the last run first: adopted ranks still post to the URL they were given.
   if (ep->options_.port == 0 && creds.last_port != 0) {
-    http.address = host + ":" + std::to_string(creds.last_port);
-    server = HttpServer::Start(http, handler);
+    https.port = creds.last_port;
+    server = ProgressHttpsServer::Start(https, handler);
     if (!server.ok()) {
       spdlog::warn(
           "progress endpoint: port {} of the last run is taken ({}); choosing another, "
@@ -88,8 +96,8 @@ Result<std::unique_ptr<ProgressEndpoint>> ProgressEndpoint::Start(Options option
     }
   }
   if (!server.ok()) {
-    http.address = host + ":" + std::to_string(ep->options_.port);
-    server = HttpServer::Start(http, handler);
+    https.port = ep->options_.port;
+    server = ProgressHttpsServer::Start(https, handler);
   }
   if (!server.ok())
     return Status(server.status().code(), "progress endpoint: " + server.status().message());
@@ -114,14 +122,22 @@ HttpResponse ProgressEndpoint::Serve(const HttpRequest& request) {
     r.headers.emplace_back("WWW-Authenticate", "Bearer");
     return r;
   }
-  auto claim = tokens_.Verify(request.authorization.substr(kBearer.size()));
-  if (!claim.ok()) return Refusal(401, "Unauthorized", claim.status().message());
-  const auto& [ns, name] = *target;
-  if (ns != kProgressNamespace || name != claim->job) {
-    return Refusal(403, "Forbidden",
-                   "the token is for job " + claim->job + ", not " + ns + "/" + name);
+  if (!tokens_) return Refusal(503, "ServiceUnavailable", "no progress credentials yet");
+  const std::string token = request.authorization.substr(kBearer.size());
+  auto known = verified_.find(token);
+  if (known == verified_.end()) {
+    auto claim = tokens_->Verify(token);
+    if (!claim.ok()) return Refusal(401, "Unauthorized", claim.status().message());
+    if (verified_.size() >= kMaxVerified) verified_.clear();
+    known = verified_.emplace(token, *claim).first;
   }
-  return Accept(claim->job, claim->attempt, request);
+  const ProgressTokenClaim& claim = known->second;
+  const auto& [ns, name] = *target;
+  if (ns != kProgressNamespace || name != claim.job) {
+    return Refusal(403, "Forbidden",
+                   "the token is for job " + claim.job + ", not " + ns + "/" + name);
+  }
+  return Accept(claim.job, claim.attempt, request);
 }
 
 HttpResponse ProgressEndpoint::Accept(const std::string& job, uint32_t attempt,
@@ -161,8 +177,8 @@ std::map<std::string, std::string> ProgressEndpoint::RankEnv(const std::string& 
           {"KUBEFLOW_TRAINER_SERVER_TOKEN", token_file}};
 }
 
-Result<std::string> ProgressEndpoint::WriteTokenFile(const std::string& job,
-                                                     uint32_t attempt) const {
+Result<std::string> ProgressEndpoint::WriteTokenFile(const std::string& job, uint32_t attempt) {
+  TRAINLET_RETURN_IF_ERROR(CompleteCredentials());
   const std::string dir = options_.credentials.dir + "/tokens";
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return IoError("cannot create " + dir + ": " + std::strerror(errno));
@@ -172,7 +188,7 @@ Result<std::string> ProgressEndpoint::WriteTokenFile(const std::string& job,
   FILE* f = fopen(tmp.c_str(), "we");
   if (f == nullptr) return IoError("cannot write " + tmp + ": " + std::strerror(errno));
   fchmod(fileno(f), 0600);
-  const std::string token = tokens_.Issue(job, attempt);
+  const std::string token = tokens_->Issue(job, attempt);
   const bool ok = fwrite(token.data(), 1, token.size(), f) == token.size();
   if (fclose(f) != 0 || !ok || rename(tmp.c_str(), path.c_str()) != 0) {
     unlink(tmp.c_str());

@@ -13,12 +13,14 @@
 //   429 the job posts faster than its rate (progress_rate_limiter.h), with Retry-After;
 //   400 a body that breaks Kubeflow's rules, the message naming the field;
 //   200 taken: the newest post per (job, attempt) waits for the next TakeReport.
-// httplib answers 413 for a body over 64 KiB (Kubeflow's cap) and drops plain-HTTP clients.
+// The server (progress_https_server.h) answers 413 for a body over 64 KiB (Kubeflow's cap) and
+// drops plain-HTTP clients; it keeps connections alive, so a rank that reuses its connection
+// (trainlet.update_trainjob_status does) costs one TLS handshake, not one per post.
 //
 // Trainlet has no namespaces yet: a job's URL uses namespace "default" (kProgressNamespace).
 //
-// Threads: HttpServer parses on its own threads and hands every request to the loop (fd(),
-// OnReadable()); everything in this class runs on the agent's loop. No locks here.
+// Threads: none of its own. The server reads, parses and answers on the agent's loop (fd(),
+// OnReadable()); everything in this class runs there. No locks here.
 #pragma once
 
 #include <chrono>
@@ -28,8 +30,10 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "agent/progress_credentials.h"
+#include "agent/progress_https_server.h"
 #include "agent/progress_rate_limiter.h"
 #include "agent/progress_token.h"
 #include "common/http/http_server.h"
@@ -49,7 +53,10 @@ class ProgressEndpoint {
   struct Options {
     std::string host;   // the agent's address: bound, and the host of the URL ranks get
     uint16_t port = 0;  // 0: the port served last time (credentials.last_port) if free, else any
+    // Complete, or only located (ProgressCredentials::Locate): then completed at the first need
+    // (a token to write, a connection to serve), for `hosts`; an idle agent touches no OpenSSL.
     ProgressCredentials credentials;
+    std::vector<std::string> hosts;
     double posts_per_rank_per_second = 20;
     std::function<Clock::time_point()> now = [] { return Clock::now(); };
     std::function<int64_t()> wall_ms;  // unix ms, for posts without lastUpdatedTime
@@ -64,7 +71,7 @@ class ProgressEndpoint {
 
   // Readable while requests wait for the loop; call OnReadable then.
   int fd() const { return server_->fd(); }
-  void OnReadable() { server_->Handle(); }
+  void OnReadable() { server_->OnReadable(); }
 
   // One request, as the loop answers it (public for tests that skip the network).
   HttpResponse Serve(const HttpRequest& request);
@@ -74,7 +81,8 @@ class ProgressEndpoint {
   std::map<std::string, std::string> RankEnv(const std::string& job,
                                              const std::string& token_file) const;
   // Writes (job, attempt)'s token to a 0600 file under the credentials dir; returns its path.
-  Result<std::string> WriteTokenFile(const std::string& job, uint32_t attempt) const;
+  // Completes the credentials first if they are not yet (their error then).
+  Result<std::string> WriteTokenFile(const std::string& job, uint32_t attempt);
   // The attempt ended here: its token file, pending post and rate bucket go.
   void Forget(const std::string& job, uint32_t attempt);
 
@@ -84,19 +92,25 @@ class ProgressEndpoint {
   bool has_pending() const { return !pending_.empty(); }
 
   const std::string& url_base() const { return url_base_; }  // "https://host:port"
-  const ProgressTokens& tokens() const { return tokens_; }
+  // Only once the credentials are complete (given so, or after a token was written).
+  const ProgressTokens& tokens() const { return tokens_.value(); }
 
  private:
   explicit ProgressEndpoint(Options options);
   HttpResponse Accept(const std::string& job, uint32_t attempt, const HttpRequest& request);
+  Status CompleteCredentials();  // once; tokens_ then
 
-  // Constant after Start.
+  // Constant after Start, but for the credentials and tokens_, completed once on the loop.
   Options options_;
-  ProgressTokens tokens_;
+  std::optional<ProgressTokens> tokens_;
   std::string url_base_;
-  std::unique_ptr<HttpServer> server_;
+  std::unique_ptr<ProgressHttpsServer> server_;
   // Owned by the loop.
   ProgressRateLimiter limiter_;
+  // Tokens verified already (a rank sends the same one with every post): an HMAC each time costs
+  // more than the rest of a post. Emptied when it reaches kMaxVerified.
+  static constexpr size_t kMaxVerified = 4096;
+  std::map<std::string, ProgressTokenClaim> verified_;
   std::map<std::pair<std::string, uint32_t>, v1::TrainerStatus> pending_;
   std::map<std::pair<std::string, uint32_t>, std::string> last_sent_;  // serialized
 };

@@ -1,10 +1,13 @@
 #!/usr/bin/python3
 """bench/progress: what Kubeflow's progress protocol costs a trainlet cluster.
 
-A local cluster of AGENTS agents runs one job of RANKS ranks (RANKS/AGENTS per node); every rank
-posts trainerStatus to its own agent's HTTPS endpoint every INTERVAL seconds (bench/progress/
-poster.py, a new TLS connection per post, as the agent answers one request per connection). The
-same run measures the same daemons idle first, so each row reads against its own baseline:
+A local cluster of AGENTS agents runs one job of RANKS ranks (RANKS/AGENTS per node) per client
+in --clients, one after the other; every rank posts trainerStatus to its own agent's HTTPS
+endpoint every INTERVAL seconds (bench/progress/poster.py): `sdk` through
+trainlet.update_trainjob_status, one kept-alive connection per rank; `fresh` with a new TLS
+connection per post, as curl in a loop would. The posts/s the posters really reached is printed
+(Python posters on a small machine fall short of RANKS/INTERVAL), and the agent's CPU per post.
+The same run measures the same daemons idle first, so each row reads against its own baseline:
 
   - CPU of each agent and of the coordinator (utime + stime from /proc/PID/stat, in % of one
     core), idle and under the posts;
@@ -17,11 +20,12 @@ Targets (issue 15): under 2% of one core per agent, visible in under 1 s, at mos
 added to an idle agent (see bench/README.md for where that stands).
 
 usage: bench/progress/run.py [--bin BUILD/bin] [--agents 2] [--ranks 64] [--interval 0.1]
-                             [--duration 30] [--window 15] [--samples 10]
+                             [--duration 30] [--window 15] [--samples 10] [--clients sdk,fresh]
 Every process it starts is stopped by `trainletctl local down` (pids recorded by `local up`)."""
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -82,9 +86,9 @@ class Cluster:
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def job_document(name, agents, ranks, interval, duration, pct_file):
+def job_document(name, agents, ranks, interval, duration, pct_file, client):
     command = ["/usr/bin/python3", os.path.join(HERE, "poster.py"), str(interval), str(duration),
-               pct_file]
+               pct_file, client]
     return json.dumps({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
                        "metadata": {"name": name},
                        "spec": {"runtimeRef": {"name": "plain"},
@@ -116,6 +120,40 @@ def measure_latency(cluster, name, pct_file, samples):
     return latencies
 
 
+def run_job(cluster, a, client):
+    """One job whose ranks post with `client` (poster.py); its CPU, RSS, latency and phase."""
+    name = "progress-" + client
+    pct_file = os.path.join(cluster.dir, "pct-" + client)
+    with open(pct_file, "w") as f:
+        f.write("1")
+    doc = os.path.join(cluster.dir, name + ".json")
+    with open(doc, "w") as f:
+        f.write(job_document(name, a.agents, a.ranks, a.interval, a.duration, pct_file, client))
+    subprocess.run([cluster.ctl, "apply", "-f", doc], check=True, env=cluster.env,
+                   stdout=subprocess.DEVNULL)
+    wait_for(lambda: cluster.job(name).get("trainerStatus", {}).get(
+        "progressPercentage") == 1, 30, "the first post showing")
+    time.sleep(2)  # every rank posting
+    daemons = cluster.agents + [cluster.coordinator]
+    load_rss = {p: rss_kb(p) for p in cluster.agents}
+
+    def sample_rss():
+        for p in cluster.agents:
+            load_rss[p] = max(load_rss[p], rss_kb(p))
+    load_cpu = cpu_percent(daemons, min(a.window, a.duration - 8), sample_rss)
+    latencies = measure_latency(cluster, name, pct_file, a.samples)
+
+    def ended():
+        phase = str(cluster.job(name).get("jobPhase", "")).lower()
+        return "succeeded" in phase or "failed" in phase
+    wait_for(ended, a.duration + 30, "the job ending")
+    logs = subprocess.run([cluster.ctl, "logs", name], env=cluster.env, capture_output=True,
+                          text=True).stdout
+    posted = [l for l in logs.splitlines() if "posted" in l]
+    return {"cpu": load_cpu, "rss": load_rss, "latencies": latencies,
+            "phase": cluster.job(name).get("jobPhase"), "posted": posted}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default=os.environ.get("TRAINLET_BIN",
@@ -126,7 +164,10 @@ def main():
     ap.add_argument("--duration", type=float, default=30)
     ap.add_argument("--window", type=float, default=15, help="seconds of CPU measurement")
     ap.add_argument("--samples", type=int, default=10, help="latency samples")
+    ap.add_argument("--clients", default="sdk,fresh",
+                    help="poster.py clients, one job each in turn: sdk (kept-alive), fresh")
     a = ap.parse_args()
+    a.clients = a.clients.split(",")
     if a.ranks % a.agents:
         sys.exit("--ranks must be a multiple of --agents")
 
@@ -137,47 +178,35 @@ def main():
         idle_rss = {p: rss_kb(p) for p in cluster.agents}
         idle_cpu = cpu_percent(daemons, a.window)
 
-        pct_file = os.path.join(cluster.dir, "pct")
-        with open(pct_file, "w") as f:
-            f.write("1")
-        doc = os.path.join(cluster.dir, "job.json")
-        with open(doc, "w") as f:
-            f.write(job_document("progress", a.agents, a.ranks, a.interval, a.duration, pct_file))
-        subprocess.run([cluster.ctl, "apply", "-f", doc], check=True, env=cluster.env,
-                       stdout=subprocess.DEVNULL)
-        wait_for(lambda: cluster.job("progress").get("trainerStatus", {}).get(
-            "progressPercentage") == 1, 30, "the first post showing")
-        time.sleep(2)  # every rank posting
-        load_rss = dict(idle_rss)
-
-        def sample_rss():
-            for p in cluster.agents:
-                load_rss[p] = max(load_rss[p], rss_kb(p))
-        load_cpu = cpu_percent(daemons, min(a.window, a.duration - 8), sample_rss)
-        latencies = measure_latency(cluster, "progress", pct_file, a.samples)
-        def ended():
-            phase = str(cluster.job("progress").get("jobPhase", "")).lower()
-            return "succeeded" in phase or "failed" in phase
-        wait_for(ended, a.duration + 30, "the job ending")
-        phase = cluster.job("progress").get("jobPhase")
+        results = {c: run_job(cluster, a, c) for c in a.clients}
     finally:
         cluster.down()
 
     posts = a.ranks / a.interval
     print("bench/progress: %d ranks on %d agents, each posting every %g s (%d posts/s in all), "
-          "%g s windows; %s" % (a.ranks, a.agents, a.interval, posts, a.window, phase))
-    print()
-    print("| process | CPU idle (% of a core) | CPU under posts | RSS idle (kB) | RSS under posts (kB) |")
-    print("| --- | ---: | ---: | ---: | ---: |")
-    for i, p in enumerate(cluster.agents):
-        print("| agent node-%d | %.2f | %.2f | %d | %d |" % (i + 1, idle_cpu[p], load_cpu[p],
-                                                             idle_rss[p], load_rss[p]))
-    c = cluster.coordinator
-    print("| coordinator | %.2f | %.2f | - | - |" % (idle_cpu[c], load_cpu[c]))
-    print()
-    print("post -> `get trainjobs` latency over %d changes: median %.0f ms, max %.0f ms" %
-          (len(latencies), 1000 * statistics.median(latencies), 1000 * max(latencies)))
-
+          "%g s windows" % (a.ranks, a.agents, a.interval, posts, a.window))
+    for client, r in results.items():
+        ok = sum(int(m.group(1)) for m in map(re.compile(r"posted \d+ ok (\d+)").search,
+                                                r["posted"]) if m)
+        rate = ok / a.duration / a.agents  # what the posters reached, per agent
+        print("\nclient %s: job %s, %d of %d ranks' posts logged, %d answered 200: %.0f posts/s "
+              "per agent (asked: %.0f)" % (client, r["phase"], len(r["posted"]), a.ranks, ok, rate,
+                                          a.ranks / a.agents / a.interval))
+        for i, p in enumerate(cluster.agents):
+            print("agent node-%d: %.0f us of CPU per post" % (
+                i + 1, 1e4 * max(0.0, r["cpu"][p] - idle_cpu[p]) / rate if rate else 0))
+        print()
+        print("| process | CPU idle (% of a core) | CPU under posts | RSS idle (kB) | "
+              "RSS under posts (kB) |")
+        print("| --- | ---: | ---: | ---: | ---: |")
+        for i, p in enumerate(cluster.agents):
+            print("| agent node-%d | %.2f | %.2f | %d | %d |" % (
+                i + 1, idle_cpu[p], r["cpu"][p], idle_rss[p], r["rss"][p]))
+        c = cluster.coordinator
+        print("| coordinator | %.2f | %.2f | - | - |" % (idle_cpu[c], r["cpu"][c]))
+        lat = r["latencies"]
+        print("\npost -> `get trainjobs` latency over %d changes: median %.0f ms, max %.0f ms" %
+              (len(lat), 1000 * statistics.median(lat), 1000 * max(lat)))
 
 if __name__ == "__main__":
     main()

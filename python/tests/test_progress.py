@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from unittest import mock
 
-from trainlet import update_trainjob_status
+from trainlet import progress, update_trainjob_status
 from trainlet.progress import trainer_status_body
 
 TOKEN = "s3cret-token"
@@ -123,6 +123,78 @@ class UpdateTrainjobStatusTest(unittest.TestCase):
         with mock.patch.dict(os.environ, {"KUBEFLOW_TRAINER_SERVER_URL": ""}):
             with self.assertRaisesRegex(RuntimeError, "KUBEFLOW_TRAINER_SERVER_URL"):
                 update_trainjob_status(progress_percentage=5)
+
+
+class _KeepAliveHandler(_Handler):
+    protocol_version = "HTTP/1.1"  # keeps the connection unless told otherwise
+    timeout = 10  # a kept connection left open cannot hold the server forever
+
+    def do_POST(self):
+        self.server.peers.append(self.client_address[1])
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.server.posts.append((self.path, dict(self.headers), body))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+        if self.server.drop_after_answer:
+            # As the agent's idle timeout does: close without "Connection: close".
+            self.close_connection = True
+
+
+@unittest.skipIf(shutil.which("openssl") is None, "needs the openssl CLI")
+class KeptConnectionTest(unittest.TestCase):
+    """update_trainjob_status keeps one connection per process, and recovers when the server
+    closed it between calls."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.cert = os.path.join(self.dir.name, "cert.pem")
+        key = os.path.join(self.dir.name, "key.pem")
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+             "-nodes", "-days", "1", "-keyout", key, "-out", self.cert, "-subj", "/CN=127.0.0.1",
+             "-addext", "subjectAltName=IP:127.0.0.1"],
+            check=True, capture_output=True, timeout=60)
+        self.server = HTTPServer(("127.0.0.1", 0), _KeepAliveHandler)
+        self.server.posts, self.server.peers, self.server.drop_after_answer = [], [], False
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(self.cert, key)
+        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        path = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs/myjob/status"
+        self.env = mock.patch.dict(os.environ, {
+            "KUBEFLOW_TRAINER_SERVER_URL": f"https://127.0.0.1:{self.server.server_address[1]}{path}",
+            "KUBEFLOW_TRAINER_SERVER_CA_CERT": self.cert,
+            "KUBEFLOW_TRAINER_SERVER_TOKEN": TOKEN,
+        })
+        self.env.start()
+
+    def tearDown(self):
+        self.env.stop()
+        with progress._lock:  # the kept connection would hold the one-threaded server
+            for conn in progress._connections.values():
+                conn.close()
+            progress._connections.clear()
+        self.server.shutdown()
+        self.server.server_close()
+        self.dir.cleanup()
+
+    def test_calls_share_one_connection(self):
+        for p in (1, 2, 3):
+            self.assertEqual(update_trainjob_status(progress_percentage=p), 200)
+        self.assertEqual(len(self.server.posts), 3)
+        self.assertEqual(len(set(self.server.peers)), 1, self.server.peers)
+
+    def test_a_connection_the_server_closed_is_replaced(self):
+        self.server.drop_after_answer = True
+        for p in (1, 2, 3):
+            self.assertEqual(update_trainjob_status(progress_percentage=p), 200)
+        self.assertEqual(len(self.server.posts), 3, "each post once, none lost or doubled")
+        self.assertEqual(len(set(self.server.peers)), 3, self.server.peers)
 
 
 class BodyTest(unittest.TestCase):

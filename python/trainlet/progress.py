@@ -11,15 +11,16 @@ Every rank gets (from its agent, as Kubeflow's TrainJobStatus plugin gives every
 
 The body is ``{"trainerStatus": {"progressPercentage", "estimatedRemainingSeconds",
 "metrics": [{"name", "value"}], "lastUpdatedTime"}}``. Only the standard library is used
-(urllib and ssl), so the function works in any rank's Python.
+(http.client and ssl), so the function works in any rank's Python. Each process keeps one
+HTTPS connection to its agent open between calls.
 """
 
+import http.client
 import json
 import os
 import ssl
-import urllib.error
+import threading
 import urllib.parse
-import urllib.request
 from datetime import datetime, timezone
 
 URL_ENV = "KUBEFLOW_TRAINER_SERVER_URL"
@@ -104,8 +105,8 @@ def update_trainjob_status(
     ``metrics`` is a dict (name -> value) or a list of {"name", "value"} dicts or pairs; values
     are sent as strings, as Kubeflow keeps them. Returns the HTTP status (200..299). Raises
     ValueError for a bad argument, RuntimeError when the environment lacks the endpoint or the
-    endpoint refuses the update (with its status code and answer), and OSError (URLError) when
-    it cannot be reached.
+    endpoint refuses the update (with its status code and answer), and OSError when it cannot be
+    reached (ssl.SSLError, an OSError, for a certificate its CA did not sign).
     """
     url = os.environ.get(URL_ENV, "")
     ca = os.environ.get(CA_ENV, "")
@@ -118,22 +119,85 @@ def update_trainjob_status(
             + " not set"
         )
     body = trainer_status_body(progress_percentage, estimated_remaining_seconds, metrics)
-    context = ssl.create_default_context(cafile=ca)
-    request = urllib.request.Request(
-        _status_url(url),
-        data=json.dumps(body).encode(),
-        method="POST",
-        headers={
-            "Content-Type": "application/json",
-            "Authorization": "Bearer " + _token(token),
-        },
+    status, reason, detail = _post(
+        _status_url(url), ca, _token(token), json.dumps(body).encode(), timeout
     )
-    try:
-        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
-            return response.status
-    except urllib.error.HTTPError as e:
-        detail = e.read(4096).decode("utf-8", "replace").strip()
+    if not 200 <= status < 300:
         raise RuntimeError(
-            f"the progress endpoint refused the update: HTTP {e.code} {e.reason}"
+            f"the progress endpoint refused the update: HTTP {status} {reason}"
             + (f": {detail}" if detail else "")
-        ) from e
+        )
+    return status
+
+
+class _Connection(http.client.HTTPSConnection):
+    """An HTTPS connection that offers the TLS session of its last connection when it reconnects,
+    so a reconnect (the agent closed an idle connection) resumes instead of a full handshake."""
+
+    def __init__(self, host, port, context, timeout):
+        super().__init__(host, port, context=context, timeout=timeout)
+        self._session = None
+
+    def connect(self):
+        http.client.HTTPConnection.connect(self)  # TCP only; TLS below, with the session
+        self.sock = self._context.wrap_socket(
+            self.sock, server_hostname=self.host, session=self._session
+        )
+
+    def remember_session(self):
+        if self.sock is not None and self.sock.session is not None:
+            self._session = self.sock.session
+
+
+# One persistent connection per process (and endpoint): a rank posting every few seconds reuses
+# it, so the agent does one TLS handshake per rank, not one per post. The lock makes concurrent
+# calls from a rank's threads take turns on it; a forked child opens its own (the pid in the key).
+_lock = threading.Lock()
+_connections = {}  # (pid, host, port, ca) -> _Connection
+
+
+def _post(url, ca, token, data, timeout):
+    """POSTs data to url on this process's kept-alive connection; (status, reason, detail)."""
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme != "https":
+        raise ValueError(f"{URL_ENV} must be an https URL, got {url}")
+    key = (os.getpid(), parsed.hostname, parsed.port or 443, ca)
+    headers = {
+        "Content-Type": "application/json",
+        "Authorization": "Bearer " + token,
+    }
+    with _lock:
+        conn = _connections.get(key)
+        if conn is None:
+            context = ssl.create_default_context(cafile=ca)
+            conn = _connections[key] = _Connection(parsed.hostname, key[2], context, timeout)
+        conn.timeout = timeout
+        reused = conn.sock is not None
+        try:
+            return _exchange(conn, parsed.path, data, headers)
+        except (http.client.HTTPException, OSError) as e:
+            conn.close()
+            failure = e
+        # A kept-alive connection the agent closed between posts (idle timeout, restart) fails
+        # on send (EPIPE, ssl.SSLEOFError) or on reading the answer: once more, on a new one.
+        # Not after a timeout: that would double the wait.
+        if reused and not isinstance(failure, TimeoutError):
+            try:
+                return _exchange(conn, parsed.path, data, headers)
+            except (http.client.HTTPException, OSError) as e:
+                conn.close()
+                failure = e
+    if isinstance(failure, OSError):
+        raise failure
+    raise OSError(f"progress endpoint {parsed.netloc}: {failure}") from failure
+
+
+def _exchange(conn, path, data, headers):
+    conn.request("POST", path, data, headers)
+    response = conn.getresponse()
+    answer = response.read()  # all of it, or the connection cannot be reused
+    conn.remember_session()
+    if response.will_close:
+        conn.close()
+    detail = "" if 200 <= response.status < 300 else answer[:4096].decode("utf-8", "replace")
+    return response.status, response.reason, detail.strip()

@@ -70,5 +70,26 @@ TEST(ProgressCredentials, ABrokenFileIsMadeAgain) {
   EXPECT_NE(Read(again->key_file).find("PRIVATE KEY"), std::string::npos);
 }
 
+// An idle agent only locates them: no key material is read or made (no OpenSSL) until Complete.
+TEST(ProgressCredentials, LocateMakesNothingCompleteDoes) {
+  testing::TempDir dir;
+  auto located = ProgressCredentials::Locate(dir.path());
+  ASSERT_TRUE(located.ok()) << located.status().message();
+  EXPECT_FALSE(located->complete());
+  EXPECT_EQ(located->ca_cert_file, dir.path() + "/progress/ca.crt");
+  EXPECT_EQ(Mode(dir.path() + "/progress"), 0700u);
+  struct stat st {};
+  EXPECT_NE(stat(located->ca_cert_file.c_str(), &st), 0) << "no CA yet";
+  EXPECT_NE(stat(located->key_file.c_str(), &st), 0) << "no server key yet";
+  ASSERT_TRUE(located->Complete({"127.0.0.1"}).ok());
+  EXPECT_TRUE(located->complete());
+  EXPECT_NE(Read(located->ca_cert_file).find("BEGIN CERTIFICATE"), std::string::npos);
+  // What Complete made is what LoadOrCreate finds.
+  auto loaded = ProgressCredentials::LoadOrCreate(dir.path(), {"127.0.0.1"});
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(loaded->token_secret, located->token_secret);
+  EXPECT_EQ(Read(loaded->cert_file), Read(located->cert_file));
+}
+
 }  // namespace
 }  // namespace trainlet::agent

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <cstdio>
@@ -200,6 +201,32 @@ TEST_F(ProgressEndpointTest, AFloodIsCutToTheJobsRate) {
   ep_ = std::move(again).value();
   EXPECT_EQ(ep_->url_base(), url_base);
   EXPECT_EQ(Post(Url("train-1"), good, body), "200\n");
+}
+
+// Started with located credentials only (as the agent starts it): nothing is made until the first
+// need, then a rank's token and a post work as before.
+TEST_F(ProgressEndpointTest, LocatedCredentialsAreCompletedAtTheFirstNeed) {
+  testing::TempDir state;
+  auto located = ProgressCredentials::Locate(state.path());
+  ASSERT_TRUE(located.ok());
+  ProgressEndpoint::Options options;
+  options.host = "127.0.0.1";
+  options.credentials = *located;
+  options.hosts = {"127.0.0.1"};
+  options.live_ranks = [](const std::string&, uint32_t) { return std::optional<size_t>(1); };
+  auto lazy = ProgressEndpoint::Start(std::move(options));
+  ASSERT_TRUE(lazy.ok()) << lazy.status().message();
+  ep_ = std::move(lazy).value();
+  struct stat st {};
+  EXPECT_NE(stat(located->cert_file.c_str(), &st), 0) << "no certificate before the first need";
+  auto token_file = ep_->WriteTokenFile("train-1", 1);
+  ASSERT_TRUE(token_file.ok()) << token_file.status().message();
+  EXPECT_EQ(stat(located->cert_file.c_str(), &st), 0);
+  std::string token;
+  std::getline(std::ifstream(*token_file), token);
+  EXPECT_EQ(Curl("--cacert " + located->ca_cert_file + " -H 'Authorization: Bearer " + token +
+                 "' --data-binary @" + Write("body.json", kBody) + " '" + Url("train-1") + "'"),
+            "200\n");
 }
 
 }  // namespace

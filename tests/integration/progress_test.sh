@@ -54,3 +54,30 @@ print(" ".join(c["status"] + ":" + c["reason"] for c in job["conditions"] if c["
 [ "$stalled" = "False:ProgressResumed" ] || fail "Stalled after the next post: '$stalled'"
 "$CTL" delete trainjob reporter >/dev/null
 log "progress pause: Stalled, then resumed by the next post"
+
+# The SDK's helper from inside a rank, through the real agent's endpoint: trainlet's
+# update_trainjob_status (python/trainlet/progress.py) posts three times on the connection it
+# keeps open, and get trainjobs shows the last. The agent keeps that connection open between posts
+# (one TLS handshake per rank, not per post).
+sdk_py="import trainlet
+codes = [trainlet.update_trainjob_status(progress_percentage=p, estimated_remaining_seconds=60,
+                                         metrics={'accuracy': 0.5 + p / 1000})
+         for p in (10, 20, 77)]
+kept = [c.sock is not None for c in trainlet.progress._connections.values()]
+print('SDK_CODES', *codes, 'kept', kept, flush=True)"
+file=$(write_job sdk-reporter 2 1 "PYTHONPATH='$TRAINLET_SOURCE_DIR/python' /usr/bin/python3 -c \"$sdk_py\"
+sleep 300")
+"$CTL" apply -f "$file" >/dev/null
+wait_for 30 sh -c "'$CTL' get trainjobs sdk-reporter | grep -qE 'Running +2 +2 +1 +77% +1m0s '" \
+  || fail "77% from the SDK never shown: $("$CTL" get trainjobs sdk-reporter); $("$CTL" logs sdk-reporter 2>&1 | tail -20)"
+json=$("$CTL" get trainjob sdk-reporter -o json)
+python3 - "$json" <<'PY' || fail "-o json trainerStatus from the SDK: $json"
+import json, sys
+ts = json.loads(sys.argv[1])["jobs"][0]["trainerStatus"]
+assert ts["progressPercentage"] == 77, ts
+assert ts["metrics"] == [{"name": "accuracy", "value": "0.577"}], ts
+PY
+wait_for 10 sh -c "'$CTL' logs sdk-reporter 2>/dev/null | grep -c 'SDK_CODES 200 200 200 kept \\[True\\]' | grep -qx 2" \
+  || fail "the SDK's posts were not all 200 on one kept connection on both ranks: $("$CTL" logs sdk-reporter 2>&1 | tail -20)"
+"$CTL" delete trainjob sdk-reporter >/dev/null
+log "progress from trainlet.update_trainjob_status through the agent: 77% shown, both ranks 200 on one connection each"

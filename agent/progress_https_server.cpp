@@ -1,0 +1,475 @@
+#include "agent/progress_https_server.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+
+namespace trainlet::agent {
+namespace {
+
+constexpr size_t kMaxHead = 8 * 1024;  // request line and headers, as HttpServer allowed
+constexpr auto kSweepPeriod = std::chrono::seconds(1);
+
+// Poll-set tags: connections are tagged by socket (odd values, which no pointer to the listener
+// or the timer can be), so an event for a connection closed earlier in the same batch finds
+// nothing instead of a freed object.
+void* SocketTag(int fd) { return reinterpret_cast<void*>((static_cast<uintptr_t>(fd) << 1) | 1); }
+std::optional<int> TagSocket(void* tag) {
+  const auto v = reinterpret_cast<uintptr_t>(tag);
+  if ((v & 1) == 0) return std::nullopt;
+  return static_cast<int>(v >> 1);
+}
+
+const char* Reason(int status) {
+  switch (status) {
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 411:
+      return "Length Required";
+    case 413:
+      return "Payload Too Large";
+    case 414:
+      return "URI Too Long";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return status < 400 ? "OK" : "Error";
+  }
+}
+
+HttpResponse Plain(int status, const std::string& body) {
+  return HttpResponse{status, "text/plain; charset=utf-8", body + "\n", {}};
+}
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  return s;
+}
+
+std::string Trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+}
+
+// A request head, parsed; `error` set (a status and why) when it cannot be served.
+struct Head {
+  HttpRequest request;
+  size_t content_length = 0;
+  bool keep_alive = true;
+  bool expect_continue = false;
+  std::optional<HttpResponse> error;
+};
+
+Head ParseHead(const std::string& head) {
+  Head h;
+  const size_t line_end = head.find("\r\n");
+  const std::string line = head.substr(0, line_end);
+  const size_t sp1 = line.find(' ');
+  const size_t sp2 = line.rfind(' ');
+  if (sp1 == std::string::npos || sp2 == sp1) {
+    h.error = Plain(400, "bad request line");
+    return h;
+  }
+  h.request.method = line.substr(0, sp1);
+  const std::string target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  h.request.path = target.substr(0, target.find('?'));
+  const std::string version = line.substr(sp2 + 1);
+  if (version != "HTTP/1.1" && version != "HTTP/1.0") {
+    h.error = Plain(400, "bad request line");
+    return h;
+  }
+  h.keep_alive = version == "HTTP/1.1";
+  size_t at = line_end == std::string::npos ? head.size() : line_end + 2;
+  while (at < head.size()) {
+    size_t end = head.find("\r\n", at);
+    if (end == std::string::npos) end = head.size();
+    const std::string field = head.substr(at, end - at);
+    at = end + 2;
+    const size_t colon = field.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string name = Lower(Trim(field.substr(0, colon)));
+    const std::string value = Trim(field.substr(colon + 1));
+    if (name == "authorization") {
+      h.request.authorization = value;
+    } else if (name == "content-length") {
+      if (value.empty() || value.size() > 18 ||
+          value.find_first_not_of("0123456789") != value.npos) {
+        h.error = Plain(400, "bad Content-Length");
+        return h;
+      }
+      h.content_length = std::stoull(value);
+    } else if (name == "transfer-encoding") {
+      h.error = Plain(411, "a Content-Length is required");
+      return h;
+    } else if (name == "connection") {
+      const std::string v = Lower(value);
+      if (v.find("close") != std::string::npos) h.keep_alive = false;
+      if (v.find("keep-alive") != std::string::npos) h.keep_alive = true;
+    } else if (name == "expect") {
+      h.expect_continue = Lower(value) == "100-continue";
+    }
+  }
+  return h;
+}
+
+}  // namespace
+
+struct ProgressHttpsServer::Connection {
+  int fd = -1;
+  SSL* ssl = nullptr;
+  bool ready = false;          // the TLS handshake is done
+  bool wants_write = false;    // the last TLS call needs the socket writable
+  bool polled_write = false;   // what the poll set waits for now, besides readable
+  bool close_after = false;    // close once `out` is written
+  bool draining = false;       // answered and shut down for writing: discard what still comes
+  bool continue_sent = false;  // "100 Continue" sent for the request in `in`
+  std::string in;              // bytes of requests not yet answered
+  std::string out;             // answers not yet written, from out_at
+  size_t out_at = 0;
+  Clock::time_point since;  // the last progress either way
+
+  ~Connection() {
+    if (ssl != nullptr) SSL_free(ssl);
+    if (fd >= 0) close(fd);
+  }
+};
+
+ProgressHttpsServer::ProgressHttpsServer(Options options, HttpHandler handler)
+    : options_(std::move(options)), handler_(std::move(handler)) {}
+
+ProgressHttpsServer::~ProgressHttpsServer() {
+  connections_.clear();
+  if (listen_fd_ >= 0) close(listen_fd_);
+  if (ctx_ != nullptr) SSL_CTX_free(ctx_);
+}
+
+namespace {
+
+// The server's TLS context, or kInvalid naming the files.
+Result<SSL_CTX*> MakeContext(const std::string& cert, const std::string& key) {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+  if (ctx == nullptr) return InternalError("SSL_CTX_new failed");
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
+                               SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_CIPHER_SERVER_PREFERENCE);
+  // Idle kept-alive connections give their 16-34 KiB record buffers back.
+  SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
+  SSL_CTX_set_num_tickets(ctx, 1);  // one resumption ticket per handshake is enough
+  // Read whole socket buffers, not a record header then its body: one read per post.
+  SSL_CTX_set_read_ahead(ctx, 1);
+  if (SSL_CTX_use_certificate_chain_file(ctx, cert.c_str()) != 1 ||
+      SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) != 1 ||
+      SSL_CTX_check_private_key(ctx) != 1) {
+    char why[256] = "";
+    ERR_error_string_n(ERR_get_error(), why, sizeof why);
+    ERR_clear_error();
+    SSL_CTX_free(ctx);
+    return InvalidError("HTTPS: cannot load " + cert + " and " + key + ": " + why);
+  }
+  return ctx;
+}
+
+// A listening, non-blocking socket on host:port; kExists when the port is taken.
+Result<int> Listen(const std::string& host, uint16_t port) {
+  const std::string shown =
+      (host.find(':') != host.npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  if (const int rc =
+          getaddrinfo(host.empty() ? "0.0.0.0" : host.c_str(), service.c_str(), &hints, &found);
+      rc != 0) {
+    return UnavailableError("address \"" + shown + "\": " + gai_strerror(rc));
+  }
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> list(found, freeaddrinfo);
+  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return UnavailableError("address \"" + shown + "\": " + std::strerror(errno));
+  // SO_REUSEADDR only (not SO_REUSEPORT, which would let a second agent share the port).
+  int yes = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  if (bind(fd, found->ai_addr, found->ai_addrlen) != 0 || listen(fd, 256) != 0) {
+    const int err = errno;
+    close(fd);
+    const std::string message = "address \"" + shown + "\": " + std::strerror(err);
+    return err == EADDRINUSE ? Status(ErrorCode::kExists, message) : UnavailableError(message);
+  }
+  return fd;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ProgressHttpsServer>> ProgressHttpsServer::Start(const Options& options,
+                                                                        HttpHandler handler) {
+  std::unique_ptr<ProgressHttpsServer> s(new ProgressHttpsServer(options, std::move(handler)));
+  TRAINLET_ASSIGN_OR_RETURN(s->listen_fd_, Listen(options.host, options.port));
+  sockaddr_storage bound{};
+  socklen_t len = sizeof bound;
+  getsockname(s->listen_fd_, reinterpret_cast<sockaddr*>(&bound), &len);
+  s->port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                               : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  if (!options.prepare_tls) {
+    TRAINLET_ASSIGN_OR_RETURN(s->ctx_, MakeContext(options.tls_cert_file, options.tls_key_file));
+  }
+  TRAINLET_ASSIGN_OR_RETURN(s->poll_, platform::PollSet::Open());
+  if (const int err = s->poll_->Add(s->listen_fd_, platform::PollSet::kReadable, s.get());
+      err != 0) {
+    return InternalError(std::string("adding the listener to the poll set: ") + strerror(err));
+  }
+  return s;
+}
+
+void ProgressHttpsServer::OnReadable() {
+  for (const auto& ready : poll_->Ready(64)) {
+    if (ready.tag == this) {
+      Accept();
+    } else if (sweep_ && ready.tag == sweep_.get()) {
+      if (sweep_->Consume()) Sweep(Clock::now());
+    } else if (const auto fd = TagSocket(ready.tag)) {
+      auto it = connections_.find(*fd);
+      if (it != connections_.end()) Drive(*it->second);
+    }
+  }
+  if (connections_.empty()) sweep_.reset();  // an idle agent is not woken every second
+}
+
+void ProgressHttpsServer::Accept() {
+  for (;;) {
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;  // EAGAIN, or a connection that went before we took it
+    if (connections_.size() >= options_.max_connections) CloseOldestIdle();
+    if (connections_.size() >= options_.max_connections || !TlsReady()) {
+      close(fd);
+      continue;
+    }
+    int yes = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);  // head and body, one round trip
+    auto c = std::make_unique<Connection>();
+    c->fd = fd;
+    c->ssl = SSL_new(ctx_);
+    c->since = Clock::now();
+    if (c->ssl == nullptr || SSL_set_fd(c->ssl, fd) != 1 ||
+        poll_->Add(fd, platform::PollSet::kReadable, SocketTag(fd)) != 0) {
+      continue;  // c closes the socket
+    }
+    SSL_set_accept_state(c->ssl);
+    connections_[fd] = std::move(c);
+    if (!sweep_) {  // without it (no timerfd left) timeouts wait for the next event
+      if (auto timer = platform::PeriodicTimer::Open(kSweepPeriod); timer.ok()) {
+        sweep_ = std::move(timer).value();
+        poll_->Add(sweep_->fd(), platform::PollSet::kReadable, sweep_.get());
+      }
+    }
+  }
+}
+
+bool ProgressHttpsServer::TlsReady() {
+  if (ctx_ != nullptr) return true;
+  Status prepared = options_.prepare_tls();
+  if (prepared.ok()) {
+    auto ctx = MakeContext(options_.tls_cert_file, options_.tls_key_file);
+    if (ctx.ok()) {
+      ctx_ = *ctx;
+      return true;
+    }
+    prepared = ctx.status();
+  }
+  spdlog::warn("progress endpoint: cannot serve HTTPS: {}", prepared.message());
+  return false;
+}
+
+void ProgressHttpsServer::Drive(Connection& c) {
+  const bool alive =
+      Handshake(c) && (!c.ready || (ReadRequests(c) && AnswerRequests(c) && Flush(c)));
+  if (!alive) return Close(c.fd);
+  if (c.close_after && c.out_at == c.out.size() && !c.draining) {
+    // Answered and closing: say so to TLS and TCP, then read what the client still sends until
+    // it closes (the sweep ends it otherwise), so that closing with unread data does not reset
+    // the connection before the client has read the answer (a 413 to a 10 MB upload).
+    ERR_clear_error();
+    SSL_shutdown(c.ssl);
+    shutdown(c.fd, SHUT_WR);
+    c.draining = true;
+  }
+  const bool want_write = c.wants_write || c.out_at < c.out.size();
+  if (want_write != c.polled_write) {
+    c.polled_write = want_write;
+    poll_->Modify(c.fd,
+                  platform::PollSet::kReadable | (want_write ? platform::PollSet::kWritable : 0),
+                  SocketTag(c.fd));
+  }
+}
+
+bool ProgressHttpsServer::Handshake(Connection& c) {
+  if (c.ready) return true;
+  ERR_clear_error();
+  const int rc = SSL_do_handshake(c.ssl);
+  if (rc == 1) {
+    c.ready = true;
+    c.wants_write = false;
+    c.since = Clock::now();
+    return true;
+  }
+  const int err = SSL_get_error(c.ssl, rc);
+  c.wants_write = err == SSL_ERROR_WANT_WRITE;
+  ERR_clear_error();
+  // Anything else (plain HTTP on this port, a client that does not trust the CA): no answer.
+  return err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE;
+}
+
+bool ProgressHttpsServer::ReadRequests(Connection& c) {
+  char buf[16 * 1024];
+  for (;;) {
+    // A request being refused is not read further; only a draining connection reads on.
+    if (c.close_after && !c.draining) return true;
+    ERR_clear_error();
+    const int n = SSL_read(c.ssl, buf, sizeof buf);
+    if (n > 0) {
+      if (!c.draining) c.in.append(buf, static_cast<size_t>(n));
+      c.since = Clock::now();
+      // No read to learn the socket is empty (one syscall less per post): what is left in the
+      // socket wakes the poll set again; only what OpenSSL holds already must be read now.
+      if (!SSL_has_pending(c.ssl)) return true;
+      continue;
+    }
+    const int err = SSL_get_error(c.ssl, n);
+    ERR_clear_error();
+    if (err == SSL_ERROR_WANT_READ) return true;
+    if (err == SSL_ERROR_WANT_WRITE) {
+      c.wants_write = true;
+      return true;
+    }
+    return false;  // the client closed, or the connection broke
+  }
+}
+
+bool ProgressHttpsServer::AnswerRequests(Connection& c) {
+  while (!c.close_after) {
+    const size_t head_end = c.in.find("\r\n\r\n");
+    if (head_end == std::string::npos) {
+      if (c.in.size() > kMaxHead) {
+        const bool line_done = c.in.find("\r\n") < kMaxHead;
+        Answer(c,
+               Plain(line_done ? 431 : 414,
+                     line_done ? "request head too large" : "request line too long"),
+               true);
+      }
+      return true;
+    }
+    if (head_end > kMaxHead) {
+      Answer(c, Plain(431, "request head too large"), true);
+      return true;
+    }
+    Head head = ParseHead(c.in.substr(0, head_end));
+    if (head.error) {
+      Answer(c, *head.error, true);
+      return true;
+    }
+    if (head.content_length > options_.max_body_bytes) {
+      Answer(c, Plain(413, "request body too large"), true);
+      return true;
+    }
+    const size_t total = head_end + 4 + head.content_length;
+    if (c.in.size() < total) {
+      if (head.expect_continue && !c.continue_sent) {
+        c.out += "HTTP/1.1 100 Continue\r\n\r\n";
+        c.continue_sent = true;
+      }
+      return true;
+    }
+    head.request.body = c.in.substr(head_end + 4, head.content_length);
+    head.request.tls = true;
+    c.in.erase(0, total);
+    c.continue_sent = false;
+    Answer(c, handler_(head.request), !head.keep_alive);
+  }
+  return true;
+}
+
+void ProgressHttpsServer::Answer(Connection& c, const HttpResponse& r, bool close) {
+  std::string& out = c.out;
+  out += "HTTP/1.1 " + std::to_string(r.status) + " " + Reason(r.status) + "\r\n";
+  out += "Content-Type: " + r.content_type + "\r\n";
+  out += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
+  for (const auto& [name, value] : r.headers) out += name + ": " + value + "\r\n";
+  if (close) out += "Connection: close\r\n";
+  out += "\r\n";
+  out += r.body;
+  c.close_after = c.close_after || close;
+}
+
+bool ProgressHttpsServer::Flush(Connection& c) {
+  while (c.out_at < c.out.size()) {
+    ERR_clear_error();
+    const int n = SSL_write(c.ssl, c.out.data() + c.out_at,
+                            static_cast<int>(std::min<size_t>(c.out.size() - c.out_at, 1 << 20)));
+    if (n > 0) {
+      c.out_at += static_cast<size_t>(n);
+      c.since = Clock::now();
+      continue;
+    }
+    const int err = SSL_get_error(c.ssl, n);
+    ERR_clear_error();
+    c.wants_write = err == SSL_ERROR_WANT_WRITE;
+    return err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE;
+  }
+  c.out.clear();
+  c.out_at = 0;
+  c.wants_write = false;
+  return true;
+}
+
+void ProgressHttpsServer::Close(int fd) {
+  poll_->Remove(fd);
+  connections_.erase(fd);  // the Connection frees its SSL and closes the socket
+}
+
+void ProgressHttpsServer::Sweep(Clock::time_point now) {
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    const Connection& c = *it->second;
+    const bool between_requests = c.ready && !c.draining && c.in.empty() && c.out.empty();
+    const auto limit = between_requests ? options_.idle_timeout : options_.io_timeout;
+    const int fd = it->first;
+    ++it;
+    if (now - c.since > limit) Close(fd);
+  }
+}
+
+void ProgressHttpsServer::CloseOldestIdle() {
+  const Connection* oldest = nullptr;
+  for (const auto& [fd, c] : connections_) {
+    if (c->in.empty() && c->out.empty() && (oldest == nullptr || c->since < oldest->since)) {
+      oldest = c.get();
+    }
+  }
+  if (oldest != nullptr) Close(oldest->fd);
+}
+
+}  // namespace trainlet::agent

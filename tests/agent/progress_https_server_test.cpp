@@ -1,0 +1,215 @@
+// ProgressHttpsServer over real TLS, with curl and Python's http.client as clients: kept-alive
+// connections serve many requests on one handshake and cost no wake-ups while idle; the limits
+// (body, head, chunked, plain HTTP, idle timeout) hold; a taken port is kExists.
+#include "agent/progress_https_server.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "agent/progress_credentials.h"
+#include "tests/common/test_dir.h"
+
+namespace trainlet::agent {
+namespace {
+
+class ProgressHttpsServerTest : public ::testing::Test {
+ protected:
+  void StartServer(ProgressHttpsServer::Options options = {}) {
+    auto creds = ProgressCredentials::LoadOrCreate(dir_.path(), {"127.0.0.1", "localhost"});
+    ASSERT_TRUE(creds.ok()) << creds.status().message();
+    ca_ = creds->ca_cert_file;
+    cert_ = creds->cert_file;
+    key_ = creds->key_file;
+    options.host = "127.0.0.1";
+    options.tls_cert_file = creds->cert_file;
+    options.tls_key_file = creds->key_file;
+    auto server = ProgressHttpsServer::Start(options, [this](const HttpRequest& r) {
+      ++requests_;
+      return HttpResponse{200,
+                          "text/plain",
+                          r.method + " " + r.path + " " + r.authorization + " " +
+                              std::to_string(r.body.size()) + "\n",
+                          {}};
+    });
+    ASSERT_TRUE(server.ok()) << server.status().message();
+    server_ = std::move(server).value();
+    loop_ = std::thread([this] {
+      while (!stop_) {
+        pollfd p{server_->fd(), POLLIN, 0};
+        if (poll(&p, 1, 10) > 0) {
+          ++wakeups_;
+          server_->OnReadable();
+          open_ = server_->connections();
+        }
+      }
+    });
+  }
+  void TearDown() override {
+    stop_ = true;
+    if (loop_.joinable()) loop_.join();
+  }
+
+  std::string Url() const {
+    return "https://127.0.0.1:" + std::to_string(server_->port()) + "/status";
+  }
+  // Runs a shell command; its stdout.
+  static std::string Run(const std::string& cmd) {
+    std::string out;
+    if (FILE* f = popen(cmd.c_str(), "r")) {
+      char buf[4096];
+      for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+      pclose(f);
+    }
+    return out;
+  }
+  std::string Curl(const std::string& args) {
+    return Run("curl -s --max-time 20 --cacert " + ca_ + " -o /dev/null -w '%{http_code}\\n' " +
+               args);
+  }
+
+  testing::TempDir dir_;
+  std::string ca_, cert_, key_;
+  std::unique_ptr<ProgressHttpsServer> server_;
+  std::thread loop_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> requests_{0};
+  std::atomic<int> wakeups_{0};
+  std::atomic<size_t> open_{0};
+};
+
+TEST_F(ProgressHttpsServerTest, OneConnectionServesManyRequests) {
+  StartServer();
+  // curl reuses its connection for the URLs of one command: num_connects is 1, then 0s.
+  std::string urls;
+  for (int i = 0; i < 5; ++i) urls += " -o /dev/null '" + Url() + "'";
+  const std::string out = Run("curl -s --max-time 20 --cacert " + ca_ +
+                              " -H 'Authorization: Bearer t' -d x -w '%{http_code} "
+                              "%{num_connects}\\n'" +
+                              urls);
+  EXPECT_EQ(out, "200 1\n200 0\n200 0\n200 0\n200 0\n");
+  EXPECT_EQ(requests_, 5);
+}
+
+TEST_F(ProgressHttpsServerTest, IdleKeptAliveConnectionsCostNoWakeups) {
+  StartServer();
+  // 40 clients, each posting twice on its own kept-alive connection, then holding it open.
+  const std::string script = R"(
+import http.client, ssl, sys, time
+ctx = ssl.create_default_context(cafile=sys.argv[1])
+conns = [http.client.HTTPSConnection("127.0.0.1", int(sys.argv[2]), context=ctx) for _ in range(40)]
+for _ in range(2):
+    for c in conns:
+        c.request("POST", "/status", b"{}")
+        r = c.getresponse(); r.read(); assert r.status == 200, r.status
+print("posted", flush=True)
+time.sleep(3)
+)";
+  std::ofstream(dir_.File("client.py")) << script;
+  FILE* client = popen(("/usr/bin/python3 " + dir_.File("client.py") + " " + ca_ + " " +
+                        std::to_string(server_->port()))
+                           .c_str(),
+                       "r");
+  ASSERT_NE(client, nullptr);
+  char line[64] = "";
+  ASSERT_NE(fgets(line, sizeof line, client), nullptr);
+  EXPECT_STREQ(line, "posted\n");
+  EXPECT_EQ(requests_, 80);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(open_, 40u) << "every client kept its connection";
+  const int before = wakeups_;
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  // Only the once-a-second idle sweep wakes the loop (httplib woke every ~11 ms per connection).
+  EXPECT_LE(wakeups_ - before, 4);
+  pclose(client);
+}
+
+TEST_F(ProgressHttpsServerTest, LimitsHoldAndTheServerKeepsServing) {
+  StartServer();
+  std::ofstream(dir_.File("big")) << std::string(10 << 20, ' ');
+  EXPECT_EQ(Curl("--data-binary @" + dir_.File("big") + " '" + Url() + "'"), "413\n");
+  EXPECT_EQ(Curl("-H 'X-Big: " + std::string(9000, 'a') + "' '" + Url() + "'"), "431\n");
+  EXPECT_EQ(Curl("-H 'Transfer-Encoding: chunked' -d x '" + Url() + "'"), "411\n");
+  std::string plain = Url();
+  plain.replace(0, 5, "http");
+  EXPECT_EQ(Curl("-d x '" + plain + "'"), "000\n") << "plain HTTP: no TLS, no answer";
+  // 100-continue for a body curl will not send before being asked.
+  std::ofstream(dir_.File("mid")) << std::string(4000, 'm');
+  EXPECT_EQ(
+      Curl("-H 'Expect: 100-continue' --data-binary @" + dir_.File("mid") + " '" + Url() + "'"),
+      "200\n");
+  EXPECT_EQ(Curl("-d x '" + Url() + "'"), "200\n");
+  EXPECT_EQ(requests_, 2);
+}
+
+TEST_F(ProgressHttpsServerTest, AnIdleConnectionIsClosedAfterItsTimeout) {
+  ProgressHttpsServer::Options options;
+  options.idle_timeout = std::chrono::milliseconds(500);
+  StartServer(options);
+  const std::string script = R"(
+import http.client, ssl, sys, time
+c = http.client.HTTPSConnection("127.0.0.1", int(sys.argv[2]),
+                                context=ssl.create_default_context(cafile=sys.argv[1]))
+c.request("POST", "/status", b"{}"); r = c.getresponse(); r.read()
+print(r.status, flush=True)
+time.sleep(3)
+)";
+  std::ofstream(dir_.File("idle.py")) << script;
+  FILE* client = popen(("/usr/bin/python3 " + dir_.File("idle.py") + " " + ca_ + " " +
+                        std::to_string(server_->port()))
+                           .c_str(),
+                       "r");
+  char line[64] = "";
+  ASSERT_NE(fgets(line, sizeof line, client), nullptr);
+  EXPECT_STREQ(line, "200\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(open_, 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2200));
+  EXPECT_EQ(open_, 0u) << "closed by the sweep";
+  pclose(client);
+}
+
+TEST_F(ProgressHttpsServerTest, ATakenPortIsExists) {
+  StartServer();
+  ProgressHttpsServer::Options options;
+  options.host = "127.0.0.1";
+  options.port = server_->port();
+  options.tls_cert_file = cert_;
+  options.tls_key_file = key_;
+  auto again =
+      ProgressHttpsServer::Start(options, [](const HttpRequest&) { return HttpResponse{}; });
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), ErrorCode::kExists) << again.status().message();
+  options.port = 0;
+  options.tls_key_file = dir_.File("missing.key");
+  again = ProgressHttpsServer::Start(options, [](const HttpRequest&) { return HttpResponse{}; });
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), ErrorCode::kInvalid) << again.status().message();
+}
+
+// With prepare_tls, OpenSSL is not touched by Start: the files load at the first connection, once;
+// when preparing fails, connections are closed unanswered and the next one tries again.
+TEST_F(ProgressHttpsServerTest, PrepareTlsRunsAtTheFirstConnection) {
+  std::atomic<int> prepared{0};
+  std::atomic<bool> fail{true};
+  ProgressHttpsServer::Options options;
+  options.prepare_tls = [&]() -> Status {
+    ++prepared;
+    return fail ? InternalError("no certificate yet") : Status::Ok();
+  };
+  StartServer(options);
+  EXPECT_EQ(prepared, 0);
+  EXPECT_EQ(Curl("-d x '" + Url() + "'"), "000\n");
+  EXPECT_EQ(prepared, 1);
+  fail = false;
+  EXPECT_EQ(Curl("-d x '" + Url() + "'"), "200\n");
+  EXPECT_EQ(Curl("-d x '" + Url() + "'"), "200\n");
+  EXPECT_EQ(prepared, 2) << "loaded once it worked";
+}
+
+}  // namespace
+}  // namespace trainlet::agent
