@@ -80,4 +80,32 @@ kill -9 "$(awk '{print $1}' "$TRAINLET_HOME/pids/coordinator.pid")"
 [ "$("$CTL" get trainjobs after | grep -c Succeeded)" = 1 ] || fail "job lost over the restart"
 "$CTL" local restart --help | grep -q "same ports" || fail "restart --help does not teach"
 log "coordinator restarted in place twice"
+
+# 5. `logs` of a Succeeded job through a stdout that is non-blocking and full when it starts (a
+# tty another process left O_NONBLOCK, its reader behind): every line arrives, or logs fails. On
+# main it printed nothing and exited 0 (issue 19: "trainletctl logs hello printed nothing").
+got=$(python3 - "$CTL" logs after <<'PY'
+import fcntl, os, subprocess, sys, time
+r, w = os.pipe()
+fcntl.fcntl(w, fcntl.F_SETFL, fcntl.fcntl(w, fcntl.F_GETFL) | os.O_NONBLOCK)
+filler = 0
+try:
+    while True:
+        filler += os.write(w, b"x" * 4096)
+except BlockingIOError:
+    pass
+p = subprocess.Popen(sys.argv[1:], stdout=w)
+os.close(w)
+time.sleep(1)  # the reader is behind
+data = b""
+while chunk := os.read(r, 65536):
+    data += chunk
+print(f"rc={p.wait()}")
+sys.stdout.write(data[filler:].decode())
+PY
+)
+assert_contains "$got" "rc=0" "logs through a non-blocking stdout"
+[ "$(grep -c '^\[rank [0-2]\] after the restart' <<<"$got")" = 3 ] ||
+  fail "logs through a full non-blocking stdout lost lines: $got"
+log "logs through a full non-blocking stdout printed every line"
 log "PASS"
