@@ -195,11 +195,20 @@ class ExecSession {
   // next retry tick.
   std::optional<int> OnHandshakeEvent() {
     const auto event = handshakes_.Read();
-    if (event == trainlet::HandshakeEvent::kSucceeded) connected_ = true;
-    if (event == trainlet::HandshakeEvent::kRefusedKey ||
-        event == trainlet::HandshakeEvent::kFailed) {
+    if (event == trainlet::HandshakeEvent::kSucceeded) {
+      connected_ = true;
+      failed_handshakes_ = 0;
+    }
+    if (event == trainlet::HandshakeEvent::kRefusedKey) {
       return Fail("the coordinator at " + endpoint_ +
                   " refused this job key: the attempt it belongs to is not running");
+    }
+    // A cut handshake is also what a coordinator restarting mid-handshake looks like: libzmq
+    // retries, and only a server key that is wrong fails every time (as in trainletctl).
+    if (event == trainlet::HandshakeEvent::kFailed && ++failed_handshakes_ >= 3) {
+      return Fail("the CURVE handshake with the coordinator at " + endpoint_ + " failed " +
+                  std::to_string(failed_handshakes_) +
+                  " times in a row: TRAINLET_EXEC_SERVER_KEY is not its key");
     }
     return std::nullopt;
   }
@@ -273,6 +282,7 @@ class ExecSession {
   trainlet::DropCounters drops_;
   bool sent_ = false;
   bool connected_ = false;
+  int failed_handshakes_ = 0;  // in a row; a success clears it
   Clock::time_point last_heard_ = Clock::now();
   Clock::time_point next_keepalive_ = Clock::now();
   int stopping_signal_ = 0;
