@@ -13,6 +13,7 @@
 #include "common/wall_clock.h"
 #include "trainletctl/apply_input.h"
 #include "trainletctl/coordinator_client.h"
+#include "trainletctl/delete_text.h"
 #include "trainletctl/describe_node.h"
 #include "trainletctl/output_writer.h"
 #include "trainletctl/queue_commands.h"
@@ -427,10 +428,8 @@ int CmdDelete(const CommonFlags& f, const std::string& kind_arg, const std::stri
     w.mutable_wait_job()->set_timeout_ms(static_cast<uint32_t>(ms));
     auto done = (*client)->Call(w, std::chrono::milliseconds(ms) + 10s);
     if (!done.ok()) return Error(done.status());
-    if (!done->wait_job().met()) {
-      return Error("trainjob/" + name + " is still stopping its ranks after " + timeout +
-                   "; it will be removed once they exit");
-    }
+    if (!done->wait_job().met())
+      return Error(DeleteNotDoneMessage(name, timeout, done->wait_job()));
   }
   std::cout << "trainjob/" << name << " deleted\n";
   return 0;
