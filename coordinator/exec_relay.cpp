@@ -221,8 +221,18 @@ void ExecRelay::OnAgentMessage(const std::string& node, const v1::Envelope& env)
   if (env.body_case() == v1::Envelope::kExecExited) sessions_.erase(it);
 }
 
-void ExecRelay::End(std::map<uint64_t, Session>::iterator it, const std::string& reason) {
+void ExecRelay::End(std::map<uint64_t, Session>::iterator it, const std::string& reason,
+                    bool tell_client) {
   spdlog::info("exec {} on {} ends: {}", it->first, it->second.node, reason);
+  if (tell_client && !it->second.routing_id.empty()) {
+    // Else trainlet-exec hears nothing more and, 10 s on, says it lost the coordinator (issue 19).
+    v1::Envelope exited;
+    auto* ex = exited.mutable_exec_exited();
+    ex->set_exec_id(it->second.client_exec_id);
+    ex->set_exit_code(255);
+    ex->set_error(reason + ": the command on " + it->second.node + " was stopped");
+    reply_(it->second.routing_id, std::move(exited));
+  }
   v1::Envelope cancel;
   cancel.mutable_exec_cancel()->set_exec_id(it->first);
   cancel.mutable_exec_cancel()->set_reason(reason);
@@ -237,7 +247,9 @@ void ExecRelay::Tick(Clock::time_point now) {
       End(it, "trainlet-exec went silent");
     } else if (!jobs_->exec().AttemptActive(it->second.job, it->second.attempt)) {
       End(it,
-          "attempt " + std::to_string(it->second.attempt) + " of " + it->second.job + " is over");
+          "attempt " + std::to_string(it->second.attempt) + " of trainjob/" + it->second.job +
+              " is over",
+          /*tell_client=*/true);
     }
     it = next;
   }

@@ -89,7 +89,10 @@ class ExecRelay {
   // an echo, re-attached to the new connection if the client's key is its job's launcher key.
   std::map<uint64_t, Session>::iterator FindForClient(const RouterMessage& msg, uint64_t client_id,
                                                       uint64_t session_id, Clock::time_point now);
-  void End(std::map<uint64_t, Session>::iterator it, const std::string& reason);
+  // Stops the session's command at its agent and forgets it; `tell_client` also answers the
+  // attached trainlet-exec with an exit that says `reason`, when it did not end the session itself.
+  void End(std::map<uint64_t, Session>::iterator it, const std::string& reason,
+           bool tell_client = false);
 
   JobController* jobs_;
   NodeSink* agents_;

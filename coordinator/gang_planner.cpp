@@ -89,6 +89,27 @@ std::string FormatSelector(const std::map<std::string, std::string>& selector) {
   return out;
 }
 
+// "" unless too few of the nodes the gang may use have its slots per node at all, even empty: then
+// it waits for good until a node's slot count is raised, so the reason says how (issue 19: a
+// 4-ranks-per-node job on a local cluster of 2-PU agents waited without a word why).
+std::string NeverFitsHint(const GangRequest& req, const std::vector<NodeCapacity>& nodes) {
+  size_t usable = 0, big_enough = 0;
+  for (const NodeCapacity& n : nodes) {
+    if (!n.ready || !n.schedulable || !n.healthy ||
+        !MatchesSelector(req.node_selector, n.labels, n.name) ||
+        !ToleratesAll(req.tolerations, n.taints)) {
+      continue;
+    }
+    ++usable;
+    if (n.total_slots >= req.slots_per_node) ++big_enough;
+  }
+  if (big_enough >= req.num_nodes || big_enough == usable) return "";
+  const std::string n = std::to_string(req.slots_per_node);
+  return "; " + std::to_string(big_enough) + " of them " + (big_enough == 1 ? "has " : "have ") +
+         n + " slots in all, so it waits until nodes get more (trainlet-agent --slots " + n +
+         ", or trainletctl local up --slots " + n + ")";
+}
+
 // Counts the nodes through each filter in turn (the same order as the candidate test), so the
 // message shows where the gang is lost.
 Status Unplaceable(const GangRequest& req, const std::vector<NodeCapacity>& nodes) {
@@ -136,6 +157,7 @@ Status Unplaceable(const GangRequest& req, const std::vector<NodeCapacity>& node
   }
   if (taints_matter) stage(tolerated, "tolerates its taints", "tolerate their taints");
   stage(fit, "has " + slots, "have " + slots);
+  msg += NeverFitsHint(req, nodes);
   for (int i = 0; i < kNumResourceKinds; ++i) {
     if (req.resources.amount[i] == 0) continue;
     const auto kind = static_cast<ResourceKind>(i);

@@ -259,15 +259,27 @@ class ExecSession {
   // sends the request at once instead of at the next retry tick.
   std::optional<int> OnHandshakeEvent() {
     const auto event = monitor_->Read();
-    if (event == trainlet::HandshakeEvent::kSucceeded) connected_ = true;
-    if (event == trainlet::HandshakeEvent::kRefusedKey ||
-        event == trainlet::HandshakeEvent::kFailed) {
-      if (ha() && Clock::now() - last_heard_ < kLostWithPeers) {
-        switch_due_ = true;  // a standby, or a leader still loading the store
-        return std::nullopt;
-      }
+    if (event == trainlet::HandshakeEvent::kSucceeded) {
+      connected_ = true;
+      failed_handshakes_ = 0;
+    }
+    const bool refused = event == trainlet::HandshakeEvent::kRefusedKey;
+    // A cut handshake is also what a coordinator restarting mid-handshake looks like: libzmq
+    // retries, and only a server key that is wrong fails every time (as in trainletctl).
+    const bool wrong_key = event == trainlet::HandshakeEvent::kFailed && ++failed_handshakes_ >= 3;
+    if ((refused || wrong_key) && ha() && Clock::now() - last_heard_ < kLostWithPeers) {
+      switch_due_ = true;  // a standby, or a leader still loading the store
+      failed_handshakes_ = 0;
+      return std::nullopt;
+    }
+    if (refused) {
       return Fail("the coordinator at " + endpoint() +
                   " refused this job key: the attempt it belongs to is not running");
+    }
+    if (wrong_key) {
+      return Fail("the CURVE handshake with the coordinator at " + endpoint() + " failed " +
+                  std::to_string(failed_handshakes_) +
+                  " times in a row: TRAINLET_EXEC_SERVER_KEY is not its key");
     }
     return std::nullopt;
   }
@@ -352,6 +364,7 @@ class ExecSession {
   trainlet::DropCounters drops_;
   bool sent_ = false;
   bool connected_ = false;
+  int failed_handshakes_ = 0;  // in a row; a success clears it
   Clock::time_point last_heard_ = Clock::now();
   Clock::time_point next_keepalive_ = Clock::now();
   int stopping_signal_ = 0;

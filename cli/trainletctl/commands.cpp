@@ -13,7 +13,9 @@
 #include "common/wall_clock.h"
 #include "trainletctl/apply_input.h"
 #include "trainletctl/coordinator_client.h"
+#include "trainletctl/delete_text.h"
 #include "trainletctl/describe_node.h"
+#include "trainletctl/output_writer.h"
 #include "trainletctl/queue_commands.h"
 #include "trainletctl/render.h"
 #include "trainletctl/runtime_commands.h"
@@ -426,53 +428,70 @@ int CmdDelete(const CommonFlags& f, const std::string& kind_arg, const std::stri
     w.mutable_wait_job()->set_timeout_ms(static_cast<uint32_t>(ms));
     auto done = (*client)->Call(w, std::chrono::milliseconds(ms) + 10s);
     if (!done.ok()) return Error(done.status());
-    if (!done->wait_job().met()) {
-      return Error("trainjob/" + name + " is still stopping its ranks after " + timeout +
-                   "; it will be removed once they exit");
-    }
+    if (!done->wait_job().met())
+      return Error(DeleteNotDoneMessage(name, timeout, done->wait_job()));
   }
   std::cout << "trainjob/" << name << " deleted\n";
   return 0;
 }
+
+namespace {
+
+// One worker's log as `logs` reads it: `--step S --rank i` asks for S's i-th (the coordinator
+// maps it); the others ask for a global rank. Several streams prefix their lines with the worker.
+struct LogStream {
+  uint64_t offset = 0;
+  std::string partial;
+  bool done = false;
+  std::string label;  // "rank 3", "dataset-initializer 0"
+  std::string step;   // LogsRequest.step
+};
+
+// The streams `logs` reads, by rank: the one asked for, or every rank (of `step`) of the job.
+Result<std::map<uint32_t, LogStream>> LogStreams(CoordinatorClient& client, const CommonFlags& f,
+                                                 const std::string& job, int rank,
+                                                 const std::string& step) {
+  std::map<uint32_t, LogStream> streams;
+  if (rank >= 0) {
+    streams[static_cast<uint32_t>(rank)].step = step;
+    return streams;
+  }
+  v1::OperatorRequest req;
+  req.mutable_get_jobs()->set_name(job);
+  req.mutable_get_jobs()->set_namespace_(f.ns);
+  TRAINLET_ASSIGN_OR_RETURN(v1::OperatorResponse resp, client.Call(req));
+  if (resp.jobs().jobs_size() == 0) return NotFoundError("trainjob/" + job + " not found");
+  std::map<std::string, uint32_t> index;  // workers seen per step
+  for (const auto& r : resp.jobs().jobs(0).ranks()) {
+    if (!step.empty() && r.step() != step) continue;
+    streams[r.rank()].label = r.step().empty() ? "rank " + std::to_string(r.rank())
+                                               : r.step() + " " + std::to_string(index[r.step()]++);
+  }
+  if (streams.empty()) {
+    return UnavailableError(
+        "trainjob/" + job +
+        (step.empty() ? " has no ranks yet" : " has no workers of step " + step));
+  }
+  return streams;
+}
+
+}  // namespace
 
 int CmdLogs(const CommonFlags& f, const std::string& job, int rank, bool follow, uint32_t attempt,
             const std::string& step) {
   if (NamedAcrossNamespaces(f, job)) return 1;
   auto client = Open(f);
   if (!client.ok()) return Error(client.status());
-  // Each stream reads one worker: `--step S --rank i` asks for S's i-th (the coordinator maps it);
-  // the others ask for a global rank. Several streams prefix their lines with the worker.
-  struct Stream {
-    uint64_t offset = 0;
-    std::string partial;
-    bool done = false;
-    std::string label;  // "rank 3", "dataset-initializer 0"
-    std::string step;   // LogsRequest.step
-  };
-  std::map<uint32_t, Stream> streams;
-  if (rank >= 0) {
-    streams[static_cast<uint32_t>(rank)].step = step;
-  } else {
-    v1::OperatorRequest req;
-    req.mutable_get_jobs()->set_name(job);
-    req.mutable_get_jobs()->set_namespace_(f.ns);
-    auto resp = (*client)->Call(req);
-    if (!resp.ok()) return Error(resp.status());
-    std::map<std::string, uint32_t> index;  // workers seen per step
-    for (const auto& r : resp->jobs().jobs(0).ranks()) {
-      if (!step.empty() && r.step() != step) continue;
-      streams[r.rank()].label = r.step().empty()
-                                    ? "rank " + std::to_string(r.rank())
-                                    : r.step() + " " + std::to_string(index[r.step()]++);
-    }
-    if (streams.empty()) {
-      return Error("trainjob/" + job +
-                   (step.empty() ? " has no ranks yet" : " has no workers of step " + step));
-    }
-  }
+  auto found = LogStreams(**client, f, job, rank, step);
+  if (!found.ok()) return Error(found.status());
+  std::map<uint32_t, LogStream>& streams = *found;
   const bool prefix = rank < 0;
+  // Straight to fd 1, never through std::cout, which drops output after a failed write and
+  // still exits 0 (output_writer.h).
+  std::string out;
   while (true) {
     bool progressed = false;
+    out.clear();
     for (auto& [r, s] : streams) {
       if (s.done) continue;
       v1::OperatorRequest req;
@@ -491,24 +510,28 @@ int CmdLogs(const CommonFlags& f, const std::string& job, int rank, bool follow,
       const std::string& data = chunk.data();
       if (!data.empty()) progressed = true;
       if (!prefix) {
-        std::cout << data;
+        out += data;
       } else {
         s.partial += data;
         size_t start = 0;
         for (size_t nl; (nl = s.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
-          std::cout << "[" << s.label << "] " << s.partial.substr(start, nl - start + 1);
+          out += "[" + s.label + "] " + s.partial.substr(start, nl - start + 1);
         }
         s.partial.erase(0, start);
       }
       const bool finished = chunk.eof() && (!follow || chunk.rank_done());
       if (finished) {
-        if (prefix && !s.partial.empty()) std::cout << "[" << s.label << "] " << s.partial << "\n";
+        if (prefix && !s.partial.empty()) out += "[" + s.label + "] " + s.partial + "\n";
         s.done = true;
       } else if (!chunk.eof()) {
         progressed = true;  // more is there right now: ask again at once
       }
     }
-    std::cout.flush();
+    bool broken_pipe = false;
+    if (Status w = WriteAll(STDOUT_FILENO, out, &broken_pipe); !w.ok()) {
+      if (broken_pipe) return 141;  // the reader left (`| head`): as a shell's SIGPIPE death
+      return Error("cannot write trainjob/" + job + "'s log to standard output: " + w.message());
+    }
     if (std::all_of(streams.begin(), streams.end(), [](const auto& s) { return s.second.done; })) {
       return 0;
     }

@@ -48,6 +48,7 @@ Status CoordinatorClient::MoveTo(const std::string& endpoint) {
   monitor_ =
       HandshakeMonitor(ctx_, socket_, "trainletctl-monitor-" + std::to_string(++connections_));
   endpoint_ = endpoint;
+  failed_handshakes_ = 0;
   return Status::Ok();
 }
 
@@ -176,6 +177,7 @@ Status CoordinatorClient::OnHandshakeEvent(bool* connected) {
   switch (*event) {
     case HandshakeEvent::kSucceeded:
       *connected = true;
+      failed_handshakes_ = 0;
       return Status::Ok();
     case HandshakeEvent::kDisconnected:
       *connected = false;
@@ -185,9 +187,12 @@ Status CoordinatorClient::OnHandshakeEvent(bool* connected) {
                              " refused this operator key: it is not in the coordinator's "
                              "operator allowlist (see README: enrolling an operator)");
     case HandshakeEvent::kFailed:
-      return PermissionError("CURVE handshake with " + endpoint_ +
-                             " failed: the coordinator's public key in TRAINLET_HOME does "
-                             "not match the server");
+      // libzmq retries by itself; a restarting coordinator answers the next try, or none.
+      if (++failed_handshakes_ < kFailedHandshakesForWrongKey) return Status::Ok();
+      return PermissionError("CURVE handshake with " + endpoint_ + " failed " +
+                             std::to_string(failed_handshakes_) +
+                             " times in a row: the coordinator's public key in TRAINLET_HOME "
+                             "does not match the server");
   }
   return Status::Ok();
 }

@@ -48,9 +48,12 @@ class CoordinatorClient {
   // Replaces the socket with one connected to `endpoint`.
   Status MoveTo(const std::string& endpoint);
   // The handshake monitor's news: OK, with *connected set once it succeeded and cleared when the
-  // connection dropped; PermissionError when the coordinator refused the key or the handshake
-  // failed.
+  // connection dropped; PermissionError when the coordinator refused the key, or when
+  // kFailedHandshakesForWrongKey handshakes in a row failed. One failure is not enough: a server
+  // with another key and a coordinator that stops mid-handshake (a restart) look the same to the
+  // client, a connection closed during the handshake; only the wrong key fails every time.
   Status OnHandshakeEvent(bool* connected);
+  static constexpr int kFailedHandshakesForWrongKey = 3;
   // The answer to request `id` when the message waiting on the socket is it; nullopt for anything
   // else (an earlier call's late answer, a dropped message).
   std::optional<Result<v1::OperatorResponse>> ReadReply(uint64_t id);
@@ -66,6 +69,7 @@ class CoordinatorClient {
   // a NotLeader answer named.
   std::optional<std::string> moved_on_;
   bool refused_as_follower_ = false;  // the last CallOne's answer was NotLeader
+  int failed_handshakes_ = 0;         // in a row, on this socket; a success clears it
   uint64_t next_id_ = 1;
   DropCounters drops_;
 };

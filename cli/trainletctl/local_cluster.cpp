@@ -1,14 +1,17 @@
 #include "trainletctl/local_cluster.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -21,6 +24,7 @@
 #include "common/platform/process_info.h"
 #include "trainletctl/client_config.h"
 #include "trainletctl/coordinator_client.h"
+#include "trainletctl/local_cluster_layout.h"
 
 extern char** environ;
 
@@ -58,6 +62,86 @@ std::string StartTimeText(pid_t pid) {
 
 bool IsZombieOrGone(pid_t pid) {
   return !platform::ProcessStartTime(pid) || platform::IsZombie(pid);
+}
+
+// How an agent's own hostname came about (SpawnInOwnUts's report byte).
+enum class UtsOutcome : char { kOwn = 'u', kOwnUserNamespace = 'n', kShared = 'x' };
+
+// In the forked child of SpawnInOwnUts, before exec: a UTS namespace of its own with `hostname`.
+// As root the UTS namespace alone; otherwise inside a user namespace of its own that maps only
+// this user and group to themselves, which gives the right to name the host and nothing on the
+// host. Only async-signal-safe calls (the parent may have threads); the map texts are made by
+// the parent.
+UtsOutcome EnterOwnUts(const std::string& hostname, const std::string& hosts_file,
+                       const std::string& uid_map, const std::string& gid_map) {
+  auto write_file = [](const char* path, const std::string& text) {
+    const int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    close(fd);
+    return ok;
+  };
+  UtsOutcome outcome = UtsOutcome::kOwn;
+  if (unshare(CLONE_NEWUTS | CLONE_NEWNS) != 0) {
+    if (unshare(CLONE_NEWUSER | CLONE_NEWUTS | CLONE_NEWNS) != 0) return UtsOutcome::kShared;
+    // setgroups must be denied before an unprivileged gid_map is written.
+    if (!write_file("/proc/self/setgroups", "deny") || !write_file("/proc/self/uid_map", uid_map) ||
+        !write_file("/proc/self/gid_map", gid_map)) {
+      return UtsOutcome::kShared;  // the namespace is unusable: exec fails, or runs as nobody
+    }
+    outcome = UtsOutcome::kOwnUserNamespace;
+  }
+  if (sethostname(hostname.data(), hostname.size()) != 0) return UtsOutcome::kShared;
+  // The new name resolves (to the agent's address) for programs that look their host up, as
+  // gloo does: /etc/hosts with its line, bound over the host's in a mount namespace that still
+  // sees the host's later mounts (slave) but gives it none back. Without it the name stays
+  // unresolved; MPI does not need it.
+  if (mount("none", "/", nullptr, MS_REC | MS_SLAVE, nullptr) == 0) {
+    (void)mount(hosts_file.c_str(), "/etc/hosts", nullptr, MS_BIND, nullptr);
+  }
+  return outcome;
+}
+
+// SpawnDaemon's start for an agent: fork, then in the child its own session, stdio, UTS
+// namespace and hostname, and exec. Writes one UtsOutcome byte to a pipe before exec; the parent
+// reads it, so the outcome is known when this returns.
+Result<pid_t> SpawnInOwnUts(const std::vector<std::string>& argv, const std::string& log,
+                            const std::string& hostname, const std::string& hosts_file,
+                            UtsOutcome* outcome) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const std::string uid_map = std::to_string(getuid()) + " " + std::to_string(getuid()) + " 1\n";
+  const std::string gid_map = std::to_string(getgid()) + " " + std::to_string(getgid()) + " 1\n";
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0)
+    return InternalError(std::string("pipe: ") + std::strerror(errno));
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int err = errno;
+    close(report[0]);
+    close(report[1]);
+    return InternalError("cannot start " + argv[0] + ": fork: " + std::strerror(err));
+  }
+  if (pid == 0) {
+    setsid();
+    const int in = open("/dev/null", O_RDONLY);
+    const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (in < 0 || out < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0) _exit(127);
+    const char done = static_cast<char>(EnterOwnUts(hostname, hosts_file, uid_map, gid_map));
+    (void)!write(report[1], &done, 1);
+    execve(args[0], args.data(), environ);
+    static const char kFailed[] = "local up: exec of the agent failed\n";
+    (void)!write(2, kFailed, sizeof kFailed - 1);
+    _exit(127);
+  }
+  close(report[1]);
+  char got = static_cast<char>(UtsOutcome::kShared);
+  while (read(report[0], &got, 1) < 0 && errno == EINTR) {
+  }
+  close(report[0]);
+  *outcome = static_cast<UtsOutcome>(got);
+  return pid;
 }
 
 // Starts a daemon in its own session (so it outlives this command), output to `log`.
@@ -217,25 +301,27 @@ struct CoordinatorEndpoints {
   std::string op;  // the operator endpoint
 };
 
-// Starts the coordinator and waits (15 s at most) for the endpoints file in which it says which
-// free ports it picked.
-Result<CoordinatorEndpoints> StartCoordinator(const LocalUpOptions& o,
-                                              const std::string& coordinator_bin) {
+// The coordinator's command line for cluster `o`: port 0 on a new cluster, the ports it got the
+// first time on a cluster started before (local_cluster_layout.h).
+Result<std::vector<std::string>> CoordinatorArgv(const LocalUpOptions& o,
+                                                 const std::string& coordinator_bin) {
   const std::string& dir = o.dir;
   const std::string keys = dir + "/keys";
-  const std::string endpoints = dir + "/coordinator/endpoints.json";
-  fs::remove(endpoints);
+  TRAINLET_ASSIGN_OR_RETURN(std::optional<CoordinatorListen> kept,
+                            LoadCoordinatorListen(CoordinatorListenPath(dir)));
+  const CoordinatorListen listen = kept.value_or(
+      CoordinatorListen{"tcp://127.0.0.1:0", "tcp://127.0.0.1:0", "tcp://127.0.0.1:0"});
   // clang-format off
   std::vector<std::string> cargv = {coordinator_bin,
                                     "--state-dir", dir + "/coordinator",
-                                    "--agent-listen", "tcp://127.0.0.1:0",
-                                    "--operator-listen", "tcp://127.0.0.1:0",
-                                    "--exec-listen", "tcp://127.0.0.1:0",
+                                    "--agent-listen", listen.agent,
+                                    "--operator-listen", listen.op,
+                                    "--exec-listen", listen.exec,
                                     "--metrics-address", "127.0.0.1:0",
                                     "--key", keys + "/coordinator.key",
                                     "--agent-allowlist", keys + "/agents.allow",
                                     "--operator-allowlist", keys + "/operators.allow",
-                                    "--endpoints-file", endpoints,
+                                    "--endpoints-file", dir + "/coordinator/endpoints.json",
                                     "--heartbeat-ms", std::to_string(o.heartbeat_ms),
                                     "--lost-timeout-ms", std::to_string(o.lost_timeout_ms)};
   // clang-format on
@@ -247,31 +333,35 @@ Result<CoordinatorEndpoints> StartCoordinator(const LocalUpOptions& o,
   }
   const std::string runtimes = FindRuntimesDir();
   if (!runtimes.empty()) cargv.insert(cargv.end(), {"--runtimes-dir", runtimes});
+  return cargv;
+}
+
+std::string CoordinatorArgvPath(const std::string& dir) { return dir + "/coordinator-argv.json"; }
+
+// Starts the coordinator of `dir` with `cargv` and waits (15 s at most) for the endpoints file in
+// which it says which ports it bound. Keeps those ports (listen.json) and the command line
+// (argv.json, with the bound ports in it) for `local restart coordinator`.
+Result<CoordinatorEndpoints> RunCoordinator(const std::string& dir,
+                                            std::vector<std::string> cargv) {
+  const std::string endpoints = dir + "/coordinator/endpoints.json";
+  fs::remove(endpoints);
   const std::string clog = dir + "/logs/coordinator.log";
-  {
-    // A new cluster's store is initialised once, explicitly (issue 19, defect 3): the daemon
-    // below, and any restart of it, refuses a store that holds nothing. On a cluster dir used
-    // before, the store keeps its cluster id.
-    std::vector<std::string> init = cargv;
-    init.push_back("--init-store");
-    TRAINLET_ASSIGN_OR_RETURN(pid_t ipid, SpawnDaemon(init, clog));
-    int status = 0;
-    while (waitpid(ipid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      return UnavailableError("the coordinator's store could not be initialised; its log " + clog +
-                              " ends with:\n" + Tail(clog, 10));
-    }
-  }
   TRAINLET_ASSIGN_OR_RETURN(pid_t cpid, SpawnDaemon(cargv, clog));
   TRAINLET_RETURN_IF_ERROR(WritePidFile(dir + "/pids/coordinator.pid", cpid));
   CoordinatorEndpoints ep;
+  std::string exec;
   const auto deadline = std::chrono::steady_clock::now() + 15s;
   while (ep.agent.empty()) {
-    if (Died(cpid)) {
+    if (Died(cpid) || IsZombieOrGone(cpid)) {
       fs::remove(dir + "/pids/coordinator.pid");
-      return UnavailableError("the coordinator exited at start; its log " + clog + " ends with:\n" +
-                              Tail(clog, 10));
+      const bool kept_ports = fs::exists(CoordinatorListenPath(dir));
+      return UnavailableError(
+          "the coordinator exited at start; its log " + clog + " ends with:\n" + Tail(clog, 10) +
+          (kept_ports
+               ? "(it asked for the ports it had before, kept in " + CoordinatorListenPath(dir) +
+                     "; if another program holds one now, remove that file and start the "
+                     "cluster again, agents included)\n"
+               : ""));
     }
     if (std::chrono::steady_clock::now() > deadline) {
       return UnavailableError("the coordinator did not start serving within 15 s; see " + clog);
@@ -282,26 +372,74 @@ Result<CoordinatorEndpoints> StartCoordinator(const LocalUpOptions& o,
         auto j = nlohmann::json::parse(in);
         ep.agent = j.at("agent_endpoint").get<std::string>();
         ep.op = j.at("operator_endpoint").get<std::string>();
+        exec = j.value("exec_endpoint", "");
       } catch (const std::exception&) {
       }
     }
     if (ep.agent.empty()) std::this_thread::sleep_for(20ms);
   }
+  const CoordinatorListen bound{ep.agent, ep.op, exec.empty() ? "tcp://127.0.0.1:0" : exec};
+  TRAINLET_RETURN_IF_ERROR(SaveCoordinatorListen(CoordinatorListenPath(dir), bound));
+  for (size_t i = 0; i + 1 < cargv.size(); ++i) {
+    if (cargv[i] == "--agent-listen") cargv[i + 1] = bound.agent;
+    if (cargv[i] == "--operator-listen") cargv[i + 1] = bound.op;
+    if (cargv[i] == "--exec-listen") cargv[i + 1] = bound.exec;
+  }
+  std::ofstream(CoordinatorArgvPath(dir), std::ios::trunc) << nlohmann::json(cargv).dump() << "\n";
   std::cerr << "coordinator: pid " << cpid << ", agents on " << ep.agent << ", operators on "
             << ep.op << "\n";
   return ep;
+}
+
+// A new cluster's store is initialised once, explicitly (issue 19, defect 3): the daemon, and
+// any restart of it, refuses a store that holds nothing. On a cluster dir used before, the store
+// keeps its cluster id.
+Status InitStore(const std::string& dir, std::vector<std::string> init) {
+  const std::string clog = dir + "/logs/coordinator.log";
+  init.push_back("--init-store");
+  TRAINLET_ASSIGN_OR_RETURN(pid_t ipid, SpawnDaemon(init, clog));
+  int status = 0;
+  while (waitpid(ipid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return UnavailableError("the coordinator's store could not be initialised; its log " + clog +
+                            " ends with:\n" + Tail(clog, 10));
+  }
+  return Status::Ok();
+}
+
+Result<CoordinatorEndpoints> StartCoordinator(const LocalUpOptions& o,
+                                              const std::string& coordinator_bin) {
+  TRAINLET_ASSIGN_OR_RETURN(std::vector<std::string> cargv, CoordinatorArgv(o, coordinator_bin));
+  TRAINLET_RETURN_IF_ERROR(InitStore(o.dir, cargv));
+  return RunCoordinator(o.dir, std::move(cargv));
+}
+
+// The /etc/hosts an agent sees in its own mount namespace: the host's, and its own name.
+Status WriteHostsFile(const std::string& path, const std::string& address,
+                      const std::string& hostname) {
+  std::ifstream host("/etc/hosts");
+  std::ostringstream text;
+  text << host.rdbuf();
+  std::ofstream out(path, std::ios::trunc);
+  out << text.str() << (text.str().empty() || text.str().back() == '\n' ? "" : "\n") << address
+      << " " << hostname << "  # trainletctl local up\n";
+  if (!out.flush()) return IoError("cannot write " + path);
+  return Status::Ok();
 }
 
 Status StartAgents(const LocalUpOptions& o, const std::string& agent_bin,
                    const std::vector<std::string>& names, const std::string& agent_endpoint) {
   const std::string& dir = o.dir;
   const std::string keys = dir + "/keys";
+  std::vector<std::string> shared;  // agents left with the host's own hostname
   for (int i = 0; i < o.agents; ++i) {
     const std::string& name = names[i];
+    const std::string address = "127.0.0." + std::to_string(i + 2);
     // clang-format off
     std::vector<std::string> aargv = {agent_bin,
                                       "--name", name,
-                                      "--address", "127.0.0." + std::to_string(i + 2),
+                                      "--address", address,
                                       "--coordinator", agent_endpoint,
                                       "--coordinator-key", keys + "/coordinator.key.pub",
                                       "--key", keys + "/" + name + ".key",
@@ -315,10 +453,24 @@ Status StartAgents(const LocalUpOptions& o, const std::string& agent_bin,
           {"--topology-xml",
            fs::absolute(o.topologies.size() == 1 ? o.topologies[0] : o.topologies[i]).string()});
     }
-    if (o.slots != 0) aargv.insert(aargv.end(), {"--slots", std::to_string(o.slots)});
+    const uint32_t slots = LocalAgentSlots(o.slots, !o.topologies.empty(),
+                                           std::max(1u, std::thread::hardware_concurrency()));
+    if (slots != 0) aargv.insert(aargv.end(), {"--slots", std::to_string(slots)});
     TRAINLET_RETURN_IF_ERROR(AddPerAgentOptions(o, i, aargv));
-    TRAINLET_ASSIGN_OR_RETURN(pid_t apid, SpawnDaemon(aargv, dir + "/logs/" + name + ".log"));
+    const std::string hostname = LocalAgentHostname(dir, name);
+    const std::string hosts = dir + "/agents/" + name + ".hosts";
+    TRAINLET_RETURN_IF_ERROR(WriteHostsFile(hosts, address, hostname));
+    UtsOutcome uts = UtsOutcome::kShared;
+    TRAINLET_ASSIGN_OR_RETURN(
+        pid_t apid, SpawnInOwnUts(aargv, dir + "/logs/" + name + ".log", hostname, hosts, &uts));
     TRAINLET_RETURN_IF_ERROR(WritePidFile(dir + "/pids/" + name + ".pid", apid));
+    if (uts == UtsOutcome::kShared) shared.push_back(name);
+  }
+  if (!shared.empty()) {
+    // docs/runtimes.md (mpi): what sharing one hostname costs and how to avoid it.
+    std::cerr << "warning: " << shared.size() << " agent(s) share this host's name (no UTS "
+              << "namespace: not root, and unprivileged user namespaces are off); plain mpirun "
+              << "across them can mix OpenMPI's shared memory: see docs/runtimes.md (mpi)\n";
   }
   return Status::Ok();
 }
@@ -408,6 +560,58 @@ Status LocalDown(const std::string& dir, int timeout_s) {
   for (const auto& [name, pid] : live) stop(name, pid);
   for (const auto& f : files) fs::remove(f);
   std::cerr << "local cluster in " << dir << " is down (" << live.size() << " processes)\n";
+  return Status::Ok();
+}
+
+Status LocalRestartCoordinator(const std::string& dir, int timeout_s) {
+  std::ifstream in(CoordinatorArgvPath(dir));
+  if (!in) {
+    return NotFoundError("no coordinator command line in " + CoordinatorArgvPath(dir) +
+                         " (no local cluster in " + dir +
+                         ", or one started by an older trainletctl: take it down and up again)");
+  }
+  std::vector<std::string> cargv;
+  try {
+    cargv = nlohmann::json::parse(in).get<std::vector<std::string>>();
+  } catch (const std::exception& e) {
+    return InvalidError(CoordinatorArgvPath(dir) + ": " + e.what());
+  }
+  if (cargv.empty()) return InvalidError(CoordinatorArgvPath(dir) + ": an empty command line");
+  // The running one, if any: only the very process `local up` recorded.
+  std::ifstream pid_in(dir + "/pids/coordinator.pid");
+  pid_t pid = 0;
+  std::string start;
+  pid_in >> pid >> start;
+  if (pid > 0 && !start.empty() && StartTimeText(pid) == start) {
+    kill(pid, SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    while (!IsZombieOrGone(pid) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(20ms);
+    }
+    if (!IsZombieOrGone(pid)) {
+      std::cerr << "coordinator (pid " << pid << ") ignored SIGTERM for " << timeout_s
+                << " s; sending SIGKILL\n";
+      kill(pid, SIGKILL);
+      while (!IsZombieOrGone(pid)) std::this_thread::sleep_for(20ms);
+    }
+    std::cerr << "stopped coordinator (pid " << pid << ")\n";
+  }
+  TRAINLET_ASSIGN_OR_RETURN(CoordinatorEndpoints ep, RunCoordinator(dir, std::move(cargv)));
+  // The agents reconnect by themselves to the same ports; wait for those still running.
+  LocalUpOptions o;
+  o.dir = dir;
+  o.agents = 0;
+  o.timeout_s = std::max(timeout_s, 30);
+  for (const auto& e : fs::directory_iterator(dir + "/pids")) {
+    if (e.path().stem() == "coordinator") continue;
+    std::ifstream f(e.path());
+    pid_t apid = 0;
+    std::string astart;
+    f >> apid >> astart;
+    if (apid > 0 && !astart.empty() && StartTimeText(apid) == astart) ++o.agents;
+  }
+  TRAINLET_RETURN_IF_ERROR(WaitForReadyAgents(o, ep.op));
+  std::cerr << o.agents << " agents Ready\n";
   return Status::Ok();
 }
 

@@ -33,6 +33,11 @@ struct LocalUpOptions {
 };
 
 Status LocalUp(const LocalUpOptions& options);
+// Stops the coordinator `local up` started in `dir` (SIGTERM, SIGKILL after `timeout_s`) if it
+// runs, starts it again with the same command line and the same ports (kept in the cluster dir,
+// local_cluster_layout.h), and waits until every running agent has re-registered and is Ready.
+// Its store, keys and jobs are kept; the agents and their ranks are not touched.
+Status LocalRestartCoordinator(const std::string& dir, int timeout_s);
 // Stops exactly the processes `local up` started in `dir`: agents first, then the coordinator.
 Status LocalDown(const std::string& dir, int timeout_s);
 

@@ -254,7 +254,9 @@ void AddLocalUpCommand(CLI::App& local, CommonFlags& common, int& rc) {
   up->add_option("--topology", up_opts->topologies,
                  "hwloc XML per agent, in order (repeatable); one file applies to all")
       ->check(CLI::ExistingFile);
-  up->add_option("--slots", up_opts->slots, "Ranks each agent accepts (default: one per PU)");
+  up->add_option("--slots", up_opts->slots,
+                 "Ranks each agent accepts (default: one per PU and at least 8, as a test cluster "
+                 "is generous; with --topology one per PU of that machine)");
   up->add_option("--heartbeat-ms", up_opts->heartbeat_ms, "Agent heartbeat interval")
       ->capture_default_str();
   up->add_option("--lost-timeout-ms", up_opts->lost_timeout_ms, "Silence before a node is Lost")
@@ -310,12 +312,43 @@ void AddLocalDownCommand(CLI::App& local, CommonFlags& common, int& rc) {
   });
 }
 
+void AddLocalRestartCommand(CLI::App& local, CommonFlags& common, int& rc) {
+  auto* restart = local.add_subcommand(
+      "restart",
+      "Restart a daemon of a local cluster in place:\n"
+      "  trainletctl local restart coordinator\n"
+      "stops the coordinator (SIGTERM; SIGKILL after --timeout), starts it again\n"
+      "on the same ports with the same store, keys and flags, and waits until the running\n"
+      "agents have re-registered. Jobs and their ranks keep running. To simulate a crash\n"
+      "instead, kill -9 the pid in TRAINLET_HOME/pids/coordinator.pid, then run this.");
+  restart->require_subcommand(1);
+  auto* coordinator = restart->add_subcommand(
+      "coordinator", "Stop and start the coordinator on the ports it had (see `local restart -h`)");
+  struct Args {
+    std::string dir;
+    int timeout = 15;
+  };
+  auto a = std::make_shared<Args>();
+  coordinator->add_option("--dir", a->dir, "The cluster's directory (default: TRAINLET_HOME)");
+  coordinator->add_option("--timeout", a->timeout, "Seconds before SIGKILL")->capture_default_str();
+  coordinator->callback([&common, &rc, a] {
+    if (a->dir.empty()) a->dir = ResolveHome(common.home);
+    auto st = LocalRestartCoordinator(std::filesystem::absolute(a->dir).lexically_normal().string(),
+                                      a->timeout);
+    if (!st.ok()) {
+      std::cerr << "error: " << st.message() << "\n";
+      rc = 1;
+    }
+  });
+}
+
 void AddLocalCommand(CLI::App& app, CommonFlags& common, int& rc) {
   auto* local = app.add_subcommand(
       "local", "A coordinator and agents on this machine, for trying trainlet and for tests");
   local->require_subcommand(1);
   AddLocalUpCommand(*local, common, rc);
   AddLocalDownCommand(*local, common, rc);
+  AddLocalRestartCommand(*local, common, rc);
 }
 
 }  // namespace

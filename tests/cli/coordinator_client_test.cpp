@@ -4,7 +4,11 @@
 // leads. Two CURVE ROUTERs on 127.0.0.1 stand in for the coordinators, served on a thread.
 #include "trainletctl/coordinator_client.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -143,6 +147,81 @@ TEST_F(CoordinatorClientTest, WithNoLeaderTheFollowersReasonIsReported) {
   EXPECT_NE(r.status().message().find("no quorum"), std::string::npos) << r.status().message();
   EXPECT_GT(served_[0], 1);  // asked again while no one led
   EXPECT_EQ(served_[1], 0);
+}
+
+// A coordinator stopping in the middle of the handshake (a restart) cuts the connection just as a
+// server with another key does; only the wrong key fails every time. So one cut handshake is
+// retried, and the restarted coordinator answers (issue 19: it was reported as a key mismatch).
+TEST_F(CoordinatorClientTest, AHandshakeCutByARestartIsRetriedNotCalledAWrongKey) {
+  stop_ = true;
+  serving_.join();
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  const int one = 1;
+  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener, 4), 0);
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  std::atomic<bool> cut{false};
+  std::thread old_coordinator([&] {
+    // Takes the client's greeting, then goes away mid-handshake, listener and all.
+    const int c = accept(listener, nullptr, nullptr);
+    char buf[64];
+    if (c >= 0) (void)!read(c, buf, sizeof buf);
+    if (c >= 0) close(c);
+    close(listener);
+    cut = true;
+  });
+  auto client = CoordinatorClient::Connect(Config(endpoint));
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  std::optional<Result<v1::OperatorResponse>> answer;
+  std::thread call([&] { answer.emplace((*client)->Call(GetJobs(), std::chrono::seconds(10))); });
+  old_coordinator.join();
+  // The new coordinator, on the same port, answering as router 1 does; this thread serves its
+  // ZAP requests (the fixture's thread was stopped at the start).
+  std::string bound;
+  auto router = BindCurveRouter(ctx_, endpoint, server_, "operator", &bound);
+  ASSERT_TRUE(router.ok()) << router.status().ToString();
+  DropCounters drops;
+  for (int i = 0; i < 1000 && !answer; ++i) {
+    zmq::pollitem_t items[] = {{zap_->socket().handle(), 0, ZMQ_POLLIN, 0},
+                               {router->handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::poll(items, 2, std::chrono::milliseconds(10));
+    if (items[0].revents & ZMQ_POLLIN) zap_->HandleRequest();
+    if (items[1].revents & ZMQ_POLLIN) {
+      if (auto msg = ReceiveFromRouter(*router, drops)) {
+        v1::Envelope env;
+        env.mutable_operator_response()->set_request_id(
+            msg->envelope.operator_request().request_id());
+        env.mutable_operator_response()->mutable_jobs();
+        SendToRouterPeer(*router, msg->routing_id, env);
+      }
+    }
+  }
+  call.join();
+  EXPECT_TRUE(cut);
+  ASSERT_TRUE(answer.has_value());
+  ASSERT_TRUE(answer->ok()) << answer->status().ToString();
+  EXPECT_TRUE((*answer)->has_jobs());
+}
+
+// The wrong coordinator key still says so, once the handshake has failed a few times in a row.
+TEST_F(CoordinatorClientTest, AWrongServerKeyIsStillReportedAsOne) {
+  const CurveKeyPair other = NewKeys();
+  ASSERT_TRUE(
+      WriteKeyPair((dir_ / "coordinator.key").string(), other).ok());  // .pub: the wrong one
+  auto client = CoordinatorClient::Connect(Config(endpoint_[1]));
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto r = (*client)->Call(GetJobs(), std::chrono::seconds(10));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kPermission);
+  EXPECT_NE(r.status().message().find("does not match the server"), std::string::npos)
+      << r.status().message();
 }
 
 TEST(ClientConfigTest, CoordinatorMayBeAYamlList) {

@@ -168,5 +168,31 @@ TEST_F(ExecRelayRestartTest, ASessionNobodyReattachesIsEndedAtTheAgent) {
   EXPECT_EQ(sink_.sent.back().second.exec_cancel().exec_id(), 5u);
 }
 
+// A command of an attempt that ends (the job finished or restarted) is stopped, and its
+// trainlet-exec is told why, instead of hearing nothing and reporting 10 s later that it lost the
+// coordinator (issue 19, "Messages that mislead").
+TEST_F(ExecRelayRestartTest, TheEndOfTheAttemptIsToldToTrainletExec) {
+  const auto now = ExecRelay::Clock::now();
+  RouterMessage req;
+  req.routing_id = "rid-exec";
+  req.user_id = launcher_key_;
+  req.envelope.mutable_exec_request()->set_exec_id(77);
+  req.envelope.mutable_exec_request()->set_host("n2");
+  req.envelope.mutable_exec_request()->add_argv("orted");
+  relay_->OnClientMessage(req, now);
+  ASSERT_EQ(relay_->sessions(), 1u);
+  ASSERT_TRUE(replies_.empty());
+  ReportAll("mpi", v1::WorkerEvent::KIND_EXITED, kT0 + 20);  // every rank exits 0: Succeeded
+  relay_->Tick(now + std::chrono::milliseconds(1));
+  EXPECT_EQ(relay_->sessions(), 0u);
+  ASSERT_EQ(replies_.size(), 1u);
+  EXPECT_EQ(replies_[0].first, "rid-exec");
+  ASSERT_TRUE(replies_[0].second.has_exec_exited());
+  EXPECT_EQ(replies_[0].second.exec_exited().exec_id(), 77u);
+  EXPECT_EQ(replies_[0].second.exec_exited().error(),
+            "attempt 1 of trainjob/mpi is over: the command on n2 was stopped");
+  ASSERT_TRUE(sink_.sent.back().second.has_exec_cancel());  // and the agent stops it
+}
+
 }  // namespace
 }  // namespace trainlet::coordinator

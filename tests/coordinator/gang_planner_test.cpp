@@ -46,6 +46,23 @@ TEST(GangPlanner, NotEnoughSlots) {
   EXPECT_EQ(Names(PlaceGang({2, 3}, nodes)), (V{"n1", "n2"}));
 }
 
+// Nodes that could never hold the gang's ranks per node, even empty (a 4-ranks-per-node job on
+// 2-slot agents), get the way out in the reason (issue 19); busy nodes that could do not.
+TEST(GangPlanner, SlotsThatNeverSufficeSayHowToRaiseThem) {
+  std::vector<NodeCapacity> small = {Node("n1", 2, 2), Node("n2", 2, 2)};
+  auto p = PlaceGang({2, 4}, small);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().message(),
+            "needs 2 nodes with 4 free slots each; 2 of 2 nodes are Ready and schedulable, 0 of "
+            "them have 4 free slots; 0 of them have 4 slots in all, so it waits until nodes get "
+            "more (trainlet-agent --slots 4, or trainletctl local up --slots 4)");
+  std::vector<NodeCapacity> mixed = {Node("n1", 1, 8), Node("n2", 2, 2)};
+  EXPECT_NE(PlaceGang({2, 4}, mixed).status().message().find("1 of them has 4 slots in all"),
+            std::string::npos);
+  std::vector<NodeCapacity> busy = {Node("n1", 1, 8), Node("n2", 0, 8)};
+  EXPECT_EQ(PlaceGang({2, 4}, busy).status().message().find("in all"), std::string::npos);
+}
+
 TEST(GangPlanner, NotReadyAndUnschedulableAreSkipped) {
   std::vector<NodeCapacity> nodes = {Node("a", 4), Node("b", 4), Node("c", 4), Node("d", 4)};
   nodes[0].ready = false;        // Lost

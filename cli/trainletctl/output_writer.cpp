@@ -1,0 +1,34 @@
+#include "trainletctl/output_writer.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace trainlet::cli {
+
+Status WriteAll(int fd, std::string_view data, bool* broken_pipe) {
+  if (broken_pipe != nullptr) *broken_pipe = false;
+  while (!data.empty()) {
+    const ssize_t n = write(fd, data.data(), data.size());
+    if (n > 0) {
+      data.remove_prefix(static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd p{fd, POLLOUT, 0};
+      if (poll(&p, 1, -1) < 0 && errno != EINTR) {
+        return IoError(std::string("waiting to write: ") + std::strerror(errno));
+      }
+      continue;  // POLLERR/POLLHUP: the next write says what
+    }
+    const int err = n == 0 ? EIO : errno;
+    if (err == EPIPE && broken_pipe != nullptr) *broken_pipe = true;
+    return IoError(std::strerror(err));
+  }
+  return Status::Ok();
+}
+
+}  // namespace trainlet::cli
