@@ -184,7 +184,8 @@ Status Agent::Init() {
   TRAINLET_ASSIGN_OR_RETURN(ports_, OpenPortReservations(config_, env_.MonotonicNow()));
   info_.set_agent_version(TRAINLET_VERSION);
   info_.set_boot_id_hash(static_cast<uint64_t>(env_.WallUnixMs()));
-  cpus_.SetPool(TopologyCpus(info_.topology()));
+  const std::vector<unsigned> pool = TopologyCpus(info_.topology());
+  cpus_.SetPool(pool, FirstCpuIndex(config_.name, pool.size()));
 
   TRAINLET_RETURN_IF_ERROR(ConnectToCoordinator(std::move(keys), server.public_z85));
   TRAINLET_ASSIGN_OR_RETURN(signals_, platform::SignalWatch::Open(kLoopSignals));

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 #include <utility>
 
@@ -34,12 +35,15 @@ std::string CpuGrant::SharedNote(const std::string& node) const {
          " (no free CPUs left)";
 }
 
-CpuAllotment::CpuAllotment(std::vector<unsigned> pool) { SetPool(std::move(pool)); }
+CpuAllotment::CpuAllotment(std::vector<unsigned> pool, size_t first) {
+  SetPool(std::move(pool), first);
+}
 
-void CpuAllotment::SetPool(std::vector<unsigned> pool) {
+void CpuAllotment::SetPool(std::vector<unsigned> pool, size_t first) {
   std::sort(pool.begin(), pool.end());
   pool.erase(std::unique(pool.begin(), pool.end()), pool.end());
   pool_ = std::move(pool);
+  first_ = pool_.empty() ? 0 : first % pool_.size();
 }
 
 CpuGrant CpuAllotment::Take(const Key& key, uint32_t want) {
@@ -50,8 +54,9 @@ CpuGrant CpuAllotment::Take(const Key& key, uint32_t want) {
     for (const auto& [k, cpus] : grants_) {
       for (unsigned c : cpus) ++holders[c];
     }
-    // The free CPUs first, lowest-numbered first; then the least-held ones.
+    // The free CPUs first, from the first CPU on; then the least-held ones.
     std::vector<unsigned> order(pool_);
+    std::rotate(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(first_), order.end());
     std::stable_sort(order.begin(), order.end(),
                      [&](unsigned a, unsigned b) { return holders[a] < holders[b]; });
     order.resize(n);
@@ -138,6 +143,17 @@ void LogUnappliedCpus(const PlannedLaunches& planned) {
     }
   }
   if (!planned.cpus_unavailable.empty()) spdlog::info("{}", planned.cpus_unavailable);
+}
+
+size_t FirstCpuIndex(const std::string& name, size_t pool_size) {
+  if (pool_size == 0) return 0;
+  size_t digits = name.size();
+  while (digits > 0 && std::isdigit(static_cast<unsigned char>(name[digits - 1]))) --digits;
+  digits = std::max(digits, name.size() >= 9 ? name.size() - 9 : 0);  // no overflow
+  const std::string number = name.substr(digits);
+  if (number.empty()) return 0;
+  const size_t n = std::stoul(number);
+  return n == 0 ? 0 : (n - 1) % pool_size;
 }
 
 std::vector<unsigned> TopologyCpus(const v1::Topology& topology) {

@@ -3,7 +3,8 @@
 // when it has not.
 //
 // An attempt's share is sized by the slots it holds here (LaunchPlan.slots): a job holding k of
-// the node's S slots gets max(1, P*k/S) of its P CPUs, the lowest-numbered free ones. A node
+// the node's S slots gets max(1, P*k/S) of its P CPUs, the free ones from the node's first CPU
+// on (FirstCpuIndex: the pool's start, rotated for agents that share one machine). A node
 // with splittable GPUs hands every attempt all of its CPUs, as before: the ranks' CPUs follow
 // their GPUs' NUMA nodes (rank_binding.h), and the GPUs themselves are not divided among jobs.
 // When fewer CPUs are free than the share, the attempt takes every free CPU and then the ones
@@ -43,9 +44,10 @@ class CpuAllotment {
  public:
   using Key = std::pair<std::string, uint32_t>;  // job, attempt
 
-  // `pool`: the CPUs this node hands out (sorted, no duplicates).
-  explicit CpuAllotment(std::vector<unsigned> pool = {});
-  void SetPool(std::vector<unsigned> pool);
+  // `pool`: the CPUs this node hands out; `first`: the index in the sorted pool where the search
+  // for free CPUs starts (FirstCpuIndex), wrapping around.
+  explicit CpuAllotment(std::vector<unsigned> pool = {}, size_t first = 0);
+  void SetPool(std::vector<unsigned> pool, size_t first = 0);
   const std::vector<unsigned>& pool() const { return pool_; }
 
   // The grant of `key`: the one it holds, else a new one of `want` CPUs (capped to the pool,
@@ -68,6 +70,7 @@ class CpuAllotment {
 
   // Owned by the loop.
   std::vector<unsigned> pool_;
+  size_t first_ = 0;
   std::map<Key, std::vector<unsigned>> grants_;
 };
 
@@ -89,6 +92,13 @@ std::vector<unsigned> ExecCpus(const CpuAllotment& allotment, const CpuAllotment
 // Logs why a plan's CPU bindings are reported but not applied: once per process when the
 // platform has no CPU affinity API, and each plan whose CPUs this machine lacks. Loop only.
 void LogUnappliedCpus(const PlannedLaunches& planned);
+
+// Where node `name` starts looking for free CPUs in a pool of `pool_size`: the number its name
+// ends in, less one ("node-2": 1), else 0, modulo the pool. Real nodes each have a machine of
+// their own and any start serves; simulated nodes (`trainletctl local up`, the integration
+// tests' namespace hosts) share one, and without it every one of them would hand its first job
+// CPU 0, putting every node's ranks on one core.
+size_t FirstCpuIndex(const std::string& name, size_t pool_size);
 
 // The CPUs of `topology` (its NUMA nodes' cpusets), sorted.
 std::vector<unsigned> TopologyCpus(const v1::Topology& topology);

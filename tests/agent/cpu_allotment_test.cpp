@@ -83,6 +83,20 @@ TEST(CpuAllotmentTest, ReleasedCpusGoToTheNextJob) {
   EXPECT_EQ(allotment.size(), 2u);
 }
 
+TEST(CpuAllotmentTest, SimulatedNodesOnOneMachineStartAtDifferentCpus) {
+  EXPECT_EQ(FirstCpuIndex("node-1", 2), 0u);
+  EXPECT_EQ(FirstCpuIndex("node-2", 2), 1u);
+  EXPECT_EQ(FirstCpuIndex("node-3", 2), 0u);
+  EXPECT_EQ(FirstCpuIndex("gpu-a", 8), 0u);
+  EXPECT_EQ(FirstCpuIndex("n0", 8), 0u);
+  EXPECT_EQ(FirstCpuIndex("node-10", 4), 1u);
+  EXPECT_EQ(FirstCpuIndex("node12345678901234", 8), 1u);  // its last 9 digits: 678901234
+  // node-2 of a 4-CPU machine hands out CPU 1 first, then 2, 3, and wraps to 0.
+  CpuAllotment allotment({0, 1, 2, 3}, FirstCpuIndex("node-2", 4));
+  EXPECT_THAT(allotment.Take({"a", 1}, 2).cpus, ElementsAre(1u, 2u));
+  EXPECT_THAT(allotment.Take({"b", 1}, 2).cpus, ElementsAre(0u, 3u));
+}
+
 TEST(CpuAllotmentTest, ShareFollowsSlots) {
   const v1::NodeInfo node = CpuNode(8, 4);  // 2 CPUs a slot
   CpuAllotment allotment(TopologyCpus(node.topology()));

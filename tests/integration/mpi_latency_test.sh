@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # MPI latency through trainlet with OpenMPI's default binding (issue 19, defect 11): a 2-rank
 # ping-pong (examples/mpi-latency, osu_latency's 0-byte test) across two simulated hosts must be
-# as fast as bare mpirun with the same transport on this machine. Each host's agent runs on a CPU
-# of its own (NETNS_PIN_AGENTS), as real hosts do. Before the fix OpenMPI 4.1 bound each host's
-# rank to core 0, outside what trainlet assigned, so both busy-polling ranks shared one core:
-# thousands of microseconds instead of a few.
+# as fast as bare mpirun with the same transport on this machine. Each host hands the job a CPU of
+# its own (node-1 from CPU 0 on, node-2 from CPU 1: cpu_allotment.h, FirstCpuIndex), and mpirun
+# and orted run inside it. Before the fix OpenMPI 4.1 bound each host's rank to core 0, so both
+# busy-polling ranks shared one core: thousands of microseconds a round trip instead of a few.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns_lib.sh"
 command -v mpirun >/dev/null || fail "mpirun not installed (apt-get install openmpi-bin)"
@@ -19,7 +19,7 @@ bare_us=$(sed -n 's/^latency 0 bytes: \([0-9.]*\) us$/\1/p' <<<"$bare")
 [ -n "$bare_us" ] || fail "bare mpirun printed no latency: $bare"
 log "bare mpirun: $bare_us us"
 
-NETNS_PIN_AGENTS=1 start_netns_cluster 2
+start_netns_cluster 2
 log "cluster up in $NETNS_MODE mode"
 file="$WORK/latency.yaml"
 {

@@ -12,8 +12,6 @@ NETNS_NAMES=()     # namespace names (netns mode)
 NETNS_BRIDGE=""
 NETNS_COORDINATOR_FLAGS=()  # extra trainlet-coordinator flags a test sets before start_netns_cluster
 # NETNS_LOST_TIMEOUT_MS: the coordinator's lost timeout (default 2000), set before start_netns_cluster
-# NETNS_PIN_AGENTS=1: agent i runs on CPU (i-1) mod nproc only (taskset), so each simulated host
-# has CPUs of its own, as real hosts do: an agent hands out the CPUs it may run on.
 
 netns_setup() {  # netns_setup COUNT
   local count=$1 i
@@ -106,9 +104,7 @@ start_netns_cluster() {
     "$operator_ep" > "$TRAINLET_HOME/config.yaml"
   for i in $(seq 1 "$count"); do
     netns_host_cmd "$i" "host$i"
-    local pin=()
-    [ -n "${NETNS_PIN_AGENTS:-}" ] && pin=(taskset -c "$(( (i - 1) % $(nproc) ))")
-    "${NETNS_CMD[@]}" "${pin[@]}" "$TRAINLET_BIN/trainlet-agent" --name "node-$i" \
+    "${NETNS_CMD[@]}" "$TRAINLET_BIN/trainlet-agent" --name "node-$i" \
       --address "${NETNS_HOSTS[$((i - 1))]}" --coordinator "$agent_ep" \
       --coordinator-key "$keys/coordinator.key.pub" --key "$keys/node-$i.key" \
       --state-dir "$TRAINLET_HOME/agents/node-$i" --slots 4 --heartbeat-ms 200 --metrics-address "" \
