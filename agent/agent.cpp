@@ -184,6 +184,8 @@ Status Agent::Init() {
   TRAINLET_ASSIGN_OR_RETURN(ports_, OpenPortReservations(config_, env_.MonotonicNow()));
   info_.set_agent_version(TRAINLET_VERSION);
   info_.set_boot_id_hash(static_cast<uint64_t>(env_.WallUnixMs()));
+  const std::vector<unsigned> pool = TopologyCpus(info_.topology());
+  cpus_.SetPool(pool, FirstCpuIndex(config_.name, pool.size()));
 
   TRAINLET_RETURN_IF_ERROR(ConnectToCoordinator(std::move(keys), server.public_z85));
   TRAINLET_ASSIGN_OR_RETURN(signals_, platform::SignalWatch::Open(kLoopSignals));
@@ -297,6 +299,7 @@ void Agent::StartSupervisor() {
     adopted_attempts.insert({adopted.job, adopted.attempt});
     attempts_.Adopt(adopted.job, adopted.attempt, adopted.stop_grace_ms, adopted.ranks,
                     adopted.rendezvous_token);
+    cpus_.Restore({adopted.job, adopted.attempt}, adopted.cpus);  // what its ranks were given
     // Partition grace counts from now: a silent coordinator still stops adopted ranks.
     if (adopted.running != 0) link_->CountSilenceFrom(env_.MonotonicNow());
   }
@@ -460,16 +463,9 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
   }
   node.cpu_affinity = platform::CpuAffinitySupported();
   node.cpus_available = CpusAvailableHere;
+  node.cpu_grant = GrantForPlan(cpus_, plan, info_).cpus;
   const PlannedLaunches planned = PlanLaunches(plan, node);
-  if (planned.cpus_unsupported) {
-    static bool told_unsupported = false;  // once per agent; only the loop gets here
-    if (!std::exchange(told_unsupported, true)) {
-      spdlog::info(
-          "CPU bindings are given to ranks (TRAINLET_CPUSET) but not applied: this "
-          "platform has no CPU affinity API");
-    }
-  }
-  if (!planned.cpus_unavailable.empty()) spdlog::info("{}", planned.cpus_unavailable);
+  LogUnappliedCpus(planned);
   if (blocked.ok()) blocked = PrepareCwds(plan.job(), planned.launches);
   // Every rank of the plan starts under one step process (WorkerSupervisor::StartStep).
   const std::vector<Result<pid_t>> started = attempt->Launch(planned.launches, blocked);
@@ -505,6 +501,7 @@ void Agent::ReportStart(const v1::LaunchPlan& plan, uint32_t rank,
     if (binding) {
       ev->set_cpuset(binding->CpuList());
       ev->set_devices(binding->DeviceList());
+      ev->set_message(cpus_.Held({plan.job(), plan.attempt()}).SharedNote(config_.name));
     }
     ev->set_cwd(WorkerCwd(plan, rank));
   } else {
@@ -556,7 +553,8 @@ void Agent::OnExecStart(const v1::ExecStart& start) {
   if (Status s = platform::MakePrivateDirectory(WorkDir(start.job())); !s.ok()) {
     spdlog::warn("exec in {}: {}", start.job(), s.message());  // its start fails in the cwd
   }
-  exec_sessions_->Start(start, NodeEnv(start.job()), WorkDir(start.job()));
+  exec_sessions_->Start(start, NodeEnv(start.job()), WorkDir(start.job()),
+                        ExecCpus(cpus_, {start.job(), start.attempt()}));
 }
 
 void Agent::OnStopWorkers(const v1::StopWorkers& stop) {
@@ -680,6 +678,7 @@ void Agent::OnChildExits() {
   for (const auto& [job, attempt] : ended) {
     if (supervisor_->running(job) != 0) continue;
     attempts_.RanksEnded(job, attempt);
+    cpus_.Release({job, attempt});
     if (progress_) progress_->Forget(job, attempt);
     // The work dir names this agent's state dir: other agents on this machine (test clusters)
     // use the same node and job names.

@@ -18,6 +18,7 @@
 
 #include "agent/agent_ops.h"
 #include "agent/coordinator_link.h"
+#include "agent/cpu_allotment.h"
 #include "agent/exec_sessions.h"
 #include "agent/health_checker.h"
 #include "agent/job_data_purge.h"
@@ -166,6 +167,7 @@ class Agent {
   std::unique_ptr<ProgressEndpoint> progress_;  // null when progress_port is -1
   std::chrono::steady_clock::time_point next_progress_report_{};
   NodeAttempts attempts_;  // every (job, attempt) on this node: ports, rendezvous, step, grace
+  CpuAllotment cpus_;      // each attempt's CPUs on this node (cpu_allotment.h)
   // (job, attempt, rank) -> the binding of a rank its step holds for its dependencies, reported
   // with its late start (OnChildExits); dropped when it starts or never will.
   std::map<std::tuple<std::string, uint32_t, uint32_t>, RankBinding> held_bindings_;

@@ -100,7 +100,7 @@ void ExecSessions::UpdatePolling() {
 }
 
 void ExecSessions::Start(const v1::ExecStart& start, const std::map<std::string, std::string>& env,
-                         const std::string& cwd) {
+                         const std::string& cwd, const std::vector<unsigned>& cpus) {
   if (sessions_.count(start.exec_id()) != 0) return;  // a duplicate of a known session
   Session s;
   s.dir = SessionDir(start.exec_id());
@@ -135,6 +135,7 @@ void ExecSessions::Start(const v1::ExecStart& start, const std::map<std::string,
   launch.cwd = cwd;
   launch.log_path = s.dir + "/stdout";
   launch.stderr_path = s.dir + "/stderr";
+  launch.cpus = cpus;  // an orted and the ranks it starts stay inside the job's CPUs
   auto started = supervisor_->StartStep({launch}, std::chrono::milliseconds(s.record.grace_ms));
   if (started.empty() || !started[0].ok()) {
     // Nothing runs: the step, if it came up at all, ends by itself. Its exit record is not ours.

@@ -56,10 +56,11 @@ class ExecSessions {
   // error.
   void Restore();
 
-  // Starts `/bin/sh -c command` in `cwd`, with the session's env over `env`, under a step.
+  // Starts `/bin/sh -c command` in `cwd`, with the session's env over `env`, under a step whose
+  // CPU affinity is `cpus` (the attempt's CPUs on this node; empty: the agent's own).
   // Failures are reported to the coordinator as ExecExited with the error, never thrown.
   void Start(const v1::ExecStart& start, const std::map<std::string, std::string>& env,
-             const std::string& cwd);
+             const std::string& cwd, const std::vector<unsigned>& cpus = {});
   // SIGTERM now, SIGKILL after the session's grace period.
   void Cancel(uint64_t exec_id, std::chrono::steady_clock::time_point now);
   // The sessions the coordinator still relays for this node, from a HeartbeatAck.

@@ -91,9 +91,9 @@ PlannedLaunches PlanLaunches(const v1::LaunchPlan& plan, const NodeLaunchContext
   PlannedLaunches out;
   const std::string work_dir = JobWorkDir(node.state_dir, plan.job());
   const auto node_env = NodeEnvFor(node.node, work_dir, node.exec_binary, node.state_dir);
-  const std::vector<RankBinding> bindings = node.node_info != nullptr
-                                                ? BindingsForPlan(plan, *node.node_info)
-                                                : std::vector<RankBinding>{};
+  const std::vector<RankBinding> bindings =
+      node.node_info != nullptr ? BindingsForPlan(plan, *node.node_info, &node.cpu_grant)
+                                : std::vector<RankBinding>{};
   for (const auto& w : plan.workers()) {
     if (node.running.contains(w.rank())) continue;  // a repeated plan: that rank runs already
     WorkerLaunch launch;

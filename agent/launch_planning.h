@@ -92,6 +92,8 @@ struct NodeLaunchContext {
   bool cpu_affinity = true;    // platform::CpuAffinitySupported()
   // Whether this process may run on every CPU listed (CpusAvailableHere); unset: it may.
   std::function<bool(const std::vector<unsigned>&)> cpus_available;
+  // The attempt's CPUs on this node (CpuAllotment); empty: the whole node's, as before.
+  std::vector<unsigned> cpu_grant;
 };
 
 struct PlannedLaunches {

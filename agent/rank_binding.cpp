@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "agent/cpu_allotment.h"
 #include "common/cpulist.h"
 #include "common/platform/cpu_affinity.h"
 
@@ -201,15 +202,21 @@ void AddAccelerators(const NodeAccelerators& found, v1::NodeInfo* info) {
 
 namespace trainlet::agent {
 
-std::vector<RankBinding> BindingsForPlan(const v1::LaunchPlan& plan, const v1::NodeInfo& node) {
+std::vector<RankBinding> BindingsForPlan(const v1::LaunchPlan& plan, const v1::NodeInfo& node,
+                                         const std::vector<unsigned>* grant) {
   if (plan.binding() == "none") return {};
   uint32_t local_ranks = 0;
   for (const auto& w : plan.workers()) {
     // A replicated job's workers (WorkerSpec.step) are unbound: they do not share the devices.
     if (w.step().empty()) local_ranks = std::max(local_ranks, w.local_rank() + 1);
   }
-  return ComputeRankBindings(node.topology(),
-                             {node.accelerators().begin(), node.accelerators().end()}, local_ranks);
+  const std::vector<v1::Accelerator> accelerators(node.accelerators().begin(),
+                                                  node.accelerators().end());
+  if (grant == nullptr || grant->empty()) {
+    return ComputeRankBindings(node.topology(), accelerators, local_ranks);
+  }
+  return ComputeRankBindings(RestrictTopology(node.topology(), *grant),
+                             RestrictAccelerators(accelerators, *grant), local_ranks);
 }
 
 }  // namespace trainlet::agent

@@ -66,6 +66,9 @@ namespace trainlet::agent {
 
 // The bindings of a plan's local ranks, indexed by local_rank (the plan's largest local_rank + 1
 // entries), from the node's topology and accelerators; empty when plan.binding() is "none".
-std::vector<RankBinding> BindingsForPlan(const v1::LaunchPlan& plan, const v1::NodeInfo& node);
+// With `grant` (the attempt's CPUs on this node, cpu_allotment.h), the ranks split those CPUs
+// only.
+std::vector<RankBinding> BindingsForPlan(const v1::LaunchPlan& plan, const v1::NodeInfo& node,
+                                         const std::vector<unsigned>* grant = nullptr);
 
 }  // namespace trainlet::agent

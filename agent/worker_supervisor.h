@@ -177,6 +177,7 @@ class WorkerSupervisor {
     bool step_alive = false;
     std::vector<uint32_t> ranks;   // every rank of the step, from its launch file
     std::string rendezvous_token;  // the ranks' TRAINLET_RENDEZVOUS_TOKEN, "" when none
+    std::vector<unsigned> cpus;    // every CPU its ranks were bound to (cpu_allotment.h)
   };
   // Re-adopts every step left in steps_dir by a previous agent: live steps (same pid and start
   // time) keep their running ranks, recorded exits are returned by the next Reap() (again, if

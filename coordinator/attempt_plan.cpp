@@ -113,6 +113,11 @@ Result<std::vector<v1::LaunchPlan>> RenderAttempt(const RuntimePlugin& plugin,
                             ToResult(plugin.Render(request, layout)));
   TRAINLET_RETURN_IF_ERROR(CheckPlans(plugin, request, layout, plans));
   TRAINLET_RETURN_IF_ERROR(SetWorkerCwds(request, plans));  // workingDir, shared dir
+  // The slots each node holds for the job, as the planner charged them: the agent sizes the
+  // job's CPU share from them (agent/cpu_allotment.h).
+  if (auto procs = plugin.ProcsPerNode(request.num_proc_per_node, nullptr); procs.ok()) {
+    for (auto& plan : plans) plan.set_slots(*procs);
+  }
   if (auto b = request.annotations.find(kBindingAnnotation); b != request.annotations.end()) {
     for (auto& plan : plans) plan.set_binding(b->second);
   }

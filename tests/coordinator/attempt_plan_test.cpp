@@ -91,6 +91,9 @@ TEST(AttemptPlanTest, TheMpiLauncherGetsItsSecretFromTheCoordinator) {
   EXPECT_EQ(env.at("TRAINLET_EXEC_SERVER_KEY"), "server");
   EXPECT_EQ(env.at("TRAINLET_EXEC_ENDPOINT"), "tcp://10.0.0.100:4000");
   EXPECT_EQ(env.at("OMPI_MCA_plm_rsh_agent"), "$(TRAINLET_EXEC)");  // the plugin's own env stays
+  // Every node's plan says the slots the job holds there (2 per node), though only the
+  // launcher's names a worker: the agents size the job's CPU share from it (cpu_allotment.h).
+  for (const auto& plan : *plans) EXPECT_EQ(plan.slots(), 2u);
 }
 
 TEST(AttemptPlanTest, AnExecLauncherWithoutItsSecretFails) {

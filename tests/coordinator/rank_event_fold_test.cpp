@@ -91,6 +91,20 @@ TEST(RankEventFold, StartedRanksMoveTheAttemptToAllStarted) {
   EXPECT_EQ(fold.outcome, Outcome::kAllStarted);
 }
 
+// An agent that had to give a rank CPUs another job holds says so with its start; describe shows
+// it as the rank's message (issue 19, defect 11).
+TEST(RankEventFold, StartedRankKeepsTheAgentsNoteOnItsCpus) {
+  v1::JobStatus st = TwoRanks();
+  v1::WorkerEvent ev = Event(v1::WorkerEvent::KIND_STARTED, 0);
+  ev.set_cpuset("0");
+  ev.set_message("CPUs 0 of node node-a shared with trainjob/a (no free CPUs left)");
+  FoldWorkerEvent(&st, "node-a", ev);
+  EXPECT_EQ(st.ranks(0).message(), ev.message());
+  // An exit without a message of its own keeps it.
+  FoldWorkerEvent(&st, "node-a", Exited(0, 0));
+  EXPECT_EQ(st.ranks(0).message(), ev.message());
+}
+
 TEST(RankEventFold, DuplicateStartedIsFoldedButChangesNoState) {
   v1::JobStatus st = TwoRanks(v1::JOB_PHASE_RUNNING);
   st.mutable_ranks(0)->set_rank_state(v1::RANK_STATE_RUNNING);

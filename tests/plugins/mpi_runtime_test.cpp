@@ -77,6 +77,25 @@ TEST(MpiRuntimeTest, TrainerEnvWinsOverTheDefault) {
   EXPECT_EQ(LauncherEnv(req)["OMPI_MCA_pml"], "ucx");
 }
 
+// OpenMPI leaves binding to trainlet's CPU sets: the launcher and daemons run inside the job's
+// CPUs and the ranks inherit them (OpenMPI 4.1's own default binds every node's first rank to
+// core 0). The trainer's own choice wins (issue 19, defect 11).
+TEST(MpiRuntimeTest, OpenMpiBindingIsLeftToTrainletsCpuSets) {
+  PlanRequest req = MpiRequest(2);
+  auto env = LauncherEnv(req);
+  EXPECT_EQ(env["OMPI_MCA_hwloc_base_binding_policy"], "none");
+  EXPECT_EQ(env["PRTE_MCA_hwloc_default_binding_policy"], "none");
+  req.env = {{"OMPI_MCA_hwloc_base_binding_policy", "core"}};
+  env = LauncherEnv(req);
+  EXPECT_EQ(env["OMPI_MCA_hwloc_base_binding_policy"], "core");
+  EXPECT_EQ(env.count("PRTE_MCA_hwloc_default_binding_policy"), 0u);
+  req.env.clear();
+  req.argv = {"mpirun", "--bind-to", "core", "./allreduce"};
+  EXPECT_EQ(LauncherEnv(req).count("OMPI_MCA_hwloc_base_binding_policy"), 0u);
+  req.argv = {"sh", "-c", "mpirun --mca hwloc_base_binding_policy socket ./allreduce"};
+  EXPECT_EQ(LauncherEnv(req).count("OMPI_MCA_hwloc_base_binding_policy"), 0u);
+}
+
 // OpenMPI's TCP (the tcp BTL between ranks, the oob between mpirun and its daemons) is kept on
 // the agents' network: the smallest one that holds every advertised address, so an interface
 // that comes and goes elsewhere on a node is never bound (issue 19, defect 12).

@@ -74,6 +74,7 @@ void AddOpenMpiEnv(const PlanRequest& request, uint32_t slots,
   env["PRTE_MCA_plm_ssh_agent"] = "$(TRAINLET_EXEC)";
   for (const auto& [name, value] : MpiTuningDefaults(request)) env.try_emplace(name, value);
   for (const auto& [name, value] : MpiTcpNetworkDefaults(request)) env.try_emplace(name, value);
+  for (const auto& [name, value] : MpiBindingDefaults(request)) env.try_emplace(name, value);
 }
 
 class MpiRuntime final : public BuiltinRuntime {
@@ -235,6 +236,21 @@ std::vector<std::pair<std::string, std::string>> MpiTuningDefaults(const PlanReq
   // forwards OMPI_MCA_* to the remote daemons and ranks, so this reaches every rank.
   if (TcpOnly(request)) out.emplace_back("OMPI_MCA_pml", "ob1");
   return out;
+}
+
+std::vector<std::pair<std::string, std::string>> MpiBindingDefaults(const PlanRequest& request) {
+  if (TrainerSetsMcaParam(request, "hwloc_base_binding_policy") ||
+      TrainerSetsMcaParam(request, "hwloc_default_binding_policy")) {
+    return {};
+  }
+  for (const auto& arg : request.argv) {
+    std::istringstream split(arg);
+    for (std::string w; split >> w;) {
+      if (w == "--bind-to" || w == "-bind-to" || w.rfind("--bind-to=", 0) == 0) return {};
+    }
+  }
+  return {{"OMPI_MCA_hwloc_base_binding_policy", "none"},
+          {"PRTE_MCA_hwloc_default_binding_policy", "none"}};
 }
 
 std::vector<std::pair<std::string, std::string>> MpiTcpNetworkDefaults(const PlanRequest& request) {

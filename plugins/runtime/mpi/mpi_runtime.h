@@ -79,6 +79,15 @@ std::vector<std::pair<std::string, std::string>> MpiTuningDefaults(const PlanReq
 // "mpi").
 std::vector<std::pair<std::string, std::string>> MpiTcpNetworkDefaults(const PlanRequest& request);
 
+// OpenMPI's binding, left to trainlet's CPU assignment: OMPI_MCA_hwloc_base_binding_policy=none
+// (4.x) and PRTE_MCA_hwloc_default_binding_policy=none (5.x), unless the trainer chooses a
+// binding itself (that parameter in the trainer env or `--mca`, or `--bind-to` in the command).
+// The launcher and the daemons run inside the job's CPUs on their node (agent/cpu_allotment.h)
+// and the ranks inherit them; OpenMPI 4.1's own default (bind to core, np <= 2) ignores the
+// process's allowed CPUs and binds every node's first rank to core 0, outside the assignment and
+// onto one core for concurrent jobs or simulated nodes (issue 19, defect 11).
+std::vector<std::pair<std::string, std::string>> MpiBindingDefaults(const PlanRequest& request);
+
 // The smallest IPv4 network that holds every node's advertised address, as OpenMPI's if_include
 // takes it ("10.0.0.0/29" for 10.0.0.2-10.0.0.4). The agent binds its ports on its address, so
 // the address is on one of the node's interfaces, and OpenMPI picks the interface whose address
