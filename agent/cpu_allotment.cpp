@@ -105,7 +105,10 @@ uint32_t CpuShare(const v1::NodeInfo& node, uint32_t pool_size, uint32_t slots) 
                                 [](const v1::Accelerator& a) { return !a.pci_bus_id().empty(); });
   const uint64_t node_slots = node.slots() != 0 ? node.slots() : pool_size;
   if (gpus || pool_size == 0 || slots >= node_slots) return pool_size;
-  const uint64_t share = uint64_t{pool_size} * std::max<uint32_t>(slots, 1) / node_slots;
+  const uint64_t k = std::max<uint32_t>(slots, 1);
+  // At least a CPU per slot held, while the node has them: a node with more slots than CPUs (a
+  // test cluster's default) would otherwise put a lone 4-rank job on one CPU of two.
+  const uint64_t share = std::max<uint64_t>(uint64_t{pool_size} * k / node_slots, k);
   return static_cast<uint32_t>(std::clamp<uint64_t>(share, 1, pool_size));
 }
 

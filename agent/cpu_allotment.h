@@ -3,7 +3,8 @@
 // when it has not.
 //
 // An attempt's share is sized by the slots it holds here (LaunchPlan.slots): a job holding k of
-// the node's S slots gets max(1, P*k/S) of its P CPUs, the free ones from the node's first CPU
+// the node's S slots gets min(P, max(k, P*k/S)) of its P CPUs (at least one per slot while the
+// node has them, for nodes with more slots than CPUs), the free ones from the node's first CPU
 // on (FirstCpuIndex: the pool's start, rotated for agents that share one machine). A node
 // with splittable GPUs hands every attempt all of its CPUs, as before: the ranks' CPUs follow
 // their GPUs' NUMA nodes (rank_binding.h), and the GPUs themselves are not divided among jobs.

@@ -143,6 +143,13 @@ TEST(CpuAllotmentTest, NodesWithGpusKeepTheWholeNode) {
   EXPECT_EQ(CpuShare(CpuNode(8, 8), 8, 1), 1u);
 }
 
+TEST(CpuAllotmentTest, MoreSlotsThanCpusStillGiveACpuPerSlot) {
+  // A local up cluster's default: 8 slots on 2 CPUs. A 4-rank job gets both CPUs, not 2*4/8 = 1.
+  EXPECT_EQ(CpuShare(CpuNode(2, 8), 2, 4), 2u);
+  EXPECT_EQ(CpuShare(CpuNode(2, 8), 2, 1), 1u);
+  EXPECT_EQ(CpuShare(CpuNode(16, 8), 16, 2), 4u);  // fewer slots than CPUs: P*k/S as before
+}
+
 TEST(CpuAllotmentTest, RestrictTopologyCutsNumaNodes) {
   v1::Topology t;
   auto* n0 = t.add_numa_nodes();
