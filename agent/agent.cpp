@@ -651,10 +651,10 @@ void Agent::OnChildExits() {
       supervisor_->ExitReported(e, link_->last_event_seq());  // its step record goes once acked
       continue;
     }
-    rendezvous_->OnRankExited(e.job, e.attempt, e.rank,
-                              rendezvous::DescribeRankExit(e.exit_code, e.signal));
     v1::Envelope env;
-    auto* ev = env.mutable_worker_event();
+    auto* ev = env.mutable_worker_event();  // a PMIx_Abort before the exit is named in it
+    rendezvous_->OnRankExited(e.job, e.attempt, e.rank,
+                              rendezvous::DescribeRankExit(e.exit_code, e.signal), ev);
     ev->set_job(e.job);
     ev->set_attempt(e.attempt);
     ev->set_rank(e.rank);

@@ -157,10 +157,16 @@ void RendezvousServer::EndAttempt(const std::string& job, uint32_t attempt,
 }
 
 void RendezvousServer::OnRankExited(const std::string& job, uint32_t attempt, uint32_t rank,
-                                    const std::string& how) {
+                                    const std::string& how, v1::WorkerEvent* exit_event) {
   auto it = attempts_.find({job, attempt});
   if (it == attempts_.end() || !it->second.ranks.count(rank)) return;
   it->second.exited[rank] = how;
+  if (auto ab = it->second.mpi_aborts.find(rank);
+      ab != it->second.mpi_aborts.end() && exit_event != nullptr) {
+    exit_event->set_mpi_abort(true);
+    exit_event->set_mpi_abort_errorcode(ab->second.first);
+    exit_event->set_mpi_abort_message(ab->second.second);
+  }
   MaybeContribute(it->first, it->second);
 }
 
@@ -195,6 +201,10 @@ void RendezvousServer::Handle(const std::string& peer, const v1::RendezvousReque
     return;
   }
   Attempt& a = it->second;
+  if (req.op() == v1::RendezvousRequest::OP_ABORT) {
+    HandleAbort(a, peer, req);
+    return;
+  }
   if (!a.aborted.empty()) {
     Reply(peer, req.id(), v1::RendezvousReply::CODE_ABORTED, a.aborted);
     return;
@@ -245,6 +255,16 @@ void RendezvousServer::HandleFence(const Key& key, Attempt& a, const std::string
   a.waiting[req.rank()] = {peer, req.id()};
   a.join_puts[req.rank()] = PutsDigest(req);
   MaybeContribute(key, a);
+}
+
+void RendezvousServer::HandleAbort(Attempt& a, const std::string& peer,
+                                   const v1::RendezvousRequest& req) {
+  const std::string message = rendezvous::CleanMpiAbortMessage(req.abort_message());
+  a.mpi_aborts[req.rank()] = {req.abort_status(), message};
+  spdlog::info("rendezvous: {}",
+               rendezvous::MpiAbortCause(req.rank(), node_, req.abort_status(), message));
+  Abort(a, rendezvous::MpiAbortCause(req.rank(), node_, req.abort_status(), message));
+  Reply(peer, req.id(), v1::RendezvousReply::CODE_OK, "");
 }
 
 void RendezvousServer::HandleRejoin(Attempt& a, const std::string& peer,

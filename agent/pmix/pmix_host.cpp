@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "common/pmix/fence_data.h"
+#include "common/rendezvous/fence_message.h"
 #include "trainlet/rendezvous.h"
 
 namespace trainlet::pmix {
@@ -148,24 +149,49 @@ pmix_status_t FenceUpcall(const pmix_proc_t procs[], size_t nprocs, const pmix_i
   return PMIX_SUCCESS;
 }
 
+// Tells the agent that `rank` aborts (OP_ABORT on a handle of its own, apart from the Run
+// thread's, which may be inside a fence), so that the rank's exit names MPI_Abort, its status and
+// message. An agent that cannot be reached (restarting) costs at most kAbortReportMs; the rank's
+// exit then fails the attempt by its code alone.
+constexpr int kAbortReportMs = 2000;
+void ReportAbort(uint32_t rank, int status, const std::string& message) {
+  const PmixHostConfig& c = g_host->config;
+  trainlet_rdzv* handle = nullptr;
+  int rc = trainlet_rdzv_open_with(c.rendezvous_endpoint.c_str(), c.rendezvous_token.c_str(),
+                                   c.job.c_str(), c.attempt, rank, &handle);
+  if (rc == TRAINLET_RDZV_OK)
+    rc = trainlet_rdzv_abort(handle, status, message.c_str(), kAbortReportMs);
+  if (rc != TRAINLET_RDZV_OK)
+    Say("could not tell the agent about rank " + std::to_string(rank) +
+        "'s abort: " + trainlet_rdzv_last_error(handle));
+  trainlet_rdzv_close(handle);
+}
+
 pmix_status_t AbortUpcall(const pmix_proc_t* proc, void*, int status, const char msg[],
                           pmix_proc_t[], size_t, pmix_op_cbfunc_t cbfunc, void* cbdata) {
-  Say("rank " + std::to_string(proc->rank) + " called PMIx_Abort (MPI_Abort) with status " +
-      std::to_string(status) + ": " + (msg == nullptr ? "" : msg) +
-      "; the rank exits with that status, which fails the attempt");
+  const uint32_t rank = proc->rank;
+  const std::string message = rendezvous::CleanMpiAbortMessage(msg == nullptr ? "" : msg);
+  Say("rank " + std::to_string(rank) + " called PMIx_Abort (MPI_Abort) with status " +
+      std::to_string(status) + ": " + message + "; the attempt fails with it");
   std::fflush(stderr);
-  if (cbfunc != nullptr) cbfunc(PMIX_SUCCESS, cbdata);
-  if (status == 0) {
-    // The rank exits 0 after an abort, which would count as a success while its peers wait for
-    // it. The server's own exit makes trainlet-step stop every local rank (and so the attempt
-    // fails); the rank gets a moment to read the reply first.
-    Say("status 0 is no failure to trainlet: exiting, so that the step stops the ranks");
-    Queue([] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      std::fflush(stderr);
-      std::_Exit(kAbortedWithoutStatus);
-    });
-  }
+  // The rank is released only once the agent has recorded the abort, so its exit, which the
+  // agent sees later, carries it. Off libpmix's progress thread, which must keep running.
+  std::thread([rank, status, message, cbfunc, cbdata] {
+    ReportAbort(rank, status, message);
+    if (cbfunc != nullptr) cbfunc(PMIX_SUCCESS, cbdata);
+    if (status == 0) {
+      // The rank exits 0 after an abort, which would count as a success while its peers wait
+      // for it (should the agent not have recorded the abort). The server's own exit makes
+      // trainlet-step stop every local rank (and so the attempt fails); the rank gets a moment
+      // to read the reply first.
+      Say("status 0 is no failure to trainlet: exiting, so that the step stops the ranks");
+      Queue([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        std::fflush(stderr);
+        std::_Exit(kAbortedWithoutStatus);
+      });
+    }
+  }).detach();
   return PMIX_SUCCESS;
 }
 

@@ -364,6 +364,19 @@ int trainlet_rdzv_resume(trainlet_rdzv* h, uint64_t fences_done) {
   return Ok(h);
 }
 
+int trainlet_rdzv_abort(trainlet_rdzv* h, int status, const char* message, int timeout_ms) {
+  if (h == nullptr) return TRAINLET_RDZV_INVALID;
+  if (h->in_fence) return Fail(h, TRAINLET_RDZV_INVALID, "abort: a fence is in flight");
+  auto req = NewRequest(h, v1::RendezvousRequest::OP_ABORT);
+  req.set_abort_status(status);
+  req.set_abort_message(message == nullptr ? "" : message);
+  const uint64_t id = req.id();
+  if (int rc = Send(h, std::move(req)); rc != TRAINLET_RDZV_OK) return rc;
+  v1::RendezvousReply reply;
+  if (int rc = Receive(h, id, timeout_ms, &reply); rc != TRAINLET_RDZV_OK) return rc;
+  return FromReply(h, reply);
+}
+
 uint64_t trainlet_rdzv_epoch(const trainlet_rdzv* h) { return h == nullptr ? 0 : h->epoch; }
 
 int trainlet_rdzv_count(trainlet_rdzv* h, size_t* count) {

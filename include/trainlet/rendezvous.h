@@ -76,6 +76,13 @@ int trainlet_rdzv_fence_finish(trainlet_rdzv* h, int timeout_ms);
  * after this handle's first fence. */
 int trainlet_rdzv_resume(trainlet_rdzv* h, uint64_t fences_done);
 
+/* Tells the node's agent that this rank is aborting with `status` and `message` (NULL: none), as
+ * PMIx_Abort does; the agent aborts the attempt's rendezvous on the node and names the call,
+ * status and message in the rank's exit, which fails the attempt. Waits up to timeout_ms (< 0:
+ * as long as it takes) for the agent to record it; OK once it has. For a process manager such
+ * as trainlet-pmix, which sends it for its client rank before letting the rank exit. */
+int trainlet_rdzv_abort(trainlet_rdzv* h, int status, const char* message, int timeout_ms);
+
 /* How many fences of this handle completed (the epoch of the snapshot it reads). */
 uint64_t trainlet_rdzv_epoch(const trainlet_rdzv* h);
 

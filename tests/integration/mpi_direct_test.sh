@@ -86,15 +86,17 @@ else
   log "python3-mpi4py not installed: mpi4py part skipped"
 fi
 
-# 4. MPI_Abort by rank 4: the attempt fails promptly, the cause names the rank and its status,
-# trainlet-pmix's line names MPI_Abort, and nothing of the job is left.
+# 4. MPI_Abort by rank 4: the attempt fails promptly, the cause names MPI_Abort, the rank and its
+# errorcode (trainlet-pmix told the agent before letting the rank go), trainlet-pmix's line names
+# MPI_Abort, and nothing of the job is left.
 start=$(date +%s)
 "$CTL" apply -f "$(direct_job abort 3 mpi-direct '      - {name: TRAINLET_FAIL_RANK, value: "4"}' "$TRAINLET_BIN/mpi-allreduce")" >/dev/null
 "$CTL" wait trainjob/abort --for=condition=Failed --timeout=60s || fail "abort did not fail: $("$CTL" describe trainjob abort)"
 took=$(( $(date +%s) - start ))
 [ "$took" -le 30 ] || fail "MPI_Abort took $took s to fail the attempt"
 desc=$("$CTL" describe trainjob abort)
-grep -qE "rank 4 on node-[0-9]+ exited with code 3" <<<"$desc" || fail "abort: cause should name rank 4's exit: $desc"
+grep -qE "rank 4 on node-[0-9]+ called MPI_Abort \(errorcode 3\)" <<<"$desc" || fail "abort: cause should name rank 4's MPI_Abort and errorcode: $desc"
+[ "$(grep -cE "rank 4 on node-[0-9]+ called MPI_Abort \(errorcode 3\)" <<<"$desc")" -ge 2 ] || fail "abort: the attempt's cause and its event should both name MPI_Abort: $desc"
 "$CTL" logs abort | grep -q "rank 4 called PMIx_Abort (MPI_Abort) with status 3" || fail "abort: trainlet-pmix should name MPI_Abort: $("$CTL" logs abort)"
 wait_for 15 no_process_left abort || fail "abort left processes: $(job_pids abort) $(own_pgrep -x trainlet-pmix)"
 log "MPI_Abort fails the attempt in ${took}s, cause named, nothing left"
@@ -142,8 +144,9 @@ if /usr/bin/python3 -c 'import mpi4py' 2>/dev/null; then
   log "a rank killed between two fences fails the attempt in ${took}s, cause named, nothing left"
 fi
 
-# 6b. MPI_Abort with status 0: the rank's own exit (0) is no failure, so trainlet-pmix exits and
-# its step stops the node's ranks; the attempt fails promptly and nothing is left.
+# 6b. MPI_Abort with status 0: the rank's own exit (0) is a failure because it aborted (the cause
+# names it), and trainlet-pmix exits so that its step stops the node's ranks; the attempt fails
+# promptly and nothing is left.
 if /usr/bin/python3 -c 'import mpi4py' 2>/dev/null; then
   printf 'from mpi4py import MPI\nimport time\nif MPI.COMM_WORLD.Get_rank() == 1:\n    MPI.COMM_WORLD.Abort(0)\ntime.sleep(60)\n' > "$WORK/abort0.py"
   start=$(date +%s)
@@ -152,6 +155,7 @@ if /usr/bin/python3 -c 'import mpi4py' 2>/dev/null; then
   took=$(( $(date +%s) - start ))
   [ "$took" -le 15 ] || fail "MPI_Abort(0) took $took s to fail the attempt"
   "$CTL" logs abortzero | grep -q "rank 1 called PMIx_Abort (MPI_Abort) with status 0" || fail "abortzero: trainlet-pmix should name the abort: $("$CTL" logs abortzero)"
+  grep -qE "rank 1 on node-[0-9]+ called MPI_Abort \(errorcode 0\)" <<<"$("$CTL" describe trainjob abortzero)" || fail "abortzero: cause should name rank 1's MPI_Abort: $("$CTL" describe trainjob abortzero)"
   wait_for 15 no_process_left abortzero || fail "abortzero left processes: $(job_pids abortzero)"
   log "MPI_Abort with status 0 fails the attempt in ${took}s, nothing left"
 fi
