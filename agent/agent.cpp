@@ -728,7 +728,8 @@ void Agent::OnMessage(const v1::Envelope& env) {
       OnLogRead(env.log_read());
       break;
     case v1::Envelope::kFenceResult:
-      rendezvous_->OnFenceResult(env.fence_result());
+    case v1::Envelope::kRendezvousPublish:  // pairs a rank published outside a fence
+      rendezvous_->OnCoordinatorMessage(env);
       break;
     case v1::Envelope::kExecStart:
       OnExecStart(env.exec_start());

@@ -216,6 +216,9 @@ void RendezvousServer::Handle(const std::string& peer, const v1::RendezvousReque
     case v1::RendezvousRequest::OP_GET:
       HandleGet(a, peer, req, now);
       break;
+    case v1::RendezvousRequest::OP_PUBLISH:
+      HandlePublish(it->first, peer, req);
+      break;
     default:
       Reply(peer, req.id(), v1::RendezvousReply::CODE_INVALID,
             "unknown op " + std::to_string(req.op()));
@@ -255,6 +258,41 @@ void RendezvousServer::HandleFence(const Key& key, Attempt& a, const std::string
   a.waiting[req.rank()] = {peer, req.id()};
   a.join_puts[req.rank()] = PutsDigest(req);
   MaybeContribute(key, a);
+}
+
+void RendezvousServer::HandlePublish(const Key& key, const std::string& peer,
+                                     const v1::RendezvousRequest& req) {
+  if (std::string why = PutsOverCap(req); !why.empty() || req.puts().empty()) {
+    Reply(peer, req.id(), v1::RendezvousReply::CODE_INVALID,
+          why.empty() ? "publish: nothing to publish" : why);
+    return;
+  }
+  v1::Envelope env;
+  v1::RendezvousPublish* p = env.mutable_rendezvous_publish();
+  p->set_job(key.first);
+  p->set_attempt(key.second);
+  p->set_node(node_);
+  *p->mutable_pairs() = req.puts();
+  to_coordinator_(std::move(env));
+  Reply(peer, req.id(), v1::RendezvousReply::CODE_OK, "");
+}
+
+void RendezvousServer::OnCoordinatorMessage(const v1::Envelope& env) {
+  if (env.has_fence_result()) OnFenceResult(env.fence_result());
+  if (env.has_rendezvous_publish()) OnPublish(env.rendezvous_publish());
+}
+
+void RendezvousServer::OnPublish(const v1::RendezvousPublish& publish) {
+  auto it = attempts_.find({publish.job(), publish.attempt()});
+  if (it == attempts_.end()) return;
+  for (const auto& kv : publish.pairs()) {
+    if (kv.value().empty()) {
+      it->second.published.erase(kv.key());
+    } else {
+      it->second.published[kv.key()] = kv.value();
+    }
+  }
+  AnswerGets(it->second);
 }
 
 void RendezvousServer::HandleAbort(Attempt& a, const std::string& peer,
@@ -396,6 +434,10 @@ void RendezvousServer::OnFenceResult(const v1::FenceResult& result) {
     if (reply_) reply_(w.peer, std::move(r));
   }
   a.waiting.clear();
+  AnswerGets(a);
+}
+
+void RendezvousServer::AnswerGets(Attempt& a) {
   std::erase_if(a.gets, [&](const PendingGet& g) {
     auto v = a.published.find(g.key);
     if (v == a.published.end()) return false;

@@ -85,6 +85,11 @@ class RendezvousServer {
                     v1::WorkerEvent* exit_event = nullptr);
   // The coordinator's answer to a contribution (or its news that the attempt's rendezvous failed).
   void OnFenceResult(const v1::FenceResult& result);
+  // Pairs some rank of the attempt published outside a fence (OP_PUBLISH), from the coordinator:
+  // gets see them at once (an empty value removes one), and parked gets of them are answered.
+  void OnPublish(const v1::RendezvousPublish& publish);
+  // A FenceResult or RendezvousPublish from the coordinator, to the function above for it.
+  void OnCoordinatorMessage(const v1::Envelope& env);
   // One request from a rank.
   void Handle(const std::string& peer, const v1::RendezvousRequest& request, Clock::time_point now);
 
@@ -140,6 +145,10 @@ class RendezvousServer {
   void HandleRejoin(Attempt& a, const std::string& peer, const v1::RendezvousRequest& req);
   void HandleGet(Attempt& a, const std::string& peer, const v1::RendezvousRequest& req,
                  Clock::time_point now);
+  // OP_PUBLISH: forwards the puts to the coordinator (RendezvousPublish), answers OK.
+  void HandlePublish(const Key& key, const std::string& peer, const v1::RendezvousRequest& req);
+  // Answers the parked gets whose key is published now.
+  void AnswerGets(Attempt& a);
   // OP_ABORT: records the rank's PMIx_Abort for its exit event and aborts the node's rendezvous
   // of the attempt with the call named; answered OK even when the attempt was aborted already.
   void HandleAbort(Attempt& a, const std::string& peer, const v1::RendezvousRequest& req);

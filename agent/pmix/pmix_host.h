@@ -18,12 +18,16 @@
 //     An abort with status 0 would look like a success where the agent missed it: the server
 //     then exits (3), and trainlet-step, which stops the ranks whenever their server ends, kills
 //     them.
-//   - direct_modex, publish, lookup, spawn, connect: not served (PMIx answers NOT_SUPPORTED); an
-//     MPI that collects its modex in the fence (OpenMPI's default) needs none of them.
+//   - publish, lookup, unpublish: ride the rendezvous store's publish (trainlet_rdzv_publish), so
+//     a name published on one node is seen on every node at once, without a fence.
+//   - direct_modex, spawn, connect: not served (PMIx answers NOT_SUPPORTED); an MPI that collects
+//     its modex in the fence (OpenMPI's default) needs none of them.
 //
-// Threads: libpmix calls the upcalls on its progress thread; they queue work and return. Run()
-// does the work (the blocking rendezvous calls) on the calling thread, one fence at a time, in
-// the order libpmix asked, which is the same on every node since every fence spans the job.
+// Threads: libpmix calls the upcalls on its progress thread; they queue work (or start a thread
+// of their own: abort, publish, lookup, unpublish, each with its own rendezvous handle) and
+// return. Run() does the fence work (the blocking rendezvous calls) on the calling thread, one
+// fence at a time, in the order libpmix asked, which is the same on every node since every fence
+// spans the job.
 #pragma once
 
 #include <cstdint>

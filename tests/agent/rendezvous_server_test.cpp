@@ -255,6 +255,42 @@ TEST_F(RendezvousServerTest, MpiAbortFailsTheFenceAndIsNamedInTheRanksExit) {
   EXPECT_TRUE(sent_.empty());
 }
 
+// OP_PUBLISH goes to the coordinator at once and is answered OK; what the coordinator sends back
+// (to every node) answers gets, parked ones too, without a fence.
+TEST_F(RendezvousServerTest, PublishGoesOutAtOnceAndAnswersGets) {
+  auto get = Request(5, v1::RendezvousRequest::OP_GET, 1);
+  get.set_key("pmix.pub/svc");
+  server_.Handle("getter", get, now_);
+  EXPECT_TRUE(replies_.empty());  // parked
+  auto pub = Request(4, v1::RendezvousRequest::OP_PUBLISH, 2);
+  auto* kv = pub.add_puts();
+  kv->set_key("pmix.pub/svc");
+  kv->set_value("port");
+  server_.Handle("pmix", pub, now_);
+  ASSERT_EQ(sent_.size(), 1u);
+  ASSERT_TRUE(sent_[0].has_rendezvous_publish());
+  EXPECT_EQ(sent_[0].rendezvous_publish().node(), "node-b");
+  EXPECT_EQ(sent_[0].rendezvous_publish().pairs(0).value(), "port");
+  ASSERT_EQ(replies_.size(), 1u);
+  EXPECT_EQ(replies_[0].first, "pmix");
+  EXPECT_EQ(replies_[0].second.code(), Code::CODE_OK);
+  server_.OnCoordinatorMessage(sent_[0]);  // what the coordinator sends every node
+  ASSERT_EQ(replies_.size(), 2u);
+  EXPECT_EQ(replies_[1].first, "getter");
+  EXPECT_EQ(replies_[1].second.value(), "port");
+  // Withdrawn: a get waits again.
+  v1::Envelope gone = sent_[0];
+  gone.mutable_rendezvous_publish()->mutable_pairs(0)->set_value("");
+  server_.OnCoordinatorMessage(gone);
+  get.set_id(3);
+  server_.Handle("getter", get, now_);
+  EXPECT_EQ(replies_.size(), 2u);
+  // Nothing to publish is refused.
+  pub.clear_puts();
+  server_.Handle("pmix", pub, now_);
+  EXPECT_EQ(replies_.back().second.code(), Code::CODE_INVALID);
+}
+
 TEST_F(RendezvousServerTest, ExitBeforeAnyFenceAbortsTheNextOne) {
   server_.OnRankExited("j", 1, 5, "exited with code 1");
   EXPECT_TRUE(replies_.empty());

@@ -160,6 +160,26 @@ if /usr/bin/python3 -c 'import mpi4py' 2>/dev/null; then
   log "MPI_Abort with status 0 fails the attempt in ${took}s, nothing left"
 fi
 
+# 6c. MPI_Publish_name on rank 0, MPI_Lookup_name on every rank after a barrier (no PMIx fence
+# in between): PMIx_Publish/Lookup ride the rendezvous store's publish, so every node sees the
+# name at once. The job is on mpi-distributed with no trainlet.io/mpi-launch: a command that
+# starts no launcher is launched directly by default, and describe says so.
+mpicc_openmpi=$(command -v mpicc.openmpi || command -v mpicc || true)
+if [ -n "$mpicc_openmpi" ]; then
+  "$mpicc_openmpi" -O2 -o "$WORK/mpi-publish" "$TRAINLET_SOURCE_DIR/tests/integration/workers/mpi_publish_lookup.c" || fail "mpicc could not build mpi_publish_lookup.c"
+  sed '/trainlet.io\/mpi-launch/d; /^  annotations:$/d' "$(direct_job publish 3 mpi-distributed "" "$WORK/mpi-publish")" > "$WORK/publish-default.yaml"
+  grep -q "mpi-launch" "$WORK/publish-default.yaml" && fail "publish: the job must not ask for direct launch"
+  "$CTL" apply -f "$WORK/publish-default.yaml" >/dev/null
+  "$CTL" wait trainjob/publish --for=condition=Complete --timeout=60s || fail "publish did not complete: $("$CTL" describe trainjob publish) $("$CTL" logs publish)"
+  [ "$("$CTL" logs publish | grep -c 'lookup trainlet-test-service -> trainlet-port-of-rank-0 OK')" = 6 ] || fail "publish: every rank should find rank 0's name: $("$CTL" logs publish)"
+  desc=$("$CTL" describe trainjob publish)
+  grep -q "ranks started directly, PMIx" <<<"$desc" || fail "publish: a plain command on mpi-distributed should be launched directly: $desc"
+  grep -q "the command starts no launcher" <<<"$desc" || fail "publish: describe should say why direct launch was chosen: $desc"
+  log "MPI_Publish_name/MPI_Lookup_name across 3 nodes without a fence; direct launch by default for a plain command"
+else
+  log "no mpicc: publish/lookup part skipped"
+fi
+
 # 7. The agent of node-2 is killed (-9) while the ranks run between MPI_Init and MPI_Finalize, and
 # started again on its state dir. The ranks and trainlet-pmix live on under their step; the new
 # agent adopts the step and serves the attempt's rendezvous again with the ranks' token, so the
@@ -211,6 +231,34 @@ PY
   ! grep -q "trainlet-pmix: fence" <<<"$out" || fail "agentkill: a PMIx fence failed after the restart: $out"
   [ "$("$CTL" describe trainjob agentkill | awk '/^Attempt:/ {print $2}')" = 1 ] || fail "agentkill: not in its first attempt"
   log "after an agent restart, PMIx fences are served again (MPI_Finalize's), and the job succeeds in attempt 1"
+
+  # 8. The agent of node-2 is killed (-9) while it holds the fence of MPI_Finalize that node-2's
+  # trainlet-pmix joined (node-1's ranks sleep before theirs, so the fence stays open). The old
+  # agent had taken the request and contributed; the new one never saw it. trainlet-pmix's
+  # rendezvous handles see the new agent's socket and send the fence again, so the fence
+  # completes on node-2 too and the job succeeds in attempt 1.
+  cat > "$WORK/late.py" <<'PY'
+import os, time
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+total = comm.allreduce(comm.Get_rank() + 1)
+print(f"rank {comm.Get_rank()} on {os.environ['TRAINLET_NODE']}: late sum {total}", flush=True)
+if os.environ["TRAINLET_NODE"] == "node-1":
+    time.sleep(15)
+PY
+  "$CTL" apply -f "$(direct_job fencekill 3 mpi-direct "" /usr/bin/python3 "$WORK/late.py")" >/dev/null
+  wait_for 30 sh -c "[ \$('$CTL' logs fencekill | grep -c 'on node-2: late sum 21') -ge 2 ]" || fail "fencekill: node-2's ranks never got past their allreduce: $("$CTL" logs fencekill)"
+  sleep 1  # node-2's ranks are in MPI_Finalize's fence, its agent holds the request
+  agent2=${EXTRA_PIDS[-1]}
+  [ "$(cat "/proc/$agent2/comm")" = trainlet-agent ] || fail "the last started process is not node-2's agent"
+  disown "$agent2" 2>/dev/null || true
+  kill -9 "$agent2"
+  wait_for 5 sh -c "! kill -0 $agent2 2>/dev/null" || fail "node-2's agent did not die"
+  restart_agent 2
+  log "node-2's agent killed (-9) inside MPI_Finalize's fence and started again"
+  "$CTL" wait trainjob/fencekill --for=condition=Complete --timeout=60s || fail "fencekill did not complete (a fence the old agent had taken was lost): $("$CTL" describe trainjob fencekill) $("$CTL" logs fencekill)"
+  [ "$("$CTL" describe trainjob fencekill | awk '/^Attempt:/ {print $2}')" = 1 ] || fail "fencekill: not in its first attempt"
+  log "a fence the killed agent had taken is sent again to the new one; the job succeeds in attempt 1"
 fi
 
 kill "$LAUNCHER_SAMPLER" 2>/dev/null || true
