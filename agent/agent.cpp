@@ -647,10 +647,10 @@ void Agent::OnChildExits() {
       supervisor_->ExitReported(e, link_->last_event_seq());  // its step record goes once acked
       continue;
     }
-    rendezvous_->OnRankExited(e.job, e.attempt, e.rank,
-                              rendezvous::DescribeRankExit(e.exit_code, e.signal));
     v1::Envelope env;
-    auto* ev = env.mutable_worker_event();
+    auto* ev = env.mutable_worker_event();  // a PMIx_Abort before the exit is named in it
+    rendezvous_->OnRankExited(e.job, e.attempt, e.rank,
+                              rendezvous::DescribeRankExit(e.exit_code, e.signal), ev);
     ev->set_job(e.job);
     ev->set_attempt(e.attempt);
     ev->set_rank(e.rank);
@@ -726,7 +726,8 @@ void Agent::OnMessage(const v1::Envelope& env) {
       OnLogRead(env.log_read());
       break;
     case v1::Envelope::kFenceResult:
-      rendezvous_->OnFenceResult(env.fence_result());
+    case v1::Envelope::kRendezvousPublish:  // pairs a rank published outside a fence
+      rendezvous_->OnCoordinatorMessage(env);
       break;
     case v1::Envelope::kExecStart:
       OnExecStart(env.exec_start());

@@ -157,10 +157,16 @@ void RendezvousServer::EndAttempt(const std::string& job, uint32_t attempt,
 }
 
 void RendezvousServer::OnRankExited(const std::string& job, uint32_t attempt, uint32_t rank,
-                                    const std::string& how) {
+                                    const std::string& how, v1::WorkerEvent* exit_event) {
   auto it = attempts_.find({job, attempt});
   if (it == attempts_.end() || !it->second.ranks.count(rank)) return;
   it->second.exited[rank] = how;
+  if (auto ab = it->second.mpi_aborts.find(rank);
+      ab != it->second.mpi_aborts.end() && exit_event != nullptr) {
+    exit_event->set_mpi_abort(true);
+    exit_event->set_mpi_abort_errorcode(ab->second.first);
+    exit_event->set_mpi_abort_message(ab->second.second);
+  }
   MaybeContribute(it->first, it->second);
 }
 
@@ -195,6 +201,10 @@ void RendezvousServer::Handle(const std::string& peer, const v1::RendezvousReque
     return;
   }
   Attempt& a = it->second;
+  if (req.op() == v1::RendezvousRequest::OP_ABORT) {
+    HandleAbort(a, peer, req);
+    return;
+  }
   if (!a.aborted.empty()) {
     Reply(peer, req.id(), v1::RendezvousReply::CODE_ABORTED, a.aborted);
     return;
@@ -205,6 +215,9 @@ void RendezvousServer::Handle(const std::string& peer, const v1::RendezvousReque
       break;
     case v1::RendezvousRequest::OP_GET:
       HandleGet(a, peer, req, now);
+      break;
+    case v1::RendezvousRequest::OP_PUBLISH:
+      HandlePublish(it->first, peer, req);
       break;
     default:
       Reply(peer, req.id(), v1::RendezvousReply::CODE_INVALID,
@@ -245,6 +258,51 @@ void RendezvousServer::HandleFence(const Key& key, Attempt& a, const std::string
   a.waiting[req.rank()] = {peer, req.id()};
   a.join_puts[req.rank()] = PutsDigest(req);
   MaybeContribute(key, a);
+}
+
+void RendezvousServer::HandlePublish(const Key& key, const std::string& peer,
+                                     const v1::RendezvousRequest& req) {
+  if (std::string why = PutsOverCap(req); !why.empty() || req.puts().empty()) {
+    Reply(peer, req.id(), v1::RendezvousReply::CODE_INVALID,
+          why.empty() ? "publish: nothing to publish" : why);
+    return;
+  }
+  v1::Envelope env;
+  v1::RendezvousPublish* p = env.mutable_rendezvous_publish();
+  p->set_job(key.first);
+  p->set_attempt(key.second);
+  p->set_node(node_);
+  *p->mutable_pairs() = req.puts();
+  to_coordinator_(std::move(env));
+  Reply(peer, req.id(), v1::RendezvousReply::CODE_OK, "");
+}
+
+void RendezvousServer::OnCoordinatorMessage(const v1::Envelope& env) {
+  if (env.has_fence_result()) OnFenceResult(env.fence_result());
+  if (env.has_rendezvous_publish()) OnPublish(env.rendezvous_publish());
+}
+
+void RendezvousServer::OnPublish(const v1::RendezvousPublish& publish) {
+  auto it = attempts_.find({publish.job(), publish.attempt()});
+  if (it == attempts_.end()) return;
+  for (const auto& kv : publish.pairs()) {
+    if (kv.value().empty()) {
+      it->second.published.erase(kv.key());
+    } else {
+      it->second.published[kv.key()] = kv.value();
+    }
+  }
+  AnswerGets(it->second);
+}
+
+void RendezvousServer::HandleAbort(Attempt& a, const std::string& peer,
+                                   const v1::RendezvousRequest& req) {
+  const std::string message = rendezvous::CleanMpiAbortMessage(req.abort_message());
+  a.mpi_aborts[req.rank()] = {req.abort_status(), message};
+  spdlog::info("rendezvous: {}",
+               rendezvous::MpiAbortCause(req.rank(), node_, req.abort_status(), message));
+  Abort(a, rendezvous::MpiAbortCause(req.rank(), node_, req.abort_status(), message));
+  Reply(peer, req.id(), v1::RendezvousReply::CODE_OK, "");
 }
 
 void RendezvousServer::HandleRejoin(Attempt& a, const std::string& peer,
@@ -408,6 +466,10 @@ void RendezvousServer::OnFenceResult(const v1::FenceResult& result) {
     if (reply_) reply_(w.peer, std::move(r));
   }
   a.waiting.clear();
+  AnswerGets(a);
+}
+
+void RendezvousServer::AnswerGets(Attempt& a) {
   std::erase_if(a.gets, [&](const PendingGet& g) {
     auto v = a.published.find(g.key);
     if (v == a.published.end()) return false;

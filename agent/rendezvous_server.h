@@ -78,9 +78,11 @@ class RendezvousServer {
   // ranks get ABORTED with `why`, its snapshots are removed and it is forgotten.
   void EndAttempt(const std::string& job, uint32_t attempt, const std::string& why);
   // A local rank ended ("exited with code 3", "exited with signal 9"). If it has not joined a
-  // fence its peers here are gathering, or one they start later, that fence is aborted.
-  void OnRankExited(const std::string& job, uint32_t attempt, uint32_t rank,
-                    const std::string& how);
+  // fence its peers here are gathering, or one they start later, that fence is aborted. A rank
+  // that asked to abort first (OP_ABORT: PMIx_Abort through trainlet-pmix) has that written into
+  // `exit_event` (WorkerEvent.mpi_abort*), when given, so its exit names the call.
+  void OnRankExited(const std::string& job, uint32_t attempt, uint32_t rank, const std::string& how,
+                    v1::WorkerEvent* exit_event = nullptr);
   // The coordinator's answer to a contribution (or its news that the attempt's rendezvous failed).
   void OnFenceResult(const v1::FenceResult& result);
   // This node's registration was just accepted, maybe by a new coordinator (a restart, an HA
@@ -88,6 +90,11 @@ class RendezvousServer {
   // fence released here or a contribution unanswered, holding the last released result and that
   // contribution again, so fences in flight complete and later results keep every pair.
   void Resync();
+  // Pairs some rank of the attempt published outside a fence (OP_PUBLISH), from the coordinator:
+  // gets see them at once (an empty value removes one), and parked gets of them are answered.
+  void OnPublish(const v1::RendezvousPublish& publish);
+  // A FenceResult or RendezvousPublish from the coordinator, to the function above for it.
+  void OnCoordinatorMessage(const v1::Envelope& env);
   // One request from a rank.
   void Handle(const std::string& peer, const v1::RendezvousRequest& request, Clock::time_point now);
 
@@ -127,8 +134,9 @@ class RendezvousServer {
     std::map<std::string, std::string> published;  // everything the last fence released
     std::string snapshot_path;                     // "" before the first fence
     std::vector<PendingGet> gets;
-    std::map<uint32_t, std::string> exited;  // rank -> how it ended
-    std::string aborted;                     // non-empty: why every request fails
+    std::map<uint32_t, std::string> exited;                      // rank -> how it ended
+    std::map<uint32_t, std::pair<int, std::string>> mpi_aborts;  // rank -> (status, message)
+    std::string aborted;    // non-empty: why every request fails
     bool restored = false;  // adopted: no fence seen yet, the first one sets `completed`
   };
   using Key = std::pair<std::string, uint32_t>;
@@ -143,6 +151,13 @@ class RendezvousServer {
   void HandleRejoin(Attempt& a, const std::string& peer, const v1::RendezvousRequest& req);
   void HandleGet(Attempt& a, const std::string& peer, const v1::RendezvousRequest& req,
                  Clock::time_point now);
+  // OP_PUBLISH: forwards the puts to the coordinator (RendezvousPublish), answers OK.
+  void HandlePublish(const Key& key, const std::string& peer, const v1::RendezvousRequest& req);
+  // Answers the parked gets whose key is published now.
+  void AnswerGets(Attempt& a);
+  // OP_ABORT: records the rank's PMIx_Abort for its exit event and aborts the node's rendezvous
+  // of the attempt with the call named; answered OK even when the attempt was aborted already.
+  void HandleAbort(Attempt& a, const std::string& peer, const v1::RendezvousRequest& req);
   // Aborts the open fence if a rank that cannot join it has exited; sends the contribution when
   // every local rank has joined.
   void MaybeContribute(const Key& key, Attempt& a);

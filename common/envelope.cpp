@@ -83,6 +83,8 @@ v1::MessageType TypeForBody(v1::Envelope::BodyCase body) {
       return v1::MESSAGE_TYPE_PROGRESS_REPORT;
     case E::kPurgeJob:
       return v1::MESSAGE_TYPE_PURGE_JOB;
+    case E::kRendezvousPublish:
+      return v1::MESSAGE_TYPE_RENDEZVOUS_PUBLISH;
     case E::BODY_NOT_SET:
       break;
   }

@@ -306,6 +306,9 @@ void Coordinator::OnNodeMessage(std::string name, v1::Envelope& env,
     case v1::Envelope::kFenceContribute:
       OnFenceContribute(name, env.fence_contribute(), now);
       break;
+    case v1::Envelope::kRendezvousPublish:
+      OnFenceContribute(name, env.rendezvous_publish(), now);
+      break;
     case v1::Envelope::kLogChunk:
       operator_service_->OnLogChunk(env.log_chunk());
       break;
@@ -339,6 +342,16 @@ void Coordinator::OnFenceContribute(const std::string& name,
                                     const v1::FenceContribute& contribution,
                                     std::chrono::steady_clock::time_point now) {
   auto outcome = fences_->OnContribute(name, contribution, now);
+  if (!outcome.rejected.ok()) {
+    drops_.Add(DropReason::kUnauthorized);
+    spdlog::warn("rendezvous: {}", outcome.rejected.message());
+  }
+  DeliverFences(std::move(outcome));
+}
+
+void Coordinator::OnFenceContribute(const std::string& name, const v1::RendezvousPublish& publish,
+                                    std::chrono::steady_clock::time_point) {
+  auto outcome = fences_->OnPublish(name, publish);
   if (!outcome.rejected.ok()) {
     drops_.Add(DropReason::kUnauthorized);
     spdlog::warn("rendezvous: {}", outcome.rejected.message());

@@ -188,6 +188,9 @@ class Coordinator : public NodeSink {
   void OnWorkerEvent(const std::string& name, const v1::WorkerEvent& event, int64_t now_ms);
   void OnFenceContribute(const std::string& name, const v1::FenceContribute& contribution,
                          std::chrono::steady_clock::time_point now);
+  // The same for pairs a rank published outside a fence (FenceTable::OnPublish).
+  void OnFenceContribute(const std::string& name, const v1::RendezvousPublish& publish,
+                         std::chrono::steady_clock::time_point now);
   // Sends what the fence table decided and records a completed fence's time.
   void DeliverFences(FenceTable::Outcome outcome);
 

@@ -80,6 +80,15 @@ FenceTable::Outcome FenceTable::OnContribute(const std::string& sender,
     Resync(sender, key, e, c, now, out);
     return out;
   }
+  // The node's agent was restarted and its ranks sent their fence again (the rendezvous client
+  // does once it sees a new agent): a fence already released is answered again, since the old
+  // agent may have died before it read the result. One still gathering keeps the contribution it
+  // has (the same ranks' same puts), refuses the second as a duplicate, and answers the node
+  // when it completes.
+  if (c.epoch() == e.completed && c.epoch() > 0 && e.last_contributed[sender] == c.epoch()) {
+    out.sends.push_back(Released(sender, key, c.epoch(), e));
+    return out;
+  }
   if (c.epoch() != e.completed + 1 || e.joined.count(sender)) {
     out.rejected = InvalidError("fence " + std::to_string(c.epoch()) + " of " +
                                 AttemptName(c.job(), c.attempt()) + " from node " + sender +
@@ -145,6 +154,38 @@ FenceTable::Send FenceTable::Released(const std::string& node, const Key& key, u
     kv->set_value(v);
   }
   return s;
+}
+
+FenceTable::Outcome FenceTable::OnPublish(const std::string& sender,
+                                          const v1::RendezvousPublish& publish) {
+  Outcome out;
+  const Key key{publish.job(), publish.attempt()};
+  const auto placement = placement_(publish.job(), publish.attempt());
+  if (!placement) return out;
+  if (std::find(placement->begin(), placement->end(), sender) == placement->end()) {
+    out.rejected = PermissionError("rendezvous publish from node " + sender +
+                                   ", which is not in the placement of " +
+                                   AttemptName(publish.job(), publish.attempt()));
+    return out;
+  }
+  Entry& e = entries_[key];
+  if (e.placement.empty()) e.placement = *placement;
+  if (!e.failure.empty()) return out;
+  for (const auto& kv : publish.pairs()) {
+    if (kv.value().empty()) {
+      e.pairs.erase(kv.key());
+    } else {
+      e.pairs[kv.key()] = kv.value();
+    }
+  }
+  for (const auto& node : e.placement) {
+    Send s{node, {}};
+    v1::RendezvousPublish* p = s.envelope.mutable_rendezvous_publish();
+    *p = publish;
+    p->set_node(sender);
+    out.sends.push_back(std::move(s));
+  }
+  return out;
 }
 
 void FenceTable::Complete(const Key& key, Entry& e, Clock::time_point now, Outcome& out) const {

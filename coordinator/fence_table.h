@@ -62,6 +62,12 @@ class FenceTable {
   // `sender`: the node name the coordinator authenticated.
   Outcome OnContribute(const std::string& sender, const v1::FenceContribute& contribution,
                        Clock::time_point now);
+  // Pairs a node's rank published outside a fence (RendezvousRequest.OP_PUBLISH): kept with the
+  // attempt's pairs (an empty value removes one), so later fence results carry them, and sent at
+  // once to every node of the placement, the sender too. Rejected like a contribution from a
+  // node outside the placement; nothing for an attempt that is not live or whose rendezvous
+  // failed.
+  Outcome OnPublish(const std::string& sender, const v1::RendezvousPublish& publish);
   // Every worker event, before the job controller sees it (so the attempt is still live and the
   // reason names the rank). Only exits and failed starts matter.
   Outcome OnWorkerEvent(const std::string& node, const v1::WorkerEvent& event);

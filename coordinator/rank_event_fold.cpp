@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/rendezvous/fence_message.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/rank_state_machine.h"
 
@@ -13,6 +14,13 @@ namespace {
 // A node's report the rank table refuses (it came late or twice) changes nothing; say so.
 void LogRefused(const v1::WorkerEvent& ev, const Status& s) {
   if (!s.ok()) spdlog::warn("trainjob/{} attempt {}: {}", ev.job(), ev.attempt(), s.message());
+}
+
+// "called MPI_Abort (errorcode 7): <message>", for the rank's message.
+std::string MpiAbortCall(const v1::WorkerEvent& ev) {
+  const std::string cause =
+      rendezvous::MpiAbortCause(ev.rank(), "", ev.mpi_abort_errorcode(), ev.mpi_abort_message());
+  return cause.substr(cause.find("called"));
 }
 
 // Folds a worker event into its rank's status; false for an event kind it does not know.
@@ -34,9 +42,12 @@ bool FoldRankEvent(v1::RankStatus& rank, const v1::WorkerEvent& ev) {
       rank.set_signal(ev.signal());
       // The agent's word on a failed exit (the last line of the worker's log).
       if (!ev.message().empty()) rank.set_message(ev.message());
-      LogRefused(ev, ApplyRankTrigger(rank, ev.exit_code() == 0 && ev.signal() == 0
-                                                ? RankTrigger::kExitedZero
-                                                : RankTrigger::kExitedNonZero));
+      // A rank that called MPI_Abort failed, whatever its exit code (MPI_Abort(comm, 0) too).
+      if (ev.mpi_abort()) rank.set_message(MpiAbortCall(ev));
+      LogRefused(ev,
+                 ApplyRankTrigger(rank, ev.exit_code() == 0 && ev.signal() == 0 && !ev.mpi_abort()
+                                            ? RankTrigger::kExitedZero
+                                            : RankTrigger::kExitedNonZero));
       break;
     case v1::WorkerEvent::KIND_START_FAILED:
       LogRefused(ev, ApplyRankTrigger(rank, RankTrigger::kStartFailed));
@@ -149,6 +160,9 @@ RankEventFold FoldWorkerEvent(v1::JobStatus* st, const std::string& node, const 
   fold.effect = RankEventFold::Effect::kFolded;
   NoteStepProgress(*st, *rank, node, ev, now_ms);
   DecideOutcome(*st, *rank, node, fold);
+  if (fold.outcome == RankEventFold::Outcome::kFailed && ev.mpi_abort() && rank->step().empty())
+    fold.cause = rendezvous::MpiAbortCause(ev.rank(), node, ev.mpi_abort_errorcode(),
+                                           ev.mpi_abort_message());
   return fold;
 }
 

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "common/pmix/fence_data.h"
+#include "common/rendezvous/fence_message.h"
 #include "trainlet/rendezvous.h"
 
 namespace trainlet::pmix {
@@ -92,6 +93,9 @@ bool OpenHandles(Host& h) {
   return true;
 }
 
+// How long one handle's fence_finish waits before the next handle's turn.
+constexpr int kFenceSliceMs = 200;
+
 // One fence of the whole job: this node's data in, every node's data out (fence_data.h).
 Result<std::string> RendezvousFence(Host& h, const std::string& data) {
   if (!OpenHandles(h)) return UnavailableError(h.rendezvous_error);
@@ -105,9 +109,20 @@ Result<std::string> RendezvousFence(Host& h, const std::string& data) {
     if (trainlet_rdzv_fence_start(handle) != TRAINLET_RDZV_OK)
       return UnavailableError(std::string("fence: ") + trainlet_rdzv_last_error(handle));
   }
-  for (trainlet_rdzv* handle : h.handles) {
-    if (trainlet_rdzv_fence_finish(handle, -1) != TRAINLET_RDZV_OK)
-      return UnavailableError(std::string("fence: ") + trainlet_rdzv_last_error(handle));
+  // Every handle in turn, a slice each, not one to the end: after an agent restart each handle
+  // resends its own lost request from within its finish (client.cpp), and the new agent's fence
+  // completes only once all of them have.
+  std::vector<bool> done(h.handles.size(), false);
+  for (size_t left = done.size(); left > 0;) {
+    for (size_t i = 0; i < done.size(); ++i) {
+      if (done[i]) continue;
+      const int rc = trainlet_rdzv_fence_finish(h.handles[i], kFenceSliceMs);
+      if (rc == TRAINLET_RDZV_TIMEOUT) continue;
+      if (rc != TRAINLET_RDZV_OK)
+        return UnavailableError(std::string("fence: ") + trainlet_rdzv_last_error(h.handles[i]));
+      done[i] = true;
+      --left;
+    }
   }
   std::vector<std::pair<std::string_view, std::string_view>> pairs;
   size_t count = 0;
@@ -148,24 +163,190 @@ pmix_status_t FenceUpcall(const pmix_proc_t procs[], size_t nprocs, const pmix_i
   return PMIX_SUCCESS;
 }
 
+// Tells the agent that `rank` aborts (OP_ABORT on a handle of its own, apart from the Run
+// thread's, which may be inside a fence), so that the rank's exit names MPI_Abort, its status and
+// message. An agent that cannot be reached (restarting) costs at most kAbortReportMs; the rank's
+// exit then fails the attempt by its code alone.
+constexpr int kAbortReportMs = 2000;
+void ReportAbort(uint32_t rank, int status, const std::string& message) {
+  const PmixHostConfig& c = g_host->config;
+  trainlet_rdzv* handle = nullptr;
+  int rc = trainlet_rdzv_open_with(c.rendezvous_endpoint.c_str(), c.rendezvous_token.c_str(),
+                                   c.job.c_str(), c.attempt, rank, &handle);
+  if (rc == TRAINLET_RDZV_OK)
+    rc = trainlet_rdzv_abort(handle, status, message.c_str(), kAbortReportMs);
+  if (rc != TRAINLET_RDZV_OK)
+    Say("could not tell the agent about rank " + std::to_string(rank) +
+        "'s abort: " + trainlet_rdzv_last_error(handle));
+  trainlet_rdzv_close(handle);
+}
+
 pmix_status_t AbortUpcall(const pmix_proc_t* proc, void*, int status, const char msg[],
                           pmix_proc_t[], size_t, pmix_op_cbfunc_t cbfunc, void* cbdata) {
-  Say("rank " + std::to_string(proc->rank) + " called PMIx_Abort (MPI_Abort) with status " +
-      std::to_string(status) + ": " + (msg == nullptr ? "" : msg) +
-      "; the rank exits with that status, which fails the attempt");
+  const uint32_t rank = proc->rank;
+  const std::string message = rendezvous::CleanMpiAbortMessage(msg == nullptr ? "" : msg);
+  Say("rank " + std::to_string(rank) + " called PMIx_Abort (MPI_Abort) with status " +
+      std::to_string(status) + ": " + message + "; the attempt fails with it");
   std::fflush(stderr);
-  if (cbfunc != nullptr) cbfunc(PMIX_SUCCESS, cbdata);
-  if (status == 0) {
-    // The rank exits 0 after an abort, which would count as a success while its peers wait for
-    // it. The server's own exit makes trainlet-step stop every local rank (and so the attempt
-    // fails); the rank gets a moment to read the reply first.
-    Say("status 0 is no failure to trainlet: exiting, so that the step stops the ranks");
-    Queue([] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      std::fflush(stderr);
-      std::_Exit(kAbortedWithoutStatus);
-    });
+  // The rank is released only once the agent has recorded the abort, so its exit, which the
+  // agent sees later, carries it. Off libpmix's progress thread, which must keep running.
+  std::thread([rank, status, message, cbfunc, cbdata] {
+    ReportAbort(rank, status, message);
+    if (cbfunc != nullptr) cbfunc(PMIX_SUCCESS, cbdata);
+    if (status == 0) {
+      // The rank exits 0 after an abort, which would count as a success while its peers wait
+      // for it (should the agent not have recorded the abort). The server's own exit makes
+      // trainlet-step stop every local rank (and so the attempt fails); the rank gets a moment
+      // to read the reply first.
+      Say("status 0 is no failure to trainlet: exiting, so that the step stops the ranks");
+      Queue([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        std::fflush(stderr);
+        std::_Exit(kAbortedWithoutStatus);
+      });
+    }
+  }).detach();
+  return PMIX_SUCCESS;
+}
+
+// PMIx_Publish / Lookup / Unpublish (MPI_Publish_name, MPI_Lookup_name, MPI_Unpublish_name)
+// ride the rendezvous store's publish (trainlet_rdzv_publish: every node sees a key at once, not
+// at the next fence). A published value is stored under "pmix.pub/<key>" as the publisher's rank
+// (4 bytes, little-endian) and the pmix_value_t packed by libpmix. Each call runs on a thread of
+// its own with a handle of the calling rank, off libpmix's progress thread and the fence thread.
+constexpr const char* kPublishedPrefix = "pmix.pub/";
+constexpr int kPublishWaitMs = 10000;  // for the node's agent to take a publish
+constexpr int kLookupWaitMs = 5000;    // for a key not there yet, unless PMIX_WAIT/PMIX_TIMEOUT say
+
+trainlet_rdzv* HandleFor(uint32_t rank) {
+  const PmixHostConfig& c = g_host->config;
+  trainlet_rdzv* handle = nullptr;
+  if (trainlet_rdzv_open_with(c.rendezvous_endpoint.c_str(), c.rendezvous_token.c_str(),
+                              c.job.c_str(), c.attempt, rank, &handle) != TRAINLET_RDZV_OK) {
+    Say(std::string("rendezvous open for publish/lookup: ") + trainlet_rdzv_last_error(handle));
+    trainlet_rdzv_close(handle);
+    return nullptr;
   }
+  return handle;
+}
+
+bool IsDirective(const char* key) { return std::strncmp(key, "pmix.", 5) == 0; }
+
+pmix_status_t PublishUpcall(const pmix_proc_t* proc, const pmix_info_t info[], size_t ninfo,
+                            pmix_op_cbfunc_t cbfunc, void* cbdata) {
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (size_t i = 0; i < ninfo; ++i) {
+    if (IsDirective(info[i].key)) continue;
+    pmix_data_buffer_t buf;
+    PMIX_DATA_BUFFER_CONSTRUCT(&buf);
+    pmix_value_t value = info[i].value;  // packed from a copy: the API takes a non-const pointer
+    if (PMIx_Data_pack(nullptr, &buf, &value, 1, PMIX_VALUE) != PMIX_SUCCESS) {
+      PMIX_DATA_BUFFER_DESTRUCT(&buf);
+      return PMIX_ERR_NOT_SUPPORTED;
+    }
+    std::string bytes(4, '\0');
+    for (int b = 0; b < 4; ++b) bytes[b] = static_cast<char>((proc->rank >> (8 * b)) & 0xff);
+    bytes.append(buf.base_ptr, buf.bytes_used);
+    PMIX_DATA_BUFFER_DESTRUCT(&buf);
+    pairs.emplace_back(kPublishedPrefix + std::string(info[i].key), std::move(bytes));
+  }
+  const uint32_t rank = proc->rank;
+  std::thread([rank, pairs = std::move(pairs), cbfunc, cbdata] {
+    pmix_status_t status = PMIX_SUCCESS;
+    trainlet_rdzv* handle = HandleFor(rank);
+    for (const auto& [key, bytes] : pairs) {
+      if (handle == nullptr ||
+          trainlet_rdzv_publish(handle, key.c_str(), bytes.data(), bytes.size(), kPublishWaitMs) !=
+              TRAINLET_RDZV_OK) {
+        if (handle != nullptr) Say(std::string("publish: ") + trainlet_rdzv_last_error(handle));
+        status = PMIX_ERROR;
+        break;
+      }
+    }
+    trainlet_rdzv_close(handle);
+    if (cbfunc != nullptr) cbfunc(status, cbdata);
+  }).detach();
+  return PMIX_SUCCESS;
+}
+
+// How long a lookup waits for a key: PMIX_TIMEOUT (seconds; 0: no limit) or PMIX_WAIT (as long
+// as the attempt lives), else kLookupWaitMs.
+int LookupWaitMs(const pmix_info_t info[], size_t ninfo) {
+  for (size_t i = 0; i < ninfo; ++i) {
+    if (std::strcmp(info[i].key, PMIX_TIMEOUT) == 0 && info[i].value.type == PMIX_INT)
+      return info[i].value.data.integer <= 0 ? -1 : info[i].value.data.integer * 1000;
+    if (std::strcmp(info[i].key, PMIX_WAIT) == 0) return -1;
+  }
+  return kLookupWaitMs;
+}
+
+// Unpacks one value stored by PublishUpcall into `out`; false when it is not one.
+bool UnpackPublished(std::string bytes, pmix_pdata_t& out, const std::string& key) {
+  if (bytes.size() < 4) return false;
+  uint32_t rank = 0;
+  for (int b = 0; b < 4; ++b)
+    rank |= static_cast<uint32_t>(static_cast<uint8_t>(bytes[b])) << (8 * b);
+  PMIX_LOAD_PROCID(&out.proc, g_host->config.map.nspace.c_str(), rank);
+  PMIX_LOAD_KEY(out.key, key.c_str());
+  pmix_byte_object_t bo;
+  bo.size = bytes.size() - 4;
+  bo.bytes = static_cast<char*>(std::malloc(std::max<size_t>(1, bo.size)));
+  std::memcpy(bo.bytes, bytes.data() + 4, bo.size);
+  pmix_data_buffer_t buf;
+  PMIX_DATA_BUFFER_CONSTRUCT(&buf);
+  PMIx_Data_load(&buf, &bo);  // the buffer owns the bytes now
+  int32_t n = 1;
+  const pmix_status_t rc = PMIx_Data_unpack(nullptr, &buf, &out.value, &n, PMIX_VALUE);
+  PMIX_DATA_BUFFER_DESTRUCT(&buf);
+  return rc == PMIX_SUCCESS;
+}
+
+pmix_status_t LookupUpcall(const pmix_proc_t* proc, char** keys, const pmix_info_t info[],
+                           size_t ninfo, pmix_lookup_cbfunc_t cbfunc, void* cbdata) {
+  std::vector<std::string> wanted;
+  for (char** k = keys; k != nullptr && *k != nullptr; ++k) wanted.emplace_back(*k);
+  const int wait_ms = LookupWaitMs(info, ninfo);
+  const uint32_t rank = proc->rank;
+  std::thread([rank, wanted = std::move(wanted), wait_ms, cbfunc, cbdata] {
+    trainlet_rdzv* handle = HandleFor(rank);
+    pmix_pdata_t* data = nullptr;
+    PMIX_PDATA_CREATE(data, std::max<size_t>(1, wanted.size()));
+    size_t found = 0;
+    std::vector<char> buf(TRAINLET_RDZV_MAX_VALUE + 4);
+    for (const std::string& key : wanted) {
+      size_t len = 0;
+      if (handle == nullptr ||
+          trainlet_rdzv_get(handle, (kPublishedPrefix + key).c_str(), buf.data(), buf.size(), &len,
+                            wait_ms) != TRAINLET_RDZV_OK)
+        continue;
+      if (UnpackPublished(std::string(buf.data(), len), data[found], key)) ++found;
+    }
+    trainlet_rdzv_close(handle);
+    // libpmix packs the answer before the callback returns: the array is ours to free after.
+    cbfunc(found == 0 ? PMIX_ERR_NOT_FOUND : PMIX_SUCCESS, found == 0 ? nullptr : data, found,
+           cbdata);
+    PMIX_PDATA_FREE(data, std::max<size_t>(1, wanted.size()));
+  }).detach();
+  return PMIX_SUCCESS;
+}
+
+pmix_status_t UnpublishUpcall(const pmix_proc_t* proc, char** keys, const pmix_info_t[], size_t,
+                              pmix_op_cbfunc_t cbfunc, void* cbdata) {
+  std::vector<std::string> gone;
+  for (char** k = keys; k != nullptr && *k != nullptr; ++k) gone.emplace_back(*k);
+  const uint32_t rank = proc->rank;
+  std::thread([rank, gone = std::move(gone), cbfunc, cbdata] {
+    pmix_status_t status = PMIX_SUCCESS;
+    trainlet_rdzv* handle = HandleFor(rank);
+    for (const std::string& key : gone) {
+      if (handle == nullptr ||
+          trainlet_rdzv_publish(handle, (kPublishedPrefix + key).c_str(), nullptr, 0,
+                                kPublishWaitMs) != TRAINLET_RDZV_OK)
+        status = PMIX_ERROR;
+    }
+    trainlet_rdzv_close(handle);
+    if (cbfunc != nullptr) cbfunc(status, cbdata);
+  }).detach();
   return PMIX_SUCCESS;
 }
 
@@ -286,6 +467,9 @@ Result<std::string> StartPmixHost(const PmixHostConfig& config) {
   static pmix_server_module_t module = {};
   module.abort = AbortUpcall;
   module.fence_nb = FenceUpcall;
+  module.publish = PublishUpcall;
+  module.lookup = LookupUpcall;
+  module.unpublish = UnpublishUpcall;
   void* list = PMIx_Info_list_start();
   PMIx_Info_list_add(list, PMIX_SERVER_TMPDIR, config.tmpdir.c_str(), PMIX_STRING);
   PMIx_Info_list_add(list, PMIX_SYSTEM_TMPDIR, config.tmpdir.c_str(), PMIX_STRING);

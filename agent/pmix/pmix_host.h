@@ -12,15 +12,22 @@
 //     A rank that dies before the fence aborts it everywhere (the agent's rule); the fence then
 //     fails with the agent's message and the ranks' PMIx_Fence returns an error.
 //   - abort: says which rank aborted, with its status and message, on stderr (the first local
-//     rank's log), and releases the rank, which then exits with the status and fails the attempt.
-//     An abort with status 0 would look like a success: the server then exits (3), and
-//     trainlet-step, which stops the ranks whenever their server ends, kills them.
-//   - direct_modex, publish, lookup, spawn, connect: not served (PMIx answers NOT_SUPPORTED); an
-//     MPI that collects its modex in the fence (OpenMPI's default) needs none of them.
+//     rank's log), tells the agent (trainlet_rdzv_abort as that rank: the agent aborts the node's
+//     fences and names the call in the rank's exit event, so the attempt's cause reads "rank 3 on
+//     node-b called MPI_Abort (errorcode 7): <message>"), and then releases the rank, which exits.
+//     An abort with status 0 would look like a success where the agent missed it: the server
+//     then exits (3), and trainlet-step, which stops the ranks whenever their server ends, kills
+//     them.
+//   - publish, lookup, unpublish: ride the rendezvous store's publish (trainlet_rdzv_publish), so
+//     a name published on one node is seen on every node at once, without a fence.
+//   - direct_modex, spawn, connect: not served (PMIx answers NOT_SUPPORTED); an MPI that collects
+//     its modex in the fence (OpenMPI's default) needs none of them.
 //
-// Threads: libpmix calls the upcalls on its progress thread; they queue work and return. Run()
-// does the work (the blocking rendezvous calls) on the calling thread, one fence at a time, in
-// the order libpmix asked, which is the same on every node since every fence spans the job.
+// Threads: libpmix calls the upcalls on its progress thread; they queue work (or start a thread
+// of their own: abort, publish, lookup, unpublish, each with its own rendezvous handle) and
+// return. Run() does the fence work (the blocking rendezvous calls) on the calling thread, one
+// fence at a time, in the order libpmix asked, which is the same on every node since every fence
+// spans the job.
 #pragma once
 
 #include <cstdint>

@@ -179,6 +179,9 @@ write_trainjob() {
   [ ${#cmd[@]} -gt 0 ] || cmd=("${MPIRUN_ARGS[@]}" "$PROGRAM")
   {
     printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: %s\n' "$1"
+    # mpirun's launcher even for /bin/true (the control-plane probe), which would otherwise be
+    # started directly (docs/runtimes.md, "Direct launch").
+    printf '  annotations:\n    trainlet.io/mpi-launch: mpirun\n'
     printf 'spec:\n  runtimeRef:\n    name: mpi-distributed\n  trainer:\n'
     printf '    numNodes: 3\n    numProcPerNode: 2\n    env:\n'
     job_env_yaml

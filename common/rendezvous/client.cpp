@@ -21,6 +21,16 @@
 namespace v1 = trainlet::v1;
 using trainlet::rendezvous::MappedSnapshot;
 
+namespace {
+// Which file an ipc endpoint is (EndpointFile).
+struct EndpointId {
+  uint64_t dev = 0;
+  uint64_t ino = 0;
+  int64_t ctime_ns = 0;
+  bool operator==(const EndpointId&) const = default;
+};
+}  // namespace
+
 struct trainlet_rdzv {
   // Constant after open.
   std::string endpoint;
@@ -30,6 +40,10 @@ struct trainlet_rdzv {
   uint32_t rank = 0;
   // Owned by the calling thread.
   void* socket = nullptr;  // connected on first use
+  // The ipc socket file the socket connected to: a restarted agent binds a new one, and a
+  // request the old agent took is then sent again (see Receive).
+  EndpointId endpoint_file;
+  trainlet::v1::RendezvousRequest fence_request;  // the fence in flight, for a resend
   uint64_t next_id = 1;
   std::map<std::string, std::string> own;      // every put of this handle: gets see them first
   std::map<std::string, std::string> pending;  // puts since the last fence
@@ -68,6 +82,15 @@ int Ok(trainlet_rdzv* h) {
   return TRAINLET_RDZV_OK;
 }
 
+// The identity of an ipc endpoint's socket file: device, inode and change time (a file made
+// again may get the inode number just freed); all 0 when missing or not ipc.
+EndpointId EndpointFile(const trainlet_rdzv* h) {
+  struct stat st {};
+  if (h->endpoint.rfind("ipc://", 0) != 0 || ::stat(h->endpoint.c_str() + 6, &st) != 0) return {};
+  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+          static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec};
+}
+
 int Connect(trainlet_rdzv* h) {
   if (h->socket != nullptr) return TRAINLET_RDZV_OK;
   if (h->endpoint.rfind("ipc://", 0) == 0) {
@@ -93,7 +116,21 @@ int Connect(trainlet_rdzv* h) {
     return Fail(h, TRAINLET_RDZV_IO, "connect " + h->endpoint + ": " + why);
   }
   h->socket = s;
+  h->endpoint_file = EndpointFile(h);
   return TRAINLET_RDZV_OK;
+}
+
+// How often a request waiting for its reply checks whether the agent was restarted.
+constexpr int kAgentCheckMs = 1000;
+
+// Whether the agent's ipc socket file is another one than the handle connected to: the agent was
+// restarted (a kill -9 loses what the old one was doing). Reconnects then; false otherwise.
+bool ReconnectIfAgentRestarted(trainlet_rdzv* h) {
+  const EndpointId now = EndpointFile(h);
+  if (now.ino == 0 || now == h->endpoint_file) return false;
+  zmq_close(h->socket);
+  h->socket = nullptr;
+  return Connect(h) == TRAINLET_RDZV_OK;
 }
 
 v1::RendezvousRequest NewRequest(trainlet_rdzv* h, v1::RendezvousRequest::Op op) {
@@ -123,8 +160,11 @@ int Send(trainlet_rdzv* h, v1::RendezvousRequest request) {
 }
 
 // Waits for the reply to request `id`; replies to older requests (a get that timed out) are
-// dropped. timeout_ms < 0 waits forever.
-int Receive(trainlet_rdzv* h, uint64_t id, int timeout_ms, v1::RendezvousReply* out) {
+// dropped. timeout_ms < 0 waits forever. `resend` (the request `id`, or null): sent again when the
+// agent was restarted meanwhile, since the new agent never saw it (an adopted attempt's fence
+// then completes: docs/rendezvous.md, "Agent restarts").
+int Receive(trainlet_rdzv* h, uint64_t id, int timeout_ms, v1::RendezvousReply* out,
+            const v1::RendezvousRequest* resend = nullptr) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
   while (true) {
     long wait = -1;
@@ -133,15 +173,23 @@ int Receive(trainlet_rdzv* h, uint64_t id, int timeout_ms, v1::RendezvousReply* 
           0,
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
     }
+    const long slice =
+        resend != nullptr && (wait < 0 || wait > kAgentCheckMs) ? kAgentCheckMs : wait;
     zmq_pollitem_t item = {h->socket, 0, ZMQ_POLLIN, 0};
-    const int n = zmq_poll(&item, 1, wait);
+    const int n = zmq_poll(&item, 1, slice);
     if (n < 0) {
       if (zmq_errno() == EINTR) continue;
       return Fail(h, TRAINLET_RDZV_IO, std::string("zmq_poll: ") + zmq_strerror(zmq_errno()));
     }
-    if (n == 0)
-      return Fail(h, TRAINLET_RDZV_TIMEOUT,
-                  "timed out after " + std::to_string(timeout_ms) + " ms");
+    if (n == 0) {
+      if (resend != nullptr && ReconnectIfAgentRestarted(h)) {
+        if (int rc = Send(h, *resend); rc != TRAINLET_RDZV_OK) return rc;
+      }
+      if (timeout_ms >= 0 && Clock::now() >= deadline)
+        return Fail(h, TRAINLET_RDZV_TIMEOUT,
+                    "timed out after " + std::to_string(timeout_ms) + " ms");
+      continue;
+    }
     zmq_msg_t msg;
     zmq_msg_init(&msg);
     if (zmq_msg_recv(&msg, h->socket, ZMQ_DONTWAIT) < 0) {
@@ -298,6 +346,7 @@ int trainlet_rdzv_fence_start(trainlet_rdzv* h) {
     kv->set_value(v);
   }
   const uint64_t id = req.id();
+  h->fence_request = req;
   if (int rc = Send(h, std::move(req)); rc != TRAINLET_RDZV_OK) return rc;
   h->pending.clear();
   h->in_fence = true;
@@ -312,8 +361,11 @@ int trainlet_rdzv_fence_finish(trainlet_rdzv* h, int timeout_ms) {
     return Fail(h, TRAINLET_RDZV_INVALID, "fence_finish: no fence in flight");
   }
   v1::RendezvousReply reply;
-  if (int rc = Receive(h, h->fence_id, timeout_ms, &reply); rc != TRAINLET_RDZV_OK) return rc;
+  if (int rc = Receive(h, h->fence_id, timeout_ms, &reply, &h->fence_request);
+      rc != TRAINLET_RDZV_OK)
+    return rc;
   h->in_fence = false;
+  h->fence_request.Clear();
   if (reply.code() != v1::RendezvousReply::CODE_OK) return FromReply(h, reply);
   auto snap = MappedSnapshot::Open(reply.snapshot_path());
   if (!snap.ok()) return Fail(h, TRAINLET_RDZV_IO, snap.status().message());
@@ -345,10 +397,11 @@ int trainlet_rdzv_get(trainlet_rdzv* h, const char* key, void* buf, size_t cap, 
   req.set_key(key);
   req.set_timeout_ms(timeout_ms < 0 ? 0 : static_cast<uint32_t>(timeout_ms));
   const uint64_t id = req.id();
+  const v1::RendezvousRequest resend = req;
   if (int rc = Send(h, std::move(req)); rc != TRAINLET_RDZV_OK) return rc;
   // The agent enforces the timeout; waiting a little longer here keeps its answer, which says why.
   v1::RendezvousReply reply;
-  if (int rc = Receive(h, id, timeout_ms < 0 ? -1 : timeout_ms + 2000, &reply);
+  if (int rc = Receive(h, id, timeout_ms < 0 ? -1 : timeout_ms + 2000, &reply, &resend);
       rc != TRAINLET_RDZV_OK) {
     return rc;
   }
@@ -362,6 +415,40 @@ int trainlet_rdzv_resume(trainlet_rdzv* h, uint64_t fences_done) {
     return Fail(h, TRAINLET_RDZV_INVALID, "resume: the handle has fenced already");
   h->epoch = fences_done;
   return Ok(h);
+}
+
+int trainlet_rdzv_abort(trainlet_rdzv* h, int status, const char* message, int timeout_ms) {
+  if (h == nullptr) return TRAINLET_RDZV_INVALID;
+  if (h->in_fence) return Fail(h, TRAINLET_RDZV_INVALID, "abort: a fence is in flight");
+  auto req = NewRequest(h, v1::RendezvousRequest::OP_ABORT);
+  req.set_abort_status(status);
+  req.set_abort_message(message == nullptr ? "" : message);
+  const uint64_t id = req.id();
+  if (int rc = Send(h, std::move(req)); rc != TRAINLET_RDZV_OK) return rc;
+  v1::RendezvousReply reply;
+  if (int rc = Receive(h, id, timeout_ms, &reply); rc != TRAINLET_RDZV_OK) return rc;
+  return FromReply(h, reply);
+}
+
+int trainlet_rdzv_publish(trainlet_rdzv* h, const char* key, const void* value, size_t len,
+                          int timeout_ms) {
+  if (h == nullptr) return TRAINLET_RDZV_INVALID;
+  if (key == nullptr || *key == '\0') return Fail(h, TRAINLET_RDZV_INVALID, "publish: empty key");
+  if (std::strlen(key) > TRAINLET_RDZV_MAX_KEY || len > TRAINLET_RDZV_MAX_VALUE)
+    return Fail(h, TRAINLET_RDZV_INVALID,
+                "publish " + std::string(key) + ": key or value too long");
+  if (value == nullptr && len != 0)
+    return Fail(h, TRAINLET_RDZV_INVALID, "publish " + std::string(key) + ": null value");
+  if (h->in_fence) return Fail(h, TRAINLET_RDZV_INVALID, "publish: a fence is in flight");
+  auto req = NewRequest(h, v1::RendezvousRequest::OP_PUBLISH);
+  auto* kv = req.add_puts();
+  kv->set_key(key);
+  kv->set_value(len == 0 ? std::string() : std::string(static_cast<const char*>(value), len));
+  const uint64_t id = req.id();
+  if (int rc = Send(h, std::move(req)); rc != TRAINLET_RDZV_OK) return rc;
+  v1::RendezvousReply reply;
+  if (int rc = Receive(h, id, timeout_ms, &reply); rc != TRAINLET_RDZV_OK) return rc;
+  return FromReply(h, reply);
 }
 
 uint64_t trainlet_rdzv_epoch(const trainlet_rdzv* h) { return h == nullptr ? 0 : h->epoch; }

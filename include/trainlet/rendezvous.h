@@ -76,6 +76,21 @@ int trainlet_rdzv_fence_finish(trainlet_rdzv* h, int timeout_ms);
  * after this handle's first fence. */
 int trainlet_rdzv_resume(trainlet_rdzv* h, uint64_t fences_done);
 
+/* Tells the node's agent that this rank is aborting with `status` and `message` (NULL: none), as
+ * PMIx_Abort does; the agent aborts the attempt's rendezvous on the node and names the call,
+ * status and message in the rank's exit, which fails the attempt. Waits up to timeout_ms (< 0:
+ * as long as it takes) for the agent to record it; OK once it has. For a process manager such
+ * as trainlet-pmix, which sends it for its client rank before letting the rank exit. */
+int trainlet_rdzv_abort(trainlet_rdzv* h, int status, const char* message, int timeout_ms);
+
+/* Publishes key=value (len bytes) to every rank of the attempt now, not at the next fence (as
+ * PMIx_Publish does): a get of the key on any node is answered once it arrives there, and later
+ * fences carry it too. len 0 withdraws the key. Waits up to timeout_ms (< 0: as long as it takes)
+ * for the node's agent to take it; OK once it has. Another rank's get may still wait a moment
+ * for it (the coordinator forwards it to every node): give that get a timeout. */
+int trainlet_rdzv_publish(trainlet_rdzv* h, const char* key, const void* value, size_t len,
+                          int timeout_ms);
+
 /* How many fences of this handle completed (the epoch of the snapshot it reads). */
 uint64_t trainlet_rdzv_epoch(const trainlet_rdzv* h);
 

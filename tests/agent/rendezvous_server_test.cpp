@@ -222,6 +222,75 @@ TEST_F(RendezvousServerTest, LocalRankExitAbortsTheFenceItMissed) {
   EXPECT_TRUE(sent_.empty());
 }
 
+// trainlet-pmix reports a rank's PMIx_Abort before it lets the rank go: the node's fences fail
+// naming the call, and the rank's exit event carries it for the coordinator's cause.
+TEST_F(RendezvousServerTest, MpiAbortFailsTheFenceAndIsNamedInTheRanksExit) {
+  Fence(4, 1, {}, 1);
+  auto abort = Request(5, v1::RendezvousRequest::OP_ABORT, 2);
+  abort.set_abort_status(7);
+  abort.set_abort_message("bad input\n");
+  server_.Handle("pmix", abort, now_);
+  ASSERT_EQ(replies_.size(), 2u);
+  EXPECT_EQ(replies_[0].first, "peer-4");
+  EXPECT_EQ(replies_[0].second.code(), Code::CODE_ABORTED);
+  EXPECT_EQ(replies_[0].second.message(),
+            "rank 5 on node-b called MPI_Abort (errorcode 7): bad input");
+  EXPECT_EQ(replies_[1].first, "pmix");
+  EXPECT_EQ(replies_[1].second.code(), Code::CODE_OK);
+  // A second abort, after the rendezvous failed, is still recorded and answered OK.
+  abort.set_rank(4);
+  abort.set_id(3);
+  server_.Handle("pmix", abort, now_);
+  EXPECT_EQ(replies_.back().second.code(), Code::CODE_OK);
+
+  v1::WorkerEvent ev;
+  server_.OnRankExited("j", 1, 5, "exited with code 7", &ev);
+  EXPECT_TRUE(ev.mpi_abort());
+  EXPECT_EQ(ev.mpi_abort_errorcode(), 7);
+  EXPECT_EQ(ev.mpi_abort_message(), "bad input");
+  v1::WorkerEvent plain;
+  server_.AddAttempt("j", 1, {6});
+  server_.OnRankExited("j", 1, 6, "exited with code 1", &plain);
+  EXPECT_FALSE(plain.mpi_abort());
+  EXPECT_TRUE(sent_.empty());
+}
+
+// OP_PUBLISH goes to the coordinator at once and is answered OK; what the coordinator sends back
+// (to every node) answers gets, parked ones too, without a fence.
+TEST_F(RendezvousServerTest, PublishGoesOutAtOnceAndAnswersGets) {
+  auto get = Request(5, v1::RendezvousRequest::OP_GET, 1);
+  get.set_key("pmix.pub/svc");
+  server_.Handle("getter", get, now_);
+  EXPECT_TRUE(replies_.empty());  // parked
+  auto pub = Request(4, v1::RendezvousRequest::OP_PUBLISH, 2);
+  auto* kv = pub.add_puts();
+  kv->set_key("pmix.pub/svc");
+  kv->set_value("port");
+  server_.Handle("pmix", pub, now_);
+  ASSERT_EQ(sent_.size(), 1u);
+  ASSERT_TRUE(sent_[0].has_rendezvous_publish());
+  EXPECT_EQ(sent_[0].rendezvous_publish().node(), "node-b");
+  EXPECT_EQ(sent_[0].rendezvous_publish().pairs(0).value(), "port");
+  ASSERT_EQ(replies_.size(), 1u);
+  EXPECT_EQ(replies_[0].first, "pmix");
+  EXPECT_EQ(replies_[0].second.code(), Code::CODE_OK);
+  server_.OnCoordinatorMessage(sent_[0]);  // what the coordinator sends every node
+  ASSERT_EQ(replies_.size(), 2u);
+  EXPECT_EQ(replies_[1].first, "getter");
+  EXPECT_EQ(replies_[1].second.value(), "port");
+  // Withdrawn: a get waits again.
+  v1::Envelope gone = sent_[0];
+  gone.mutable_rendezvous_publish()->mutable_pairs(0)->set_value("");
+  server_.OnCoordinatorMessage(gone);
+  get.set_id(3);
+  server_.Handle("getter", get, now_);
+  EXPECT_EQ(replies_.size(), 2u);
+  // Nothing to publish is refused.
+  pub.clear_puts();
+  server_.Handle("pmix", pub, now_);
+  EXPECT_EQ(replies_.back().second.code(), Code::CODE_INVALID);
+}
+
 TEST_F(RendezvousServerTest, ExitBeforeAnyFenceAbortsTheNextOne) {
   server_.OnRankExited("j", 1, 5, "exited with code 1");
   EXPECT_TRUE(replies_.empty());

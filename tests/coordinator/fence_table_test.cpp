@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 namespace trainlet::coordinator {
 namespace {
 
@@ -96,6 +98,62 @@ TEST_F(FenceTableTest, RejectsStrangersDuplicatesAndWrongEpochs) {
             ErrorCode::kInvalid);
   table_.OnContribute("b", Contribution("b", 1), t0_);
   EXPECT_EQ(table_.OnContribute("c", Contribution("c", 1), t0_).sends.size(), 3u);
+}
+
+// A node's agent restarted (kill -9) after the fence it had contributed to was released, so the
+// result may never have reached its ranks: their fence, sent again to the new agent and from it
+// here, is answered again with every pair, to that node only.
+TEST_F(FenceTableTest, ReleasedFenceContributedAgainIsAnsweredAgain) {
+  table_.OnContribute("a", Contribution("a", 1, {{"addr/0", "A"}}), t0_);
+  table_.OnContribute("b", Contribution("b", 1, {{"addr/1", "B"}}), t0_);
+  ASSERT_EQ(table_.OnContribute("c", Contribution("c", 1), t0_).sends.size(), 3u);
+  auto out = table_.OnContribute("b", Contribution("b", 1, {{"addr/1", "B"}}), t0_);
+  EXPECT_TRUE(out.rejected.ok()) << out.rejected.message();
+  ASSERT_EQ(out.sends.size(), 1u);
+  EXPECT_EQ(out.sends[0].node, "b");
+  EXPECT_TRUE(out.sends[0].envelope.fence_result().ok());
+  EXPECT_EQ(out.sends[0].envelope.fence_result().epoch(), 1u);
+  EXPECT_EQ(Pairs(out.sends[0]),
+            (std::map<std::string, std::string>{{"addr/0", "A"}, {"addr/1", "B"}}));
+  // The next fence goes on as usual.
+  EXPECT_TRUE(table_.OnContribute("b", Contribution("b", 2), t0_).sends.empty());
+}
+
+// A publish outside a fence goes to every node of the placement at once, and later fence
+// results carry it (an empty value removed it).
+TEST_F(FenceTableTest, PublishGoesToEveryNodeAndIntoLaterFences) {
+  v1::RendezvousPublish p;
+  p.set_job("j");
+  p.set_attempt(1);
+  auto* kv = p.add_pairs();
+  kv->set_key("pmix.pub/svc");
+  kv->set_value("port");
+  EXPECT_EQ(table_.OnPublish("z", p).rejected.code(), ErrorCode::kPermission);
+  auto out = table_.OnPublish("b", p);
+  ASSERT_TRUE(out.rejected.ok());
+  ASSERT_EQ(out.sends.size(), 3u);
+  std::set<std::string> nodes;
+  for (const auto& s : out.sends) {
+    nodes.insert(s.node);
+    EXPECT_EQ(s.envelope.rendezvous_publish().node(), "b");
+    EXPECT_EQ(s.envelope.rendezvous_publish().pairs(0).value(), "port");
+  }
+  EXPECT_EQ(nodes, (std::set<std::string>{"a", "b", "c"}));
+  table_.OnContribute("a", Contribution("a", 1, {{"addr/0", "A"}}), t0_);
+  table_.OnContribute("b", Contribution("b", 1), t0_);
+  out = table_.OnContribute("c", Contribution("c", 1), t0_);
+  ASSERT_EQ(out.sends.size(), 3u);
+  EXPECT_EQ(Pairs(out.sends[0]),
+            (std::map<std::string, std::string>{{"addr/0", "A"}, {"pmix.pub/svc", "port"}}));
+  kv->set_value("");
+  table_.OnPublish("a", p);
+  table_.OnContribute("a", Contribution("a", 2), t0_);
+  table_.OnContribute("b", Contribution("b", 2), t0_);
+  out = table_.OnContribute("c", Contribution("c", 2), t0_);
+  ASSERT_EQ(out.sends.size(), 3u);
+  EXPECT_EQ(Pairs(out.sends[0]), (std::map<std::string, std::string>{{"addr/0", "A"}}));
+  live_attempt_ = 2;  // the attempt ended: nothing goes anywhere
+  EXPECT_TRUE(table_.OnPublish("a", p).sends.empty());
 }
 
 TEST_F(FenceTableTest, ContributionForAnEndedAttemptIsAnsweredNotOk) {

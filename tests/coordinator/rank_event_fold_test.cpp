@@ -139,6 +139,32 @@ TEST(RankEventFold, SignalFailsTheAttemptNamingTheSignal) {
   EXPECT_EQ(fold.cause, "rank 0 on node-a was killed by signal 9");
 }
 
+// A direct-launch MPI rank that called MPI_Abort (the agent heard it from trainlet-pmix): the
+// cause names the call, its errorcode and message, not only the exit code.
+TEST(RankEventFold, MpiAbortFailsTheAttemptNamingTheCallCodeAndMessage) {
+  v1::JobStatus st = TwoRanks(v1::JOB_PHASE_RUNNING);
+  v1::WorkerEvent ev = Exited(1, 7);
+  ev.set_mpi_abort(true);
+  ev.set_mpi_abort_errorcode(7);
+  ev.set_mpi_abort_message("bad input\nsee log");
+  auto fold = FoldWorkerEvent(&st, "node-b", ev);
+  EXPECT_EQ(fold.outcome, Outcome::kFailed);
+  EXPECT_EQ(fold.cause, "rank 1 on node-b called MPI_Abort (errorcode 7): bad input see log");
+  EXPECT_EQ(st.ranks(1).rank_state(), v1::RANK_STATE_FAILED);
+  EXPECT_EQ(st.ranks(1).message(), "called MPI_Abort (errorcode 7): bad input see log");
+}
+
+// MPI_Abort(comm, 0) ends the rank with 0: still a failure, since the rank aborted.
+TEST(RankEventFold, MpiAbortWithErrorcodeZeroStillFails) {
+  v1::JobStatus st = TwoRanks(v1::JOB_PHASE_RUNNING);
+  v1::WorkerEvent ev = Exited(0, 0);
+  ev.set_mpi_abort(true);
+  auto fold = FoldWorkerEvent(&st, "node-a", ev);
+  EXPECT_EQ(fold.outcome, Outcome::kFailed);
+  EXPECT_EQ(fold.cause, "rank 0 on node-a called MPI_Abort (errorcode 0)");
+  EXPECT_EQ(st.ranks(0).rank_state(), v1::RANK_STATE_FAILED);
+}
+
 TEST(RankEventFold, StartFailedFailsTheAttemptWithItsMessage) {
   v1::JobStatus st = TwoRanks();
   v1::WorkerEvent ev = Event(v1::WorkerEvent::KIND_START_FAILED, 0);

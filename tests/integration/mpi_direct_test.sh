@@ -86,15 +86,17 @@ else
   log "python3-mpi4py not installed: mpi4py part skipped"
 fi
 
-# 4. MPI_Abort by rank 4: the attempt fails promptly, the cause names the rank and its status,
-# trainlet-pmix's line names MPI_Abort, and nothing of the job is left.
+# 4. MPI_Abort by rank 4: the attempt fails promptly, the cause names MPI_Abort, the rank and its
+# errorcode (trainlet-pmix told the agent before letting the rank go), trainlet-pmix's line names
+# MPI_Abort, and nothing of the job is left.
 start=$(date +%s)
 "$CTL" apply -f "$(direct_job abort 3 mpi-direct '      - {name: TRAINLET_FAIL_RANK, value: "4"}' "$TRAINLET_BIN/mpi-allreduce")" >/dev/null
 "$CTL" wait trainjob/abort --for=condition=Failed --timeout=60s || fail "abort did not fail: $("$CTL" describe trainjob abort)"
 took=$(( $(date +%s) - start ))
 [ "$took" -le 30 ] || fail "MPI_Abort took $took s to fail the attempt"
 desc=$("$CTL" describe trainjob abort)
-grep -qE "rank 4 on node-[0-9]+ exited with code 3" <<<"$desc" || fail "abort: cause should name rank 4's exit: $desc"
+grep -qE "rank 4 on node-[0-9]+ called MPI_Abort \(errorcode 3\)" <<<"$desc" || fail "abort: cause should name rank 4's MPI_Abort and errorcode: $desc"
+[ "$(grep -cE "rank 4 on node-[0-9]+ called MPI_Abort \(errorcode 3\)" <<<"$desc")" -ge 2 ] || fail "abort: the attempt's cause and its event should both name MPI_Abort: $desc"
 "$CTL" logs abort | grep -q "rank 4 called PMIx_Abort (MPI_Abort) with status 3" || fail "abort: trainlet-pmix should name MPI_Abort: $("$CTL" logs abort)"
 wait_for 15 no_process_left abort || fail "abort left processes: $(job_pids abort) $(own_pgrep -x trainlet-pmix)"
 log "MPI_Abort fails the attempt in ${took}s, cause named, nothing left"
@@ -142,8 +144,9 @@ if /usr/bin/python3 -c 'import mpi4py' 2>/dev/null; then
   log "a rank killed between two fences fails the attempt in ${took}s, cause named, nothing left"
 fi
 
-# 6b. MPI_Abort with status 0: the rank's own exit (0) is no failure, so trainlet-pmix exits and
-# its step stops the node's ranks; the attempt fails promptly and nothing is left.
+# 6b. MPI_Abort with status 0: the rank's own exit (0) is a failure because it aborted (the cause
+# names it), and trainlet-pmix exits so that its step stops the node's ranks; the attempt fails
+# promptly and nothing is left.
 if /usr/bin/python3 -c 'import mpi4py' 2>/dev/null; then
   printf 'from mpi4py import MPI\nimport time\nif MPI.COMM_WORLD.Get_rank() == 1:\n    MPI.COMM_WORLD.Abort(0)\ntime.sleep(60)\n' > "$WORK/abort0.py"
   start=$(date +%s)
@@ -152,8 +155,29 @@ if /usr/bin/python3 -c 'import mpi4py' 2>/dev/null; then
   took=$(( $(date +%s) - start ))
   [ "$took" -le 15 ] || fail "MPI_Abort(0) took $took s to fail the attempt"
   "$CTL" logs abortzero | grep -q "rank 1 called PMIx_Abort (MPI_Abort) with status 0" || fail "abortzero: trainlet-pmix should name the abort: $("$CTL" logs abortzero)"
+  grep -qE "rank 1 on node-[0-9]+ called MPI_Abort \(errorcode 0\)" <<<"$("$CTL" describe trainjob abortzero)" || fail "abortzero: cause should name rank 1's MPI_Abort: $("$CTL" describe trainjob abortzero)"
   wait_for 15 no_process_left abortzero || fail "abortzero left processes: $(job_pids abortzero)"
   log "MPI_Abort with status 0 fails the attempt in ${took}s, nothing left"
+fi
+
+# 6c. MPI_Publish_name on rank 0, MPI_Lookup_name on every rank after a barrier (no PMIx fence
+# in between): PMIx_Publish/Lookup ride the rendezvous store's publish, so every node sees the
+# name at once. The job is on mpi-distributed with no trainlet.io/mpi-launch: a command that
+# starts no launcher is launched directly by default, and describe says so.
+mpicc_openmpi=$(command -v mpicc.openmpi || command -v mpicc || true)
+if [ -n "$mpicc_openmpi" ]; then
+  "$mpicc_openmpi" -O2 -o "$WORK/mpi-publish" "$TRAINLET_SOURCE_DIR/tests/integration/workers/mpi_publish_lookup.c" || fail "mpicc could not build mpi_publish_lookup.c"
+  sed '/trainlet.io\/mpi-launch/d; /^  annotations:$/d' "$(direct_job publish 3 mpi-distributed "" "$WORK/mpi-publish")" > "$WORK/publish-default.yaml"
+  grep -q "mpi-launch" "$WORK/publish-default.yaml" && fail "publish: the job must not ask for direct launch"
+  "$CTL" apply -f "$WORK/publish-default.yaml" >/dev/null
+  "$CTL" wait trainjob/publish --for=condition=Complete --timeout=60s || fail "publish did not complete: $("$CTL" describe trainjob publish) $("$CTL" logs publish)"
+  [ "$("$CTL" logs publish | grep -c 'lookup trainlet-test-service -> trainlet-port-of-rank-0 OK')" = 6 ] || fail "publish: every rank should find rank 0's name: $("$CTL" logs publish)"
+  desc=$("$CTL" describe trainjob publish)
+  grep -q "ranks started directly, PMIx" <<<"$desc" || fail "publish: a plain command on mpi-distributed should be launched directly: $desc"
+  grep -q "the command starts no launcher" <<<"$desc" || fail "publish: describe should say why direct launch was chosen: $desc"
+  log "MPI_Publish_name/MPI_Lookup_name across 3 nodes without a fence; direct launch by default for a plain command"
+else
+  log "no mpicc: publish/lookup part skipped"
 fi
 
 # 7. The agent of node-2 is killed (-9) while the ranks run between MPI_Init and MPI_Finalize, and
@@ -209,6 +233,34 @@ PY
   ! grep -q "trainlet-pmix: fence" <<<"$out" || fail "agentkill: a PMIx fence failed after the restart: $out"
   [ "$("$CTL" describe trainjob agentkill | awk '/^Attempt:/ {print $2}')" = 1 ] || fail "agentkill: not in its first attempt"
   log "after an agent restart, PMIx fences are served again (MPI_Finalize's), and the job succeeds in attempt 1"
+
+  # 8. The agent of node-2 is killed (-9) while it holds the fence of MPI_Finalize that node-2's
+  # trainlet-pmix joined (node-1's ranks sleep before theirs, so the fence stays open). The old
+  # agent had taken the request and contributed; the new one never saw it. trainlet-pmix's
+  # rendezvous handles see the new agent's socket and send the fence again, so the fence
+  # completes on node-2 too and the job succeeds in attempt 1.
+  cat > "$WORK/late.py" <<'PY'
+import os, time
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+total = comm.allreduce(comm.Get_rank() + 1)
+print(f"rank {comm.Get_rank()} on {os.environ['TRAINLET_NODE']}: late sum {total}", flush=True)
+if os.environ["TRAINLET_NODE"] == "node-1":
+    time.sleep(15)
+PY
+  "$CTL" apply -f "$(direct_job fencekill 3 mpi-direct "" /usr/bin/python3 "$WORK/late.py")" >/dev/null
+  wait_for 30 sh -c "[ \$('$CTL' logs fencekill | grep -c 'on node-2: late sum 21') -ge 2 ]" || fail "fencekill: node-2's ranks never got past their allreduce: $("$CTL" logs fencekill)"
+  sleep 1  # node-2's ranks are in MPI_Finalize's fence, its agent holds the request
+  agent2=${EXTRA_PIDS[-1]}
+  [ "$(cat "/proc/$agent2/comm")" = trainlet-agent ] || fail "the last started process is not node-2's agent"
+  disown "$agent2" 2>/dev/null || true
+  kill -9 "$agent2"
+  wait_for 5 sh -c "! kill -0 $agent2 2>/dev/null" || fail "node-2's agent did not die"
+  restart_agent 2
+  log "node-2's agent killed (-9) inside MPI_Finalize's fence and started again"
+  "$CTL" wait trainjob/fencekill --for=condition=Complete --timeout=60s || fail "fencekill did not complete (a fence the old agent had taken was lost): $("$CTL" describe trainjob fencekill) $("$CTL" logs fencekill)"
+  [ "$("$CTL" describe trainjob fencekill | awk '/^Attempt:/ {print $2}')" = 1 ] || fail "fencekill: not in its first attempt"
+  log "a fence the killed agent had taken is sent again to the new one; the job succeeds in attempt 1"
 fi
 
 kill "$LAUNCHER_SAMPLER" 2>/dev/null || true

@@ -38,6 +38,41 @@ TEST(MpiDirectLaunchTest, SelectedByAnnotationOrRuntimeLabel) {
                                    "or mpirun, got \"srun\""));
 }
 
+// Without the annotation or label: direct launch where the command is the MPI program itself;
+// mpirun where it starts a launcher, or a shell or script that may hide one.
+TEST(MpiDirectLaunchTest, DefaultWhereTheCommandNeedsNoLauncher) {
+  EXPECT_TRUE(*WantsDirectLaunch(MakeRequest(2, "2", {"/opt/bin/allreduce"}, 0)));
+  EXPECT_TRUE(*WantsDirectLaunch(MakeRequest(2, "2", {"python3", "train.py", "--lr=0.1"}, 0)));
+  for (const std::vector<std::string>& argv :
+       std::vector<std::vector<std::string>>{{"mpirun", "-np", "6", "./a"},
+                                             {"/usr/bin/mpirun.openmpi", "./a"},
+                                             {"mpiexec", "./a"},
+                                             {"mpirun.mpich", "./a"},
+                                             {"env", "OMPI_MCA_pml=ob1", "mpirun", "./a"},
+                                             {"horovodrun", "-np", "4", "python3", "t.py"},
+                                             {"deepspeed", "train.py"},
+                                             {"sh", "-c", "python3 t.py"},
+                                             {"/bin/bash", "-lc", "X=1 mpirun ./a"},
+                                             {"./run.sh"},
+                                             {"python3", "t.py", "--launcher=mpirun"}}) {
+    EXPECT_TRUE(CommandNeedsLauncher(argv)) << argv[0];
+    EXPECT_FALSE(*WantsDirectLaunch(MakeRequest(2, "2", argv, 0))) << argv[0];
+  }
+  EXPECT_FALSE(CommandNeedsLauncher({"./allreduce", "--size", "8"}));
+  EXPECT_FALSE(CommandNeedsLauncher({}));
+  // mpirun asked for explicitly keeps mpirun for a plain program.
+  PlanRequest req = MakeRequest(2, "2", {"./allreduce"}, 0);
+  req.annotations[std::string(kMpiLaunchAnnotation)] = "mpirun";
+  EXPECT_FALSE(*WantsDirectLaunch(req));
+  // MPICH and Intel start through hydra: the default is no error, just mpirun.
+  req.annotations = {{std::string(kMpiImplementationAnnotation), "MPICH"}};
+  EXPECT_FALSE(*WantsDirectLaunch(req));
+  // describe says the choice was the command's, and how to have mpirun instead.
+  EXPECT_THAT(MakeMpiRuntime()->LaunchMode(MakeRequest(2, "2", {"./allreduce"}, 0)),
+              ::testing::AllOf(::testing::HasSubstr("ranks started directly, PMIx"),
+                               ::testing::HasSubstr("trainlet.io/mpi-launch: mpirun")));
+}
+
 TEST(MpiDirectLaunchTest, RefusedForHydraImplementations) {
   PlanRequest req = DirectRequest(2);
   req.annotations[std::string(kMpiImplementationAnnotation)] = "MPICH";

@@ -5,6 +5,7 @@
 
 #include "common/pmix/pmix_job_map.h"
 #include "plugins/runtime/mpi/mpi_runtime.h"
+#include "plugins/runtime/v1_replica_plans.h"
 #include "plugins/runtime/worker_env.h"
 
 namespace trainlet {
@@ -28,7 +29,53 @@ std::string HostnameOf(const PlacedNode& node) {
   return h.empty() ? "node" : h;
 }
 
+// The file name of `word`: what follows its last '/'.
+std::string_view BaseName(std::string_view word) {
+  const size_t slash = word.rfind('/');
+  return slash == std::string_view::npos ? word : word.substr(slash + 1);
+}
+
+bool IsLauncherWord(std::string_view word) {
+  static constexpr std::string_view kLaunchers[] = {
+      "mpirun", "mpiexec", "orterun", "prterun", "horovodrun", "deepspeed", "mlx.launch"};
+  const std::string_view name = BaseName(word);
+  return std::any_of(std::begin(kLaunchers), std::end(kLaunchers),
+                     [&](std::string_view l) { return name.substr(0, l.size()) == l; });
+}
+
+bool IsShell(std::string_view word) {
+  static constexpr std::string_view kShells[] = {"sh", "bash", "dash", "zsh", "ksh", "ash"};
+  const std::string_view name = BaseName(word);
+  if (name.size() > 3 && name.substr(name.size() - 3) == ".sh") return true;
+  return std::find(std::begin(kShells), std::end(kShells), name) != std::end(kShells);
+}
+
+// Whether the direct-or-mpirun choice is automatic, and what it is.
+Result<bool> ChooseByCommand(const PlanRequest& request) {
+  TRAINLET_ASSIGN_OR_RETURN(const MpiImplementation impl, ChooseMpiImplementation(request));
+  if (impl != MpiImplementation::kOpenMpi) return false;
+  TRAINLET_ASSIGN_OR_RETURN(const auto contract, ContractOf(request, trainjob::V1Kind::kMPIJob));
+  if (contract.has_value()) return false;
+  return !request.argv.empty() && !CommandNeedsLauncher(request.argv);
+}
+
 }  // namespace
+
+bool CommandNeedsLauncher(const std::vector<std::string>& argv) {
+  if (argv.empty()) return false;
+  if (IsShell(argv[0])) return true;
+  for (const std::string& arg : argv) {
+    size_t start = 0;
+    for (size_t i = 0; i <= arg.size(); ++i) {
+      const bool cut = i == arg.size() || std::isspace(static_cast<unsigned char>(arg[i])) ||
+                       std::string_view(";&|()`'\"=<>").find(arg[i]) != std::string_view::npos;
+      if (!cut) continue;
+      if (i > start && IsLauncherWord(std::string_view(arg).substr(start, i - start))) return true;
+      start = i + 1;
+    }
+  }
+  return false;
+}
 
 Result<bool> WantsDirectLaunch(const PlanRequest& request) {
   const std::string key(kMpiLaunchAnnotation);
@@ -37,7 +84,7 @@ Result<bool> WantsDirectLaunch(const PlanRequest& request) {
   if (it == request.annotations.end() || it->second.empty()) {
     it = request.labels.find(key);
     field = "runtime metadata.labels[" + key + "]";
-    if (it == request.labels.end() || it->second.empty()) return false;
+    if (it == request.labels.end() || it->second.empty()) return ChooseByCommand(request);
   }
   if (SameText(it->second, "mpirun")) return false;
   if (!SameText(it->second, "direct"))

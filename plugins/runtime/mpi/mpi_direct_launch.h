@@ -24,10 +24,20 @@ namespace trainlet {
 // labels (the shipped mpi-direct runtime carries the label).
 inline constexpr std::string_view kMpiLaunchAnnotation = "trainlet.io/mpi-launch";
 
-// True when `request` asks for direct launch. Invalid (naming the annotation or label) for any
-// other value, and for direct launch with an MPI other than OpenMPI (MPICH and Intel start
-// through hydra).
+// True when `request` is to be launched directly. An annotation or label of kMpiLaunchAnnotation
+// decides: "direct" or "mpirun"; Invalid (naming it) for any other value, and for direct launch
+// with an MPI other than OpenMPI (MPICH and Intel start through hydra). Without one, direct launch
+// is the default where nothing in the command needs a launcher (CommandNeedsLauncher) and the MPI
+// is OpenMPI, for a TrainJob that is not a converted MPIJob (whose launcher runs once).
 Result<bool> WantsDirectLaunch(const PlanRequest& request);
+
+// Whether the trainer command may need mpirun's daemon tree, so direct launch would be wrong:
+// a word of any argument (split at spaces and shell punctuation, so `sh -c "X=1 mpirun ..."` is
+// seen) whose file name starts with a launcher's (mpirun, mpiexec, orterun, prterun, horovodrun,
+// deepspeed, mlx.launch: mpirun.openmpi and mpiexec.hydra too), or a command that is a shell or a
+// shell script (sh, bash, dash, zsh, ksh, ash, *.sh), which may start one where trainlet cannot
+// see it. False for an empty command.
+bool CommandNeedsLauncher(const std::vector<std::string>& argv);
 
 // The job map every node's plan carries (common/pmix/pmix_job_map.h): `slots` ranks per node in
 // node-rank order, each node named by its hostname (else its node name).

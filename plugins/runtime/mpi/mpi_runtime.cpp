@@ -83,7 +83,13 @@ class MpiRuntime final : public BuiltinRuntime {
 
   std::string LaunchMode(const PlanRequest& request) const override {
     if (const auto direct = WantsDirectLaunch(request); direct.ok() && *direct) {
-      return "ranks started directly, PMIx (trainlet-pmix on every node; no mpirun)";
+      const std::string key(kMpiLaunchAnnotation);
+      const auto set = [&](const auto& m) { return m.contains(key) && !m.at(key).empty(); };
+      const bool asked = set(request.annotations) || set(request.labels);
+      return std::string("ranks started directly, PMIx (trainlet-pmix on every node; no mpirun") +
+             (asked ? ")"
+                    : "; the command starts no launcher, annotate " + key + ": mpirun " +
+                          "for mpirun)");
     }
     const auto impl = ChooseMpiImplementation(request);
     const bool hydra = impl.ok() && *impl != MpiImplementation::kOpenMpi;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <mutex>
@@ -22,19 +23,29 @@ constexpr uint32_t kRanks = 8;
 // The server's loop on its own thread; Post() runs a function on it.
 class LocalAgent {
  public:
-  explicit LocalAgent(const fs::path& dir)
+  // token: "" for a fresh attempt; else a restarted agent adopting the attempt's ranks, which
+  // keep the token they hold (RendezvousServer::RestoreAttempt).
+  explicit LocalAgent(const fs::path& dir, const std::string& token = "")
       : fences_([](const std::string&, uint32_t) -> std::optional<std::vector<std::string>> {
           return std::vector<std::string>{"node-a"};
         }),
         server_("node-a", dir.string(), [this](v1::Envelope e) {
-          auto out = fences_.OnContribute("node-a", e.fence_contribute(),
-                                          agent::RendezvousServer::Clock::now());
-          for (auto& s : out.sends) server_.OnFenceResult(s.envelope.fence_result());
+          auto out = e.has_rendezvous_publish()
+                         ? fences_.OnPublish("node-a", e.rendezvous_publish())
+                         : fences_.OnContribute("node-a", e.fence_contribute(),
+                                                agent::RendezvousServer::Clock::now());
+          for (auto& s : out.sends) server_.OnCoordinatorMessage(s.envelope);
         }) {
     EXPECT_TRUE(server_.Bind(ctx_).ok());
     std::vector<uint32_t> ranks;
     for (uint32_t r = 0; r < kRanks; ++r) ranks.push_back(r);
-    env_ = server_.AddAttempt("job", 1, ranks);
+    if (token.empty()) {
+      env_ = server_.AddAttempt("job", 1, ranks);
+    } else {
+      server_.RestoreAttempt("job", 1, ranks, token);
+      env_ = {{"TRAINLET_RENDEZVOUS_ENDPOINT", server_.endpoint()},
+              {"TRAINLET_RENDEZVOUS_TOKEN", token}};
+    }
     thread_ = std::thread([this] { Loop(); });
   }
   ~LocalAgent() {
@@ -181,6 +192,66 @@ TEST_F(ClientApiTest, ARankThatDiesAbortsTheOthersFence) {
   int rc = 0;
   Get(handles_[1], "x", 1000, &rc);
   EXPECT_EQ(rc, TRAINLET_RDZV_ABORTED);
+}
+
+// The agent is killed while ranks wait in a fence it had taken, and a new one adopts the attempt
+// (binding a new socket file): each waiting rank sends its fence again, unasked, and the fence
+// completes with every rank's puts.
+TEST_F(ClientApiTest, AFenceTheOldAgentTookIsSentAgainToTheNewOne) {
+  for (uint32_t r = 0; r + 1 < kRanks; ++r) {
+    const std::string v = "v" + std::to_string(r);
+    ASSERT_EQ(trainlet_rdzv_put(handles_[r], ("k/" + std::to_string(r)).c_str(), v.data(), 2),
+              TRAINLET_RDZV_OK);
+    ASSERT_EQ(trainlet_rdzv_fence_start(handles_[r]), TRAINLET_RDZV_OK);
+  }
+  EXPECT_EQ(trainlet_rdzv_fence_finish(handles_[0], 100), TRAINLET_RDZV_TIMEOUT);
+  const std::string token = agent_->token();
+  agent_.reset();  // gone, with what it had gathered
+  agent_ = std::make_unique<LocalAgent>(dir_, token);
+  ASSERT_EQ(trainlet_rdzv_fence_start(handles_[kRanks - 1]), TRAINLET_RDZV_OK);
+  // Each rank waits in its own thread, as ranks do: each resends from within its own wait.
+  std::vector<int> rcs(kRanks, -1);
+  std::vector<std::thread> waiters;
+  for (uint32_t r = 0; r < kRanks; ++r)
+    waiters.emplace_back([&, r] { rcs[r] = trainlet_rdzv_fence_finish(handles_[r], 10000); });
+  for (auto& w : waiters) w.join();
+  for (uint32_t r = 0; r < kRanks; ++r)
+    EXPECT_EQ(rcs[r], TRAINLET_RDZV_OK) << r << ": " << trainlet_rdzv_last_error(handles_[r]);
+  int rc = 0;
+  EXPECT_EQ(Get(handles_[kRanks - 1], "k/3", 0, &rc), "v3");
+  EXPECT_EQ(rc, TRAINLET_RDZV_OK);
+}
+
+// trainlet_rdzv_abort: the agent records the rank's abort and fails the node's fence naming it.
+TEST_F(ClientApiTest, AbortFailsTheFenceNamingMpiAbort) {
+  ASSERT_EQ(trainlet_rdzv_fence_start(handles_[0]), TRAINLET_RDZV_OK);
+  EXPECT_EQ(trainlet_rdzv_abort(handles_[3], 7, "bad input", 5000), TRAINLET_RDZV_OK)
+      << trainlet_rdzv_last_error(handles_[3]);
+  EXPECT_EQ(trainlet_rdzv_fence_finish(handles_[0], 5000), TRAINLET_RDZV_ABORTED);
+  EXPECT_STREQ(trainlet_rdzv_last_error(handles_[0]),
+               "rank 3 on node-a called MPI_Abort (errorcode 7): bad input");
+}
+
+// Publish: another rank's get sees the key at once, without a fence; a waiting get is answered
+// when it comes; an empty value withdraws it.
+TEST_F(ClientApiTest, PublishedKeysAreSeenWithoutAFence) {
+  trainlet_rdzv* getter = Open(5);
+  std::string got;
+  int get_rc = -1;
+  std::thread waiter([&] { got = Get(getter, "svc", 10000, &get_rc); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(trainlet_rdzv_publish(handles_[0], "svc", "port-1", 6, 5000), TRAINLET_RDZV_OK)
+      << trainlet_rdzv_last_error(handles_[0]);
+  waiter.join();
+  EXPECT_EQ(get_rc, TRAINLET_RDZV_OK) << trainlet_rdzv_last_error(getter);
+  EXPECT_EQ(got, "port-1");
+  int rc = 0;
+  EXPECT_EQ(Get(handles_[3], "svc", 1000, &rc), "port-1");
+  ASSERT_EQ(trainlet_rdzv_publish(handles_[0], "svc", nullptr, 0, 5000), TRAINLET_RDZV_OK);
+  Get(handles_[3], "svc", 200, &rc);
+  EXPECT_EQ(rc, TRAINLET_RDZV_TIMEOUT);
+  EXPECT_EQ(trainlet_rdzv_publish(handles_[0], "", "x", 1, 5000), TRAINLET_RDZV_INVALID);
+  trainlet_rdzv_close(getter);
 }
 
 TEST_F(ClientApiTest, ErrorsSayWhy) {
