@@ -400,7 +400,7 @@ int CmdWait(const CommonFlags& f, const std::string& target, const std::string& 
 }
 
 int CmdDelete(const CommonFlags& f, const std::string& kind_arg, const std::string& name_arg,
-              bool wait, const std::string& timeout) {
+              bool wait, const std::string& timeout, bool force) {
   std::string name = name_arg;
   // QueueKindOf takes the name out of "kind/NAME": only for a queue kind, on a copy.
   if (std::string qname = name_arg, qkind = QueueKindOf(kind_arg, qname); !qkind.empty()) {
@@ -416,6 +416,7 @@ int CmdDelete(const CommonFlags& f, const std::string& kind_arg, const std::stri
   v1::OperatorRequest req;
   req.mutable_delete_job()->set_name(name);
   req.mutable_delete_job()->set_namespace_(f.ns);
+  req.mutable_delete_job()->set_force(force);
   auto resp = (*client)->Call(req);
   if (!resp.ok()) return Error(resp.status());
   if (wait) {
@@ -427,6 +428,12 @@ int CmdDelete(const CommonFlags& f, const std::string& kind_arg, const std::stri
     auto done = (*client)->Call(w, std::chrono::milliseconds(ms) + 10s);
     if (!done.ok()) return Error(done.status());
     if (!done->wait_job().met()) {
+      // The last event says when a Lost node keeps it (coordinator/delete_gate.h).
+      const auto& events = done->wait_job().job().events();
+      if (!events.empty() && events.Get(events.size() - 1).reason() == "DeleteWaitsForNode") {
+        return Error("trainjob/" + name + " is still Terminating after " + timeout + ": " +
+                     events.Get(events.size() - 1).message());
+      }
       return Error("trainjob/" + name + " is still stopping its ranks after " + timeout +
                    "; it will be removed once they exit");
     }
