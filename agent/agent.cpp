@@ -280,6 +280,7 @@ void Agent::StartSupervisor() {
   steps.agent_lock = lock_path_;
   steps.orphan_grace = OrphanGrace();
   steps.agent_stamps = true;  // StampLock, from every tick
+  steps.log_max_bytes = config_.rank_log_max_bytes;
   // A step starting hundreds of ranks on a busy machine can take seconds; the node keeps beating
   // meanwhile, so neither side takes the wait for a hang or a partition.
   steps.keepalive = [this] {
@@ -405,8 +406,7 @@ std::string Agent::LogPath(const std::string& job, uint32_t attempt, uint32_t ra
 }
 
 void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
-  purge_->Cancel(
-      plan.job());  // a new job of a deleted one's name keeps its data (job_data_purge.h)
+  purge_->OnPlan(plan.job(), plan.job_uid());  // an old job's data goes (job_data_purge.h)
   std::string why;
   bool refused = false;
   NodeAttempt* attempt = attempts_.BeginPlan(plan, env_.MonotonicNow(), &why, &refused);
@@ -600,20 +600,14 @@ void Agent::OnLogRead(const v1::LogRead& read) {
   auto* chunk = env.mutable_log_chunk();
   chunk->set_request_id(read.request_id());
   const std::string path = LogPath(read.job(), read.attempt(), read.rank());
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  std::optional<LogSlice> slice = ReadLogSlice(path, read.offset(), read.max_bytes());
+  if (!slice) {
     chunk->set_error("no log for rank " + std::to_string(read.rank()) + " of " + read.job() +
                      " attempt " + std::to_string(read.attempt()) + " on node " + config_.name);
   } else {
-    const uint32_t max =
-        std::min<uint32_t>(read.max_bytes() == 0 ? 256 << 10 : read.max_bytes(), 1 << 20);
-    in.seekg(static_cast<std::streamoff>(read.offset()));
-    std::string data(max, '\0');
-    in.read(data.data(), max);
-    data.resize(static_cast<size_t>(in.gcount()));
-    chunk->set_next_offset(read.offset() + data.size());
-    chunk->set_eof(data.size() < max);
-    chunk->set_data(std::move(data));
+    chunk->set_next_offset(slice->next_offset);
+    chunk->set_eof(slice->eof);
+    chunk->set_data(std::move(slice->data));
   }
   Send(std::move(env));
 }
@@ -718,7 +712,7 @@ void Agent::OnMessage(const v1::Envelope& env) {
       OnReservePorts(env.reserve_ports());
       break;
     case v1::Envelope::kPurgeJob:
-      if (Status s = purge_->Request(env.purge_job().job()); !s.ok()) {
+      if (Status s = purge_->Request(env.purge_job().job(), env.purge_job().uid()); !s.ok()) {
         spdlog::warn("{}", s.message());
       }
       break;

@@ -62,6 +62,9 @@ struct AgentConfig {
   // A directory on storage every node mounts at this same path (NFS, Lustre, ...); jobs annotated
   // trainlet.io/working-dir: shared run in <shared_dir>/<job>. "": none (working_dirs.h).
   std::string shared_dir;
+  // Each rank's log is cut past this many bytes, its earlier output kept in <log>.1 (issue 19,
+  // defect 9; agent/step/log_rotation.h). 0: never. Config key rank_log_max_mb.
+  uint64_t rank_log_max_bytes = uint64_t{100} << 20;
 };
 
 // Prepares the signals the loop reads through its SignalWatch (blocks them on Linux, installs the

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 #include <utility>
 
@@ -25,16 +26,74 @@ bool IsJobKey(std::string_view job) {
 JobDataPurge::JobDataPurge(std::string state_dir, std::function<bool(const std::string&)> runs)
     : state_dir_(std::move(state_dir)), runs_(std::move(runs)) {}
 
-Status JobDataPurge::Request(const std::string& job) {
+Status JobDataPurge::Request(const std::string& job, const std::string& uid) {
   if (!IsJobKey(job)) {
     return InvalidError("refusing to purge the data of \"" + job + "\": not a job name");
   }
+  if (const std::string stamp = StampOf(job); !uid.empty() && !stamp.empty() && stamp != uid) {
+    spdlog::info("trainjob/{} ({}) was deleted: the data here is of another job of the name ({})",
+                 job, uid, stamp);
+    return Status::Ok();
+  }
   if (runs_(job)) {
     spdlog::info("trainjob/{} was deleted: its data here goes once its workers have exited", job);
-    waiting_.insert(job);
+    waiting_[job] = uid;
     return Status::Ok();
   }
   return Remove(job);
+}
+
+std::string JobDataPurge::StampPath(const std::string& job) const {
+  // Beside the rank logs (launch_planning.h's RankLogPath): <state dir>/logs/<job>/.trainlet-uid.
+  return (fs::path(RankLogPath(state_dir_, job, 1, 0)).parent_path().parent_path() /
+          ".trainlet-uid")
+      .string();
+}
+
+std::string JobDataPurge::StampOf(const std::string& job) const {
+  std::ifstream in(StampPath(job));
+  std::string uid;
+  if (in) std::getline(in, uid);
+  return uid;
+}
+
+Status JobDataPurge::OnPlan(const std::string& job, const std::string& uid) {
+  Status s = StampFor(job, uid);
+  if (!s.ok()) spdlog::warn("trainjob/{}: {}", job, s.message());
+  return s;
+}
+
+Status JobDataPurge::StampFor(const std::string& job, const std::string& uid) {
+  Cancel(job);
+  if (uid.empty() || !IsJobKey(job)) return Status::Ok();
+  const std::string stamp = StampOf(job);
+  if (stamp == uid) return Status::Ok();
+  if (!stamp.empty()) {
+    if (runs_(job)) {
+      // Only after a delete --force: the old job's ranks still run here. Its data stays.
+      spdlog::warn(
+          "trainjob/{} ({}): workers of an earlier job of the name ({}) still run here; "
+          "its data stays",
+          job, uid, stamp);
+    } else {
+      spdlog::warn(
+          "trainjob/{} ({}): removing the data of an earlier job of the name ({}), "
+          "whose purge this node missed",
+          job, uid, stamp);
+      TRAINLET_RETURN_IF_ERROR(Remove(job));
+    }
+  }
+  const std::string path = StampPath(job);
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  if (ec)
+    return IoError("cannot make " + fs::path(path).parent_path().string() + ": " + ec.message());
+  fs::permissions(fs::path(path).parent_path(), fs::perms::owner_all, ec);  // 0700, as logs/
+  std::ofstream out(path, std::ios::trunc);
+  out << uid << "\n";
+  out.close();
+  if (!out) return IoError("cannot write " + path);
+  return Status::Ok();
 }
 
 void JobDataPurge::Cancel(const std::string& job) {
@@ -48,11 +107,11 @@ void JobDataPurge::Cancel(const std::string& job) {
 
 void JobDataPurge::Poll() {
   for (auto it = waiting_.begin(); it != waiting_.end();) {
-    if (runs_(*it)) {
+    if (runs_(it->first)) {
       ++it;
       continue;
     }
-    const std::string job = *it;
+    const std::string job = it->first;
     it = waiting_.erase(it);
     if (Status s = Remove(job); !s.ok()) spdlog::warn("{}", s.message());
   }

@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <fstream>
 
 namespace trainlet::agent {
 
@@ -30,6 +32,27 @@ size_t Utf8CharLength(const unsigned char* s, size_t n) {
   if (len == 3 && ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] >= 0xA0))) return 0;
   if (len == 4 && ((c == 0xF0 && s[1] < 0x90) || (c == 0xF4 && s[1] >= 0x90))) return 0;
   return len;
+}
+
+uint64_t LogReadStart(const std::string& path, uint64_t offset) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return offset;
+  return offset > static_cast<uint64_t>(st.st_size) ? 0 : offset;
+}
+
+std::optional<LogSlice> ReadLogSlice(const std::string& path, uint64_t offset, uint32_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  const uint32_t max = std::min<uint32_t>(max_bytes == 0 ? 256 << 10 : max_bytes, 1 << 20);
+  const uint64_t from = LogReadStart(path, offset);  // 0 once the log was cut
+  in.seekg(static_cast<std::streamoff>(from));
+  LogSlice slice;
+  slice.data.assign(max, '\0');
+  in.read(slice.data.data(), max);
+  slice.data.resize(static_cast<size_t>(in.gcount()));
+  slice.next_offset = from + slice.data.size();
+  slice.eof = slice.data.size() < max;
+  return slice;
 }
 
 std::string LastLogLine(const std::string& path, size_t max_bytes) {

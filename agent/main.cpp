@@ -79,6 +79,12 @@ int main(int argc, char** argv) {
   c.Path("shared_dir", &config.shared_dir, DaemonConfig::PathKind::kDirectory,
          "A directory on storage every node mounts at the same path; jobs annotated "
          "trainlet.io/working-dir: shared run in <shared_dir>/<job> (default: none)");
+  c.Int(
+      "rank_log_max_mb", 0, int64_t{1} << 30,
+      [&config](int64_t v) { config.rank_log_max_bytes = static_cast<uint64_t>(v) << 20; },
+      static_cast<int64_t>(config.rank_log_max_bytes >> 20),
+      "Each rank's log is cut past this size, MiB, its earlier output kept in <log>.1 "
+      "(0: never)");
   c.Millis("register_retry_ms", &config.register_retry, 100, 600000,
            "Delay between registration attempts until the coordinator answers, ms");
   trainlet::AddCommonDaemonKeys(c, &common);

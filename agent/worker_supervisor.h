@@ -138,6 +138,9 @@ class WorkerSupervisor {
     // Which cgroup hierarchy steps put their ranks in (StepLaunch::cgroup): "auto", "v2", "v1" or
     // "none".
     std::string step_cgroup = "auto";
+    // Each rank's log is cut (copy-truncate to <log>.1) past this many bytes
+    // (StepLaunch::log_max_bytes, agent/step/log_rotation.h); 0: never.
+    uint64_t log_max_bytes = 0;
   };
 
   // `spawner` is not owned and must outlive the supervisor. `base_env` ("K=V" entries) is the

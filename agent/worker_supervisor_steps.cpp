@@ -195,6 +195,7 @@ step::StepLaunch WorkerSupervisor::StepSpecFor(const std::vector<WorkerLaunch>& 
   spec.agent_lock = options_.agent_lock;
   spec.orphan_grace_ms = static_cast<uint32_t>(std::max<int64_t>(0, options_.orphan_grace.count()));
   spec.cgroup = options_.step_cgroup;
+  spec.log_max_bytes = options_.log_max_bytes;
   spec.agent_stamps = options_.agent_stamps;
   spec.stop_requests = true;  // the trainlet-step beside this agent is of its version
   spec.base_env = base_env_;

@@ -47,9 +47,11 @@ void AgentCommands::LaunchPlan(const std::string& node, v1::LaunchPlan plan) {
   sink_->SendToNode(node, std::move(env));
 }
 
-void AgentCommands::PurgeJob(const std::string& node, const std::string& job) {
+void AgentCommands::PurgeJob(const std::string& node, const std::string& job,
+                             const std::string& uid) {
   v1::Envelope env;
   env.mutable_purge_job()->set_job(job);
+  env.mutable_purge_job()->set_uid(uid);
   sink_->SendToNode(node, std::move(env));
 }
 

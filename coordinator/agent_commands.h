@@ -52,9 +52,9 @@ class AgentCommands {
                     uint32_t count, const std::string& checkpoint_path = "");
   // Sends `node` its share of an attempt.
   void LaunchPlan(const std::string& node, v1::LaunchPlan plan);
-  // Tells `node` that `job` was deleted: it removes the job's logs and work dir once no worker
-  // of the job runs there (PurgeJob).
-  void PurgeJob(const std::string& node, const std::string& job);
+  // Tells `node` that `job` (its incarnation `uid`, "" when unknown) was deleted: it removes the
+  // job's logs and work dir once no worker of the job runs there (PurgeJob).
+  void PurgeJob(const std::string& node, const std::string& job, const std::string& uid = "");
 
  private:
   NodeSink* sink_;

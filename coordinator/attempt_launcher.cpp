@@ -84,6 +84,7 @@ bool AttemptLauncher::Place(JobEntry& job, PassCapacity& room, int64_t now_ms) {
     if (!rendered.ok()) return refuse(rendered.status());
     plans = std::move(*rendered);
     AddStepsToPlans(*steps, *layout, plans);
+    for (auto& plan : plans) plan.set_job_uid(st.uid());  // the incarnation (job_data_purge.h)
   }
   const v1::JobStatus before = st;  // what stays if the placement cannot be stored
   RecordAttempt(job, req, placement->nodes, *layout, *steps, secret, now_ms);
@@ -127,7 +128,10 @@ void AttemptLauncher::RecordAttempt(JobEntry& job, const PlanRequest& req,
   st.clear_placement();
   st.clear_ranks();
   st.clear_trainer_status();  // the old attempt's progress says nothing of the new one
-  st.set_preempted(false);    // only the first attempt after a preemption is told of it
+  // Only the first attempt after a preemption is told of it; a plan made again for it says the
+  // same (Replan).
+  st.set_attempt_follows_preemption(st.preempted());
+  st.set_preempted(false);
   for (const auto& n : nodes) st.add_placement(n);
   for (size_t i = 0; i < layout.nodes.size(); ++i) {
     for (const LaidOutRank& w : layout.nodes[i].ranks) {
@@ -211,6 +215,7 @@ void AttemptLauncher::LaunchWithPorts(JobEntry& job, int64_t now_ms) {
     return;
   }
   AddStepsToPlans(*steps, *layout, *plans);
+  for (auto& plan : *plans) plan.set_job_uid(job.record.status.uid());
   std::vector<std::string> nodes;
   for (const auto& n : req.nodes) nodes.push_back(n.name);
   port_waits_.End(name, attempt);  // `req` and `layout` go with it

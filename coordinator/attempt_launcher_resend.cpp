@@ -53,6 +53,7 @@ void AttemptLauncher::Replan(JobEntry& job, const std::vector<std::string>& lost
   req.attempt = st.attempt();
   v1::JobStatus before = st;
   if (before.attempts_size() > 0) before.mutable_attempts()->RemoveLast();
+  before.set_preempted(st.attempt_follows_preemption());  // cleared when the attempt was placed
   for (auto& kv : RestartEnv(before)) req.env.push_back(std::move(kv));
   for (const std::string& n : st.placement()) {
     const NodeEntry* e = registry_->Find(n);
@@ -123,6 +124,7 @@ void AttemptLauncher::Replan(JobEntry& job, const std::vector<std::string>& lost
     return;
   }
   AddStepsToPlans(*steps, *layout, *plans);
+  for (auto& plan : *plans) plan.set_job_uid(st.uid());
   for (size_t i = 0; i < plans->size(); ++i) {
     const std::string& node = st.placement(static_cast<int>(i));
     if (std::find(lost.begin(), lost.end(), node) == lost.end()) continue;

@@ -130,7 +130,7 @@ void JobController::Schedule(int64_t now_ms) {
   for (const Job* job : order_) {
     if (job->record.status.deleting()) deleting.push_back(job->record.name);
   }
-  for (const auto& name : deleting) MaybeFinishDelete(name);
+  for (const auto& name : deleting) MaybeFinishDelete(name, now_ms);
   EnforceDeadlines(now_ms);
   EnforceTtl(now_ms);  // job_lifecycle.cpp: finished jobs whose ttlSecondsAfterFinished passed
   for (Job* job : order_) {
@@ -268,7 +268,7 @@ void JobController::OnWorkerEvent(const std::string& node, const v1::WorkerEvent
   Job& job = *it->second;
   MarkDirty(job);
   if (st->deleting()) {
-    MaybeFinishDelete(job.record.name);
+    MaybeFinishDelete(job.record.name, now_ms);
     return;
   }
   const std::string ranks = std::to_string(st->ranks_size());
@@ -311,6 +311,7 @@ void JobController::OnPortsReserved(const std::string& node, const v1::PortsRese
 void JobController::ReconcileNode(
     const std::string& node, const google::protobuf::RepeatedPtrField<v1::RunningWorker>& running,
     int64_t now_ms) {
+  missed_purges_.OnRegistered(node, now_ms);  // data of jobs deleted while it was away
   const NodeReconcile plan =
       ReconcileRunning(node, running, [this](const std::string& job, uint32_t attempt) {
         return exec_.AttemptActive(job, attempt) ? Find(job) : nullptr;
@@ -349,7 +350,7 @@ void JobController::OnNodeLost(const std::string& node, int64_t now_ms, int64_t 
     if (!touched) continue;
     MarkDirty(job);
     if (job.record.status.deleting()) {
-      MaybeFinishDelete(name);
+      MaybeFinishDelete(name, now_ms);
       continue;
     }
     const JobPhase p = PhaseOf(job.record.status);
@@ -393,7 +394,7 @@ NodeUsage JobController::Usage() const {
 }
 
 Result<v1::DeleteJobResult> JobController::Delete(const std::string& name, int64_t now_ms,
-                                                  const std::string& by) {
+                                                  const std::string& by, bool force) {
   auto it = jobs_.find(name);
   if (it == jobs_.end()) return NotFoundError("trainjob/" + name + " not found");
   Job& job = *it->second;
@@ -415,26 +416,35 @@ Result<v1::DeleteJobResult> JobController::Delete(const std::string& name, int64
     launcher_.Stop(job, "trainjob deleted");
     ++generation_;
   }
-  MaybeFinishDelete(name);
+  if (force) deletes_.Force(name);  // delete_gate.h: no wait for any rank
+  MaybeFinishDelete(name, now_ms);
   return result;
 }
 
-void JobController::MaybeFinishDelete(std::string name) {
+void JobController::MaybeFinishDelete(std::string name, int64_t now_ms) {
   auto it = jobs_.find(name);
   if (it == jobs_.end() || !it->second->record.status.deleting()) return;
-  const auto& ranks = it->second->record.status.ranks();
-  if (!std::all_of(ranks.begin(), ranks.end(), RankEnded)) return;
+  // Every rank ended, and a Lost one's node confirmed it (delete_gate.h), unless forced.
+  const DeleteGate::Decision gate = deletes_.Decide(name, it->second->record.status);
+  if (!gate.finish) {
+    if (DeleteGate::NoteWaiting(it->second->record.status, gate.waiting_for, now_ms)) {
+      MarkDirty(*it->second);
+    }
+    return;
+  }
   if (Status s = store_->DeleteJob(name); !s.ok()) {
     spdlog::error("cannot delete trainjob/{} from the store: {}", name, s.message());
     return;
   }
   // The job's data goes with it on every node that ran any attempt of it (issue 19, defect 9).
-  for (const auto& node : NodesThatRan(it->second->record.status)) agents_.PurgeJob(node, name);
+  const v1::JobStatus& gone = it->second->record.status;
+  missed_purges_.Purge(name, gone.uid(), NodesThatRan(gone), now_ms);
   std::erase(order_, it->second.get());
   jobs_.erase(it);
   exec_.Forget(name);
   launcher_.Forget(name);
   progress_.Forget(name);
+  deletes_.Forget(name);
   ++generation_;
   spdlog::info("trainjob/{} deleted", name);
 }

@@ -49,6 +49,7 @@
 #include "coordinator/apply_transaction.h"
 #include "coordinator/attempt_launcher.h"
 #include "coordinator/attempt_plan.h"
+#include "coordinator/delete_gate.h"
 #include "coordinator/exec_authority.h"
 #include "coordinator/failure_rules.h"
 #include "coordinator/gang_planner.h"
@@ -58,6 +59,7 @@
 #include "coordinator/job_state_machine.h"
 #include "coordinator/job_store.h"
 #include "coordinator/lifecycle_rules.h"
+#include "coordinator/missed_purges.h"
 #include "coordinator/node_registry.h"
 #include "coordinator/node_usage.h"
 #include "coordinator/placement_inputs.h"
@@ -132,8 +134,10 @@ class JobController : private AttemptLauncher::Owner {
   ApplyTransaction::HeldJob Held() const;
   // Asks every rank of the job to stop and removes the job once none runs. NotFound if absent.
   // `by` (the operator's user name, "" for none) is named in the Deleting event and the log.
+  // The job stays (Terminating) while a rank on a Lost node is not confirmed stopped; `force`
+  // removes it without waiting for any rank (delete_gate.h).
   Result<v1::DeleteJobResult> Delete(const std::string& name, int64_t now_ms,
-                                     const std::string& by = "");
+                                     const std::string& by = "", bool force = false);
   // Sets spec.suspend, as `apply` of the same TrainJob with only suspend changed does (the
   // stored spec is rewritten). Suspending stops every rank of the attempt (its record ends
   // "Stopped", not counted against maxRestarts) and sets condition Suspended; resuming makes
@@ -178,7 +182,8 @@ class JobController : private AttemptLauncher::Owner {
   // and two attempts of a job must never run at once.
   void OnNodeLost(const std::string& node, int64_t now_ms, int64_t hold_until_ms = 0);
   // A node (re-)registered reporting what it runs: ranks of live attempts placed there are
-  // adopted; anything of another attempt, or of a job that is gone, is told to stop.
+  // adopted; anything of another attempt, or of a job that is gone, is told to stop. Jobs
+  // deleted while it was away get their PurgeJob now (missed_purges.h).
   void ReconcileNode(const std::string& node,
                      const google::protobuf::RepeatedPtrField<v1::RunningWorker>& running,
                      int64_t now_ms);
@@ -245,7 +250,7 @@ class JobController : private AttemptLauncher::Owner {
   void RetryForInfrastructure(Job& job, const std::string& cause, int64_t now_ms);
   void MarkDirty(Job& job) override;
   // By value: it may erase the job that owns the caller's string.
-  void MaybeFinishDelete(std::string name);
+  void MaybeFinishDelete(std::string name, int64_t now_ms);
 
   // Progress (job_progress_steps.cpp): the stall rule of every Running job, and the coalesced
   // writes of progress updates.
@@ -278,9 +283,11 @@ class JobController : private AttemptLauncher::Owner {
   AgentCommands agents_;
   RuntimeCatalog runtimes_;
   QueueCatalog queues_;
-  ExecAuthority exec_;        // reads jobs_ through Find()
-  AttemptLauncher launcher_;  // owns the port waits; reports back through Owner (this)
-  ProgressWatch progress_;    // stall clocks and coalesced progress writes
+  ExecAuthority exec_;             // reads jobs_ through Find()
+  AttemptLauncher launcher_;       // owns the port waits; reports back through Owner (this)
+  ProgressWatch progress_;         // stall clocks and coalesced progress writes
+  DeleteGate deletes_{registry_};  // when a deleting job may go; delete --force
+  MissedPurges missed_purges_{registry_, &agents_};  // PurgeJob for nodes away at the delete
   // Hashed: a scheduling pass looks every job up by name several times (bench/scheduler runs
   // 11,000); nothing iterates it where order matters (order_ has the creation order).
   std::unordered_map<std::string, std::unique_ptr<Job>> jobs_;

@@ -1,6 +1,7 @@
 #include "coordinator/job_entry.h"
 
 #include "coordinator/attempt_steps.h"
+#include "coordinator/cluster_identity.h"
 #include "coordinator/failure_rules.h"
 #include "coordinator/job_key.h"
 #include "coordinator/job_state_machine.h"
@@ -95,6 +96,7 @@ Result<std::unique_ptr<JobEntry>> NewJobEntry(const trainjob::TrainJob& spec,
   v1::JobStatus& st = job->record.status;
   st.set_job_phase(v1::JOB_PHASE_PENDING);
   st.set_created_unix_ms(now_ms);
+  st.set_uid(NewClusterId());  // this incarnation: random, as a cluster id (issue 19, defect 9)
   for (const auto& w : warnings) {
     if (w.rfind("TrainJob/" + spec.name + ":", 0) == 0) st.add_notes(w);
   }

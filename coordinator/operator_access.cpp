@@ -115,7 +115,7 @@ Result<v1::DeleteJobResult> OperatorService::DeleteJob(const v1::DeleteJobReques
     return NotFoundError("trainjob/" + JobDisplayName(key) + " not found");
   }
   TRAINLET_ASSIGN_OR_RETURN(v1::DeleteJobResult result,
-                            Shown(jobs_->Delete(key, now_ms, user), key));
+                            Shown(jobs_->Delete(key, now_ms, user, req.force()), key));
   result.set_name(req.name());
   return result;
 }

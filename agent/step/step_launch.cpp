@@ -47,6 +47,12 @@ class Reader {
     *out = static_cast<uint32_t>(n);
     return true;
   }
+  bool U64(const json& obj, const char* key, const std::string& where, uint64_t* out) {
+    const json* v = Field(obj, key, where, json::value_t::number_unsigned);
+    if (v == nullptr) return false;
+    *out = v->get<uint64_t>();
+    return true;
+  }
   bool Bool(const json& obj, const char* key, const std::string& where, bool* out) {
     const json* v = Field(obj, key, where, json::value_t::boolean);
     if (v == nullptr) return false;
@@ -157,6 +163,7 @@ std::string EncodeLaunch(const StepLaunch& launch) {
               {"cgroup", launch.cgroup},
               {"agent_stamps", launch.agent_stamps},
               {"stop_requests", launch.stop_requests},
+              {"log_max_bytes", launch.log_max_bytes},
               {"base_env", launch.base_env},
               {"ranks", std::move(ranks)},
               {"steps", std::move(steps)}};
@@ -186,6 +193,8 @@ Result<StepLaunch> DecodeLaunch(const std::string& text) {
   if (doc.contains("agent_stamps")) rd.Bool(doc, "agent_stamps", "", &out.agent_stamps);
   // Optional: steps before it took no stop or warning requests.
   if (doc.contains("stop_requests")) rd.Bool(doc, "stop_requests", "", &out.stop_requests);
+  // Optional: files written before it cap no log.
+  if (doc.contains("log_max_bytes")) rd.U64(doc, "log_max_bytes", "", &out.log_max_bytes);
   // Optional: files written before it mean "auto".
   if (doc.contains("cgroup") && rd.Str(doc, "cgroup", "", &out.cgroup) &&
       !platform::ParseCgroupMode(out.cgroup)) {

@@ -75,6 +75,9 @@ struct StepLaunch {
   // (step_stop.h). An older step would die of the SIGUSR2 of a warning: the agent sends it only
   // when this is true. false for files written before it.
   bool stop_requests = false;
+  // Each rank's log is cut past this many bytes (log_rotation.h); 0: never (also when absent,
+  // in files written before it).
+  uint64_t log_max_bytes = 0;
   std::vector<std::string> base_env;  // "K=V"
   std::vector<StepRank> ranks;
   // The replicated jobs of `ranks` that wait for others (step_gate.h); absent in files written

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "agent/process_spawner.h"
+#include "agent/step/log_rotation.h"
 #include "agent/step/step_gate.h"
 #include "agent/step/step_launch.h"
 #include "agent/step/step_records.h"
@@ -75,6 +76,8 @@ class Step {
       }
     }
     OpenCgroup();
+    logs_ = LogRotation(launch_.log_max_bytes);
+    for (const StepRank& r : launch_.ranks) logs_.Watch(r.log_path);
     std::vector<std::string> steps_of;
     for (const StepRank& r : launch_.ranks) steps_of.push_back(r.step);
     gate_.emplace(std::move(steps_of), launch_.steps);
@@ -86,6 +89,7 @@ class Step {
       if (live_.empty()) DropHeld("not started: its dependencies can never be met on this node");
       if (!live_.empty()) Wait();
     }
+    CheckLogs();  // what the last ranks wrote before they exited
     EndStrays();
     StepRecord done;
     done.kind = StepRecord::Kind::kDone;
@@ -521,6 +525,10 @@ class Step {
     if (lock_fd_ >= 0 && !term_sent_ && !term_at_) {
       timeout = timeout < 0 ? kAgentCheckMs : std::min(timeout, kAgentCheckMs);
     }
+    if (logs_.enabled()) {
+      constexpr int kLogs = LogRotation::kCheckIntervalMs;
+      timeout = timeout < 0 ? kLogs : std::min(timeout, kLogs);
+    }
     pollfd p{signals_->fd(), POLLIN, 0};
     const int rc = poll(&p, 1, timeout);
     if (rc < 0 && errno != EINTR) {
@@ -541,6 +549,7 @@ class Step {
       }
     }
     CheckAgent();
+    CheckLogs();
     if (term_at_ && Clock::now() >= *term_at_) SendTerm(Clock::now());
     if (kill_at_ && Clock::now() >= *kill_at_) {
       SignalRanks(SIGKILL);
@@ -586,6 +595,11 @@ class Step {
     if (!batch.empty()) Advance();  // an exit may have met (or failed) a held worker's dependency
   }
 
+  // Cuts the ranks' logs past launch_.log_max_bytes (log_rotation.h).
+  void CheckLogs() {
+    for (const std::string& why : logs_.Check()) Say(dir_, why);
+  }
+
   static constexpr int kAgentCheckMs = 200;
   // How long the PMIx server may take to hand over the ranks' env (it registers the namespace
   // and one client per local rank; well under a second).
@@ -611,6 +625,7 @@ class Step {
   bool pmix_tried_ = false;       // StartPmixServer ran (with the first batch of ranks)
   Status pmix_ = Status::Ok();    // its answer: an error fails every rank's start
   std::optional<StepGate> gate_;  // which workers may start (step_gate.h); set once launched
+  LogRotation logs_{0};           // the ranks' logs, cut past their cap
 };
 
 }  // namespace

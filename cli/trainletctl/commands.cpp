@@ -402,7 +402,7 @@ int CmdWait(const CommonFlags& f, const std::string& target, const std::string& 
 }
 
 int CmdDelete(const CommonFlags& f, const std::string& kind_arg, const std::string& name_arg,
-              bool wait, const std::string& timeout) {
+              bool wait, const std::string& timeout, bool force) {
   std::string name = name_arg;
   // QueueKindOf takes the name out of "kind/NAME": only for a queue kind, on a copy.
   if (std::string qname = name_arg, qkind = QueueKindOf(kind_arg, qname); !qkind.empty()) {
@@ -418,6 +418,7 @@ int CmdDelete(const CommonFlags& f, const std::string& kind_arg, const std::stri
   v1::OperatorRequest req;
   req.mutable_delete_job()->set_name(name);
   req.mutable_delete_job()->set_namespace_(f.ns);
+  req.mutable_delete_job()->set_force(force);
   auto resp = (*client)->Call(req);
   if (!resp.ok()) return Error(resp.status());
   if (wait) {

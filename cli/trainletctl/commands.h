@@ -29,8 +29,9 @@ int CmdDescribe(const CommonFlags& f, const std::string& kind, const std::string
 // configured is Complete (0) or one is Failed (1, with its reason); `timeout` "0" waits forever.
 int CmdApply(const CommonFlags& f, const std::string& file, bool wait = false,
              const std::string& timeout = "0");
+// `force`: removed without waiting for its ranks (DeleteJobRequest.force).
 int CmdDelete(const CommonFlags& f, const std::string& kind, const std::string& name, bool wait,
-              const std::string& timeout);
+              const std::string& timeout, bool force = false);
 int CmdWait(const CommonFlags& f, const std::string& target, const std::string& for_condition,
             const std::string& timeout);
 // `step` "" reads global ranks (every rank of every replicated job without --rank); otherwise

@@ -9,6 +9,13 @@ std::string DeleteNotDoneMessage(const std::string& name, const std::string& tim
     active += r.rank_state() == v1::RANK_STATE_PENDING || r.rank_state() == v1::RANK_STATE_RUNNING;
   }
   const std::string job = "trainjob/" + name;
+  // A Lost node keeps it Terminating until it confirms (coordinator/delete_gate.h): its last
+  // event says which node.
+  const auto& events = wait.job().events();
+  if (!events.empty() && events.Get(events.size() - 1).reason() == "DeleteWaitsForNode") {
+    return job + " is still Terminating after " + timeout + ": " +
+           events.Get(events.size() - 1).message();
+  }
   if (active > 0) {
     return job + " is still stopping its ranks after " + timeout + " (" + std::to_string(active) +
            (active == 1 ? " rank runs" : " ranks run") + "); it will be removed once they exit";

@@ -100,16 +100,22 @@ void AddDeleteCommand(CLI::App& app, CommonFlags& common, int& rc) {
       "delete", "Stop every rank of a trainjob and remove it\n  trainletctl delete trainjob hello");
   struct Args {
     std::string kind, name, timeout = "60s";
-    bool wait = true;
+    bool wait = true, force = false;
   };
   auto a = std::make_shared<Args>();
   del->add_option("kind", a->kind, "trainjob (or trainjob/NAME)")->required();
+  del->add_flag("--force", a->force,
+                "Remove the trainjob now, without waiting for its ranks to stop or for a Lost "
+                "node to confirm they did. Risk: a rank on an unreachable node may keep running "
+                "(and writing its work dir or shared storage) until that node comes back, even "
+                "beside a trainjob applied again under the same name");
   del->add_option("name", a->name, "The trainjob's name");
   del->add_option("--wait", a->wait, "Wait until every rank has stopped (default true)");
   del->add_option("--timeout", a->timeout, "How long to wait, e.g. 60s")->capture_default_str();
   AddNamespaceFlags(del, common);
-  del->callback(
-      [&common, &rc, a] { rc = CmdDelete(common, a->kind, a->name, a->wait, a->timeout); });
+  del->callback([&common, &rc, a] {
+    rc = CmdDelete(common, a->kind, a->name, a->wait, a->timeout, a->force);
+  });
 }
 
 // suspend / resume

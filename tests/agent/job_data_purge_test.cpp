@@ -72,6 +72,46 @@ TEST_F(JobDataPurgeTest, ANewPlanOfTheNameCancelsAWaitingPurge) {
   EXPECT_FALSE(purge_.pending());
 }
 
+// Issue 19: incarnations. A plan of a new UID finding data stamped with an older one (a purge
+// this node missed) removes it before its ranks start; today's main kept it, so a job applied
+// again under the name saw the old one's output and files.
+TEST_F(JobDataPurgeTest, APlanOfANewIncarnationRemovesDataAPurgeMissed) {
+  MakeJob("a");
+  ASSERT_TRUE(purge_.OnPlan("a", "uid-1").ok());
+  EXPECT_EQ(purge_.StampOf("a"), "uid-1");
+  EXPECT_TRUE(fs::exists(dir_.path() + "/work/a/workspace/ckpt"));  // unstamped: adopted
+  ASSERT_TRUE(purge_.OnPlan("a", "uid-1").ok());                    // the same one: kept
+  EXPECT_TRUE(fs::exists(dir_.path() + "/logs/a/attempt-1/rank-0.log"));
+  // The job is deleted while this node is away (no purge), and applied again.
+  ASSERT_TRUE(purge_.OnPlan("a", "uid-2").ok());
+  EXPECT_FALSE(fs::exists(dir_.path() + "/logs/a/attempt-1/rank-0.log"));
+  EXPECT_FALSE(fs::exists(dir_.path() + "/work/a/workspace/ckpt"));
+  EXPECT_EQ(purge_.StampOf("a"), "uid-2");
+  // A plan from a coordinator before UIDs changes nothing.
+  MakeJob("a");
+  ASSERT_TRUE(purge_.OnPlan("a", "").ok());
+  EXPECT_TRUE(Has("a"));
+  EXPECT_EQ(purge_.StampOf("a"), "uid-2");
+}
+
+TEST_F(JobDataPurgeTest, AnOldIncarnationStillRunningKeepsItsData) {
+  MakeJob("a");
+  ASSERT_TRUE(purge_.OnPlan("a", "uid-1").ok());
+  running_.insert("a");  // after a delete --force
+  ASSERT_TRUE(purge_.OnPlan("a", "uid-2").ok());
+  EXPECT_TRUE(fs::exists(dir_.path() + "/work/a/workspace/ckpt"));
+  EXPECT_EQ(purge_.StampOf("a"), "uid-2");
+}
+
+TEST_F(JobDataPurgeTest, APurgeOfAnotherIncarnationKeepsTheData) {
+  MakeJob("a");
+  ASSERT_TRUE(purge_.OnPlan("a", "uid-2").ok());
+  ASSERT_TRUE(purge_.Request("a", "uid-1").ok());  // a late purge of the one before
+  EXPECT_TRUE(Has("a"));
+  ASSERT_TRUE(purge_.Request("a", "uid-2").ok());
+  EXPECT_FALSE(Has("a"));
+}
+
 TEST_F(JobDataPurgeTest, RefusesNamesThatAreNotJobKeys) {
   MakeJob("a");
   fs::create_directories(dir_.path() + "/keep");

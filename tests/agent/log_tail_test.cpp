@@ -57,6 +57,28 @@ TEST(LastLogLine, CutsAtACharacterBoundaryAndReplacesBadBytes) {
   EXPECT_EQ(LastLogLine(Write(dir, "x\n"), 0), "");
 }
 
+// Issue 19: a follower's offset past the end of a log that was cut since (log rotation) starts
+// again from 0, so `logs -f` shows the note and what follows; today's main read nothing forever.
+TEST(ReadLogSlice, StartsAgainFromZeroOnceTheLogWasCut) {
+  testing::TempDir dir;
+  const std::string path = Write(dir, "0123456789");
+  auto slice = ReadLogSlice(path, 4, 3);
+  ASSERT_TRUE(slice.has_value());
+  EXPECT_EQ(slice->data, "456");
+  EXPECT_EQ(slice->next_offset, 7u);
+  EXPECT_FALSE(slice->eof);
+  slice = ReadLogSlice(path, 10, 0);
+  ASSERT_TRUE(slice.has_value());
+  EXPECT_EQ(slice->data, "");
+  EXPECT_TRUE(slice->eof);
+  std::ofstream(path, std::ios::trunc) << "note\n";  // cut under the follower
+  slice = ReadLogSlice(path, 10, 0);
+  ASSERT_TRUE(slice.has_value());
+  EXPECT_EQ(slice->data, "note\n");
+  EXPECT_EQ(slice->next_offset, 5u);
+  EXPECT_FALSE(ReadLogSlice(dir.File("missing.log"), 0, 0).has_value());
+}
+
 TEST(Utf8CharLength, WholeCharactersOnly) {
   auto len = [](const std::string& s) {
     return Utf8CharLength(reinterpret_cast<const unsigned char*>(s.data()), s.size());

@@ -32,5 +32,16 @@ TEST(DeleteNotDoneMessage, NoRunningRankIsNotCalledStopping) {
   EXPECT_EQ(DeleteNotDoneMessage("j", "5s", Wait({})).find("stopping"), std::string::npos);
 }
 
+// A job a Lost node keeps Terminating (coordinator/delete_gate.h) says which node it waits for.
+TEST(DeleteNotDoneMessage, ALostNodeKeepingItIsNamed) {
+  v1::WaitJobResult w = Wait({v1::RANK_STATE_LOST});
+  auto* ev = w.mutable_job()->add_events();
+  ev->set_reason("DeleteWaitsForNode");
+  ev->set_message("node node-2 is Lost; its ranks are stopped once it registers again");
+  EXPECT_EQ(DeleteNotDoneMessage("j", "30s", w),
+            "trainjob/j is still Terminating after 30s: node node-2 is Lost; its ranks are "
+            "stopped once it registers again");
+}
+
 }  // namespace
 }  // namespace trainlet::cli

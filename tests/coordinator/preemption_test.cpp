@@ -151,6 +151,41 @@ TEST_F(PreemptionTest, PreemptSuspendsAndRequeuesWarnsFirstAndUsesNoRestart) {
   EXPECT_EQ(JobOrDie("low").preemptions(), 1u);
 }
 
+// Issue 19: a coordinator restarted while the first attempt after a preemption starts renders the
+// plans a node lost again from the store (AttemptLauncher::Replan). They must tell the ranks what
+// the first ones did: the preemption flag was cleared when that attempt was placed, so the plans
+// made again lacked TRAINLET_PREEMPTED=1.
+TEST_F(PreemptionTest, APlanRenderedAgainAfterACoordinatorRestartStillTellsOfThePreemption) {
+  ApplyOk(JobYaml("low", 1, 1));
+  ReportAll("low", kStarted, kT0 + 100);
+  ASSERT_TRUE(controller_->Preempt("low", kBy, kT0 + 1000).ok());
+  ReportAll("low", kExited, kT0 + 2000, 0);
+  ASSERT_TRUE(controller_->SetSuspend("low", false, kT0 + 3000).ok());
+  ASSERT_EQ(JobOrDie("low").attempt(), 2u);
+  ASSERT_EQ(WorkerEnvs("low", 2).size(), 1u);
+  ASSERT_EQ(WorkerEnvs("low", 2)[0].at("TRAINLET_PREEMPTED"), "1");
+
+  // The coordinator restarts before the node got the plan; the node reports holding nothing.
+  ASSERT_TRUE(controller_->Flush().ok());
+  MakeController();
+  sink_.sent.clear();
+  const std::string node = JobOrDie("low").placement(0);
+  const NodeEntry* e = registry_.Find(node);
+  ASSERT_NE(e, nullptr);
+  v1::NodeInfo info = e->info;
+  info.set_reports_attempts(true);
+  ASSERT_TRUE(
+      registry_.Register(info, "rid-" + node, "key-" + node, NodeRegistry::Clock::now(), kT0 + 4000)
+          .ok());
+  controller_->Schedule(kT0 + 4000);
+  const auto envs = WorkerEnvs("low", 2);
+  ASSERT_EQ(envs.size(), 1u) << "the lost plan was not made again";
+  EXPECT_EQ(envs[0].at("TRAINLET_ATTEMPT"), "2");
+  ASSERT_TRUE(envs[0].contains("TRAINLET_PREEMPTED"));
+  EXPECT_EQ(envs[0].at("TRAINLET_PREEMPTED"), "1");
+  EXPECT_EQ(envs[0].at("TRAINLET_RESTART_REASON"), "preempted");
+}
+
 TEST_F(PreemptionTest, AJobNotYetPlacedIsPreemptedWithoutAWarning) {
   ApplyOk(JobYaml("big", 3, 5));  // never fits: 4 slots a node
   ASSERT_EQ(PhaseName(JobOrDie("big")), "Pending");

@@ -1,0 +1,54 @@
+// LogRotation: caps the size of each rank's log (issue 19, defect 9: a rank that wrote 1 GB kept
+// it on disk).
+//
+// Ranks write their logs themselves, through descriptors opened O_APPEND (OpenWorkerLog), so a
+// log cannot be renamed away under them. It is cut by copy-truncate, as logrotate's copytruncate:
+// once a log passes `max_bytes`, its content is copied to `<log>.1` (replacing the previous
+// `.1`), the log is truncated to 0, and a line is appended saying where it was cut:
+//   [trainlet] log rotated at N bytes, earlier output in rank-0.log.1
+// Appends after the truncate land at the new end (O_APPEND), so the file never goes sparse. What
+// a rank writes between the copy and the truncate is lost (the copytruncate window, a few ms).
+// A log's disk use stays below about 2 x (max_bytes + what a rank writes between two checks).
+//
+// Owned by the step's loop (step_runner.cpp), which calls Check every kCheckIntervalMs while
+// ranks run. No threads; pure file I/O. Errors (a full disk) are returned as text for the step to
+// say; the log is then left as it is and tried again at the next check.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace trainlet::step {
+
+class LogRotation {
+ public:
+  static constexpr int kCheckIntervalMs = 100;
+
+  // `max_bytes` 0: no cap (Check does nothing).
+  explicit LogRotation(uint64_t max_bytes) : max_bytes_(max_bytes) {}
+
+  bool enabled() const { return max_bytes_ != 0 && !paths_.empty(); }
+  // Watches the log at `path` ("" is ignored: a discarded log).
+  void Watch(const std::string& path) {
+    if (!path.empty()) paths_.insert(path);
+  }
+  // Rotates every watched log longer than max_bytes; a message per failure, each said once
+  // while it repeats (a full disk fails every check).
+  std::vector<std::string> Check();
+
+  // Copies `path` to `<path>.1`, truncates it and appends the note. The note's N is the size
+  // copied.
+  static std::string Rotate(const std::string& path);
+  // The note Rotate appends, for `bytes` copied to `rotated` (a file name, no directory).
+  static std::string Note(uint64_t bytes, const std::string& rotated);
+
+ private:
+  uint64_t max_bytes_;
+  std::set<std::string> paths_;
+  std::map<std::string, std::string> last_error_;  // by path: the failure said last
+};
+
+}  // namespace trainlet::step

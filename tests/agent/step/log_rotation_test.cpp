@@ -1,0 +1,81 @@
+// LogRotation (agent/step/log_rotation.h): a rank log past its cap is copied to <log>.1 and
+// truncated, with a note where it was cut; a writer holding the log O_APPEND goes on at the new
+// end; a failure is said once while it repeats. On a temp dir; no processes.
+#include "agent/step/log_rotation.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tests/common/test_dir.h"
+
+namespace trainlet::step {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(LogRotation, CutsALogPastItsCapWithANote) {
+  testing::TempDir dir;
+  const std::string log = dir.File("rank-0.log");
+  const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);  // as a rank holds it
+  ASSERT_GE(fd, 0);
+  const std::string first(3000, 'x');
+  ASSERT_EQ(write(fd, first.data(), first.size()), 3000);
+  LogRotation rotation(1000);
+  rotation.Watch(log);
+  rotation.Watch("");  // a discarded log: ignored
+  ASSERT_TRUE(rotation.enabled());
+  EXPECT_TRUE(rotation.Check().empty());
+  EXPECT_EQ(Read(log + ".1"), first);
+  const std::string note = LogRotation::Note(3000, "rank-0.log.1");
+  EXPECT_EQ(note, "[trainlet] log rotated at 3000 bytes, earlier output in rank-0.log.1\n");
+  EXPECT_EQ(Read(log), note);
+  // The rank writes on: at the new end, not at its old offset (no hole).
+  ASSERT_EQ(write(fd, "tail\n", 5), 5);
+  close(fd);
+  EXPECT_EQ(Read(log), note + "tail\n");
+  // Under the cap: left alone.
+  EXPECT_TRUE(rotation.Check().empty());
+  EXPECT_EQ(Read(log + ".1"), first);
+}
+
+TEST(LogRotation, NoCapDoesNothing) {
+  testing::TempDir dir;
+  const std::string log = dir.File("rank-0.log");
+  std::ofstream(log) << std::string(5000, 'y');
+  LogRotation off(0);
+  off.Watch(log);
+  EXPECT_FALSE(off.enabled());
+  EXPECT_TRUE(off.Check().empty());
+  EXPECT_EQ(fs::file_size(log), 5000u);
+  EXPECT_FALSE(fs::exists(log + ".1"));
+}
+
+TEST(LogRotation, AFailureIsSaidOnceAndTheLogKept) {
+  testing::TempDir dir;
+  const std::string log = dir.File("rank-0.log");
+  std::ofstream(log) << std::string(5000, 'z');
+  fs::create_directories(log + ".1/blocker");  // <log>.1 cannot be replaced
+  LogRotation rotation(1000);
+  rotation.Watch(log);
+  const auto first = rotation.Check();
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_NE(first[0].find("log rotation: "), std::string::npos) << first[0];
+  EXPECT_TRUE(rotation.Check().empty());  // the same failure again: not said again
+  EXPECT_EQ(fs::file_size(log), 5000u);   // nothing lost
+  EXPECT_FALSE(fs::exists(log + ".1.tmp"));
+}
+
+}  // namespace
+}  // namespace trainlet::step

@@ -1,0 +1,112 @@
+// MissedPurges (issue 19, defect 9): a node away when a delete completes gets the job's PurgeJob
+// when it registers again, and only for jobs this coordinator deleted. Over JobController and
+// the SQLite store of controller_fixture.h, and alone over a NodeRegistry.
+#include "coordinator/missed_purges.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "controller_fixture.h"
+#include "coordinator/job_controller.h"
+
+namespace trainlet::coordinator {
+namespace {
+
+using testing::ControllerFixture;
+using testing::JobYaml;
+using testing::RecordingSink;
+
+constexpr auto kStarted = v1::WorkerEvent::KIND_STARTED;
+
+std::vector<std::pair<std::string, std::string>> Purges(const RecordingSink& sink) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [node, env] : sink.sent) {
+    if (env.has_purge_job()) out.emplace_back(node, env.purge_job().job());
+  }
+  return out;
+}
+
+class MissedPurgesTest : public ControllerFixture {};
+
+TEST_F(MissedPurgesTest, ANodeAwayAtTheDeleteIsPurgedWhenItRegisters) {
+  ApplyOk(JobYaml("hello", 2, 2));
+  ReportAll("hello", kStarted, kT0 + 1);
+  ASSERT_EQ(JobOrDie("hello").placement(1), "n2");
+  const auto later = Clock::now() + std::chrono::seconds(10);
+  for (const char* n : {"n1", "n3"}) {
+    ASSERT_NE(registry_.Heartbeat(std::string("key-") + n, std::string("rid-") + n,
+                                  later - std::chrono::seconds(1), kT0 + 9000),
+              nullptr);
+  }
+  ASSERT_EQ(registry_.Tick(later), std::vector<std::string>{"n2"});
+  controller_->OnNodeLost("n2", kT0 + 10000);
+  sink_.sent.clear();
+  // Forced: gone at once, n2 away. Today's main sent n2 a PurgeJob it never got, and nothing more.
+  ASSERT_TRUE(controller_->Delete("hello", kT0 + 11000, "", /*force=*/true).ok());
+  ASSERT_EQ(controller_->Find("hello"), nullptr);
+  EXPECT_EQ(Purges(sink_), (std::vector<std::pair<std::string, std::string>>{{"n1", "hello"}}));
+
+  // n1 registering again is sent nothing more; n2 is.
+  sink_.sent.clear();
+  controller_->ReconcileNode("n1", {}, kT0 + 12000);
+  EXPECT_TRUE(Purges(sink_).empty());
+  v1::NodeInfo info = registry_.Find("n2")->info;
+  ASSERT_TRUE(registry_.Register(info, "rid-n2", "key-n2", Clock::now(), kT0 + 20000).ok());
+  controller_->ReconcileNode("n2", {}, kT0 + 20000);
+  EXPECT_EQ(Purges(sink_), (std::vector<std::pair<std::string, std::string>>{{"n2", "hello"}}));
+  // Once.
+  sink_.sent.clear();
+  controller_->ReconcileNode("n2", {}, kT0 + 21000);
+  EXPECT_TRUE(Purges(sink_).empty());
+}
+
+// Issue 19: every incarnation of a job has a UID, stored with it, sent in its plans and purges,
+// and new when the name is applied again after a delete.
+TEST_F(MissedPurgesTest, EveryIncarnationHasItsOwnUid) {
+  ApplyOk(JobYaml("hello", 1, 1));
+  const std::string uid = JobOrDie("hello").uid();
+  EXPECT_EQ(uid.size(), 32u);
+  ASSERT_FALSE(sink_.Plans().empty());
+  for (const auto& [node, plan] : sink_.Plans()) EXPECT_EQ(plan.job_uid(), uid);
+  ASSERT_TRUE(controller_->Flush().ok());
+  MakeController();  // a coordinator restart keeps it
+  EXPECT_EQ(JobOrDie("hello").uid(), uid);
+  ReportAll("hello", kStarted, kT0 + 10);
+  sink_.sent.clear();
+  ASSERT_TRUE(controller_->Delete("hello", kT0 + 20).ok());
+  ReportAll("hello", v1::WorkerEvent::KIND_EXITED, kT0 + 30, 0, 15);
+  ASSERT_EQ(controller_->Find("hello"), nullptr);
+  bool purged = false;
+  for (const auto& [node, env] : sink_.sent) {
+    if (!env.has_purge_job()) continue;
+    purged = true;
+    EXPECT_EQ(env.purge_job().uid(), uid);
+  }
+  EXPECT_TRUE(purged);
+  ApplyOk(JobYaml("hello", 1, 1));
+  EXPECT_EQ(JobOrDie("hello").uid().size(), 32u);
+  EXPECT_NE(JobOrDie("hello").uid(), uid);
+}
+
+TEST(MissedPurges, RemembersOnlyAwayNodesAndForgetsAfterTheRetention) {
+  NodeRegistry nodes{std::chrono::milliseconds(1000), std::chrono::milliseconds(3000)};
+  v1::NodeInfo info;
+  info.set_name("up");
+  info.set_slots(1);
+  ASSERT_TRUE(nodes.Register(info, "rid", "key", NodeRegistry::Clock::now(), 1).ok());
+  RecordingSink sink;
+  AgentCommands agents(&sink);
+  MissedPurges missed(&nodes, &agents);
+  missed.Purge("j", "uid-j", {"up", "down"}, 1000);
+  EXPECT_EQ(Purges(sink), (std::vector<std::pair<std::string, std::string>>{{"up", "j"}}));
+  EXPECT_EQ(missed.size(), 1u);
+  EXPECT_TRUE(missed.OnRegistered("up", 2000).empty());
+  missed.Purge("k", "", {"down"}, 3000);
+  // Past the retention, "j"'s entry is gone; "k"'s is not yet.
+  EXPECT_EQ(missed.OnRegistered("down", 1000 + MissedPurges::kRetentionMs + 1),
+            std::vector<std::string>{"k"});
+  EXPECT_EQ(missed.size(), 0u);
+}
+
+}  // namespace
+}  // namespace trainlet::coordinator
