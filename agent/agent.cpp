@@ -280,6 +280,7 @@ void Agent::StartSupervisor() {
   steps.agent_lock = lock_path_;
   steps.orphan_grace = OrphanGrace();
   steps.agent_stamps = true;  // StampLock, from every tick
+  steps.run_as = config_.run_as;
   // A step starting hundreds of ranks on a busy machine can take seconds; the node keeps beating
   // meanwhile, so neither side takes the wait for a hang or a partition.
   steps.keepalive = [this] {

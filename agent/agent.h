@@ -61,6 +61,9 @@ struct AgentConfig {
   // A directory on storage every node mounts at this same path (NFS, Lustre, ...); jobs annotated
   // trainlet.io/working-dir: shared run in <shared_dir>/<job>. "": none (working_dirs.h).
   std::string shared_dir;
+  // Who ranks run as (agent/step/rank_identity.h): "user[:group]" or "uid[:gid]"; "": the agent's
+  // own user.
+  std::string run_as;
 };
 
 // Prepares the signals the loop reads through its SignalWatch (blocks them on Linux, installs the

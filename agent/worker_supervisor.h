@@ -92,6 +92,9 @@ struct WorkerLaunch {
   // node (LaunchPlan.steps); steps only.
   std::string step;
   std::vector<step::StepNeed> waits;
+  // The job's securityContext runAsUser/runAsGroup (WorkerSpec); steps only. Its agent_run_as is
+  // ignored: StepSpecFor sets Options::run_as.
+  step::RunAsRequest run_as;
 };
 
 // How one worker ended.
@@ -138,6 +141,8 @@ class WorkerSupervisor {
     // Which cgroup hierarchy steps put their ranks in (StepLaunch::cgroup): "auto", "v2", "v1" or
     // "none".
     std::string step_cgroup = "auto";
+    // The agent config's run_as: who steps run ranks as unless the job says (StepRank::run_as).
+    std::string run_as;
   };
 
   // `spawner` is not owned and must outlive the supervisor. `base_env` ("K=V" entries) is the
