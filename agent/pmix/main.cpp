@@ -16,8 +16,8 @@
 #include <sstream>
 #include <string>
 
-#include "common/secret_env.h"
 #include "agent/pmix/pmix_host.h"
+#include "common/secret_env.h"
 
 namespace {
 
