@@ -281,6 +281,7 @@ void Agent::StartSupervisor() {
   steps.orphan_grace = OrphanGrace();
   steps.agent_stamps = true;  // StampLock, from every tick
   steps.log_max_bytes = config_.rank_log_max_bytes;
+  steps.run_as = config_.run_as;
   // A step starting hundreds of ranks on a busy machine can take seconds; the node keeps beating
   // meanwhile, so neither side takes the wait for a hang or a partition.
   steps.keepalive = [this] {

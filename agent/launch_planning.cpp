@@ -1,5 +1,9 @@
 #include "agent/launch_planning.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -40,7 +44,11 @@ Status MakeJobWorkspace(const std::string& state_dir, const std::string& job) {
        {NodeCacheDir(state_dir), workspace, workspace + "/dataset", workspace + "/model"}) {
     std::error_code ec;
     fs::create_directories(dir, ec);
-    if (!ec) fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+    // nofollow: a rank running as run_as owns the work dir and could leave a link here.
+    if (!ec) {
+      fs::permissions(dir, fs::perms::owner_all,
+                      fs::perm_options::replace | fs::perm_options::nofollow, ec);
+    }
     if (ec) return IoError("workspace dir " + dir + ": " + ec.message());
   }
   return Status::Ok();
@@ -108,6 +116,8 @@ PlannedLaunches PlanLaunches(const v1::LaunchPlan& plan, const NodeLaunchContext
     }
     // Its replicated job and what that waits for: the step holds it until then (step_gate.h).
     launch.step = w.step();
+    if (w.has_run_as_user()) launch.run_as.job_run_as_user = w.run_as_user();
+    if (w.has_run_as_group()) launch.run_as.job_run_as_group = w.run_as_group();
     for (const auto& s : plan.steps()) {
       if (s.name() != w.step()) continue;
       for (const auto& d : s.depends_on()) launch.waits.push_back({d.step(), d.status()});
@@ -141,16 +151,50 @@ PlannedLaunches PlanLaunches(const v1::LaunchPlan& plan, const NodeLaunchContext
   return out;
 }
 
+// The work dir may belong to the ranks' user (run_as, agent/step/rank_files.h): the agent, root,
+// must not follow a link a rank left there to write or chmod elsewhere. So every component is
+// opened relative to its parent with O_NOFOLLOW, and the file is replaced, never written through.
 Status WritePlanFiles(const v1::LaunchPlan& plan, const std::string& work_dir) {
-  std::error_code ec;
   for (const auto& f : plan.files()) {
     TRAINLET_RETURN_IF_ERROR(CheckPlanFilePath(f.path()));
-    const fs::path full = fs::path(work_dir) / fs::path(f.path());
-    fs::create_directories(full.parent_path(), ec);
-    std::ofstream out(full, std::ios::binary | std::ios::trunc);
-    out << f.content();
-    if (!out.flush()) return IoError("cannot write " + full.string() + ": " + std::strerror(errno));
-    fs::permissions(full, static_cast<fs::perms>(f.mode() != 0 ? f.mode() : 0644), ec);
+    const std::string full = (fs::path(work_dir) / fs::path(f.path())).string();
+    auto failed = [&full](const std::string& what) {
+      return IoError("cannot write " + full + ": " + what + ": " + std::strerror(errno));
+    };
+    int dir_fd = open(work_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd < 0) return failed(work_dir);
+    std::vector<std::string> parts;
+    for (const auto& part : fs::path(f.path())) {
+      if (!part.empty() && part != ".") parts.push_back(part.string());
+    }
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      mkdirat(dir_fd, parts[i].c_str(), 0755);
+      const int next =
+          openat(dir_fd, parts[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      close(dir_fd);
+      dir_fd = next;
+      if (dir_fd < 0) return failed(parts[i] + " (a directory, not a link)");
+    }
+    const mode_t mode = f.mode() != 0 ? (f.mode() & 07777) : 0644;
+    unlinkat(dir_fd, parts.back().c_str(), 0);
+    const int fd = openat(dir_fd, parts.back().c_str(),
+                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    close(dir_fd);
+    if (fd < 0) return failed("create");
+    const std::string& content = f.content();
+    size_t done = 0;
+    while (done < content.size()) {
+      const ssize_t n = write(fd, content.data() + done, content.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        close(fd);
+        return failed("write");
+      }
+      done += static_cast<size_t>(n);
+    }
+    const bool ok = fchmod(fd, mode) == 0;
+    close(fd);
+    if (!ok) return failed("chmod");
   }
   return Status::Ok();
 }

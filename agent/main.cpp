@@ -1,10 +1,13 @@
 // trainlet-agent: the per-node daemon. Reads its config (file, then flags) and runs the Agent's
 // loop. Every key is documented in docs/config.md.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "agent/agent.h"
 #include "agent/node_taints.h"
+#include "agent/step/rank_identity.h"
 #include "common/daemon_config.h"
 #include "common/daemon_main.h"
 
@@ -85,6 +88,18 @@ int main(int argc, char** argv) {
       static_cast<int64_t>(config.rank_log_max_bytes >> 20),
       "Each rank's log is cut past this size, MiB, its earlier output kept in <log>.1 "
       "(0: never)");
+  c.String("run_as", &config.run_as,
+           "Who the ranks run as: a user name or uid, optionally :group (name or gid); a job's "
+           "securityContext.runAsUser/runAsGroup overrides it. Needs the agent to run as root. "
+           "Default: the agent's own user",
+           false, [](const std::string& v) -> std::string {
+             if (v.empty()) return "";
+             trainlet::step::RunAsRequest request;
+             request.agent_run_as = v;
+             auto id = trainlet::step::RankIdentity::Resolve(request, geteuid(),
+                                                             trainlet::step::SystemAccounts());
+             return id.ok() ? "" : id.status().message();
+           });
   c.Millis("register_retry_ms", &config.register_retry, 100, 600000,
            "Delay between registration attempts until the coordinator answers, ms");
   trainlet::AddCommonDaemonKeys(c, &common);

@@ -92,6 +92,9 @@ struct WorkerLaunch {
   // node (LaunchPlan.steps); steps only.
   std::string step;
   std::vector<step::StepNeed> waits;
+  // The job's securityContext runAsUser/runAsGroup (WorkerSpec); steps only. Its agent_run_as is
+  // ignored: StepSpecFor sets Options::run_as.
+  step::RunAsRequest run_as;
 };
 
 // How one worker ended.
@@ -141,6 +144,8 @@ class WorkerSupervisor {
     // Each rank's log is cut (copy-truncate to <log>.1) past this many bytes
     // (StepLaunch::log_max_bytes, agent/step/log_rotation.h); 0: never.
     uint64_t log_max_bytes = 0;
+    // The agent config's run_as: who steps run ranks as unless the job says (StepRank::run_as).
+    std::string run_as;
   };
 
   // `spawner` is not owned and must outlive the supervisor. `base_env` ("K=V" entries) is the

@@ -232,6 +232,8 @@ step::StepLaunch WorkerSupervisor::StepSpecFor(const std::vector<WorkerLaunch>& 
     r.stderr_path = l.stderr_path;
     r.cpus = l.cpus;
     r.step = l.step;
+    r.run_as = l.run_as;
+    r.run_as.agent_run_as = options_.run_as;
     spec.ranks.push_back(std::move(r));
     index.push_back(i);
     // What the rank's replicated job waits for, once per job (step_gate.h).

@@ -84,6 +84,18 @@ Status AddExecCredentials(const PlanRequest& request, uint32_t launcher_rank,
   return InternalError("no plan holds the exec launcher, rank " + std::to_string(launcher_rank));
 }
 
+// The runtime container's securityContext user and group, on the workers of the main replicated
+// job (the other steps carry their own container's, attempt_steps.h).
+void SetRunAs(const PlanRequest& request, std::vector<v1::LaunchPlan>& plans) {
+  for (auto& plan : plans) {
+    for (auto& w : *plan.mutable_workers()) {
+      if (!w.step().empty()) continue;
+      if (request.run_as_user && !w.has_run_as_user()) w.set_run_as_user(*request.run_as_user);
+      if (request.run_as_group && !w.has_run_as_group()) w.set_run_as_group(*request.run_as_group);
+    }
+  }
+}
+
 }  // namespace
 
 Result<AttemptLayout> LayoutAttempt(const RuntimePlugin& plugin, const PlanRequest& request) {
@@ -118,6 +130,7 @@ Result<std::vector<v1::LaunchPlan>> RenderAttempt(const RuntimePlugin& plugin,
   if (auto procs = plugin.ProcsPerNode(request.num_proc_per_node, nullptr); procs.ok()) {
     for (auto& plan : plans) plan.set_slots(*procs);
   }
+  SetRunAs(request, plans);
   if (auto b = request.annotations.find(kBindingAnnotation); b != request.annotations.end()) {
     for (auto& plan : plans) plan.set_binding(b->second);
   }

@@ -73,6 +73,8 @@ Result<StepSpec> SpecOf(const trainjob::TrainJob& job, const trainjob::TrainingR
     for (const auto& e : (*init)->env) SetEnv(spec.env, e.name, e.value);
   }
   spec.depends_on = PlanDependencies(rj);
+  spec.run_as_user = rj.container->run_as_user;
+  spec.run_as_group = rj.container->run_as_group;
   return spec;
 }
 
@@ -144,6 +146,8 @@ void AddStepsToPlans(const AttemptSteps& steps, const AttemptLayout& layout,
     spec->set_local_rank(w.local_rank);
     spec->set_step(w.step->name);
     for (const auto& a : w.step->argv) spec->add_argv(a);
+    if (w.step->run_as_user) spec->set_run_as_user(*w.step->run_as_user);
+    if (w.step->run_as_group) spec->set_run_as_group(*w.step->run_as_group);
     auto& env = *spec->mutable_env();
     for (const auto& [k, v] : w.step->env) env[k] = v;
     // What the agent and its sweep know a job's processes by, and which worker this is; none of

@@ -45,6 +45,8 @@ struct StepSpec {
   std::vector<std::pair<std::string, std::string>> env;  // in order; no key twice
   // Names as the plan says them: "" for the main replicated job.
   std::vector<v1::StepDependency> depends_on;
+  // Its container's securityContext.runAsUser / runAsGroup (WorkerSpec.run_as_user).
+  std::optional<int64_t> run_as_user, run_as_group;
 };
 
 struct AttemptSteps {

@@ -34,6 +34,8 @@ Result<std::unique_ptr<JobEntry>> BuildJobEntry(const trainjob::TrainJob& spec,
   job->plan_template.labels = runtime.labels;
   job->plan_template.annotations = spec.annotations;
   job->plan_template.working_dir = trainer.working_dir;
+  job->plan_template.run_as_user = trainer.run_as_user;
+  job->plan_template.run_as_group = trainer.run_as_group;
   const std::string framework = trainjob::FrameworkName(runtime.ml_policy.framework);
   job->plugin = options.select_plugin ? options.select_plugin(framework, runtime.labels)
                                       : SelectRuntimePlugin(framework, runtime.labels);

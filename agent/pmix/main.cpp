@@ -17,6 +17,7 @@
 #include <string>
 
 #include "agent/pmix/pmix_host.h"
+#include "common/secret_env.h"
 
 namespace {
 
@@ -45,7 +46,7 @@ Result<PmixHostConfig> ConfigFromEnv() {
   c.job = Env("TRAINLET_JOB");
   c.attempt = static_cast<uint32_t>(std::strtoul(Env("TRAINLET_ATTEMPT").c_str(), nullptr, 10));
   c.rendezvous_endpoint = Env("TRAINLET_RENDEZVOUS_ENDPOINT");
-  c.rendezvous_token = Env("TRAINLET_RENDEZVOUS_TOKEN");
+  c.rendezvous_token = trainlet::ReadSecretFromEnv("TRAINLET_RENDEZVOUS_TOKEN").value;
   if (c.job.empty() || c.attempt == 0 || c.rendezvous_endpoint.empty())
     return trainlet::InvalidError(
         "TRAINLET_JOB, TRAINLET_ATTEMPT and TRAINLET_RENDEZVOUS_ENDPOINT must be set");

@@ -1,9 +1,12 @@
 // trainlet-step DIR: the parent process of one step of a job on this node. Started by
 // trainlet-agent, never by hand; see agent/step/step_runner.h for what it does and why.
+// trainlet-step --as ID -- argv...: what a step starts a rank through to drop to the rank's user
+// (agent/step/rank_identity.h).
 #include <cstdio>
 #include <cstring>
 #include <string>
 
+#include "agent/step/rank_identity.h"
 #include "agent/step/step_runner.h"
 
 int main(int argc, char** argv) {
@@ -11,6 +14,8 @@ int main(int argc, char** argv) {
     std::printf("trainlet-step %s\n", TRAINLET_VERSION);
     return 0;
   }
+  // trainlet-step --as UID:GID:GROUPS -- argv...: how a step starts a rank as its own user.
+  if (argc >= 2 && std::strcmp(argv[1], "--as") == 0) return trainlet::step::RunAs(argc, argv);
   if (argc != 2 || argv[1][0] != '/') {
     std::fprintf(stderr,
                  "usage: trainlet-step STEP_DIR\n"

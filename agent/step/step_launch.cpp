@@ -146,6 +146,9 @@ std::string EncodeLaunch(const StepLaunch& launch) {
                      {"stderr_path", r.stderr_path},
                      {"cpus", r.cpus},
                      {"step", r.step}});
+    if (!r.run_as.agent_run_as.empty()) ranks.back()["run_as"] = r.run_as.agent_run_as;
+    if (r.run_as.job_run_as_user) ranks.back()["run_as_user"] = *r.run_as.job_run_as_user;
+    if (r.run_as.job_run_as_group) ranks.back()["run_as_group"] = *r.run_as.job_run_as_group;
   }
   json steps = json::array();
   for (const StepOrder& o : launch.steps) {
@@ -220,6 +223,17 @@ Result<StepLaunch> DecodeLaunch(const std::string& text) {
       if (r.contains("stderr_path")) rd.Str(r, "stderr_path", where, &sr.stderr_path);
       // Optional: launch files written before replicated jobs ran lack it (the main one).
       if (r.contains("step")) rd.Str(r, "step", where, &sr.step);
+      // Optional: absent, the rank runs as the step's user (files written before run_as).
+      if (r.contains("run_as")) rd.Str(r, "run_as", where, &sr.run_as.agent_run_as);
+      for (const auto& [key, field] : {std::pair{"run_as_user", &sr.run_as.job_run_as_user},
+                                       std::pair{"run_as_group", &sr.run_as.job_run_as_group}}) {
+        if (!r.contains(key)) continue;
+        if (!r[key].is_number_integer()) {
+          error = where + key + ": not an integer";
+          break;
+        }
+        *field = r[key].get<int64_t>();
+      }
       if (const json* env = rd.Field(r, "env", where, json::value_t::object)) {
         for (const auto& [k, v] : env->items()) {
           if (!v.is_string()) {

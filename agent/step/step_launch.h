@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/step/rank_identity.h"
 #include "common/status.h"
 
 namespace trainlet::step {
@@ -46,6 +47,9 @@ struct StepRank {
   std::string log_path;                    // stdout+stderr, appended; empty: discarded
   std::string stderr_path;                 // not empty: stderr here, log_path has stdout only
   std::vector<unsigned> cpus;              // empty: the step's own affinity
+  // Who the rank runs as (rank_identity.h); empty: the step's own user. Absent in files written
+  // before it.
+  RunAsRequest run_as;
 };
 
 struct StepLaunch {

@@ -19,6 +19,8 @@
 
 #include "agent/process_spawner.h"
 #include "agent/step/log_rotation.h"
+#include "agent/step/rank_files.h"
+#include "agent/step/rank_identity.h"
 #include "agent/step/step_gate.h"
 #include "agent/step/step_launch.h"
 #include "agent/step/step_records.h"
@@ -109,11 +111,22 @@ class Step {
     return 2;
   }
 
-  static Result<pid_t> Spawn(agent::ProcessSpawner& spawner, const StepRank& r,
-                             std::vector<std::string> envp, int log_fd, int stdout_fd = -1) {
+  // `as`: the rank's own user, started through `trainlet-step --as` (rank_identity.h).
+  Result<pid_t> Spawn(agent::ProcessSpawner& spawner, const StepRank& r,
+                      std::vector<std::string> envp, int log_fd, int stdout_fd = -1,
+                      const std::optional<RankIdentity>& as = std::nullopt) {
     agent::ProcessSpawner::Request request;
-    request.argv = r.argv;
-    request.envp = std::move(envp);
+    std::string env_file;
+    if (as) {
+      // The helper that drops to the rank's user starts as root: with an empty env, the rank's
+      // given to it in a file (rank_identity.h).
+      env_file = dir_ + "/env-" + std::to_string(r.rank) + "-" + std::to_string(++env_files_);
+      TRAINLET_RETURN_IF_ERROR(WriteEnvFile(env_file, envp));
+      request.argv = RunAsArgv(SelfPath(), *as, env_file, r.argv);
+    } else {
+      request.argv = r.argv;
+      request.envp = std::move(envp);
+    }
     request.cwd = r.cwd;
     request.stdout_fd = stdout_fd >= 0 ? stdout_fd : log_fd;
     if (r.stderr_path.empty()) {
@@ -122,7 +135,9 @@ class Step {
       request.stderr_path = r.stderr_path;  // an exec session's stderr, kept apart
     }
     request.cpus = r.cpus;
-    return spawner.Spawn(request);
+    Result<pid_t> pid = spawner.Spawn(request);
+    if (!pid.ok() && !env_file.empty()) unlink(env_file.c_str());
+    return pid;
   }
 
   // The ranks' cgroup, when this host lets the step make one. Without it the step still kills the
@@ -186,6 +201,7 @@ class Step {
     if (const int n = platform::KillOrphanedChildren(std::chrono::seconds(5)); n > 0) {
       Say(dir_, "killed " + std::to_string(n) + " process(es) the ranks left behind");
     }
+    RemoveSecretFiles(secret_files_);
   }
 
   // Starts the workers the gate lets start (held ones whose dependencies became met, a Ready one
@@ -244,9 +260,8 @@ class Step {
       Result<int> log = agent::OpenWorkerLog(r.log_path, parent != last_parent);
       if (log.ok()) last_parent = parent;
       Result<pid_t> pid = !pmix.ok() ? Result<pid_t>(pmix)
-                          : log.ok()
-                              ? Spawn(*spawner, r, BuildWorkerEnv(launch_.base_env, r.env), *log)
-                              : Result<pid_t>(log.status());
+                          : log.ok() ? SpawnRank(*spawner, r, *log)
+                                     : Result<pid_t>(log.status());
       if (log.ok()) close(*log);
       if (pid.ok()) {
         rec.kind = StepRecord::Kind::kStarted;
@@ -269,6 +284,56 @@ class Step {
       batch += EncodeRecord(rec);
     }
     Append(batch, false);
+  }
+
+  // The rank as its own user (RankIdentity), with its secrets in files (rank_files.h): the
+  // root-only setup is done here, before the spawn; the drop itself in the child.
+  Result<pid_t> SpawnRank(agent::ProcessSpawner& spawner, const StepRank& r, int log_fd) {
+    TRAINLET_ASSIGN_OR_RETURN(std::optional<RankIdentity> as, IdentityFor(r));
+    std::vector<std::string> envp = BuildWorkerEnv(launch_.base_env, r.env);
+    TRAINLET_RETURN_IF_ERROR(PrepareFor(envp, "r" + std::to_string(r.rank), as, log_fd));
+    return Spawn(spawner, r, std::move(envp), log_fd, -1, as);
+  }
+
+  // Resolved once per distinct request: every rank of a job normally asks the same.
+  Result<std::optional<RankIdentity>> IdentityFor(const StepRank& r) {
+    if (r.run_as.empty()) return std::optional<RankIdentity>();
+    for (const auto& [request, identity] : identities_) {
+      if (request == r.run_as) return identity;
+    }
+    auto identity = RankIdentity::Resolve(r.run_as, geteuid(), SystemAccounts());
+    if (!identity.ok()) return identity.status();
+    identities_.emplace_back(r.run_as, *identity);
+    return *identity;
+  }
+
+  // The job's dirs and the log given to `as`, the secrets of `envp` moved into its files.
+  Status PrepareFor(std::vector<std::string>& envp, const std::string& who,
+                    const std::optional<RankIdentity>& as, int log_fd) {
+    if (as) {
+      // The agent's state dir holds its lock (<state dir>/agent.lock).
+      const size_t slash = launch_.agent_lock.rfind('/');
+      const std::string state_dir =
+          slash == std::string::npos ? "" : launch_.agent_lock.substr(0, slash);
+      TRAINLET_RETURN_IF_ERROR(GiveJobDirs(EnvValue(envp, "TRAINLET_WORK_DIR"), state_dir, *as));
+      // The log stays the agent's to read (it is root); the rank writes it through its stdout.
+      if (log_fd >= 0 && fchown(log_fd, as->uid, as->gid) != 0) {
+        return IoError(as->field + ": chown of the rank's log: " + std::strerror(errno));
+      }
+    }
+    auto written = MoveSecretsToFiles(envp, "s" + std::to_string(getpid()) + "-" + who, as);
+    if (!written.ok()) return written.status();
+    secret_files_.insert(secret_files_.end(), written->begin(), written->end());
+    return Status::Ok();
+  }
+
+  static std::string SelfPath() {
+#ifdef __linux__
+    char self[4096];
+    const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len > 0) return std::string(self, static_cast<size_t>(len));
+#endif
+    return "trainlet-step";
   }
 
   // When the ranks are MPI ranks started directly (their env names a PMIx job map), starts
@@ -300,9 +365,14 @@ class Step {
     StepRank server;
     server.argv = {path};
     server.cwd = first.cwd;
-    Result<pid_t> pid =
-        log.ok() ? Spawn(spawner, server, BuildWorkerEnv(launch_.base_env, first.env), *log, out[1])
-                 : Result<pid_t>(log.status());
+    // The server runs as the first rank's user: its sockets are the ranks' to reach.
+    auto as = IdentityFor(first);
+    std::vector<std::string> envp = BuildWorkerEnv(launch_.base_env, first.env);
+    Status prepared = !log.ok() ? log.status()
+                      : as.ok() ? PrepareFor(envp, "pmix", *as, -1)
+                                : as.status();
+    Result<pid_t> pid = prepared.ok() ? Spawn(spawner, server, std::move(envp), *log, out[1], *as)
+                                      : Result<pid_t>(prepared);
     if (log.ok()) close(*log);
     close(out[1]);
     if (!pid.ok()) {
@@ -626,6 +696,11 @@ class Step {
   Status pmix_ = Status::Ok();    // its answer: an error fails every rank's start
   std::optional<StepGate> gate_;  // which workers may start (step_gate.h); set once launched
   LogRotation logs_{0};           // the ranks' logs, cut past their cap
+  // Who the ranks run as, per distinct request (IdentityFor), and the secret files written for
+  // them (removed once they are gone).
+  std::vector<std::pair<RunAsRequest, std::optional<RankIdentity>>> identities_;
+  std::vector<std::string> secret_files_;
+  int env_files_ = 0;  // env files written for `trainlet-step --as`, to name each apart
 };
 
 }  // namespace

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/secret_env.h"
 #include "trainlet/rendezvous.h"
 
 namespace {
@@ -65,9 +66,10 @@ int Driver(int iters) {
   const uint32_t attempt = static_cast<uint32_t>(std::atoi(Env("TRAINLET_ATTEMPT")));
   std::vector<trainlet_rdzv*> handles(local);
   for (uint32_t i = 0; i < local; ++i) {
-    Check(trainlet_rdzv_open_with(Env("TRAINLET_RENDEZVOUS_ENDPOINT"),
-                                  Env("TRAINLET_RENDEZVOUS_TOKEN"), Env("TRAINLET_JOB"), attempt,
-                                  base + i, &handles[i]),
+    Check(trainlet_rdzv_open_with(
+              Env("TRAINLET_RENDEZVOUS_ENDPOINT"),
+              trainlet::ReadSecretFromEnv("TRAINLET_RENDEZVOUS_TOKEN").value.c_str(),
+              Env("TRAINLET_JOB"), attempt, base + i, &handles[i]),
           handles[i], "open");
   }
   std::vector<std::string> keys;

@@ -29,6 +29,7 @@
 #include "common/platform/env.h"
 #include "common/platform/event_loop.h"
 #include "common/platform/signal_watch.h"
+#include "common/secret_env.h"
 #include "common/zmq_sockets.h"
 
 namespace {
@@ -109,7 +110,10 @@ struct JobCredentials {
 // Returns the exit status when the credentials are missing or malformed.
 std::optional<int> LoadJobCredentials(JobCredentials& out) {
   out.endpoints = trainlet::SplitEndpointList(Env("TRAINLET_EXEC_ENDPOINT"));
-  out.mine = trainlet::CurveKeyPair{Env("TRAINLET_EXEC_PUBLIC_KEY"), Env("TRAINLET_EXEC_KEY")};
+  // The secret half comes from its 0400 file (TRAINLET_EXEC_KEY_FILE) under a current agent.
+  const trainlet::SecretFromEnv key = trainlet::ReadSecretFromEnv("TRAINLET_EXEC_KEY");
+  if (!key.error.empty()) return Fail("job credentials: " + key.error);
+  out.mine = trainlet::CurveKeyPair{Env("TRAINLET_EXEC_PUBLIC_KEY"), key.value};
   out.server = Env("TRAINLET_EXEC_SERVER_KEY");
   if (out.endpoints.empty() || out.mine.secret_z85.empty() || out.server.empty()) {
     return Fail(

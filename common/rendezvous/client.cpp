@@ -15,6 +15,7 @@
 #include <string>
 
 #include "common/rendezvous/snapshot_format.h"
+#include "common/secret_env.h"
 #include "trainlet/rendezvous.h"
 #include "trainlet/v1/envelope.pb.h"
 
@@ -296,14 +297,21 @@ int trainlet_rdzv_open(trainlet_rdzv** out) {
   const char* names[] = {"TRAINLET_RENDEZVOUS_ENDPOINT", "TRAINLET_RENDEZVOUS_TOKEN",
                          "TRAINLET_JOB", "TRAINLET_ATTEMPT", "TRAINLET_RANK"};
   const char* values[5];
+  // The token comes from its file (TRAINLET_RENDEZVOUS_TOKEN_FILE) under a current agent.
+  const trainlet::SecretFromEnv token = trainlet::ReadSecretFromEnv(names[1]);
+  if (!token.error.empty()) {
+    auto* h = new (std::nothrow) trainlet_rdzv;
+    *out = h;
+    return Fail(h, TRAINLET_RDZV_INVALID, token.error);
+  }
   for (int i = 0; i < 5; ++i) {
-    values[i] = std::getenv(names[i]);
+    values[i] = i == 1 ? token.value.c_str() : std::getenv(names[i]);
     if (values[i] == nullptr || *values[i] == '\0') {
       auto* h = new (std::nothrow) trainlet_rdzv;
       *out = h;
-      return Fail(
-          h, TRAINLET_RDZV_INVALID,
-          std::string(names[i]) + ": not set (is this process a rank started by trainlet?)");
+      return Fail(h, TRAINLET_RDZV_INVALID,
+                  std::string(names[i]) + (i == 1 ? " (or TRAINLET_RENDEZVOUS_TOKEN_FILE)" : "") +
+                      ": not set (is this process a rank started by trainlet?)");
     }
   }
   uint32_t attempt = 0, rank = 0;

@@ -41,6 +41,10 @@ struct ContainerSpec {
   // workingDir as written ("" when unset): relative to the job's work dir on each node, or an
   // absolute path used as is (the agent checks it is a directory when the rank starts).
   std::string working_dir;
+  // securityContext.runAsUser / runAsGroup, the container's, else its pod's: the uid / gid its
+  // processes run as on the node, overriding the agent's run_as (docs/config.md). The rest of
+  // securityContext is ignored with a warning.
+  std::optional<int64_t> run_as_user, run_as_group;
 };
 
 // Which spec.mlPolicy key is set; kPlain when none is.
@@ -234,6 +238,8 @@ struct ResolvedTrainer {
   // unset. A TrainJob cannot set it: Kubeflow's schema for a runtime patch's container has no
   // workingDir (the API server prunes it, and trainlet reports it as an unknown field, ignored).
   std::string working_dir;
+  // The runtime container's securityContext.runAsUser / runAsGroup (ContainerSpec).
+  std::optional<int64_t> run_as_user, run_as_group;
 };
 
 // Lays `job`'s trainer over `runtime`. The runtime container is the launcher's when the runtime

@@ -246,6 +246,28 @@ std::vector<EnvVar> ReadEnv(const YAML::Node& env, const std::string& path, DocC
   return out;
 }
 
+// securityContext's runAsUser and runAsGroup (a container's or a pod's): set into `out` where
+// given; every other key is ignored with a warning. A value that is not a non-negative integer
+// is refused.
+void ReadRunAs(const YAML::Node& sc, const std::string& path, DocContext& ctx, ContainerSpec& out) {
+  for (auto it = sc.begin(); sc.IsMap() && it != sc.end(); ++it) {
+    const std::string& key = it->first.Scalar();
+    std::optional<int64_t>* field = key == "runAsUser"    ? &out.run_as_user
+                                    : key == "runAsGroup" ? &out.run_as_group
+                                                          : nullptr;
+    if (field == nullptr) {
+      ctx.Warn(AppendKey(path, key), "ignored (only runAsUser and runAsGroup apply on bare metal)");
+      continue;
+    }
+    std::optional<int64_t> v = Int(it->second);
+    if (!v || *v < 0 || *v > int64_t{UINT32_MAX} - 1) {
+      ctx.Refuse(AppendKey(path, key), "must be a uid/gid, an integer from 0 to 4294967294");
+      continue;
+    }
+    *field = v;
+  }
+}
+
 ContainerSpec ReadContainer(const YAML::Node& c, const std::string& path, DocContext& ctx) {
   ContainerSpec out;
   out.name = ScalarText(MapGet(c, "name"));
@@ -257,8 +279,9 @@ ContainerSpec ReadContainer(const YAML::Node& c, const std::string& path, DocCon
   if (out.working_dir.find('\0') != std::string::npos) {
     ctx.Refuse(AppendKey(path, "workingDir"), "must not contain a NUL byte");
   }
-  static const std::set<std::string, std::less<>> kModelled = {"name", "image", "command",
-                                                               "args", "env",   "workingDir"};
+  ReadRunAs(MapGet(c, "securityContext"), AppendKey(path, "securityContext"), ctx, out);
+  static const std::set<std::string, std::less<>> kModelled = {
+      "name", "image", "command", "args", "env", "workingDir", "securityContext"};
   for (auto it = c.begin(); it != c.end(); ++it) {
     const std::string& key = it->first.Scalar();
     if (key == "resources") {
@@ -306,7 +329,7 @@ std::optional<ContainerSpec> ReadJobContainer(const YAML::Node& job, const std::
   for (auto it = pod_spec.begin(); pod_spec.IsMap() && it != pod_spec.end(); ++it) {
     const std::string& key = it->first.Scalar();
     if (placement_read && (key == "nodeSelector" || key == "tolerations")) continue;
-    if (key != "containers") {
+    if (key != "containers" && key != "securityContext") {
       ctx.Warn(AppendKey(pod_path, key), "ignored (pod setting with no effect on bare metal)");
     }
   }
@@ -325,7 +348,14 @@ std::optional<ContainerSpec> ReadJobContainer(const YAML::Node& job, const std::
       break;
     }
   }
-  return ReadContainer(containers[chosen], AppendIndex(pod_path + ".containers", chosen), ctx);
+  ContainerSpec out =
+      ReadContainer(containers[chosen], AppendIndex(pod_path + ".containers", chosen), ctx);
+  // The pod's securityContext holds for a container that sets none of its own, as in Kubernetes.
+  ContainerSpec pod;
+  ReadRunAs(MapGet(pod_spec, "securityContext"), pod_path + ".securityContext", ctx, pod);
+  if (!out.run_as_user) out.run_as_user = pod.run_as_user;
+  if (!out.run_as_group) out.run_as_group = pod.run_as_group;
+  return out;
 }
 
 // JobSet's dependsOn rules (its webhook's, beyond the CRD schema): every name is another job of

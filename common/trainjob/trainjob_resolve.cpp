@@ -75,6 +75,8 @@ Result<ResolvedTrainer> Resolve(const TrainJob& job, const TrainingRuntime& runt
   }
   out.image = job.trainer.image.empty() ? base.image : job.trainer.image;
   out.working_dir = base.working_dir;
+  out.run_as_user = base.run_as_user;
+  out.run_as_group = base.run_as_group;
   return out;
 }
 

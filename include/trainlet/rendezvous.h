@@ -39,9 +39,11 @@ extern "C" {
 typedef struct trainlet_rdzv trainlet_rdzv;
 
 /* Opens a handle for this process's rank from the env the agent gives every worker:
- * TRAINLET_RENDEZVOUS_ENDPOINT, TRAINLET_RENDEZVOUS_TOKEN, TRAINLET_JOB, TRAINLET_ATTEMPT and
- * TRAINLET_RANK. On error *out is still set (free it with trainlet_rdzv_close) when memory
- * allowed, so last_error can say which variable is missing; INVALID then. */
+ * TRAINLET_RENDEZVOUS_ENDPOINT, TRAINLET_RENDEZVOUS_TOKEN (else the file
+ * TRAINLET_RENDEZVOUS_TOKEN_FILE names, as trainlet-step gives it), TRAINLET_JOB,
+ * TRAINLET_ATTEMPT and TRAINLET_RANK. On error *out is still set (free it with
+ * trainlet_rdzv_close) when memory allowed, so last_error can say which variable is missing;
+ * INVALID then. */
 int trainlet_rdzv_open(trainlet_rdzv** out);
 
 /* The same with explicit values; a process may open one handle per rank it speaks for (all of

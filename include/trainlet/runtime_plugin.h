@@ -63,6 +63,10 @@ struct PlanRequest {
   // node or absolute. The coordinator gives it to every worker whose cwd the plugin leaves empty
   // (coordinator/working_dir.h), so a plugin needs it only to pass it on some other way.
   std::string working_dir;
+  // The runtime container's securityContext.runAsUser / runAsGroup (unset when not given). The
+  // coordinator sets them on every worker of the main replicated job (WorkerSpec.run_as_user), so
+  // a plugin needs them only to pass them on some other way.
+  std::optional<int64_t> run_as_user, run_as_group;
   // Set in Render's request when the layout names an exec launcher, empty otherwise: where the
   // launcher reaches the coordinator's exec endpoint and as whom. Public values; the coordinator
   // itself puts them, and the launcher's secret key, in the launcher's TRAINLET_EXEC_* env, so a

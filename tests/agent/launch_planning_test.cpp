@@ -139,6 +139,18 @@ TEST(PlanLaunches, FillsTheLaunchFromThePlanAndTheNode) {
   EXPECT_EQ(planned.launches[0].env.count("TRAINLET_CPUSET"), 0u);
 }
 
+// Issue 19: a worker's securityContext user and group reach its launch; unset stays unset.
+TEST(PlanLaunches, CarriesTheWorkersRunAs) {
+  v1::LaunchPlan plan = Plan(2);
+  plan.mutable_workers(0)->set_run_as_user(65534);
+  plan.mutable_workers(0)->set_run_as_group(0);
+  const PlannedLaunches planned = PlanLaunches(plan, Node());
+  ASSERT_EQ(planned.launches.size(), 2u);
+  EXPECT_EQ(planned.launches[0].run_as.job_run_as_user, 65534);
+  EXPECT_EQ(planned.launches[0].run_as.job_run_as_group, 0);
+  EXPECT_TRUE(planned.launches[1].run_as.empty());
+}
+
 // Issue 18: a relative workingDir is under the job's work dir; a shared job's under shared_dir.
 TEST(PlanLaunches, ResolvesRelativeAndSharedWorkingDirs) {
   v1::LaunchPlan plan = Plan(2);
@@ -252,6 +264,34 @@ TEST(WritePlanFiles, WritesFilesWithTheirModesAndStopsAtABadPath) {
   const Status s = WritePlanFiles(plan, dir.path());
   EXPECT_EQ(s.code(), ErrorCode::kInvalid);
   EXPECT_FALSE(fs::exists(dir.path() + "/../escape"));
+}
+
+// Issue 19: a work dir owned by a run_as rank may hold links the rank left; the agent (root)
+// replaces a linked file and refuses a linked directory, and writes nothing through either.
+TEST(WritePlanFiles, NeverWritesThroughALinkARankLeft) {
+  namespace fs = std::filesystem;
+  testing::TempDir dir;
+  testing::TempDir outside;
+  const std::string target = outside.File("victim");
+  std::ofstream(target) << "precious";
+  fs::create_symlink(target, dir.File("hostfile"));
+  fs::create_directory_symlink(outside.path(), dir.File("etc"));
+  v1::LaunchPlan plan = Plan(1);
+  auto* f = plan.add_files();
+  f->set_path("hostfile");
+  f->set_content("n1\n");
+  ASSERT_TRUE(WritePlanFiles(plan, dir.path()).ok());
+  EXPECT_FALSE(fs::is_symlink(dir.File("hostfile")));
+  std::ifstream victim(target);
+  std::string text((std::istreambuf_iterator<char>(victim)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "precious");
+
+  auto* g = plan.add_files();
+  g->set_path("etc/hosts");
+  g->set_content("x\n");
+  const Status s = WritePlanFiles(plan, dir.path());
+  EXPECT_EQ(s.code(), ErrorCode::kIo) << s.message();
+  EXPECT_FALSE(fs::exists(outside.File("hosts")));
 }
 
 TEST(PlanLaunches, EveryWorkerGetsTheJobsWorkspaceAndTheNodesCache) {

@@ -96,6 +96,31 @@ TEST(AttemptPlanTest, TheMpiLauncherGetsItsSecretFromTheCoordinator) {
   for (const auto& plan : *plans) EXPECT_EQ(plan.slots(), 2u);
 }
 
+// Issue 19: the runtime container's securityContext user and group reach every worker of the
+// main replicated job (the other steps carry their own container's, attempt_steps.h).
+TEST(AttemptPlanTest, TheRuntimesRunAsReachesTheMainWorkers) {
+  ShapedPlugin plugin;
+  PlanRequest req = Placed(2, "1", {"/bin/true"});
+  auto layout = LayoutAttempt(plugin, req);
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  req = WithPorts(req, *layout);
+  auto plans = RenderAttempt(plugin, req, *layout, LauncherSecret{});
+  ASSERT_TRUE(plans.ok()) << plans.status().ToString();
+  EXPECT_FALSE((*plans)[0].workers(0).has_run_as_user());  // unset stays unset
+
+  req.run_as_user = 65534;
+  req.run_as_group = 0;
+  plans = RenderAttempt(plugin, req, *layout, LauncherSecret{});
+  ASSERT_TRUE(plans.ok()) << plans.status().ToString();
+  for (const auto& plan : *plans) {
+    for (const auto& w : plan.workers()) {
+      EXPECT_EQ(w.run_as_user(), 65534);
+      ASSERT_TRUE(w.has_run_as_group());
+      EXPECT_EQ(w.run_as_group(), 0);
+    }
+  }
+}
+
 TEST(AttemptPlanTest, AnExecLauncherWithoutItsSecretFails) {
   const RuntimePlugin* mpi = FindRuntimePlugin("mpi");
   PlanRequest req = Placed(2, "1", {"mpirun"});

@@ -157,6 +157,25 @@ TEST(AttemptStepsTest, StepWorkersRunOnEveryNodeNumberedAfterTheMainWorld) {
   EXPECT_EQ(StepWorkerRank(st, "nope", 0), std::nullopt);
 }
 
+// Issue 19: a step's workers run as its own container's securityContext user and group.
+TEST(AttemptStepsTest, AStepCarriesItsContainersRunAs) {
+  auto init = Rj("dataset-initializer", {"sh", "-c", "true"});
+  init.container->run_as_user = 65534;
+  init.container->run_as_group = 5;
+  auto rt = Runtime({init, Rj("node", {"train"}), Rj("late", {"x"})});
+  auto steps = StepsOf(Job(), rt);
+  ASSERT_TRUE(steps.ok()) << steps.status().ToString();
+  const AttemptLayout layout = TwoNodesTwoRanks();
+  auto plans = PlansOf(layout);
+  AddStepsToPlans(*steps, layout, plans);
+  ASSERT_EQ(plans[0].workers_size(), 2 + 1 + 1);
+  EXPECT_EQ(plans[0].workers(2).step(), "dataset-initializer");
+  EXPECT_EQ(plans[0].workers(2).run_as_user(), 65534);
+  EXPECT_EQ(plans[0].workers(2).run_as_group(), 5);
+  EXPECT_FALSE(plans[0].workers(3).has_run_as_user());  // "late" sets none
+  EXPECT_FALSE(plans[0].workers(0).has_run_as_user());  // the main ones are attempt_plan's
+}
+
 TEST(AttemptStepsTest, NoStepsLeavesThePlansAlone) {
   auto steps = StepsOf(Job(), Runtime({Rj("node", {"train"})}));
   ASSERT_TRUE(steps.ok());

@@ -162,6 +162,30 @@ TEST(StepLaunch, RoundTripAndEnv) {
             (std::vector<std::string>{"PATH=/bin", "A=over", "B=new"}));
 }
 
+TEST(StepLaunch, RunAsRoundTripsAndIsOptional) {
+  StepLaunch l;
+  l.job = "j";
+  l.attempt = 1;
+  StepRank r;
+  r.argv = {"true"};
+  r.run_as.agent_run_as = "nobody";
+  r.run_as.job_run_as_user = 1000;
+  r.run_as.job_run_as_group = 0;
+  l.ranks.push_back(r);
+  r.run_as = {};
+  l.ranks.push_back(r);
+  auto back = DecodeLaunch(EncodeLaunch(l));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->ranks[0].run_as, l.ranks[0].run_as);
+  EXPECT_TRUE(back->ranks[1].run_as.empty());  // absent: the step's own user
+  std::string text = EncodeLaunch(l);
+  text.replace(text.find("\"run_as_user\":1000"), 18, "\"run_as_user\":\"x\"");
+  auto bad = DecodeLaunch(text);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("ranks[0].run_as_user: not an integer"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(StepLaunch, ErrorsNameTheField) {
   struct Case {
     std::string text;

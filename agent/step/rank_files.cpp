@@ -1,0 +1,173 @@
+#include "agent/step/rank_files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace trainlet::step {
+namespace {
+
+constexpr char kWorkDirEnv[] = "TRAINLET_WORK_DIR";
+
+std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// Opens `name` under `parent_fd` as a directory, never through a symlink.
+int OpenDirAt(int parent_fd, const std::string& name) {
+  return openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+// Whether `st` lets `who` search (traverse) it.
+bool Searchable(const struct stat& st, const RankIdentity& who) {
+  if (who.uid == 0) return true;
+  if (st.st_uid == who.uid) return (st.st_mode & S_IXUSR) != 0;
+  const bool in_group = st.st_gid == who.gid || std::find(who.groups.begin(), who.groups.end(),
+                                                          st.st_gid) != who.groups.end();
+  if (in_group) return (st.st_mode & S_IXGRP) != 0;
+  return (st.st_mode & S_IXOTH) != 0;
+}
+
+std::string Mode(mode_t mode) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(mode & 07777));
+  return buf;
+}
+
+// Every ancestor of `work_dir` must be searchable by `owner`; the agent's own ones (at or below
+// `state_dir`) are opened up to o+x when they are not.
+Status OpenPathTo(const std::string& work_dir, const std::string& state_dir,
+                  const RankIdentity& owner) {
+  for (size_t slash = work_dir.find('/', 1); slash != std::string::npos;
+       slash = work_dir.find('/', slash + 1)) {
+    const std::string dir = work_dir.substr(0, slash);
+    struct stat st {};
+    if (stat(dir.c_str(), &st) != 0) return IoError(owner.field + ": " + Errno(dir));
+    if (Searchable(st, owner)) continue;
+    const bool agents = !state_dir.empty() &&
+                        (dir == state_dir || dir.rfind(state_dir + "/", 0) == 0) &&
+                        st.st_uid == geteuid();
+    if (agents && chmod(dir.c_str(), (st.st_mode & 07777) | S_IXUSR | S_IXGRP | S_IXOTH) == 0)
+      continue;
+    return PermissionError(owner.field + ": uid " + std::to_string(owner.uid) +
+                           " cannot reach its work dir " + work_dir + ": " + dir + " (mode " +
+                           Mode(st.st_mode) + ", owner " + std::to_string(st.st_uid) +
+                           ") is not searchable by it; allow it with chmod o+x");
+  }
+  return Status::Ok();
+}
+
+Status Give(int fd, const std::string& path, const RankIdentity& owner) {
+  if (fchown(fd, owner.uid, owner.gid) != 0 || fchmod(fd, 0700) != 0)
+    return IoError(owner.field + ": " + Errno("chown " + path));
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string EnvValue(const std::vector<std::string>& envp, const std::string& key) {
+  const std::string prefix = key + "=";
+  for (const std::string& kv : envp) {
+    if (kv.rfind(prefix, 0) == 0) return kv.substr(prefix.size());
+  }
+  return "";
+}
+
+Result<std::vector<std::string>> MoveSecretsToFiles(std::vector<std::string>& envp,
+                                                    const std::string& tag,
+                                                    const std::optional<RankIdentity>& owner) {
+  std::vector<std::string> written;
+  const bool any = std::any_of(envp.begin(), envp.end(), [](const std::string& kv) {
+    for (const char* name : kSecretEnvNames) {
+      if (kv.rfind(std::string(name) + "=", 0) == 0) return true;
+    }
+    return false;
+  });
+  if (!any) return written;
+  const std::string work_dir = EnvValue(envp, kWorkDirEnv);
+  if (work_dir.empty() || work_dir[0] != '/')
+    return InvalidError("secret files: the rank has no TRAINLET_WORK_DIR to keep them in");
+  const std::string dir = work_dir + "/" + kSecretsDirName;
+  const int work_fd = open(work_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (work_fd < 0) return IoError("secret files: " + Errno(work_dir));
+  if (mkdirat(work_fd, kSecretsDirName, 0700) != 0 && errno != EEXIST) {
+    close(work_fd);
+    return IoError("secret files: " + Errno(dir));
+  }
+  const int dir_fd = OpenDirAt(work_fd, kSecretsDirName);
+  close(work_fd);
+  if (dir_fd < 0) return IoError("secret files: " + Errno(dir));
+  const uid_t uid = owner ? owner->uid : geteuid();
+  const gid_t gid = owner ? owner->gid : getegid();
+  Status st = Status::Ok();
+  if (fchown(dir_fd, uid, gid) != 0 || fchmod(dir_fd, 0700) != 0)
+    st = IoError("secret files: " + Errno("chown " + dir));
+  std::vector<std::string> kept, ours;
+  for (std::string& kv : envp) {
+    const std::string key = kv.substr(0, kv.find('='));
+    const bool secret = std::any_of(std::begin(kSecretEnvNames), std::end(kSecretEnvNames),
+                                    [&](const char* n) { return key == n; });
+    if (!secret || !st.ok()) {
+      kept.push_back(kv);
+      continue;
+    }
+    const std::string name = tag + "." + key;
+    const std::string path = dir + "/" + name;
+    const std::string value = kv.substr(key.size() + 1);
+    unlinkat(dir_fd, name.c_str(), 0);
+    const int fd =
+        openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
+    const bool ok = fd >= 0 &&
+                    write(fd, value.data(), value.size()) == static_cast<ssize_t>(value.size()) &&
+                    fchown(fd, uid, gid) == 0 && fchmod(fd, 0400) == 0;
+    if (!ok) st = IoError("secret files: " + Errno(path));
+    if (fd >= 0) close(fd);
+    written.push_back(path);
+    ours.push_back(key + kSecretFileSuffix + "=" + path);
+  }
+  close(dir_fd);
+  if (!st.ok()) {
+    RemoveSecretFiles(written);
+    return st;
+  }
+  // A NAME_FILE the rank's own env set would name another file: ours replace it.
+  envp.clear();
+  for (std::string& kv : kept) {
+    const std::string key = kv.substr(0, kv.find('=') + 1);
+    const bool replaced = std::any_of(ours.begin(), ours.end(),
+                                      [&](const std::string& o) { return o.rfind(key, 0) == 0; });
+    if (!replaced) envp.push_back(std::move(kv));
+  }
+  envp.insert(envp.end(), ours.begin(), ours.end());
+  return written;
+}
+
+void RemoveSecretFiles(const std::vector<std::string>& paths) {
+  for (const std::string& p : paths) unlink(p.c_str());
+}
+
+Status GiveJobDirs(const std::string& work_dir, const std::string& state_dir,
+                   const RankIdentity& owner) {
+  if (work_dir.empty() || work_dir[0] != '/') return Status::Ok();
+  TRAINLET_RETURN_IF_ERROR(OpenPathTo(work_dir, state_dir, owner));
+  const int work_fd = open(work_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (work_fd < 0) return IoError(owner.field + ": " + Errno(work_dir));
+  Status st = Give(work_fd, work_dir, owner);
+  const int ws_fd = st.ok() ? OpenDirAt(work_fd, "workspace") : -1;
+  close(work_fd);
+  if (ws_fd < 0) return st;  // no workspace (an agent before it): nothing more to give
+  st = Give(ws_fd, work_dir + "/workspace", owner);
+  for (const char* sub : {"dataset", "model"}) {
+    const int fd = st.ok() ? OpenDirAt(ws_fd, sub) : -1;
+    if (fd < 0) continue;
+    st = Give(fd, work_dir + "/workspace/" + sub, owner);
+    close(fd);
+  }
+  close(ws_fd);
+  return st;
+}
+
+}  // namespace trainlet::step

@@ -1,0 +1,61 @@
+// What trainlet-step prepares, as root, for a rank before the rank drops to its own user
+// (rank_identity.h): the rank's secret files and the ownership of its job's dirs.
+//
+// Secrets. The per-attempt credentials a rank gets (the launcher key TRAINLET_EXEC_KEY and the
+// rendezvous token TRAINLET_RENDEZVOUS_TOKEN) are never left in its env, where any process of the
+// same user reads them from /proc/<pid>/environ, where `ps e` shows them and where every child
+// inherits them. MoveSecretsToFiles writes each into a 0400 file in the job's private secrets dir
+// (<TRAINLET_WORK_DIR>/.trainlet-secrets, 0700), both owned by the rank's user, and puts
+// NAME_FILE=<path> in the env instead. Readers take either (common/secret_env.h).
+// KUBEFLOW_TRAINER_SERVER_TOKEN stays in the env: Kubeflow's own clients read it from there, and
+// it is scoped by HMAC to one job attempt's progress only.
+//
+// Ownership. GiveJobDirs hands the job's work dir and workspace (dataset/, model/) to the rank's
+// user, and makes the dirs between the agent's state dir and the work dir searchable (0711: no
+// listing) so that the rank can reach its work dir by path. A dir above the state dir that the
+// user cannot search is an error naming it: the operator must open it (chmod o+x).
+//
+// Every path under a dir a rank user owns is opened with O_NOFOLLOW relative to its parent's
+// descriptor, so a rank cannot turn root's writes or chowns elsewhere with a symlink.
+//
+// Plain libc; call from trainlet-step's single thread.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/step/rank_identity.h"
+#include "common/status.h"
+
+namespace trainlet::step {
+
+// The env variables moved into files, and the suffix of the variable that names the file.
+inline constexpr const char* kSecretEnvNames[] = {"TRAINLET_EXEC_KEY", "TRAINLET_RENDEZVOUS_TOKEN"};
+inline constexpr char kSecretFileSuffix[] = "_FILE";
+inline constexpr char kSecretsDirName[] = ".trainlet-secrets";
+
+// In `envp` ("K=V", as the rank will get it): each secret variable set there is written to
+// <TRAINLET_WORK_DIR>/.trainlet-secrets/<tag>.<NAME> (created 0400, owned by `owner`, or by the
+// step's user when nullopt) and replaced by NAME_FILE=<path>. `tag` makes the names of one
+// process unique on the node (the step's pid and the rank). Returns the paths written, for
+// RemoveSecretFiles. An envp without secrets is left as is; one with secrets but without
+// TRAINLET_WORK_DIR is an error (Invalid), as is a file that cannot be written (Io, naming it):
+// the rank must then not start, rather than start with its secret in the env.
+Result<std::vector<std::string>> MoveSecretsToFiles(std::vector<std::string>& envp,
+                                                    const std::string& tag,
+                                                    const std::optional<RankIdentity>& owner);
+
+// Best effort: the step's ranks are gone, their secrets with them.
+void RemoveSecretFiles(const std::vector<std::string>& paths);
+
+// See above. `work_dir` is the rank's TRAINLET_WORK_DIR; `state_dir` the agent's ("" when
+// unknown: no dir is opened up, each is only checked). Errors (Permission/Io) name the dir and
+// the field the identity came from.
+Status GiveJobDirs(const std::string& work_dir, const std::string& state_dir,
+                   const RankIdentity& owner);
+
+// The value of `key` in `envp`, "" when absent.
+std::string EnvValue(const std::vector<std::string>& envp, const std::string& key);
+
+}  // namespace trainlet::step

@@ -1,0 +1,106 @@
+// Who a rank runs as (docs/config.md, `run_as`; docs/operations.md, "Security model").
+//
+// The agent's `run_as` ("user", "uid" or "user:group", names or numbers) is the default for every
+// rank of the node; a job's container securityContext.runAsUser / runAsGroup (WorkerSpec
+// run_as_user / run_as_group) overrides it for that job's ranks. trainlet-step resolves it
+// against the node's accounts (RankIdentity::Resolve) while it is still root, does its root-only
+// setup (cgroup, private /workspace mount, the rank's dirs and secret files), and then starts
+// each rank through `trainlet-step --as UID:GID:GROUPS ENV_FILE -- argv...` (RunAsArgv), which
+// drops privileges with DropPrivileges (setgroups, setgid, setuid, in that order) and execs the
+// rank.
+//
+// That helper starts as root, so it must not start with the rank's env: LD_PRELOAD,
+// LD_LIBRARY_PATH, GCONV_PATH and the like, which a job sets, would run the job's code as root
+// in the dynamic loader. It is spawned with an empty env, and reads the rank's from ENV_FILE
+// (WriteEnvFile: 0600 in the step's 0700 dir, removed as soon as it is read), to exec the rank
+// with it once it is that user.
+//
+// Errors name the field at fault ("run_as: user 'ghost' does not exist on this node",
+// "securityContext.runAsUser: ..."): the rank's start fails with it, and so does the attempt.
+//
+// Plain libc; Resolve reads the account database through an AccountLookup so tests need neither
+// root nor particular accounts. Safe from any thread (the lookups are the caller's).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace trainlet::step {
+
+// What a rank's identity comes from, before it is resolved: the agent's default and the job's
+// overrides, each as written.
+struct RunAsRequest {
+  std::string agent_run_as;                 // the agent config's run_as; "" when unset
+  std::optional<int64_t> job_run_as_user;   // securityContext.runAsUser
+  std::optional<int64_t> job_run_as_group;  // securityContext.runAsGroup
+  bool operator==(const RunAsRequest&) const = default;
+  bool empty() const { return agent_run_as.empty() && !job_run_as_user && !job_run_as_group; }
+};
+
+// An account of the node, as getpwnam/getpwuid give it.
+struct Account {
+  std::string name;
+  uid_t uid = 0;
+  gid_t gid = 0;  // its primary group
+};
+
+// The node's account database; the real one is SystemAccounts().
+struct AccountLookup {
+  std::function<std::optional<Account>(const std::string&)> by_name;
+  std::function<std::optional<Account>(uid_t)> by_uid;
+  std::function<std::optional<gid_t>(const std::string&)> group_by_name;
+  // The supplementary groups of an account (getgrouplist), its primary group included.
+  std::function<std::vector<gid_t>(const Account&)> groups_of;
+};
+const AccountLookup& SystemAccounts();
+
+struct RankIdentity {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary groups, set with setgroups
+  std::string name;           // the account's name, for messages ("" when it has none)
+  // The field it came from ("run_as", "securityContext.runAsUser"), for messages.
+  std::string field;
+  bool operator==(const RankIdentity&) const = default;
+
+  // nullopt: the ranks run as the step's own user (nothing asked, or what was asked is who the
+  // step already is). Errors (Invalid, naming the field): a malformed run_as, a user or uid that
+  // does not exist on this node, a negative id, root asked by a job on a node whose run_as is
+  // another user, or a step that is not root (`euid`) asked to be someone else.
+  static Result<std::optional<RankIdentity>> Resolve(const RunAsRequest& request, uid_t euid,
+                                                     const AccountLookup& accounts);
+
+  // "UID:GID:G1,G2" for `trainlet-step --as`, and back. Decode errors are Invalid.
+  std::string Encode() const;
+  static Result<RankIdentity> Decode(const std::string& text);
+};
+
+// `self` (trainlet-step's own path) --as <identity> <env_file> -- argv...
+std::vector<std::string> RunAsArgv(const std::string& self, const RankIdentity& identity,
+                                   const std::string& env_file,
+                                   const std::vector<std::string>& argv);
+
+// `envp` ("K=V") NUL-separated into a new file `path` (0600; an existing one is an error).
+// Errors (Io) name the path.
+Status WriteEnvFile(const std::string& path, const std::vector<std::string>& envp);
+// Reads and removes it. Errors name the path.
+Result<std::vector<std::string>> TakeEnvFile(const std::string& path);
+
+// setgroups, setgid, setuid; then checks that root cannot be taken back (setuid(0) fails) and
+// that the ids are the ones asked. An error means the rank must not be started.
+Status DropPrivileges(const RankIdentity& identity);
+
+// The body of `trainlet-step --as ID ENV_FILE -- argv...`: takes the env file, drops privileges
+// and execs argv with that env (looked up in its PATH, as execvp does). Returns only on failure,
+// with the exit code (127 when argv cannot be executed, 126 when privileges could not be dropped),
+// after writing why to stderr (the rank's log).
+int RunAs(int argc, char** argv);
+
+}  // namespace trainlet::step

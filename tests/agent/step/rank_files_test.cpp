@@ -1,0 +1,154 @@
+// A rank's secret files and job dirs (agent/step/rank_files.h): secrets leave the env for 0400
+// files; as root, the files and the job's dirs belong to the rank's user, the agent's own dirs
+// on the way are opened for search, and a dir above them that the user cannot search is named.
+#include "agent/step/rank_files.h"
+
+#include <gtest/gtest.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tests/common/test_dir.h"
+
+namespace trainlet::step {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+bool Has(const std::vector<std::string>& env, const std::string& prefix) {
+  for (const auto& kv : env) {
+    if (kv.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+std::optional<RankIdentity> Nobody() {
+  const passwd* pw = getpwnam("nobody");
+  if (pw == nullptr) return std::nullopt;
+  return RankIdentity{pw->pw_uid, pw->pw_gid, {pw->pw_gid}, "nobody", "run_as"};
+}
+
+TEST(RankFiles, AnEnvWithoutSecretsIsLeftAsIs) {
+  std::vector<std::string> env = {"PATH=/bin", "TRAINLET_RENDEZVOUS_ENDPOINT=tcp://x:1"};
+  const auto before = env;
+  auto written = MoveSecretsToFiles(env, "s1-r0", std::nullopt);
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  EXPECT_TRUE(written->empty());
+  EXPECT_EQ(env, before);
+}
+
+TEST(RankFiles, SecretsMoveIntoPrivateFiles) {
+  testing::TempDir dir;
+  std::vector<std::string> env = {"PATH=/bin", "TRAINLET_WORK_DIR=" + dir.path(),
+                                  "TRAINLET_RENDEZVOUS_TOKEN=tok-123", "TRAINLET_EXEC_KEY=key-456",
+                                  "TRAINLET_EXEC_KEY_FILE=/etc/passwd"};
+  auto written = MoveSecretsToFiles(env, "s9-r3", std::nullopt);
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  ASSERT_EQ(written->size(), 2u);
+  EXPECT_FALSE(Has(env, "TRAINLET_RENDEZVOUS_TOKEN="));
+  EXPECT_FALSE(Has(env, "TRAINLET_EXEC_KEY="));
+  EXPECT_FALSE(Has(env, "TRAINLET_EXEC_KEY_FILE=/etc/passwd"));  // ours replaced the rank's own
+  const std::string secrets = dir.path() + "/.trainlet-secrets";
+  const std::string token = secrets + "/s9-r3.TRAINLET_RENDEZVOUS_TOKEN";
+  const std::string key = secrets + "/s9-r3.TRAINLET_EXEC_KEY";
+  EXPECT_TRUE(Has(env, "TRAINLET_RENDEZVOUS_TOKEN_FILE=" + token));
+  EXPECT_TRUE(Has(env, "TRAINLET_EXEC_KEY_FILE=" + key));
+  EXPECT_EQ(EnvValue(env, "TRAINLET_EXEC_KEY_FILE"), key);
+  EXPECT_EQ(Slurp(token), "tok-123");
+  EXPECT_EQ(Slurp(key), "key-456");
+  struct stat st {};
+  ASSERT_EQ(stat(token.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0400u);
+  ASSERT_EQ(stat(secrets.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  // A second step of the same attempt writes its own files; the first one's stay.
+  std::vector<std::string> again = {"TRAINLET_WORK_DIR=" + dir.path(), "TRAINLET_EXEC_KEY=k2"};
+  ASSERT_TRUE(MoveSecretsToFiles(again, "s10-r3", std::nullopt).ok());
+  EXPECT_EQ(Slurp(key), "key-456");
+  RemoveSecretFiles(*written);
+  EXPECT_FALSE(fs::exists(token));
+  EXPECT_FALSE(fs::exists(key));
+}
+
+TEST(RankFiles, SecretsWithoutAWorkDirRefuseTheStart) {
+  std::vector<std::string> env = {"TRAINLET_RENDEZVOUS_TOKEN=t"};
+  auto written = MoveSecretsToFiles(env, "s1-r0", std::nullopt);
+  ASSERT_FALSE(written.ok());
+  EXPECT_NE(written.status().message().find("TRAINLET_WORK_DIR"), std::string::npos);
+  env = {"TRAINLET_RENDEZVOUS_TOKEN=t", "TRAINLET_WORK_DIR=/nonexistent/trainlet"};
+  written = MoveSecretsToFiles(env, "s1-r0", std::nullopt);
+  ASSERT_FALSE(written.ok());
+  EXPECT_NE(written.status().message().find("/nonexistent/trainlet"), std::string::npos);
+}
+
+TEST(RankFiles, SecretsDirThatIsASymlinkIsRefused) {
+  testing::TempDir dir;
+  testing::TempDir elsewhere;
+  fs::create_directory_symlink(elsewhere.path(), dir.path() + "/.trainlet-secrets");
+  std::vector<std::string> env = {"TRAINLET_WORK_DIR=" + dir.path(), "TRAINLET_EXEC_KEY=k"};
+  EXPECT_FALSE(MoveSecretsToFiles(env, "s1-r0", std::nullopt).ok());
+  EXPECT_TRUE(fs::is_empty(elsewhere.path()));
+}
+
+TEST(RankFiles, AsRootTheFilesAndDirsBelongToTheRankUser) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give files to another user";
+  const auto nobody = Nobody();
+  if (!nobody) GTEST_SKIP() << "no user nobody here";
+  testing::TempDir root;
+  // <root>/state/work/job/workspace/{dataset,model}, all 0700 root, as the agent makes them;
+  // <root> itself opened for search, as an operator would.
+  const std::string state = root.path() + "/state";
+  const std::string work = state + "/work/job";
+  fs::create_directories(work + "/workspace/dataset");
+  fs::create_directories(work + "/workspace/model");
+  for (const std::string& d : {state, state + "/work", work, work + "/workspace"}) {
+    chmod(d.c_str(), 0700);
+  }
+  chmod(root.path().c_str(), 0711);
+  ASSERT_TRUE(GiveJobDirs(work, state, *nobody).ok());
+  for (const std::string& d :
+       {work, work + "/workspace", work + "/workspace/dataset", work + "/workspace/model"}) {
+    struct stat st {};
+    ASSERT_EQ(stat(d.c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, nobody->uid) << d;
+    EXPECT_EQ(st.st_mode & 07777, 0700u) << d;
+  }
+  for (const std::string& d : {state, state + "/work"}) {
+    struct stat st {};
+    ASSERT_EQ(stat(d.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0711u) << d;  // searchable, still not listable
+  }
+  std::vector<std::string> env = {"TRAINLET_WORK_DIR=" + work, "TRAINLET_RENDEZVOUS_TOKEN=t"};
+  auto written = MoveSecretsToFiles(env, "s1-r0", nobody);
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  struct stat st {};
+  ASSERT_EQ(stat((*written)[0].c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, nobody->uid);
+  EXPECT_EQ(st.st_mode & 07777, 0400u);
+
+  // A dir above the agent's state dir that the user cannot search is named, and left alone.
+  chmod(root.path().c_str(), 0700);
+  Status st2 = GiveJobDirs(work, state, *nobody);
+  ASSERT_FALSE(st2.ok());
+  EXPECT_NE(st2.message().find("run_as: uid " + std::to_string(nobody->uid) +
+                               " cannot reach its work dir"),
+            std::string::npos)
+      << st2.message();
+  EXPECT_NE(st2.message().find(root.path() + " (mode 0700"), std::string::npos) << st2.message();
+  ASSERT_EQ(stat(root.path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+}
+
+}  // namespace
+}  // namespace trainlet::step
