@@ -24,12 +24,10 @@
 #include "agent/topology.h"
 #include "agent/work_dir_state.h"
 #include "agent/working_dirs.h"
-#include "common/logging.h"
 #include "common/platform/cpu_affinity.h"
 #include "common/platform/directory_spread.h"
 #include "common/platform/process_control.h"
 #include "common/platform/process_info.h"
-#include "common/rendezvous/fence_message.h"
 #include "common/wall_clock.h"
 #include "common/zmq_sockets.h"
 
@@ -345,6 +343,12 @@ Status Agent::StartExecAndRendezvous() {
   TRAINLET_RETURN_IF_ERROR(rendezvous_->Bind(ctx_));
   attempts_.Attach({ports_.get(), rendezvous_.get(), supervisor_.get()});
   exec_binary_ = (fs::path(bin_dir_) / "trainlet-exec").string();
+  reports_ = std::make_unique<RankReports>(
+      RankReports::Deps{config_.name, &env_, ops_.get(), supervisor_.get(), rendezvous_.get(),
+                        &cpus_, [this](v1::Envelope e) { SendEvent(std::move(e)); },
+                        [this](const std::string& job, uint32_t attempt, uint32_t rank) {
+                          return LogPath(job, attempt, rank);
+                        }});
   return Status::Ok();
 }
 
@@ -421,7 +425,8 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
     // anyone wait for them. An older attempt's plan is only ignored.
     if (refused) {
       for (const auto& w : plan.workers()) {
-        ReportStart(plan, w.rank(), std::nullopt, Result<pid_t>(InvalidError(why)));
+        reports_->Started(plan.job(), plan.attempt(), w.rank(), "", std::nullopt,
+                          Result<pid_t>(InvalidError(why)));
       }
     }
     return;
@@ -471,47 +476,16 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
   // Every rank of the plan starts under one step process (WorkerSupervisor::StartStep).
   const std::vector<Result<pid_t>> started = attempt->Launch(planned.launches, blocked);
   for (size_t i = 0; i < planned.launches.size(); ++i) {
+    const uint32_t rank = planned.launches[i].rank;
     // pid 0: held by its step until its replicated job's dependencies are met; its start is
     // reported when it comes (OnChildExits).
     if (started[i].ok() && *started[i] == 0) {
-      if (planned.bindings[i]) {
-        held_bindings_[{plan.job(), plan.attempt(), planned.launches[i].rank}] =
-            *planned.bindings[i];
-      }
+      reports_->Hold(plan.job(), plan.attempt(), rank, WorkerCwd(plan, rank), planned.bindings[i]);
       continue;
     }
-    ReportStart(plan, planned.launches[i].rank, planned.bindings[i], started[i]);
+    reports_->Started(plan.job(), plan.attempt(), rank, WorkerCwd(plan, rank), planned.bindings[i],
+                      started[i]);
   }
-}
-
-void Agent::ReportStart(const v1::LaunchPlan& plan, uint32_t rank,
-                        const std::optional<RankBinding>& binding, const Result<pid_t>& pid) {
-  ScopedLogFields log_fields(plan.job(), rank);  // journal: TRAINLET_JOB, TRAINLET_RANK
-  v1::Envelope env;
-  auto* ev = env.mutable_worker_event();
-  ev->set_job(plan.job());
-  ev->set_attempt(plan.attempt());
-  ev->set_rank(rank);
-  ev->set_node(config_.name);
-  ev->set_unix_ms(env_.WallUnixMs());
-  if (pid.ok()) {
-    ev->set_kind(v1::WorkerEvent::KIND_STARTED);
-    ops_->OnWorkerStarted();
-    ev->set_pid(*pid);
-    ev->set_workspace(supervisor_->StepWorkspace(plan.job(), plan.attempt()));
-    if (binding) {
-      ev->set_cpuset(binding->CpuList());
-      ev->set_devices(binding->DeviceList());
-      ev->set_message(cpus_.Held({plan.job(), plan.attempt()}).SharedNote(config_.name));
-    }
-    ev->set_cwd(WorkerCwd(plan, rank));
-  } else {
-    ev->set_kind(v1::WorkerEvent::KIND_START_FAILED);
-    ops_->OnWorkerStartFailed();
-    ev->set_message(pid.status().message());
-    spdlog::error("rank {} of {}: {}", rank, plan.job(), pid.status().message());
-  }
-  SendEvent(std::move(env));
 }
 
 std::string Agent::WorkDir(const std::string& job) const {
@@ -618,54 +592,11 @@ void Agent::OnChildExits() {
   health_->Reap();  // first: the supervisor reaps every child, and logs those it does not know
   const std::vector<WorkerExit> exits = supervisor_->Reap();
   // Held ranks their steps started late: before the exits, which may include theirs.
-  for (const LateStart& l : supervisor_->TakeLateStarts()) {
-    v1::LaunchPlan plan;
-    plan.set_job(l.job);
-    plan.set_attempt(l.attempt);
-    std::optional<RankBinding> binding;
-    if (auto it = held_bindings_.find({l.job, l.attempt, l.rank}); it != held_bindings_.end()) {
-      binding = std::move(it->second);
-      held_bindings_.erase(it);
-    }
-    ReportStart(plan, l.rank, binding, Result<pid_t>(l.pid));
-  }
+  for (const LateStart& l : supervisor_->TakeLateStarts()) reports_->LateStarted(l);
   for (const WorkerExit& e : exits) {
     ended.insert({e.job, e.attempt});
-    held_bindings_.erase({e.job, e.attempt, e.rank});  // a held rank that never started
     if (exec_sessions_->OnWorkerExit(e)) continue;
-    if (!e.started) {
-      // A held rank that never started (its dependency failed, or its step was stopped).
-      v1::LaunchPlan plan;
-      plan.set_job(e.job);
-      plan.set_attempt(e.attempt);
-      ReportStart(plan, e.rank, std::nullopt, Result<pid_t>(InternalError(e.message)));
-      supervisor_->ExitReported(e, link_->last_event_seq());  // its step record goes once acked
-      continue;
-    }
-    v1::Envelope env;
-    auto* ev = env.mutable_worker_event();  // a PMIx_Abort before the exit is named in it
-    rendezvous_->OnRankExited(e.job, e.attempt, e.rank,
-                              rendezvous::DescribeRankExit(e.exit_code, e.signal), ev);
-    ev->set_job(e.job);
-    ev->set_attempt(e.attempt);
-    ev->set_rank(e.rank);
-    ev->set_node(config_.name);
-    ev->set_kind(v1::WorkerEvent::KIND_EXITED);
-    ScopedLogFields log_fields(e.job, e.rank);
-    ops_->OnWorkerExited(e.exit_code, e.signal);
-    ev->set_pid(e.pid);
-    ev->set_exit_code(e.exit_code);
-    ev->set_signal(e.signal);
-    // A failed rank's last log line says why (the step's own message, when it has one, wins).
-    ev->set_message(e.message.empty() && e.exit_code != 0
-                        ? LastLogLine(LogPath(e.job, e.attempt, e.rank))
-                        : e.message);
-    ev->set_unix_ms(env_.WallUnixMs());
-    // A rank that failed is worth a line at info; the thousands that end well are not.
-    spdlog::log(e.exit_code != 0 || e.signal != 0 ? spdlog::level::info : spdlog::level::debug,
-                "rank {} of {} attempt {} exited: code {} signal {}", e.rank, e.job, e.attempt,
-                e.exit_code, e.signal);
-    SendEvent(std::move(env));
+    reports_->Exited(e);
     supervisor_->ExitReported(e, link_->last_event_seq());  // its step record goes once acked
   }
   // Once nothing of an attempt runs here any more, whatever it left outside its process groups

@@ -28,6 +28,7 @@
 #include "agent/process_spawner.h"
 #include "agent/progress_endpoint.h"
 #include "agent/rank_binding.h"
+#include "agent/rank_reports.h"
 #include "agent/rendezvous_server.h"
 #include "agent/worker_supervisor.h"
 #include "common/curve_keys.h"
@@ -124,9 +125,6 @@ class Agent {
   void StampLock(std::chrono::steady_clock::time_point now);
   void OnMessage(const v1::Envelope& env);
   void OnLaunchPlan(const v1::LaunchPlan& plan);
-  // A Started or StartFailed event for `rank` of the plan, with its binding when it has one.
-  void ReportStart(const v1::LaunchPlan& plan, uint32_t rank,
-                   const std::optional<RankBinding>& binding, const Result<pid_t>& pid);
   void OnStopWorkers(const v1::StopWorkers& stop);
   void OnReservePorts(const v1::ReservePorts& request);
   void OnLogRead(const v1::LogRead& read);
@@ -174,10 +172,8 @@ class Agent {
   std::chrono::steady_clock::time_point next_progress_report_{};
   NodeAttempts attempts_;  // every (job, attempt) on this node: ports, rendezvous, step, grace
   CpuAllotment cpus_;      // each attempt's CPUs on this node (cpu_allotment.h)
-  // (job, attempt, rank) -> the binding of a rank its step holds for its dependencies, reported
-  // with its late start (OnChildExits); dropped when it starts or never will.
-  std::map<std::tuple<std::string, uint32_t, uint32_t>, RankBinding> held_bindings_;
-  bool stop_workers_on_exit_ = false;  // SIGUSR2: end the ranks too, not only the agent
+  std::unique_ptr<RankReports> reports_;  // the ranks' Started/Exited events (rank_reports.h)
+  bool stop_workers_on_exit_ = false;     // SIGUSR2: end the ranks too, not only the agent
   // Last: removed from loop_ before anything they poll goes.
   std::unique_ptr<PollItemSource> exec_output_source_;  // exec sessions' output wake-ups
   std::unique_ptr<PollItemSource> health_source_;       // the health program's output pipe
