@@ -80,11 +80,18 @@ void CoordinatorLink::CheckFailover(Clock::time_point now) {
   if (endpoints_.size() < 2 && !away) return;
   const Clock::time_point since = std::max(last_answer_, moved_at_);
   if (now - since < failover_after_) return;
+  FailOver(now,
+           "silent for " +
+               std::to_string(
+                   std::chrono::duration_cast<std::chrono::milliseconds>(now - since).count()) +
+               " ms");
+}
+
+void CoordinatorLink::FailOver(Clock::time_point now, const std::string& why) {
   std::string next = endpoints_[next_endpoint_++ % endpoints_.size()];
   if (next == current_ && endpoints_.size() > 1)
     next = endpoints_[next_endpoint_++ % endpoints_.size()];
-  spdlog::warn("coordinator {} silent for {} ms: trying {}", current_,
-               std::chrono::duration_cast<std::chrono::milliseconds>(now - since).count(), next);
+  spdlog::warn("coordinator {} {}: trying {}", current_, why, next);
   left_silent_ = current_;
   left_silent_at_ = now;
   MoveTo(next, now);
@@ -298,6 +305,13 @@ void CoordinatorLink::OnHandshakeEvents() {
     // A reconnection does not cut a refusal's backoff short: Tick registers when it ran out.
     if (*event == HandshakeEvent::kSucceeded && !registered_ && options_.now() >= backoff_until_) {
       SendRegister();
+    }
+    // A killed (or stopping) coordinator closes the connection: with others to try, go now
+    // instead of after failover_after of silence. Not for a connection this link just left
+    // (MoveTo's own disconnect) or one that never answered.
+    if (*event == HandshakeEvent::kDisconnected && endpoints_.size() > 1 &&
+        last_answer_ > moved_at_) {
+      FailOver(options_.now(), "closed the connection");
     }
     if (*event == HandshakeEvent::kRefusedKey) {
       spdlog::error(

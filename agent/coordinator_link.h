@@ -15,10 +15,12 @@
 // moves the link to the leader it names (unless that is the endpoint it just left for its
 // silence: a follower names a dead leader until its lease ends); without one, it registers
 // again with the same follower after a short pause. A coordinator silent for `failover_after`
-// (or one that takes no connection that long) makes it move on to the next endpoint. Registering
-// with the new leader is an ordinary registration: it adopts the running ranks and gets the
-// unacknowledged events, as after a coordinator restart. With one endpoint the link never moves on
-// by itself (it follows a named leader only).
+// (or one that takes no connection that long) makes it move on to the next endpoint, and so does
+// one that closes an established connection (killed, or stopping): the link does not wait out the
+// silence (a standby then answers "no leader yet" until it wins, and takes the registration).
+// Registering with the new leader is an ordinary registration: it adopts the running ranks and gets
+// the unacknowledged events, as after a coordinator restart. With one endpoint the link never moves
+// on by itself (it follows a named leader only).
 //
 // Ownership and threads: owned by the Agent, used only on the agent's loop thread; no locks.
 // The hooks are called on that thread from inside the link's methods, so they must not call back
@@ -156,6 +158,8 @@ class CoordinatorLink {
   void OnNotLeader(const v1::RegisterAck& ack, Clock::time_point now);
   // Several endpoints: the current one has been silent, or unconnected, past failover_after.
   void CheckFailover(Clock::time_point now);
+  // Several endpoints: on from the current one to the next, saying why.
+  void FailOver(Clock::time_point now, const std::string& why);
   // Disconnects from the current endpoint and connects to `endpoint`; registers again.
   void MoveTo(const std::string& endpoint, Clock::time_point now);
 
