@@ -160,7 +160,11 @@ TEST_F(ExecRelayRestartTest, ASessionNobodyReattachesIsEndedAtTheAgent) {
   *reports.Add() = Report(5, 1, 0);
   relay_->AdoptSessions("n3", reports, now);
   const size_t before = sink_.sent.size();
+  // An adopted session waits longer than a client's usual silence: after an HA failover its
+  // trainlet-exec first has to find the new leader.
   relay_->Tick(now + ExecRelay::kClientSilence + std::chrono::milliseconds(1));
+  EXPECT_EQ(relay_->sessions(), 1u);
+  relay_->Tick(now + ExecRelay::kReattachWindow + std::chrono::milliseconds(1));
   EXPECT_EQ(relay_->sessions(), 0u);
   ASSERT_EQ(sink_.sent.size(), before + 1);
   EXPECT_EQ(sink_.sent.back().first, "n3");

@@ -110,7 +110,10 @@ TEST(RuntimeLayoutTest, RenderWithTheLaidOutPortsMakesThePlansOfTheLayout) {
       auto layout = plugin->Layout(req);
       ASSERT_TRUE(layout.ok()) << layout.status().ToString();
       ASSERT_EQ(layout->nodes.size(), shape.nodes);
-      EXPECT_EQ(layout->exec_launcher_rank.has_value(), std::string(rt) == "mpi");
+      // mpi: a launcher rank only for a command that needs mpirun; the program itself is started
+      // directly (PMIx), with no launcher (issue 16).
+      EXPECT_EQ(layout->exec_launcher_rank.has_value(),
+                std::string(rt) == "mpi" && shape.argv[0] == "mpirun");
       // Ports as an agent would reserve them: exactly as many as asked, distinct per node.
       for (uint32_t n = 0; n < shape.nodes; ++n) {
         for (uint32_t p = 0; p < layout->nodes[n].ports; ++p) {

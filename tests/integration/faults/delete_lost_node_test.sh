@@ -81,7 +81,7 @@ wait_for 15 sh -c "[ -z \"\$(ls -d '$TRAINLET_HOME'/agents/*/logs/killed '$TRAIN
 log "agent killed, job deleted, agent restarted: the data went"
 
 # 4. Data a missed purge left behind, stamped with an older incarnation's UID, on every node.
-for d in "$TRAINLET_HOME"/agents/*; do
+for d in "$TRAINLET_HOME"/agents/*/; do  # the agents' state dirs (local up also keeps <node>.hosts there)
   mkdir -p "$d/logs/ghost/attempt-1" "$d/work/ghost"
   echo 0123456789abcdef0123456789abcdef > "$d/logs/ghost/.trainlet-uid"
   echo ghost-old-output > "$d/logs/ghost/attempt-1/rank-0.log"
