@@ -9,10 +9,8 @@
 
 namespace trainlet::step {
 
-Status ReplaceFile(const std::string& path, const std::string& text, const std::string& what) {
-  const std::string tmp = path + ".tmp";
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return IoError(what + " " + tmp + ": " + std::strerror(errno));
+Status WriteNewFile(int fd, const std::string& path, const std::string& text,
+                    const std::string& what) {
   size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = write(fd, text.data() + done, text.size() - done);
@@ -20,12 +18,20 @@ Status ReplaceFile(const std::string& path, const std::string& text, const std::
     if (n <= 0) {
       const int err = n < 0 ? errno : ENOSPC;
       close(fd);
-      unlink(tmp.c_str());
-      return IoError(what + " " + tmp + ": " + std::strerror(err));
+      unlink(path.c_str());
+      return IoError(what + " " + path + ": " + std::strerror(err));
     }
     done += static_cast<size_t>(n);
   }
   close(fd);
+  return Status::Ok();
+}
+
+Status ReplaceFile(const std::string& path, const std::string& text, const std::string& what) {
+  const std::string tmp = path + ".tmp";
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return IoError(what + " " + tmp + ": " + std::strerror(errno));
+  TRAINLET_RETURN_IF_ERROR(WriteNewFile(fd, tmp, text, what));
   if (rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     unlink(tmp.c_str());

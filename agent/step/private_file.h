@@ -13,6 +13,11 @@
 
 namespace trainlet::step {
 
+// Writes all of `text` to `fd` (a file just created at `path`) and closes it; on a failure the
+// file is removed. Errors (Io) read "<what> <path>: <errno text>" (ENOSPC for a write of 0).
+Status WriteNewFile(int fd, const std::string& path, const std::string& text,
+                    const std::string& what);
+
 // Errors (Io) read "<what> <path>: <errno text>", naming the temporary file when writing it failed.
 Status ReplaceFile(const std::string& path, const std::string& text, const std::string& what);
 

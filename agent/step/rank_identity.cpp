@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "agent/step/private_file.h"
+
 namespace trainlet::step {
 namespace {
 
@@ -197,20 +199,7 @@ Status WriteEnvFile(const std::string& path, const std::vector<std::string>& env
   }
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return IoError("env file " + path + ": " + std::strerror(errno));
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : ENOSPC;
-      close(fd);
-      unlink(path.c_str());
-      return IoError("env file " + path + ": " + std::strerror(err));
-    }
-    done += static_cast<size_t>(n);
-  }
-  close(fd);
-  return Status::Ok();
+  return WriteNewFile(fd, path, text, "env file");
 }
 
 Result<std::vector<std::string>> TakeEnvFile(const std::string& path) {
