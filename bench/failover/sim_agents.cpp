@@ -11,7 +11,10 @@
 // Several coordinators (--endpoint a,b: high availability on etcd, issue 17): each agent talks to
 // one at a time, as trainlet-agent does: a not_leader refusal naming a leader sends it there (a
 // new socket), one naming no leader is answered by registering again after 250 ms, and a
-// registered agent whose coordinator is silent for three heartbeats moves to the next endpoint.
+// registered agent whose coordinator is silent for three heartbeats moves to the next endpoint, and
+// so does one whose coordinator closes the connection (killed), at once. Real agents each watch
+// their own connection (CoordinatorLink's handshake monitor); here one monitored probe connection
+// per endpoint stands for them all, so 1,000 agents need no 1,000 monitors.
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -20,11 +23,13 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
 
 #include "common/curve_keys.h"
+#include "common/handshake_monitor.h"
 #include "common/wall_clock.h"
 #include "common/zmq_sockets.h"
 
@@ -40,7 +45,8 @@ struct SimAgent {
   std::string endpoint;  // connected to now
   size_t next_endpoint = 1;
   Clock::time_point last_heard{};
-  std::string left_silent;  // the endpoint last left for its silence, and when
+  Clock::time_point moved_at{};  // when it connected to `endpoint`
+  std::string left_silent;       // the endpoint last left for its silence, and when
   Clock::time_point left_at{};
   bool registered = false;
   bool accepted_since_mark = false;
@@ -125,6 +131,18 @@ int Run(int count, const std::string& endpoint, const std::string& server_key_fi
     a.endpoint = endpoints[0];
     agents.push_back(std::move(a));
   }
+  // One probe connection per endpoint, under agent 0's key: its monitor sees the coordinator
+  // close the connection when it dies.
+  std::vector<zmq::socket_t> probes;
+  std::vector<std::unique_ptr<HandshakeMonitor>> probe_monitors;
+  probes.reserve(endpoints.size());
+  for (size_t e = 0; e < endpoints.size() && endpoints.size() > 1; ++e) {
+    auto s = ConnectCurveDealer(ctx, endpoints[e], server_key, keys[0]);
+    if (!s.ok()) continue;
+    probes.push_back(std::move(*s));
+    probe_monitors.push_back(
+        std::make_unique<HandshakeMonitor>(ctx, probes.back(), "sim-probe-" + std::to_string(e)));
+  }
   // A new socket to `to` (a send right after a disconnect may take the old pipe).
   auto move_to = [&](SimAgent& a, const std::string& to, zmq_pollitem_t& item) {
     auto s = ConnectCurveDealer(ctx, to, server_key, keys[a.key]);
@@ -135,6 +153,7 @@ int Run(int count, const std::string& endpoint, const std::string& server_key_fi
     a.registered = false;
     a.next_register = Clock::now();
     a.last_heard = Clock::now();
+    a.moved_at = a.last_heard;
     item.socket = a.socket.handle();
   };
 
@@ -146,11 +165,15 @@ int Run(int count, const std::string& endpoint, const std::string& server_key_fi
   sigprocmask(SIG_BLOCK, &set, nullptr);
   const int sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 
-  std::vector<zmq_pollitem_t> items(agents.size() + 1);
+  const size_t probes_at = agents.size() + 1;  // the probes' monitors follow the signal fd
+  std::vector<zmq_pollitem_t> items(probes_at + probe_monitors.size());
   for (size_t i = 0; i < agents.size(); ++i) {
     items[i] = {agents[i].socket.handle(), 0, ZMQ_POLLIN, 0};
   }
-  items.back() = {nullptr, sig_fd, ZMQ_POLLIN, 0};
+  items[agents.size()] = {nullptr, sig_fd, ZMQ_POLLIN, 0};
+  for (size_t e = 0; e < probe_monitors.size(); ++e) {
+    items[probes_at + e] = {probe_monitors[e]->handle(), 0, ZMQ_POLLIN, 0};
+  }
   const auto beat = std::chrono::milliseconds(heartbeat_ms);
   DropCounters drops;
   bool marked = false;
@@ -190,7 +213,24 @@ int Run(int count, const std::string& endpoint, const std::string& server_key_fi
       printed_ready = true;
     }
     zmq::poll(items.data(), items.size(), std::chrono::milliseconds(10));
-    if (items.back().revents & ZMQ_POLLIN) {
+    for (size_t e = 0; e < probe_monitors.size(); ++e) {
+      if (!(items[probes_at + e].revents & ZMQ_POLLIN)) continue;
+      while (auto event = probe_monitors[e]->Read()) {
+        if (*event != HandshakeEvent::kDisconnected) continue;
+        // Every agent of that coordinator that had heard from it moves on now.
+        const auto at = Clock::now();
+        for (size_t i = 0; i < agents.size(); ++i) {
+          SimAgent& a = agents[i];
+          if (a.endpoint != endpoints[e] || a.last_heard <= a.moved_at) continue;
+          std::string to = endpoints[a.next_endpoint++ % endpoints.size()];
+          if (to == a.endpoint) to = endpoints[a.next_endpoint++ % endpoints.size()];
+          a.left_silent = a.endpoint;
+          a.left_at = at;
+          move_to(a, to, items[i]);
+        }
+      }
+    }
+    if (items[agents.size()].revents & ZMQ_POLLIN) {
       signalfd_siginfo info{};
       while (read(sig_fd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
         if (info.ssi_signo != SIGUSR1) return 0;
