@@ -20,6 +20,9 @@ namespace trainlet::agent {
 namespace {
 
 constexpr size_t kMaxHead = 8 * 1024;  // request line and headers, as HttpServer allowed
+// Answers a connection may have waiting unwritten before its requests are no longer read: a
+// client that pipelines requests and never reads the answers must not grow the agent.
+constexpr size_t kMaxUnsent = 256 * 1024;
 constexpr auto kSweepPeriod = std::chrono::seconds(1);
 
 // Poll-set tags: connections are tagged by socket (odd values, which no pointer to the listener
@@ -70,7 +73,8 @@ struct ProgressHttpsServer::Connection {
   SSL* ssl = nullptr;
   bool ready = false;          // the TLS handshake is done
   bool wants_write = false;    // the last TLS call needs the socket writable
-  bool polled_write = false;   // what the poll set waits for now, besides readable
+  bool polled_write = false;   // what the poll set waits for now: writable,
+  bool polled_read = true;     // and readable (not while kMaxUnsent of answers wait)
   bool close_after = false;    // close once `out` is written
   bool draining = false;       // answered and shut down for writing: discard what still comes
   bool continue_sent = false;  // "100 Continue" sent for the request in `in`
@@ -232,8 +236,17 @@ bool ProgressHttpsServer::TlsReady() {
 }
 
 void ProgressHttpsServer::Drive(Connection& c) {
-  const bool alive =
-      Handshake(c) && (!c.ready || (ReadRequests(c) && AnswerRequests(c) && Flush(c)));
+  bool alive = Handshake(c);
+  if (alive && c.ready) {
+    // Not read while kMaxUnsent of answers wait: read on once the client has taken them.
+    if (c.out.size() - c.out_at <= kMaxUnsent) alive = ReadRequests(c);
+    // Answer, write, and again while writing made room for requests already read.
+    while (alive) {
+      const size_t waiting = c.in.size();
+      alive = AnswerRequests(c) && Flush(c);
+      if (c.in.size() == waiting || c.close_after || c.out.size() - c.out_at > kMaxUnsent) break;
+    }
+  }
   if (!alive) return Close(c.fd);
   if (c.close_after && c.out_at == c.out.size() && !c.draining) {
     // Answered and closing: say so to TLS and TCP, then read what the client still sends until
@@ -245,10 +258,13 @@ void ProgressHttpsServer::Drive(Connection& c) {
     c.draining = true;
   }
   const bool want_write = c.wants_write || c.out_at < c.out.size();
-  if (want_write != c.polled_write) {
+  const bool want_read = c.out.size() - c.out_at <= kMaxUnsent;
+  if (want_write != c.polled_write || want_read != c.polled_read) {
     c.polled_write = want_write;
+    c.polled_read = want_read;
     poll_->Modify(c.fd,
-                  platform::PollSet::kReadable | (want_write ? platform::PollSet::kWritable : 0),
+                  (want_read ? platform::PollSet::kReadable : 0) |
+                      (want_write ? platform::PollSet::kWritable : 0),
                   SocketTag(c.fd));
   }
 }
@@ -297,7 +313,7 @@ bool ProgressHttpsServer::ReadRequests(Connection& c) {
 }
 
 bool ProgressHttpsServer::AnswerRequests(Connection& c) {
-  while (!c.close_after) {
+  while (!c.close_after && c.out.size() - c.out_at <= kMaxUnsent) {
     const size_t head_end = c.in.find("\r\n\r\n");
     if (head_end == std::string::npos) {
       if (c.in.size() > kMaxHead) {
@@ -364,6 +380,12 @@ bool ProgressHttpsServer::Flush(Connection& c) {
     const int err = SSL_get_error(c.ssl, n);
     ERR_clear_error();
     c.wants_write = err == SSL_ERROR_WANT_WRITE;
+    // A client that reads slowly but always: drop what it took, or `out` grows without end
+    // (SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER lets the retry start at the moved bytes).
+    if (c.out_at >= 64 * 1024) {
+      c.out.erase(0, c.out_at);
+      c.out_at = 0;
+    }
     return err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE;
   }
   c.out.clear();
@@ -396,6 +418,12 @@ void ProgressHttpsServer::CloseOldestIdle() {
     }
   }
   if (oldest != nullptr) Close(oldest->fd);
+}
+
+size_t ProgressHttpsServer::unsent_bytes() const {
+  size_t total = 0;
+  for (const auto& [fd, c] : connections_) total += c->out.size() - c->out_at;
+  return total;
 }
 
 }  // namespace trainlet::agent

@@ -14,7 +14,9 @@
 //   - a client that does not complete a TLS handshake (plain HTTP on this port): closed without
 //     an answer;
 //   - a connection with a partial request for io_timeout, or idle for idle_timeout: closed;
-//   - at most max_connections open: the oldest idle one is closed to make room.
+//   - at most max_connections open: the oldest idle one is closed to make room;
+//   - a connection with 256 KiB of answers unwritten (a client pipelining requests without
+//     reading the answers) is not read from until the client has taken them.
 // "Expect: 100-continue" gets its 100 at once (curl sends it for bodies over 1 KiB).
 // TLS: 1.2 or 1.3, the server's certificate chain and key from PEM files; session tickets on
 // (OpenSSL's default), so a client that reconnects with its session skips the full handshake.
@@ -73,6 +75,8 @@ class ProgressHttpsServer {
   void OnReadable();
   uint16_t port() const { return port_; }
   size_t connections() const { return connections_.size(); }
+  // Bytes of answers not yet written, over every connection (for tests of the backlog cap).
+  size_t unsent_bytes() const;
 
  private:
   struct Connection;

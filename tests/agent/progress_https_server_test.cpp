@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -45,6 +46,7 @@ class ProgressHttpsServerTest : public ::testing::Test {
           ++wakeups_;
           server_->OnReadable();
           open_ = server_->connections();
+          max_unsent_ = std::max<size_t>(max_unsent_, server_->unsent_bytes());
         }
       }
     });
@@ -80,7 +82,46 @@ class ProgressHttpsServerTest : public ::testing::Test {
   std::atomic<int> requests_{0};
   std::atomic<int> wakeups_{0};
   std::atomic<size_t> open_{0};
+  std::atomic<size_t> max_unsent_{0};
 };
+
+// A client that pipelines requests and never reads the answers: the server stops reading it once
+// 256 KiB of answers wait (the kernel's buffers hold the rest), instead of answering every
+// request into memory; once the client reads, every request is answered.
+TEST_F(ProgressHttpsServerTest, APipelinerThatDoesNotReadCannotGrowTheServer) {
+  StartServer();
+  const std::string script = R"(
+import socket, ssl, sys, time
+ctx = ssl.create_default_context(cafile=sys.argv[1])
+raw = socket.socket()
+raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)  # no room for answers here
+raw.connect(("127.0.0.1", int(sys.argv[2])))
+s = ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+n = 100000
+s.sendall(b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n" * n)
+print("sent", flush=True)
+sys.stdin.readline()  # the test looks at the server meanwhile
+got = b""
+while got.count(b"HTTP/1.1 200") < n:
+    chunk = s.recv(1 << 20)
+    if not chunk: break
+    got += chunk
+print("answers", got.count(b"HTTP/1.1 200"), flush=True)
+)";
+  std::ofstream(dir_.File("pipeline.py")) << script;
+  const std::string cmd = "(sleep 2; echo) | /usr/bin/python3 " + dir_.File("pipeline.py") + " " +
+                          ca_ + " " + std::to_string(server_->port());
+  FILE* client = popen(cmd.c_str(), "r");
+  ASSERT_NE(client, nullptr);
+  char line[64] = "";
+  ASSERT_NE(fgets(line, sizeof line, client), nullptr);
+  EXPECT_STREQ(line, "sent\n");
+  ASSERT_NE(fgets(line, sizeof line, client), nullptr);
+  EXPECT_STREQ(line, "answers 100000\n") << "every request is answered once the client reads";
+  pclose(client);
+  // 100,000 answers are about 9 MB; the kernel's buffers hold at most about 4 MB of them here.
+  EXPECT_LE(max_unsent_.load(), size_t{256 * 1024 + 64 * 1024});
+}
 
 TEST_F(ProgressHttpsServerTest, OneConnectionServesManyRequests) {
   StartServer();
