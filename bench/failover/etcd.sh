@@ -114,6 +114,8 @@ for i in "${!args[@]}"; do
     --endpoints-file) args[$((i + 1))]=$WORK/sqlite.json ;;
   esac
 done
+# A new store is initialised once, explicitly (issue 19, defect 3: an empty one is refused).
+"${args[@]}" --init-store >> "$WORK/sqlite.log" 2>&1 || fail "the SQLite store: $(tail -3 "$WORK/sqlite.log")"
 "${args[@]}" >> "$WORK/sqlite.log" 2>&1 &
 EXTRA_PIDS+=("$!")
 wait_for 15 test -s "$WORK/sqlite.json" || fail "the SQLite coordinator did not start"
