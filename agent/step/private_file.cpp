@@ -41,8 +41,8 @@ Status ReplaceFile(const std::string& path, const std::string& text, const std::
 }
 
 Result<std::string> ReadPrivateFile(const std::string& path, size_t max_bytes,
-                                    const std::string& what) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+                                    const std::string& what, bool follow_links) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | (follow_links ? 0 : O_NOFOLLOW));
   if (fd < 0) {
     const int err = errno;
     std::string message = what + " " + path + ": " + std::strerror(err);

@@ -22,8 +22,9 @@ Status WriteNewFile(int fd, const std::string& path, const std::string& text,
 Status ReplaceFile(const std::string& path, const std::string& text, const std::string& what);
 
 // The whole file. Errors: NotFound when missing and Io when unreadable, "<what> <path>: ...";
-// Invalid when it is larger than `max_bytes`.
+// Invalid when it is larger than `max_bytes`. `follow_links` false: a symbolic link at `path` is
+// refused (Io, ELOOP) rather than read through.
 Result<std::string> ReadPrivateFile(const std::string& path, size_t max_bytes,
-                                    const std::string& what);
+                                    const std::string& what, bool follow_links = true);
 
 }  // namespace trainlet::step

@@ -203,23 +203,11 @@ Status WriteEnvFile(const std::string& path, const std::vector<std::string>& env
 }
 
 Result<std::vector<std::string>> TakeEnvFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return IoError("env file " + path + ": " + std::strerror(errno));
-  std::string text;
-  char buf[65536];
-  while (true) {
-    const ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      close(fd);
-      return IoError("env file " + path + ": " + std::strerror(err));
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
+  // As large as a launch file may be (step_launch.cpp): it holds one rank's share of it.
+  auto read = ReadPrivateFile(path, 64u << 20, "env file", /*follow_links=*/false);
+  if (!read.ok()) return read.status();
   unlink(path.c_str());
+  const std::string& text = *read;
   std::vector<std::string> envp;
   for (size_t start = 0; start < text.size();) {
     const size_t end = text.find('\0', start);

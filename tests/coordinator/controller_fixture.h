@@ -205,6 +205,22 @@ class ControllerFixture : public ::testing::Test {
                                now_ms);
   }
 
+  // hello: ranks 0-1 on n1, 2-3 on n2, started; then n2 goes silent and the registry (as the
+  // coordinator's tick does) declares it Lost, and the controller hears of it (at kT0 + 10 s).
+  void RunHelloThenLoseN2() {
+    ApplyOk(JobYaml("hello", 2, 2));
+    ReportAll("hello", v1::WorkerEvent::KIND_STARTED, kT0 + 1);
+    ASSERT_EQ(JobOrDie("hello").placement(1), "n2");
+    const auto later = Clock::now() + std::chrono::seconds(10);
+    for (const char* n : {"n1", "n3"}) {
+      ASSERT_NE(registry_.Heartbeat(std::string("key-") + n, std::string("rid-") + n,
+                                    later - std::chrono::seconds(1), kT0 + 9000),
+                nullptr);
+    }
+    ASSERT_EQ(registry_.Tick(later), std::vector<std::string>{"n2"});
+    controller_->OnNodeLost("n2", kT0 + 10000);
+  }
+
   // The job as the store has it (after Flush).
   std::optional<JobRecord> Stored(const std::string& name) {
     auto r = store_->GetJob(name);

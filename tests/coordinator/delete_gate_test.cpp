@@ -22,21 +22,6 @@ constexpr auto kExited = v1::WorkerEvent::KIND_EXITED;
 
 class DeleteGateTest : public ControllerFixture {
  protected:
-  // hello: ranks 0-1 on n1, 2-3 on n2, started; then n2 goes silent and the registry (as the
-  // coordinator's tick does) declares it Lost, and the controller hears of it.
-  void RunThenLoseN2() {
-    ApplyOk(JobYaml("hello", 2, 2));
-    ReportAll("hello", kStarted, kT0 + 1);
-    ASSERT_EQ(JobOrDie("hello").placement(1), "n2");
-    const auto later = Clock::now() + std::chrono::seconds(10);
-    for (const char* n : {"n1", "n3"}) {
-      ASSERT_NE(registry_.Heartbeat(std::string("key-") + n, std::string("rid-") + n,
-                                    later - std::chrono::seconds(1), kT0 + 9000),
-                nullptr);
-    }
-    ASSERT_EQ(registry_.Tick(later), std::vector<std::string>{"n2"});
-    controller_->OnNodeLost("n2", kT0 + 10000);
-  }
   // n2 registers again (an agent that reports attempts), holding `held`.
   void ReRegisterN2(const std::vector<std::pair<std::string, uint32_t>>& held) {
     v1::NodeInfo info;
@@ -53,7 +38,7 @@ class DeleteGateTest : public ControllerFixture {
     }
     ASSERT_TRUE(registry_.Register(info, "rid-n2", "key-n2", Clock::now(), kT0 + 20000).ok());
   }
-  // The delete of hello after RunThenLoseN2, its n1 ranks then reporting their exit.
+  // The delete of hello after RunHelloThenLoseN2, its n1 ranks then reporting their exit.
   void DeleteAndStopN1(bool force = false) {
     ASSERT_TRUE(controller_->Delete("hello", kT0 + 11000, "", force).ok());
     if (controller_->Find("hello") == nullptr) return;
@@ -63,7 +48,7 @@ class DeleteGateTest : public ControllerFixture {
 };
 
 TEST_F(DeleteGateTest, ADeleteWaitsForTheLostNodeToConfirmItsRanksStopped) {
-  RunThenLoseN2();
+  RunHelloThenLoseN2();
   if (HasFatalFailure()) return;
   DeleteAndStopN1();
   // Today's main removed it here, its n2 ranks maybe still running.
@@ -94,7 +79,7 @@ TEST_F(DeleteGateTest, ADeleteWaitsForTheLostNodeToConfirmItsRanksStopped) {
 }
 
 TEST_F(DeleteGateTest, ForceRemovesTheJobAtOnce) {
-  RunThenLoseN2();
+  RunHelloThenLoseN2();
   if (HasFatalFailure()) return;
   DeleteAndStopN1(/*force=*/false);
   ASSERT_NE(controller_->Find("hello"), nullptr);

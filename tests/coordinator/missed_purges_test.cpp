@@ -29,17 +29,7 @@ std::vector<std::pair<std::string, std::string>> Purges(const RecordingSink& sin
 class MissedPurgesTest : public ControllerFixture {};
 
 TEST_F(MissedPurgesTest, ANodeAwayAtTheDeleteIsPurgedWhenItRegisters) {
-  ApplyOk(JobYaml("hello", 2, 2));
-  ReportAll("hello", kStarted, kT0 + 1);
-  ASSERT_EQ(JobOrDie("hello").placement(1), "n2");
-  const auto later = Clock::now() + std::chrono::seconds(10);
-  for (const char* n : {"n1", "n3"}) {
-    ASSERT_NE(registry_.Heartbeat(std::string("key-") + n, std::string("rid-") + n,
-                                  later - std::chrono::seconds(1), kT0 + 9000),
-              nullptr);
-  }
-  ASSERT_EQ(registry_.Tick(later), std::vector<std::string>{"n2"});
-  controller_->OnNodeLost("n2", kT0 + 10000);
+  RunHelloThenLoseN2();
   sink_.sent.clear();
   // Forced: gone at once, n2 away. Today's main sent n2 a PurgeJob it never got, and nothing more.
   ASSERT_TRUE(controller_->Delete("hello", kT0 + 11000, "", /*force=*/true).ok());

@@ -74,13 +74,7 @@ netns_cleanup() {
 start_netns_cluster() {
   local count=$1 i keys="$TRAINLET_HOME/keys"
   netns_setup "$count"
-  mkdir -p "$keys" "$TRAINLET_HOME/logs"
-  "$CTL" keys create --role coordinator --name coordinator --dir "$keys" >/dev/null
-  "$CTL" keys create --role operator --name operator --dir "$keys" --allowlist "$keys/operators.allow" >/dev/null
-  : > "$keys/agents.allow"
-  for i in $(seq 1 "$count"); do
-    "$CTL" keys create --role agent --name "node-$i" --dir "$keys" --allowlist "$keys/agents.allow" >/dev/null
-  done
+  netns_make_keys "$count"
   local listen_host=127.0.0.1
   [ "$NETNS_MODE" = netns ] && listen_host="$NETNS_SUBNET.1"
   local cargs=("$TRAINLET_BIN/trainlet-coordinator" --state-dir "$TRAINLET_HOME/coordinator"
@@ -102,10 +96,30 @@ start_netns_cluster() {
   operator_ep=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["operator_endpoint"])' "$TRAINLET_HOME/endpoints.json")
   printf 'coordinator: %s\ncoordinator_key: keys/coordinator.key.pub\nkey: keys/operator.key\n' \
     "$operator_ep" > "$TRAINLET_HOME/config.yaml"
+  netns_start_agents "$count" "$agent_ep"
+}
+
+# netns_make_keys COUNT: in $TRAINLET_HOME/keys, the coordinator's and the operator's key pairs,
+# and node-1..COUNT's, each on its allowlist.
+netns_make_keys() {
+  local count=$1 i keys="$TRAINLET_HOME/keys"
+  mkdir -p "$keys" "$TRAINLET_HOME/logs"
+  "$CTL" keys create --role coordinator --name coordinator --dir "$keys" >/dev/null
+  "$CTL" keys create --role operator --name operator --dir "$keys" --allowlist "$keys/operators.allow" >/dev/null
+  : > "$keys/agents.allow"
+  for i in $(seq 1 "$count"); do
+    "$CTL" keys create --role agent --name "node-$i" --dir "$keys" --allowlist "$keys/agents.allow" >/dev/null
+  done
+}
+
+# netns_start_agents COUNT ENDPOINTS: node-1..COUNT, one per simulated host, registering with
+# ENDPOINTS (one agent endpoint, or an HA set's list); waits until trainletctl sees them Ready.
+netns_start_agents() {
+  local count=$1 endpoints=$2 i keys="$TRAINLET_HOME/keys"
   for i in $(seq 1 "$count"); do
     netns_host_cmd "$i" "host$i"
     "${NETNS_CMD[@]}" "$TRAINLET_BIN/trainlet-agent" --name "node-$i" \
-      --address "${NETNS_HOSTS[$((i - 1))]}" --coordinator "$agent_ep" \
+      --address "${NETNS_HOSTS[$((i - 1))]}" --coordinator "$endpoints" \
       --coordinator-key "$keys/coordinator.key.pub" --key "$keys/node-$i.key" \
       --state-dir "$TRAINLET_HOME/agents/node-$i" --slots 4 --heartbeat-ms 200 --metrics-address "" \
       > "$TRAINLET_HOME/logs/node-$i.log" 2>&1 &
@@ -113,4 +127,24 @@ start_netns_cluster() {
   done
   wait_for 20 sh -c "[ \$('$CTL' get nodes 2>/dev/null | grep -c ' Ready ') = $count ]" \
     || fail "agents did not become Ready: $("$CTL" get nodes 2>&1)"
+}
+
+# write_mpi_survivor_job GO -> path of TrainJob "survivor": mpirun of 6 ranks (3 hosts x 2) of
+# workers/wait_allreduce.py, which wait for the file GO before they allreduce; no restart. OpenMPI's
+# TCP is narrowed to the simulated hosts' subnet (shared memory off on loopback hosts).
+write_mpi_survivor_job() {
+  local go=$1 job="$WORK/survivor.yaml"
+  {
+    printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: survivor\n'
+    printf '  annotations:\n    trainlet.io/max-restarts: "0"\n'
+    printf 'spec:\n  runtimeRef:\n    name: mpi-distributed\n  trainer:\n    numNodes: 3\n    numProcPerNode: 2\n'
+    printf '    env:\n'
+    printf '      - {name: OMPI_MCA_btl_tcp_if_include, value: "%s.0/24"}\n' "$NETNS_SUBNET"
+    printf '      - {name: OMPI_MCA_oob_tcp_if_include, value: "%s.0/24"}\n' "$NETNS_SUBNET"
+    [ "$NETNS_MODE" = loopback ] && printf '      - {name: OMPI_MCA_btl, value: "self,tcp"}\n'
+    printf '    command:\n      - mpirun\n      - --allow-run-as-root\n      - -np\n      - "6"\n'
+    printf '      - /usr/bin/python3\n      - "%s"\n      - "%s"\n' \
+      "$TRAINLET_SOURCE_DIR/tests/integration/workers/wait_allreduce.py" "$go"
+  } > "$job"
+  echo "$job"
 }

@@ -16,14 +16,8 @@ command -v mpirun >/dev/null || fail "mpirun not installed (apt-get install open
 
 netns_setup 3
 start_etcd
+netns_make_keys 3
 keys="$TRAINLET_HOME/keys"
-mkdir -p "$keys" "$TRAINLET_HOME/logs"
-"$CTL" keys create --role coordinator --name coordinator --dir "$keys" >/dev/null
-"$CTL" keys create --role operator --name operator --dir "$keys" --allowlist "$keys/operators.allow" >/dev/null
-: > "$keys/agents.allow"
-for i in 1 2 3; do
-  "$CTL" keys create --role agent --name "node-$i" --dir "$keys" --allowlist "$keys/agents.allow" >/dev/null
-done
 host=127.0.0.1
 [ "$NETNS_MODE" = netns ] && host="$NETNS_SUBNET.1"
 for n in 1 2; do
@@ -52,47 +46,11 @@ COORD_PID_2=$!; EXTRA_PIDS+=("$!")
 wait_for 15 grep -q "following until elected" "$WORK/coord2.log" || { ha_logs; fail "coordinator 2 did not start"; }
 printf 'coordinator: "%s,%s"\ncoordinator_key: keys/coordinator.key.pub\nkey: keys/operator.key\n' \
   "$O1" "$O2" > "$TRAINLET_HOME/config.yaml"
-for i in 1 2 3; do
-  netns_host_cmd "$i" "host$i"
-  "${NETNS_CMD[@]}" "$TRAINLET_BIN/trainlet-agent" --name "node-$i" \
-    --address "${NETNS_HOSTS[$((i - 1))]}" --coordinator "$A1,$A2" \
-    --coordinator-key "$keys/coordinator.key.pub" --key "$keys/node-$i.key" \
-    --state-dir "$TRAINLET_HOME/agents/node-$i" --slots 4 --heartbeat-ms 200 --metrics-address "" \
-    > "$TRAINLET_HOME/logs/node-$i.log" 2>&1 &
-  EXTRA_PIDS+=($!)
-done
-wait_for 20 sh -c "[ \$('$CTL' get nodes 2>/dev/null | grep -c ' Ready ') = 3 ]" \
-  || { ha_logs; fail "agents did not become Ready: $("$CTL" get nodes 2>&1)"; }
+netns_start_agents 3 "$A1,$A2"
 log "2 coordinators on etcd, 3 agents in $NETNS_MODE mode"
 
 go="$WORK/go"
-script="$WORK/wait_allreduce.py"
-cat > "$script" <<'PY'
-import os, socket, sys, time
-from mpi4py import MPI
-comm = MPI.COMM_WORLD
-rank, size = comm.Get_rank(), comm.Get_size()
-comm.Barrier()
-print(f"rank {rank} ready on {socket.gethostname()}", flush=True)
-while not os.path.exists(sys.argv[1]):
-    time.sleep(0.1)
-total = comm.allreduce(rank + 1)
-expected = size * (size + 1) // 2
-print(f"rank {rank} of {size}: allreduce sum {total} (expected {expected}) "
-      f"{'OK' if total == expected else 'WRONG'}", flush=True)
-PY
-job="$WORK/survivor.yaml"
-{
-  printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: survivor\n'
-  printf '  annotations:\n    trainlet.io/max-restarts: "0"\n'
-  printf 'spec:\n  runtimeRef:\n    name: mpi-distributed\n  trainer:\n    numNodes: 3\n    numProcPerNode: 2\n'
-  printf '    env:\n'
-  printf '      - {name: OMPI_MCA_btl_tcp_if_include, value: "%s.0/24"}\n' "$NETNS_SUBNET"
-  printf '      - {name: OMPI_MCA_oob_tcp_if_include, value: "%s.0/24"}\n' "$NETNS_SUBNET"
-  [ "$NETNS_MODE" = loopback ] && printf '      - {name: OMPI_MCA_btl, value: "self,tcp"}\n'
-  printf '    command:\n      - mpirun\n      - --allow-run-as-root\n      - -np\n      - "6"\n'
-  printf '      - /usr/bin/python3\n      - "%s"\n      - "%s"\n' "$script" "$go"
-} > "$job"
+job=$(write_mpi_survivor_job "$go")  # workers/wait_allreduce.py, 3 hosts x 2
 "$CTL" apply -f "$job" >/dev/null || { ha_logs; fail "apply"; }
 count() { grep -o "$1" <<<"$2" | wc -l; }
 ready_ranks() { [ "$(count 'rank [0-9] ready on' "$("$CTL" logs survivor 2>/dev/null)")" = 6 ]; }

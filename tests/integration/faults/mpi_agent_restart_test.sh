@@ -21,35 +21,7 @@ start_netns_cluster 3
 log "cluster up in $NETNS_MODE mode"
 
 go="$WORK/go"
-script="$WORK/wait_allreduce.py"
-cat > "$script" <<'PY'
-import os, socket, sys, time
-from mpi4py import MPI
-comm = MPI.COMM_WORLD
-rank, size = comm.Get_rank(), comm.Get_size()
-comm.Barrier()  # every rank is up, on every host
-print(f"rank {rank} ready on {socket.gethostname()}", flush=True)
-while not os.path.exists(sys.argv[1]):
-    time.sleep(0.1)
-print(f"rank {rank} after the restart on {socket.gethostname()}", flush=True)
-total = comm.allreduce(rank + 1)
-expected = size * (size + 1) // 2
-print(f"rank {rank} of {size}: allreduce sum {total} (expected {expected}) "
-      f"{'OK' if total == expected else 'WRONG'}", flush=True)
-PY
-
-job="$WORK/survivor.yaml"
-{
-  printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: survivor\n'
-  printf '  annotations:\n    trainlet.io/max-restarts: "0"\n'
-  printf 'spec:\n  runtimeRef:\n    name: mpi-distributed\n  trainer:\n    numNodes: 3\n    numProcPerNode: 2\n'
-  printf '    env:\n'
-  printf '      - {name: OMPI_MCA_btl_tcp_if_include, value: "%s.0/24"}\n' "$NETNS_SUBNET"
-  printf '      - {name: OMPI_MCA_oob_tcp_if_include, value: "%s.0/24"}\n' "$NETNS_SUBNET"
-  [ "$NETNS_MODE" = loopback ] && printf '      - {name: OMPI_MCA_btl, value: "self,tcp"}\n'
-  printf '    command:\n      - mpirun\n      - --allow-run-as-root\n      - -np\n      - "6"\n'
-  printf '      - /usr/bin/python3\n      - "%s"\n      - "%s"\n' "$script" "$go"
-} > "$job"
+job=$(write_mpi_survivor_job "$go")  # workers/wait_allreduce.py, 3 hosts x 2
 "$CTL" apply -f "$job" >/dev/null
 
 # mpirun forwards each rank's writes as they come, so two ranks' lines may share one line of the
