@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <optional>
 #include <set>
 
 #include "coordinator/apply_limits.h"
@@ -139,18 +140,25 @@ void JobController::Schedule(int64_t now_ms) {
   }
   EnforceProgress(now_ms);  // job_progress_steps.cpp: stalls, coalesced progress writes
   RunAdmission(now_ms);     // job_admission_steps.cpp: with queues, only admitted jobs go on
-  // What placed jobs hold, once per pass; Place keeps it current (issue 19, defect 1).
-  const NodeUsage usage = Usage();
-  PassCapacity room(*registry_, usage.slots, usage.resources);
+  // What placed jobs hold, once per pass and only once some job waits to be placed: a pass runs
+  // on every loop turn, so with 1,000 nodes heartbeating and no job to place, building the room
+  // each time was most of the coordinator's CPU (issue 17: a new leader registering 1,000 agents).
+  // Place keeps it current (issue 19, defect 1).
+  std::optional<PassCapacity> room;
   for (Job* entry : order_) {
     Job& job = *entry;
     const JobPhase p = PhaseOf(job.record.status);
     if ((p != JobPhase::kPending && p != JobPhase::kRestarting) || job.plugin == nullptr ||
         job.record.status.deleting() || now_ms < job.not_before_ms ||
-        now_ms < job.lost_node_hold_ms || job.unplaced_room == room.Fingerprint() ||
+        now_ms < job.lost_node_hold_ms ||
         (admission_active_ && !job.record.status.has_admission())) {
-      continue;  // (no room last time and the room is the same; waits in its queue)
+      continue;  // (waits in its queue)
     }
+    if (!room) {
+      const NodeUsage usage = Usage();
+      room.emplace(*registry_, usage.slots, usage.resources);
+    }
+    if (job.unplaced_room == room->Fingerprint()) continue;  // no room last time, and the same
     {
       // The old attempt's ranks (of a failed attempt, or one stopped by a suspend) must all be
       // gone first: two attempts never run at once.
@@ -159,7 +167,7 @@ void JobController::Schedule(int64_t now_ms) {
                       [](const auto& r) { return !RankEnded(r); });
       if (old_alive) continue;
     }
-    launcher_.Place(job, room, now_ms);
+    launcher_.Place(job, *room, now_ms);
   }
 }
 

@@ -10,6 +10,7 @@
 # on a coordinator with SQLite (the same command on both, so trainletctl's own start is in both).
 #
 # usage: bench/failover/etcd.sh [--trials N] [--sim-agents S] [--applies M] [--bin BUILD/bin]
+#                               [--logs DIR]   (keep each trial's coordinator logs and sim output)
 # Not a ctest test.
 set -euo pipefail
 
@@ -18,6 +19,7 @@ SRC=$(cd "$HERE/../.." && pwd)
 TRIALS=10
 SIM=1000
 APPLIES=30
+LOGS=
 BIN_DIR=${TRAINLET_BIN:-$SRC/build/bin}
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -25,8 +27,9 @@ while [ $# -gt 0 ]; do
     --sim-agents) SIM=${2:?}; shift 2 ;;
     --applies) APPLIES=${2:?}; shift 2 ;;
     --bin) BIN_DIR=${2:?}; shift 2 ;;
+    --logs) LOGS=${2:?}; shift 2 ;;
     --etcd) shift ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -89,6 +92,11 @@ for t in $(seq "$TRIALS"); do
     || fail "simulated agents not re-registered 60 s after the leader died"
   last=$(grep '^reregistered' "$WORK/sim.out" | tail -1 | sed 's/.*last_unix_ms=//')
   echo $(( last - t0 )) >> "$WORK/rereg.ms"
+  if [ -n "$LOGS" ]; then
+    mkdir -p "$LOGS"
+    echo "kill_unix_ms=$t0" > "$LOGS/trial$t.kill"
+    for f in "$WORK"/coord*.log "$WORK/sim.out"; do cp "$f" "$LOGS/trial$t-$(basename "$f")"; done
+  fi
   : > "$WORK/coord$leader.log"
   start_coordinator "$leader"
   wait_for 15 grep -q "following until elected" "$WORK/coord$leader.log" || fail "restart failed"

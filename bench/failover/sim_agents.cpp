@@ -194,8 +194,12 @@ int Run(int count, const std::string& endpoint, const std::string& server_key_fi
       }
       if (!a.registered && now >= a.next_register) {
         v1::Envelope env = RegisterMessage(a.name);
-        SendOnDealer(a.socket, env);
-        a.next_register = now + std::chrono::seconds(2);
+        // Sent: resent after 2 s without an answer, as the agent's register_retry. Not sent (the
+        // CURVE handshake of a new connection is not done: the socket is `immediate`): tried again
+        // on the next turn, as trainlet-agent sends its registration the moment its handshake
+        // monitor reports success. Waiting 2 s here instead made a move to a new leader look 2 s
+        // per missed handshake slower than real agents are.
+        a.next_register = SendOnDealer(a.socket, env) ? now + std::chrono::seconds(2) : now;
       } else if (a.registered && now >= a.next_beat) {
         v1::Envelope env;
         env.mutable_heartbeat()->set_node(a.name);
