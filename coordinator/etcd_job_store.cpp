@@ -405,6 +405,15 @@ Status EtcdJobStore::PutClusterId(const std::string& id) {
   return Write({}, {EtcdOp::Put(prefix_ + "cluster-id", id)});
 }
 
+Result<std::string> EtcdJobStore::GetClusterValue(const std::string& key) {
+  TRAINLET_ASSIGN_OR_RETURN(auto kvs, Read(prefix_ + "cluster-values/" + key, ""));
+  return kvs.empty() ? std::string() : kvs[0].value;
+}
+
+Status EtcdJobStore::PutClusterValue(const std::string& key, const std::string& value) {
+  return Write({}, {EtcdOp::Put(prefix_ + "cluster-values/" + key, value)});
+}
+
 Status EtcdJobStore::PutNodeCordon(const NodeCordonRecord& cordon) {
   v1::StoredNodeCordon stored;
   stored.set_reason(cordon.reason);

@@ -93,6 +93,8 @@ class EtcdJobStore : public JobStore {
   Result<std::vector<QueueObjectRecord>> ListQueueObjects() override;
   Result<std::string> GetClusterId() override;
   Status PutClusterId(const std::string& id) override;
+  Result<std::string> GetClusterValue(const std::string& key) override;
+  Status PutClusterValue(const std::string& key, const std::string& value) override;
 
   Status Transaction(const std::function<Status()>& body) override;
 

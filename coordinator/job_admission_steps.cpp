@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "coordinator/fair_share_history.h"
 #include "coordinator/job_controller.h"
 #include "coordinator/job_key.h"
 #include "coordinator/job_state_machine.h"
@@ -43,6 +44,20 @@ void JobController::RunAdmission(int64_t now_ms) {
   for (const auto& p : d.result.preemptions) PreemptForQueue(p, now_ms);
   for (const auto& [key, a] : d.result.admitted) AdmitJob(key, a, now_ms);
   admitted_generation_ = generation_;
+  StoreFairShareHistory(now_ms);
+}
+
+void JobController::StoreFairShareHistory(int64_t now_ms) {
+  if (now_ms - history_written_ms_ < kFairShareHistoryWriteMs) return;
+  // A failed write is tried again at the next pass; only the ordering of fair sharing after a
+  // restart depends on it.
+  const Status s =
+      store_->PutClusterValue(kFairShareHistoryKey, EncodeUsageHistory(admitter_.history()));
+  if (!s.ok()) {
+    spdlog::warn("storing fair sharing's usage history: {}", s.message());
+    return;
+  }
+  history_written_ms_ = now_ms;
 }
 
 void JobController::ReleaseQuota() {

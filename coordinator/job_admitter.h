@@ -19,8 +19,8 @@
 // A job whose kueue.x-k8s.io/priority-class names no WorkloadPriorityClass waits with kind
 // NoPriorityClass (Kueue refuses such a workload; here the class may still be applied).
 //
-// The decayed usage history (fair sharing's "who used less recently goes first") is kept here,
-// in memory: after a coordinator restart it starts again from the current usage.
+// The decayed usage history (fair sharing's "who used less recently goes first") is kept here;
+// JobController stores it (fair_share_history.h) and gives it back after a restart.
 //
 // Owned by JobController, on the coordinator's loop; no locks. `catalog` outlives it.
 #pragma once
@@ -67,6 +67,13 @@ class JobAdmitter {
   const std::vector<admission::ClusterQueueUsage>& usage() const { return usage_; }
   // The last pass's pending jobs per ClusterQueue, in queue order (describe clusterqueue).
   const AdmissionDecisions& last() const { return last_; }
+
+  // Fair sharing's decayed usage per ClusterQueue, as of the last pass.
+  const std::vector<admission::UsageHistory>& history() const { return history_; }
+  // Replaces the history (the stored one, after a restart); the next pass decays it to its time.
+  void RestoreHistory(std::vector<admission::UsageHistory> history) {
+    history_ = std::move(history);
+  }
 
   // Whether the job's admission still holds quota (see the header comment).
   static bool HoldsQuota(const JobEntry& job);

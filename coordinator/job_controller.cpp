@@ -10,6 +10,7 @@
 #include "coordinator/apply_limits.h"
 #include "coordinator/apply_transaction.h"
 #include "coordinator/attempt_plan.h"
+#include "coordinator/fair_share_history.h"
 #include "coordinator/gang_planner.h"
 #include "coordinator/job_key.h"
 #include "coordinator/job_state_machine.h"
@@ -33,6 +34,13 @@ Status JobController::Load(const std::string& runtimes_dir) {
   TRAINLET_RETURN_IF_ERROR(runtimes_.LoadShipped(runtimes_dir));
   TRAINLET_RETURN_IF_ERROR(runtimes_.LoadStored(*store_));
   TRAINLET_RETURN_IF_ERROR(queues_.LoadStored(*store_));
+  TRAINLET_ASSIGN_OR_RETURN(std::string history, store_->GetClusterValue(kFairShareHistoryKey));
+  if (auto h = DecodeUsageHistory(history); h.ok()) {
+    admitter_.RestoreHistory(std::move(h).value());
+  } else {
+    // Only fair sharing's ordering depends on it: start again from the current usage.
+    spdlog::warn("{}; fair sharing starts again from the current usage", h.status().message());
+  }
   TRAINLET_ASSIGN_OR_RETURN(auto stored_jobs, store_->ListJobs());
   for (auto& rec : stored_jobs) {
     auto spec = trainjob::ParseDocuments(rec.spec_yaml);

@@ -258,6 +258,8 @@ class JobController : private AttemptLauncher::Owner {
   // Admission (job_admission_steps.cpp): the queues' pass before placement and its decisions.
   void RunAdmission(int64_t now_ms);
   void ReleaseQuota();  // clears the admission of jobs that no longer hold quota
+  // Stores fair sharing's usage history, at most every kFairShareHistoryWriteMs.
+  void StoreFairShareHistory(int64_t now_ms);
   void AdmitJob(const std::string& key, const admission::Admission& a, int64_t now_ms);
   void PreemptForQueue(const admission::Preemption& p, int64_t now_ms);
   // `kind` is JobStatus.queue_wait.kind: WaitKindName(w.kind), or NoPriorityClass.
@@ -300,6 +302,7 @@ class JobController : private AttemptLauncher::Owner {
   bool admission_active_ = false;         // queues exist: only admitted jobs are placed
   uint64_t admitted_generation_ = ~0ull;  // generation_ at the last admission pass
   int64_t last_admission_ms_ = 0;
+  int64_t history_written_ms_ = 0;  // when fair sharing's history was last stored
   AdmissionStats admission_stats_;
   int64_t last_schedule_ms_ = 0;  // now_ms of the last Schedule()
 };

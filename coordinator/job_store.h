@@ -139,6 +139,13 @@ class JobStore : public NodeCordonStore {
   // Stores `id` as the cluster's identity, replacing any.
   virtual Status PutClusterId(const std::string& id) = 0;
 
+  // Small named values of the cluster that are none of the above and are rewritten whole, such
+  // as fair sharing's usage history (JobAdmitter, kFairShareHistoryKey). Keys are short ASCII
+  // names; values are opaque bytes, at most 64 KiB. "" when none is stored.
+  virtual Result<std::string> GetClusterValue(const std::string& key) = 0;
+  // Stores `value` under `key`, replacing any.
+  virtual Status PutClusterValue(const std::string& key, const std::string& value) = 0;
+
   // Runs `body`; its writes commit together when it returns OK and are all rolled back when it
   // returns an error (which is then returned) or throws. Nests: an inner failure rolls back only
   // the inner body's writes, and the outer body decides what to do with the error. Only the

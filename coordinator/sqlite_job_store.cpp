@@ -526,6 +526,27 @@ Status SqliteJobStore::PutClusterId(const std::string& id) {
   return Status::Ok();
 }
 
+// Cluster values share the cluster id's table under "value:<key>", so the two cannot collide.
+Result<std::string> SqliteJobStore::GetClusterValue(const std::string& key) {
+  TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare("SELECT value FROM cluster WHERE key = ?1"));
+  StatementUse use(s);
+  BindText(s, 1, "value:" + key);
+  const int rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) return ColumnText(s, 0);
+  if (rc != SQLITE_DONE) return Error("reading the cluster value " + key);
+  return std::string();
+}
+
+Status SqliteJobStore::PutClusterValue(const std::string& key, const std::string& value) {
+  TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s,
+                            Prepare("INSERT OR REPLACE INTO cluster (key, value) VALUES (?1, ?2)"));
+  StatementUse use(s);
+  BindText(s, 1, "value:" + key);
+  BindText(s, 2, value);
+  if (sqlite3_step(s) != SQLITE_DONE) return Error("storing the cluster value " + key);
+  return Status::Ok();
+}
+
 Status SqliteJobStore::PutQueueObject(const QueueObjectRecord& object) {
   TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kUpsertQueueObject));
   StatementUse use(s);

@@ -85,6 +85,8 @@ class SqliteJobStore : public JobStore {
   Result<std::vector<QueueObjectRecord>> ListQueueObjects() override;
   Result<std::string> GetClusterId() override;
   Status PutClusterId(const std::string& id) override;
+  Result<std::string> GetClusterValue(const std::string& key) override;
+  Status PutClusterValue(const std::string& key, const std::string& value) override;
 
   // Runs `body`; its writes commit together when it returns OK and are all rolled back when it
   // returns an error (which is then returned). Nests: an inner failure rolls back only the inner

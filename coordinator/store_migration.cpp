@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <tuple>
 
+#include "coordinator/fair_share_history.h"
 #include "coordinator/job_store_config.h"
 #include "coordinator/sqlite_job_store.h"
 
@@ -138,6 +139,11 @@ Result<MigrationReport> MigrateStore(JobStore& from, EtcdJobStore& to, bool forc
   // The cluster's identity goes with it: the agents keep the source's (issue 19, defect 3).
   TRAINLET_ASSIGN_OR_RETURN(std::string id, from.GetClusterId());
   if (!id.empty()) TRAINLET_RETURN_IF_ERROR(to.PutClusterId(id));
+  // And fair sharing's memory of who used the cohorts (fair_share_history.h).
+  TRAINLET_ASSIGN_OR_RETURN(std::string history, from.GetClusterValue(kFairShareHistoryKey));
+  if (!history.empty()) {
+    TRAINLET_RETURN_IF_ERROR(to.PutClusterValue(kFairShareHistoryKey, history));
+  }
   return report;
 }
 

@@ -2,7 +2,8 @@
 // real JobController and SQLite store: no queues changes nothing; a queued job waits for quota
 // with its reason and is placed once admitted; the admission is stored before any plan goes out;
 // a higher-priority job preempts a lower one, which is suspended, warned, and admitted again
-// later; a missing priority class is a wait, not a failure.
+// later; a missing priority class is a wait, not a failure; fair sharing's usage history survives
+// a restart of the controller.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -257,6 +258,76 @@ TEST_F(JobAdmissionTest, QueueObjectsChangingUnderAdmittedJobs) {
   controller_->Schedule(kT0 + 6000);
   ASSERT_TRUE(JobOrDie("small").has_queue_wait());
   EXPECT_EQ(JobOrDie("small").queue_wait().kind(), "NoClusterQueue");
+}
+
+// Two ClusterQueues of one cohort, 1 cpu each: a 2-cpu job of either must borrow the other's.
+constexpr const char* kCohortQueues = R"(
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: default-flavor}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: team-a}
+spec:
+  namespaceSelector: {}
+  cohort: lab
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: default-flavor
+      resources:
+      - {name: cpu, nominalQuota: 1}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: team-b}
+spec:
+  namespaceSelector: {}
+  cohort: lab
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: default-flavor
+      resources:
+      - {name: cpu, nominalQuota: 1}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {namespace: default, name: qa}
+spec: {clusterQueue: team-a}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {namespace: default, name: qb}
+spec: {clusterQueue: team-b}
+)";
+
+std::string InQueue(std::string job, const std::string& queue) {
+  const std::string from = "queue-name: lq";
+  return job.replace(job.find(from), from.size(), "queue-name: " + queue);
+}
+
+TEST_F(JobAdmissionTest, FairSharingRemembersWhoUsedTheCohortAcrossARestart) {
+  ApplyOk(kCohortQueues);
+  ApplyOk(InQueue(Job("a-first", "2"), "qa"));
+  controller_->Schedule(kT0);
+  ASSERT_TRUE(JobOrDie("a-first").has_admission());
+  ReportAll("a-first", v1::WorkerEvent::KIND_STARTED, kT0 + 10);
+  // team-a holds the whole cohort for five minutes, then its job ends.
+  for (int minute = 1; minute <= 5; ++minute) controller_->Schedule(kT0 + minute * 60'000);
+  ReportAll("a-first", v1::WorkerEvent::KIND_EXITED, kT0 + 300'010);
+  controller_->Schedule(kT0 + 320'000);
+  ASSERT_FALSE(JobOrDie("a-first").has_admission());
+
+  // The coordinator restarts. Then team-a and team-b queue a job each for the whole cohort, in one
+  // file (one pass sees both), team-a's first: team-b used less recently, so it goes first. With
+  // the history forgotten, the two would tie and team-a's job, first in the file, would win.
+  MakeController();
+  ApplyOk(InQueue(Job("a-second", "2"), "qa") + "---\n" + InQueue(Job("b-first", "2"), "qb"),
+          kT0 + 330'000);
+  EXPECT_TRUE(JobOrDie("b-first").has_admission());
+  EXPECT_FALSE(JobOrDie("a-second").has_admission());
 }
 
 }  // namespace

@@ -294,6 +294,25 @@ TEST_P(JobStoreContractTest, ReopenAfterCloseKeepsEverything) {
   EXPECT_EQ(rts->size(), 1u);
 }
 
+TEST_P(JobStoreContractTest, ClusterValuesAreReplacedKeptApartAndSurviveReopen) {
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    auto none = store->GetClusterValue("fair-share-history");
+    ASSERT_TRUE(none.ok()) << none.status().ToString();
+    EXPECT_EQ(*none, "");
+    ASSERT_TRUE(store->PutClusterId("the-id").ok());
+    ASSERT_TRUE(store->PutClusterValue("fair-share-history", "first").ok());
+    ASSERT_TRUE(store->PutClusterValue("fair-share-history", std::string("second\0!", 8)).ok());
+    ASSERT_TRUE(store->PutClusterValue("cluster_id", "not the id").ok());
+  }
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(*store->GetClusterValue("fair-share-history"), std::string("second\0!", 8));
+  EXPECT_EQ(*store->GetClusterValue("cluster_id"), "not the id");
+  EXPECT_EQ(*store->GetClusterId(), "the-id") << "a value named like the id is not the id";
+}
+
 TEST_P(JobStoreContractTest, CommittedWritesAreVisibleToAnotherConnectionAtOnce) {
   // What a crash right after the ack would leave: another reader sees the write without this
   // store closing or checkpointing.
