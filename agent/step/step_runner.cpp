@@ -321,7 +321,8 @@ class Step {
         return IoError(as->field + ": chown of the rank's log: " + std::strerror(errno));
       }
     }
-    auto written = MoveSecretsToFiles(envp, "s" + std::to_string(getpid()) + "-" + who, as);
+    auto written =
+        MoveSecretsToFiles(envp, "s" + std::to_string(getpid()) + "-" + who, as, &secret_links_);
     if (!written.ok()) return written.status();
     secret_files_.insert(secret_files_.end(), written->begin(), written->end());
     return Status::Ok();
@@ -700,7 +701,8 @@ class Step {
   // them (removed once they are gone).
   std::vector<std::pair<RunAsRequest, std::optional<RankIdentity>>> identities_;
   std::vector<std::string> secret_files_;
-  int env_files_ = 0;  // env files written for `trainlet-step --as`, to name each apart
+  SecretFileLinks secret_links_;  // ranks with the same secret and user share its inode
+  int env_files_ = 0;             // env files written for `trainlet-step --as`, to name each apart
 };
 
 }  // namespace
