@@ -156,19 +156,24 @@ class Step {
     cgroup_ = std::move(*cgroup);
   }
 
-  // The step enters the cgroup only while it spawns, so that the ranks start inside it and the
-  // step itself is never among what Kill kills.
-  bool EnterCgroup() {
-    if (!cgroup_) return false;
+  // The step enters the cgroup before it spawns, so that the ranks start inside it, and stays
+  // there until it kills the cgroup (LeaveCgroup, before every Kill), so that it is never among
+  // what Kill kills. It does not leave between spawns: a move between cgroups waits for an RCU
+  // grace period (the kernel's cgroup_threadgroup_rwsem; about 8 ms here), and a leave right
+  // after the spawns held back every rank's start and exit record by that much.
+  void EnterCgroup() {
+    if (!cgroup_ || in_cgroup_) return;
     if (Status st = cgroup_->Enter(); !st.ok()) {
       Say(dir_, "cannot enter the ranks' cgroup: " + st.message());
       DropCgroup();
-      return false;
+      return;
     }
-    return true;
+    in_cgroup_ = true;
   }
 
   void LeaveCgroup() {
+    if (!cgroup_ || !in_cgroup_) return;
+    in_cgroup_ = false;
     if (Status st = cgroup_->Leave(); !st.ok()) {
       // Still inside: killing the cgroup would kill the step. Give it up (it stays, and holds
       // the step until the step exits).
@@ -187,6 +192,7 @@ class Step {
   // so that a deleted job runs nothing afterwards.
   void EndStrays() {
     if (pmix_server_ > 0) EndPmixServer();
+    LeaveCgroup();
     if (cgroup_) {
       if (Status st = cgroup_->Kill(); !st.ok())
         Say(dir_, "killing the ranks' cgroup: " + st.message());
@@ -240,7 +246,7 @@ class Step {
   void StartRanks(const std::vector<size_t>& which) {
     const size_t n = which.size();
     auto spawner = agent::MakePosixProcessSpawner();
-    const bool in_cgroup = EnterCgroup();
+    EnterCgroup();
     // MPI ranks started directly get their node's PMIx server first, and its env on top of theirs
     // (once: later batches are workers whose replicated jobs waited).
     if (!pmix_tried_) {
@@ -274,7 +280,6 @@ class Step {
         gate_->StartFailed(i);
       }
     }
-    if (in_cgroup) LeaveCgroup();
 
     std::string batch;
     for (StepRecord& rec : records) {
@@ -476,6 +481,7 @@ class Step {
 
   // SIGKILL reaches the whole cgroup as well: a stop that has run out of grace leaves nothing.
   void SignalRanks(int sig) {
+    if (sig == SIGKILL) LeaveCgroup();
     if (sig == SIGKILL && cgroup_) {
       if (Status st = cgroup_->Kill(); !st.ok())
         Say(dir_, "killing the ranks' cgroup: " + st.message());
@@ -692,6 +698,7 @@ class Step {
   std::optional<Clock::time_point> stamp_seen_at_;   // when it was seen to change
   std::map<pid_t, Rank> live_;                       // rank leaders not yet reaped
   std::unique_ptr<platform::ProcessCgroup> cgroup_;  // the ranks' cgroup; null when none
+  bool in_cgroup_ = false;                           // the step is in it (EnterCgroup)
   pid_t pmix_server_ = -1;        // trainlet-pmix (leads its own group), or -1 when none runs
   bool pmix_tried_ = false;       // StartPmixServer ran (with the first batch of ranks)
   Status pmix_ = Status::Ok();    // its answer: an error fails every rank's start
