@@ -43,6 +43,9 @@ void Say(const std::string& dir, const std::string& what) {
   std::fprintf(stderr, "trainlet-step %s: %s\n", dir.c_str(), what.c_str());
 }
 
+// One step's whole life on its one thread (the cgroup move aside): the pieces of Run, its spawns
+// and its signals. Past 25 methods because each is one of those pieces, private to this file; the
+// parts that stand alone are their own types (StepGate, LogRotation, ProcessCgroup, the records).
 class Step {
  public:
   explicit Step(std::string dir) : dir_(std::move(dir)) {}
