@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 namespace trainlet::step {
 namespace {
@@ -66,7 +67,55 @@ Status Give(int fd, const std::string& path, const RankIdentity& owner) {
   return Status::Ok();
 }
 
+// Makes `name` under `dir_fd` a hard link to the open file `fd`. False when it cannot (no
+// /proc, a file whose every name is gone): the caller writes a file of its own.
+bool LinkTo(int fd, int dir_fd, const std::string& name) {
+#ifdef __linux__
+  const std::string self = "/proc/self/fd/" + std::to_string(fd);
+  return linkat(AT_FDCWD, self.c_str(), dir_fd, name.c_str(), AT_SYMLINK_FOLLOW) == 0;
+#else
+  (void)fd, (void)dir_fd, (void)name;
+  return false;
+#endif
+}
+
+// A new 0400 file `name` under `dir_fd` holding `value`, owned by uid:gid; its descriptor, or -1
+// (errno set).
+int WriteSecretFile(int dir_fd, const std::string& name, const std::string& value, uid_t uid,
+                    gid_t gid) {
+  const int fd =
+      openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
+  if (fd < 0) return -1;
+  if (write(fd, value.data(), value.size()) == static_cast<ssize_t>(value.size()) &&
+      fchown(fd, uid, gid) == 0 && fchmod(fd, 0400) == 0) {
+    return fd;
+  }
+  const int saved = errno;
+  close(fd);
+  errno = saved;
+  return -1;
+}
+
 }  // namespace
+
+SecretFileLinks::~SecretFileLinks() {
+  for (const auto& [key, fd] : fds_) close(fd);
+}
+
+int SecretFileLinks::Find(const std::string& dir, const std::string& name, const std::string& value,
+                          uid_t uid, gid_t gid) const {
+  auto it = fds_.find(Key{dir, name, value, uid, gid});
+  return it == fds_.end() ? -1 : it->second;
+}
+
+void SecretFileLinks::Keep(const std::string& dir, const std::string& name,
+                           const std::string& value, uid_t uid, gid_t gid, int fd) {
+  auto [it, added] = fds_.try_emplace(Key{dir, name, value, uid, gid}, fd);
+  if (!added) {
+    close(it->second);
+    it->second = fd;
+  }
+}
 
 std::string EnvValue(const std::vector<std::string>& envp, const std::string& key) {
   const std::string prefix = key + "=";
@@ -78,7 +127,8 @@ std::string EnvValue(const std::vector<std::string>& envp, const std::string& ke
 
 Result<std::vector<std::string>> MoveSecretsToFiles(std::vector<std::string>& envp,
                                                     const std::string& tag,
-                                                    const std::optional<RankIdentity>& owner) {
+                                                    const std::optional<RankIdentity>& owner,
+                                                    SecretFileLinks* links) {
   std::vector<std::string> written;
   const bool any = std::any_of(envp.begin(), envp.end(), [](const std::string& kv) {
     for (const char* name : kSecretEnvNames) {
@@ -118,13 +168,17 @@ Result<std::vector<std::string>> MoveSecretsToFiles(std::vector<std::string>& en
     const std::string path = dir + "/" + name;
     const std::string value = kv.substr(key.size() + 1);
     unlinkat(dir_fd, name.c_str(), 0);
-    const int fd =
-        openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
-    const bool ok = fd >= 0 &&
-                    write(fd, value.data(), value.size()) == static_cast<ssize_t>(value.size()) &&
-                    fchown(fd, uid, gid) == 0 && fchmod(fd, 0400) == 0;
-    if (!ok) st = IoError("secret files: " + Errno(path));
-    if (fd >= 0) close(fd);
+    const int same = links != nullptr ? links->Find(dir, key, value, uid, gid) : -1;
+    if (same < 0 || !LinkTo(same, dir_fd, name)) {
+      const int fd = WriteSecretFile(dir_fd, name, value, uid, gid);
+      if (fd < 0) {
+        st = IoError("secret files: " + Errno(path));
+      } else if (links != nullptr) {
+        links->Keep(dir, key, value, uid, gid, fd);
+      } else {
+        close(fd);
+      }
+    }
     written.push_back(path);
     ours.push_back(key + kSecretFileSuffix + "=" + path);
   }

@@ -21,14 +21,46 @@
 // Plain libc; call from trainlet-step's single thread.
 #pragma once
 
+#include <sys/types.h>
+
+#include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "agent/step/rank_identity.h"
 #include "common/status.h"
 
 namespace trainlet::step {
+
+// The secret files one step has written, each kept open, so that a later rank that gets the same
+// secret as the same user gets a hard link to that file instead of a new one: a name of its own
+// (removed on its own, as before) without an inode to allocate. Every rank of a step normally
+// carries the attempt's one rendezvous token, and allocating an inode is most of what a file
+// costs (on ext4 after many deletes, about as much as spawning the rank). Linux only (the link is
+// made through /proc/self/fd); elsewhere, and whenever a link fails, a new file is written.
+// The descriptors are close-on-exec. Owned by the step; plain libc, its single thread.
+class SecretFileLinks {
+ public:
+  SecretFileLinks() = default;
+  SecretFileLinks(const SecretFileLinks&) = delete;
+  SecretFileLinks& operator=(const SecretFileLinks&) = delete;
+  ~SecretFileLinks();  // closes the descriptors; the files stay
+
+  // The open file in `dir` that holds `value` for the variable `name`, owned by uid:gid; -1 when
+  // none was kept.
+  int Find(const std::string& dir, const std::string& name, const std::string& value, uid_t uid,
+           gid_t gid) const;
+  // Keeps `fd` (taken over) as that file; a second file for the same key closes the first.
+  void Keep(const std::string& dir, const std::string& name, const std::string& value, uid_t uid,
+            gid_t gid, int fd);
+  size_t size() const { return fds_.size(); }
+
+ private:
+  using Key = std::tuple<std::string, std::string, std::string, uid_t, gid_t>;
+  std::map<Key, int> fds_;
+};
 
 // The env variables moved into files, and the suffix of the variable that names the file.
 inline constexpr const char* kSecretEnvNames[] = {"TRAINLET_EXEC_KEY", "TRAINLET_RENDEZVOUS_TOKEN"};
@@ -41,10 +73,13 @@ inline constexpr char kSecretsDirName[] = ".trainlet-secrets";
 // process unique on the node (the step's pid and the rank). Returns the paths written, for
 // RemoveSecretFiles. An envp without secrets is left as is; one with secrets but without
 // TRAINLET_WORK_DIR is an error (Invalid), as is a file that cannot be written (Io, naming it):
-// the rank must then not start, rather than start with its secret in the env.
+// the rank must then not start, rather than start with its secret in the env. With `links`, a
+// file is a hard link to one written before for the same secret and owner where it can be, and
+// the files written are kept there for the next call.
 Result<std::vector<std::string>> MoveSecretsToFiles(std::vector<std::string>& envp,
                                                     const std::string& tag,
-                                                    const std::optional<RankIdentity>& owner);
+                                                    const std::optional<RankIdentity>& owner,
+                                                    SecretFileLinks* links = nullptr);
 
 // Best effort: the step's ranks are gone, their secrets with them.
 void RemoveSecretFiles(const std::vector<std::string>& paths);

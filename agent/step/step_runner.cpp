@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -42,6 +43,9 @@ void Say(const std::string& dir, const std::string& what) {
   std::fprintf(stderr, "trainlet-step %s: %s\n", dir.c_str(), what.c_str());
 }
 
+// One step's whole life on its one thread (the cgroup move aside): the pieces of Run, its spawns
+// and its signals. Past 25 methods because each is one of those pieces, private to this file; the
+// parts that stand alone are their own types (StepGate, LogRotation, ProcessCgroup, the records).
 class Step {
  public:
   explicit Step(std::string dir) : dir_(std::move(dir)) {}
@@ -156,19 +160,39 @@ class Step {
     cgroup_ = std::move(*cgroup);
   }
 
-  // The step enters the cgroup only while it spawns, so that the ranks start inside it and the
-  // step itself is never among what Kill kills.
-  bool EnterCgroup() {
-    if (!cgroup_) return false;
-    if (Status st = cgroup_->Enter(); !st.ok()) {
-      Say(dir_, "cannot enter the ranks' cgroup: " + st.message());
+  // The step enters the cgroup before it spawns, so that the ranks start inside it, and stays
+  // there until it kills the cgroup (LeaveCgroup, before every Kill), so that it is never among
+  // what Kill kills. It does not leave between spawns: a move between cgroups waits for an RCU
+  // grace period (the kernel's cgroup_threadgroup_rwsem; about 8 ms here), and a leave right
+  // after the spawns held back every rank's start and exit record by that much.
+  // The move runs on a thread of its own, so that the step prepares ranks meanwhile; nothing but
+  // that thread touches cgroup_ until FinishEnterCgroup has joined it, and nothing is spawned
+  // while it runs (posix_spawn from one thread of two is fine, but a rank must start inside).
+  void BeginEnterCgroup() {
+    if (!cgroup_ || in_cgroup_ || entering_) return;
+    entered_ = false;
+    entering_ = true;
+    enter_thread_ = std::thread([this] {
+      enter_status_ = cgroup_->Enter();
+      entered_ = true;
+    });
+  }
+
+  void FinishEnterCgroup() {
+    if (!entering_) return;
+    enter_thread_.join();
+    entering_ = false;
+    if (!enter_status_.ok()) {
+      Say(dir_, "cannot enter the ranks' cgroup: " + enter_status_.message());
       DropCgroup();
-      return false;
+      return;
     }
-    return true;
+    in_cgroup_ = true;
   }
 
   void LeaveCgroup() {
+    if (!cgroup_ || !in_cgroup_) return;
+    in_cgroup_ = false;
     if (Status st = cgroup_->Leave(); !st.ok()) {
       // Still inside: killing the cgroup would kill the step. Give it up (it stays, and holds
       // the step until the step exits).
@@ -187,6 +211,7 @@ class Step {
   // so that a deleted job runs nothing afterwards.
   void EndStrays() {
     if (pmix_server_ > 0) EndPmixServer();
+    LeaveCgroup();
     if (cgroup_) {
       if (Status st = cgroup_->Kill(); !st.ok())
         Say(dir_, "killing the ranks' cgroup: " + st.message());
@@ -234,47 +259,46 @@ class Step {
     Append(batch, true);
   }
 
+  // A rank made ready to spawn: its log open (closed after the spawn), its env built and its
+  // secrets in files; or why it cannot start.
+  struct PreparedRank {
+    size_t index = 0;  // in launch_.ranks
+    int log_fd = -1;
+    std::vector<std::string> envp;
+    std::optional<RankIdentity> as;
+    Status error = Status::Ok();
+  };
+
   // Starts the ranks `which` (indices into launch_.ranks), then reads their start times (a /proc
   // read each, which cannot change before the step reaps them) once all of them run, and appends
-  // one batch of S and F records.
+  // one batch of S and F records. While the step's move into the ranks' cgroup waits for its RCU
+  // grace period (BeginEnterCgroup), the first ranks are prepared (logs, env, secret files); none
+  // is spawned before the move is done, so every rank starts inside the cgroup.
   void StartRanks(const std::vector<size_t>& which) {
     const size_t n = which.size();
     auto spawner = agent::MakePosixProcessSpawner();
-    const bool in_cgroup = EnterCgroup();
+    BeginEnterCgroup();
     // MPI ranks started directly get their node's PMIx server first, and its env on top of theirs
     // (once: later batches are workers whose replicated jobs waited).
     if (!pmix_tried_) {
       pmix_tried_ = true;
+      if (launch_.ranks.empty() || launch_.ranks[0].env.contains(pmix::kJobMapEnv))
+        FinishEnterCgroup();  // the server goes in the cgroup too, and changes the ranks' env
       pmix_ = StartPmixServer(*spawner);
     }
-    const Status& pmix = pmix_;
     std::vector<StepRecord> records(n);
     std::string last_parent;
-    for (size_t k = 0; k < n; ++k) {
-      const size_t i = which[k];
-      const StepRank& r = launch_.ranks[i];
-      StepRecord& rec = records[k];
-      rec.rank = r.rank;
-      // Ranks share their log directory: it is created (if need be) for the first of them only.
-      const std::string parent = r.log_path.substr(0, r.log_path.rfind('/') + 1);
-      Result<int> log = agent::OpenWorkerLog(r.log_path, parent != last_parent);
-      if (log.ok()) last_parent = parent;
-      Result<pid_t> pid = !pmix.ok() ? Result<pid_t>(pmix)
-                          : log.ok() ? SpawnRank(*spawner, r, *log)
-                                     : Result<pid_t>(log.status());
-      if (log.ok()) close(*log);
-      if (pid.ok()) {
-        rec.kind = StepRecord::Kind::kStarted;
-        rec.pid = *pid;
-        live_[*pid] = Rank{r.rank, i};
-        gate_->Started(i);
-      } else {
-        rec.kind = StepRecord::Kind::kStartFailed;
-        rec.message = pid.status().message();
-        gate_->StartFailed(i);
-      }
+    std::vector<PreparedRank> ahead;
+    size_t k = 0;
+    for (; k < n && entering_ && !entered_ && ahead.size() < kPrepareAhead; ++k) {
+      ahead.push_back(PrepareRank(which[k], last_parent));
     }
-    if (in_cgroup) LeaveCgroup();
+    FinishEnterCgroup();
+    for (size_t j = 0; j < ahead.size(); ++j) SpawnPrepared(*spawner, ahead[j], records[j]);
+    for (; k < n; ++k) {
+      PreparedRank p = PrepareRank(which[k], last_parent);
+      SpawnPrepared(*spawner, p, records[k]);
+    }
 
     std::string batch;
     for (StepRecord& rec : records) {
@@ -287,12 +311,51 @@ class Step {
   }
 
   // The rank as its own user (RankIdentity), with its secrets in files (rank_files.h): the
-  // root-only setup is done here, before the spawn; the drop itself in the child.
-  Result<pid_t> SpawnRank(agent::ProcessSpawner& spawner, const StepRank& r, int log_fd) {
-    TRAINLET_ASSIGN_OR_RETURN(std::optional<RankIdentity> as, IdentityFor(r));
-    std::vector<std::string> envp = BuildWorkerEnv(launch_.base_env, r.env);
-    TRAINLET_RETURN_IF_ERROR(PrepareFor(envp, "r" + std::to_string(r.rank), as, log_fd));
-    return Spawn(spawner, r, std::move(envp), log_fd, -1, as);
+  // root-only setup is done here, before the spawn; the drop itself in the child. Ranks share
+  // their log directory: it is created (if need be) for the first of them only (`last_parent`).
+  PreparedRank PrepareRank(size_t index, std::string& last_parent) {
+    PreparedRank p;
+    p.index = index;
+    const StepRank& r = launch_.ranks[index];
+    const std::string parent = r.log_path.substr(0, r.log_path.rfind('/') + 1);
+    Result<int> log = agent::OpenWorkerLog(r.log_path, parent != last_parent);
+    if (!log.ok()) {
+      p.error = pmix_.ok() ? log.status() : pmix_;
+      return p;
+    }
+    last_parent = parent;
+    p.log_fd = *log;
+    if (!pmix_.ok()) {
+      p.error = pmix_;
+      return p;
+    }
+    auto as = IdentityFor(r);
+    if (!as.ok()) {
+      p.error = as.status();
+      return p;
+    }
+    p.as = *as;
+    p.envp = BuildWorkerEnv(launch_.base_env, r.env);
+    p.error = PrepareFor(p.envp, "r" + std::to_string(r.rank), p.as, p.log_fd);
+    return p;
+  }
+
+  void SpawnPrepared(agent::ProcessSpawner& spawner, PreparedRank& p, StepRecord& rec) {
+    const StepRank& r = launch_.ranks[p.index];
+    rec.rank = r.rank;
+    Result<pid_t> pid = p.error.ok() ? Spawn(spawner, r, std::move(p.envp), p.log_fd, -1, p.as)
+                                     : Result<pid_t>(p.error);
+    if (p.log_fd >= 0) close(p.log_fd);
+    if (pid.ok()) {
+      rec.kind = StepRecord::Kind::kStarted;
+      rec.pid = *pid;
+      live_[*pid] = Rank{r.rank, p.index};
+      gate_->Started(p.index);
+    } else {
+      rec.kind = StepRecord::Kind::kStartFailed;
+      rec.message = pid.status().message();
+      gate_->StartFailed(p.index);
+    }
   }
 
   // Resolved once per distinct request: every rank of a job normally asks the same.
@@ -321,7 +384,8 @@ class Step {
         return IoError(as->field + ": chown of the rank's log: " + std::strerror(errno));
       }
     }
-    auto written = MoveSecretsToFiles(envp, "s" + std::to_string(getpid()) + "-" + who, as);
+    auto written =
+        MoveSecretsToFiles(envp, "s" + std::to_string(getpid()) + "-" + who, as, &secret_links_);
     if (!written.ok()) return written.status();
     secret_files_.insert(secret_files_.end(), written->begin(), written->end());
     return Status::Ok();
@@ -475,6 +539,7 @@ class Step {
 
   // SIGKILL reaches the whole cgroup as well: a stop that has run out of grace leaves nothing.
   void SignalRanks(int sig) {
+    if (sig == SIGKILL) LeaveCgroup();
     if (sig == SIGKILL && cgroup_) {
       if (Status st = cgroup_->Kill(); !st.ok())
         Say(dir_, "killing the ranks' cgroup: " + st.message());
@@ -674,6 +739,8 @@ class Step {
   // How long the PMIx server may take to hand over the ranks' env (it registers the namespace
   // and one client per local rank; well under a second).
   static constexpr int kPmixStartSeconds = 30;
+  // At most this many ranks are prepared (their logs open) while the step enters the cgroup.
+  static constexpr size_t kPrepareAhead = 256;
 
   // Constant after construction.
   const std::string dir_;
@@ -691,6 +758,12 @@ class Step {
   std::optional<Clock::time_point> stamp_seen_at_;   // when it was seen to change
   std::map<pid_t, Rank> live_;                       // rank leaders not yet reaped
   std::unique_ptr<platform::ProcessCgroup> cgroup_;  // the ranks' cgroup; null when none
+  bool in_cgroup_ = false;                           // the step is in it (FinishEnterCgroup)
+  // The move into it, under way on enter_thread_ while `entering_` (BeginEnterCgroup).
+  bool entering_ = false;
+  std::atomic<bool> entered_{false};    // set by enter_thread_ once the move returned
+  Status enter_status_ = Status::Ok();  // its result, read after the join
+  std::thread enter_thread_;
   pid_t pmix_server_ = -1;        // trainlet-pmix (leads its own group), or -1 when none runs
   bool pmix_tried_ = false;       // StartPmixServer ran (with the first batch of ranks)
   Status pmix_ = Status::Ok();    // its answer: an error fails every rank's start
@@ -700,7 +773,8 @@ class Step {
   // them (removed once they are gone).
   std::vector<std::pair<RunAsRequest, std::optional<RankIdentity>>> identities_;
   std::vector<std::string> secret_files_;
-  int env_files_ = 0;  // env files written for `trainlet-step --as`, to name each apart
+  SecretFileLinks secret_links_;  // ranks with the same secret and user share its inode
+  int env_files_ = 0;             // env files written for `trainlet-step --as`, to name each apart
 };
 
 }  // namespace

@@ -81,6 +81,59 @@ TEST(RankFiles, SecretsMoveIntoPrivateFiles) {
   EXPECT_FALSE(fs::exists(key));
 }
 
+ino_t InodeOf(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+// A step's ranks that carry the same secret get hard links to one file: names of their own, the
+// same contents and mode, one inode. Removing one name leaves the others readable.
+TEST(RankFiles, RanksWithTheSameSecretShareOneInode) {
+  testing::TempDir dir;
+  SecretFileLinks links;
+  auto env_of = [&](const std::string& token) {
+    return std::vector<std::string>{"TRAINLET_WORK_DIR=" + dir.path(),
+                                    "TRAINLET_RENDEZVOUS_TOKEN=" + token};
+  };
+  std::vector<std::string> r0 = env_of("tok"), r1 = env_of("tok"), r2 = env_of("other");
+  auto w0 = MoveSecretsToFiles(r0, "s7-r0", std::nullopt, &links);
+  auto w1 = MoveSecretsToFiles(r1, "s7-r1", std::nullopt, &links);
+  auto w2 = MoveSecretsToFiles(r2, "s7-r2", std::nullopt, &links);
+  ASSERT_TRUE(w0.ok() && w1.ok() && w2.ok());
+  const std::string f0 = (*w0)[0], f1 = (*w1)[0], f2 = (*w2)[0];
+  EXPECT_EQ(f1, dir.path() + "/.trainlet-secrets/s7-r1.TRAINLET_RENDEZVOUS_TOKEN");
+  EXPECT_EQ(EnvValue(r1, "TRAINLET_RENDEZVOUS_TOKEN_FILE"), f1);
+  EXPECT_EQ(Slurp(f1), "tok");
+  EXPECT_EQ(Slurp(f2), "other");
+  ASSERT_NE(InodeOf(f0), 0u);
+#ifdef __linux__
+  EXPECT_EQ(InodeOf(f1), InodeOf(f0));  // a link, not a second file
+#endif
+  EXPECT_NE(InodeOf(f2), InodeOf(f0));  // another secret: a file of its own
+  struct stat st {};
+  ASSERT_EQ(stat(f1.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0400u);
+  EXPECT_EQ(links.size(), 2u);
+  RemoveSecretFiles(*w0);
+  EXPECT_EQ(Slurp(f1), "tok");
+}
+
+// Once every name of the kept file is gone there is nothing to link to: the next rank gets a new
+// file with the secret, not an error.
+TEST(RankFiles, AFileWhoseNamesAreGoneIsWrittenAgain) {
+  testing::TempDir dir;
+  SecretFileLinks links;
+  std::vector<std::string> r0 = {"TRAINLET_WORK_DIR=" + dir.path(), "TRAINLET_EXEC_KEY=k"};
+  std::vector<std::string> r1 = r0;
+  auto w0 = MoveSecretsToFiles(r0, "s8-r0", std::nullopt, &links);
+  ASSERT_TRUE(w0.ok());
+  RemoveSecretFiles(*w0);
+  auto w1 = MoveSecretsToFiles(r1, "s8-r1", std::nullopt, &links);
+  ASSERT_TRUE(w1.ok()) << w1.status().message();
+  EXPECT_EQ(Slurp((*w1)[0]), "k");
+  EXPECT_EQ(links.size(), 1u);
+}
+
 TEST(RankFiles, SecretsWithoutAWorkDirRefuseTheStart) {
   std::vector<std::string> env = {"TRAINLET_RENDEZVOUS_TOKEN=t"};
   auto written = MoveSecretsToFiles(env, "s1-r0", std::nullopt);

@@ -201,6 +201,26 @@ TEST_P(StepStraysTest, StoppedStepLeavesNothingRunning) {
   ExpectNoStepCgroups();
 }
 
+// The step stays in its ranks' cgroup while they run (a move between cgroups waits for an RCU
+// grace period; leaving after the spawns delayed every launch by one), and leaves it before it
+// kills it: a stop past its grace (SIGKILL to the cgroup) kills the ranks and their strays, and
+// the step lives on to record how they ended.
+TEST_P(StepStraysTest, StepStaysInTheCgroupUntilItKillsIt) {
+  if (GetParam() == "none") GTEST_SKIP() << "no cgroup to be in";
+  ASSERT_GT(StartStep(/*until_stopped=*/true), 0);
+  ASSERT_NO_FATAL_FAILURE(WaitForStrays());
+  const std::string cgroups = ReadFile("/proc/" + std::to_string(step_pid_) + "/cgroup");
+  EXPECT_NE(cgroups.find("/trainlet/step-" + std::to_string(step_pid_)), std::string::npos)
+      << cgroups;
+  sup_->Stop("job-s", 1, 0ms, Clock::now());  // SIGKILL at once
+  const auto exits = WaitExits(1);
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].signal, SIGKILL);
+  EXPECT_EQ(exits[0].message, "") << "the step died with its cgroup";
+  ExpectStraysGone();
+  ExpectNoStepCgroups();
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, StepStraysTest, ::testing::Values("v2", "v1", "none"),
                          [](const auto& info) { return info.param; });
 
