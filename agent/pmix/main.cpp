@@ -86,6 +86,13 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  // The clients are this node's ranks on a unix socket: PMIx's native security (the peer's uid,
+  // from the kernel) is all they need. Left to itself libpmix also selects its munge component,
+  // whose start asks munged for a credential; where munge is installed but munged is not running
+  // (a stale /run/munge socket), libmunge retries for about 2.3 s, and every node's ranks wait
+  // for that before they start. PMIX_MCA_psec in the job's env (which we run with) still wins.
+  setenv("PMIX_MCA_psec", "native", 0);
+
   Result<PmixHostConfig> config = ConfigFromEnv();
   // libpmix's files (its shared-memory store) live in the job's work dir, per attempt and node, so
   // that a server killed with its ranks leaves nothing in /tmp; a stale one is removed first.
