@@ -34,6 +34,10 @@
 #              costs nothing (ip netns exec; from outside and from inside a trainlet job, and with
 #              each daemon in a session of its own as sshd and trainlet run it), mpirun with all
 #              ranks on host1 (the MPI floor), and a trainlet job whose command is /bin/true
+#   --profile  afterwards, REPS more interleaved runs of each contender with a copy of the program
+#              that stamps the wall clock (launch_timing.c, built with mpicc): the medians of
+#              launcher -> first rank's process, -> every rank in main, MPI_Init, the collectives,
+#              MPI_Finalize, and the last rank's exit -> the launcher returning
 #   --mpi-env NAME=VALUE  an OpenMPI setting for all contenders: trainer env of the trainlet jobs
 #              (where it wins over the mpi runtime's defaults) and so also the SSH and srun
 #              contenders' env; e.g. --mpi-env OMPI_MCA_pml= gives OpenMPI its own PML selection
@@ -51,6 +55,7 @@ SRC=$(cd "$HERE/../.." && pwd)
 ARGS=("$@")
 REPS=7
 PROBE=0
+PROFILE=0
 LOGS_DIR=""
 MPI_ENV=()
 SRUN=1
@@ -64,6 +69,7 @@ while [ $# -gt 0 ]; do
     --bin) BIN_DIR=${2:?--bin needs a directory}; shift 2 ;;
     --bin=*) BIN_DIR=${1#--bin=}; shift ;;
     --probe) PROBE=1; shift ;;
+    --profile) PROFILE=1; shift ;;
     --mpi-env) MPI_ENV+=("${2:?--mpi-env needs NAME=VALUE}"); shift 2 ;;
     --mpi-env=*) MPI_ENV+=("${1#--mpi-env=}"); shift ;;
     --logs) LOGS_DIR=${2:?--logs needs a directory}; shift 2 ;;
@@ -280,6 +286,8 @@ $("$CTL" logs "$name" 2>&1 || true)"
   fi
   t1=$(now)
   out=$("$CTL" logs "$name")
+  printf '%s\n' "$out" > "$WORK/$name.out"
+  echo "$t0 $t1" > "$WORK/$name.times"
   check_ranks "trainlet run $name" "$out" "$ranks"
   "$CTL" delete trainjob "$name" --timeout 60s > /dev/null
   elapsed_ms "$t0" "$t1"
@@ -295,6 +303,7 @@ run_ssh() {
     --mca plm_rsh_agent "$agent" "$PROGRAM" < /dev/null > "$WORK/$label.out" 2>&1 || rc=$?
   t1=$(now)
   out=$(cat "$WORK/$label.out")
+  echo "$t0 $t1" > "$WORK/$label.times"
   [ "$rc" = 0 ] || fail "ssh run $label: mpirun exited $rc; output:
 $out"
   check_ranks "ssh run $label" "$out"
@@ -317,6 +326,7 @@ run_srun() {
     < /dev/null > "$WORK/$label.out" 2>&1 || rc=$?
   t1=$(now)
   out=$(cat "$WORK/$label.out")
+  echo "$t0 $t1" > "$WORK/$label.times"
   [ "$rc" = 0 ] || fail "srun run $label: srun exited $rc; output:
 $out"
   check_ranks "srun run $label" "$out"
@@ -399,6 +409,60 @@ print(f"target: direct at least 2x faster than mpirun through trainlet-exec: {v2
 print(f"target (earlier): mpirun through trainlet-exec at most half of SSH: {v3} "
       f"(trainlet / ssh {tm / sm:.2f})")
 EOF
+
+# profile_table RANKS NAME...: the medians of each span over the runs NAME (their .times and
+# .out files in WORK; the contender is NAME's second word: prof-direct-3 is "direct").
+profile_table() {
+  python3 - "$WORK" "$@" <<'PYEOF'
+import re, statistics, sys
+work, want, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+spans = {}
+for name in names:
+    kind = name.split("-")[1]
+    t0, t1 = (float(x) * 1e6 for x in open(f"{work}/{name}.times").read().split())
+    ranks = [tuple(int(x) for x in m) for m in re.findall(
+        r"timing rank \d+ of \d+ on \S+: start (\d+) main (\d+) init (\d+) coll (\d+) fin (\d+)",
+        open(f"{work}/{name}.out").read())]
+    if len(ranks) != want:
+        sys.exit(f"profile: {name}: expected {want} timing lines, got {len(ranks)}")
+    start, main, init, coll, fin = (list(c) for c in zip(*ranks))
+    row = [min(start) - t0, max(main) - min(start), max(init) - max(main),
+           max(coll) - max(init), max(fin) - max(coll), t1 - max(fin), t1 - t0]
+    spans.setdefault(kind, []).append(row)
+heads = ["launcher -> first rank's process", "-> every rank in main()", "MPI_Init (the last one out)",
+         "allreduce + barrier", "MPI_Finalize", "last rank's exit -> launcher returns", "total"]
+kinds = [k for k in ("direct", "mpirun", "ssh", "srun", "single") if k in spans]
+label = {"direct": "direct", "mpirun": "mpirun via trainlet-exec", "ssh": "mpirun over SSH",
+         "srun": "srun --mpi=pmix", "single": f"direct, {want} ranks on one agent"}
+print(f"profile, {want} ranks: medians over {len(spans[kinds[0]])} runs each, ms "
+      "(process start from /proc: 10 ms ticks)")
+print()
+print("| span | " + " | ".join(label[k] for k in kinds) + " |")
+print("| --- |" + " ---: |" * len(kinds))
+for i, h in enumerate(heads):
+    print(f"| {h} | " + " | ".join(f"{statistics.median(r[i] for r in spans[k]) / 1000:.0f}" for k in kinds) + " |")
+PYEOF
+}
+
+# ---- where each contender's time goes (optional) -----------------------------------------------
+if [ "$PROFILE" = 1 ]; then
+  echo
+  mpicc_bin=$(command -v mpicc.openmpi || command -v mpicc) || fail "--profile needs mpicc (libopenmpi-dev)"
+  "$mpicc_bin" -O2 "$HERE/launch_timing.c" -o "$WORK/launch-timing" || fail "launch_timing.c did not build"
+  ALLREDUCE=$PROGRAM
+  PROGRAM="$WORK/launch-timing"
+  names=()
+  for r in $(seq 1 "$REPS"); do
+    run_direct "prof-direct-$r" > /dev/null
+    run_trainlet "prof-mpirun-$r" > /dev/null
+    run_ssh "prof-ssh-$r" > /dev/null
+    [ -n "$SRUN_WHY" ] || run_srun "prof-srun-$r" > /dev/null
+    names+=("prof-direct-$r" "prof-mpirun-$r" "prof-ssh-$r")
+    [ -n "$SRUN_WHY" ] || names+=("prof-srun-$r")
+  done
+  PROGRAM=$ALLREDUCE
+  profile_table 6 "${names[@]}"
+fi
 
 # ---- where the time goes (optional) -----------------------------------------------------------
 if [ "$PROBE" = 1 ]; then
@@ -589,4 +653,17 @@ row(f"**floor**: spawn loop + one MPI_Init (per rep)", floor)
 row(f"{n} isolated singletons at once (each its own MPI_Init, no wire-up)", singles)
 row(f"direct launch, {n} ranks, apply -> Complete", d)
 PYEOF
+  if [ "$PROFILE" = 1 ]; then
+    echo
+    ALLREDUCE=$PROGRAM
+    PROGRAM="$WORK/launch-timing"
+    names=()
+    for r in $(seq 1 "$REPS"); do
+      run_trainlet "prof-single-$r" "$(write_direct_job "prof-single-$r" 1 "$SINGLE_RANKS" self,vader)" \
+        "$SINGLE_RANKS" > /dev/null
+      names+=("prof-single-$r")
+    done
+    PROGRAM=$ALLREDUCE
+    profile_table "$SINGLE_RANKS" "${names[@]}"
+  fi
 fi
