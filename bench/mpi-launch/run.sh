@@ -131,6 +131,7 @@ bench_exit() {
   local rc=$?
   set +e  # under -e, the `(exit $rc)` that hands cleanup our status would end the trap early
   if [ "$MADE_RUN_SSHD" = 1 ]; then rmdir /run/sshd 2>/dev/null || true; fi
+  slurm_netns_down
   if [ -n "$LOGS_DIR" ]; then
     mkdir -p "$LOGS_DIR" && cp -r "$TRAINLET_HOME/logs/." "$WORK"/*.yaml "$LOGS_DIR/" 2>/dev/null
     if [ -n "$SLURM_DIR" ]; then cp -r "$SLURM_DIR/log" "$LOGS_DIR/slurm" 2>/dev/null; fi

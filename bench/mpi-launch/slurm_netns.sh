@@ -110,3 +110,23 @@ slurmd host2: $(tail -5 "$SLURM_DIR/log/slurmd.host2.log" "$SLURM_DIR/log/slurmd
   fi
   return 0
 }
+
+# slurm_netns_down: stops what our slurmds started and may have left (a slurmstepd of a step
+# that did not end, its tasks), found by PID: every process whose environment names our
+# SLURM_CONF (set before the daemons started, so they and whatever they start carry it). The
+# daemons themselves are in EXTRA_PIDS. Called from run.sh's EXIT trap.
+slurm_netns_down() {
+  [ -n "$SLURM_DIR" ] || return 0
+  local p pids=()
+  for p in /proc/[0-9]*; do
+    p=${p#/proc/}
+    [ "$p" != $$ ] || continue
+    if { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null | grep -qx "SLURM_CONF=$SLURM_DIR/slurm.conf"; then
+      pids+=("$p")
+    fi
+  done
+  [ ${#pids[@]} -gt 0 ] || return 0
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  sleep 0.5
+  kill -KILL "${pids[@]}" 2>/dev/null || true
+}
