@@ -37,7 +37,8 @@
 #   --profile  afterwards, REPS more interleaved runs of each contender with a copy of the program
 #              that stamps the wall clock (launch_timing.c, built with mpicc): the medians of
 #              launcher -> first rank's process, -> every rank in main, MPI_Init, the collectives,
-#              MPI_Finalize, and the last rank's exit -> the launcher returning
+#              MPI_Finalize, and the last rank's exit -> the launcher returning; then one PMIx
+#              fence round with and without data under direct, mpirun and srun (fence_timing.c)
 #   --mpi-env NAME=VALUE  an OpenMPI setting for all contenders: trainer env of the trainlet jobs
 #              (where it wins over the mpi runtime's defaults) and so also the SSH and srun
 #              contenders' env; e.g. --mpi-env OMPI_MCA_pml= gives OpenMPI its own PML selection
@@ -78,7 +79,7 @@ while [ $# -gt 0 ]; do
     --no-single) SINGLE=0; shift ;;
     --single-ranks) SINGLE_RANKS=${2:?--single-ranks needs a number}; shift 2 ;;
     --single-ranks=*) SINGLE_RANKS=${1#--single-ranks=}; shift ;;
-    -h|--help) sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,51p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -147,10 +148,12 @@ elapsed_ms() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) * 1000 }'
 # check_ranks LABEL OUTPUT [RANKS]: RANKS (default 6) ranks with the right sum; with 6, at least
 # one on each of host1..3.
 check_ranks() {
-  local label=$1 out=$2 n=${3:-6} ok h sum
+  local label=$1 out=$2 n=${3:-6} ok h sum pattern
   sum=$((n * (n + 1) / 2))
-  ok=$(grep -c "allreduce sum $sum (expected $sum) OK" <<<"$out" || true)
-  [ "$ok" = "$n" ] || fail "$label: expected $n ranks with sum $sum, got $ok; output:
+  pattern="allreduce sum $sum (expected $sum) OK"
+  [ -z "${RANK_LINE:-}" ] || pattern=$RANK_LINE  # --profile's fence program says "fence rank"
+  ok=$(grep -c "$pattern" <<<"$out" || true)
+  [ "$ok" = "$n" ] || fail "$label: expected $n ranks saying '$pattern', got $ok; output:
 $out"
   [ "$n" = 6 ] || return 0
   for h in host1 host2 host3; do
@@ -463,6 +466,51 @@ if [ "$PROFILE" = 1 ]; then
   done
   PROGRAM=$ALLREDUCE
   profile_table 6 "${names[@]}"
+  # One PMIx fence round, without MPI: fence_timing.c under trainlet-pmix (direct), orted
+  # (mpirun) and slurmstepd (srun).
+  if pkg-config --exists pmix && gcc -O2 "$HERE/fence_timing.c" -o "$WORK/fence-timing" \
+      $(pkg-config --cflags --libs pmix); then
+    PROGRAM="$WORK/fence-timing"
+    RANK_LINE="fence rank "
+    names=()
+    for r in $(seq 1 "$REPS"); do
+      run_direct "fence-direct-$r" > /dev/null
+      run_trainlet "fence-mpirun-$r" > /dev/null
+      [ -n "$SRUN_WHY" ] || run_srun "fence-srun-$r" > /dev/null
+      names+=("fence-direct-$r" "fence-mpirun-$r")
+      [ -n "$SRUN_WHY" ] || names+=("fence-srun-$r")
+    done
+    PROGRAM=$ALLREDUCE
+    RANK_LINE=""
+    python3 - "$WORK" "${names[@]}" <<'PYEOF'
+import re, statistics, sys
+work, names = sys.argv[1], sys.argv[2:]
+rows = {}
+for name in names:
+    kind = name.split("-")[1]
+    lines = re.findall(r"fence rank \d+ on \S+: init (\d+) data ([\d ]+) nodata ([\d ]+)",
+                       open(f"{work}/{name}.out").read())
+    init = statistics.median(int(l[0]) for l in lines)
+    # Rounds 2..6: the ranks are in step after the first fence of each kind.
+    data = statistics.median(int(x) for l in lines for x in l[1].split()[1:])
+    nodata = statistics.median(int(x) for l in lines for x in l[2].split()[1:])
+    rows.setdefault(kind, []).append((init, data, nodata))
+label = {"direct": "direct (trainlet-pmix, rendezvous)", "mpirun": "mpirun via trainlet-exec (orted)",
+         "srun": "srun --mpi=pmix (slurmstepd)"}
+print()
+print(f"PMIx fence rounds, 3 hosts x 2 ranks, bare PMIx client: medians over ranks, rounds 2-6 "
+      f"and {len(rows['direct'])} runs, ms")
+print()
+print("| launcher (PMIx server) | PMIx_Init | fence with data | fence without data |")
+print("| --- | ---: | ---: | ---: |")
+for k in ("direct", "mpirun", "srun"):
+    if k in rows:
+        m = [statistics.median(r[i] for r in rows[k]) / 1000 for i in range(3)]
+        print(f"| {label[k]} | {m[0]:.1f} | {m[1]:.1f} | {m[2]:.1f} |")
+PYEOF
+  else
+    echo "profile: fence rounds not timed: no libpmix-dev (pkg-config pmix) or gcc"
+  fi
 fi
 
 # ---- where the time goes (optional) -----------------------------------------------------------
