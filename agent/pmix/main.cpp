@@ -5,6 +5,7 @@
 // then stdout is closed and the server serves until SIGTERM or until the step kills it with the
 // ranks. stderr goes to the first local rank's log.
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -53,6 +54,26 @@ Result<PmixHostConfig> ConfigFromEnv() {
   return c;
 }
 
+// "env" lines that set OMPI_MCA_mpi_yield_when_idle=1 for every local rank when the node has more
+// ranks than CPUs we may run on, unless the job's env (the first rank's, which is ours) sets it.
+// OpenMPI's own daemon does the same for an oversubscribed node (orted sets it in the ranks' env),
+// so that a rank waiting in a collective gives its CPU to the ranks it waits for; ranks started
+// directly have no orted to do it. Without it 64 ranks on 2 CPUs spent 3.5 s busy-polling in one
+// allreduce (bench/mpi-launch, bench/README.md).
+std::string YieldWhenOversubscribed(const PmixHostConfig& c) {
+  if (std::getenv("OMPI_MCA_mpi_yield_when_idle") != nullptr) return "";
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return "";
+  const std::vector<uint32_t>& ranks = c.map.nodes.at(c.node_rank).ranks;
+  if (ranks.size() <= static_cast<size_t>(CPU_COUNT(&set))) return "";
+  std::string lines;
+  for (const uint32_t rank : ranks) {
+    lines += trainlet::pmix::EncodeRankEnvLine(rank, "OMPI_MCA_mpi_yield_when_idle=1").value();
+  }
+  return lines;
+}
+
 void WriteAll(const std::string& bytes) {
   size_t done = 0;
   while (done < bytes.size()) {
@@ -86,6 +107,13 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  // The clients are this node's ranks on a unix socket: PMIx's native security (the peer's uid,
+  // from the kernel) is all they need. Left to itself libpmix also selects its munge component,
+  // whose start asks munged for a credential; where munge is installed but munged is not running
+  // (a stale /run/munge socket), libmunge retries for about 2.3 s, and every node's ranks wait
+  // for that before they start. PMIX_MCA_psec in the job's env (which we run with) still wins.
+  setenv("PMIX_MCA_psec", "native", 0);
+
   Result<PmixHostConfig> config = ConfigFromEnv();
   // libpmix's files (its shared-memory store) live in the job's work dir, per attempt and node, so
   // that a server killed with its ranks leaves nothing in /tmp; a stale one is removed first.
@@ -111,7 +139,7 @@ int main(int argc, char** argv) {
     WriteAll("error PMIx server: " + lines.status().message() + "\n");
     return 1;
   }
-  WriteAll(*lines + "ready\n");
+  WriteAll(*lines + YieldWhenOversubscribed(*config) + "ready\n");
   CloseStdout();
   const int rc = trainlet::pmix::RunPmixHost();
   std::error_code ignored;

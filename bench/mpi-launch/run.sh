@@ -1,40 +1,67 @@
 #!/usr/bin/env bash
-# bench/mpi-launch: the allreduce example (3 hosts x 2 ranks, OpenMPI 4.1) launched two ways on
-# the same three namespace hosts, in the same run:
-#   trainlet  `trainletctl apply --wait` returning (submitted, then Complete); mpirun
-#             runs on host1 and starts its remote daemons through trainlet-exec and the agents.
+# bench/mpi-launch: the allreduce example (3 hosts x 2 ranks, OpenMPI 4.1) launched four ways on
+# the same three namespace hosts, in the same run, repetitions interleaved:
+#   direct    `trainletctl apply --wait` returning (submitted, then Complete), job on the
+#             `mpi-direct` runtime: trainlet starts the 6 ranks itself, each node's MPI_Init is
+#             served by trainlet-pmix (no mpirun, no orted, no trainlet-exec).
+#   trainlet  the same apply --wait, job on `mpi-distributed`: mpirun runs on host1 and starts
+#             its remote daemons through trainlet-exec and the agents.
 #   ssh       what Kubeflow's MPI runtime does: an sshd in every host, keys made by this script,
 #             and `mpirun` on host1 starting its remote daemons over ssh; the whole mpirun is timed.
-# Both run the same binary with the same MCA settings: the SSH contender also gets the OMPI_MCA_*
-# defaults the mpi runtime gives its launcher (read from a launcher's env, printed). A run whose
-# output lacks 6 correct ranks (on host1..3) stops the benchmark, so no time is reported for a
-# failed run.
+#   srun      `srun --mpi=pmix -N 3 -n 6` from host1 (Debian's Slurm 22.05 and its pmix_v4
+#             plugin): munged and slurmctld in the root namespace, a slurmd in each host
+#             (bench/mpi-launch/slurm_netns.sh); the whole srun is timed. When Slurm cannot be
+#             set up the row says why, and the other three still run.
+# All four run the same binary with the same MCA settings: btl self,tcp, TCP on the bridge subnet,
+# and the OMPI_MCA_* defaults the mpi runtime gives its launcher (read from a launcher's env,
+# printed). A run whose output lacks 6 correct ranks (on host1..3) stops the benchmark, so no
+# time is reported for a failed run.
+# Then (unless --no-single) one agent with 64 slots in the root namespace: 64 ranks of the
+# allreduce example by direct launch on that one agent, against the floor: 64 × /bin/true by a
+# posix_spawn loop plus one MPI_Init (one isolated singleton of the same program:
+# OMPI_MCA_ess_singleton_isolated=1, no orted), and, for scale, 64 such singletons at once.
 #
 # usage: bench/mpi-launch/run.sh [--reps N] [--bin BUILD/bin] [--probe] [--logs DIR]
-#                                [--mpi-env NAME=VALUE]...
+#                                [--mpi-env NAME=VALUE]... [--no-srun] [--no-single]
+#                                [--single-ranks N]
 #   --reps N   timed repetitions of each contender (default 7), interleaved, after one untimed
 #              warm-up of each
 #   --bin DIR  the build's bin directory (default $TRAINLET_BIN, else <repo>/build/bin); needs
-#              trainletctl, trainlet-agent, trainlet-coordinator, trainlet-exec, mpi-allreduce
+#              trainletctl, trainlet-agent, trainlet-coordinator, trainlet-exec, trainlet-step,
+#              trainlet-pmix, mpi-allreduce
 #   --probe    afterwards, time the pieces (median of 5): one ssh connection, one trainlet-exec
 #              round trip, mpirun alone inside a trainlet job, mpirun with a launch agent that
 #              costs nothing (ip netns exec; from outside and from inside a trainlet job, and with
 #              each daemon in a session of its own as sshd and trainlet run it), mpirun with all
 #              ranks on host1 (the MPI floor), and a trainlet job whose command is /bin/true
-#   --mpi-env NAME=VALUE  an OpenMPI setting for both contenders: trainer env of the trainlet jobs
-#              (where it wins over the mpi runtime's defaults) and so also the SSH contender's env;
-#              e.g. --mpi-env OMPI_MCA_pml= gives OpenMPI its own PML selection back (the "before")
-#   --logs DIR copy the coordinator's and agents' logs (millisecond timestamps) and the job
-#              files into DIR when the script ends, to see where a run's time went
+#   --profile  afterwards, REPS more interleaved runs of each contender with a copy of the program
+#              that stamps the wall clock (launch_timing.c, built with mpicc): the medians of
+#              launcher -> first rank's process, -> every rank in main, MPI_Init, the collectives,
+#              MPI_Finalize, and the last rank's exit -> the launcher returning; then one PMIx
+#              fence round with and without data under direct, mpirun and srun (fence_timing.c)
+#   --mpi-env NAME=VALUE  an OpenMPI setting for all contenders: trainer env of the trainlet jobs
+#              (where it wins over the mpi runtime's defaults) and so also the SSH and srun
+#              contenders' env; e.g. --mpi-env OMPI_MCA_pml= gives OpenMPI its own PML selection
+#              back (the "before")
+#   --logs DIR copy the coordinator's and agents' logs (millisecond timestamps), the job files
+#              and the Slurm logs into DIR when the script ends, to see where a run's time went
+#   --no-srun  leave the srun contender out (its row then says so)
+#   --no-single  leave the single-node row out
+#   --single-ranks N  ranks of the single-node row (default 64)
 # Needs root (network namespaces, sshd on port 22 inside them). Not a ctest test.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(cd "$HERE/../.." && pwd)
+ARGS=("$@")
 REPS=7
 PROBE=0
+PROFILE=0
 LOGS_DIR=""
 MPI_ENV=()
+SRUN=1
+SINGLE=1
+SINGLE_RANKS=64
 BIN_DIR=${TRAINLET_BIN:-$SRC/build/bin}
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -43,28 +70,45 @@ while [ $# -gt 0 ]; do
     --bin) BIN_DIR=${2:?--bin needs a directory}; shift 2 ;;
     --bin=*) BIN_DIR=${1#--bin=}; shift ;;
     --probe) PROBE=1; shift ;;
+    --profile) PROFILE=1; shift ;;
     --mpi-env) MPI_ENV+=("${2:?--mpi-env needs NAME=VALUE}"); shift 2 ;;
     --mpi-env=*) MPI_ENV+=("${1#--mpi-env=}"); shift ;;
     --logs) LOGS_DIR=${2:?--logs needs a directory}; shift 2 ;;
     --logs=*) LOGS_DIR=${1#--logs=}; shift ;;
-    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --no-srun) SRUN=0; shift ;;
+    --no-single) SINGLE=0; shift ;;
+    --single-ranks) SINGLE_RANKS=${2:?--single-ranks needs a number}; shift 2 ;;
+    --single-ranks=*) SINGLE_RANKS=${1#--single-ranks=}; shift ;;
+    -h|--help) sed -n '2,51p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 case "$REPS" in ''|*[!0-9]*|0) echo "--reps must be a positive integer, got '$REPS'" >&2; exit 2 ;; esac
+case "$SINGLE_RANKS" in ''|*[!0-9]*|0) echo "--single-ranks must be a positive integer, got '$SINGLE_RANKS'" >&2; exit 2 ;; esac
 for kv in "${MPI_ENV[@]}"; do
   case "$kv" in OMPI_MCA_[A-Za-z0-9_]*=*) ;; *) echo "--mpi-env wants OMPI_MCA_NAME=VALUE, got '$kv'" >&2; exit 2 ;; esac
 done
 
 die() { echo "mpi-launch: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root: network namespaces and an sshd on port 22 in each"
+# The whole run in a mount namespace of its own, with an empty /run/munge: every PMIx server of
+# every contender (trainlet-pmix, mpirun's and orted's, slurmstepd's) would otherwise try the
+# machine's munged for its clients, and where munge is installed but munged is not running (a
+# stale socket, as on the machine of the results below) libmunge retries for about 2.3 s, in
+# each of them. Without the socket they all go on at once, as on a host without munge. srun's
+# Slurm uses a munged of its own (slurm_netns.sh). Nothing outside the namespace changes.
+if [ -z "${TRAINLET_MPI_BENCH_NS:-}" ]; then
+  command -v unshare >/dev/null || die "unshare not found (util-linux)"
+  exec env TRAINLET_MPI_BENCH_NS=1 unshare --mount --propagation private "$0" "${ARGS[@]}"
+fi
+if [ -d /run/munge ]; then mount -t tmpfs -o size=1m,mode=755 tmpfs /run/munge; fi
 for tool in mpirun ssh ssh-keygen ip unshare python3; do
   command -v "$tool" >/dev/null || die "$tool not found (scripts/install-deps installs it)"
 done
 SSHD=/usr/sbin/sshd
 [ -x "$SSHD" ] || die "$SSHD not found: install openssh-server (scripts/install-deps)"
 BIN_DIR=$(cd "$BIN_DIR" 2>/dev/null && pwd) || die "--bin: no such directory"
-for b in trainletctl trainlet-agent trainlet-coordinator trainlet-exec mpi-allreduce; do
+for b in trainletctl trainlet-agent trainlet-coordinator trainlet-exec trainlet-step trainlet-pmix mpi-allreduce; do
   [ -x "$BIN_DIR/$b" ] || die "$BIN_DIR/$b not built"
 done
 
@@ -74,13 +118,24 @@ unset TRAINLET_TEST_FORCE_LOOPBACK
 # namespaces (netns_cleanup) and WORK. We wrap the trap to undo our one change outside WORK.
 source "$SRC/tests/integration/lib.sh"
 source "$SRC/tests/integration/netns_lib.sh"
+source "$HERE/slurm_netns.sh"
+# One more agent key, for the single-node row's agent (started at the end, so that no 3-node job
+# is placed on it): the coordinator reads its allowlist when it starts.
+eval "$(declare -f netns_make_keys | sed '1s/netns_make_keys/netns_make_keys_base/')"
+netns_make_keys() {
+  netns_make_keys_base "$@"
+  "$CTL" keys create --role agent --name node-single --dir "$TRAINLET_HOME/keys" \
+    --allowlist "$TRAINLET_HOME/keys/agents.allow" > /dev/null
+}
 MADE_RUN_SSHD=0
 bench_exit() {
   local rc=$?
   set +e  # under -e, the `(exit $rc)` that hands cleanup our status would end the trap early
   if [ "$MADE_RUN_SSHD" = 1 ]; then rmdir /run/sshd 2>/dev/null || true; fi
+  slurm_netns_down
   if [ -n "$LOGS_DIR" ]; then
     mkdir -p "$LOGS_DIR" && cp -r "$TRAINLET_HOME/logs/." "$WORK"/*.yaml "$LOGS_DIR/" 2>/dev/null
+    if [ -n "$SLURM_DIR" ]; then cp -r "$SLURM_DIR/log" "$LOGS_DIR/slurm" 2>/dev/null; fi
   fi
   (exit $rc)
   cleanup
@@ -90,12 +145,17 @@ trap bench_exit EXIT
 now() { echo "$EPOCHREALTIME"; }
 elapsed_ms() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) * 1000 }'; }
 
-# check_ranks LABEL OUTPUT: 6 ranks with the right sum, at least one on each of host1..3.
+# check_ranks LABEL OUTPUT [RANKS]: RANKS (default 6) ranks with the right sum; with 6, at least
+# one on each of host1..3.
 check_ranks() {
-  local label=$1 out=$2 ok h
-  ok=$(grep -c "allreduce sum 21 (expected 21) OK" <<<"$out" || true)
-  [ "$ok" = 6 ] || fail "$label: expected 6 ranks with sum 21, got $ok; output:
+  local label=$1 out=$2 n=${3:-6} ok h sum pattern
+  sum=$((n * (n + 1) / 2))
+  pattern="allreduce sum $sum (expected $sum) OK"
+  [ -z "${RANK_LINE:-}" ] || pattern=$RANK_LINE  # --profile's fence program says "fence rank"
+  ok=$(grep -c "$pattern" <<<"$out" || true)
+  [ "$ok" = "$n" ] || fail "$label: expected $n ranks saying '$pattern', got $ok; output:
 $out"
+  [ "$n" = 6 ] || return 0
   for h in host1 host2 host3; do
     grep -q " on $h: " <<<"$out" || fail "$label: no rank ran on $h; output:
 $out"
@@ -159,8 +219,19 @@ done
 echo "sshd up on host1..3 (port 22, keys in $SSH_DIR)"
 for addr in "${NETNS_HOSTS[@]}"; do echo "$addr slots=2"; done > "$SSH_DIR/hostfile"
 
-# ---- the two contenders -----------------------------------------------------------------------
-# Both: the same binary, mpirun -np 6 on host1, btl self,tcp, TCP pinned to the bridge subnet.
+# ---- the Slurm peer --------------------------------------------------------------------------
+SRUN_WHY=""
+if [ "$SRUN" = 0 ]; then
+  SRUN_WHY="left out (--no-srun)"
+elif slurm_netns_up; then
+  echo "slurm up: slurmctld in the root namespace, slurmd on host1..3 (SLURM_CONF=$SLURM_CONF)"
+else
+  SRUN_WHY="Slurm across the namespace hosts did not come up: $SLURM_WHY"
+  echo "srun contender left out: $SRUN_WHY" >&2
+fi
+
+# ---- the contenders ---------------------------------------------------------------------------
+# All: the same binary, 6 ranks, btl self,tcp, TCP pinned to the bridge subnet.
 MPIRUN_ARGS=(mpirun --allow-run-as-root -np 6 --mca btl self,tcp)
 PROGRAM="$BIN_DIR/mpi-allreduce"
 
@@ -170,6 +241,21 @@ job_env_yaml() {
   printf '      - {name: OMPI_MCA_btl_tcp_if_include, value: "%s"}\n' "$SUBNET"
   printf '      - {name: OMPI_MCA_oob_tcp_if_include, value: "%s"}\n' "$SUBNET"
   for kv in "${MPI_ENV[@]}"; do printf '      - {name: %s, value: "%s"}\n' "${kv%%=*}" "${kv#*=}"; done
+}
+
+# write_direct_job NAME NODES PROCS BTL -> path: NODES x PROCS ranks of the program itself on the
+# mpi-direct runtime (docs/runtimes.md, "Direct launch"), btl BTL.
+write_direct_job() {
+  local file="$WORK/$1.yaml"
+  {
+    printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: %s\n' "$1"
+    printf 'spec:\n  runtimeRef:\n    name: mpi-direct\n  trainer:\n'
+    printf '    numNodes: %s\n    numProcPerNode: %s\n    env:\n' "$2" "$3"
+    printf '      - {name: OMPI_MCA_btl, value: "%s"}\n' "$4"
+    job_env_yaml
+    printf '    command:\n      - "%s"\n' "$PROGRAM"
+  } > "$file"
+  echo "$file"
 }
 
 # write_trainjob NAME [COMMAND...] -> path; the command defaults to the benchmark's mpirun.
@@ -191,10 +277,11 @@ write_trainjob() {
   echo "$file"
 }
 
-# run_trainlet NAME: prints the milliseconds from apply to Complete; fails on anything else.
+# run_trainlet NAME [FILE [RANKS]]: prints the milliseconds from apply to Complete; fails on
+# anything else. FILE defaults to the mpirun job (write_trainjob), RANKS to 6.
 run_trainlet() {
-  local name=$1 file t0 t1 out
-  file=$(write_trainjob "$name")
+  local name=$1 file=${2:-} ranks=${3:-6} t0 t1 out
+  [ -n "$file" ] || file=$(write_trainjob "$name")
   t0=$(now)
   # One CLI process that submits and blocks until Complete, as `sbatch --wait` or `mpirun` block.
   if ! "$CTL" apply -f "$file" --wait --timeout=120s > /dev/null; then
@@ -203,7 +290,9 @@ $("$CTL" logs "$name" 2>&1 || true)"
   fi
   t1=$(now)
   out=$("$CTL" logs "$name")
-  check_ranks "trainlet run $name" "$out"
+  printf '%s\n' "$out" > "$WORK/$name.out"
+  echo "$t0 $t1" > "$WORK/$name.times"
+  check_ranks "trainlet run $name" "$out" "$ranks"
   "$CTL" delete trainjob "$name" --timeout 60s > /dev/null
   elapsed_ms "$t0" "$t1"
 }
@@ -218,13 +307,37 @@ run_ssh() {
     --mca plm_rsh_agent "$agent" "$PROGRAM" < /dev/null > "$WORK/$label.out" 2>&1 || rc=$?
   t1=$(now)
   out=$(cat "$WORK/$label.out")
+  echo "$t0 $t1" > "$WORK/$label.times"
   [ "$rc" = 0 ] || fail "ssh run $label: mpirun exited $rc; output:
 $out"
   check_ranks "ssh run $label" "$out"
   elapsed_ms "$t0" "$t1"
 }
 
-# ---- the MPI settings both contenders run with ------------------------------------------------
+# run_direct NAME: run_trainlet for the 3 x 2 direct-launch job.
+run_direct() {
+  run_trainlet "$1" "$(write_direct_job "$1" 3 2 self,tcp)"
+}
+
+# run_srun LABEL: prints the milliseconds of the whole `srun --mpi=pmix` from host1; fails unless
+# it exits 0 with 6 ranks. The ranks get the SSH contender's MCA settings through the env.
+run_srun() {
+  local label=$1 t0 t1 out rc=0
+  t0=$(now)
+  "${ON_HOST1[@]}" env "${SHARED_MCA[@]}" OMPI_MCA_btl=self,tcp \
+    OMPI_MCA_btl_tcp_if_include="$SUBNET" OMPI_MCA_oob_tcp_if_include="$SUBNET" \
+    srun --mpi=pmix -N 3 -n 6 --ntasks-per-node=2 "$PROGRAM" \
+    < /dev/null > "$WORK/$label.out" 2>&1 || rc=$?
+  t1=$(now)
+  out=$(cat "$WORK/$label.out")
+  echo "$t0 $t1" > "$WORK/$label.times"
+  [ "$rc" = 0 ] || fail "srun run $label: srun exited $rc; output:
+$out"
+  check_ranks "srun run $label" "$out"
+  elapsed_ms "$t0" "$t1"
+}
+
+# ---- the MPI settings all contenders run with ------------------------------------------------
 # The mpi runtime gives its launcher OpenMPI start-up defaults chosen from what the placed nodes
 # report (plugins/runtime/mpi, docs/runtimes.md). The SSH contender gets the very same OMPI_MCA_*
 # values, read here from a launcher's environment, so the ratio compares launch paths and not MPI
@@ -239,41 +352,166 @@ while IFS= read -r kv; do SHARED_MCA+=("$kv"); done < <("$CTL" logs bench-env \
   | grep -v -E '^OMPI_MCA_(plm_rsh_agent|orte_default_hostfile|orte_keep_fqdn_hostnames|orte_set_default_slots)=' \
   | sort)
 "$CTL" delete trainjob bench-env --timeout 60s > /dev/null
-echo "MPI settings of both contenders (besides the mpirun arguments): ${SHARED_MCA[*]:-none}"
+echo "MPI settings of all contenders (besides btl self,tcp and the subnet): ${SHARED_MCA[*]:-none}"
 
 echo "warm-up (untimed): one run of each"
+run_direct direct-warmup > /dev/null
 run_trainlet bench-warmup > /dev/null
 run_ssh ssh-warmup > /dev/null
+[ -n "$SRUN_WHY" ] || run_srun srun-warmup > /dev/null
 
+DIRECT_MS=()
 TRAINLET_MS=()
 SSH_MS=()
+SRUN_MS=()
 for r in $(seq 1 "$REPS"); do
+  d=$(run_direct "direct-$r")
   t=$(run_trainlet "bench-$r")
   s=$(run_ssh "ssh-$r")
+  u=-
+  [ -n "$SRUN_WHY" ] || u=$(run_srun "srun-$r")
+  DIRECT_MS+=("$d")
   TRAINLET_MS+=("$t")
   SSH_MS+=("$s")
-  printf 'rep %d/%d: trainlet %s ms, ssh %s ms\n' "$r" "$REPS" "$t" "$s"
+  [ -n "$SRUN_WHY" ] || SRUN_MS+=("$u")
+  printf 'rep %d/%d: direct %s ms, trainlet %s ms, ssh %s ms, srun %s ms\n' "$r" "$REPS" "$d" "$t" "$s" "$u"
 done
 
 # ---- the table --------------------------------------------------------------------------------
-python3 - "$REPS" "${TRAINLET_MS[*]}" "${SSH_MS[*]}" <<'EOF'
+python3 - "$REPS" "${DIRECT_MS[*]}" "${TRAINLET_MS[*]}" "${SSH_MS[*]}" "${SRUN_MS[*]:-}" \
+  "$SRUN_WHY" <<'EOF'
 import statistics, sys
 reps = int(sys.argv[1])
-t = [float(x) for x in sys.argv[2].split()]
-s = [float(x) for x in sys.argv[3].split()]
-tm, sm = statistics.median(t), statistics.median(s)
+d, t, s = ([float(x) for x in a.split()] for a in sys.argv[2:5])
+u = [float(x) for x in sys.argv[5].split()]
+why = sys.argv[6]
+dm, tm, sm = statistics.median(d), statistics.median(t), statistics.median(s)
 print()
-print(f"3 hosts x 2 ranks, allreduce example, {reps} reps each (after one warm-up each)")
+print(f"3 hosts x 2 ranks, allreduce example, {reps} reps each (after one warm-up each), interleaved")
 print()
-print("| | trainlet: apply -> Complete | mpirun over SSH | trainlet / ssh |")
-print("| --- | ---: | ---: | ---: |")
-print(f"| median | {tm:.0f} ms | {sm:.0f} ms | {tm / sm:.2f} |")
-print(f"| min | {min(t):.0f} ms | {min(s):.0f} ms | {min(t) / min(s):.2f} |")
+print("| contender | median | min | / ssh (median) | / direct (median) |")
+print("| --- | ---: | ---: | ---: | ---: |")
+def row(name, xs):
+    m = statistics.median(xs)
+    print(f"| {name} | {m:.0f} ms | {min(xs):.0f} ms | {m / sm:.2f} | {m / dm:.2f} |")
+row("direct launch (mpi-direct, PMIx), apply -> Complete", d)
+row("mpirun through trainlet-exec, apply -> Complete", t)
+row("mpirun over SSH", s)
+if u:
+    row("srun --mpi=pmix", u)
+else:
+    print(f"| srun --mpi=pmix | - | - | - | - |")
+    print()
+    print(f"srun: not run: {why}")
 print()
-verdict = "MET" if tm <= 0.5 * sm else "NOT MET"
-print(f"target (trainlet median at most half the SSH median): {verdict} "
-      f"(ratio {tm / sm:.2f}, target <= 0.50)")
+v1 = "MET" if dm <= 0.15 * sm else "NOT MET"
+v2 = "MET" if tm >= 2 * dm else "NOT MET"
+v3 = "MET" if tm <= 0.5 * sm else "NOT MET"
+print(f"target: direct at most 0.15x SSH: {v1} (direct / ssh {dm / sm:.2f})")
+print(f"target: direct at least 2x faster than mpirun through trainlet-exec: {v2} "
+      f"(trainlet / direct {tm / dm:.2f})")
+print(f"target (earlier): mpirun through trainlet-exec at most half of SSH: {v3} "
+      f"(trainlet / ssh {tm / sm:.2f})")
 EOF
+
+# profile_table RANKS NAME...: the medians of each span over the runs NAME (their .times and
+# .out files in WORK; the contender is NAME's second word: prof-direct-3 is "direct").
+profile_table() {
+  python3 - "$WORK" "$@" <<'PYEOF'
+import re, statistics, sys
+work, want, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+spans = {}
+for name in names:
+    kind = name.split("-")[1]
+    t0, t1 = (float(x) * 1e6 for x in open(f"{work}/{name}.times").read().split())
+    ranks = [tuple(int(x) for x in m) for m in re.findall(
+        r"timing rank \d+ of \d+ on \S+: start (\d+) main (\d+) init (\d+) coll (\d+) fin (\d+)",
+        open(f"{work}/{name}.out").read())]
+    if len(ranks) != want:
+        sys.exit(f"profile: {name}: expected {want} timing lines, got {len(ranks)}")
+    start, main, init, coll, fin = (list(c) for c in zip(*ranks))
+    row = [min(start) - t0, max(main) - min(start), max(init) - max(main),
+           max(coll) - max(init), max(fin) - max(coll), t1 - max(fin), t1 - t0]
+    spans.setdefault(kind, []).append(row)
+heads = ["launcher -> first rank's process", "-> every rank in main()", "MPI_Init (the last one out)",
+         "allreduce + barrier", "MPI_Finalize", "last rank's exit -> launcher returns", "total"]
+kinds = [k for k in ("direct", "mpirun", "ssh", "srun", "single") if k in spans]
+label = {"direct": "direct", "mpirun": "mpirun via trainlet-exec", "ssh": "mpirun over SSH",
+         "srun": "srun --mpi=pmix", "single": f"direct, {want} ranks on one agent"}
+print(f"profile, {want} ranks: medians over {len(spans[kinds[0]])} runs each, ms "
+      "(process start from /proc: 10 ms ticks)")
+print()
+print("| span | " + " | ".join(label[k] for k in kinds) + " |")
+print("| --- |" + " ---: |" * len(kinds))
+for i, h in enumerate(heads):
+    print(f"| {h} | " + " | ".join(f"{statistics.median(r[i] for r in spans[k]) / 1000:.0f}" for k in kinds) + " |")
+PYEOF
+}
+
+# ---- where each contender's time goes (optional) -----------------------------------------------
+if [ "$PROFILE" = 1 ]; then
+  echo
+  mpicc_bin=$(command -v mpicc.openmpi || command -v mpicc) || fail "--profile needs mpicc (libopenmpi-dev)"
+  "$mpicc_bin" -O2 "$HERE/launch_timing.c" -o "$WORK/launch-timing" || fail "launch_timing.c did not build"
+  ALLREDUCE=$PROGRAM
+  PROGRAM="$WORK/launch-timing"
+  names=()
+  for r in $(seq 1 "$REPS"); do
+    run_direct "prof-direct-$r" > /dev/null
+    run_trainlet "prof-mpirun-$r" > /dev/null
+    run_ssh "prof-ssh-$r" > /dev/null
+    [ -n "$SRUN_WHY" ] || run_srun "prof-srun-$r" > /dev/null
+    names+=("prof-direct-$r" "prof-mpirun-$r" "prof-ssh-$r")
+    [ -n "$SRUN_WHY" ] || names+=("prof-srun-$r")
+  done
+  PROGRAM=$ALLREDUCE
+  profile_table 6 "${names[@]}"
+  # One PMIx fence round, without MPI: fence_timing.c under trainlet-pmix (direct), orted
+  # (mpirun) and slurmstepd (srun).
+  if pkg-config --exists pmix && gcc -O2 "$HERE/fence_timing.c" -o "$WORK/fence-timing" \
+      $(pkg-config --cflags --libs pmix); then
+    PROGRAM="$WORK/fence-timing"
+    RANK_LINE="fence rank "
+    names=()
+    for r in $(seq 1 "$REPS"); do
+      run_direct "fence-direct-$r" > /dev/null
+      run_trainlet "fence-mpirun-$r" > /dev/null
+      [ -n "$SRUN_WHY" ] || run_srun "fence-srun-$r" > /dev/null
+      names+=("fence-direct-$r" "fence-mpirun-$r")
+      [ -n "$SRUN_WHY" ] || names+=("fence-srun-$r")
+    done
+    PROGRAM=$ALLREDUCE
+    RANK_LINE=""
+    python3 - "$WORK" "${names[@]}" <<'PYEOF'
+import re, statistics, sys
+work, names = sys.argv[1], sys.argv[2:]
+rows = {}
+for name in names:
+    kind = name.split("-")[1]
+    lines = re.findall(r"fence rank \d+ on \S+: init (\d+) data ([\d ]+) nodata ([\d ]+)",
+                       open(f"{work}/{name}.out").read())
+    init = statistics.median(int(l[0]) for l in lines)
+    # Rounds 2..6: the ranks are in step after the first fence of each kind.
+    data = statistics.median(int(x) for l in lines for x in l[1].split()[1:])
+    nodata = statistics.median(int(x) for l in lines for x in l[2].split()[1:])
+    rows.setdefault(kind, []).append((init, data, nodata))
+label = {"direct": "direct (trainlet-pmix, rendezvous)", "mpirun": "mpirun via trainlet-exec (orted)",
+         "srun": "srun --mpi=pmix (slurmstepd)"}
+print()
+print(f"PMIx fence rounds, 3 hosts x 2 ranks, bare PMIx client: medians over ranks, rounds 2-6 "
+      f"and {len(rows['direct'])} runs, ms")
+print()
+print("| launcher (PMIx server) | PMIx_Init | fence with data | fence without data |")
+print("| --- | ---: | ---: | ---: |")
+for k in ("direct", "mpirun", "srun"):
+    if k in rows:
+        m = [statistics.median(r[i] for r in rows[k]) / 1000 for i in range(3)]
+        print(f"| {label[k]} | {m[0]:.1f} | {m[1]:.1f} | {m[2]:.1f} |")
+PYEOF
+  else
+    echo "profile: fence rounds not timed: no libpmix-dev (pkg-config pmix) or gcc"
+  fi
+fi
 
 # ---- where the time goes (optional) -----------------------------------------------------------
 if [ "$PROBE" = 1 ]; then
@@ -378,4 +616,103 @@ EOF
   done
   python3 -c 'import statistics, sys; print(f"trainlet apply -> Complete, /bin/true:    {statistics.median(map(float, sys.argv[1:])):.0f} ms")' \
     "${true_samples[@]}"
+fi
+
+# ---- one agent, 64 ranks: direct launch against the spawn floor plus one MPI_Init ----------------
+# An agent in the root namespace with SINGLE_RANKS slots (the namespace hosts' agents have 4, so
+# only it can take the job), started only now so that no 3-node job above was placed on it. The
+# ranks use shared memory (btl self,vader), as do the singletons of the floor.
+if [ "$SINGLE" = 1 ]; then
+  echo
+  keys="$TRAINLET_HOME/keys"
+  agent_ep=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["agent_endpoint"])' "$TRAINLET_HOME/endpoints.json")
+  "$BIN_DIR/trainlet-agent" --name node-single --address "$NETNS_SUBNET.1" \
+    --coordinator "$agent_ep" --coordinator-key "$keys/coordinator.key.pub" \
+    --key "$keys/node-single.key" --state-dir "$TRAINLET_HOME/agents/node-single" \
+    --slots "$SINGLE_RANKS" --heartbeat-ms 200 --metrics-address "" \
+    > "$TRAINLET_HOME/logs/node-single.log" 2>&1 &
+  EXTRA_PIDS+=($!)
+  wait_for 20 sh -c "[ \$('$CTL' get nodes 2>/dev/null | grep -c ' Ready ') = 4 ]" \
+    || fail "node-single did not become Ready: $("$CTL" get nodes 2>&1)"
+  # floor_once: prints "SPAWN_MS INIT_MS SINGLETONS_MS": a posix_spawn loop of SINGLE_RANKS
+  # /bin/true waited for; one isolated singleton of the program (its MPI_Init without any
+  # launcher or daemon: the cost one rank's MPI_Init has on its own); SINGLE_RANKS such singletons
+  # at once. Timed inside python, so its start-up is not counted; any non-zero exit stops us.
+  floor_once() {
+    python3 - "$PROGRAM" "$SINGLE_RANKS" "$WORK/floor" <<'PYEOF'
+import os, sys, tempfile, time
+prog, n = sys.argv[1], int(sys.argv[2])
+os.makedirs(sys.argv[3], exist_ok=True)
+base = tempfile.mkdtemp(dir=sys.argv[3])
+# Each singleton its own session-dir base, as ranks on different hosts would have: singletons
+# started together would otherwise race on one /tmp/ompi.HOST.UID tree (one removes what
+# another is creating).
+envs = []
+for i in range(n):
+    os.makedirs(f"{base}/{i}")
+    envs.append(dict(os.environ, OMPI_MCA_ess_singleton_isolated="1", OMPI_MCA_pml="ob1",
+                     OMPI_MCA_btl="self,vader", OMPI_MCA_orte_tmpdir_base=f"{base}/{i}"))
+quiet = [(os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0)]
+def spawn_wait(argv, count):
+    t0 = time.perf_counter()
+    pids = [os.posix_spawn(argv[0], argv, envs[i], file_actions=quiet) for i in range(count)]
+    for p in pids:
+        _, st = os.waitpid(p, 0)
+        if st != 0:
+            sys.exit(f"floor: {argv[0]} exited with status {st}")
+    return (time.perf_counter() - t0) * 1000
+print(f"{spawn_wait(['/bin/true'], n):.1f} {spawn_wait([prog], 1):.1f} {spawn_wait([prog], n):.1f}")
+PYEOF
+  }
+  echo "single node: warm-up (untimed), then $REPS reps of the floor and of $SINGLE_RANKS ranks by direct launch"
+  floor_once > /dev/null || fail "the floor did not run"
+  run_trainlet single-warmup "$(write_direct_job single-warmup 1 "$SINGLE_RANKS" self,vader)" \
+    "$SINGLE_RANKS" > /dev/null
+  FLOOR_ROWS=()
+  SINGLE_MS=()
+  for r in $(seq 1 "$REPS"); do
+    f=$(floor_once) || fail "the floor did not run"
+    m=$(run_trainlet "single-$r" "$(write_direct_job "single-$r" 1 "$SINGLE_RANKS" self,vader)" "$SINGLE_RANKS")
+    FLOOR_ROWS+=("$f")
+    SINGLE_MS+=("$m")
+    printf 'rep %d/%d: floor (spawn, one MPI_Init, %d singletons) %s ms, direct %s ms\n' \
+      "$r" "$REPS" "$SINGLE_RANKS" "$f" "$m"
+  done
+  python3 - "$SINGLE_RANKS" "$(printf '%s\n' "${FLOOR_ROWS[@]}")" "${SINGLE_MS[*]}" <<'PYEOF'
+import statistics, sys
+n = int(sys.argv[1])
+rows = [[float(x) for x in l.split()] for l in sys.argv[2].splitlines()]
+spawn = [r[0] for r in rows]
+init = [r[1] for r in rows]
+singles = [r[2] for r in rows]
+floor = [r[0] + r[1] for r in rows]
+d = [float(x) for x in sys.argv[3].split()]
+fm = statistics.median(floor)
+print()
+print(f"one agent, {n} ranks, allreduce example, {len(d)} reps each (after one warm-up), interleaved")
+print()
+print("| | median | min | x floor (median) |")
+print("| --- | ---: | ---: | ---: |")
+def row(name, xs):
+    m = statistics.median(xs)
+    print(f"| {name} | {m:.0f} ms | {min(xs):.0f} ms | {m / fm:.2f} |")
+row(f"posix_spawn loop, {n} x /bin/true", spawn)
+row("one MPI_Init: one isolated singleton of the program", init)
+row(f"**floor**: spawn loop + one MPI_Init (per rep)", floor)
+row(f"{n} isolated singletons at once (each its own MPI_Init, no wire-up)", singles)
+row(f"direct launch, {n} ranks, apply -> Complete", d)
+PYEOF
+  if [ "$PROFILE" = 1 ]; then
+    echo
+    ALLREDUCE=$PROGRAM
+    PROGRAM="$WORK/launch-timing"
+    names=()
+    for r in $(seq 1 "$REPS"); do
+      run_trainlet "prof-single-$r" "$(write_direct_job "prof-single-$r" 1 "$SINGLE_RANKS" self,vader)" \
+        "$SINGLE_RANKS" > /dev/null
+      names+=("prof-single-$r")
+    done
+    PROGRAM=$ALLREDUCE
+    profile_table "$SINGLE_RANKS" "${names[@]}"
+  fi
 fi

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# trainlet-pmix's start (agent/pmix/main.cpp), run as trainlet-step runs it, its rank env stream
+# read up to "ready":
+#  1. More local ranks than CPUs: every rank is told OMPI_MCA_mpi_yield_when_idle=1, as OpenMPI's
+#     orted tells the ranks of an oversubscribed node; not with as many CPUs as ranks, and not
+#     when the job's env sets it already.
+#  2. Ready promptly on a node where munge is installed but munged is not running (a stale
+#     /run/munge/munge.socket.2 refusing connections): libpmix's munge security component would
+#     retry libmunge for about 2.3 s; trainlet-pmix uses PMIx's native security. The stale
+#     socket is made in a private mount namespace (a tmpfs over /run), so the machine's own
+#     /run/munge is never touched. Needs root (unshare --mount); skipped otherwise.
+set -euo pipefail
+: "${TRAINLET_BIN:?TRAINLET_BIN must point at the bin directory of the build}"
+PMIX="$TRAINLET_BIN/trainlet-pmix"
+if [ ! -x "$PMIX" ]; then echo "SKIP: trainlet-pmix was not built (libpmix-dev missing)"; exit 77; fi
+WORK=$(mktemp -d /tmp/trainlet-pmix-start.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# The helper: starts trainlet-pmix with the job map $MAP (and the caller's env, plus ARGS as
+# NAME=VALUE), prints the milliseconds until its "ready" line, then the stream; stops it by PID.
+cat > "$WORK/start.sh" <<'EOF'
+set -euo pipefail
+exec 3< <(env "$@" TRAINLET_PMIX_JOB_MAP="$MAP" TRAINLET_JOB=t TRAINLET_ATTEMPT=1 \
+  TRAINLET_NODE_RANK=0 TRAINLET_RENDEZVOUS_ENDPOINT="ipc://$WORK/none.sock" \
+  TRAINLET_WORK_DIR="$WORK/work" "$PMIX" 2> "$WORK/stderr" & echo "pid $!")
+read -r _ pid <&3
+t0=$EPOCHREALTIME
+stream=""
+while IFS= read -r -t 20 line <&3; do
+  stream+="$line"$'\n'
+  [ "$line" = ready ] && break
+done
+t1=$EPOCHREALTIME
+kill -TERM "$pid" 2>/dev/null || true
+for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+kill -9 "$pid" 2>/dev/null || true
+awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%d\n", (b - a) * 1000 }'
+printf '%s' "$stream"
+EOF
+mkdir -p "$WORK/work"
+map() {  # map RANKS... -> a job map file of one node with these ranks
+  local f="$WORK/map.$#"
+  printf 'trainlet-pmix-job-map 1\nnspace trainlet.t.1\nnode %s %s\n' "$(hostname)" \
+    "$(IFS=,; echo "$*")" > "$f"
+  echo "$f"
+}
+start() {  # start MAP [NAME=VALUE...]: the helper's output
+  MAP=$1 WORK=$WORK PMIX=$PMIX bash "$WORK/start.sh" "${@:2}"
+}
+yield_lines() { grep -c "^env [0-9]* OMPI_MCA_mpi_yield_when_idle=1$" <<<"$1" || true; }
+
+# 1. Oversubscribed: 3 ranks on one CPU, then 1 rank on one CPU, then 3 ranks with the job's own
+# setting.
+out=$(taskset -c 0 bash -c "$(declare -f start); $(declare -p WORK PMIX); start $(map 0 1 2) -u OMPI_MCA_mpi_yield_when_idle")
+grep -qx ready <<<"$out" || fail "trainlet-pmix never said ready: $out $(cat "$WORK/stderr")"
+[ "$(yield_lines "$out")" = 3 ] || fail "3 ranks on 1 CPU: each rank should be told to yield: $out"
+out=$(taskset -c 0 bash -c "$(declare -f start); $(declare -p WORK PMIX); start $(map 0) -u OMPI_MCA_mpi_yield_when_idle")
+grep -qx ready <<<"$out" || fail "trainlet-pmix never said ready: $out"
+[ "$(yield_lines "$out")" = 0 ] || fail "1 rank on 1 CPU is not oversubscribed: $out"
+out=$(taskset -c 0 bash -c "$(declare -f start); $(declare -p WORK PMIX); start $(map 0 1 2) OMPI_MCA_mpi_yield_when_idle=0")
+[ "$(yield_lines "$out")" = 0 ] || fail "the job's own OMPI_MCA_mpi_yield_when_idle must win: $out"
+echo "oversubscribed ranks are told to yield, others not, the job's setting wins"
+
+# 2. A stale munge socket, in a mount namespace of our own.
+if [ "$(id -u)" != 0 ] || ! unshare --mount true 2>/dev/null; then
+  echo "stale munge socket part skipped: needs root for a private mount namespace"
+  exit 0
+fi
+cat > "$WORK/munge.sh" <<EOF
+set -euo pipefail
+mount -t tmpfs tmpfs /run
+mkdir -p /run/munge
+python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.bind("/run/munge/munge.socket.2"); s.close()'
+MAP="$(map 0)" WORK="$WORK" PMIX="$PMIX" exec bash "$WORK/start.sh" -u PMIX_MCA_psec
+EOF
+out=$(unshare --mount --propagation private bash "$WORK/munge.sh")
+ms=$(head -1 <<<"$out")
+grep -qx ready <<<"$out" || fail "trainlet-pmix never said ready: $out $(cat "$WORK/stderr")"
+grep -qx "env 0 PMIX_SECURITY_MODE=native" <<<"$out" \
+  || fail "the rank should be told native security: $out"
+# 2.3 s with libmunge's retries; well under a second without (about 50-80 ms here).
+[ "$ms" -lt 1000 ] || fail "trainlet-pmix took $ms ms to be ready beside a stale munge socket"
+echo "trainlet-pmix ready in $ms ms beside a stale munge socket, ranks on native security"
