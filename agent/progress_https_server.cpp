@@ -329,7 +329,7 @@ bool ProgressHttpsServer::AnswerRequests(Connection& c) {
       Answer(c, PlainHttpResponse(431, "request head too large"), true);
       return true;
     }
-    HttpRequestHead head = ParseHttpRequestHead(c.in.substr(0, head_end));
+    HttpRequestHead head = ParseHttpRequestHead(std::string_view(c.in).substr(0, head_end));
     if (head.error) {
       Answer(c, *head.error, true);
       return true;
@@ -356,11 +356,11 @@ bool ProgressHttpsServer::AnswerRequests(Connection& c) {
 }
 
 void ProgressHttpsServer::Answer(Connection& c, const HttpResponse& r, bool close) {
-  std::string& out = c.out;
-  out += "HTTP/1.1 " + std::to_string(r.status) + " " + Reason(r.status) + "\r\n";
-  out += "Content-Type: " + r.content_type + "\r\n";
-  out += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
-  for (const auto& [name, value] : r.headers) out += name + ": " + value + "\r\n";
+  std::string& out = c.out;  // appended piece by piece: no temporaries per answer
+  out.append("HTTP/1.1 ").append(std::to_string(r.status)).append(" ").append(Reason(r.status));
+  out.append("\r\nContent-Type: ").append(r.content_type);
+  out.append("\r\nContent-Length: ").append(std::to_string(r.body.size())).append("\r\n");
+  for (const auto& [name, value] : r.headers) out.append(name).append(": ").append(value) += "\r\n";
   if (close) out += "Connection: close\r\n";
   out += "\r\n";
   out += r.body;
