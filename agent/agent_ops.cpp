@@ -89,6 +89,14 @@ Result<std::unique_ptr<AgentOps>> AgentOps::Create(const std::string& metrics_ad
 }
 
 void AgentOps::Tick(bool registered, const std::string& coordinator, size_t running_workers) {
+  // Called every loop turn (one per progress post under load): build and compare the status
+  // line only when what it says changed.
+  if (ticked_ && registered == registered_ && running_workers == running_ &&
+      coordinator == coordinator_) {
+    return;
+  }
+  ticked_ = true;
+  coordinator_ = coordinator;
   registered_ = registered;
   running_ = running_workers;
   const std::string status = (registered ? "registered with " : "registering with ") + coordinator +
