@@ -1,4 +1,6 @@
-// ProgressHttpsServer: the HTTPS/1.1 server under ProgressEndpoint, driven by the agent's loop.
+// ProgressHttpsServer: the agent's HTTP/1.1 server, driven by the agent's loop: HTTPS under
+// ProgressEndpoint, and plain HTTP (Options::tls false) under the agent's /metrics (agent_ops.cpp).
+// (Named for its first use; it is the agent's one HTTP stack.)
 //
 // Why not HttpServer (common/http, Debian's cpp-httplib): bench/progress measured 9-12% of a core
 // per agent at 64 ranks posting every 100 ms, kept-alive or not. httplib 0.11 gives each
