@@ -47,6 +47,8 @@ class AgentOps {
   const DropCounters* drops_ = nullptr;
   bool registered_ = false;
   size_t running_ = 0;
+  bool ticked_ = false;  // Tick ran once: the three above and coordinator_ are what it saw
+  std::string coordinator_;
   Counter* started_ = nullptr;
   Family<Counter>* failed_ = nullptr;
   Counter* heartbeats_ = nullptr;

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "common/http/http_server.h"  // HttpRequest, HttpResponse
 
@@ -28,6 +29,6 @@ struct HttpRequestHead {
 // A text/plain response with `body` and a newline.
 HttpResponse PlainHttpResponse(int status, const std::string& body);
 
-HttpRequestHead ParseHttpRequestHead(const std::string& head);
+HttpRequestHead ParseHttpRequestHead(std::string_view head);
 
 }  // namespace trainlet::agent

@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 namespace trainlet::agent {
 namespace {
@@ -12,44 +13,242 @@ Status FieldError(const std::string& field, const std::string& why) {
   return InvalidError(field + ": " + why);
 }
 
-// An integer JSON number in [lo, hi]; 45.0 is not one, as for Go's decoder into int32.
-Result<int64_t> IntegerIn(const json& v, const std::string& field, int64_t lo, int64_t hi) {
+// What one field of the body held, as the parse below saw it last (Go's decoder and a JSON
+// object both keep the last of duplicate keys).
+struct Integer {
+  enum class Kind { kAbsent, kSigned, kUnsigned, kOther } kind = Kind::kAbsent;  // absent: or null
+  int64_t i = 0;
+  uint64_t u = 0;
+};
+struct Text {
+  enum class Kind { kAbsent, kString, kOther } kind = Kind::kAbsent;
+  std::string s;
+};
+struct Metric {
+  bool object = false;
+  Text name, value;
+};
+
+// The body through nlohmann's SAX interface: the same lexer, so the same bytes are valid JSON as
+// with json::parse, but no document is built; only trainerStatus' fields are kept. Kubeflow's
+// rules are checked afterwards (Check), in a fixed order, so the first refusal named does not
+// depend on where a field sits in the body. Metrics past kMaxProgressMetrics + 1 are counted only.
+class BodySax : public nlohmann::json_sax<json> {
+ public:
+  enum class Slot {
+    kTop,
+    kTrainerStatus,
+    kPercentage,
+    kRemaining,
+    kMetrics,
+    kLastUpdated,
+    kMetric,
+    kName,
+    kValue,
+    kIgnored
+  };
+  // The body's shape as parsed.
+  bool top_object = false;
+  enum class Ts { kAbsent, kNotObject, kObject } ts = Ts::kAbsent;
+  Integer percentage, remaining;
+  Text last_updated;
+  enum class List { kAbsent, kNotList, kList } metrics = List::kAbsent;
+  size_t metric_count = 0;
+  std::vector<Metric> metric_list;
+
+  bool null() override { return Scalar(Kind::kNull); }
+  bool boolean(bool) override { return Scalar(Kind::kOther); }
+  bool number_integer(number_integer_t v) override { return Scalar(Kind::kSigned, v); }
+  bool number_unsigned(number_unsigned_t v) override { return Scalar(Kind::kUnsigned, 0, v); }
+  bool number_float(number_float_t, const string_t&) override { return Scalar(Kind::kOther); }
+  bool string(string_t& v) override { return Scalar(Kind::kString, 0, 0, &v); }
+  bool binary(binary_t&) override { return Scalar(Kind::kOther); }
+  bool start_object(std::size_t) override { return Open(true); }
+  bool start_array(std::size_t) override { return Open(false); }
+  bool end_object() override { return Close(); }
+  bool end_array() override { return Close(); }
+  bool key(string_t& k) override {
+    Frame& f = stack_.back();
+    f.key = Slot::kIgnored;
+    if (f.role == Slot::kTop && k == "trainerStatus") {
+      f.key = Slot::kTrainerStatus;
+    } else if (f.role == Slot::kTrainerStatus) {
+      if (k == "progressPercentage") f.key = Slot::kPercentage;
+      if (k == "estimatedRemainingSeconds") f.key = Slot::kRemaining;
+      if (k == "metrics") f.key = Slot::kMetrics;
+      if (k == "lastUpdatedTime") f.key = Slot::kLastUpdated;
+    } else if (f.role == Slot::kMetric) {
+      if (k == "name") f.key = Slot::kName;
+      if (k == "value") f.key = Slot::kValue;
+    }
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  struct Frame {
+    Slot role;                  // what this object or array is
+    Slot key = Slot::kIgnored;  // in an object: what the value of the last key is
+  };
+
+  // What the value starting now is.
+  Slot Here() const {
+    if (stack_.empty()) return Slot::kTop;
+    const Frame& f = stack_.back();
+    if (f.role == Slot::kMetrics) return Slot::kMetric;
+    if (f.role == Slot::kTop || f.role == Slot::kTrainerStatus || f.role == Slot::kMetric) {
+      return f.key;
+    }
+    return Slot::kIgnored;
+  }
+  Metric* CurrentMetric() {
+    return metric_list.empty() || metric_count > metric_list.size() ? nullptr : &metric_list.back();
+  }
+  Text* TextAt(Slot slot) {
+    if (slot == Slot::kLastUpdated) return &last_updated;
+    Metric* m = CurrentMetric();
+    if (m == nullptr) return nullptr;
+    if (slot == Slot::kName) return &m->name;
+    if (slot == Slot::kValue) return &m->value;
+    return nullptr;
+  }
+
+  enum class Kind { kNull, kSigned, kUnsigned, kString, kOther };
+  bool Scalar(Kind kind, int64_t i = 0, uint64_t u = 0, string_t* text = nullptr) {
+    const Slot slot = Here();
+    switch (slot) {
+      case Slot::kTop:
+        top_object = false;
+        break;
+      case Slot::kTrainerStatus:
+        ts = kind == Kind::kNull ? Ts::kAbsent : Ts::kNotObject;
+        break;
+      case Slot::kPercentage:
+      case Slot::kRemaining: {
+        Integer& f = slot == Slot::kPercentage ? percentage : remaining;
+        f = {kind == Kind::kNull       ? Integer::Kind::kAbsent
+             : kind == Kind::kSigned   ? Integer::Kind::kSigned
+             : kind == Kind::kUnsigned ? Integer::Kind::kUnsigned
+                                       : Integer::Kind::kOther,
+             i, u};
+        break;
+      }
+      case Slot::kMetrics:
+        metrics = kind == Kind::kNull ? List::kAbsent : List::kNotList;
+        break;
+      case Slot::kMetric:
+        AddMetric(false);
+        break;
+      case Slot::kLastUpdated:
+      case Slot::kName:
+      case Slot::kValue:
+        if (Text* t = TextAt(slot)) {
+          t->kind = kind == Kind::kString ? Text::Kind::kString
+                    : kind == Kind::kNull ? Text::Kind::kAbsent
+                                          : Text::Kind::kOther;
+          t->s = text != nullptr ? std::move(*text) : std::string();
+        }
+        break;
+      case Slot::kIgnored:
+        break;
+    }
+    return true;
+  }
+
+  bool Open(bool object) {
+    const Slot slot = Here();
+    Slot role = Slot::kIgnored;
+    switch (slot) {
+      case Slot::kTop:
+        top_object = object;
+        if (object) role = Slot::kTop;
+        break;
+      case Slot::kTrainerStatus:
+        ts = object ? Ts::kObject : Ts::kNotObject;
+        percentage = remaining = Integer{};
+        last_updated = Text{};
+        metrics = List::kAbsent;
+        metric_count = 0;
+        metric_list.clear();
+        if (object) role = Slot::kTrainerStatus;
+        break;
+      case Slot::kPercentage:
+        percentage = {Integer::Kind::kOther, 0, 0};
+        break;
+      case Slot::kRemaining:
+        remaining = {Integer::Kind::kOther, 0, 0};
+        break;
+      case Slot::kMetrics:
+        metrics = object ? List::kNotList : List::kList;
+        metric_count = 0;
+        metric_list.clear();
+        if (!object) role = Slot::kMetrics;
+        break;
+      case Slot::kMetric:
+        AddMetric(object);
+        if (object && CurrentMetric() != nullptr) role = Slot::kMetric;
+        break;
+      case Slot::kLastUpdated:
+      case Slot::kName:
+      case Slot::kValue:
+        if (Text* t = TextAt(slot)) *t = {Text::Kind::kOther, {}};
+        break;
+      case Slot::kIgnored:
+        break;
+    }
+    stack_.push_back({role});
+    return true;
+  }
+
+  bool Close() {
+    stack_.pop_back();
+    return true;
+  }
+
+  void AddMetric(bool object) {
+    ++metric_count;
+    if (metric_list.size() <= kMaxProgressMetrics) metric_list.push_back({object, {}, {}});
+  }
+
+  std::vector<Frame> stack_;
+};
+
+// An integer in [lo, hi]; 45.0 is not one, as for Go's decoder into int32.
+Result<int64_t> IntegerIn(const Integer& v, const std::string& field, int64_t lo, int64_t hi) {
   const std::string range =
       "must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
-  if (!v.is_number_integer()) return FieldError(field, range);
-  if (v.is_number_unsigned()) {
-    const auto u = v.get<uint64_t>();
-    if (u > static_cast<uint64_t>(hi)) return FieldError(field, range);
-    return static_cast<int64_t>(u);
+  if (v.kind == Integer::Kind::kUnsigned) {
+    if (v.u > static_cast<uint64_t>(hi)) return FieldError(field, range);
+    return static_cast<int64_t>(v.u);
   }
-  const auto i = v.get<int64_t>();
-  if (i < lo || i > hi) return FieldError(field, range);
-  return i;
+  if (v.kind != Integer::Kind::kSigned || v.i < lo || v.i > hi) return FieldError(field, range);
+  return v.i;
 }
 
-Result<std::string> Text(const json& m, const char* key, const std::string& field) {
-  const auto it = m.find(key);
-  if (it == m.end() || it->is_null()) return FieldError(field, "required");
-  if (!it->is_string()) return FieldError(field, "must be a string");
-  const auto& s = it->get_ref<const std::string&>();
-  if (s.empty() || s.size() > kMaxMetricTextBytes) {
+Result<std::string> CheckText(Text& t, const std::string& field) {
+  if (t.kind == Text::Kind::kAbsent) return FieldError(field, "required");
+  if (t.kind != Text::Kind::kString) return FieldError(field, "must be a string");
+  if (t.s.empty() || t.s.size() > kMaxMetricTextBytes) {
     return FieldError(field, "must be 1 to " + std::to_string(kMaxMetricTextBytes) + " bytes");
   }
-  return s;
+  return std::move(t.s);
 }
 
-Status ParseMetrics(const json& metrics, v1::TrainerStatus* out) {
+Status CheckMetrics(BodySax& body, v1::TrainerStatus* out) {
   const std::string field = "trainerStatus.metrics";
-  if (!metrics.is_array()) return FieldError(field, "must be a list");
-  if (metrics.size() > kMaxProgressMetrics) {
+  if (body.metrics == BodySax::List::kNotList) return FieldError(field, "must be a list");
+  if (body.metric_count > kMaxProgressMetrics) {
     return FieldError(field, "at most " + std::to_string(kMaxProgressMetrics) + " metrics, got " +
-                                 std::to_string(metrics.size()));
+                                 std::to_string(body.metric_count));
   }
-  for (size_t i = 0; i < metrics.size(); ++i) {
+  for (size_t i = 0; i < body.metric_list.size(); ++i) {
+    Metric& metric = body.metric_list[i];
     const std::string at = field + "[" + std::to_string(i) + "]";
-    if (!metrics[i].is_object()) return FieldError(at, "must be an object with name and value");
-    TRAINLET_ASSIGN_OR_RETURN(auto name, Text(metrics[i], "name", at + ".name"));
-    TRAINLET_ASSIGN_OR_RETURN(auto value, Text(metrics[i], "value", at + ".value"));
+    if (!metric.object) return FieldError(at, "must be an object with name and value");
+    TRAINLET_ASSIGN_OR_RETURN(auto name, CheckText(metric.name, at + ".name"));
+    TRAINLET_ASSIGN_OR_RETURN(auto value, CheckText(metric.value, at + ".value"));
     auto* m = out->add_metrics();
     m->set_name(std::move(name));
     m->set_value(std::move(value));
@@ -118,28 +317,27 @@ std::optional<int64_t> ParseRfc3339Ms(std::string_view t) {
 }
 
 Result<std::optional<v1::TrainerStatus>> ParseProgressBody(std::string_view body) {
-  const json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return InvalidError("body: not valid JSON");
-  if (!doc.is_object()) return InvalidError("body: must be a JSON object");
-  const auto ts = doc.find("trainerStatus");
-  if (ts == doc.end() || ts->is_null()) return std::optional<v1::TrainerStatus>();
-  if (!ts->is_object()) return FieldError("trainerStatus", "must be an object");
+  BodySax doc;
+  if (!json::sax_parse(body, &doc)) return InvalidError("body: not valid JSON");
+  if (!doc.top_object) return InvalidError("body: must be a JSON object");
+  if (doc.ts == BodySax::Ts::kAbsent) return std::optional<v1::TrainerStatus>();
+  if (doc.ts == BodySax::Ts::kNotObject) return FieldError("trainerStatus", "must be an object");
   v1::TrainerStatus out;
-  if (auto p = ts->find("progressPercentage"); p != ts->end() && !p->is_null()) {
-    TRAINLET_ASSIGN_OR_RETURN(auto v, IntegerIn(*p, "trainerStatus.progressPercentage", 0, 100));
+  if (doc.percentage.kind != Integer::Kind::kAbsent) {
+    TRAINLET_ASSIGN_OR_RETURN(
+        auto v, IntegerIn(doc.percentage, "trainerStatus.progressPercentage", 0, 100));
     out.set_progress_percentage(static_cast<int32_t>(v));
   }
-  if (auto e = ts->find("estimatedRemainingSeconds"); e != ts->end() && !e->is_null()) {
-    TRAINLET_ASSIGN_OR_RETURN(auto v, IntegerIn(*e, "trainerStatus.estimatedRemainingSeconds", 0,
-                                                std::numeric_limits<int32_t>::max()));
+  if (doc.remaining.kind != Integer::Kind::kAbsent) {
+    TRAINLET_ASSIGN_OR_RETURN(auto v,
+                              IntegerIn(doc.remaining, "trainerStatus.estimatedRemainingSeconds", 0,
+                                        std::numeric_limits<int32_t>::max()));
     out.set_estimated_remaining_seconds(v);
   }
-  if (auto m = ts->find("metrics"); m != ts->end() && !m->is_null()) {
-    TRAINLET_RETURN_IF_ERROR(ParseMetrics(*m, &out));
-  }
-  if (auto t = ts->find("lastUpdatedTime"); t != ts->end() && !t->is_null()) {
+  if (doc.metrics != BodySax::List::kAbsent) TRAINLET_RETURN_IF_ERROR(CheckMetrics(doc, &out));
+  if (doc.last_updated.kind != Text::Kind::kAbsent) {
     std::optional<int64_t> ms;
-    if (t->is_string()) ms = ParseRfc3339Ms(t->get_ref<const std::string&>());
+    if (doc.last_updated.kind == Text::Kind::kString) ms = ParseRfc3339Ms(doc.last_updated.s);
     if (!ms) {
       return FieldError("trainerStatus.lastUpdatedTime",
                         "must be an RFC 3339 time such as \"2025-01-23T10:30:45Z\"");

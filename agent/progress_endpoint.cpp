@@ -123,13 +123,13 @@ HttpResponse ProgressEndpoint::Serve(const HttpRequest& request) {
     return r;
   }
   if (!tokens_) return Refusal(503, "ServiceUnavailable", "no progress credentials yet");
-  const std::string token = request.authorization.substr(kBearer.size());
+  const std::string_view token = std::string_view(request.authorization).substr(kBearer.size());
   auto known = verified_.find(token);
   if (known == verified_.end()) {
-    auto claim = tokens_->Verify(token);
+    auto claim = tokens_->Verify(std::string(token));
     if (!claim.ok()) return Refusal(401, "Unauthorized", claim.status().message());
     if (verified_.size() >= kMaxVerified) verified_.clear();
-    known = verified_.emplace(token, *claim).first;
+    known = verified_.emplace(std::string(token), *claim).first;
   }
   const ProgressTokenClaim& claim = known->second;
   const auto& [ns, name] = *target;

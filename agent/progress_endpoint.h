@@ -110,7 +110,7 @@ class ProgressEndpoint {
   // Tokens verified already (a rank sends the same one with every post): an HMAC each time costs
   // more than the rest of a post. Emptied when it reaches kMaxVerified.
   static constexpr size_t kMaxVerified = 4096;
-  std::map<std::string, ProgressTokenClaim> verified_;
+  std::map<std::string, ProgressTokenClaim, std::less<>> verified_;
   std::map<std::pair<std::string, uint32_t>, v1::TrainerStatus> pending_;
   std::map<std::pair<std::string, uint32_t>, std::string> last_sent_;  // serialized
 };

@@ -165,7 +165,7 @@ Result<std::unique_ptr<ProgressHttpsServer>> ProgressHttpsServer::Start(const Op
   getsockname(s->listen_fd_, reinterpret_cast<sockaddr*>(&bound), &len);
   s->port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
                                                : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  if (!options.prepare_tls) {
+  if (options.tls && !options.prepare_tls) {
     TRAINLET_ASSIGN_OR_RETURN(s->ctx_, MakeContext(options.tls_cert_file, options.tls_key_file));
   }
   TRAINLET_ASSIGN_OR_RETURN(s->poll_, platform::PollSet::Open());
@@ -195,7 +195,7 @@ void ProgressHttpsServer::Accept() {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;  // EAGAIN, or a connection that went before we took it
     if (connections_.size() >= options_.max_connections) CloseOldestIdle();
-    if (connections_.size() >= options_.max_connections || !TlsReady()) {
+    if (connections_.size() >= options_.max_connections || (options_.tls && !TlsReady())) {
       close(fd);
       continue;
     }
@@ -203,13 +203,14 @@ void ProgressHttpsServer::Accept() {
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);  // head and body, one round trip
     auto c = std::make_unique<Connection>();
     c->fd = fd;
-    c->ssl = SSL_new(ctx_);
     c->since = Clock::now();
-    if (c->ssl == nullptr || SSL_set_fd(c->ssl, fd) != 1 ||
-        poll_->Add(fd, platform::PollSet::kReadable, SocketTag(fd)) != 0) {
-      continue;  // c closes the socket
+    c->ready = !options_.tls;  // plain HTTP: no handshake
+    if (options_.tls) {
+      c->ssl = SSL_new(ctx_);
+      if (c->ssl == nullptr || SSL_set_fd(c->ssl, fd) != 1) continue;  // c closes the socket
+      SSL_set_accept_state(c->ssl);
     }
-    SSL_set_accept_state(c->ssl);
+    if (poll_->Add(fd, platform::PollSet::kReadable, SocketTag(fd)) != 0) continue;
     connections_[fd] = std::move(c);
     if (!sweep_) {  // without it (no timerfd left) timeouts wait for the next event
       if (auto timer = platform::PeriodicTimer::Open(kSweepPeriod); timer.ok()) {
@@ -252,8 +253,10 @@ void ProgressHttpsServer::Drive(Connection& c) {
     // Answered and closing: say so to TLS and TCP, then read what the client still sends until
     // it closes (the sweep ends it otherwise), so that closing with unread data does not reset
     // the connection before the client has read the answer (a 413 to a 10 MB upload).
-    ERR_clear_error();
-    SSL_shutdown(c.ssl);
+    if (c.ssl != nullptr) {
+      ERR_clear_error();
+      SSL_shutdown(c.ssl);
+    }
     shutdown(c.fd, SHUT_WR);
     c.draining = true;
   }
@@ -286,29 +289,54 @@ bool ProgressHttpsServer::Handshake(Connection& c) {
   return err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE;
 }
 
+ssize_t ProgressHttpsServer::ReadSome(Connection& c, char* buf, size_t size) {
+  if (c.ssl == nullptr) {
+    const ssize_t n = recv(c.fd, buf, size, 0);
+    if (n > 0) return n;
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : -1;
+  }
+  ERR_clear_error();
+  const int n = SSL_read(c.ssl, buf, static_cast<int>(size));
+  if (n > 0) return n;
+  const int err = SSL_get_error(c.ssl, n);
+  ERR_clear_error();
+  if (err == SSL_ERROR_WANT_WRITE) c.wants_write = true;
+  return err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE ? 0 : -1;
+}
+
+ssize_t ProgressHttpsServer::WriteSome(Connection& c, const char* data, size_t size) {
+  size = std::min<size_t>(size, 1 << 20);
+  if (c.ssl == nullptr) {
+    const ssize_t n = send(c.fd, data, size, MSG_NOSIGNAL);
+    if (n > 0) return n;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      c.wants_write = true;
+      return 0;
+    }
+    return -1;
+  }
+  ERR_clear_error();
+  const int n = SSL_write(c.ssl, data, static_cast<int>(size));
+  if (n > 0) return n;
+  const int err = SSL_get_error(c.ssl, n);
+  ERR_clear_error();
+  c.wants_write = err == SSL_ERROR_WANT_WRITE;
+  return err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE ? 0 : -1;
+}
+
 bool ProgressHttpsServer::ReadRequests(Connection& c) {
   char buf[16 * 1024];
   for (;;) {
     // A request being refused is not read further; only a draining connection reads on.
     if (c.close_after && !c.draining) return true;
-    ERR_clear_error();
-    const int n = SSL_read(c.ssl, buf, sizeof buf);
-    if (n > 0) {
-      if (!c.draining) c.in.append(buf, static_cast<size_t>(n));
-      c.since = Clock::now();
-      // No read to learn the socket is empty (one syscall less per post): what is left in the
-      // socket wakes the poll set again; only what OpenSSL holds already must be read now.
-      if (!SSL_has_pending(c.ssl)) return true;
-      continue;
-    }
-    const int err = SSL_get_error(c.ssl, n);
-    ERR_clear_error();
-    if (err == SSL_ERROR_WANT_READ) return true;
-    if (err == SSL_ERROR_WANT_WRITE) {
-      c.wants_write = true;
-      return true;
-    }
-    return false;  // the client closed, or the connection broke
+    const ssize_t n = ReadSome(c, buf, sizeof buf);
+    if (n < 0) return false;  // the client closed, or the connection broke
+    if (n == 0) return true;
+    if (!c.draining) c.in.append(buf, static_cast<size_t>(n));
+    c.since = Clock::now();
+    // No read to learn the socket is empty (one syscall less per post): what is left in the
+    // socket wakes the poll set again; only what OpenSSL holds already must be read now.
+    if (c.ssl == nullptr || !SSL_has_pending(c.ssl)) return true;
   }
 }
 
@@ -329,7 +357,7 @@ bool ProgressHttpsServer::AnswerRequests(Connection& c) {
       Answer(c, PlainHttpResponse(431, "request head too large"), true);
       return true;
     }
-    HttpRequestHead head = ParseHttpRequestHead(c.in.substr(0, head_end));
+    HttpRequestHead head = ParseHttpRequestHead(std::string_view(c.in).substr(0, head_end));
     if (head.error) {
       Answer(c, *head.error, true);
       return true;
@@ -347,46 +375,41 @@ bool ProgressHttpsServer::AnswerRequests(Connection& c) {
       return true;
     }
     head.request.body = c.in.substr(head_end + 4, head.content_length);
-    head.request.tls = true;
+    head.request.tls = options_.tls;
     c.in.erase(0, total);
     c.continue_sent = false;
-    Answer(c, handler_(head.request), !head.keep_alive);
+    Answer(c, handler_(head.request), !head.keep_alive, head.request.method == "HEAD");
   }
   return true;
 }
 
-void ProgressHttpsServer::Answer(Connection& c, const HttpResponse& r, bool close) {
-  std::string& out = c.out;
-  out += "HTTP/1.1 " + std::to_string(r.status) + " " + Reason(r.status) + "\r\n";
-  out += "Content-Type: " + r.content_type + "\r\n";
-  out += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
-  for (const auto& [name, value] : r.headers) out += name + ": " + value + "\r\n";
+void ProgressHttpsServer::Answer(Connection& c, const HttpResponse& r, bool close, bool head_only) {
+  std::string& out = c.out;  // appended piece by piece: no temporaries per answer
+  out.append("HTTP/1.1 ").append(std::to_string(r.status)).append(" ").append(Reason(r.status));
+  out.append("\r\nContent-Type: ").append(r.content_type);
+  out.append("\r\nContent-Length: ").append(std::to_string(r.body.size())).append("\r\n");
+  for (const auto& [name, value] : r.headers) out.append(name).append(": ").append(value) += "\r\n";
   if (close) out += "Connection: close\r\n";
   out += "\r\n";
-  out += r.body;
+  if (!head_only) out += r.body;  // HEAD: the length the body would have, not the body
   c.close_after = c.close_after || close;
 }
 
 bool ProgressHttpsServer::Flush(Connection& c) {
   while (c.out_at < c.out.size()) {
-    ERR_clear_error();
-    const int n = SSL_write(c.ssl, c.out.data() + c.out_at,
-                            static_cast<int>(std::min<size_t>(c.out.size() - c.out_at, 1 << 20)));
+    const ssize_t n = WriteSome(c, c.out.data() + c.out_at, c.out.size() - c.out_at);
     if (n > 0) {
       c.out_at += static_cast<size_t>(n);
       c.since = Clock::now();
       continue;
     }
-    const int err = SSL_get_error(c.ssl, n);
-    ERR_clear_error();
-    c.wants_write = err == SSL_ERROR_WANT_WRITE;
     // A client that reads slowly but always: drop what it took, or `out` grows without end
     // (SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER lets the retry start at the moved bytes).
     if (c.out_at >= 64 * 1024) {
       c.out.erase(0, c.out_at);
       c.out_at = 0;
     }
-    return err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE;
+    return n == 0;
   }
   c.out.clear();
   c.out_at = 0;

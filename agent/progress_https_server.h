@@ -1,4 +1,6 @@
-// ProgressHttpsServer: the HTTPS/1.1 server under ProgressEndpoint, driven by the agent's loop.
+// ProgressHttpsServer: the agent's HTTP/1.1 server, driven by the agent's loop: HTTPS under
+// ProgressEndpoint, and plain HTTP (Options::tls false) under the agent's /metrics (agent_ops.cpp).
+// (Named for its first use; it is the agent's one HTTP stack.)
 //
 // Why not HttpServer (common/http, Debian's cpp-httplib): bench/progress measured 9-12% of a core
 // per agent at 64 ranks posting every 100 ms, kept-alive or not. httplib 0.11 gives each
@@ -21,9 +23,15 @@
 // TLS: 1.2 or 1.3, the server's certificate chain and key from PEM files; session tickets on
 // (OpenSSL's default), so a client that reconnects with its session skips the full handshake.
 //
+// With Options::tls false it serves plain HTTP instead, the same way: the agent's /metrics,
+// /healthz and /readyz (agent_ops.cpp), so the agent has one HTTP stack and links no httplib.
+// HEAD is answered with the head a GET would get, without the body.
+//
 // Threads: none of its own. Everything, the handler included, runs on the thread that calls
 // OnReadable (the agent's loop); Start and the destructor on that thread too.
 #pragma once
+
+#include <sys/types.h>
 
 #include <chrono>
 #include <cstddef>
@@ -47,6 +55,7 @@ class ProgressHttpsServer {
   using Clock = std::chrono::steady_clock;
   struct Options {
     std::string host;           // "" for every IPv4 interface; an IPv6 address without brackets
+    bool tls = true;            // false: plain HTTP, and the TLS fields below are unused
     uint16_t port = 0;          // 0: the kernel chooses; port() tells which
     std::string tls_cert_file;  // PEM: the server's certificate (chain)
     std::string tls_key_file;   // PEM: its private key
@@ -88,7 +97,11 @@ class ProgressHttpsServer {
   bool ReadRequests(Connection& c);
   bool AnswerRequests(Connection& c);
   bool Flush(Connection& c);
-  void Answer(Connection& c, const HttpResponse& r, bool close);
+  // One read or write, TLS or plain: bytes (> 0), 0 for "not now" (wants_write set when the
+  // socket must become writable), -1 when the client closed or the connection broke.
+  ssize_t ReadSome(Connection& c, char* buf, size_t size);
+  ssize_t WriteSome(Connection& c, const char* data, size_t size);
+  void Answer(Connection& c, const HttpResponse& r, bool close, bool head_only = false);
   void Close(int fd);
   void Sweep(Clock::time_point now);
   void CloseOldestIdle();

@@ -13,7 +13,8 @@ OpsEndpoint::~OpsEndpoint() = default;
 
 Result<std::unique_ptr<OpsEndpoint>> OpsEndpoint::Create(const std::string& metrics_address,
                                                          std::unique_ptr<ServiceNotifier> notifier,
-                                                         bool best_effort) {
+                                                         bool best_effort,
+                                                         const OpsHttpStarter& start) {
   std::unique_ptr<OpsEndpoint> ops(new OpsEndpoint(std::move(notifier)));
   TRAINLET_ASSIGN_OR_RETURN(ops->poll_set_, platform::PollSet::Open());
   // Tags: the watchdog's is its timer, HTTP's the endpoint.
@@ -25,10 +26,9 @@ Result<std::unique_ptr<OpsEndpoint>> OpsEndpoint::Create(const std::string& metr
   };
   if (!metrics_address.empty()) {
     OpsEndpoint* self = ops.get();
-    HttpServer::Options options;
-    options.address = metrics_address;
-    options.max_body_bytes = 8192;  // GET and HEAD only: nothing to read
-    auto http = HttpServer::Start(options, [self](const HttpRequest& r) { return self->Serve(r); });
+    // GET and HEAD only: 8 KiB is plenty of body to read.
+    auto http =
+        start(metrics_address, 8192, [self](const HttpRequest& r) { return self->Serve(r); });
     if (!http.ok()) {  // "metrics address "...": why", as the daemons have always said
       http = Status(http.status().code(), "metrics " + http.status().message());
     }
@@ -58,7 +58,7 @@ void OpsEndpoint::OnReadable() {
     if (watchdog_ && ready.tag == watchdog_.get()) {
       if (watchdog_->Consume()) notifier_->Notify("WATCHDOG=1", true);
     } else if (http_ && ready.tag == http_.get()) {
-      http_->Handle();
+      http_->OnReadable();
     }
   }
 }

@@ -10,9 +10,14 @@
 // pets stop and the service manager restarts the daemon. That is the point, so never move it to
 // a thread.
 //
-// fd() is a PollSet (platform/poll_set.h) holding the HTTP server's wake-up (http/http_server.h:
-// httplib's threads parse, the loop answers) and a watchdog timer; poll it for POLLIN and call
-// OnReadable() when it is readable. Owned by one loop; no locks here.
+// fd() is a PollSet (platform/poll_set.h) holding the HTTP server's fd and a watchdog timer; poll
+// it for POLLIN and call OnReadable() when it is readable. Owned by one loop; no locks here.
+//
+// Which HTTP server: the caller's OpsHttpStarter. The coordinator's is Debian's cpp-httplib
+// (http/http_server.h: httplib's threads parse, the loop answers), the default of the three-
+// argument Create, which is built into trainlet_http. The agent passes its own event-driven
+// server (agent/agent_ops.cpp), so the agent links no httplib (issue 15: one HTTP stack per
+// agent, and ~6 MB of idle RSS that libcpp-httplib.so and its libraries cost).
 #pragma once
 
 #include <functional>
@@ -28,15 +33,34 @@
 
 namespace trainlet {
 
+// An HTTP server that answers on the loop that polls fd(). Owned by the OpsEndpoint.
+class OpsHttpServer {
+ public:
+  virtual ~OpsHttpServer() = default;
+  virtual int fd() const = 0;     // readable while OnReadable has work
+  virtual void OnReadable() = 0;  // reads, calls the handler, writes; on the loop only
+  // "127.0.0.1:9464", with the port the kernel chose for :0.
+  virtual std::string bound_address() const = 0;
+};
+// Binds `address` ("host:port", "[v6]:port" or ":port") and answers with `handler` (bodies over
+// max_body_bytes get 413). Errors name the address; a port in use is ErrorCode::kExists.
+using OpsHttpStarter = std::function<Result<std::unique_ptr<OpsHttpServer>>(
+    const std::string& address, size_t max_body_bytes, HttpHandler handler)>;
+
 class OpsEndpoint {
  public:
   // metrics_address "" serves no HTTP (the notifier still works). Errors name the address.
   // best_effort: a port already in use is logged and HTTP is left off, rather than an error.
   // Daemons pass it for their built-in default address, so several of them (a local cluster)
   // can share a host; an address the operator chose must work or the daemon does not start.
+  // HTTP by cpp-httplib (HttpServer); defined in trainlet_http.
   static Result<std::unique_ptr<OpsEndpoint>> Create(const std::string& metrics_address,
                                                      std::unique_ptr<ServiceNotifier> notifier,
                                                      bool best_effort = false);
+  // HTTP by the server `start` makes; trainlet_ops alone, no httplib.
+  static Result<std::unique_ptr<OpsEndpoint>> Create(const std::string& metrics_address,
+                                                     std::unique_ptr<ServiceNotifier> notifier,
+                                                     bool best_effort, const OpsHttpStarter& start);
   ~OpsEndpoint();
   OpsEndpoint(const OpsEndpoint&) = delete;
   OpsEndpoint& operator=(const OpsEndpoint&) = delete;
@@ -62,7 +86,7 @@ class OpsEndpoint {
 
   // Constant after Create.
   std::unique_ptr<ServiceNotifier> notifier_;
-  std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<OpsHttpServer> http_;
   std::unique_ptr<platform::PollSet> poll_set_;
   std::unique_ptr<platform::PeriodicTimer> watchdog_;  // null without a watchdog
   // Owned by the loop.

@@ -9,8 +9,8 @@ connection per post, as curl in a loop would. The posts/s the posters really rea
 (Python posters on a small machine fall short of RANKS/INTERVAL), and the agent's CPU per post.
 The same run measures the same daemons idle first, so each row reads against its own baseline:
 
-  - CPU of each agent and of the coordinator (utime + stime from /proc/PID/stat, in % of one
-    core), idle and under the posts;
+  - CPU of each agent and of the coordinator (the scheduler's run time of all their threads,
+    /proc/PID/task/*/schedstat, in % of one core), idle and under the posts;
   - each agent's RSS (VmRSS), idle and the highest sampled under the posts;
   - latency from a change of the posted percentage to `trainletctl get trainjobs -o json`
     showing it (median and max of SAMPLES changes; includes up to INTERVAL for the ranks to
@@ -31,15 +31,23 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TICK = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_ticks(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+def cpu_ns(pid):
+    """CPU time the process has run, in ns, summed over its threads (/proc/PID/task/*/schedstat:
+    the scheduler's own count, not utime + stime's 10 ms ticks, which at 2-5% of a core over a
+    12 s window are a quantum of about 0.1% each)."""
+    total = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass  # a thread that ended meanwhile
+    return total
 
 
 def rss_kb(pid):
@@ -50,13 +58,24 @@ def rss_kb(pid):
     return 0
 
 
+def posts_answered(address):
+    """The agent's count of progress posts it answered 200 (its /metrics), or None."""
+    try:
+        with urllib.request.urlopen("http://%s/metrics" % address, timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return None
+    m = re.search(r'^trainlet_agent_progress_posts_total\{code="200"\} (\S+)$', text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
 def cpu_percent(pids, seconds, on_second=None):
-    before = {p: cpu_ticks(p) for p in pids}
+    before = {p: cpu_ns(p) for p in pids}
     for _ in range(int(seconds)):
         time.sleep(1)
         if on_second:
             on_second()
-    return {p: 100.0 * (cpu_ticks(p) - before[p]) / TICK / seconds for p in pids}
+    return {p: 100.0 * (cpu_ns(p) - before[p]) / 1e9 / seconds for p in pids}
 
 
 class Cluster:
@@ -68,10 +87,16 @@ class Cluster:
                         "--dir", self.dir], check=True, env=self.env, stdout=subprocess.DEVNULL)
         self.coordinator = self.pid("coordinator")
         self.agents = [self.pid("node-%d" % (i + 1)) for i in range(agents)]
+        self.metrics = [self.metrics_address("node-%d" % (i + 1)) for i in range(agents)]
 
     def pid(self, name):
         with open(os.path.join(self.dir, "pids", name + ".pid")) as f:
             return int(f.read().split()[0])
+
+    def metrics_address(self, name):
+        with open(os.path.join(self.dir, "logs", name + ".log")) as f:
+            m = re.search(r"serving /metrics, /healthz and /readyz on http://(\S+)", f.read())
+        return m.group(1) if m else None
 
     def ctl_json(self, *args):
         out = subprocess.run([self.ctl, *args, "-o", "json"], check=True, env=self.env,
@@ -140,7 +165,14 @@ def run_job(cluster, a, client):
     def sample_rss():
         for p in cluster.agents:
             load_rss[p] = max(load_rss[p], rss_kb(p))
-    load_cpu = cpu_percent(daemons, min(a.window, a.duration - 8), sample_rss)
+    window = min(a.window, a.duration - 8)
+    posts_before = [posts_answered(m) for m in cluster.metrics]
+    load_cpu = cpu_percent(daemons, window, sample_rss)
+    posts_after = [posts_answered(m) for m in cluster.metrics]
+    # Posts each agent answered in the CPU window, per second: from its own counter, so the CPU
+    # per post divides by the posts of the same seconds (the posters' own rate varies with load).
+    window_rate = [(b2 - b1) / window if b1 is not None and b2 is not None else None
+                   for b1, b2 in zip(posts_before, posts_after)]
     latencies = measure_latency(cluster, name, pct_file, a.samples)
 
     def ended():
@@ -151,7 +183,8 @@ def run_job(cluster, a, client):
                           text=True).stdout
     posted = [l for l in logs.splitlines() if "posted" in l]
     return {"cpu": load_cpu, "rss": load_rss, "latencies": latencies,
-            "phase": cluster.job(name).get("jobPhase"), "posted": posted}
+            "phase": cluster.job(name).get("jobPhase"), "posted": posted,
+            "window_rate": window_rate}
 
 
 def main():
@@ -193,8 +226,9 @@ def main():
               "per agent (asked: %.0f)" % (client, r["phase"], len(r["posted"]), a.ranks, ok, rate,
                                           a.ranks / a.agents / a.interval))
         for i, p in enumerate(cluster.agents):
-            print("agent node-%d: %.0f us of CPU per post" % (
-                i + 1, 1e4 * max(0.0, r["cpu"][p] - idle_cpu[p]) / rate if rate else 0))
+            own = r["window_rate"][i] or rate  # the agent's count in the window, else the posters'
+            print("agent node-%d: %.0f us of CPU per post (%.0f posts/s in the CPU window)" % (
+                i + 1, 1e4 * max(0.0, r["cpu"][p] - idle_cpu[p]) / own if own else 0, own))
         print()
         print("| process | CPU idle (% of a core) | CPU under posts | RSS idle (kB) | "
               "RSS under posts (kB) |")

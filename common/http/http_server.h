@@ -1,5 +1,6 @@
-// HttpServer: trainlet's one HTTP stack (Debian's cpp-httplib, with OpenSSL for HTTPS), shaped for
-// a daemon whose work all happens on one event loop.
+// HttpServer: the coordinator's HTTP stack (Debian's cpp-httplib, with OpenSSL for HTTPS), shaped
+// for a daemon whose work all happens on one event loop. (The agent serves HTTP with its own
+// event-driven server, agent/progress_https_server.h, and links none of this.)
 //
 // Threads. httplib parses requests on threads of its own: one that accepts, and a small pool that
 // reads, writes and enforces the limits below. Those threads never touch the daemon's state. Each
@@ -94,6 +95,7 @@ class HttpServer {
 };
 
 // Splits "host:port", "[v6]:port" or ":port" (host "" then). Invalid naming the address otherwise.
+// Defined in host_port.cpp (library trainlet_ops), so it links without httplib.
 Result<std::pair<std::string, uint16_t>> SplitHostPort(const std::string& address);
 
 }  // namespace trainlet

@@ -3,8 +3,12 @@
 // (body, head, chunked, plain HTTP, idle timeout) hold; a taken port is kExists.
 #include "agent/progress_https_server.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -250,6 +254,53 @@ TEST_F(ProgressHttpsServerTest, PrepareTlsRunsAtTheFirstConnection) {
   EXPECT_EQ(Curl("-d x '" + Url() + "'"), "200\n");
   EXPECT_EQ(Curl("-d x '" + Url() + "'"), "200\n");
   EXPECT_EQ(prepared, 2) << "loaded once it worked";
+}
+
+// Plain HTTP (Options::tls false: the agent's /metrics): GET and HEAD with the same head, HEAD
+// without the body; HTTP/1.0 closes after the answer; HTTP/1.1 keeps the connection for
+// pipelined requests; the body limit holds; no TLS files are needed.
+std::string Exchange(uint16_t port, const std::string& request) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string out;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
+      write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+    char buf[4096];
+    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
+TEST_F(ProgressHttpsServerTest, ServesPlainHttpWithoutTls) {
+  ProgressHttpsServer::Options options;
+  options.tls = false;
+  StartServer(options);
+  const uint16_t port = server_->port();
+  const std::string get = Exchange(port, "GET /m HTTP/1.0\r\n\r\n");
+  EXPECT_EQ(get,
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 10\r\n"
+            "Connection: close\r\n\r\nGET /m  0\n");
+  const std::string head = Exchange(port, "HEAD /m HTTP/1.0\r\n\r\n");
+  EXPECT_EQ(head,
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 11\r\n"
+            "Connection: close\r\n\r\n")
+      << "HEAD: the head a GET gets (its body would be \"HEAD /m  0\\n\"), no body";
+  const std::string two = Exchange(port,
+                                   "POST /a HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET /b "
+                                   "HTTP/1.1\r\nConnection: close\r\n\r\n");
+  EXPECT_NE(two.find("POST /a  3\n"), std::string::npos) << two;
+  EXPECT_NE(two.find("GET /b  0\n"), std::string::npos) << two;
+  std::ofstream(dir_.File("big")) << std::string(1 << 20, ' ');
+  EXPECT_EQ(Run("curl -s --max-time 20 -o /dev/null -w '%{http_code}\\n' --data-binary @" +
+                dir_.File("big") + " http://127.0.0.1:" + std::to_string(port) + "/x"),
+            "413\n");
+  EXPECT_EQ(requests_, 4);
 }
 
 }  // namespace

@@ -437,12 +437,15 @@ TEST_F(DaemonOpsTest, NotifiesSystemdAndServesMetrics) {
   // The watchdog is read with libsystemd, loaded for it.
   EXPECT_TRUE(MapsLibsystemd(agent));
   EXPECT_TRUE(MapsLibsystemd(coordinator));
+  // The agent serves /metrics with its own event-driven server (agent/agent_ops.cpp), as it
+  // does the progress port: one HTTP stack, and no libcpp-httplib.so (issue 15).
+  EXPECT_FALSE(Maps(agent, "/libcpp-httplib.so"));
 #if TRAINLET_EXPECT_STATIC_AGENT
   // Linked with its C++ libraries as archives (cmake/TrainletStaticAgent.cmake), after topology
   // discovery, registration and a job: no shared C++ library of its own was loaded, not even by
-  // hwloc. libstdc++.so is no longer on the list: Debian ships cpp-httplib (the HTTP stack of
-  // /metrics and the progress endpoint, issue 15) only as a shared library, which needs it.
-  for (const char* library : {"/libzmq.so", "/libspdlog.so", "/libyaml-cpp.so", "/libxml2.so"}) {
+  // hwloc. libstdc++.so is back on the list now that no shared cpp-httplib needs it.
+  for (const char* library :
+       {"/libzmq.so", "/libspdlog.so", "/libyaml-cpp.so", "/libxml2.so", "/libstdc++.so"}) {
     EXPECT_FALSE(Maps(agent, library)) << library;
   }
 #endif

@@ -254,6 +254,87 @@ TEST(OpsEndpoint, PetsTheWatchdogOnlyWhenTheLoopRuns) {
   EXPECT_LE(pets, 8);
 }
 
+// The HTTP server is the caller's (OpsHttpStarter: the agent passes its own, no httplib): it is
+// started on the metrics address with an 8 KiB body limit, its fd is polled through the
+// endpoint's and OnReadable reaches it; its handler answers /healthz, /readyz and /metrics; a
+// port in use is an error unless best_effort, which serves no HTTP.
+class FakeOpsServer : public OpsHttpServer {
+ public:
+  explicit FakeOpsServer(int* woken) : woken_(woken) {
+    int fds[2];
+    EXPECT_EQ(pipe(fds), 0);
+    read_ = fds[0];
+    write_ = fds[1];
+  }
+  ~FakeOpsServer() override {
+    close(read_);
+    close(write_);
+  }
+  int fd() const override { return read_; }
+  void OnReadable() override {
+    char c;
+    EXPECT_EQ(read(read_, &c, 1), 1);
+    ++*woken_;
+  }
+  std::string bound_address() const override { return "127.0.0.1:1234"; }
+  void Wake() { EXPECT_EQ(write(write_, "x", 1), 1); }
+
+ private:
+  int* woken_;
+  int read_ = -1, write_ = -1;
+};
+
+TEST(OpsEndpoint, ServesWithTheServerItsCallerStarts) {
+  std::vector<std::string> sent;
+  int woken = 0;
+  FakeOpsServer* server = nullptr;
+  HttpHandler handler;
+  std::string address;
+  size_t body_limit = 0;
+  auto start = [&](const std::string& a, size_t limit,
+                   HttpHandler h) -> Result<std::unique_ptr<OpsHttpServer>> {
+    address = a;
+    body_limit = limit;
+    handler = std::move(h);
+    auto s = std::make_unique<FakeOpsServer>(&woken);
+    server = s.get();
+    return std::unique_ptr<OpsHttpServer>(std::move(s));
+  };
+  auto ops = OpsEndpoint::Create(
+      "127.0.0.1:0", std::make_unique<RecordingNotifier>(&sent, std::chrono::microseconds(0)),
+      false, start);
+  ASSERT_TRUE(ops.ok()) << ops.status().message();
+  EXPECT_EQ(address, "127.0.0.1:0");
+  EXPECT_EQ(body_limit, 8192u);
+  EXPECT_EQ((*ops)->metrics_address(), "127.0.0.1:1234");
+  server->Wake();
+  pollfd p{(*ops)->fd(), POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 1000), 1);
+  (*ops)->OnReadable();
+  EXPECT_EQ(woken, 1);
+  EXPECT_EQ(handler(HttpRequest{"GET", "/healthz", "", "", false}).body, "ok\n");
+  EXPECT_EQ(handler(HttpRequest{"GET", "/readyz", "", "", false}).status, 503);
+  EXPECT_EQ(handler(HttpRequest{"POST", "/metrics", "", "", false}).status, 405);
+  (*ops)->metrics().AddCounter("x_total", "x").Get().Inc();
+  EXPECT_NE(handler(HttpRequest{"GET", "/metrics", "", "", false}).body.find("x_total 1"),
+            std::string::npos);
+
+  auto taken = [](const std::string&, size_t,
+                  HttpHandler) -> Result<std::unique_ptr<OpsHttpServer>> {
+    return Status(ErrorCode::kExists, "address \"127.0.0.1:1\": Address already in use");
+  };
+  auto refused = OpsEndpoint::Create(
+      "127.0.0.1:1", std::make_unique<RecordingNotifier>(&sent, std::chrono::microseconds(0)),
+      false, taken);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(), "metrics address \"127.0.0.1:1\": Address already in use");
+  auto best_effort = OpsEndpoint::Create(
+      "127.0.0.1:1", std::make_unique<RecordingNotifier>(&sent, std::chrono::microseconds(0)), true,
+      taken);
+  ASSERT_TRUE(best_effort.ok());
+  EXPECT_EQ((*best_effort)->metrics_address(), "");
+}
+
 struct ConfigFixture {
   std::string name;
   int64_t beat_ms_seen = 0;
