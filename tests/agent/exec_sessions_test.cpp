@@ -329,6 +329,12 @@ TEST_F(ExecSessionsTest, ASessionRunsAsTheJobsUserWithItsSecretInAFile) {
   sessions_->Start(start,
                    {{"TRAINLET_JOB", "job-a"}, {"TRAINLET_WORK_DIR", (dir_ / "work").string()}},
                    (dir_ / "work").string());
+  // What the step was asked, as the supervisor reads it back for the rank's Started event.
+  const auto asked = sup_->RankRunAs("job-a", 1, kExecRankBase);
+  ASSERT_TRUE(asked.has_value());
+  EXPECT_EQ(asked->job_run_as_user, std::optional<int64_t>(uid));
+  EXPECT_EQ(asked->job_run_as_group, std::optional<int64_t>(gid));
+  EXPECT_FALSE(sup_->RankRunAs("job-a", 2, kExecRankBase).has_value());
   ASSERT_TRUE(RunUntil([&] { return Exited(51) != nullptr; })) << Stream(51, 2);
   const std::string ids = std::to_string(uid) + ":" + std::to_string(gid);
   EXPECT_EQ(Stream(51, 1), "ids=" + ids + ":" + std::to_string(gid) +

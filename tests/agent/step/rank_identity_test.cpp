@@ -173,6 +173,15 @@ TEST(RankIdentity, EnvFileRoundTripsOnce) {
   EXPECT_FALSE(TakeEnvFile(path).ok());
 }
 
+// What describe shows (WorkerEvent.run_as): the name when the account has one.
+TEST(RankIdentity, TextNamesTheAccountAndItsIds) {
+  EXPECT_EQ((RankIdentity{65534, 65534, {65534}, "nobody", "run_as"}).Text(),
+            "nobody (uid 65534, gid 65534)");
+  EXPECT_EQ((RankIdentity{4000, 100, {100}, "", "securityContext.runAsUser"}).Text(),
+            "uid 4000, gid 100");
+  EXPECT_EQ(RankIdentity::TextOf(RunAsRequest{}), "");  // nothing asked: the agent's own user
+}
+
 // The real drop, in a child: afterwards it is nobody and cannot become root again.
 TEST(RankIdentity, DropPrivilegesLeavesNoWayBack) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to switch users";
