@@ -130,8 +130,10 @@ void ExecSessions::Start(const v1::ExecStart& start, const std::map<std::string,
   launch.attempt = start.attempt();
   launch.rank = s.record.rank;
   launch.argv = {"/bin/sh", "-c", start.command()};
-  launch.env = env;
-  for (const auto& [k, v] : start.env()) launch.env[k] = v;
+  // The node's env wins, as for ranks (PlanLaunches): the start's env carries the job's, and a
+  // job must not name the dirs that trainlet-step, as root, gives to the job's user.
+  launch.env.insert(start.env().begin(), start.env().end());
+  for (const auto& [k, v] : env) launch.env[k] = v;
   launch.cwd = cwd;
   launch.log_path = s.dir + "/stdout";
   launch.stderr_path = s.dir + "/stderr";

@@ -212,9 +212,11 @@ Status GiveJobDirs(const std::string& work_dir, const std::string& state_dir,
   return st;
 }
 
-Status GiveNodeCache(std::vector<std::string>& envp, const RankIdentity& owner) {
+Status GiveNodeCache(std::vector<std::string>& envp, const std::string& state_dir,
+                     const RankIdentity& owner) {
   const std::string cache = EnvValue(envp, kCacheDirEnv);
-  if (cache.empty() || cache[0] != '/') return Status::Ok();
+  // Only the agent's own cache dir: root never opens up a dir a job named.
+  if (state_dir.empty() || cache != state_dir + "/cache") return Status::Ok();
   const int cache_fd = open(cache.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (cache_fd < 0) return IoError(owner.field + ": node cache " + Errno(cache));
   // Searchable, not listable: a user finds its own dir, never another's names.
@@ -225,9 +227,9 @@ Status GiveNodeCache(std::vector<std::string>& envp, const RankIdentity& owner) 
   if (st.ok() && mkdirat(cache_fd, name.c_str(), 0700) != 0 && errno != EEXIST)
     st = IoError(owner.field + ": node cache " + Errno(mine));
   const int fd = st.ok() ? OpenDirAt(cache_fd, name) : -1;
+  if (st.ok() && fd < 0) st = IoError(owner.field + ": node cache " + Errno(mine));
   close(cache_fd);
   if (!st.ok()) return st;
-  if (fd < 0) return IoError(owner.field + ": node cache " + Errno(mine));
   st = Give(fd, mine, owner);
   close(fd);
   if (!st.ok()) return st;

@@ -75,9 +75,11 @@ Status GiveJobDirs(const std::string& work_dir, const std::string& state_dir,
 // The node cache (TRAINLET_CACHE_DIR: <state_dir>/cache, which the agent makes 0700) for a rank
 // of `owner`: its own <cache>/uid-<UID> (0700, the user's), shared by that user's jobs on the node
 // and by no other user, with the cache dir itself made 0711 (searchable, not listable). The
-// variable then names the user's dir. No TRAINLET_CACHE_DIR: nothing to do. Errors (Io) name the
-// dir and the field the identity came from.
-Status GiveNodeCache(std::vector<std::string>& envp, const RankIdentity& owner);
+// variable then names the user's dir. A TRAINLET_CACHE_DIR that is not the agent's cache dir
+// (none, or one a job set), or no `state_dir`: nothing is done. Errors (Io) name the dir and the
+// field the identity came from.
+Status GiveNodeCache(std::vector<std::string>& envp, const std::string& state_dir,
+                     const RankIdentity& owner);
 
 // The value of `key` in `envp`, "" when absent.
 std::string EnvValue(const std::vector<std::string>& envp, const std::string& key);

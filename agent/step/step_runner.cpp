@@ -312,7 +312,7 @@ class Step {
                     const std::optional<RankIdentity>& as, int log_fd) {
     if (as) {
       TRAINLET_RETURN_IF_ERROR(GiveJobDirs(EnvValue(envp, "TRAINLET_WORK_DIR"), StateDir(), *as));
-      TRAINLET_RETURN_IF_ERROR(GiveNodeCache(envp, *as));
+      TRAINLET_RETURN_IF_ERROR(GiveNodeCache(envp, StateDir(), *as));
       // The log stays the agent's to read (it is root); the rank writes it through its stdout.
       if (log_fd >= 0 && fchown(log_fd, as->uid, as->gid) != 0) {
         return IoError(as->field + ": chown of the rank's log: " + std::strerror(errno));

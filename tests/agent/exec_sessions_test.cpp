@@ -10,6 +10,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -326,6 +327,9 @@ TEST_F(ExecSessionsTest, ASessionRunsAsTheJobsUserWithItsSecretInAFile) {
   start.set_run_as_user(uid);
   start.set_run_as_group(gid);
   (*start.mutable_env())["TRAINLET_EXEC_KEY"] = "launcher-secret";
+  // The job's env may not name the dir root gives to the job's user: the node's wins.
+  fs::create_directories(dir_ / "decoy");
+  (*start.mutable_env())["TRAINLET_WORK_DIR"] = (dir_ / "decoy").string();
   sessions_->Start(start,
                    {{"TRAINLET_JOB", "job-a"}, {"TRAINLET_WORK_DIR", (dir_ / "work").string()}},
                    (dir_ / "work").string());
@@ -341,6 +345,9 @@ TEST_F(ExecSessionsTest, ASessionRunsAsTheJobsUserWithItsSecretInAFile) {
                                " key=none\nmode=400:" + std::to_string(uid) + "\nlauncher-secret\n")
       << Stream(51, 2);
   EXPECT_EQ(Exited(51)->exit_code(), 0) << Stream(51, 2);
+  struct stat decoy {};
+  ASSERT_EQ(stat((dir_ / "decoy").c_str(), &decoy), 0);
+  EXPECT_EQ(decoy.st_uid, 0u) << "a dir the job's env named was given to the job's user";
 }
 
 }  // namespace

@@ -217,23 +217,29 @@ TEST(RankFiles, ARankOfAnotherUserGetsItsOwnDirInTheNodeCache) {
   const std::string cache = root.path() + "/cache";
   fs::create_directories(cache + "/uid-0");
   chmod(cache.c_str(), 0700);
+  // A cache dir that is not the agent's (a job set the variable) is left alone.
   std::vector<std::string> env = {"TRAINLET_CACHE_DIR=" + cache, "A=b"};
-  ASSERT_TRUE(GiveNodeCache(env, *nobody).ok());
+  ASSERT_TRUE(GiveNodeCache(env, root.path() + "/other-state", *nobody).ok());
+  EXPECT_EQ(EnvValue(env, "TRAINLET_CACHE_DIR"), cache);
+  struct stat st {};
+  ASSERT_EQ(stat(cache.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  ASSERT_TRUE(GiveNodeCache(env, root.path(), *nobody).ok());
   const std::string mine = cache + "/uid-" + std::to_string(nobody->uid);
   EXPECT_EQ(EnvValue(env, "TRAINLET_CACHE_DIR"), mine);
-  struct stat st {};
   ASSERT_EQ(stat(mine.c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, nobody->uid);
   EXPECT_EQ(st.st_mode & 07777, 0700u);
   ASSERT_EQ(stat(cache.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0711u);  // searchable, not listable
-  ASSERT_TRUE(GiveNodeCache(env = {"TRAINLET_CACHE_DIR=" + cache}, *nobody).ok());  // again
+  env = {"TRAINLET_CACHE_DIR=" + cache};
+  ASSERT_TRUE(GiveNodeCache(env, root.path(), *nobody).ok());  // again
 
   // A link in its place (left by someone) is refused, not followed.
   fs::remove(mine);
   fs::create_directory_symlink(root.path(), mine);
   env = {"TRAINLET_CACHE_DIR=" + cache};
-  Status linked = GiveNodeCache(env, *nobody);
+  Status linked = GiveNodeCache(env, root.path(), *nobody);
   EXPECT_FALSE(linked.ok());
   ASSERT_EQ(stat(root.path().c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, 0u);
