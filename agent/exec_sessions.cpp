@@ -130,12 +130,18 @@ void ExecSessions::Start(const v1::ExecStart& start, const std::map<std::string,
   launch.attempt = start.attempt();
   launch.rank = s.record.rank;
   launch.argv = {"/bin/sh", "-c", start.command()};
-  launch.env = env;
-  for (const auto& [k, v] : start.env()) launch.env[k] = v;
+  // The node's env wins, as for ranks (PlanLaunches): the start's env carries the job's, and a
+  // job must not name the dirs that trainlet-step, as root, gives to the job's user.
+  launch.env.insert(start.env().begin(), start.env().end());
+  for (const auto& [k, v] : env) launch.env[k] = v;
   launch.cwd = cwd;
   launch.log_path = s.dir + "/stdout";
   launch.stderr_path = s.dir + "/stderr";
   launch.cpus = cpus;  // an orted and the ranks it starts stay inside the job's CPUs
+  // An orted starts ranks of the job: it runs as the job's ranks do on this node (the step adds
+  // the agent's run_as for what the job leaves unset), with its secrets in that user's files.
+  if (start.has_run_as_user()) launch.run_as.job_run_as_user = start.run_as_user();
+  if (start.has_run_as_group()) launch.run_as.job_run_as_group = start.run_as_group();
   auto started = supervisor_->StartStep({launch}, std::chrono::milliseconds(s.record.grace_ms));
   if (started.empty() || !started[0].ok()) {
     // Nothing runs: the step, if it came up at all, ends by itself. Its exit record is not ours.

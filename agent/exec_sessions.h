@@ -56,8 +56,11 @@ class ExecSessions {
   // error.
   void Restore();
 
-  // Starts `/bin/sh -c command` in `cwd`, with the session's env over `env`, under a step whose
-  // CPU affinity is `cpus` (the attempt's CPUs on this node; empty: the agent's own).
+  // Starts `/bin/sh -c command` in `cwd`, with `env` (the node's) over the session's, under a step
+  // whose CPU affinity is `cpus` (the attempt's CPUs on this node; empty: the agent's own). It runs
+  // as the job's ranks on this node do: the start's run_as_user / run_as_group (the job's
+  // securityContext) over the agent's run_as (agent/step/rank_identity.h), its secrets
+  // (TRAINLET_EXEC_KEY) in that user's files (agent/step/rank_files.h).
   // Failures are reported to the coordinator as ExecExited with the error, never thrown.
   void Start(const v1::ExecStart& start, const std::map<std::string, std::string>& env,
              const std::string& cwd, const std::vector<unsigned>& cpus = {});

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "agent/log_tail.h"
+#include "agent/step/rank_identity.h"
 #include "common/logging.h"
 #include "common/rendezvous/fence_message.h"
 
@@ -28,6 +29,9 @@ void RankReports::Started(const std::string& job, uint32_t attempt, uint32_t ran
     deps_.ops->OnWorkerStarted();
     ev->set_pid(*pid);
     ev->set_workspace(deps_.supervisor->StepWorkspace(job, attempt));
+    if (auto run_as = deps_.supervisor->RankRunAs(job, attempt, rank)) {
+      ev->set_run_as(step::RankIdentity::TextOf(*run_as));  // the step resolved the same
+    }
     if (binding) {
       ev->set_cpuset(binding->CpuList());
       ev->set_devices(binding->DeviceList());

@@ -1,7 +1,8 @@
 // RankReports: the WorkerEvents this node sends the coordinator about its ranks.
 //
 //   - Started: the pid, with what the rank got here (CPUs, devices, workspace, working directory,
-//     and a note when its CPUs are shared with another job); StartFailed with why it could not.
+//     the user it runs as, and a note when its CPUs are shared with another job); StartFailed
+//     with why it could not.
 //   - Exited: exit code or signal, the last line of a failed rank's log (a step's own message
 //     wins), and a PMIx_Abort the rank called before it ended (RendezvousServer::OnRankExited).
 //   - A rank its step holds for its replicated job's dependencies is reported when it starts

@@ -259,6 +259,10 @@ class WorkerSupervisor {
   // How the workspace reached the ranks of (job, attempt)'s newest step, as that step wrote it
   // (agent/step/workspace_mount.h); "" when unknown.
   std::string StepWorkspace(const std::string& job, uint32_t attempt) const;
+  // Who `rank` of (job, attempt) was asked to run as, from its step's launch file
+  // (StepRank::run_as, agent_run_as included); nullopt when no step of the attempt knows the rank.
+  std::optional<step::RunAsRequest> RankRunAs(const std::string& job, uint32_t attempt,
+                                              uint32_t rank) const;
   // Step processes known (running, or ended with exits not yet acknowledged).
   size_t steps() const { return steps_.size(); }
   // The coordinator's partition grace, for steps started from now on (Options::orphan_grace).
@@ -310,10 +314,11 @@ class WorkerSupervisor {
     std::optional<Clock::time_point> warning_ends;  // a warned stop's SIGTERM (the step sends it)
     bool stop_requests = false;  // the step takes stop and warning requests (StepLaunch)
     std::optional<Clock::time_point> kill_at;
-    std::map<uint32_t, StepRankState> live;  // rank -> running rank
-    std::set<uint32_t> known;                // ranks with an S or F record
-    std::map<uint32_t, uint64_t> returned;   // rank -> seq of its report (0: not yet)
-    std::string workspace;                   // its workspace note, read once it is ready
+    std::map<uint32_t, StepRankState> live;         // rank -> running rank
+    std::set<uint32_t> known;                       // ranks with an S or F record
+    std::map<uint32_t, uint64_t> returned;          // rank -> seq of its report (0: not yet)
+    std::string workspace;                          // its workspace note, read once it is ready
+    std::map<uint32_t, step::RunAsRequest> run_as;  // rank -> its launch file's run_as
   };
 
   Status ValidateLaunch(const WorkerLaunch& launch, const std::string& who) const;

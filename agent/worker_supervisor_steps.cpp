@@ -392,6 +392,7 @@ std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerL
   if (spec.ranks.empty()) return results;
 
   Step s;
+  for (const auto& r : spec.ranks) s.run_as[r.rank] = r.run_as;
   int ready_fd = -1;
   if (Status spawned = SpawnStep(spec, s, ready_fd); !spawned.ok()) {
     spdlog::error("supervisor: job {} attempt {}: {}", job, attempt, spawned.message());
@@ -574,6 +575,17 @@ std::string WorkerSupervisor::StepWorkspace(const std::string& job, uint32_t att
   return found;
 }
 
+std::optional<step::RunAsRequest> WorkerSupervisor::RankRunAs(const std::string& job,
+                                                              uint32_t attempt,
+                                                              uint32_t rank) const {
+  std::optional<step::RunAsRequest> found;
+  for (const auto& [id, s] : steps_) {  // by id: the newest step of the attempt comes last
+    if (s.job != job || s.attempt != attempt) continue;
+    if (auto it = s.run_as.find(rank); it != s.run_as.end()) found = it->second;
+  }
+  return found;
+}
+
 void WorkerSupervisor::ReportsAcked(uint64_t seq) {
   acked_through_ = std::max(acked_through_, seq);
   RemoveFinishedSteps();
@@ -626,6 +638,7 @@ std::vector<WorkerSupervisor::AdoptedStep> WorkerSupervisor::AdoptSteps() {
     s.stop_grace_ms = launch->stop_grace_ms;
     s.stop_requests = launch->stop_requests;
     s.workspace = step::ReadWorkspaceNote(s.dir);
+    for (const auto& r : launch->ranks) s.run_as[r.rank] = r.run_as;
     const std::string events = s.dir + "/events";
     s.events_fd = open(events.c_str(), O_RDONLY | O_CLOEXEC);
     if (s.events_fd < 0) {

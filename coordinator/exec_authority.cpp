@@ -15,8 +15,9 @@ ExecAuthority::ExecAuthority(const NodeRegistry* registry, Options options, Find
     : registry_(registry), options_(std::move(options)), find_(std::move(find)) {}
 
 void ExecAuthority::Track(const std::string& job,
-                          std::vector<std::pair<std::string, std::string>> env) {
-  launchers_[job] = Launcher{std::move(env), ""};
+                          std::vector<std::pair<std::string, std::string>> env,
+                          std::optional<int64_t> run_as_user, std::optional<int64_t> run_as_group) {
+  launchers_[job] = Launcher{std::move(env), "", run_as_user, run_as_group};
 }
 
 void ExecAuthority::Forget(const std::string& job) { launchers_.erase(job); }
@@ -92,6 +93,8 @@ Result<ExecTarget> ExecAuthority::ResolveExec(const std::string& launcher_key,
   t.job = st.name();
   t.attempt = st.attempt();
   t.stop_grace_ms = options_.stop_grace_ms;
+  t.run_as_user = launcher->run_as_user;
+  t.run_as_group = launcher->run_as_group;
   for (const auto& [k, v] : launcher->env) t.env[k] = v;
   t.env["TRAINLET_JOB"] = st.name();
   t.env["TRAINLET_ATTEMPT"] = std::to_string(st.attempt());

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +36,9 @@ struct ExecTarget {
   std::string node;
   std::map<std::string, std::string> env;  // what every process of the job gets on that node
   uint32_t stop_grace_ms = kDefaultStopGraceMs;
+  // The job's securityContext.runAsUser / runAsGroup: a remote command (an orted) runs as the
+  // same user as the job's ranks (ExecStart.run_as_user).
+  std::optional<int64_t> run_as_user, run_as_group;
 };
 
 // True when `status`'s current attempt is `attempt` and it may run now: Starting or Running, and
@@ -54,8 +58,12 @@ class ExecAuthority {
   // `registry` outlives this; `find` stays callable as long as it.
   ExecAuthority(const NodeRegistry* registry, Options options, FindJob find);
 
-  // The job exists from now on; `env` is what every process of it gets (its plan's env).
-  void Track(const std::string& job, std::vector<std::pair<std::string, std::string>> env);
+  // The job exists from now on; `env` is what every process of it gets (its plan's env), and
+  // `run_as_user` / `run_as_group` who they run as (its securityContext; unset: the agent's
+  // run_as).
+  void Track(const std::string& job, std::vector<std::pair<std::string, std::string>> env,
+             std::optional<int64_t> run_as_user = std::nullopt,
+             std::optional<int64_t> run_as_group = std::nullopt);
   // The job is gone, with its secret.
   void Forget(const std::string& job);
 
@@ -81,6 +89,7 @@ class ExecAuthority {
   struct Launcher {
     std::vector<std::pair<std::string, std::string>> env;
     std::string secret;  // of the current attempt; never stored
+    std::optional<int64_t> run_as_user, run_as_group;
   };
 
   const NodeRegistry* registry_;

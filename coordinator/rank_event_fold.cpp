@@ -33,6 +33,7 @@ bool FoldRankEvent(v1::RankStatus& rank, const v1::WorkerEvent& ev) {
       rank.set_devices(ev.devices());
       rank.set_cwd(ev.cwd());
       rank.set_workspace(ev.workspace());
+      rank.set_run_as(ev.run_as());
       // The agent's note on its start: its CPUs are shared with other jobs (cpu_allotment.h).
       if (!ev.message().empty()) rank.set_message(ev.message());
       break;

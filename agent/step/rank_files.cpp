@@ -10,10 +10,43 @@
 #include <cstring>
 #include <string>
 
+#include "agent/step/private_file.h"
+
 namespace trainlet::step {
 namespace {
 
 constexpr char kWorkDirEnv[] = "TRAINLET_WORK_DIR";
+constexpr char kCacheDirEnv[] = "TRAINLET_CACHE_DIR";
+// A CA certificate or a token: far below this.
+constexpr size_t kAgentFileMaxBytes = 1u << 20;
+
+enum class Kind {
+  kNone,
+  kEnv,        // kSecretEnvNames: the value moves into a file, named by NAME_FILE
+  kAgentFile,  // kAgentFileEnvNames, for a rank of another user: the file is copied
+};
+
+// The agent files (kAgentFileEnvNames) a rank of (TRAINLET_JOB, TRAINLET_ATTEMPT) may have
+// copied, as "NAME=path": only the progress endpoint's own, where the agent writes them
+// (ProgressCredentials::Locate: <state_dir>/progress/ca.crt; ProgressEndpoint::WriteTokenFile:
+// <state_dir>/progress/tokens/<job>.attempt-<N>). A path a job set itself (the endpoint off) is
+// never read as root: it could name the agent's key.
+std::vector<std::string> AgentFiles(const std::vector<std::string>& envp,
+                                    const std::string& state_dir) {
+  const std::string dir = state_dir + "/progress";
+  return {std::string(kAgentFileEnvNames[0]) + "=" + dir + "/ca.crt",
+          std::string(kAgentFileEnvNames[1]) + "=" + dir + "/tokens/" +
+              EnvValue(envp, "TRAINLET_JOB") + ".attempt-" + EnvValue(envp, "TRAINLET_ATTEMPT")};
+}
+
+Kind SecretKind(const std::string& kv, const std::vector<std::string>& agent_files) {
+  for (const char* name : kSecretEnvNames) {
+    const size_t n = std::strlen(name);
+    if (kv.size() > n && kv.compare(0, n, name) == 0 && kv[n] == '=') return Kind::kEnv;
+  }
+  const bool listed = std::find(agent_files.begin(), agent_files.end(), kv) != agent_files.end();
+  return listed ? Kind::kAgentFile : Kind::kNone;
+}
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
@@ -128,13 +161,13 @@ std::string EnvValue(const std::vector<std::string>& envp, const std::string& ke
 Result<std::vector<std::string>> MoveSecretsToFiles(std::vector<std::string>& envp,
                                                     const std::string& tag,
                                                     const std::optional<RankIdentity>& owner,
+                                                    const std::string& state_dir,
                                                     SecretFileLinks* links) {
   std::vector<std::string> written;
-  const bool any = std::any_of(envp.begin(), envp.end(), [](const std::string& kv) {
-    for (const char* name : kSecretEnvNames) {
-      if (kv.rfind(std::string(name) + "=", 0) == 0) return true;
-    }
-    return false;
+  const std::vector<std::string> agent_files =
+      owner && !state_dir.empty() ? AgentFiles(envp, state_dir) : std::vector<std::string>{};
+  const bool any = std::any_of(envp.begin(), envp.end(), [&](const std::string& kv) {
+    return SecretKind(kv, agent_files) != Kind::kNone;
   });
   if (!any) return written;
   const std::string work_dir = EnvValue(envp, kWorkDirEnv);
@@ -158,15 +191,24 @@ Result<std::vector<std::string>> MoveSecretsToFiles(std::vector<std::string>& en
   std::vector<std::string> kept, ours;
   for (std::string& kv : envp) {
     const std::string key = kv.substr(0, kv.find('='));
-    const bool secret = std::any_of(std::begin(kSecretEnvNames), std::end(kSecretEnvNames),
-                                    [&](const char* n) { return key == n; });
-    if (!secret || !st.ok()) {
+    const Kind kind = SecretKind(kv, agent_files);
+    if (kind == Kind::kNone || !st.ok()) {
       kept.push_back(kv);
       continue;
     }
     const std::string name = tag + "." + key;
     const std::string path = dir + "/" + name;
-    const std::string value = kv.substr(key.size() + 1);
+    std::string value = kv.substr(key.size() + 1);
+    if (kind == Kind::kAgentFile) {
+      // The agent's file, read as root: the rank gets its own copy under the same variable.
+      auto content = ReadPrivateFile(value, kAgentFileMaxBytes, "secret files: " + key,
+                                     /*follow_links=*/false);
+      if (!content.ok()) {
+        st = content.status();
+        continue;
+      }
+      value = std::move(*content);
+    }
     unlinkat(dir_fd, name.c_str(), 0);
     const int same = links != nullptr ? links->Find(dir, key, value, uid, gid) : -1;
     if (same < 0 || !LinkTo(same, dir_fd, name)) {
@@ -180,7 +222,7 @@ Result<std::vector<std::string>> MoveSecretsToFiles(std::vector<std::string>& en
       }
     }
     written.push_back(path);
-    ours.push_back(key + kSecretFileSuffix + "=" + path);
+    ours.push_back(key + (kind == Kind::kEnv ? kSecretFileSuffix : "") + "=" + path);
   }
   close(dir_fd);
   if (!st.ok()) {
@@ -222,6 +264,34 @@ Status GiveJobDirs(const std::string& work_dir, const std::string& state_dir,
   }
   close(ws_fd);
   return st;
+}
+
+Status GiveNodeCache(std::vector<std::string>& envp, const std::string& state_dir,
+                     const RankIdentity& owner) {
+  const std::string cache = EnvValue(envp, kCacheDirEnv);
+  // Only the agent's own cache dir: root never opens up a dir a job named.
+  if (state_dir.empty() || cache != state_dir + "/cache") return Status::Ok();
+  const int cache_fd = open(cache.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (cache_fd < 0) return IoError(owner.field + ": node cache " + Errno(cache));
+  // Searchable, not listable: a user finds its own dir, never another's names.
+  Status st = fchmod(cache_fd, 0711) == 0 ? Status::Ok()
+                                          : IoError(owner.field + ": " + Errno("chmod " + cache));
+  const std::string name = "uid-" + std::to_string(owner.uid);
+  const std::string mine = cache + "/" + name;
+  if (st.ok() && mkdirat(cache_fd, name.c_str(), 0700) != 0 && errno != EEXIST)
+    st = IoError(owner.field + ": node cache " + Errno(mine));
+  const int fd = st.ok() ? OpenDirAt(cache_fd, name) : -1;
+  if (st.ok() && fd < 0) st = IoError(owner.field + ": node cache " + Errno(mine));
+  close(cache_fd);
+  if (!st.ok()) return st;
+  st = Give(fd, mine, owner);
+  close(fd);
+  if (!st.ok()) return st;
+  for (std::string& kv : envp) {
+    if (kv.rfind(std::string(kCacheDirEnv) + "=", 0) == 0)
+      kv = std::string(kCacheDirEnv) + "=" + mine;
+  }
+  return Status::Ok();
 }
 
 }  // namespace trainlet::step

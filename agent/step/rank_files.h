@@ -10,10 +10,19 @@
 // KUBEFLOW_TRAINER_SERVER_TOKEN stays in the env: Kubeflow's own clients read it from there, and
 // it is scoped by HMAC to one job attempt's progress only.
 //
+// Agent files. The progress endpoint's CA certificate and the attempt's progress token (issue 15:
+// KUBEFLOW_TRAINER_SERVER_CA_CERT and KUBEFLOW_TRAINER_SERVER_TOKEN, each a path) are the agent's,
+// in its 0700 state dir, where a rank of another user cannot open them. For such a rank they are
+// copied into the same secrets dir (0400, the rank user's) and the variable names the copy: the
+// job's user reads them, no other user does. The progress dir stays 0700.
+//
 // Ownership. GiveJobDirs hands the job's work dir and workspace (dataset/, model/) to the rank's
 // user, and makes the dirs between the agent's state dir and the work dir searchable (0711: no
 // listing) so that the rank can reach its work dir by path. A dir above the state dir that the
 // user cannot search is an error naming it: the operator must open it (chmod o+x).
+//
+// The node cache. Its dir is shared by the node's jobs; a rank of another user gets a dir of its
+// own in it (GiveNodeCache), so one user's cached files are never another's to read.
 //
 // Every path under a dir a rank user owns is opened with O_NOFOLLOW relative to its parent's
 // descriptor, so a rank cannot turn root's writes or chowns elsewhere with a symlink.
@@ -65,11 +74,18 @@ class SecretFileLinks {
 // The env variables moved into files, and the suffix of the variable that names the file.
 inline constexpr const char* kSecretEnvNames[] = {"TRAINLET_EXEC_KEY", "TRAINLET_RENDEZVOUS_TOKEN"};
 inline constexpr char kSecretFileSuffix[] = "_FILE";
+// Paths to the agent's files that a rank of another user gets its own copy of (see above).
+inline constexpr const char* kAgentFileEnvNames[] = {"KUBEFLOW_TRAINER_SERVER_CA_CERT",
+                                                     "KUBEFLOW_TRAINER_SERVER_TOKEN"};
 inline constexpr char kSecretsDirName[] = ".trainlet-secrets";
 
 // In `envp` ("K=V", as the rank will get it): each secret variable set there is written to
 // <TRAINLET_WORK_DIR>/.trainlet-secrets/<tag>.<NAME> (created 0400, owned by `owner`, or by the
-// step's user when nullopt) and replaced by NAME_FILE=<path>. `tag` makes the names of one
+// step's user when nullopt) and replaced by NAME_FILE=<path>. With an `owner` and the agent's
+// `state_dir`, each agent file (kAgentFileEnvNames) whose variable names the progress endpoint's
+// own file for this rank's job and attempt is copied to the same place, and the variable names the
+// copy; one that cannot be read is an error (Io or NotFound, naming it). Other paths in those
+// variables are left alone: root never reads a file a job named. `tag` makes the names of one
 // process unique on the node (the step's pid and the rank). Returns the paths written, for
 // RemoveSecretFiles. An envp without secrets is left as is; one with secrets but without
 // TRAINLET_WORK_DIR is an error (Invalid), as is a file that cannot be written (Io, naming it):
@@ -79,6 +95,7 @@ inline constexpr char kSecretsDirName[] = ".trainlet-secrets";
 Result<std::vector<std::string>> MoveSecretsToFiles(std::vector<std::string>& envp,
                                                     const std::string& tag,
                                                     const std::optional<RankIdentity>& owner,
+                                                    const std::string& state_dir = "",
                                                     SecretFileLinks* links = nullptr);
 
 // Best effort: the step's ranks are gone, their secrets with them.
@@ -89,6 +106,15 @@ void RemoveSecretFiles(const std::vector<std::string>& paths);
 // the field the identity came from.
 Status GiveJobDirs(const std::string& work_dir, const std::string& state_dir,
                    const RankIdentity& owner);
+
+// The node cache (TRAINLET_CACHE_DIR: <state_dir>/cache, which the agent makes 0700) for a rank
+// of `owner`: its own <cache>/uid-<UID> (0700, the user's), shared by that user's jobs on the node
+// and by no other user, with the cache dir itself made 0711 (searchable, not listable). The
+// variable then names the user's dir. A TRAINLET_CACHE_DIR that is not the agent's cache dir
+// (none, or one a job set), or no `state_dir`: nothing is done. Errors (Io) name the dir and the
+// field the identity came from.
+Status GiveNodeCache(std::vector<std::string>& envp, const std::string& state_dir,
+                     const RankIdentity& owner);
 
 // The value of `key` in `envp`, "" when absent.
 std::string EnvValue(const std::vector<std::string>& envp, const std::string& key);

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -162,6 +163,16 @@ std::string RankIdentity::Encode() const {
   return out;
 }
 
+std::string RankIdentity::Text() const {
+  const std::string ids = "uid " + std::to_string(uid) + ", gid " + std::to_string(gid);
+  return name.empty() ? ids : name + " (" + ids + ")";
+}
+
+std::string RankIdentity::TextOf(const RunAsRequest& request) {
+  auto identity = Resolve(request, geteuid(), SystemAccounts());
+  return identity.ok() && identity->has_value() ? (*identity)->Text() : "";
+}
+
 Result<RankIdentity> RankIdentity::Decode(const std::string& text) {
   const size_t a = text.find(':');
   const size_t b = a == std::string::npos ? a : text.find(':', a + 1);
@@ -231,6 +242,10 @@ Status DropPrivileges(const RankIdentity& identity) {
   }
   if (identity.uid != 0 && setuid(0) == 0)
     return PermissionError("root could be taken back after setuid");
+  // Nor through a setuid binary or file capabilities: execve grants no privilege from here on,
+  // for the rank and everything it starts. Root keeps its setuid helpers (it needs none).
+  if (identity.uid != 0 && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    return failed("prctl(PR_SET_NO_NEW_PRIVS)");
   return Status::Ok();
 }
 

@@ -79,6 +79,12 @@ struct RankIdentity {
 
   // "UID:GID:G1,G2" for `trainlet-step --as`, and back. Decode errors are Invalid.
   std::string Encode() const;
+  // For people (describe): "nobody (uid 65534, gid 65534)", "uid 4000, gid 4000" without a name.
+  std::string Text() const;
+  // Text() of what `request` resolves to here, as the step will resolve it: "" when the rank runs
+  // as the caller's own user (nothing to switch) or the request is refused (its start fails with
+  // why).
+  static std::string TextOf(const RunAsRequest& request);
   static Result<RankIdentity> Decode(const std::string& text);
 };
 
@@ -94,7 +100,9 @@ Status WriteEnvFile(const std::string& path, const std::vector<std::string>& env
 Result<std::vector<std::string>> TakeEnvFile(const std::string& path);
 
 // setgroups, setgid, setuid; then checks that root cannot be taken back (setuid(0) fails) and
-// that the ids are the ones asked. An error means the rank must not be started.
+// that the ids are the ones asked, and, for a user other than root, sets no_new_privs
+// (PR_SET_NO_NEW_PRIVS), so that no setuid binary or file capability lifts the rank or its
+// children back. An error means the rank must not be started.
 Status DropPrivileges(const RankIdentity& identity);
 
 // The body of `trainlet-step --as ID ENV_FILE -- argv...`: takes the env file, drops privileges

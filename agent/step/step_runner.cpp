@@ -374,21 +374,24 @@ class Step {
   Status PrepareFor(std::vector<std::string>& envp, const std::string& who,
                     const std::optional<RankIdentity>& as, int log_fd) {
     if (as) {
-      // The agent's state dir holds its lock (<state dir>/agent.lock).
-      const size_t slash = launch_.agent_lock.rfind('/');
-      const std::string state_dir =
-          slash == std::string::npos ? "" : launch_.agent_lock.substr(0, slash);
-      TRAINLET_RETURN_IF_ERROR(GiveJobDirs(EnvValue(envp, "TRAINLET_WORK_DIR"), state_dir, *as));
+      TRAINLET_RETURN_IF_ERROR(GiveJobDirs(EnvValue(envp, "TRAINLET_WORK_DIR"), StateDir(), *as));
+      TRAINLET_RETURN_IF_ERROR(GiveNodeCache(envp, StateDir(), *as));
       // The log stays the agent's to read (it is root); the rank writes it through its stdout.
       if (log_fd >= 0 && fchown(log_fd, as->uid, as->gid) != 0) {
         return IoError(as->field + ": chown of the rank's log: " + std::strerror(errno));
       }
     }
-    auto written =
-        MoveSecretsToFiles(envp, "s" + std::to_string(getpid()) + "-" + who, as, &secret_links_);
+    auto written = MoveSecretsToFiles(envp, "s" + std::to_string(getpid()) + "-" + who, as,
+                                      StateDir(), &secret_links_);
     if (!written.ok()) return written.status();
     secret_files_.insert(secret_files_.end(), written->begin(), written->end());
     return Status::Ok();
+  }
+
+  // The agent's state dir holds its lock (<state dir>/agent.lock); "" when unknown.
+  std::string StateDir() const {
+    const size_t slash = launch_.agent_lock.rfind('/');
+    return slash == std::string::npos ? "" : launch_.agent_lock.substr(0, slash);
   }
 
   static std::string SelfPath() {

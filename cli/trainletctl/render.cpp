@@ -214,6 +214,31 @@ std::string WorkspaceLines(const v1::JobStatus& j) {
   return rows.empty() ? "" : "Workspace:\n" + RenderTable(rows);
 }
 
+// Who each node's ranks run as (RankStatus.run_as, from their start: the agent's run_as or the
+// job's securityContext, resolved on that node), one line per node in rank order; nothing when
+// every started rank runs as its agent's own user. An MPI job's orteds run as its ranks do.
+std::string RunAsLines(const v1::JobStatus& j) {
+  std::vector<std::string> nodes;  // in rank order
+  std::map<std::string, std::vector<std::string>> users;
+  bool any = false;
+  for (const auto& r : j.ranks()) {
+    if (r.pid() == 0) continue;  // not started: nobody yet
+    const std::string user = r.run_as().empty() ? "the agent's own user" : r.run_as();
+    any |= !r.run_as().empty();
+    auto& seen = users[r.node()];
+    if (seen.empty()) nodes.push_back(r.node());
+    if (std::find(seen.begin(), seen.end(), user) == seen.end()) seen.push_back(user);
+  }
+  if (!any) return "";
+  std::vector<std::vector<std::string>> rows;
+  for (const std::string& node : nodes) {
+    std::string text;
+    for (const std::string& u : users[node]) text += (text.empty() ? "" : "; ") + u;
+    rows.push_back({"  " + node, text});
+  }
+  return "Runs as:\n" + RenderTable(rows);
+}
+
 }  // namespace
 std::string StepState(const std::vector<const v1::RankStatus*>& workers) {
   bool running = false, all_done = true, any_started = false;
@@ -343,6 +368,7 @@ std::string DescribeJob(const v1::JobStatus& j, int64_t now_ms) {
     o << RenderTable(rows);
   }
   o << WorkspaceLines(j);
+  o << RunAsLines(j);
   o << DescribeSteps(j);
   if (j.attempts_size() > 0) {
     o << "Attempts:\n";

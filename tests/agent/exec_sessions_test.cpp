@@ -7,8 +7,10 @@
 #include "agent/exec_sessions.h"
 
 #include <gtest/gtest.h>
+#include <pwd.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -303,6 +305,49 @@ TEST_F(ExecSessionsTest, AStartThatFailsIsReportedAndLeavesNothing) {
   EXPECT_NE(Exited(41)->error().find("no-such-step"), std::string::npos) << Exited(41)->error();
   EXPECT_EQ(Entries(dir_ / "exec"), 0u);
   EXPECT_EQ(sessions_->size(), 0u);
+}
+
+// issue 19: an orted starts ranks of the job, so it runs as the job's securityContext user (not
+// the agent's run_as, here root), with the launcher key in that user's 0400 file, not its env.
+TEST_F(ExecSessionsTest, ASessionRunsAsTheJobsUserWithItsSecretInAFile) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to switch users";
+  const passwd* nobody = getpwnam("nobody");
+  if (nobody == nullptr) GTEST_SKIP() << "no user nobody here";
+  const uid_t uid = nobody->pw_uid;
+  const gid_t gid = nobody->pw_gid;
+  fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  MakeAgent();
+  v1::ExecStart start;
+  start.set_exec_id(51);
+  start.set_job("job-a");
+  start.set_attempt(1);
+  start.set_command(
+      "echo ids=$(id -u):$(id -g):$(id -G) key=${TRAINLET_EXEC_KEY:-none}; "
+      "stat -c mode=%a:%u \"$TRAINLET_EXEC_KEY_FILE\"; cat \"$TRAINLET_EXEC_KEY_FILE\"; echo");
+  start.set_run_as_user(uid);
+  start.set_run_as_group(gid);
+  (*start.mutable_env())["TRAINLET_EXEC_KEY"] = "launcher-secret";
+  // The job's env may not name the dir root gives to the job's user: the node's wins.
+  fs::create_directories(dir_ / "decoy");
+  (*start.mutable_env())["TRAINLET_WORK_DIR"] = (dir_ / "decoy").string();
+  sessions_->Start(start,
+                   {{"TRAINLET_JOB", "job-a"}, {"TRAINLET_WORK_DIR", (dir_ / "work").string()}},
+                   (dir_ / "work").string());
+  // What the step was asked, as the supervisor reads it back for the rank's Started event.
+  const auto asked = sup_->RankRunAs("job-a", 1, kExecRankBase);
+  ASSERT_TRUE(asked.has_value());
+  EXPECT_EQ(asked->job_run_as_user, std::optional<int64_t>(uid));
+  EXPECT_EQ(asked->job_run_as_group, std::optional<int64_t>(gid));
+  EXPECT_FALSE(sup_->RankRunAs("job-a", 2, kExecRankBase).has_value());
+  ASSERT_TRUE(RunUntil([&] { return Exited(51) != nullptr; })) << Stream(51, 2);
+  const std::string ids = std::to_string(uid) + ":" + std::to_string(gid);
+  EXPECT_EQ(Stream(51, 1), "ids=" + ids + ":" + std::to_string(gid) +
+                               " key=none\nmode=400:" + std::to_string(uid) + "\nlauncher-secret\n")
+      << Stream(51, 2);
+  EXPECT_EQ(Exited(51)->exit_code(), 0) << Stream(51, 2);
+  struct stat decoy {};
+  ASSERT_EQ(stat((dir_ / "decoy").c_str(), &decoy), 0);
+  EXPECT_EQ(decoy.st_uid, 0u) << "a dir the job's env named was given to the job's user";
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // describe trainjob: one "Workspace:" line per node, saying how its ranks reached the job's
-// workspace (RankStatus.workspace from their STARTED events).
+// workspace (RankStatus.workspace from their STARTED events), and one "Runs as:" line per node,
+// saying who they run as (RankStatus.run_as).
 #include <gtest/gtest.h>
 
 #include "trainletctl/render.h"
@@ -37,6 +38,22 @@ TEST(DescribeWorkspace, OneLinePerNodeOnceRanksStarted) {
             "Workspace:\n"
             "  node-a   /workspace (private mount namespace)\n"
             "  node-b   TRAINLET_WORKSPACE=/var/lib/trainlet/work/train/workspace\n");
+}
+
+// issue 19: the user each node's ranks run as (run_as, or the job's securityContext).
+TEST(DescribeRunAs, OneLinePerNodeOnceRanksStarted) {
+  v1::JobStatus j = Job();
+  for (int i = 0; i < 4; ++i) j.mutable_ranks(i)->set_pid(100 + i);
+  EXPECT_EQ(DescribeJob(j, 0).find("Runs as:"), std::string::npos);  // all as the agents' user
+  for (int i = 0; i < 2; ++i) j.mutable_ranks(i)->set_run_as("nobody (uid 65534, gid 65534)");
+  j.mutable_ranks(3)->set_run_as("uid 4000, gid 100");
+  const std::string text = DescribeJob(j, 0);
+  const size_t at = text.find("Runs as:\n");
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_EQ(text.substr(at, text.find("\n", text.find("node-b", at)) - at + 1),
+            "Runs as:\n"
+            "  node-a   nobody (uid 65534, gid 65534)\n"
+            "  node-b   the agent's own user; uid 4000, gid 100\n");
 }
 
 }  // namespace

@@ -117,6 +117,22 @@ TEST_F(ExecAuthorityTest, ResolvesAHostOfThePlacement) {
   }
 }
 
+// issue 19: a remote command (an orted) runs as the job's ranks do: its securityContext user
+// travels with the target; a job without one leaves it to the agent's run_as.
+TEST_F(ExecAuthorityTest, TheTargetCarriesTheJobsSecurityContextUser) {
+  AddJob("plain", JobPhase::kRunning, 1, "key-plain");
+  AddJob("asuser", JobPhase::kRunning, 1, "key-asuser");
+  exec_.Track("asuser", {}, 4000, 100);
+  auto plain = exec_.ResolveExec("key-plain", "n2");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->run_as_user.has_value());
+  EXPECT_FALSE(plain->run_as_group.has_value());
+  auto t = exec_.ResolveExec("key-asuser", "n2");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->run_as_user, std::optional<int64_t>(4000));
+  EXPECT_EQ(t->run_as_group, std::optional<int64_t>(100));
+}
+
 TEST_F(ExecAuthorityTest, RefusesUnknownKeysStoppedAttemptsAndForeignHosts) {
   AddJob("job", JobPhase::kRunning, 1, "key-job");
   auto unknown = exec_.ResolveExec("key-other", "n1");

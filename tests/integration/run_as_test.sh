@@ -125,3 +125,27 @@ wait_failed_with ghost "securityContext.runAsUser: uid $GHOST does not exist on 
 job asroot nobody 'id -u' "{runAsUser: 0}"
 wait_failed_with asroot "securityContext.runAsUser: 0 (root) is refused"
 log "a uid that does not exist and root on a run_as node are refused"
+
+# 7. What trainlet promises ranks reaches a run_as rank, and that user only: the progress
+# endpoint's CA file and token (copies, 0400, the rank's) and the node cache (a 0700 dir of its
+# own). A progress post from the rank is shown.
+command -v curl >/dev/null || fail "curl is needed for the progress post"
+job poster nobody "stat -c 'ca=%a:%u' \"\$KUBEFLOW_TRAINER_SERVER_CA_CERT\"
+stat -c 'token=%a:%u' \"\$KUBEFLOW_TRAINER_SERVER_TOKEN\"
+stat -c 'cache=%a:%u' \"\$TRAINLET_CACHE_DIR\"
+touch \"\$TRAINLET_CACHE_DIR/mine\" && echo cache_writable
+ls \"\$TRAINLET_CACHE_DIR/..\" >/dev/null 2>&1 && echo cache_LISTED || echo cache_unlisted
+curl -sS --fail --cacert \"\$KUBEFLOW_TRAINER_SERVER_CA_CERT\" \
+  -H \"Authorization: Bearer \$(cat \"\$KUBEFLOW_TRAINER_SERVER_TOKEN\")\" \
+  -H 'Content-Type: application/json' -d '{\"trainerStatus\": {\"progressPercentage\": 33}}' \
+  \"\$KUBEFLOW_TRAINER_SERVER_URL\" >/dev/null && echo posted
+sleep 300"
+wait_for 30 sh -c "'$CTL' get trainjobs poster | grep -qE ' 33% '" ||
+  fail "33% from a run_as rank never shown: $("$CTL" get trainjobs poster); $("$CTL" logs poster 2>&1)"
+out=$("$CTL" logs poster)
+for want in "ca=400:$NOBODY" "token=400:$NOBODY" "cache=700:$NOBODY" cache_writable \
+    cache_unlisted posted; do
+  assert_contains "$out" "$want" "poster's rank"
+done
+"$CTL" delete trainjob poster >/dev/null
+log "a run_as rank posted progress with its own 0400 CA and token copies, and has its own node cache dir"

@@ -96,9 +96,9 @@ TEST(RankFiles, RanksWithTheSameSecretShareOneInode) {
                                     "TRAINLET_RENDEZVOUS_TOKEN=" + token};
   };
   std::vector<std::string> r0 = env_of("tok"), r1 = env_of("tok"), r2 = env_of("other");
-  auto w0 = MoveSecretsToFiles(r0, "s7-r0", std::nullopt, &links);
-  auto w1 = MoveSecretsToFiles(r1, "s7-r1", std::nullopt, &links);
-  auto w2 = MoveSecretsToFiles(r2, "s7-r2", std::nullopt, &links);
+  auto w0 = MoveSecretsToFiles(r0, "s7-r0", std::nullopt, "", &links);
+  auto w1 = MoveSecretsToFiles(r1, "s7-r1", std::nullopt, "", &links);
+  auto w2 = MoveSecretsToFiles(r2, "s7-r2", std::nullopt, "", &links);
   ASSERT_TRUE(w0.ok() && w1.ok() && w2.ok());
   const std::string f0 = (*w0)[0], f1 = (*w1)[0], f2 = (*w2)[0];
   EXPECT_EQ(f1, dir.path() + "/.trainlet-secrets/s7-r1.TRAINLET_RENDEZVOUS_TOKEN");
@@ -125,10 +125,10 @@ TEST(RankFiles, AFileWhoseNamesAreGoneIsWrittenAgain) {
   SecretFileLinks links;
   std::vector<std::string> r0 = {"TRAINLET_WORK_DIR=" + dir.path(), "TRAINLET_EXEC_KEY=k"};
   std::vector<std::string> r1 = r0;
-  auto w0 = MoveSecretsToFiles(r0, "s8-r0", std::nullopt, &links);
+  auto w0 = MoveSecretsToFiles(r0, "s8-r0", std::nullopt, "", &links);
   ASSERT_TRUE(w0.ok());
   RemoveSecretFiles(*w0);
-  auto w1 = MoveSecretsToFiles(r1, "s8-r1", std::nullopt, &links);
+  auto w1 = MoveSecretsToFiles(r1, "s8-r1", std::nullopt, "", &links);
   ASSERT_TRUE(w1.ok()) << w1.status().message();
   EXPECT_EQ(Slurp((*w1)[0]), "k");
   EXPECT_EQ(links.size(), 1u);
@@ -201,6 +201,101 @@ TEST(RankFiles, AsRootTheFilesAndDirsBelongToTheRankUser) {
   EXPECT_NE(st2.message().find(root.path() + " (mode 0700"), std::string::npos) << st2.message();
   ASSERT_EQ(stat(root.path().c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0700u);
+}
+
+// issue 19: the progress endpoint's CA file and the attempt's token live in the agent's 0700
+// progress dir. A rank of another user gets its own 0400 copies, named by the same variables; a
+// path the job itself put there (the agent's key) is never read, and a root rank keeps the paths.
+TEST(RankFiles, AgentFilesAreCopiedForARankOfAnotherUserOnly) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give files to another user";
+  const auto nobody = Nobody();
+  if (!nobody) GTEST_SKIP() << "no user nobody here";
+  testing::TempDir root;
+  const std::string state = root.path() + "/state";
+  const std::string work = state + "/work/job";
+  fs::create_directories(work);
+  fs::create_directories(state + "/progress/tokens");
+  const std::string ca = state + "/progress/ca.crt";
+  const std::string token = state + "/progress/tokens/job.attempt-2";
+  const std::string key = state + "/agent.key";
+  for (const auto& [path, text] :
+       {std::pair{ca, std::string("CA PEM")}, {token, "tok-2"}, {key, "agent secret"}}) {
+    std::ofstream(path) << text;
+    chmod(path.c_str(), 0600);
+  }
+  const std::vector<std::string> base = {"TRAINLET_WORK_DIR=" + work, "TRAINLET_JOB=job",
+                                         "TRAINLET_ATTEMPT=2"};
+  std::vector<std::string> env = base;
+  env.push_back("KUBEFLOW_TRAINER_SERVER_CA_CERT=" + ca);
+  env.push_back("KUBEFLOW_TRAINER_SERVER_TOKEN=" + token);
+  auto written = MoveSecretsToFiles(env, "s1-r0", nobody, state);
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  ASSERT_EQ(written->size(), 2u);
+  const std::string ca_copy = EnvValue(env, "KUBEFLOW_TRAINER_SERVER_CA_CERT");
+  const std::string token_copy = EnvValue(env, "KUBEFLOW_TRAINER_SERVER_TOKEN");
+  for (const auto& [copy, text] :
+       {std::pair{ca_copy, std::string("CA PEM")}, {token_copy, "tok-2"}}) {
+    EXPECT_EQ(copy.rfind(work + "/.trainlet-secrets/s1-r0.", 0), 0u) << copy;
+    EXPECT_EQ(Slurp(copy), text);
+    struct stat st {};
+    ASSERT_EQ(stat(copy.c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, nobody->uid) << copy;
+    EXPECT_EQ(st.st_mode & 07777, 0400u) << copy;
+  }
+
+  // A path the job named, or another attempt's token: left as is, not read.
+  env = base;
+  env.push_back("KUBEFLOW_TRAINER_SERVER_CA_CERT=" + key);
+  env.push_back("KUBEFLOW_TRAINER_SERVER_TOKEN=" + state + "/progress/tokens/job.attempt-1");
+  written = MoveSecretsToFiles(env, "s1-r1", nobody, state);
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  EXPECT_TRUE(written->empty());
+  EXPECT_EQ(EnvValue(env, "KUBEFLOW_TRAINER_SERVER_CA_CERT"), key);
+
+  // A rank of the agent's own user reads the agent's files where they are.
+  env = base;
+  env.push_back("KUBEFLOW_TRAINER_SERVER_TOKEN=" + token);
+  written = MoveSecretsToFiles(env, "s1-r2", std::nullopt, state);
+  ASSERT_TRUE(written.ok());
+  EXPECT_TRUE(written->empty());
+  EXPECT_EQ(EnvValue(env, "KUBEFLOW_TRAINER_SERVER_TOKEN"), token);
+}
+
+// issue 19: the node cache (0700, the agent's) gets a dir per user, that user's only.
+TEST(RankFiles, ARankOfAnotherUserGetsItsOwnDirInTheNodeCache) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give files to another user";
+  const auto nobody = Nobody();
+  if (!nobody) GTEST_SKIP() << "no user nobody here";
+  testing::TempDir root;
+  const std::string cache = root.path() + "/cache";
+  fs::create_directories(cache + "/uid-0");
+  chmod(cache.c_str(), 0700);
+  // A cache dir that is not the agent's (a job set the variable) is left alone.
+  std::vector<std::string> env = {"TRAINLET_CACHE_DIR=" + cache, "A=b"};
+  ASSERT_TRUE(GiveNodeCache(env, root.path() + "/other-state", *nobody).ok());
+  EXPECT_EQ(EnvValue(env, "TRAINLET_CACHE_DIR"), cache);
+  struct stat st {};
+  ASSERT_EQ(stat(cache.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  ASSERT_TRUE(GiveNodeCache(env, root.path(), *nobody).ok());
+  const std::string mine = cache + "/uid-" + std::to_string(nobody->uid);
+  EXPECT_EQ(EnvValue(env, "TRAINLET_CACHE_DIR"), mine);
+  ASSERT_EQ(stat(mine.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, nobody->uid);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  ASSERT_EQ(stat(cache.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0711u);  // searchable, not listable
+  env = {"TRAINLET_CACHE_DIR=" + cache};
+  ASSERT_TRUE(GiveNodeCache(env, root.path(), *nobody).ok());  // again
+
+  // A link in its place (left by someone) is refused, not followed.
+  fs::remove(mine);
+  fs::create_directory_symlink(root.path(), mine);
+  env = {"TRAINLET_CACHE_DIR=" + cache};
+  Status linked = GiveNodeCache(env, root.path(), *nobody);
+  EXPECT_FALSE(linked.ok());
+  ASSERT_EQ(stat(root.path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
 }
 
 }  // namespace

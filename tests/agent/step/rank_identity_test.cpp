@@ -4,10 +4,12 @@
 #include "agent/step/rank_identity.h"
 
 #include <gtest/gtest.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <map>
 
 #include "tests/common/test_dir.h"
@@ -171,6 +173,15 @@ TEST(RankIdentity, EnvFileRoundTripsOnce) {
   EXPECT_FALSE(TakeEnvFile(path).ok());
 }
 
+// What describe shows (WorkerEvent.run_as): the name when the account has one.
+TEST(RankIdentity, TextNamesTheAccountAndItsIds) {
+  EXPECT_EQ((RankIdentity{65534, 65534, {65534}, "nobody", "run_as"}).Text(),
+            "nobody (uid 65534, gid 65534)");
+  EXPECT_EQ((RankIdentity{4000, 100, {100}, "", "securityContext.runAsUser"}).Text(),
+            "uid 4000, gid 100");
+  EXPECT_EQ(RankIdentity::TextOf(RunAsRequest{}), "");  // nothing asked: the agent's own user
+}
+
 // The real drop, in a child: afterwards it is nobody and cannot become root again.
 TEST(RankIdentity, DropPrivilegesLeavesNoWayBack) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to switch users";
@@ -188,12 +199,50 @@ TEST(RankIdentity, DropPrivilegesLeavesNoWayBack) {
     for (int i = 0; i < getgroups(8, groups); ++i) {
       if (groups[i] == 0) _exit(5);  // root's group is gone with setgroups
     }
+    // issue 19: no setuid binary may lift it back (no_new_privs).
+    if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1) _exit(6);
     _exit(0);
   }
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// issue 19: after the drop, a setuid-root program (a copy of `id` made here) runs with the rank's
+// uid, not root's: no_new_privs keeps execve from granting anything.
+TEST(RankIdentity, ASetuidRootBinaryCannotLiftTheRankBack) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to switch users";
+  auto id = RankIdentity::Resolve(Req("nobody", std::nullopt, std::nullopt), 0, SystemAccounts());
+  if (!id.ok()) GTEST_SKIP() << "no user nobody here: " << id.status().message();
+  ASSERT_TRUE(id->has_value());
+  testing::TempDir dir;
+  chmod(dir.path().c_str(), 0755);
+  const std::string suid_id = dir.File("id");
+  std::filesystem::copy_file("/usr/bin/id", suid_id);
+  ASSERT_EQ(chown(suid_id.c_str(), 0, 0), 0);
+  ASSERT_EQ(chmod(suid_id.c_str(), 04755), 0);
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(out[0]);
+    dup2(out[1], STDOUT_FILENO);
+    if (!DropPrivileges(**id).ok()) _exit(1);
+    execl(suid_id.c_str(), suid_id.c_str(), "-u", static_cast<char*>(nullptr));
+    _exit(2);
+  }
+  close(out[1]);
+  std::string printed;
+  char buf[64];
+  for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0;) printed.append(buf, n);
+  close(out[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(printed, std::to_string((*id)->uid) + "\n") << "the setuid copy of id lifted the rank";
 }
 
 }  // namespace
