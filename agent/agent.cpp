@@ -288,9 +288,9 @@ void Agent::StartSupervisor() {
   };
   steps.step_binary = (fs::path(bin_dir_) / "trainlet-step").string();
   supervisor_ = std::make_unique<WorkerSupervisor>(spawner_, std::move(base_env), std::move(steps));
-  purge_ = std::make_unique<JobDataPurge>(config_.state_dir, [this](const std::string& job) {
+  purge_ = std::make_unique<JobDataPurge>(config_.state_dir, config_.shared_dir, [this](auto& j) {
     const auto running = supervisor_->Running();
-    return std::any_of(running.begin(), running.end(), [&](const auto& w) { return w.job == job; });
+    return std::any_of(running.begin(), running.end(), [&](const auto& w) { return w.job == j; });
   });
   // Ranks a previous agent started on this node ran on under their steps: take them back before
   // registering, so the registration lists them and the coordinator keeps their attempts.
@@ -411,7 +411,7 @@ std::string Agent::LogPath(const std::string& job, uint32_t attempt, uint32_t ra
 }
 
 void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
-  purge_->OnPlan(plan.job(), plan.job_uid());  // an old job's data goes (job_data_purge.h)
+  purge_->OnPlan(plan.job(), plan.job_uid(), UsesSharedDir(plan));  // job_data_purge.h
   std::string why;
   bool refused = false;
   NodeAttempt* attempt = attempts_.BeginPlan(plan, env_.MonotonicNow(), &why, &refused);
@@ -435,9 +435,8 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
   Status blocked = platform::MakePrivateDirectory(work_dir);  // the ranks run as this user
   if (blocked.ok()) blocked = MakeJobWorkspace(config_.state_dir, plan.job());
   if (blocked.ok()) blocked = WritePlanFiles(plan, work_dir);
-  if (Status s = StampAttempt(work_dir, plan.job(), plan.attempt(), config_.name); !s.ok()) {
+  if (Status s = StampAttempt(work_dir, plan.job(), plan.attempt(), config_.name); !s.ok())
     spdlog::warn("{}: {}", plan.job(), s.message());  // the next attempt's report lacks it
-  }
   if (Status s = attempt->HandOverPorts(); !s.ok() && blocked.ok()) {
     blocked = s;  // every rank fails to start: the attempt fails and is retried
   }
@@ -449,6 +448,7 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
   node.exec_binary = exec_binary_;
   node.shared_dir = config_.shared_dir;
   node.initializer_binary = (fs::path(bin_dir_) / kInitializerName).string();
+  node.cache_max_bytes = config_.initializer_cache_max_bytes;
   node.node_info = &info_;
   node.plugins = &accelerator_plugins_;
   std::vector<uint32_t> local_ranks;
@@ -644,7 +644,7 @@ void Agent::OnMessage(const v1::Envelope& env) {
       OnReservePorts(env.reserve_ports());
       break;
     case v1::Envelope::kPurgeJob:
-      if (Status s = purge_->Request(env.purge_job().job(), env.purge_job().uid()); !s.ok()) {
+      if (Status s = purge_->Request(env.purge_job()); !s.ok()) {
         spdlog::warn("{}", s.message());
       }
       break;

@@ -66,6 +66,9 @@ struct AgentConfig {
   // Each rank's log is cut past this many bytes, its earlier output kept in <log>.1 (issue 19,
   // defect 9; agent/step/log_rotation.h). 0: never. Config key rank_log_max_mb.
   uint64_t rank_log_max_bytes = uint64_t{100} << 20;
+  // The initializers' cache (<state dir>/cache) is cut to this many bytes, least recently used
+  // entries first, never one in use (python/initializer). 0: no cap. Key initializer_cache_max_gb.
+  uint64_t initializer_cache_max_bytes = uint64_t{100} << 30;
   // Who ranks run as (agent/step/rank_identity.h): "user[:group]" or "uid[:gid]"; "": the agent's
   // own user.
   std::string run_as;

@@ -1,14 +1,17 @@
 #include "agent/job_data_purge.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "agent/launch_planning.h"
+#include "agent/working_dirs.h"
 
 namespace trainlet::agent {
 namespace fs = std::filesystem;
@@ -23,24 +26,74 @@ bool IsJobKey(std::string_view job) {
   });
 }
 
-JobDataPurge::JobDataPurge(std::string state_dir, std::function<bool(const std::string&)> runs)
-    : state_dir_(std::move(state_dir)), runs_(std::move(runs)) {}
+JobDataPurge::JobDataPurge(std::string state_dir, std::string shared_dir,
+                           std::function<bool(const std::string&)> runs)
+    : state_dir_(std::move(state_dir)),
+      runs_(std::move(runs)),
+      shared_dir_(std::move(shared_dir)) {}
 
-Status JobDataPurge::Request(const std::string& job, const std::string& uid) {
+Status JobDataPurge::Request(const std::string& job, const std::string& uid, bool shared) {
   if (!IsJobKey(job)) {
     return InvalidError("refusing to purge the data of \"" + job + "\": not a job name");
   }
+  Waiting what;
   if (const std::string stamp = StampOf(job); !uid.empty() && !stamp.empty() && stamp != uid) {
     spdlog::info("trainjob/{} ({}) was deleted: the data here is of another job of the name ({})",
                  job, uid, stamp);
-    return Status::Ok();
+    what.local = false;
   }
+  if (shared && !shared_dir_.empty()) {
+    const std::string stamp = SharedStampOf(job);
+    what.shared = uid.empty() || stamp.empty() || stamp == uid;
+    if (!what.shared) {
+      spdlog::info("trainjob/{} ({}) was deleted: {} is of another job of the name ({})", job, uid,
+                   SharedWorkDir(shared_dir_, job), stamp);
+    }
+  }
+  if (!what.local && !what.shared) return Status::Ok();
   if (runs_(job)) {
     spdlog::info("trainjob/{} was deleted: its data here goes once its workers have exited", job);
-    waiting_[job] = uid;
+    waiting_[job] = what;
     return Status::Ok();
   }
-  return Remove(job);
+  return Remove(job, what);
+}
+
+std::string JobDataPurge::SharedStampPath(const std::string& job) const {
+  return (fs::path(shared_dir_) / ".trainlet-uids" / job).string();
+}
+
+std::string JobDataPurge::SharedStampOf(const std::string& job) const {
+  if (shared_dir_.empty()) return "";
+  std::ifstream in(SharedStampPath(job));
+  std::string uid;
+  if (in) std::getline(in, uid);
+  return uid;
+}
+
+Status JobDataPurge::StampShared(const std::string& job, const std::string& uid) {
+  if (shared_dir_.empty() || uid.empty() || !IsJobKey(job)) return Status::Ok();
+  const std::string stamp = SharedStampOf(job);
+  if (stamp == uid) return Status::Ok();
+  if (!stamp.empty()) {
+    // Its purge is still to come (a node that owns it was away) or was missed: the new job adopts
+    // the directory, and that purge now leaves it alone.
+    spdlog::warn("trainjob/{} ({}): {} was an earlier job's of the name ({}); it is this job's now",
+                 job, uid, SharedWorkDir(shared_dir_, job), stamp);
+  }
+  const fs::path path = SharedStampPath(job);
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  if (ec) return IoError("cannot make " + path.parent_path().string() + ": " + ec.message());
+  // Written whole under another name, then renamed: a node reading it never sees half a UID.
+  const std::string tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  std::ofstream out(tmp, std::ios::trunc);
+  out << uid << "\n";
+  out.close();
+  if (!out) return IoError("cannot write " + tmp);
+  fs::rename(tmp, path, ec);
+  if (ec) return IoError("cannot write " + path.string() + ": " + ec.message());
+  return Status::Ok();
 }
 
 std::string JobDataPurge::StampPath(const std::string& job) const {
@@ -57,8 +110,9 @@ std::string JobDataPurge::StampOf(const std::string& job) const {
   return uid;
 }
 
-Status JobDataPurge::OnPlan(const std::string& job, const std::string& uid) {
+Status JobDataPurge::OnPlan(const std::string& job, const std::string& uid, bool shared) {
   Status s = StampFor(job, uid);
+  if (s.ok() && shared) s = StampShared(job, uid);
   if (!s.ok()) spdlog::warn("trainjob/{}: {}", job, s.message());
   return s;
 }
@@ -80,7 +134,7 @@ Status JobDataPurge::StampFor(const std::string& job, const std::string& uid) {
           "trainjob/{} ({}): removing the data of an earlier job of the name ({}), "
           "whose purge this node missed",
           job, uid, stamp);
-      TRAINLET_RETURN_IF_ERROR(Remove(job));
+      TRAINLET_RETURN_IF_ERROR(Remove(job, Waiting{}));
     }
   }
   const std::string path = StampPath(job);
@@ -112,16 +166,21 @@ void JobDataPurge::Poll() {
       continue;
     }
     const std::string job = it->first;
+    const Waiting what = it->second;
     it = waiting_.erase(it);
-    if (Status s = Remove(job); !s.ok()) spdlog::warn("{}", s.message());
+    if (Status s = Remove(job, what); !s.ok()) spdlog::warn("{}", s.message());
   }
 }
 
-Status JobDataPurge::Remove(const std::string& job) {
-  // Where launch_planning puts them: every attempt's logs under one dir per job, and the work dir.
+Status JobDataPurge::Remove(const std::string& job, Waiting what) {
+  // Where launch_planning puts them: every attempt's logs under one dir per job, and the work dir;
+  // the shared directory, then its stamp (a stamp left by a failed removal keeps it guarded).
   const fs::path logs = fs::path(RankLogPath(state_dir_, job, 1, 0)).parent_path().parent_path();
+  std::vector<fs::path> dirs;
+  if (what.local) dirs = {logs, fs::path(JobWorkDir(state_dir_, job))};
+  if (what.shared) dirs.push_back(SharedWorkDir(shared_dir_, job));
   Status result = Status::Ok();
-  for (const fs::path& dir : {logs, fs::path(JobWorkDir(state_dir_, job))}) {
+  for (const fs::path& dir : dirs) {
     std::error_code ec;
     const auto removed = fs::remove_all(dir, ec);
     if (ec) {
@@ -129,6 +188,11 @@ Status JobDataPurge::Remove(const std::string& job) {
       continue;
     }
     if (removed != 0) spdlog::info("trainjob/{} was deleted: removed {}", job, dir.string());
+  }
+  if (what.shared && result.ok()) {
+    std::error_code ec;
+    fs::remove(SharedStampPath(job), ec);
+    if (ec) result = IoError("cannot remove " + SharedStampPath(job) + ": " + ec.message());
   }
   return result;
 }

@@ -19,6 +19,15 @@
 // upgrade) is adopted by the next plan's UID, never removed by it: it may be the same job's. The
 // directory layout is unchanged (logs/<job>/attempt-N, work/<job>): nothing to migrate.
 //
+// The shared directory (issue 18). A job annotated trainlet.io/working-dir: shared runs in
+// <shared_dir>/<job> (working_dirs.h), the same directory on every node. A plan of such a job
+// stamps it with its UID in <shared_dir>/.trainlet-uids/<job>, outside the ranks' directory, so a
+// stamp exists before any rank writes there. Only the node whose PurgeJob says shared_dir (one per
+// deleted job, chosen by the coordinator: coordinator/missed_purges.h) removes it, with its stamp,
+// when the stamp is the deleted incarnation's or absent; a newer incarnation's plan has stamped it
+// with its own UID by then, and it stays. A plan never removes the shared directory of an older
+// incarnation: every node would race to do it. A node without a shared_dir ignores it.
+//
 // Owned by the agent's loop; no locks.
 #pragma once
 
@@ -27,8 +36,10 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "common/status.h"
+#include "trainlet/v1/launch.pb.h"
 
 namespace trainlet::agent {
 
@@ -38,14 +49,22 @@ bool IsJobKey(std::string_view job);
 
 class JobDataPurge {
  public:
-  // `runs(job)`: whether any worker of `job` runs on this node now.
-  JobDataPurge(std::string state_dir, std::function<bool(const std::string& job)> runs);
+  // `runs(job)`: whether any worker of `job` runs on this node now. `shared_dir`: the agent's
+  // (config key shared_dir), "" for none.
+  JobDataPurge(std::string state_dir, std::string shared_dir,
+               std::function<bool(const std::string& job)> runs);
+  JobDataPurge(std::string state_dir, std::function<bool(const std::string& job)> runs)
+      : JobDataPurge(std::move(state_dir), "", std::move(runs)) {}
 
   // The coordinator deleted `job`. Its data goes now when nothing of it runs, else at a later
   // Poll. Invalid for a name that is not a job key (nothing is removed); kIo when a directory
   // cannot be removed (what could be is gone).
   // With a `uid`, data stamped with another UID is kept (a newer job of the name owns it).
-  Status Request(const std::string& job, const std::string& uid = "");
+  // With `shared`, the job's shared directory goes too (see the top of this file).
+  Status Request(const std::string& job, const std::string& uid = "", bool shared = false);
+  Status Request(const v1::PurgeJob& purge) {
+    return Request(purge.job(), purge.uid(), purge.shared_dir());
+  }
   // A launch plan for `job` came: a purge still waiting is for an older job of that name, whose
   // data stays rather than the new one's going.
   void Cancel(const std::string& job);
@@ -54,24 +73,35 @@ class JobDataPurge {
   // job runs here, removes it (a missed purge); then stamps the data with `uid`. Errors (a
   // directory that cannot be removed or a stamp that cannot be written) are logged here and
   // returned: the plan goes on either way.
-  Status OnPlan(const std::string& job, const std::string& uid);
+  // With `shared` (the plan runs workers in the shared directory), the shared stamp is (re)written
+  // with `uid` as well.
+  Status OnPlan(const std::string& job, const std::string& uid, bool shared = false);
   // The UID `job`'s data here is stamped with; "" when none.
   std::string StampOf(const std::string& job) const;
+  // The UID `job`'s shared directory is stamped with; "" when none (or no shared_dir).
+  std::string SharedStampOf(const std::string& job) const;
   // Removes the data of waiting jobs that no longer run. Called from the loop's tick.
   void Poll();
   bool pending() const { return !waiting_.empty(); }
 
  private:
-  Status Remove(const std::string& job);
+  struct Waiting {
+    bool local = true;    // the node's logs and work dir
+    bool shared = false;  // the shared directory
+  };
+  Status Remove(const std::string& job, Waiting what);
   Status StampFor(const std::string& job, const std::string& uid);  // OnPlan, unlogged
+  Status StampShared(const std::string& job, const std::string& uid);
   std::string StampPath(const std::string& job) const;
+  std::string SharedStampPath(const std::string& job) const;
 
   // Constant after construction.
   const std::string state_dir_;
   const std::function<bool(const std::string&)> runs_;
+  const std::string shared_dir_;
   // Owned by the loop.
-  // Requested while a worker of theirs still ran: job -> the UID the purge named ("": any).
-  std::map<std::string, std::string> waiting_;
+  // Requested while a worker of theirs still ran: what goes once none runs.
+  std::map<std::string, Waiting> waiting_;
 };
 
 }  // namespace trainlet::agent

@@ -126,6 +126,9 @@ PlannedLaunches PlanLaunches(const v1::LaunchPlan& plan, const NodeLaunchContext
     for (const auto& [k, v] : node_env) launch.env[k] = v;
     for (const auto& [k, v] : node.rendezvous_env) launch.env[k] = v;
     for (const auto& [k, v] : node.progress_env) launch.env[k] = v;
+    if (node.cache_max_bytes != 0) {
+      launch.env["TRAINLET_CACHE_MAX_BYTES"] = std::to_string(node.cache_max_bytes);
+    }
     launch.cwd = ResolveWorkerCwd(w.cwd(), work_dir, SharedWorkDir(node.shared_dir, plan.job()));
     launch.log_path = RankLogPath(node.state_dir, plan.job(), plan.attempt(), w.rank());
     std::optional<RankBinding> binding;

@@ -84,6 +84,8 @@ struct NodeLaunchContext {
   std::string shared_dir;   // the agent's shared_dir, "" for none (working_dirs.h)
   // The file argv[0] "trainlet-initializer" runs (beside the agent); "": argv is left as is.
   std::string initializer_binary;
+  // The initializers' cache cap, bytes (TRAINLET_CACHE_MAX_BYTES); 0: none.
+  uint64_t cache_max_bytes = 0;
   const v1::NodeInfo* node_info = nullptr;  // topology and accelerators, for the bindings
   const std::vector<std::unique_ptr<AcceleratorPlugin>>* plugins = nullptr;  // visible-devices env
   std::map<std::string, std::string> rendezvous_env;  // RendezvousServer::AddAttempt's answer

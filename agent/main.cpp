@@ -88,6 +88,12 @@ int main(int argc, char** argv) {
       static_cast<int64_t>(config.rank_log_max_bytes >> 20),
       "Each rank's log is cut past this size, MiB, its earlier output kept in <log>.1 "
       "(0: never)");
+  c.Int(
+      "initializer_cache_max_gb", 0, int64_t{1} << 30,
+      [&config](int64_t v) { config.initializer_cache_max_bytes = static_cast<uint64_t>(v) << 30; },
+      static_cast<int64_t>(config.initializer_cache_max_bytes >> 30),
+      "Size cap of the initializers' cache of fetched datasets and models, GiB; least recently "
+      "used entries not in use go first (0: no cap)");
   c.String("run_as", &config.run_as,
            "Who the ranks run as: a user name or uid, optionally :group (name or gid); a job's "
            "securityContext.runAsUser/runAsGroup overrides it. Needs the agent to run as root. "

@@ -1,5 +1,6 @@
 #include "agent/working_dirs.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 #include <system_error>
@@ -36,6 +37,12 @@ std::string ResolveWorkerCwd(const std::string& cwd, const std::string& work_dir
   }
   if (cwd.front() == '/') return cwd;
   return (fs::path(work_dir) / cwd).string();
+}
+
+bool UsesSharedDir(const v1::LaunchPlan& plan) {
+  return std::any_of(plan.workers().begin(), plan.workers().end(), [](const auto& w) {
+    return w.cwd().compare(0, kSharedRef.size(), kSharedRef) == 0;
+  });
 }
 
 Status PrepareWorkerCwds(const std::vector<std::string>& cwds, const WorkerCwdContext& ctx) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "trainlet/v1/launch.pb.h"
 
 namespace trainlet::agent {
 
@@ -32,6 +33,9 @@ std::string SharedWorkDir(const std::string& shared_dir, const std::string& job)
 // the shared dir on a node that has none is returned unexpanded (PrepareWorkerCwds refuses it).
 std::string ResolveWorkerCwd(const std::string& cwd, const std::string& work_dir,
                              const std::string& shared_work_dir);
+
+// Whether any worker of `plan` runs in the job's shared directory (its cwd names it).
+bool UsesSharedDir(const v1::LaunchPlan& plan);
 
 // What PrepareWorkerCwds needs to know of the node and job.
 struct WorkerCwdContext {

@@ -48,10 +48,11 @@ void AgentCommands::LaunchPlan(const std::string& node, v1::LaunchPlan plan) {
 }
 
 void AgentCommands::PurgeJob(const std::string& node, const std::string& job,
-                             const std::string& uid) {
+                             const std::string& uid, bool shared) {
   v1::Envelope env;
   env.mutable_purge_job()->set_job(job);
   env.mutable_purge_job()->set_uid(uid);
+  env.mutable_purge_job()->set_shared_dir(shared);
   sink_->SendToNode(node, std::move(env));
 }
 

@@ -54,7 +54,9 @@ class AgentCommands {
   void LaunchPlan(const std::string& node, v1::LaunchPlan plan);
   // Tells `node` that `job` (its incarnation `uid`, "" when unknown) was deleted: it removes the
   // job's logs and work dir once no worker of the job runs there (PurgeJob).
-  void PurgeJob(const std::string& node, const std::string& job, const std::string& uid = "");
+  // `shared`: this node also removes the job's shared directory (missed_purges.h).
+  void PurgeJob(const std::string& node, const std::string& job, const std::string& uid = "",
+                bool shared = false);
 
  private:
   NodeSink* sink_;

@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 
+#include "coordinator/working_dir.h"
+
 namespace trainlet::coordinator {
 namespace {
 
@@ -47,7 +49,7 @@ const std::optional<trainjob::TrainJob::Initializer>* InitializerOf(const trainj
 }
 
 Result<StepSpec> SpecOf(const trainjob::TrainJob& job, const trainjob::TrainingRuntime& runtime,
-                        const trainjob::ReplicatedJob& rj, size_t index) {
+                        const trainjob::ReplicatedJob& rj, size_t index, WorkDirPlace place) {
   const std::string where = "TrainJob/" + job.name + ": runtime " + runtime.kind + "/" +
                             runtime.name + " spec.template.spec.replicatedJobs[" +
                             std::to_string(index) + "] (" + rj.name + ")";
@@ -75,6 +77,7 @@ Result<StepSpec> SpecOf(const trainjob::TrainJob& job, const trainjob::TrainingR
   spec.depends_on = PlanDependencies(rj);
   spec.run_as_user = rj.container->run_as_user;
   spec.run_as_group = rj.container->run_as_group;
+  spec.cwd = WorkerCwdFor(place, rj.container->working_dir);
   return spec;
 }
 
@@ -85,11 +88,12 @@ Result<AttemptSteps> StepsOf(const trainjob::TrainJob& job,
   AttemptSteps out;
   std::map<std::string, StepSpec> specs;
   std::vector<std::string> order;  // runtime order
+  TRAINLET_ASSIGN_OR_RETURN(const WorkDirPlace where, WorkDirPlaceOf(job.annotations));
   for (size_t i = 0; i < runtime.jobs.size(); ++i) {
     const trainjob::ReplicatedJob& rj = runtime.jobs[i];
     if (rj.name == "node") out.main_depends_on = PlanDependencies(rj);
     if (IsMain(rj.name)) continue;
-    TRAINLET_ASSIGN_OR_RETURN(StepSpec spec, SpecOf(job, runtime, rj, i));
+    TRAINLET_ASSIGN_OR_RETURN(StepSpec spec, SpecOf(job, runtime, rj, i, where));
     order.push_back(rj.name);
     specs.emplace(rj.name, std::move(spec));
   }
@@ -145,6 +149,7 @@ void AddStepsToPlans(const AttemptSteps& steps, const AttemptLayout& layout,
     spec->set_rank(w.rank);
     spec->set_local_rank(w.local_rank);
     spec->set_step(w.step->name);
+    spec->set_cwd(w.step->cwd);
     for (const auto& a : w.step->argv) spec->add_argv(a);
     if (w.step->run_as_user) spec->set_run_as_user(*w.step->run_as_user);
     if (w.step->run_as_group) spec->set_run_as_group(*w.step->run_as_group);
@@ -185,6 +190,19 @@ void AddStepRanks(const AttemptSteps& steps, const AttemptLayout& layout,
     r->set_rank_state(v1::RANK_STATE_PENDING);
     r->set_attempt(attempt);
     r->set_step(w.step->name);
+    // Each step's workers are consecutive ranks (LayOutSteps): one record per step and attempt,
+    // so `logs --step S --attempt N` finds attempt N's own (log_target.h).
+    const int n = st.attempt_steps_size();
+    if (n > 0 && st.attempt_steps(n - 1).attempt() == attempt &&
+        st.attempt_steps(n - 1).step() == w.step->name) {
+      st.mutable_attempt_steps(n - 1)->set_count(st.attempt_steps(n - 1).count() + 1);
+    } else {
+      v1::Steps18AttemptStep* rec = st.add_attempt_steps();
+      rec->set_attempt(attempt);
+      rec->set_step(w.step->name);
+      rec->set_first_rank(w.rank);
+      rec->set_count(1);
+    }
   }
   st.set_step_progress_unix_ms(0);
 }

@@ -10,6 +10,8 @@
 //  - Its workers get global rank numbers after the main world W: step by step in the runtime's
 //    order, then node by node in placement order, then replica by replica. Their local rank is the
 //    replica's index on the node.
+//  - A step runs in its own container's workingDir (relative to the job's work dir, or absolute;
+//    under the shared directory for a shared job), as the main workers run in theirs.
 //  - A `dataset-initializer` or `model-initializer` step whose container sets no command runs the
 //    built-in initializer, argv ["trainlet-initializer", "dataset"|"model"]. A step named so gets
 //    STORAGE_URI from the TrainJob's spec.initializer.dataset/.model and that initializer's env on
@@ -47,6 +49,9 @@ struct StepSpec {
   std::vector<v1::StepDependency> depends_on;
   // Its container's securityContext.runAsUser / runAsGroup (WorkerSpec.run_as_user).
   std::optional<int64_t> run_as_user, run_as_group;
+  // WorkerSpec.cwd of its workers: its own container's workingDir, under the job's shared
+  // directory for a trainlet.io/working-dir: shared job (working_dir.h's WorkerCwdFor).
+  std::string cwd;
 };
 
 struct AttemptSteps {
@@ -83,7 +88,8 @@ void AddStepsToPlans(const AttemptSteps& steps, const AttemptLayout& layout,
                      std::vector<v1::LaunchPlan>& plans);
 
 // Adds the step workers of the attempt to `status.ranks` (Pending, RankStatus.step set) on
-// `nodes` (the placement, indexed like layout.nodes).
+// `nodes` (the placement, indexed like layout.nodes), and records each step's ranks in
+// `status.attempt_steps`.
 void AddStepRanks(const AttemptSteps& steps, const AttemptLayout& layout,
                   const std::vector<std::string>& nodes, uint32_t attempt, v1::JobStatus& status);
 

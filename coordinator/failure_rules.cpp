@@ -31,7 +31,10 @@ bool Matches(const FailureRule& rule, const AttemptFailure& failure, std::string
     return false;
   }
   if (!rule.target_replicated_jobs.empty() &&
-      !Contains(rule.target_replicated_jobs, failure.replicated_job)) {
+      !Contains(rule.target_replicated_jobs, failure.replicated_job) &&
+      std::none_of(
+          failure.replicated_jobs.begin(), failure.replicated_jobs.end(),
+          [&](const std::string& rj) { return Contains(rule.target_replicated_jobs, rj); })) {
     return false;
   }
   if (rule.on_job_failure_message_patterns.empty()) return true;
@@ -58,6 +61,19 @@ Result<RestartPolicy> RestartPolicyOf(const trainjob::TrainJob& job) {
 
 std::string ReplicatedJobOf(const v1::RankStatus& rank) {
   return rank.step().empty() ? std::string("node") : rank.step();
+}
+
+AttemptFailure FailureOnNode(const v1::JobStatus& status, const std::string& node,
+                             const std::function<bool(const v1::RankStatus&)>& took,
+                             std::string message) {
+  AttemptFailure f;
+  f.message = std::move(message);
+  for (const auto& r : status.ranks()) {
+    if (r.node() != node || !took(r)) continue;
+    const std::string rj = ReplicatedJobOf(r);
+    if (!Contains(f.replicated_jobs, rj)) f.replicated_jobs.push_back(rj);
+  }
+  return f;
 }
 
 AttemptFailure FailureOfRank(const v1::RankStatus& rank, std::string message) {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,9 +44,12 @@ struct AttemptFailure {
     kOther,        // no one worker: its node was lost or drained, a start timeout, a port error
   };
   Kind kind = Kind::kOther;
-  // The replicatedJob of the failed worker (ReplicatedJobOf); "" for kOther, which only rules
-  // without targetReplicatedJobs match.
+  // The replicatedJob of the failed worker (ReplicatedJobOf); "" for kOther.
   std::string replicated_job;
+  // kOther: the replicatedJobs whose workers it took down (a lost or drained node fails the Jobs
+  // of every replicated job with a pod there, as in JobSet). A rule with targetReplicatedJobs
+  // matches when it names one of them; none (a port error): only rules without targets match.
+  std::vector<std::string> replicated_jobs;
   int32_t exit_code = 0;
   int32_t signal = 0;
   std::string message;  // trainlet's cause: "rank 1 on node-b exited with code 1"
@@ -56,6 +60,11 @@ struct AttemptFailure {
 std::string ReplicatedJobOf(const v1::RankStatus& rank);
 // The failure of `rank`, which ended Failed or StartFailed; `message` is the attempt's cause.
 AttemptFailure FailureOfRank(const v1::RankStatus& rank, std::string message);
+// A failure of no one worker (kOther) that took down the ranks of `status` on `node` that
+// `took(rank)` says it did, with their replicated jobs.
+AttemptFailure FailureOnNode(const v1::JobStatus& status, const std::string& node,
+                             const std::function<bool(const v1::RankStatus&)>& took,
+                             std::string message);
 
 struct FailureDecision {
   enum class Action {

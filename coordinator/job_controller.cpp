@@ -17,6 +17,7 @@
 #include "coordinator/node_reconcile.h"
 #include "coordinator/rank_event_fold.h"
 #include "coordinator/rank_state_machine.h"
+#include "coordinator/working_dir.h"
 
 namespace trainlet::coordinator {
 JobController::JobController(JobStore* store, NodeRegistry* registry, NodeSink* sink,
@@ -372,7 +373,12 @@ void JobController::OnNodeLost(const std::string& node, int64_t now_ms, int64_t 
     }
     const JobPhase p = PhaseOf(job.record.status);
     if (p == JobPhase::kStarting || p == JobPhase::kRunning) {
-      FailAttempt(job, "node " + node + " lost", now_ms, FailureKind::kInfrastructure);
+      // Its failure names the replicated jobs whose workers went with it (failure rules' targets).
+      const auto lost = [](const v1::RankStatus& r) {
+        return r.rank_state() == v1::RANK_STATE_LOST;
+      };
+      FailAttempt(job, FailureOnNode(job.record.status, node, lost, "node " + node + " lost"),
+                  now_ms, FailureKind::kInfrastructure);
       job.lost_node_hold_ms = std::max(job.lost_node_hold_ms, hold_until_ms);
     } else {
       // Already being stopped (Restarting after a drain --force, Suspended after a preemption):
@@ -395,12 +401,15 @@ std::vector<std::string> JobController::FailJobsOnNode(const std::string& node,
       continue;  // already stopping; its ranks end on their own
     }
     spdlog::warn("trainjob/{}: failing attempt {}: {}", name, job.record.status.attempt(), cause);
+    // The replicated jobs the drain takes down, before the stop moves their ranks on.
+    const AttemptFailure failure = FailureOnNode(
+        job.record.status, node, [](const v1::RankStatus& r) { return !RankEnded(r); }, cause);
     // The ranks get the job's warning first (lifecycle_rules.h); FailAttempt's stop keeps it.
     const StopWarning warning = JobStopWarning(job.spec, options_.preemption_grace);
     launcher_.Stop(job, cause, warning);
     AppendEvent(job.record.status, "Warning", "DrainWarning", WarningMessage(warning, cause),
                 now_ms);
-    FailAttempt(job, cause, now_ms);
+    FailAttempt(job, failure, now_ms);
     failed.push_back(name);
   }
   return failed;
@@ -455,7 +464,9 @@ void JobController::MaybeFinishDelete(std::string name, int64_t now_ms) {
   }
   // The job's data goes with it on every node that ran any attempt of it (issue 19, defect 9).
   const v1::JobStatus& gone = it->second->record.status;
-  missed_purges_.Purge(name, gone.uid(), NodesThatRan(gone), now_ms);
+  const auto place = WorkDirPlaceOf(it->second->spec.annotations);  // and its shared dir
+  missed_purges_.Purge(name, gone.uid(), NodesThatRan(gone), now_ms,
+                       place.ok() && *place == WorkDirPlace::kShared);
   std::erase(order_, it->second.get());
   jobs_.erase(it);
   exec_.Forget(name);

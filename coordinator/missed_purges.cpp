@@ -7,16 +7,27 @@
 namespace trainlet::coordinator {
 
 void MissedPurges::Purge(const std::string& job, const std::string& uid,
-                         const std::vector<std::string>& ran, int64_t now_ms) {
+                         const std::vector<std::string>& ran, int64_t now_ms, bool shared) {
   Expire(now_ms);
-  for (const std::string& node : ran) {
+  std::vector<std::string> sorted = ran;
+  std::sort(sorted.begin(), sorted.end());
+  bool shared_left = shared;  // no node owns the shared dir's purge yet
+  for (const std::string& node : sorted) {
     const NodeEntry* e = nodes_->Find(node);
     if (e != nullptr && e->state != NodeState::kLost) {
-      agents_->PurgeJob(node, job, uid);
+      agents_->PurgeJob(node, job, uid, shared_left);
+      shared_left = false;
       continue;
     }
     spdlog::info("trainjob/{}: node {} is away; its data there goes when it registers", job, node);
-    missed_[{node, job}] = Missed{uid, now_ms};
+    missed_[{node, job}] = Missed{uid, now_ms, false};
+  }
+  if (shared_left) {
+    // Every node that ran it is away: whichever registers first owns the shared purge.
+    for (const std::string& node : sorted) {
+      auto it = missed_.find({node, job});
+      if (it != missed_.end()) it->second.shared = true;
+    }
   }
   while (missed_.size() > kMaxEntries) {  // the oldest delete goes first
     auto oldest =
@@ -32,9 +43,15 @@ std::vector<std::string> MissedPurges::OnRegistered(const std::string& node, int
   std::vector<std::string> jobs;
   auto it = missed_.lower_bound({node, ""});
   while (it != missed_.end() && it->first.first == node) {
-    jobs.push_back(it->first.second);
-    agents_->PurgeJob(node, it->first.second, it->second.uid);
+    const std::string job = it->first.second;
+    const bool shared = it->second.shared;
+    jobs.push_back(job);
+    agents_->PurgeJob(node, job, it->second.uid, shared);
     it = missed_.erase(it);
+    if (!shared) continue;
+    for (auto& [key, other] : missed_) {  // exactly once: the others no longer own it
+      if (key.second == job) other.shared = false;
+    }
   }
   if (!jobs.empty()) {
     spdlog::info("node {} registered: purging the data of {} job(s) deleted while it was away",

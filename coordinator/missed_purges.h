@@ -16,6 +16,12 @@
 // "Job data on the nodes"). At most kMaxEntries (job, node) pairs are kept, for kRetention; the
 // oldest go first.
 //
+// The shared directory (issue 18). A job that ran in the agents' shared_dir (trainlet.io/
+// working-dir: shared) has one directory that every node sees, so exactly one node removes it:
+// the first node that ran the job, in name order, that is connected at the delete gets
+// PurgeJob.shared_dir. When none is, the first of them to register gets it, and the others never
+// do. (The agent checks the directory's UID stamp first: agent/job_data_purge.h.)
+//
 // Owned by JobController, on the coordinator's loop; no locks. `nodes` and `agents` outlive it.
 #pragma once
 
@@ -40,9 +46,9 @@ class MissedPurges {
 
   // `job` (incarnation `uid`) was deleted at `now_ms`: PurgeJob to each of `ran` (the nodes
   // that ran it) that is registered and not Lost; the others are remembered for their
-  // registration.
+  // registration. `shared`: the job ran in the shared directory, which one node purges (above).
   void Purge(const std::string& job, const std::string& uid, const std::vector<std::string>& ran,
-             int64_t now_ms);
+             int64_t now_ms, bool shared = false);
   // `node` registered: PurgeJob again for every job it missed. Returns those jobs.
   std::vector<std::string> OnRegistered(const std::string& node, int64_t now_ms);
   size_t size() const { return missed_.size(); }
@@ -56,6 +62,7 @@ class MissedPurges {
   struct Missed {
     std::string uid;
     int64_t deleted_unix_ms = 0;
+    bool shared = false;  // the first of the job's entries to register purges the shared dir
   };
   // Owned by the loop: by (node, job).
   std::map<std::pair<std::string, std::string>, Missed> missed_;

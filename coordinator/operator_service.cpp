@@ -8,6 +8,7 @@
 #include "coordinator/attempt_steps.h"
 #include "coordinator/job_key.h"
 #include "coordinator/job_state_machine.h"
+#include "coordinator/log_target.h"
 #include "coordinator/operator_queues.h"
 #include "coordinator/operator_runtimes.h"
 #include "coordinator/queue_usage_view.h"
@@ -312,41 +313,14 @@ void OperatorService::HandleLogs(const std::string& routing_id, uint64_t request
                 "trainjob/" + shown + " has not started yet (" + JobPhaseName(PhaseOf(*job)) +
                     (job->reason().empty() ? "" : ": " + job->reason()) + ")");
   }
-  // --step NAME --rank i: the step's i-th worker, by its global rank (attempt_steps.h).
-  uint32_t global = req.rank();
-  if (!req.step().empty()) {
-    const auto found = StepWorkerRank(*job, req.step(), req.rank());
-    if (!found) {
-      return Fail(routing_id, request_id, ErrorCode::kNotFound,
-                  "--step " + req.step() + " --rank " + std::to_string(req.rank()) + ": trainjob/" +
-                      shown + " has no such worker of that replicated job");
-    }
-    global = *found;
+  // Which worker, of which attempt, on which node (log_target.h).
+  auto target = ResolveLogTarget(*job, req, shown);
+  if (!target.ok()) {
+    return Fail(routing_id, request_id, ErrorCode::kNotFound, target.status().message());
   }
-  const v1::RankStatus* rank = nullptr;
-  for (const auto& r : job->ranks()) {
-    if (r.rank() == global) rank = &r;
-  }
-  if (rank == nullptr) {
-    return Fail(routing_id, request_id, ErrorCode::kNotFound,
-                "--rank " + std::to_string(req.rank()) + ": trainjob/" + shown + " has ranks 0-" +
-                    std::to_string(job->ranks_size() - 1));
-  }
-  const uint32_t attempt = req.attempt() != 0 ? req.attempt() : job->attempt();
-  // An earlier attempt's log is where that attempt ran, which may not be where the rank runs now.
-  std::string node_name = rank->node();
-  if (attempt != job->attempt()) {
-    const v1::AttemptRecord* rec = nullptr;
-    for (const auto& a : job->attempts()) {
-      if (a.attempt() == attempt) rec = &a;
-    }
-    if (rec == nullptr || static_cast<int>(global) >= rec->rank_nodes_size()) {
-      return Fail(routing_id, request_id, ErrorCode::kNotFound,
-                  "--attempt " + std::to_string(attempt) + ": trainjob/" + shown +
-                      " has attempts 1-" + std::to_string(job->attempt()));
-    }
-    node_name = rec->rank_nodes(static_cast<int>(global));
-  }
+  const uint32_t attempt = target->attempt;
+  const uint32_t global = target->rank;
+  const std::string& node_name = target->node;
   const NodeEntry* node = nodes_->Find(node_name);
   if (node == nullptr || node->state == NodeState::kLost) {
     return Fail(routing_id, request_id, ErrorCode::kUnavailable,
@@ -354,9 +328,7 @@ void OperatorService::HandleLogs(const std::string& routing_id, uint64_t request
                     "'s log of attempt " + std::to_string(attempt) + " is not connected");
   }
   const uint64_t id = next_log_request_++;
-  const bool done = !IsRankActive(rank->rank_state());
-  logs_[id] = {routing_id, request_id, done || attempt != job->attempt(), attempt,
-               now + kLogRelayTimeout};
+  logs_[id] = {routing_id, request_id, target->done, attempt, now + kLogRelayTimeout};
   v1::Envelope env;
   auto* read = env.mutable_log_read();
   read->set_request_id(id);

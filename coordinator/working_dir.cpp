@@ -17,18 +17,21 @@ std::map<std::string, std::string> SharedDirSelector(WorkDirPlace place) {
   return {{std::string(kSharedDirLabel), "true"}};
 }
 
+std::string WorkerCwdFor(WorkDirPlace place, const std::string& working_dir) {
+  if (place != WorkDirPlace::kShared || (!working_dir.empty() && working_dir.front() == '/')) {
+    return working_dir;
+  }
+  return working_dir.empty() ? std::string(kSharedWorkDirVar)
+                             : std::string(kSharedWorkDirVar) + "/" + working_dir;
+}
+
 Status SetWorkerCwds(const PlanRequest& request, std::vector<v1::LaunchPlan>& plans) {
   TRAINLET_ASSIGN_OR_RETURN(const WorkDirPlace place, WorkDirPlaceOf(request.annotations));
   for (auto& plan : plans) {
     for (auto& w : *plan.mutable_workers()) {
       if (!w.cwd().empty()) continue;  // the plugin's own choice
       // A step's container has its own workingDir, not the main container's.
-      std::string cwd = w.step().empty() ? request.working_dir : "";
-      if (place == WorkDirPlace::kShared && (cwd.empty() || cwd.front() != '/')) {
-        cwd = cwd.empty() ? std::string(kSharedWorkDirVar)
-                          : std::string(kSharedWorkDirVar) + "/" + cwd;
-      }
-      w.set_cwd(cwd);
+      w.set_cwd(WorkerCwdFor(place, w.step().empty() ? request.working_dir : ""));
     }
   }
   return Status::Ok();

@@ -3,8 +3,9 @@
 // Every runtime plugin's plans pass through SetWorkerCwds (called by RenderAttempt), so the rule
 // is kept in this one place rather than in each plugin. It writes WorkerSpec.cwd as the agents
 // read it (launch.proto):
-//   - the main workers (WorkerSpec.step "") of a job whose runtime container sets workingDir get
-//     it, as written: relative to the job's work dir on the node, or absolute;
+//   - each worker whose container sets workingDir gets it, as written: relative to the job's
+//     work dir on the node, or absolute; the main workers (WorkerSpec.step "") the runtime
+//     container's, a step's worker its own replicated job's container's (attempt_steps.h);
 //   - a job annotated trainlet.io/working-dir: shared runs every worker in the job's directory
 //     under its agent's shared_dir, "$(TRAINLET_SHARED_WORK_DIR)", the same path on every node
 //     (a relative workingDir goes under it; an absolute one stays as it is);
@@ -42,6 +43,11 @@ Result<WorkDirPlace> WorkDirPlaceOf(const std::map<std::string, std::string>& an
 
 // The node selector entries a job needs for its place: {kSharedDirLabel: "true"} for kShared.
 std::map<std::string, std::string> SharedDirSelector(WorkDirPlace place);
+
+// The WorkerSpec.cwd of a worker whose container's workingDir is `working_dir` ("" when unset),
+// for a job at `place`, by the rules at the top of this file. Steps (attempt_steps.h) get their own
+// container's this way; the main workers get it through SetWorkerCwds.
+std::string WorkerCwdFor(WorkDirPlace place, const std::string& working_dir);
 
 // Sets the cwd of `plans`' workers for `request` (its working_dir and annotations), by the rules
 // at the top of this file. Invalid when the annotation is (WorkDirPlaceOf).

@@ -15,6 +15,7 @@
 #include "trainletctl/coordinator_client.h"
 #include "trainletctl/delete_text.h"
 #include "trainletctl/describe_node.h"
+#include "trainletctl/log_workers.h"
 #include "trainletctl/output_writer.h"
 #include "trainletctl/queue_commands.h"
 #include "trainletctl/render.h"
@@ -448,12 +449,14 @@ struct LogStream {
   std::string step;   // LogsRequest.step
 };
 
-// The streams `logs` reads, by rank: the one asked for, or every rank (of `step`) of the job.
+// The streams `logs` reads, by rank: the one asked for, or every worker (of `step`) of the
+// attempt read (log_workers.h). `attempt` is resolved here when --previous asked for it.
 Result<std::map<uint32_t, LogStream>> LogStreams(CoordinatorClient& client, const CommonFlags& f,
                                                  const std::string& job, int rank,
-                                                 const std::string& step) {
+                                                 const std::string& step, bool previous,
+                                                 uint32_t& attempt) {
   std::map<uint32_t, LogStream> streams;
-  if (rank >= 0) {
+  if (rank >= 0 && !previous) {
     streams[static_cast<uint32_t>(rank)].step = step;
     return streams;
   }
@@ -462,28 +465,28 @@ Result<std::map<uint32_t, LogStream>> LogStreams(CoordinatorClient& client, cons
   req.mutable_get_jobs()->set_namespace_(f.ns);
   TRAINLET_ASSIGN_OR_RETURN(v1::OperatorResponse resp, client.Call(req));
   if (resp.jobs().jobs_size() == 0) return NotFoundError("trainjob/" + job + " not found");
-  std::map<std::string, uint32_t> index;  // workers seen per step
-  for (const auto& r : resp.jobs().jobs(0).ranks()) {
-    if (!step.empty() && r.step() != step) continue;
-    streams[r.rank()].label = r.step().empty() ? "rank " + std::to_string(r.rank())
-                                               : r.step() + " " + std::to_string(index[r.step()]++);
+  const v1::JobStatus& status = resp.jobs().jobs(0);
+  if (previous) {
+    TRAINLET_ASSIGN_OR_RETURN(attempt, PreviousAttempt(status, job));
   }
-  if (streams.empty()) {
-    return UnavailableError(
-        "trainjob/" + job +
-        (step.empty() ? " has no ranks yet" : " has no workers of step " + step));
+  if (rank >= 0) {
+    streams[static_cast<uint32_t>(rank)].step = step;
+    return streams;
   }
+  TRAINLET_ASSIGN_OR_RETURN(std::vector<LogWorker> workers, LogWorkers(status, attempt, step));
+  for (const LogWorker& w : workers) streams[w.rank].label = w.label;
   return streams;
 }
 
 }  // namespace
 
 int CmdLogs(const CommonFlags& f, const std::string& job, int rank, bool follow, uint32_t attempt,
-            const std::string& step) {
+            const std::string& step, bool previous) {
   if (NamedAcrossNamespaces(f, job)) return 1;
+  if (previous && attempt != 0) return Error("--previous and --attempt name an attempt each");
   auto client = Open(f);
   if (!client.ok()) return Error(client.status());
-  auto found = LogStreams(**client, f, job, rank, step);
+  auto found = LogStreams(**client, f, job, rank, step, previous, attempt);
   if (!found.ok()) return Error(found.status());
   std::map<uint32_t, LogStream>& streams = *found;
   const bool prefix = rank < 0;

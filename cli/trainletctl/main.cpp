@@ -200,13 +200,16 @@ void AddLogsCommand(CLI::App& app, CommonFlags& common, int& rc) {
       "with [rank N] (a replicated job's worker with [STEP I]). --step reads one replicated job "
       "of the runtime (dataset-initializer, ...), --rank then being the index of its worker\n"
       "  trainletctl logs hello --rank 3 -f\n"
-      "  trainletctl logs hello --step dataset-initializer --rank 0");
+      "  trainletctl logs hello --step dataset-initializer --rank 0\n"
+      "  trainletctl logs hello --step dataset-initializer --attempt 1\n"
+      "  trainletctl logs hello --rank 0 --previous");
   struct Args {
     std::string job;
     std::string step;
     int rank = -1;
     bool follow = false;
     uint32_t attempt = 0;
+    bool previous = false;
   };
   auto a = std::make_shared<Args>();
   logs->add_option("job", a->job, "The trainjob's name")->required();
@@ -216,11 +219,15 @@ void AddLogsCommand(CLI::App& app, CommonFlags& common, int& rc) {
                    "Only the workers of this replicated job of the runtime (e.g. "
                    "dataset-initializer)");
   logs->add_flag("-f,--follow", a->follow, "Keep printing until the ranks exit");
-  logs->add_option("--attempt", a->attempt, "An earlier attempt's logs (default: the current one)");
+  logs->add_option("--attempt", a->attempt,
+                   "Attempt N's logs, its workers as that attempt ran them (default: the current "
+                   "one); an attempt that does not exist is refused with those that do");
+  logs->add_flag("-p,--previous", a->previous,
+                 "The attempt before the current one's logs, as kubectl logs --previous");
   AddNamespaceFlags(logs, common);
   logs->callback([&common, &rc, a] {
     if (a->job.rfind("trainjob/", 0) == 0) a->job = a->job.substr(9);
-    rc = CmdLogs(common, a->job, a->rank, a->follow, a->attempt, a->step);
+    rc = CmdLogs(common, a->job, a->rank, a->follow, a->attempt, a->step, a->previous);
   });
 }
 

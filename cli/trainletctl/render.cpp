@@ -280,12 +280,25 @@ std::string DescribeSteps(const v1::JobStatus& j) {
   if (!has_steps) return "";
   std::ostringstream o;
   o << "Steps (attempt " << j.attempt() << "):\n";
+  // WORKING-DIR: where each step's workers run on the node (their Started events' cwd; each step
+  // has its own container's workingDir), shown once any worker has started.
+  const bool cwds = std::any_of(j.ranks().begin(), j.ranks().end(),
+                                [](const auto& r) { return !r.cwd().empty(); });
   std::vector<std::vector<std::string>> rows = {{"  STEP", "NODE", "WORKERS", "STATE"}};
+  if (cwds) rows[0].push_back("WORKING-DIR");
   for (const std::string& step : steps) {
     for (const auto& node : j.placement()) {
       auto it = cells.find({step, node});
       if (it == cells.end()) continue;
       rows.push_back({"  " + step, node, std::to_string(it->second.size()), StepState(it->second)});
+      if (!cwds) continue;
+      std::set<std::string> dirs;
+      for (const v1::RankStatus* r : it->second) {
+        if (!r->cwd().empty()) dirs.insert(r->cwd());
+      }
+      std::string dir;
+      for (const auto& d : dirs) dir += (dir.empty() ? "" : ", ") + d;
+      rows.back().push_back(dir.empty() ? "-" : dir);
     }
   }
   o << RenderTable(rows);

@@ -278,6 +278,73 @@ class InitializerTest(unittest.TestCase):
         # Both jobs share the cached inode.
         self.assertEqual(os.stat(os.path.join(dest1, "a.txt")).st_ino, os.stat(os.path.join(dest2, "a.txt")).st_ino)
 
+    # --- the cache's size cap (issue 18: it never expired)
+
+    def entry_of(self, uri):
+        return os.path.join(self.cache, "entries", hashlib.sha256(uri.encode()).hexdigest()[:40])
+
+    def job(self, uri, name, cap=None):
+        """Runs the initializer for job `name`; its workspace stays until self.delete(name)."""
+        env = {"TRAINLET_CACHE_MAX_BYTES": str(cap)} if cap is not None else {}
+        proc, _ = self.run_init(uri, dest=os.path.join(self.root, "ws", name), extra_env=env)
+        self.assert_ok(proc)
+        return proc
+
+    def delete(self, name):
+        shutil.rmtree(os.path.join(self.root, "ws", name))
+
+    def test_the_least_recently_used_entries_go_past_the_cap(self):
+        a = self.serve("/a.bin", b"a" * 1000)
+        b = self.serve("/b.bin", b"b" * 1000)
+        c = self.serve("/c.bin", b"c" * 1000)
+        self.job(a, "j1")
+        self.delete("j1")
+        self.job(b, "j2")
+        self.delete("j2")
+        self.assertIn("cache hit", self.job(a, "j3").stdout)  # a is now used more recently than b
+        self.delete("j3")
+        # a and b are held by the cache alone: 2000 bytes and their manifests, over 2500 with c's
+        # manifest. b, the least recently used, goes; c (just fetched) and a stay.
+        out = self.job(c, "j4", cap=2500).stdout
+        self.assertIn("removed 1 least recently used entry", out)
+        self.assertFalse(os.path.exists(self.entry_of(b)))
+        self.assertTrue(os.path.exists(self.entry_of(a)))
+        self.assertTrue(os.path.exists(self.entry_of(c)))
+        # Without a cap (today's behaviour) nothing goes.
+        self.job(b, "j5")
+        self.delete("j5")
+        self.job(c, "j6")
+        self.assertTrue(os.path.exists(self.entry_of(a)))
+        self.assertTrue(os.path.exists(self.entry_of(b)))
+
+    def test_an_entry_in_use_is_never_evicted(self):
+        a = self.serve("/a.bin", b"a" * 1000)
+        b = self.serve("/b.bin", b"b" * 1000)
+        self.job(a, "j1")  # j1 is not deleted: its workspace links a's files
+        out = self.job(b, "j2", cap=1).stdout
+        self.assertNotIn("removed", out)
+        self.assertTrue(os.path.exists(self.entry_of(a)))
+        self.assertTrue(os.path.exists(self.entry_of(b)))
+        self.assertEqual(self.read(os.path.join(self.root, "ws", "j1", "a.bin")), b"a" * 1000)
+        # j1 is deleted, but another initializer holds a's lock (it is placing a now).
+        self.delete("j1")
+        self.delete("j2")
+        import fcntl
+
+        key = os.path.basename(self.entry_of(a))
+        fd = os.open(os.path.join(self.cache, "locks", key + ".lock"), os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            out = self.job(b, "j3", cap=1).stdout
+            self.assertTrue(os.path.exists(self.entry_of(a)))
+            self.assertIn("cache over its cap", out)
+        finally:
+            os.close(fd)
+        self.delete("j3")
+        self.job(b, "j4", cap=1)  # now nothing holds a
+        self.assertFalse(os.path.exists(self.entry_of(a)))
+        self.assertTrue(os.path.exists(self.entry_of(b)))  # the one just used
+
     def test_a_corrupted_cache_entry_is_fetched_again(self):
         uri = self.serve("/d.tar.gz", tar_gz({"a.txt": b"good data"}))
         first, dest1 = self.run_init(uri, dest=os.path.join(self.root, "job1"))

@@ -125,5 +125,66 @@ TEST_F(JobDataPurgeTest, RefusesNamesThatAreNotJobKeys) {
   EXPECT_FALSE(IsJobKey(std::string(254, 'a')));
 }
 
+// Issue 18: the shared directory (<shared_dir>/<job>, the same on every node) goes with the job,
+// on the one node whose PurgeJob says so, and never when a newer incarnation's plan stamped it.
+class SharedDirPurgeTest : public ::testing::Test {
+ protected:
+  SharedDirPurgeTest() { fs::create_directories(shared_.path() + "/nfs"); }
+  std::string Shared(const std::string& job) const { return shared_.path() + "/nfs/" + job; }
+  void MakeShared(const std::string& job) {
+    fs::create_directories(Shared(job));
+    std::ofstream(Shared(job) + "/ckpt") << "epoch 10";
+  }
+  JobDataPurge Node(const std::string& name) {
+    fs::create_directories(state_.path() + "/" + name);
+    return JobDataPurge(state_.path() + "/" + name, shared_.path() + "/nfs",
+                        [](const std::string&) { return false; });
+  }
+
+  testing::TempDir state_, shared_;
+};
+
+TEST_F(SharedDirPurgeTest, TheOwnerRemovesTheSharedDirectoryOfItsIncarnation) {
+  JobDataPurge a = Node("a"), b = Node("b");
+  ASSERT_TRUE(a.OnPlan("j", "uid-1", /*shared=*/true).ok());
+  ASSERT_TRUE(b.OnPlan("j", "uid-1", /*shared=*/true).ok());
+  MakeShared("j");
+  MakeShared("k");
+  EXPECT_EQ(b.SharedStampOf("j"), "uid-1");
+  // Today's main left <shared_dir>/j behind on every delete.
+  ASSERT_TRUE(b.Request("j", "uid-1", /*shared=*/false).ok());  // not the owner
+  EXPECT_TRUE(fs::exists(Shared("j") + "/ckpt"));
+  v1::PurgeJob purge;
+  purge.set_job("j");
+  purge.set_uid("uid-1");
+  purge.set_shared_dir(true);
+  ASSERT_TRUE(a.Request(purge).ok());
+  EXPECT_FALSE(fs::exists(Shared("j")));
+  EXPECT_EQ(a.SharedStampOf("j"), "");
+  EXPECT_TRUE(fs::exists(Shared("k") + "/ckpt"));
+}
+
+TEST_F(SharedDirPurgeTest, ANewerIncarnationsDirectoryIsNeverRemoved) {
+  JobDataPurge a = Node("a"), b = Node("b");
+  ASSERT_TRUE(a.OnPlan("j", "uid-1", true).ok());
+  MakeShared("j");
+  // j is deleted while its owner (a) is away, and applied again: b runs the new one.
+  ASSERT_TRUE(b.OnPlan("j", "uid-2", true).ok());
+  std::ofstream(Shared("j") + "/new") << "new job's";
+  // a comes back and gets the late purge of uid-1.
+  ASSERT_TRUE(a.Request("j", "uid-1", true).ok());
+  EXPECT_TRUE(fs::exists(Shared("j") + "/new"));
+  EXPECT_EQ(a.SharedStampOf("j"), "uid-2");
+}
+
+TEST_F(SharedDirPurgeTest, ANodeWithoutASharedDirIgnoresIt) {
+  MakeShared("j");
+  fs::create_directories(state_.path() + "/plain");
+  JobDataPurge plain(state_.path() + "/plain", [](const std::string&) { return false; });
+  ASSERT_TRUE(plain.OnPlan("j", "uid-1", true).ok());
+  ASSERT_TRUE(plain.Request("j", "uid-1", true).ok());
+  EXPECT_TRUE(fs::exists(Shared("j") + "/ckpt"));
+}
+
 }  // namespace
 }  // namespace trainlet::agent

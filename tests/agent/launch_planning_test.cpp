@@ -315,6 +315,17 @@ TEST(PlanLaunches, EveryWorkerGetsTheJobsWorkspaceAndTheNodesCache) {
   EXPECT_EQ(env.at("TRAINLET_NODE"), "n1");
 }
 
+// Issue 18: the initializers' cache has a size cap (agent config initializer_cache_max_gb), which
+// the initializer reads from its env.
+TEST(PlanLaunches, TheCacheCapReachesTheWorkers) {
+  const v1::LaunchPlan plan = Plan(1);
+  EXPECT_FALSE(PlanLaunches(plan, Node()).launches[0].env.contains("TRAINLET_CACHE_MAX_BYTES"));
+  NodeLaunchContext node = Node();
+  node.cache_max_bytes = uint64_t{100} << 30;
+  EXPECT_EQ(PlanLaunches(plan, node).launches[0].env.at("TRAINLET_CACHE_MAX_BYTES"),
+            "107374182400");
+}
+
 TEST(PlanLaunches, TheBuiltInInitializerResolvesBesideTheAgent) {
   v1::LaunchPlan plan = Plan(3);
   auto* init = plan.mutable_workers(0);

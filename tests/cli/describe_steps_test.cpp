@@ -41,6 +41,27 @@ TEST(DescribeStepsTest, EachStepOnEachNodeWithItsState) {
       << out;
 }
 
+// Issue 18: each step's workers run in their own container's workingDir; describe shows where,
+// per step and node.
+TEST(DescribeStepsTest, EachStepShowsItsWorkingDirOnEachNode) {
+  v1::JobStatus j;
+  j.set_attempt(1);
+  j.add_placement("node-a");
+  Add(j, "node-a", "", v1::RANK_STATE_RUNNING);
+  j.mutable_ranks(0)->set_cwd("/nfs/j/train");
+  Add(j, "node-a", "dataset-initializer", v1::RANK_STATE_SUCCEEDED);
+  j.mutable_ranks(1)->set_cwd("/nfs/j/prep");
+  Add(j, "node-a", "model-initializer", v1::RANK_STATE_PENDING);
+  const std::string out = DescribeSteps(j);
+  EXPECT_EQ(out,
+            "Steps (attempt 1):\n"
+            "  STEP                  NODE     WORKERS   STATE      WORKING-DIR\n"
+            "  node                  node-a   1         Running    /nfs/j/train\n"
+            "  dataset-initializer   node-a   1         Complete   /nfs/j/prep\n"
+            "  model-initializer     node-a   1         Pending    -\n")
+      << out;
+}
+
 TEST(DescribeStepsTest, NothingForAJobWithoutSteps) {
   v1::JobStatus j;
   j.add_placement("node-a");

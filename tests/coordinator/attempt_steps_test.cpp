@@ -155,6 +155,47 @@ TEST(AttemptStepsTest, StepWorkersRunOnEveryNodeNumberedAfterTheMainWorld) {
   EXPECT_EQ(StepWorkerRank(st, "late", 1), 9u);
   EXPECT_EQ(StepWorkerRank(st, "late", 2), std::nullopt);
   EXPECT_EQ(StepWorkerRank(st, "nope", 0), std::nullopt);
+  // Each step's ranks in this attempt are recorded, for `logs --step S --attempt 3` later.
+  ASSERT_EQ(st.attempt_steps_size(), 2);
+  EXPECT_EQ(st.attempt_steps(0).attempt(), 3u);
+  EXPECT_EQ(st.attempt_steps(0).step(), "dataset-initializer");
+  EXPECT_EQ(st.attempt_steps(0).first_rank(), 4u);
+  EXPECT_EQ(st.attempt_steps(0).count(), 4u);
+  EXPECT_EQ(st.attempt_steps(1).step(), "late");
+  EXPECT_EQ(st.attempt_steps(1).first_rank(), 8u);
+  EXPECT_EQ(st.attempt_steps(1).count(), 2u);
+}
+
+// Issue 18: a step runs in its own container's workingDir, not the main container's, and under
+// the job's shared directory when the job asks for it.
+TEST(AttemptStepsTest, AStepRunsInItsOwnContainersWorkingDir) {
+  auto init = Rj("dataset-initializer", {"sh", "-c", "true"});
+  init.container->working_dir = "prep";
+  auto abs = Rj("late", {"x"});
+  abs.container->working_dir = "/srv/late";
+  auto rt = Runtime({init, Rj("node", {"train"}), abs, Rj("plain", {"y"})});
+  auto steps = StepsOf(Job(), rt);
+  ASSERT_TRUE(steps.ok()) << steps.status().ToString();
+  const AttemptLayout layout = TwoNodesTwoRanks();
+  auto plans = PlansOf(layout);
+  AddStepsToPlans(*steps, layout, plans);
+  ASSERT_EQ(plans[0].workers_size(), 2 + 3);
+  EXPECT_EQ(plans[0].workers(2).cwd(), "prep");
+  EXPECT_EQ(plans[0].workers(3).cwd(), "/srv/late");
+  EXPECT_EQ(plans[0].workers(4).cwd(), "");  // the job's work dir
+
+  auto shared = Job();
+  shared.annotations["trainlet.io/working-dir"] = "shared";
+  steps = StepsOf(shared, rt);
+  ASSERT_TRUE(steps.ok()) << steps.status().ToString();
+  plans = PlansOf(layout);
+  AddStepsToPlans(*steps, layout, plans);
+  EXPECT_EQ(plans[1].workers(2).cwd(), "$(TRAINLET_SHARED_WORK_DIR)/prep");
+  EXPECT_EQ(plans[1].workers(3).cwd(), "/srv/late");
+  EXPECT_EQ(plans[1].workers(4).cwd(), "$(TRAINLET_SHARED_WORK_DIR)");
+
+  shared.annotations["trainlet.io/working-dir"] = "nfs";
+  EXPECT_FALSE(StepsOf(shared, rt).ok());
 }
 
 // Issue 19: a step's workers run as its own container's securityContext user and group.

@@ -111,6 +111,37 @@ TEST(FailureRulesTest, TargetsMatchTheFailedWorkersReplicatedJob) {
       Action::kFail);
 }
 
+// Issue 18: a failure of no one worker (a lost or drained node) is attributed to the replicated
+// jobs whose workers it took down, as JobSet attributes a node's loss to the Jobs of its pods.
+// Today's main matched it against no targeted rule at all.
+TEST(FailureRulesTest, ALostNodeMatchesTheReplicatedJobsItTookDown) {
+  v1::JobStatus st;
+  auto add = [&](const std::string& node, const std::string& step, v1::RankState state) {
+    auto* r = st.add_ranks();
+    r->set_node(node);
+    r->set_step(step);
+    r->set_rank_state(state);
+  };
+  add("n1", "", v1::RANK_STATE_RUNNING);
+  add("n2", "", v1::RANK_STATE_LOST);
+  add("n2", "dataset-initializer", v1::RANK_STATE_SUCCEEDED);  // ended before: not taken down
+  add("n2", "watcher", v1::RANK_STATE_LOST);
+  const AttemptFailure lost = FailureOnNode(
+      st, "n2", [](const v1::RankStatus& r) { return r.rank_state() == v1::RANK_STATE_LOST; },
+      "node n2 lost");
+  EXPECT_EQ(lost.kind, AttemptFailure::Kind::kOther);
+  EXPECT_EQ(lost.replicated_jobs, (std::vector<std::string>{"node", "watcher"}));
+  EXPECT_EQ(lost.message, "node n2 lost");
+
+  const std::vector<FailureRule> on_node = {Rule("node-lost", "FailJobSet", {}, {"node"})};
+  const FailureDecision d = DecideFailure(on_node, RestartPolicy::kOnFailure, lost, 0, 3);
+  EXPECT_EQ(d.action, Action::kFail);
+  EXPECT_EQ(d.rule, "node-lost (FailJobSet)");
+  const std::vector<FailureRule> on_init = {
+      Rule("init-fails", "FailJobSet", {}, {"dataset-initializer"})};
+  EXPECT_EQ(DecideFailure(on_init, RestartPolicy::kOnFailure, lost, 0, 3).action, Action::kRestart);
+}
+
 TEST(FailureRulesTest, MessagePatternsMatchTheJobMessageOrTrainletsCause) {
   const std::vector<FailureRule> by_job_message = {
       Rule("backoff", "FailJobSet", {}, {}, {"reached the specified backoff limit"})};

@@ -98,5 +98,58 @@ TEST(MissedPurges, RemembersOnlyAwayNodesAndForgetsAfterTheRetention) {
   EXPECT_EQ(missed.size(), 0u);
 }
 
+// Issue 18: the shared directory is one for all nodes, so exactly one node's PurgeJob says
+// shared_dir: the first connected node that ran the job, in name order.
+std::vector<std::string> SharedOwners(const RecordingSink& sink) {
+  std::vector<std::string> out;
+  for (const auto& [node, env] : sink.sent) {
+    if (env.has_purge_job() && env.purge_job().shared_dir()) out.push_back(node);
+  }
+  return out;
+}
+
+TEST(MissedPurges, OneConnectedNodeOwnsTheSharedDirectorysPurge) {
+  NodeRegistry nodes{std::chrono::milliseconds(1000), std::chrono::milliseconds(3000)};
+  for (const char* n : {"up-b", "up-a"}) {
+    v1::NodeInfo info;
+    info.set_name(n);
+    info.set_slots(1);
+    ASSERT_TRUE(nodes
+                    .Register(info, std::string("rid-") + n, std::string("key-") + n,
+                              NodeRegistry::Clock::now(), 1)
+                    .ok());
+  }
+  RecordingSink sink;
+  AgentCommands agents(&sink);
+  MissedPurges missed(&nodes, &agents);
+  missed.Purge("j", "uid-j", {"up-b", "down", "up-a"}, 1000, /*shared=*/true);
+  EXPECT_EQ(SharedOwners(sink), std::vector<std::string>{"up-a"});
+  EXPECT_EQ(Purges(sink).size(), 2u);
+  sink.sent.clear();
+  EXPECT_EQ(missed.OnRegistered("down", 2000), std::vector<std::string>{"j"});
+  EXPECT_TRUE(SharedOwners(sink).empty());  // up-a had it
+  // A job that did not run in the shared directory: no node is told to purge it.
+  sink.sent.clear();
+  missed.Purge("k", "uid-k", {"up-a", "up-b"}, 3000);
+  EXPECT_TRUE(SharedOwners(sink).empty());
+}
+
+// Every node that shares the directory is Lost at the delete: the first to come back purges it,
+// and only that one.
+TEST(MissedPurges, WhenEveryNodeIsAwayTheFirstToRegisterOwnsTheSharedPurge) {
+  NodeRegistry nodes{std::chrono::milliseconds(1000), std::chrono::milliseconds(3000)};
+  RecordingSink sink;
+  AgentCommands agents(&sink);
+  MissedPurges missed(&nodes, &agents);
+  missed.Purge("j", "uid-j", {"a", "b", "c"}, 1000, /*shared=*/true);
+  EXPECT_TRUE(sink.sent.empty());
+  missed.OnRegistered("b", 2000);
+  EXPECT_EQ(SharedOwners(sink), std::vector<std::string>{"b"});
+  missed.OnRegistered("a", 3000);
+  missed.OnRegistered("c", 4000);
+  EXPECT_EQ(SharedOwners(sink), std::vector<std::string>{"b"});
+  EXPECT_EQ(Purges(sink).size(), 3u);
+}
+
 }  // namespace
 }  // namespace trainlet::coordinator

@@ -79,6 +79,13 @@ RESUMED=$(grep '^attempt=2 ' "$OUT/ddp-shared.log" | sort)
 [ "$(echo "$RESUMED" | grep -c "epoch=10 cwd=$SHARED/ddp-shared\$")" = 2 ] \
   || fail "attempt 2 did not resume both ranks from epoch 10 in $SHARED/ddp-shared: $(cat "$OUT/ddp-shared.log")"
 
+log "deleting the shared job removes its shared directory and stamp, once (issue 18)"
+[ -f "$SHARED/.trainlet-uids/ddp-shared" ] || fail "no UID stamp for ddp-shared in $SHARED"
+"$CTL" delete trainjob ddp-shared --timeout 30s >/dev/null || fail "delete ddp-shared failed"
+wait_for 10 sh -c "! test -e '$SHARED/ddp-shared'" \
+  || fail "$SHARED/ddp-shared is still there after the delete: $(ls -la "$SHARED")"
+[ ! -e "$SHARED/.trainlet-uids/ddp-shared" ] || fail "the stamp of ddp-shared is still there"
+
 log "a shared job wider than the nodes with a shared_dir waits, naming the label"
 job wide-shared ckpt-retry "trainlet.io/working-dir: shared" "true" \
   | sed 's/    command:/    numNodes: 3\n    command:/' > "$WORK/wide.yaml"
