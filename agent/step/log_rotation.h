@@ -35,6 +35,10 @@ class LogRotation {
   void Watch(const std::string& path) {
     if (!path.empty()) paths_.insert(path);
   }
+  // The log's writer is gone (its rank reaped, with its process group): it cannot grow any more,
+  // so it is not cut again, and its last lines stay in the file `logs` reads. A cut after the
+  // last write only moved the tail into <log>.1 and left the note alone in the log.
+  void Unwatch(const std::string& path) { paths_.erase(path); }
   // Rotates every watched log longer than max_bytes; a message per failure, each said once
   // while it repeats (a full disk fails every check).
   std::vector<std::string> Check();

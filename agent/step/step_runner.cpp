@@ -687,13 +687,13 @@ class Step {
       }
     }
     CheckAgent();
-    CheckLogs();
     if (term_at_ && Clock::now() >= *term_at_) SendTerm(Clock::now());
     if (kill_at_ && Clock::now() >= *kill_at_) {
       SignalRanks(SIGKILL);
       kill_at_.reset();
     }
     Reap();
+    CheckLogs();  // after the reap: a rank that has exited is no longer cut (LogRotation::Unwatch)
   }
 
   void Reap() {
@@ -724,6 +724,7 @@ class Step {
       }
       batch += EncodeRecord(rec);
       gate_->Exited(it->second.index, rec.exit_code == 0 && rec.signal == 0);
+      logs_.Unwatch(launch_.ranks[it->second.index].log_path);
       live_.erase(it);
     }
     // The last rank's record makes the agent sweep whatever still carries the attempt's env: the

@@ -38,8 +38,8 @@ static long long start_us(void) {
   struct timespec mono, real;
   clock_gettime(CLOCK_BOOTTIME, &mono);
   clock_gettime(CLOCK_REALTIME, &real);
-  long long boot_real_us = ((long long)real.tv_sec - mono.tv_sec) * 1000000LL +
-                           (real.tv_nsec - mono.tv_nsec) / 1000;
+  long long boot_real_us =
+      ((long long)real.tv_sec - mono.tv_sec) * 1000000LL + (real.tv_nsec - mono.tv_nsec) / 1000;
   return boot_real_us + (long long)(ticks * 1000000ULL / sysconf(_SC_CLK_TCK));
 }
 

@@ -50,6 +50,25 @@ TEST(LogRotation, CutsALogPastItsCapWithANote) {
   EXPECT_EQ(Read(log + ".1"), first);
 }
 
+TEST(LogRotation, ALogWhoseWriterIsGoneIsNotCutAgain) {
+  testing::TempDir dir;
+  const std::string done = dir.File("rank-0.log");
+  const std::string live = dir.File("rank-1.log");
+  const std::string tail(3000, 'x');
+  std::ofstream(done) << tail << "last-line\n";
+  std::ofstream(live) << tail;
+  LogRotation rotation(1000);
+  rotation.Watch(done);
+  rotation.Watch(live);
+  rotation.Unwatch(done);  // its rank was reaped
+  EXPECT_TRUE(rotation.Check().empty());
+  EXPECT_EQ(Read(done), tail + "last-line\n") << "the tail stays where logs reads it";
+  EXPECT_FALSE(fs::exists(done + ".1"));
+  EXPECT_TRUE(fs::exists(live + ".1")) << "the other rank's log is still cut";
+  rotation.Unwatch(live);
+  EXPECT_FALSE(rotation.enabled());
+}
+
 TEST(LogRotation, NoCapDoesNothing) {
   testing::TempDir dir;
   const std::string log = dir.File("rank-0.log");
