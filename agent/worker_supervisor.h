@@ -57,6 +57,7 @@
 #include "common/platform/file_watch.h"
 #include "common/platform/periodic_timer.h"
 #include "common/platform/poll_set.h"
+#include "common/platform/process_cgroup.h"
 #include "common/platform/process_watch.h"
 #include "common/platform/wake_event.h"
 #include "common/status.h"
@@ -304,6 +305,7 @@ class WorkerSupervisor {
     bool child = false;               // our child: reaped by Reap's waitid
     bool gone = false;                // the step process has ended
     bool done = false;                // D read: every rank's exit is recorded
+    bool cgroup_ended = false;        // gone: its ranks' cgroup was killed (EndDeadStepCgroup)
     bool corrupt = false;             // the events file holds bytes that are not records
     int events_fd = -1;
     int watch = -1;       // FileWatch handle of the events file
@@ -346,6 +348,7 @@ class WorkerSupervisor {
                 const StopWarning& warning);
   // Writes the step's stop or warn request (step_stop.h); false, logged, when it cannot.
   bool WriteStepRequest(const Step& s, const char* file, const StopWarning& warning);
+  void EndDeadStepCgroup(Step& s);
   void ReadNewRecords(Step& s, std::vector<step::StepRecord>* out);
   void ApplyStepRecords(Step& s, const std::vector<step::StepRecord>& records,
                         std::vector<WorkerExit>* exits);
@@ -376,6 +379,8 @@ class WorkerSupervisor {
   int next_step_id_ = 1;
   std::vector<WorkerExit> pending_exits_;  // found by AdoptSteps, returned by the next Reap
   std::vector<LateStart> late_starts_;     // held ranks started, for TakeLateStarts
+  // Cgroups of dead steps, killed, each removed once it is empty (ReapSteps).
+  std::vector<std::unique_ptr<platform::ProcessCgroup>> dead_cgroups_;
   uint64_t acked_through_ = 0;
 };
 

@@ -504,7 +504,25 @@ void WorkerSupervisor::CheckStepAlive(Step& s) {
   }
 }
 
+// A step killed outright (SIGKILL, the OOM killer) cannot kill or remove its ranks' cgroup: what a
+// rank detached there (setsid, a double fork, `env -i`) would run on, out of reach of any pid or
+// env sweep (issue 19, defect 5). The agent kills the cgroup, and removes it once it is empty.
+void WorkerSupervisor::EndDeadStepCgroup(Step& s) {
+  if (s.cgroup_ended || s.pid <= 0) return;
+  s.cgroup_ended = true;
+  const auto mode = platform::ParseCgroupMode(options_.step_cgroup);
+  if (!mode || *mode == platform::CgroupMode::kNone) return;
+  auto cgroup = platform::ProcessCgroup::Open("step-" + std::to_string(s.pid), *mode);
+  if (!cgroup.ok()) return;  // none: no cgroups here, or the step removed its own
+  if (Status k = (*cgroup)->Kill(); !k.ok()) {
+    spdlog::warn("supervisor: the dead step of job {} attempt {}: {}", s.job, s.attempt,
+                 k.message());
+  }
+  dead_cgroups_.push_back(std::move(*cgroup));
+}
+
 void WorkerSupervisor::EndDeadStep(Step& s, std::vector<WorkerExit>* exits) {
+  if (s.gone) EndDeadStepCgroup(s);
   if (s.live.empty()) return;
   spdlog::error(
       "supervisor: the step of job {} attempt {} (pid {}) {} with {} rank(s) not "
@@ -534,6 +552,8 @@ void WorkerSupervisor::ReapSteps(std::vector<WorkerExit>* exits) {
   }
   exits->insert(exits->end(), pending_exits_.begin(), pending_exits_.end());
   pending_exits_.clear();
+  std::erase_if(dead_cgroups_,
+                [](const auto& cgroup) { return !cgroup->Populated() && cgroup->Remove().ok(); });
   for (auto& [id, s] : steps_) {
     CheckStepAlive(s);  // first: once it is gone, the file below holds all it ever wrote
     std::vector<StepRecord> records;

@@ -166,6 +166,16 @@ std::optional<std::string> ParseOwnCgroup(std::string_view proc_self_cgroup,
 
 Result<std::unique_ptr<ProcessCgroup>> ProcessCgroup::Create(const std::string& name,
                                                              CgroupMode mode) {
+  return Locate(name, mode, true);
+}
+
+Result<std::unique_ptr<ProcessCgroup>> ProcessCgroup::Open(const std::string& name,
+                                                           CgroupMode mode) {
+  return Locate(name, mode, false);
+}
+
+Result<std::unique_ptr<ProcessCgroup>> ProcessCgroup::Locate(const std::string& name,
+                                                             CgroupMode mode, bool create) {
 #if defined(__linux__)
   if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
     return Status(ErrorCode::kInvalid, "cgroup name '" + name + "' is not one path component");
@@ -190,6 +200,15 @@ Result<std::unique_ptr<ProcessCgroup>> ProcessCgroup::Create(const std::string& 
     }
     // The parent is shared by every step and left in place; only the step's own goes.
     const std::string parent = *home + "/trainlet";
+    if (!create) {
+      const std::string path = parent + "/" + name;
+      struct stat st {};
+      if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+        return std::unique_ptr<ProcessCgroup>(new ProcessCgroup(m, path, *home));
+      }
+      why = Status(ErrorCode::kNotFound, "no cgroup " + path);
+      continue;
+    }
     if (mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) {
       why = ErrnoStatus(errno, "mkdir " + parent, ErrorCode::kInternal);
       continue;
@@ -206,6 +225,7 @@ Result<std::unique_ptr<ProcessCgroup>> ProcessCgroup::Create(const std::string& 
 #else
   (void)name;
   (void)mode;
+  (void)create;
   return Status(ErrorCode::kUnavailable, "this platform has no cgroups");
 #endif
 }

@@ -56,6 +56,10 @@ class ProcessCgroup {
   // there (or mode is kNone), kPermission when this process may not create cgroups, kExists when
   // `name` exists already, kInternal for any other failed call; each names the path.
   static Result<std::unique_ptr<ProcessCgroup>> Create(const std::string& name, CgroupMode mode);
+  // The cgroup `name` that Create made there earlier, maybe in another process (the agent ending
+  // a step that died: its ranks' cgroup outlives it). kNotFound when there is none; other errors
+  // as Create's.
+  static Result<std::unique_ptr<ProcessCgroup>> Open(const std::string& name, CgroupMode mode);
   ProcessCgroup(const ProcessCgroup&) = delete;
   ProcessCgroup& operator=(const ProcessCgroup&) = delete;
 
@@ -76,6 +80,9 @@ class ProcessCgroup {
   Status Remove();
 
  private:
+  // Create (`create`) or Open.
+  static Result<std::unique_ptr<ProcessCgroup>> Locate(const std::string& name, CgroupMode mode,
+                                                       bool create);
   ProcessCgroup(CgroupMode mode, std::string path, std::string home)
       : mode_(mode), path_(std::move(path)), home_(std::move(home)) {}
   std::vector<pid_t> Members() const;

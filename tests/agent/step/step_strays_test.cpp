@@ -221,6 +221,24 @@ TEST_P(StepStraysTest, StepStaysInTheCgroupUntilItKillsIt) {
   ExpectNoStepCgroups();
 }
 
+// A step killed outright (the OOM killer, kill -9) cannot end its ranks' cgroup itself: the agent
+// does, so what a rank detached dies with the step's ranks, and the cgroup goes.
+TEST_P(StepStraysTest, AStepKilledOutrightTakesItsStraysWithIt) {
+  if (GetParam() == "none") GTEST_SKIP() << "no cgroup: detached strays are out of reach";
+  ASSERT_GT(StartStep(/*until_stopped=*/true), 0);
+  ASSERT_NO_FATAL_FAILURE(WaitForStrays());
+  ASSERT_EQ(kill(step_pid_, SIGKILL), 0);
+  const auto exits = WaitExits(1);
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_NE(exits[0].message.find("step process died"), std::string::npos) << exits[0].message;
+  ExpectStraysGone();
+  for (int i = 0; i < 100; ++i) {  // the cgroup is removed at a later Reap, once it is empty
+    (void)sup_->Reap();
+    std::this_thread::sleep_for(10ms);
+  }
+  ExpectNoStepCgroups();
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, StepStraysTest, ::testing::Values("v2", "v1", "none"),
                          [](const auto& info) { return info.param; });
 
