@@ -506,45 +506,42 @@ Result<std::vector<NodeCordonRecord>> SqliteJobStore::ListNodeCordons() {
   return out;
 }
 
-Result<std::string> SqliteJobStore::GetClusterId() {
-  TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s,
-                            Prepare("SELECT value FROM cluster WHERE key = 'cluster_id'"));
+Result<std::string> SqliteJobStore::GetClusterRow(const std::string& key, const std::string& what) {
+  TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare("SELECT value FROM cluster WHERE key = ?1"));
   StatementUse use(s);
+  BindText(s, 1, key);
   const int rc = sqlite3_step(s);
   if (rc == SQLITE_ROW) return ColumnText(s, 0);
-  if (rc != SQLITE_DONE) return Error("reading the cluster id");
+  if (rc != SQLITE_DONE) return Error("reading " + what);
   return std::string();
 }
 
-Status SqliteJobStore::PutClusterId(const std::string& id) {
-  TRAINLET_ASSIGN_OR_RETURN(
-      sqlite3_stmt * s,
-      Prepare("INSERT OR REPLACE INTO cluster (key, value) VALUES ('cluster_id', ?1)"));
+Status SqliteJobStore::PutClusterRow(const std::string& key, const std::string& value,
+                                     const std::string& what) {
+  TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s,
+                            Prepare("INSERT OR REPLACE INTO cluster (key, value) VALUES (?1, ?2)"));
   StatementUse use(s);
-  BindText(s, 1, id);
-  if (sqlite3_step(s) != SQLITE_DONE) return Error("storing the cluster id");
+  BindText(s, 1, key);
+  BindText(s, 2, value);
+  if (sqlite3_step(s) != SQLITE_DONE) return Error("storing " + what);
   return Status::Ok();
+}
+
+Result<std::string> SqliteJobStore::GetClusterId() {
+  return GetClusterRow("cluster_id", "the cluster id");
+}
+
+Status SqliteJobStore::PutClusterId(const std::string& id) {
+  return PutClusterRow("cluster_id", id, "the cluster id");
 }
 
 // Cluster values share the cluster id's table under "value:<key>", so the two cannot collide.
 Result<std::string> SqliteJobStore::GetClusterValue(const std::string& key) {
-  TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare("SELECT value FROM cluster WHERE key = ?1"));
-  StatementUse use(s);
-  BindText(s, 1, "value:" + key);
-  const int rc = sqlite3_step(s);
-  if (rc == SQLITE_ROW) return ColumnText(s, 0);
-  if (rc != SQLITE_DONE) return Error("reading the cluster value " + key);
-  return std::string();
+  return GetClusterRow("value:" + key, "the cluster value " + key);
 }
 
 Status SqliteJobStore::PutClusterValue(const std::string& key, const std::string& value) {
-  TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s,
-                            Prepare("INSERT OR REPLACE INTO cluster (key, value) VALUES (?1, ?2)"));
-  StatementUse use(s);
-  BindText(s, 1, "value:" + key);
-  BindText(s, 2, value);
-  if (sqlite3_step(s) != SQLITE_DONE) return Error("storing the cluster value " + key);
-  return Status::Ok();
+  return PutClusterRow("value:" + key, value, "the cluster value " + key);
 }
 
 Status SqliteJobStore::PutQueueObject(const QueueObjectRecord& object) {

@@ -95,6 +95,10 @@ class SqliteJobStore : public JobStore {
   Status Transaction(const std::function<Status()>& body) override;
 
  private:
+  // One row of the `cluster` table ("" when absent); `what` names it in errors.
+  Result<std::string> GetClusterRow(const std::string& key, const std::string& what);
+  Status PutClusterRow(const std::string& key, const std::string& value, const std::string& what);
+
   struct DbCloser {
     void operator()(sqlite3* db) const { sqlite3_close_v2(db); }
   };
