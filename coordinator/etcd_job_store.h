@@ -95,6 +95,9 @@ class EtcdJobStore : public JobStore {
   Status PutClusterId(const std::string& id) override;
   Result<std::string> GetClusterValue(const std::string& key) override;
   Status PutClusterValue(const std::string& key, const std::string& value) override;
+  Result<std::vector<std::pair<std::string, std::string>>> ListClusterValues(
+      const std::string& prefix) override;
+  Status DeleteClusterValue(const std::string& key) override;
 
   Status Transaction(const std::function<Status()>& body) override;
 
