@@ -93,8 +93,8 @@ MINE="$CACHE/uid-$U"
 [ -d "$MINE" ] || fail "no $MINE: $(ls -la "$CACHE" 2>&1)"
 [ "$(stat -c '%u %a' "$MINE")" = "$U 700" ] || fail "$MINE is $(stat -c '%u %a' "$MINE"), not '$U 700'"
 [ "$(stat -c '%a' "$CACHE")" = 711 ] || fail "$CACHE is $(stat -c '%a' "$CACHE"), not 711"
-entries=$(find "$MINE" -mindepth 1 -maxdepth 1 ! -name '.*' | wc -l)
-[ "$entries" -ge 1 ] || fail "the initializer left no cache entry in $MINE: $(ls -la "$MINE")"
+entries=$(find "$MINE/entries" -mindepth 2 -maxdepth 2 -name manifest.json 2>/dev/null | wc -l)
+[ "$entries" = 1 ] || fail "want one cache entry in $MINE/entries, found $entries: $(ls -laR "$MINE")"
 bad=$(find "$MINE" ! -user "$U" | head -3)
 [ -z "$bad" ] || fail "cache files not owned by $U: $bad"
 others=$(find "$CACHE" -mindepth 1 -maxdepth 1 ! -name "uid-$U" ! -name '.*' | head -3)
