@@ -33,14 +33,14 @@ job local-data "" 'echo old-output; echo old > old-file; exec sleep 300'
 job shared-data "trainlet.io/working-dir: shared" 'echo old > old-file; exec sleep 300'
 wait_for 10 test -f "$A/work/local-data/old-file" || fail "local-data wrote nothing in $A/work"
 wait_for 10 test -f "$SHARED/shared-data/old-file" || fail "shared-data wrote nothing in $SHARED"
-[ -d "$A/logs/local-data" ] && [ -d "$A/logs/shared-data" ] || fail "no logs on node-2: $(ls "$A/logs")"
+if [ ! -d "$A/logs/local-data" ] || [ ! -d "$A/logs/shared-data" ]; then fail "no logs on node-2: $(ls "$A/logs")"; fi
 "$CTL" uncordon node-1 >/dev/null
 
 # node-2's agent goes away for good; both jobs are deleted while it is away.
 apid=$(agent_pid)
 mapfile -d '' aargs < "/proc/$apid/cmdline"
 for i in "${!aargs[@]}"; do  # metrics on port 0: the new agent must not fight over a port
-  [ "${aargs[$i]}" = --metrics-address ] && aargs[$((i + 1))]=127.0.0.1:0
+  [ "${aargs[$i]}" = --metrics-address ] && aargs[i + 1]=127.0.0.1:0
 done
 kill -9 "$apid"
 wait_for 10 sh -c "'$CTL' get nodes node-2 | grep -q Lost" || fail "node-2 not Lost"
@@ -53,7 +53,7 @@ wait_for 20 no_ranks || fail "ranks remain: $(job_pids local-data) $(job_pids sh
 kill -9 "$COORD_PID"
 restart_coordinator
 wait_for 20 "$CTL" get nodes || fail "the restarted coordinator does not answer"
-[ -n "$(left local-data)" ] && [ -n "$(left shared-data)" ] || fail "data went while node-2 was away"
+if [ -z "$(left local-data)" ] || [ -z "$(left shared-data)" ]; then fail "data went while node-2 was away"; fi
 
 setsid "${aargs[@]}" >> "$TRAINLET_HOME/logs/node-2.log" 2>&1 < /dev/null &
 apid=$!
