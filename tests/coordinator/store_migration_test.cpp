@@ -137,6 +137,24 @@ TEST_F(StoreMigrationTest, ATargetWithOtherRecordsIsRefusedUnlessForced) {
   EXPECT_FALSE((*etcd_->GetJob("someone-else")).has_value());
 }
 
+// --force replaces the target's records, and with them its purge tombstones (which name the
+// target's deleted jobs); the source's arrive.
+TEST_F(StoreMigrationTest, ForceDropsTheTargetsPurgeTombstones) {
+  Fill(1, 1);
+  const PurgeTombstone mine{"n1", "a", "uid-a", 1, false};
+  ASSERT_TRUE(sqlite_->PutClusterValue(mine.Key(), mine.Value()).ok());
+  StartEtcd();
+  ASSERT_TRUE(etcd_->CreateJob(Job("someone-else", v1::JOB_PHASE_PENDING)).ok());
+  const PurgeTombstone theirs{"n9", "someone-gone", "uid-x", 1, false};
+  ASSERT_TRUE(etcd_->PutClusterValue(theirs.Key(), theirs.Value()).ok());
+  auto forced = MigrateStore(*sqlite_, *etcd_, true);
+  ASSERT_TRUE(forced.ok()) << forced.status().ToString();
+  auto left = etcd_->ListClusterValues(kPurgeTombstonePrefix);
+  ASSERT_TRUE(left.ok()) << left.status().ToString();
+  ASSERT_EQ(left->size(), 1u);
+  EXPECT_EQ((*left)[0].first, mine.Key());
+}
+
 // Kueue's queue objects (issue 14) are copied too, and a target that lacks one differs.
 TEST_F(StoreMigrationTest, CopiesQueueObjects) {
   Fill(1, 1);
