@@ -414,6 +414,21 @@ Status EtcdJobStore::PutClusterValue(const std::string& key, const std::string& 
   return Write({}, {EtcdOp::Put(prefix_ + "cluster-values/" + key, value)});
 }
 
+Result<std::vector<std::pair<std::string, std::string>>> EtcdJobStore::ListClusterValues(
+    const std::string& prefix) {
+  const std::string values = prefix_ + "cluster-values/";
+  TRAINLET_ASSIGN_OR_RETURN(auto kvs,
+                            Read(values + prefix, EtcdClient::PrefixEnd(values + prefix)));
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& kv : kvs) out.emplace_back(kv.key.substr(values.size()), kv.value);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Status EtcdJobStore::DeleteClusterValue(const std::string& key) {
+  return Write({}, {EtcdOp::Delete(prefix_ + "cluster-values/" + key)});
+}
+
 Status EtcdJobStore::PutNodeCordon(const NodeCordonRecord& cordon) {
   v1::StoredNodeCordon stored;
   stored.set_reason(cordon.reason);
@@ -474,7 +489,8 @@ Result<std::vector<QueueObjectRecord>> EtcdJobStore::ListQueueObjects() {
 
 Status EtcdJobStore::DeleteRecords() {
   std::vector<EtcdOp> ops;
-  for (const char* table : {"jobs/", "runtimes/", "cordons/", "queues/"}) {
+  for (const char* table :
+       {"jobs/", "runtimes/", "cordons/", "queues/", "cluster-values/missed-purge/"}) {
     EtcdOp all = EtcdOp::Delete(prefix_ + table);
     all.range_end = EtcdClient::PrefixEnd(prefix_ + table);
     ops.push_back(std::move(all));

@@ -95,6 +95,9 @@ class EtcdJobStore : public JobStore {
   Status PutClusterId(const std::string& id) override;
   Result<std::string> GetClusterValue(const std::string& key) override;
   Status PutClusterValue(const std::string& key, const std::string& value) override;
+  Result<std::vector<std::pair<std::string, std::string>>> ListClusterValues(
+      const std::string& prefix) override;
+  Status DeleteClusterValue(const std::string& key) override;
 
   Status Transaction(const std::function<Status()>& body) override;
 
@@ -108,9 +111,9 @@ class EtcdJobStore : public JobStore {
   // until the next SetWriteFence.
   bool fence_lost() const { return fence_lost_; }
 
-  // Deletes every job, runtime, cordon and queue object under the prefix in one txn
-  // (`--migrate-store
-  // --force`).
+  // Deletes every job, runtime, cordon and queue object under the prefix, and the purge
+  // tombstones (missed_purges_tombstone.h), which name jobs of those records, in one txn
+  // (`--migrate-store --force`).
   Status DeleteRecords();
   // How many keys are under the prefix (the layout version included).
   Result<int64_t> CountKeys();

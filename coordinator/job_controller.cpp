@@ -42,6 +42,7 @@ Status JobController::Load(const std::string& runtimes_dir) {
     // Only fair sharing's ordering depends on it: start again from the current usage.
     spdlog::warn("{}; fair sharing starts again from the current usage", h.status().message());
   }
+  TRAINLET_RETURN_IF_ERROR(missed_purges_.Load());  // purges that wait for their nodes
   TRAINLET_ASSIGN_OR_RETURN(auto stored_jobs, store_->ListJobs());
   for (auto& rec : stored_jobs) {
     auto spec = trainjob::ParseDocuments(rec.spec_yaml);
@@ -329,7 +330,9 @@ void JobController::OnPortsReserved(const std::string& node, const v1::PortsRese
 void JobController::ReconcileNode(
     const std::string& node, const google::protobuf::RepeatedPtrField<v1::RunningWorker>& running,
     int64_t now_ms) {
-  missed_purges_.OnRegistered(node, now_ms);  // data of jobs deleted while it was away
+  // Data of jobs deleted while it was away.
+  missed_purges_.OnRegistered(node, now_ms,
+                              [this](const std::string& j) { return Find(j) != nullptr; });
   const NodeReconcile plan =
       ReconcileRunning(node, running, [this](const std::string& job, uint32_t attempt) {
         return exec_.AttemptActive(job, attempt) ? Find(job) : nullptr;
@@ -458,15 +461,20 @@ void JobController::MaybeFinishDelete(std::string name, int64_t now_ms) {
     }
     return;
   }
+  // The job's data goes with it on every node that ran any attempt of it (issue 19, defect 9),
+  // and its shared dir; the tombstones of nodes away now are stored before the job goes.
+  const v1::JobStatus& gone = it->second->record.status;
+  const auto place = WorkDirPlaceOf(it->second->spec.annotations);
+  if (Status s = missed_purges_.Purge(name, gone.uid(), NodesThatRan(gone), now_ms,
+                                      place.ok() && *place == WorkDirPlace::kShared);
+      !s.ok()) {
+    spdlog::error("cannot store the purges of trainjob/{}: {}", name, s.message());
+    return;
+  }
   if (Status s = store_->DeleteJob(name); !s.ok()) {
     spdlog::error("cannot delete trainjob/{} from the store: {}", name, s.message());
     return;
   }
-  // The job's data goes with it on every node that ran any attempt of it (issue 19, defect 9).
-  const v1::JobStatus& gone = it->second->record.status;
-  const auto place = WorkDirPlaceOf(it->second->spec.annotations);  // and its shared dir
-  missed_purges_.Purge(name, gone.uid(), NodesThatRan(gone), now_ms,
-                       place.ok() && *place == WorkDirPlace::kShared);
   std::erase(order_, it->second.get());
   jobs_.erase(it);
   exec_.Forget(name);

@@ -289,7 +289,7 @@ class JobController : private AttemptLauncher::Owner {
   AttemptLauncher launcher_;       // owns the port waits; reports back through Owner (this)
   ProgressWatch progress_;         // stall clocks and coalesced progress writes
   DeleteGate deletes_{registry_};  // when a deleting job may go; delete --force
-  MissedPurges missed_purges_{registry_, &agents_};  // PurgeJob for nodes away at the delete
+  MissedPurges missed_purges_{registry_, &agents_, store_};  // nodes away at the delete
   // Hashed: a scheduling pass looks every job up by name several times (bench/scheduler runs
   // 11,000); nothing iterates it where order matters (order_ has the creation order).
   std::unordered_map<std::string, std::unique_ptr<Job>> jobs_;

@@ -28,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -145,6 +146,12 @@ class JobStore : public NodeCordonStore {
   virtual Result<std::string> GetClusterValue(const std::string& key) = 0;
   // Stores `value` under `key`, replacing any.
   virtual Status PutClusterValue(const std::string& key, const std::string& value) = 0;
+  // Every cluster value whose key starts with `prefix`, as (key, value), ordered by key: the
+  // values kept one key each, such as MissedPurges' tombstones (missed_purges_tombstone.h).
+  virtual Result<std::vector<std::pair<std::string, std::string>>> ListClusterValues(
+      const std::string& prefix) = 0;
+  // Removes `key`'s value; OK when there is none.
+  virtual Status DeleteClusterValue(const std::string& key) = 0;
 
   // Runs `body`; its writes commit together when it returns OK and are all rolled back when it
   // returns an error (which is then returned) or throws. Nests: an inner failure rolls back only

@@ -544,6 +544,33 @@ Status SqliteJobStore::PutClusterValue(const std::string& key, const std::string
   return PutClusterRow("value:" + key, value, "the cluster value " + key);
 }
 
+Result<std::vector<std::pair<std::string, std::string>>> SqliteJobStore::ListClusterValues(
+    const std::string& prefix) {
+  // A range on the primary key: [value:<prefix>, value:<prefix> + 0xff), keys being ASCII.
+  TRAINLET_ASSIGN_OR_RETURN(
+      sqlite3_stmt * s,
+      Prepare("SELECT key, value FROM cluster WHERE key >= ?1 AND key < ?2 ORDER BY key"));
+  StatementUse use(s);
+  const std::string begin = "value:" + prefix;
+  BindText(s, 1, begin);
+  BindText(s, 2, begin + "\xff");
+  std::vector<std::pair<std::string, std::string>> out;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    out.emplace_back(ColumnText(s, 0).substr(6), ColumnText(s, 1));  // less "value:"
+  }
+  if (rc != SQLITE_DONE) return Error("listing the cluster values " + prefix + "*");
+  return out;
+}
+
+Status SqliteJobStore::DeleteClusterValue(const std::string& key) {
+  TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare("DELETE FROM cluster WHERE key = ?1"));
+  StatementUse use(s);
+  BindText(s, 1, "value:" + key);
+  if (sqlite3_step(s) != SQLITE_DONE) return Error("deleting the cluster value " + key);
+  return Status::Ok();
+}
+
 Status SqliteJobStore::PutQueueObject(const QueueObjectRecord& object) {
   TRAINLET_ASSIGN_OR_RETURN(sqlite3_stmt * s, Prepare(kUpsertQueueObject));
   StatementUse use(s);

@@ -87,6 +87,9 @@ class SqliteJobStore : public JobStore {
   Status PutClusterId(const std::string& id) override;
   Result<std::string> GetClusterValue(const std::string& key) override;
   Status PutClusterValue(const std::string& key, const std::string& value) override;
+  Result<std::vector<std::pair<std::string, std::string>>> ListClusterValues(
+      const std::string& prefix) override;
+  Status DeleteClusterValue(const std::string& key) override;
 
   // Runs `body`; its writes commit together when it returns OK and are all rolled back when it
   // returns an error (which is then returned). Nests: an inner failure rolls back only the inner

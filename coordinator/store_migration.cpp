@@ -4,7 +4,6 @@
 #include <filesystem>
 #include <tuple>
 
-#include "coordinator/fair_share_history.h"
 #include "coordinator/job_store_config.h"
 #include "coordinator/sqlite_job_store.h"
 
@@ -139,11 +138,13 @@ Result<MigrationReport> MigrateStore(JobStore& from, EtcdJobStore& to, bool forc
   // The cluster's identity goes with it: the agents keep the source's (issue 19, defect 3).
   TRAINLET_ASSIGN_OR_RETURN(std::string id, from.GetClusterId());
   if (!id.empty()) TRAINLET_RETURN_IF_ERROR(to.PutClusterId(id));
-  // And fair sharing's memory of who used the cohorts (fair_share_history.h).
-  TRAINLET_ASSIGN_OR_RETURN(std::string history, from.GetClusterValue(kFairShareHistoryKey));
-  if (!history.empty()) {
-    TRAINLET_RETURN_IF_ERROR(to.PutClusterValue(kFairShareHistoryKey, history));
-  }
+  // And every cluster value: fair sharing's memory of who used the cohorts
+  // (fair_share_history.h), and the purges that wait for nodes away at a delete
+  // (missed_purges_tombstone.h), so the data of jobs deleted before the move still goes.
+  TRAINLET_ASSIGN_OR_RETURN(auto values, from.ListClusterValues(""));
+  TRAINLET_RETURN_IF_ERROR(Chunked(to, values.size(), ops, [&](size_t i) {
+    return to.PutClusterValue(values[i].first, values[i].second);
+  }));
   return report;
 }
 

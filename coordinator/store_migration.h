@@ -1,6 +1,7 @@
 // `trainlet-coordinator --migrate-store`: copies a job store (SQLite) into an etcd store, record
 // by record (jobs with their status, finished or running; runtimes; node cordons; Kueue's queue
-// objects), then reads the target back and checks every record.
+// objects; the cluster's id and its cluster values, such as fair sharing's history and the purge
+// tombstones of missed_purges.h), then reads the target back and checks every record.
 //
 // Idempotent: a target that already holds exactly the source's records is left as it is. A target
 // with other records is refused (kExists, with its counts) unless `force`, which replaces them.

@@ -313,6 +313,38 @@ TEST_P(JobStoreContractTest, ClusterValuesAreReplacedKeptApartAndSurviveReopen) 
   EXPECT_EQ(*store->GetClusterId(), "the-id") << "a value named like the id is not the id";
 }
 
+// Values kept one key each under a prefix (MissedPurges' tombstones): listed by prefix in key
+// order, deleted one by one, kept apart from other prefixes and surviving a reopen.
+TEST_P(JobStoreContractTest, ClusterValuesAreListedByPrefixAndDeleted) {
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    auto none = store->ListClusterValues("missed-purge/");
+    ASSERT_TRUE(none.ok()) << none.status().ToString();
+    EXPECT_TRUE(none->empty());
+    ASSERT_TRUE(store->PutClusterId("the-id").ok());
+    ASSERT_TRUE(store->PutClusterValue("missed-purge/n2/b", "2").ok());
+    ASSERT_TRUE(store->PutClusterValue("missed-purge/n1/a", "1").ok());
+    ASSERT_TRUE(store->PutClusterValue("missed-purge/n2/c", "3").ok());
+    ASSERT_TRUE(store->PutClusterValue("missed-purgeX", "not under the prefix").ok());
+    ASSERT_TRUE(store->PutClusterValue("fair-share-history", "h").ok());
+    ASSERT_TRUE(store->DeleteClusterValue("missed-purge/n2/b").ok());
+    ASSERT_TRUE(store->DeleteClusterValue("missed-purge/none").ok()) << "absent: OK";
+  }
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  auto all = store->ListClusterValues("missed-purge/");
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(*all, (std::vector<std::pair<std::string, std::string>>{{"missed-purge/n1/a", "1"},
+                                                                    {"missed-purge/n2/c", "3"}}));
+  auto n2 = store->ListClusterValues("missed-purge/n2/");
+  ASSERT_TRUE(n2.ok());
+  EXPECT_EQ(n2->size(), 1u);
+  EXPECT_EQ(*store->GetClusterValue("missed-purge/n2/b"), "");
+  EXPECT_EQ(*store->GetClusterValue("fair-share-history"), "h");
+  EXPECT_EQ(*store->GetClusterId(), "the-id");
+}
+
 TEST_P(JobStoreContractTest, CommittedWritesAreVisibleToAnotherConnectionAtOnce) {
   // What a crash right after the ack would leave: another reader sees the write without this
   // store closing or checkpointing.
