@@ -470,6 +470,7 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
   node.cpu_affinity = platform::CpuAffinitySupported();
   node.cpus_available = CpusAvailableHere;
   node.cpu_grant = GrantForPlan(cpus_, plan, info_).cpus;
+  reports_->CpusTaken(plan.job(), plan.attempt());  // describe says when they must share
   const PlannedLaunches planned = PlanLaunches(plan, node);
   LogUnappliedCpus(planned);
   if (blocked.ok()) blocked = PrepareCwds(plan.job(), planned.launches);

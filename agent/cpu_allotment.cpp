@@ -90,6 +90,36 @@ void CpuAllotment::ReleaseOlder(const std::string& job, uint32_t attempt) {
                 [&](const auto& g) { return g.first.first == job && g.first.second < attempt; });
 }
 
+std::vector<CpuAllotment::Key> CpuAllotment::SharingWith(const Key& key) const {
+  std::vector<Key> out;
+  auto it = grants_.find(key);
+  if (it == grants_.end()) return out;
+  for (const auto& [k, held] : grants_) {
+    if (k != key && !Intersect(held, it->second).empty()) out.push_back(k);
+  }
+  return out;
+}
+
+std::vector<v1::WorkerEvent> SharedCpuEvents(const CpuAllotment& allotment,
+                                             const CpuAllotment::Key& key, const std::string& node,
+                                             int64_t unix_ms) {
+  std::vector<v1::WorkerEvent> out;
+  if (allotment.Held(key).shared_with.empty()) return out;
+  std::vector<CpuAllotment::Key> keys = allotment.SharingWith(key);
+  keys.insert(keys.begin(), key);
+  for (const auto& k : keys) {
+    const std::string note = allotment.Held(k).SharedNote(node);
+    if (note.empty()) continue;
+    v1::WorkerEvent& ev = out.emplace_back();
+    ev.set_job(k.first);
+    ev.set_attempt(k.second);
+    ev.set_node(node);
+    ev.set_unix_ms(unix_ms);
+    ev.set_cpus_shared("attempt " + std::to_string(k.second) + ": " + note);
+  }
+  return out;
+}
+
 std::vector<std::string> CpuAllotment::SharersOf(const Key& key,
                                                  const std::vector<unsigned>& cpus) const {
   std::set<std::string> jobs;
@@ -123,11 +153,8 @@ CpuGrant GrantForPlan(CpuAllotment& allotment, const v1::LaunchPlan& plan,
     }
   }
   const auto pool = static_cast<uint32_t>(allotment.pool().size());
-  CpuGrant grant = allotment.Take({plan.job(), plan.attempt()}, CpuShare(node, pool, slots));
-  if (!grant.shared_with.empty()) {
-    spdlog::info("{} attempt {}: {}", plan.job(), plan.attempt(), grant.SharedNote(node.name()));
-  }
-  return grant;
+  // Shared: the log line and the coordinator's note come from SharedCpuEvents.
+  return allotment.Take({plan.job(), plan.attempt()}, CpuShare(node, pool, slots));
 }
 
 std::vector<unsigned> ExecCpus(const CpuAllotment& allotment, const CpuAllotment::Key& key) {

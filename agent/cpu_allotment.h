@@ -59,6 +59,8 @@ class CpuAllotment {
   void Restore(const Key& key, const std::vector<unsigned>& cpus);
   // The grant `key` holds, with the jobs it shares with now; an empty grant when it holds none.
   CpuGrant Held(const Key& key) const;
+  // The other attempts holding some of `key`'s CPUs, sorted.
+  std::vector<Key> SharingWith(const Key& key) const;
   bool Holds(const Key& key) const { return grants_.contains(key); }
   // Gives back the CPUs of `key` (a no-op when it holds none).
   void Release(const Key& key);
@@ -83,6 +85,15 @@ uint32_t CpuShare(const v1::NodeInfo& node, uint32_t pool_size, uint32_t slots);
 // theirs back first. An empty grant for a plan with binding "none": its ranks are not bound.
 CpuGrant GrantForPlan(CpuAllotment& allotment, const v1::LaunchPlan& plan,
                       const v1::NodeInfo& node);
+
+// What the coordinator is told when `key`'s grant (just taken) shares CPUs with other jobs: one
+// WorkerEvent with cpus_shared set ("attempt 1: " + SharedNote) for it, and one for each attempt
+// it shares with, whose note now names it too. Nothing when it shares with none. These reach
+// `describe` as CpusShared events, also for nodes where the attempt runs no rank of its plan (an
+// MPI job's other nodes, whose ranks its launcher's orted starts).
+std::vector<v1::WorkerEvent> SharedCpuEvents(const CpuAllotment& allotment,
+                                             const CpuAllotment::Key& key, const std::string& node,
+                                             int64_t unix_ms);
 
 // The CPU affinity of an exec session of `key` (an MPI launcher's orted): the attempt's grant,
 // so the daemon and the ranks it starts stay inside it. Empty (the agent's own affinity) when

@@ -118,6 +118,8 @@ PlannedLaunches PlanLaunches(const v1::LaunchPlan& plan, const NodeLaunchContext
     launch.step = w.step();
     if (w.has_run_as_user()) launch.run_as.job_run_as_user = w.run_as_user();
     if (w.has_run_as_group()) launch.run_as.job_run_as_group = w.run_as_group();
+    if (w.has_allow_privilege_escalation())
+      launch.run_as.allow_privilege_escalation = w.allow_privilege_escalation();
     for (const auto& s : plan.steps()) {
       if (s.name() != w.step()) continue;
       for (const auto& d : s.depends_on()) launch.waits.push_back({d.step(), d.status()});

@@ -52,6 +52,16 @@ void RankReports::Hold(const std::string& job, uint32_t attempt, uint32_t rank, 
   held_[{job, attempt, rank}] = Held{std::move(cwd), std::move(binding)};
 }
 
+void RankReports::CpusTaken(const std::string& job, uint32_t attempt) {
+  for (v1::WorkerEvent& ev :
+       SharedCpuEvents(*deps_.cpus, {job, attempt}, deps_.node, deps_.env->WallUnixMs())) {
+    spdlog::info("trainjob/{} {}", ev.job(), ev.cpus_shared());
+    v1::Envelope env;
+    *env.mutable_worker_event() = std::move(ev);
+    deps_.send_event(std::move(env));
+  }
+}
+
 void RankReports::LateStarted(const LateStart& l) {
   Held h;
   if (auto it = held_.find({l.job, l.attempt, l.rank}); it != held_.end()) {

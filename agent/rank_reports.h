@@ -58,6 +58,10 @@ class RankReports {
   void LateStarted(const LateStart& start);
   // An exit the supervisor reaped (a held rank that never started is a start failure).
   void Exited(const WorkerExit& exit);
+  // (job, attempt) just took its CPUs here: when it must share them, the coordinator hears it
+  // for it and for each attempt it shares with (SharedCpuEvents), whether or not ranks of it start
+  // on this node.
+  void CpusTaken(const std::string& job, uint32_t attempt);
 
   size_t held() const { return held_.size(); }
 

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -93,6 +94,70 @@ Result<AccessPolicy::Grant> ParseGrant(const YAML::Node& entry, const std::strin
   return grant;
 }
 
+// The largest uid or gid (uid_t is 32 bits; 4294967295 is (uid_t)-1, "no id").
+constexpr int64_t kMaxId = 4294967294;
+
+std::optional<int64_t> IdText(const std::string& s) {
+  if (s.empty() || s.size() > 10 || s.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  const int64_t v = std::stoll(s);
+  if (v > kMaxId) return std::nullopt;
+  return v;
+}
+
+// runAsUsers / runAsGroups: a list of ids (1000) and ranges ("1000-1999").
+Result<std::vector<IdRange>> ParseIdList(const YAML::Node& list, const std::string& field,
+                                         const std::string& file) {
+  if (!list.IsSequence()) {
+    return FieldError(file, list, field,
+                      "must be a list of ids and ranges (\"1000-1999\"), got " + Describe(list));
+  }
+  std::vector<IdRange> out;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node n = list[i];
+    const std::string text = n.IsScalar() ? n.Scalar() : "";
+    const size_t dash = text.find('-');
+    const auto first = IdText(text.substr(0, dash));
+    const auto last = dash == std::string::npos ? first : IdText(text.substr(dash + 1));
+    if (!first || !last || *last < *first) {
+      return FieldError(
+          file, n, field + "[" + std::to_string(i) + "]",
+          "must be an id from 0 to 4294967294 or a range \"FIRST-LAST\", got " + Describe(n));
+    }
+    out.push_back({*first, *last});
+  }
+  return out;
+}
+
+Result<AccessPolicy::RunAsRule> ParseRunAsRule(const YAML::Node& entry, const std::string& field,
+                                               const std::string& file) {
+  if (!entry.IsMap())
+    return FieldError(file, entry, field, "must be a map, got " + Describe(entry));
+  AccessPolicy::RunAsRule rule;
+  for (const auto& kv : entry) {
+    const std::string key = kv.first.Scalar();
+    if (key == "runAsUsers") {
+      TRAINLET_ASSIGN_OR_RETURN(rule.users, ParseIdList(kv.second, field + "." + key, file));
+    } else if (key == "runAsGroups") {
+      TRAINLET_ASSIGN_OR_RETURN(rule.groups, ParseIdList(kv.second, field + "." + key, file));
+    } else {
+      return FieldError(file, kv.first, field + "." + key,
+                        "unknown field (a namespace has runAsUsers and runAsGroups)");
+    }
+  }
+  return rule;
+}
+
+std::string RangesText(const std::vector<IdRange>& ranges) {
+  std::string out;
+  for (const IdRange& r : ranges) {
+    if (!out.empty()) out += ", ";
+    out += std::to_string(r.first);
+    if (r.last != r.first) out += "-" + std::to_string(r.last);
+  }
+  return out;
+}
+
 Status Refusal(std::string_view user, Verb verb, std::string_view ns, std::string_view what = {}) {
   std::string m = "user \"" + std::string(user) + "\" may not " + std::string(VerbPhrase(verb));
   if (!what.empty()) m += " " + std::string(what);
@@ -146,8 +211,13 @@ Result<AccessPolicy> AccessPolicy::Parse(std::string_view yaml, const std::strin
   if (root.IsNull()) return policy;  // an empty file: nobody may do anything
   if (!root.IsMap()) return FieldError(file, root, "(top level)", "must be a map with users");
   for (const auto& kv : root) {
+    if (kv.first.Scalar() == "namespaces") {
+      TRAINLET_RETURN_IF_ERROR(policy.ParseNamespaces(kv.second, file));
+      continue;
+    }
     if (kv.first.Scalar() != "users") {
-      return FieldError(file, kv.first, kv.first.Scalar(), "unknown field (the file has users)");
+      return FieldError(file, kv.first, kv.first.Scalar(),
+                        "unknown field (the file has users and namespaces)");
     }
     const YAML::Node users = kv.second;
     if (users.IsNull()) continue;
@@ -163,6 +233,50 @@ Result<AccessPolicy> AccessPolicy::Parse(std::string_view yaml, const std::strin
     }
   }
   return policy;
+}
+
+Status AccessPolicy::ParseNamespaces(const YAML::Node& namespaces, const std::string& file) {
+  if (namespaces.IsNull()) return Status::Ok();
+  if (!namespaces.IsMap()) {
+    return FieldError(file, namespaces, "namespaces",
+                      "must be a map of namespaces, got " + Describe(namespaces));
+  }
+  for (const auto& n : namespaces) {
+    const std::string name = n.first.Scalar();
+    if (!IsNamespaceLabel(name)) {
+      return FieldError(file, n.first, "namespaces." + name,
+                        "a namespace must be a lowercase RFC 1123 label");
+    }
+    TRAINLET_ASSIGN_OR_RETURN(run_as_rules_[name],
+                              ParseRunAsRule(n.second, "namespaces." + name, file));
+  }
+  return Status::Ok();
+}
+
+Status AccessPolicy::CheckRunAs(std::string_view user, std::string_view ns,
+                                const std::vector<RunAsAsk>& asks) const {
+  if (!enforced_ || asks.empty()) return Status::Ok();
+  auto grant = grants_.find(user);
+  if (grant != grants_.end() && grant->second.role == Role::kAdmin) return Status::Ok();
+  static const RunAsRule kNone;
+  auto rule = run_as_rules_.find(ns);
+  const RunAsRule& r = rule == run_as_rules_.end() ? kNone : rule->second;
+  for (const RunAsAsk& ask : asks) {
+    const std::vector<IdRange>& allowed = ask.group ? r.groups : r.users;
+    if (std::any_of(allowed.begin(), allowed.end(),
+                    [&](const IdRange& x) { return x.first <= ask.id && ask.id <= x.last; })) {
+      continue;
+    }
+    std::string m = ask.path + ": " + (ask.group ? "gid " : "uid ") + std::to_string(ask.id) +
+                    " is not allowed in namespace \"" + std::string(ns) + "\" for user \"" +
+                    std::string(user) + "\"";
+    m += allowed.empty() ? std::string(" (the access policy allows no ") +
+                               (ask.group ? "runAsGroups" : "runAsUsers") +
+                               " there: ranks run as the agent's run_as)"
+                         : " (allowed: " + RangesText(allowed) + ")";
+    return PermissionError(std::move(m));
+  }
+  return Status::Ok();
 }
 
 Status AccessPolicy::Check(std::string_view user, Verb verb, std::string_view ns) const {

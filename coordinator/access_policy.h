@@ -19,6 +19,21 @@
 // Check answers PermissionDenied (ErrorCode::kPermission) with a message naming the user, the verb
 // and the namespace: `user "bob" may not delete trainjobs in namespace "team-b"`.
 //
+// Run-as rules: which uids and gids a job's ranks may run as (its containers' securityContext
+// runAsUser / runAsGroup, which override the agent's run_as on every node), per namespace:
+//
+//   namespaces:
+//     team-a:
+//       runAsUsers: ["1000-1999", 65534]   # single ids and inclusive ranges
+//       runAsGroups: ["1000-1999"]
+//
+// A user's job may ask only ids its namespace's lists hold. With no rule for the namespace (or no
+// list for the kind of id) it may ask none: its ranks run as the agent's run_as (or the agent's
+// own user), the safe default. Admins may ask any. CheckRunAs refuses with the path of the field,
+// the id, the namespace and the user: `<path>.securityContext.runAsUser: uid 0 is not allowed in
+// namespace "team-a" for user "bob" (allowed: 1000-1999, 65534)`. The agent still refuses uid 0
+// on a node whose run_as is another user, whatever the policy says (agent/step/rank_identity.h).
+//
 // AccessPolicy is a value: pure, any thread. AccessPolicyFile holds the one the coordinator
 // enforces and re-reads the file when it changes; it is owned by the coordinator's loop.
 #pragma once
@@ -28,8 +43,13 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
+
+namespace YAML {
+class Node;
+}
 
 namespace trainlet::coordinator {
 
@@ -55,9 +75,28 @@ std::string_view VerbPhrase(Verb verb);
 // Operator's jobs) is a job: Verb::kApply in its namespace.
 bool AdminOnlyKind(std::string_view kind);
 
+// An inclusive range of ids a run-as rule allows ("1000-1999"; a single id is first == last).
+struct IdRange {
+  int64_t first = 0, last = 0;
+  bool operator==(const IdRange&) const = default;
+};
+
+// One uid or gid a job asks its ranks to run as, and where it asks it.
+struct RunAsAsk {
+  // The field, for refusals: "ClusterTrainingRuntime/torch-distributed: spec.template.spec.
+  // replicatedJobs[node]...containers[node].securityContext.runAsUser".
+  std::string path;
+  bool group = false;  // runAsGroup; else runAsUser
+  int64_t id = 0;
+};
+
 class AccessPolicy {
  public:
   enum class Role { kAdmin, kUser };
+  // A namespace's run-as rule: the uids and gids its jobs may ask (empty: none).
+  struct RunAsRule {
+    std::vector<IdRange> users, groups;
+  };
   struct Grant {
     Role role = Role::kUser;
     std::set<std::string> namespaces;  // kUser only
@@ -76,13 +115,23 @@ class AccessPolicy {
   // kind), kApply otherwise.
   Status CheckApply(std::string_view user, std::string_view kind, std::string_view ns) const;
 
+  // Ok when `user` may run a job of namespace `ns` as every id of `asks` (the run-as rules at the
+  // top of this file); else PermissionDenied naming the first field refused, the id, the
+  // namespace and the user.
+  Status CheckRunAs(std::string_view user, std::string_view ns,
+                    const std::vector<RunAsAsk>& asks) const;
+
   // False for AllAdmin: nothing is refused.
   bool enforced() const { return enforced_; }
   size_t users() const { return grants_.size(); }
 
  private:
+  // The file's namespaces: map into run_as_rules_. Errors as Parse's.
+  Status ParseNamespaces(const YAML::Node& namespaces, const std::string& file);
+
   bool enforced_ = false;
-  std::map<std::string, Grant, std::less<>> grants_;  // by user
+  std::map<std::string, Grant, std::less<>> grants_;            // by user
+  std::map<std::string, RunAsRule, std::less<>> run_as_rules_;  // by namespace
 };
 
 // The policy file the coordinator enforces, re-read when its modification time changes (as the

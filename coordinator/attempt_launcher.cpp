@@ -61,6 +61,13 @@ bool AttemptLauncher::Place(JobEntry& job, PassCapacity& room, int64_t now_ms) {
                        now_ms);
     return false;
   };
+  // The access policy may have changed since the job was applied (access_policy_run_as.h).
+  if (options_.check_run_as) {
+    if (Status s = options_.check_run_as(job, st.applied_by()); !s.ok()) {
+      owner_->Transition(job, JobTrigger::kPlanRefused, "RunAsNotAllowed", s.message(), now_ms);
+      return false;
+    }
+  }
   auto layout = LayoutAttempt(*job.plugin, req);
   if (!layout.ok()) return refuse(layout.status());
   // The runtime's other replicated jobs run beside the plugin's ranks (attempt_steps.h).

@@ -26,6 +26,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -77,6 +78,10 @@ class AttemptLauncher {
     // A Starting attempt whose ranks have not all reported Started this long after it was placed
     // fails with cause StartTimeout (JobControllerOptions::start_timeout).
     std::chrono::milliseconds start_timeout{60000};
+    // JobControllerOptions::check_run_as: a job the access policy no longer lets run as the ids
+    // it asks (the policy changed since it was applied) fails at placement, reason
+    // RunAsNotAllowed, before anything is placed. Unset: nothing is checked.
+    std::function<Status(const JobEntry& job, const std::string& user)> check_run_as;
   };
 
   AttemptLauncher(const NodeRegistry* registry, ExecAuthority* exec, AgentCommands* agents,

@@ -92,6 +92,8 @@ void SetRunAs(const PlanRequest& request, std::vector<v1::LaunchPlan>& plans) {
       if (!w.step().empty()) continue;
       if (request.run_as_user && !w.has_run_as_user()) w.set_run_as_user(*request.run_as_user);
       if (request.run_as_group && !w.has_run_as_group()) w.set_run_as_group(*request.run_as_group);
+      if (request.allow_privilege_escalation && !w.has_allow_privilege_escalation())
+        w.set_allow_privilege_escalation(*request.allow_privilege_escalation);
     }
   }
 }

@@ -77,6 +77,7 @@ Result<StepSpec> SpecOf(const trainjob::TrainJob& job, const trainjob::TrainingR
   spec.depends_on = PlanDependencies(rj);
   spec.run_as_user = rj.container->run_as_user;
   spec.run_as_group = rj.container->run_as_group;
+  spec.allow_privilege_escalation = rj.container->allow_privilege_escalation;
   spec.cwd = WorkerCwdFor(place, rj.container->working_dir);
   return spec;
 }
@@ -153,6 +154,8 @@ void AddStepsToPlans(const AttemptSteps& steps, const AttemptLayout& layout,
     for (const auto& a : w.step->argv) spec->add_argv(a);
     if (w.step->run_as_user) spec->set_run_as_user(*w.step->run_as_user);
     if (w.step->run_as_group) spec->set_run_as_group(*w.step->run_as_group);
+    if (w.step->allow_privilege_escalation)
+      spec->set_allow_privilege_escalation(*w.step->allow_privilege_escalation);
     auto& env = *spec->mutable_env();
     for (const auto& [k, v] : w.step->env) env[k] = v;
     // What the agent and its sweep know a job's processes by, and which worker this is; none of

@@ -49,6 +49,8 @@ struct StepSpec {
   std::vector<v1::StepDependency> depends_on;
   // Its container's securityContext.runAsUser / runAsGroup (WorkerSpec.run_as_user).
   std::optional<int64_t> run_as_user, run_as_group;
+  // Its container's securityContext.allowPrivilegeEscalation (WorkerSpec).
+  std::optional<bool> allow_privilege_escalation;
   // WorkerSpec.cwd of its workers: its own container's workingDir, under the job's shared
   // directory for a trainlet.io/working-dir: shared job (working_dir.h's WorkerCwdFor).
   std::string cwd;

@@ -10,6 +10,7 @@
 #include "common/curve_keys.h"
 #include "common/platform/signal_watch.h"
 #include "common/zmq_sockets.h"
+#include "coordinator/access_policy_run_as.h"
 #include "coordinator/cluster_identity.h"
 #include "coordinator/lifecycle_rules.h"
 
@@ -92,6 +93,9 @@ Status Coordinator::Init() {
   options.preemption_grace = config_.preemption_grace;
   options.server_public_key = keys.public_z85;
   options.admission.default_local_queue = config_.default_queue;
+  options.check_run_as = [this](const JobEntry& job, const std::string& user) {
+    return policy_ ? CheckJobRunAs(policy_->Current(), job, user) : Status::Ok();
+  };
   jobs_ = std::make_unique<JobController>(store_.get(), registry_.get(), this, options);
   // With etcd, the store is loaded once this coordinator wins the election (FollowElection).
   etcd_store_ = dynamic_cast<EtcdJobStore*>(store_.get());

@@ -16,8 +16,10 @@ ExecAuthority::ExecAuthority(const NodeRegistry* registry, Options options, Find
 
 void ExecAuthority::Track(const std::string& job,
                           std::vector<std::pair<std::string, std::string>> env,
-                          std::optional<int64_t> run_as_user, std::optional<int64_t> run_as_group) {
-  launchers_[job] = Launcher{std::move(env), "", run_as_user, run_as_group};
+                          std::optional<int64_t> run_as_user, std::optional<int64_t> run_as_group,
+                          std::optional<bool> allow_privilege_escalation) {
+  launchers_[job] =
+      Launcher{std::move(env), "", run_as_user, run_as_group, allow_privilege_escalation};
 }
 
 void ExecAuthority::Forget(const std::string& job) { launchers_.erase(job); }
@@ -95,6 +97,7 @@ Result<ExecTarget> ExecAuthority::ResolveExec(const std::string& launcher_key,
   t.stop_grace_ms = options_.stop_grace_ms;
   t.run_as_user = launcher->run_as_user;
   t.run_as_group = launcher->run_as_group;
+  t.allow_privilege_escalation = launcher->allow_privilege_escalation;
   for (const auto& [k, v] : launcher->env) t.env[k] = v;
   t.env["TRAINLET_JOB"] = st.name();
   t.env["TRAINLET_ATTEMPT"] = std::to_string(st.attempt());

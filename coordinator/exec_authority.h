@@ -39,6 +39,8 @@ struct ExecTarget {
   // The job's securityContext.runAsUser / runAsGroup: a remote command (an orted) runs as the
   // same user as the job's ranks (ExecStart.run_as_user).
   std::optional<int64_t> run_as_user, run_as_group;
+  // Its securityContext.allowPrivilegeEscalation (ExecStart.allow_privilege_escalation).
+  std::optional<bool> allow_privilege_escalation;
 };
 
 // True when `status`'s current attempt is `attempt` and it may run now: Starting or Running, and
@@ -60,10 +62,11 @@ class ExecAuthority {
 
   // The job exists from now on; `env` is what every process of it gets (its plan's env), and
   // `run_as_user` / `run_as_group` who they run as (its securityContext; unset: the agent's
-  // run_as).
+  // run_as), and `allow_privilege_escalation` whether they may gain privileges by exec.
   void Track(const std::string& job, std::vector<std::pair<std::string, std::string>> env,
              std::optional<int64_t> run_as_user = std::nullopt,
-             std::optional<int64_t> run_as_group = std::nullopt);
+             std::optional<int64_t> run_as_group = std::nullopt,
+             std::optional<bool> allow_privilege_escalation = std::nullopt);
   // The job is gone, with its secret.
   void Forget(const std::string& job);
 
@@ -90,6 +93,7 @@ class ExecAuthority {
     std::vector<std::pair<std::string, std::string>> env;
     std::string secret;  // of the current attempt; never stored
     std::optional<int64_t> run_as_user, run_as_group;
+    std::optional<bool> allow_privilege_escalation;
   };
 
   const NodeRegistry* registry_;

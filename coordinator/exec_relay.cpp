@@ -79,6 +79,8 @@ void ExecRelay::OnClientMessage(const RouterMessage& msg, Clock::time_point now)
       s->set_stop_grace_ms(target->stop_grace_ms);
       if (target->run_as_user) s->set_run_as_user(*target->run_as_user);
       if (target->run_as_group) s->set_run_as_group(*target->run_as_group);
+      if (target->allow_privilege_escalation)
+        s->set_allow_privilege_escalation(*target->allow_privilege_escalation);
       for (const auto& [k, v] : target->env) (*s->mutable_env())[k] = v;
       spdlog::info("exec {} for trainjob/{} attempt {} on {}: {}", id, target->job, target->attempt,
                    target->node, s->command().substr(0, 120));

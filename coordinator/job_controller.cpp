@@ -29,7 +29,8 @@ JobController::JobController(JobStore* store, NodeRegistry* registry, NodeSink* 
       agents_(sink),
       exec_(registry, {options_.exec_endpoint, options_.server_public_key, options_.stop_grace_ms},
             [this](const std::string& job) { return Find(job); }),
-      launcher_(registry, &exec_, &agents_, this, {options_.start_timeout}) {}
+      launcher_(registry, &exec_, &agents_, this,
+                AttemptLauncher::Options{options_.start_timeout, options_.check_run_as}) {}
 
 Status JobController::Load(const std::string& runtimes_dir) {
   TRAINLET_RETURN_IF_ERROR(runtimes_.LoadShipped(runtimes_dir));
@@ -67,7 +68,7 @@ Status JobController::Load(const std::string& runtimes_dir) {
 void JobController::Adopt(std::unique_ptr<Job> job) {
   const std::string name = job->record.name;
   exec_.Track(name, job->plan_template.env, job->plan_template.run_as_user,
-              job->plan_template.run_as_group);
+              job->plan_template.run_as_group, job->plan_template.allow_privilege_escalation);
   TRAINLET_CHECK_MSG(jobs_.find(name) == jobs_.end(), "trainjob/" + name + " adopted twice");
   order_.push_back(job.get());
   jobs_.emplace(name, std::move(job));
@@ -92,6 +93,10 @@ Result<v1::ApplyResult> JobController::Apply(trainjob::ParsedFile parsed, const 
   TRAINLET_ASSIGN_OR_RETURN(ApplyTransaction tx,
                             ApplyTransaction::Prepare(std::move(parsed), source, now_ms, runtimes_,
                                                       Held(), entry_options_, &queues_));
+  for (auto& job : tx.new_jobs) {  // who applied it, and whether they may ask its uids and gids
+    job->record.status.set_applied_by(by);
+    if (options_.check_run_as) TRAINLET_RETURN_IF_ERROR(options_.check_run_as(*job, by));
+  }
   if (!by.empty()) {
     // Who applied: the Created event of each new job, and the Suspended/Resumed event a re-apply
     // adds last.

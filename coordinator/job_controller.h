@@ -102,6 +102,11 @@ struct JobControllerOptions {
   std::string server_public_key;  // the coordinator's CURVE public key
   // Queues (issue 14): where jobs without kueue.x-k8s.io/queue-name wait, and fair sharing.
   JobAdmitterOptions admission;
+  // The access policy's run-as rules (access_policy_run_as.h): may `user` run `job`'s ranks as
+  // the uids and gids its securityContext asks? Checked for each new job at apply (the apply is
+  // refused) and again at each placement, for the user who applied it (AttemptLauncher). Unset:
+  // nothing is checked.
+  std::function<Status(const JobEntry& job, const std::string& user)> check_run_as;
 };
 
 // What the admission passes did since the last TakeAdmissionStats (the queue metrics).

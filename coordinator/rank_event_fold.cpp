@@ -132,6 +132,22 @@ void DecideOutcome(const v1::JobStatus& st, const v1::RankStatus& rank, const st
   }
 }
 
+// The agent's note that the attempt's CPUs on `node` are shared with other jobs
+// (WorkerEvent.cpus_shared): a CpusShared event in the job's events, once per note, from a node
+// of the attempt's placement. False when nothing was added.
+bool NoteCpusShared(v1::JobStatus& st, const std::string& node, const v1::WorkerEvent& ev,
+                    int64_t now_ms) {
+  if (st.deleting() ||
+      std::find(st.placement().begin(), st.placement().end(), node) == st.placement().end()) {
+    return false;
+  }
+  for (const auto& e : st.events()) {
+    if (e.reason() == "CpusShared" && e.message() == ev.cpus_shared()) return false;
+  }
+  AppendEvent(st, "Normal", "CpusShared", ev.cpus_shared(), now_ms != 0 ? now_ms : ev.unix_ms());
+  return true;
+}
+
 }  // namespace
 
 std::string DescribeExit(const v1::RankStatus& r) {
@@ -144,6 +160,11 @@ RankEventFold FoldWorkerEvent(v1::JobStatus* st, const std::string& node, const 
                               int64_t now_ms) {
   RankEventFold fold;
   if (st == nullptr || ev.attempt() != st->attempt()) return fold;  // kStale
+  if (!ev.cpus_shared().empty()) {  // about the attempt's CPUs on the node, not about a rank
+    fold.effect = NoteCpusShared(*st, node, ev, now_ms) ? RankEventFold::Effect::kFolded
+                                                        : RankEventFold::Effect::kUnknownKind;
+    return fold;
+  }
   v1::RankStatus* rank = nullptr;
   for (auto& r : *st->mutable_ranks()) {
     if (r.rank() == ev.rank()) rank = &r;

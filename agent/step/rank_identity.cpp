@@ -249,6 +249,20 @@ Status DropPrivileges(const RankIdentity& identity) {
   return Status::Ok();
 }
 
+bool NoNewPrivsFor(const RunAsRequest& request) {
+  return !request.allow_privilege_escalation.value_or(false);
+}
+
+Result<bool> EnterNoNewPrivs(const std::vector<RunAsRequest>& ranks) {
+  for (const RunAsRequest& r : ranks) {
+    if (!NoNewPrivsFor(r)) return false;
+  }
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+    return PermissionError(std::string("prctl(PR_SET_NO_NEW_PRIVS): ") + std::strerror(errno));
+  }
+  return true;
+}
+
 int RunAs(int argc, char** argv) {
   // argv: trainlet-step --as ID ENV_FILE -- prog args...
   if (argc < 6 || std::strcmp(argv[4], "--") != 0) {

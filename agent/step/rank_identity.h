@@ -40,6 +40,9 @@ struct RunAsRequest {
   std::string agent_run_as;                 // the agent config's run_as; "" when unset
   std::optional<int64_t> job_run_as_user;   // securityContext.runAsUser
   std::optional<int64_t> job_run_as_group;  // securityContext.runAsGroup
+  // securityContext.allowPrivilegeEscalation. Not part of who the rank is (Resolve and empty()
+  // ignore it): it decides whether the rank gets no_new_privs (NoNewPrivsFor).
+  std::optional<bool> allow_privilege_escalation;
   bool operator==(const RunAsRequest&) const = default;
   bool empty() const { return agent_run_as.empty() && !job_run_as_user && !job_run_as_group; }
 };
@@ -104,6 +107,23 @@ Result<std::vector<std::string>> TakeEnvFile(const std::string& path);
 // (PR_SET_NO_NEW_PRIVS), so that no setuid binary or file capability lifts the rank or its
 // children back. An error means the rank must not be started.
 Status DropPrivileges(const RankIdentity& identity);
+
+// Whether a rank asked as `request` may gain privileges by exec (a setuid binary, file
+// capabilities): only when its container sets securityContext.allowPrivilegeEscalation: true,
+// and even then a rank of a user other than root does not (DropPrivileges). Kubernetes sets
+// no_new_privs only for `false`; trainlet sets it by default, root ranks included, because its
+// ranks run on the node itself, with no container around them (docs/operations.md, "Security
+// model").
+bool NoNewPrivsFor(const RunAsRequest& request);
+
+// no_new_privs (PR_SET_NO_NEW_PRIVS) for the calling thread and everything it starts from now on,
+// when NoNewPrivsFor holds for every one of `ranks`: a step calls it once, before it spawns
+// anything or starts a thread, so all of its ranks (and `trainlet-step --as`, which needs no exec
+// privilege to drop to a user) run with it. It cannot be undone: a step with one rank that may
+// escalate leaves it unset for all (that rank's root siblings included; a rank of another user
+// still gets it from DropPrivileges). True when it was set. Errors (Permission) mean the kernel
+// refused it: the step must not start its ranks.
+Result<bool> EnterNoNewPrivs(const std::vector<RunAsRequest>& ranks);
 
 // The body of `trainlet-step --as ID ENV_FILE -- argv...`: takes the env file, drops privileges
 // and execs argv with that env (looked up in its PATH, as execvp does). Returns only on failure,

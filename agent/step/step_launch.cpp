@@ -149,6 +149,8 @@ std::string EncodeLaunch(const StepLaunch& launch) {
     if (!r.run_as.agent_run_as.empty()) ranks.back()["run_as"] = r.run_as.agent_run_as;
     if (r.run_as.job_run_as_user) ranks.back()["run_as_user"] = *r.run_as.job_run_as_user;
     if (r.run_as.job_run_as_group) ranks.back()["run_as_group"] = *r.run_as.job_run_as_group;
+    if (r.run_as.allow_privilege_escalation)
+      ranks.back()["allow_privilege_escalation"] = *r.run_as.allow_privilege_escalation;
   }
   json steps = json::array();
   for (const StepOrder& o : launch.steps) {
@@ -233,6 +235,14 @@ Result<StepLaunch> DecodeLaunch(const std::string& text) {
           break;
         }
         *field = r[key].get<int64_t>();
+      }
+      // Optional: absent in files written before it, and when the container does not set it.
+      if (r.contains("allow_privilege_escalation")) {
+        if (!r["allow_privilege_escalation"].is_boolean()) {
+          error = where + "allow_privilege_escalation: not a boolean";
+        } else {
+          sr.run_as.allow_privilege_escalation = r["allow_privilege_escalation"].get<bool>();
+        }
       }
       if (const json* env = rd.Field(r, "env", where, json::value_t::object)) {
         for (const auto& [k, v] : env->items()) {

@@ -83,7 +83,12 @@ class Step {
     }
     OpenCgroup();
     logs_ = LogRotation(launch_.log_max_bytes);
-    for (const StepRank& r : launch_.ranks) logs_.Watch(r.log_path);
+    std::vector<RunAsRequest> asks;  // no_new_privs unless a container allows escalation
+    for (const StepRank& r : launch_.ranks) {
+      logs_.Watch(r.log_path);
+      asks.push_back(r.run_as);
+    }
+    if (auto nnp = EnterNoNewPrivs(asks); !nnp.ok()) return Fail(nnp.status().message());
     std::vector<std::string> steps_of;
     for (const StepRank& r : launch_.ranks) steps_of.push_back(r.step);
     gate_.emplace(std::move(steps_of), launch_.steps);

@@ -239,6 +239,20 @@ std::string RunAsLines(const v1::JobStatus& j) {
   return "Runs as:\n" + RenderTable(rows);
 }
 
+// The CPUs the current attempt must share with other jobs, one line per node's note (the
+// agents' CpusShared events, "attempt N: CPUs 0-1 of node node-b shared with trainjob/a (...)";
+// issue 19, defect 11); nothing when it shares none. Older attempts' notes stay in Events only.
+std::string SharedCpuLines(const v1::JobStatus& j) {
+  const std::string prefix = "attempt " + std::to_string(j.attempt()) + ": ";
+  std::string out;
+  for (const auto& e : j.events()) {
+    if (e.reason() == "CpusShared" && e.message().starts_with(prefix)) {
+      out += "  " + e.message().substr(prefix.size()) + "\n";
+    }
+  }
+  return out.empty() ? "" : "CPUs shared:\n" + out;
+}
+
 }  // namespace
 std::string StepState(const std::vector<const v1::RankStatus*>& workers) {
   bool running = false, all_done = true, any_started = false;
@@ -382,6 +396,7 @@ std::string DescribeJob(const v1::JobStatus& j, int64_t now_ms) {
   }
   o << WorkspaceLines(j);
   o << RunAsLines(j);
+  o << SharedCpuLines(j);
   o << DescribeSteps(j);
   if (j.attempts_size() > 0) {
     o << "Attempts:\n";

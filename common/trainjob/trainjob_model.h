@@ -45,6 +45,9 @@ struct ContainerSpec {
   // processes run as on the node, overriding the agent's run_as (docs/config.md). The rest of
   // securityContext is ignored with a warning.
   std::optional<int64_t> run_as_user, run_as_group;
+  // securityContext.allowPrivilegeEscalation (the container's; a pod has none): unset or false,
+  // its processes run with no_new_privs (agent/step/rank_identity.h).
+  std::optional<bool> allow_privilege_escalation;
 };
 
 // Which spec.mlPolicy key is set; kPlain when none is.
@@ -240,6 +243,8 @@ struct ResolvedTrainer {
   std::string working_dir;
   // The runtime container's securityContext.runAsUser / runAsGroup (ContainerSpec).
   std::optional<int64_t> run_as_user, run_as_group;
+  // Its securityContext.allowPrivilegeEscalation (ContainerSpec).
+  std::optional<bool> allow_privilege_escalation;
 };
 
 // Lays `job`'s trainer over `runtime`. The runtime container is the launcher's when the runtime

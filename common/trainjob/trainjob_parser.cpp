@@ -246,17 +246,30 @@ std::vector<EnvVar> ReadEnv(const YAML::Node& env, const std::string& path, DocC
   return out;
 }
 
-// securityContext's runAsUser and runAsGroup (a container's or a pod's): set into `out` where
-// given; every other key is ignored with a warning. A value that is not a non-negative integer
-// is refused.
-void ReadRunAs(const YAML::Node& sc, const std::string& path, DocContext& ctx, ContainerSpec& out) {
+// securityContext's runAsUser and runAsGroup (a container's or a pod's), and a container's
+// allowPrivilegeEscalation: set into `out` where given; every other key is ignored with a
+// warning. A value that is not a non-negative integer (a boolean) is refused.
+void ReadRunAs(const YAML::Node& sc, const std::string& path, DocContext& ctx, ContainerSpec& out,
+               bool container = true) {
   for (auto it = sc.begin(); sc.IsMap() && it != sc.end(); ++it) {
     const std::string& key = it->first.Scalar();
+    if (container && key == "allowPrivilegeEscalation") {
+      const std::string v = ScalarText(it->second);
+      if (v != "true" && v != "false") {
+        ctx.Refuse(AppendKey(path, key), "must be true or false");
+        continue;
+      }
+      out.allow_privilege_escalation = v == "true";
+      continue;
+    }
     std::optional<int64_t>* field = key == "runAsUser"    ? &out.run_as_user
                                     : key == "runAsGroup" ? &out.run_as_group
                                                           : nullptr;
     if (field == nullptr) {
-      ctx.Warn(AppendKey(path, key), "ignored (only runAsUser and runAsGroup apply on bare metal)");
+      ctx.Warn(AppendKey(path, key),
+               container ? "ignored (only runAsUser, runAsGroup and allowPrivilegeEscalation apply "
+                           "on bare metal)"
+                         : "ignored (only runAsUser and runAsGroup apply on bare metal)");
       continue;
     }
     std::optional<int64_t> v = Int(it->second);
@@ -352,7 +365,8 @@ std::optional<ContainerSpec> ReadJobContainer(const YAML::Node& job, const std::
       ReadContainer(containers[chosen], AppendIndex(pod_path + ".containers", chosen), ctx);
   // The pod's securityContext holds for a container that sets none of its own, as in Kubernetes.
   ContainerSpec pod;
-  ReadRunAs(MapGet(pod_spec, "securityContext"), pod_path + ".securityContext", ctx, pod);
+  ReadRunAs(MapGet(pod_spec, "securityContext"), pod_path + ".securityContext", ctx, pod,
+            /*container=*/false);
   if (!out.run_as_user) out.run_as_user = pod.run_as_user;
   if (!out.run_as_group) out.run_as_group = pod.run_as_group;
   return out;

@@ -77,6 +77,7 @@ Result<ResolvedTrainer> Resolve(const TrainJob& job, const TrainingRuntime& runt
   out.working_dir = base.working_dir;
   out.run_as_user = base.run_as_user;
   out.run_as_group = base.run_as_group;
+  out.allow_privilege_escalation = base.allow_privilege_escalation;
   return out;
 }
 

@@ -67,6 +67,9 @@ struct PlanRequest {
   // coordinator sets them on every worker of the main replicated job (WorkerSpec.run_as_user), so
   // a plugin needs them only to pass them on some other way.
   std::optional<int64_t> run_as_user, run_as_group;
+  // The runtime container's securityContext.allowPrivilegeEscalation, set by the coordinator on
+  // the same workers (WorkerSpec.allow_privilege_escalation).
+  std::optional<bool> allow_privilege_escalation;
   // Set in Render's request when the layout names an exec launcher, empty otherwise: where the
   // launcher reaches the coordinator's exec endpoint and as whom. Public values; the coordinator
   // itself puts them, and the launcher's secret key, in the launcher's TRAINLET_EXEC_* env, so a

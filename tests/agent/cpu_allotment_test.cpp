@@ -67,6 +67,33 @@ TEST(CpuAllotmentTest, MoreJobsThanCpusShareAndSaySo) {
   EXPECT_THAT(allotment.Held({"a", 1}).shared_with, ElementsAre("c"));
 }
 
+// What the coordinator hears (issue 19, defect 11): the attempt that must share, and each one it
+// shares with, from every node, whether or not ranks of its plan start there (an MPI job's other
+// nodes get a plan without workers).
+TEST(CpuAllotmentTest, SharedCpuEventsNameBothSidesOnNodesWithoutRanks) {
+  const v1::NodeInfo node = CpuNode(2, 4);
+  CpuAllotment allotment(TopologyCpus(node.topology()));
+  GrantForPlan(allotment, Plan("a", 1, 1, 1), node);
+  EXPECT_THAT(SharedCpuEvents(allotment, {"a", 1}, "node-2", 7), IsEmpty());
+  GrantForPlan(allotment, Plan("b", 1, 1, 1), node);
+  EXPECT_THAT(SharedCpuEvents(allotment, {"b", 1}, "node-2", 7), IsEmpty());  // free CPUs left
+  GrantForPlan(allotment, Plan("mpi", 3, /*ranks=*/0, 1), node);
+  const auto events = SharedCpuEvents(allotment, {"mpi", 3}, "node-2", 7);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].job(), "mpi");
+  EXPECT_EQ(events[0].attempt(), 3u);
+  EXPECT_EQ(events[0].node(), "node-2");
+  EXPECT_EQ(events[0].unix_ms(), 7);
+  EXPECT_EQ(events[0].kind(), v1::WorkerEvent::KIND_UNSPECIFIED);
+  EXPECT_EQ(events[0].cpus_shared(),
+            "attempt 3: CPUs 0 of node node-2 shared with trainjob/a (no free CPUs left)");
+  EXPECT_EQ(events[1].job(), "a");
+  EXPECT_EQ(events[1].attempt(), 1u);
+  EXPECT_EQ(events[1].cpus_shared(),
+            "attempt 1: CPUs 0 of node node-2 shared with trainjob/mpi (no free CPUs left)");
+  EXPECT_THAT(allotment.SharingWith({"mpi", 3}), ElementsAre(CpuAllotment::Key{"a", 1}));
+}
+
 TEST(CpuAllotmentTest, ReleasedCpusGoToTheNextJob) {
   const v1::NodeInfo node = CpuNode(2, 2);
   CpuAllotment allotment(TopologyCpus(node.topology()));

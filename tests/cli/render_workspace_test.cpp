@@ -56,5 +56,29 @@ TEST(DescribeRunAs, OneLinePerNodeOnceRanksStarted) {
             "  node-b   the agent's own user; uid 4000, gid 100\n");
 }
 
+// issue 19, defect 11: the current attempt's CpusShared notes, from every node (an MPI job's
+// other nodes too); an older attempt's stay in Events only.
+TEST(DescribeSharedCpus, OneLinePerNoteOfTheCurrentAttempt) {
+  v1::JobStatus j = Job();
+  EXPECT_EQ(DescribeJob(j, 0).find("CPUs shared:"), std::string::npos);
+  j.set_attempt(2);
+  for (const char* m : {"attempt 1: CPUs 0 of node node-a shared with trainjob/old (no free CPUs "
+                        "left)",
+                        "attempt 2: CPUs 1 of node node-b shared with trainjob/a, trainjob/b (no "
+                        "free CPUs left)"}) {
+    auto* e = j.add_events();
+    e->set_type("Normal");
+    e->set_reason("CpusShared");
+    e->set_message(m);
+  }
+  const std::string text = DescribeJob(j, 0);
+  const size_t at = text.find("CPUs shared:\n");
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_EQ(text.substr(at, text.find('\n', text.find("node-b", at)) - at + 1),
+            "CPUs shared:\n"
+            "  CPUs 1 of node node-b shared with trainjob/a, trainjob/b (no free CPUs left)\n");
+  EXPECT_EQ(text.find("trainjob/old", at), text.rfind("trainjob/old"));  // in Events only
+}
+
 }  // namespace
 }  // namespace trainlet::cli

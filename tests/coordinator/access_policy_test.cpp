@@ -8,6 +8,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <vector>
 
 namespace trainlet::coordinator {
 namespace {
@@ -148,6 +150,83 @@ TEST(AccessPolicy, UnknownUserMayDoNothing) {
   EXPECT_EQ(p.Check("", Verb::kGet, "default").code(), ErrorCode::kPermission);
 }
 
+// Run-as rules (issue 19): the uids and gids a namespace's jobs may ask.
+constexpr const char* kRunAsPolicy = R"(users:
+  alice: {role: admin}
+  bob: {role: user, namespaces: [team-a, team-b]}
+namespaces:
+  team-a:
+    runAsUsers: ["1000-1999", 65534]
+    runAsGroups: [1000]
+  team-c: {}
+)";
+
+std::vector<RunAsAsk> Asks(std::optional<int64_t> uid, std::optional<int64_t> gid) {
+  std::vector<RunAsAsk> out;
+  if (uid) out.push_back({"rt: c.securityContext.runAsUser", false, *uid});
+  if (gid) out.push_back({"rt: c.securityContext.runAsGroup", true, *gid});
+  return out;
+}
+
+TEST(AccessPolicyRunAs, ParsesIdsAndRangesAndNamesBadOnes) {
+  EXPECT_TRUE(AccessPolicy::Parse(kRunAsPolicy, "policy.yaml").ok());
+  EXPECT_THAT(ParseError("namespaces:\n  team-a: {runAsUsers: [\"2000-1000\"]}\n"),
+              HasSubstr("line 2, column 25: namespaces.team-a.runAsUsers[0]: must be an id from 0 "
+                        "to 4294967294 or a range \"FIRST-LAST\", got \"2000-1000\""));
+  EXPECT_THAT(ParseError("namespaces:\n  team-a: {runAsUsers: [-1]}\n"),
+              HasSubstr("namespaces.team-a.runAsUsers[0]: must be an id"));
+  EXPECT_THAT(ParseError("namespaces:\n  team-a: {runAsUsers: [4294967295]}\n"),
+              HasSubstr("namespaces.team-a.runAsUsers[0]: must be an id"));
+  EXPECT_THAT(ParseError("namespaces:\n  team-a: {runAsUsers: 1000}\n"),
+              HasSubstr("namespaces.team-a.runAsUsers: must be a list of ids and ranges"));
+  EXPECT_THAT(ParseError("namespaces:\n  team-a: {runAsUser: [1000]}\n"),
+              HasSubstr("namespaces.team-a.runAsUser: unknown field (a namespace has runAsUsers "
+                        "and runAsGroups)"));
+  EXPECT_THAT(ParseError("namespaces:\n  Team_A: {}\n"),
+              HasSubstr("namespaces.Team_A: a namespace must be a lowercase RFC 1123 label"));
+  EXPECT_THAT(ParseError("namespaces: [team-a]\n"), HasSubstr("namespaces: must be a map"));
+}
+
+TEST(AccessPolicyRunAs, UsersAskOnlyTheIdsTheirNamespaceAllows) {
+  auto p = AccessPolicy::Parse(kRunAsPolicy, "policy.yaml");
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(p->CheckRunAs("bob", "team-a", Asks(1000, 1000)).ok());
+  EXPECT_TRUE(p->CheckRunAs("bob", "team-a", Asks(1999, std::nullopt)).ok());
+  EXPECT_TRUE(p->CheckRunAs("bob", "team-a", Asks(65534, std::nullopt)).ok());
+  EXPECT_TRUE(p->CheckRunAs("bob", "team-a", {}).ok());  // nothing asked: the agent's run_as
+  Status s = p->CheckRunAs("bob", "team-a", Asks(0, std::nullopt));
+  EXPECT_EQ(s.code(), ErrorCode::kPermission);
+  EXPECT_EQ(s.message(),
+            "rt: c.securityContext.runAsUser: uid 0 is not allowed in namespace \"team-a\" for "
+            "user \"bob\" (allowed: 1000-1999, 65534)");
+  EXPECT_EQ(p->CheckRunAs("bob", "team-a", Asks(2000, std::nullopt)).code(),
+            ErrorCode::kPermission);
+  EXPECT_EQ(p->CheckRunAs("bob", "team-a", Asks(1500, 0)).message(),
+            "rt: c.securityContext.runAsGroup: gid 0 is not allowed in namespace \"team-a\" for "
+            "user \"bob\" (allowed: 1000)");
+}
+
+TEST(AccessPolicyRunAs, NoRuleAllowsNoIdsButAdminsAskAny) {
+  auto p = AccessPolicy::Parse(kRunAsPolicy, "policy.yaml");
+  ASSERT_TRUE(p.ok());
+  // team-b has no rule, team-c an empty one: the safe default, the agent's run_as.
+  for (const char* ns : {"team-b", "team-c"}) {
+    Status s = p->CheckRunAs("bob", ns, Asks(1000, std::nullopt));
+    EXPECT_EQ(s.code(), ErrorCode::kPermission) << ns;
+    EXPECT_EQ(s.message(),
+              "rt: c.securityContext.runAsUser: uid 1000 is not allowed in namespace \"" +
+                  std::string(ns) +
+                  "\" for user \"bob\" (the access policy allows no runAsUsers "
+                  "there: ranks run as the agent's run_as)");
+  }
+  EXPECT_TRUE(p->CheckRunAs("alice", "team-b", Asks(0, 0)).ok());
+  EXPECT_EQ(p->CheckRunAs("mallory", "team-a", Asks(1000, std::nullopt)).code(), ErrorCode::kOk);
+  EXPECT_EQ(p->CheckRunAs("mallory", "team-b", Asks(1000, std::nullopt)).code(),
+            ErrorCode::kPermission);
+  // Without a policy file nothing is checked, as before policies.
+  EXPECT_TRUE(AccessPolicy::AllAdmin().CheckRunAs("anyone", "team-b", Asks(0, 0)).ok());
+}
+
 class AccessPolicyFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -197,6 +276,27 @@ TEST_F(AccessPolicyFileTest, ReloadsAndKeepsTheOldPolicyOnABadOne) {
   EXPECT_EQ(f->Current().Check("bob", Verb::kDrain, "").code(), ErrorCode::kPermission);
   Write("users: {bob: {role: admin}}\n");
   EXPECT_TRUE(f->Current().Check("bob", Verb::kDrain, "").ok());
+}
+
+// The run-as rules reload with the file, as the grants do (issue 19).
+TEST_F(AccessPolicyFileTest, RunAsRulesReloadWithoutARestart) {
+  Write("users: {bob: {role: user, namespaces: [team-a]}}\n");
+  auto f = AccessPolicyFile::Open(path_);
+  ASSERT_TRUE(f.ok());
+  const std::vector<RunAsAsk> uid_1500 = {{"rt: c.securityContext.runAsUser", false, 1500}};
+  EXPECT_EQ(f->Current().CheckRunAs("bob", "team-a", uid_1500).code(), ErrorCode::kPermission);
+  Write(
+      "users: {bob: {role: user, namespaces: [team-a]}}\n"
+      "namespaces: {team-a: {runAsUsers: [\"1000-1999\"]}}\n");
+  EXPECT_TRUE(f->Current().CheckRunAs("bob", "team-a", uid_1500).ok());
+  Write(
+      "users: {bob: {role: user, namespaces: [team-a]}}\n"
+      "namespaces: {team-a: {runAsUsers: [x]}}\n");  // kept: the last good one
+  EXPECT_TRUE(f->Current().CheckRunAs("bob", "team-a", uid_1500).ok());
+  Write(
+      "users: {bob: {role: user, namespaces: [team-a]}}\n"
+      "namespaces: {team-a: {runAsUsers: [65534]}}\n");
+  EXPECT_EQ(f->Current().CheckRunAs("bob", "team-a", uid_1500).code(), ErrorCode::kPermission);
 }
 
 }  // namespace

@@ -117,7 +117,15 @@ TEST(AttemptPlanTest, TheRuntimesRunAsReachesTheMainWorkers) {
       EXPECT_EQ(w.run_as_user(), 65534);
       ASSERT_TRUE(w.has_run_as_group());
       EXPECT_EQ(w.run_as_group(), 0);
+      EXPECT_FALSE(w.has_allow_privilege_escalation());
     }
+  }
+  // securityContext.allowPrivilegeEscalation travels the same way (no_new_privs opt-out).
+  req.allow_privilege_escalation = true;
+  plans = RenderAttempt(plugin, req, *layout, LauncherSecret{});
+  ASSERT_TRUE(plans.ok()) << plans.status().ToString();
+  for (const auto& plan : *plans) {
+    for (const auto& w : plan.workers()) EXPECT_TRUE(w.allow_privilege_escalation());
   }
 }
 

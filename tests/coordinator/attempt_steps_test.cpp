@@ -203,6 +203,7 @@ TEST(AttemptStepsTest, AStepCarriesItsContainersRunAs) {
   auto init = Rj("dataset-initializer", {"sh", "-c", "true"});
   init.container->run_as_user = 65534;
   init.container->run_as_group = 5;
+  init.container->allow_privilege_escalation = true;
   auto rt = Runtime({init, Rj("node", {"train"}), Rj("late", {"x"})});
   auto steps = StepsOf(Job(), rt);
   ASSERT_TRUE(steps.ok()) << steps.status().ToString();
@@ -213,6 +214,8 @@ TEST(AttemptStepsTest, AStepCarriesItsContainersRunAs) {
   EXPECT_EQ(plans[0].workers(2).step(), "dataset-initializer");
   EXPECT_EQ(plans[0].workers(2).run_as_user(), 65534);
   EXPECT_EQ(plans[0].workers(2).run_as_group(), 5);
+  EXPECT_TRUE(plans[0].workers(2).allow_privilege_escalation());
+  EXPECT_FALSE(plans[0].workers(3).has_allow_privilege_escalation());
   EXPECT_FALSE(plans[0].workers(3).has_run_as_user());  // "late" sets none
   EXPECT_FALSE(plans[0].workers(0).has_run_as_user());  // the main ones are attempt_plan's
 }

@@ -122,7 +122,7 @@ TEST_F(ExecAuthorityTest, ResolvesAHostOfThePlacement) {
 TEST_F(ExecAuthorityTest, TheTargetCarriesTheJobsSecurityContextUser) {
   AddJob("plain", JobPhase::kRunning, 1, "key-plain");
   AddJob("asuser", JobPhase::kRunning, 1, "key-asuser");
-  exec_.Track("asuser", {}, 4000, 100);
+  exec_.Track("asuser", {}, 4000, 100, true);
   auto plain = exec_.ResolveExec("key-plain", "n2");
   ASSERT_TRUE(plain.ok());
   EXPECT_FALSE(plain->run_as_user.has_value());
@@ -131,6 +131,8 @@ TEST_F(ExecAuthorityTest, TheTargetCarriesTheJobsSecurityContextUser) {
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->run_as_user, std::optional<int64_t>(4000));
   EXPECT_EQ(t->run_as_group, std::optional<int64_t>(100));
+  EXPECT_EQ(t->allow_privilege_escalation, std::optional<bool>(true));
+  EXPECT_FALSE(plain->allow_privilege_escalation.has_value());
 }
 
 TEST_F(ExecAuthorityTest, RefusesUnknownKeysStoppedAttemptsAndForeignHosts) {

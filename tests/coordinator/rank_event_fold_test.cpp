@@ -105,6 +105,40 @@ TEST(RankEventFold, StartedRankKeepsTheAgentsNoteOnItsCpus) {
   EXPECT_EQ(st.ranks(0).message(), ev.message());
 }
 
+// A node's note that the attempt's CPUs there are shared (WorkerEvent.cpus_shared), from a node
+// that may run no rank of it (an MPI job's other nodes): a CpusShared event, once; describe and
+// -o json show the job's events (issue 19, defect 11).
+TEST(RankEventFold, CpusSharedNoteBecomesAJobEventOncePerNote) {
+  v1::JobStatus st = TwoRanks(v1::JOB_PHASE_RUNNING);
+  st.add_placement("node-a");
+  st.add_placement("node-c");  // holds no rank of the attempt
+  v1::WorkerEvent ev;
+  ev.set_job("j");
+  ev.set_attempt(2);
+  ev.set_node("node-c");
+  ev.set_cpus_shared(
+      "attempt 2: CPUs 0-1 of node node-c shared with trainjob/a (no free CPUs "
+      "left)");
+  const v1::JobStatus ranks_before = st;
+  auto fold = FoldWorkerEvent(&st, "node-c", ev, 5);
+  EXPECT_EQ(fold.effect, Effect::kFolded);
+  EXPECT_EQ(fold.outcome, Outcome::kNone);
+  ASSERT_EQ(st.events_size(), 1);
+  EXPECT_EQ(st.events(0).reason(), "CpusShared");
+  EXPECT_EQ(st.events(0).type(), "Normal");
+  EXPECT_EQ(st.events(0).message(), ev.cpus_shared());
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(st.ranks(i).rank_state(), v1::RANK_STATE_PENDING);
+  // The same note again (a plan resent) adds nothing; one of an older attempt is stale.
+  EXPECT_EQ(FoldWorkerEvent(&st, "node-c", ev, 6).effect, Effect::kUnknownKind);
+  ev.set_attempt(1);
+  EXPECT_EQ(FoldWorkerEvent(&st, "node-c", ev, 6).effect, Effect::kStale);
+  // A node outside the placement cannot speak for the job.
+  ev.set_attempt(2);
+  ev.set_cpus_shared("attempt 2: CPUs 3 of node node-x shared with trainjob/a (no free CPUs left)");
+  EXPECT_EQ(FoldWorkerEvent(&st, "node-x", ev, 7).effect, Effect::kUnknownKind);
+  EXPECT_EQ(st.events_size(), 1);
+}
+
 TEST(RankEventFold, DuplicateStartedIsFoldedButChangesNoState) {
   v1::JobStatus st = TwoRanks(v1::JOB_PHASE_RUNNING);
   st.mutable_ranks(0)->set_rank_state(v1::RANK_STATE_RUNNING);

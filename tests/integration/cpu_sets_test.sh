@@ -61,6 +61,14 @@ if [ "$cpus" -lt 4 ]; then
   [ "$(field "$line" cpuset)" = "$(field "$line" allowed)" ] || fail "extra: $line"
   desc=$("$CTL" describe trainjob extra)
   assert_contains "$desc" "shared with trainjob/plain" "the job that must share says so"
+  # As an event and describe's "CPUs shared:" section (any node, ranks or not), for both sides.
+  assert_contains "$desc" "CPUs shared:" "describe has the CPUs shared section"
+  assert_contains "$desc" "CpusShared" "the note is one of the job's events"
+  other=$(sed -n 's/.*CpusShared.*shared with trainjob\/\([a-z0-9-]*\).*/\1/p' <<<"$desc" | head -1)
+  [ -n "$other" ] || fail "no CpusShared event names a job: $desc"
+  assert_contains "$("$CTL" describe trainjob "$other")" "shared with trainjob/extra" \
+    "the job it shares with says so too"
+  "$CTL" get trainjob extra -o json | grep -q '"CpusShared"' || fail "-o json lacks the note"
   log "a job beyond the free CPUs shares them, and describe says so (after an agent restart)"
 else
   log "$cpus CPUs: 4 slots never run out of CPUs; the sharing case is left out"

@@ -171,6 +171,7 @@ TEST(StepLaunch, RunAsRoundTripsAndIsOptional) {
   r.run_as.agent_run_as = "nobody";
   r.run_as.job_run_as_user = 1000;
   r.run_as.job_run_as_group = 0;
+  r.run_as.allow_privilege_escalation = true;
   l.ranks.push_back(r);
   r.run_as = {};
   l.ranks.push_back(r);
@@ -183,6 +184,14 @@ TEST(StepLaunch, RunAsRoundTripsAndIsOptional) {
   auto bad = DecodeLaunch(text);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("ranks[0].run_as_user: not an integer"), std::string::npos)
+      << bad.status().message();
+  text = EncodeLaunch(l);
+  text.replace(text.find("\"allow_privilege_escalation\":true"), 33,
+               "\"allow_privilege_escalation\":1");
+  bad = DecodeLaunch(text);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("ranks[0].allow_privilege_escalation: not a boolean"),
+            std::string::npos)
       << bad.status().message();
 }
 

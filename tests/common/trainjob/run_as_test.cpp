@@ -75,5 +75,36 @@ TEST(RunAsTest, ABadIdIsRefusedByPath) {
   }
 }
 
+// allowPrivilegeEscalation (a container's): no_new_privs is the default, true opts out.
+TEST(RunAsTest, AllowPrivilegeEscalationIsReadAndResolved) {
+  auto f = ParseDocuments(Runtime(", securityContext: {allowPrivilegeEscalation: true}"));
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->runtimes[0].node->allow_privilege_escalation, true);
+  EXPECT_FALSE(Warned(*f, "allowPrivilegeEscalation")) << ::testing::PrintToString(f->warnings);
+  TrainJob job;
+  job.name = "x";
+  job.runtime_ref.name = "rt";
+  auto r = Resolve(job, f->runtimes[0]);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->allow_privilege_escalation, true);
+
+  f = ParseDocuments(Runtime(", securityContext: {allowPrivilegeEscalation: false}"));
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->runtimes[0].node->allow_privilege_escalation, false);
+  EXPECT_FALSE(ParseDocuments(Runtime("")).value().runtimes[0].node->allow_privilege_escalation);
+
+  f = ParseDocuments(Runtime(", securityContext: {allowPrivilegeEscalation: maybe}"));
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("containers[0].securityContext.allowPrivilegeEscalation"),
+            std::string::npos)
+      << f.status().message();
+  // A pod has no such field (Kubernetes' PodSecurityContext): reported as ignored there.
+  f = ParseDocuments(Runtime("", "securityContext: {allowPrivilegeEscalation: true}, "));
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_FALSE(f->runtimes[0].node->allow_privilege_escalation.has_value());
+  EXPECT_TRUE(Warned(*f, "spec.securityContext.allowPrivilegeEscalation: ignored"))
+      << ::testing::PrintToString(f->warnings);
+}
+
 }  // namespace
 }  // namespace trainlet::trainjob
