@@ -23,7 +23,7 @@
 #
 # usage: bench/mpi-launch/run.sh [--reps N] [--bin BUILD/bin] [--probe] [--logs DIR]
 #                                [--mpi-env NAME=VALUE]... [--no-srun] [--no-single]
-#                                [--single-ranks N]
+#                                [--single-ranks N] [--base-pmix FILE]
 #   --reps N   timed repetitions of each contender (default 7), interleaved, after one untimed
 #              warm-up of each
 #   --bin DIR  the build's bin directory (default $TRAINLET_BIN, else <repo>/build/bin); needs
@@ -45,6 +45,12 @@
 #              back (the "before")
 #   --logs DIR copy the coordinator's and agents' logs (millisecond timestamps), the job files
 #              and the Slurm logs into DIR when the script ends, to see where a run's time went
+#   --base-pmix FILE  a fifth contender, "direct (base pmix)": the direct job again, with FILE
+#              (another build's trainlet-pmix, e.g. main's) as the node's PMIx server, interleaved
+#              with the others (also in --profile), to time a trainlet-pmix change before/after
+#              in one run. The script then runs the agents from a copy of the bin directory in its
+#              scratch dir and swaps trainlet-pmix there between repetitions (the step starts the
+#              one beside itself).
 #   --no-srun  leave the srun contender out (its row then says so)
 #   --no-single  leave the single-node row out
 #   --single-ranks N  ranks of the single-node row (default 64)
@@ -63,6 +69,7 @@ SRUN=1
 SINGLE=1
 SINGLE_RANKS=64
 BIN_DIR=${TRAINLET_BIN:-$SRC/build/bin}
+BASE_PMIX=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --reps) REPS=${2:?--reps needs a number}; shift 2 ;;
@@ -79,7 +86,9 @@ while [ $# -gt 0 ]; do
     --no-single) SINGLE=0; shift ;;
     --single-ranks) SINGLE_RANKS=${2:?--single-ranks needs a number}; shift 2 ;;
     --single-ranks=*) SINGLE_RANKS=${1#--single-ranks=}; shift ;;
-    -h|--help) sed -n '2,51p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --base-pmix) BASE_PMIX=${2:?--base-pmix needs a file}; shift 2 ;;
+    --base-pmix=*) BASE_PMIX=${1#--base-pmix=}; shift ;;
+    -h|--help) sed -n '2,57p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -112,6 +121,10 @@ for b in trainletctl trainlet-agent trainlet-coordinator trainlet-exec trainlet-
   [ -x "$BIN_DIR/$b" ] || die "$BIN_DIR/$b not built"
 done
 
+if [ -n "$BASE_PMIX" ]; then
+  [ -x "$BASE_PMIX" ] || die "--base-pmix: $BASE_PMIX is not an executable"
+  BASE_PMIX=$(cd "$(dirname "$BASE_PMIX")" && pwd)/$(basename "$BASE_PMIX")
+fi
 export TRAINLET_BIN=$BIN_DIR TRAINLET_SOURCE_DIR=$SRC
 unset TRAINLET_TEST_FORCE_LOOPBACK
 # lib.sh: WORK, CTL, wait_for, EXTRA_PIDS and the EXIT trap that stops those PIDs, removes the
@@ -163,6 +176,24 @@ $out"
 }
 
 # ---- hosts and the trainlet cluster -----------------------------------------------------------
+# With --base-pmix the agents run from a copy of the bin directory, whose trainlet-pmix
+# use_pmix swaps (a rename: a step starting at that moment gets the old or the new file whole).
+if [ -n "$BASE_PMIX" ]; then
+  mkdir -p "$WORK/bin"
+  for b in trainletctl trainlet-agent trainlet-coordinator trainlet-exec trainlet-step \
+      trainlet-pmix trainlet-initializer mpi-allreduce; do
+    [ ! -e "$BIN_DIR/$b" ] || cp -a "$BIN_DIR/$b" "$WORK/bin/"
+  done
+  cp "$BIN_DIR/trainlet-pmix" "$WORK/bin/trainlet-pmix.new"
+  cp "$BASE_PMIX" "$WORK/bin/trainlet-pmix.base"
+  BIN_DIR=$WORK/bin
+  export TRAINLET_BIN=$BIN_DIR
+  CTL="$BIN_DIR/trainletctl"
+fi
+use_pmix() {  # use_pmix new|base
+  cp "$WORK/bin/trainlet-pmix.$1" "$WORK/bin/trainlet-pmix.tmp"
+  mv -f "$WORK/bin/trainlet-pmix.tmp" "$WORK/bin/trainlet-pmix"
+}
 start_netns_cluster 3
 [ "$NETNS_MODE" = netns ] || fail "network namespaces are not allowed here (got $NETNS_MODE mode); \
 the SSH peer needs one sshd per host on port 22, so this benchmark does not run on loopback aliases"
@@ -319,6 +350,15 @@ run_direct() {
   run_trainlet "$1" "$(write_direct_job "$1" 3 2 self,tcp)"
 }
 
+# run_base NAME: run_direct with the --base-pmix server.
+run_base() {
+  local ms
+  use_pmix base
+  ms=$(run_direct "$1") || { use_pmix new; return 1; }
+  use_pmix new
+  echo "$ms"
+}
+
 # run_srun LABEL: prints the milliseconds of the whole `srun --mpi=pmix` from host1; fails unless
 # it exits 0 with 6 ranks. The ranks get the SSH contender's MCA settings through the env.
 run_srun() {
@@ -356,6 +396,7 @@ echo "MPI settings of all contenders (besides btl self,tcp and the subnet): ${SH
 
 echo "warm-up (untimed): one run of each"
 run_direct direct-warmup > /dev/null
+[ -z "$BASE_PMIX" ] || run_base base-warmup > /dev/null
 run_trainlet bench-warmup > /dev/null
 run_ssh ssh-warmup > /dev/null
 [ -n "$SRUN_WHY" ] || run_srun srun-warmup > /dev/null
@@ -364,8 +405,11 @@ DIRECT_MS=()
 TRAINLET_MS=()
 SSH_MS=()
 SRUN_MS=()
+BASE_MS=()
 for r in $(seq 1 "$REPS"); do
   d=$(run_direct "direct-$r")
+  b=-
+  [ -z "$BASE_PMIX" ] || { b=$(run_base "base-$r"); BASE_MS+=("$b"); }
   t=$(run_trainlet "bench-$r")
   s=$(run_ssh "ssh-$r")
   u=-
@@ -374,17 +418,19 @@ for r in $(seq 1 "$REPS"); do
   TRAINLET_MS+=("$t")
   SSH_MS+=("$s")
   [ -n "$SRUN_WHY" ] || SRUN_MS+=("$u")
-  printf 'rep %d/%d: direct %s ms, trainlet %s ms, ssh %s ms, srun %s ms\n' "$r" "$REPS" "$d" "$t" "$s" "$u"
+  printf 'rep %d/%d: direct %s ms, direct (base pmix) %s ms, trainlet %s ms, ssh %s ms, srun %s ms\n' \
+    "$r" "$REPS" "$d" "$b" "$t" "$s" "$u"
 done
 
 # ---- the table --------------------------------------------------------------------------------
 python3 - "$REPS" "${DIRECT_MS[*]}" "${TRAINLET_MS[*]}" "${SSH_MS[*]}" "${SRUN_MS[*]:-}" \
-  "$SRUN_WHY" <<'EOF'
+  "$SRUN_WHY" "${BASE_MS[*]:-}" <<'EOF'
 import statistics, sys
 reps = int(sys.argv[1])
 d, t, s = ([float(x) for x in a.split()] for a in sys.argv[2:5])
 u = [float(x) for x in sys.argv[5].split()]
 why = sys.argv[6]
+b = [float(x) for x in sys.argv[7].split()]
 dm, tm, sm = statistics.median(d), statistics.median(t), statistics.median(s)
 print()
 print(f"3 hosts x 2 ranks, allreduce example, {reps} reps each (after one warm-up each), interleaved")
@@ -395,6 +441,8 @@ def row(name, xs):
     m = statistics.median(xs)
     print(f"| {name} | {m:.0f} ms | {min(xs):.0f} ms | {m / sm:.2f} | {m / dm:.2f} |")
 row("direct launch (mpi-direct, PMIx), apply -> Complete", d)
+if b:
+    row("direct launch with the --base-pmix server", b)
 row("mpirun through trainlet-exec, apply -> Complete", t)
 row("mpirun over SSH", s)
 if u:
@@ -435,8 +483,9 @@ for name in names:
     spans.setdefault(kind, []).append(row)
 heads = ["launcher -> first rank's process", "-> every rank in main()", "MPI_Init (the last one out)",
          "allreduce + barrier", "MPI_Finalize", "last rank's exit -> launcher returns", "total"]
-kinds = [k for k in ("direct", "mpirun", "ssh", "srun", "single") if k in spans]
-label = {"direct": "direct", "mpirun": "mpirun via trainlet-exec", "ssh": "mpirun over SSH",
+kinds = [k for k in ("direct", "base", "mpirun", "ssh", "srun", "single") if k in spans]
+label = {"direct": "direct", "base": "direct, base pmix", "mpirun": "mpirun via trainlet-exec",
+         "ssh": "mpirun over SSH",
          "srun": "srun --mpi=pmix", "single": f"direct, {want} ranks on one agent"}
 print(f"profile, {want} ranks: medians over {len(spans[kinds[0]])} runs each, ms "
       "(process start from /proc: 10 ms ticks)")
@@ -458,6 +507,7 @@ if [ "$PROFILE" = 1 ]; then
   names=()
   for r in $(seq 1 "$REPS"); do
     run_direct "prof-direct-$r" > /dev/null
+    [ -z "$BASE_PMIX" ] || { run_base "prof-base-$r" > /dev/null; names+=("prof-base-$r"); }
     run_trainlet "prof-mpirun-$r" > /dev/null
     run_ssh "prof-ssh-$r" > /dev/null
     [ -n "$SRUN_WHY" ] || run_srun "prof-srun-$r" > /dev/null
