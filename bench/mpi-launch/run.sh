@@ -720,15 +720,25 @@ PYEOF
     "$SINGLE_RANKS" > /dev/null
   FLOOR_ROWS=()
   SINGLE_MS=()
+  SINGLE_BASE_MS=()
   for r in $(seq 1 "$REPS"); do
     f=$(floor_once) || fail "the floor did not run"
     m=$(run_trainlet "single-$r" "$(write_direct_job "single-$r" 1 "$SINGLE_RANKS" self,vader)" "$SINGLE_RANKS")
+    b=-
+    if [ -n "$BASE_PMIX" ]; then
+      use_pmix base
+      b=$(run_trainlet "single-base-$r" \
+        "$(write_direct_job "single-base-$r" 1 "$SINGLE_RANKS" self,vader)" "$SINGLE_RANKS")
+      use_pmix new
+      SINGLE_BASE_MS+=("$b")
+    fi
     FLOOR_ROWS+=("$f")
     SINGLE_MS+=("$m")
-    printf 'rep %d/%d: floor (spawn, one MPI_Init, %d singletons) %s ms, direct %s ms\n' \
-      "$r" "$REPS" "$SINGLE_RANKS" "$f" "$m"
+    printf 'rep %d/%d: floor (spawn, one MPI_Init, %d singletons) %s ms, direct %s ms, direct (base pmix) %s ms\n' \
+      "$r" "$REPS" "$SINGLE_RANKS" "$f" "$m" "$b"
   done
-  python3 - "$SINGLE_RANKS" "$(printf '%s\n' "${FLOOR_ROWS[@]}")" "${SINGLE_MS[*]}" <<'PYEOF'
+  python3 - "$SINGLE_RANKS" "$(printf '%s\n' "${FLOOR_ROWS[@]}")" "${SINGLE_MS[*]}" \
+    "${SINGLE_BASE_MS[*]:-}" <<'PYEOF'
 import statistics, sys
 n = int(sys.argv[1])
 rows = [[float(x) for x in l.split()] for l in sys.argv[2].splitlines()]
@@ -751,6 +761,9 @@ row("one MPI_Init: one isolated singleton of the program", init)
 row(f"**floor**: spawn loop + one MPI_Init (per rep)", floor)
 row(f"{n} isolated singletons at once (each its own MPI_Init, no wire-up)", singles)
 row(f"direct launch, {n} ranks, apply -> Complete", d)
+b = [float(x) for x in sys.argv[4].split()]
+if b:
+    row(f"direct launch, {n} ranks, with the --base-pmix server", b)
 PYEOF
   if [ "$PROFILE" = 1 ]; then
     echo
