@@ -47,10 +47,10 @@
 #              and the Slurm logs into DIR when the script ends, to see where a run's time went
 #   --base-pmix FILE  a fifth contender, "direct (base pmix)": the direct job again, with FILE
 #              (another build's trainlet-pmix, e.g. main's) as the node's PMIx server, interleaved
-#              with the others (also in --profile), to time a trainlet-pmix change before/after
-#              in one run. The script then runs the agents from a copy of the bin directory in its
-#              scratch dir and swaps trainlet-pmix there between repetitions (the step starts the
-#              one beside itself).
+#              with the others (also in --profile and in the single-node row), to time a
+#              trainlet-pmix change before/after in one run. The script then runs the agents from
+#              a copy of the binaries in its scratch dir and swaps trainlet-pmix there between
+#              repetitions (the step starts the one beside itself).
 #   --no-srun  leave the srun contender out (its row then says so)
 #   --no-single  leave the single-node row out
 #   --single-ranks N  ranks of the single-node row (default 64)
