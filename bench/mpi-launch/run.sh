@@ -51,6 +51,10 @@
 #              trainlet-pmix change before/after in one run. The script then runs the agents from
 #              a copy of the binaries in its scratch dir and swaps trainlet-pmix there between
 #              repetitions (the step starts the one beside itself).
+#   --lo-quickack  turn delayed ACKs off on each host's loopback (the route's quickack
+#              attribute), for every contender: libpmix 4.2.2 leaves Nagle on its client sockets,
+#              and a rank's burst of small PMIx messages (MPI_Finalize's) then waits for a
+#              delayed ACK, about 40 ms (bench/README.md)
 #   --no-srun  leave the srun contender out (its row then says so)
 #   --no-single  leave the single-node row out
 #   --single-ranks N  ranks of the single-node row (default 64)
@@ -70,6 +74,7 @@ SINGLE=1
 SINGLE_RANKS=64
 BIN_DIR=${TRAINLET_BIN:-$SRC/build/bin}
 BASE_PMIX=""
+LO_QUICKACK=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --reps) REPS=${2:?--reps needs a number}; shift 2 ;;
@@ -83,12 +88,13 @@ while [ $# -gt 0 ]; do
     --logs) LOGS_DIR=${2:?--logs needs a directory}; shift 2 ;;
     --logs=*) LOGS_DIR=${1#--logs=}; shift ;;
     --no-srun) SRUN=0; shift ;;
+    --lo-quickack) LO_QUICKACK=1; shift ;;
     --no-single) SINGLE=0; shift ;;
     --single-ranks) SINGLE_RANKS=${2:?--single-ranks needs a number}; shift 2 ;;
     --single-ranks=*) SINGLE_RANKS=${1#--single-ranks=}; shift ;;
     --base-pmix) BASE_PMIX=${2:?--base-pmix needs a file}; shift 2 ;;
     --base-pmix=*) BASE_PMIX=${1#--base-pmix=}; shift ;;
-    -h|--help) sed -n '2,57p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,61p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -198,6 +204,15 @@ start_netns_cluster 3
 [ "$NETNS_MODE" = netns ] || fail "network namespaces are not allowed here (got $NETNS_MODE mode); \
 the SSH peer needs one sshd per host on port 22, so this benchmark does not run on loopback aliases"
 SUBNET="$NETNS_SUBNET.0/24"
+if [ "$LO_QUICKACK" = 1 ]; then
+  for ns in "${NETNS_NAMES[@]}"; do
+    for dst in 127.0.0.1 127.0.0.0/8; do
+      ip netns exec "$ns" ip route change local "$dst" dev lo table local proto kernel scope host \
+        src 127.0.0.1 quickack 1 || fail "--lo-quickack: cannot set the quickack route in $ns"
+    done
+  done
+  echo "loopback of host1..3: delayed ACKs off (route quickack)"
+fi
 echo "hosts: ${NETNS_HOSTS[*]} (host1..3), bridge $NETNS_BRIDGE, coordinator in the root namespace"
 
 # ---- the SSH peer -----------------------------------------------------------------------------
