@@ -54,12 +54,7 @@ Result<PmixHostConfig> ConfigFromEnv() {
   return c;
 }
 
-// "env" lines that set OMPI_MCA_mpi_yield_when_idle=1 for every local rank when the node has more
-// ranks than CPUs we may run on, unless the job's env (the first rank's, which is ours) sets it.
-// OpenMPI's own daemon does the same for an oversubscribed node (orted sets it in the ranks' env),
-// so that a rank waiting in a collective gives its CPU to the ranks it waits for; ranks started
-// directly have no orted to do it. Without it 64 ranks on 2 CPUs spent 3.5 s busy-polling in one
-// allreduce (bench/mpi-launch, bench/README.md).
+// One "env" line of the rank env stream per local rank, each setting `key_value`.
 std::string ForEveryLocalRank(const PmixHostConfig& c, const std::string& key_value) {
   std::string lines;
   for (const uint32_t rank : c.map.nodes.at(c.node_rank).ranks) {
@@ -68,6 +63,12 @@ std::string ForEveryLocalRank(const PmixHostConfig& c, const std::string& key_va
   return lines;
 }
 
+// "env" lines that set OMPI_MCA_mpi_yield_when_idle=1 for every local rank when the node has more
+// ranks than CPUs we may run on, unless the job's env (the first rank's, which is ours) sets it.
+// OpenMPI's own daemon does the same for an oversubscribed node (orted sets it in the ranks' env),
+// so that a rank waiting in a collective gives its CPU to the ranks it waits for; ranks started
+// directly have no orted to do it. Without it 64 ranks on 2 CPUs spent 3.5 s busy-polling in one
+// allreduce (bench/mpi-launch, bench/README.md).
 std::string YieldWhenOversubscribed(const PmixHostConfig& c) {
   if (std::getenv("OMPI_MCA_mpi_yield_when_idle") != nullptr) return "";
   cpu_set_t set;
@@ -80,7 +81,9 @@ std::string YieldWhenOversubscribed(const PmixHostConfig& c) {
 
 // "env" lines that set OMPI_MCA_orte_bound_at_launch=1 for every local rank when trainlet binds
 // the node's ranks (TRAINLET_CPUSET in the first rank's env, which is ours; one node's ranks are
-// bound alike), unless the job's env says how OpenMPI should bind or sets the flag itself. It is
+// bound alike; where the agent only reports a binding it cannot apply, the flag merely keeps
+// OpenMPI from binding by itself, which it does only under a binding policy, and we leave that
+// case alone), unless the job's env says how OpenMPI should bind or sets the flag itself. It is
 // what orted tells the ranks it binds: the launcher placed the rank, so MPI_Init neither binds
 // itself nor loads the node's topology to find out whether someone else did (ess_base_fns.c,
 // orte_ess_base_proc_binding), about 3 ms of CPU per rank with the topology shared, 12 without.
