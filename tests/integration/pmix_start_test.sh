@@ -10,7 +10,10 @@
 #  3. Real OpenMPI ranks (the allreduce example, 2 ranks on this node, whose fences libpmix
 #     completes locally) adopt the node's topology from trainlet-pmix instead of discovering it
 #     in MPI_Init (OpenMPI's hwloc_base_verbose says which).
-#  4. Ready promptly on a node where munge is installed but munged is not running (a stale
+#  4. A PMIx_Get of another node's rank, for a key no fence brought (what a direct modex would
+#     fetch; trainlet-pmix serves none), is answered "not found" at once, never left waiting
+#     (a bare PMIx client built here with pkg-config pmix; skipped without a compiler).
+#  5. Ready promptly on a node where munge is installed but munged is not running (a stale
 #     /run/munge/munge.socket.2 refusing connections): libpmix's munge security component would
 #     retry libmunge for about 2.3 s; trainlet-pmix uses PMIx's native security. The stale
 #     socket is made in a private mount namespace (a tmpfs over /run), so the machine's own
@@ -115,7 +118,53 @@ else
   echo "topology part skipped: mpi-allreduce was not built"
 fi
 
-# 4. A stale munge socket, in a mount namespace of our own.
+# 4. A PMIx_Get of a rank on another node (never started here) for a key nobody put.
+cat > "$WORK/get_probe.c" <<'EOF'
+#include <pmix.h>
+#include <stdio.h>
+#include <time.h>
+int main(void) {
+  pmix_proc_t me, peer;
+  if (PMIx_Init(&me, NULL, 0) != PMIX_SUCCESS) return 2;
+  PMIX_LOAD_PROCID(&peer, me.nspace, 1);
+  pmix_value_t* v = NULL;
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  pmix_status_t rc = PMIx_Get(&peer, "trainlet.test.absent", NULL, 0, &v);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  printf("get %s in %ld ms\n", PMIx_Error_string(rc),
+         (long)((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000));
+  PMIx_Finalize(NULL, 0);
+  return 0;
+}
+EOF
+# shellcheck disable=SC2046  # pkg-config's flags are words
+if command -v gcc >/dev/null && pkg-config --exists pmix \
+    && gcc -O2 "$WORK/get_probe.c" -o "$WORK/get_probe" $(pkg-config --cflags --libs pmix); then
+  printf 'trainlet-pmix-job-map 1\nnspace trainlet.t.1\nnode %s 0\nnode elsewhere 1\n' "$(hostname)" \
+    > "$WORK/map.two-nodes"
+  exec 4< <(env -u TRAINLET_CPUSET TRAINLET_PMIX_JOB_MAP="$WORK/map.two-nodes" TRAINLET_JOB=t \
+    TRAINLET_ATTEMPT=1 TRAINLET_NODE_RANK=0 TRAINLET_RENDEZVOUS_ENDPOINT="ipc://$WORK/none.sock" \
+    TRAINLET_WORK_DIR="$WORK/work" "$PMIX" 2> "$WORK/stderr4" & echo "pid $!")
+  read -r _ server <&4
+  kvs=()
+  while IFS= read -r -t 20 line <&4; do
+    [ "$line" = ready ] && break
+    read -r _ _ kv <<<"$line"
+    kvs+=("$kv")
+  done
+  out=$(timeout 20 env "${kvs[@]}" "$WORK/get_probe" 2>&1) || true
+  kill -TERM "$server" 2>/dev/null || true
+  grep -qE "^get NOT-FOUND in [0-9]+ ms$" <<<"$out" \
+    || fail "the get should fail as not found: $out $(cat "$WORK/stderr4")"
+  ms=$(sed -E 's/.* in ([0-9]+) ms/\1/' <<<"$out")
+  [ "$ms" -lt 2000 ] || fail "the get of a remote rank's absent key took $ms ms"
+  echo "a remote rank's absent key: not found in $ms ms"
+else
+  echo "remote get part skipped: no gcc or no pkg-config pmix"
+fi
+
+# 5. A stale munge socket, in a mount namespace of our own.
 if [ "$(id -u)" != 0 ] || ! unshare --mount true 2>/dev/null; then
   echo "stale munge socket part skipped: needs root for a private mount namespace"
   exit 0
