@@ -20,8 +20,13 @@
 //     them.
 //   - publish, lookup, unpublish: ride the rendezvous store's publish (trainlet_rdzv_publish), so
 //     a name published on one node is seen on every node at once, without a fence.
-//   - direct_modex, spawn, connect: not served (PMIx answers NOT_SUPPORTED); an MPI that collects
-//     its modex in the fence (OpenMPI's default) needs none of them.
+//   - direct_modex, spawn, connect: not served. An MPI that collects its modex in the fence
+//     (OpenMPI's default) needs none of them. A PMIx_Get of another node's rank for a key that
+//     the fence did not bring is answered PMIX_ERR_NOT_FOUND at once by libpmix 4.2 (with no
+//     direct_modex upcall it has no one to ask: pmix_server_get.c), never left waiting.
+// The node's topology, which libpmix discovers in PMIx_server_init, is shared with the ranks
+// (PMIX_SERVER_SHARE_TOPOLOGY: a shared-memory segment and XML), so that OpenMPI adopts it
+// instead of discovering the machine again in each rank's MPI_Init.
 //
 // Threads: libpmix calls the upcalls on its progress thread; they queue work (or start a thread
 // of their own: abort, publish, lookup, unpublish, each with its own rendezvous handle) and

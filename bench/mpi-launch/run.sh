@@ -23,7 +23,7 @@
 #
 # usage: bench/mpi-launch/run.sh [--reps N] [--bin BUILD/bin] [--probe] [--logs DIR]
 #                                [--mpi-env NAME=VALUE]... [--no-srun] [--no-single]
-#                                [--single-ranks N]
+#                                [--single-ranks N] [--base-pmix FILE]
 #   --reps N   timed repetitions of each contender (default 7), interleaved, after one untimed
 #              warm-up of each
 #   --bin DIR  the build's bin directory (default $TRAINLET_BIN, else <repo>/build/bin); needs
@@ -45,6 +45,16 @@
 #              back (the "before")
 #   --logs DIR copy the coordinator's and agents' logs (millisecond timestamps), the job files
 #              and the Slurm logs into DIR when the script ends, to see where a run's time went
+#   --base-pmix FILE  a fifth contender, "direct (base pmix)": the direct job again, with FILE
+#              (another build's trainlet-pmix, e.g. main's) as the node's PMIx server, interleaved
+#              with the others (also in --profile and in the single-node row), to time a
+#              trainlet-pmix change before/after in one run. The script then runs the agents from
+#              a copy of the binaries in its scratch dir and swaps trainlet-pmix there between
+#              repetitions (the step starts the one beside itself).
+#   --lo-quickack  turn delayed ACKs off on each host's loopback (the route's quickack
+#              attribute), for every contender: libpmix 4.2.2 leaves Nagle on its client sockets,
+#              and a rank's burst of small PMIx messages (MPI_Finalize's) then waits for a
+#              delayed ACK, about 40 ms (bench/README.md)
 #   --no-srun  leave the srun contender out (its row then says so)
 #   --no-single  leave the single-node row out
 #   --single-ranks N  ranks of the single-node row (default 64)
@@ -63,6 +73,8 @@ SRUN=1
 SINGLE=1
 SINGLE_RANKS=64
 BIN_DIR=${TRAINLET_BIN:-$SRC/build/bin}
+BASE_PMIX=""
+LO_QUICKACK=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --reps) REPS=${2:?--reps needs a number}; shift 2 ;;
@@ -76,10 +88,13 @@ while [ $# -gt 0 ]; do
     --logs) LOGS_DIR=${2:?--logs needs a directory}; shift 2 ;;
     --logs=*) LOGS_DIR=${1#--logs=}; shift ;;
     --no-srun) SRUN=0; shift ;;
+    --lo-quickack) LO_QUICKACK=1; shift ;;
     --no-single) SINGLE=0; shift ;;
     --single-ranks) SINGLE_RANKS=${2:?--single-ranks needs a number}; shift 2 ;;
     --single-ranks=*) SINGLE_RANKS=${1#--single-ranks=}; shift ;;
-    -h|--help) sed -n '2,51p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --base-pmix) BASE_PMIX=${2:?--base-pmix needs a file}; shift 2 ;;
+    --base-pmix=*) BASE_PMIX=${1#--base-pmix=}; shift ;;
+    -h|--help) sed -n '2,61p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -112,6 +127,10 @@ for b in trainletctl trainlet-agent trainlet-coordinator trainlet-exec trainlet-
   [ -x "$BIN_DIR/$b" ] || die "$BIN_DIR/$b not built"
 done
 
+if [ -n "$BASE_PMIX" ]; then
+  [ -x "$BASE_PMIX" ] || die "--base-pmix: $BASE_PMIX is not an executable"
+  BASE_PMIX=$(cd "$(dirname "$BASE_PMIX")" && pwd)/$(basename "$BASE_PMIX")
+fi
 export TRAINLET_BIN=$BIN_DIR TRAINLET_SOURCE_DIR=$SRC
 unset TRAINLET_TEST_FORCE_LOOPBACK
 # lib.sh: WORK, CTL, wait_for, EXTRA_PIDS and the EXIT trap that stops those PIDs, removes the
@@ -163,10 +182,37 @@ $out"
 }
 
 # ---- hosts and the trainlet cluster -----------------------------------------------------------
+# With --base-pmix the agents run from a copy of the bin directory, whose trainlet-pmix
+# use_pmix swaps (a rename: a step starting at that moment gets the old or the new file whole).
+if [ -n "$BASE_PMIX" ]; then
+  mkdir -p "$WORK/bin"
+  for b in trainletctl trainlet-agent trainlet-coordinator trainlet-exec trainlet-step \
+      trainlet-pmix trainlet-initializer mpi-allreduce; do
+    [ ! -e "$BIN_DIR/$b" ] || cp -a "$BIN_DIR/$b" "$WORK/bin/"
+  done
+  cp "$BIN_DIR/trainlet-pmix" "$WORK/bin/trainlet-pmix.new"
+  cp "$BASE_PMIX" "$WORK/bin/trainlet-pmix.base"
+  BIN_DIR=$WORK/bin
+  export TRAINLET_BIN=$BIN_DIR
+  CTL="$BIN_DIR/trainletctl"
+fi
+use_pmix() {  # use_pmix new|base
+  cp "$WORK/bin/trainlet-pmix.$1" "$WORK/bin/trainlet-pmix.tmp"
+  mv -f "$WORK/bin/trainlet-pmix.tmp" "$WORK/bin/trainlet-pmix"
+}
 start_netns_cluster 3
 [ "$NETNS_MODE" = netns ] || fail "network namespaces are not allowed here (got $NETNS_MODE mode); \
 the SSH peer needs one sshd per host on port 22, so this benchmark does not run on loopback aliases"
 SUBNET="$NETNS_SUBNET.0/24"
+if [ "$LO_QUICKACK" = 1 ]; then
+  for ns in "${NETNS_NAMES[@]}"; do
+    for dst in 127.0.0.1 127.0.0.0/8; do
+      ip netns exec "$ns" ip route change local "$dst" dev lo table local proto kernel scope host \
+        src 127.0.0.1 quickack 1 || fail "--lo-quickack: cannot set the quickack route in $ns"
+    done
+  done
+  echo "loopback of host1..3: delayed ACKs off (route quickack)"
+fi
 echo "hosts: ${NETNS_HOSTS[*]} (host1..3), bridge $NETNS_BRIDGE, coordinator in the root namespace"
 
 # ---- the SSH peer -----------------------------------------------------------------------------
@@ -319,6 +365,15 @@ run_direct() {
   run_trainlet "$1" "$(write_direct_job "$1" 3 2 self,tcp)"
 }
 
+# run_base NAME: run_direct with the --base-pmix server.
+run_base() {
+  local ms
+  use_pmix base
+  ms=$(run_direct "$1") || { use_pmix new; return 1; }
+  use_pmix new
+  echo "$ms"
+}
+
 # run_srun LABEL: prints the milliseconds of the whole `srun --mpi=pmix` from host1; fails unless
 # it exits 0 with 6 ranks. The ranks get the SSH contender's MCA settings through the env.
 run_srun() {
@@ -356,6 +411,7 @@ echo "MPI settings of all contenders (besides btl self,tcp and the subnet): ${SH
 
 echo "warm-up (untimed): one run of each"
 run_direct direct-warmup > /dev/null
+[ -z "$BASE_PMIX" ] || run_base base-warmup > /dev/null
 run_trainlet bench-warmup > /dev/null
 run_ssh ssh-warmup > /dev/null
 [ -n "$SRUN_WHY" ] || run_srun srun-warmup > /dev/null
@@ -364,8 +420,11 @@ DIRECT_MS=()
 TRAINLET_MS=()
 SSH_MS=()
 SRUN_MS=()
+BASE_MS=()
 for r in $(seq 1 "$REPS"); do
   d=$(run_direct "direct-$r")
+  b=-
+  [ -z "$BASE_PMIX" ] || { b=$(run_base "base-$r"); BASE_MS+=("$b"); }
   t=$(run_trainlet "bench-$r")
   s=$(run_ssh "ssh-$r")
   u=-
@@ -374,17 +433,19 @@ for r in $(seq 1 "$REPS"); do
   TRAINLET_MS+=("$t")
   SSH_MS+=("$s")
   [ -n "$SRUN_WHY" ] || SRUN_MS+=("$u")
-  printf 'rep %d/%d: direct %s ms, trainlet %s ms, ssh %s ms, srun %s ms\n' "$r" "$REPS" "$d" "$t" "$s" "$u"
+  printf 'rep %d/%d: direct %s ms, direct (base pmix) %s ms, trainlet %s ms, ssh %s ms, srun %s ms\n' \
+    "$r" "$REPS" "$d" "$b" "$t" "$s" "$u"
 done
 
 # ---- the table --------------------------------------------------------------------------------
 python3 - "$REPS" "${DIRECT_MS[*]}" "${TRAINLET_MS[*]}" "${SSH_MS[*]}" "${SRUN_MS[*]:-}" \
-  "$SRUN_WHY" <<'EOF'
+  "$SRUN_WHY" "${BASE_MS[*]:-}" <<'EOF'
 import statistics, sys
 reps = int(sys.argv[1])
 d, t, s = ([float(x) for x in a.split()] for a in sys.argv[2:5])
 u = [float(x) for x in sys.argv[5].split()]
 why = sys.argv[6]
+b = [float(x) for x in sys.argv[7].split()]
 dm, tm, sm = statistics.median(d), statistics.median(t), statistics.median(s)
 print()
 print(f"3 hosts x 2 ranks, allreduce example, {reps} reps each (after one warm-up each), interleaved")
@@ -395,6 +456,8 @@ def row(name, xs):
     m = statistics.median(xs)
     print(f"| {name} | {m:.0f} ms | {min(xs):.0f} ms | {m / sm:.2f} | {m / dm:.2f} |")
 row("direct launch (mpi-direct, PMIx), apply -> Complete", d)
+if b:
+    row("direct launch with the --base-pmix server", b)
 row("mpirun through trainlet-exec, apply -> Complete", t)
 row("mpirun over SSH", s)
 if u:
@@ -435,8 +498,9 @@ for name in names:
     spans.setdefault(kind, []).append(row)
 heads = ["launcher -> first rank's process", "-> every rank in main()", "MPI_Init (the last one out)",
          "allreduce + barrier", "MPI_Finalize", "last rank's exit -> launcher returns", "total"]
-kinds = [k for k in ("direct", "mpirun", "ssh", "srun", "single") if k in spans]
-label = {"direct": "direct", "mpirun": "mpirun via trainlet-exec", "ssh": "mpirun over SSH",
+kinds = [k for k in ("direct", "base", "mpirun", "ssh", "srun", "single") if k in spans]
+label = {"direct": "direct", "base": "direct, base pmix", "mpirun": "mpirun via trainlet-exec",
+         "ssh": "mpirun over SSH",
          "srun": "srun --mpi=pmix", "single": f"direct, {want} ranks on one agent"}
 print(f"profile, {want} ranks: medians over {len(spans[kinds[0]])} runs each, ms "
       "(process start from /proc: 10 ms ticks)")
@@ -458,6 +522,7 @@ if [ "$PROFILE" = 1 ]; then
   names=()
   for r in $(seq 1 "$REPS"); do
     run_direct "prof-direct-$r" > /dev/null
+    [ -z "$BASE_PMIX" ] || { run_base "prof-base-$r" > /dev/null; names+=("prof-base-$r"); }
     run_trainlet "prof-mpirun-$r" > /dev/null
     run_ssh "prof-ssh-$r" > /dev/null
     [ -n "$SRUN_WHY" ] || run_srun "prof-srun-$r" > /dev/null
@@ -670,15 +735,25 @@ PYEOF
     "$SINGLE_RANKS" > /dev/null
   FLOOR_ROWS=()
   SINGLE_MS=()
+  SINGLE_BASE_MS=()
   for r in $(seq 1 "$REPS"); do
     f=$(floor_once) || fail "the floor did not run"
     m=$(run_trainlet "single-$r" "$(write_direct_job "single-$r" 1 "$SINGLE_RANKS" self,vader)" "$SINGLE_RANKS")
+    b=-
+    if [ -n "$BASE_PMIX" ]; then
+      use_pmix base
+      b=$(run_trainlet "single-base-$r" \
+        "$(write_direct_job "single-base-$r" 1 "$SINGLE_RANKS" self,vader)" "$SINGLE_RANKS")
+      use_pmix new
+      SINGLE_BASE_MS+=("$b")
+    fi
     FLOOR_ROWS+=("$f")
     SINGLE_MS+=("$m")
-    printf 'rep %d/%d: floor (spawn, one MPI_Init, %d singletons) %s ms, direct %s ms\n' \
-      "$r" "$REPS" "$SINGLE_RANKS" "$f" "$m"
+    printf 'rep %d/%d: floor (spawn, one MPI_Init, %d singletons) %s ms, direct %s ms, direct (base pmix) %s ms\n' \
+      "$r" "$REPS" "$SINGLE_RANKS" "$f" "$m" "$b"
   done
-  python3 - "$SINGLE_RANKS" "$(printf '%s\n' "${FLOOR_ROWS[@]}")" "${SINGLE_MS[*]}" <<'PYEOF'
+  python3 - "$SINGLE_RANKS" "$(printf '%s\n' "${FLOOR_ROWS[@]}")" "${SINGLE_MS[*]}" \
+    "${SINGLE_BASE_MS[*]:-}" <<'PYEOF'
 import statistics, sys
 n = int(sys.argv[1])
 rows = [[float(x) for x in l.split()] for l in sys.argv[2].splitlines()]
@@ -701,6 +776,9 @@ row("one MPI_Init: one isolated singleton of the program", init)
 row(f"**floor**: spawn loop + one MPI_Init (per rep)", floor)
 row(f"{n} isolated singletons at once (each its own MPI_Init, no wire-up)", singles)
 row(f"direct launch, {n} ranks, apply -> Complete", d)
+b = [float(x) for x in sys.argv[4].split()]
+if b:
+    row(f"direct launch, {n} ranks, with the --base-pmix server", b)
 PYEOF
   if [ "$PROFILE" = 1 ]; then
     echo

@@ -4,7 +4,16 @@
 #  1. More local ranks than CPUs: every rank is told OMPI_MCA_mpi_yield_when_idle=1, as OpenMPI's
 #     orted tells the ranks of an oversubscribed node; not with as many CPUs as ranks, and not
 #     when the job's env sets it already.
-#  2. Ready promptly on a node where munge is installed but munged is not running (a stale
+#  2. Ranks that trainlet binds (TRAINLET_CPUSET) are told OMPI_MCA_orte_bound_at_launch=1, as
+#     orted tells the ranks it binds; not unbound ranks, nor when the job's env says how OpenMPI
+#     binds.
+#  3. Real OpenMPI ranks (the allreduce example, 2 ranks on this node, whose fences libpmix
+#     completes locally) adopt the node's topology from trainlet-pmix instead of discovering it
+#     in MPI_Init (OpenMPI's hwloc_base_verbose says which).
+#  4. A PMIx_Get of another node's rank, for a key no fence brought (what a direct modex would
+#     fetch; trainlet-pmix serves none), is answered "not found" at once, never left waiting
+#     (a bare PMIx client built here with pkg-config pmix; skipped without a compiler).
+#  5. Ready promptly on a node where munge is installed but munged is not running (a stale
 #     /run/munge/munge.socket.2 refusing connections): libpmix's munge security component would
 #     retry libmunge for about 2.3 s; trainlet-pmix uses PMIx's native security. The stale
 #     socket is made in a private mount namespace (a tmpfs over /run), so the machine's own
@@ -62,7 +71,100 @@ out=$(taskset -c 0 bash -c "$(declare -f start); $(declare -p WORK PMIX); start 
 [ "$(yield_lines "$out")" = 0 ] || fail "the job's own OMPI_MCA_mpi_yield_when_idle must win: $out"
 echo "oversubscribed ranks are told to yield, others not, the job's setting wins"
 
-# 2. A stale munge socket, in a mount namespace of our own.
+# 2. Bound ranks.
+bound_lines() { grep -c "^env [0-9]* OMPI_MCA_orte_bound_at_launch=1$" <<<"$1" || true; }
+out=$(start "$(map 0 1)" TRAINLET_CPUSET=0)
+[ "$(bound_lines "$out")" = 2 ] || fail "ranks bound by trainlet should be told so: $out"
+out=$(start "$(map 0 1)" -u TRAINLET_CPUSET)
+[ "$(bound_lines "$out")" = 0 ] || fail "unbound ranks must not be told they are bound: $out"
+out=$(start "$(map 0 1)" TRAINLET_CPUSET=0 OMPI_MCA_hwloc_base_binding_policy=core)
+[ "$(bound_lines "$out")" = 0 ] || fail "the job's own binding policy must win: $out"
+echo "ranks bound by trainlet are told so, others not, the job's binding policy wins"
+
+# 3. OpenMPI ranks take the server's topology. The server stays up while the ranks run; each
+# rank gets the env the stream gives it, plus the fake daemon URI the mpi runtime gives ranks
+# started directly (plugins/runtime/mpi/mpi_direct_launch.cpp).
+if [ -x "$TRAINLET_BIN/mpi-allreduce" ]; then
+  exec 3< <(env -u TRAINLET_CPUSET TRAINLET_PMIX_JOB_MAP="$(map 0 1)" TRAINLET_JOB=t \
+    TRAINLET_ATTEMPT=1 TRAINLET_NODE_RANK=0 TRAINLET_RENDEZVOUS_ENDPOINT="ipc://$WORK/none.sock" \
+    TRAINLET_WORK_DIR="$WORK/work" "$PMIX" 2> "$WORK/stderr3" & echo "pid $!")
+  read -r _ server <&3
+  declare -A rank_env=()
+  while IFS= read -r -t 20 line <&3; do
+    [ "$line" = ready ] && break
+    read -r _ r kv <<<"$line"
+    rank_env[$r]+="$kv"$'\n'
+  done
+  pids=()
+  for r in 0 1; do
+    mapfile -t kvs <<<"${rank_env[$r]%$'\n'}"
+    timeout 60 env OMPI_MCA_orte_local_daemon_uri='1.0;tcp://127.0.0.1:1' OMPI_MCA_pml=ob1 \
+      OMPI_MCA_btl=self,vader OMPI_MCA_hwloc_base_verbose=2 "${kvs[@]}" \
+      "$TRAINLET_BIN/mpi-allreduce" > "$WORK/rank.$r" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || fail "rank failed: $(cat "$WORK"/rank.* "$WORK/stderr3")"; done
+  kill -TERM "$server" 2>/dev/null || true
+  wait "$server" 2>/dev/null || true
+  for r in 0 1; do
+    out=$(cat "$WORK/rank.$r")
+    grep -q "allreduce sum 3 (expected 3) OK" <<<"$out" || fail "rank $r: no right sum: $out"
+    grep -qE "hwloc:base: topology in shared memory|hwloc:base loading topology from XML" <<<"$out" \
+      || fail "rank $r did not take the server's topology: $out"
+    ! grep -q "hwloc:base discovering topology" <<<"$out" || fail "rank $r discovered the topology itself: $out"
+  done
+  echo "OpenMPI ranks take the node's topology from trainlet-pmix"
+else
+  echo "topology part skipped: mpi-allreduce was not built"
+fi
+
+# 4. A PMIx_Get of a rank on another node (never started here) for a key nobody put.
+cat > "$WORK/get_probe.c" <<'EOF'
+#include <pmix.h>
+#include <stdio.h>
+#include <time.h>
+int main(void) {
+  pmix_proc_t me, peer;
+  if (PMIx_Init(&me, NULL, 0) != PMIX_SUCCESS) return 2;
+  PMIX_LOAD_PROCID(&peer, me.nspace, 1);
+  pmix_value_t* v = NULL;
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  pmix_status_t rc = PMIx_Get(&peer, "trainlet.test.absent", NULL, 0, &v);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  printf("get %s in %ld ms\n", PMIx_Error_string(rc),
+         (long)((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000));
+  PMIx_Finalize(NULL, 0);
+  return 0;
+}
+EOF
+# shellcheck disable=SC2046  # pkg-config's flags are words
+if command -v gcc >/dev/null && pkg-config --exists pmix \
+    && gcc -O2 "$WORK/get_probe.c" -o "$WORK/get_probe" $(pkg-config --cflags --libs pmix); then
+  printf 'trainlet-pmix-job-map 1\nnspace trainlet.t.1\nnode %s 0\nnode elsewhere 1\n' "$(hostname)" \
+    > "$WORK/map.two-nodes"
+  exec 4< <(env -u TRAINLET_CPUSET TRAINLET_PMIX_JOB_MAP="$WORK/map.two-nodes" TRAINLET_JOB=t \
+    TRAINLET_ATTEMPT=1 TRAINLET_NODE_RANK=0 TRAINLET_RENDEZVOUS_ENDPOINT="ipc://$WORK/none.sock" \
+    TRAINLET_WORK_DIR="$WORK/work" "$PMIX" 2> "$WORK/stderr4" & echo "pid $!")
+  read -r _ server <&4
+  kvs=()
+  while IFS= read -r -t 20 line <&4; do
+    [ "$line" = ready ] && break
+    read -r _ _ kv <<<"$line"
+    kvs+=("$kv")
+  done
+  out=$(timeout 20 env "${kvs[@]}" "$WORK/get_probe" 2>&1) || true
+  kill -TERM "$server" 2>/dev/null || true
+  grep -qE "^get NOT-FOUND in [0-9]+ ms$" <<<"$out" \
+    || fail "the get should fail as not found: $out $(cat "$WORK/stderr4")"
+  ms=$(sed -E 's/.* in ([0-9]+) ms/\1/' <<<"$out")
+  [ "$ms" -lt 2000 ] || fail "the get of a remote rank's absent key took $ms ms"
+  echo "a remote rank's absent key: not found in $ms ms"
+else
+  echo "remote get part skipped: no gcc or no pkg-config pmix"
+fi
+
+# 5. A stale munge socket, in a mount namespace of our own.
 if [ "$(id -u)" != 0 ] || ! unshare --mount true 2>/dev/null; then
   echo "stale munge socket part skipped: needs root for a private mount namespace"
   exit 0
