@@ -13,6 +13,11 @@
 #include "coordinator/work_dir_agreement.h"
 
 namespace trainlet::coordinator {
+namespace {
+
+bool NotEnded(const v1::RankStatus& r) { return !RankEnded(r); }
+
+}  // namespace
 
 AttemptLauncher::AttemptLauncher(const NodeRegistry* registry, ExecAuthority* exec,
                                  AgentCommands* agents, Owner* owner, Options options)
@@ -118,9 +123,24 @@ bool AttemptLauncher::Place(JobEntry& job, PassCapacity& room, int64_t now_ms) {
     }
     return true;
   }
+  releases_.Hold(job.record.name, req.attempt, placement->nodes, plans);  // step_release.h
   for (size_t i = 0; i < plans.size(); ++i)
     SendPlan(placement->nodes[i], std::move(plans[i]), now_ms);
   return true;
+}
+
+void AttemptLauncher::ReleaseSteps(JobEntry& job) {
+  for (auto& [node, plan] : releases_.Release(job.record.status)) {
+    spdlog::info("trainjob/{}: dependencies met on every node, starting {} worker(s) on {}",
+                 job.record.name, plan.workers_size(), node);
+    agents_->LaunchPlan(node, std::move(plan));
+  }
+}
+
+void AttemptLauncher::ResendReleases(JobEntry& job, const std::string& node) {
+  for (auto& plan : releases_.Unstarted(job.record.status, node)) {
+    agents_->LaunchPlan(node, std::move(plan));
+  }
 }
 
 void AttemptLauncher::RecordAttempt(JobEntry& job, const PlanRequest& req,
@@ -172,7 +192,8 @@ void AttemptLauncher::OnPortsReserved(const std::string& node, const v1::PortsRe
       return;
     case PortReservationWaits::Outcome::kRefused:
       TRAINLET_CHECK(job != nullptr);  // a wait is forgotten with its job
-      owner_->FailAttempt(*job, why, now_ms);
+      // The refusing node's workers fail (failure rules' targetReplicatedJobs).
+      owner_->FailAttempt(*job, FailureOnNode(job->record.status, node, NotEnded, why), now_ms);
       return;
     case PortReservationWaits::Outcome::kComplete:
       TRAINLET_CHECK(job != nullptr);
@@ -217,8 +238,11 @@ void AttemptLauncher::LaunchWithPorts(JobEntry& job, int64_t now_ms) {
   auto steps = StepsOf(job.spec, job.runtime);
   if (plans.ok() && !steps.ok()) plans = steps.status();
   if (!plans.ok()) {
-    owner_->FailAttempt(job, "planning with the reserved ports failed: " + plans.status().message(),
-                        now_ms);
+    owner_->FailAttempt(
+        job,
+        FailureOfRanks(job.record.status, NotEnded,
+                       "planning with the reserved ports failed: " + plans.status().message()),
+        now_ms);
     return;
   }
   AddStepsToPlans(*steps, *layout, *plans);
@@ -232,6 +256,7 @@ void AttemptLauncher::LaunchWithPorts(JobEntry& job, int64_t now_ms) {
     only = std::move(it->second);
     resend_to_.erase(it);
   }
+  releases_.Hold(name, attempt, nodes, *plans);  // step_release.h
   spdlog::info("trainjob/{}: ports reserved, sending the plans of attempt {}", name, attempt);
   for (size_t i = 0; i < plans->size(); ++i) {
     if (!only.empty() && std::find(only.begin(), only.end(), nodes[i]) == only.end()) continue;
@@ -254,6 +279,7 @@ void AttemptLauncher::Stop(JobEntry& job, const std::string& reason, const StopW
     agents_->StopWorkers(n, job.record.name, st.attempt(), reason, warning);
   }
   EndPortWait(job);
+  if (releases_.EndHeld(job.record.status)) owner_->MarkDirty(job);  // never sent: end here
 }
 
 bool AttemptLauncher::Warn(JobEntry& job, const StopWarning& warning, const std::string& reason) {
@@ -297,9 +323,11 @@ void AttemptLauncher::EnforceStartTimeout(JobEntry& job, int64_t now_ms) {
   // The attempt failed for the infrastructure, not the job, when no node at fault is known to
   // have had its plan: the ranks never had a chance (issue 19, defect 4).
   std::string silent;
+  std::vector<std::string> at_fault;  // whose Pending workers the failure names (failure rules)
   bool infrastructure = true;
   if (port_waits_.Request(name, st.attempt()) != nullptr) {
     for (const std::string& node : port_waits_.Unanswered(name, st.attempt())) {
+      at_fault.push_back(node);
       // An agent that reports its attempts answers every ask it gets: the ask was lost. Of one
       // that does not, nothing is known (as before the report existed).
       const NodeEntry* e = registry_->Find(node);
@@ -314,16 +342,22 @@ void AttemptLauncher::EnforceStartTimeout(JobEntry& job, int64_t now_ms) {
         return r.node() == node && r.rank_state() == v1::RANK_STATE_PENDING;
       });
       if (!pending) continue;
+      at_fault.push_back(node);
       const bool reached = delivery_.Reached(st, node, *registry_);
       infrastructure = infrastructure && !reached;
       silent += (silent.empty() ? "" : ", ") + node +
                 (reached ? " (no rank reported started)" : " (its plan never reached it)");
     }
   }
+  const auto never_started = [&](const v1::RankStatus& r) {
+    return r.rank_state() == v1::RANK_STATE_PENDING &&
+           std::find(at_fault.begin(), at_fault.end(), r.node()) != at_fault.end();
+  };
   owner_->FailAttempt(job,
-                      "StartTimeout: ranks not started " +
-                          std::to_string(options_.start_timeout.count()) +
-                          " ms after the attempt was placed, on " + silent,
+                      FailureOfRanks(st, never_started,
+                                     "StartTimeout: ranks not started " +
+                                         std::to_string(options_.start_timeout.count()) +
+                                         " ms after the attempt was placed, on " + silent),
                       now_ms, infrastructure ? FailureKind::kInfrastructure : FailureKind::kJob);
   // Ranks that never reported are given up, like a lost node's, so the restart does not wait
   // for events that may never come; the StopWorkers FailAttempt sent ends any that do exist.

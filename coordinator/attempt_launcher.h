@@ -36,6 +36,7 @@
 #include "coordinator/attempt_plan.h"
 #include "coordinator/attempt_steps.h"
 #include "coordinator/exec_authority.h"
+#include "coordinator/failure_rules.h"
 #include "coordinator/job_entry.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/node_registry.h"
@@ -43,6 +44,7 @@
 #include "coordinator/plan_delivery.h"
 #include "coordinator/port_reservation_waits.h"
 #include "coordinator/resources.h"
+#include "coordinator/step_release.h"
 #include "trainlet/runtime_plugin.h"
 #include "trainlet/v1/envelope.pb.h"
 
@@ -68,6 +70,12 @@ class AttemptLauncher {
     // counting against the limit.
     virtual void FailAttempt(JobEntry& job, const std::string& cause, int64_t now_ms,
                              FailureKind kind = FailureKind::kJob) = 0;
+    // The same, naming the replicated jobs whose workers the failure hit (a start timeout, a
+    // node's port error), so that failure rules with targetReplicatedJobs see them.
+    virtual void FailAttempt(JobEntry& job, const AttemptFailure& failure, int64_t now_ms,
+                             FailureKind kind = FailureKind::kJob) {
+      FailAttempt(job, failure.message, now_ms, kind);
+    }
     // The job's status changed without a phase move: store it at the next Flush.
     virtual void MarkDirty(JobEntry& job) = 0;
     // Stores every changed job now. An error means nothing was stored.
@@ -114,7 +122,7 @@ class AttemptLauncher {
   void ResendLostPlans(JobEntry& job, int64_t now_ms);
   // Stops `job`'s current attempt: StopWorkers (logged with `reason`, with `warning` first when it
   // has a signal) to every node with a rank that has not ended, and the end of its port wait, if
-  // any (see EndPortWait).
+  // any (see EndPortWait), and of its workers held for their dependencies (StepRelease::EndHeld).
   void Stop(JobEntry& job, const std::string& reason, const StopWarning& warning = {});
   // Sends `warning`'s signal to every rank of `job`'s current attempt that has not ended and stops
   // nothing (the warning before an active deadline), once per attempt: false, sending nothing,
@@ -122,8 +130,15 @@ class AttemptLauncher {
   bool Warn(JobEntry& job, const StopWarning& warning, const std::string& reason);
   // True once Warn sent the current attempt of the job its warning.
   bool Warned(const std::string& job, uint32_t attempt) const;
+  // Sends the workers of `job`'s attempt that wait for other replicated jobs (held out of its
+  // plans on more than one node, step_release.h) once its status shows their dependencies met on
+  // every node. Call after each of its worker events.
+  void ReleaseSteps(JobEntry& job);
+  // `node` registered: the released workers of `job` it has not started are sent again.
+  void ResendReleases(JobEntry& job, const std::string& node);
   // The job is gone: nothing waits for its ports any more.
   void Forget(const std::string& job) {
+    releases_.Forget(job);
     port_waits_.Forget(job);
     warned_.erase(job);
     delivery_.Forget(job);
@@ -164,6 +179,8 @@ class AttemptLauncher {
   // warn an attempt a second time).
   std::map<std::string, uint32_t> warned_;
   PlanDelivery delivery_;  // the plans sent, for a resend
+  // The workers held out of the plans until their dependencies are met on every node.
+  StepRelease releases_;
   // Jobs whose plans, rendered again, wait for their ports: the only nodes to send them to.
   std::map<std::string, std::vector<std::string>> resend_to_;
 };

@@ -125,6 +125,7 @@ void AttemptLauncher::Replan(JobEntry& job, const std::vector<std::string>& lost
   }
   AddStepsToPlans(*steps, *layout, *plans);
   for (auto& plan : *plans) plan.set_job_uid(st.uid());
+  releases_.Hold(name, st.attempt(), {st.placement().begin(), st.placement().end()}, *plans);
   for (size_t i = 0; i < plans->size(); ++i) {
     const std::string& node = st.placement(static_cast<int>(i));
     if (std::find(lost.begin(), lost.end(), node) == lost.end()) continue;

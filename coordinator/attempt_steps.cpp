@@ -227,12 +227,19 @@ std::optional<uint32_t> StepWorkerRank(const v1::JobStatus& st, const std::strin
 }
 
 std::optional<int64_t> StartClockMs(const v1::JobStatus& st, int64_t attempt_started_ms) {
-  std::set<std::string> busy;  // nodes where a step worker runs
+  std::set<std::string> busy;     // nodes where a step worker runs
+  std::set<std::string> reached;  // nodes where a step worker got past Pending: its plan came
   for (const auto& r : st.ranks()) {
-    if (!r.step().empty() && r.rank_state() == v1::RANK_STATE_RUNNING) busy.insert(r.node());
+    if (r.step().empty()) continue;
+    if (r.rank_state() == v1::RANK_STATE_RUNNING) busy.insert(r.node());
+    if (r.rank_state() != v1::RANK_STATE_PENDING) reached.insert(r.node());
   }
+  // On more than one node a dependency is met on every node (step_release.h): a node whose own
+  // steps came also waits while a step worker runs elsewhere.
+  const bool elsewhere = st.placement_size() > 1 && !busy.empty();
   const bool counted = std::any_of(st.ranks().begin(), st.ranks().end(), [&](const auto& r) {
-    return r.rank_state() == v1::RANK_STATE_PENDING && !busy.contains(r.node());
+    return r.rank_state() == v1::RANK_STATE_PENDING && !busy.contains(r.node()) &&
+           !(elsewhere && reached.contains(r.node()));
   });
   if (!counted) return std::nullopt;
   return std::max(attempt_started_ms, st.step_progress_unix_ms());

@@ -17,7 +17,9 @@
 //    STORAGE_URI from the TrainJob's spec.initializer.dataset/.model and that initializer's env on
 //    top of its container's (the TrainJob's value wins a shared key, as Kubeflow's does).
 //  - dependsOn becomes LaunchPlan.steps; the agent's trainlet-step holds a worker until its
-//    step's dependencies are met on its node. `node`'s dependsOn is the main step's ("").
+//    step's dependencies are met on its node, and on more than one node the coordinator holds it
+//    until they are met on every node (step_release.h). `node`'s dependsOn is the main step's
+//    ("").
 //
 // Pure functions of their arguments; called from the coordinator's loop (AttemptLauncher), any
 // thread safe.
@@ -103,7 +105,9 @@ std::optional<uint32_t> StepWorkerRank(const v1::JobStatus& status, const std::s
 // The start timeout's clock for a Starting attempt: from when it counts (the attempt's start, or
 // its last step progress when later), or nullopt when no Pending rank counts. A Pending rank does
 // not count while a step worker on its node runs: it may be held by a dependency that worker has
-// still to meet (an initializer that downloads for an hour must not time the attempt out).
+// still to meet (an initializer that downloads for an hour must not time the attempt out). On
+// more than one node, nor while a step worker runs on another node once its own node's step
+// workers came (the dependency is met on every node, step_release.h).
 std::optional<int64_t> StartClockMs(const v1::JobStatus& status, int64_t attempt_started_ms);
 
 }  // namespace trainlet::coordinator

@@ -63,17 +63,25 @@ std::string ReplicatedJobOf(const v1::RankStatus& rank) {
   return rank.step().empty() ? std::string("node") : rank.step();
 }
 
-AttemptFailure FailureOnNode(const v1::JobStatus& status, const std::string& node,
-                             const std::function<bool(const v1::RankStatus&)>& took,
-                             std::string message) {
+AttemptFailure FailureOfRanks(const v1::JobStatus& status,
+                              const std::function<bool(const v1::RankStatus&)>& took,
+                              std::string message) {
   AttemptFailure f;
   f.message = std::move(message);
   for (const auto& r : status.ranks()) {
-    if (r.node() != node || !took(r)) continue;
+    if (!took(r)) continue;
     const std::string rj = ReplicatedJobOf(r);
     if (!Contains(f.replicated_jobs, rj)) f.replicated_jobs.push_back(rj);
   }
   return f;
+}
+
+AttemptFailure FailureOnNode(const v1::JobStatus& status, const std::string& node,
+                             const std::function<bool(const v1::RankStatus&)>& took,
+                             std::string message) {
+  return FailureOfRanks(
+      status, [&](const v1::RankStatus& r) { return r.node() == node && took(r); },
+      std::move(message));
 }
 
 AttemptFailure FailureOfRank(const v1::RankStatus& rank, std::string message) {

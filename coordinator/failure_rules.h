@@ -47,8 +47,10 @@ struct AttemptFailure {
   // The replicatedJob of the failed worker (ReplicatedJobOf); "" for kOther.
   std::string replicated_job;
   // kOther: the replicatedJobs whose workers it took down (a lost or drained node fails the Jobs
-  // of every replicated job with a pod there, as in JobSet). A rule with targetReplicatedJobs
-  // matches when it names one of them; none (a port error): only rules without targets match.
+  // of every replicated job with a pod there, as in JobSet; a start timeout fails those of the
+  // workers that never started; a node that could not reserve its ports, those of its workers).
+  // A rule with targetReplicatedJobs matches when it names one of them; none (a failure that
+  // hit no worker): only rules without targets match.
   std::vector<std::string> replicated_jobs;
   int32_t exit_code = 0;
   int32_t signal = 0;
@@ -60,8 +62,12 @@ struct AttemptFailure {
 std::string ReplicatedJobOf(const v1::RankStatus& rank);
 // The failure of `rank`, which ended Failed or StartFailed; `message` is the attempt's cause.
 AttemptFailure FailureOfRank(const v1::RankStatus& rank, std::string message);
-// A failure of no one worker (kOther) that took down the ranks of `status` on `node` that
-// `took(rank)` says it did, with their replicated jobs.
+// A failure of no one worker (kOther) that took down the ranks of `status` that `took(rank)`
+// says it did, on any node, with their replicated jobs (each once, in rank order).
+AttemptFailure FailureOfRanks(const v1::JobStatus& status,
+                              const std::function<bool(const v1::RankStatus&)>& took,
+                              std::string message);
+// FailureOfRanks of the ranks on `node` that `took(rank)` says it took down.
 AttemptFailure FailureOnNode(const v1::JobStatus& status, const std::string& node,
                              const std::function<bool(const v1::RankStatus&)>& took,
                              std::string message);

@@ -298,6 +298,7 @@ void JobController::OnWorkerEvent(const std::string& node, const v1::WorkerEvent
   const std::string ranks = std::to_string(st->ranks_size());
   switch (fold.outcome) {
     case RankEventFold::Outcome::kNone:
+      launcher_.ReleaseSteps(job);  // dependencies met on every node (step_release.h)
       break;
     case RankEventFold::Outcome::kFailed: {
       // The failed worker, for the failure rules (its replicated job, exit code or signal).
@@ -355,6 +356,7 @@ void JobController::ReconcileNode(
     agents_.StopWorkers(node, job, attempt, "stale attempt found when the node registered");
   }
   launcher_.ResendPortAsks(node);
+  for (Job* job : order_) launcher_.ResendReleases(*job, node);
   (void)now_ms;
 }
 

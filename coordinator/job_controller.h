@@ -250,7 +250,7 @@ class JobController : private AttemptLauncher::Owner {
   // failure of no one worker (failure.message is the cause); an infrastructure failure (`kind`)
   // is restarted by RetryForInfrastructure without asking the rules and is not counted.
   void FailAttempt(Job& job, const AttemptFailure& failure, int64_t now_ms,
-                   FailureKind kind = FailureKind::kJob);
+                   FailureKind kind = FailureKind::kJob) override;
   // FailAttempt's restart of an attempt failed for the infrastructure: not counted.
   void RetryForInfrastructure(Job& job, const std::string& cause, int64_t now_ms);
   void MarkDirty(Job& job) override;

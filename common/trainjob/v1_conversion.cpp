@@ -96,6 +96,11 @@ YAML::Node RuntimeDoc(const V1Job& job, int32_t num_nodes, int32_t max_restarts)
   YAML::Node container;
   container["name"] = "node";
   container["command"] = StringList(c.replicas.front().argv);
+  // The first replica's (an MPIJob's launcher's) workingDir, which the v2 path honours for the
+  // main workers; each other replica's is its rank's (coordinator/working_dir.h).
+  if (!c.replicas.front().working_dir.empty()) {
+    container["workingDir"] = Str(c.replicas.front().working_dir);
+  }
   node_job["template"]["spec"]["template"]["spec"]["containers"].push_back(container);
   jobset["replicatedJobs"].push_back(node_job);
   doc["spec"]["template"]["spec"] = jobset;
@@ -215,6 +220,14 @@ Result<ConvertedJob> ConvertV1Job(const V1Job& job, std::vector<std::string>* wa
     warnings->push_back(label +
                         ": spec.mpiReplicaSpecs.Worker: env ignored (mpirun starts the ranks on "
                         "the workers through trainlet-exec; give them env with mpirun -x)");
+  }
+  if (const V1Replica* worker = c.Find("Worker");
+      c.kind == V1Kind::kMPIJob && worker != nullptr && !worker->working_dir.empty() &&
+      worker->working_dir != c.replicas.front().working_dir) {
+    warnings->push_back(label + ": spec.mpiReplicaSpecs.Worker: workingDir " +
+                        QuoteForMessage(worker->working_dir) +
+                        " ignored (mpirun starts the ranks on the workers in the launcher's "
+                        "working directory; give them another with mpirun -wdir)");
   }
   if (c.kind == V1Kind::kMPIJob && c.launcher_creation_policy == "WaitForWorkersReady") {
     warnings->push_back(label +

@@ -136,8 +136,8 @@ Result<std::vector<EnvVar>> ReadEnv(const YAML::Node& env, const std::string& pa
 
 // Reports what of the replica's container trainlet does not act on.
 void WarnContainerKeys(const YAML::Node& c, const std::string& c_path, V1Context& ctx) {
-  static const std::set<std::string, std::less<>> kModelled = {"name", "image", "command",
-                                                               "args", "env",   "ports"};
+  static const std::set<std::string, std::less<>> kModelled = {"name", "image", "command",   "args",
+                                                               "env",  "ports", "workingDir"};
   for (auto it = c.begin(); c.IsMap() && it != c.end(); ++it) {
     const std::string& key = it->first.Scalar();
     if (key == "image") {
@@ -212,6 +212,10 @@ Result<V1Replica> ReadReplica(const YAML::Node& spec, const std::string& type,
              "run as the command (no command given; trainlet has no image entrypoint)");
   }
   TRAINLET_ASSIGN_OR_RETURN(r.env, ReadEnv(MapGet(c, "env"), c_path + ".env", ctx));
+  r.working_dir = Text(MapGet(c, "workingDir"));
+  if (r.working_dir.find('\0') != std::string::npos) {
+    return ctx.Error(c_path + ".workingDir", "must not contain a NUL byte");
+  }
   YAML::Node ports = MapGet(c, "ports");
   for (auto it = ports.begin(); ports.IsSequence() && it != ports.end(); ++it) {
     if (*table.port_name != '\0' && Text(MapGet(*it, "name")) == table.port_name) {
@@ -411,6 +415,16 @@ int32_t V1JobContract::TotalReplicas() const {
   return n;
 }
 
+const V1Replica* V1JobContract::ReplicaOfRank(uint32_t rank) const {
+  uint32_t first = 0;  // the first rank of `r`
+  for (const auto& r : replicas) {
+    const auto n = static_cast<uint32_t>(std::max(0, r.replicas));
+    if (rank < first + n) return &r;
+    first += n;
+  }
+  return nullptr;
+}
+
 Result<V1Job> ReadV1Job(const YAML::Node& doc, V1Kind kind, const V1Metadata& meta,
                         const std::string& label, std::vector<std::string>* warnings) {
   const KindTable& table = TableOf(kind);
@@ -469,6 +483,8 @@ std::string EncodeV1Contract(const V1JobContract& c) {
                          {"env", EnvJson(r.env)},
                          {"restartPolicy", r.restart_policy}};
     if (r.port) rj["port"] = *r.port;
+    // Only when set: the annotation of a job without one stays as it was.
+    if (!r.working_dir.empty()) rj["workingDir"] = r.working_dir;
     j["replicas"].push_back(rj);
   }
   if (c.nproc_per_node) j["nprocPerNode"] = *c.nproc_per_node;
@@ -520,6 +536,7 @@ V1JobContract ContractFromJson(const nlohmann::json& j) {
     }
     r.restart_policy = rj.value("restartPolicy", "");
     r.port = Opt<int32_t>(rj, "port");
+    r.working_dir = rj.value("workingDir", "");
     c.replicas.push_back(std::move(r));
   }
   c.nproc_per_node = Opt<std::string>(j, "nprocPerNode");

@@ -54,6 +54,9 @@ struct V1Replica {
   // never listens on it (ports are reserved per attempt); it is kept for the notes.
   std::optional<int32_t> port;
   std::string restart_policy;  // as written; "" when unset
+  // The container's workingDir as written ("" when unset): where the replica's process runs
+  // (relative to the job's work dir on its node, or absolute), as a v2 container's.
+  std::string working_dir;
   bool operator==(const V1Replica&) const = default;
 };
 
@@ -95,6 +98,9 @@ struct V1JobContract {
   const V1Replica* Find(std::string_view type) const;
   // Replicas of every type, summed.
   int32_t TotalReplicas() const;
+  // The replica that rank `rank` runs (the rank-th replica counted in this order, one process
+  // per replica); null past the last. Not an MPIJob's ranks, which mpirun starts.
+  const V1Replica* ReplicaOfRank(uint32_t rank) const;
 };
 
 // JSON of the contract, for the annotation (stable: the same contract gives the same text).

@@ -83,6 +83,11 @@ class FakeOwner : public AttemptLauncher::Owner {
     kinds.push_back(kind);
     if (launcher != nullptr) launcher->Stop(job, cause);
   }
+  void FailAttempt(JobEntry& job, const AttemptFailure& failure, int64_t now_ms,
+                   FailureKind kind = FailureKind::kJob) override {
+    failed_jobs.push_back(failure.replicated_jobs);
+    FailAttempt(job, failure.message, now_ms, kind);
+  }
   void MarkDirty(JobEntry&) override { ++dirty; }
   Status Flush() override {
     ++flushes;
@@ -93,6 +98,8 @@ class FakeOwner : public AttemptLauncher::Owner {
   std::vector<JobTrigger> triggers;
   std::vector<std::string> failed;
   std::vector<FailureKind> kinds;  // of each FailAttempt
+  // The replicated jobs each FailAttempt of an AttemptFailure named (failure rules' targets).
+  std::vector<std::vector<std::string>> failed_jobs;
   int dirty = 0;
   int flushes = 0;
   Status flush_status = Status::Ok();
@@ -270,6 +277,19 @@ TEST_F(AttemptLauncherTest, ANodeThatCannotReserveFailsTheAttempt) {
   EXPECT_TRUE(PlanNodes().empty());
 }
 
+// Issue 18: a port error fails the replicated jobs of the refusing node's workers, so that a
+// failure rule with targetReplicatedJobs fires for it (main named none: only untargeted rules).
+TEST_F(AttemptLauncherTest, APortErrorNamesTheReplicatedJobsOfTheRefusingNodesWorkers) {
+  plugin_.ports = {1, 1};
+  ASSERT_TRUE(Place());
+  auto& ranks = *job_.record.status.mutable_ranks();
+  ranks[1].set_step("init");     // on n1, which reserved fine
+  ranks[3].set_step("watcher");  // on n2
+  launcher_.OnPortsReserved("n2", Answer({}, "no free port"), &job_, kT0 + 1);
+  ASSERT_EQ(owner_.failed_jobs.size(), 1u);
+  EXPECT_THAT(owner_.failed_jobs[0], ElementsAre("node", "watcher"));
+}
+
 TEST_F(AttemptLauncherTest, StoppingWhileReservingPortsEndsTheRanksThatNeverStarted) {
   plugin_.ports = {1, 0};
   ASSERT_TRUE(Place());
@@ -309,6 +329,21 @@ TEST_F(AttemptLauncherTest, AStartTimeoutNamesTheSilentNodesAndGivesUpTheirRanks
   EXPECT_THAT(owner_.failed[0], ::testing::Not(HasSubstr("n1")));
   EXPECT_THAT(RankStates(), ElementsAre(v1::RANK_STATE_RUNNING, v1::RANK_STATE_RUNNING,
                                         v1::RANK_STATE_LOST, v1::RANK_STATE_LOST));
+}
+
+// Issue 18: a start timeout fails the replicated jobs of the workers that never started, so that
+// `targetReplicatedJobs: [node]` fires for it and a rule on a step that did start does not.
+TEST_F(AttemptLauncherTest, AStartTimeoutNamesTheReplicatedJobsOfTheWorkersThatNeverStarted) {
+  ASSERT_TRUE(Place());
+  auto& ranks = *job_.record.status.mutable_ranks();
+  ranks[1].set_step("dataset-initializer");  // on n1: starts
+  ranks[3].set_step("watcher");              // on n2: never starts
+  for (auto& r : ranks) {
+    if (r.node() == "n1") ASSERT_TRUE(ApplyRankTrigger(r, RankTrigger::kStarted).ok());
+  }
+  launcher_.EnforceStartTimeout(job_, kT0 + kTimeout);
+  ASSERT_EQ(owner_.failed_jobs.size(), 1u);
+  EXPECT_THAT(owner_.failed_jobs[0], ElementsAre("node", "watcher"));
 }
 
 TEST_F(AttemptLauncherTest, AStartTimeoutWhileWaitingForPortsNamesTheNodesThatNeverAnswered) {

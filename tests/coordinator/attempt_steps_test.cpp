@@ -258,6 +258,22 @@ TEST(AttemptStepsTest, RanksHeldBehindARunningStepDoNotCountForTheStartTimeout) 
   done.set_step_progress_unix_ms(5000);
   EXPECT_EQ(StartClockMs(done, 1000), 5000);
 
+  // Issue 18: on more than one node, a node whose own initializer is done waits while another
+  // node's still runs (its ranks start only once every node's completed, step_release.h).
+  v1::JobStatus two;
+  two.add_placement("node-a");
+  two.add_placement("node-b");
+  AddRank(two, "node-a", "", v1::RANK_STATE_PENDING);
+  AddRank(two, "node-a", "dataset-initializer", v1::RANK_STATE_SUCCEEDED);
+  AddRank(two, "node-b", "", v1::RANK_STATE_PENDING);
+  AddRank(two, "node-b", "dataset-initializer", v1::RANK_STATE_RUNNING);
+  EXPECT_EQ(StartClockMs(two, 1000), std::nullopt);
+  // A node whose plan never came (its step worker Pending too) still counts.
+  AddRank(two, "node-c", "", v1::RANK_STATE_PENDING);
+  AddRank(two, "node-c", "dataset-initializer", v1::RANK_STATE_PENDING);
+  two.add_placement("node-c");
+  EXPECT_EQ(StartClockMs(two, 1000), 1000);
+
   // Without steps: as before, from the attempt's start while a rank is Pending.
   v1::JobStatus plain;
   AddRank(plain, "node-a", "", v1::RANK_STATE_RUNNING);

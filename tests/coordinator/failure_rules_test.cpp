@@ -114,6 +114,42 @@ TEST(FailureRulesTest, TargetsMatchTheFailedWorkersReplicatedJob) {
 // Issue 18: a failure of no one worker (a lost or drained node) is attributed to the replicated
 // jobs whose workers it took down, as JobSet attributes a node's loss to the Jobs of its pods.
 // Today's main matched it against no targeted rule at all.
+// Issue 18: a start timeout or a port error names the replicated jobs of the workers it hit, on
+// every node, so that a targeted rule fires for them as for a failed Job of that replicated job.
+TEST(FailureRulesTest, AFailureOfRanksOnAnyNodeMatchesTheirReplicatedJobs) {
+  v1::JobStatus st;
+  auto add = [&](const std::string& node, const std::string& step, v1::RankState state) {
+    auto* r = st.add_ranks();
+    r->set_node(node);
+    r->set_step(step);
+    r->set_rank_state(state);
+  };
+  add("n1", "", v1::RANK_STATE_PENDING);
+  add("n2", "", v1::RANK_STATE_PENDING);
+  add("n1", "dataset-initializer", v1::RANK_STATE_RUNNING);
+  add("n2", "dataset-initializer", v1::RANK_STATE_RUNNING);
+  const auto pending = [](const v1::RankStatus& r) {
+    return r.rank_state() == v1::RANK_STATE_PENDING;
+  };
+  const AttemptFailure timeout = FailureOfRanks(st, pending, "StartTimeout: ranks not started");
+  EXPECT_EQ(timeout.kind, AttemptFailure::Kind::kOther);
+  EXPECT_EQ(timeout.replicated_jobs, (std::vector<std::string>{"node"}));
+  const std::vector<FailureRule> on_node = {
+      Rule("nodeStuck", "FailJobSet", {"BackoffLimitExceeded"}, {"node"})};
+  const FailureDecision d = DecideFailure(on_node, RestartPolicy::kOnFailure, timeout, 0, 3);
+  EXPECT_EQ(d.action, Action::kFail);
+  EXPECT_EQ(d.rule, "nodeStuck (FailJobSet)");
+  const std::vector<FailureRule> on_init = {
+      Rule("initStuck", "FailJobSet", {}, {"dataset-initializer"})};
+  EXPECT_EQ(DecideFailure(on_init, RestartPolicy::kOnFailure, timeout, 0, 3).action,
+            Action::kRestart);
+  // Nothing hit: only rules without targets match.
+  const AttemptFailure none = FailureOfRanks(
+      st, [](const v1::RankStatus&) { return false; }, "stalled");
+  EXPECT_TRUE(none.replicated_jobs.empty());
+  EXPECT_EQ(DecideFailure(on_node, RestartPolicy::kOnFailure, none, 0, 3).action, Action::kRestart);
+}
+
 TEST(FailureRulesTest, ALostNodeMatchesTheReplicatedJobsItTookDown) {
   v1::JobStatus st;
   auto add = [&](const std::string& node, const std::string& step, v1::RankState state) {

@@ -1,6 +1,8 @@
 // Replicated jobs through the JobController: an initializer step planned beside the main ranks on
 // every node, the start timeout held off while it runs, and its failure failing the attempt.
 
+#include <set>
+
 #include "tests/coordinator/controller_fixture.h"
 
 namespace trainlet::coordinator::testing {
@@ -68,14 +70,44 @@ TEST_F(JobStepsTest, EveryNodeRunsTheInitializerAfterTheMainWorld) {
   const auto plans = sink_.Plans();
   ASSERT_EQ(plans.size(), 2u);
   for (const auto& [node, plan] : plans) {
-    ASSERT_EQ(plan.workers_size(), 2) << node;
-    EXPECT_EQ(plan.workers(1).step(), "dataset-initializer");
-    EXPECT_EQ(plan.workers(1).argv(0), "sh");
-    EXPECT_FALSE(plan.workers(1).env().contains("TRAINLET_RESTART_REASON"));
+    // Two nodes: the main rank, which waits, is held until every node's initializer completed
+    // (step_release.h); the plan carries only the initializer for now.
+    ASSERT_EQ(plan.workers_size(), 1) << node;
+    EXPECT_EQ(plan.workers(0).step(), "dataset-initializer");
+    EXPECT_EQ(plan.workers(0).argv(0), "sh");
+    EXPECT_FALSE(plan.workers(0).env().contains("TRAINLET_RESTART_REASON"));
     ASSERT_EQ(plan.steps_size(), 1);
     EXPECT_EQ(plan.steps(0).name(), "");
     EXPECT_EQ(plan.steps(0).depends_on(0).step(), "dataset-initializer");
   }
+}
+
+// Issue 18: dependsOn is JobSet's, on the whole replicated job: a node whose initializer
+// finished first starts its `node` ranks only once every node's has (main started them at once).
+TEST_F(JobStepsTest, TheMainRanksStartOnlyOnceEveryNodesInitializerCompleted) {
+  const std::vector<uint32_t> inits = RanksOfStep("dataset-initializer");
+  ASSERT_EQ(inits.size(), 2u);
+  for (uint32_t r : inits) Report("train", r, v1::WorkerEvent::KIND_STARTED, kT0 + 10);
+  Report("train", inits[0], v1::WorkerEvent::KIND_EXITED, kT0 + 20, 0);
+  EXPECT_EQ(sink_.Plans().size(), 2u);  // nothing more: the other node's still runs
+  // The start timeout waits for it too, though nothing runs on the first node any more.
+  controller_->Schedule(kT0 + 3 * kTimeout);
+  EXPECT_EQ(PhaseName(JobOrDie("train")), "Starting");
+  Report("train", inits[1], v1::WorkerEvent::KIND_EXITED, kT0 + 3 * kTimeout + 1, 0);
+  const auto plans = sink_.Plans();
+  ASSERT_EQ(plans.size(), 4u);
+  std::set<uint32_t> released;
+  for (size_t i = 2; i < plans.size(); ++i) {
+    ASSERT_EQ(plans[i].second.workers_size(), 1);
+    EXPECT_EQ(plans[i].second.workers(0).step(), "");
+    released.insert(plans[i].second.workers(0).rank());
+    for (const auto& r : JobOrDie("train").ranks()) {
+      if (r.rank() == plans[i].second.workers(0).rank()) EXPECT_EQ(r.node(), plans[i].first);
+    }
+  }
+  EXPECT_EQ(released, (std::set<uint32_t>{0, 1}));
+  ReportAll("train", v1::WorkerEvent::KIND_STARTED, kT0 + 3 * kTimeout + 2);
+  EXPECT_EQ(PhaseName(JobOrDie("train")), "Running");
 }
 
 TEST_F(JobStepsTest, TheStartTimeoutWaitsForARunningInitializerAndCountsFromItsEnd) {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/trainjob/v1_job.h"
+
 namespace trainlet::coordinator {
 namespace {
 
@@ -79,6 +81,52 @@ TEST(SetWorkerCwds, APluginsOwnCwdIsKept) {
   plans[0].mutable_workers(0)->set_cwd("/plugin");
   ASSERT_TRUE(SetWorkerCwds(req, plans).ok());
   EXPECT_EQ(plans[0].workers(0).cwd(), "/plugin");
+}
+
+// Issue 18: a job converted from a v1 kind runs each replica in its own container's workingDir
+// (rank r is the r-th replica); main reported it ignored and ran every rank in the work dir.
+TEST(SetWorkerCwds, AV1JobsReplicasEachGetTheirContainersWorkingDir) {
+  trainjob::V1JobContract c;
+  c.kind = trainjob::V1Kind::kPyTorchJob;
+  c.name = "p";
+  c.replicas.push_back({"Master", 1, {"python3"}, {}, std::nullopt, "", "master-dir"});
+  c.replicas.push_back({"Worker", 2, {"python3"}, {}, std::nullopt, "", "/abs/worker"});
+  PlanRequest req;
+  req.working_dir = "master-dir";  // the runtime's container: the first replica's
+  req.annotations[std::string(trainjob::kV1JobAnnotation)] = trainjob::EncodeV1Contract(c);
+  std::vector<v1::LaunchPlan> plans(3);
+  for (uint32_t n = 0; n < 3; ++n) {
+    plans[n].add_workers()->set_rank(n);
+    auto* step = plans[n].add_workers();
+    step->set_rank(3 + n);
+    step->set_step("dataset-initializer");
+  }
+  ASSERT_TRUE(SetWorkerCwds(req, plans).ok());
+  EXPECT_EQ(plans[0].workers(0).cwd(), "master-dir");
+  EXPECT_EQ(plans[1].workers(0).cwd(), "/abs/worker");
+  EXPECT_EQ(plans[2].workers(0).cwd(), "/abs/worker");
+  EXPECT_EQ(plans[1].workers(1).cwd(), "");  // a step's worker: its own container's
+  // Shared: a relative one goes under the shared directory.
+  req.annotations["trainlet.io/working-dir"] = "shared";
+  c.replicas[1].working_dir = "w";
+  req.annotations[std::string(trainjob::kV1JobAnnotation)] = trainjob::EncodeV1Contract(c);
+  for (auto& p : plans) p.mutable_workers(0)->clear_cwd();
+  ASSERT_TRUE(SetWorkerCwds(req, plans).ok());
+  EXPECT_EQ(plans[2].workers(0).cwd(), "$(TRAINLET_SHARED_WORK_DIR)/w");
+  // An MPIJob's main worker is its launcher: the runtime container's (the launcher's) workingDir.
+  c.kind = trainjob::V1Kind::kMPIJob;
+  c.replicas = {{"Launcher", 1, {"mpirun"}, {}, std::nullopt, "", "launch"},
+                {"Worker", 2, {}, {}, std::nullopt, "", "elsewhere"}};
+  req.annotations.erase("trainlet.io/working-dir");
+  req.annotations[std::string(trainjob::kV1JobAnnotation)] = trainjob::EncodeV1Contract(c);
+  req.working_dir = "launch";
+  std::vector<v1::LaunchPlan> mpi(1);
+  mpi[0].add_workers()->set_rank(0);
+  ASSERT_TRUE(SetWorkerCwds(req, mpi).ok());
+  EXPECT_EQ(mpi[0].workers(0).cwd(), "launch");
+  // A malformed contract is refused, as the plugins refuse it.
+  req.annotations[std::string(trainjob::kV1JobAnnotation)] = "{";
+  EXPECT_FALSE(SetWorkerCwds(req, mpi).ok());
 }
 
 TEST(SetWorkerCwds, ABadAnnotationIsRefused) {

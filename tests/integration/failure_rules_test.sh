@@ -118,4 +118,82 @@ out=$("$CTL" logs reused)
 assert_contains "$out" "second-incarnation-output" "logs"
 case "$out" in *first-incarnation-output*) fail "the new job shows the old one's output: $out" ;; esac
 log "delete: node dirs gone; the reused name shows only its own output"
+
+# 6. A port error is the failure of the replicated jobs whose workers it hits (issue 18): a rule
+# with targetReplicatedJobs: [node] fails the job at once when the agents cannot reserve the
+# training's MASTER_PORT (main matched it against untargeted rules only, and restarted it 3 times).
+# Both agents start again with a one-port range whose port this test holds on their addresses.
+python3 - "$WORK/held-port" <<'PY' &
+import random, socket, sys, os, time
+for _ in range(200):
+    p = random.randint(20000, 29999)
+    socks = []
+    try:
+        for addr in ("127.0.0.2", "127.0.0.3"):
+            s = socket.socket()
+            s.bind((addr, p))
+            s.listen(1)
+            socks.append(s)
+    except OSError:
+        for s in socks: s.close()
+        continue
+    open(sys.argv[1] + ".tmp", "w").write(str(p))
+    os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+    deadline = time.time() + 120
+    while time.time() < deadline and not os.path.exists(sys.argv[1] + ".done"):
+        time.sleep(0.1)
+    sys.exit(0)
+sys.exit(1)
+PY
+HOLDER_PID=$!
+wait_for 10 test -s "$WORK/held-port" || fail "no port could be held"
+port=$(cat "$WORK/held-port")
+for node in node-1 node-2; do
+  pid=$(awk '{print $1}' "$TRAINLET_HOME/pids/$node.pid")
+  mapfile -d '' args < "/proc/$pid/cmdline"
+  kill "$pid"
+  wait_for 15 sh -c "! kill -0 $pid 2>/dev/null" || fail "agent $node did not stop"
+  setsid "${args[@]}" --worker-ports "$port-$port" >> "$TRAINLET_HOME/logs/$node.log" 2>&1 < /dev/null &
+  echo "$! $(awk '{print $22}' "/proc/$!/stat")" > "$TRAINLET_HOME/pids/$node.pid"
+done
+wait_for 30 sh -c "[ \$('$CTL' get nodes | grep -cE '^node-[12] +Ready') = 2 ]" \
+  || fail "the agents are not Ready again: $("$CTL" get nodes)"
+cat > "$WORK/ports-rules.yaml" <<EOF
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata:
+  name: torch-rules
+spec:
+  mlPolicy:
+    numNodes: 1
+    torch: {}
+  template:
+    spec:
+      failurePolicy:
+        maxRestarts: 3
+        rules:
+          - name: nodePortsGone
+            action: FailJobSet
+            onJobFailureReasons: [BackoffLimitExceeded]
+            targetReplicatedJobs: [node]
+      replicatedJobs:
+        - name: node
+          template:
+            spec:
+              template:
+                spec:
+                  containers:
+                    - name: node
+EOF
+"$CTL" apply -f "$WORK/ports-rules.yaml" >/dev/null
+"$CTL" apply -f "$(job_on torch-rules no-ports 2 'true')" >/dev/null
+"$CTL" wait trainjob/no-ports --for=condition=Failed --timeout=60s >/dev/null ||
+  fail "no-ports not Failed: $("$CTL" describe trainjob no-ports)"
+d=$("$CTL" describe trainjob no-ports)
+assert_contains "$d" "Failure rule:  nodePortsGone (FailJobSet) fired on attempt 1" "describe"
+[ "$("$CTL" get trainjobs no-ports -o json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["jobs"][0]["attempts"]))')" = 1 ] ||
+  fail "no-ports ran more than one attempt: $d"
+touch "$WORK/held-port.done"
+kill "$HOLDER_PID" 2>/dev/null || true
+log "a port error fired the rule targeting node: Failed after attempt 1"
 echo PASS

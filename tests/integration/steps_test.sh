@@ -136,3 +136,35 @@ steps_job on-cycle cycle > "$WORK/on-cycle.yaml"
 if "$CTL" apply -f "$WORK/on-cycle.yaml" 2> "$WORK/err"; then fail "the refused runtime was stored"; fi
 assert_contains "$(cat "$WORK/err")" "spec.runtimeRef" "a job on the refused runtime"
 log "bad dependsOn refused by path"
+
+# 4. dependsOn is JobSet's, across nodes: node-rank 1's initializer takes 4 s longer than node-rank
+# 0's, and no `node` rank starts before the last initializer completed, on either node (main
+# started node-rank 0's ranks as soon as its own initializer was done). Each writes its time.
+{ steps_runtime init-slow 'sleep $((1 + 4 * TRAINLET_NODE_RANK)); echo init-done $(date +%s%N)'
+  echo "---"
+  cat <<EOF
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: across
+spec:
+  runtimeRef:
+    name: init-slow
+  trainer:
+    numNodes: 2
+    command: ["/bin/sh", "-c", "echo node-start \$(date +%s%N)"]
+EOF
+} > "$WORK/across.yaml"
+"$CTL" apply -f "$WORK/across.yaml" --wait --timeout 60s > "$WORK/apply.out" 2>&1 \
+  || fail "the job with a slow initializer did not succeed: $(cat "$WORK/apply.out"; "$CTL" describe trainjob across)"
+inits=$("$CTL" logs across --step dataset-initializer)
+mains=$("$CTL" logs across)
+python3 - "$inits" "$mains" <<'EOF' || fail "a node rank started before every initializer completed: $inits / $mains"
+import re, sys
+done = [int(t) for t in re.findall(r"init-done (\d+)", sys.argv[1])]
+starts = [int(t) for t in re.findall(r"node-start (\d+)", sys.argv[2])]
+assert len(done) == 2 and len(starts) == 2, (done, starts)
+assert min(starts) >= max(done), f"first node start {min(starts)} < last initializer {max(done)}"
+assert max(done) - min(done) > 3_000_000_000, "the initializers did not differ by 4 s"
+EOF
+log "node ranks on every node waited for the slowest node's initializer"

@@ -98,4 +98,41 @@ out=$("$CTL" apply -f "$WORK/short.yaml" 2>&1) || fail "apply of a short suspend
 "$CTL" wait trainjob/sleeper --for=condition=Suspended --timeout=30s \
   || fail "the short document did not suspend: $("$CTL" describe trainjob sleeper)"
 log "a short TrainJob with only spec.suspend suspended the job"
+
+# 5. Each replica runs in its own container's workingDir (issue 18; main reported it ignored):
+# the Master's is relative to the job's work dir, the Worker's absolute.
+mkdir -p "$WORK/worker-wd"
+cat > "$WORK/wd.yaml" <<EOF
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata:
+  name: wd
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template:
+        spec:
+          containers:
+          - name: pytorch
+            workingDir: master-wd
+            command: ["/bin/sh", "-c", "echo cwd=\$(pwd -P)"]
+    Worker:
+      replicas: 1
+      template:
+        spec:
+          containers:
+          - name: pytorch
+            workingDir: $WORK/worker-wd
+            command: ["/bin/sh", "-c", "echo cwd=\$(pwd -P)"]
+EOF
+out=$("$CTL" apply -f "$WORK/wd.yaml" 2>&1) || fail "apply of a PyTorchJob with workingDir: $out"
+case "$out" in *workingDir*) fail "workingDir reported: $out" ;; esac
+"$CTL" wait trainjob/wd --for=condition=Complete --timeout=60s \
+  || fail "the workingDir job did not complete: $("$CTL" describe trainjob wd) $("$CTL" logs wd)"
+m=$("$CTL" logs wd --rank 0)
+case "$m" in *"cwd=$(cd "$WORK" && pwd -P)/"*"/wd/master-wd"*) ;; *) fail "Master's cwd: $m" ;; esac
+w=$("$CTL" logs wd --rank 1)
+assert_contains "$w" "cwd=$(cd "$WORK/worker-wd" && pwd -P)" "Worker's cwd"
+log "each replica ran in its container's workingDir"
 echo "PASS v1_kinds_test"

@@ -137,6 +137,46 @@ TEST(V1Job, PyTorchJobBecomesATorchTrainJob) {
                          "template.spec.containers[0].image: ignored"));
 }
 
+// Issue 18: a replica's workingDir is honoured, as a v2 container's (main reported it ignored):
+// each replica keeps its own in the contract, and the runtime's container has the first's.
+TEST(V1Job, EachReplicaKeepsItsContainersWorkingDir) {
+  std::string yaml = ReadFile(FixtureDir() / "training-operator" / "pytorch_simple.yaml");
+  const std::string command = "              command:\n";
+  const size_t master = yaml.find(command);
+  ASSERT_NE(master, std::string::npos);
+  yaml.insert(master, "              workingDir: master-run\n");
+  const size_t worker = yaml.find(command, yaml.find("    Worker:"));
+  ASSERT_NE(worker, std::string::npos);
+  yaml.insert(worker, "              workingDir: /srv/worker-run\n");
+  ParsedFile file;
+  ConvertedJob c = ParseOneConverted(yaml, &file);
+  EXPECT_FALSE(HasWarning(file, "workingDir"));
+  const V1JobContract contract = ContractOfJob(c);
+  ASSERT_EQ(contract.replicas.size(), 2u);
+  EXPECT_EQ(contract.replicas[0].working_dir, "master-run");
+  EXPECT_EQ(contract.replicas[1].working_dir, "/srv/worker-run");
+  EXPECT_EQ(contract.ReplicaOfRank(0), &contract.replicas[0]);
+  EXPECT_EQ(contract.ReplicaOfRank(1), &contract.replicas[1]);
+  EXPECT_EQ(contract.ReplicaOfRank(2), nullptr);
+  ASSERT_TRUE(c.runtime.node.has_value());
+  EXPECT_EQ(c.runtime.node->working_dir, "master-run");
+  // An MPIJob's workers run where mpirun starts them: another workingDir is reported.
+  const std::string pi = ReadFile(FixtureDir() / "mpi-operator" / "pi_pi.yaml");
+  const std::string mpi =
+      Replace(pi, "name: mpi-worker\n", "name: mpi-worker\n            workingDir: /elsewhere\n");
+  ASSERT_NE(mpi, pi);
+  ParsedFile mpi_file;
+  ParseOneConverted(mpi, &mpi_file);
+  EXPECT_TRUE(HasWarning(mpi_file,
+                         "MPIJob/pi: spec.mpiReplicaSpecs.Worker: workingDir "
+                         "\"/elsewhere\" ignored"));
+  // Without one, the annotation is as before (no workingDir key).
+  ConvertedJob plain =
+      ParseOneConverted(ReadFile(FixtureDir() / "training-operator" / "pytorch_simple.yaml"));
+  EXPECT_EQ(plain.job.annotations.at(std::string(kV1JobAnnotation)).find("workingDir"),
+            std::string::npos);
+}
+
 TEST(V1Job, ElasticPolicyDefaultsAsTheOperatorDoes) {
   ConvertedJob c = ParseOneConverted(
       ReadFile(FixtureDir() / "training-operator" / "pytorch_elastic_echo_echo.yaml"));
@@ -273,7 +313,7 @@ TEST(V1Contract, RoundTripsThroughTheAnnotation) {
   c.kind = V1Kind::kTFJob;
   c.name = "t";
   c.replicas.push_back({"PS", 2, {"python", "ps.py"}, {{"A", "1"}}, 2222, "OnFailure"});
-  c.replicas.push_back({"Worker", 3, {"python", "w.py"}, {}, std::nullopt, ""});
+  c.replicas.push_back({"Worker", 3, {"python", "w.py"}, {}, std::nullopt, "", "run/here"});
   c.enable_dynamic_worker = true;
   auto back = V1ContractOf({{std::string(kV1JobAnnotation), EncodeV1Contract(c)}});
   ASSERT_TRUE(back.ok()) << back.status().ToString();
