@@ -1,6 +1,5 @@
 #include "agent/http_server_thread.h"
 
-#include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
@@ -8,18 +7,17 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 
 namespace trainlet::agent {
 
-HttpServerThread::HttpServerThread(std::unique_ptr<ProgressHttpsServer> server,
-                                   std::unique_ptr<platform::WakeEvent> stop)
-    : server_(std::move(server)), stop_(std::move(stop)), port_(server_->port()) {}
+HttpServerThread::HttpServerThread(std::unique_ptr<ProgressHttpsServer> server)
+    : server_(std::move(server)), port_(server_->port()) {}
 
 Result<std::unique_ptr<HttpServerThread>> HttpServerThread::Start(
     std::unique_ptr<ProgressHttpsServer> server, const char* name) {
   TRAINLET_CHECK(server != nullptr);
-  TRAINLET_ASSIGN_OR_RETURN(auto stop, platform::WakeEvent::Open());
-  std::unique_ptr<HttpServerThread> t(new HttpServerThread(std::move(server), std::move(stop)));
+  std::unique_ptr<HttpServerThread> t(new HttpServerThread(std::move(server)));
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, kStackBytes);
@@ -43,7 +41,7 @@ Result<std::unique_ptr<HttpServerThread>> HttpServerThread::Start(
 
 HttpServerThread::~HttpServerThread() {
   if (joinable_) {
-    stop_->Notify();
+    server_->Interrupt();
     pthread_join(thread_, nullptr);
   }
   server_.reset();
@@ -55,28 +53,15 @@ void* HttpServerThread::Main(void* self) {
 }
 
 void HttpServerThread::Serve() {
-  pollfd fds[2] = {{server_->fd(), POLLIN, 0}, {stop_->fd(), POLLIN, 0}};
   auto last_wake = std::chrono::steady_clock::time_point();
-  for (;;) {
-    if (poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      // Only EFAULT, EINVAL or ENOMEM: no way to serve on; the endpoint goes quiet, said once.
-      spdlog::error("HTTP server thread: poll: {}; no longer serving port {}", std::strerror(errno),
-                    port_);
-      return;
-    }
-    if (fds[1].revents != 0) return;  // stopped
-    if (fds[0].revents == 0) continue;
+  // One epoll_wait on the server's own set per wake-up; false once the destructor interrupts.
+  while (server_->Wait(-1)) {
     wakeups_.fetch_add(1, std::memory_order_relaxed);
-    server_->OnReadable();
     // In a stream of requests (woken less than kStreamGap after the last time), rest kGather
     // before looking again, so that the next wake-up finds the requests of several connections
-    // waiting instead of each costing one. The stop event still ends the rest at once.
+    // waiting instead of each costing one. A stop waits for the rest (at most kGather).
     const auto now = std::chrono::steady_clock::now();
-    if (now - last_wake < kStreamGap) {
-      pollfd stop = fds[1];
-      if (poll(&stop, 1, static_cast<int>(kGather.count())) > 0) return;
-    }
+    if (now - last_wake < kStreamGap) std::this_thread::sleep_for(kGather);
     last_wake = now;
   }
 }

@@ -1,6 +1,6 @@
-// HttpServerThread: a ProgressHttpsServer served on a thread of its own, which sleeps in poll(2)
-// on the server's epoll set and a stop event, and runs OnReadable (accept, TLS, read, the
-// handler, write) there.
+// HttpServerThread: a ProgressHttpsServer served on a thread of its own, which sleeps in
+// epoll_wait on the server's own set (ProgressHttpsServer::Wait: accept, TLS, read, the handler,
+// write) until the destructor interrupts it.
 //
 // Why a thread (bench/progress, issue 15): served on the agent's loop, each of 64 ranks' posts
 // every 100 ms woke the loop's zmq_poll (two poll(2) passes, ZMQ_EVENTS and a getpid per ZeroMQ
@@ -32,7 +32,6 @@
 #include <memory>
 
 #include "agent/progress_https_server.h"
-#include "common/platform/wake_event.h"
 #include "common/status.h"
 
 namespace trainlet::agent {
@@ -45,12 +44,12 @@ class HttpServerThread {
   static constexpr std::chrono::milliseconds kStreamGap{50};
 
   // Starts serving `server` on a new thread named `name` (at most 15 characters, for top -H and
-  // perf). kInternal when the stop event or the thread cannot be made; the server is then
-  // destroyed.
+  // perf). kInternal when the thread cannot be made; the server is then destroyed.
   static Result<std::unique_ptr<HttpServerThread>> Start(
       std::unique_ptr<ProgressHttpsServer> server, const char* name);
-  // Stops the thread (a request being answered is finished first), joins it, then destroys the
-  // server. Any thread but the server's own (a handler must not destroy its server).
+  // Stops the thread (a request being answered is finished first; a rest, at most kGather), joins
+  // it, then destroys the server. Any thread but the server's own (a handler must not destroy its
+  // server).
   ~HttpServerThread();
   HttpServerThread(const HttpServerThread&) = delete;
   HttpServerThread& operator=(const HttpServerThread&) = delete;
@@ -61,15 +60,13 @@ class HttpServerThread {
   uint64_t wakeups() const { return wakeups_.load(std::memory_order_relaxed); }
 
  private:
-  HttpServerThread(std::unique_ptr<ProgressHttpsServer> server,
-                   std::unique_ptr<platform::WakeEvent> stop);
+  explicit HttpServerThread(std::unique_ptr<ProgressHttpsServer> server);
   static void* Main(void* self);
   void Serve();
 
   // Touched only by the thread between Start and the join.
   std::unique_ptr<ProgressHttpsServer> server_;
   // Constant after Start.
-  const std::unique_ptr<platform::WakeEvent> stop_;
   const uint16_t port_;
   pthread_t thread_{};
   bool joinable_ = false;  // the thread was made
