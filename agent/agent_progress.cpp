@@ -19,7 +19,8 @@ Status Agent::StartProgressEndpoint() {
   options.hosts = {config_.address, "127.0.0.1", "localhost"};
   options.host = config_.address;
   options.port = static_cast<uint16_t>(config_.progress_port);
-  // Both called on the endpoint's thread: the Env's clocks are plain reads of the system's.
+  // Both called on the endpoint's thread. The real Env reads the system's clocks; a test's
+  // FakeEnv clock is a plain value, which a test must not move while ranks post.
   options.now = [this] { return env_.MonotonicNow(); };
   options.wall_ms = [this] { return env_.WallUnixMs(); };
   live_attempts_ = std::make_shared<ProgressLiveAttempts>();

@@ -1,5 +1,6 @@
-// ProgressHttpsServer: the agent's HTTP/1.1 server, driven by the agent's loop: HTTPS under
-// ProgressEndpoint, and plain HTTP (Options::tls false) under the agent's /metrics (agent_ops.cpp).
+// ProgressHttpsServer: the agent's HTTP/1.1 server, driven by one thread (see Threads below):
+// HTTPS under ProgressEndpoint (on its HttpServerThread), and plain HTTP (Options::tls false)
+// under the agent's /metrics (agent_ops.cpp, on the agent's loop).
 // (Named for its first use; it is the agent's one HTTP stack.)
 //
 // Why not HttpServer (common/http, Debian's cpp-httplib): bench/progress measured 9-12% of a core
