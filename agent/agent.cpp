@@ -39,8 +39,6 @@ namespace {
 
 // SIGUSR2: stop the workers too, then exit (see Run).
 constexpr std::initializer_list<int> kLoopSignals = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR2};
-// Posts are batched: a rank posting every 100 ms costs the coordinator two messages a second.
-constexpr std::chrono::milliseconds kProgressReportInterval{500};
 
 std::string Hostname(platform::Env& env) {
   Result<std::string> name = env.Hostname();
@@ -197,45 +195,6 @@ Status Agent::Init() {
   TRAINLET_RETURN_IF_ERROR(StartProgressEndpoint());
   RegisterLoopSources();
   return Status::Ok();
-}
-
-Status Agent::StartProgressEndpoint() {
-  if (config_.progress_port < 0) return Status::Ok();
-  ProgressEndpoint::Options options;  // certificate and secret made or loaded at the first need
-  TRAINLET_ASSIGN_OR_RETURN(options.credentials, ProgressCredentials::Locate(config_.state_dir));
-  options.hosts = {config_.address, "127.0.0.1", "localhost"};
-  options.host = config_.address;
-  options.port = static_cast<uint16_t>(config_.progress_port);
-  options.now = [this] { return env_.MonotonicNow(); };
-  options.wall_ms = [this] { return env_.WallUnixMs(); };
-  // Only the attempt the node runs now may report: not one replaced, stopping or ended.
-  options.live_ranks = [this](const std::string& job, uint32_t attempt) -> std::optional<size_t> {
-    const NodeAttempt* a = attempts_.Find(job, attempt);
-    if (a == nullptr || attempts_.latest(job) != attempt ||
-        (a->state() != AttemptState::kRunning && a->state() != AttemptState::kLaunching)) {
-      return std::nullopt;
-    }
-    size_t ranks = 0;
-    for (const auto& w : supervisor_->Running()) ranks += w.job == job && w.attempt == attempt;
-    return ranks;
-  };
-  auto& posts = ops_->metrics().AddCounter("trainlet_agent_progress_posts_total",
-                                           "Progress posts from ranks, by HTTP answer", {"code"});
-  options.answered = [&posts](int status) { posts.With({std::to_string(status)}).Inc(); };
-  TRAINLET_ASSIGN_OR_RETURN(progress_, ProgressEndpoint::Start(std::move(options)));
-  spdlog::info("progress endpoint on {}", progress_->url_base());
-  return Status::Ok();
-}
-
-void Agent::ReportProgress(Clock::time_point now) {
-  // Kept while unregistered: the newest post per attempt goes once the coordinator listens.
-  if (progress_ == nullptr || now < next_progress_report_ || !link_->registered()) return;
-  next_progress_report_ = now + kProgressReportInterval;
-  if (auto report = progress_->TakeReport()) {
-    v1::Envelope env;
-    *env.mutable_progress_report() = std::move(*report);
-    Send(std::move(env));
-  }
 }
 
 Status Agent::ConnectToCoordinator(CurveKeyPair keys, std::string coordinator_public) {
@@ -606,7 +565,7 @@ void Agent::OnChildExits() {
     if (supervisor_->running(job) != 0) continue;
     attempts_.RanksEnded(job, attempt);
     cpus_.Release({job, attempt});
-    if (progress_) progress_->Forget(job, attempt);
+    ForgetProgress(job, attempt);
     // The work dir names this agent's state dir: other agents on this machine (test clusters)
     // use the same node and job names.
     const size_t swept = KillTaggedProcesses({{"TRAINLET_NODE", config_.name},
@@ -740,6 +699,7 @@ Clock::time_point Agent::OnTick(Clock::time_point now) {
   if (auto t = supervisor_->Tick(now)) wake = std::min(wake, now + *t);
   wake = std::min(wake, now + health_->Tick(now));
   if (auto t = rendezvous_->Tick(now)) wake = std::min(wake, now + *t);
+  PublishLiveAttempts();  // which attempts the progress thread accepts posts of
   ReportProgress(now);
   purge_->Poll();  // deleted jobs whose last workers have exited
   if (purge_->pending()) wake = std::min(wake, now + std::chrono::seconds(1));

@@ -27,6 +27,7 @@
 #include "agent/port_reservations.h"
 #include "agent/process_spawner.h"
 #include "agent/progress_endpoint.h"
+#include "agent/progress_live_attempts.h"
 #include "agent/rank_binding.h"
 #include "agent/rank_reports.h"
 #include "agent/rendezvous_server.h"
@@ -106,9 +107,15 @@ class Agent {
   void StartSupervisor();  // takes back the steps (and ranks) a previous agent left
   void StartHealthChecks();
   Status StartExecAndRendezvous();
-  Status StartProgressEndpoint();  // after the supervisor: it asks which attempts run
+  // The progress endpoint (agent_progress.cpp). Start after the supervisor: it asks which
+  // attempts run.
+  Status StartProgressEndpoint();
   // Sends the progress posted since the last report, once per kProgressReportInterval.
   void ReportProgress(std::chrono::steady_clock::time_point now);
+  // Tells the endpoint's thread which attempts may post now (each tick: the loop's last turn).
+  void PublishLiveAttempts();
+  // (job, attempt) ended here: it may post no more, and its pending post and token go.
+  void ForgetProgress(const std::string& job, uint32_t attempt);
   void RegisterLoopSources();
   // The loop's tick: timers of the link, partition, port holds, supervisor, health, rendezvous.
   // Returns when the loop must wake next.
@@ -172,6 +179,8 @@ class Agent {
   DropCounters drops_;
   std::unique_ptr<AgentOps> ops_;               // metrics and sd_notify (agent_ops.h)
   std::unique_ptr<ProgressEndpoint> progress_;  // null when progress_port is -1
+  // What progress_'s thread reads for every post; shared with it (Options::live_ranks).
+  std::shared_ptr<ProgressLiveAttempts> live_attempts_;
   std::chrono::steady_clock::time_point next_progress_report_{};
   NodeAttempts attempts_;  // every (job, attempt) on this node: ports, rendezvous, step, grace
   CpuAllotment cpus_;      // each attempt's CPUs on this node (cpu_allotment.h)

@@ -60,6 +60,8 @@ ProgressEndpoint::ProgressEndpoint(Options options)
   if (options_.credentials.complete()) tokens_.emplace(options_.credentials.token_secret);
 }
 
+ProgressEndpoint::~ProgressEndpoint() { serving_.reset(); }
+
 Status ProgressEndpoint::CompleteCredentials() {
   if (tokens_) return Status::Ok();
   TRAINLET_RETURN_IF_ERROR(options_.credentials.Complete(options_.hosts));
@@ -76,12 +78,14 @@ Result<std::unique_ptr<ProgressEndpoint>> ProgressEndpoint::Start(Options option
   https.tls_key_file = creds.key_file;
   https.max_body_bytes = 64 * 1024;  // Kubeflow's maxBodySize
   ProgressEndpoint* self = ep.get();
-  if (!creds.complete()) https.prepare_tls = [self] { return self->CompleteCredentials(); };
-  auto handler = [self](const HttpRequest& r) {
-    HttpResponse answer = self->Serve(r);
-    if (self->options_.answered) self->options_.answered(answer.status);
-    return answer;
-  };
+  if (!creds.complete()) {
+    https.prepare_tls = [self] {
+      std::lock_guard lock(self->mu_);
+      return self->CompleteCredentials();
+    };
+  }
+  auto handler = [self](const HttpRequest& r) { return self->Serve(r); };
+  TRAINLET_ASSIGN_OR_RETURN(ep->posted_, platform::WakeEvent::Open());
   const std::string host = UrlHost(ep->options_.host);
   Result<std::unique_ptr<ProgressHttpsServer>> server = UnavailableError("not started");
   // The port of the last run first: adopted ranks still post to the URL they were given.
@@ -101,15 +105,31 @@ Result<std::unique_ptr<ProgressEndpoint>> ProgressEndpoint::Start(Options option
   }
   if (!server.ok())
     return Status(server.status().code(), "progress endpoint: " + server.status().message());
-  ep->server_ = std::move(server).value();
-  ep->url_base_ = "https://" + host + ":" + std::to_string(ep->server_->port());
-  if (auto s = creds.RememberPort(ep->server_->port()); !s.ok()) {
+  const uint16_t port = (*server)->port();
+  ep->url_base_ = "https://" + host + ":" + std::to_string(port);
+  if (auto s = creds.RememberPort(port); !s.ok()) {
     spdlog::warn("progress endpoint: {}", s.message());
   }
+  auto serving = HttpServerThread::Start(std::move(server).value(), "trainlet-https");
+  if (!serving.ok())
+    return Status(serving.status().code(), "progress endpoint: " + serving.status().message());
+  ep->serving_ = std::move(serving).value();
   return ep;
 }
 
 HttpResponse ProgressEndpoint::Serve(const HttpRequest& request) {
+  std::lock_guard lock(mu_);
+  HttpResponse answer = Check(request);
+  ++answers_[answer.status];
+  return answer;
+}
+
+std::map<int, uint64_t> ProgressEndpoint::AnswerCounts() const {
+  std::lock_guard lock(mu_);
+  return answers_;
+}
+
+HttpResponse ProgressEndpoint::Check(const HttpRequest& request) {
   const auto target = SplitStatusPath(request.path);
   if (!target) {
     return Refusal(404, "NotFound",
@@ -162,6 +182,8 @@ HttpResponse ProgressEndpoint::Accept(const std::string& job, uint32_t attempt,
     if (status.last_updated_unix_ms() == 0 && options_.wall_ms) {
       status.set_last_updated_unix_ms(options_.wall_ms());
     }
+    // The first post since the last report tells the loop, which then reports on its timer.
+    if (pending_.empty()) posted_->Notify();
     pending_[{job, attempt}] = std::move(status);
   }
   HttpResponse ok;
@@ -178,7 +200,12 @@ std::map<std::string, std::string> ProgressEndpoint::RankEnv(const std::string& 
 }
 
 Result<std::string> ProgressEndpoint::WriteTokenFile(const std::string& job, uint32_t attempt) {
-  TRAINLET_RETURN_IF_ERROR(CompleteCredentials());
+  std::string token;
+  {
+    std::lock_guard lock(mu_);
+    TRAINLET_RETURN_IF_ERROR(CompleteCredentials());
+    token = tokens_->Issue(job, attempt);
+  }
   const std::string dir = options_.credentials.dir + "/tokens";
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return IoError("cannot create " + dir + ": " + std::strerror(errno));
@@ -188,7 +215,6 @@ Result<std::string> ProgressEndpoint::WriteTokenFile(const std::string& job, uin
   FILE* f = fopen(tmp.c_str(), "we");
   if (f == nullptr) return IoError("cannot write " + tmp + ": " + std::strerror(errno));
   fchmod(fileno(f), 0600);
-  const std::string token = tokens_->Issue(job, attempt);
   const bool ok = fwrite(token.data(), 1, token.size(), f) == token.size();
   if (fclose(f) != 0 || !ok || rename(tmp.c_str(), path.c_str()) != 0) {
     unlink(tmp.c_str());
@@ -198,16 +224,29 @@ Result<std::string> ProgressEndpoint::WriteTokenFile(const std::string& job, uin
 }
 
 void ProgressEndpoint::Forget(const std::string& job, uint32_t attempt) {
-  pending_.erase({job, attempt});
+  {
+    std::lock_guard lock(mu_);
+    pending_.erase({job, attempt});
+    limiter_.Forget(job);
+  }
   last_sent_.erase({job, attempt});
-  limiter_.Forget(job);
   unlink((options_.credentials.dir + "/tokens/" + job + ".attempt-" + std::to_string(attempt))
              .c_str());
 }
 
+bool ProgressEndpoint::has_pending() const {
+  std::lock_guard lock(mu_);
+  return !pending_.empty();
+}
+
 std::optional<v1::ProgressReport> ProgressEndpoint::TakeReport() {
+  std::map<std::pair<std::string, uint32_t>, v1::TrainerStatus> pending;
+  {
+    std::lock_guard lock(mu_);  // only the swap: serializing and comparing need no lock
+    pending.swap(pending_);
+  }
   v1::ProgressReport report;
-  for (auto& [key, status] : pending_) {
+  for (auto& [key, status] : pending) {
     std::string bytes = status.SerializeAsString();
     auto& last = last_sent_[key];
     if (bytes == last) continue;
@@ -217,7 +256,6 @@ std::optional<v1::ProgressReport> ProgressEndpoint::TakeReport() {
     u->set_attempt(key.second);
     *u->mutable_status() = std::move(status);
   }
-  pending_.clear();
   if (report.updates_size() == 0) return std::nullopt;
   return report;
 }

@@ -173,11 +173,24 @@ Result<std::unique_ptr<ProgressHttpsServer>> ProgressHttpsServer::Start(const Op
       err != 0) {
     return InternalError(std::string("adding the listener to the poll set: ") + strerror(err));
   }
+  TRAINLET_ASSIGN_OR_RETURN(s->interrupt_, platform::WakeEvent::Open());
+  if (const int err =
+          s->poll_->Add(s->interrupt_->fd(), platform::PollSet::kReadable, s->interrupt_.get());
+      err != 0) {
+    return InternalError(std::string("adding the interrupt to the poll set: ") + strerror(err));
+  }
   return s;
 }
 
-void ProgressHttpsServer::OnReadable() {
-  for (const auto& ready : poll_->Ready(64)) {
+void ProgressHttpsServer::OnReadable() { Dispatch(poll_->Ready(64)); }
+
+bool ProgressHttpsServer::Wait(int timeout_ms) { return Dispatch(poll_->Wait(64, timeout_ms)); }
+
+bool ProgressHttpsServer::Dispatch(const std::vector<platform::PollSet::Event>& events) {
+  for (const auto& ready : events) {
+    if (ready.tag == interrupt_.get()) return false;
+  }
+  for (const auto& ready : events) {
     if (ready.tag == this) {
       Accept();
     } else if (sweep_ && ready.tag == sweep_.get()) {
@@ -188,6 +201,7 @@ void ProgressHttpsServer::OnReadable() {
     }
   }
   if (connections_.empty()) sweep_.reset();  // an idle agent is not woken every second
+  return true;
 }
 
 void ProgressHttpsServer::Accept() {

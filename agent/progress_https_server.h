@@ -1,5 +1,6 @@
-// ProgressHttpsServer: the agent's HTTP/1.1 server, driven by the agent's loop: HTTPS under
-// ProgressEndpoint, and plain HTTP (Options::tls false) under the agent's /metrics (agent_ops.cpp).
+// ProgressHttpsServer: the agent's HTTP/1.1 server, driven by one thread (see Threads below):
+// HTTPS under ProgressEndpoint (on its HttpServerThread), and plain HTTP (Options::tls false)
+// under the agent's /metrics (agent_ops.cpp, on the agent's loop).
 // (Named for its first use; it is the agent's one HTTP stack.)
 //
 // Why not HttpServer (common/http, Debian's cpp-httplib): bench/progress measured 9-12% of a core
@@ -27,8 +28,10 @@
 // /healthz and /readyz (agent_ops.cpp), so the agent has one HTTP stack and links no httplib.
 // HEAD is answered with the head a GET would get, without the body.
 //
-// Threads: none of its own. Everything, the handler included, runs on the thread that calls
-// OnReadable (the agent's loop); Start and the destructor on that thread too.
+// Threads: none of its own. Everything, the handler included, runs on the one thread that drives
+// it (OnReadable or Wait): the agent's loop for /metrics (agent_ops.cpp), an HttpServerThread for
+// the progress port. Start and the destructor run on the thread that owns it, never while another
+// drives it; Interrupt, port() and fd() may be called from any thread.
 #pragma once
 
 #include <sys/types.h>
@@ -40,10 +43,12 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/http/http_server.h"  // HttpRequest, HttpResponse, HttpHandler
 #include "common/platform/periodic_timer.h"
 #include "common/platform/poll_set.h"
+#include "common/platform/wake_event.h"
 #include "common/status.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
@@ -82,6 +87,12 @@ class ProgressHttpsServer {
   int fd() const { return poll_->fd(); }
   // Accepts, handshakes, reads, answers (calling the handler) and writes, without blocking.
   void OnReadable();
+  // As OnReadable, after waiting up to `timeout_ms` (-1: without limit) for something to do, on
+  // the server's own epoll set (one system call for a thread that serves nothing else). False,
+  // having done nothing, once Interrupt was called.
+  bool Wait(int timeout_ms);
+  // Ends a Wait in progress, and every later one. Any thread.
+  void Interrupt() { interrupt_->Notify(); }
   uint16_t port() const { return port_; }
   size_t connections() const { return connections_.size(); }
   // Bytes of answers not yet written, over every connection (for tests of the backlog cap).
@@ -90,6 +101,7 @@ class ProgressHttpsServer {
  private:
   struct Connection;
   ProgressHttpsServer(Options options, HttpHandler handler);
+  bool Dispatch(const std::vector<platform::PollSet::Event>& ready);  // false: interrupted
   void Accept();
   bool TlsReady();            // loads the TLS files the first time (prepare_tls)
   void Drive(Connection& c);  // whatever the connection can do now
@@ -113,6 +125,7 @@ class ProgressHttpsServer {
   int listen_fd_ = -1;
   uint16_t port_ = 0;
   std::unique_ptr<platform::PollSet> poll_;
+  std::unique_ptr<platform::WakeEvent> interrupt_;  // in poll_; never drained once notified
   // Owned by the loop.
   std::map<int, std::unique_ptr<Connection>> connections_;  // by socket
   std::unique_ptr<platform::PeriodicTimer> sweep_;          // only while connections are open

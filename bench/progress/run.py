@@ -19,13 +19,21 @@ The same run measures the same daemons idle first, so each row reads against its
 Targets (issue 15): under 2% of one core per agent, visible in under 1 s, at most 1 MB of RSS
 added to an idle agent (see bench/README.md for where that stands).
 
+A/B in one run: --agent-bins A,B restarts node-1 on agent binary A and node-2 on B (same
+flags, env and state dir) before the jobs, so two agents compare under the same posters, load
+and moment; the rows then name each agent's binary. Swap A and B between runs to cancel any
+difference between the nodes.
+
 usage: bench/progress/run.py [--bin BUILD/bin] [--agents 2] [--ranks 64] [--interval 0.1]
                              [--duration 30] [--window 15] [--samples 10] [--clients sdk,fresh]
-Every process it starts is stopped by `trainletctl local down` (pids recorded by `local up`)."""
+                             [--agent-bins A,B] [--idle-settle 3]
+Every process it starts is stopped by `trainletctl local down` (pids recorded by `local up`,
+rewritten for a restarted agent)."""
 import argparse
 import json
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -95,8 +103,34 @@ class Cluster:
 
     def metrics_address(self, name):
         with open(os.path.join(self.dir, "logs", name + ".log")) as f:
-            m = re.search(r"serving /metrics, /healthz and /readyz on http://(\S+)", f.read())
-        return m.group(1) if m else None
+            found = re.findall(r"serving /metrics, /healthz and /readyz on http://(\S+)", f.read())
+        return found[-1] if found else None  # the last: a restarted agent appends to the log
+
+    def restart_agent(self, index, binary):
+        """Restarts node-(index+1) on `binary`, with the same flags, env and state dir, and
+        records its pid as `local up` does (pid and start time), so `local down` stops it."""
+        name = "node-%d" % (index + 1)
+        pid = self.agents[index]
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            argv = [a.decode() for a in f.read().split(b"\0") if a]
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            env = dict(e.decode().split("=", 1) for e in f.read().split(b"\0") if b"=" in e)
+        os.kill(pid, signal.SIGTERM)
+        wait_for(lambda: not os.path.exists("/proc/%d" % pid) or
+                 open("/proc/%d/stat" % pid).read().split(")")[1].split()[0] == "Z", 15,
+                 name + " stopping")
+        log = open(os.path.join(self.dir, "logs", name + ".log"), "ab")
+        marker = len(open(log.name, "rb").read())
+        child = subprocess.Popen([binary] + argv[1:], env=env, stdin=subprocess.DEVNULL,
+                                 stdout=log, stderr=log, start_new_session=True)
+        with open("/proc/%d/stat" % child.pid) as f:
+            start = f.read().split(")")[1].split()[19]  # field 22: start time, in clock ticks
+        with open(os.path.join(self.dir, "pids", name + ".pid"), "w") as f:
+            f.write("%d %s\n" % (child.pid, start))
+        self.agents[index] = child.pid
+        wait_for(lambda: b"serving /metrics" in open(log.name, "rb").read()[marker:], 15,
+                 name + " serving again")
+        self.metrics[index] = self.metrics_address(name)
 
     def ctl_json(self, *args):
         out = subprocess.run([self.ctl, *args, "-o", "json"], check=True, env=self.env,
@@ -199,14 +233,23 @@ def main():
     ap.add_argument("--samples", type=int, default=10, help="latency samples")
     ap.add_argument("--clients", default="sdk,fresh",
                     help="poster.py clients, one job each in turn: sdk (kept-alive), fresh")
+    ap.add_argument("--agent-bins", default="",
+                    help="A,B,...: restart node-1 on agent binary A, node-2 on B, ... (A/B)")
+    ap.add_argument("--idle-settle", type=float, default=3,
+                    help="seconds after start-up before the idle RSS and CPU are read")
     a = ap.parse_args()
     a.clients = a.clients.split(",")
     if a.ranks % a.agents:
         sys.exit("--ranks must be a multiple of --agents")
+    agent_bins = [os.path.abspath(b) for b in a.agent_bins.split(",") if b]
+    if len(agent_bins) > a.agents:
+        sys.exit("--agent-bins names more binaries than --agents")
 
     cluster = Cluster(a.bin, a.agents, a.ranks // a.agents)
     try:
-        time.sleep(3)  # start-up work done
+        for i, binary in enumerate(agent_bins):
+            cluster.restart_agent(i, binary)
+        time.sleep(a.idle_settle)  # start-up work done
         daemons = cluster.agents + [cluster.coordinator]
         idle_rss = {p: rss_kb(p) for p in cluster.agents}
         idle_cpu = cpu_percent(daemons, a.window)
@@ -216,6 +259,8 @@ def main():
         cluster.down()
 
     posts = a.ranks / a.interval
+    for i, binary in enumerate(agent_bins):
+        print("node-%d runs %s" % (i + 1, binary))
     print("bench/progress: %d ranks on %d agents, each posting every %g s (%d posts/s in all), "
           "%g s windows" % (a.ranks, a.agents, a.interval, posts, a.window))
     for client, r in results.items():

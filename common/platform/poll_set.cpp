@@ -46,9 +46,9 @@ int PollSet::Add(int fd, uint32_t events, void* tag) { return Apply(fd, 0, event
 int PollSet::Modify(int fd, uint32_t events, void* tag) { return Apply(fd, ~0u, events, tag); }
 void PollSet::Remove(int fd) { Apply(fd, ~0u, 0, nullptr); }
 
-std::vector<PollSet::Event> PollSet::Ready(size_t max) {
+std::vector<PollSet::Event> PollSet::Wait(size_t max, int timeout_ms) {
   std::vector<epoll_event> raw(max);
-  const int n = epoll_wait(fd_, raw.data(), static_cast<int>(raw.size()), 0);
+  const int n = epoll_wait(fd_, raw.data(), static_cast<int>(raw.size()), timeout_ms);
   std::vector<Event> out;
   for (int i = 0; i < n; ++i) {
     uint32_t events = 0;
@@ -83,10 +83,11 @@ int PollSet::Add(int fd, uint32_t events, void* tag) { return Apply(fd, 0, event
 int PollSet::Modify(int fd, uint32_t events, void* tag) { return Apply(fd, ~0u, events, tag); }
 void PollSet::Remove(int fd) { Apply(fd, ~0u, 0, nullptr); }
 
-std::vector<PollSet::Event> PollSet::Ready(size_t max) {
+std::vector<PollSet::Event> PollSet::Wait(size_t max, int timeout_ms) {
   std::vector<struct kevent> raw(max);
-  const timespec now{0, 0};
-  const int n = kevent(fd_, nullptr, 0, raw.data(), static_cast<int>(raw.size()), &now);
+  const timespec limit{timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
+  const int n = kevent(fd_, nullptr, 0, raw.data(), static_cast<int>(raw.size()),
+                       timeout_ms < 0 ? nullptr : &limit);
   std::vector<Event> out;
   for (int i = 0; i < n; ++i) {
     uint32_t events = raw[i].filter == EVFILT_WRITE ? kWritable : kReadable;

@@ -46,7 +46,10 @@ class PollSet {
   int Modify(int fd, uint32_t events, void* tag);
   void Remove(int fd);
   // Up to `max` ready members; never blocks.
-  std::vector<Event> Ready(size_t max);
+  std::vector<Event> Ready(size_t max) { return Wait(max, 0); }
+  // Up to `max` ready members, waiting up to `timeout_ms` (-1: without limit) for one; empty when
+  // none came (or a signal interrupted the wait). For a thread that sleeps on the set itself.
+  std::vector<Event> Wait(size_t max, int timeout_ms);
 
  private:
   explicit PollSet(int fd) : fd_(fd) {}

@@ -55,11 +55,12 @@ class ProgressEndpointTest : public ::testing::Test {
     return dir_.File(name);
   }
 
-  // Runs `curl args` while a thread plays the agent's loop; returns curl's output (-w codes).
-  std::string Curl(const std::string& args) {
+  // Runs `curl args` while a thread plays the agent's loop (unless `with_loop` is false);
+  // returns curl's output (-w codes).
+  std::string Curl(const std::string& args, bool with_loop = true) {
     std::atomic<bool> stop{false};
     std::thread loop([&] {
-      while (!stop) {
+      while (!stop && with_loop) {
         pollfd p{ep_->fd(), POLLIN, 0};
         if (poll(&p, 1, 10) > 0) ep_->OnReadable();
       }
@@ -80,11 +81,16 @@ class ProgressEndpointTest : public ::testing::Test {
     return ep_->url_base() + ProgressStatusPath(kProgressNamespace, job);
   }
   std::string Post(const std::string& url, const std::string& token, const std::string& body_file,
-                   const std::string& extra = "") {
+                   const std::string& extra = "", bool with_loop = true) {
     std::string auth = token.empty() ? "" : " -H 'Authorization: Bearer " + token + "'";
     return Curl("--cacert " + ep_->RankEnv("x", "").at("KUBEFLOW_TRAINER_SERVER_CA_CERT") + auth +
-                " -H 'Content-Type: application/json' --data-binary @" + body_file + " " + extra +
-                " '" + url + "'");
+                    " -H 'Content-Type: application/json' --data-binary @" + body_file + " " +
+                    extra + " '" + url + "'",
+                with_loop);
+  }
+  bool LoopTold() {
+    pollfd p{ep_->fd(), POLLIN, 0};
+    return poll(&p, 1, 0) == 1;
   }
 
   testing::TempDir dir_;
@@ -201,6 +207,35 @@ TEST_F(ProgressEndpointTest, AFloodIsCutToTheJobsRate) {
   ep_ = std::move(again).value();
   EXPECT_EQ(ep_->url_base(), url_base);
   EXPECT_EQ(Post(Url("train-1"), good, body), "200\n");
+}
+
+// The endpoint answers on its own thread: posts go through with no loop polling it, the loop is
+// told once when the first post of a batch waits (not per post), and again only after it took the
+// batch. The answers are counted by status for /metrics.
+TEST_F(ProgressEndpointTest, PostsAreServedWithoutTheLoopWhichIsToldOncePerBatch) {
+  const std::string good = ep_->tokens().Issue("train-1", 2);
+  const std::string body = Write("body.json", kBody);
+  EXPECT_FALSE(LoopTold());
+  EXPECT_EQ(Post(Url("train-1"), good, body, "", /*with_loop=*/false), "200\n");
+  EXPECT_TRUE(LoopTold()) << "the first post of a batch wakes the loop";
+  ep_->OnReadable();
+  EXPECT_FALSE(LoopTold());
+  EXPECT_EQ(Post(Url("train-1"), good,
+                 Write("b2.json", R"({"trainerStatus": {"progressPercentage": 7}})"), "", false),
+            "200\n");
+  EXPECT_FALSE(LoopTold()) << "a batch is pending already: no second wake-up";
+  EXPECT_TRUE(ep_->has_pending());
+  auto report = ep_->TakeReport();
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->updates(0).status().progress_percentage(), 7) << "the newest post";
+  EXPECT_FALSE(ep_->has_pending());
+  EXPECT_EQ(Post(Url("train-1"), "", body, "", false), "401\n");
+  EXPECT_FALSE(LoopTold()) << "a refusal is nothing to report";
+  EXPECT_EQ(Post(Url("train-1"), good, body, "", false), "200\n");
+  EXPECT_TRUE(LoopTold()) << "the first post after the report";
+  const auto counts = ep_->AnswerCounts();
+  EXPECT_EQ(counts.at(200), 3u);
+  EXPECT_EQ(counts.at(401), 1u);
 }
 
 // Started with located credentials only (as the agent starts it): nothing is made until the first

@@ -255,6 +255,31 @@ TEST(PollSet, ReportsReadyMembersByTag) {
   for (int fd : {a[0], a[1], b[0], b[1]}) close(fd);
 }
 
+// Wait blocks on the set itself: for its timeout when nothing comes, until a member is ready.
+TEST(PollSet, WaitBlocksUntilAMemberIsReady) {
+  auto opened = PollSet::Open();
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  auto set = std::move(opened).value();
+  int p[2];
+  ASSERT_EQ(OpenPipe(p, Blocking::kNonBlocking), 0);
+  int tag = 0;
+  ASSERT_EQ(set->Add(p[0], PollSet::kReadable, &tag), 0);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(set->Wait(8, 50).empty());
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 45ms);
+  std::thread writer([&] {
+    std::this_thread::sleep_for(20ms);
+    EXPECT_EQ(write(p[1], "x", 1), 1);
+  });
+  const auto ready = set->Wait(8, -1);
+  writer.join();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].tag, &tag);
+  set->Remove(p[0]);
+  close(p[0]);
+  close(p[1]);
+}
+
 TEST(PeriodicTimer, FiresEveryPeriod) {
   auto opened = PeriodicTimer::Open(20ms);
   ASSERT_TRUE(opened.ok()) << opened.status().message();
