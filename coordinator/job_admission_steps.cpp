@@ -3,6 +3,7 @@
 // JobAdmitter's; this file only applies them to the job map.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <string>
 
 #include "coordinator/fair_share_history.h"
@@ -16,6 +17,21 @@ namespace {
 // At most this often a pass runs when nothing changed: it refreshes the waits' numbers and the
 // fair-sharing history.
 constexpr int64_t kIdleAdmissionIntervalMs = 1000;
+
+std::string Joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// What a job held by admission checks shows as its wait, with the command that lets it go.
+std::string ChecksWaitMessage(const std::string& key, const std::vector<std::string>& pending) {
+  const JobRef ref = JobKeyRef(key);
+  return "waiting for admission check" + std::string(pending.size() == 1 ? " " : "s ") +
+         Joined(pending) + " (an admin runs: trainletctl admit-check trainjob/" + ref.name +
+         (ref.namespace_ == "default" ? "" : " -n " + ref.namespace_) + " --check " +
+         pending.front() + ")";
+}
 
 std::string Flavors(const admission::Admission& a) {
   std::string out;
@@ -64,6 +80,7 @@ void JobController::ReleaseQuota() {
   for (Job* job : order_) {
     if (!job->record.status.has_admission() || JobAdmitter::HoldsQuota(*job)) continue;
     job->record.status.clear_admission();
+    job->record.status.clear_admission_checks_ready();  // a new admission is checked anew
     MarkDirty(*job);
   }
 }
@@ -98,12 +115,22 @@ void JobController::AdmitJob(const std::string& key, const admission::Admission&
   st.set_priority(queues_.PriorityValue(job.spec.priority_class).value_or(0));
   if (!a.unmanaged) {
     const std::string flavors = Flavors(a);
-    AppendEvent(st, "Normal", "Admitted",
-                "Admitted by ClusterQueue " + a.cluster_queue +
-                    (flavors.empty() ? "" : " (flavor " + flavors + ")") +
+    const std::vector<std::string> checks = admitter_.PendingChecks(st);
+    // With admission checks left, this is Kueue's QuotaReserved: the quota is held, the job
+    // is placed once an admin marked every check Ready (AdmitCheck).
+    AppendEvent(st, "Normal", checks.empty() ? "Admitted" : "QuotaReserved",
+                (checks.empty() ? "Admitted by ClusterQueue " : "Quota reserved in ClusterQueue ") +
+                    a.cluster_queue + (flavors.empty() ? "" : " (flavor " + flavors + ")") +
                     (a.borrowing ? ", borrowing from its cohort" : "") + ", after " +
-                    std::to_string(waited_ms / 1000) + " s in the queue",
+                    std::to_string(waited_ms / 1000) + " s in the queue" +
+                    (checks.empty() ? "" : "; waiting for admission checks " + Joined(checks)),
                 now_ms);
+    if (!checks.empty()) {
+      v1::QueueWait* wait = st.mutable_queue_wait();
+      wait->set_kind("AdmissionCheck");
+      wait->set_message(ChecksWaitMessage(key, checks));
+      wait->set_since_unix_ms(now_ms);
+    }
     admission_stats_.wait_seconds[a.cluster_queue].push_back(static_cast<double>(waited_ms) /
                                                              1000.0);
   }
@@ -131,6 +158,7 @@ void JobController::PreemptForQueue(const admission::Preemption& p, int64_t now_
   } else {
     // Admitted but not placed yet: no rank runs, so its quota goes back at once.
     st.clear_admission();
+    st.clear_admission_checks_ready();
     AppendEvent(st, "Normal", "Preempted", std::string(kPrefix) + by + "; requeued", now_ms);
     MarkDirty(victim);
   }
@@ -168,6 +196,57 @@ void JobController::NoteWait(const admission::PendingWorkload& w, const std::str
     st.set_priority(queues_.PriorityValue(job.spec.priority_class).value_or(0));
     MarkDirty(job);
   }
+}
+
+Result<v1::Kueue14AdmitCheckResult> JobController::AdmitCheck(const std::string& key,
+                                                              const std::string& check,
+                                                              int64_t now_ms,
+                                                              const std::string& by) {
+  auto it = jobs_.find(key);
+  if (it == jobs_.end()) return NotFoundError("trainjob/" + JobDisplayName(key) + " not found");
+  Job& job = *it->second;
+  const v1::JobStatus& st = job.record.status;
+  if (IsTerminal(PhaseOf(st)) || st.deleting()) {
+    return InvalidError("trainjob/" + JobDisplayName(key) + " has finished or is being deleted");
+  }
+  // Its ClusterQueue: the one that reserved its quota, else the one it waits in.
+  const std::string cq = st.has_admission() ? st.admission().cluster_queue() : st.cluster_queue();
+  const std::vector<std::string> checks = admitter_.ChecksOf(cq);
+  if (std::find(checks.begin(), checks.end(), check) == checks.end()) {
+    return InvalidError("trainjob/" + JobDisplayName(key) + ": " +
+                        (cq.empty() ? std::string("waits in no ClusterQueue")
+                                    : "ClusterQueue " + cq + " has no admission check " + check +
+                                          (checks.empty() ? " (it has none)"
+                                                          : " (it has " + Joined(checks) + ")")));
+  }
+  v1::Kueue14AdmitCheckResult result;
+  result.set_name(key);
+  const auto& ready = st.admission_checks_ready();
+  if (std::find(ready.begin(), ready.end(), check) == ready.end()) {
+    v1::JobStatus next = st;
+    next.add_admission_checks_ready(check);
+    AppendEvent(next, "Normal", "AdmissionCheckReady",
+                "Admission check " + check + " marked Ready" + (by.empty() ? "" : " by " + by),
+                now_ms);
+    const std::vector<std::string> left = admitter_.PendingChecks(next);
+    if (left.empty() && next.has_admission() && next.queue_wait().kind() == "AdmissionCheck") {
+      next.clear_queue_wait();
+      AppendEvent(next, "Normal", "Admitted",
+                  "Admitted by ClusterQueue " + cq + ": every admission check is Ready", now_ms);
+    } else if (!left.empty() && next.queue_wait().kind() == "AdmissionCheck") {
+      next.mutable_queue_wait()->set_message(ChecksWaitMessage(key, left));
+    }
+    // Stored before it returns, as a suspend is: the admin's word survives a restart.
+    TRAINLET_RETURN_IF_ERROR(store_->UpdateStatus(key, next));
+    job.record.status = std::move(next);
+    MarkDirty(job);
+    result.set_changed(true);
+    spdlog::info("trainjob/{}: admission check {} Ready{}{}", key, check, by.empty() ? "" : " by ",
+                 by);
+    Schedule(now_ms);
+  }
+  for (const auto& name : admitter_.PendingChecks(job.record.status)) result.add_waiting(name);
+  return result;
 }
 
 }  // namespace trainlet::coordinator

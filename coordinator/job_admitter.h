@@ -19,6 +19,11 @@
 // A job whose kueue.x-k8s.io/priority-class names no WorkloadPriorityClass waits with kind
 // NoPriorityClass (Kueue refuses such a workload; here the class may still be applied).
 //
+// Admission checks (ClusterQueue spec.admissionChecks / admissionChecksStrategy): Kueue reserves
+// the quota first, then admits once every check's controller set it Ready. trainlet has no such
+// controllers: an admin is one, with `trainletctl admit-check` (JobStatus.admission_checks_ready).
+// A job whose admission lacks one of its checks holds its quota and is not placed (PendingChecks).
+//
 // The decayed usage history (fair sharing's "who used less recently goes first") is kept here;
 // JobController stores it (fair_share_history.h) and gives it back after a restart.
 //
@@ -74,6 +79,14 @@ class JobAdmitter {
   void RestoreHistory(std::vector<admission::UsageHistory> history) {
     history_ = std::move(history);
   }
+
+  // The admission checks the job's admission waits for, in its ClusterQueue's order: those of the
+  // ClusterQueue that apply to the flavors it was given (a check's onFlavors; all when empty) and
+  // are not in admission_checks_ready. Empty without a managed admission, or when its
+  // ClusterQueue is gone (the quota is then let go elsewhere).
+  std::vector<std::string> PendingChecks(const v1::JobStatus& st) const;
+  // The checks of ClusterQueue `cluster_queue` by name (empty when it has none or is absent).
+  std::vector<std::string> ChecksOf(const std::string& cluster_queue) const;
 
   // Whether the job's admission still holds quota (see the header comment).
   static bool HoldsQuota(const JobEntry& job);

@@ -161,8 +161,9 @@ void JobController::Schedule(int64_t now_ms) {
     if ((p != JobPhase::kPending && p != JobPhase::kRestarting) || job.plugin == nullptr ||
         job.record.status.deleting() || now_ms < job.not_before_ms ||
         now_ms < job.lost_node_hold_ms ||
-        (admission_active_ && !job.record.status.has_admission())) {
-      continue;  // (waits in its queue)
+        (admission_active_ && (!job.record.status.has_admission() ||
+                               !admitter_.PendingChecks(job.record.status).empty()))) {
+      continue;  // (waits in its queue, or for its admission checks)
     }
     if (!room) {
       const NodeUsage usage = Usage();

@@ -157,6 +157,13 @@ class JobController : private AttemptLauncher::Owner {
   Result<v1::SuspendJobResult> Preempt(const std::string& key, const std::string& by_text,
                                        int64_t now_ms);
 
+  // Marks admission check `check` of the job's ClusterQueue Ready for job `key`
+  // (job_admission_steps.cpp; `trainletctl admit-check`), naming `by` in its events; once every
+  // check of its admission is Ready the job is placed. Stored before it returns. NotFound if
+  // absent; Invalid when finished or being deleted, or when its ClusterQueue has no such check;
+  // kIo from the store, with memory left as it was.
+  Result<v1::Kueue14AdmitCheckResult> AdmitCheck(const std::string& key, const std::string& check,
+                                                 int64_t now_ms, const std::string& by);
   // The queues' view (job_admitter.h): usage per ClusterQueue and the last pass's waits.
   const JobAdmitter& admitter() const { return admitter_; }
   // What the admission passes did since the last call (preemptions, admission wait times).

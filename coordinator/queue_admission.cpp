@@ -244,7 +244,8 @@ void AdmissionPass::Evaluate(int cq) {
   const int w = h.order[h.cursor];
   const Workload& wl = in_.workloads[w];
   const ClusterQueue& spec = *m_.specs[cq];
-  AssignFlavorsInto(m_.catalog, m_.queues[cq], cq, DemandOf(w), wl.node_selector, m_.ledger,
+  AssignFlavorsInto(m_.catalog, m_.queues[cq], cq, DemandOf(w), wl.node_selector, wl.tolerations,
+                    m_.ledger,
                     spec.preemption.borrow_within_cohort != BorrowWithinCohortPolicy::kNever ||
                         in_.config.fair_sharing,
                     h.assignment);
@@ -374,7 +375,8 @@ void AdmissionPass::BlockBehind(int cq, int w) {
   for (size_t i = h.cursor + 1; i < h.order.size(); ++i) {
     const int other = h.order[i];
     Assignment a = AssignFlavors(m_.catalog, m_.queues[cq], cq, DemandOf(other),
-                                 in_.workloads[other].node_selector, m_.ledger, false);
+                                 in_.workloads[other].node_selector, m_.ledger, false,
+                                 in_.workloads[other].tolerations);
     if (a.never) {
       Wait(other, cq, WaitKind::kNeverFits, std::move(a.message));
     } else {
