@@ -1,5 +1,5 @@
 // Kueue's ClusterQueue fields that go beyond quota, through a real JobController and SQLite store
-// (coordinator/job_admitter.h, job_admission_steps.cpp, admission_flavors.h):
+// (coordinator/job_admitter.h, admission_step.h, admission_flavors.h):
 //  - admissionChecks: a job's quota is reserved, but it is placed only once an admin marked every
 //    check Ready (JobController::AdmitCheck, `trainletctl admit-check`); the admin's name is in
 //    the events, the Ready checks are stored;

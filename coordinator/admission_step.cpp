@@ -1,13 +1,12 @@
-// JobController's admission step (issue 14): the queues' pass (JobAdmitter) before placement,
-// and carrying out what it decided. The rules are the engine's (queue_admission.h) and
-// JobAdmitter's; this file only applies them to the job map.
+#include "coordinator/admission_step.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "coordinator/fair_share_history.h"
-#include "coordinator/job_controller.h"
 #include "coordinator/job_key.h"
 #include "coordinator/job_state_machine.h"
 
@@ -44,26 +43,26 @@ std::string Flavors(const admission::Admission& a) {
 
 }  // namespace
 
-void JobController::RunAdmission(int64_t now_ms) {
-  admission_active_ = admitter_.active();
-  if (!admission_active_) return;
-  ReleaseQuota();
-  if (generation_ == admitted_generation_ &&
+void AdmissionStep::Run(const std::vector<JobEntry*>& jobs, int64_t now_ms) {
+  active_ = admitter_.active();
+  if (!active_) return;
+  ReleaseQuota(jobs);
+  if (owner_->generation() == admitted_generation_ &&
       now_ms - last_admission_ms_ < kIdleAdmissionIntervalMs) {
     return;
   }
   last_admission_ms_ = now_ms;
   const AdmissionDecisions& d =
-      admitter_.Pass(std::vector<const Job*>(order_.begin(), order_.end()), now_ms);
+      admitter_.Pass(std::vector<const JobEntry*>(jobs.begin(), jobs.end()), now_ms);
   for (const auto& w : d.result.pending) NoteWait(w, WaitKindName(w.kind), now_ms);
   for (const auto& w : d.unresolved) NoteWait(w, "NoPriorityClass", now_ms);
   for (const auto& p : d.result.preemptions) PreemptForQueue(p, now_ms);
   for (const auto& [key, a] : d.result.admitted) AdmitJob(key, a, now_ms);
-  admitted_generation_ = generation_;
+  admitted_generation_ = owner_->generation();
   StoreFairShareHistory(now_ms);
 }
 
-void JobController::StoreFairShareHistory(int64_t now_ms) {
+void AdmissionStep::StoreFairShareHistory(int64_t now_ms) {
   if (now_ms - history_written_ms_ < kFairShareHistoryWriteMs) return;
   // A failed write is tried again at the next pass; only the ordering of fair sharing after a
   // restart depends on it.
@@ -76,25 +75,25 @@ void JobController::StoreFairShareHistory(int64_t now_ms) {
   history_written_ms_ = now_ms;
 }
 
-void JobController::ReleaseQuota() {
-  for (Job* job : order_) {
+void AdmissionStep::ReleaseQuota(const std::vector<JobEntry*>& jobs) {
+  for (JobEntry* job : jobs) {
     if (!job->record.status.has_admission() || JobAdmitter::HoldsQuota(*job)) continue;
     job->record.status.clear_admission();
     job->record.status.clear_admission_checks_ready();  // a new admission is checked anew
-    MarkDirty(*job);
+    owner_->MarkDirty(*job);
   }
 }
 
-void JobController::AdmitJob(const std::string& key, const admission::Admission& a,
+void AdmissionStep::AdmitJob(const std::string& key, const admission::Admission& a,
                              int64_t now_ms) {
-  auto it = jobs_.find(key);
-  if (it == jobs_.end()) return;
-  Job& job = *it->second;
+  JobEntry* found = owner_->FindJob(key);
+  if (found == nullptr) return;
+  JobEntry& job = *found;
   v1::JobStatus& st = job.record.status;
   const int64_t waited_ms = st.has_queue_wait() ? now_ms - st.queue_wait().since_unix_ms() : 0;
   if (PhaseOf(st) == JobPhase::kSuspended) {
     // Preempted before: Kueue's suspend flipped back to false. A new attempt follows.
-    auto resumed = SetSuspend(key, false, now_ms, "ClusterQueue " + a.cluster_queue);
+    auto resumed = owner_->ResumeAdmitted(key, "ClusterQueue " + a.cluster_queue, now_ms);
     if (!resumed.ok()) {
       spdlog::error("trainjob/{}: admitted but not resumed: {}", key, resumed.status().message());
       return;  // not admitted: the next pass tries again
@@ -112,7 +111,7 @@ void JobController::AdmitJob(const std::string& key, const admission::Admission&
     ar->set_amount(r.amount);
   }
   st.clear_queue_wait();
-  st.set_priority(queues_.PriorityValue(job.spec.priority_class).value_or(0));
+  st.set_priority(catalog_->PriorityValue(job.spec.priority_class).value_or(0));
   if (!a.unmanaged) {
     const std::string flavors = Flavors(a);
     const std::vector<std::string> checks = admitter_.PendingChecks(st);
@@ -131,26 +130,25 @@ void JobController::AdmitJob(const std::string& key, const admission::Admission&
       wait->set_message(ChecksWaitMessage(key, checks));
       wait->set_since_unix_ms(now_ms);
     }
-    admission_stats_.wait_seconds[a.cluster_queue].push_back(static_cast<double>(waited_ms) /
-                                                             1000.0);
+    stats_.wait_seconds[a.cluster_queue].push_back(static_cast<double>(waited_ms) / 1000.0);
   }
   spdlog::info("trainjob/{} admitted by ClusterQueue {}", key, a.cluster_queue);
-  MarkDirty(job);
+  owner_->MarkDirty(job);
 }
 
-void JobController::PreemptForQueue(const admission::Preemption& p, int64_t now_ms) {
-  auto it = jobs_.find(p.victim);
-  if (it == jobs_.end()) return;
-  Job& victim = *it->second;
+void AdmissionStep::PreemptForQueue(const admission::Preemption& p, int64_t now_ms) {
+  JobEntry* found = owner_->FindJob(p.victim);
+  if (found == nullptr) return;
+  JobEntry& victim = *found;
   v1::JobStatus& st = victim.record.status;
   static constexpr std::string_view kPrefix = "Preempted by ";
   std::string by = p.message;
   if (by.rfind(kPrefix, 0) == 0) by = by.substr(kPrefix.size());
-  ++admission_stats_.preemptions[st.admission().cluster_queue()];
+  ++stats_.preemptions[st.admission().cluster_queue()];
   const JobPhase phase = PhaseOf(st);
   if (phase == JobPhase::kStarting || phase == JobPhase::kRunning ||
       phase == JobPhase::kRestarting) {
-    auto done = Preempt(p.victim, by, now_ms);
+    auto done = owner_->Preempt(p.victim, by, now_ms);
     if (!done.ok()) {
       spdlog::error("trainjob/{}: cannot preempt: {}", p.victim, done.status().message());
       return;
@@ -160,30 +158,30 @@ void JobController::PreemptForQueue(const admission::Preemption& p, int64_t now_
     st.clear_admission();
     st.clear_admission_checks_ready();
     AppendEvent(st, "Normal", "Preempted", std::string(kPrefix) + by + "; requeued", now_ms);
-    MarkDirty(victim);
+    owner_->MarkDirty(victim);
   }
-  if (auto pre = jobs_.find(p.preemptor); pre != jobs_.end()) {
+  if (JobEntry* pre = owner_->FindJob(p.preemptor); pre != nullptr) {
     const JobRef victim_ref = JobKeyRef(p.victim);  // namespace/name, as the victim's event
-    AppendEvent(pre->second->record.status, "Normal", "Preempting",
+    AppendEvent(pre->record.status, "Normal", "Preempting",
                 "Preempting " + victim_ref.namespace_ + "/" + victim_ref.name + " (" +
                     admission::PreemptionRuleName(p.rule) + ")",
                 now_ms);
-    MarkDirty(*pre->second);
+    owner_->MarkDirty(*pre);
   }
 }
 
-void JobController::NoteWait(const admission::PendingWorkload& w, const std::string& kind,
+void AdmissionStep::NoteWait(const admission::PendingWorkload& w, const std::string& kind,
                              int64_t now_ms) {
-  auto it = jobs_.find(w.key);
-  if (it == jobs_.end()) return;
-  Job& job = *it->second;
+  JobEntry* found = owner_->FindJob(w.key);
+  if (found == nullptr) return;
+  JobEntry& job = *found;
   v1::JobStatus& st = job.record.status;
   v1::QueueWait* wait = st.mutable_queue_wait();
   const bool first = wait->since_unix_ms() == 0;
   if (first) wait->set_since_unix_ms(now_ms);
   if (kind == "NeverFits" && wait->kind() != kind) {
     AppendEvent(st, "Warning", "NeverFits", w.message, now_ms);
-    MarkDirty(job);  // said once, and stored
+    owner_->MarkDirty(job);  // said once, and stored
   }
   // The rest changes with every pass (position, free amounts): kept in memory, and stored with
   // the job's next write, not on its own.
@@ -193,18 +191,18 @@ void JobController::NoteWait(const admission::PendingWorkload& w, const std::str
   if (!w.cluster_queue.empty()) st.set_cluster_queue(w.cluster_queue);
   if (first) {
     st.set_queue(job.spec.queue_name);
-    st.set_priority(queues_.PriorityValue(job.spec.priority_class).value_or(0));
-    MarkDirty(job);
+    st.set_priority(catalog_->PriorityValue(job.spec.priority_class).value_or(0));
+    owner_->MarkDirty(job);
   }
 }
 
-Result<v1::Kueue14AdmitCheckResult> JobController::AdmitCheck(const std::string& key,
+Result<v1::Kueue14AdmitCheckResult> AdmissionStep::AdmitCheck(const std::string& key,
                                                               const std::string& check,
                                                               int64_t now_ms,
                                                               const std::string& by) {
-  auto it = jobs_.find(key);
-  if (it == jobs_.end()) return NotFoundError("trainjob/" + JobDisplayName(key) + " not found");
-  Job& job = *it->second;
+  JobEntry* found = owner_->FindJob(key);
+  if (found == nullptr) return NotFoundError("trainjob/" + JobDisplayName(key) + " not found");
+  JobEntry& job = *found;
   const v1::JobStatus& st = job.record.status;
   if (IsTerminal(PhaseOf(st)) || st.deleting()) {
     return InvalidError("trainjob/" + JobDisplayName(key) + " has finished or is being deleted");
@@ -239,11 +237,10 @@ Result<v1::Kueue14AdmitCheckResult> JobController::AdmitCheck(const std::string&
     // Stored before it returns, as a suspend is: the admin's word survives a restart.
     TRAINLET_RETURN_IF_ERROR(store_->UpdateStatus(key, next));
     job.record.status = std::move(next);
-    MarkDirty(job);
+    owner_->MarkDirty(job);
     result.set_changed(true);
     spdlog::info("trainjob/{}: admission check {} Ready{}{}", key, check, by.empty() ? "" : " by ",
                  by);
-    Schedule(now_ms);
   }
   for (const auto& name : admitter_.PendingChecks(job.record.status)) result.add_waiting(name);
   return result;
