@@ -4,12 +4,15 @@
 //    check Ready (JobController::AdmitCheck, `trainletctl admit-check`); the admin's name is in
 //    the events, the Ready checks are stored;
 //  - a ResourceFlavor's nodeTaints keep jobs that do not tolerate them off the flavor;
-//  - flavorFungibility whenCanPreempt: Preempt keeps a job on the first flavor.
+//  - flavorFungibility whenCanPreempt: Preempt keeps a job on the first flavor;
+//  - through OperatorService: only admins may mark a check Ready.
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "controller_fixture.h"
+#include "coordinator/access_policy.h"
+#include "coordinator/operator_service.h"
 
 namespace trainlet::coordinator {
 namespace {
@@ -179,6 +182,47 @@ TEST_F(AdmissionChecksTest, WhenCanPreemptPreemptKeepsAJobOnItsFirstFlavor) {
   const v1::JobStatus& second = JobOrDie("second");
   EXPECT_FALSE(second.has_admission());
   EXPECT_EQ(second.queue_wait().kind(), "Quota");
+}
+
+TEST_F(AdmissionChecksTest, OnlyAdminsMarkAChecksReadyThroughTheOperatorService) {
+  auto policy = AccessPolicy::Parse(
+      "users:\n  alice: {role: admin}\n  bob: {role: user, namespaces: [default]}\n",
+      "policy.yaml");
+  ASSERT_TRUE(policy.ok()) << policy.status().message();
+  std::vector<v1::Envelope> replies;
+  OperatorService service(
+      controller_.get(), &registry_, &sink_,
+      [&](const std::string&, v1::Envelope env) { replies.push_back(std::move(env)); });
+  service.EnforcePolicy([&]() -> const AccessPolicy& { return *policy; });
+  auto send = [&](const std::string& user) {
+    v1::OperatorRequest req;
+    req.mutable_admit_check()->set_name("first");
+    req.mutable_admit_check()->set_check("budget");
+    replies.clear();
+    service.Handle("rid", req, Clock::now(), kT0 + 5, user);
+    EXPECT_EQ(replies.size(), 1u);
+    return replies.empty() ? v1::OperatorResponse{} : replies.back().operator_response();
+  };
+  ApplyOk(Queues("  admissionChecks: [budget]"));
+  ApplyOk(Job("first"));
+  controller_->Schedule(kT0);
+
+  v1::OperatorResponse r = send("bob");  // a user of the job's namespace, not an admin
+  EXPECT_EQ(r.error_code(), "PermissionDenied");
+  EXPECT_EQ(r.error(),
+            "user \"bob\" may not mark admission checks Ready in namespace \"default\" (admins "
+            "only)");
+  r = send("eve");
+  EXPECT_EQ(r.error_code(), "PermissionDenied");
+  EXPECT_NE(r.error().find("the access policy does not name the user"), std::string::npos);
+  EXPECT_EQ(PhaseName(JobOrDie("first")), "Pending");
+
+  r = send("alice");
+  EXPECT_EQ(r.error(), "");
+  EXPECT_EQ(r.admit_check().name(), "first");
+  EXPECT_TRUE(r.admit_check().changed());
+  EXPECT_TRUE(HasEvent(JobOrDie("first"), "AdmissionCheckReady", "marked Ready by alice"));
+  EXPECT_EQ(PhaseName(JobOrDie("first")), "Starting");
 }
 
 }  // namespace
