@@ -88,7 +88,8 @@ class AdmissionStep {
   void AdmitJob(const std::string& key, const admission::Admission& a, int64_t now_ms);
   void PreemptForQueue(const admission::Preemption& p, int64_t now_ms);
   // `kind` is JobStatus.queue_wait.kind: WaitKindName(w.kind), or NoPriorityClass.
-  void NoteWait(const admission::PendingWorkload& w, const std::string& kind, int64_t now_ms);
+  void NoteWait(JobEntry& job, const admission::PendingWorkload& w, const std::string& kind,
+                int64_t now_ms);
 
   // Constant after construction.
   const QueueCatalog* catalog_;

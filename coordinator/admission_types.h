@@ -203,6 +203,9 @@ struct PendingWorkload {
   WaitKind kind = WaitKind::kQuota;
   std::string message;
   int64_t position = 0;  // 0-based place among the pending of its ClusterQueue
+  // Its index in AdmissionInputs::workloads (so a caller finds its own object without looking
+  // the key up); -1 for waits made outside the engine.
+  int workload = -1;
 };
 
 struct AdmissionResult {

@@ -233,9 +233,8 @@ WorkloadOrWait WorkloadOf(const JobEntry& job, const QueueCatalog& catalog) {
   return out;
 }
 
-admission::AdmissionInputs JobAdmitter::Inputs(
-    const std::vector<const JobEntry*>& jobs,
-    std::vector<admission::PendingWorkload>& unresolved) const {
+admission::AdmissionInputs JobAdmitter::Inputs(const std::vector<const JobEntry*>& jobs,
+                                               AdmissionDecisions& out) const {
   admission::AdmissionInputs in;
   for (const auto* o : catalog_->List(kueue::Kind::kResourceFlavor)) {
     in.flavors.push_back(FlavorOf(*o->flavor));
@@ -251,17 +250,24 @@ admission::AdmissionInputs JobAdmitter::Inputs(
     in.namespace_labels[o->local_queue->namespace_]["kubernetes.io/metadata.name"] =
         o->local_queue->namespace_;
   }
-  for (const JobEntry* job : jobs) {
-    const bool holds = HoldsQuota(*job);
-    if (!holds && !Queued(*job)) continue;
-    WorkloadOrWait w = WorkloadOf(*job, *catalog_);
+  in.workloads.reserve(jobs.size());
+  out.job_of_workload.reserve(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const JobEntry& job = *jobs[i];
+    const bool holds = HoldsQuota(job);
+    if (!holds && !Queued(job)) continue;
+    WorkloadOrWait w = WorkloadOf(job, *catalog_);
     if (w.wait) {
-      if (!holds) unresolved.push_back(std::move(*w.wait));
+      if (!holds) {
+        out.unresolved.push_back(std::move(*w.wait));
+        out.unresolved_jobs.push_back(i);
+      }
       continue;
     }
-    const std::string ns = w.workload->namespace_;
-    in.namespace_labels[ns]["kubernetes.io/metadata.name"] = ns;
+    auto& labels = in.namespace_labels[w.workload->namespace_];
+    if (labels.empty()) labels["kubernetes.io/metadata.name"] = w.workload->namespace_;
     in.workloads.push_back(std::move(*w.workload));
+    out.job_of_workload.push_back(i);
   }
   in.history = history_;
   in.config.default_local_queue = options_.default_local_queue;
@@ -273,7 +279,7 @@ admission::AdmissionInputs JobAdmitter::Inputs(
 const AdmissionDecisions& JobAdmitter::Pass(const std::vector<const JobEntry*>& jobs,
                                             int64_t now_ms) {
   AdmissionDecisions out;
-  admission::AdmissionInputs in = Inputs(jobs, out.unresolved);
+  admission::AdmissionInputs in = Inputs(jobs, out);
   out.result = admission::RunAdmissionPass(in, now_ms);
   // What get clusterqueues shows: the usage once this pass's admissions hold their quota.
   usage_ = admission::UsageByClusterQueue(

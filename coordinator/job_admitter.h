@@ -55,6 +55,10 @@ struct AdmissionDecisions {
   // Pending jobs the engine was not given because their priority class is missing (wait kind
   // NoPriorityClass), with the message.
   std::vector<admission::PendingWorkload> unresolved;
+  // Where each waiting job is in the `jobs` given to Pass, so the caller reaches it without a
+  // lookup by name: by workload index (PendingWorkload::workload), and parallel to `unresolved`.
+  std::vector<size_t> job_of_workload;
+  std::vector<size_t> unresolved_jobs;
 };
 
 class JobAdmitter {
@@ -94,8 +98,9 @@ class JobAdmitter {
   static bool Queued(const JobEntry& job);
 
  private:
+  // Fills `out`'s unresolved waits and job indices.
   admission::AdmissionInputs Inputs(const std::vector<const JobEntry*>& jobs,
-                                    std::vector<admission::PendingWorkload>& unresolved) const;
+                                    AdmissionDecisions& out) const;
 
   const QueueCatalog* catalog_;
   JobAdmitterOptions options_;

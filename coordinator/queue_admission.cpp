@@ -94,7 +94,7 @@ class AdmissionPass {
 void AdmissionPass::Wait(int w, int cq, WaitKind kind, std::string message) {
   pending_slot_[w] = static_cast<int>(result_.pending.size());
   result_.pending.push_back(
-      {in_.workloads[w].key, cq >= 0 ? m_.cq_names[cq] : "", kind, std::move(message), 0});
+      {in_.workloads[w].key, cq >= 0 ? m_.cq_names[cq] : "", kind, std::move(message), 0, w});
 }
 
 // Appends w's total requests to the pool; false (and why) when they are not valid.

@@ -14,6 +14,7 @@
 //   trainlet-schedule-pass-bench
 //   trainlet-schedule-pass-bench --benchmark_repetitions=5
 #include <benchmark/benchmark.h>
+#include <spdlog/spdlog.h>
 #include <stdlib.h>
 
 #include <filesystem>
@@ -139,4 +140,10 @@ BENCHMARK(BM_SchedulePassBoundIdle)->Unit(benchmark::kMillisecond)->MinTime(2);
 }  // namespace
 }  // namespace trainlet::coordinator
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  spdlog::set_level(spdlog::level::warn);  // a line per job placed or unplaceable otherwise
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
