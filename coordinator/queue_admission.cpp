@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -466,17 +467,32 @@ Status UsageWithinQuota(const AdmissionInputs& state) {
 
 AdmissionInputs ApplyAdmissionResult(AdmissionInputs state, const AdmissionResult& result,
                                      int64_t now_ms, bool victims_stopped) {
-  std::unordered_map<std::string, size_t> index;
-  for (size_t i = 0; i < state.workloads.size(); ++i) index.emplace(state.workloads[i].key, i);
+  // Only the workloads the result names are looked for: a few among thousands waiting (indexing
+  // every key cost a pass more than the rest of this function).
+  constexpr size_t kUnseen = ~size_t{0};
+  std::unordered_map<std::string_view, size_t> index;
+  for (const auto& [key, admission] : result.admitted) index.emplace(key, kUnseen);
+  if (victims_stopped) {
+    for (const Preemption& p : result.preemptions) index.emplace(p.victim, kUnseen);
+  }
+  for (size_t i = 0; i < state.workloads.size() && !index.empty(); ++i) {
+    auto it = index.find(state.workloads[i].key);
+    if (it != index.end() && it->second == kUnseen) it->second = i;  // the first, as before
+  }
+  auto at = [&](const std::string& key) -> Workload& {
+    const size_t i = index.at(key);
+    TRAINLET_CHECK_MSG(i != kUnseen, "no workload " + key);
+    return state.workloads[i];
+  };
   for (const auto& [key, admission] : result.admitted) {
-    Workload& w = state.workloads[index.at(key)];
+    Workload& w = at(key);
     TRAINLET_CHECK_MSG(!w.admission, "admitted twice: " + key);
     w.admission = admission;
     w.admitted_ms = now_ms;
   }
   if (victims_stopped) {
     for (const Preemption& p : result.preemptions) {
-      Workload& w = state.workloads[index.at(p.victim)];
+      Workload& w = at(p.victim);
       w.admission.reset();
       w.admitted_ms = 0;
     }
