@@ -27,7 +27,55 @@ bool FlavorMatchesSelector(const std::map<std::string, std::string>& selector,
   return true;
 }
 
+bool ToleratesTaint(const Toleration& t, const Taint& taint) {
+  if (!t.effect.empty() && t.effect != taint.effect) return false;
+  if (!t.key.empty() && t.key != taint.key) return false;
+  if (t.op == "Exists") return true;
+  return t.value == taint.value;  // Equal, or "" (Kubernetes' default)
+}
+
+const Taint* UntoleratedTaint(const std::vector<Taint>& taints,
+                              const std::vector<Toleration>& workload,
+                              const std::vector<Toleration>& flavor) {
+  auto tolerated = [](const std::vector<Toleration>& list, const Taint& taint) {
+    return std::any_of(list.begin(), list.end(),
+                       [&](const Toleration& t) { return ToleratesTaint(t, taint); });
+  };
+  for (const Taint& taint : taints) {
+    if (taint.effect != "NoSchedule" && taint.effect != "NoExecute") continue;
+    if (!tolerated(workload, taint) && !tolerated(flavor, taint)) return &taint;
+  }
+  return nullptr;
+}
+
+std::string TaintText(const Taint& taint) {
+  return taint.key + (taint.value.empty() ? "" : "=" + taint.value) + ":" + taint.effect;
+}
+
 namespace {
+
+// Whether the rating `mode` of a flavor is taken at once, or the next flavor is tried first
+// (the negation of Kueue's shouldTryNextFlavor).
+bool TakeAtOnce(FitMode mode, bool borrowing, const FlavorFungibility& f) {
+  if (mode == FitMode::kFit) return !borrowing || !f.try_next_when_can_borrow;
+  if (mode == FitMode::kPreempt && !f.try_next_when_can_preempt) {
+    return !borrowing || !f.try_next_when_can_borrow;
+  }
+  return false;
+}
+
+// The taint of flavor `f` that keeps a workload with `tolerations` off it; null when none does.
+const Taint* FlavorTaintBlocks(const Catalog& catalog, int f,
+                               const std::vector<Toleration>& tolerations) {
+  if (f >= static_cast<int>(catalog.flavor_taints.size()) || catalog.flavor_taints[f].empty()) {
+    return nullptr;
+  }
+  static const std::vector<Toleration> kNone;
+  return UntoleratedTaint(catalog.flavor_taints[f], tolerations,
+                          f < static_cast<int>(catalog.flavor_tolerations.size())
+                              ? catalog.flavor_tolerations[f]
+                              : kNone);
+}
 
 // One resource group's outcome.
 struct GroupOutcome {
@@ -39,67 +87,106 @@ struct GroupOutcome {
   std::string message;
 };
 
-GroupOutcome AssignGroup(const Catalog& catalog, const QueueModel& queue, int cq, int g,
-                         Demand demand, const std::map<std::string, std::string>& selector,
-                         const QuotaLedger& ledger, bool can_preempt_while_borrowing) {
-  const QueueModel::Group& group = queue.groups[g];
-  GroupOutcome out;
-  bool any_possible = false, any_selector_match = false;
-  int first_resource = -1;
+// One flavor's rating for the group's resources of `demand`.
+struct FlavorRating {
+  FitMode mode = FitMode::kFit;
+  bool never = false;
+  bool borrowing = false;
+  int short_slot = -1;
+  int64_t short_need = 0;
   int never_resource = -1;
   int64_t never_need = 0, never_potential = -1;
+};
+
+FlavorRating RateFlavor(const Catalog& catalog, const QueueModel& queue, int cq, int g, int f,
+                        Demand demand, const QuotaLedger& ledger,
+                        bool can_preempt_while_borrowing) {
+  FlavorRating out;
+  for (const auto& [r, amount] : demand) {
+    if (queue.group_of_resource[r] != g) continue;
+    const int slot = catalog.Slot(f, r);
+    const int64_t potential = ledger.Potential(cq, slot);
+    if (amount > potential) {
+      out.never = true;
+      out.never_resource = r;
+      out.never_need = amount;
+      out.never_potential = potential;
+      return out;
+    }
+    const int64_t nominal = ledger.Quota(cq, slot).nominal;
+    if (ledger.Effective(cq, slot) + amount > nominal) out.borrowing = true;
+    if (amount <= ledger.Available(cq, slot)) continue;
+    const FitMode m =
+        amount <= nominal || can_preempt_while_borrowing ? FitMode::kPreempt : FitMode::kNoFit;
+    if (out.short_slot < 0) {
+      out.short_slot = slot;
+      out.short_need = amount;
+    }
+    out.mode = std::min(out.mode, m);
+  }
+  return out;
+}
+
+GroupOutcome AssignGroup(const Catalog& catalog, const QueueModel& queue, int cq, int g,
+                         Demand demand, const std::map<std::string, std::string>& selector,
+                         const std::vector<Toleration>& tolerations, const QuotaLedger& ledger,
+                         bool can_preempt_while_borrowing) {
+  const QueueModel::Group& group = queue.groups[g];
+  const FlavorFungibility& fungibility = queue.spec->fungibility;
+  GroupOutcome out;
+  bool any_possible = false, any_selector_match = false;
+  int never_resource = -1;
+  int64_t never_need = 0, never_potential = -1;
+  std::string taint_message;  // the first flavor a taint kept out, in Kueue's words
   for (int f : group.flavors) {
     if (!selector.empty() && !FlavorMatchesSelector(selector, catalog.flavor_labels[f])) continue;
     any_selector_match = true;
-    FitMode mode = FitMode::kFit;
-    bool never = false;
-    int short_slot = -1;
-    int64_t short_need = 0;
-    for (const auto& [r, amount] : demand) {
-      if (queue.group_of_resource[r] != g) continue;
-      const int slot = catalog.Slot(f, r);
-      const int64_t potential = ledger.Potential(cq, slot);
-      if (amount > potential) {
-        never = true;
-        if (never_resource < 0 || (r == never_resource && potential > never_potential)) {
-          never_resource = r;
-          never_need = amount;
-          never_potential = potential;
-        }
-        break;
+    if (const Taint* taint = FlavorTaintBlocks(catalog, f, tolerations)) {
+      if (taint_message.empty()) {
+        taint_message =
+            "untolerated taint " + TaintText(*taint) + " in flavor " + catalog.flavor_names[f];
       }
-      if (amount <= ledger.Available(cq, slot)) continue;
-      const FitMode m = amount <= ledger.Quota(cq, slot).nominal || can_preempt_while_borrowing
-                            ? FitMode::kPreempt
-                            : FitMode::kNoFit;
-      if (short_slot < 0) {
-        short_slot = slot;
-        short_need = amount;
-      }
-      mode = std::min(mode, m);
+      continue;
     }
-    if (never) continue;
-    if (!any_possible || mode > out.mode) {
-      out.mode = mode;
+    const FlavorRating rating =
+        RateFlavor(catalog, queue, cq, g, f, demand, ledger, can_preempt_while_borrowing);
+    if (rating.never) {
+      if (never_resource < 0 ||
+          (rating.never_resource == never_resource && rating.never_potential > never_potential)) {
+        never_resource = rating.never_resource;
+        never_need = rating.never_need;
+        never_potential = rating.never_potential;
+      }
+      continue;
+    }
+    const bool take = TakeAtOnce(rating.mode, rating.borrowing, fungibility);
+    if (take || !any_possible || rating.mode > out.mode) {
+      out.mode = rating.mode;
       out.flavor = f;
-      out.short_slot = short_slot;
-      out.short_need = short_need;
+      out.short_slot = rating.short_slot;
+      out.short_need = rating.short_need;
     }
     any_possible = true;
-    if (mode == FitMode::kFit) break;
+    if (take) break;
   }
   if (any_possible) return out;
   out.never = true;
   const std::string& cq_name = queue.spec->name;
+  if (never_resource >= 0) {
+    out.message = NeverFitsMessage(catalog.resource_names[never_resource], "", never_need, cq_name,
+                                   std::max<int64_t>(0, never_potential), ledger.CohortOf(cq) >= 0);
+    return out;
+  }
+  int first_resource = -1;
   for (const auto& [r, amount] : demand) {
     if (queue.group_of_resource[r] == g && first_resource < 0) first_resource = r;
   }
-  if (!any_selector_match) {
+  if (any_selector_match) {
+    out.message = "can never fit: no flavor of ClusterQueue " + cq_name + " for " +
+                  catalog.resource_names[first_resource] + " is tolerated: " + taint_message;
+  } else {
     out.message = "can never fit: no flavor of ClusterQueue " + cq_name + " for " +
                   catalog.resource_names[first_resource] + " matches its nodeSelector";
-  } else {
-    out.message = NeverFitsMessage(catalog.resource_names[never_resource], "", never_need, cq_name,
-                                   std::max<int64_t>(0, never_potential), ledger.CohortOf(cq) >= 0);
   }
   return out;
 }
@@ -108,15 +195,18 @@ GroupOutcome AssignGroup(const Catalog& catalog, const QueueModel& queue, int cq
 
 Assignment AssignFlavors(const Catalog& catalog, const QueueModel& queue, int cq, Demand demand,
                          const std::map<std::string, std::string>& selector,
-                         const QuotaLedger& ledger, bool can_preempt_while_borrowing) {
+                         const QuotaLedger& ledger, bool can_preempt_while_borrowing,
+                         const std::vector<Toleration>& tolerations) {
   Assignment a;
-  AssignFlavorsInto(catalog, queue, cq, demand, selector, ledger, can_preempt_while_borrowing, a);
+  AssignFlavorsInto(catalog, queue, cq, demand, selector, tolerations, ledger,
+                    can_preempt_while_borrowing, a);
   return a;
 }
 
 void AssignFlavorsInto(const Catalog& catalog, const QueueModel& queue, int cq, Demand demand,
                        const std::map<std::string, std::string>& selector,
-                       const QuotaLedger& ledger, bool can_preempt_while_borrowing, Assignment& a) {
+                       const std::vector<Toleration>& tolerations, const QuotaLedger& ledger,
+                       bool can_preempt_while_borrowing, Assignment& a) {
   a.mode = FitMode::kFit;
   a.never = false;
   a.borrowing = false;
@@ -142,8 +232,8 @@ void AssignFlavorsInto(const Catalog& catalog, const QueueModel& queue, int cq, 
   };
   for (int g = 0; g < static_cast<int>(queue.groups.size()); ++g) {
     if (!asks(g)) continue;
-    GroupOutcome o =
-        AssignGroup(catalog, queue, cq, g, demand, selector, ledger, can_preempt_while_borrowing);
+    GroupOutcome o = AssignGroup(catalog, queue, cq, g, demand, selector, tolerations, ledger,
+                                 can_preempt_while_borrowing);
     if (o.never) {
       a.never = true;
       a.mode = FitMode::kNoFit;

@@ -1,12 +1,18 @@
 // Flavor assignment: which flavor of each resource group a workload would use in its
 // ClusterQueue, and whether it fits there now, only by preempting, or never.
 //
-// Kueue's rules with its default flavorFungibility (whenCanBorrow: Borrow, whenCanPreempt:
-// TryNextFlavor): in each resource group the flavors are tried in order; a flavor is skipped
-// when the workload's nodeSelector disagrees with one of the flavor's node labels (a selector
-// key the flavor does not label is left to the planner); the first flavor where every requested
-// resource of the group fits, borrowing included, is taken; when none fits, the first flavor
-// where preemption could make room is remembered. Pure: reads the ledger, changes nothing.
+// Kueue's flavor assigner: in each resource group the flavors are tried in order. A flavor is
+// skipped when the workload's nodeSelector disagrees with one of the flavor's node labels (a
+// selector key the flavor does not label is left to the planner), or when the flavor has a
+// NoSchedule or NoExecute node taint that neither the workload's tolerations nor the flavor's
+// own tolerations tolerate. Each flavor left is rated: fits now (borrowing or not), fits only by
+// preempting, or does not fit. The ClusterQueue's flavorFungibility says which rating is taken
+// at once (Kueue's shouldTryNextFlavor): a fit that needs no borrowing always; a fit that
+// borrows unless whenCanBorrow is TryNextFlavor; a preempting fit only with whenCanPreempt
+// Preempt (and, when it would also borrow, whenCanBorrow Borrow). Otherwise the next flavor is
+// tried, and when none is taken the best rating seen wins, the earliest among equals. Kueue's
+// defaults (Borrow, TryNextFlavor) take the first flavor that fits, borrowing included, and
+// else the first where preemption could make room. Pure: reads the ledger, changes nothing.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +32,10 @@ struct Catalog {
   std::vector<std::string> flavor_names;
   std::vector<std::map<std::string, std::string>> flavor_labels;
   std::vector<bool> flavor_declared;  // a ResourceFlavor of that name exists
+  // By flavor (may be shorter than flavor_names: missing entries have none): the NoSchedule and
+  // NoExecute taints (the only ones that keep a workload off) and the flavor's tolerations.
+  std::vector<std::vector<Taint>> flavor_taints;
+  std::vector<std::vector<Toleration>> flavor_tolerations;
   std::vector<int> resource_of_slot;
   std::vector<std::string> slot_names;  // "nvidia.com/gpu in flavor h100"
 
@@ -70,14 +80,27 @@ struct Assignment {
 };
 
 // can_preempt_while_borrowing: the queue's borrowWithinCohort policy is not Never.
+// `tolerations`: the workload's (its pod template's).
 Assignment AssignFlavors(const Catalog& catalog, const QueueModel& queue, int cq, Demand demand,
                          const std::map<std::string, std::string>& selector,
-                         const QuotaLedger& ledger, bool can_preempt_while_borrowing);
+                         const QuotaLedger& ledger, bool can_preempt_while_borrowing,
+                         const std::vector<Toleration>& tolerations = {});
 // The same into `out`, reusing its storage (a pass evaluates thousands of workloads).
 void AssignFlavorsInto(const Catalog& catalog, const QueueModel& queue, int cq, Demand demand,
                        const std::map<std::string, std::string>& selector,
-                       const QuotaLedger& ledger, bool can_preempt_while_borrowing,
-                       Assignment& out);
+                       const std::vector<Toleration>& tolerations, const QuotaLedger& ledger,
+                       bool can_preempt_while_borrowing, Assignment& out);
+
+// Kubernetes' rule: a toleration with an effect matches only that effect; with a key, only that
+// key (an empty key with Exists matches every taint); Exists matches any value, Equal ("") the
+// same value.
+bool ToleratesTaint(const Toleration& toleration, const Taint& taint);
+// The first of `taints` (NoSchedule / NoExecute ones) that neither list tolerates; null if none.
+const Taint* UntoleratedTaint(const std::vector<Taint>& taints,
+                              const std::vector<Toleration>& workload,
+                              const std::vector<Toleration>& flavor);
+// "key=value:Effect", or "key:Effect" without a value (kubectl's form).
+std::string TaintText(const Taint& taint);
 
 // Whether a workload with this nodeSelector may use a flavor with these node labels: every
 // selector key the flavor labels has the flavor's value.

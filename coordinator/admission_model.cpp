@@ -18,7 +18,14 @@ void InternNames(const AdmissionInputs& inputs, AdmissionModel& m) {
     const int i = Intern(m.flavor_index, c.flavor_names, f.name);
     c.flavor_labels.resize(c.flavor_names.size());
     c.flavor_declared.resize(c.flavor_names.size(), false);
-    if (!c.flavor_declared[i]) c.flavor_labels[i] = f.node_labels;
+    c.flavor_taints.resize(c.flavor_names.size());
+    c.flavor_tolerations.resize(c.flavor_names.size());
+    if (!c.flavor_declared[i]) {
+      c.flavor_labels[i] = f.node_labels;
+      for (const Taint& t : f.node_taints)
+        if (t.effect == "NoSchedule" || t.effect == "NoExecute") c.flavor_taints[i].push_back(t);
+      c.flavor_tolerations[i] = f.tolerations;
+    }
     c.flavor_declared[i] = true;
   }
   for (const ClusterQueue& q : inputs.cluster_queues) {

@@ -23,9 +23,22 @@ inline constexpr char kMemory[] = "memory";  // bytes
 
 // ---- Queue objects ----
 
+// Kubernetes' taint and toleration (a ResourceFlavor's nodeTaints and tolerations, a pod
+// template's tolerations).
+struct Taint {
+  std::string key, value, effect;  // NoSchedule, PreferNoSchedule, NoExecute
+};
+struct Toleration {
+  std::string key, op, value, effect;  // op: "Equal" ("" reads as Equal) or "Exists"
+};
+
 struct ResourceFlavor {
   std::string name;
   std::map<std::string, std::string> node_labels;  // a workload's nodeSelector must agree
+  // A workload may be given this flavor only when its tolerations, with `tolerations`, tolerate
+  // every NoSchedule and NoExecute taint here.
+  std::vector<Taint> node_taints;
+  std::vector<Toleration> tolerations;
 };
 
 // One resource's quota in one flavor of a ClusterQueue.
@@ -51,6 +64,12 @@ enum class QueueingStrategy { kBestEffortFifo, kStrictFifo };
 enum class WithinClusterQueuePolicy { kNever, kLowerPriority, kLowerOrNewerEqualPriority };
 enum class ReclaimWithinCohortPolicy { kNever, kLowerPriority, kAny };
 enum class BorrowWithinCohortPolicy { kNever, kLowerPriority };
+
+// ClusterQueue.spec.flavorFungibility (admission_flavors.h has the rule); Kueue's defaults.
+struct FlavorFungibility {
+  bool try_next_when_can_borrow = false;  // whenCanBorrow: TryNextFlavor (else Borrow)
+  bool try_next_when_can_preempt = true;  // whenCanPreempt: TryNextFlavor (else Preempt)
+};
 
 struct PreemptionPolicy {
   WithinClusterQueuePolicy within_cluster_queue = WithinClusterQueuePolicy::kNever;
@@ -82,6 +101,7 @@ struct ClusterQueue {
   std::vector<ResourceGroup> resource_groups;
   PreemptionPolicy preemption;
   double fair_weight = 1.0;  // fairSharing.weight; 0 means it only gets what nobody else wants
+  FlavorFungibility fungibility;
 };
 
 struct LocalQueue {
@@ -116,6 +136,7 @@ struct Workload {
   std::map<std::string, int64_t> per_pod;
   int64_t pod_count = 1;
   std::map<std::string, std::string> node_selector;
+  std::vector<Toleration> tolerations;  // the pod template's
   // Set when already admitted (running or placing): its quota is in use.
   std::optional<Admission> admission;
   int64_t admitted_ms = 0;  // when it was admitted; the newest are preempted first
@@ -182,6 +203,9 @@ struct PendingWorkload {
   WaitKind kind = WaitKind::kQuota;
   std::string message;
   int64_t position = 0;  // 0-based place among the pending of its ClusterQueue
+  // Its index in AdmissionInputs::workloads (so a caller finds its own object without looking
+  // the key up); -1 for waits made outside the engine.
+  int workload = -1;
 };
 
 struct AdmissionResult {

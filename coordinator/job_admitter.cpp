@@ -101,6 +101,18 @@ admission::ClusterQueue ClusterQueueOf(const kueue::ClusterQueue& in) {
   }
   out.preemption = PolicyOf(in.preemption);
   out.fair_weight = static_cast<double>(in.fair_sharing_weight_milli) / 1000.0;
+  using F = kueue::FlavorFungibility;
+  out.fungibility.try_next_when_can_borrow =
+      in.flavor_fungibility.when_can_borrow == F::WhenCanBorrow::kTryNextFlavor;
+  out.fungibility.try_next_when_can_preempt =
+      in.flavor_fungibility.when_can_preempt == F::WhenCanPreempt::kTryNextFlavor;
+  return out;
+}
+
+admission::ResourceFlavor FlavorOf(const kueue::ResourceFlavor& in) {
+  admission::ResourceFlavor out{in.name, in.node_labels, {}, {}};
+  for (const auto& t : in.node_taints) out.node_taints.push_back({t.key, t.value, t.effect});
+  for (const auto& t : in.tolerations) out.tolerations.push_back({t.key, t.op, t.value, t.effect});
   return out;
 }
 
@@ -142,6 +154,34 @@ bool JobAdmitter::Queued(const JobEntry& job) {
   return phase == JobPhase::kSuspended && st.reason() == kReasonPreempted && AllRanksEnded(st);
 }
 
+std::vector<std::string> JobAdmitter::PendingChecks(const v1::JobStatus& st) const {
+  std::vector<std::string> out;
+  if (!st.has_admission() || st.admission().unmanaged()) return out;
+  const kueue::ClusterQueue* cq = catalog_->FindClusterQueue(st.admission().cluster_queue());
+  if (cq == nullptr || cq->admission_checks.empty()) return out;
+  const auto& ready = st.admission_checks_ready();
+  for (const kueue::AdmissionCheckRef& check : cq->admission_checks) {
+    if (std::find(ready.begin(), ready.end(), check.name) != ready.end()) continue;
+    const bool applies =
+        check.on_flavors.empty() ||
+        std::any_of(st.admission().resources().begin(), st.admission().resources().end(),
+                    [&](const v1::AssignedResource& r) {
+                      return std::find(check.on_flavors.begin(), check.on_flavors.end(),
+                                       r.flavor()) != check.on_flavors.end();
+                    });
+    if (applies) out.push_back(check.name);
+  }
+  return out;
+}
+
+std::vector<std::string> JobAdmitter::ChecksOf(const std::string& cluster_queue) const {
+  std::vector<std::string> out;
+  if (const kueue::ClusterQueue* cq = catalog_->FindClusterQueue(cluster_queue)) {
+    for (const auto& check : cq->admission_checks) out.push_back(check.name);
+  }
+  return out;
+}
+
 bool JobAdmitter::active() const {
   return !catalog_->List(kueue::Kind::kClusterQueue).empty() ||
          !catalog_->List(kueue::Kind::kLocalQueue).empty();
@@ -176,6 +216,9 @@ WorkloadOrWait WorkloadOf(const JobEntry& job, const QueueCatalog& catalog) {
   }
   w.pod_count = std::max<int64_t>(1, st.num_nodes());
   w.node_selector = job.gang.node_selector;
+  for (const auto& t : job.gang.tolerations) {
+    w.tolerations.push_back({t.key, t.op, t.value, t.effect});
+  }
   if (st.has_admission() && !st.admission().unmanaged()) {
     admission::Admission a;
     a.cluster_queue = st.admission().cluster_queue();
@@ -190,12 +233,11 @@ WorkloadOrWait WorkloadOf(const JobEntry& job, const QueueCatalog& catalog) {
   return out;
 }
 
-admission::AdmissionInputs JobAdmitter::Inputs(
-    const std::vector<const JobEntry*>& jobs,
-    std::vector<admission::PendingWorkload>& unresolved) const {
+admission::AdmissionInputs JobAdmitter::Inputs(const std::vector<const JobEntry*>& jobs,
+                                               AdmissionDecisions& out) const {
   admission::AdmissionInputs in;
   for (const auto* o : catalog_->List(kueue::Kind::kResourceFlavor)) {
-    in.flavors.push_back({o->flavor->name, o->flavor->node_labels});
+    in.flavors.push_back(FlavorOf(*o->flavor));
   }
   for (const auto* o : catalog_->List(kueue::Kind::kClusterQueue)) {
     in.cluster_queues.push_back(ClusterQueueOf(*o->cluster_queue));
@@ -208,17 +250,24 @@ admission::AdmissionInputs JobAdmitter::Inputs(
     in.namespace_labels[o->local_queue->namespace_]["kubernetes.io/metadata.name"] =
         o->local_queue->namespace_;
   }
-  for (const JobEntry* job : jobs) {
-    const bool holds = HoldsQuota(*job);
-    if (!holds && !Queued(*job)) continue;
-    WorkloadOrWait w = WorkloadOf(*job, *catalog_);
+  in.workloads.reserve(jobs.size());
+  out.job_of_workload.reserve(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const JobEntry& job = *jobs[i];
+    const bool holds = HoldsQuota(job);
+    if (!holds && !Queued(job)) continue;
+    WorkloadOrWait w = WorkloadOf(job, *catalog_);
     if (w.wait) {
-      if (!holds) unresolved.push_back(std::move(*w.wait));
+      if (!holds) {
+        out.unresolved.push_back(std::move(*w.wait));
+        out.unresolved_jobs.push_back(i);
+      }
       continue;
     }
-    const std::string ns = w.workload->namespace_;
-    in.namespace_labels[ns]["kubernetes.io/metadata.name"] = ns;
+    auto& labels = in.namespace_labels[w.workload->namespace_];
+    if (labels.empty()) labels["kubernetes.io/metadata.name"] = w.workload->namespace_;
     in.workloads.push_back(std::move(*w.workload));
+    out.job_of_workload.push_back(i);
   }
   in.history = history_;
   in.config.default_local_queue = options_.default_local_queue;
@@ -230,7 +279,7 @@ admission::AdmissionInputs JobAdmitter::Inputs(
 const AdmissionDecisions& JobAdmitter::Pass(const std::vector<const JobEntry*>& jobs,
                                             int64_t now_ms) {
   AdmissionDecisions out;
-  admission::AdmissionInputs in = Inputs(jobs, out.unresolved);
+  admission::AdmissionInputs in = Inputs(jobs, out);
   out.result = admission::RunAdmissionPass(in, now_ms);
   // What get clusterqueues shows: the usage once this pass's admissions hold their quota.
   usage_ = admission::UsageByClusterQueue(

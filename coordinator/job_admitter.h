@@ -19,6 +19,11 @@
 // A job whose kueue.x-k8s.io/priority-class names no WorkloadPriorityClass waits with kind
 // NoPriorityClass (Kueue refuses such a workload; here the class may still be applied).
 //
+// Admission checks (ClusterQueue spec.admissionChecks / admissionChecksStrategy): Kueue reserves
+// the quota first, then admits once every check's controller set it Ready. trainlet has no such
+// controllers: an admin is one, with `trainletctl admit-check` (JobStatus.admission_checks_ready).
+// A job whose admission lacks one of its checks holds its quota and is not placed (PendingChecks).
+//
 // The decayed usage history (fair sharing's "who used less recently goes first") is kept here;
 // JobController stores it (fair_share_history.h) and gives it back after a restart.
 //
@@ -50,6 +55,10 @@ struct AdmissionDecisions {
   // Pending jobs the engine was not given because their priority class is missing (wait kind
   // NoPriorityClass), with the message.
   std::vector<admission::PendingWorkload> unresolved;
+  // Where each waiting job is in the `jobs` given to Pass, so the caller reaches it without a
+  // lookup by name: by workload index (PendingWorkload::workload), and parallel to `unresolved`.
+  std::vector<size_t> job_of_workload;
+  std::vector<size_t> unresolved_jobs;
 };
 
 class JobAdmitter {
@@ -75,14 +84,23 @@ class JobAdmitter {
     history_ = std::move(history);
   }
 
+  // The admission checks the job's admission waits for, in its ClusterQueue's order: those of the
+  // ClusterQueue that apply to the flavors it was given (a check's onFlavors; all when empty) and
+  // are not in admission_checks_ready. Empty without a managed admission, or when its
+  // ClusterQueue is gone (the quota is then let go elsewhere).
+  std::vector<std::string> PendingChecks(const v1::JobStatus& st) const;
+  // The checks of ClusterQueue `cluster_queue` by name (empty when it has none or is absent).
+  std::vector<std::string> ChecksOf(const std::string& cluster_queue) const;
+
   // Whether the job's admission still holds quota (see the header comment).
   static bool HoldsQuota(const JobEntry& job);
   // Whether a job without an admission waits in its queue now.
   static bool Queued(const JobEntry& job);
 
  private:
+  // Fills `out`'s unresolved waits and job indices.
   admission::AdmissionInputs Inputs(const std::vector<const JobEntry*>& jobs,
-                                    std::vector<admission::PendingWorkload>& unresolved) const;
+                                    AdmissionDecisions& out) const;
 
   const QueueCatalog* catalog_;
   JobAdmitterOptions options_;

@@ -38,7 +38,7 @@ Status JobController::Load(const std::string& runtimes_dir) {
   TRAINLET_RETURN_IF_ERROR(queues_.LoadStored(*store_));
   TRAINLET_ASSIGN_OR_RETURN(std::string history, store_->GetClusterValue(kFairShareHistoryKey));
   if (auto h = DecodeUsageHistory(history); h.ok()) {
-    admitter_.RestoreHistory(std::move(h).value());
+    admission_.admitter().RestoreHistory(std::move(h).value());
   } else {
     // Only fair sharing's ordering depends on it: start again from the current usage.
     spdlog::warn("{}; fair sharing starts again from the current usage", h.status().message());
@@ -154,8 +154,8 @@ void JobController::Schedule(int64_t now_ms) {
     launcher_.EnforceStartTimeout(*job, now_ms);
     launcher_.ResendLostPlans(*job, now_ms);  // plans lost to a crash or a disconnection
   }
-  EnforceProgress(now_ms);  // job_progress_steps.cpp: stalls, coalesced progress writes
-  RunAdmission(now_ms);     // job_admission_steps.cpp: with queues, only admitted jobs go on
+  EnforceProgress(now_ms);         // job_progress_steps.cpp: stalls, coalesced progress writes
+  admission_.Run(order_, now_ms);  // admission_step.h: with queues, only admitted jobs go on
   // What placed jobs hold, once per pass and only once some job waits to be placed: a pass runs
   // on every loop turn, so with 1,000 nodes heartbeating and no job to place, building the room
   // each time was most of the coordinator's CPU (issue 17: a new leader registering 1,000 agents).
@@ -166,9 +166,8 @@ void JobController::Schedule(int64_t now_ms) {
     const JobPhase p = PhaseOf(job.record.status);
     if ((p != JobPhase::kPending && p != JobPhase::kRestarting) || job.plugin == nullptr ||
         job.record.status.deleting() || now_ms < job.not_before_ms ||
-        now_ms < job.lost_node_hold_ms ||
-        (admission_active_ && !job.record.status.has_admission())) {
-      continue;  // (waits in its queue)
+        now_ms < job.lost_node_hold_ms || !admission_.MayPlace(job.record.status)) {
+      continue;  // (waits in its queue, or for its admission checks)
     }
     if (!room) {
       const NodeUsage usage = Usage();
@@ -199,6 +198,25 @@ void JobController::Transition(Job& job, JobTrigger trigger, const std::string& 
                reason.empty() ? "" : ": ", reason);
   NoteFinished(job, now_ms);  // job_lifecycle.cpp: the finish time, and ttlSecondsAfterFinished
   MarkDirty(job);
+}
+
+JobEntry* JobController::FindJob(const std::string& key) {
+  auto it = jobs_.find(key);
+  return it == jobs_.end() ? nullptr : it->second.get();
+}
+
+Result<v1::SuspendJobResult> JobController::ResumeAdmitted(const std::string& key,
+                                                           const std::string& by, int64_t now_ms) {
+  return SetSuspend(key, false, now_ms, by);
+}
+
+Result<v1::Kueue14AdmitCheckResult> JobController::AdmitCheck(const std::string& key,
+                                                              const std::string& check,
+                                                              int64_t now_ms,
+                                                              const std::string& by) {
+  auto result = admission_.AdmitCheck(key, check, now_ms, by);
+  if (result.ok() && result->changed()) Schedule(now_ms);  // the last check: placed now
+  return result;
 }
 
 void JobController::MarkDirty(Job& job) {

@@ -13,6 +13,9 @@
 //   - ExecAuthority (exec_authority.h): per-attempt launcher keys, the exec allowlist, and where
 //     a trainlet-exec request may run (exec()).
 //   - AgentCommands (agent_commands.h): every command sent to an agent, over the NodeSink.
+//   - AdmissionStep (admission_step.h): Kueue's queues before placement (JobAdmitter's pass and
+//     carrying out its admissions, preemptions and waits; admission checks). It reports back
+//     through AdmissionStep::Owner, which JobController implements.
 // It applies, owning no state of theirs: the phase table of job_state_machine.h; the pure rules
 // of lifecycle_rules.h (restart limit and backoff, deadlines, the edits of a suspend);
 // placement_inputs.h, which builds what the planner is given (a job's request, the nodes' room);
@@ -45,6 +48,7 @@
 #include <vector>
 
 #include "common/trainjob/trainjob_model.h"
+#include "coordinator/admission_step.h"
 #include "coordinator/agent_commands.h"
 #include "coordinator/apply_transaction.h"
 #include "coordinator/attempt_launcher.h"
@@ -109,14 +113,7 @@ struct JobControllerOptions {
   std::function<Status(const JobEntry& job, const std::string& user)> check_run_as;
 };
 
-// What the admission passes did since the last TakeAdmissionStats (the queue metrics).
-struct AdmissionStats {
-  std::map<std::string, uint64_t> preemptions;  // by the victim's ClusterQueue
-  // By ClusterQueue: each admission's time in the queue.
-  std::map<std::string, std::vector<double>> wait_seconds;
-};
-
-class JobController : private AttemptLauncher::Owner {
+class JobController : private AttemptLauncher::Owner, private AdmissionStep::Owner {
  public:
   JobController(JobStore* store, NodeRegistry* registry, NodeSink* sink,
                 JobControllerOptions options = {});
@@ -160,12 +157,19 @@ class JobController : private AttemptLauncher::Owner {
   // Stored before it returns. NotFound if absent; Invalid when finished, being deleted or
   // suspended already; kIo from the store, with memory left as it was.
   Result<v1::SuspendJobResult> Preempt(const std::string& key, const std::string& by_text,
-                                       int64_t now_ms);
+                                       int64_t now_ms) override;
 
+  // Marks admission check `check` of the job's ClusterQueue Ready for job `key`
+  // (admission_step.h; `trainletctl admit-check`), naming `by` in its events; once every
+  // check of its admission is Ready the job is placed. Stored before it returns. NotFound if
+  // absent; Invalid when finished or being deleted, or when its ClusterQueue has no such check;
+  // kIo from the store, with memory left as it was.
+  Result<v1::Kueue14AdmitCheckResult> AdmitCheck(const std::string& key, const std::string& check,
+                                                 int64_t now_ms, const std::string& by);
   // The queues' view (job_admitter.h): usage per ClusterQueue and the last pass's waits.
-  const JobAdmitter& admitter() const { return admitter_; }
+  const JobAdmitter& admitter() const { return admission_.admitter(); }
   // What the admission passes did since the last call (preemptions, admission wait times).
-  AdmissionStats TakeAdmissionStats() { return std::exchange(admission_stats_, {}); }
+  AdmissionStats TakeAdmissionStats() { return admission_.TakeStats(); }
 
   // Fails jobs whose active deadline has passed, then places whatever waits and can be placed now.
   void Schedule(int64_t now_ms);
@@ -224,15 +228,15 @@ class JobController : private AttemptLauncher::Owner {
   const v1::JobStatus* Find(const std::string& name) const;
   std::vector<const v1::JobStatus*> List() const;
   // Bumped on every change of any job; waiters compare it to skip needless checks.
-  uint64_t generation() const { return generation_; }
+  uint64_t generation() const override { return generation_; }
 
  private:
   // Why about 40 methods, past the ~25 rule: the public ones are the coordinator's whole view of
   // jobs (its loop, OperatorService, ExecRelay and CoordinatorOps call them); the private ones are
   // the lifecycle steps that need the job map, the store or the phase table. Whatever needs none
   // of them lives in the types listed at the top of this file. The count grew again with queues
-  // (Preempt, the admission steps, the queue accessors): the admission steps are next to move
-  // into a type of their own behind an Owner interface, as AttemptLauncher was. Issue 18 added
+  // (Preempt, the queue accessors); the admission steps moved into AdmissionStep, behind an
+  // Owner interface, as AttemptLauncher was (FindJob and ResumeAdmitted serve it). Issue 18 added
   // three (FailAttempt of an AttemptFailure, NoteFinished, EnforceTtl), whose rules live in
   // failure_rules.h and lifecycle_rules.h.
   using Job = JobEntry;  // job_entry.h: what BuildJobEntry and NewJobEntry make
@@ -260,15 +264,12 @@ class JobController : private AttemptLauncher::Owner {
   // Progress (job_progress_steps.cpp): the stall rule of every Running job, and the coalesced
   // writes of progress updates.
   void EnforceProgress(int64_t now_ms);
-  // Admission (job_admission_steps.cpp): the queues' pass before placement and its decisions.
-  void RunAdmission(int64_t now_ms);
-  void ReleaseQuota();  // clears the admission of jobs that no longer hold quota
-  // Stores fair sharing's usage history, at most every kFairShareHistoryWriteMs.
-  void StoreFairShareHistory(int64_t now_ms);
-  void AdmitJob(const std::string& key, const admission::Admission& a, int64_t now_ms);
-  void PreemptForQueue(const admission::Preemption& p, int64_t now_ms);
-  // `kind` is JobStatus.queue_wait.kind: WaitKindName(w.kind), or NoPriorityClass.
-  void NoteWait(const admission::PendingWorkload& w, const std::string& kind, int64_t now_ms);
+  // AdmissionStep::Owner (the queues' step, admission_step.h): the job map's lookup, and the
+  // resume of a preempted job admitted again (SetSuspend). MarkDirty, generation and Preempt
+  // serve it too.
+  JobEntry* FindJob(const std::string& key) override;
+  Result<v1::SuspendJobResult> ResumeAdmitted(const std::string& key, const std::string& by,
+                                              int64_t now_ms) override;
 
   // Finished jobs (job_lifecycle.cpp): the first move to Succeeded or Failed records the finish
   // time and, with a ttlSecondsAfterFinished (the runtime's, else options_.finished_job_ttl),
@@ -302,13 +303,9 @@ class JobController : private AttemptLauncher::Owner {
   // names up. Adopt adds, MaybeFinishDelete erases, nothing else.
   std::vector<Job*> order_;
   uint64_t generation_ = 0;
-  JobAdmitter admitter_{&queues_, options_.admission};
-  bool scheduling_ = false;               // inside Schedule (it is not re-entered)
-  bool admission_active_ = false;         // queues exist: only admitted jobs are placed
-  uint64_t admitted_generation_ = ~0ull;  // generation_ at the last admission pass
-  int64_t last_admission_ms_ = 0;
-  int64_t history_written_ms_ = 0;  // when fair sharing's history was last stored
-  AdmissionStats admission_stats_;
+  // The queues' step before placement; reports back through AdmissionStep::Owner (this).
+  AdmissionStep admission_{&queues_, store_, this, options_.admission};
+  bool scheduling_ = false;       // inside Schedule (it is not re-entered)
   int64_t last_schedule_ms_ = 0;  // now_ms of the last Schedule()
 };
 

@@ -59,6 +59,16 @@ Status OperatorService::Authorize(const std::string& user, const v1::OperatorReq
       return policy.CheckApply(user, q.kind(),
                                q.kind() == "LocalQueue" ? NamespaceOrDefault(q.namespace_()) : "");
     }
+    case v1::OperatorRequest::kAdmitCheck: {
+      // An admin acts as the admission check's controller (job_admitter.h): admins only.
+      const std::string ns = NamespaceOrDefault(req.admit_check().namespace_());
+      const Status s = policy.Check(user, Verb::kManage, ns);
+      if (s.ok()) return s;
+      const bool unnamed = s.message().find("does not name the user") != std::string::npos;
+      return PermissionError("user \"" + user + "\" may not mark admission checks Ready in " +
+                             "namespace \"" + ns + "\" (admins only" +
+                             (unnamed ? "; the access policy does not name the user)" : ")"));
+    }
     case v1::OperatorRequest::BODY_NOT_SET:
       return Status::Ok();  // answered Invalid
   }

@@ -162,6 +162,13 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
     case v1::OperatorRequest::kGetRuntimes:  // operator_runtimes.h
       take(ListRuntimes(jobs_->runtimes(), req.get_runtimes()), r.mutable_runtimes());
       break;
+    case v1::OperatorRequest::kAdmitCheck: {  // Kueue's admission checks (job_admitter.h)
+      const v1::Kueue14AdmitCheckRequest& a = req.admit_check();
+      take(jobs_->AdmitCheck(JobKey(a.namespace_(), a.name()), a.check(), now_ms, user),
+           r.mutable_admit_check());
+      if (failed.ok()) r.mutable_admit_check()->set_name(a.name());
+      break;
+    }
     case v1::OperatorRequest::kLogs:
       return HandleLogs(routing_id, req.request_id(), req.logs(), now);
     case v1::OperatorRequest::BODY_NOT_SET:

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -94,7 +95,7 @@ class AdmissionPass {
 void AdmissionPass::Wait(int w, int cq, WaitKind kind, std::string message) {
   pending_slot_[w] = static_cast<int>(result_.pending.size());
   result_.pending.push_back(
-      {in_.workloads[w].key, cq >= 0 ? m_.cq_names[cq] : "", kind, std::move(message), 0});
+      {in_.workloads[w].key, cq >= 0 ? m_.cq_names[cq] : "", kind, std::move(message), 0, w});
 }
 
 // Appends w's total requests to the pool; false (and why) when they are not valid.
@@ -244,7 +245,8 @@ void AdmissionPass::Evaluate(int cq) {
   const int w = h.order[h.cursor];
   const Workload& wl = in_.workloads[w];
   const ClusterQueue& spec = *m_.specs[cq];
-  AssignFlavorsInto(m_.catalog, m_.queues[cq], cq, DemandOf(w), wl.node_selector, m_.ledger,
+  AssignFlavorsInto(m_.catalog, m_.queues[cq], cq, DemandOf(w), wl.node_selector, wl.tolerations,
+                    m_.ledger,
                     spec.preemption.borrow_within_cohort != BorrowWithinCohortPolicy::kNever ||
                         in_.config.fair_sharing,
                     h.assignment);
@@ -374,7 +376,8 @@ void AdmissionPass::BlockBehind(int cq, int w) {
   for (size_t i = h.cursor + 1; i < h.order.size(); ++i) {
     const int other = h.order[i];
     Assignment a = AssignFlavors(m_.catalog, m_.queues[cq], cq, DemandOf(other),
-                                 in_.workloads[other].node_selector, m_.ledger, false);
+                                 in_.workloads[other].node_selector, m_.ledger, false,
+                                 in_.workloads[other].tolerations);
     if (a.never) {
       Wait(other, cq, WaitKind::kNeverFits, std::move(a.message));
     } else {
@@ -464,17 +467,32 @@ Status UsageWithinQuota(const AdmissionInputs& state) {
 
 AdmissionInputs ApplyAdmissionResult(AdmissionInputs state, const AdmissionResult& result,
                                      int64_t now_ms, bool victims_stopped) {
-  std::unordered_map<std::string, size_t> index;
-  for (size_t i = 0; i < state.workloads.size(); ++i) index.emplace(state.workloads[i].key, i);
+  // Only the workloads the result names are looked for: a few among thousands waiting (indexing
+  // every key cost a pass more than the rest of this function).
+  constexpr size_t kUnseen = ~size_t{0};
+  std::unordered_map<std::string_view, size_t> index;
+  for (const auto& [key, admission] : result.admitted) index.emplace(key, kUnseen);
+  if (victims_stopped) {
+    for (const Preemption& p : result.preemptions) index.emplace(p.victim, kUnseen);
+  }
+  for (size_t i = 0; i < state.workloads.size() && !index.empty(); ++i) {
+    auto it = index.find(state.workloads[i].key);
+    if (it != index.end() && it->second == kUnseen) it->second = i;  // the first, as before
+  }
+  auto at = [&](const std::string& key) -> Workload& {
+    const size_t i = index.at(key);
+    TRAINLET_CHECK_MSG(i != kUnseen, "no workload " + key);
+    return state.workloads[i];
+  };
   for (const auto& [key, admission] : result.admitted) {
-    Workload& w = state.workloads[index.at(key)];
+    Workload& w = at(key);
     TRAINLET_CHECK_MSG(!w.admission, "admitted twice: " + key);
     w.admission = admission;
     w.admitted_ms = now_ms;
   }
   if (victims_stopped) {
     for (const Preemption& p : result.preemptions) {
-      Workload& w = state.workloads[index.at(p.victim)];
+      Workload& w = at(p.victim);
       w.admission.reset();
       w.admitted_ms = 0;
     }

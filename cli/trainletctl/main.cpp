@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "trainletctl/admit_check_command.h"
 #include "trainletctl/client_config.h"
 #include "trainletctl/commands.h"
 #include "trainletctl/keys_command.h"
@@ -136,6 +137,23 @@ void AddSuspendCommands(CLI::App& app, CommonFlags& common, int& rc) {
     sub->callback(
         [&common, &rc, a, suspend] { rc = CmdSetSuspend(common, a->kind, a->name, suspend); });
   }
+}
+
+// admit-check (Kueue's admission checks: an admin marks one Ready for a job)
+void AddAdmitCheckCommand(CLI::App& app, CommonFlags& common, int& rc) {
+  struct Args {
+    std::string kind, name, check;
+  };
+  auto a = std::make_shared<Args>();
+  auto* sub = app.add_subcommand(
+      "admit-check",
+      "Mark an admission check of a trainjob's ClusterQueue Ready (admins only)\n  "
+      "trainletctl admit-check trainjob/llm-7 -n team-a --check budget-approval");
+  sub->add_option("kind", a->kind, "trainjob (or trainjob/NAME)")->required();
+  sub->add_option("name", a->name, "The trainjob's name");
+  sub->add_option("--check", a->check, "The admission check's name")->required();
+  AddNamespaceFlags(sub, common);
+  sub->callback([&common, &rc, a] { rc = CmdAdmitCheck(common, a->kind, a->name, a->check); });
 }
 
 // cordon / uncordon / drain
@@ -392,6 +410,7 @@ int main(int argc, char** argv) {
   AddApplyCommand(app, common, rc);
   AddDeleteCommand(app, common, rc);
   AddSuspendCommands(app, common, rc);
+  AddAdmitCheckCommand(app, common, rc);
   AddNodeCommands(app, common, rc);
   AddWaitCommand(app, common, rc);
   AddLogsCommand(app, common, rc);

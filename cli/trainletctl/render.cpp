@@ -191,6 +191,9 @@ void QueueLines(const v1::JobStatus& j, int64_t now_ms, Field& field) {
     }
     if (a.borrowing()) text += " (borrowing)";
     field("Admission", text + ", " + Age(a.unix_ms(), now_ms) + " ago");
+    if (j.has_queue_wait() && j.queue_wait().kind() == "AdmissionCheck") {
+      field("Admission checks", j.queue_wait().message());  // quota reserved, not placed yet
+    }
   } else if (j.has_queue_wait()) {
     const auto& w = j.queue_wait();
     field("Admission", "waiting (" + w.kind() + ", position " + std::to_string(w.position() + 1) +

@@ -155,6 +155,35 @@ Status ReadPreemption(const YAML::Node& p, const DocLabel& doc, Preemption* out)
   return Status::Ok();
 }
 
+// spec.admissionChecks (names) or spec.admissionChecksStrategy.admissionChecks (names, each with
+// the flavors it runs on); Kueue's webhook refuses both at once.
+Status ReadAdmissionChecks(const YAML::Node& spec, const DocLabel& doc, ClusterQueue* cq) {
+  const YAML::Node plain = MapGet(spec, "admissionChecks");
+  const YAML::Node strategy = MapGet(spec, "admissionChecksStrategy");
+  if (IsSet(plain) && plain.size() > 0 && IsSet(strategy)) {
+    return doc.Error("spec.admissionChecks",
+                     "must not be set together with spec.admissionChecksStrategy (set one)");
+  }
+  std::set<std::string> seen;
+  auto add = [&](AdmissionCheckRef ref, const std::string& at) -> Status {
+    if (!seen.insert(ref.name).second) {
+      return doc.Error(at, QuoteForMessage(ref.name) + " is listed more than once");
+    }
+    cq->admission_checks.push_back(std::move(ref));
+    return Status::Ok();
+  };
+  for (size_t i = 0; plain.IsSequence() && i < plain.size(); ++i) {
+    TRAINLET_RETURN_IF_ERROR(add({Text(plain[i]), {}}, AppendIndex("spec.admissionChecks", i)));
+  }
+  const YAML::Node checks = MapGet(strategy, "admissionChecks");
+  for (size_t i = 0; checks.IsSequence() && i < checks.size(); ++i) {
+    TRAINLET_RETURN_IF_ERROR(
+        add({Text(MapGet(checks[i], "name")), TextList(MapGet(checks[i], "onFlavors"))},
+            AppendIndex("spec.admissionChecksStrategy.admissionChecks", i) + ".name"));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ClusterQueue> ReadClusterQueue(const YAML::Node& spec, const std::string& name,
@@ -178,11 +207,15 @@ Result<ClusterQueue> ReadClusterQueue(const YAML::Node& spec, const std::string&
     cq.fair_sharing_weight_milli = *weight;
   }
   if (IsSet(MapGet(spec, "stopPolicy"))) cq.stop_policy = Text(MapGet(spec, "stopPolicy"));
-  for (const char* field : {"admissionChecks", "admissionChecksStrategy", "flavorFungibility"}) {
-    if (IsSet(MapGet(spec, field))) {
-      doc.Warn(std::string("spec.") + field, "ignored (not supported by trainlet)");
-    }
+  // The schema checked the enums; unset means Kueue's defaults.
+  const YAML::Node fungibility = MapGet(spec, "flavorFungibility");
+  if (Text(MapGet(fungibility, "whenCanBorrow")) == "TryNextFlavor") {
+    cq.flavor_fungibility.when_can_borrow = FlavorFungibility::WhenCanBorrow::kTryNextFlavor;
   }
+  if (Text(MapGet(fungibility, "whenCanPreempt")) == "Preempt") {
+    cq.flavor_fungibility.when_can_preempt = FlavorFungibility::WhenCanPreempt::kPreempt;
+  }
+  TRAINLET_RETURN_IF_ERROR(ReadAdmissionChecks(spec, doc, &cq));
   return cq;
 }
 

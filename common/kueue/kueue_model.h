@@ -60,9 +60,24 @@ struct Quantity {
 // 1000 for "cpu" (millicores), 1 for any other resource.
 int64_t UnitScale(std::string_view resource);
 
+// A node taint (spec.nodeTaints) and a toleration (spec.tolerations), as Kubernetes spells them.
+struct Taint {
+  std::string key, value, effect;  // effect: NoSchedule, PreferNoSchedule or NoExecute
+  bool operator==(const Taint&) const = default;
+};
+struct Toleration {
+  std::string key, op, value, effect;  // op: Equal ("" reads as Equal) or Exists
+  bool operator==(const Toleration&) const = default;
+};
+
 struct ResourceFlavor {
   std::string name;
   std::map<std::string, std::string> node_labels;  // spec.nodeLabels: nodes of this flavor
+  // spec.nodeTaints: a workload may be assigned this flavor only when its pod template's
+  // tolerations, with the flavor's own spec.tolerations, tolerate every NoSchedule and NoExecute
+  // taint (Kueue's flavor assigner).
+  std::vector<Taint> node_taints;
+  std::vector<Toleration> tolerations;
 };
 
 // A Kubernetes LabelSelector (ClusterQueue.spec.namespaceSelector). Requirements' operators are
@@ -110,6 +125,24 @@ struct Preemption {
   std::optional<int32_t> borrow_max_priority_threshold;
 };
 
+// spec.flavorFungibility: what the flavor assigner does when a flavor fits only by borrowing,
+// or only by preempting: take it, or try the next flavor first (and come back to the best one
+// seen when no later flavor does better). Kueue's defaults: Borrow, TryNextFlavor.
+struct FlavorFungibility {
+  enum class WhenCanBorrow { kBorrow, kTryNextFlavor };
+  enum class WhenCanPreempt { kTryNextFlavor, kPreempt };
+  WhenCanBorrow when_can_borrow = WhenCanBorrow::kBorrow;
+  WhenCanPreempt when_can_preempt = WhenCanPreempt::kTryNextFlavor;
+};
+
+// One admission check of a ClusterQueue (spec.admissionChecks, or an entry of
+// spec.admissionChecksStrategy.admissionChecks): a job admitted with one of `on_flavors` (any
+// flavor when empty) is placed only once the check is Ready for it.
+struct AdmissionCheckRef {
+  std::string name;
+  std::vector<std::string> on_flavors;
+};
+
 struct ClusterQueue {
   std::string name;
   // nullopt when spec.namespaceSelector is absent: Kueue then admits from no namespace. {} (an
@@ -123,6 +156,8 @@ struct ClusterQueue {
   // queue borrows only what no one else wants.
   int64_t fair_sharing_weight_milli = 1000;
   std::string stop_policy = "None";  // None, Hold, HoldAndDrain
+  FlavorFungibility flavor_fungibility;
+  std::vector<AdmissionCheckRef> admission_checks;  // in the order written
 };
 
 struct LocalQueue {
@@ -168,10 +203,10 @@ struct QueueObject {
 //     Never;
 //   - fairSharing.weight is a non-negative quantity;
 //   - LocalQueue.spec.clusterQueue is set;
+//   - admissionChecks and admissionChecksStrategy are not both set (the CRD's CEL rule);
 //   - WorkloadPriorityClass.value is an int32.
 // Warnings (appended to `warnings`, each naming the object and path) for fields trainlet does not
-// act on: admissionChecks, flavorFungibility, ResourceFlavor nodeTaints/tolerations/topologyName,
-// status, unknown fields.
+// act on: ResourceFlavor topologyName, status, unknown fields.
 Result<QueueObject> ParseQueueDocument(const YAML::Node& doc, int index,
                                        std::vector<std::string>* warnings);
 

@@ -147,15 +147,63 @@ Status ReadMetadata(const YAML::Node& node, Kind kind, const DocLabel& unnamed, 
   return Status::Ok();
 }
 
-ResourceFlavor ReadFlavor(const YAML::Node& spec, const std::string& name, const DocLabel& doc) {
+bool IsTaintEffect(const std::string& e) {
+  return e == "NoSchedule" || e == "PreferNoSchedule" || e == "NoExecute";
+}
+
+// spec.tolerations, with the CRD's CEL rules on them (the schema checked the items' types).
+Status ReadFlavorTolerations(const YAML::Node& list, const DocLabel& doc, ResourceFlavor* f) {
+  for (size_t i = 0; list.IsSequence() && i < list.size(); ++i) {
+    const YAML::Node& n = list[i];
+    const std::string at = trainjob::AppendIndex("spec.tolerations", i);
+    Toleration t{Text(MapGet(n, "key")), Text(MapGet(n, "operator")), Text(MapGet(n, "value")),
+                 Text(MapGet(n, "effect"))};
+    if (IsSet(MapGet(n, "operator")) && t.op != "Equal" && t.op != "Exists") {
+      return doc.Error(at + ".operator", "supported toleration values: 'Equal'(default), 'Exists'");
+    }
+    if (!IsSet(MapGet(n, "key")) && t.op != "Exists") {
+      return doc.Error(at + ".operator",
+                       "operator must be Exists when 'key' is empty, which "
+                       "means 'match all values and all keys'");
+    }
+    if (t.op == "Exists" && IsSet(MapGet(n, "value"))) {
+      return doc.Error(at + ".value", "a value must be empty when 'operator' is 'Exists'");
+    }
+    if (IsSet(MapGet(n, "effect")) && !IsTaintEffect(t.effect)) {
+      return doc.Error(at + ".effect",
+                       "supported taint effect values: 'NoSchedule', "
+                       "'PreferNoSchedule', 'NoExecute'");
+    }
+    if (IsSet(MapGet(n, "tolerationSeconds")) && t.effect != "NoExecute") {
+      return doc.Error(at + ".effect",
+                       "effect must be 'NoExecute' when 'tolerationSeconds' is set");
+    }
+    f->tolerations.push_back(std::move(t));
+  }
+  return Status::Ok();
+}
+
+Result<ResourceFlavor> ReadFlavor(const YAML::Node& spec, const std::string& name,
+                                  const DocLabel& doc) {
   ResourceFlavor f;
   f.name = name;
   f.node_labels = StringMap(MapGet(spec, "nodeLabels"));
-  for (const char* field : {"nodeTaints", "tolerations", "topologyName"}) {
-    if (IsSet(MapGet(spec, field))) {
-      doc.Warn(std::string("spec.") + field,
-               "ignored (trainlet places a flavor's jobs by spec.nodeLabels only)");
+  // The schema checked the items: objects of strings, key and effect required.
+  const YAML::Node taints = MapGet(spec, "nodeTaints");
+  for (size_t i = 0; taints.IsSequence() && i < taints.size(); ++i) {
+    Taint t{Text(MapGet(taints[i], "key")), Text(MapGet(taints[i], "value")),
+            Text(MapGet(taints[i], "effect"))};
+    if (!IsTaintEffect(t.effect)) {
+      return doc.Error(trainjob::AppendIndex("spec.nodeTaints", i) + ".effect",
+                       "supported taint effect values: 'NoSchedule', 'PreferNoSchedule', "
+                       "'NoExecute', got " +
+                           QuoteForMessage(t.effect));
     }
+    f.node_taints.push_back(std::move(t));
+  }
+  TRAINLET_RETURN_IF_ERROR(ReadFlavorTolerations(MapGet(spec, "tolerations"), doc, &f));
+  if (IsSet(MapGet(spec, "topologyName"))) {
+    doc.Warn("spec.topologyName", "ignored (trainlet has no Topology objects)");
   }
   return f;
 }
@@ -196,9 +244,11 @@ Result<WorkloadPriorityClass> ReadPriorityClass(const YAML::Node& node, const st
 Status ReadKind(const YAML::Node& node, const DocLabel& doc, QueueObject* obj) {
   const YAML::Node spec = MapGet(node, "spec");
   switch (obj->kind) {
-    case Kind::kResourceFlavor:
-      obj->flavor = ReadFlavor(spec, obj->name, doc);
+    case Kind::kResourceFlavor: {
+      TRAINLET_ASSIGN_OR_RETURN(ResourceFlavor f, ReadFlavor(spec, obj->name, doc));
+      obj->flavor = std::move(f);
       break;
+    }
     case Kind::kClusterQueue: {
       TRAINLET_ASSIGN_OR_RETURN(ClusterQueue cq, internal::ReadClusterQueue(spec, obj->name, doc));
       obj->cluster_queue = std::move(cq);

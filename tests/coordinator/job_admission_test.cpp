@@ -1,4 +1,4 @@
-// Queues in front of placement (coordinator/job_admitter.h, job_admission_steps.cpp), through a
+// Queues in front of placement (coordinator/job_admitter.h, admission_step.h), through a
 // real JobController and SQLite store: no queues changes nothing; a queued job waits for quota
 // with its reason and is placed once admitted; the admission is stored before any plan goes out;
 // a higher-priority job preempts a lower one, which is suspended, warned, and admitted again

@@ -158,10 +158,10 @@ description: urgent
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   ASSERT_EQ(parsed->objects.size(), 4u);
   EXPECT_EQ(parsed->objects[0].flavor->node_labels.at("gpu"), "h100");
-  ASSERT_EQ(parsed->warnings.size(), 1u);
-  EXPECT_EQ(parsed->warnings[0],
-            "ResourceFlavor/h100: spec.nodeTaints: ignored (trainlet places a flavor's jobs by "
-            "spec.nodeLabels only)");
+  // nodeTaints is enforced now (admission_flavors.h): modelled, no longer a warning.
+  EXPECT_TRUE(parsed->warnings.empty());
+  ASSERT_EQ(parsed->objects[0].flavor->node_taints.size(), 1u);
+  EXPECT_EQ(parsed->objects[0].flavor->node_taints[0], (Taint{"k", "", "NoSchedule"}));
   EXPECT_EQ(parsed->objects[1].local_queue->namespace_, "team-a");
   EXPECT_EQ(parsed->objects[1].local_queue->cluster_queue, "team-a");
   EXPECT_EQ(parsed->objects[1].Ref(), "localqueue/team-a/user-queue");
@@ -267,6 +267,27 @@ INSTANTIATE_TEST_SUITE_P(
                  "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: f}\n"
                  "spec: {nodeLabels: {a: [1]}}\n",
                  "ResourceFlavor/f: spec.nodeLabels"},
+        BadInput{"taint effect Kueue's CEL rule refuses",
+                 "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: f}\n"
+                 "spec: {nodeTaints: [{key: a, effect: Never}]}\n",
+                 "ResourceFlavor/f: spec.nodeTaints[0].effect: supported taint effect values"},
+        BadInput{"toleration without key must be Exists",
+                 "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: f}\n"
+                 "spec: {tolerations: [{operator: Equal, value: x}]}\n",
+                 "ResourceFlavor/f: spec.tolerations[0].operator: operator must be Exists"},
+        BadInput{"toleration Exists with a value",
+                 "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: f}\n"
+                 "spec: {tolerations: [{key: a, operator: Exists, value: x}]}\n",
+                 "ResourceFlavor/f: spec.tolerations[0].value: a value must be empty"},
+        BadInput{"bad fungibility enum", Cq("  flavorFungibility: {whenCanBorrow: Always}\n"),
+                 "ClusterQueue/cq: spec.flavorFungibility.whenCanBorrow"},
+        BadInput{"admissionChecks and admissionChecksStrategy both",
+                 Cq("  admissionChecks: [a]\n  admissionChecksStrategy:\n    admissionChecks:\n"
+                    "    - {name: b}\n"),
+                 "ClusterQueue/cq: spec.admissionChecks: must not be set together with "
+                 "spec.admissionChecksStrategy"},
+        BadInput{"admission check twice", Cq("  admissionChecks: [a, a]\n"),
+                 "ClusterQueue/cq: spec.admissionChecks[1]: \"a\" is listed more than once"},
         BadInput{"local queue without cluster queue",
                  "apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: q}\n"
                  "spec: {}\n",
@@ -298,6 +319,49 @@ INSTANTIATE_TEST_SUITE_P(
                  "---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: "
                  "{name: f}\n",
                  "ResourceFlavor/f: defined twice in this file (documents 1 and 2)"}));
+
+TEST(KueueParserTest, TaintsTolerationsFungibilityAndChecksModelled) {
+  auto parsed = ParseQueueDocuments(R"(
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: spot}
+spec:
+  nodeTaints: [{key: spot, value: "true", effect: NoExecute}]
+  tolerations: [{key: spot, operator: Exists, effect: NoExecute}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: a}
+spec:
+  flavorFungibility: {whenCanBorrow: TryNextFlavor, whenCanPreempt: Preempt}
+  admissionChecks: [budget, security]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: b}
+spec:
+  admissionChecksStrategy:
+    admissionChecks:
+    - {name: prov, onFlavors: [spot]}
+)");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_TRUE(parsed->warnings.empty()) << parsed->warnings[0];
+  const ResourceFlavor& f = *parsed->objects[0].flavor;
+  EXPECT_EQ(f.node_taints, (std::vector<Taint>{{"spot", "true", "NoExecute"}}));
+  EXPECT_EQ(f.tolerations, (std::vector<Toleration>{{"spot", "Exists", "", "NoExecute"}}));
+  const ClusterQueue& a = *parsed->objects[1].cluster_queue;
+  EXPECT_EQ(a.flavor_fungibility.when_can_borrow, FlavorFungibility::WhenCanBorrow::kTryNextFlavor);
+  EXPECT_EQ(a.flavor_fungibility.when_can_preempt, FlavorFungibility::WhenCanPreempt::kPreempt);
+  ASSERT_EQ(a.admission_checks.size(), 2u);
+  EXPECT_EQ(a.admission_checks[1].name, "security");
+  EXPECT_TRUE(a.admission_checks[1].on_flavors.empty());
+  const ClusterQueue& b = *parsed->objects[2].cluster_queue;
+  EXPECT_EQ(b.flavor_fungibility.when_can_borrow, FlavorFungibility::WhenCanBorrow::kBorrow);
+  EXPECT_EQ(b.flavor_fungibility.when_can_preempt,
+            FlavorFungibility::WhenCanPreempt::kTryNextFlavor);
+  ASSERT_EQ(b.admission_checks.size(), 1u);
+  EXPECT_EQ(b.admission_checks[0].on_flavors, std::vector<std::string>{"spot"});
+}
 
 TEST(KueueParserTest, UnknownFieldIsAWarningByPath) {
   auto parsed = ParseQueueDocuments(Cq("  cohortt: x\n"));
