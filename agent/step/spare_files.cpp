@@ -93,8 +93,9 @@ Result<int> OpenRankLog(const std::string& path, bool create_parent, SpareFiles*
   return platform::OpenWorkerLog(path, false);
 }
 
-SpareFileFiller::SpareFileFiller(std::string dir, size_t max_files)
-    : dir_(std::move(dir)), max_files_(max_files), thread_([this] { Run(); }) {}
+SpareFileFiller::SpareFileFiller(std::string dir, size_t max_files,
+                                 std::chrono::milliseconds settle)
+    : dir_(std::move(dir)), max_files_(max_files), settle_(settle), thread_([this] { Run(); }) {}
 
 SpareFileFiller::~SpareFileFiller() {
   {
@@ -138,8 +139,16 @@ void SpareFileFiller::Run() {
   while (true) {
     cv_.wait(lock, [this] { return stop_ || work_; });
     if (stop_) return;
-    work_ = false;
     busy_ = true;
+    // The launch that asked comes first: its ranks' exits and the coordinator's answer need the
+    // CPUs more than the next launch needs its files. So the filler starts once no Want came for
+    // `settle_`. Measured on this 2-CPU host, 40 paired 64-rank launches each: filling at once
+    // (during that tail) cost +2.1 ms against main; after 50 ms quiet, -3.0 ms.
+    while (!stop_ && work_) {
+      work_ = false;
+      cv_.wait_for(lock, settle_, [this] { return stop_ || work_; });
+    }
+    if (stop_) return;
     const size_t want = want_;
     lock.unlock();
     Result<size_t> made = Fill(want);

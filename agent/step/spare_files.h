@@ -20,6 +20,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <mutex>
@@ -62,8 +63,10 @@ Result<int> OpenRankLog(const std::string& path, bool create_parent, SpareFiles*
 // is making).
 class SpareFileFiller {
  public:
-  // No file is made until the first Want. At most `max_files` are kept.
-  explicit SpareFileFiller(std::string dir, size_t max_files = kDefaultMaxFiles);
+  // No file is made until the first Want, nor before `settle` has passed without another. At
+  // most `max_files` are kept.
+  explicit SpareFileFiller(std::string dir, size_t max_files = kDefaultMaxFiles,
+                           std::chrono::milliseconds settle = kDefaultSettle);
   ~SpareFileFiller();
   SpareFileFiller(const SpareFileFiller&) = delete;
   SpareFileFiller& operator=(const SpareFileFiller&) = delete;
@@ -79,6 +82,7 @@ class SpareFileFiller {
   std::string Error() const;
 
   static constexpr size_t kDefaultMaxFiles = 1024;
+  static constexpr std::chrono::milliseconds kDefaultSettle{50};
 
  private:
   void Run();
@@ -88,6 +92,7 @@ class SpareFileFiller {
 
   const std::string dir_;
   const size_t max_files_;
+  const std::chrono::milliseconds settle_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   // Guarded by mu_.
