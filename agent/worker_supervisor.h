@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "agent/process_spawner.h"
+#include "agent/step/spare_files.h"
 #include "agent/step/step_launch.h"
 #include "agent/step/step_records.h"
 #include "common/platform/file_watch.h"
@@ -147,6 +148,9 @@ class WorkerSupervisor {
     uint64_t log_max_bytes = 0;
     // The agent config's run_as: who steps run ranks as unless the job says (StepRank::run_as).
     std::string run_as;
+    // Where empty files are made ahead for the ranks' logs (agent/step/spare_files.h), after each
+    // step start, as many as its ranks; "": <steps_dir>/../spare-files.
+    std::string spare_dir;
   };
 
   // `spawner` is not owned and must outlive the supervisor. `base_env` ("K=V" entries) is the
@@ -372,6 +376,7 @@ class WorkerSupervisor {
   std::unique_ptr<platform::WakeEvent> pending_;  // exits wait for Reap (adopted, or early)
   std::unique_ptr<platform::PollSet> wake_;
   std::unique_ptr<platform::PeriodicTimer> poll_timer_;  // in wake_ while StepsPolled()
+  std::unique_ptr<step::SpareFileFiller> spares_;        // null without a steps_dir
 
   // Owned by the loop.
   std::map<pid_t, Worker> workers_;  // direct workers by pid

@@ -66,6 +66,9 @@ Status WorkerSupervisor::InitSteps() {
   wake_ = std::move(wake);
   AddToWakeSet(*wake_, files_->fd());
   AddToWakeSet(*wake_, pending_->fd());
+  if (options_.spare_dir.empty())
+    options_.spare_dir = (fs::path(options_.steps_dir).parent_path() / "spare-files").string();
+  spares_ = std::make_unique<step::SpareFileFiller>(options_.spare_dir);
   return Status::Ok();
 }
 
@@ -196,6 +199,7 @@ step::StepLaunch WorkerSupervisor::StepSpecFor(const std::vector<WorkerLaunch>& 
   spec.orphan_grace_ms = static_cast<uint32_t>(std::max<int64_t>(0, options_.orphan_grace.count()));
   spec.cgroup = options_.step_cgroup;
   spec.log_max_bytes = options_.log_max_bytes;
+  spec.spare_dir = options_.spare_dir;
   spec.agent_stamps = options_.agent_stamps;
   spec.stop_requests = true;  // the trainlet-step beside this agent is of its version
   spec.base_env = base_env_;
@@ -411,6 +415,9 @@ std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerL
                   attempt, s.pid);
     SignalStep(s, SIGKILL);  // its ranks are ended as those of a dead step by Reap
   }
+  // The next step of this size finds its logs made (the step has reported ready: the filler
+  // takes no CPU from its spawns).
+  if (spares_) spares_->Want(spec.ranks.size());
   const int id = next_step_id_++;
   Step& kept = steps_[id] = std::move(s);
   // Exits recorded during the start (a rank that ended at once) go out with the next Reap,

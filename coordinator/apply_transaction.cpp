@@ -113,18 +113,19 @@ Result<ApplyTransaction> ApplyTransaction::Prepare(trainjob::ParsedFile parsed,
   return tx;
 }
 
-Status ApplyTransaction::Store(JobStore& store, uint64_t min_free_bytes) const {
+Status ApplyTransaction::Store(JobStore& store, uint64_t min_free_bytes, bool defer_sync) const {
   if (min_free_bytes > 0 &&
       (!staged.empty() || !new_jobs.empty() || !flips.empty() || queues.writes())) {
     TRAINLET_RETURN_IF_ERROR(store.CheckSpace(min_free_bytes));
   }
-  Status s = store.Transaction([&]() -> Status {
+  const auto body = [&]() -> Status {
     TRAINLET_RETURN_IF_ERROR(RuntimeCatalog::Store(staged, store));
     TRAINLET_RETURN_IF_ERROR(QueueCatalog::Store(queues, store));
     for (const auto& job : new_jobs) TRAINLET_RETURN_IF_ERROR(store.CreateJob(job->record));
     for (const auto& flip : flips) TRAINLET_RETURN_IF_ERROR(StoreSuspend(store, flip));
     return Status::Ok();
-  });
+  };
+  Status s = defer_sync ? store.TransactionDeferringSync(body) : store.Transaction(body);
   if (s.ok() || s.code() != ErrorCode::kIo) return s;
   return IoError(store.location() + ": nothing of " +
                  (source.empty() ? std::string("stdin") : source) + " was stored: " + s.message());

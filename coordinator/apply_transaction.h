@@ -56,8 +56,10 @@ struct ApplyTransaction {
                                           const HeldJob& held, const JobEntryOptions& options,
                                           const QueueCatalog* queues = nullptr);
   // All or nothing. With min_free_bytes > 0 and anything to write, refuses first when the state
-  // dir's file system has less free.
-  Status Store(JobStore& store, uint64_t min_free_bytes) const;
+  // dir's file system has less free. With `defer_sync`, committed as JobStore's
+  // TransactionDeferringSync: the caller makes it durable (a later Transaction, or Sync) before
+  // anyone outside hears of it.
+  Status Store(JobStore& store, uint64_t min_free_bytes, bool defer_sync = false) const;
 
   std::string source;            // the file's name, "" for stdin
   RuntimeCatalog::Stage staged;  // the file's runtimes

@@ -113,8 +113,13 @@ Result<v1::ApplyResult> JobController::Apply(trainjob::ParsedFile parsed, const 
       }
     }
   }
-  // All or nothing, and memory changes only after the store has everything.
-  TRAINLET_RETURN_IF_ERROR(tx.Store(*store_, options_.min_free_bytes));
+  // All or nothing, and memory changes only after the store has everything. One WAL sync for the
+  // apply and the placement of its jobs (group commit): the apply's commit is written without a
+  // sync of its own; a placement in the pass below is stored with a synced commit, which syncs
+  // the apply's frames before it (the WAL is one file, synced whole), and only then are plans
+  // sent; else Sync below syncs before the caller answers "created". So, as before, nothing
+  // outside hears of a write before it is durable (bench/README.md, issue 16).
+  TRAINLET_RETURN_IF_ERROR(tx.Store(*store_, options_.min_free_bytes, /*defer_sync=*/true));
   v1::ApplyResult result = std::move(tx.result);
   for (auto& flip : tx.flips) {
     result.add_configured("trainjob/" + JobDisplayName(flip.job));
@@ -129,6 +134,12 @@ Result<v1::ApplyResult> JobController::Apply(trainjob::ParsedFile parsed, const 
   for (auto& w : tx.warnings) result.add_warnings(std::move(w));
   ++generation_;
   Schedule(now_ms);
+  // A failed sync cannot be retried: the kernel may have dropped the pages it failed to write and
+  // report the next sync OK. The apply is in memory but maybe not on disk, so it must not be
+  // acknowledged, nor its jobs placed later from memory: stop, and start again from what the disk
+  // holds (as PostgreSQL does since 2018). Nothing acknowledged depended on this sync.
+  const Status synced = store_->Sync();
+  TRAINLET_CHECK_MSG(synced.ok(), "store: an apply could not be made durable: " + synced.message());
   return result;
 }
 

@@ -160,6 +160,21 @@ class JobStore : public NodeCordonStore {
   // report a write's kExists / kNotFound at the commit (as Transaction's result) rather than at
   // the call (etcd checks them in the one txn it commits).
   virtual Status Transaction(const std::function<Status()>& body) = 0;
+
+  // Group commit. As Transaction, but the outermost commit need not be durable when this returns:
+  // it is once Sync() returns OK, or once a later Transaction commits (a backend that syncs a log,
+  // as SQLite's WAL, makes the earlier commits durable with it). For a group of writes of which
+  // nothing may be heard outside the process before the last is durable: the caller makes sure
+  // one of those two comes first (JobController::Apply: the apply's jobs and the placement of the
+  // same pass, one WAL sync instead of two). Backends whose every commit is durable (etcd) run
+  // Transaction.
+  virtual Status TransactionDeferringSync(const std::function<Status()>& body) {
+    return Transaction(body);
+  }
+  // Makes every commit so far durable; OK at once when none waits. kIo when the backend cannot:
+  // what was committed since the last durable commit may then be lost in a crash, and no later
+  // Sync says otherwise (a failed fsync may have dropped the pages it failed to write).
+  virtual Status Sync() { return Status::Ok(); }
 };
 
 }  // namespace trainlet::coordinator

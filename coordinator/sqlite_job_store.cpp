@@ -468,9 +468,54 @@ Status SqliteJobStore::Transaction(const std::function<Status()>& body) {
   if (!st.ok()) return st;
   std::string commit = outermost ? "COMMIT" : "RELEASE " + savepoint;
   Status commit_st = Exec(commit.c_str());
-  if (!commit_st.ok()) return commit_st;  // still armed: roll back
+  if (!commit_st.ok()) {
+    // Linux may have dropped the pages a failed fsync could not write, a deferred commit's
+    // among them, and report the next fsync OK: no Sync may say they are on disk.
+    if (outermost && unsynced_ && sqlite3_extended_errcode(db_.get()) == SQLITE_IOERR_FSYNC) {
+      sync_failed_ = true;
+    }
+    return commit_st;  // still armed: roll back
+  }
   rollback.armed = false;
   --transaction_depth_;
+  // A synced commit syncs the whole WAL file: every deferred commit before it too.
+  if (outermost && !deferring_) unsynced_ = false;
+  return Status::Ok();
+}
+
+Status SqliteJobStore::TransactionDeferringSync(const std::function<Status()>& body) {
+  if (transaction_depth_ > 0) return Transaction(body);  // the outer one decides
+  // SQLite refuses to change the safety level inside a transaction: around it, then.
+  TRAINLET_RETURN_IF_ERROR(Exec("PRAGMA synchronous = NORMAL"));
+  deferring_ = true;
+  const Status st = Transaction(body);
+  deferring_ = false;
+  // Outside a transaction this touches no file; if it failed, later commits would not be synced
+  // and nobody would know.
+  const Status full = Exec("PRAGMA synchronous = FULL");
+  TRAINLET_CHECK_MSG(full.ok(), "store: cannot set synchronous=FULL again: " + full.message());
+  if (st.ok()) unsynced_ = true;
+  return st;
+}
+
+Status SqliteJobStore::Sync() {
+  if (sync_failed_) {
+    return IoError(path_ +
+                   ": an earlier sync of the write-ahead log failed; what was written "
+                   "since the last good sync may not be on disk");
+  }
+  if (!unsynced_) return Status::Ok();
+  sqlite3_file* wal = nullptr;
+  int rc = sqlite3_file_control(db_.get(), "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal);
+  if (rc == SQLITE_OK && wal != nullptr && wal->pMethods != nullptr) {
+    rc = wal->pMethods->xSync(wal, SQLITE_SYNC_NORMAL);
+  }
+  if (rc != SQLITE_OK) {
+    sync_failed_ = true;
+    return IoError(path_ + ": syncing the write-ahead log: " + sqlite3_errstr(rc) +
+                   DiskHint(rc, errno));
+  }
+  unsynced_ = false;
   return Status::Ok();
 }
 

@@ -96,6 +96,13 @@ class SqliteJobStore : public JobStore {
   // body's writes, and the outer body decides what to do with the error. Only the outermost
   // commit waits for the disk.
   Status Transaction(const std::function<Status()>& body) override;
+  // The outermost commit with synchronous=NORMAL: written to the WAL, not synced. The next
+  // Transaction's commit (synchronous=FULL) syncs the WAL file, and with it every frame written
+  // before; Sync syncs it by itself (the WAL's xSync). A commit that failed in its sync while an
+  // earlier one waited for it makes every later Sync fail: Linux may have dropped the pages it
+  // could not write and report the next fsync OK.
+  Status TransactionDeferringSync(const std::function<Status()>& body) override;
+  Status Sync() override;
 
  private:
   // One row of the `cluster` table ("" when absent); `what` names it in errors.
@@ -125,6 +132,9 @@ class SqliteJobStore : public JobStore {
   // Prepared once, reused: keyed by the literal's address.
   std::unordered_map<const char*, StmtPtr> statements_;
   int transaction_depth_ = 0;
+  bool unsynced_ = false;     // a deferred commit is not known to be on disk yet
+  bool sync_failed_ = false;  // see TransactionDeferringSync
+  bool deferring_ = false;    // the outermost transaction under way commits without a sync
 };
 
 }  // namespace trainlet::coordinator

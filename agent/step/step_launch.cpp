@@ -169,6 +169,7 @@ std::string EncodeLaunch(const StepLaunch& launch) {
               {"agent_stamps", launch.agent_stamps},
               {"stop_requests", launch.stop_requests},
               {"log_max_bytes", launch.log_max_bytes},
+              {"spare_dir", launch.spare_dir},
               {"base_env", launch.base_env},
               {"ranks", std::move(ranks)},
               {"steps", std::move(steps)}};
@@ -200,6 +201,8 @@ Result<StepLaunch> DecodeLaunch(const std::string& text) {
   if (doc.contains("stop_requests")) rd.Bool(doc, "stop_requests", "", &out.stop_requests);
   // Optional: files written before it cap no log.
   if (doc.contains("log_max_bytes")) rd.U64(doc, "log_max_bytes", "", &out.log_max_bytes);
+  // Optional: files written before it give no spare files.
+  if (doc.contains("spare_dir")) rd.Str(doc, "spare_dir", "", &out.spare_dir);
   // Optional: files written before it mean "auto".
   if (doc.contains("cgroup") && rd.Str(doc, "cgroup", "", &out.cgroup) &&
       !platform::ParseCgroupMode(out.cgroup)) {

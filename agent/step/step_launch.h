@@ -82,6 +82,9 @@ struct StepLaunch {
   // Each rank's log is cut past this many bytes (log_rotation.h); 0: never (also when absent,
   // in files written before it).
   uint64_t log_max_bytes = 0;
+  // Where the agent keeps empty files made ahead of need (spare_files.h): each rank's log is one
+  // of them, renamed, when there is one. "" (also when absent, in files written before it): none.
+  std::string spare_dir;
   std::vector<std::string> base_env;  // "K=V"
   std::vector<StepRank> ranks;
   // The replicated jobs of `ranks` that wait for others (step_gate.h); absent in files written

@@ -22,6 +22,7 @@
 #include "agent/step/log_rotation.h"
 #include "agent/step/rank_files.h"
 #include "agent/step/rank_identity.h"
+#include "agent/step/spare_files.h"
 #include "agent/step/step_gate.h"
 #include "agent/step/step_launch.h"
 #include "agent/step/step_records.h"
@@ -72,6 +73,7 @@ class Step {
     auto launch = ReadLaunchFile(dir_ + "/launch.json");
     if (!launch.ok()) return Fail(launch.status().message());
     launch_ = std::move(*launch);
+    spares_ = SpareFiles(launch_.spare_dir);
     if (std::string why; !ApplyWorkspace(dir_, launch_, &why).empty() && !why.empty())
       Say(dir_, "the ranks get their workspace by env only: " + why);
     if (!launch_.agent_lock.empty() && launch_.orphan_grace_ms != 0) {
@@ -323,7 +325,7 @@ class Step {
     p.index = index;
     const StepRank& r = launch_.ranks[index];
     const std::string parent = r.log_path.substr(0, r.log_path.rfind('/') + 1);
-    Result<int> log = agent::OpenWorkerLog(r.log_path, parent != last_parent);
+    Result<int> log = OpenRankLog(r.log_path, parent != last_parent, &spares_);
     if (!log.ok()) {
       p.error = pmix_.ok() ? log.status() : pmix_;
       return p;
@@ -418,15 +420,9 @@ class Step {
     if (launch_.ranks.empty() || !launch_.ranks[0].env.contains(pmix::kJobMapEnv))
       return Status::Ok();
     const StepRank& first = launch_.ranks[0];
-#ifdef __linux__
-    char self[4096];
-    const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-#else
-    const char self[] = "";
-    const ssize_t len = 0;  // libpmix direct launch is built for Linux only
-#endif
-    if (len <= 0) return InternalError("PMIx server: cannot find trainlet-step's own path");
-    std::string path(self, static_cast<size_t>(len));
+    std::string path = SelfPath();  // no dir when unknown, and off Linux (no direct launch)
+    if (path.find('/') == std::string::npos)
+      return InternalError("PMIx server: cannot find trainlet-step's own path");
     path = path.substr(0, path.rfind('/') + 1) + "trainlet-pmix";
     int out[2];
     if (pipe(out) != 0)
@@ -783,6 +779,7 @@ class Step {
   std::vector<std::pair<RunAsRequest, std::optional<RankIdentity>>> identities_;
   std::vector<std::string> secret_files_;
   SecretFileLinks secret_links_;  // ranks with the same secret and user share its inode
+  SpareFiles spares_{""};         // the rank logs' inodes, made ahead by the agent
   int env_files_ = 0;             // env files written for `trainlet-step --as`, to name each apart
 };
 

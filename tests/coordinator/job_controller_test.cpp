@@ -9,6 +9,7 @@
 
 #include "controller_fixture.h"
 #include "coordinator/job_state_machine.h"
+#include "tests/common/counting_sqlite_vfs.h"
 
 namespace trainlet::coordinator {
 namespace {
@@ -128,6 +129,42 @@ TEST_F(JobControllerTest, HelloRunsToCompletion) {
   auto rec = Stored("hello");
   ASSERT_TRUE(rec.has_value());
   EXPECT_EQ(PhaseName(rec->status), "Succeeded");
+}
+
+// Issue 16 (group commit): an apply whose job is placed in the same pass waits for one sync of
+// the store's WAL, not two (one for the apply, one for the placement; AttemptLauncher::Place sends
+// the plan after that commit); an apply whose job cannot be placed is synced before Apply
+// returns.
+TEST_F(JobControllerTest, ApplyAndPlacementShareOneSyncBeforeThePlanGoesOut) {
+  trainlet::testing::CountingSqliteVfs vfs;
+  controller_.reset();
+  store_.reset();
+  auto store = JobStore::Open(state_dir_);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  store_ = std::move(store).value();
+  MakeController();
+  ApplyOk(JobYaml("warm", 1, 1));  // the WAL exists from here on
+  int before = vfs.wal_syncs();
+  ApplyOk(JobYaml("placed", 1, 1));
+  EXPECT_EQ(PhaseName(JobOrDie("placed")), "Starting");
+  EXPECT_EQ(vfs.wal_syncs(), before + 1);
+  bool sent = false;
+  for (const auto& [node, plan] : sink_.Plans()) sent = sent || plan.job() == "placed";
+  EXPECT_TRUE(sent);
+
+  before = vfs.wal_syncs();
+  ApplyOk(JobYaml("too-big", 3, 100));  // no node has 100 slots: stored, not placed
+  EXPECT_EQ(PhaseName(JobOrDie("too-big")), "Pending");
+  EXPECT_EQ(vfs.wal_syncs(), before + 1);
+  auto other = JobStore::Open(state_dir_);
+  ASSERT_TRUE(other.ok());
+  for (const char* name : {"placed", "too-big"}) {
+    auto rec = (*other)->GetJob(name);
+    ASSERT_TRUE(rec.ok() && rec->has_value()) << name;
+  }
+  EXPECT_EQ(PhaseName((*(*other)->GetJob("placed"))->status), "Starting");
+  controller_.reset();  // the store's files go through `vfs`: closed before it goes
+  store_.reset();
 }
 
 TEST_F(JobControllerTest, GenerationMovesOnChanges) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -158,6 +160,44 @@ TEST_F(StepSupervisorTest, ExitCodesSignalsAndLogsKept) {
   Deliver(exits);
   EXPECT_EQ(sup.steps(), 0u);
   EXPECT_EQ(StepDirs(), 0u);
+}
+
+// After a step starts, the supervisor makes as many spare files as it had ranks
+// (agent/step/spare_files.h); the next step's new rank logs are those files, renamed: the same
+// inodes, none allocated while the ranks start.
+TEST_F(StepSupervisorTest, RankLogsOfTheNextStepAreTheSpareFilesMadeAfterTheFirst) {
+  auto& sup = Make();
+  auto first = sup.StartStep({Launch({"/bin/true"}, 0), Launch({"/bin/true"}, 1)}, 1s);
+  for (const auto& s : first) ASSERT_TRUE(s.ok()) << s.status().message();
+  Deliver(WaitExits(2));
+  const fs::path spare = dir_ / "spare-files";
+  std::set<ino_t> made;
+  const auto deadline = Clock::now() + 10s;
+  while (made.size() < 2 && Clock::now() < deadline) {
+    made.clear();
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(spare, ec)) {
+      struct stat st {};
+      if (e.is_regular_file() && stat(e.path().c_str(), &st) == 0) made.insert(st.st_ino);
+    }
+    if (made.size() < 2) std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_EQ(made.size(), 2u);
+  WorkerLaunch a = Launch({"/bin/sh", "-c", "echo second"}, 0);
+  WorkerLaunch b = Launch({"/bin/true"}, 1);
+  a.attempt = b.attempt = 2;
+  a.log_path = (dir_ / "logs2" / "rank-0.log").string();
+  b.log_path = (dir_ / "logs2" / "rank-1.log").string();
+  auto second = sup.StartStep({a, b}, 1s);
+  for (const auto& s : second) ASSERT_TRUE(s.ok()) << s.status().message();
+  Deliver(WaitExits(2));
+  for (const std::string& log : {a.log_path, b.log_path}) {
+    struct stat st {};
+    ASSERT_EQ(stat(log.c_str(), &st), 0) << log;
+    EXPECT_TRUE(made.contains(st.st_ino)) << log << " is a new inode, not a spare";
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << log;
+  }
+  EXPECT_EQ(ReadFile(a.log_path), "second\n");
 }
 
 // A step that is slow to report its ranks started (hundreds of ranks on a busy machine) keeps the
