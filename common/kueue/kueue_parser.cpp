@@ -8,6 +8,7 @@
 #include "common/kueue/kueue_model.h"
 #include "common/kueue/parse_support.h"
 #include "common/trainjob/crd_schema.h"
+#include "common/trainjob/object_names.h"
 
 namespace trainlet::kueue {
 
@@ -29,29 +30,6 @@ std::map<std::string, std::string> StringMap(const YAML::Node& n) {
   if (!n.IsMap()) return out;
   for (auto it = n.begin(); it != n.end(); ++it) out[Text(it->first)] = Text(it->second);
   return out;
-}
-
-bool IsDns1123Label(std::string_view s) {
-  if (s.empty() || s.size() > 63) return false;
-  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (!alnum(s.front()) || !alnum(s.back())) return false;
-  for (char c : s) {
-    if (!alnum(c) && c != '-') return false;
-  }
-  return true;
-}
-
-bool IsDns1123Subdomain(std::string_view s) {
-  if (s.empty() || s.size() > 253) return false;
-  size_t start = 0;
-  while (true) {
-    const size_t dot = s.find('.', start);
-    if (!IsDns1123Label(s.substr(start, dot == std::string_view::npos ? dot : dot - start))) {
-      return false;
-    }
-    if (dot == std::string_view::npos) return true;
-    start = dot + 1;
-  }
 }
 
 Result<Quantity> ReadQuantity(const YAML::Node& n, const std::string& resource,
@@ -113,7 +91,7 @@ Status ReadMetadata(const YAML::Node& node, Kind kind, const DocLabel& unnamed, 
   }
   YAML::Node name = MapGet(meta, "name");
   if (!IsSet(name)) return unnamed.Error("metadata.name", "required field missing");
-  if (Classify(name) != YamlKind::kString || !internal::IsDns1123Subdomain(name.Scalar())) {
+  if (Classify(name) != YamlKind::kString || !trainjob::IsDns1123Subdomain(name.Scalar())) {
     return unnamed.Error("metadata.name",
                          "must be a lowercase RFC 1123 subdomain (letters, digits, '-' and '.', "
                          "at most 253 characters), got " +
@@ -123,7 +101,7 @@ Status ReadMetadata(const YAML::Node& node, Kind kind, const DocLabel& unnamed, 
   const DocLabel doc(std::string(KindName(kind)) + "/" + out->name, nullptr);
   YAML::Node ns = MapGet(meta, "namespace");
   if (IsSet(ns)) {
-    if (Classify(ns) != YamlKind::kString || !internal::IsDns1123Label(ns.Scalar())) {
+    if (Classify(ns) != YamlKind::kString || !trainjob::IsDns1123Label(ns.Scalar())) {
       return doc.Error("metadata.namespace",
                        "must be a lowercase RFC 1123 label, got " + DescribeValue(ns));
     }
@@ -216,7 +194,7 @@ Result<LocalQueue> ReadLocalQueue(const YAML::Node& spec, const QueueObject& obj
   YAML::Node cq = MapGet(spec, "clusterQueue");
   if (!IsSet(cq)) return doc.Error("spec.clusterQueue", "required field missing");
   q.cluster_queue = Text(cq);
-  if (!internal::IsDns1123Subdomain(q.cluster_queue)) {
+  if (!trainjob::IsDns1123Subdomain(q.cluster_queue)) {
     return doc.Error("spec.clusterQueue",
                      "must be a ClusterQueue's name (an RFC 1123 subdomain), got " +
                          QuoteForMessage(q.cluster_queue));

@@ -40,11 +40,6 @@ inline std::string Text(const YAML::Node& n) { return n.IsScalar() ? n.Scalar() 
 // A string map the schema checked (additionalProperties: string).
 std::map<std::string, std::string> StringMap(const YAML::Node& n);
 
-// RFC 1123 label (at most 63: lowercase alphanumerics and '-', alphanumeric at both ends) and
-// subdomain (dot-separated labels, at most 253).
-bool IsDns1123Label(std::string_view s);
-bool IsDns1123Subdomain(std::string_view s);
-
 // A quantity field (int or string, the schema checked its pattern) of resource `resource`:
 // Invalid naming `path` when it does not parse or is negative.
 Result<Quantity> ReadQuantity(const YAML::Node& n, const std::string& resource,

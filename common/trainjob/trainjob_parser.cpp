@@ -9,6 +9,7 @@
 #include "common/trainjob/apply_merge.h"
 #include "common/trainjob/crd_schema.h"
 #include "common/trainjob/failure_policy.h"
+#include "common/trainjob/object_names.h"
 #include "common/trainjob/trainjob_model.h"
 #include "common/trainjob/v1_conversion.h"
 #include "common/trainjob/v1_job.h"
@@ -69,35 +70,6 @@ YAML::Node Dig(const YAML::Node& start, std::initializer_list<std::string_view> 
   // reset(), not operator=: assigning to a yaml-cpp node overwrites the node it refers to.
   for (std::string_view key : keys) n.reset(MapGet(n, key));
   return n;
-}
-
-bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
-
-// RFC 1123 label: lowercase alphanumerics and '-', alphanumeric at both ends, 1..63.
-bool IsDns1123Label(std::string_view s) {
-  if (s.empty() || s.size() > 63 || !IsLowerAlnum(s.front()) || !IsLowerAlnum(s.back())) {
-    return false;
-  }
-  return std::all_of(s.begin(), s.end(), [](char c) { return IsLowerAlnum(c) || c == '-'; });
-}
-
-// RFC 1035 label: an RFC 1123 label that starts with a letter.
-bool IsDns1035Label(std::string_view s) {
-  return IsDns1123Label(s) && s.front() >= 'a' && s.front() <= 'z';
-}
-
-// RFC 1123 subdomain: dot-separated labels, at most 253 characters.
-bool IsDns1123Subdomain(std::string_view s) {
-  if (s.empty() || s.size() > 253) return false;
-  size_t start = 0;
-  while (true) {
-    size_t dot = s.find('.', start);
-    if (!IsDns1123Label(s.substr(start, dot == std::string_view::npos ? dot : dot - start))) {
-      return false;
-    }
-    if (dot == std::string_view::npos) return true;
-    start = dot + 1;
-  }
 }
 
 // Label and annotation keys whose only meaning is to an external Kubernetes scheduler.
