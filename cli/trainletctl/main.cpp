@@ -1,4 +1,6 @@
 // trainletctl: the operator CLI of trainlet, shaped like kubectl.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <iostream>
@@ -12,6 +14,7 @@
 #include "trainletctl/lifecycle_commands.h"
 #include "trainletctl/local_cluster.h"
 #include "trainletctl/node_commands.h"
+#include "trainletctl/output_writer.h"
 #include "trainletctl/rendezvous_command.h"
 
 using namespace trainlet::cli;
@@ -418,6 +421,19 @@ int main(int argc, char** argv) {
   AddLocalCommand(app, common, rc);
   AddRendezvousCommand(app, rc);  // put|get|fence, for ranks that are shell scripts
 
-  CLI11_PARSE(app, argc, argv);
-  return rc;
+  // Every command's output, help included, goes through WriteAll (output_writer.h): written
+  // whole even to a non-blocking stdout, or the command fails saying so, never exit 0 with
+  // nothing printed.
+  trainlet::cli::FdOutputBuffer out(STDOUT_FILENO);
+  std::streambuf* const stdout_buf = std::cout.rdbuf(&out);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    rc = app.exit(e);
+  }
+  std::cout.rdbuf(stdout_buf);
+  if (out.status().ok()) return rc;
+  if (out.broken_pipe()) return rc != 0 ? rc : 141;  // the reader left (`| head`), as logs does
+  std::cerr << "trainletctl: cannot write to standard output: " << out.status().message() << "\n";
+  return rc != 0 ? rc : 1;
 }

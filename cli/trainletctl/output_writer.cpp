@@ -31,4 +31,16 @@ Status WriteAll(int fd, std::string_view data, bool* broken_pipe) {
   return Status::Ok();
 }
 
+std::streamsize FdOutputBuffer::xsputn(const char* s, std::streamsize n) {
+  if (!status_.ok()) return 0;
+  status_ = WriteAll(fd_, std::string_view(s, static_cast<size_t>(n)), &broken_pipe_);
+  return status_.ok() ? n : 0;
+}
+
+FdOutputBuffer::int_type FdOutputBuffer::overflow(int_type ch) {
+  if (traits_type::eq_int_type(ch, traits_type::eof())) return traits_type::not_eof(ch);
+  const char c = traits_type::to_char_type(ch);
+  return xsputn(&c, 1) == 1 ? ch : traits_type::eof();
+}
+
 }  // namespace trainlet::cli
