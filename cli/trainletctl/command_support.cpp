@@ -1,5 +1,7 @@
 #include "trainletctl/command_support.h"
 
+#include <algorithm>
+#include <cctype>
 #include <iostream>
 
 #include "trainletctl/client_config.h"
@@ -9,6 +11,29 @@ namespace trainlet::cli {
 Result<std::unique_ptr<CoordinatorClient>> ConnectCoordinator(const CommonFlags& f) {
   TRAINLET_ASSIGN_OR_RETURN(auto config, LoadClientConfig(ResolveHome(f.home)));
   return CoordinatorClient::Connect(config);
+}
+
+Result<std::string> TrainJobNamed(std::string_view verb, const std::string& kind_arg,
+                                  const std::string& name_arg, bool all_namespaces) {
+  std::string kind = kind_arg;
+  std::string name = name_arg;
+  if (auto slash = kind.find('/'); slash != std::string::npos && name.empty()) {
+    name = kind.substr(slash + 1);
+    kind = kind.substr(0, slash);
+  }
+  std::transform(kind.begin(), kind.end(), kind.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (auto dot = kind.find('.'); dot != std::string::npos) kind = kind.substr(0, dot);
+  if ((kind != "trainjob" && kind != "trainjobs" && kind != "tj") || name.empty()) {
+    return InvalidError(std::string(verb) + ": expected trainjob NAME, got \"" + kind_arg +
+                        (name_arg.empty() ? "" : " " + name_arg) + "\"");
+  }
+  if (all_namespaces) {
+    return InvalidError(std::string(verb) +
+                        ": a trainjob cannot be named across all namespaces (-A); use -n "
+                        "NAMESPACE");
+  }
+  return name;
 }
 
 int PrintError(const std::string& message) {
