@@ -27,12 +27,7 @@ bool FlavorMatchesSelector(const std::map<std::string, std::string>& selector,
   return true;
 }
 
-bool ToleratesTaint(const Toleration& t, const Taint& taint) {
-  if (!t.effect.empty() && t.effect != taint.effect) return false;
-  if (!t.key.empty() && t.key != taint.key) return false;
-  if (t.op == "Exists") return true;
-  return t.value == taint.value;  // Equal, or "" (Kubernetes' default)
-}
+bool ToleratesTaint(const Toleration& t, const Taint& taint) { return TolerationMatches(t, taint); }
 
 const Taint* UntoleratedTaint(const std::vector<Taint>& taints,
                               const std::vector<Toleration>& workload,
@@ -42,14 +37,10 @@ const Taint* UntoleratedTaint(const std::vector<Taint>& taints,
                        [&](const Toleration& t) { return ToleratesTaint(t, taint); });
   };
   for (const Taint& taint : taints) {
-    if (taint.effect != "NoSchedule" && taint.effect != "NoExecute") continue;
+    if (!TaintBlocks(taint)) continue;
     if (!tolerated(workload, taint) && !tolerated(flavor, taint)) return &taint;
   }
   return nullptr;
-}
-
-std::string TaintText(const Taint& taint) {
-  return taint.key + (taint.value.empty() ? "" : "=" + taint.value) + ":" + taint.effect;
 }
 
 namespace {

@@ -23,6 +23,7 @@
 
 #include "coordinator/admission_quota.h"
 #include "coordinator/admission_types.h"
+#include "coordinator/taint_rules.h"  // TaintText
 
 namespace trainlet::coordinator::admission {
 
@@ -99,8 +100,6 @@ bool ToleratesTaint(const Toleration& toleration, const Taint& taint);
 const Taint* UntoleratedTaint(const std::vector<Taint>& taints,
                               const std::vector<Toleration>& workload,
                               const std::vector<Toleration>& flavor);
-// "key=value:Effect", or "key:Effect" without a value (kubectl's form).
-std::string TaintText(const Taint& taint);
 
 // Whether a workload with this nodeSelector may use a flavor with these node labels: every
 // selector key the flavor labels has the flavor's value.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 
+#include "coordinator/taint_rules.h"
+
 namespace trainlet::coordinator {
 
 namespace {
@@ -15,10 +17,6 @@ bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
 std::string Count(size_t n, const char* singular, const char* plural) {
   return std::to_string(n) + " " + (n == 1 ? singular : plural);
-}
-
-bool BlocksPlacement(const NodeTaint& t) {
-  return t.effect == "NoSchedule" || t.effect == "NoExecute";
 }
 
 // The packing order's keys, computed once per candidate so the sort compares integers.
@@ -250,27 +248,18 @@ bool MatchesSelector(const std::map<std::string, std::string>& selector,
 }
 
 bool ToleratesTaint(const std::vector<trainjob::Toleration>& tolerations, const NodeTaint& taint) {
-  for (const auto& t : tolerations) {
-    if (!t.effect.empty() && t.effect != taint.effect) continue;
-    if (t.op == "Exists") {
-      if (t.key.empty() || t.key == taint.key) return true;
-    } else if (t.key == taint.key && t.value == taint.value) {
-      return true;
-    }
-  }
-  return false;
+  return std::any_of(tolerations.begin(), tolerations.end(),
+                     [&](const trainjob::Toleration& t) { return TolerationMatches(t, taint); });
 }
 
 bool ToleratesAll(const std::vector<trainjob::Toleration>& tolerations,
                   const std::vector<NodeTaint>& taints) {
   for (const NodeTaint& taint : taints) {
-    if (BlocksPlacement(taint) && !ToleratesTaint(tolerations, taint)) return false;
+    if (TaintBlocks(taint) && !ToleratesTaint(tolerations, taint)) return false;
   }
   return true;
 }
 
-std::string FormatTaint(const NodeTaint& taint) {
-  return taint.key + (taint.value.empty() ? "" : "=" + taint.value) + ":" + taint.effect;
-}
+std::string FormatTaint(const NodeTaint& taint) { return TaintText(taint); }
 
 }  // namespace trainlet::coordinator
