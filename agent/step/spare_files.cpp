@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "common/platform/directory_spread.h"
+#include "common/platform/env.h"
 #include "common/platform/process_spawner.h"
 
 namespace trainlet::step {
@@ -32,17 +33,6 @@ std::vector<std::string> ListFiles(const std::string& dir) {
   }
   closedir(d);
   return names;
-}
-
-// mkdir 0700, or make an existing one 0700.
-Status PrivateDir(const std::string& dir) {
-  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return IoError("spare files: " + dir + ": " + std::strerror(errno));
-  }
-  if (chmod(dir.c_str(), 0700) != 0) {
-    return IoError("spare files: " + dir + ": chmod: " + std::strerror(errno));
-  }
-  return Status::Ok();
 }
 
 }  // namespace
@@ -167,7 +157,7 @@ void SpareFileFiller::Run() {
 Result<size_t> SpareFileFiller::Fill(size_t want) {
 #ifdef __linux__
   const std::string fill = dir_ + "/" + kFillDir;
-  TRAINLET_RETURN_IF_ERROR(PrivateDir(dir_));
+  TRAINLET_RETURN_IF_ERROR(platform::MakePrivateDirectory(dir_));
   // The fill dir is made anew for each fill, spread to a block group of its own (its files'
   // inodes are allocated in its group: directory_spread.h), so it is not the state dir's group,
   // which every deleted job and temporary file churns. Best effort: without the flag it only
@@ -178,7 +168,7 @@ Result<size_t> SpareFileFiller::Fill(size_t want) {
     std::rename((fill + "/" + name).c_str(), (dir_ + "/" + name).c_str());
   }
   rmdir(fill.c_str());
-  TRAINLET_RETURN_IF_ERROR(PrivateDir(fill));
+  TRAINLET_RETURN_IF_ERROR(platform::MakePrivateDirectory(fill));
   struct RemoveFill {
     const std::string& dir;
     ~RemoveFill() { rmdir(dir.c_str()); }
