@@ -7,6 +7,14 @@
 // memory this process may use, read from the OS now (THISSYSTEM_ALLOWED_RESOURCES: the server
 // runs in the ranks' cgroup, whose cpuset may be narrower than the agent's), and with the I/O
 // devices libpmix itself keeps (HWLOC_TYPE_FILTER_KEEP_IMPORTANT, as the agent discovers them).
+// hwloc's discovery plugins (pci, gl, opencl), which an XML load never uses, are left out
+// (HWLOC_PLUGINS_BLACKLIST, added to during Load and then restored): they bring libpciaccess,
+// libX11, libxcb and libOpenCL into the dynamic loader's work, 11 of the server's 40 library
+// inits. A Load that fails destroys its topology, hwloc unloads its plugins, and a later
+// discovery (libpmix's) loads them all again.
+//
+// Threads: Load changes the process's environment (setenv): call it before any other thread of
+// the process may read the environment, as trainlet-pmix does before PMIx_server_init.
 //
 // Ownership: the object owns the hwloc topology and destroys it; libpmix, handed it with
 // PMIX_TOPOLOGY2, treats it as external and never frees it, so the object must outlive

@@ -54,6 +54,52 @@ TEST_F(AgentTopologyTest, LoadsTheAgentsExportAsThisMachine) {
   EXPECT_EQ(hwloc_get_nbobjs_by_type(moved.get(), HWLOC_OBJ_PU), pus);
 }
 
+bool Mapped(const std::string& library) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    if (line.find(library) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// Whether a discovery of this machine loads hwloc's PCI plugin (libhwloc-plugins).
+bool DiscoveryLoadsPciPlugin() {
+  hwloc_topology_t t = nullptr;
+  EXPECT_EQ(hwloc_topology_init(&t), 0);
+  EXPECT_EQ(hwloc_topology_load(t), 0);
+  const bool loaded = Mapped("hwloc_pci.so");
+  hwloc_topology_destroy(t);
+  return loaded;
+}
+
+// An XML load needs none of hwloc's discovery plugins: they are not loaded while the topology
+// lives, and the variable that kept them out is restored.
+TEST_F(AgentTopologyTest, LeavesDiscoveryPluginsOut) {
+  unsetenv("HWLOC_XMLFILE");
+  ASSERT_EQ(setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_xml_libxml", 1), 0);
+  int pus = 0;
+  const std::string path = ExportLiveMachine(&pus);  // its topology destroyed: plugins unloaded
+  Result<AgentTopology> t = AgentTopology::Load(path);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_FALSE(Mapped("hwloc_pci.so"));
+  EXPECT_FALSE(Mapped("hwloc_opencl.so"));
+  EXPECT_STREQ(std::getenv("HWLOC_PLUGINS_BLACKLIST"), "hwloc_xml_libxml");
+  unsetenv("HWLOC_PLUGINS_BLACKLIST");
+}
+
+// After a failed load, a discovery (libpmix's, in trainlet-pmix) has every plugin again.
+TEST_F(AgentTopologyTest, DiscoveryAfterAFailedLoadHasItsPlugins) {
+  unsetenv("HWLOC_XMLFILE");
+  unsetenv("HWLOC_PLUGINS_BLACKLIST");
+  if (!DiscoveryLoadsPciPlugin()) GTEST_SKIP() << "hwloc's plugins are not installed";
+  const std::string path = dir_ + "/garbage.xml";
+  std::ofstream(path) << "<not hwloc/>\n";
+  ASSERT_FALSE(AgentTopology::Load(path).ok());
+  EXPECT_EQ(std::getenv("HWLOC_PLUGINS_BLACKLIST"), nullptr);
+  EXPECT_TRUE(DiscoveryLoadsPciPlugin());
+}
+
 TEST_F(AgentTopologyTest, AnotherMachinesFixtureLoadsToo) {
   const std::string fixture = std::string(TRAINLET_SOURCE_DIR) + "/tests/fixtures/cpu-2socket.xml";
   Result<AgentTopology> t = AgentTopology::Load(fixture);
