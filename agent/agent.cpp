@@ -73,10 +73,14 @@ Result<std::unique_ptr<platform::FileLock>> LockStateDir(platform::Env& env,
 
 // What the node tells the coordinator about itself at registration, less the version fields:
 // its hardware (this machine, or the XML it impersonates), labels, taints and accelerators.
-Result<v1::NodeInfo> DescribeNode(const AgentConfig& config, const std::string& hostname,
+// The live machine's topology is also published for trainlet-pmix (PublishTopologyXml).
+Result<v1::NodeInfo> DescribeNode(const AgentConfig& config, platform::Env& env,
                                   const std::vector<std::unique_ptr<AcceleratorPlugin>>& plugins) {
   TRAINLET_ASSIGN_OR_RETURN(NodeHardware hw,
                             DiscoverNodeHardware(config.topology_xml, config.apple_fixture));
+  if (Status s = PublishTopologyXml(env, config.state_dir, hw.live_xml); !s.ok())
+    spdlog::warn("{}: trainlet-pmix will discover the machine itself", s.message());
+  const std::string hostname = Hostname(env);
   v1::Topology topo = std::move(hw.topology);
   spdlog::info("node {}: {}", config.name, SummarizeTopology(topo));
   v1::NodeInfo info;
@@ -176,7 +180,7 @@ Status Agent::Init() {
   TRAINLET_ASSIGN_OR_RETURN(CurveKeyPair server, ReadKeyPair(env_, config_.coordinator_key_file));
 
   accelerator_plugins_ = MakeAcceleratorPlugins();
-  TRAINLET_ASSIGN_OR_RETURN(info_, DescribeNode(config_, Hostname(env_), accelerator_plugins_));
+  TRAINLET_ASSIGN_OR_RETURN(info_, DescribeNode(config_, env_, accelerator_plugins_));
   TRAINLET_ASSIGN_OR_RETURN(ports_, OpenPortReservations(config_, env_.MonotonicNow()));
   info_.set_agent_version(TRAINLET_VERSION);
   info_.set_boot_id_hash(static_cast<uint64_t>(env_.WallUnixMs()));

@@ -1,6 +1,7 @@
 #include "agent/topology.h"
 
 #include <hwloc.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,6 +15,7 @@
 
 #include "agent/rank_binding.h"
 #include "common/cpulist.h"
+#include "common/pmix/node_topology_xml.h"
 #include "plugins/accelerator/apple/apple_fixture.h"
 
 namespace trainlet::agent {
@@ -265,6 +267,18 @@ Status LoadHwlocTopology(const std::string& xml_path, TopologyPtr& topo, std::st
   return Status::Ok();
 }
 
+// hwloc's (v2) XML export of `topo`; "" when hwloc cannot export it (the caller then has no file
+// to hand over, which only costs trainlet-pmix a discovery of its own).
+std::string ExportXml(hwloc_topology_t topo) {
+  char* buffer = nullptr;
+  int length = 0;
+  if (hwloc_topology_export_xmlbuffer(topo, &buffer, &length, 0) != 0 || buffer == nullptr)
+    return "";
+  std::string xml(buffer, length > 0 ? static_cast<size_t>(length - 1) : 0);  // less its NUL
+  hwloc_free_xmlbuffer(topo, buffer);
+  return xml;
+}
+
 // The NUMA nodes, each package's memory, and the machine's memory.
 void AddNumaNodes(hwloc_topology_t topo, v1::Topology& out) {
   uint64_t memory = 0;
@@ -302,11 +316,12 @@ void AddGpusAndNics(hwloc_topology_t topo, v1::Topology& out) {
 
 }  // namespace
 
-Result<v1::Topology> DiscoverTopology(const std::string& xml_path) {
+Result<v1::Topology> DiscoverTopology(const std::string& xml_path, std::string* live_xml) {
   const LibxmlPluginLeftOut no_libxml;  // read by the first hwloc_topology_init
   TopologyPtr topo;
   std::string source;
   TRAINLET_RETURN_IF_ERROR(LoadHwlocTopology(xml_path, topo, source));
+  if (live_xml != nullptr) *live_xml = source == "hwloc" ? ExportXml(topo.get()) : "";
 
   v1::Topology out;
   out.set_source(source);
@@ -333,7 +348,7 @@ Result<NodeHardware> DiscoverNodeHardware(const std::string& topology_xml,
   NodeHardware hw;
   hw.accelerator_env = AcceleratorEnvFor(topology_xml);
   if (apple_fixture.empty()) {
-    TRAINLET_ASSIGN_OR_RETURN(hw.topology, DiscoverTopology(topology_xml));
+    TRAINLET_ASSIGN_OR_RETURN(hw.topology, DiscoverTopology(topology_xml, &hw.live_xml));
     return hw;
   }
   auto mac = accelerator::LoadAppleFixture(apple_fixture);
@@ -345,6 +360,16 @@ Result<NodeHardware> DiscoverNodeHardware(const std::string& topology_xml,
     TRAINLET_ASSIGN_OR_RETURN(hw.topology, DiscoverTopology(topology_xml));
   }
   return hw;
+}
+
+Status PublishTopologyXml(platform::Env& env, const std::string& state_dir,
+                          const std::string& live_xml) {
+  const std::string path = pmix::NodeTopologyXmlPath(state_dir);
+  if (path.empty()) return Status::Ok();
+  if (!live_xml.empty()) return env.WriteFileAtomically(path, live_xml, 0644);
+  if (unlink(path.c_str()) != 0 && errno != ENOENT)
+    return IoError("remove " + path + ": " + std::strerror(errno));
+  return Status::Ok();
 }
 
 std::string SummarizeTopology(const v1::Topology& t) {

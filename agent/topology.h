@@ -13,6 +13,7 @@
 
 #include <string>
 
+#include "common/platform/env.h"
 #include "common/status.h"
 #include "trainlet/accelerator_plugin.h"
 #include "trainlet/v1/node.pb.h"
@@ -42,15 +43,20 @@ namespace trainlet::agent {
 //  - source: "hwloc" for the live machine, "xml:<path>" for a file. hwloc itself honours the
 //    HWLOC_XMLFILE environment variable for live discovery; when set, source says "xml:<it>".
 //
+// When `live_xml` is not null it is set to hwloc's XML export of what was discovered if that is
+// the live machine (source "hwloc"), else to "": what trainlet-pmix loads instead of discovering
+// the machine again (common/pmix/node_topology_xml.h).
+//
 // Errors: a file that cannot be read (NotFound when it does not exist, Io otherwise) or that
 // hwloc rejects (Invalid) returns a Status naming the path and the reason; a failure of hwloc on
 // the live machine returns Internal.
-Result<v1::Topology> DiscoverTopology(const std::string& xml_path);
+Result<v1::Topology> DiscoverTopology(const std::string& xml_path, std::string* live_xml = nullptr);
 
 // Where an agent's hardware facts come from: its topology, and the sources its accelerator
 // plugins read.
 struct NodeHardware {
   v1::Topology topology;
+  std::string live_xml;  // DiscoverTopology's export of this machine; "" when not this machine
   AcceleratorEnv accelerator_env;
 };
 
@@ -62,6 +68,13 @@ struct NodeHardware {
 // LoadAppleFixture's, the latter prefixed with "--apple-fixture: ".
 Result<NodeHardware> DiscoverNodeHardware(const std::string& topology_xml,
                                           const std::string& apple_fixture);
+
+// Publishes `live_xml` for trainlet-pmix as <state_dir>/topology.xml (node_topology_xml.h;
+// 0644, replaced atomically), or removes that file when `live_xml` is "" (the agent impersonates
+// another machine). Errors (Io) name the file; the caller only warns: without the file libpmix
+// discovers the machine itself.
+Status PublishTopologyXml(platform::Env& env, const std::string& state_dir,
+                          const std::string& live_xml);
 
 // A one-line, hostname-free summary for logs, e.g.
 // "2 packages, 112 cores, 224 PUs, 2 NUMA, 2015 GiB, 8 GPUs (nvidia), 10 NICs".

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "agent/pmix/pmix_host.h"
+#include "common/pmix/node_topology_xml.h"
 #include "common/secret_env.h"
 
 namespace {
@@ -48,6 +49,7 @@ Result<PmixHostConfig> ConfigFromEnv() {
   c.attempt = static_cast<uint32_t>(std::strtoul(Env("TRAINLET_ATTEMPT").c_str(), nullptr, 10));
   c.rendezvous_endpoint = Env("TRAINLET_RENDEZVOUS_ENDPOINT");
   c.rendezvous_token = trainlet::ReadSecretFromEnv("TRAINLET_RENDEZVOUS_TOKEN").value;
+  c.topology_xml = Env(trainlet::pmix::kNodeTopologyXmlEnv);
   if (c.job.empty() || c.attempt == 0 || c.rendezvous_endpoint.empty())
     return trainlet::InvalidError(
         "TRAINLET_JOB, TRAINLET_ATTEMPT and TRAINLET_RENDEZVOUS_ENDPOINT must be set");
@@ -135,6 +137,10 @@ int main(int argc, char** argv) {
   // (a stale /run/munge socket), libmunge retries for about 2.3 s, and every node's ranks wait
   // for that before they start. PMIX_MCA_psec in the job's env (which we run with) still wins.
   setenv("PMIX_MCA_psec", "native", 0);
+  // hwloc's libxml2 plugin, loaded at its first topology, only adds libxml2 and ICU to the
+  // dynamic loader's work: hwloc's own XML code reads and writes what the agent and libpmix
+  // exchange (the agent leaves it out too, agent/topology.cpp). The operator's setting wins.
+  setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_xml_libxml", 0);
 
   Result<PmixHostConfig> config = ConfigFromEnv();
   // libpmix's files (its shared-memory store) live in the job's work dir, per attempt and node, so

@@ -14,9 +14,11 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string_view>
 #include <thread>
 
+#include "agent/pmix/agent_topology.h"
 #include "common/pmix/fence_data.h"
 #include "common/rendezvous/fence_message.h"
 #include "trainlet/rendezvous.h"
@@ -40,6 +42,8 @@ struct Host {
   std::vector<trainlet_rdzv*> handles;  // one per local rank, opened at the first fence
   uint64_t fences = 0;
   std::string rendezvous_error;  // not empty: the handles could not be opened
+  // Constant after StartPmixHost: the agent's topology, which libpmix uses until it exits.
+  std::optional<AgentTopology> topology;
 };
 Host* g_host = nullptr;
 
@@ -456,6 +460,34 @@ Result<std::string> RegisterRank(const PmixHostConfig& c, uint32_t rank) {
   return lines;
 }
 
+// PMIx_server_init with `infos`, plus PMIX_TOPOLOGY2 for `topology` when not null. That entry is
+// built here, not with PMIx_Info_list_add: loading a pmix_value_t copies the topology
+// (hwloc_topology_dup) and PMIx_Data_array_destruct would then free the copy libpmix keeps.
+pmix_status_t InitServer(pmix_server_module_t* module, const pmix_data_array_t& infos,
+                         hwloc_topology_t topology) {
+  const auto* first = static_cast<const pmix_info_t*>(infos.array);
+  std::vector<pmix_info_t> all(first, first + infos.size);       // shallow: freed with `infos`
+  pmix_topology_t handed{const_cast<char*>("hwloc"), topology};  // libpmix copies both fields
+  if (topology != nullptr) {
+    pmix_info_t info;
+    PMIX_INFO_CONSTRUCT(&info);
+    PMIX_LOAD_KEY(info.key, PMIX_TOPOLOGY2);
+    info.value.type = PMIX_TOPO;
+    info.value.data.topo = &handed;
+    all.push_back(info);
+  }
+  return PMIx_server_init(module, all.data(), all.size());
+}
+
+// The agent's topology of this node, when it handed one over and it loads; else libpmix discovers.
+std::optional<AgentTopology> LoadAgentTopology(const std::string& xml_path) {
+  if (xml_path.empty()) return std::nullopt;
+  Result<AgentTopology> topology = AgentTopology::Load(xml_path);
+  if (topology.ok()) return std::move(topology).value();
+  Say(topology.status().message() + "; libpmix discovers the node's topology itself");
+  return std::nullopt;
+}
+
 }  // namespace
 
 Result<std::string> StartPmixHost(const PmixHostConfig& config) {
@@ -477,7 +509,7 @@ Result<std::string> StartPmixHost(const PmixHostConfig& config) {
   PMIx_Info_list_add(list, PMIX_SERVER_NSPACE, server_nspace.c_str(), PMIX_STRING);
   const pmix_rank_t server_rank = config.node_rank;
   PMIx_Info_list_add(list, PMIX_SERVER_RANK, &server_rank, PMIX_PROC_RANK);
-  // libpmix discovers the node's topology in PMIx_server_init anyway; shared, it goes to every
+  // The node's topology (the agent's, else libpmix's own discovery); shared, it goes to every
   // client as a shared-memory segment (and as XML), which OpenMPI's opal_hwloc_base_get_topology
   // adopts (PMIX_HWLOC_SHMEM_FILE/ADDR/SIZE, else PMIX_HWLOC_XML_V2) instead of discovering the
   // machine again in every rank's MPI_Init: about 10 ms of CPU per rank (bench/README.md).
@@ -486,8 +518,9 @@ Result<std::string> StartPmixHost(const PmixHostConfig& config) {
   pmix_data_array_t array;
   PMIx_Info_list_convert(list, &array);
   PMIx_Info_list_release(list);
+  g_host->topology = LoadAgentTopology(config.topology_xml);
   const pmix_status_t rc =
-      PMIx_server_init(&module, static_cast<pmix_info_t*>(array.array), array.size);
+      InitServer(&module, array, g_host->topology ? g_host->topology->get() : nullptr);
   PMIx_Data_array_destruct(&array);
   if (rc != PMIX_SUCCESS) return InternalError("PMIx_server_init: " + StatusText(rc));
   TRAINLET_RETURN_IF_ERROR(RegisterNamespace(config));

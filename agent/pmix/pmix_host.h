@@ -24,9 +24,10 @@
 //     (OpenMPI's default) needs none of them. A PMIx_Get of another node's rank for a key that
 //     the fence did not bring is answered PMIX_ERR_NOT_FOUND at once by libpmix 4.2 (with no
 //     direct_modex upcall it has no one to ask: pmix_server_get.c), never left waiting.
-// The node's topology, which libpmix discovers in PMIx_server_init, is shared with the ranks
-// (PMIX_SERVER_SHARE_TOPOLOGY: a shared-memory segment and XML), so that OpenMPI adopts it
-// instead of discovering the machine again in each rank's MPI_Init.
+// The node's topology, the agent's (agent_topology.h) or else discovered by libpmix in
+// PMIx_server_init, is shared with the ranks (PMIX_SERVER_SHARE_TOPOLOGY: a shared-memory segment
+// and XML), so that OpenMPI adopts it instead of discovering the machine again in each rank's
+// MPI_Init.
 //
 // Threads: libpmix calls the upcalls on its progress thread; they queue work (or start a thread
 // of their own: abort, publish, lookup, unpublish, each with its own rendezvous handle) and
@@ -52,6 +53,10 @@ struct PmixHostConfig {
   std::string rendezvous_endpoint;  // TRAINLET_RENDEZVOUS_ENDPOINT / _TOKEN
   std::string rendezvous_token;
   std::string tmpdir;  // private directory for libpmix's rendezvous files; removed by the caller
+  // The agent's hwloc XML of this node (common/pmix/node_topology_xml.h), handed to libpmix
+  // instead of its own discovery; "" or a file that cannot be loaded (said on stderr): libpmix
+  // discovers the machine as before.
+  std::string topology_xml;
 };
 
 // Starts libpmix's server and registers the namespace and the local ranks. On success the

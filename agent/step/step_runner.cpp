@@ -33,6 +33,7 @@
 #include "common/platform/process_control.h"
 #include "common/platform/process_info.h"
 #include "common/platform/signal_watch.h"
+#include "common/pmix/node_topology_xml.h"
 #include "common/pmix/pmix_job_map.h"
 
 namespace trainlet::step {
@@ -436,6 +437,7 @@ class Step {
     // The server runs as the first rank's user: its sockets are the ranks' to reach.
     auto as = IdentityFor(first);
     std::vector<std::string> envp = BuildWorkerEnv(launch_.base_env, first.env);
+    pmix::AddNodeTopologyXmlEnv(envp, StateDir());  // the agent's topology: not discovered again
     Status prepared = !log.ok() ? log.status()
                       : as.ok() ? PrepareFor(envp, "pmix", *as, -1)
                                 : as.status();

@@ -260,5 +260,42 @@ TEST(LiveTopologyTest, ThisMachine) {
   EXPECT_FALSE(SummarizeTopology(*r).empty());
 }
 
+// The live machine is exported for trainlet-pmix (common/pmix/node_topology_xml.h): hwloc XML
+// that hwloc loads back to the same machine. Another machine's XML is never exported.
+TEST(LiveTopologyTest, ExportsTheLiveMachineOnly) {
+  ASSERT_EQ(unsetenv("HWLOC_XMLFILE"), 0);
+  std::string xml = "stale";
+  Result<v1::Topology> live = DiscoverTopology("", &xml);
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  EXPECT_NE(xml.find("<topology"), std::string::npos) << xml.substr(0, 200);
+  TempDir dir;
+  Result<v1::Topology> again = DiscoverTopology(dir.Write("live.xml", xml));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->pus(), live->pus());
+  EXPECT_EQ(again->numa_nodes_size(), live->numa_nodes_size());
+
+  Result<v1::Topology> other = DiscoverTopology(Fixture("laptop-1socket.xml"), &xml);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  EXPECT_EQ(xml, "");
+}
+
+TEST(PublishTopologyXmlTest, WritesReadableFileAndRemovesIt) {
+  TempDir dir;
+  const std::string state = dir.Write("unused", "");
+  const std::string state_dir = fs::path(state).parent_path().string();
+  const std::string path = state_dir + "/topology.xml";
+  ASSERT_TRUE(PublishTopologyXml(platform::RealEnv(), state_dir, "<topology/>").ok());
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "<topology/>");
+  // Readable by a rank user, whom trainlet-step lets search the state dir.
+  EXPECT_EQ(fs::status(path).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                fs::perms::others_read);
+  ASSERT_TRUE(PublishTopologyXml(platform::RealEnv(), state_dir, "").ok());
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_TRUE(PublishTopologyXml(platform::RealEnv(), state_dir, "").ok());  // already gone
+}
+
 }  // namespace
 }  // namespace trainlet::agent

@@ -51,12 +51,17 @@ no_process_left() {  # no_process_left JOB
   [ -z "$(job_pids "$1")" ] && [ -z "$(own_pgrep -x trainlet-pmix)" ]
 }
 
-# 1. One node, two ranks: the allreduce example, by annotation on mpi-distributed.
-"$CTL" apply -f "$(direct_job single 1 mpi-distributed "" "$TRAINLET_BIN/mpi-allreduce")" >/dev/null
+# 1. One node, two ranks: the allreduce example, by annotation on mpi-distributed. libpmix's hwloc
+# verbosity (the job's env is trainlet-pmix's, its stderr rank 0's log) shows that the server
+# took the agent's topology (common/pmix/node_topology_xml.h) instead of discovering the node.
+"$CTL" apply -f "$(direct_job single 1 mpi-distributed '      - {name: PMIX_MCA_pmix_hwloc_verbose, value: "2"}' "$TRAINLET_BIN/mpi-allreduce")" >/dev/null
 "$CTL" wait trainjob/single --for=condition=Complete --timeout=60s || fail "single did not complete: $("$CTL" describe trainjob single) $("$CTL" logs single)"
 check_sum single 2
 "$CTL" describe trainjob single | grep -q "ranks started directly, PMIx" || fail "describe must say how it launched: $("$CTL" describe trainjob single)"
-log "1 x 2 direct launch: both ranks see the right sum"
+r0=$("$CTL" logs single --rank 0)
+grep -q "pmix_hwloc_setup_topology topology externally provided" <<<"$r0" && ! grep -q "doing discovery" <<<"$r0" \
+  || fail "single: trainlet-pmix should take the agent's topology, not discover the node: $r0"
+log "1 x 2 direct launch: both ranks see the right sum, the server took the agent's topology"
 
 # 2. Three hosts x two ranks on the shipped mpi-direct runtime, with btl verbose (from the trainer
 # env, as any OMPI_MCA_*) to show vader (shared memory) inside a host and tcp between hosts.

@@ -7,13 +7,17 @@
 #  2. Ranks that trainlet binds (TRAINLET_CPUSET) are told OMPI_MCA_orte_bound_at_launch=1, as
 #     orted tells the ranks it binds; not unbound ranks, nor when the job's env says how OpenMPI
 #     binds.
-#  3. Real OpenMPI ranks (the allreduce example, 2 ranks on this node, whose fences libpmix
-#     completes locally) adopt the node's topology from trainlet-pmix instead of discovering it
-#     in MPI_Init (OpenMPI's hwloc_base_verbose says which).
-#  4. A PMIx_Get of another node's rank, for a key no fence brought (what a direct modex would
+#  3. Given the agent's topology (TRAINLET_PMIX_TOPOLOGY_XML, common/pmix/node_topology_xml.h;
+#     here lstopo's XML of this machine), libpmix takes it and does no hwloc discovery of its own
+#     (libpmix's pmix_hwloc_verbose says which); without it, or with a file it cannot load (said
+#     on stderr), libpmix discovers the machine as before.
+#  4. Real OpenMPI ranks (the allreduce example, 2 ranks on this node, whose fences libpmix
+#     completes locally) adopt the node's topology, handed over by the agent, from trainlet-pmix
+#     instead of discovering it in MPI_Init (OpenMPI's hwloc_base_verbose says which).
+#  5. A PMIx_Get of another node's rank, for a key no fence brought (what a direct modex would
 #     fetch; trainlet-pmix serves none), is answered "not found" at once, never left waiting
 #     (a bare PMIx client built here with pkg-config pmix; skipped without a compiler).
-#  5. Ready promptly on a node where munge is installed but munged is not running (a stale
+#  6. Ready promptly on a node where munge is installed but munged is not running (a stale
 #     /run/munge/munge.socket.2 refusing connections): libpmix's munge security component would
 #     retry libmunge for about 2.3 s; trainlet-pmix uses PMIx's native security. The stale
 #     socket is made in a private mount namespace (a tmpfs over /run), so the machine's own
@@ -81,11 +85,29 @@ out=$(start "$(map 0 1)" TRAINLET_CPUSET=0 OMPI_MCA_hwloc_base_binding_policy=co
 [ "$(bound_lines "$out")" = 0 ] || fail "the job's own binding policy must win: $out"
 echo "ranks bound by trainlet are told so, others not, the job's binding policy wins"
 
-# 3. OpenMPI ranks take the server's topology. The server stays up while the ranks run; each
+# 3. The agent's topology, handed over.
+command -v lstopo-no-graphics >/dev/null || fail "lstopo-no-graphics (Debian's hwloc) is needed"
+lstopo-no-graphics --of xml > "$WORK/live.xml"
+hwloc_says() { grep -oE "topology externally provided|doing discovery" "$WORK/stderr" | sort -u | tr '\n' ' '; }
+out=$(start "$(map 0 1)" TRAINLET_PMIX_TOPOLOGY_XML="$WORK/live.xml" PMIX_MCA_pmix_hwloc_verbose=2)
+grep -qx ready <<<"$out" || fail "trainlet-pmix never said ready: $out $(cat "$WORK/stderr")"
+[ "$(hwloc_says)" = "topology externally provided " ] \
+  || fail "libpmix should take the agent's topology, not discover: $(cat "$WORK/stderr")"
+out=$(start "$(map 0 1)" -u TRAINLET_PMIX_TOPOLOGY_XML PMIX_MCA_pmix_hwloc_verbose=2)
+[ "$(hwloc_says)" = "doing discovery " ] || fail "without the agent's topology libpmix discovers: $(cat "$WORK/stderr")"
+out=$(start "$(map 0 1)" TRAINLET_PMIX_TOPOLOGY_XML="$WORK/absent.xml" PMIX_MCA_pmix_hwloc_verbose=2)
+grep -qx ready <<<"$out" || fail "an unloadable topology file must not stop the server: $out"
+[ "$(hwloc_says)" = "doing discovery " ] || fail "an unloadable file: libpmix discovers: $(cat "$WORK/stderr")"
+grep -q "trainlet-pmix: hwloc XML $WORK/absent.xml: .*; libpmix discovers" "$WORK/stderr" \
+  || fail "the unloadable file should be named: $(cat "$WORK/stderr")"
+echo "libpmix takes the agent's topology instead of discovering the machine"
+
+# 4. OpenMPI ranks take the server's topology. The server stays up while the ranks run; each
 # rank gets the env the stream gives it, plus the fake daemon URI the mpi runtime gives ranks
 # started directly (plugins/runtime/mpi/mpi_direct_launch.cpp).
 if [ -x "$TRAINLET_BIN/mpi-allreduce" ]; then
-  exec 3< <(env -u TRAINLET_CPUSET TRAINLET_PMIX_JOB_MAP="$(map 0 1)" TRAINLET_JOB=t \
+  exec 3< <(env -u TRAINLET_CPUSET TRAINLET_PMIX_TOPOLOGY_XML="$WORK/live.xml" \
+    TRAINLET_PMIX_JOB_MAP="$(map 0 1)" TRAINLET_JOB=t \
     TRAINLET_ATTEMPT=1 TRAINLET_NODE_RANK=0 TRAINLET_RENDEZVOUS_ENDPOINT="ipc://$WORK/none.sock" \
     TRAINLET_WORK_DIR="$WORK/work" "$PMIX" 2> "$WORK/stderr3" & echo "pid $!")
   read -r _ server <&3
@@ -118,7 +140,7 @@ else
   echo "topology part skipped: mpi-allreduce was not built"
 fi
 
-# 4. A PMIx_Get of a rank on another node (never started here) for a key nobody put.
+# 5. A PMIx_Get of a rank on another node (never started here) for a key nobody put.
 cat > "$WORK/get_probe.c" <<'EOF'
 #include <pmix.h>
 #include <stdio.h>
@@ -164,7 +186,7 @@ else
   echo "remote get part skipped: no gcc or no pkg-config pmix"
 fi
 
-# 5. A stale munge socket, in a mount namespace of our own.
+# 6. A stale munge socket, in a mount namespace of our own.
 if [ "$(id -u)" != 0 ] || ! unshare --mount true 2>/dev/null; then
   echo "stale munge socket part skipped: needs root for a private mount namespace"
   exit 0
