@@ -20,8 +20,9 @@
 // holds the waiting workers still Pending; those past Pending were released before the restart
 // and reached their node, and are never sent again. Release then sends the rest once, when
 // their dependencies are met (at once when they were met already). An agent that already runs
-// a resent worker takes the copy as a no-op (agent/node_attempt.h), so a release the old
-// coordinator sent just before it died does not start anything twice.
+// a resent worker takes the copy as a no-op (agent/node_attempt.h), and one that ran and ended
+// is past Pending by then (its events came first), so a release the old coordinator sent just
+// before it died does not start anything twice.
 //
 // Owned by AttemptLauncher, on the coordinator's loop; no locks.
 #pragma once
