@@ -116,6 +116,7 @@ bool AttemptLauncher::Place(JobEntry& job, PassCapacity& room, int64_t now_ms) {
   room.Charge(placement->nodes, job.procs_per_node, job.gang.resources);
   // A runtime that needs ports (MASTER_PORT, ring ports) is rendered once the nodes hold them.
   resend_to_.erase(job.record.name);
+  rebuilding_.erase(job.record.name);
   if (port_waits_.Begin(job.record.name, req, *layout, checkpoint)) {
     // The asks count as sends: one lost while the node stays connected is asked again.
     for (const std::string& node : port_waits_.Unanswered(job.record.name, req.attempt)) {
@@ -249,14 +250,22 @@ void AttemptLauncher::LaunchWithPorts(JobEntry& job, int64_t now_ms) {
   for (auto& plan : *plans) plan.set_job_uid(job.record.status.uid());
   std::vector<std::string> nodes;
   for (const auto& n : req.nodes) nodes.push_back(n.name);
-  port_waits_.End(name, attempt);  // `req` and `layout` go with it
+  port_waits_.End(name, attempt);     // `req` and `layout` go with it
+  if (rebuilding_.erase(name) > 0) {  // RebuildHeld's: nothing goes out but what it releases
+    HoldRebuilt(job, std::move(*plans));
+    return;
+  }
   // A plan rendered again (Replan) goes only to the nodes that missed it.
   std::vector<std::string> only;
   if (auto it = resend_to_.find(name); it != resend_to_.end()) {
     only = std::move(it->second);
     resend_to_.erase(it);
   }
-  releases_.Hold(name, attempt, nodes, *plans);  // step_release.h
+  if (only.empty()) {
+    releases_.Hold(name, attempt, nodes, *plans);  // step_release.h
+  } else {
+    HoldAgain(name, attempt, nodes, *plans);  // Replan's
+  }
   spdlog::info("trainjob/{}: ports reserved, sending the plans of attempt {}", name, attempt);
   for (size_t i = 0; i < plans->size(); ++i) {
     if (!only.empty() && std::find(only.begin(), only.end(), nodes[i]) == only.end()) continue;
@@ -305,6 +314,7 @@ bool AttemptLauncher::Warned(const std::string& job, uint32_t attempt) const {
 
 void AttemptLauncher::EndPortWait(JobEntry& job) {
   v1::JobStatus& st = job.record.status;
+  rebuilding_.erase(job.record.name);
   if (!port_waits_.End(job.record.name, st.attempt())) return;
   for (auto& r : *st.mutable_ranks()) {
     if (r.rank_state() != v1::RANK_STATE_PENDING) continue;

@@ -14,7 +14,9 @@
 // agent restarted before it started the ranks): ResendLostPlans sends it again to each node that
 // reports not holding it (PlanDelivery, plan_delivery.h), rendering it again when this
 // coordinator never sent it (attempt_launcher_resend.cpp). A start timeout on nodes known never to
-// have received their plan is the infrastructure's failure, not the job's (FailureKind).
+// have received their plan is the infrastructure's failure, not the job's (FailureKind). The
+// workers a coordinator held for their dependencies when it restarted are held again
+// (RebuildHeld, step_release.h).
 //
 // Who owns what: the job map, every phase change and every store write stay with the Owner
 // (JobController), which the launcher asks through the narrow interface below; the launcher owns
@@ -28,6 +30,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -136,6 +140,15 @@ class AttemptLauncher {
   void ReleaseSteps(JobEntry& job);
   // `node` registered: the released workers of `job` it has not started are sent again.
   void ResendReleases(JobEntry& job, const std::string& node);
+  // A coordinator that restarted, or a new leader, holds none of the workers held for their
+  // dependencies (step_release.h). For `job`'s Starting attempt on more than one node with a
+  // Pending worker that StepRelease does not know: once every node of the placement has
+  // registered and beat PlanDelivery::kAckWaitMs after (the worker events it resent at its
+  // registration are applied by then), the attempt's plans are made again as Replan makes them
+  // (with ports, asking every node for those it holds first), the waiting workers still Pending
+  // are held (StepRelease::Rebuild), and those whose dependencies are met go out (ReleaseSteps).
+  // Nothing else is sent. Call on every pass, like ResendLostPlans; a no-op once done.
+  void RebuildHeld(JobEntry& job, int64_t now_ms);
   // The job is gone: nothing waits for its ports any more.
   void Forget(const std::string& job) {
     releases_.Forget(job);
@@ -143,6 +156,7 @@ class AttemptLauncher {
     warned_.erase(job);
     delivery_.Forget(job);
     resend_to_.erase(job);
+    rebuilding_.erase(job);
   }
 
  private:
@@ -163,6 +177,30 @@ class AttemptLauncher {
   // ResendLostPlans for an attempt whose plans this coordinator never sent (it restarted since):
   // its request and layout made again from the stored attempt, for the nodes in `lost`.
   void Replan(JobEntry& job, const std::vector<std::string>& lost, int64_t now_ms);
+  // The request Place made for `job`'s current attempt, made again from the stored attempt: the
+  // same nodes in the same order, the same restart env. nullopt while a node of the placement is
+  // not registered (its address is in every plan).
+  std::optional<PlanRequest> StoredRequest(const JobEntry& job) const;
+  // The launcher secret to render plans made again with, when `layout` names an exec launcher
+  // (the secret is never stored): a new key pair, stored, when this coordinator has none and
+  // `launcher_goes(node index)` says the launcher's plan goes out again; else the stored key.
+  // nullopt when keys could not be made: the attempt failed (for the infrastructure).
+  std::optional<LauncherSecret> SecretToRenderAgain(
+      JobEntry& job, PlanRequest& req, const AttemptLayout& layout,
+      const std::function<bool(size_t node)>& launcher_goes, int64_t now_ms);
+  // RenderAttempt with the runtime's steps and the job's uid, for plans made again; nullopt when
+  // they cannot be made: the attempt failed (for the infrastructure; the cause names `what`).
+  std::optional<std::vector<v1::LaunchPlan>> RenderAgain(JobEntry& job, const PlanRequest& req,
+                                                         const AttemptLayout& layout,
+                                                         const LauncherSecret& secret,
+                                                         const std::string& what, int64_t now_ms);
+  // Hands plans made again (by Replan, or LaunchWithPorts after it) to StepRelease: held as
+  // Hold holds them when it knows the attempt; else only stripped, since RebuildHeld holds
+  // their waiting workers once the nodes settled.
+  void HoldAgain(const std::string& job, uint32_t attempt, const std::vector<std::string>& nodes,
+                 std::vector<v1::LaunchPlan>& plans);
+  // RebuildHeld, once its plans are made: held again, and released when met.
+  void HoldRebuilt(JobEntry& job, std::vector<v1::LaunchPlan> plans);
   // The attempt stopped while reserving ports: no plan went out, so its ranks never existed and
   // end here (Stopped) rather than wait for events that will never come.
   void EndPortWait(JobEntry& job);
@@ -183,6 +221,8 @@ class AttemptLauncher {
   StepRelease releases_;
   // Jobs whose plans, rendered again, wait for their ports: the only nodes to send them to.
   std::map<std::string, std::vector<std::string>> resend_to_;
+  // Jobs whose plans, rendered again by RebuildHeld, wait for their ports: sent to no node.
+  std::set<std::string> rebuilding_;
 };
 
 }  // namespace trainlet::coordinator

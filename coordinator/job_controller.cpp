@@ -164,6 +164,7 @@ void JobController::Schedule(int64_t now_ms) {
   for (Job* job : order_) {
     launcher_.EnforceStartTimeout(*job, now_ms);
     launcher_.ResendLostPlans(*job, now_ms);  // plans lost to a crash or a disconnection
+    launcher_.RebuildHeld(*job, now_ms);      // workers held when the coordinator restarted
   }
   EnforceProgress(now_ms);         // job_progress_steps.cpp: stalls, coalesced progress writes
   admission_.Run(order_, now_ms);  // admission_step.h: with queues, only admitted jobs go on

@@ -111,6 +111,40 @@ bool StepRelease::EndHeld(v1::JobStatus& status) {
   return changed;
 }
 
+bool StepRelease::Knows(const std::string& job, uint32_t attempt) const {
+  auto it = jobs_.find(job);
+  return it != jobs_.end() && it->second.attempt == attempt;
+}
+
+void StepRelease::Rebuild(const v1::JobStatus& status, const std::vector<std::string>& nodes,
+                          std::vector<v1::LaunchPlan> plans) {
+  if (nodes.size() < 2 || Knows(status.name(), status.attempt())) return;
+  Hold(status.name(), status.attempt(), nodes, plans);
+  Job& held = jobs_[status.name()];
+  if (held.attempt != status.attempt()) held = Job{status.attempt(), {}};  // plans did not match
+  std::set<uint32_t> pending;
+  for (const auto& r : status.ranks()) {
+    if (r.rank_state() == v1::RANK_STATE_PENDING) pending.insert(r.rank());
+  }
+  for (auto& [name, w] : held.steps) {
+    for (auto plan = w.plans.begin(); plan != w.plans.end();) {
+      auto* workers = plan->second.mutable_workers();
+      workers->erase(std::remove_if(workers->begin(), workers->end(),
+                                    [&](const v1::WorkerSpec& spec) {
+                                      return !pending.contains(spec.rank());
+                                    }),
+                     workers->end());
+      plan = workers->empty() ? w.plans.erase(plan) : std::next(plan);
+    }
+    w.released = w.plans.empty();  // every worker of it started before the restart
+  }
+}
+
+void StepRelease::Strip(const std::vector<std::string>& nodes, std::vector<v1::LaunchPlan>& plans) {
+  StepRelease scratch;  // holds them, and is dropped with them
+  scratch.Hold("", 1, nodes, plans);
+}
+
 bool StepRelease::Holding(const std::string& job, uint32_t attempt) const {
   auto it = jobs_.find(job);
   if (it == jobs_.end() || it->second.attempt != attempt) return false;

@@ -13,8 +13,16 @@
 // ranks Pending, for the others. A release that a disconnected node missed goes again when it
 // registers (Unstarted).
 //
-// Memory only: a coordinator that restarts while workers are held has none of them, and the
-// attempt's start timeout restarts it (docs/runtimes.md, "Replicated jobs").
+// Not stored: what is held is made again from the store. A coordinator that restarted (kill -9,
+// or a new leader taking over an etcd store) loads the attempt's status, whose held workers are
+// Pending, and once every node of the placement has registered and settled (its resent worker
+// events applied), AttemptLauncher renders the attempt's plans again as Replan does and Rebuild
+// holds the waiting workers still Pending; those past Pending were released before the restart
+// and reached their node, and are never sent again. Release then sends the rest once, when
+// their dependencies are met (at once when they were met already). An agent that already runs
+// a resent worker takes the copy as a no-op (agent/node_attempt.h), and one that ran and ended
+// is past Pending by then (its events came first), so a release the old coordinator sent just
+// before it died does not start anything twice.
 //
 // Owned by AttemptLauncher, on the coordinator's loop; no locks.
 #pragma once
@@ -52,6 +60,20 @@ class StepRelease {
   std::vector<v1::LaunchPlan> Unstarted(const v1::JobStatus& status, const std::string& node) const;
   // True while some workers of `job`'s `attempt` are held here.
   bool Holding(const std::string& job, uint32_t attempt) const;
+  // True once Hold or Rebuild took `job`'s `attempt` on more than one node (its workers that wait
+  // are known here, held or released), until the attempt ends (EndHeld) or the job goes.
+  bool Knows(const std::string& job, uint32_t attempt) const;
+  // What a restarted coordinator held of `status`'s current attempt, rebuilt from its plans
+  // rendered again (`plans`, one per node of `nodes`, as for Hold; they are not sent): the
+  // waiting workers `status` shows Pending are held, those past Pending are dropped (they were
+  // released before the restart), and a replicated job left with none counts as released. Call
+  // only once `status` holds every event the nodes had to resend: a worker that ran and ended
+  // while its events were unacknowledged looks Pending before. A no-op for an attempt known here.
+  void Rebuild(const v1::JobStatus& status, const std::vector<std::string>& nodes,
+               std::vector<v1::LaunchPlan> plans);
+  // Takes the waiting workers out of `plans` as Hold does, keeping nothing: for a plan rendered
+  // again for a node that missed it before Rebuild ran, whose waiting workers Rebuild holds.
+  static void Strip(const std::vector<std::string>& nodes, std::vector<v1::LaunchPlan>& plans);
   // `status`'s current attempt stops: its workers still held never start, and end here
   // (Stopped, with a message saying so), since no agent holds them to report it. Nothing of the
   // attempt is released afterwards. True when a rank changed.

@@ -102,5 +102,56 @@ TEST_F(JobControllerEtcdTest, FlushOfMoreJobsThanATransactionHoldsIsWrittenInBat
   EXPECT_GE(unschedulable, 100u) << "the statuses written by the flush were not all stored";
 }
 
+// Issue 18: a new leader over the etcd store takes over a 2-node attempt whose `node` ranks the
+// old one held for every node's initializer (step_release.h). Its JobController::Load is the
+// restarted coordinator's: once the nodes settled it holds them again, and sends them once, when
+// the last initializer completed, in the same attempt.
+TEST_F(JobControllerEtcdTest, ANewLeaderHoldsWhatTheOldOneHeldAndReleasesItOnce) {
+  ApplyOk(
+      "apiVersion: trainer.kubeflow.org/v1alpha1\n"
+      "kind: ClusterTrainingRuntime\n"
+      "metadata: {name: steps}\n"
+      "spec:\n"
+      "  mlPolicy: {numNodes: 1}\n"
+      "  template:\n"
+      "    spec:\n"
+      "      replicatedJobs:\n"
+      "        - name: dataset-initializer\n"
+      "          template: {spec: {template: {spec: {containers: "
+      "[{name: dataset-initializer, command: [/bin/true]}]}}}}\n"
+      "        - name: node\n"
+      "          dependsOn: [{name: dataset-initializer, status: Complete}]\n"
+      "          template: {spec: {template: {spec: {containers: [{name: node, command: "
+      "[/bin/true]}]}}}}\n");
+  ApplyOk(JobYaml("train", 2, 1, "steps"));
+  ASSERT_EQ(sink_.Plans().size(), 2u);  // the initializers; `node` is held
+  std::vector<uint32_t> inits;
+  for (const auto& r : JobOrDie("train").ranks()) {
+    if (!r.step().empty()) inits.push_back(r.rank());
+  }
+  ASSERT_EQ(inits.size(), 2u);
+  for (uint32_t r : inits) Report("train", r, v1::WorkerEvent::KIND_STARTED, kT0 + 10);
+  ASSERT_TRUE(controller_->Flush().ok());
+
+  MakeController();  // the new leader: what etcd holds, and nothing held in memory
+  sink_.sent.clear();
+  for (const char* n : {"n1", "n2", "n3"}) {
+    ASSERT_NE(registry_.Heartbeat(std::string("key-") + n, std::string("rid-") + n,
+                                  NodeRegistry::Clock::now(), kT0 + 3100),
+              nullptr);
+  }
+  controller_->Schedule(kT0 + 3100);
+  EXPECT_TRUE(sink_.Plans().empty());
+  for (uint32_t r : inits) Report("train", r, v1::WorkerEvent::KIND_EXITED, kT0 + 3200, 0);
+  ASSERT_EQ(sink_.Plans().size(), 2u) << "the held ranks did not go out after the failover";
+  for (const auto& [node, plan] : sink_.Plans()) {
+    ASSERT_EQ(plan.workers_size(), 1) << node;
+    EXPECT_EQ(plan.workers(0).step(), "");
+  }
+  controller_->Schedule(kT0 + 3300);
+  EXPECT_EQ(sink_.Plans().size(), 2u);
+  EXPECT_EQ(JobOrDie("train").attempt(), 1u);
+}
+
 }  // namespace
 }  // namespace trainlet::coordinator

@@ -478,5 +478,59 @@ TEST_F(JobPortsTest, ARestartWhoseNodesAgreeLaunches) {
   EXPECT_EQ(PhaseName(st), "Starting");
 }
 
+// Issue 18: a coordinator restarted while it held a runtime-with-ports job's main ranks for every
+// node's initializer (step_release.h) asks every node for the ports it holds for the attempt, then
+// holds the main ranks again, sending nothing; they go out, with those ports, once every
+// initializer completed. On main nothing held them after the restart.
+TEST_F(JobPortsTest, HeldRanksMadeAgainAfterARestartAskForThePortsFirstAndGoOutOnce) {
+  std::string runtime = RuntimeYaml("rt-steps", "", /*max_restarts=*/0);
+  runtime.replace(runtime.find("        - name: node\n"), 0,
+                  "        - name: dataset-initializer\n"
+                  "          template: {spec: {template: {spec: {containers: "
+                  "[{name: dataset-initializer, command: [/bin/true]}]}}}}\n");
+  runtime.replace(runtime.find("        - name: node\n") + 21, 0,
+                  "          dependsOn: [{name: dataset-initializer, status: Complete}]\n");
+  ApplyOk(runtime);
+  ApplyOk(JobYaml("train", 2, 1, "rt-steps"));
+  const std::vector<std::string> nodes{JobOrDie("train").placement().begin(),
+                                       JobOrDie("train").placement().end()};
+  ASSERT_EQ(nodes.size(), 2u);
+  controller_->OnPortsReserved(nodes[0], Answer("train", 1, {20001, 20002}), kT0 + 10);
+  controller_->OnPortsReserved(nodes[1], Answer("train", 1, {20007}), kT0 + 10);
+  ASSERT_EQ(sink_.Plans().size(), 2u);  // the initializers only
+  std::vector<uint32_t> inits;
+  for (const auto& r : JobOrDie("train").ranks()) {
+    if (!r.step().empty()) inits.push_back(r.rank());
+  }
+  ASSERT_EQ(inits.size(), 2u);
+  for (uint32_t r : inits) Report("train", r, v1::WorkerEvent::KIND_STARTED, kT0 + 20);
+
+  ASSERT_TRUE(controller_->Flush().ok());
+  MakeController();
+  sink_.sent.clear();
+  for (const char* n : {"n1", "n2", "n3"}) {
+    ASSERT_NE(registry_.Heartbeat(std::string("key-") + n, std::string("rid-") + n,
+                                  NodeRegistry::Clock::now(), kT0 + 3100),
+              nullptr);
+  }
+  controller_->Schedule(kT0 + 3100);
+  ASSERT_EQ(Reserves().size(), 2u) << "the held ranks were not made again";
+  controller_->OnPortsReserved(nodes[0], Answer("train", 1, {20001, 20002}), kT0 + 3110);
+  controller_->OnPortsReserved(nodes[1], Answer("train", 1, {20007}), kT0 + 3110);
+  EXPECT_TRUE(sink_.Plans().empty()) << "nothing goes out while the initializers run";
+  for (uint32_t r : inits) Report("train", r, v1::WorkerEvent::KIND_EXITED, kT0 + 3200, 0);
+  const auto plans = sink_.Plans();
+  ASSERT_EQ(plans.size(), 2u);
+  for (const auto& [node, plan] : plans) {
+    ASSERT_EQ(plan.workers_size(), 1) << node;
+    EXPECT_EQ(plan.workers(0).step(), "");
+    EXPECT_EQ(plan.workers(0).env().at("MASTER_PORT"), "20001");
+  }
+  controller_->Schedule(kT0 + 3300);
+  EXPECT_EQ(sink_.Plans().size(), 2u);
+  EXPECT_EQ(Reserves().size(), 2u);
+  EXPECT_EQ(JobOrDie("train").attempt(), 1u);
+}
+
 }  // namespace
 }  // namespace trainlet::coordinator::testing

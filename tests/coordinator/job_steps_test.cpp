@@ -167,5 +167,80 @@ TEST_F(JobStepsTest, TheJobSucceedsWhenEveryRankOfEveryStepExitedZero) {
   EXPECT_EQ(PhaseName(JobOrDie("train")), "Succeeded");
 }
 
+// Issue 18: the coordinator restarts (a new controller over the same store) while the main ranks
+// are held for the other node's initializer. Once the nodes settled (a beat kAckWaitMs after they
+// registered), it holds them again, and sends them once, when that initializer completes: attempt
+// 1 goes on. On main the new controller held nothing: they never went out, and the start timeout
+// restarted the attempt.
+TEST_F(JobStepsTest, HeldRanksOutliveACoordinatorRestartAndGoOutOnce) {
+  const std::vector<uint32_t> inits = RanksOfStep("dataset-initializer");
+  ASSERT_EQ(inits.size(), 2u);
+  for (uint32_t r : inits) Report("train", r, v1::WorkerEvent::KIND_STARTED, kT0 + 10);
+  Report("train", inits[0], v1::WorkerEvent::KIND_EXITED, kT0 + 20, 0);
+  ASSERT_TRUE(controller_->Flush().ok());
+  MakeController();  // kill -9: nothing held survives in memory
+  sink_.sent.clear();
+  controller_->Schedule(kT0 + 1000);  // the nodes have not beaten since they registered
+  EXPECT_TRUE(sink_.Plans().empty());
+  const auto beat = [&](int64_t at) {
+    for (const char* n : {"n1", "n2", "n3"}) {
+      ASSERT_NE(registry_.Heartbeat(std::string("key-") + n, std::string("rid-") + n,
+                                    NodeRegistry::Clock::now(), at),
+                nullptr);
+    }
+  };
+  beat(kT0 + 3100);
+  controller_->Schedule(kT0 + 3100);
+  EXPECT_TRUE(sink_.Plans().empty());  // held again: the other node's initializer runs
+  Report("train", inits[1], v1::WorkerEvent::KIND_EXITED, kT0 + 3200, 0);
+  auto plans = sink_.Plans();
+  ASSERT_EQ(plans.size(), 2u) << "the held ranks did not go out after the restart";
+  std::set<uint32_t> released;
+  for (const auto& [node, plan] : plans) {
+    ASSERT_EQ(plan.workers_size(), 1);
+    EXPECT_EQ(plan.workers(0).step(), "");
+    EXPECT_EQ(plan.attempt(), 1u);
+    released.insert(plan.workers(0).rank());
+    EXPECT_EQ(Rank(JobOrDie("train"), plan.workers(0).rank())->node(), node);
+  }
+  EXPECT_EQ(released, (std::set<uint32_t>{0, 1}));
+  // Never twice: later passes and events send nothing more.
+  beat(kT0 + 4000);
+  controller_->Schedule(kT0 + 4000);
+  Report("train", inits[1], v1::WorkerEvent::KIND_EXITED, kT0 + 4001, 0);
+  EXPECT_EQ(sink_.Plans().size(), 2u);
+  for (uint32_t r : RanksOfStep("")) Report("train", r, v1::WorkerEvent::KIND_STARTED, kT0 + 4100);
+  EXPECT_EQ(PhaseName(JobOrDie("train")), "Running");
+  EXPECT_EQ(JobOrDie("train").attempt(), 1u);
+  EXPECT_EQ(sink_.Plans().size(), 2u);
+}
+
+// The old coordinator released the main ranks just before it died: the one that started is never
+// sent again; the one whose plan was lost with it (still Pending) goes out once.
+TEST_F(JobStepsTest, RanksReleasedBeforeARestartAreNotSentAgain) {
+  for (uint32_t r : RanksOfStep("dataset-initializer")) {
+    Report("train", r, v1::WorkerEvent::KIND_STARTED, kT0 + 10);
+    Report("train", r, v1::WorkerEvent::KIND_EXITED, kT0 + 20, 0);
+  }
+  ASSERT_EQ(sink_.Plans().size(), 4u);  // released
+  const uint32_t started = RanksOfStep("").at(0);
+  Report("train", started, v1::WorkerEvent::KIND_STARTED, kT0 + 30);
+  ASSERT_TRUE(controller_->Flush().ok());
+  MakeController();
+  sink_.sent.clear();
+  for (const char* n : {"n1", "n2", "n3"}) {
+    ASSERT_NE(registry_.Heartbeat(std::string("key-") + n, std::string("rid-") + n,
+                                  NodeRegistry::Clock::now(), kT0 + 3100),
+              nullptr);
+  }
+  controller_->Schedule(kT0 + 3100);
+  auto plans = sink_.Plans();
+  ASSERT_EQ(plans.size(), 1u);
+  ASSERT_EQ(plans[0].second.workers_size(), 1);
+  EXPECT_EQ(plans[0].second.workers(0).rank(), RanksOfStep("").at(1));
+  controller_->Schedule(kT0 + 3200);
+  EXPECT_EQ(sink_.Plans().size(), 1u);
+}
+
 }  // namespace
 }  // namespace trainlet::coordinator::testing

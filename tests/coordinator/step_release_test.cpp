@@ -165,5 +165,85 @@ TEST(StepRelease, APlanRenderedAgainIsStrippedAndKeepsWhatWasHeld) {
   EXPECT_EQ(release.Release(st).size(), 2u);  // each node's once
 }
 
+// A coordinator restarted (or a new leader) while the main ranks were held: its StepRelease is
+// new, and holds nothing. Rebuild, from the plans made again, holds them again and releases them
+// once, when every node's initializer has completed. On main nothing held them after a restart:
+// they never started and the attempt's start timeout restarted it.
+TEST(StepRelease, HeldWorkersAreRebuiltAfterARestartAndReleasedOnce) {
+  StepRelease before;
+  auto sent = Plans(2);
+  before.Hold("j", 1, {"n0", "n1"}, sent);
+  ASSERT_TRUE(before.Holding("j", 1));
+
+  StepRelease after;  // the restarted coordinator's
+  v1::JobStatus st = Status(2);
+  EXPECT_FALSE(after.Knows("j", 1));
+  EXPECT_FALSE(after.Holding("j", 1));
+  after.Rebuild(st, {"n0", "n1"}, Plans(2));
+  EXPECT_TRUE(after.Knows("j", 1));
+  EXPECT_TRUE(after.Holding("j", 1));
+  EXPECT_TRUE(after.Release(st).empty());  // the initializers still run
+  st.mutable_ranks(2)->set_rank_state(v1::RANK_STATE_SUCCEEDED);
+  st.mutable_ranks(3)->set_rank_state(v1::RANK_STATE_SUCCEEDED);
+  auto released = after.Release(st);
+  ASSERT_EQ(released.size(), 2u);
+  EXPECT_EQ(released[0].first, "n0");
+  EXPECT_THAT(Ranks(released[0].second), ElementsAre(0u));
+  EXPECT_EQ(released[1].first, "n1");
+  EXPECT_THAT(Ranks(released[1].second), ElementsAre(1u));
+  EXPECT_EQ(released[1].second.job_uid(), "uid");
+  EXPECT_TRUE(after.Release(st).empty());     // never twice
+  after.Rebuild(st, {"n0", "n1"}, Plans(2));  // a second rebuild of a known attempt: nothing
+  EXPECT_TRUE(after.Release(st).empty());
+  EXPECT_FALSE(after.Holding("j", 1));
+}
+
+// The old coordinator had released them before it died: a worker that started is never sent
+// again; one still Pending (its plan lost with the coordinator) goes out once.
+TEST(StepRelease, ARebuildDropsTheWorkersReleasedBeforeTheRestart) {
+  v1::JobStatus st = Status(2);
+  st.mutable_ranks(2)->set_rank_state(v1::RANK_STATE_SUCCEEDED);
+  st.mutable_ranks(3)->set_rank_state(v1::RANK_STATE_SUCCEEDED);
+  st.mutable_ranks(0)->set_rank_state(v1::RANK_STATE_RUNNING);  // n0 got its release
+  StepRelease after;
+  after.Rebuild(st, {"n0", "n1"}, Plans(2));
+  auto released = after.Release(st);
+  ASSERT_EQ(released.size(), 1u);
+  EXPECT_EQ(released[0].first, "n1");
+  EXPECT_THAT(Ranks(released[0].second), ElementsAre(1u));
+  EXPECT_TRUE(after.Release(st).empty());
+
+  // Every one started: nothing is held, and nothing ever goes out.
+  st.mutable_ranks(1)->set_rank_state(v1::RANK_STATE_SUCCEEDED);
+  StepRelease again;
+  again.Rebuild(st, {"n0", "n1"}, Plans(2));
+  EXPECT_TRUE(again.Knows("j", 1));
+  EXPECT_FALSE(again.Holding("j", 1));
+  EXPECT_TRUE(again.Release(st).empty());
+  EXPECT_TRUE(again.Unstarted(st, "n1").empty());
+}
+
+// A held set rebuilt ends like one held from the start when the attempt stops first.
+TEST(StepRelease, ARebuiltSetEndsHeldRanksWhenTheAttemptStops) {
+  v1::JobStatus st = Status(2);
+  StepRelease after;
+  after.Rebuild(st, {"n0", "n1"}, Plans(2));
+  EXPECT_TRUE(after.EndHeld(st));
+  EXPECT_EQ(st.ranks(0).rank_state(), v1::RANK_STATE_STOPPED);
+  EXPECT_EQ(st.ranks(1).rank_state(), v1::RANK_STATE_STOPPED);
+}
+
+// Plans made again for a node that missed its plan, before the rebuild: stripped of the waiting
+// workers, which nothing holds yet; Rebuild holds them later.
+TEST(StepRelease, StripTakesOutTheWaitingWorkersAndKeepsNothing) {
+  auto plans = Plans(2);
+  StepRelease::Strip({"n0", "n1"}, plans);
+  EXPECT_THAT(Ranks(plans[0]), ElementsAre(2u));
+  EXPECT_THAT(Ranks(plans[1]), ElementsAre(3u));
+  auto one = Plans(1);
+  StepRelease::Strip({"n0"}, one);
+  EXPECT_THAT(Ranks(one[0]), ElementsAre(0u, 1u));
+}
+
 }  // namespace
 }  // namespace trainlet::coordinator
