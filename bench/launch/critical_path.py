@@ -10,6 +10,7 @@
 # CPU.
 #
 #   bench/launch/critical_path.py BIN_DIR [LAUNCHES=10] [RANKS=64] [--keep PERF_SCRIPT_FILE]
+#       [--annotate KEY=VALUE]...
 #   bench/launch/critical_path.py --from PERF_SCRIPT_FILE COORD_PID AGENT_PID BIN_DIR
 #
 # Needs root (perf -a) and the tracefs. Every process it starts is stopped by pid: the cluster
@@ -21,12 +22,17 @@ SYSCALLS = [0, 1, 42, 44, 45, 61, 75, 247]
 READ, WRITE, CONNECT, SENDTO, RECVFROM, WAIT4, FDATASYNC, WAITID = SYSCALLS
 
 
+ANNOTATIONS = {}  # --annotate KEY=VALUE: on every job (e.g. trainlet.io/binding=none)
+
+
 def job_yaml(path, name, ranks):
+    notes = "".join(f"\n    {k}: \"{v}\"" for k, v in ANNOTATIONS.items())
+    notes = f"\n  annotations:{notes}" if notes else ""
     with open(path, "w") as f:
         f.write(f"""apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata:
-  name: {name}
+  name: {name}{notes}
 spec:
   runtimeRef:
     name: plain
@@ -323,6 +329,11 @@ def report(events, coord, agent, walls, bin_dir):
 def main():
     args = list(sys.argv[1:])
     keep = None
+    while "--annotate" in args:
+        i = args.index("--annotate")
+        key, _, value = args[i + 1].partition("=")
+        ANNOTATIONS[key] = value
+        del args[i:i + 2]
     if "--keep" in args:
         i = args.index("--keep")
         keep = args[i + 1]
