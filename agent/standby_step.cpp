@@ -50,7 +50,7 @@ Status StandbyStep::Start() {
   platform::SetDescriptorFlags(sv[1], platform::Blocking::kBlocking);
   ProcessSpawner::Request request;
   request.argv = {options_.step_binary, "--standby", options_.cgroup_mode};
-  request.cwd = "/";
+  request.cwd = std::string("/");  // (a literal assigned here trips GCC 12's -Wrestrict)
   request.log_path = options_.log_path;
   request.stdout_fd = sv[1];
   request.new_session = true;  // as any step: no session signals of the agent's
