@@ -243,6 +243,7 @@ void Agent::StartSupervisor() {
   steps.agent_stamps = true;  // StampLock, from every tick
   steps.log_max_bytes = config_.rank_log_max_bytes;
   steps.run_as = config_.run_as;
+  steps.step_standby = config_.step_standby;
   // A step starting hundreds of ranks on a busy machine can take seconds; the node keeps beating
   // meanwhile, so neither side takes the wait for a hang or a partition.
   steps.keepalive = [this] {

@@ -73,6 +73,10 @@ struct AgentConfig {
   // Who ranks run as (agent/step/rank_identity.h): "user[:group]" or "uid[:gid]"; "": the agent's
   // own user.
   std::string run_as;
+  // Keep one trainlet-step started ahead of the next launch, in its ranks' cgroup already
+  // (agent/standby_step.h). Config key step_standby, "on" by default in trainlet-agent; off here
+  // so that an Agent made in a test spawns only what the test asks for.
+  bool step_standby = false;
 };
 
 // Prepares the signals the loop reads through its SignalWatch (blocks them on Linux, installs the

@@ -106,12 +106,17 @@ int main(int argc, char** argv) {
                                                              trainlet::step::SystemAccounts());
              return id.ok() ? "" : id.status().message();
            });
+  std::string standby = "on";
+  c.Enum("step_standby", &standby, {"on", "off"},
+         "Keep one trainlet-step started ahead of the next launch, already in its ranks' cgroup, "
+         "so that a launch does not wait for the move into it");
   c.Millis("register_retry_ms", &config.register_retry, 100, 600000,
            "Delay between registration attempts until the coordinator answers, ms");
   trainlet::AddCommonDaemonKeys(c, &common);
   c.AddFlags(app);
   CLI11_PARSE(app, argc, argv);
   if (auto exit_code = trainlet::FinishDaemonConfig(c, &common, "agent")) return *exit_code;
+  config.step_standby = standby == "on";
   config.metrics_address = common.metrics_address;
   config.metrics_best_effort = common.metrics_best_effort;
   return trainlet::RunDaemon("trainlet-agent", trainlet::agent::Agent::Create(std::move(config)));

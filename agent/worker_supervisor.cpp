@@ -222,6 +222,8 @@ std::optional<std::chrono::milliseconds> WorkerSupervisor::Tick(Clock::time_poin
       next = st.kill_at;
     }
   }
+  if (auto at = standby_ ? standby_->Tick(now) : std::nullopt; at && (!next || *at < *next))
+    next = at;
   if (!next) return std::nullopt;
   return std::chrono::ceil<std::chrono::milliseconds>(*next - now);
 }
@@ -273,6 +275,7 @@ std::vector<WorkerExit> WorkerSupervisor::Reap() {
       }
       continue;
     }
+    if (standby_ && standby_->Reaped(pid, Clock::now())) continue;
     if (it == workers_.end()) {
       spdlog::info("supervisor: reaped unknown child pid {} (exit code {}, signal {})", pid,
                    exit_code, sig);

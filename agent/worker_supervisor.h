@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "agent/process_spawner.h"
+#include "agent/standby_step.h"
 #include "agent/step/spare_files.h"
 #include "agent/step/step_launch.h"
 #include "agent/step/step_records.h"
@@ -151,6 +152,9 @@ class WorkerSupervisor {
     // Where empty files are made ahead for the ranks' logs (agent/step/spare_files.h), after each
     // step start, as many as its ranks; "": <steps_dir>/../spare-files.
     std::string spare_dir;
+    // Keep one step started ahead of the next launch, in its cgroup already (StandbyStep, after
+    // the first launch; Linux only); its log is <steps_dir>/../standby-step.log.
+    bool step_standby = false;
   };
 
   // `spawner` is not owned and must outlive the supervisor. `base_env` ("K=V" entries) is the
@@ -268,6 +272,8 @@ class WorkerSupervisor {
   // (StepRank::run_as, agent_run_as included); nullopt when no step of the attempt knows the rank.
   std::optional<step::RunAsRequest> RankRunAs(const std::string& job, uint32_t attempt,
                                               uint32_t rank) const;
+  // The standby step waiting for the next launch (StandbyStep); 0 when none waits.
+  pid_t standby_pid() const { return standby_ ? standby_->pid() : 0; }
   // Step processes known (running, or ended with exits not yet acknowledged).
   size_t steps() const { return steps_.size(); }
   // The coordinator's partition grace, for steps started from now on (Options::orphan_grace).
@@ -333,6 +339,9 @@ class WorkerSupervisor {
                   const StopWarning& warning);
   // worker_supervisor_steps.cpp
   Status InitSteps();
+  // The step's process for `dir`: the standby (StandbyStep) or a new one; `ready_fd` gets the
+  // descriptor its "ready" line comes on.
+  Result<pid_t> StartStepProcess(const std::string& dir, int& ready_fd);
   // StartStep's steps, in order: the launch file's spec (refused launches get their error in
   // `results`), the step's directory and process (`ready_fd`: the read end of its ready pipe),
   // the wait for its "ready", and the starts it recorded, put into `results`. Private helpers
@@ -377,6 +386,7 @@ class WorkerSupervisor {
   std::unique_ptr<platform::PollSet> wake_;
   std::unique_ptr<platform::PeriodicTimer> poll_timer_;  // in wake_ while StepsPolled()
   std::unique_ptr<step::SpareFileFiller> spares_;        // null without a steps_dir
+  std::unique_ptr<StandbyStep> standby_;                 // null unless Options::step_standby
 
   // Owned by the loop.
   std::map<pid_t, Worker> workers_;  // direct workers by pid

@@ -69,6 +69,14 @@ Status WorkerSupervisor::InitSteps() {
   if (options_.spare_dir.empty())
     options_.spare_dir = (fs::path(options_.steps_dir).parent_path() / "spare-files").string();
   spares_ = std::make_unique<step::SpareFileFiller>(options_.spare_dir);
+#if defined(__linux__)  // elsewhere there is no cgroup to enter ahead
+  if (options_.step_standby && !options_.step_binary.empty()) {
+    const std::string log =
+        (fs::path(options_.steps_dir).parent_path() / "standby-step.log").string();
+    standby_ = std::make_unique<StandbyStep>(
+        spawner_, StandbyStep::Options{options_.step_binary, options_.step_cgroup, log});
+  }
+#endif
   return Status::Ok();
 }
 
@@ -273,34 +281,42 @@ Status WorkerSupervisor::SpawnStep(const step::StepLaunch& spec, Step& s, int& r
     return st;
   }
   s.watch = files_->Add(events);
-  int ready[2];
-  if (platform::OpenPipe(ready) != 0) {
-    const Status st = InternalError(Errno("pipe"));
-    CloseStep(s);
-    fs::remove_all(s.dir, ec);
-    return st;
-  }
-  ProcessSpawner::Request request;
-  request.argv = {options_.step_binary, s.dir};
-  request.cwd = "/";
-  request.log_path = s.dir + "/step.log";
-  request.stdout_fd = ready[1];
-  request.new_session = true;
-  Result<pid_t> pid = spawner_->Spawn(request);
-  close(ready[1]);
+  Result<pid_t> pid = StartStepProcess(s.dir, ready_fd);
   if (!pid.ok()) {
-    close(ready[0]);
     CloseStep(s);
     fs::remove_all(s.dir, ec);
-    return Status(pid.status().code(), "step: " + pid.status().message());
+    return pid.status();
   }
   s.pid = *pid;
   s.start_time = platform::ProcessStartTime(s.pid).value_or(0);
   // Our unreaped child: the handle cannot name another process. It is not in the wake-up set:
   // a child's end comes from waitid.
   s.process = platform::ProcessHandle::OpenChild(s.pid, s.start_time);
-  ready_fd = ready[0];
   return Status::Ok();
+}
+
+// The standby step when one waits (it is in its cgroup already), else a new trainlet-step.
+Result<pid_t> WorkerSupervisor::StartStepProcess(const std::string& dir, int& ready_fd) {
+  if (auto taken = standby_ ? standby_->Take(dir) : std::nullopt) {
+    ready_fd = taken->ready_fd;
+    return taken->pid;
+  }
+  int ready[2];
+  if (platform::OpenPipe(ready) != 0) return InternalError(Errno("pipe"));
+  ProcessSpawner::Request request;
+  request.argv = {options_.step_binary, dir};
+  request.cwd = "/";
+  request.log_path = dir + "/step.log";
+  request.stdout_fd = ready[1];
+  request.new_session = true;
+  Result<pid_t> pid = spawner_->Spawn(request);
+  close(ready[1]);
+  if (!pid.ok()) {
+    close(ready[0]);
+    return Status(pid.status().code(), "step: " + pid.status().message());
+  }
+  ready_fd = ready[0];
+  return pid;
 }
 
 bool WorkerSupervisor::WaitStepReady(int ready_fd) const {
@@ -418,6 +434,7 @@ std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerL
   // The next step of this size finds its logs made (the step has reported ready: the filler
   // takes no CPU from its spawns).
   if (spares_) spares_->Want(spec.ranks.size());
+  if (standby_) standby_->StepStarted(Clock::now());  // the next one, once the node is quiet
   const int id = next_step_id_++;
   Step& kept = steps_[id] = std::move(s);
   // Exits recorded during the start (a rank that ended at once) go out with the next Reap,

@@ -134,13 +134,38 @@ std::vector<std::string> BuildWorkerEnv(const std::vector<std::string>& base_env
   return env;
 }
 
+namespace {
+
+// The env entries every rank has with the same value (none for fewer than two ranks): written
+// once as "env_common", so that 64 ranks' file is not 64 copies of the job's env (99 KB of JSON
+// to encode in the agent and parse in the step, on every launch's critical path).
+std::map<std::string, std::string> CommonEnv(const std::vector<StepRank>& ranks) {
+  std::map<std::string, std::string> common;
+  if (ranks.size() < 2) return common;
+  common = ranks[0].env;
+  for (size_t i = 1; i < ranks.size() && !common.empty(); ++i) {
+    std::erase_if(common, [&](const auto& kv) {
+      const auto it = ranks[i].env.find(kv.first);
+      return it == ranks[i].env.end() || it->second != kv.second;
+    });
+  }
+  return common;
+}
+
+}  // namespace
+
 std::string EncodeLaunch(const StepLaunch& launch) {
+  const std::map<std::string, std::string> common = CommonEnv(launch.ranks);
   json ranks = json::array();
   for (const StepRank& r : launch.ranks) {
+    json own = json::object();
+    for (const auto& [k, v] : r.env) {
+      if (!common.contains(k)) own[k] = v;
+    }
     ranks.push_back({{"rank", r.rank},
                      {"local_rank", r.local_rank},
                      {"argv", r.argv},
-                     {"env", r.env},
+                     {"env", std::move(own)},
                      {"cwd", r.cwd},
                      {"log_path", r.log_path},
                      {"stderr_path", r.stderr_path},
@@ -171,6 +196,7 @@ std::string EncodeLaunch(const StepLaunch& launch) {
               {"log_max_bytes", launch.log_max_bytes},
               {"spare_dir", launch.spare_dir},
               {"base_env", launch.base_env},
+              {"env_common", common},
               {"ranks", std::move(ranks)},
               {"steps", std::move(steps)}};
   // Env values and paths are bytes from outside: never fail on invalid UTF-8.
@@ -209,6 +235,16 @@ Result<StepLaunch> DecodeLaunch(const std::string& text) {
     return InvalidError("cgroup: '" + out.cgroup + "' is not auto, v2, v1 or none");
   }
   rd.StrList(doc, "base_env", "", &out.base_env);
+  // Optional: files written before it hold every rank's whole env in the rank.
+  std::map<std::string, std::string> common;
+  if (const json* c = doc.contains("env_common")
+                          ? rd.Field(doc, "env_common", "", json::value_t::object)
+                          : nullptr) {
+    for (const auto& [k, v] : c->items()) {
+      if (!v.is_string()) error = "env_common." + k + ": not a string";
+      if (v.is_string()) common[k] = v.get<std::string>();
+    }
+  }
   const json* ranks = rd.Field(doc, "ranks", "", json::value_t::array);
   if (ranks != nullptr) {
     for (size_t i = 0; i < ranks->size() && error.empty(); ++i) {
@@ -255,6 +291,7 @@ Result<StepLaunch> DecodeLaunch(const std::string& text) {
           }
           sr.env[k] = v.get<std::string>();
         }
+        sr.env.insert(common.begin(), common.end());  // a rank's own entry wins (none clash)
       }
       if (const json* cpus = rd.Field(r, "cpus", where, json::value_t::array)) {
         for (const json& c : *cpus) {

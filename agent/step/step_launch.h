@@ -4,8 +4,10 @@
 //
 // The environment is stored once (base_env, normally the agent's environ) plus each rank's
 // overrides, and combined by BuildWorkerEnv in the step exactly as the agent combines it for the
-// workers it spawns itself. The file holds the ranks' env, which may hold secrets: it is written
-// 0600 inside a 0700 steps directory.
+// workers it spawns itself. The overrides every rank shares with the same value are written once
+// ("env_common") and put back into each rank's env when read: StepRank::env is always whole. The
+// file holds the ranks' env, which may hold secrets: it is written 0600 inside a 0700 steps
+// directory.
 //
 // Pure data and file I/O; safe from any thread.
 #pragma once

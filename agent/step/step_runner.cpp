@@ -50,7 +50,8 @@ void Say(const std::string& dir, const std::string& what) {
 // parts that stand alone are their own types (StepGate, LogRotation, ProcessCgroup, the records).
 class Step {
  public:
-  explicit Step(std::string dir) : dir_(std::move(dir)) {}
+  Step(std::string dir, std::unique_ptr<platform::ProcessCgroup> entered)
+      : dir_(std::move(dir)), cgroup_(std::move(entered)), in_cgroup_(cgroup_ != nullptr) {}
 
   int Run() {
     // No thread runs yet: the signals are prepared before they can come.
@@ -158,7 +159,9 @@ class Step {
   void OpenCgroup() {
     const auto mode =
         platform::ParseCgroupMode(launch_.cgroup).value_or(platform::CgroupMode::kAuto);
-    if (mode == platform::CgroupMode::kNone) return;
+    if (mode == platform::CgroupMode::kNone && cgroup_) LeaveCgroup();  // a standby's: unwanted
+    if (mode == platform::CgroupMode::kNone && cgroup_) DropCgroup();
+    if (mode == platform::CgroupMode::kNone || cgroup_) return;  // none, or a standby's
     auto cgroup = platform::ProcessCgroup::Create("step-" + std::to_string(getpid()), mode);
     if (!cgroup.ok()) {
       Say(dir_, "no cgroup for the ranks (" + cgroup.status().message() +
@@ -787,6 +790,8 @@ class Step {
 
 }  // namespace
 
-int RunStep(const std::string& dir) { return Step(dir).Run(); }
+int RunStep(const std::string& dir, std::unique_ptr<platform::ProcessCgroup> entered) {
+  return Step(dir, std::move(entered)).Run();
+}
 
 }  // namespace trainlet::step

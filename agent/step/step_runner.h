@@ -35,12 +35,17 @@
 //    events file was unusable (the message is on stderr, <dir>/step.log).
 #pragma once
 
+#include <memory>
 #include <string>
+
+#include "common/platform/process_cgroup.h"
 
 namespace trainlet::step {
 
 // Runs the step in `dir` to the end and returns the process exit code. Changes process-wide
-// state (signal mask, subreaper, stdout): call it only from trainlet-step's main.
-int RunStep(const std::string& dir);
+// state (signal mask, subreaper, stdout): call it only from trainlet-step's main. `entered`: the
+// ranks' cgroup, made and entered already by a standby step (step_standby.h), used instead of
+// making one; null: the step makes its own, as launch.cgroup says.
+int RunStep(const std::string& dir, std::unique_ptr<platform::ProcessCgroup> entered = nullptr);
 
 }  // namespace trainlet::step

@@ -162,6 +162,49 @@ TEST(StepLaunch, RoundTripAndEnv) {
             (std::vector<std::string>{"PATH=/bin", "A=over", "B=new"}));
 }
 
+// What every rank's env shares is written once ("env_common"), and every rank reads back its
+// whole env: 64 ranks of a job were 64 copies of the job's env before (99 KB of launch file).
+TEST(StepLaunch, SharedEnvIsWrittenOnce) {
+  StepLaunch l;
+  l.job = "job-a";
+  l.attempt = 1;
+  for (uint32_t i = 0; i < 3; ++i) {
+    StepRank r;
+    r.rank = i;
+    r.argv = {"/bin/true"};
+    r.env = {{"MASTER_ADDR", "node-1-shared-value"},
+             {"RANK", std::to_string(i)},
+             {"ODD", i == 1 ? "one" : "other"}};
+    l.ranks.push_back(r);
+  }
+  l.ranks[2].env.erase("ODD");  // not in every rank: not common
+  const std::string text = EncodeLaunch(l);
+  size_t copies = 0;
+  for (size_t at = text.find("node-1-shared-value"); at != std::string::npos;
+       at = text.find("node-1-shared-value", at + 1)) {
+    ++copies;
+  }
+  EXPECT_EQ(copies, 1u) << text;
+  auto back = DecodeLaunch(text);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  ASSERT_EQ(back->ranks.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(back->ranks[i].env, l.ranks[i].env) << "rank " << i;
+  // A file written before env_common (each rank's whole env in the rank) reads the same.
+  auto old = DecodeLaunch(
+      R"({"version":1,"job":"j","attempt":1,"stop_grace_ms":0,"base_env":[],)"
+      R"("ranks":[{"rank":0,"local_rank":0,"argv":["/bin/true"],"env":{"A":"1"},"cwd":"",)"
+      R"("log_path":"","cpus":[]}]})");
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  EXPECT_EQ(old->ranks[0].env, (std::map<std::string, std::string>{{"A", "1"}}));
+  auto bad = DecodeLaunch(
+      R"({"version":1,"job":"j","attempt":1,"stop_grace_ms":0,"base_env":[],"env_common":{"A":2},)"
+      R"("ranks":[{"rank":0,"local_rank":0,"argv":["/bin/true"],"env":{},"cwd":"",)"
+      R"("log_path":"","cpus":[]}]})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("env_common.A"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(StepLaunch, RunAsRoundTripsAndIsOptional) {
   StepLaunch l;
   l.job = "j";
