@@ -61,6 +61,9 @@ struct AgentConfig {
   HealthCheckConfig health;                  // program, interval, timeout, disk threshold
   std::string worker_ports = "20000-29999";  // LOW-HIGH: ports reserved for ranks (ReservePorts)
   int32_t progress_port = 0;  // HTTPS progress endpoint on `address`; 0: any (kept), -1: off
+  // The progress thread's rest between wake-ups while ranks post in a stream (0: none); key
+  // progress_gather_ms (agent/http_server_thread.h).
+  std::chrono::milliseconds progress_gather = HttpServerThread::kDefaultGather;
   // A directory on storage every node mounts at this same path (NFS, Lustre, ...); jobs annotated
   // trainlet.io/working-dir: shared run in <shared_dir>/<job>. "": none (working_dirs.h).
   std::string shared_dir;

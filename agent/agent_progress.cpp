@@ -19,6 +19,7 @@ Status Agent::StartProgressEndpoint() {
   options.hosts = {config_.address, "127.0.0.1", "localhost"};
   options.host = config_.address;
   options.port = static_cast<uint16_t>(config_.progress_port);
+  options.gather = config_.progress_gather;
   // Both called on the endpoint's thread. The real Env reads the system's clocks; a test's
   // FakeEnv clock is a plain value, which a test must not move while ranks post.
   options.now = [this] { return env_.MonotonicNow(); };

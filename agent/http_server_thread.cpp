@@ -11,13 +11,16 @@
 
 namespace trainlet::agent {
 
-HttpServerThread::HttpServerThread(std::unique_ptr<ProgressHttpsServer> server)
-    : server_(std::move(server)), port_(server_->port()) {}
+HttpServerThread::HttpServerThread(std::unique_ptr<ProgressHttpsServer> server,
+                                   std::chrono::milliseconds gather)
+    : server_(std::move(server)), port_(server_->port()), gather_(gather) {}
 
 Result<std::unique_ptr<HttpServerThread>> HttpServerThread::Start(
-    std::unique_ptr<ProgressHttpsServer> server, const char* name) {
+    std::unique_ptr<ProgressHttpsServer> server, const char* name,
+    std::chrono::milliseconds gather) {
   TRAINLET_CHECK(server != nullptr);
-  std::unique_ptr<HttpServerThread> t(new HttpServerThread(std::move(server)));
+  TRAINLET_CHECK(gather.count() >= 0);
+  std::unique_ptr<HttpServerThread> t(new HttpServerThread(std::move(server), gather));
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, kStackBytes);
@@ -53,16 +56,22 @@ void* HttpServerThread::Main(void* self) {
 }
 
 void HttpServerThread::Serve() {
-  auto last_wake = std::chrono::steady_clock::time_point();
+  using Clock = std::chrono::steady_clock;
+  // When the thread last went to wait: a wake-up sooner than kStreamGap after it is a stream.
+  auto waiting_since = Clock::time_point();
   // One epoll_wait on the server's own set per wake-up; false once the destructor interrupts.
   while (server_->Wait(-1)) {
     wakeups_.fetch_add(1, std::memory_order_relaxed);
-    // In a stream of requests (woken less than kStreamGap after the last time), rest kGather
-    // before looking again, so that the next wake-up finds the requests of several connections
-    // waiting instead of each costing one. A stop waits for the rest (at most kGather).
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_wake < kStreamGap) std::this_thread::sleep_for(kGather);
-    last_wake = now;
+    // In a stream of requests, rest `gather` before looking again, so that the next wake-up
+    // finds the requests of several connections waiting instead of each costing one. The gap is
+    // counted from the end of the last rest, so that a rest as long as kStreamGap does not make
+    // every other wake-up look like the start of a stream. A stop waits for the rest.
+    auto now = Clock::now();
+    if (gather_.count() > 0 && now - waiting_since < kStreamGap) {
+      std::this_thread::sleep_for(gather_);
+      now = Clock::now();
+    }
+    waiting_since = now;
   }
 }
 

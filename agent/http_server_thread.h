@@ -13,12 +13,15 @@
 // thread, so whatever it touches must be safe to touch from here (ProgressEndpoint locks).
 // Stack: kStackBytes, not glibc's 8 MiB (only touched pages count in RSS either way, but the
 // mapping stays small); the thread blocks every signal, so the agent's signalfd sees them all.
-// In a stream of requests (woken less than kStreamGap after the last wake-up) the thread rests
-// kGather after serving before it looks again, so that one wake-up answers the requests of
-// several connections: each wake-up is a context switch, a poll and an epoll_wait, which
-// bench/progress measured as most of the thread's kernel time at 64 ranks posting every 100 ms.
-// A request in such a stream waits at most kGather (10 ms) longer for its answer; a lone request
-// (a rank posting every few seconds) waits for nothing.
+// In a stream of requests (woken after waiting less than kStreamGap since its last rest) the
+// thread rests `gather` after serving before it looks again, so that one wake-up answers the
+// requests of several connections: each wake-up is a context switch, a sleep and an epoll_wait,
+// which bench/progress measured as the largest cost it can cut at 64 ranks posting every 100 ms
+// (about 90 us per wake-up on a 2-core VM: 10 ms -> 20 ms took the agent from ~2.0% to ~1.5% of
+// a core). A request in such a stream waits at most `gather` longer for its answer (on average
+// half of it); a lone request (a rank posting every few seconds) waits for nothing. The agent's
+// config key progress_gather_ms sets it (kDefaultGather); 0: no rest, every request answered at
+// once, one wake-up each.
 // An idle server thread makes no allocation (no malloc arena of its own until the first
 // connection) and no wake-up: the server's idle sweep timer exists only while connections do.
 #pragma once
@@ -40,14 +43,16 @@ class HttpServerThread {
  public:
   // OpenSSL's handshake, a 16 KiB read buffer and the JSON body parser stay well inside this.
   static constexpr size_t kStackBytes = 256 * 1024;
-  static constexpr std::chrono::milliseconds kGather{10};
+  static constexpr std::chrono::milliseconds kDefaultGather{20};
   static constexpr std::chrono::milliseconds kStreamGap{50};
 
   // Starts serving `server` on a new thread named `name` (at most 15 characters, for top -H and
-  // perf). kInternal when the thread cannot be made; the server is then destroyed.
+  // perf), resting `gather` between wake-ups in a stream (0: never). kInternal when the thread
+  // cannot be made; the server is then destroyed.
   static Result<std::unique_ptr<HttpServerThread>> Start(
-      std::unique_ptr<ProgressHttpsServer> server, const char* name);
-  // Stops the thread (a request being answered is finished first; a rest, at most kGather), joins
+      std::unique_ptr<ProgressHttpsServer> server, const char* name,
+      std::chrono::milliseconds gather = kDefaultGather);
+  // Stops the thread (a request being answered is finished first; a rest, at most `gather`), joins
   // it, then destroys the server. Any thread but the server's own (a handler must not destroy its
   // server).
   ~HttpServerThread();
@@ -60,7 +65,7 @@ class HttpServerThread {
   uint64_t wakeups() const { return wakeups_.load(std::memory_order_relaxed); }
 
  private:
-  explicit HttpServerThread(std::unique_ptr<ProgressHttpsServer> server);
+  HttpServerThread(std::unique_ptr<ProgressHttpsServer> server, std::chrono::milliseconds gather);
   static void* Main(void* self);
   void Serve();
 
@@ -68,6 +73,7 @@ class HttpServerThread {
   std::unique_ptr<ProgressHttpsServer> server_;
   // Constant after Start.
   const uint16_t port_;
+  const std::chrono::milliseconds gather_;
   pthread_t thread_{};
   bool joinable_ = false;  // the thread was made
   std::atomic<uint64_t> wakeups_{0};

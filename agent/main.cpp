@@ -79,6 +79,10 @@ int main(int argc, char** argv) {
       config.progress_port,
       "Port of the HTTPS progress endpoint ranks report to (Kubeflow's trainerStatus), on "
       "`address`; 0: the port of the last run, else any; -1: off");
+  c.Millis("progress_gather_ms", &config.progress_gather, 0, 100,
+           "While ranks post in a stream, the progress endpoint's thread rests this long between "
+           "wake-ups so one wake-up answers several posts; a post's answer waits up to this "
+           "much longer, ms (0: no rest)");
   c.Path("shared_dir", &config.shared_dir, DaemonConfig::PathKind::kDirectory,
          "A directory on storage every node mounts at the same path; jobs annotated "
          "trainlet.io/working-dir: shared run in <shared_dir>/<job> (default: none)");

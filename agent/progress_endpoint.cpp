@@ -110,7 +110,8 @@ Result<std::unique_ptr<ProgressEndpoint>> ProgressEndpoint::Start(Options option
   if (auto s = creds.RememberPort(port); !s.ok()) {
     spdlog::warn("progress endpoint: {}", s.message());
   }
-  auto serving = HttpServerThread::Start(std::move(server).value(), "trainlet-https");
+  auto serving =
+      HttpServerThread::Start(std::move(server).value(), "trainlet-https", ep->options_.gather);
   if (!serving.ok())
     return Status(serving.status().code(), "progress endpoint: " + serving.status().message());
   ep->serving_ = std::move(serving).value();

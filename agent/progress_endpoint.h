@@ -67,6 +67,9 @@ class ProgressEndpoint {
     ProgressCredentials credentials;
     std::vector<std::string> hosts;
     double posts_per_rank_per_second = 20;
+    // The server thread's rest between wake-ups in a stream of posts (http_server_thread.h):
+    // fewer wake-ups for the agent, up to this much longer for a rank's answer. 0: no rest.
+    std::chrono::milliseconds gather = HttpServerThread::kDefaultGather;
     // Called on the server thread: both must be safe to call from there.
     std::function<Clock::time_point()> now = [] { return Clock::now(); };
     std::function<int64_t()> wall_ms;  // unix ms, for posts without lastUpdatedTime

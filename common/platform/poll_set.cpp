@@ -47,9 +47,15 @@ int PollSet::Modify(int fd, uint32_t events, void* tag) { return Apply(fd, ~0u, 
 void PollSet::Remove(int fd) { Apply(fd, ~0u, 0, nullptr); }
 
 std::vector<PollSet::Event> PollSet::Wait(size_t max, int timeout_ms) {
-  std::vector<epoll_event> raw(max);
-  const int n = epoll_wait(fd_, raw.data(), static_cast<int>(raw.size()), timeout_ms);
+  // On the stack up to 64 (what the callers ask for): a thread that waits here per wake-up (the
+  // agent's progress thread) allocates only the answer, once (bench/progress: ~3% of its CPU was
+  // these).
+  epoll_event stack[64];
+  std::vector<epoll_event> heap(max > 64 ? max : 0);
+  epoll_event* raw = max > 64 ? heap.data() : stack;
+  const int n = epoll_wait(fd_, raw, static_cast<int>(max), timeout_ms);
   std::vector<Event> out;
+  out.reserve(n > 0 ? static_cast<size_t>(n) : 0);
   for (int i = 0; i < n; ++i) {
     uint32_t events = 0;
     if (raw[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) events |= kReadable;

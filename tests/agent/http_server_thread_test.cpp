@@ -29,7 +29,9 @@ struct Seen {
   std::atomic<size_t> stack_bytes{0};
 };
 
-std::unique_ptr<HttpServerThread> StartPlain(Seen& seen, std::thread::id test_thread) {
+std::unique_ptr<HttpServerThread> StartPlain(
+    Seen& seen, std::thread::id test_thread,
+    std::chrono::milliseconds gather = HttpServerThread::kDefaultGather) {
   ProgressHttpsServer::Options options;
   options.host = "127.0.0.1";
   options.tls = false;
@@ -50,7 +52,7 @@ std::unique_ptr<HttpServerThread> StartPlain(Seen& seen, std::thread::id test_th
   });
   EXPECT_TRUE(server.ok()) << server.status().message();
   if (!server.ok()) return nullptr;
-  auto thread = HttpServerThread::Start(std::move(server).value(), "test-http");
+  auto thread = HttpServerThread::Start(std::move(server).value(), "test-http", gather);
   EXPECT_TRUE(thread.ok()) << thread.status().message();
   return thread.ok() ? std::move(thread).value() : nullptr;
 }
@@ -146,6 +148,32 @@ TEST(HttpServerThreadTest, AStreamOfRequestsIsServedInFewerWakeups) {
   EXPECT_EQ(answered, kClients * kEach);
   EXPECT_LT(serving->wakeups() * 4, static_cast<uint64_t>(kClients * kEach))
       << serving->wakeups() << " wake-ups for " << kClients * kEach << " requests";
+}
+
+// The rest is what the thread is given (config key progress_gather_ms): one client sending its
+// next request as soon as it has the answer is a stream, so from its third request on each
+// answer waits for the rest. With 150 ms, 6 requests take at least 4 rests; with no rest they
+// take a few ms (at most a loaded VM's scheduling), and the thread still answers every one.
+TEST(HttpServerThreadTest, RestsAsLongAsItIsToldInAStreamAndNotAtAllWithZero) {
+  for (const auto gather : {std::chrono::milliseconds(150), std::chrono::milliseconds(0)}) {
+    Seen seen;
+    auto serving = StartPlain(seen, std::this_thread::get_id(), gather);
+    ASSERT_NE(serving, nullptr);
+    const int fd = Connect(serving->port());
+    ASSERT_GE(fd, 0);
+    const auto start = std::chrono::steady_clock::now();
+    for (int n = 0; n < 6; ++n) {
+      ASSERT_NE(Get(fd, "/s" + std::to_string(n)).find("200 OK"), std::string::npos);
+    }
+    const auto took = std::chrono::steady_clock::now() - start;
+    close(fd);
+    if (gather.count() > 0) {
+      EXPECT_GE(took, 4 * gather) << "each answer in the stream waits for the rest";
+    } else {
+      EXPECT_LT(took, 4 * std::chrono::milliseconds(150)) << "no rest with 0";
+    }
+    EXPECT_EQ(seen.requests, 6);
+  }
 }
 
 }  // namespace
