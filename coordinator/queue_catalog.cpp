@@ -96,8 +96,8 @@ void QueueCatalog::Commit(Stage stage, v1::ApplyResult& result) {
     }
     Key key = KeyOf(o.kind, o.namespace_, o.name);
     objects_[std::move(key)] = std::move(o);
+    ++generation_;  // only for a change: every apply commits, most with no queue object
   }
-  ++generation_;
 }
 
 Status QueueCatalog::Delete(kueue::Kind kind, const std::string& namespace_,

@@ -85,8 +85,8 @@ class QueueCatalog {
   std::vector<const kueue::QueueObject*> List(kueue::Kind kind,
                                               const std::string& namespace_ = "") const;
   size_t size() const { return objects_.size(); }
-  // Bumped by every Commit and Delete: jobs that found no room are tried again, as their flavors'
-  // nodeLabels may have changed (flavor_constraint.h).
+  // Bumped when a Commit creates or changes an object, and by every Delete: jobs that found no
+  // room are tried again, as their flavors' nodeLabels may have changed (flavor_constraint.h).
   uint64_t generation() const { return generation_; }
   bool empty() const { return objects_.empty(); }
 
