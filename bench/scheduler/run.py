@@ -415,12 +415,14 @@ def compare_queues(a):
           (a.reps, a.agents, os.cpu_count(), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            min(load), max(load)))
     print()
-    print("| measurement | queues off | queues on | on / off |")
-    print("| --- | ---: | ---: | ---: |")
+    print("| measurement | queues off | queues on | on / off | on / off, each rep's pair |")
+    print("| --- | ---: | ---: | ---: | ---: |")
     for i, row in enumerate(rows):
         off, on = (statistics.median(times[m][row]) for m in ("off", "on"))
+        pairs = sorted(n / f for f, n in zip(times["off"][row], times["on"][row]))
         fmt = (lambda v: "%.0f ms" % (v * 1000)) if i == 2 else (lambda v: "%.2f s" % v)
-        print("| %s | %s | %s | %.2f |" % (row, fmt(off), fmt(on), on / off))
+        print("| %s | %s | %s | %.2f | median %.2f (%.2f-%.2f) |" %
+              (row, fmt(off), fmt(on), on / off, statistics.median(pairs), pairs[0], pairs[-1]))
 
 
 def fmt_rate(values):
