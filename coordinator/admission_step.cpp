@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -32,11 +33,18 @@ std::string ChecksWaitMessage(const std::string& key, const std::vector<std::str
          pending.front() + ")";
 }
 
-std::string Flavors(const admission::Admission& a) {
+// "a100 (nodeLabels gpu=a100)": the flavors and the labels that keep its ranks on their nodes.
+std::string Flavors(const admission::Admission& a, const QueueCatalog& catalog) {
   std::string out;
+  std::set<std::string> seen;
   for (const auto& r : a.resources) {
-    if (out.find(r.flavor) != std::string::npos) continue;
+    if (!seen.insert(r.flavor).second) continue;
     out += (out.empty() ? "" : ", ") + r.flavor;
+    const kueue::ResourceFlavor* f = catalog.FindFlavor(r.flavor);
+    if (f == nullptr || f->node_labels.empty()) continue;
+    std::string labels;
+    for (const auto& [k, v] : f->node_labels) labels += (labels.empty() ? "" : ",") + k + "=" + v;
+    out += " (nodeLabels " + labels + ")";
   }
   return out;
 }
@@ -46,6 +54,11 @@ std::string Flavors(const admission::Admission& a) {
 void AdmissionStep::Run(const std::vector<JobEntry*>& jobs, int64_t now_ms) {
   active_ = admitter_.active();
   if (!active_) return;
+  if (catalog_->generation() != catalog_generation_) {
+    // A flavor's nodeLabels may have changed: jobs that found no room on its nodes try again.
+    catalog_generation_ = catalog_->generation();
+    for (JobEntry* job : jobs) job->unplaced_room = 0;
+  }
   ReleaseQuota(jobs);
   if (owner_->generation() == admitted_generation_ &&
       now_ms - last_admission_ms_ < kIdleAdmissionIntervalMs) {
@@ -119,7 +132,7 @@ void AdmissionStep::AdmitJob(const std::string& key, const admission::Admission&
   st.clear_queue_wait();
   st.set_priority(catalog_->PriorityValue(job.spec.priority_class).value_or(0));
   if (!a.unmanaged) {
-    const std::string flavors = Flavors(a);
+    const std::string flavors = Flavors(a, *catalog_);
     const std::vector<std::string> checks = admitter_.PendingChecks(st);
     // With admission checks left, this is Kueue's QuotaReserved: the quota is held, the job
     // is placed once an admin marked every check Ready (AdmitCheck).

@@ -98,6 +98,7 @@ class AdmissionStep {
   // Owned by the loop.
   JobAdmitter admitter_;
   bool active_ = false;                   // queues exist: only admitted jobs are placed
+  uint64_t catalog_generation_ = 0;       // the catalog's generation at the last Run
   uint64_t admitted_generation_ = ~0ull;  // the owner's generation at the last pass
   int64_t last_admission_ms_ = 0;
   int64_t history_written_ms_ = 0;  // when fair sharing's history was last stored

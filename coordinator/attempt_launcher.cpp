@@ -30,12 +30,14 @@ AttemptLauncher::AttemptLauncher(const NodeRegistry* registry, ExecAuthority* ex
         return exec->AttemptActive(job, attempt);
       }) {}
 
-bool AttemptLauncher::Place(JobEntry& job, PassCapacity& room, int64_t now_ms) {
+bool AttemptLauncher::Place(JobEntry& job, PassCapacity& room, int64_t now_ms,
+                            const Result<FlavorConstraint>& flavor) {
   v1::JobStatus& st = job.record.status;
   GangRequest gang = job.gang;
   gang.num_nodes = st.num_nodes();
   gang.slots_per_node = job.procs_per_node;
-  auto placement = room.Place(gang);
+  if (flavor.ok()) gang.flavor = *flavor;
+  auto placement = flavor.ok() ? room.Place(gang) : Result<Placement>(flavor.status());
   if (!placement.ok()) {
     const std::string reason = "Unschedulable: " + placement.status().message();
     if (st.reason() != reason) {

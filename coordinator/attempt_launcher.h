@@ -105,7 +105,10 @@ class AttemptLauncher {
   // is then charged for it. False when it waits: no room (phase reason Unschedulable), the plugin
   // refused it (the job fails, PlanRefused), its launcher keys could not be made (the attempt
   // fails), or the store refused it (the job is left as it was, to be placed again later).
-  bool Place(JobEntry& job, PassCapacity& room, int64_t now_ms);
+  // `flavor`: the nodes its admission's ResourceFlavors allow (flavor_constraint.h); an error
+  // (a flavor gone) leaves it Pending with reason Unschedulable and that message.
+  bool Place(JobEntry& job, PassCapacity& room, int64_t now_ms,
+             const Result<FlavorConstraint>& flavor = FlavorConstraint{});
   // `node`'s answer to ReservePorts; `job` is the entry named by `reserved.job()` (null when
   // there is none). Once every node of the attempt has its ports, the plans are rendered with
   // them and sent. An answer with an error, or plans that cannot be rendered, fail the attempt;

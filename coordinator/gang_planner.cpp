@@ -87,15 +87,39 @@ std::string FormatSelector(const std::map<std::string, std::string>& selector) {
   return out;
 }
 
+// "ResourceFlavor a100's nodeLabels gpu=a100"; "" when the flavor constrains no label (a flavor
+// without nodeLabels lets the gang go anywhere, as in Kueue).
+std::string FlavorText(const FlavorConstraint& flavor) {
+  if (flavor.node_labels.empty()) return "";
+  const bool many = flavor.flavors.find(',') != std::string::npos;
+  return std::string(many ? "ResourceFlavors " : "ResourceFlavor ") + flavor.flavors +
+         (many ? "' nodeLabels " : "'s nodeLabels ") + FormatSelector(flavor.node_labels);
+}
+
+// The job's nodeSelector and its flavor's nodeLabels (Kueue puts both into the pod's
+// nodeSelector); a node taint is tolerated by the job's or the flavor's tolerations.
+bool Selected(const GangRequest& req, const NodeCapacity& n) {
+  return MatchesSelector(req.node_selector, n.labels, n.name) &&
+         MatchesSelector(req.flavor.node_labels, n.labels, n.name);
+}
+
+bool Tolerated(const GangRequest& req, const NodeCapacity& n) {
+  for (const NodeTaint& taint : n.taints) {
+    if (TaintBlocks(taint) && !ToleratesTaint(req.tolerations, taint) &&
+        !ToleratesTaint(req.flavor.tolerations, taint)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // "" unless too few of the nodes the gang may use have its slots per node at all, even empty: then
 // it waits for good until a node's slot count is raised, so the reason says how (issue 19: a
 // 4-ranks-per-node job on a local cluster of 2-PU agents waited without a word why).
 std::string NeverFitsHint(const GangRequest& req, const std::vector<NodeCapacity>& nodes) {
   size_t usable = 0, big_enough = 0;
   for (const NodeCapacity& n : nodes) {
-    if (!n.ready || !n.schedulable || !n.healthy ||
-        !MatchesSelector(req.node_selector, n.labels, n.name) ||
-        !ToleratesAll(req.tolerations, n.taints)) {
+    if (!n.ready || !n.schedulable || !n.healthy || !Selected(req, n) || !Tolerated(req, n)) {
       continue;
     }
     ++usable;
@@ -111,7 +135,7 @@ std::string NeverFitsHint(const GangRequest& req, const std::vector<NodeCapacity
 // Counts the nodes through each filter in turn (the same order as the candidate test), so the
 // message shows where the gang is lost.
 Status Unplaceable(const GangRequest& req, const std::vector<NodeCapacity>& nodes) {
-  size_t ready = 0, cordoned = 0, unhealthy = 0, selected = 0, tolerated = 0, fit = 0;
+  size_t ready = 0, cordoned = 0, unhealthy = 0, selected = 0, flavored = 0, tolerated = 0, fit = 0;
   std::array<size_t, kNumResourceKinds> covered{};
   bool taints_matter = false;
   for (const NodeCapacity& n : nodes) {
@@ -127,7 +151,9 @@ Status Unplaceable(const GangRequest& req, const std::vector<NodeCapacity>& node
     ++ready;
     if (!MatchesSelector(req.node_selector, n.labels, n.name)) continue;
     ++selected;
-    if (!ToleratesAll(req.tolerations, n.taints)) {
+    if (!MatchesSelector(req.flavor.node_labels, n.labels, n.name)) continue;
+    ++flavored;
+    if (!Tolerated(req, n)) {
       taints_matter = true;
       continue;
     }
@@ -153,6 +179,8 @@ Status Unplaceable(const GangRequest& req, const std::vector<NodeCapacity>& node
     const std::string sel = "nodeSelector " + FormatSelector(req.node_selector);
     stage(selected, "matches " + sel, "match " + sel);
   }
+  const std::string flavor = FlavorText(req.flavor);
+  if (!flavor.empty()) stage(flavored, "matches " + flavor, "match " + flavor);
   if (taints_matter) stage(tolerated, "tolerates its taints", "tolerate their taints");
   stage(fit, "has " + slots, "have " + slots);
   msg += NeverFitsHint(req, nodes);
@@ -162,6 +190,12 @@ Status Unplaceable(const GangRequest& req, const std::vector<NodeCapacity>& node
     const std::string what = std::string(ResourceName(kind)) + ": " +
                              FormatQuantity(kind, req.resources.amount[i]) + " free";
     stage(covered[i], "has " + what, "have " + what);
+  }
+  if (!flavor.empty() && selected > 0 && flavored == 0) {
+    // Waits until a node with those labels comes: say how a node gets them.
+    msg +=
+        "; it waits for a node with those labels (the agent's labels config key, or "
+        "trainletctl local up --labels)";
   }
   if (unhealthy > 0) {
     msg += "; " + Count(unhealthy, "Ready node is", "Ready nodes are") + " unhealthy";
@@ -174,9 +208,7 @@ Status Unplaceable(const GangRequest& req, const std::vector<NodeCapacity>& node
 
 bool IsCandidate(const NodeCapacity& n, const GangRequest& req) {
   return n.ready && n.schedulable && n.healthy && n.free_slots >= req.slots_per_node &&
-         n.free_resources.Covers(req.resources) &&
-         MatchesSelector(req.node_selector, n.labels, n.name) &&
-         ToleratesAll(req.tolerations, n.taints);
+         n.free_resources.Covers(req.resources) && Selected(req, n) && Tolerated(req, n);
 }
 
 }  // namespace

@@ -35,12 +35,26 @@ struct NodeCapacity {
   std::vector<NodeTaint> taints;
 };
 
+// The ResourceFlavors a job was admitted to (Kueue injects their nodeLabels into the pod
+// template's nodeSelector and their tolerations into its tolerations): the gang goes only to nodes
+// that carry every one of `node_labels`, on top of the job's own nodeSelector, and a node's taint
+// is tolerated by `tolerations` as well as by the job's. Empty when the job went through no queue
+// (or asked for no resource a flavor covers). Kept apart from the job's own so the unplaceable
+// message names the flavor (flavor_constraint.h builds it from the job's admission).
+struct FlavorConstraint {
+  std::string flavors;  // "a100", or "a100, cpu-pool" when resources came from two flavors
+  std::map<std::string, std::string> node_labels;
+  std::vector<trainjob::Toleration> tolerations;
+  bool empty() const { return flavors.empty(); }
+};
+
 struct GangRequest {
   uint32_t num_nodes = 0;       // >= 1
   uint32_t slots_per_node = 0;  // >= 1
   Resources resources;          // per node; a zero amount asks for nothing of that resource
   std::map<std::string, std::string> node_selector;  // every pair must be a label of the node
   std::vector<trainjob::Toleration> tolerations;
+  FlavorConstraint flavor;  // set by the caller for the attempt it places, not by GangRequestOf
 };
 
 struct Placement {
@@ -53,7 +67,8 @@ inline constexpr std::string_view kZoneLabel = "topology.kubernetes.io/zone";
 inline constexpr std::string_view kRackLabel = "trainlet.io/rack";
 
 // Places all num_nodes nodes or none. A node is a candidate when it is ready, schedulable,
-// healthy, matches node_selector, tolerates each of its NoSchedule and NoExecute taints, has
+// healthy, matches node_selector and the flavor's node_labels, tolerates (with the job's or the
+// flavor's tolerations) each of its NoSchedule and NoExecute taints, has
 // free_slots >= slots_per_node and free_resources covering `resources`. Then:
 //  1. Locality: for each topology label in turn (zone, then rack), when some group of candidates
 //     sharing a value can hold the whole gang, the candidates narrow to the best such group:
@@ -72,7 +87,9 @@ inline constexpr std::string_view kRackLabel = "trainlet.io/rack";
 // "needs 4 nodes with 2 free slots each; 3 of 3 nodes are Ready and schedulable, 3 of them have
 // 2 free slots", or "needs 2 nodes with 1 free slot, nvidia.com/gpu: 8 each; 4 of 4 nodes are
 // Ready and schedulable, 3 of them match nodeSelector node-type=training, 3 of them have 1 free
-// slot, 1 of them has nvidia.com/gpu: 8 free".
+// slot, 1 of them has nvidia.com/gpu: 8 free". With a flavor, its stage reads "1 of them matches
+// ResourceFlavor a100's nodeLabels gpu=a100", and when no usable node carries those labels the
+// message ends saying so.
 Result<Placement> PlaceGang(const GangRequest& request, const std::vector<NodeCapacity>& nodes);
 
 // nodeSelector: every key of `selector` is a label of the node with that value. The node's name

@@ -11,6 +11,7 @@
 #include "coordinator/apply_transaction.h"
 #include "coordinator/attempt_plan.h"
 #include "coordinator/fair_share_history.h"
+#include "coordinator/flavor_constraint.h"
 #include "coordinator/gang_planner.h"
 #include "coordinator/job_key.h"
 #include "coordinator/job_state_machine.h"
@@ -194,7 +195,8 @@ void JobController::Schedule(int64_t now_ms) {
                       [](const auto& r) { return !RankEnded(r); });
       if (old_alive) continue;
     }
-    launcher_.Place(job, *room, now_ms);
+    // Only on the nodes of the flavors its admission gave it (flavor_constraint.h).
+    launcher_.Place(job, *room, now_ms, FlavorConstraintOf(job.record.status, queues_));
   }
 }
 

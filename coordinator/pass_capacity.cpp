@@ -48,6 +48,17 @@ std::string ShapeKey(const GangRequest& request) {
   for (const auto& t : request.tolerations) {
     for (const std::string* f : {&t.key, &t.op, &t.value, &t.effect}) AppendField(key, *f);
   }
+  // The flavor: its labels and tolerations narrow the nodes, its name is in the message.
+  key += "|";
+  AppendField(key, request.flavor.flavors);
+  for (const auto& [k, v] : request.flavor.node_labels) {
+    AppendField(key, k);
+    AppendField(key, v);
+  }
+  key += "|";
+  for (const auto& t : request.flavor.tolerations) {
+    for (const std::string* f : {&t.key, &t.op, &t.value, &t.effect}) AppendField(key, *f);
+  }
   return key;
 }
 

@@ -96,6 +96,7 @@ void QueueCatalog::Commit(Stage stage, v1::ApplyResult& result) {
     }
     Key key = KeyOf(o.kind, o.namespace_, o.name);
     objects_[std::move(key)] = std::move(o);
+    ++generation_;  // only for a change: every apply commits, most with no queue object
   }
 }
 
@@ -109,6 +110,7 @@ Status QueueCatalog::Delete(kueue::Kind kind, const std::string& namespace_,
   TRAINLET_RETURN_IF_ERROR(
       store.DeleteQueueObject(kueue::KindName(kind), it->second.namespace_, name));
   objects_.erase(it);
+  ++generation_;
   return Status::Ok();
 }
 

@@ -85,6 +85,9 @@ class QueueCatalog {
   std::vector<const kueue::QueueObject*> List(kueue::Kind kind,
                                               const std::string& namespace_ = "") const;
   size_t size() const { return objects_.size(); }
+  // Bumped when a Commit creates or changes an object, and by every Delete: jobs that found no
+  // room are tried again, as their flavors' nodeLabels may have changed (flavor_constraint.h).
+  uint64_t generation() const { return generation_; }
   bool empty() const { return objects_.empty(); }
 
  private:
@@ -92,6 +95,7 @@ class QueueCatalog {
   static Key KeyOf(kueue::Kind kind, const std::string& namespace_, const std::string& name);
 
   std::map<Key, kueue::QueueObject> objects_;
+  uint64_t generation_ = 0;
 };
 
 }  // namespace trainlet::coordinator

@@ -31,6 +31,11 @@ median the slowest passes are reported: how many took over 20 ms, and the bucket
 and the coordinator's CPU time over the window (ms per second), which a loaded machine does not
 inflate as it does wall-clock pass times.
 
+--compare-queues runs only the submissions, on two clusters up side by side, one without queues
+and one with --queues' objects, their trials alternating (off, on; on, off; ...), and prints
+the issue's figures as times (N applies one by one, all Complete after the first apply, one
+file) with the ratio on / off: the no-regression check in one run on a shared machine.
+
 Slurm: `scripts/setup-slurm-localhost` (one node, this host). Without sbatch/sinfo the Slurm
 columns say why they are empty. Every trainlet process is stopped by PID (`trainletctl local
 down`, and the coordinator and sim-agents this script starts); Slurm jobs it submitted are
@@ -38,7 +43,7 @@ cancelled by job id.
 
 usage: bench/scheduler/run.py [--bin BUILD/bin] [--jobs 200] [--reps 3] [--agents 2]
                               [--sim-agents 1000] [--pending 10000] [--window 10]
-                              [--queues] [--no-slurm] [--no-pass]"""
+                              [--queues] [--no-slurm] [--no-pass] [--compare-queues]"""
 import argparse
 import json
 import os
@@ -384,6 +389,42 @@ def pass_trial(bin_dir, sim, pending, window, queues):
                     p.wait()
 
 
+def compare_queues(a):
+    """Queues off and on in one run: two clusters up side by side, their trials alternating
+    (off, on; then on, off; ...), so the machine's load falls on both alike. The issue's
+    figures as times: N applies one by one, all Complete after the first apply, one file."""
+    clusters = {"off": Trainlet(a.bin, a.agents, False), "on": Trainlet(a.bin, a.agents, True)}
+    rows = ("%d applies, one job each" % a.jobs, "all %d Complete, from the first apply" % a.jobs,
+            "one file of %d jobs applied" % a.jobs)
+    times = {m: {r: [] for r in rows} for m in clusters}
+    load = [os.getloadavg()[0]]
+    try:
+        for rep in range(a.reps):
+            for mode in (("off", "on") if rep % 2 == 0 else ("on", "off")):
+                submitted, completed = clusters[mode].trial(a.jobs, False)
+                file_submitted, _ = clusters[mode].trial(a.jobs, True)
+                for row, rate in zip(rows, (submitted, completed, file_submitted)):
+                    times[mode][row].append(a.jobs / rate)
+            load.append(os.getloadavg()[0])
+            print("rep %d/%d done" % (rep + 1, a.reps), file=sys.stderr)
+    finally:
+        for c in clusters.values():
+            c.down()
+    print("bench/scheduler --compare-queues: %d reps (medians), %d agents, %d cores, %s, "
+          "load average (1 min) %.1f-%.1f" %
+          (a.reps, a.agents, os.cpu_count(), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           min(load), max(load)))
+    print()
+    print("| measurement | queues off | queues on | on / off | on / off, each rep's pair |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for i, row in enumerate(rows):
+        off, on = (statistics.median(times[m][row]) for m in ("off", "on"))
+        pairs = sorted(n / f for f, n in zip(times["off"][row], times["on"][row]))
+        fmt = (lambda v: "%.0f ms" % (v * 1000)) if i == 2 else (lambda v: "%.2f s" % v)
+        print("| %s | %s | %s | %.2f | median %.2f (%.2f-%.2f) |" %
+              (row, fmt(off), fmt(on), on / off, statistics.median(pairs), pairs[0], pairs[-1]))
+
+
 def fmt_rate(values):
     return "%.0f" % statistics.median(values) if values else "-"
 
@@ -402,11 +443,16 @@ def main():
     ap.add_argument("--no-slurm", action="store_true")
     ap.add_argument("--no-pass", action="store_true")
     ap.add_argument("--no-submit", action="store_true", help="only the scheduling pass")
+    ap.add_argument("--compare-queues", action="store_true",
+                    help="only the submissions, queues off and on alternating in one run")
     a = ap.parse_args()
     for flag in ("jobs", "reps", "agents", "sim_agents", "pending"):
         if getattr(a, flag) < 1:
             sys.exit("--%s: must be at least 1" % flag.replace("_", "-"))
     a.bin = os.path.abspath(a.bin)
+    if a.compare_queues:
+        compare_queues(a)
+        return
 
     slurm = None if a.no_slurm or a.no_submit else Slurm()
     slurm_note = slurm.reason if slurm else "skipped"

@@ -10,6 +10,7 @@
 //   - BoundIdle:  the same, the clock advancing 1 ms: the ticks between admission passes.
 // CPU time, unlike bench/scheduler/run.py's wall-clock histogram, is not inflated when the
 // machine is loaded. The target for a pass: under 20 ms at 10,000 pending.
+// BM_Submit*: the coordinator's side of run.py's submissions, queues off and on (see Submit).
 //
 //   trainlet-schedule-pass-bench
 //   trainlet-schedule-pass-bench --benchmark_repetitions=5
@@ -129,6 +130,97 @@ void Run(benchmark::State& state, bool queues, int64_t step_ms) {
   for (const v1::JobStatus* st : c.controller->List()) placed += st->placement_size() > 0;
   state.counters["placed"] = static_cast<double>(placed);
 }
+
+// The submission figures in-process: 200 one-rank jobs (100m cpu) applied to 2 nodes of 8
+// slots (as bench/scheduler/run.py's local cluster), one Apply each or one Apply of one file,
+// queues off or on (one ResourceFlavor, a ClusterQueue whose quota holds every job, a
+// LocalQueue). Each Apply stores the jobs, runs a Schedule (admission with queues, placement of
+// what fits) and syncs, as the operator endpoint does; a fresh controller and store per
+// iteration, built outside the timing.
+constexpr int kSubmitJobs = 200;
+
+std::string SubmitJob(int i, bool queues) {
+  std::string y =
+      "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: j" +
+      std::to_string(i) + "\n";
+  if (queues) y += "  labels: {kueue.x-k8s.io/queue-name: bench-q}\n";
+  return y +
+         "spec:\n  runtimeRef: {name: plain}\n  trainer:\n    numNodes: 1\n"
+         "    numProcPerNode: 1\n    command: [\"true\"]\n"
+         "    resourcesPerNode: {requests: {cpu: 100m}}\n";
+}
+
+// labels: the jobs carry the queue label even without queues (then ignored), which parts the
+// cost of parsing it from the cost of admission.
+void Submit(benchmark::State& state, bool queues, bool one_file, bool labels = false) {
+  for (auto _ : state) {
+    state.PauseTiming();
+    char tmpl[] = "/tmp/trainlet-submit-bench-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) abort();
+    const std::string dir = tmpl;
+    {
+      auto store = std::move(JobStore::Open(dir + "/state")).value();
+      NodeRegistry registry{std::chrono::milliseconds(1000), std::chrono::milliseconds(3000)};
+      NullSink sink;
+      JobControllerOptions options;
+      options.start_timeout = std::chrono::hours(1000);
+      JobController controller(store.get(), &registry, &sink, options);
+      if (!controller.Load(TRAINLET_RUNTIMES_DIR).ok()) abort();
+      for (int n = 0; n < 2; ++n) {
+        v1::NodeInfo info;
+        info.set_name("node-" + std::to_string(n + 1));
+        info.set_address("10.0.0." + std::to_string(n + 1));
+        info.set_hostname(info.name());
+        info.set_slots(8);
+        (*info.mutable_allocatable())["cpu"] = 2;
+        if (!registry
+                 .Register(info, "rid" + info.name(), "key" + info.name(),
+                           NodeRegistry::Clock::now(), kT0)
+                 .ok()) {
+          abort();
+        }
+      }
+      if (queues) {
+        const std::string q =
+            "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: f}\n---\n"
+            "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: cq}\n"
+            "spec:\n  namespaceSelector: {}\n  resourceGroups:\n  - coveredResources: [cpu]\n"
+            "    flavors:\n    - name: f\n      resources:\n      - {name: cpu, nominalQuota: "
+            "100000}\n---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\n"
+            "metadata: {name: bench-q}\nspec: {clusterQueue: cq}\n";
+        if (!controller.Apply(q, "queues.yaml", kT0).ok()) abort();
+      }
+      std::string file;
+      for (int i = 0; i < kSubmitJobs; ++i) file += "---\n" + SubmitJob(i, queues || labels);
+      state.ResumeTiming();
+      int64_t now = kT0;
+      if (one_file) {
+        if (!controller.Apply(file, "jobs.yaml", ++now).ok()) abort();
+      } else {
+        for (int i = 0; i < kSubmitJobs; ++i) {
+          if (!controller.Apply(SubmitJob(i, queues || labels), "job.yaml", ++now).ok()) abort();
+        }
+      }
+      state.PauseTiming();
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    state.ResumeTiming();
+  }
+}
+
+void BM_SubmitEachOff(benchmark::State& state) { Submit(state, false, false); }
+void BM_SubmitEachLabels(benchmark::State& state) { Submit(state, false, false, true); }
+void BM_SubmitEachQueues(benchmark::State& state) { Submit(state, true, false); }
+void BM_SubmitFileOff(benchmark::State& state) { Submit(state, false, true); }
+void BM_SubmitFileLabels(benchmark::State& state) { Submit(state, false, true, true); }
+void BM_SubmitFileQueues(benchmark::State& state) { Submit(state, true, true); }
+BENCHMARK(BM_SubmitEachOff)->Unit(benchmark::kMillisecond)->MinTime(1);
+BENCHMARK(BM_SubmitEachLabels)->Unit(benchmark::kMillisecond)->MinTime(1);
+BENCHMARK(BM_SubmitEachQueues)->Unit(benchmark::kMillisecond)->MinTime(1);
+BENCHMARK(BM_SubmitFileOff)->Unit(benchmark::kMillisecond)->MinTime(1);
+BENCHMARK(BM_SubmitFileLabels)->Unit(benchmark::kMillisecond)->MinTime(1);
+BENCHMARK(BM_SubmitFileQueues)->Unit(benchmark::kMillisecond)->MinTime(1);
 
 void BM_SchedulePassOff(benchmark::State& state) { Run(state, false, 1); }
 void BM_SchedulePassBound(benchmark::State& state) { Run(state, true, 1001); }

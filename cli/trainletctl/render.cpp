@@ -191,6 +191,14 @@ void QueueLines(const v1::JobStatus& j, int64_t now_ms, Field& field) {
     }
     if (a.borrowing()) text += " (borrowing)";
     field("Admission", text + ", " + Age(a.unix_ms(), now_ms) + " ago");
+    // Its ranks go only to nodes with the flavor's nodeLabels (coordinator/flavor_constraint.h).
+    std::string flavors;
+    std::set<std::string> seen;
+    for (const auto& r : a.resources()) {
+      if (r.flavor().empty() || !seen.insert(r.flavor()).second) continue;
+      flavors += (flavors.empty() ? "" : ", ") + r.flavor();
+    }
+    if (!flavors.empty()) field("Flavor", flavors + " (placed on its nodes only)");
     if (j.has_queue_wait() && j.queue_wait().kind() == "AdmissionCheck") {
       field("Admission checks", j.queue_wait().message());  // quota reserved, not placed yet
     }

@@ -1,6 +1,6 @@
 // describe trainjob: the Placement table's working directory per node, from its ranks' Started
 // events (issue 18, "Working directory"); the Attempts table's infrastructure failures (issue 19,
-// defect 4).
+// defect 4); the ResourceFlavor a job was admitted to (issue 14).
 #include <gtest/gtest.h>
 
 #include "trainletctl/render.h"
@@ -47,6 +47,29 @@ TEST(DescribeJob, AttemptsFailedForTheInfrastructureSayTheyAreNotCounted) {
   const std::string text = DescribeJob(j, kNow);
   EXPECT_NE(text.find("Failed (not counted)"), std::string::npos) << text;
   EXPECT_EQ(text.find("(not counted)"), text.rfind("(not counted)")) << text;  // attempt 1 only
+}
+
+// Issue 14: a job admitted to a ResourceFlavor shows it, once however many resources it covers.
+TEST(DescribeJob, ShowsTheFlavorItWasAdmittedTo) {
+  v1::JobStatus j;
+  j.set_name("train");
+  j.set_queue("lq");
+  j.set_cluster_queue("research");
+  auto* a = j.mutable_admission();
+  a->set_cluster_queue("research");
+  a->set_unix_ms(kNow - 5000);
+  for (const char* resource : {"cpu", "nvidia.com/gpu"}) {
+    auto* r = a->add_resources();
+    r->set_resource(resource);
+    r->set_flavor("a100");
+    r->set_amount(1);
+  }
+  const std::string text = DescribeJob(j, kNow);
+  EXPECT_NE(text.find("Flavor:"), std::string::npos) << text;
+  EXPECT_NE(text.find("a100 (placed on its nodes only)"), std::string::npos) << text;
+  a->set_unmanaged(true);  // admitted without a queue: no flavor line
+  a->clear_resources();
+  EXPECT_EQ(DescribeJob(j, kNow).find("Flavor:"), std::string::npos);
 }
 
 }  // namespace

@@ -75,6 +75,64 @@ TEST(GangPlanner, NotReadyAndUnschedulableAreSkipped) {
             "them have 1 free slot; 1 Ready node is cordoned");
 }
 
+// A job admitted to a ResourceFlavor goes only to the flavor's nodes (Kueue injects its nodeLabels
+// into the pod's nodeSelector), on top of the job's own nodeSelector.
+TEST(GangPlanner, AFlavorsNodeLabelsKeepTheGangOnItsNodes) {
+  std::vector<NodeCapacity> nodes = {Node("a1", 2, 8, {{"gpu", "a100"}}),
+                                     Node("h1", 1, 8, {{"gpu", "h100"}}),
+                                     Node("h2", 1, 8, {{"gpu", "h100"}, {"pool", "x"}})};
+  GangRequest req{1, 1};
+  EXPECT_EQ(Names(PlaceGang(req, nodes)), (V{"h1"}));  // best fit, with no flavor
+  req.flavor = {"a100", {{"gpu", "a100"}}, {}};
+  EXPECT_EQ(Names(PlaceGang(req, nodes)), (V{"a1"}));
+  req.flavor = {"h100", {{"gpu", "h100"}}, {}};
+  req.node_selector = {{"pool", "x"}};  // the job's own selector still applies
+  EXPECT_EQ(Names(PlaceGang(req, nodes)), (V{"h2"}));
+  req.num_nodes = 2;
+  auto p = PlaceGang(req, nodes);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().message(),
+            "needs 2 nodes with 1 free slot each; 3 of 3 nodes are Ready and schedulable, 1 of "
+            "them matches nodeSelector pool=x, 1 of them matches ResourceFlavor h100's nodeLabels "
+            "gpu=h100, 1 of them has 1 free slot");
+}
+
+// Nobody carries the flavor's labels: the reason names the flavor and its labels, and says how a
+// node gets them, rather than waiting without a word.
+TEST(GangPlanner, NoNodeOfTheFlavorSaysWhichFlavorAndLabels) {
+  std::vector<NodeCapacity> nodes = {Node("h1", 4, 8, {{"gpu", "h100"}}),
+                                     Node("h2", 4, 8, {{"gpu", "h100"}})};
+  GangRequest req{1, 1};
+  req.flavor = {"a100, fast-net", {{"gpu", "a100"}, {"net", "ib"}}, {}};
+  auto p = PlaceGang(req, nodes);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(p.status().message(),
+            "needs 1 node with 1 free slot each; 2 of 2 nodes are Ready and schedulable, 0 of "
+            "them match ResourceFlavors a100, fast-net' nodeLabels gpu=a100,net=ib, 0 of them have "
+            "1 free slot; it waits for a node with those labels (the agent's labels config key, "
+            "or trainletctl local up --labels)");
+}
+
+// The flavor's tolerations are the pod's too: they let the gang onto nodes tainted for it.
+TEST(GangPlanner, AFlavorsTolerationsTolerateItsNodesTaints) {
+  NodeCapacity tainted = Node("spot1", 4, 8, {{"lifecycle", "spot"}});
+  tainted.taints = {{"spot", "true", "NoSchedule"}};
+  std::vector<NodeCapacity> nodes = {tainted, Node("n1", 4, 8)};
+  GangRequest req{1, 1};
+  req.flavor = {"spot", {{"lifecycle", "spot"}}, {}};
+  auto p = PlaceGang(req, nodes);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("0 of them tolerate their taints"), std::string::npos)
+      << p.status().message();
+  req.flavor.tolerations = {{"spot", "Equal", "true", "NoSchedule"}};
+  EXPECT_EQ(Names(PlaceGang(req, nodes)), (V{"spot1"}));
+  req.flavor = {};  // the job's own toleration does the same
+  req.tolerations = {{"spot", "Exists", "", ""}};
+  req.node_selector = {{"lifecycle", "spot"}};
+  EXPECT_EQ(Names(PlaceGang(req, nodes)), (V{"spot1"}));
+}
+
 TEST(GangPlanner, NoNodesAtAll) {
   auto p = PlaceGang({1, 1}, {});
   ASSERT_FALSE(p.ok());

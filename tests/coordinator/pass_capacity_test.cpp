@@ -97,6 +97,20 @@ TEST(ShapeKey, DiffersForEveryFieldThePlannerReads) {
   b = a;
   b.tolerations.push_back({"k", "Exists", "", "NoSchedule"});
   EXPECT_NE(ShapeKey(a), ShapeKey(b));
+  // The admitted flavor: its labels and tolerations narrow the nodes, its name is in the reason.
+  b = a;
+  b.flavor.node_labels["pool"] = "x";
+  EXPECT_NE(ShapeKey(a), ShapeKey(b));
+  GangRequest e = b;
+  e.flavor.flavors = "x-flavor";
+  EXPECT_NE(ShapeKey(b), ShapeKey(e));
+  e = b;
+  e.flavor.tolerations.push_back({"k", "Exists", "", "NoSchedule"});
+  EXPECT_NE(ShapeKey(b), ShapeKey(e));
+  // A flavor's label is not the job's own selector (the reason names the flavor).
+  GangRequest own = a;
+  own.node_selector["pool"] = "x";
+  EXPECT_NE(ShapeKey(own), ShapeKey(b));
 }
 
 }  // namespace

@@ -101,15 +101,19 @@ TEST_F(QueueApplyTest, ApplyStoresAndLooksUp) {
   EXPECT_EQ(cohort[1]->name, "team-b");
   EXPECT_EQ(store_->ListQueueObjects()->size(), 5u);
 
-  // Applied again: unchanged, nothing written; a changed one is configured and replaced.
+  // Applied again: unchanged, nothing written; a changed one is configured and replaced. The
+  // generation moves only with a change (placement retries jobs then, flavor_constraint.h).
+  const uint64_t generation = q.generation();
   r = ApplyOk(kSetup);
   EXPECT_EQ(r.unchanged_size(), 5);
+  EXPECT_EQ(q.generation(), generation);
   std::string changed = kSetup;
   changed.replace(changed.find("value: 1000"), 11, "value: 7");
   r = ApplyOk(changed);
   ASSERT_EQ(r.configured_size(), 1);
   EXPECT_EQ(r.configured(0), "WorkloadPriorityClass/high");
   EXPECT_EQ(q.PriorityValue("high"), 7);
+  EXPECT_GT(q.generation(), generation);
 }
 
 TEST_F(QueueApplyTest, RestartKeepsThem) {
@@ -214,8 +218,10 @@ TEST_F(QueueApplyTest, OperatorListsAndDeletes) {
   EXPECT_NE(list->objects(0).yaml().find("value: 1000"), std::string::npos);
 
   req.set_remove(true);
+  const uint64_t generation = controller_->queues().generation();
   ASSERT_TRUE(HandleQueueObjects(req, controller_->queues(), *store_).ok());
   EXPECT_EQ(controller_->queues().FindPriorityClass("high"), nullptr);
+  EXPECT_GT(controller_->queues().generation(), generation);
   auto again = HandleQueueObjects(req, controller_->queues(), *store_);
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.status().code(), ErrorCode::kNotFound);
