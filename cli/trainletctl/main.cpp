@@ -414,7 +414,8 @@ int main(int argc, char** argv) {
             v = std::to_string(ms);
             return "";
           },
-          "DURATION"));
+          ""))
+      ->type_name("DURATION");
 
   int rc = 0;
 
