@@ -9,6 +9,7 @@
 // Relative paths are relative to the home directory.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "common/status.h"
@@ -20,6 +21,8 @@ struct ClientConfig {
   std::string coordinator;  // operator endpoints, comma-separated (one, or an HA set)
   std::string coordinator_key_file;
   std::string key_file;
+  // How long one request waits for its answer (trainletctl --request-timeout; not in the file).
+  std::chrono::milliseconds request_timeout{std::chrono::seconds(15)};
 };
 
 // --home if given, else $TRAINLET_HOME, else ~/.trainlet.

@@ -10,6 +10,9 @@ namespace trainlet::cli {
 
 Result<std::unique_ptr<CoordinatorClient>> ConnectCoordinator(const CommonFlags& f) {
   TRAINLET_ASSIGN_OR_RETURN(auto config, LoadClientConfig(ResolveHome(f.home)));
+  if (f.request_timeout_ms > 0) {
+    config.request_timeout = std::chrono::milliseconds(f.request_timeout_ms);
+  }
   return CoordinatorClient::Connect(config);
 }
 

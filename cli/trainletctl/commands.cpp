@@ -12,6 +12,7 @@
 
 #include "common/wall_clock.h"
 #include "trainletctl/apply_input.h"
+#include "trainletctl/command_support.h"
 #include "trainletctl/coordinator_client.h"
 #include "trainletctl/delete_text.h"
 #include "trainletctl/describe_node.h"
@@ -34,8 +35,7 @@ int Error(const std::string& message) {
 int Error(const Status& s) { return Error(s.message()); }
 
 Result<std::unique_ptr<CoordinatorClient>> Open(const CommonFlags& f) {
-  TRAINLET_ASSIGN_OR_RETURN(ClientConfig config, LoadClientConfig(ResolveHome(f.home)));
-  return CoordinatorClient::Connect(config);
+  return ConnectCoordinator(f);
 }
 
 // The Training Operator kind a resource name means ("pytorchjobs", "PyTorchJob",

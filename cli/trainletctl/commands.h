@@ -13,6 +13,9 @@ struct CommonFlags {
   // -n/--namespace: the namespace of the trainjobs named or listed (kubectl's default: default).
   std::string ns = "default";
   bool all_namespaces = false;  // -A/--all-namespaces: list every namespace's trainjobs
+  // --request-timeout, as kubectl's: how long one request waits for the coordinator's answer
+  // in ms (0 keeps ClientConfig's 15 s). Waits a command asks for (wait --timeout) are apart.
+  int64_t request_timeout_ms = 0;
 };
 
 // How `get trainjobs` pages through the list (GetJobsRequest.limit and continue_token), as

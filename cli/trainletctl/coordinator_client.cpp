@@ -28,6 +28,7 @@ Result<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(const Clie
   if (mine.secret_z85.empty()) return InvalidError(config.key_file + ": holds no secret-key");
   c->server_public_ = server.public_z85;
   c->keys_ = mine;
+  c->request_timeout_ = config.request_timeout;
   TRAINLET_ASSIGN_OR_RETURN(c->socket_,
                             ConnectCurveDealer(c->ctx_, c->endpoint_, server.public_z85, mine));
   // The monitor tells a refused key apart from a coordinator that is not there, and says when
@@ -50,6 +51,10 @@ Status CoordinatorClient::MoveTo(const std::string& endpoint) {
   endpoint_ = endpoint;
   failed_handshakes_ = 0;
   return Status::Ok();
+}
+
+Result<v1::OperatorResponse> CoordinatorClient::Call(v1::OperatorRequest request) {
+  return Call(std::move(request), request_timeout_);
 }
 
 Result<v1::OperatorResponse> CoordinatorClient::Call(v1::OperatorRequest request,

@@ -26,13 +26,14 @@ class CoordinatorClient {
  public:
   static Result<std::unique_ptr<CoordinatorClient>> Connect(const ClientConfig& config);
 
+  // Sends one request and waits up to the config's request_timeout for its answer.
+  Result<v1::OperatorResponse> Call(v1::OperatorRequest request);
   // Sends one request and waits up to `timeout` for its answer. A refused CURVE handshake is
   // reported as a PermissionError at once, rather than as a timeout, and so is a connection cut
   // after the request went out (Unavailable, saying "response too large": the socket cuts a peer
   // whose message is over kMaxMessageBytes). An answer carrying an error is returned as that
   // error.
-  Result<v1::OperatorResponse> Call(v1::OperatorRequest request,
-                                    std::chrono::milliseconds timeout = std::chrono::seconds(15));
+  Result<v1::OperatorResponse> Call(v1::OperatorRequest request, std::chrono::milliseconds timeout);
 
   // With several endpoints: how long one may take to accept the connection before the next.
   static constexpr std::chrono::milliseconds kConnectTimeout{1500};
@@ -64,7 +65,8 @@ class CoordinatorClient {
   std::vector<std::string> endpoints_;  // as configured
   std::string server_public_;           // the coordinators' public key (one for all of them)
   CurveKeyPair keys_;                   // this operator's
-  uint64_t connections_ = 0;            // sockets made after the first: names their monitors
+  std::chrono::milliseconds request_timeout_{std::chrono::seconds(15)};  // Call's, from the config
+  uint64_t connections_ = 0;  // sockets made after the first: names their monitors
   // Set by CallOne when the request may go elsewhere: "" for the next endpoint, else the leader
   // a NotLeader answer named.
   std::optional<std::string> moved_on_;

@@ -405,6 +405,17 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   CommonFlags common;
   app.add_option("--home", common.home, "Client configuration directory (overrides TRAINLET_HOME)");
+  app.add_option("--request-timeout", common.request_timeout_ms,
+                 "How long one request waits for the coordinator's answer, e.g. 5s (default 15s)")
+      ->transform(CLI::Validator(
+          [](std::string& v) -> std::string {
+            const int64_t ms = ParseDuration(v);
+            if (ms <= 0) return "not a duration above 0 (e.g. 5s, 500ms): " + v;
+            v = std::to_string(ms);
+            return "";
+          },
+          ""))
+      ->type_name("DURATION");
 
   int rc = 0;
 

@@ -149,6 +149,23 @@ TEST_F(CoordinatorClientTest, WithNoLeaderTheFollowersReasonIsReported) {
   EXPECT_EQ(served_[1], 0);
 }
 
+// A call with no timeout of its own waits the config's request_timeout (trainletctl
+// --request-timeout), not the 15 s default.
+TEST_F(CoordinatorClientTest, ACallWithoutItsOwnTimeoutWaitsTheConfigsRequestTimeout) {
+  no_leader_ = true;
+  ClientConfig config = Config(endpoint_[0] + "," + endpoint_[0]);
+  config.request_timeout = std::chrono::milliseconds(600);
+  auto client = CoordinatorClient::Connect(config);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  const auto start = std::chrono::steady_clock::now();
+  auto r = (*client)->Call(GetJobs());
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kUnavailable);
+  EXPECT_GE(took, std::chrono::milliseconds(600));
+  EXPECT_LT(took, std::chrono::seconds(5));
+}
+
 // A coordinator stopping in the middle of the handshake (a restart) cuts the connection just as a
 // server with another key does; only the wrong key fails every time. So one cut handshake is
 // retried, and the restarted coordinator answers (issue 19: it was reported as a key mismatch).

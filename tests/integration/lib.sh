@@ -18,15 +18,16 @@ cleanup() {
     "$CTL" local down --dir "$TRAINLET_HOME" --timeout 10 >/dev/null 2>&1 || true
   fi
   # Processes a test started itself (agents in namespaces, say): USR2 to agents, so they stop
-  # their workers (TERM would leave them running for a next agent), TERM to the rest, then KILL
-  # whatever is left.
+  # their workers (TERM would leave them running for a next agent), KILL to etcd members (one
+  # told to stop first hands its raft leadership on, which waits seconds for peers that are
+  # stopping too; their data is thrown away), TERM to the rest, then KILL whatever is left.
   for pid in "${EXTRA_PIDS[@]:-}"; do
     [ -n "$pid" ] || continue
-    if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = trainlet-agent ]; then
-      kill -USR2 "$pid" 2>/dev/null || true
-    else
-      kill -TERM "$pid" 2>/dev/null || true
-    fi
+    case "$(cat "/proc/$pid/comm" 2>/dev/null)" in
+      trainlet-agent) kill -USR2 "$pid" 2>/dev/null || true ;;
+      etcd) kill -KILL "$pid" 2>/dev/null || true ;;
+      *) kill -TERM "$pid" 2>/dev/null || true ;;
+    esac
   done
   for pid in "${EXTRA_PIDS[@]:-}"; do
     [ -n "$pid" ] || continue
@@ -100,19 +101,21 @@ assert_contains() {
 # TRAINLET_WORK_DIR under their state dir, and this test's state dirs are all inside WORK. Other
 # tests (another worktree's run of the same test, say) use the same job names and commands on
 # this machine.
+# grep -z reads the environment's NUL-separated entries as lines.
 ours() {
-  { tr '\0' '\n' < "/proc/$1/environ"; } 2>/dev/null | grep -q "^TRAINLET_WORK_DIR=$WORK/"
+  grep -qsz "^TRAINLET_WORK_DIR=$WORK/" "/proc/$1/environ"
 }
 
 # PIDs of this cluster's live processes whose environment says TRAINLET_JOB=$1 (the job's ranks
-# and children).
+# and children). One grep reads every process's environment: a tr and a grep per process took
+# seconds per call on a loaded machine, and samplers call this every 50 ms.
 job_pids() {
-  local job=$1 p
-  for p in /proc/[0-9]*; do
-    if { tr '\0' '\n' < "$p/environ"; } 2>/dev/null | grep -qx "TRAINLET_JOB=$job" && ours "${p#/proc/}"; then
-      # zombies are not alive
-      if [ "$(awk '{print $3}' "$p/stat" 2>/dev/null)" != "Z" ]; then echo "${p#/proc/}"; fi
-    fi
+  local job=$1 f p
+  for f in $(grep -lsxz "TRAINLET_JOB=$job" /proc/[0-9]*/environ); do
+    p=${f#/proc/} && p=${p%/environ}
+    ours "$p" || continue
+    # zombies are not alive
+    if [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != "Z" ]; then echo "$p"; fi
   done
 }
 

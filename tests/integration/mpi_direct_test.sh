@@ -243,26 +243,33 @@ PY
   # trainlet-pmix joined (node-1's ranks sleep before theirs, so the fence stays open). The old
   # agent had taken the request and contributed; the new one never saw it. trainlet-pmix's
   # rendezvous handles see the new agent's socket and send the fence again, so the fence
-  # completes on node-2 too and the job succeeds in attempt 1.
+  # completes on node-2 too and the job succeeds in attempt 1. node-1's ranks wait for the
+  # test's go, given once the new agent has registered (they slept 15 s, which under load could
+  # end before the kill, and took that long otherwise).
   cat > "$WORK/late.py" <<'PY'
-import os, time
+import os, sys, time
 from mpi4py import MPI
 comm = MPI.COMM_WORLD
 total = comm.allreduce(comm.Get_rank() + 1)
 print(f"rank {comm.Get_rank()} on {os.environ['TRAINLET_NODE']}: late sum {total}", flush=True)
 if os.environ["TRAINLET_NODE"] == "node-1":
-    time.sleep(15)
+    while not os.path.exists(sys.argv[1]):
+        time.sleep(0.05)
 PY
-  "$CTL" apply -f "$(direct_job fencekill 3 mpi-direct "" /usr/bin/python3 "$WORK/late.py")" >/dev/null
+  "$CTL" apply -f "$(direct_job fencekill 3 mpi-direct "" /usr/bin/python3 "$WORK/late.py" "$WORK/late-go")" >/dev/null
   wait_for 30 sh -c "[ \$('$CTL' logs fencekill | grep -c 'on node-2: late sum 21') -ge 2 ]" || fail "fencekill: node-2's ranks never got past their allreduce: $("$CTL" logs fencekill)"
   sleep 1  # node-2's ranks are in MPI_Finalize's fence, its agent holds the request
   agent2=${EXTRA_PIDS[-1]}
   [ "$(cat "/proc/$agent2/comm")" = trainlet-agent ] || fail "the last started process is not node-2's agent"
   disown "$agent2" 2>/dev/null || true
+  registrations=$(grep -c "registered with" "$TRAINLET_HOME/logs/node-2.log" || true)
   kill -9 "$agent2"
   wait_for 5 sh -c "! kill -0 $agent2 2>/dev/null" || fail "node-2's agent did not die"
   restart_agent 2
+  registered_again() { [ "$(grep -c "registered with" "$TRAINLET_HOME/logs/node-2.log")" -gt "$registrations" ]; }
+  wait_for 20 registered_again || fail "node-2's new agent did not register"
   log "node-2's agent killed (-9) inside MPI_Finalize's fence and started again"
+  touch "$WORK/late-go"
   "$CTL" wait trainjob/fencekill --for=condition=Complete --timeout=60s || fail "fencekill did not complete (a fence the old agent had taken was lost): $("$CTL" describe trainjob fencekill) $("$CTL" logs fencekill)"
   [ "$("$CTL" describe trainjob fencekill | awk '/^Attempt:/ {print $2}')" = 1 ] || fail "fencekill: not in its first attempt"
   log "a fence the killed agent had taken is sent again to the new one; the job succeeds in attempt 1"

@@ -121,12 +121,30 @@ log "hydra started its proxies on the other hosts through trainlet-exec ($want_e
 # 3. Refusals. hydra run by hand, outside any job, with trainlet-exec as its launcher: without
 # the job's credentials nothing starts; with the sleeper's credentials, a host outside its
 # placement is refused. trainlet-exec says why at once and exits 255, as a failed ssh does; hydra
-# then waits for a proxy that never comes (it does the same when ssh fails), so it is timed out.
+# then waits for a proxy that never comes (it does the same when ssh fails), so it is stopped:
+# once its output has the refusal (hydra starts the one proxy through that one trainlet-exec,
+# so nothing else can start the command), or after 10 s.
 marker="$WORK/must-not-exist"
 hydra_env=(HYDRA_LAUNCHER=rsh "HYDRA_LAUNCHER_EXEC=$TRAINLET_BIN/trainlet-exec")
 printf '%s:1\n' "${NETNS_HOSTS[1]}" > "$WORK/placed.hosts"
-if env -u TRAINLET_EXEC_KEY "${hydra_env[@]}" HYDRA_HOST_FILE="$WORK/placed.hosts" \
-    timeout 10 mpirun.mpich -np 1 touch "$marker" > "$WORK/out" 2>&1; then
+# refused_hydra WHY ENV...: `mpirun.mpich -np 1 touch $marker` with ENV, its output in $WORK/out;
+# its exit status, 124 (as timeout's) when it was stopped.
+refused_hydra() {
+  local why=$1 pid rc=0; shift
+  env "$@" timeout 10 mpirun.mpich -np 1 touch "$marker" > "$WORK/out" 2>&1 &
+  pid=$!
+  said_or_ended() { grep -qF "$why" "$WORK/out" || ! kill -0 "$pid" 2>/dev/null; }
+  wait_for 10 said_or_ended || true
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid"
+    wait "$pid" 2>/dev/null || true
+    return 124
+  fi
+  wait "$pid" || rc=$?
+  return "$rc"
+}
+if refused_hydra "no job credentials" -u TRAINLET_EXEC_KEY "${hydra_env[@]}" \
+    HYDRA_HOST_FILE="$WORK/placed.hosts"; then
   fail "hydra started a command through trainlet-exec without credentials"
 fi
 assert_contains "$(cat "$WORK/out")" "no job credentials" "no-credentials refusal"
@@ -134,8 +152,9 @@ launcher=$(own_pgrep -f "^mpirun.mpich .*-np 6 sleep 300" | head -1)
 [ -n "$launcher" ] || fail "the sleeper's mpirun.mpich not found"
 creds=$(tr '\0' '\n' < "/proc/$launcher/environ" | grep '^TRAINLET_EXEC_' | tr '\n' ' ')
 printf '10.255.255.1:1\n' > "$WORK/outside.hosts"
-if env $creds "${hydra_env[@]}" HYDRA_HOST_FILE="$WORK/outside.hosts" \
-    timeout 10 mpirun.mpich -np 1 touch "$marker" > "$WORK/out" 2>&1; then
+# shellcheck disable=SC2086  # creds: NAME=VALUE words
+if refused_hydra "not in the placement" $creds "${hydra_env[@]}" \
+    HYDRA_HOST_FILE="$WORK/outside.hosts"; then
   fail "hydra started a command on a host outside the placement"
 fi
 assert_contains "$(cat "$WORK/out")" "not in the placement" "outside-placement refusal"

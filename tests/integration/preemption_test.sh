@@ -81,7 +81,11 @@ usr1=$(ckpt_time orphan usr1) term=$(ckpt_time orphan term)
 [ $((term - usr1)) -ge 2700 ] || fail "SIGTERM $((term - usr1)) ms after SIGUSR1, grace is 3 s"
 [ $((term - usr1)) -lt 8000 ] || fail "SIGTERM $((term - usr1)) ms after SIGUSR1, grace is 3 s"
 wait "$drain_pid" || true  # done once the node is Lost and its ranks given up
-"$CTL" delete trainjob orphan --timeout 30s >/dev/null 2>&1 || true
+# The delete cannot finish: its Lost rank's node never comes back to confirm (delete_gate.h), so
+# waiting for it only ran out a timeout. Its ranks on the live node are what section 3 needs gone.
+"$CTL" delete trainjob orphan --wait=false >/dev/null
+no_orphan_ranks() { [ -z "$(job_pids orphan)" ]; }
+wait_for 30 no_orphan_ranks || fail "ranks of the deleted orphan remain: $(job_pids orphan)"
 log "agent killed in the grace: SIGTERM still came $((term - usr1)) ms after SIGUSR1"
 
 log "3. activeDeadlineSeconds: the warning comes the grace before the deadline"

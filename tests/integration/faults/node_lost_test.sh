@@ -5,7 +5,9 @@
 # job is Failed with the cause.
 source "$(dirname "$0")/../lib.sh"
 
-start_cluster 3 --slots 2
+# The restart waits out partition grace + stop grace + 1.5 s after the node was last heard (21.5 s
+# by default): 3 s and 2 s make it 6.5 s. The ranks (sleep) end at SIGTERM.
+start_cluster 3 --slots 2 --partition-grace-ms 3000 --stop-grace-ms 2000
 write_runtime() {  # a plain runtime allowing $1 restarts
   printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: ClusterTrainingRuntime\nmetadata:\n  name: plain-retry\nspec:\n  mlPolicy:\n    numNodes: 1\n  template:\n    spec:\n      failurePolicy:\n        maxRestarts: %s\n      replicatedJobs:\n        - name: node\n          template:\n            spec:\n              template:\n                spec:\n                  containers:\n                    - name: node\n' "$1"
 }

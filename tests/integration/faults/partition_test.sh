@@ -11,7 +11,9 @@ source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/../netns_lib.sh"
 
 GRACE_MS=3000
-NETNS_COORDINATOR_FLAGS=(--partition-grace-ms "$GRACE_MS")
+# The restart waits out partition grace + stop grace + 1.5 s after the node was last heard; the
+# ranks (sleep) end at SIGTERM, so a 2 s stop grace (10 s by default) only shortens that hold.
+NETNS_COORDINATOR_FLAGS=(--partition-grace-ms "$GRACE_MS" --stop-grace-ms 2000)
 start_netns_cluster 3
 if [ "$NETNS_MODE" != netns ]; then
   echo "SKIP: network namespaces are not available here; a partition needs a link to cut"
