@@ -420,7 +420,7 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
     if (w.step().empty()) local_ranks.push_back(w.rank());
     if (supervisor_->IsRunning(plan.job(), plan.attempt(), w.rank())) node.running.insert(w.rank());
   }
-  node.rendezvous_env = attempt->JoinRendezvous(local_ranks);
+  node.rendezvous_env = attempt->JoinRendezvous(local_ranks, TrainingUser(plan, config_.run_as));
   if (progress_) {
     auto token_file = progress_->WriteTokenFile(plan.job(), plan.attempt());
     if (token_file.ok()) {
