@@ -12,7 +12,7 @@ std::optional<RendezvousUser> RendezvousUserFor(const step::RunAsRequest& reques
 }
 
 std::optional<RendezvousUser> TrainingUser(const v1::LaunchPlan& plan,
-                                                const std::string& agent_run_as) {
+                                           const std::string& agent_run_as) {
   for (const auto& w : plan.workers()) {
     if (!w.step().empty()) continue;
     step::RunAsRequest request;
