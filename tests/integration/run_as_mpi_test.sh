@@ -94,6 +94,38 @@ out=$("$CTL" logs fencenobody)
 [ "$(grep -c "rank [01] read $NOBODY\$" <<<"$out")" = 2 ] || fail "both ranks must read the other's put: $out"
 log "2 shell ranks as nobody fenced through their own rendezvous endpoint"
 
+# The agent of node-2 is killed (-9) between two fences of shell ranks as nobody and started again
+# on its state dir: it adopts the step and binds nobody's endpoint again, so the second fence (a
+# new trainletctl, connecting afresh) completes.
+agent_ep=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["agent_endpoint"])' "$TRAINLET_HOME/endpoints.json")
+{
+  printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: refence\n'
+  printf 'spec:\n  runtimeRef:\n    name: plain-as-nobody\n  trainer:\n    numNodes: 2\n    numProcPerNode: 1\n'
+  printf '    command:\n      - /bin/sh\n      - -c\n'
+  printf "      - 'set -e; %s rendezvous fence --timeout 20s; echo fenced once; while [ ! -e %s ]; do sleep 0.1; done; %s rendezvous put b/\$TRAINLET_RANK ok\$TRAINLET_RANK; %s rendezvous fence --timeout 20s; echo rank \$TRAINLET_RANK after restart read \$(%s rendezvous get b/\$(( (TRAINLET_RANK + 1) %% 2 )))'\n" "$CTL" "$WORK/refence-go" "$CTL" "$CTL" "$CTL"
+} > "$WORK/refence.yaml"
+"$CTL" apply -f "$WORK/refence.yaml" >/dev/null
+wait_for 30 sh -c "[ \$('$CTL' logs refence 2>/dev/null | grep -c 'fenced once') = 2 ]" ||
+  fail "refence: the first fence did not complete: $("$CTL" logs refence 2>&1)"
+agent2=${EXTRA_PIDS[2]}
+[ "$(cat "/proc/$agent2/comm")" = trainlet-agent ] || fail "EXTRA_PIDS[2] is not node-2's agent"
+disown "$agent2" 2>/dev/null || true  # no "Killed" line from this shell
+kill -9 "$agent2"
+wait_for 5 sh -c "! kill -0 $agent2 2>/dev/null" || fail "node-2's agent did not die"
+netns_host_cmd 2 host2
+"${NETNS_CMD[@]}" "$TRAINLET_BIN/trainlet-agent" --name node-2 \
+  --address "${NETNS_HOSTS[1]}" --coordinator "$agent_ep" \
+  --coordinator-key "$TRAINLET_HOME/keys/coordinator.key.pub" --key "$TRAINLET_HOME/keys/node-2.key" \
+  --state-dir "$TRAINLET_HOME/agents/node-2" --slots 4 --heartbeat-ms 200 --metrics-address "" \
+  >> "$TRAINLET_HOME/logs/node-2.log" 2>&1 &
+EXTRA_PIDS+=($!)
+touch "$WORK/refence-go"
+"$CTL" wait trainjob/refence --for=condition=Complete --timeout=60s >/dev/null ||
+  fail "refence did not complete: $("$CTL" describe trainjob refence) $("$CTL" logs refence 2>&1)"
+out=$("$CTL" logs refence)
+[ "$(grep -c "rank [01] after restart read ok[01]$" <<<"$out")" = 2 ] || fail "refence: both ranks must read the other's put: $out"
+log "node-2's agent restarted between two fences of ranks as nobody: it bound their endpoint again"
+
 if [ -x "$TRAINLET_BIN/trainlet-pmix" ] && [ -x "$TRAINLET_BIN/mpi-allreduce" ]; then
   as_nobody_runtime mpi-direct mpi-direct-as-nobody
   {
