@@ -49,15 +49,15 @@ std::string Hostname(platform::Env& env) {
 // agent lives. The lock is held until the agent ends, however it ends (the kernel drops it on
 // kill -9 too), and kept out of the steps and ranks (close-on-exec). A step checking whether an
 // agent lives holds the lock shared for a moment: Env::LockFile retries briefly.
-// The state dir and the job directories' parents are made 0700 whatever the umask or the dir given
-// (issue 19): ranks' output, plan files and env live under them, and ranks run as this user.
+// The state dir and the job directories' parents are made 0700 (search kept for ranks of another
+// user: MakeStateDirPrivate) whatever the umask or the dir given (issue 19): ranks' files.
 Result<std::unique_ptr<platform::FileLock>> LockStateDir(platform::Env& env,
                                                          const std::string& state_dir,
                                                          const std::string& lock_path) {
   for (const char* sub : {"", "/logs", "/work", "/steps", "/exec"}) {
     bool tightened = false;
     const std::string dir = state_dir + sub;
-    if (Status s = platform::MakePrivateDirectory(dir, &tightened); !s.ok()) {
+    if (Status s = MakeStateDirPrivate(dir, &tightened); !s.ok()) {
       return Status(s.code(), "--state-dir " + state_dir + ": " + s.message());
     }
     if (tightened) spdlog::warn("{}: made private (mode 0700): it holds jobs' files", dir);
@@ -421,7 +421,7 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
     if (w.step().empty()) local_ranks.push_back(w.rank());
     if (supervisor_->IsRunning(plan.job(), plan.attempt(), w.rank())) node.running.insert(w.rank());
   }
-  node.rendezvous_env = attempt->JoinRendezvous(local_ranks);
+  node.rendezvous_env = attempt->JoinRendezvous(local_ranks, TrainingUser(plan, config_.run_as));
   if (progress_) {
     auto token_file = progress_->WriteTokenFile(plan.job(), plan.attempt());
     if (token_file.ok()) {

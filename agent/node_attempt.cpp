@@ -1,6 +1,7 @@
 #include "agent/node_attempt.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <utility>
@@ -100,8 +101,9 @@ bool NodeAttempt::PlanArrived(std::chrono::milliseconds stop_grace) {
 
 Status NodeAttempt::HandOverPorts() { return services_.ports->HandOver(job_, attempt_); }
 
-std::map<std::string, std::string> NodeAttempt::JoinRendezvous(const std::vector<uint32_t>& ranks) {
-  return services_.rendezvous->AddAttempt(job_, attempt_, ranks);
+std::map<std::string, std::string> NodeAttempt::JoinRendezvous(const std::vector<uint32_t>& ranks,
+                                                               std::optional<RendezvousUser> user) {
+  return services_.rendezvous->AddAttempt(job_, attempt_, ranks, user);
 }
 
 std::vector<Result<pid_t>> NodeAttempt::Launch(const std::vector<WorkerLaunch>& launches,
@@ -159,7 +161,7 @@ void NodeAttempts::Attach(AttemptServices services) {
   }
   if (services_.rendezvous == nullptr) return;
   for (const auto& [key, what] : to_restore_) {
-    services_.rendezvous->RestoreAttempt(key.first, key.second, what.first, what.second);
+    RestoreRendezvous(key.first, key.second, what.first, what.second);
   }
   to_restore_.clear();
 }
@@ -316,10 +318,21 @@ void NodeAttempts::Adopt(const std::string& job, uint32_t attempt, uint32_t stop
   Get(j, job, attempt).Adopt(std::chrono::milliseconds(stop_grace_ms), ranks);
   if (rendezvous_token.empty()) return;
   if (services_.rendezvous != nullptr) {
-    services_.rendezvous->RestoreAttempt(job, attempt, ranks, rendezvous_token);
+    RestoreRendezvous(job, attempt, ranks, rendezvous_token);
   } else {
     to_restore_[{job, attempt}] = {ranks, rendezvous_token};
   }
+}
+
+void NodeAttempts::RestoreRendezvous(const std::string& job, uint32_t attempt,
+                                     const std::vector<uint32_t>& ranks, const std::string& token) {
+  std::optional<RendezvousUser> user;
+  if (services_.supervisor != nullptr && !ranks.empty()) {
+    // Every rank of a step has its job's one securityContext: the first says who they run as.
+    if (auto run_as = services_.supervisor->RankRunAs(job, attempt, ranks.front()))
+      user = RendezvousUserFor(*run_as, ::geteuid());
+  }
+  services_.rendezvous->RestoreAttempt(job, attempt, ranks, token, user);
 }
 
 std::vector<v1::HeldAttempt> NodeAttempts::Report(bool with_ended) const {

@@ -129,7 +129,9 @@ class NodeAttempt {
   // The attempt's ports go to its ranks (PortReservations::HandOver: its error fails them all).
   Status HandOverPorts();
   // Registers the ranks of the plan with the rendezvous server; the env they get from it.
-  std::map<std::string, std::string> JoinRendezvous(const std::vector<uint32_t>& ranks);
+  // `user`: they run as that user (TrainingUser), who gets an endpoint of its own.
+  std::map<std::string, std::string> JoinRendezvous(const std::vector<uint32_t>& ranks,
+                                                    std::optional<RendezvousUser> user = {});
   // kLaunched: starts `launches` under a step with this attempt's stop grace, one result per
   // launch; or, when `blocked` is an error (the plan's files or ports), starts none and fails
   // each with kIo and its message.
@@ -232,6 +234,9 @@ class NodeAttempts {
   NodeAttempt& GetToStart(Job& job, const std::string& name, uint32_t attempt);
   // Ended attempts other than the latest are forgotten: the latest keeps the job's stop grace.
   void Forget(Job& job);
+  // RendezvousServer::RestoreAttempt, with the user the step's launch file says its ranks run as.
+  void RestoreRendezvous(const std::string& job, uint32_t attempt,
+                         const std::vector<uint32_t>& ranks, const std::string& token);
 
   AttemptServices services_;
   std::map<std::string, Job> jobs_;

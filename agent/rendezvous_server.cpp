@@ -4,6 +4,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -114,25 +115,113 @@ Status RendezvousServer::Bind(zmq::context_t& ctx) {
     }
   };
   spdlog::info("rendezvous endpoint {}", endpoint_);
+  // Adopted ranks' endpoints: one that fails only fails its ranks (their next call says so), not
+  // the agent.
+  for (auto& [uid, u] : users_) {
+    Status st = BindUserSocket(uid, u.gid);
+    u.bound = st.ok();
+    if (!st.ok()) spdlog::error("rendezvous: {}", st.message());
+  }
   return Status::Ok();
 }
 
+std::string RendezvousServer::UserEndpoint(uid_t uid) const {
+  return "ipc://" + state_dir_ + "/rendezvous/uid-" + std::to_string(uid) + ".sock";
+}
+
+Status RendezvousServer::BindUserSocket(uid_t uid, gid_t gid) {
+  const std::string dir = state_dir_ + "/rendezvous";
+  const std::string ep = UserEndpoint(uid);
+  const std::string path = ep.substr(6);
+  if (path.size() > sizeof(sockaddr_un::sun_path) - 1) {
+    return InvalidError("rendezvous socket " + path + ": path too long (shorten --state-dir)");
+  }
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  // The user searches it to reach its socket and snapshots; it may neither list nor write it.
+  if (ec || ::chmod(dir.c_str(), 0711) != 0) {
+    return IoError("rendezvous directory " + dir + ": " +
+                   (ec ? ec.message() : std::string(std::strerror(errno))));
+  }
+  try {
+    socket_->bind(ep);  // replaces a file a killed agent left
+  } catch (const zmq::error_t& e) {
+    return IoError("rendezvous endpoint " + ep + ": " + e.what());
+  }
+  // Made by this (the agent's) user with the umask: nobody else may connect until it is given.
+  if (::chown(path.c_str(), uid, gid) != 0 || ::chmod(path.c_str(), 0600) != 0) {
+    const std::string why = std::strerror(errno);
+    try {
+      socket_->unbind(ep);
+    } catch (const zmq::error_t&) {
+    }
+    fs::remove(path, ec);
+    return IoError("rendezvous socket " + path + ": giving it to uid " + std::to_string(uid) +
+                   ": " + why);
+  }
+  spdlog::info("rendezvous endpoint {} (uid {})", ep, uid);
+  return Status::Ok();
+}
+
+std::string RendezvousServer::BindUser(const RendezvousUser& user) {
+  UserSocket& u = users_[user.uid];
+  u.gid = user.gid;
+  if (!u.bound && socket_) {
+    if (Status st = BindUserSocket(user.uid, user.gid); !st.ok()) {
+      spdlog::error("rendezvous: {}", st.message());
+      return endpoint_;
+    }
+    u.bound = true;
+  }
+  return UserEndpoint(user.uid);
+}
+
+void RendezvousServer::UnbindUnusedUsers() {
+  for (auto it = users_.begin(); it != users_.end();) {
+    const bool used = std::any_of(attempts_.begin(), attempts_.end(), [&](const auto& kv) {
+      return kv.second.user && kv.second.user->uid == it->first;
+    });
+    if (used) {
+      ++it;
+      continue;
+    }
+    if (it->second.bound) {
+      try {
+        socket_->unbind(UserEndpoint(it->first));
+      } catch (const zmq::error_t& e) {
+        spdlog::debug("rendezvous: unbind {}: {}", UserEndpoint(it->first), e.what());
+      }
+    }
+    std::error_code ec;
+    fs::remove(UserEndpoint(it->first).substr(6), ec);
+    it = users_.erase(it);
+  }
+}
+
 std::map<std::string, std::string> RendezvousServer::AddAttempt(
-    const std::string& job, uint32_t attempt, const std::vector<uint32_t>& ranks) {
+    const std::string& job, uint32_t attempt, const std::vector<uint32_t>& ranks,
+    std::optional<RendezvousUser> user) {
   Attempt& a = attempts_[{job, attempt}];
   if (a.token.empty()) a.token = NewToken();
   a.ranks.insert(ranks.begin(), ranks.end());
+  if (user) {
+    a.user = user;
+    return {{"TRAINLET_RENDEZVOUS_ENDPOINT", BindUser(*user)},
+            {"TRAINLET_RENDEZVOUS_TOKEN", a.token}};
+  }
   return {{"TRAINLET_RENDEZVOUS_ENDPOINT", endpoint_}, {"TRAINLET_RENDEZVOUS_TOKEN", a.token}};
 }
 
 void RendezvousServer::RestoreAttempt(const std::string& job, uint32_t attempt,
-                                      const std::vector<uint32_t>& ranks,
-                                      const std::string& token) {
+                                      const std::vector<uint32_t>& ranks, const std::string& token,
+                                      std::optional<RendezvousUser> user) {
   if (token.empty() || attempts_.count({job, attempt})) return;
   Attempt& a = attempts_[{job, attempt}];
   a.token = token;
   a.ranks.insert(ranks.begin(), ranks.end());
   a.restored = true;
+  a.user = user;
+  if (user) BindUser(*user);  // before Bind: Bind binds it
 }
 
 std::string RendezvousServer::AttemptDir(const Key& key) const {
@@ -154,6 +243,7 @@ void RendezvousServer::EndAttempt(const std::string& job, uint32_t attempt,
   }
   std::error_code ec;
   fs::remove(fs::path(state_dir_) / "rendezvous" / job, ec);  // only when empty
+  UnbindUnusedUsers();
 }
 
 void RendezvousServer::OnRankExited(const std::string& job, uint32_t attempt, uint32_t rank,
@@ -445,8 +535,12 @@ void RendezvousServer::OnFenceResult(const v1::FenceResult& result) {
   const std::string dir = AttemptDir(key);
   std::error_code ec;
   fs::create_directories(dir, ec);
+  // Searched by ranks of another user on their way to the file, never listed by anyone else.
+  for (fs::path p = dir; p.string().size() > state_dir_.size(); p = p.parent_path())
+    ::chmod(p.c_str(), 0711);
   const std::string path = dir + "/fence-" + std::to_string(result.epoch()) + ".snap";
-  if (Status s = rendezvous::WriteSnapshotFile(path, result.epoch(), a.published); !s.ok()) {
+  const uid_t owner = a.user ? a.user->uid : static_cast<uid_t>(-1);
+  if (Status s = rendezvous::WriteSnapshotFile(path, result.epoch(), a.published, owner); !s.ok()) {
     spdlog::error("rendezvous: {}", s.message());
     Abort(a, s.message());
     return;

@@ -1,6 +1,11 @@
 // RendezvousServer: the node's end of the rendezvous store (proto/trainlet/v1/rendezvous.proto).
 //
-// Ranks reach it on a ROUTER bound at ipc://<state_dir>/rendezvous.sock (mode 0600). Each request
+// Ranks reach it on a ROUTER bound at ipc://<state_dir>/rendezvous.sock (mode 0600, the agent's
+// user), so only processes of the agent's user can connect. Ranks that run as another user (the
+// agent's run_as, a job's securityContext) get an endpoint of their own on the same ROUTER:
+// ipc://<state_dir>/rendezvous/uid-<uid>.sock, owned by that uid, mode 0600, in a directory of
+// mode 0711 (searched, not listed); it is bound while some attempt here runs ranks as that user
+// (AddAttempt, RestoreAttempt) and removed when the last one ends. Each request
 // names job, attempt and rank and carries the attempt's token, which the agent made when it
 // started the attempt here and gave only to its ranks (TRAINLET_RENDEZVOUS_TOKEN); a wrong token
 // or a rank not started here is DENIED.
@@ -8,8 +13,9 @@
 // Fence: a rank's request carries its puts. Once every local rank of the attempt has joined fence
 // e, ONE FenceContribute goes to the coordinator with their merged puts (a higher rank wins a
 // clash). The coordinator's FenceResult is written to a snapshot file (common/rendezvous/
-// snapshot_format.h) renamed into place, and every waiting rank is answered with its path; the
-// previous epoch's file is removed (every rank has mapped it before it could join this fence).
+// snapshot_format.h) renamed into place (mode 0600; owned by the ranks' user when they run as
+// another, so only they and the agent read it), and every waiting rank is answered with its path;
+// the previous epoch's file is removed (every rank has mapped it before it could join this fence).
 // Get: answered from the published pairs, or when a later fence publishes the key, or TIMEOUT.
 //
 // Failure: a FenceResult with ok=false, a local rank that exits before joining an open fence, or
@@ -30,6 +36,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "agent/rendezvous_user.h"
 #include "common/status.h"
 #include "trainlet/v1/envelope.pb.h"
 
@@ -56,7 +63,9 @@ class RendezvousServer {
   RendezvousServer(std::string node, std::string state_dir, SendFn to_coordinator);
   ~RendezvousServer();
 
-  // Binds the ROUTER; replies go on it from now on. kIo/kInternal naming the endpoint on failure.
+  // Binds the ROUTER, and the endpoint of every user some attempt known already runs as (one of
+  // those failing is logged); replies go on it from now on. kIo/kInvalid naming the endpoint on
+  // failure.
   Status Bind(zmq::context_t& ctx);
   // Tests drive Handle() without a socket: replies go to `reply` instead.
   void SetReplyForTest(ReplyFn reply) { reply_ = std::move(reply); }
@@ -66,14 +75,19 @@ class RendezvousServer {
   // The ranks of (job, attempt) that run here, from the plan. Returns the env each of those
   // workers gets: TRAINLET_RENDEZVOUS_ENDPOINT and TRAINLET_RENDEZVOUS_TOKEN (a fresh random
   // secret per attempt; the same one again for a repeated plan, whose ranks are added).
+  // `user`: the ranks run as that user (TrainingUser): the endpoint is that user's own,
+  // bound now (once bound at all); its snapshots are owned by it. Should that endpoint fail to
+  // bind (logged), the ranks get endpoint() and fail at once, naming it, when they connect.
   std::map<std::string, std::string> AddAttempt(const std::string& job, uint32_t attempt,
-                                                const std::vector<uint32_t>& ranks);
+                                                const std::vector<uint32_t>& ranks,
+                                                std::optional<RendezvousUser> user = {});
   // An attempt whose ranks a previous agent started here and this one adopted (they outlived it):
   // its ranks keep `token` (from the step's launch file) and may call again. The fences they
   // joined before are not known here, so the first fence request sets where the attempt stands:
   // the coordinator's fence table kept counting. Nothing if the attempt is already known.
+  // `user` as for AddAttempt: that user's endpoint is bound again, so its ranks reconnect.
   void RestoreAttempt(const std::string& job, uint32_t attempt, const std::vector<uint32_t>& ranks,
-                      const std::string& token);
+                      const std::string& token, std::optional<RendezvousUser> user = {});
   // The attempt stopped or was replaced here (attempt 0: every attempt of the job): its waiting
   // ranks get ABORTED with `why`, its snapshots are removed and it is forgotten.
   void EndAttempt(const std::string& job, uint32_t attempt, const std::string& why);
@@ -106,6 +120,8 @@ class RendezvousServer {
 
   // For tests and metrics.
   size_t attempts() const { return attempts_.size(); }
+  // "ipc://<state_dir>/rendezvous/uid-<uid>.sock", bound or not.
+  std::string UserEndpoint(uid_t uid) const;
   uint64_t contributions_sent() const { return contributions_sent_; }
 
  private:
@@ -138,6 +154,12 @@ class RendezvousServer {
     std::map<uint32_t, std::pair<int, std::string>> mpi_aborts;  // rank -> (status, message)
     std::string aborted;    // non-empty: why every request fails
     bool restored = false;  // adopted: no fence seen yet, the first one sets `completed`
+    std::optional<RendezvousUser> user;  // the ranks' user when not the agent's
+  };
+  // A user's endpoint, bound while some attempt runs ranks as that user.
+  struct UserSocket {
+    gid_t gid = 0;
+    bool bound = false;
   };
   using Key = std::pair<std::string, uint32_t>;
 
@@ -163,6 +185,11 @@ class RendezvousServer {
   void MaybeContribute(const Key& key, Attempt& a);
   void Abort(Attempt& a, const std::string& why);
   std::string AttemptDir(const Key& key) const;
+  // Binds `user`'s endpoint when the ROUTER is and it is not yet: its endpoint when bound,
+  // endpoint() when it could not be (logged). Unbinds endpoints no attempt needs.
+  std::string BindUser(const RendezvousUser& user);
+  Status BindUserSocket(uid_t uid, gid_t gid);
+  void UnbindUnusedUsers();
 
   // Constant after construction.
   std::string node_;
@@ -174,6 +201,7 @@ class RendezvousServer {
   std::optional<zmq::socket_t> socket_;
   int poll_index_ = -1;
   std::map<Key, Attempt> attempts_;
+  std::map<uid_t, UserSocket> users_;
   uint64_t contributions_sent_ = 0;
 };
 

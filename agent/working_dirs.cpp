@@ -1,6 +1,10 @@
 #include "agent/working_dirs.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <system_error>
@@ -10,6 +14,21 @@
 
 namespace trainlet::agent {
 namespace fs = std::filesystem;
+
+Status MakeStateDirPrivate(const std::string& dir, bool* tightened) {
+  struct stat before {};
+  const bool existed = ::stat(dir.c_str(), &before) == 0;
+  TRAINLET_RETURN_IF_ERROR(platform::MakePrivateDirectory(dir, tightened));
+  if (!existed) return Status::Ok();
+  if (tightened != nullptr) *tightened = (before.st_mode & 066) != 0;
+  // Only a dir with search alone (0711, as the step leaves it) keeps it: a dir given looser (0755)
+  // is made 0700 exactly, as before.
+  const mode_t search = (before.st_mode & 066) == 0 ? before.st_mode & (S_IXGRP | S_IXOTH) : 0;
+  if (search != 0 && ::chmod(dir.c_str(), 0700 | search) != 0) {
+    return IoError(dir + ": chmod: " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
 
 namespace {
 

@@ -26,6 +26,14 @@ inline constexpr const char* kSharedWorkDirVar = "TRAINLET_SHARED_WORK_DIR";
 // The node label an agent with a shared_dir reports (value "true"), for placement.
 inline constexpr const char* kSharedDirLabel = "trainlet.io/shared-dir";
 
+// A directory of the agent's state dir made private as platform::MakePrivateDirectory does (same
+// errors), except that a dir with search (x) and nothing else for group or others (0711) keeps
+// it: trainlet-step opens the state dir and <state dir>/work so for ranks of another user
+// (agent/step/rank_files.h), and an agent restarted while they run (adopted) must not lock them
+// out of their work dir and rendezvous endpoint. Search alone lists no names. *tightened: read or
+// write for group or others was taken away.
+Status MakeStateDirPrivate(const std::string& dir, bool* tightened);
+
 // <shared_dir>/<job>; "" when `shared_dir` is "" (none configured).
 std::string SharedWorkDir(const std::string& shared_dir, const std::string& job);
 

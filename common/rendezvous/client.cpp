@@ -3,7 +3,10 @@
 //
 // This file is built into libtrainlet_rendezvous.so as well as the static library, so it uses
 // only the protobuf types and libzmq: nothing of trainlet_common (logging, config) comes along.
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include <chrono>
@@ -92,6 +95,28 @@ EndpointId EndpointFile(const trainlet_rdzv* h) {
           static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec};
 }
 
+// Whether this process may connect to the ipc socket file `path`: zmq retries a connect the
+// kernel refuses (EACCES: the socket or a directory on its path is not this user's to use)
+// silently and forever, so a rank would hang in its first fence. Tried once by hand instead; the
+// errno of a refusal for permission, 0 otherwise (a socket nobody listens on yet, as while the
+// agent restarts, is left to zmq's retries).
+int IpcPermissionError(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) return 0;  // zmq_connect says why
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  int err = 0;
+  while (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    if (errno == EINTR) continue;
+    if (errno == EACCES || errno == EPERM) err = errno;
+    break;
+  }
+  ::close(fd);  // the agent sees a connection open and close, nothing else
+  return err;
+}
+
 int Connect(trainlet_rdzv* h) {
   if (h->socket != nullptr) return TRAINLET_RDZV_OK;
   if (h->endpoint.rfind("ipc://", 0) == 0) {
@@ -102,6 +127,13 @@ int Connect(trainlet_rdzv* h) {
       return Fail(h, TRAINLET_RDZV_IO,
                   "rendezvous endpoint " + path + ": " + std::strerror(errno) +
                       " (is the node's agent running?)");
+    }
+    if (const int err = IpcPermissionError(path); err != 0) {
+      return Fail(h, TRAINLET_RDZV_IO,
+                  "rendezvous endpoint " + path + ": " + std::strerror(err) + " for uid " +
+                      std::to_string(::geteuid()) +
+                      " (the agent gives ranks of another user an endpoint of their own: "
+                      "is TRAINLET_RENDEZVOUS_ENDPOINT the one it gave?)");
     }
   }
   void* s = zmq_socket(Context(), ZMQ_DEALER);

@@ -57,11 +57,18 @@ std::string EncodeSnapshot(uint64_t epoch, const std::map<std::string, std::stri
 }
 
 Status WriteSnapshotFile(const std::string& path, uint64_t epoch,
-                         const std::map<std::string, std::string>& pairs) {
+                         const std::map<std::string, std::string>& pairs, uid_t owner) {
   const std::string bytes = EncodeSnapshot(epoch, pairs);
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return IoError("rendezvous snapshot " + tmp + ": " + std::strerror(errno));
+  if (owner != static_cast<uid_t>(-1) && ::fchown(fd, owner, static_cast<gid_t>(-1)) != 0) {
+    const int err = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return IoError("rendezvous snapshot " + tmp + ": fchown to uid " + std::to_string(owner) +
+                   ": " + std::strerror(err));
+  }
   size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);

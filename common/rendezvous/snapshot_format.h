@@ -15,6 +15,8 @@
 // Plain functions and values; no state, safe from any thread.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -33,10 +35,13 @@ inline constexpr size_t kSnapshotEntryBytes = 24;
 // The file's bytes for `pairs` (std::map order is the bytewise order the format needs).
 std::string EncodeSnapshot(uint64_t epoch, const std::map<std::string, std::string>& pairs);
 
-// Writes EncodeSnapshot(...) to `path` through `path`.tmp and rename(2), mode 0600.
-// kIo naming the path when the file system refuses.
+// Writes EncodeSnapshot(...) to `path` through `path`.tmp and rename(2), mode 0600: readable by
+// its owner only. `owner` (a uid, when not -1): the file is given to that user (fchown, before it
+// holds anything), for ranks that run as another user than the writer; the writer, root then,
+// reads it anyway. kIo naming the path when the file system refuses.
 Status WriteSnapshotFile(const std::string& path, uint64_t epoch,
-                         const std::map<std::string, std::string>& pairs);
+                         const std::map<std::string, std::string>& pairs,
+                         uid_t owner = static_cast<uid_t>(-1));
 
 // A checked view of snapshot bytes it does not own (a mapping, a string): valid while they are.
 class SnapshotView {

@@ -41,7 +41,10 @@ typedef struct trainlet_rdzv trainlet_rdzv;
 /* Opens a handle for this process's rank from the env the agent gives every worker:
  * TRAINLET_RENDEZVOUS_ENDPOINT, TRAINLET_RENDEZVOUS_TOKEN (else the file
  * TRAINLET_RENDEZVOUS_TOKEN_FILE names, as trainlet-step gives it), TRAINLET_JOB,
- * TRAINLET_ATTEMPT and TRAINLET_RANK. On error *out is still set (free it with
+ * TRAINLET_ATTEMPT and TRAINLET_RANK. The endpoint is the agent's 0600 socket, or, for ranks
+ * that run as another user than the agent, that user's own (docs/rendezvous.md, "Endpoints and
+ * permissions"); one this process may not connect to fails the first fence or get with IO at
+ * once, naming it, instead of waiting. On error *out is still set (free it with
  * trainlet_rdzv_close) when memory allowed, so last_error can say which variable is missing;
  * INVALID then. */
 int trainlet_rdzv_open(trainlet_rdzv** out);

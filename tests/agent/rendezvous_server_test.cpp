@@ -2,13 +2,21 @@
 // contributions come out through the functions the server was given.
 #include "agent/rendezvous_server.h"
 
+#include <grp.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <set>
 
 #include "common/rendezvous/snapshot_format.h"
+#include "trainlet/rendezvous.h"
 
 namespace trainlet::agent {
 namespace {
@@ -471,6 +479,172 @@ TEST_F(RendezvousServerTest, ResyncCarriesTheUnansweredContributionAndTheLastRel
   replies_.clear();
   server_.OnFenceResult(Result(2, {{"addr/0", "a"}}));
   EXPECT_EQ(replies_.size(), 2u);
+}
+
+// Ranks that run as another user than the agent (here: nobody, while the test runs as root) get
+// an endpoint of their own, which only they can connect to; the agent's own stays 0600.
+class RendezvousUserEndpointTest : public ::testing::Test {
+ protected:
+  static constexpr uid_t kNobody = 65534;
+
+  RendezvousUserEndpointTest()
+      : dir_(fs::temp_directory_path() / ("rdzv-user-" + std::to_string(::getpid()))),
+        server_("node-u", dir_.string(),
+                [this](v1::Envelope e) { sent_.push_back(std::move(e)); }) {
+    fs::create_directories(dir_);
+    fs::permissions(dir_, fs::perms::owner_all | fs::perms::others_exec |
+                              fs::perms::group_exec);  // 0711, as the step makes the state dir
+  }
+  ~RendezvousUserEndpointTest() override { fs::remove_all(dir_); }
+
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a socket to another user";
+  }
+
+  std::string UserSocketPath() const { return dir_.string() + "/rendezvous/uid-65534.sock"; }
+
+  // Runs `child` as nobody in a forked process while this one serves the rendezvous: every
+  // contribution is answered with fence 1 holding `pairs`. The child's exit code; 124 when it
+  // takes over 10 s (killed).
+  int RunAsNobody(const std::function<int()>& child,
+                  const std::map<std::string, std::string>& pairs) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      if (::setgroups(0, nullptr) != 0 || ::setgid(kNobody) != 0 || ::setuid(kNobody) != 0)
+        ::_exit(90);
+      ::_exit(child());
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    size_t answered = 0;
+    int status = 0;
+    while (::waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        return 124;
+      }
+      std::vector<zmq_pollitem_t> items;
+      server_.AddPollItems(items);
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(20));
+      server_.OnPolled(items, Clock::now());
+      for (; answered < sent_.size(); ++answered) {
+        const auto& c = sent_[answered].fence_contribute();
+        v1::FenceResult r;
+        r.set_job(c.job());
+        r.set_attempt(c.attempt());
+        r.set_epoch(c.epoch());
+        r.set_ok(true);
+        for (const auto& [k, v] : pairs) {
+          auto* kv = r.add_pairs();
+          kv->set_key(k);
+          kv->set_value(v);
+        }
+        server_.OnFenceResult(r);
+      }
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+  fs::path dir_;
+  zmq::context_t ctx_;
+  std::vector<v1::Envelope> sent_;
+  RendezvousServer server_;
+};
+
+// One fence through the C client as rank 0 of j/1, then a get of "peer" (only in the snapshot).
+// 0: it read `want`; 3: the fence failed with IO within 2 s, naming `must_name` (the expected
+// failure when one is given); 4: the get failed; 5: the fence failed otherwise. Why on stderr.
+int FenceAndGet(const std::string& endpoint, const std::string& token, const std::string& want,
+                const std::string& must_name = "") {
+  trainlet_rdzv* h = nullptr;
+  if (trainlet_rdzv_open_with(endpoint.c_str(), token.c_str(), "j", 1, 0, &h) != TRAINLET_RDZV_OK)
+    return 2;
+  trainlet_rdzv_put(h, "mine", "m", 1);
+  const auto start = std::chrono::steady_clock::now();
+  if (int rc = trainlet_rdzv_fence(h, 5000); rc != TRAINLET_RDZV_OK) {
+    const std::string why = trainlet_rdzv_last_error(h);
+    std::fprintf(stderr, "fence: %d %s\n", rc, why.c_str());
+    const bool prompt = std::chrono::steady_clock::now() - start < std::chrono::seconds(2);
+    return rc == TRAINLET_RDZV_IO && prompt && !must_name.empty() &&
+                   why.find(must_name) != std::string::npos
+               ? 3
+               : 5;
+  }
+  char buf[64];
+  size_t len = 0;
+  const int rc = trainlet_rdzv_get(h, "peer", buf, sizeof buf, &len, 0);
+  if (rc != TRAINLET_RDZV_OK) std::fprintf(stderr, "get: %s\n", trainlet_rdzv_last_error(h));
+  trainlet_rdzv_close(h);
+  return rc == TRAINLET_RDZV_OK && std::string(buf, len) == want ? 0 : 4;
+}
+
+TEST_F(RendezvousUserEndpointTest, RankOfAnotherUserFencesOnItsOwnEndpoint) {
+  ASSERT_TRUE(server_.Bind(ctx_).ok());
+  const auto env = server_.AddAttempt("j", 1, {0}, RendezvousUser{kNobody, kNobody});
+  EXPECT_EQ(env.at("TRAINLET_RENDEZVOUS_ENDPOINT"), "ipc://" + UserSocketPath());
+  struct stat st {};
+  ASSERT_EQ(::stat(UserSocketPath().c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_uid, kNobody);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  ASSERT_EQ(::stat((dir_ / "rendezvous").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0711u);  // searched, not listed
+  ASSERT_EQ(::stat((dir_ / "rendezvous.sock").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+
+  const std::string token = env.at("TRAINLET_RENDEZVOUS_TOKEN");
+  const std::string ep = env.at("TRAINLET_RENDEZVOUS_ENDPOINT");
+  EXPECT_EQ(RunAsNobody([&] { return FenceAndGet(ep, token, "from-1"); }, {{"peer", "from-1"}}), 0);
+  // The snapshot the rank mapped is its user's only.
+  const fs::path snap = dir_ / "rendezvous" / "j" / "attempt-1" / "fence-1.snap";
+  ASSERT_EQ(::stat(snap.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, kNobody);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  ASSERT_EQ(::stat(snap.parent_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0711u);
+
+  server_.EndAttempt("j", 1, "done");
+  EXPECT_FALSE(fs::exists(UserSocketPath()));  // no attempt runs as nobody any more
+}
+
+TEST_F(RendezvousUserEndpointTest, RankOfAnotherUserOnTheAgentsEndpointFailsPromptly) {
+  ASSERT_TRUE(server_.Bind(ctx_).ok());
+  const auto env = server_.AddAttempt("j", 1, {0});  // as if the agent did not know the user
+  const std::string main_path = dir_.string() + "/rendezvous.sock";
+  EXPECT_EQ(RunAsNobody(
+                [&] {
+                  return FenceAndGet(env.at("TRAINLET_RENDEZVOUS_ENDPOINT"),
+                                     env.at("TRAINLET_RENDEZVOUS_TOKEN"), "", main_path);
+                },
+                {}),
+            3);
+}
+
+TEST_F(RendezvousUserEndpointTest, KeptWhileAnyAttemptOfTheUserRuns) {
+  ASSERT_TRUE(server_.Bind(ctx_).ok());
+  server_.AddAttempt("a", 1, {0}, RendezvousUser{kNobody, kNobody});
+  server_.AddAttempt("b", 1, {0}, RendezvousUser{kNobody, kNobody});
+  server_.EndAttempt("a", 0, "stopped");
+  EXPECT_TRUE(fs::exists(UserSocketPath()));
+  server_.EndAttempt("b", 1, "stopped");
+  EXPECT_FALSE(fs::exists(UserSocketPath()));
+  // Bound again for a later attempt of that user.
+  server_.AddAttempt("c", 1, {0}, RendezvousUser{kNobody, kNobody});
+  EXPECT_TRUE(fs::exists(UserSocketPath()));
+}
+
+TEST_F(RendezvousUserEndpointTest, RestoredAttemptBindsItsUsersEndpointAgain) {
+  // Adopted before Bind (NodeAttempts::Attach order), as after an agent restart.
+  server_.RestoreAttempt("j", 1, {0}, "tok", RendezvousUser{kNobody, kNobody});
+  EXPECT_FALSE(fs::exists(UserSocketPath()));
+  ASSERT_TRUE(server_.Bind(ctx_).ok());
+  struct stat st {};
+  ASSERT_EQ(::stat(UserSocketPath().c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, kNobody);
+  EXPECT_EQ(RunAsNobody([&] { return FenceAndGet("ipc://" + UserSocketPath(), "tok", "p"); },
+                        {{"peer", "p"}}),
+            0);
 }
 
 }  // namespace

@@ -79,5 +79,36 @@ TEST(PrepareWorkerCwds, SharedWithoutASharedDirNamesTheNodeAndTheKey) {
             "shared, and this node's agent config sets no shared_dir");
 }
 
+// An agent restarted while ranks of another user run keeps the search bit the step gave its state
+// dir (0711), so they still reach their work dir; a dir given looser is still made 0700 exactly.
+TEST(MakeStateDirPrivate, KeepsSearchAloneAndTightensTheRest) {
+  testing::TempDir dir;
+  testing::ScopedUmask umask(0);
+  auto mode_of = [](const std::string& p) {
+    struct stat st {};
+    EXPECT_EQ(::stat(p.c_str(), &st), 0) << p;
+    return st.st_mode & 07777;
+  };
+  bool tightened = true;
+  const std::string fresh = dir.File("fresh");
+  ASSERT_TRUE(MakeStateDirPrivate(fresh, &tightened).ok());
+  EXPECT_EQ(mode_of(fresh), 0700u);
+  EXPECT_FALSE(tightened);
+
+  const std::string opened = dir.File("opened");
+  fs::create_directories(opened);
+  ::chmod(opened.c_str(), 0711);
+  ASSERT_TRUE(MakeStateDirPrivate(opened, &tightened).ok());
+  EXPECT_EQ(mode_of(opened), 0711u);
+  EXPECT_FALSE(tightened);
+
+  const std::string loose = dir.File("loose");
+  fs::create_directories(loose);
+  ::chmod(loose.c_str(), 0755);
+  ASSERT_TRUE(MakeStateDirPrivate(loose, &tightened).ok());
+  EXPECT_EQ(mode_of(loose), 0700u);
+  EXPECT_TRUE(tightened);
+}
+
 }  // namespace
 }  // namespace trainlet::agent

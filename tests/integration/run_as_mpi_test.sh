@@ -4,6 +4,9 @@
 # user, the ones the remote orted starts included: the orted is an exec session, and it runs as
 # the job's user, not as the agent's (root here). Every rank has no_new_privs, so a setuid-root
 # copy of `id` the test makes reports the rank's uid, not 0. describe names the user per node.
+# Then (issue 19/16) the node's rendezvous as that user: a PMIx direct-launch job as nobody (its
+# ranks and trainlet-pmix reach the agent on nobody's own endpoint) sums right, and plain shell
+# ranks as nobody fence through `trainletctl rendezvous`. On a build before the fix both hung.
 # Needs root: it exits 77 (skipped) otherwise.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns_lib.sh"
@@ -60,3 +63,86 @@ d=$("$CTL" describe trainjob asnobody)
 grep -A1 "^Runs as:" <<<"$d" | grep -Eq "^  node-[12] +nobody \(uid $NOBODY, gid $NOGROUP\)$" ||
   fail "describe must say who the launcher node's ranks run as: $d"
 log "describe: the launcher node's ranks run as nobody (uid $NOBODY, gid $NOGROUP)"
+
+# as_nobody_runtime BASE NAME: BASE's runtime, renamed NAME, its container running as nobody.
+as_nobody_runtime() {
+  {
+    sed -e "s/name: $1\$/name: $2/" "$TRAINLET_SOURCE_DIR/deploy/runtimes/$1.yaml"
+    printf '                      securityContext: {runAsUser: %s, runAsGroup: %s}\n' "$NOBODY" "$NOGROUP"
+  } > "$WORK/$2.yaml"
+  "$CTL" apply -f "$WORK/$2.yaml" >/dev/null
+}
+# nobody runs trainletctl, mpi-allreduce and trainlet-pmix from the build: a build dir it cannot
+# reach (a private home) leaves nothing to check here.
+if ! setpriv --reuid="$NOBODY" --regid="$NOGROUP" --clear-groups test -x "$CTL"; then
+  log "nobody cannot run $CTL: rendezvous as nobody not checked"
+  exit 0
+fi
+
+# Plain shell ranks as nobody: put, fence, read the next rank's key (from the fence's snapshot).
+as_nobody_runtime plain plain-as-nobody
+{
+  printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: fencenobody\n'
+  printf 'spec:\n  runtimeRef:\n    name: plain-as-nobody\n  trainer:\n    numNodes: 2\n    numProcPerNode: 1\n'
+  printf '    command:\n      - /bin/sh\n      - -c\n'
+  printf "      - 'set -e; %s rendezvous put k/\$TRAINLET_RANK \$(id -u); %s rendezvous fence --timeout 20s; echo rank \$TRAINLET_RANK read \$(%s rendezvous get k/\$(( (TRAINLET_RANK + 1) %% 2 )))'\n" "$CTL" "$CTL" "$CTL"
+} > "$WORK/fencenobody.yaml"
+"$CTL" apply -f "$WORK/fencenobody.yaml" >/dev/null
+"$CTL" wait trainjob/fencenobody --for=condition=Complete --timeout=60s >/dev/null ||
+  fail "fencenobody did not complete: $("$CTL" describe trainjob fencenobody) $("$CTL" logs fencenobody 2>&1)"
+out=$("$CTL" logs fencenobody)
+[ "$(grep -c "rank [01] read $NOBODY\$" <<<"$out")" = 2 ] || fail "both ranks must read the other's put: $out"
+log "2 shell ranks as nobody fenced through their own rendezvous endpoint"
+
+# The agent of node-2 is killed (-9) between two fences of shell ranks as nobody and started again
+# on its state dir: it adopts the step and binds nobody's endpoint again, so the second fence (a
+# new trainletctl, connecting afresh) completes.
+agent_ep=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["agent_endpoint"])' "$TRAINLET_HOME/endpoints.json")
+{
+  printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: refence\n'
+  printf 'spec:\n  runtimeRef:\n    name: plain-as-nobody\n  trainer:\n    numNodes: 2\n    numProcPerNode: 1\n'
+  printf '    command:\n      - /bin/sh\n      - -c\n'
+  printf "      - 'set -e; %s rendezvous fence --timeout 20s; echo fenced once; while [ ! -e %s ]; do sleep 0.1; done; %s rendezvous put b/\$TRAINLET_RANK ok\$TRAINLET_RANK; %s rendezvous fence --timeout 20s; echo rank \$TRAINLET_RANK after restart read \$(%s rendezvous get b/\$(( (TRAINLET_RANK + 1) %% 2 )))'\n" "$CTL" "$WORK/refence-go" "$CTL" "$CTL" "$CTL"
+} > "$WORK/refence.yaml"
+"$CTL" apply -f "$WORK/refence.yaml" >/dev/null
+wait_for 30 sh -c "[ \$('$CTL' logs refence 2>/dev/null | grep -c 'fenced once') = 2 ]" ||
+  fail "refence: the first fence did not complete: $("$CTL" logs refence 2>&1)"
+agent2=${EXTRA_PIDS[2]}
+[ "$(cat "/proc/$agent2/comm")" = trainlet-agent ] || fail "EXTRA_PIDS[2] is not node-2's agent"
+disown "$agent2" 2>/dev/null || true  # no "Killed" line from this shell
+kill -9 "$agent2"
+wait_for 5 sh -c "! kill -0 $agent2 2>/dev/null" || fail "node-2's agent did not die"
+netns_host_cmd 2 host2
+"${NETNS_CMD[@]}" "$TRAINLET_BIN/trainlet-agent" --name node-2 \
+  --address "${NETNS_HOSTS[1]}" --coordinator "$agent_ep" \
+  --coordinator-key "$TRAINLET_HOME/keys/coordinator.key.pub" --key "$TRAINLET_HOME/keys/node-2.key" \
+  --state-dir "$TRAINLET_HOME/agents/node-2" --slots 4 --heartbeat-ms 200 --metrics-address "" \
+  >> "$TRAINLET_HOME/logs/node-2.log" 2>&1 &
+EXTRA_PIDS+=($!)
+touch "$WORK/refence-go"
+"$CTL" wait trainjob/refence --for=condition=Complete --timeout=60s >/dev/null ||
+  fail "refence did not complete: $("$CTL" describe trainjob refence) $("$CTL" logs refence 2>&1)"
+out=$("$CTL" logs refence)
+[ "$(grep -c "rank [01] after restart read ok[01]$" <<<"$out")" = 2 ] || fail "refence: both ranks must read the other's put: $out"
+log "node-2's agent restarted between two fences of ranks as nobody: it bound their endpoint again"
+
+if [ -x "$TRAINLET_BIN/trainlet-pmix" ] && [ -x "$TRAINLET_BIN/mpi-allreduce" ]; then
+  as_nobody_runtime mpi-direct mpi-direct-as-nobody
+  {
+    printf 'apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: directnobody\n'
+    printf 'spec:\n  runtimeRef:\n    name: mpi-direct-as-nobody\n  trainer:\n    numNodes: 2\n    numProcPerNode: 2\n'
+    [ "$NETNS_MODE" = loopback ] && printf '    env:\n      - {name: OMPI_MCA_btl, value: "self,tcp"}\n'
+    printf '    command:\n      - "%s"\n' "$TRAINLET_BIN/mpi-allreduce"
+  } > "$WORK/directnobody.yaml"
+  "$CTL" apply -f "$WORK/directnobody.yaml" >/dev/null
+  "$CTL" wait trainjob/directnobody --for=condition=Complete --timeout=60s >/dev/null ||
+    fail "directnobody did not complete: $("$CTL" describe trainjob directnobody) $("$CTL" logs directnobody 2>&1)"
+  out=$("$CTL" logs directnobody)
+  [ "$(grep -c 'allreduce sum 10 (expected 10) OK' <<<"$out")" = 4 ] || fail "directnobody: 4 ranks must sum 10: $out"
+  # Nothing of nobody's endpoint is left once its last attempt ended.
+  left=$(find "$TRAINLET_HOME/agents" -name 'uid-*.sock' | wc -l)
+  [ "$left" = 0 ] || fail "$left per-user rendezvous sockets left after the jobs ended"
+  log "PMIx direct launch as nobody: 4 ranks summed 10"
+else
+  log "trainlet-pmix or mpi-allreduce not built: direct launch as nobody not checked"
+fi
