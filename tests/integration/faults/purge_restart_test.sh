@@ -65,8 +65,10 @@ wait_for 5 purged || fail "data stayed after node-2 registered with the restarte
 log "a purge missed by node-2 outlived the coordinator's restart: logs, work dir and shared dir gone"
 
 # The name again, on node-2: an old tombstone (sent again at every registration, were it kept)
-# must never take the new incarnation's data.
-"$CTL" cordon node-1 >/dev/null
+# must never take the new incarnation's data. node-1's agent finds the restarted coordinator on
+# its own schedule (its next heartbeat): wait for it before cordoning it.
+wait_for 20 sh -c "'$CTL' get nodes node-1 | grep -q Ready" || fail "node-1 not Ready after the restart"
+"$CTL" cordon node-1 >/dev/null || fail "cordon node-1"
 # shellcheck disable=SC2016
 job local-data "" 'echo new-output; echo new > new-file; exec sleep 300'
 wait_for 10 test -f "$A/work/local-data/new-file" || fail "the new local-data wrote nothing"
