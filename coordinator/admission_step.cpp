@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "coordinator/fair_share_history.h"
+#include "coordinator/gang_planner.h"
 #include "coordinator/job_key.h"
 #include "coordinator/job_state_machine.h"
 
@@ -42,9 +43,7 @@ std::string Flavors(const admission::Admission& a, const QueueCatalog& catalog) 
     out += (out.empty() ? "" : ", ") + r.flavor;
     const kueue::ResourceFlavor* f = catalog.FindFlavor(r.flavor);
     if (f == nullptr || f->node_labels.empty()) continue;
-    std::string labels;
-    for (const auto& [k, v] : f->node_labels) labels += (labels.empty() ? "" : ",") + k + "=" + v;
-    out += " (nodeLabels " + labels + ")";
+    out += " (nodeLabels " + FormatSelector(f->node_labels) + ")";
   }
   return out;
 }

@@ -81,12 +81,6 @@ void NarrowToBestGroup(Candidates& candidates, std::string_view label, size_t k)
   if (best != nullptr) candidates = std::move(*best);
 }
 
-std::string FormatSelector(const std::map<std::string, std::string>& selector) {
-  std::string out;
-  for (const auto& [k, v] : selector) out += (out.empty() ? "" : ",") + k + "=" + v;
-  return out;
-}
-
 // "ResourceFlavor a100's nodeLabels gpu=a100"; "" when the flavor constrains no label (a flavor
 // without nodeLabels lets the gang go anywhere, as in Kueue).
 std::string FlavorText(const FlavorConstraint& flavor) {
@@ -212,6 +206,12 @@ bool IsCandidate(const NodeCapacity& n, const GangRequest& req) {
 }
 
 }  // namespace
+
+std::string FormatSelector(const std::map<std::string, std::string>& selector) {
+  std::string out;
+  for (const auto& [k, v] : selector) out += (out.empty() ? "" : ",") + k + "=" + v;
+  return out;
+}
 
 bool NaturalNameLess(std::string_view a, std::string_view b) {
   size_t i = 0, j = 0;

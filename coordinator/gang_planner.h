@@ -35,6 +35,9 @@ struct NodeCapacity {
   std::vector<NodeTaint> taints;
 };
 
+// "gpu=a100,zone=x": a nodeSelector or a flavor's nodeLabels as messages and events show them.
+std::string FormatSelector(const std::map<std::string, std::string>& selector);
+
 // The ResourceFlavors a job was admitted to (Kueue injects their nodeLabels into the pod
 // template's nodeSelector and their tolerations into its tolerations): the gang goes only to nodes
 // that carry every one of `node_labels`, on top of the job's own nodeSelector, and a node's taint
