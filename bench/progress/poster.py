@@ -55,7 +55,8 @@ def main():
         token = f.read().strip()
     rank = os.environ.get("TRAINLET_RANK", "0")
     codes = collections.Counter()
-    end = time.monotonic() + duration
+    begin = time.monotonic()
+    end = begin + duration
     step = 0
     while time.monotonic() < end:
         started = time.monotonic()
@@ -75,7 +76,9 @@ def main():
                 "metrics": [{"name": n, "value": v} for n, v in status["metrics"]]}})
             post_fresh(url, context, token, body, codes)
         step += 1
-        time.sleep(max(0.0, interval - (time.monotonic() - started)))
+        # Post k is due at begin + k * interval, not interval after post k-1 began: the rate is
+        # the asked one on average, however late a wake-up was, unless the host cannot keep up.
+        time.sleep(max(0.0, begin + step * interval - time.monotonic()))
     print("posted %d ok %d codes %s" % (sum(codes.values()), codes[200], dict(codes)), flush=True)
 
 
