@@ -392,15 +392,21 @@ def pass_trial(bin_dir, sim, pending, window, queues):
 def compare_queues(a):
     """Queues off and on in one run: two clusters up side by side, their trials alternating
     (off, on; then on, off; ...), so the machine's load falls on both alike. The issue's
-    figures as times: N applies one by one, all Complete after the first apply, one file."""
+    figures as times: N applies one by one, all Complete after the first apply, one file.
+    With --baseline-bin, a third cluster runs another build (the tree before the queues) in the
+    same rotation, so "no regression" is measured against it, not against figures of another
+    day or machine."""
     clusters = {"off": Trainlet(a.bin, a.agents, False), "on": Trainlet(a.bin, a.agents, True)}
+    if a.baseline_bin:
+        clusters["base"] = Trainlet(a.baseline_bin, a.agents, False)
+    modes = list(clusters)
     rows = ("%d applies, one job each" % a.jobs, "all %d Complete, from the first apply" % a.jobs,
             "one file of %d jobs applied" % a.jobs)
     times = {m: {r: [] for r in rows} for m in clusters}
     load = [os.getloadavg()[0]]
     try:
         for rep in range(a.reps):
-            for mode in (("off", "on") if rep % 2 == 0 else ("on", "off")):
+            for mode in modes[rep % len(modes):] + modes[:rep % len(modes)]:  # rotated
                 submitted, completed = clusters[mode].trial(a.jobs, False)
                 file_submitted, _ = clusters[mode].trial(a.jobs, True)
                 for row, rate in zip(rows, (submitted, completed, file_submitted)):
@@ -415,14 +421,26 @@ def compare_queues(a):
           (a.reps, a.agents, os.cpu_count(), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            min(load), max(load)))
     print()
-    print("| measurement | queues off | queues on | on / off | on / off, each rep's pair |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    base = "base" in clusters
+    if base:
+        print("baseline: %s" % a.baseline_bin)
+        print()
+    print("| measurement |%s queues off | queues on | on / off | on / off, each rep's pair |%s" %
+          (" baseline |" if base else "", " on / baseline, each rep's |" if base else ""))
+    print("| --- | ---: | ---: | ---: | ---: |%s" % (" ---: | ---: |" if base else ""))
     for i, row in enumerate(rows):
         off, on = (statistics.median(times[m][row]) for m in ("off", "on"))
         pairs = sorted(n / f for f, n in zip(times["off"][row], times["on"][row]))
         fmt = (lambda v: "%.0f ms" % (v * 1000)) if i == 2 else (lambda v: "%.2f s" % v)
-        print("| %s | %s | %s | %.2f | median %.2f (%.2f-%.2f) |" %
-              (row, fmt(off), fmt(on), on / off, statistics.median(pairs), pairs[0], pairs[-1]))
+        line = "| %s |" % row
+        if base:
+            line += " %s |" % fmt(statistics.median(times["base"][row]))
+        line += " %s | %s | %.2f | median %.2f (%.2f-%.2f) |" % (
+            fmt(off), fmt(on), on / off, statistics.median(pairs), pairs[0], pairs[-1])
+        if base:
+            vs = sorted(n / b for b, n in zip(times["base"][row], times["on"][row]))
+            line += " median %.2f (%.2f-%.2f) |" % (statistics.median(vs), vs[0], vs[-1])
+        print(line)
 
 
 def fmt_rate(values):
@@ -445,11 +463,20 @@ def main():
     ap.add_argument("--no-submit", action="store_true", help="only the scheduling pass")
     ap.add_argument("--compare-queues", action="store_true",
                     help="only the submissions, queues off and on alternating in one run")
+    ap.add_argument("--baseline-bin", default="",
+                    help="with --compare-queues: also run this build's binaries (queues off) in "
+                         "the same rotation, e.g. the tree before the queues")
     a = ap.parse_args()
     for flag in ("jobs", "reps", "agents", "sim_agents", "pending"):
         if getattr(a, flag) < 1:
             sys.exit("--%s: must be at least 1" % flag.replace("_", "-"))
     a.bin = os.path.abspath(a.bin)
+    if a.baseline_bin:
+        if not a.compare_queues:
+            sys.exit("--baseline-bin: only with --compare-queues")
+        a.baseline_bin = os.path.abspath(a.baseline_bin)
+        if not os.access(os.path.join(a.baseline_bin, "trainletctl"), os.X_OK):
+            sys.exit("--baseline-bin: no trainletctl in %s" % a.baseline_bin)
     if a.compare_queues:
         compare_queues(a)
         return
