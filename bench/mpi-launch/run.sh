@@ -23,7 +23,7 @@
 #
 # usage: bench/mpi-launch/run.sh [--reps N] [--bin BUILD/bin] [--probe] [--logs DIR]
 #                                [--mpi-env NAME=VALUE]... [--no-srun] [--no-single]
-#                                [--single-ranks N] [--base-pmix FILE]
+#                                [--single-ranks N] [--base-pmix FILE] [--profile] [--trace]
 #   --reps N   timed repetitions of each contender (default 7), interleaved, after one untimed
 #              warm-up of each
 #   --bin DIR  the build's bin directory (default $TRAINLET_BIN, else <repo>/build/bin); needs
@@ -39,6 +39,11 @@
 #              launcher -> first rank's process, -> every rank in main, MPI_Init, the collectives,
 #              MPI_Finalize, and the last rank's exit -> the launcher returning; then one PMIx
 #              fence round with and without data under direct, mpirun and srun (fence_timing.c)
+#   --trace    afterwards, REPS more interleaved runs of each 3-host contender with every rank
+#              under mpi_trace.c (an LD_PRELOAD library, built with gcc: MPI_Init, its
+#              orte_init/opal_init/PMIx_Init, each framework's open, each PMIx fence and get,
+#              dlopens, the collectives and MPI_Finalize, each split into the main thread's CPU,
+#              its run-queue wait and the rest): the medians, per contender, side by side
 #   --mpi-env NAME=VALUE  an OpenMPI setting for all contenders: trainer env of the trainlet jobs
 #              (where it wins over the mpi runtime's defaults) and so also the SSH and srun
 #              contenders' env; e.g. --mpi-env OMPI_MCA_pml= gives OpenMPI its own PML selection
@@ -67,6 +72,7 @@ ARGS=("$@")
 REPS=7
 PROBE=0
 PROFILE=0
+TRACE=0
 LOGS_DIR=""
 MPI_ENV=()
 SRUN=1
@@ -83,6 +89,7 @@ while [ $# -gt 0 ]; do
     --bin=*) BIN_DIR=${1#--bin=}; shift ;;
     --probe) PROBE=1; shift ;;
     --profile) PROFILE=1; shift ;;
+    --trace) TRACE=1; shift ;;
     --mpi-env) MPI_ENV+=("${2:?--mpi-env needs NAME=VALUE}"); shift 2 ;;
     --mpi-env=*) MPI_ENV+=("${1#--mpi-env=}"); shift ;;
     --logs) LOGS_DIR=${2:?--logs needs a directory}; shift 2 ;;
@@ -94,7 +101,7 @@ while [ $# -gt 0 ]; do
     --single-ranks=*) SINGLE_RANKS=${1#--single-ranks=}; shift ;;
     --base-pmix) BASE_PMIX=${2:?--base-pmix needs a file}; shift 2 ;;
     --base-pmix=*) BASE_PMIX=${1#--base-pmix=}; shift ;;
-    -h|--help) sed -n '2,61p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,66p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -286,8 +293,11 @@ job_env_yaml() {
   local kv
   printf '      - {name: OMPI_MCA_btl_tcp_if_include, value: "%s"}\n' "$SUBNET"
   printf '      - {name: OMPI_MCA_oob_tcp_if_include, value: "%s"}\n' "$SUBNET"
-  for kv in "${MPI_ENV[@]}"; do printf '      - {name: %s, value: "%s"}\n' "${kv%%=*}" "${kv#*=}"; done
+  for kv in "${MPI_ENV[@]}" "${TRACE_ENV[@]}"; do
+    printf '      - {name: %s, value: "%s"}\n' "${kv%%=*}" "${kv#*=}"
+  done
 }
+TRACE_ENV=()  # --trace: LD_PRELOAD of mpi_trace.c, for every contender's ranks
 
 # write_direct_job NAME NODES PROCS BTL -> path: NODES x PROCS ranks of the program itself on the
 # mpi-direct runtime (docs/runtimes.md, "Direct launch"), btl BTL.
@@ -348,7 +358,7 @@ $("$CTL" logs "$name" 2>&1 || true)"
 run_ssh() {
   local label=$1 agent=${2:-$SSH_AGENT_CMD} t0 t1 out rc=0
   t0=$(now)
-  "${ON_HOST1[@]}" env "${SHARED_MCA[@]}" "${MPIRUN_ARGS[@]}" --hostfile "$SSH_DIR/hostfile" \
+  "${ON_HOST1[@]}" env "${SHARED_MCA[@]}" "${TRACE_ENV[@]}" "${MPIRUN_ARGS[@]}" --hostfile "$SSH_DIR/hostfile" \
     --mca btl_tcp_if_include "$SUBNET" --mca oob_tcp_if_include "$SUBNET" \
     --mca plm_rsh_agent "$agent" "$PROGRAM" < /dev/null > "$WORK/$label.out" 2>&1 || rc=$?
   t1=$(now)
@@ -379,7 +389,7 @@ run_base() {
 run_srun() {
   local label=$1 t0 t1 out rc=0
   t0=$(now)
-  "${ON_HOST1[@]}" env "${SHARED_MCA[@]}" OMPI_MCA_btl=self,tcp \
+  "${ON_HOST1[@]}" env "${SHARED_MCA[@]}" "${TRACE_ENV[@]}" OMPI_MCA_btl=self,tcp \
     OMPI_MCA_btl_tcp_if_include="$SUBNET" OMPI_MCA_oob_tcp_if_include="$SUBNET" \
     srun --mpi=pmix -N 3 -n 6 --ntasks-per-node=2 "$PROGRAM" \
     < /dev/null > "$WORK/$label.out" 2>&1 || rc=$?
@@ -576,6 +586,33 @@ PYEOF
   else
     echo "profile: fence rounds not timed: no libpmix-dev (pkg-config pmix) or gcc"
   fi
+fi
+
+# ---- where each rank's time goes, by interposition (optional) ---------------------------------
+if [ "$TRACE" = 1 ]; then
+  echo
+  mpicc_bin=$(command -v mpicc.openmpi || command -v mpicc) || fail "--trace needs mpicc (libopenmpi-dev)"
+  pkg-config --exists pmix || fail "--trace needs libpmix-dev (pkg-config pmix)"
+  # shellcheck disable=SC2046  # the flags are words
+  gcc -O2 -shared -fPIC -o "$WORK/mpi-trace.so" "$HERE/mpi_trace.c" \
+    $("$mpicc_bin" --showme:compile) $(pkg-config --cflags pmix) -ldl \
+    || fail "mpi_trace.c did not build"
+  TRACE_ENV=("LD_PRELOAD=$WORK/mpi-trace.so")
+  SAVED_MPIRUN_ARGS=("${MPIRUN_ARGS[@]}")
+  MPIRUN_ARGS+=(-x LD_PRELOAD)  # mpirun passes it on to every rank, local or remote
+  names=()
+  for r in $(seq 1 "$REPS"); do
+    run_direct "trace-direct-$r" > /dev/null
+    [ -z "$BASE_PMIX" ] || { run_base "trace-base-$r" > /dev/null; names+=("trace-base-$r"); }
+    run_trainlet "trace-mpirun-$r" > /dev/null
+    run_ssh "trace-ssh-$r" > /dev/null
+    [ -n "$SRUN_WHY" ] || run_srun "trace-srun-$r" > /dev/null
+    names+=("trace-direct-$r" "trace-mpirun-$r" "trace-ssh-$r")
+    [ -n "$SRUN_WHY" ] || names+=("trace-srun-$r")
+  done
+  TRACE_ENV=()
+  MPIRUN_ARGS=("${SAVED_MPIRUN_ARGS[@]}")
+  python3 "$HERE/mpi_trace_table.py" "$WORK" "${names[@]}" || fail "mpi_trace_table.py failed"
 fi
 
 # ---- where the time goes (optional) -----------------------------------------------------------

@@ -355,6 +355,12 @@ int trainlet_rdzv_open(trainlet_rdzv** out) {
   return trainlet_rdzv_open_with(values[0], values[1], values[2], attempt, rank, out);
 }
 
+int trainlet_rdzv_connect(trainlet_rdzv* h) {
+  if (h == nullptr) return TRAINLET_RDZV_INVALID;
+  if (int rc = Connect(h); rc != TRAINLET_RDZV_OK) return rc;
+  return Ok(h);
+}
+
 int trainlet_rdzv_put(trainlet_rdzv* h, const char* key, const void* value, size_t len) {
   if (h == nullptr) return TRAINLET_RDZV_INVALID;
   if (key == nullptr || *key == '\0') return Fail(h, TRAINLET_RDZV_INVALID, "put: empty key");

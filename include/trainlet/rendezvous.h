@@ -50,9 +50,16 @@ typedef struct trainlet_rdzv trainlet_rdzv;
 int trainlet_rdzv_open(trainlet_rdzv** out);
 
 /* The same with explicit values; a process may open one handle per rank it speaks for (all of
- * them local ranks of the attempt on this node). Nothing is sent until the first fence or get. */
+ * them local ranks of the attempt on this node). Nothing is sent until the first fence or get
+ * (or trainlet_rdzv_connect). */
 int trainlet_rdzv_open_with(const char* endpoint, const char* token, const char* job,
                             uint32_t attempt, uint32_t rank, trainlet_rdzv** out);
+
+/* Connects to the node's agent now, so that the first fence or get does not wait for it (the
+ * connection completes in the background while the caller goes on). Optional: without it the
+ * first fence or get connects. IO (a missing or forbidden endpoint) as that first call would
+ * return; the handle stays usable, and that call tries again. */
+int trainlet_rdzv_connect(trainlet_rdzv* h);
 
 /* Stores key=value (len bytes, any bytes) for the next fence; a later put of the same key wins.
  * INVALID for an empty or oversized key or value, or while a fence is in flight. */

@@ -17,7 +17,12 @@
 #  5. A PMIx_Get of another node's rank, for a key no fence brought (what a direct modex would
 #     fetch; trainlet-pmix serves none), is answered "not found" at once, never left waiting
 #     (a bare PMIx client built here with pkg-config pmix; skipped without a compiler).
-#  6. Ready promptly on a node where munge is installed but munged is not running (a stale
+#  6. MPI_Finalize without a delayed ACK: libpmix 4.2.2's client socket has Nagle on, and the
+#     small messages a rank sends back to back in PMIx_Finalize waited about 40 ms for the
+#     server's delayed ACK; trainlet-pmix ACKs at once (agent/pmix/quick_ack.cpp). Real OpenMPI
+#     ranks (a probe built here with mpicc; skipped without it) time their MPI_Finalize: under
+#     35 ms, where the stall alone is at least 40 (the kernel's minimum delayed-ACK time).
+#  7. Ready promptly on a node where munge is installed but munged is not running (a stale
 #     /run/munge/munge.socket.2 refusing connections): libpmix's munge security component would
 #     retry libmunge for about 2.3 s; trainlet-pmix uses PMIx's native security. The stale
 #     socket is made in a private mount namespace (a tmpfs over /run), so the machine's own
@@ -187,7 +192,64 @@ else
   echo "remote get part skipped: no gcc or no pkg-config pmix"
 fi
 
-# 6. A stale munge socket, in a mount namespace of our own.
+# 6. MPI_Finalize without the delayed-ACK stall: 2 OpenMPI ranks on this node (fences completed
+# locally by libpmix), each timing its own MPI_Finalize. The stall is at least 40 ms (TCP's
+# minimum delayed-ACK time); up to 3 tries, so that a loaded machine does not fail the test.
+cat > "$WORK/finalize_probe.c" <<'EOF'
+#include <mpi.h>
+#include <stdio.h>
+#include <time.h>
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Barrier(MPI_COMM_WORLD);
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  MPI_Finalize();
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  printf("finalize %ld ms\n", (long)((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000));
+  return 0;
+}
+EOF
+mpicc_bin=$(command -v mpicc.openmpi || command -v mpicc || true)
+if [ -n "$mpicc_bin" ] && "$mpicc_bin" -O2 "$WORK/finalize_probe.c" -o "$WORK/finalize_probe" 2> "$WORK/mpicc.err"; then
+  tries=""
+  for _ in 1 2 3; do
+    exec 5< <(env -u TRAINLET_CPUSET TRAINLET_PMIX_JOB_MAP="$(map 0 1)" TRAINLET_JOB=t \
+      TRAINLET_ATTEMPT=1 TRAINLET_NODE_RANK=0 TRAINLET_RENDEZVOUS_ENDPOINT="ipc://$WORK/none.sock" \
+      TRAINLET_WORK_DIR="$WORK/work" "$PMIX" 2> "$WORK/stderr6" & echo "pid $!")
+    read -r _ server <&5
+    declare -A fin_env=()
+    while IFS= read -r -t 20 line <&5; do
+      [ "$line" = ready ] && break
+      read -r _ r kv <<<"$line"
+      fin_env[$r]+="$kv"$'\n'
+    done
+    pids=()
+    for r in 0 1; do
+      mapfile -t kvs <<<"${fin_env[$r]%$'\n'}"
+      timeout 60 env OMPI_MCA_orte_local_daemon_uri='1.0;tcp://127.0.0.1:1' OMPI_MCA_pml=ob1 \
+        OMPI_MCA_btl=self,vader "${kvs[@]}" "$WORK/finalize_probe" > "$WORK/fin.$r" 2>&1 &
+      pids+=($!)
+    done
+    for p in "${pids[@]}"; do
+      wait "$p" || fail "finalize probe failed: $(cat "$WORK"/fin.* "$WORK/stderr6")"
+    done
+    kill -9 "$server" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$server" 2>/dev/null || break; sleep 0.02; done
+    unset fin_env
+    slowest=$(cat "$WORK"/fin.* | sed -nE 's/^finalize ([0-9]+) ms$/\1/p' | sort -n | tail -1)
+    [ -n "$slowest" ] || fail "the finalize probe printed no time: $(cat "$WORK"/fin.*)"
+    tries+=" $slowest"
+    [ "$slowest" -ge 35 ] || break
+  done
+  [ "$slowest" -lt 35 ] \
+    || fail "MPI_Finalize took$tries ms (slowest rank, per try): the delayed-ACK stall (>= 40 ms)"
+  echo "MPI_Finalize without the delayed-ACK stall: slowest rank$tries ms"
+else
+  echo "finalize part skipped: no mpicc (libopenmpi-dev)"
+fi
+
+# 7. A stale munge socket, in a mount namespace of our own.
 if [ "$(id -u)" != 0 ] || ! unshare --mount true 2>/dev/null; then
   echo "stale munge socket part skipped: needs root for a private mount namespace"
   exit 0

@@ -162,6 +162,28 @@ TEST_F(ClientApiTest, PutFenceGetAllFromOneThread) {
   EXPECT_EQ(len, 14u);  // "10.0.0.1:29500"
 }
 
+// trainlet_rdzv_connect ahead of the first fence (trainlet-pmix does, while its ranks start):
+// the fence then needs no connection of its own, and works as on a handle never connected.
+TEST_F(ClientApiTest, HandlesConnectedAheadFenceAsOthers) {
+  for (uint32_t r = 0; r < kRanks; r += 2) {
+    ASSERT_EQ(trainlet_rdzv_connect(handles_[r]), TRAINLET_RDZV_OK);
+    ASSERT_EQ(trainlet_rdzv_connect(handles_[r]), TRAINLET_RDZV_OK);  // a second time: nothing
+  }
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    const std::string v = std::to_string(r);
+    ASSERT_EQ(trainlet_rdzv_put(handles_[r], ("k/" + v).c_str(), v.data(), v.size()),
+              TRAINLET_RDZV_OK);
+  }
+  for (auto* h : handles_) ASSERT_EQ(trainlet_rdzv_fence_start(h), TRAINLET_RDZV_OK);
+  for (auto* h : handles_) {
+    ASSERT_EQ(trainlet_rdzv_fence_finish(h, 10000), TRAINLET_RDZV_OK)
+        << trainlet_rdzv_last_error(h);
+  }
+  int rc = 0;
+  EXPECT_EQ(Get(handles_[0], "k/7", 0, &rc), "7");
+  EXPECT_EQ(Get(handles_[7], "k/0", 0, &rc), "0");
+}
+
 TEST_F(ClientApiTest, BlockingGetIsAnsweredByALaterFence) {
   trainlet_rdzv* getter = Open(0);
   std::string got;
@@ -264,8 +286,11 @@ TEST_F(ClientApiTest, ErrorsSayWhy) {
   ASSERT_EQ(trainlet_rdzv_open_with(("ipc://" + (dir_ / "nothing.sock").string()).c_str(), "t",
                                     "job", 1, 0, &h),
             TRAINLET_RDZV_OK);
+  EXPECT_EQ(trainlet_rdzv_connect(h), TRAINLET_RDZV_IO);
+  EXPECT_NE(std::string(trainlet_rdzv_last_error(h)).find("nothing.sock"), std::string::npos);
   EXPECT_EQ(trainlet_rdzv_fence(h, 100), TRAINLET_RDZV_IO);
   EXPECT_NE(std::string(trainlet_rdzv_last_error(h)).find("nothing.sock"), std::string::npos);
+  EXPECT_EQ(trainlet_rdzv_connect(nullptr), TRAINLET_RDZV_INVALID);
   EXPECT_EQ(trainlet_rdzv_put(h, "", "v", 1), TRAINLET_RDZV_INVALID);
   const std::string long_key(TRAINLET_RDZV_MAX_KEY + 1, 'k');
   EXPECT_EQ(trainlet_rdzv_put(h, long_key.c_str(), "v", 1), TRAINLET_RDZV_INVALID);
