@@ -215,7 +215,14 @@ std::map<std::string, std::string> RendezvousServer::AddAttempt(
 void RendezvousServer::RestoreAttempt(const std::string& job, uint32_t attempt,
                                       const std::vector<uint32_t>& ranks, const std::string& token,
                                       std::optional<RendezvousUser> user) {
-  if (token.empty() || attempts_.count({job, attempt})) return;
+  if (token.empty()) return;
+  if (auto known = attempts_.find({job, attempt}); known != attempts_.end()) {
+    // Another adopted step of the attempt: its ranks join (a repeated plan's, started later).
+    Attempt& a = known->second;
+    if (!a.restored || a.token != token) return;
+    a.ranks.insert(ranks.begin(), ranks.end());
+    if (a.user || !user) return;
+  }
   Attempt& a = attempts_[{job, attempt}];
   a.token = token;
   a.ranks.insert(ranks.begin(), ranks.end());
