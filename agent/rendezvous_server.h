@@ -191,6 +191,9 @@ class RendezvousServer {
   // endpoint() when it could not be (logged). Unbinds endpoints no attempt needs.
   std::string BindUser(const RendezvousUser& user);
   Status BindUserSocket(uid_t uid, gid_t gid);
+  // What BindUserSocket binds (and unbind names): UserEndpoint's path + ".new", renamed to
+  // UserEndpoint's once given to the user.
+  std::string UserBindEndpoint(uid_t uid) const;
   void UnbindUnusedUsers();
 
   // Constant after construction.
