@@ -262,7 +262,7 @@ void Agent::StartSupervisor() {
   for (const auto& adopted : supervisor_->AdoptSteps()) {
     adopted_attempts.insert({adopted.job, adopted.attempt});
     attempts_.Adopt(adopted.job, adopted.attempt, adopted.stop_grace_ms, adopted.ranks,
-                    adopted.rendezvous_token);
+                    adopted.rendezvous);
     cpus_.Restore({adopted.job, adopted.attempt}, adopted.cpus);  // what its ranks were given
     // Partition grace counts from now: a silent coordinator still stops adopted ranks.
     if (adopted.running != 0) link_->CountSilenceFrom(env_.MonotonicNow());

@@ -1,7 +1,6 @@
 #include "agent/node_attempt.h"
 
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <utility>
@@ -160,9 +159,7 @@ void NodeAttempts::Attach(AttemptServices services) {
     for (auto& [number, attempt] : job.attempts) attempt.services_ = services;
   }
   if (services_.rendezvous == nullptr) return;
-  for (const auto& [key, what] : to_restore_) {
-    RestoreRendezvous(key.first, key.second, what.first, what.second);
-  }
+  for (const auto& [key, what] : to_restore_) RestoreRendezvous(key.first, key.second, what);
   to_restore_.clear();
 }
 
@@ -312,27 +309,22 @@ void NodeAttempts::RanksEnded(const std::string& job, uint32_t attempt) {
 }
 
 void NodeAttempts::Adopt(const std::string& job, uint32_t attempt, uint32_t stop_grace_ms,
-                         const std::vector<uint32_t>& ranks, const std::string& rendezvous_token) {
+                         const std::vector<uint32_t>& ranks, const AdoptedRendezvous& rendezvous) {
   Job& j = jobs_[job];
   j.latest = std::max(j.latest, attempt);
   Get(j, job, attempt).Adopt(std::chrono::milliseconds(stop_grace_ms), ranks);
-  if (rendezvous_token.empty()) return;
+  if (rendezvous.token.empty()) return;
   if (services_.rendezvous != nullptr) {
-    RestoreRendezvous(job, attempt, ranks, rendezvous_token);
+    RestoreRendezvous(job, attempt, rendezvous);
   } else {
-    to_restore_[{job, attempt}] = {ranks, rendezvous_token};
+    MergeAdoptedRendezvous(to_restore_[{job, attempt}], rendezvous);
   }
 }
 
 void NodeAttempts::RestoreRendezvous(const std::string& job, uint32_t attempt,
-                                     const std::vector<uint32_t>& ranks, const std::string& token) {
-  std::optional<RendezvousUser> user;
-  if (services_.supervisor != nullptr && !ranks.empty()) {
-    // Every rank of a step has its job's one securityContext: the first says who they run as.
-    if (auto run_as = services_.supervisor->RankRunAs(job, attempt, ranks.front()))
-      user = RendezvousUserFor(*run_as, ::geteuid());
-  }
-  services_.rendezvous->RestoreAttempt(job, attempt, ranks, token, user);
+                                     const AdoptedRendezvous& rendezvous) {
+  services_.rendezvous->RestoreAttempt(job, attempt, rendezvous.ranks, rendezvous.token,
+                                       rendezvous.user);
 }
 
 std::vector<v1::HeldAttempt> NodeAttempts::Report(bool with_ended) const {

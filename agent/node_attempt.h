@@ -201,12 +201,13 @@ class NodeAttempts {
   void StopRanks(const std::string& job, Clock::time_point now);
   // Nothing of `job` runs here any more: (job, attempt) gives back its ports and rendezvous.
   void RanksEnded(const std::string& job, uint32_t attempt);
-  // A previous agent's step of (job, attempt) was adopted; `stop_grace_ms` is its (0: default).
-  // With the step's `ranks` and their `rendezvous_token`, the rendezvous server serves them again
+  // A previous agent's step of (job, attempt) was adopted; `stop_grace_ms` is its (0: default);
+  // `ranks` are every rank of the step. With a `rendezvous` token (AdoptedRendezvousOf), the
+  // rendezvous server serves its ranks again, on their user's endpoint
   // (RendezvousServer::RestoreAttempt), now or once Attach gives it: an MPI job started directly
   // keeps its PMIx fences across an agent restart.
   void Adopt(const std::string& job, uint32_t attempt, uint32_t stop_grace_ms,
-             const std::vector<uint32_t>& ranks = {}, const std::string& rendezvous_token = "");
+             const std::vector<uint32_t>& ranks = {}, const AdoptedRendezvous& rendezvous = {});
 
   // The attempts held (HeldAttempt), by job and number: for the registration every one, ended or
   // not (a restarted coordinator must not resend the plan of an attempt whose exits it has yet
@@ -234,15 +235,13 @@ class NodeAttempts {
   NodeAttempt& GetToStart(Job& job, const std::string& name, uint32_t attempt);
   // Ended attempts other than the latest are forgotten: the latest keeps the job's stop grace.
   void Forget(Job& job);
-  // RendezvousServer::RestoreAttempt, with the user the step's launch file says its ranks run as.
   void RestoreRendezvous(const std::string& job, uint32_t attempt,
-                         const std::vector<uint32_t>& ranks, const std::string& token);
+                         const AdoptedRendezvous& rendezvous);
 
   AttemptServices services_;
   std::map<std::string, Job> jobs_;
-  // Adopted before Attach: (job, attempt) -> (ranks, rendezvous token), restored by Attach.
-  std::map<std::pair<std::string, uint32_t>, std::pair<std::vector<uint32_t>, std::string>>
-      to_restore_;
+  // Adopted before Attach, every step of an attempt merged: restored by Attach.
+  std::map<std::pair<std::string, uint32_t>, AdoptedRendezvous> to_restore_;
 };
 
 }  // namespace trainlet::agent

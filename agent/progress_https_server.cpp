@@ -20,9 +20,6 @@ namespace trainlet::agent {
 namespace {
 
 constexpr size_t kMaxHead = 8 * 1024;  // request line and headers, as HttpServer allowed
-// Answers a connection may have waiting unwritten before its requests are no longer read: a
-// client that pipelines requests and never reads the answers must not grow the agent.
-constexpr size_t kMaxUnsent = 256 * 1024;
 constexpr auto kSweepPeriod = std::chrono::seconds(1);
 
 // Poll-set tags: connections are tagged by socket (odd values, which no pointer to the listener
@@ -74,7 +71,7 @@ struct ProgressHttpsServer::Connection {
   bool ready = false;          // the TLS handshake is done
   bool wants_write = false;    // the last TLS call needs the socket writable
   bool polled_write = false;   // what the poll set waits for now: writable,
-  bool polled_read = true;     // and readable (not while kMaxUnsent of answers wait)
+  bool polled_read = true;     // and readable (not while max_unsent_bytes of answers wait)
   bool close_after = false;    // close once `out` is written
   bool draining = false;       // answered and shut down for writing: discard what still comes
   bool continue_sent = false;  // "100 Continue" sent for the request in `in`
@@ -251,20 +248,21 @@ bool ProgressHttpsServer::TlsReady() {
 }
 
 void ProgressHttpsServer::Drive(Connection& c) {
+  const auto full = [&] { return c.out.size() - c.out_at > options_.max_unsent_bytes; };
   bool alive = Handshake(c);
   if (alive && c.ready) {
-    // Not read while kMaxUnsent of answers wait: read on once the client has taken them.
-    if (c.out.size() - c.out_at <= kMaxUnsent) alive = ReadRequests(c);
+    // Not read while max_unsent_bytes of answers wait: read on once the client has taken them.
+    if (!full()) alive = ReadRequests(c);
     // Answer, write, and again while writing made room for requests already read. A pass that
-    // began with kMaxUnsent of answers waiting answers nothing before its write makes room, so it
-    // goes round again even so: the requests left in `in` may be the client's last ones, with
-    // nothing more in the socket to wake the poll set for them (the connection would stall until
-    // the sweep closed it; progress_https_server_test's pipeliner saw that once in 100,000).
+    // began full answers nothing before its write makes room, so it goes round again even so:
+    // the requests left in `in` may be the client's last ones, with nothing more in the socket
+    // to wake the poll set for them (the connection would stall until the sweep closed it;
+    // AnswersWaitingForRoomComeOnceTheClientReads in progress_https_server_test).
     while (alive) {
       const size_t waiting = c.in.size();
-      const bool was_full = c.out.size() - c.out_at > kMaxUnsent;
+      const bool was_full = full();
       alive = AnswerRequests(c) && Flush(c);
-      if (c.close_after || c.out.size() - c.out_at > kMaxUnsent) break;
+      if (c.close_after || full()) break;
       if (c.in.size() == waiting && !was_full) break;
     }
   }
@@ -281,7 +279,7 @@ void ProgressHttpsServer::Drive(Connection& c) {
     c.draining = true;
   }
   const bool want_write = c.wants_write || c.out_at < c.out.size();
-  const bool want_read = c.out.size() - c.out_at <= kMaxUnsent;
+  const bool want_read = !full();
   if (want_write != c.polled_write || want_read != c.polled_read) {
     c.polled_write = want_write;
     c.polled_read = want_read;
@@ -361,7 +359,7 @@ bool ProgressHttpsServer::ReadRequests(Connection& c) {
 }
 
 bool ProgressHttpsServer::AnswerRequests(Connection& c) {
-  while (!c.close_after && c.out.size() - c.out_at <= kMaxUnsent) {
+  while (!c.close_after && c.out.size() - c.out_at <= options_.max_unsent_bytes) {
     const size_t head_end = c.in.find("\r\n\r\n");
     if (head_end == std::string::npos) {
       if (c.in.size() > kMaxHead) {

@@ -18,8 +18,9 @@
 //     an answer;
 //   - a connection with a partial request for io_timeout, or idle for idle_timeout: closed;
 //   - at most max_connections open: the oldest idle one is closed to make room;
-//   - a connection with 256 KiB of answers unwritten (a client pipelining requests without
-//     reading the answers) is not read from until the client has taken them.
+//   - a connection with more than max_unsent_bytes (256 KiB) of answers unwritten (a client
+//     pipelining requests without reading the answers) is not read from, nor are the requests
+//     already read answered, until the client has taken them.
 // "Expect: 100-continue" gets its 100 at once (curl sends it for bodies over 1 KiB).
 // TLS: 1.2 or 1.3, the server's certificate chain and key from PEM files; session tickets on
 // (OpenSSL's default), so a client that reconnects with its session skips the full handshake.
@@ -68,6 +69,10 @@ class ProgressHttpsServer {
     size_t max_connections = 1024;
     std::chrono::milliseconds io_timeout{5000};     // a partial request may wait this long
     std::chrono::milliseconds idle_timeout{60000};  // a kept-alive connection between requests
+    // Answers a connection may have waiting unwritten before its requests are no longer read or
+    // answered: a client that pipelines requests and never reads the answers must not grow the
+    // agent. Tests lower it (0: one answer at a time) to reach that state with a few requests.
+    size_t max_unsent_bytes = 256 * 1024;
     // Set: the TLS files are loaded at the first connection, after this has made sure they exist,
     // so an agent no rank has reported to touches no OpenSSL; an error there is logged and the
     // connection closed. Unset: they are loaded by Start.

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -129,11 +130,15 @@ std::string RendezvousServer::UserEndpoint(uid_t uid) const {
   return "ipc://" + state_dir_ + "/rendezvous/uid-" + std::to_string(uid) + ".sock";
 }
 
+std::string RendezvousServer::UserBindEndpoint(uid_t uid) const {
+  return UserEndpoint(uid) + ".new";
+}
+
 Status RendezvousServer::BindUserSocket(uid_t uid, gid_t gid) {
   const std::string dir = state_dir_ + "/rendezvous";
   const std::string ep = UserEndpoint(uid);
   const std::string path = ep.substr(6);
-  if (path.size() > sizeof(sockaddr_un::sun_path) - 1) {
+  if (UserBindEndpoint(uid).size() - 6 > sizeof(sockaddr_un::sun_path) - 1) {
     return InvalidError("rendezvous socket " + path + ": path too long (shorten --state-dir)");
   }
   std::error_code ec;
@@ -143,19 +148,25 @@ Status RendezvousServer::BindUserSocket(uid_t uid, gid_t gid) {
     return IoError("rendezvous directory " + dir + ": " +
                    (ec ? ec.message() : std::string(std::strerror(errno))));
   }
+  // Bound under another name, given to the user, then renamed into place: bind makes the socket
+  // as this (the agent's) user with the umask, which the user may not connect to, and a rank
+  // reconnecting meanwhile (an agent restarted under running ranks) would fail at once (EACCES).
+  // Until the rename, its connect finds the file a killed agent left: refused, retried by zmq.
+  const std::string bind_ep = UserBindEndpoint(uid);
+  const std::string bind_path = bind_ep.substr(6);
   try {
-    socket_->bind(ep);  // replaces a file a killed agent left
+    socket_->bind(bind_ep);  // replaces a file left there
   } catch (const zmq::error_t& e) {
-    return IoError("rendezvous endpoint " + ep + ": " + e.what());
+    return IoError("rendezvous endpoint " + bind_ep + ": " + e.what());
   }
-  // Made by this (the agent's) user with the umask: nobody else may connect until it is given.
-  if (::chown(path.c_str(), uid, gid) != 0 || ::chmod(path.c_str(), 0600) != 0) {
+  if (::chown(bind_path.c_str(), uid, gid) != 0 || ::chmod(bind_path.c_str(), 0600) != 0 ||
+      ::rename(bind_path.c_str(), path.c_str()) != 0) {
     const std::string why = std::strerror(errno);
     try {
-      socket_->unbind(ep);
+      socket_->unbind(bind_ep);
     } catch (const zmq::error_t&) {
     }
-    fs::remove(path, ec);
+    fs::remove(bind_path, ec);
     return IoError("rendezvous socket " + path + ": giving it to uid " + std::to_string(uid) +
                    ": " + why);
   }
@@ -187,9 +198,9 @@ void RendezvousServer::UnbindUnusedUsers() {
     }
     if (it->second.bound) {
       try {
-        socket_->unbind(UserEndpoint(it->first));
+        socket_->unbind(UserBindEndpoint(it->first));
       } catch (const zmq::error_t& e) {
-        spdlog::debug("rendezvous: unbind {}: {}", UserEndpoint(it->first), e.what());
+        spdlog::debug("rendezvous: unbind {}: {}", UserBindEndpoint(it->first), e.what());
       }
     }
     std::error_code ec;
@@ -215,7 +226,14 @@ std::map<std::string, std::string> RendezvousServer::AddAttempt(
 void RendezvousServer::RestoreAttempt(const std::string& job, uint32_t attempt,
                                       const std::vector<uint32_t>& ranks, const std::string& token,
                                       std::optional<RendezvousUser> user) {
-  if (token.empty() || attempts_.count({job, attempt})) return;
+  if (token.empty()) return;
+  if (auto known = attempts_.find({job, attempt}); known != attempts_.end()) {
+    // Another adopted step of the attempt: its ranks join (a repeated plan's, started later).
+    Attempt& a = known->second;
+    if (!a.restored || a.token != token) return;
+    a.ranks.insert(ranks.begin(), ranks.end());
+    if (a.user || !user) return;
+  }
   Attempt& a = attempts_[{job, attempt}];
   a.token = token;
   a.ranks.insert(ranks.begin(), ranks.end());

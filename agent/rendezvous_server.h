@@ -84,7 +84,9 @@ class RendezvousServer {
   // An attempt whose ranks a previous agent started here and this one adopted (they outlived it):
   // its ranks keep `token` (from the step's launch file) and may call again. The fences they
   // joined before are not known here, so the first fence request sets where the attempt stands:
-  // the coordinator's fence table kept counting. Nothing if the attempt is already known.
+  // the coordinator's fence table kept counting. `ranks` are those that take part, as AddAttempt
+  // was given them (AdoptedRendezvousOf: not an initializer's). Another step of an attempt
+  // restored already adds its ranks; nothing for an attempt known otherwise.
   // `user` as for AddAttempt: that user's endpoint is bound again, so its ranks reconnect.
   void RestoreAttempt(const std::string& job, uint32_t attempt, const std::vector<uint32_t>& ranks,
                       const std::string& token, std::optional<RendezvousUser> user = {});
@@ -189,6 +191,9 @@ class RendezvousServer {
   // endpoint() when it could not be (logged). Unbinds endpoints no attempt needs.
   std::string BindUser(const RendezvousUser& user);
   Status BindUserSocket(uid_t uid, gid_t gid);
+  // What BindUserSocket binds (and unbind names): UserEndpoint's path + ".new", renamed to
+  // UserEndpoint's once given to the user.
+  std::string UserBindEndpoint(uid_t uid) const;
   void UnbindUnusedUsers();
 
   // Constant after construction.

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 namespace trainlet::agent {
 
 std::optional<RendezvousUser> RendezvousUserFor(const step::RunAsRequest& request, uid_t euid,
@@ -22,6 +24,36 @@ std::optional<RendezvousUser> TrainingUser(const v1::LaunchPlan& plan,
     return RendezvousUserFor(request, ::geteuid());
   }
   return std::nullopt;
+}
+
+AdoptedRendezvous AdoptedRendezvousOf(const step::StepLaunch& launch, uid_t euid,
+                                      const step::AccountLookup& accounts) {
+  AdoptedRendezvous out;
+  for (const step::StepRank& r : launch.ranks) {
+    if (!r.step.empty()) continue;
+    auto token = r.env.find("TRAINLET_RENDEZVOUS_TOKEN");
+    if (token == r.env.end() || token->second.empty()) continue;
+    if (out.ranks.empty()) {
+      out.token = token->second;
+      out.user = RendezvousUserFor(r.run_as, euid, accounts);
+    }
+    out.ranks.push_back(r.rank);
+  }
+  return out;
+}
+
+void MergeAdoptedRendezvous(AdoptedRendezvous& into, const AdoptedRendezvous& more) {
+  if (into.token.empty()) {
+    into = more;
+    return;
+  }
+  if (more.token != into.token) return;  // not the same attempt's rendezvous: nothing of it
+  for (uint32_t r : more.ranks) {
+    if (std::find(into.ranks.begin(), into.ranks.end(), r) == into.ranks.end()) {
+      into.ranks.push_back(r);
+    }
+  }
+  if (!into.user) into.user = more.user;
 }
 
 }  // namespace trainlet::agent

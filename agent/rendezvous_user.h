@@ -8,10 +8,13 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "agent/step/rank_identity.h"
+#include "agent/step/step_launch.h"
 #include "trainlet/v1/launch.pb.h"
 
 namespace trainlet::agent {
@@ -34,5 +37,25 @@ std::optional<RendezvousUser> RendezvousUserFor(
 // since one replicated job (one securityContext) holds them all. nullopt when none.
 std::optional<RendezvousUser> TrainingUser(const v1::LaunchPlan& plan,
                                            const std::string& agent_run_as);
+
+// What a restarted agent gives back to an adopted step's ranks of the node's rendezvous
+// (RendezvousServer::RestoreAttempt): what the agent that launched them gave AddAttempt.
+struct AdoptedRendezvous {
+  std::string token;                   // their TRAINLET_RENDEZVOUS_TOKEN; "" when none
+  std::vector<uint32_t> ranks;         // the ranks that take part (see below)
+  std::optional<RendezvousUser> user;  // as TrainingUser: the first of them decides
+  bool operator==(const AdoptedRendezvous&) const = default;
+};
+
+// Read from the step's launch file: the ranks outside any step that were given the token (the
+// main replicated job's: an initializer's ranks, and an exec session's command, take no part in
+// the fences), and the user the first of them runs as, resolved as trainlet-step resolves it
+// (the launch file holds each rank's request, agent_run_as included). Not whoever comes first
+// in the file: a rank of another step may run as another user (its own securityContext).
+AdoptedRendezvous AdoptedRendezvousOf(const step::StepLaunch& launch, uid_t euid,
+                                      const step::AccountLookup& accounts = step::SystemAccounts());
+// Another step of the same attempt (a repeated plan started the ranks not yet running under a
+// step of their own): its ranks join `into`, whose token and user stay when it has them.
+void MergeAdoptedRendezvous(AdoptedRendezvous& into, const AdoptedRendezvous& more);
 
 }  // namespace trainlet::agent

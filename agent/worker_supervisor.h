@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "agent/process_spawner.h"
+#include "agent/rendezvous_user.h"
 #include "agent/standby_step.h"
 #include "agent/step/spare_files.h"
 #include "agent/step/step_launch.h"
@@ -193,7 +194,7 @@ class WorkerSupervisor {
     size_t exited = 0;   // exits recorded while no agent was there (reported by the next Reap)
     bool step_alive = false;
     std::vector<uint32_t> ranks;   // every rank of the step, from its launch file
-    std::string rendezvous_token;  // the ranks' TRAINLET_RENDEZVOUS_TOKEN, "" when none
+    AdoptedRendezvous rendezvous;  // what its ranks had of the node's rendezvous (its token...)
     std::vector<unsigned> cpus;    // every CPU its ranks were bound to (cpu_allotment.h)
   };
   // Re-adopts every step left in steps_dir by a previous agent: live steps (same pid and start

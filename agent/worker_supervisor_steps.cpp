@@ -734,13 +734,12 @@ std::vector<WorkerSupervisor::AdoptedStep> WorkerSupervisor::AdoptSteps() {
                       [&](const auto& o) { return o.name == r.step && !o.depends_on.empty(); });
       if (waits && !s.known.contains(r.rank)) s.live.emplace(r.rank, StepRankState{0, 0});
     }
-    AdoptedStep info{s.job, s.attempt, s.stop_grace_ms, 0, exits.size(), alive, {}, "", {}};
+    AdoptedStep info{s.job, s.attempt, s.stop_grace_ms, 0, exits.size(), alive, {}, {}, {}};
     for (const step::StepRank& r : launch->ranks) {
       info.ranks.push_back(r.rank);
-      auto token = r.env.find("TRAINLET_RENDEZVOUS_TOKEN");
-      if (token != r.env.end()) info.rendezvous_token = token->second;
       info.cpus.insert(info.cpus.end(), r.cpus.begin(), r.cpus.end());
     }
+    info.rendezvous = AdoptedRendezvousOf(*launch, ::geteuid());
     if ((s.gone && !s.done) || s.corrupt) EndDeadStep(s, &exits);
     info.running = s.live.size();
     info.exited = exits.size();

@@ -210,6 +210,18 @@ void AddStepRanks(const AttemptSteps& steps, const AttemptLayout& layout,
   st.set_step_progress_unix_ms(0);
 }
 
+bool IsStepWorker(const v1::JobStatus& st, uint32_t attempt, uint32_t rank) {
+  for (const auto& s : st.attempt_steps()) {
+    if (s.attempt() == attempt && rank >= s.first_rank() && rank - s.first_rank() < s.count()) {
+      return true;
+    }
+  }
+  // An attempt placed before attempt_steps existed: the current one's ranks say.
+  return attempt == st.attempt() &&
+         std::any_of(st.ranks().begin(), st.ranks().end(),
+                     [&](const auto& r) { return r.rank() == rank && !r.step().empty(); });
+}
+
 std::optional<uint32_t> StepWorkerRank(const v1::JobStatus& st, const std::string& step,
                                        uint32_t index) {
   std::vector<uint32_t> ranks;

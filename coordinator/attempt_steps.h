@@ -102,6 +102,11 @@ void AddStepRanks(const AttemptSteps& steps, const AttemptLayout& layout,
 std::optional<uint32_t> StepWorkerRank(const v1::JobStatus& status, const std::string& step,
                                        uint32_t index);
 
+// Whether `rank` of attempt `attempt` in `status` is a worker of a replicated job beside the main
+// one (an initializer): it takes part in none of the training's fences, so its exit (0, before
+// the main ranks start) fails none. False for a main rank, and for a rank `status` does not know.
+bool IsStepWorker(const v1::JobStatus& status, uint32_t attempt, uint32_t rank);
+
 // The start timeout's clock for a Starting attempt: from when it counts (the attempt's start, or
 // its last step progress when later), or nullopt when no Pending rank counts. A Pending rank does
 // not count while a step worker on its node runs: it may be held by a dependency that worker has

@@ -11,6 +11,7 @@
 #include "common/platform/signal_watch.h"
 #include "common/zmq_sockets.h"
 #include "coordinator/access_policy_run_as.h"
+#include "coordinator/attempt_steps.h"
 #include "coordinator/cluster_identity.h"
 #include "coordinator/lifecycle_rules.h"
 
@@ -337,8 +338,12 @@ void Coordinator::OnWorkerEvent(const std::string& name, const v1::WorkerEvent& 
                                 int64_t now_ms) {
   // In order and once: a resend of an applied event, or one after a gap, is not applied.
   if (!registry_->AcceptEvent(name, event.seq())) return;
-  // First, while the attempt is still live: a rank's exit fails the fence it missed.
-  DeliverFences(fences_->OnWorkerEvent(name, event));
+  // First, while the attempt is still live: a rank's exit fails the fence it missed. Not a
+  // replicated job's worker's (an initializer, done before the training starts): it joins none.
+  const v1::JobStatus* st = jobs_->Find(event.job());
+  if (st == nullptr || !IsStepWorker(*st, event.attempt(), event.rank())) {
+    DeliverFences(fences_->OnWorkerEvent(name, event));
+  }
   jobs_->OnWorkerEvent(name, event, now_ms);
   ops_->AfterWorkerEvent(event, now_ms);
 }

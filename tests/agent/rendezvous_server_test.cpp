@@ -415,10 +415,12 @@ TEST_F(RendezvousServerTest, ParkedGetsAreCappedPerRank) {
 }
 
 // An attempt adopted from a previous agent (RestoreAttempt): its ranks keep their token, and
-// their next fence, whatever its number, is where the attempt stands here.
+// their next fence, whatever its number, is where the attempt stands here. Another step of the
+// attempt (a repeated plan's) adds its ranks.
 TEST_F(RendezvousServerTest, RestoredAttemptContinuesFromItsRanksNextFence) {
-  server_.RestoreAttempt("j", 2, {4, 5}, "old-token");
-  server_.RestoreAttempt("j", 2, {4, 5}, "other");  // known now: ignored
+  server_.RestoreAttempt("j", 2, {4}, "old-token");
+  server_.RestoreAttempt("j", 2, {5}, "old-token");  // another step of it: rank 5 takes part
+  server_.RestoreAttempt("j", 2, {6}, "other");      // not its token: ignored
   auto fence = [&](uint32_t rank, uint64_t epoch, const std::string& token, uint64_t id) {
     auto r = Request(rank, v1::RendezvousRequest::OP_FENCE, id);
     r.set_attempt(2);

@@ -164,6 +164,12 @@ TEST(AttemptStepsTest, StepWorkersRunOnEveryNodeNumberedAfterTheMainWorld) {
   EXPECT_EQ(st.attempt_steps(1).step(), "late");
   EXPECT_EQ(st.attempt_steps(1).first_rank(), 8u);
   EXPECT_EQ(st.attempt_steps(1).count(), 2u);
+  // Step workers are in no fence of the training: their exits fail none.
+  EXPECT_TRUE(IsStepWorker(st, 3, 4));
+  EXPECT_TRUE(IsStepWorker(st, 3, 9));
+  EXPECT_FALSE(IsStepWorker(st, 3, 0));   // a main rank
+  EXPECT_FALSE(IsStepWorker(st, 3, 10));  // no such worker
+  EXPECT_FALSE(IsStepWorker(st, 2, 4));   // another attempt, not recorded
 }
 
 // Issue 18: a step runs in its own container's workingDir, not the main container's, and under
