@@ -70,7 +70,9 @@ void AddDescribeCommand(CLI::App& app, CommonFlags& common, int& rc) {
     std::string kind, name;
   };
   auto a = std::make_shared<Args>();
-  describe->add_option("kind", a->kind, "trainjob (or trainjob/NAME), node, clusterqueue (cq)")
+  describe
+      ->add_option("kind", a->kind,
+                   "trainjob (or trainjob/NAME), node, clusterqueue (cq), resourceflavor (rf)")
       ->required();
   describe->add_option("name", a->name, "The trainjob's name");
   describe->add_option("-o,--output", common.output, "json | yaml: a node's full status");
