@@ -110,6 +110,9 @@ void AddQueue(const ClusterQueue& q, AdmissionModel& m,
     }
     model.groups.push_back(std::move(group));
   }
+  if (q.terminating) {
+    model.inactive = "ClusterQueue " + q.name + " is terminating: it admits no new job";
+  }
   m.queues.push_back(std::move(model));
 }
 

@@ -102,6 +102,9 @@ struct ClusterQueue {
   PreemptionPolicy preemption;
   double fair_weight = 1.0;  // fairSharing.weight; 0 means it only gets what nobody else wants
   FlavorFungibility fungibility;
+  // Deleted while jobs hold its quota (Kueue's resource-in-use finalizer): it admits nothing new,
+  // its pending workloads wait (kClusterQueueTerminating); its admitted ones keep their quota.
+  bool terminating = false;
 };
 
 struct LocalQueue {
@@ -188,13 +191,14 @@ struct Preemption {
 };
 
 enum class WaitKind {
-  kNoLocalQueue,          // "LocalQueue team-a/q does not exist"
-  kNoClusterQueue,        // "ClusterQueue x not found"
-  kNamespaceNotSelected,  // the ClusterQueue's namespaceSelector leaves it out
-  kNeverFits,             // more than the ClusterQueue can ever give, or a flavor/resource gap
-  kQuota,                 // waits for quota to be freed
-  kPreempting,            // waits for the workloads it preempted to stop
-  kBlocked,               // StrictFIFO: waits behind the head of its ClusterQueue
+  kNoLocalQueue,             // "LocalQueue team-a/q does not exist"
+  kNoClusterQueue,           // "ClusterQueue x not found", or inactive (a flavor not found)
+  kClusterQueueTerminating,  // "ClusterQueue x is terminating": deleted, admits nothing new
+  kNamespaceNotSelected,     // the ClusterQueue's namespaceSelector leaves it out
+  kNeverFits,                // more than the ClusterQueue can ever give, or a flavor/resource gap
+  kQuota,                    // waits for quota to be freed
+  kPreempting,               // waits for the workloads it preempted to stop
+  kBlocked,                  // StrictFIFO: waits behind the head of its ClusterQueue
 };
 
 struct PendingWorkload {

@@ -489,8 +489,8 @@ Result<std::vector<QueueObjectRecord>> EtcdJobStore::ListQueueObjects() {
 
 Status EtcdJobStore::DeleteRecords() {
   std::vector<EtcdOp> ops;
-  for (const char* table :
-       {"jobs/", "runtimes/", "cordons/", "queues/", "cluster-values/missed-purge/"}) {
+  for (const char* table : {"jobs/", "runtimes/", "cordons/", "queues/",
+                            "cluster-values/missed-purge/", "cluster-values/queue-deleting/"}) {
     EtcdOp all = EtcdOp::Delete(prefix_ + table);
     all.range_end = EtcdClient::PrefixEnd(prefix_ + table);
     ops.push_back(std::move(all));

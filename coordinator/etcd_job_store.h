@@ -111,9 +111,9 @@ class EtcdJobStore : public JobStore {
   // until the next SetWriteFence.
   bool fence_lost() const { return fence_lost_; }
 
-  // Deletes every job, runtime, cordon and queue object under the prefix, and the purge
-  // tombstones (missed_purges_tombstone.h), which name jobs of those records, in one txn
-  // (`--migrate-store --force`).
+  // Deletes every job, runtime, cordon and queue object under the prefix, the purge tombstones
+  // (missed_purges_tombstone.h), which name jobs of those records, and the queue objects'
+  // Terminating marks (queue_catalog.h), in one txn (`--migrate-store --force`).
   Status DeleteRecords();
   // How many keys are under the prefix (the layout version included).
   Result<int64_t> CountKeys();

@@ -24,7 +24,9 @@ namespace trainlet::coordinator {
 // one that assigned no resource (the job asked for none a ClusterQueue covers).
 // Errors (the job is not placed; the message is its reason, with the job's condition):
 //  - NotFound when a flavor of the admission is no longer applied ("admitted to ResourceFlavor
-//    a100, which no longer exists: ..."); it is placed once the flavor is applied again;
+//    a100, which no longer exists: ..."); it is placed once the flavor is applied again. A flavor
+//    deleted while an admission holding quota names it stays, Terminating (queue_in_use.h), so
+//    this is left for stores written before that;
 //  - Invalid when two of its flavors label one key differently (no node can carry both).
 Result<FlavorConstraint> FlavorConstraintOf(const v1::JobStatus& status,
                                             const QueueCatalog& catalog);

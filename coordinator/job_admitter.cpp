@@ -124,6 +124,8 @@ const char* WaitKindName(admission::WaitKind kind) {
       return "NoLocalQueue";
     case admission::WaitKind::kNoClusterQueue:
       return "NoClusterQueue";
+    case admission::WaitKind::kClusterQueueTerminating:
+      return "ClusterQueueTerminating";
     case admission::WaitKind::kNamespaceNotSelected:
       return "NamespaceNotSelected";
     case admission::WaitKind::kNeverFits:
@@ -138,8 +140,7 @@ const char* WaitKindName(admission::WaitKind kind) {
   return "Quota";
 }
 
-bool JobAdmitter::HoldsQuota(const JobEntry& job) {
-  const v1::JobStatus& st = job.record.status;
+bool JobAdmitter::HoldsQuota(const v1::JobStatus& st) {
   if (!st.has_admission()) return false;
   const JobPhase phase = PhaseOf(st);
   const bool let_go = IsTerminal(phase) || phase == JobPhase::kSuspended || st.deleting();
@@ -241,6 +242,7 @@ admission::AdmissionInputs JobAdmitter::Inputs(const std::vector<const JobEntry*
   }
   for (const auto* o : catalog_->List(kueue::Kind::kClusterQueue)) {
     in.cluster_queues.push_back(ClusterQueueOf(*o->cluster_queue));
+    in.cluster_queues.back().terminating = catalog_->Terminating(o->kind, o->name);
   }
   for (const auto* o : catalog_->List(kueue::Kind::kLocalQueue)) {
     in.local_queues.push_back(

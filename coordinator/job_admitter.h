@@ -93,7 +93,8 @@ class JobAdmitter {
   std::vector<std::string> ChecksOf(const std::string& cluster_queue) const;
 
   // Whether the job's admission still holds quota (see the header comment).
-  static bool HoldsQuota(const JobEntry& job);
+  static bool HoldsQuota(const JobEntry& job) { return HoldsQuota(job.record.status); }
+  static bool HoldsQuota(const v1::JobStatus& status);
   // Whether a job without an admission waits in its queue now.
   static bool Queued(const JobEntry& job);
 

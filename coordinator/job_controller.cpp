@@ -16,6 +16,7 @@
 #include "coordinator/job_key.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/node_reconcile.h"
+#include "coordinator/queue_in_use.h"
 #include "coordinator/rank_event_fold.h"
 #include "coordinator/rank_state_machine.h"
 #include "coordinator/working_dir.h"
@@ -169,6 +170,14 @@ void JobController::Schedule(int64_t now_ms) {
   }
   EnforceProgress(now_ms);         // job_progress_steps.cpp: stalls, coalesced progress writes
   admission_.Run(order_, now_ms);  // admission_step.h: with queues, only admitted jobs go on
+  // Kueue's resource-in-use finalizer (queue_in_use.h): a Terminating ResourceFlavor or
+  // ClusterQueue goes once nothing uses it; looked at again only when a job or queue changed.
+  if (queues_.terminating_count() > 0 && (generation_ != queue_deletes_seen_.first ||
+                                          queues_.generation() != queue_deletes_seen_.second)) {
+    if (FinishUnusedQueueDeletes(queues_, *store_, List()).failed == 0) {
+      queue_deletes_seen_ = {generation_, queues_.generation()};
+    }
+  }
   // What placed jobs hold, once per pass and only once some job waits to be placed: a pass runs
   // on every loop turn, so with 1,000 nodes heartbeating and no job to place, building the room
   // each time was most of the coordinator's CPU (issue 17: a new leader registering 1,000 agents).

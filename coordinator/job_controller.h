@@ -24,7 +24,9 @@
 // rank_event_fold.h, which folds a worker event into its rank and says what the attempt does
 // next; job_progress.h, which folds a progress update into the status and judges stalls (its
 // ProgressWatch, the stall clocks and write coalescing, is owned here); and node_reconcile.h, which
-// says what of a re-registering node's workers to adopt or stop. Who owns what: the job map, the
+// says what of a re-registering node's workers to adopt or stop; and queue_in_use.h, which removes
+// the ResourceFlavors and ClusterQueues deleted while in use once nothing uses them (the catalog
+// keeps their Terminating marks). Who owns what: the job map, the
 // store writes and every phase change are JobController's; the runtimes, port waits and launcher
 // secrets are the delegates'.
 //
@@ -305,6 +307,9 @@ class JobController : private AttemptLauncher::Owner, private AdmissionStep::Own
   uint64_t generation_ = 0;
   // The queues' step before placement; reports back through AdmissionStep::Owner (this).
   AdmissionStep admission_{&queues_, store_, this, options_.admission};
+  // (generation_, queues_.generation()) when Schedule last found every Terminating queue object
+  // still in use (queue_in_use.h): nothing to look at again before one of them moves.
+  std::pair<uint64_t, uint64_t> queue_deletes_seen_{~0ull, ~0ull};
   bool scheduling_ = false;       // inside Schedule (it is not re-entered)
   int64_t last_schedule_ms_ = 0;  // now_ms of the last Schedule()
 };

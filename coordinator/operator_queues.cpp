@@ -1,8 +1,34 @@
 #include "coordinator/operator_queues.h"
 
-namespace trainlet::coordinator {
+#include <spdlog/spdlog.h>
 
-v1::QueueObject DescribeQueueObject(const kueue::QueueObject& o) {
+#include <ctime>
+
+#include "coordinator/queue_in_use.h"
+
+namespace trainlet::coordinator {
+namespace {
+
+// "2026-11-25T13:39:47Z": how Kubernetes writes metadata.deletionTimestamp.
+std::string Rfc3339(int64_t unix_ms) {
+  const std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string Joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : ", ") + i;
+  return out;
+}
+
+}  // namespace
+
+v1::QueueObject DescribeQueueObject(const kueue::QueueObject& o, const QueueCatalog& catalog,
+                                    const std::vector<const v1::JobStatus*>& jobs) {
   v1::QueueObject out;
   out.set_kind(kueue::KindName(o.kind));
   out.set_namespace_(o.namespace_);
@@ -24,11 +50,20 @@ v1::QueueObject DescribeQueueObject(const kueue::QueueObject& o) {
     out.set_value(o.priority_class->value);
     out.set_description(o.priority_class->description);
   }
+  if (QueueCatalog::KeptWhileInUse(o.kind)) {
+    out.add_finalizers(QueueCatalog::kResourceInUseFinalizer);
+  }
+  if (const QueueCatalog::Deletion* d = catalog.DeletionOf(o.kind, o.namespace_, o.name)) {
+    out.set_deletion_timestamp(Rfc3339(d->unix_ms));
+    for (auto& user : QueueObjectUsers(o, catalog, jobs)) out.add_in_use_by(std::move(user));
+  }
   return out;
 }
 
 Result<v1::QueueObjectList> HandleQueueObjects(const v1::QueueObjectsRequest& req,
-                                               QueueCatalog& catalog, JobStore& store) {
+                                               QueueCatalog& catalog, JobStore& store,
+                                               const std::vector<const v1::JobStatus*>& jobs,
+                                               int64_t now_ms, const std::string& user) {
   const std::optional<kueue::Kind> kind = kueue::KindOf(req.kind());
   if (!kind) {
     return InvalidError("\"" + req.kind() +
@@ -40,8 +75,25 @@ Result<v1::QueueObjectList> HandleQueueObjects(const v1::QueueObjectsRequest& re
   if (req.remove()) {
     if (req.name().empty()) return InvalidError("delete " + req.kind() + ": a name is required");
     const kueue::QueueObject* o = catalog.Find(*kind, ns, req.name());
-    if (o != nullptr) *list.add_objects() = DescribeQueueObject(*o);
+    const std::string ref = std::string(kueue::KindName(*kind)) + "/" + req.name();
+    const std::string by = user.empty() ? "" : " by " + user;
+    if (o != nullptr && QueueCatalog::KeptWhileInUse(*kind)) {
+      // Kueue's resource-in-use finalizer: in use, it stays, Terminating, until unused.
+      const std::vector<std::string> users = QueueObjectUsers(*o, catalog, jobs);
+      if (!users.empty()) {
+        const bool already = catalog.DeletionOf(*kind, ns, req.name()) != nullptr;
+        TRAINLET_RETURN_IF_ERROR(catalog.MarkDeleting(*kind, req.name(), now_ms, user, store));
+        if (!already) {
+          spdlog::info("{}: delete requested{}; Terminating while in use by {}", ref, by,
+                       Joined(users));
+        }
+        *list.add_objects() = DescribeQueueObject(*o, catalog, jobs);
+        return list;
+      }
+    }
+    if (o != nullptr) *list.add_objects() = DescribeQueueObject(*o, catalog, jobs);
     TRAINLET_RETURN_IF_ERROR(catalog.Delete(*kind, ns, req.name(), store));
+    spdlog::info("{} deleted{}", ref, by);
     return list;
   }
   if (!req.name().empty()) {
@@ -50,11 +102,11 @@ Result<v1::QueueObjectList> HandleQueueObjects(const v1::QueueObjectsRequest& re
       const std::string where = kueue::Namespaced(*kind) ? " in namespace " + ns : "";
       return NotFoundError(req.kind() + "/" + req.name() + " not found" + where);
     }
-    *list.add_objects() = DescribeQueueObject(*o);
+    *list.add_objects() = DescribeQueueObject(*o, catalog, jobs);
     return list;
   }
   for (const kueue::QueueObject* o : catalog.List(*kind, req.all_namespaces() ? "" : ns)) {
-    *list.add_objects() = DescribeQueueObject(*o);
+    *list.add_objects() = DescribeQueueObject(*o, catalog, jobs);
   }
   return list;
 }

@@ -151,10 +151,11 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
       take(Drain(req.drain_node(), now_ms, user), r.mutable_drain_node());
       break;
     case v1::OperatorRequest::kQueueObjects: {  // operator_queues.h, queue_usage_view.h
-      auto list = HandleQueueObjects(req.queue_objects(), jobs_->queues(), jobs_->store());
+      const std::vector<const v1::JobStatus*> statuses = jobs_->List();
+      auto list = HandleQueueObjects(req.queue_objects(), jobs_->queues(), jobs_->store(), statuses,
+                                     now_ms, user);
       if (list.ok() && !req.queue_objects().remove()) {
-        FillQueueUsage(*list, jobs_->admitter(), jobs_->List(),
-                       !req.queue_objects().name().empty());
+        FillQueueUsage(*list, jobs_->admitter(), statuses, !req.queue_objects().name().empty());
       }
       take(std::move(list), r.mutable_queue_objects());
       break;

@@ -133,7 +133,8 @@ AdmissionPass::Route AdmissionPass::RouteOf(const std::string& ns, const std::st
     return route;
   }
   if (!m_.queues[route.cq].inactive.empty()) {
-    route.kind = WaitKind::kNoClusterQueue;
+    route.kind = m_.specs[route.cq]->terminating ? WaitKind::kClusterQueueTerminating
+                                                 : WaitKind::kNoClusterQueue;
     route.message = m_.queues[route.cq].inactive;
     return route;
   }

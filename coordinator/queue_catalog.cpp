@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <nlohmann/json.hpp>
+
 namespace trainlet::coordinator {
 
 namespace {
@@ -13,7 +15,46 @@ std::string ResultName(const kueue::QueueObject& o) {
   return std::string(kueue::KindName(o.kind)) + "/" + ns + o.name;
 }
 
+// The Terminating mark's cluster value: key "queue-deleting/<Kind>/<name>" (only cluster-scoped
+// kinds carry the finalizer), value {"version":1,"deletedMs":1764000000000,"by":"alice"}.
+std::string DeletionKey(kueue::Kind kind, const std::string& name) {
+  return std::string(QueueCatalog::kDeletionPrefix) + kueue::KindName(kind) + "/" + name;
+}
+
+std::string DeletionValue(const QueueCatalog::Deletion& d) {
+  return nlohmann::json{{"version", 1}, {"deletedMs", d.unix_ms}, {"by", d.by}}.dump();
+}
+
+// The kind and name of a mark's key and its value; nullopt for anything else.
+struct StoredDeletion {
+  kueue::Kind kind;
+  std::string name;
+  QueueCatalog::Deletion deletion;
+};
+std::optional<StoredDeletion> DecodeDeletion(const std::string& key, const std::string& value) {
+  const std::string prefix = QueueCatalog::kDeletionPrefix;
+  if (key.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  const std::string rest = key.substr(prefix.size());
+  const size_t slash = rest.find('/');
+  if (slash == std::string::npos || slash + 1 == rest.size()) return std::nullopt;
+  const std::optional<kueue::Kind> kind = kueue::KindOf(rest.substr(0, slash));
+  if (!kind || !QueueCatalog::KeptWhileInUse(*kind)) return std::nullopt;
+  const auto doc = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains("version") || doc["version"] != 1 ||
+      !doc.contains("deletedMs") || !doc["deletedMs"].is_number_integer() || !doc.contains("by") ||
+      !doc["by"].is_string()) {
+    return std::nullopt;
+  }
+  return StoredDeletion{*kind,
+                        rest.substr(slash + 1),
+                        {doc["deletedMs"].get<int64_t>(), doc["by"].get<std::string>()}};
+}
+
 }  // namespace
+
+bool QueueCatalog::KeptWhileInUse(kueue::Kind kind) {
+  return kind == kueue::Kind::kResourceFlavor || kind == kueue::Kind::kClusterQueue;
+}
 
 bool QueueCatalog::Stage::writes() const {
   for (const auto& [object, change] : objects) {
@@ -40,7 +81,23 @@ Status QueueCatalog::LoadStored(JobStore& store) {
     kueue::QueueObject& o = parsed->objects[0];
     objects_[KeyOf(o.kind, o.namespace_, o.name)] = std::move(o);
   }
-  if (!objects_.empty()) spdlog::info("loaded {} queue objects", objects_.size());
+  TRAINLET_ASSIGN_OR_RETURN(auto marks, store.ListClusterValues(kDeletionPrefix));
+  for (const auto& [key, value] : marks) {
+    const std::optional<StoredDeletion> d = DecodeDeletion(key, value);
+    if (d && Find(d->kind, "", d->name) != nullptr) {
+      deletions_[KeyOf(d->kind, "", d->name)] = d->deletion;
+      continue;
+    }
+    // A mark of no object held (one that no longer parses, or a value not ours): it would make
+    // an object applied later under the name Terminating at once.
+    spdlog::warn("stored mark {} names no queue object held, or does not parse: removed", key);
+    if (Status s = store.DeleteClusterValue(key); !s.ok()) {
+      spdlog::warn("removing stored mark {}: {}", key, s.message());
+    }
+  }
+  if (!objects_.empty()) {
+    spdlog::info("loaded {} queue objects ({} Terminating)", objects_.size(), deletions_.size());
+  }
   return Status::Ok();
 }
 
@@ -64,6 +121,12 @@ Result<QueueCatalog::Stage> QueueCatalog::StageObjects(
         return InvalidError((source.empty() ? "" : source + ": ") + "LocalQueue/" + o.name +
                             ": spec.clusterQueue: field is immutable (it is \"" +
                             held->local_queue->cluster_queue + "\"; delete the LocalQueue first)");
+      }
+      if (DeletionOf(o.kind, o.namespace_, o.name) != nullptr) {
+        warnings->push_back(std::string(kueue::KindName(o.kind)) + "/" + o.name +
+                            ": is Terminating (deleted while in use): it is updated, stays "
+                            "Terminating and is removed once nothing uses it; apply it again "
+                            "after that to create it anew");
       }
     }
     stage.objects.emplace_back(std::move(o), change);
@@ -107,11 +170,50 @@ Status QueueCatalog::Delete(kueue::Kind kind, const std::string& namespace_,
     const std::string ns = kueue::Namespaced(kind) ? " in namespace " + namespace_ : "";
     return NotFoundError(std::string(kueue::KindName(kind)) + "/" + name + " not found" + ns);
   }
-  TRAINLET_RETURN_IF_ERROR(
-      store.DeleteQueueObject(kueue::KindName(kind), it->second.namespace_, name));
+  const bool marked = deletions_.count(it->first) > 0;
+  TRAINLET_RETURN_IF_ERROR(store.Transaction([&]() -> Status {
+    TRAINLET_RETURN_IF_ERROR(
+        store.DeleteQueueObject(kueue::KindName(kind), it->second.namespace_, name));
+    return marked ? store.DeleteClusterValue(DeletionKey(kind, name)) : Status::Ok();
+  }));
+  deletions_.erase(it->first);
   objects_.erase(it);
   ++generation_;
   return Status::Ok();
+}
+
+Status QueueCatalog::MarkDeleting(kueue::Kind kind, const std::string& name, int64_t now_ms,
+                                  const std::string& by, JobStore& store) {
+  if (!KeptWhileInUse(kind)) {
+    return InvalidError(std::string(kueue::KindName(kind)) + "/" + name +
+                        ": only ResourceFlavors and ClusterQueues stay Terminating while in use");
+  }
+  const Key key = KeyOf(kind, "", name);
+  if (objects_.count(key) == 0) {
+    return NotFoundError(std::string(kueue::KindName(kind)) + "/" + name + " not found");
+  }
+  if (deletions_.count(key) > 0) return Status::Ok();
+  const Deletion d{now_ms, by};
+  TRAINLET_RETURN_IF_ERROR(store.PutClusterValue(DeletionKey(kind, name), DeletionValue(d)));
+  deletions_[key] = d;
+  ++generation_;
+  return Status::Ok();
+}
+
+const QueueCatalog::Deletion* QueueCatalog::DeletionOf(kueue::Kind kind,
+                                                       const std::string& namespace_,
+                                                       const std::string& name) const {
+  auto it = deletions_.find(KeyOf(kind, namespace_, name));
+  return it == deletions_.end() ? nullptr : &it->second;
+}
+
+std::vector<const kueue::QueueObject*> QueueCatalog::TerminatingObjects() const {
+  std::vector<const kueue::QueueObject*> out;
+  for (const auto& [key, d] : deletions_) {
+    auto it = objects_.find(key);
+    if (it != objects_.end()) out.push_back(&it->second);
+  }
+  return out;
 }
 
 const kueue::QueueObject* QueueCatalog::Find(kueue::Kind kind, const std::string& namespace_,

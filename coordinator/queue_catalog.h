@@ -8,6 +8,14 @@
 // transaction committed, so a refused file changes nothing. A re-apply replaces the object, as
 // kubectl apply does; Delete removes one (store first, then memory).
 //
+// Kueue's finalizer kueue.x-k8s.io/resource-in-use: a ResourceFlavor or ClusterQueue deleted
+// while something uses it (queue_in_use.h says what) is not removed but marked for deletion,
+// Terminating, as Kubernetes sets metadata.deletionTimestamp; MarkDeleting stores the mark (one
+// cluster value per object, "queue-deleting/<Kind>/<name>") before memory takes it, so a
+// restarted coordinator keeps it. It is removed (object and mark in one store transaction, by
+// Delete) once unused. A re-apply of a Terminating object replaces it and leaves it Terminating,
+// as an update of a terminating object does on Kubernetes.
+//
 // Cross-object references are not required to resolve: a LocalQueue may name a ClusterQueue not
 // applied yet, a ClusterQueue a missing flavor, a TrainJob a missing LocalQueue or priority
 // class. Kueue accepts all of these too (the queue is inactive, the job waits); the lookups below
@@ -42,15 +50,16 @@ class QueueCatalog {
     bool writes() const;
   };
 
-  // The objects `store` holds. A stored object that no longer parses is logged and skipped (left
-  // in the store); errors are the store's.
+  // The objects `store` holds, and their Terminating marks. A stored object that no longer parses
+  // is logged and skipped (left in the store); a mark whose object is not held is logged and
+  // removed from the store; errors are the store's.
   Status LoadStored(JobStore& store);
 
   // Parses `docs` (the file's Kueue documents, trainjob::ParsedFile::queue_documents) and sorts
   // them against the catalog: created, configured (the document differs) or unchanged. Invalid
   // naming `source` and the object: a document the parser refuses (kueue_model.h), or a LocalQueue
   // whose spec.clusterQueue differs from the one held (immutable, as Kueue's CRD says). Warnings
-  // are appended to `warnings`.
+  // are appended to `warnings`, one for each object given that is Terminating (it stays so).
   Result<Stage> StageObjects(const std::vector<trainjob::YamlDocument>& docs,
                              const std::string& source, std::vector<std::string>* warnings) const;
   // Writes the staged objects that changed; the caller holds the store transaction.
@@ -59,11 +68,36 @@ class QueueCatalog {
   // in `result` as created, configured or unchanged ("ClusterQueue/team-a",
   // "LocalQueue/team-a/user-queue"; the namespace is left out when it is "default").
   void Commit(Stage stage, v1::ApplyResult& result);
-  // Removes one object: from the store, then from memory. NotFound "<kind>/<name> not found"
-  // when the catalog has none (the store is not asked); the store's errors leave memory as it was.
-  // `namespace_` is ignored for the cluster-scoped kinds.
+  // Removes one object, and its Terminating mark, in one store transaction, then from memory.
+  // NotFound "<kind>/<name> not found" when the catalog has none (the store is not asked); the
+  // store's errors leave memory as it was. `namespace_` is ignored for the cluster-scoped kinds.
   Status Delete(kueue::Kind kind, const std::string& namespace_, const std::string& name,
                 JobStore& store);
+
+  // The finalizer Kueue puts on ResourceFlavors and ClusterQueues.
+  static constexpr const char* kResourceInUseFinalizer = "kueue.x-k8s.io/resource-in-use";
+  // The cluster values (JobStore) that hold the Terminating marks.
+  static constexpr const char* kDeletionPrefix = "queue-deleting/";
+  // Whether objects of `kind` carry the finalizer: ResourceFlavor and ClusterQueue.
+  static bool KeptWhileInUse(kueue::Kind kind);
+  // A Terminating object's mark.
+  struct Deletion {
+    int64_t unix_ms = 0;  // when the delete came: metadata.deletionTimestamp
+    std::string by;       // the user who asked ("" when unknown)
+  };
+  // Marks the object (of a kind KeptWhileInUse) Terminating: stored first, then memory. NotFound
+  // as Delete; Invalid for another kind; OK, changing nothing, when it is marked already.
+  Status MarkDeleting(kueue::Kind kind, const std::string& name, int64_t now_ms,
+                      const std::string& by, JobStore& store);
+  // The object's mark; null when it is not Terminating.
+  const Deletion* DeletionOf(kueue::Kind kind, const std::string& namespace_,
+                             const std::string& name) const;
+  bool Terminating(kueue::Kind kind, const std::string& name) const {
+    return DeletionOf(kind, "", name) != nullptr;
+  }
+  // The Terminating objects, by kind then name.
+  std::vector<const kueue::QueueObject*> TerminatingObjects() const;
+  size_t terminating_count() const { return deletions_.size(); }
 
   // Lookups (null / nullopt / empty when absent).
   const kueue::QueueObject* Find(kueue::Kind kind, const std::string& namespace_,
@@ -85,7 +119,8 @@ class QueueCatalog {
   std::vector<const kueue::QueueObject*> List(kueue::Kind kind,
                                               const std::string& namespace_ = "") const;
   size_t size() const { return objects_.size(); }
-  // Bumped when a Commit creates or changes an object, and by every Delete: jobs that found no
+  // Bumped when a Commit creates or changes an object, by every Delete and MarkDeleting (a
+  // Terminating ClusterQueue admits nothing new): jobs that found no
   // room are tried again, as their flavors' nodeLabels may have changed (flavor_constraint.h).
   uint64_t generation() const { return generation_; }
   bool empty() const { return objects_.empty(); }
@@ -95,6 +130,7 @@ class QueueCatalog {
   static Key KeyOf(kueue::Kind kind, const std::string& namespace_, const std::string& name);
 
   std::map<Key, kueue::QueueObject> objects_;
+  std::map<Key, Deletion> deletions_;  // the Terminating ones among objects_
   uint64_t generation_ = 0;
 };
 

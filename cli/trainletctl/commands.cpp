@@ -238,11 +238,13 @@ int CmdGet(const CommonFlags& f, const std::string& kind_arg, const std::string&
 int CmdDescribe(const CommonFlags& f, const std::string& kind_arg, const std::string& name_arg) {
   std::string name = name_arg;
   const std::string kind = NormalizeKind(kind_arg, name);
-  if (std::string qname = name_arg; QueueKindOf(kind_arg, qname) == "ClusterQueue") {
-    return CmdDescribeClusterQueue(f, qname);  // queue_commands.h
+  if (std::string qname = name_arg; QueueKindOf(kind_arg, qname) == "ClusterQueue" ||
+                                    QueueKindOf(kind_arg, qname) == "ResourceFlavor") {
+    return CmdDescribeQueueObject(f, QueueKindOf(kind_arg, qname), qname);  // queue_commands.h
   }
   if (kind != "trainjob" && kind != "node") {
-    return Error("describe supports trainjob, node and clusterqueue, got \"" + kind_arg + "\"");
+    return Error("describe supports trainjob, node, clusterqueue and resourceflavor, got \"" +
+                 kind_arg + "\"");
   }
   if (name.empty()) return Error("describe " + kind + ": give the " + kind + "'s name");
   if (kind == "trainjob" && NamedAcrossNamespaces(f, name)) return 1;

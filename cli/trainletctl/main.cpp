@@ -70,7 +70,9 @@ void AddDescribeCommand(CLI::App& app, CommonFlags& common, int& rc) {
     std::string kind, name;
   };
   auto a = std::make_shared<Args>();
-  describe->add_option("kind", a->kind, "trainjob (or trainjob/NAME), node, clusterqueue (cq)")
+  describe
+      ->add_option("kind", a->kind,
+                   "trainjob (or trainjob/NAME), node, clusterqueue (cq), resourceflavor (rf)")
       ->required();
   describe->add_option("name", a->name, "The trainjob's name");
   describe->add_option("-o,--output", common.output, "json | yaml: a node's full status");
@@ -101,13 +103,19 @@ void AddApplyCommand(CLI::App& app, CommonFlags& common, int& rc) {
 
 void AddDeleteCommand(CLI::App& app, CommonFlags& common, int& rc) {
   auto* del = app.add_subcommand(
-      "delete", "Stop every rank of a trainjob and remove it\n  trainletctl delete trainjob hello");
+      "delete",
+      "Stop every rank of a trainjob and remove it, or remove a queue object (a resourceflavor or "
+      "clusterqueue still in use stays Terminating, and goes once nothing uses it)\n"
+      "  trainletctl delete trainjob hello\n  trainletctl delete resourceflavor a100");
   struct Args {
     std::string kind, name, timeout = "60s";
     bool wait = true, force = false;
   };
   auto a = std::make_shared<Args>();
-  del->add_option("kind", a->kind, "trainjob (or trainjob/NAME)")->required();
+  del->add_option("kind", a->kind,
+                  "trainjob (or trainjob/NAME), clusterqueue (cq), localqueue (lq), resourceflavor "
+                  "(rf), workloadpriorityclass (wpc)")
+      ->required();
   del->add_flag("--force", a->force,
                 "Remove the trainjob now, without waiting for its ranks to stop or for a Lost "
                 "node to confirm they did. Risk: a rank on an unreachable node may keep running "

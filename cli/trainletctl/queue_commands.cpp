@@ -31,6 +31,28 @@ std::string Labels(const google::protobuf::Map<std::string, std::string>& labels
   return out.empty() ? "<none>" : out;
 }
 
+// Whether some object of the list is Terminating: the table then has a STATUS column.
+bool AnyTerminating(const v1::QueueObjectList& list) {
+  for (const auto& o : list.objects()) {
+    if (!o.deletion_timestamp().empty()) return true;
+  }
+  return false;
+}
+
+std::string StatusOf(const v1::QueueObject& o) {
+  return o.deletion_timestamp().empty() ? "Active" : "Terminating";
+}
+
+// describe's Status and In use by lines of a Terminating object; "" when not Terminating.
+std::string TerminatingLine(const v1::QueueObject& o) {
+  if (o.deletion_timestamp().empty()) return "";
+  std::string users;
+  for (const auto& u : o.in_use_by()) users += (users.empty() ? "" : ", ") + u;
+  return "Status:        Terminating since " + o.deletion_timestamp() +
+         " (deleted while in use; removed once unused)\n" +
+         "In use by:     " + (users.empty() ? "nothing (removed at the next pass)" : users) + "\n";
+}
+
 std::vector<std::string> Row(const v1::QueueObject& o, const std::string& kind) {
   std::vector<std::string> row;
   if (kind == "ClusterQueue") {
@@ -131,11 +153,20 @@ std::vector<std::string> UsageColumns(const std::string& kind, const v1::QueueUs
   return cells;
 }
 
+std::string DescribeResourceFlavor(const v1::QueueObject& o) {
+  std::ostringstream out;
+  out << "Name:          " << o.name() << "\n";
+  out << "Node labels:   " << Labels(o.node_labels()) << "\n";
+  out << TerminatingLine(o);
+  return out.str();
+}
+
 std::string DescribeClusterQueue(const v1::QueueObject& o) {
   std::ostringstream out;
   out << "Name:          " << o.name() << "\n";
   out << "Cohort:        " << (o.cohort().empty() ? "<none>" : o.cohort()) << "\n";
   out << "Strategy:      " << o.queueing_strategy() << "\n";
+  out << TerminatingLine(o);
   const v1::QueueUsage& u = o.usage();
   out << "Jobs:          " << u.admitted() << " admitted, " << u.pending() << " pending\n";
   if (u.flavors_size() > 0) {
@@ -169,8 +200,13 @@ std::string DescribeClusterQueue(const v1::QueueObject& o) {
 std::string RenderQueueObjects(const v1::QueueObjectList& list, const std::string& kind,
                                OutputFormat format) {
   if (auto text = ListForScripts(list, list.objects(), kind, format)) return *text;
+  const bool status = AnyTerminating(list);
   std::vector<std::vector<std::string>> rows{Header(kind)};
-  for (const auto& o : list.objects()) rows.push_back(Row(o, kind));
+  if (status) rows[0].push_back("STATUS");
+  for (const auto& o : list.objects()) {
+    rows.push_back(Row(o, kind));
+    if (status) rows.back().push_back(StatusOf(o));
+  }
   return RenderTable(rows);
 }
 
@@ -200,17 +236,25 @@ int CmdDeleteQueueObject(const CommonFlags& f, const std::string& kind, const st
   req.mutable_queue_objects()->set_remove(true);
   auto resp = (*client)->Call(req);
   if (!resp.ok()) return Error(resp.status().message());
+  // As kubectl: "deleted" once the delete is accepted, though the object may stay Terminating.
   std::cout << Lower(kind) << "/" << name << " deleted\n";
+  for (const auto& o : resp->queue_objects().objects()) {
+    if (o.deletion_timestamp().empty()) continue;
+    std::string users;
+    for (const auto& u : o.in_use_by()) users += (users.empty() ? "" : ", ") + u;
+    std::cerr << Lower(kind) << "/" << name << " is in use (" << users
+              << "): it stays Terminating and is removed once nothing uses it\n";
+  }
   return 0;
 }
 
-int CmdDescribeClusterQueue(const CommonFlags& f, const std::string& name) {
-  if (name.empty()) return Error("describe clusterqueue: give the ClusterQueue's name");
+int CmdDescribeQueueObject(const CommonFlags& f, const std::string& kind, const std::string& name) {
+  if (name.empty()) return Error("describe " + Lower(kind) + ": give the " + kind + "'s name");
   auto format = ParseOutputFormat(f.output);
   if (!format.ok()) return Error(format.status().message());
   auto client = Connect(f);
   if (!client.ok()) return Error(client.status().message());
-  auto resp = (*client)->Call(Request(f, "ClusterQueue", name));
+  auto resp = (*client)->Call(Request(f, kind, name));
   if (!resp.ok()) return Error(resp.status().message());
   for (const auto& o : resp->queue_objects().objects()) {
     if (*format == OutputFormat::kJson) {
@@ -218,7 +262,7 @@ int CmdDescribeClusterQueue(const CommonFlags& f, const std::string& name) {
     } else if (*format == OutputFormat::kYaml) {
       std::cout << ToYaml(o);
     } else {
-      std::cout << DescribeClusterQueue(o);
+      std::cout << (kind == "ResourceFlavor" ? DescribeResourceFlavor(o) : DescribeClusterQueue(o));
     }
   }
   return 0;

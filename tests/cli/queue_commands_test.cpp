@@ -89,5 +89,49 @@ TEST(QueueCommandsTest, Tables) {
       << RenderQueueObjects(wpcs, "WorkloadPriorityClass", OutputFormat::kJson);
 }
 
+// A flavor deleted while in use (Kueue's resource-in-use finalizer) is Terminating: the table
+// gains a STATUS column, describe says since when and what uses it, -o json has the fields.
+TEST(QueueCommandsTest, TerminatingObjects) {
+  v1::QueueObjectList rfs;
+  auto* a = rfs.add_objects();
+  a->set_name("a100");
+  (*a->mutable_node_labels())["gpu"] = "a100";
+  a->add_finalizers("kueue.x-k8s.io/resource-in-use");
+  a->set_deletion_timestamp("2026-11-25T13:39:47Z");
+  a->add_in_use_by("ClusterQueue research");
+  a->add_in_use_by("TrainJob team-a/llm-7");
+  auto* h = rfs.add_objects();
+  h->set_name("h100");
+  h->add_finalizers("kueue.x-k8s.io/resource-in-use");
+  EXPECT_EQ(RenderQueueObjects(rfs, "ResourceFlavor", OutputFormat::kTable),
+            "NAME   NODELABELS   STATUS\n"
+            "a100   gpu=a100     Terminating\n"
+            "h100   <none>       Active\n");
+  EXPECT_EQ(DescribeResourceFlavor(*a),
+            "Name:          a100\n"
+            "Node labels:   gpu=a100\n"
+            "Status:        Terminating since 2026-11-25T13:39:47Z (deleted while in use; removed "
+            "once unused)\n"
+            "In use by:     ClusterQueue research, TrainJob team-a/llm-7\n");
+  EXPECT_EQ(DescribeResourceFlavor(*h), "Name:          h100\nNode labels:   <none>\n");
+  const std::string json = RenderQueueObjects(rfs, "ResourceFlavor", OutputFormat::kJson);
+  EXPECT_NE(json.find("\"deletionTimestamp\": \"2026-11-25T13:39:47Z\""), std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"kueue.x-k8s.io/resource-in-use\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"inUseBy\""), std::string::npos) << json;
+
+  v1::QueueObjectList cqs;
+  auto* q = cqs.add_objects();
+  q->set_name("research");
+  q->set_queueing_strategy("BestEffortFIFO");
+  q->set_deletion_timestamp("2026-11-25T13:39:47Z");
+  q->add_in_use_by("TrainJob first");
+  EXPECT_NE(DescribeClusterQueue(*q).find("Status:        Terminating since 2026-11-25T13:39:47Z"),
+            std::string::npos)
+      << DescribeClusterQueue(*q);
+  EXPECT_NE(RenderQueueObjects(cqs, "ClusterQueue", OutputFormat::kTable).find("Terminating"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace trainlet::cli

@@ -389,6 +389,31 @@ TEST(QueueAdmission, ReportsMissingQueuesAndUnselectedNamespaces) {
   EXPECT_EQ(FindPending(r, "team-d.no-lq")->kind, WaitKind::kNoLocalQueue);
 }
 
+// Kueue's resource-in-use finalizer: a ClusterQueue deleted while a job holds its quota is
+// Terminating. It admits nothing new (its pending jobs say why), keeps the admitted job's usage
+// counted, and lends in its cohort as before.
+TEST(QueueAdmission, ATerminatingClusterQueueAdmitsNothingNewAndKeepsItsUsage) {
+  AdmissionInputs in = WithDefaultFlavor();
+  ClusterQueue a = GpuQueue("team-a", 8, "research");
+  a.terminating = true;
+  AddQueue(in, a);
+  AddQueue(in, GpuQueue("team-b", 0, "research"));
+  in.workloads.push_back(Running(Job("team-a", "old", 2)));
+  in.workloads.push_back(Job("team-a", "new", 1, 1, 0, 1));
+  in.workloads.push_back(Job("team-b", "borrower", 6, 1, 0, 2));
+  in.workloads.push_back(Job("team-b", "too-much", 1, 1, 0, 3));
+  const AdmissionResult r = RunAdmissionPass(in, 0);
+  const PendingWorkload* fresh = FindPending(r, "team-a.new");
+  ASSERT_NE(fresh, nullptr);
+  EXPECT_EQ(fresh->kind, WaitKind::kClusterQueueTerminating);
+  EXPECT_EQ(fresh->message, "ClusterQueue team-a is terminating: it admits no new job");
+  EXPECT_EQ(FindAdmitted(r, "team-a.new"), nullptr);
+  // team-a's 8 minus old's 2 are lent: borrower takes 6, nothing is left for too-much.
+  EXPECT_NE(FindAdmitted(r, "team-b.borrower"), nullptr);
+  EXPECT_EQ(FindPending(r, "team-b.too-much")->kind, WaitKind::kQuota);
+  EXPECT_TRUE(UsageWithinQuota(ApplyAdmissionResult(in, r, 1, false)).ok());
+}
+
 TEST(QueueAdmission, UnsetNamespaceSelectorSelectsNothing) {
   AdmissionInputs in = WithDefaultFlavor();
   ClusterQueue q = GpuQueue("team-a", 8);

@@ -192,7 +192,7 @@ TEST_F(QueueApplyTest, OperatorListsAndDeletes) {
   ApplyOk(kSetup);
   v1::QueueObjectsRequest req;
   req.set_kind("ClusterQueue");
-  auto list = HandleQueueObjects(req, controller_->queues(), *store_);
+  auto list = HandleQueueObjects(req, controller_->queues(), *store_, {}, kT0, "");
   ASSERT_TRUE(list.ok()) << list.status().ToString();
   ASSERT_EQ(list->objects_size(), 2);
   EXPECT_EQ(list->objects(0).cohort(), "research");
@@ -201,28 +201,28 @@ TEST_F(QueueApplyTest, OperatorListsAndDeletes) {
   EXPECT_TRUE(list->objects(0).has_usage());
 
   req.set_kind("LocalQueue");  // namespace "" is default: none there
-  list = HandleQueueObjects(req, controller_->queues(), *store_);
+  list = HandleQueueObjects(req, controller_->queues(), *store_, {}, kT0, "");
   ASSERT_TRUE(list.ok());
   EXPECT_EQ(list->objects_size(), 0);
   req.set_all_namespaces(true);
-  list = HandleQueueObjects(req, controller_->queues(), *store_);
+  list = HandleQueueObjects(req, controller_->queues(), *store_, {}, kT0, "");
   ASSERT_EQ(list->objects_size(), 1);
   EXPECT_EQ(list->objects(0).namespace_(), "team-a");
   EXPECT_EQ(list->objects(0).cluster_queue(), "team-a");
 
   req.set_kind("WorkloadPriorityClass");
   req.set_name("high");
-  list = HandleQueueObjects(req, controller_->queues(), *store_);
+  list = HandleQueueObjects(req, controller_->queues(), *store_, {}, kT0, "");
   ASSERT_TRUE(list.ok());
   EXPECT_EQ(list->objects(0).value(), 1000);
   EXPECT_NE(list->objects(0).yaml().find("value: 1000"), std::string::npos);
 
   req.set_remove(true);
   const uint64_t generation = controller_->queues().generation();
-  ASSERT_TRUE(HandleQueueObjects(req, controller_->queues(), *store_).ok());
+  ASSERT_TRUE(HandleQueueObjects(req, controller_->queues(), *store_, {}, kT0, "").ok());
   EXPECT_EQ(controller_->queues().FindPriorityClass("high"), nullptr);
   EXPECT_GT(controller_->queues().generation(), generation);
-  auto again = HandleQueueObjects(req, controller_->queues(), *store_);
+  auto again = HandleQueueObjects(req, controller_->queues(), *store_, {}, kT0, "");
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.status().code(), ErrorCode::kNotFound);
   EXPECT_EQ(again.status().message(), "WorkloadPriorityClass/high not found");
@@ -230,9 +230,46 @@ TEST_F(QueueApplyTest, OperatorListsAndDeletes) {
   EXPECT_EQ(controller_->queues().FindPriorityClass("high"), nullptr);  // the delete was stored
 
   req.set_kind("Workload");
-  auto bad = HandleQueueObjects(req, controller_->queues(), *store_);
+  auto bad = HandleQueueObjects(req, controller_->queues(), *store_, {}, kT0, "");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), ErrorCode::kInvalid);
+}
+
+// The Terminating mark (Kueue's resource-in-use finalizer) is a cluster value of its own, stored
+// before memory takes it, read back at load, and removed with its object in one transaction; a
+// mark whose object is not held is dropped at load, so it cannot make a later object Terminating.
+TEST_F(QueueApplyTest, TerminatingMarksAreStoredLoadedAndRemovedWithTheirObject) {
+  ApplyOk(kSetup);
+  QueueCatalog& q = controller_->queues();
+  const uint64_t generation = q.generation();
+  ASSERT_TRUE(q.MarkDeleting(kueue::Kind::kResourceFlavor, "h100", kT0, "alice", *store_).ok());
+  EXPECT_GT(q.generation(), generation);
+  EXPECT_TRUE(q.Terminating(kueue::Kind::kResourceFlavor, "h100"));
+  EXPECT_EQ(*store_->GetClusterValue("queue-deleting/ResourceFlavor/h100"),
+            R"({"by":"alice","deletedMs":1700000000000,"version":1})");
+  EXPECT_EQ(q.MarkDeleting(kueue::Kind::kLocalQueue, "user-queue", kT0, "", *store_).code(),
+            ErrorCode::kInvalid);
+  EXPECT_EQ(q.MarkDeleting(kueue::Kind::kClusterQueue, "ghost", kT0, "", *store_).code(),
+            ErrorCode::kNotFound);
+  EXPECT_EQ(q.terminating_count(), 1u);
+
+  ASSERT_TRUE(store_
+                  ->PutClusterValue("queue-deleting/ClusterQueue/ghost",
+                                    R"({"by":"","deletedMs":1,"version":1})")
+                  .ok());
+  MakeController();
+  QueueCatalog& loaded = controller_->queues();
+  ASSERT_NE(loaded.DeletionOf(kueue::Kind::kResourceFlavor, "", "h100"), nullptr);
+  EXPECT_EQ(loaded.DeletionOf(kueue::Kind::kResourceFlavor, "", "h100")->unix_ms, kT0);
+  EXPECT_EQ(loaded.terminating_count(), 1u);
+  EXPECT_EQ(*store_->GetClusterValue("queue-deleting/ClusterQueue/ghost"), "");
+
+  ASSERT_TRUE(loaded.Delete(kueue::Kind::kResourceFlavor, "", "h100", *store_).ok());
+  EXPECT_EQ(*store_->GetClusterValue("queue-deleting/ResourceFlavor/h100"), "");
+  EXPECT_EQ(loaded.terminating_count(), 0u);
+  // Applied again once gone: a new object, not Terminating.
+  ApplyOk(kSetup);
+  EXPECT_FALSE(controller_->queues().Terminating(kueue::Kind::kResourceFlavor, "h100"));
 }
 
 // Kueue's and Kubeflow's sample manifests (tests/fixtures/kueue/README.md), applied unchanged.

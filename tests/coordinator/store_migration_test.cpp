@@ -155,6 +155,27 @@ TEST_F(StoreMigrationTest, ForceDropsTheTargetsPurgeTombstones) {
   EXPECT_EQ((*left)[0].first, mine.Key());
 }
 
+// The Terminating marks of queue objects deleted while in use (queue_catalog.h) go with the
+// records --force replaces: a target's mark left behind would make the source's ClusterQueue of
+// that name Terminating after the move. The source's marks arrive.
+TEST_F(StoreMigrationTest, ForceDropsTheTargetsTerminatingMarks) {
+  Fill(1, 1);
+  ASSERT_TRUE(sqlite_->PutQueueObject({"ClusterQueue", "", "team-a", "spec: {}"}).ok());
+  ASSERT_TRUE(sqlite_->PutQueueObject({"ResourceFlavor", "", "a100", "spec: {}"}).ok());
+  const std::string mark = R"({"by":"alice","deletedMs":1,"version":1})";
+  ASSERT_TRUE(sqlite_->PutClusterValue("queue-deleting/ResourceFlavor/a100", mark).ok());
+  StartEtcd();
+  ASSERT_TRUE(etcd_->PutQueueObject({"ClusterQueue", "", "team-a", "spec: {old: 1}"}).ok());
+  ASSERT_TRUE(etcd_->PutClusterValue("queue-deleting/ClusterQueue/team-a", mark).ok());
+  auto forced = MigrateStore(*sqlite_, *etcd_, true);
+  ASSERT_TRUE(forced.ok()) << forced.status().ToString();
+  auto marks = etcd_->ListClusterValues("queue-deleting/");
+  ASSERT_TRUE(marks.ok()) << marks.status().ToString();
+  ASSERT_EQ(marks->size(), 1u);
+  EXPECT_EQ((*marks)[0].first, "queue-deleting/ResourceFlavor/a100");
+  EXPECT_EQ((*marks)[0].second, mark);
+}
+
 // Kueue's queue objects (issue 14) are copied too, and a target that lacks one differs.
 TEST_F(StoreMigrationTest, CopiesQueueObjects) {
   Fill(1, 1);

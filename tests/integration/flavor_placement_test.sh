@@ -3,7 +3,9 @@
 # different labels, two flavors. ClusterQueue research takes cpu from flavor a100 first, then h100;
 # the first job gets a100 and must run on node-2 (gpu=a100) although node-1 comes first by name;
 # the second, with a100's quota used, gets h100 and runs on node-1. A third ClusterQueue's flavor
-# has no nodes: its job says so (flavor and labels) instead of waiting silently.
+# has no nodes: its job says so (flavor and labels) instead of waiting silently. Then Kueue's
+# resource-in-use finalizer: a100 and research, deleted while the jobs run, stay Terminating (a
+# new job waits, saying research is terminating) and go once the jobs are done.
 source "$(dirname "$0")/lib.sh"
 
 start_cluster 2 --labels gpu=h100 --labels gpu=a100
@@ -97,6 +99,45 @@ has_reason() { case "$(field third reason)" in *"$1"*) return 0 ;; esac; return 
 wait_for 20 has_reason "ResourceFlavor tpu's nodeLabels accel=tpu" ||
   fail "third does not say why it waits: $(field third reason)"
 placed third && fail "third (flavor tpu, no nodes) was placed"
-touch "$WORK/stop"
 log "each job ran on its flavor's nodes; a flavor without nodes said so"
+
+# Kueue's resource-in-use finalizer: a100 is named by research and used by first, research holds
+# first's and second's quota. Deleted now, both stay, Terminating, until their last user is gone.
+out=$("$CTL" delete resourceflavor a100 2>&1)
+assert_contains "$out" "resourceflavor/a100 deleted" "delete answers at once, as kubectl"
+assert_contains "$out" "is in use (ClusterQueue research, TrainJob first)" "delete says what uses it"
+out=$("$CTL" delete clusterqueue research 2>&1)
+assert_contains "$out" "is in use (TrainJob first, TrainJob second)" "the ClusterQueue's users"
+assert_contains "$("$CTL" get resourceflavors)" "Terminating" "get rf shows it Terminating"
+assert_contains "$("$CTL" get clusterqueues)" "Terminating" "get cq shows it Terminating"
+"$CTL" get rf a100 -o json | python3 -c '
+import json, sys
+o = json.load(sys.stdin)["objects"][0]
+assert o.get("deletionTimestamp", "").endswith("Z"), o
+assert o.get("finalizers") == ["kueue.x-k8s.io/resource-in-use"], o
+assert o.get("inUseBy") == ["ClusterQueue research", "TrainJob first"], o' ||
+  fail "get rf a100 -o json lacks deletionTimestamp, finalizers or inUseBy"
+assert_contains "$("$CTL" describe rf a100)" "In use by:     ClusterQueue research, TrainJob first" \
+  "describe rf says what uses it"
+{ job fourth lq; } > "$WORK/fourth.yaml"
+"$CTL" apply -f "$WORK/fourth.yaml" >/dev/null
+waits() { "$CTL" get trainjob fourth -o json | python3 -c '
+import json, sys
+w = json.load(sys.stdin)["jobs"][0].get("queueWait", {})
+sys.exit(0 if sys.argv[1] in w.get("message", "") else 1)' "$1"; }
+wait_for 20 waits "ClusterQueue research is terminating" ||
+  fail "fourth does not say research is terminating: $("$CTL" describe trainjob fourth)"
+placed fourth && fail "fourth was admitted by a Terminating ClusterQueue"
+
+# first and second finish: research goes, and a100 with it (research was its last user).
+touch "$WORK/stop"
+gone() { ! "$CTL" get "$1" "$2" >/dev/null 2>&1; }
+wait_for 30 gone clusterqueue research || fail "research still there: $("$CTL" get cq 2>&1)"
+wait_for 10 gone resourceflavor a100 || fail "a100 still there: $("$CTL" get rf 2>&1)"
+out=$("$CTL" get rf a100 2>&1 || true)
+assert_contains "$out" "ResourceFlavor/a100 not found" "a100 is gone"
+"$CTL" get rf h100 >/dev/null || fail "h100, never deleted, is gone"
+wait_for 20 waits "ClusterQueue research not found" ||
+  fail "fourth does not say research is gone: $("$CTL" describe trainjob fourth)"
+log "a flavor and a ClusterQueue in use stayed Terminating, and went with their last job"
 echo "PASS flavor_placement_test"
