@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -150,8 +151,13 @@ std::string SpareFileFiller::Error() const {
 
 void SpareFileFiller::Run() {
 #ifdef __linux__
-  // Only this thread (Linux's nice is per thread): the launches come first.
-  setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
+  // Only this thread (Linux's policies and nice are per thread): the launches come first. With
+  // SCHED_IDLE, which any thread may take: below nice 19, and below the agent's own policy when
+  // that is real-time (chrt), which its threads inherit and which nice does not lower. Else
+  // nice 19.
+  sched_param none{};
+  if (sched_setscheduler(static_cast<pid_t>(gettid()), SCHED_IDLE, &none) != 0)
+    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
 #endif
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {

@@ -73,9 +73,9 @@ Status MakePrivateDirectoryFromSpare(const std::string& path, SpareFiles* spares
 Result<int> OpenRankLog(const std::string& path, bool create_parent, SpareFiles* spares);
 
 // The making side, in the agent: one thread that keeps `dir` holding at least the largest number
-// of files asked for so far (Want), making what is missing at the lowest CPU priority (nice 19),
-// so that it takes only time the launches leave. Its errors are reported by Error() and stop it
-// from making more until the next Want; the launches then create their logs as before.
+// of files asked for so far (Want), making what is missing at the lowest CPU priority (SCHED_IDLE,
+// else nice 19), so that it takes only time the launches leave. Its errors are reported by Error()
+// and stop it from making more until the next Want; the launches then create their logs as before.
 // Want and Error may be called from any thread; the destructor stops the thread (after the file it
 // is making).
 class SpareFileFiller {
