@@ -396,8 +396,11 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
     return;
   }
   const std::string work_dir = WorkDir(plan.job());
-  Status blocked = platform::MakePrivateDirectory(work_dir);  // the ranks run as this user
-  if (blocked.ok()) blocked = MakeJobWorkspace(config_.state_dir, plan.job());
+  // The launch's new dirs are spares renamed into place where the filler left some.
+  step::SpareFiles spares(supervisor_->spare_dir());
+  // The ranks run as this user.
+  Status blocked = step::MakePrivateDirectoryFromSpare(work_dir, &spares);
+  if (blocked.ok()) blocked = MakeJobWorkspace(config_.state_dir, plan.job(), &spares);
   if (blocked.ok()) blocked = WritePlanFiles(plan, work_dir);
   if (Status s = StampAttempt(work_dir, plan.job(), plan.attempt(), config_.name); !s.ok())
     spdlog::warn("{}: {}", plan.job(), s.message());  // the next attempt's report lacks it

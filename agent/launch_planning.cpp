@@ -38,10 +38,14 @@ std::map<std::string, std::string> WorkspaceEnvFor(const std::string& work_dir,
           {"TRAINLET_CACHE_DIR", NodeCacheDir(state_dir)}};
 }
 
-Status MakeJobWorkspace(const std::string& state_dir, const std::string& job) {
+Status MakeJobWorkspace(const std::string& state_dir, const std::string& job,
+                        step::SpareFiles* spares) {
   const std::string workspace = JobWorkspaceDir(JobWorkDir(state_dir, job));
   for (const std::string& dir :
        {NodeCacheDir(state_dir), workspace, workspace + "/dataset", workspace + "/model"}) {
+    // A spare is an empty 0700 dir of ours; it never replaces anything (RENAME_NOREPLACE), a link
+    // a rank left included, which the path below then meets as before.
+    if (spares != nullptr && dir != NodeCacheDir(state_dir) && spares->TakeDirAs(dir)) continue;
     std::error_code ec;
     fs::create_directories(dir, ec);
     // nofollow: a rank running as run_as owns the work dir and could leave a link here.

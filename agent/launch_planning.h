@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "agent/rank_binding.h"
+#include "agent/step/spare_files.h"
 #include "agent/worker_supervisor.h"
 #include "common/status.h"
 #include "trainlet/accelerator_plugin.h"
@@ -54,7 +55,10 @@ std::map<std::string, std::string> WorkspaceEnvFor(const std::string& work_dir,
                                                    const std::string& state_dir);
 // Not pure: creates the job's workspace with dataset/ and model/, and the node's cache dir, each
 // 0700 (the workers run as the agent's user). The error names the dir that could not be made.
-Status MakeJobWorkspace(const std::string& state_dir, const std::string& job);
+// With `spares`, a missing workspace dir is a spare dir renamed into place where one is left
+// (agent/step/spare_files.h): no inode allocated while the launch waits.
+Status MakeJobWorkspace(const std::string& state_dir, const std::string& job,
+                        step::SpareFiles* spares = nullptr);
 
 // The env every process of a job gets from this node (ranks and exec sessions): TRAINLET_NODE,
 // TRAINLET_WORK_DIR, TRAINLET_EXEC and WorkspaceEnvFor's.

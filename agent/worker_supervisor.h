@@ -257,6 +257,9 @@ class WorkerSupervisor {
   size_t running() const;
   size_t running(const std::string& job) const;
   bool IsRunning(const std::string& job, uint32_t attempt, uint32_t rank) const;
+  // Where spare files and dirs are made ahead (Options::spare_dir; "" before InitSteps or
+  // without a steps_dir), for the launch's own dirs (agent/step/spare_files.h).
+  const std::string& spare_dir() const { return options_.spare_dir; }
   // Every worker still running: (job, attempt, rank, pid), for a registration report. Held ranks
   // (not started yet) are not listed.
   struct RunningWorker {

@@ -29,6 +29,8 @@ using step::StepRecord;
 namespace {
 
 constexpr char kStepDied[] = "step process died; exit status unknown";
+// The spare dirs one launch takes: the job's work dir, workspace/, dataset/ and model/.
+constexpr size_t kSpareDirsPerLaunch = 4;
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
@@ -266,13 +268,19 @@ Status WorkerSupervisor::SpawnStep(const step::StepLaunch& spec, Step& s, int& r
   std::error_code ec;
   fs::create_directory(s.dir, ec);
   if (ec) return IoError("step dir " + s.dir + ": " + ec.message());
+  // The two files are spares renamed into place where the filler left some (spare_files.h): the
+  // launch file's temporary name (opened O_TRUNC by WriteLaunchFile) and the events file.
+  step::SpareFiles spares(options_.spare_dir);
+  spares.TakeAs(s.dir + "/launch.json.tmp");
+  const std::string events = s.dir + "/events";
+  const bool spare_events = spares.TakeAs(events);
   Status written = step::WriteLaunchFile(s.dir + "/launch.json", spec);
   if (!written.ok()) {
     fs::remove_all(s.dir, ec);
     return written;
   }
-  const std::string events = s.dir + "/events";
-  const int create = open(events.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  const int create =
+      spare_events ? -1 : open(events.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (create >= 0) close(create);
   s.events_fd = open(events.c_str(), O_RDONLY | O_CLOEXEC);
   if (s.events_fd < 0) {
@@ -433,7 +441,9 @@ std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerL
   }
   // The next step of this size finds its logs made (the step has reported ready: the filler
   // takes no CPU from its spawns).
-  if (spares_) spares_->Want(spec.ranks.size());
+  // The ranks' logs, the step's two files (SpawnStep), and the job's work dir and its three
+  // workspace dirs (the agent's OnLaunchPlan).
+  if (spares_) spares_->Want(spec.ranks.size() + 2, kSpareDirsPerLaunch);
   if (standby_) standby_->StepStarted(Clock::now());  // the next one, once the node is quiet
   const int id = next_step_id_++;
   Step& kept = steps_[id] = std::move(s);

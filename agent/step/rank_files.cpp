@@ -100,12 +100,22 @@ Status Give(int fd, const std::string& path, const RankIdentity& owner) {
   return Status::Ok();
 }
 
-// Makes `name` under `dir_fd` a hard link to the open file `fd`. False when it cannot (no
-// /proc, a file whose every name is gone): the caller writes a file of its own.
+// Makes `name` under `dir_fd` a hard link to the open file `fd`, replacing a file of that name
+// (one a step of the same pid left). False when it cannot (no /proc, a file whose every name is
+// gone): the caller writes a file of its own. By the descriptor itself where the step may
+// (AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH, which root has), else through /proc/self/fd.
 bool LinkTo(int fd, int dir_fd, const std::string& name) {
 #ifdef __linux__
   const std::string self = "/proc/self/fd/" + std::to_string(fd);
-  return linkat(AT_FDCWD, self.c_str(), dir_fd, name.c_str(), AT_SYMLINK_FOLLOW) == 0;
+  for (int tries = 0; tries < 2; ++tries) {
+    if (linkat(fd, "", dir_fd, name.c_str(), AT_EMPTY_PATH) == 0) return true;
+    if (errno != EEXIST &&
+        linkat(AT_FDCWD, self.c_str(), dir_fd, name.c_str(), AT_SYMLINK_FOLLOW) == 0)
+      return true;
+    if (errno != EEXIST) return false;
+    unlinkat(dir_fd, name.c_str(), 0);
+  }
+  return false;
 #else
   (void)fd, (void)dir_fd, (void)name;
   return false;
@@ -116,8 +126,12 @@ bool LinkTo(int fd, int dir_fd, const std::string& name) {
 // (errno set).
 int WriteSecretFile(int dir_fd, const std::string& name, const std::string& value, uid_t uid,
                     gid_t gid) {
-  const int fd =
-      openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
+  constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = openat(dir_fd, name.c_str(), kFlags, 0400);
+  if (fd < 0 && errno == EEXIST) {  // left by a step of the same pid: replaced, never written to
+    unlinkat(dir_fd, name.c_str(), 0);
+    fd = openat(dir_fd, name.c_str(), kFlags, 0400);
+  }
   if (fd < 0) return -1;
   if (write(fd, value.data(), value.size()) == static_cast<ssize_t>(value.size()) &&
       fchown(fd, uid, gid) == 0 && fchmod(fd, 0400) == 0) {
@@ -129,10 +143,45 @@ int WriteSecretFile(int dir_fd, const std::string& name, const std::string& valu
   return -1;
 }
 
+// The secrets dir under `work_dir`, made if need be, opened without following a link and given
+// to uid:gid (0700); its descriptor, or an error naming it.
+Result<int> OpenSecretsDir(const std::string& work_dir, uid_t uid, gid_t gid) {
+  const std::string dir = work_dir + "/" + kSecretsDirName;
+  const int work_fd = open(work_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (work_fd < 0) return IoError("secret files: " + Errno(work_dir));
+  if (mkdirat(work_fd, kSecretsDirName, 0700) != 0 && errno != EEXIST) {
+    close(work_fd);
+    return IoError("secret files: " + Errno(dir));
+  }
+  const int dir_fd = OpenDirAt(work_fd, kSecretsDirName);
+  close(work_fd);
+  if (dir_fd < 0) return IoError("secret files: " + Errno(dir));
+  if (fchown(dir_fd, uid, gid) != 0 || fchmod(dir_fd, 0700) != 0) {
+    const Status st = IoError("secret files: " + Errno("chown " + dir));
+    close(dir_fd);
+    return st;
+  }
+  return dir_fd;
+}
+
 }  // namespace
 
 SecretFileLinks::~SecretFileLinks() {
   for (const auto& [key, fd] : fds_) close(fd);
+  for (const auto& [dir, ready] : dirs_) close(ready.fd);
+}
+
+int SecretFileLinks::FindDir(const std::string& dir, uid_t uid, gid_t gid) const {
+  auto it = dirs_.find(dir);
+  return it == dirs_.end() || it->second.uid != uid || it->second.gid != gid ? -1 : it->second.fd;
+}
+
+void SecretFileLinks::KeepDir(const std::string& dir, uid_t uid, gid_t gid, int fd) {
+  auto [it, added] = dirs_.try_emplace(dir, ReadyDir{uid, gid, fd});
+  if (!added) {
+    close(it->second.fd);
+    it->second = ReadyDir{uid, gid, fd};
+  }
 }
 
 int SecretFileLinks::Find(const std::string& dir, const std::string& name, const std::string& value,
@@ -174,20 +223,15 @@ Result<std::vector<std::string>> MoveSecretsToFiles(std::vector<std::string>& en
   if (work_dir.empty() || work_dir[0] != '/')
     return InvalidError("secret files: the rank has no TRAINLET_WORK_DIR to keep them in");
   const std::string dir = work_dir + "/" + kSecretsDirName;
-  const int work_fd = open(work_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (work_fd < 0) return IoError("secret files: " + Errno(work_dir));
-  if (mkdirat(work_fd, kSecretsDirName, 0700) != 0 && errno != EEXIST) {
-    close(work_fd);
-    return IoError("secret files: " + Errno(dir));
-  }
-  const int dir_fd = OpenDirAt(work_fd, kSecretsDirName);
-  close(work_fd);
-  if (dir_fd < 0) return IoError("secret files: " + Errno(dir));
   const uid_t uid = owner ? owner->uid : geteuid();
   const gid_t gid = owner ? owner->gid : getegid();
+  // Made ready once per step for each work dir and user (SecretFileLinks), else for this call.
+  int dir_fd = links != nullptr ? links->FindDir(dir, uid, gid) : -1;
+  if (dir_fd < 0) {
+    TRAINLET_ASSIGN_OR_RETURN(dir_fd, OpenSecretsDir(work_dir, uid, gid));
+    if (links != nullptr) links->KeepDir(dir, uid, gid, dir_fd);
+  }
   Status st = Status::Ok();
-  if (fchown(dir_fd, uid, gid) != 0 || fchmod(dir_fd, 0700) != 0)
-    st = IoError("secret files: " + Errno("chown " + dir));
   std::vector<std::string> kept, ours;
   for (std::string& kv : envp) {
     const std::string key = kv.substr(0, kv.find('='));
@@ -209,7 +253,6 @@ Result<std::vector<std::string>> MoveSecretsToFiles(std::vector<std::string>& en
       }
       value = std::move(*content);
     }
-    unlinkat(dir_fd, name.c_str(), 0);
     const int same = links != nullptr ? links->Find(dir, key, value, uid, gid) : -1;
     if (same < 0 || !LinkTo(same, dir_fd, name)) {
       const int fd = WriteSecretFile(dir_fd, name, value, uid, gid);
@@ -224,7 +267,7 @@ Result<std::vector<std::string>> MoveSecretsToFiles(std::vector<std::string>& en
     written.push_back(path);
     ours.push_back(key + (kind == Kind::kEnv ? kSecretFileSuffix : "") + "=" + path);
   }
-  close(dir_fd);
+  if (links == nullptr) close(dir_fd);
   if (!st.ok()) {
     RemoveSecretFiles(written);
     return st;

@@ -49,6 +49,9 @@ namespace trainlet::step {
 // carries the attempt's one rendezvous token, and allocating an inode is most of what a file
 // costs (on ext4 after many deletes, about as much as spawning the rank). Linux only (the link is
 // made through /proc/self/fd); elsewhere, and whenever a link fails, a new file is written.
+// It also keeps each secrets dir it has made ready (made, opened without following links, given
+// to its user): the next rank of the same work dir and user writes into the open dir, without the
+// eight calls (open, mkdir, open, chown, chmod ...) that preparing it again takes.
 // The descriptors are close-on-exec. Owned by the step; plain libc, its single thread.
 class SecretFileLinks {
  public:
@@ -66,9 +69,20 @@ class SecretFileLinks {
             gid_t gid, int fd);
   size_t size() const { return fds_.size(); }
 
+  // The secrets dir `dir` made ready for uid:gid before (KeepDir), or -1.
+  int FindDir(const std::string& dir, uid_t uid, gid_t gid) const;
+  // Keeps `fd` (taken over) as `dir`, ready for uid:gid; it replaces what was kept for `dir`.
+  void KeepDir(const std::string& dir, uid_t uid, gid_t gid, int fd);
+
  private:
   using Key = std::tuple<std::string, std::string, std::string, uid_t, gid_t>;
   std::map<Key, int> fds_;
+  struct ReadyDir {
+    uid_t uid;
+    gid_t gid;
+    int fd;
+  };
+  std::map<std::string, ReadyDir> dirs_;
 };
 
 // The env variables moved into files, and the suffix of the variable that names the file.

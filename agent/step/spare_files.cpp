@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,53 +21,80 @@ namespace trainlet::step {
 namespace {
 
 constexpr char kFillDir[] = ".fill";
+constexpr char kDirsDir[] = ".dirs";  // the spare dirs
 
-// The names of `dir`'s files that are not dot-names; empty when it cannot be read.
-std::vector<std::string> ListFiles(const std::string& dir) {
+// The names of `dir`'s files (or, with `dirs`, its directories) that are not dot-names; empty
+// when it cannot be read.
+std::vector<std::string> List(const std::string& dir, bool dirs = false) {
   std::vector<std::string> names;
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return names;
   while (const dirent* e = readdir(d)) {
     if (e->d_name[0] == '.') continue;
-    if (e->d_type != DT_REG && e->d_type != DT_UNKNOWN) continue;
+    if (e->d_type != (dirs ? DT_DIR : DT_REG) && e->d_type != DT_UNKNOWN) continue;
+    if (e->d_type == DT_UNKNOWN) {
+      struct stat st {};
+      const std::string full = dir + "/" + e->d_name;
+      if (lstat(full.c_str(), &st) != 0 || (dirs ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)))
+        continue;
+    }
     names.emplace_back(e->d_name);
   }
   closedir(d);
   return names;
 }
 
+std::vector<std::string> ListFiles(const std::string& dir) { return List(dir); }
+
 }  // namespace
 
-bool SpareFiles::TakeAs(const std::string& path) {
+bool SpareFiles::TakeAs(const std::string& path) { return Take(dir_, files_, false, path); }
+
+bool SpareFiles::TakeDirAs(const std::string& path) {
+  return Take(dir_.empty() ? dir_ : dir_ + "/" + kDirsDir, dirs_, true, path);
+}
+
+bool SpareFiles::Take(const std::string& from_dir, Pool& pool, bool dirs, const std::string& path) {
 #ifdef __linux__
   if (dir_.empty()) return false;
-  if (!listed_) {
-    listed_ = true;
-    names_ = ListFiles(dir_);
+  if (!pool.listed) {
+    pool.listed = true;
+    pool.names = List(from_dir, dirs);
   }
-  while (!names_.empty()) {
-    const std::string from = dir_ + "/" + names_.back();
+  while (!pool.names.empty()) {
+    const std::string from = from_dir + "/" + pool.names.back();
     if (renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) == 0) {
-      names_.pop_back();
+      pool.names.pop_back();
       return true;
     }
     const int err = errno;
     if (err == EEXIST) return false;  // the log exists: appended to, the spare kept
     if (err == ENOENT && access(from.c_str(), F_OK) != 0) {
-      names_.pop_back();  // another step took it
+      pool.names.pop_back();  // another step took it
       continue;
     }
     // No such dir for `path`, another file system, no RENAME_NOREPLACE there: create as before.
     if (err != ENOENT) {
-      names_.clear();
+      files_.names.clear();
+      dirs_.names.clear();
       dir_.clear();
     }
     return false;
   }
 #else
-  (void)path;
+  (void)from_dir, (void)pool, (void)dirs, (void)path;
 #endif
   return false;
+}
+
+Status MakePrivateDirectoryFromSpare(const std::string& path, SpareFiles* spares) {
+  if (spares != nullptr && spares->TakeDirAs(path)) {
+    // A spare is made 0700; checked all the same, as MakePrivateDirectory checks what it finds.
+    struct stat st {};
+    if (lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 07777) == 0700)
+      return Status::Ok();
+  }
+  return platform::MakePrivateDirectory(path);
 }
 
 Result<int> OpenRankLog(const std::string& path, bool create_parent, SpareFiles* spares) {
@@ -96,10 +124,11 @@ SpareFileFiller::~SpareFileFiller() {
   thread_.join();
 }
 
-void SpareFileFiller::Want(size_t files) {
+void SpareFileFiller::Want(size_t files, size_t dirs) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     want_ = std::max(want_, std::min(files, max_files_));
+    want_dirs_ = std::max(want_dirs_, std::min(dirs, max_files_));
     work_ = true;
   }
   cv_.notify_all();
@@ -122,8 +151,13 @@ std::string SpareFileFiller::Error() const {
 
 void SpareFileFiller::Run() {
 #ifdef __linux__
-  // Only this thread (Linux's nice is per thread): the launches come first.
-  setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
+  // Only this thread (Linux's policies and nice are per thread): the launches come first. With
+  // SCHED_IDLE, which any thread may take: below nice 19, and below the agent's own policy when
+  // that is real-time (chrt), which its threads inherit and which nice does not lower. Else
+  // nice 19.
+  sched_param none{};
+  if (sched_setscheduler(static_cast<pid_t>(gettid()), SCHED_IDLE, &none) != 0)
+    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
 #endif
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
@@ -139,9 +173,9 @@ void SpareFileFiller::Run() {
       cv_.wait_for(lock, settle_, [this] { return stop_ || work_; });
     }
     if (stop_) return;
-    const size_t want = want_;
+    const size_t want = want_, want_dirs = want_dirs_;
     lock.unlock();
-    Result<size_t> made = Fill(want);
+    Result<size_t> made = Fill(want, want_dirs);
     lock.lock();
     busy_ = false;
     if (made.ok()) {
@@ -154,9 +188,10 @@ void SpareFileFiller::Run() {
   }
 }
 
-Result<size_t> SpareFileFiller::Fill(size_t want) {
+Result<size_t> SpareFileFiller::Fill(size_t want, size_t want_dirs) {
 #ifdef __linux__
   const std::string fill = dir_ + "/" + kFillDir;
+  const std::string dirs = dir_ + "/" + kDirsDir;
   TRAINLET_RETURN_IF_ERROR(platform::MakePrivateDirectory(dir_));
   // The fill dir is made anew for each fill, spread to a block group of its own (its files'
   // inodes are allocated in its group: directory_spread.h), so it is not the state dir's group,
@@ -166,6 +201,12 @@ Result<size_t> SpareFileFiller::Fill(size_t want) {
   // Files made before an interrupted rename (the agent stopped) are spares like the others.
   for (const std::string& name : ListFiles(fill)) {
     std::rename((fill + "/" + name).c_str(), (dir_ + "/" + name).c_str());
+  }
+  if (want_dirs > 0) TRAINLET_RETURN_IF_ERROR(platform::MakePrivateDirectory(dirs));
+  for (const std::string& name : List(fill, /*dirs=*/true)) {
+    if (want_dirs == 0 ||
+        std::rename((fill + "/" + name).c_str(), (dirs + "/" + name).c_str()) != 0)
+      rmdir((fill + "/" + name).c_str());
   }
   rmdir(fill.c_str());
   TRAINLET_RETURN_IF_ERROR(platform::MakePrivateDirectory(fill));
@@ -197,9 +238,30 @@ Result<size_t> SpareFileFiller::Fill(size_t want) {
     ++have;
     ++made;
   }
+  // The dirs after the files: a launch takes its rank logs' files on its critical path too.
+  size_t have_dirs = want_dirs > 0 ? List(dirs, /*dirs=*/true).size() : 0;
+  while (have_dirs < want_dirs) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) break;
+    }
+    const std::string name = prefix + std::to_string(++seq_);
+    const std::string made_path = fill + "/" + name;
+    if (mkdir(made_path.c_str(), 0700) != 0) {
+      if (errno == EEXIST) continue;
+      return IoError("spare dirs: " + made_path + ": " + std::strerror(errno));
+    }
+    if (std::rename(made_path.c_str(), (dirs + "/" + name).c_str()) != 0) {
+      const int err = errno;
+      rmdir(made_path.c_str());
+      return IoError("spare dirs: " + dirs + "/" + name + ": " + std::strerror(err));
+    }
+    ++have_dirs;
+    ++made;
+  }
   return made;
 #else
-  (void)want;
+  (void)want, (void)want_dirs;
   return size_t{0};
 #endif
 }

@@ -13,6 +13,11 @@
 // makes each file under <dir>/.fill and renames it into <dir> when made, so a taker never waits on
 // a directory lock held through an inode allocation.
 //
+// Spare directories, the same way: the agent makes a launch's private dirs (the job's work dir,
+// its workspace/, dataset/ and model/, all 0700) from empty 0700 dirs the filler made in
+// <dir>/.dirs, where a new directory's inode costs most (ext4's Orlov allocator looks at every
+// block group for a directory, as well as the recently freed inodes).
+//
 // Files are taken with rename(RENAME_NOREPLACE): a log that exists already (an earlier attempt's,
 // appended to) is never replaced, and two steps taking at once each get a different file (the one
 // that loses the race sees ENOENT and tries the next). Linux only; elsewhere Take never takes and
@@ -43,12 +48,24 @@ class SpareFiles {
   // fails otherwise (another file system: the spares are then given up for this step); the caller
   // then creates `path` as it would have.
   bool TakeAs(const std::string& path);
+  // The same for a spare directory (0700, empty, the agent's user): true when `path` is now one.
+  bool TakeDirAs(const std::string& path);
 
  private:
+  struct Pool {
+    bool listed = false;
+    std::vector<std::string> names;  // listed once, taken from the back
+  };
+  bool Take(const std::string& from_dir, Pool& pool, bool dirs, const std::string& path);
+
   std::string dir_;
-  bool listed_ = false;
-  std::vector<std::string> names_;  // listed once, taken from the back
+  Pool files_, dirs_;
 };
+
+// `path` made as a private (0700) directory, from a spare when `spares` has one and `path` does
+// not exist yet (its parent must); else as platform::MakePrivateDirectory makes it, parents and
+// all. Errors as MakePrivateDirectory's.
+Status MakePrivateDirectoryFromSpare(const std::string& path, SpareFiles* spares);
 
 // The log of a rank, opened as OpenWorkerLog opens it (O_APPEND, 0600, close-on-exec), with its
 // parent dir created first when `create_parent`, and made from a spare when `spares` has one and
@@ -56,9 +73,9 @@ class SpareFiles {
 Result<int> OpenRankLog(const std::string& path, bool create_parent, SpareFiles* spares);
 
 // The making side, in the agent: one thread that keeps `dir` holding at least the largest number
-// of files asked for so far (Want), making what is missing at the lowest CPU priority (nice 19),
-// so that it takes only time the launches leave. Its errors are reported by Error() and stop it
-// from making more until the next Want; the launches then create their logs as before.
+// of files asked for so far (Want), making what is missing at the lowest CPU priority (SCHED_IDLE,
+// else nice 19), so that it takes only time the launches leave. Its errors are reported by Error()
+// and stop it from making more until the next Want; the launches then create their logs as before.
 // Want and Error may be called from any thread; the destructor stops the thread (after the file it
 // is making).
 class SpareFileFiller {
@@ -72,9 +89,9 @@ class SpareFileFiller {
   SpareFileFiller& operator=(const SpareFileFiller&) = delete;
 
   // A step of `files` ranks was started: keep at least that many spares (up to max_files), and
-  // make the missing ones now.
-  void Want(size_t files);
-  // How many files the thread has made; for tests.
+  // make the missing ones now; as many dirs for `dirs` (also up to max_files).
+  void Want(size_t files, size_t dirs = 0);
+  // How many files (and dirs) the thread has made; for tests.
   size_t Made() const;
   // Blocks until the thread has nothing left to do; for tests.
   void WaitIdle();
@@ -86,9 +103,9 @@ class SpareFileFiller {
 
  private:
   void Run();
-  // Moves leftovers of an interrupted fill into `dir_`, then makes files until `want`; under no
-  // lock. Returns how many it made.
-  Result<size_t> Fill(size_t want);
+  // Moves leftovers of an interrupted fill into `dir_`, then makes files until `want` and dirs
+  // until `want_dirs`; under no lock. Returns how many it made.
+  Result<size_t> Fill(size_t want, size_t want_dirs);
 
   const std::string dir_;
   const size_t max_files_;
@@ -97,6 +114,7 @@ class SpareFileFiller {
   std::condition_variable cv_;
   // Guarded by mu_.
   size_t want_ = 0;
+  size_t want_dirs_ = 0;
   bool work_ = false;
   bool busy_ = false;
   bool stop_ = false;

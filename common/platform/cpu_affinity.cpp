@@ -21,6 +21,12 @@ int BindThisThread(const std::vector<unsigned>& cpus, SavedAffinity* saved) {
   for (unsigned c : cpus) {
     if (c < CPU_SETSIZE) CPU_SET(c, &mask);
   }
+  // Bound to those already (every rank of a job that has the whole machine): nothing to set, and
+  // nothing to restore.
+  if (CPU_EQUAL(&mask, &old_mask)) {
+    saved->bytes.clear();
+    return 0;
+  }
   if (sched_setaffinity(0, sizeof mask, &mask) != 0) return errno;
   saved->bytes.resize(sizeof old_mask);
   std::memcpy(saved->bytes.data(), &old_mask, sizeof old_mask);

@@ -19,7 +19,8 @@ struct SavedAffinity {
 
 // Binds the calling thread to `cpus` (CPU numbers the kernel uses), saving the old set in
 // *saved. 0, or an errno value (EINVAL: none of `cpus` is usable). Does nothing and returns 0
-// where CpuAffinitySupported() is false.
+// where CpuAffinitySupported() is false, and where the thread is bound to exactly `cpus` already
+// (then RestoreThisThread does nothing either).
 int BindThisThread(const std::vector<unsigned>& cpus, SavedAffinity* saved);
 void RestoreThisThread(const SavedAffinity& saved);
 // The CPUs the calling thread may run on; empty where that cannot be told.

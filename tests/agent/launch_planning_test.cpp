@@ -4,9 +4,11 @@
 #include "agent/launch_planning.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "tests/common/test_dir.h"
@@ -369,6 +371,38 @@ TEST(MakeJobWorkspace, CreatesThePrivateDirsAndTheCache) {
   const Status s = MakeJobWorkspace(dir.path(), "blocked");
   EXPECT_EQ(s.code(), ErrorCode::kIo);
   EXPECT_NE(s.message().find("/work/blocked/workspace"), std::string::npos) << s.message();
+}
+
+// With spares, the workspace's three dirs are spare dirs renamed into place (0700 all the same);
+// a file in the way is still the error naming it.
+TEST(MakeJobWorkspace, TakesItsDirsFromSpares) {
+  testing::TempDir dir;
+  namespace fs = std::filesystem;
+  const std::string spare = dir.path() + "/spare-files";
+  step::SpareFileFiller filler(spare);
+  filler.Want(0, 3);
+  filler.WaitIdle();
+  std::set<ino_t> made;
+  for (const auto& e : fs::directory_iterator(spare + "/.dirs")) {
+    struct stat st {};
+    ASSERT_EQ(stat(e.path().c_str(), &st), 0);
+    made.insert(st.st_ino);
+  }
+  ASSERT_EQ(made.size(), 3u);
+  fs::create_directories(dir.path() + "/work/train");
+  step::SpareFiles spares(spare);
+  ASSERT_TRUE(MakeJobWorkspace(dir.path(), "train", &spares).ok());
+  for (const std::string sub :
+       {"/work/train/workspace", "/work/train/workspace/dataset", "/work/train/workspace/model"}) {
+    struct stat st {};
+    ASSERT_EQ(stat((dir.path() + sub).c_str(), &st), 0) << sub;
+    EXPECT_TRUE(made.contains(st.st_ino)) << sub;
+    EXPECT_EQ(st.st_mode & 07777, 0700u) << sub;
+  }
+  fs::create_directories(dir.path() + "/work/blocked");
+  ASSERT_TRUE(std::ofstream(dir.path() + "/work/blocked/workspace").good());
+  const Status s = MakeJobWorkspace(dir.path(), "blocked", &spares);
+  EXPECT_EQ(s.code(), ErrorCode::kIo);
 }
 
 }  // namespace

@@ -118,6 +118,33 @@ TEST(RankFiles, RanksWithTheSameSecretShareOneInode) {
   EXPECT_EQ(Slurp(f1), "tok");
 }
 
+// The secrets dir is made ready (made, opened, given to its user) once per step and work dir: the
+// next rank writes into the dir kept open. A name that a step of the same pid left behind is
+// replaced by the link, never written through.
+TEST(RankFiles, RanksOfOneStepShareTheReadySecretsDir) {
+  testing::TempDir dir;
+  SecretFileLinks links;
+  const std::string secrets = dir.path() + "/.trainlet-secrets";
+  std::vector<std::string> r0 = {"TRAINLET_WORK_DIR=" + dir.path(), "TRAINLET_EXEC_KEY=k"};
+  std::vector<std::string> r1 = r0;
+  EXPECT_LT(links.FindDir(secrets, geteuid(), getegid()), 0);
+  auto w0 = MoveSecretsToFiles(r0, "s9-r0", std::nullopt, "", &links);
+  ASSERT_TRUE(w0.ok()) << w0.status().message();
+  EXPECT_GE(links.FindDir(secrets, geteuid(), getegid()), 0);
+  EXPECT_LT(links.FindDir(secrets, geteuid() + 1, getegid()), 0);  // another user: made ready anew
+  const std::string stale = secrets + "/s9-r1.TRAINLET_EXEC_KEY";
+  { std::ofstream(stale) << "stale"; }
+  const ino_t stale_inode = InodeOf(stale);
+  auto w1 = MoveSecretsToFiles(r1, "s9-r1", std::nullopt, "", &links);
+  ASSERT_TRUE(w1.ok()) << w1.status().message();
+  EXPECT_EQ((*w1)[0], stale);
+  EXPECT_EQ(Slurp(stale), "k");
+  EXPECT_NE(InodeOf(stale), stale_inode);
+  struct stat st {};
+  ASSERT_EQ(stat(secrets.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+}
+
 // Once every name of the kept file is gone there is nothing to link to: the next rank gets a new
 // file with the secret, not an error.
 TEST(RankFiles, AFileWhoseNamesAreGoneIsWrittenAgain) {

@@ -92,6 +92,49 @@ TEST(SpareFiles, ARankLogIsASpareRenamedAndTheSpareIsGone) {
   EXPECT_EQ(text.str(), "hello\n");
 }
 
+// Spare dirs: the filler makes empty 0700 dirs apart from the files (under .dirs, which a file
+// taker never lists); a launch's private dir is one of them, renamed; a path that exists (a dir,
+// or a link a rank left) is never replaced, and is then made or checked as before.
+TEST(SpareFiles, APrivateDirIsASpareDirRenamedAndNothingIsReplaced) {
+  testing::TempDir dir;
+  const std::string spare = dir.File("spare-files");
+  SpareFileFiller filler(spare);
+  filler.Want(1, 2);
+  filler.WaitIdle();
+  EXPECT_EQ(filler.Error(), "");
+  EXPECT_EQ(CountFiles(spare), 1u);
+  std::set<ino_t> dirs;
+  for (const auto& e : fs::directory_iterator(spare + "/.dirs")) {
+    ASSERT_TRUE(e.is_directory());
+    EXPECT_EQ(e.status().permissions() & fs::perms::all, static_cast<fs::perms>(0700));
+    dirs.insert(Inode(e.path().string()));
+  }
+  ASSERT_EQ(dirs.size(), 2u);
+
+  SpareFiles taker(spare);
+  const std::string work = dir.File("work/job");
+  fs::create_directories(dir.File("work"));
+  ASSERT_TRUE(MakePrivateDirectoryFromSpare(work, &taker).ok());
+  EXPECT_TRUE(dirs.contains(Inode(work)));  // made ahead
+  EXPECT_EQ(fs::status(work).permissions() & fs::perms::all, static_cast<fs::perms>(0700));
+  ASSERT_TRUE(MakePrivateDirectoryFromSpare(work, &taker).ok());  // exists: kept, spare kept
+  EXPECT_TRUE(dirs.contains(Inode(work)));
+  EXPECT_EQ(CountFiles(spare), 1u);  // a file taker's list holds no dir
+  size_t left = 0;
+  for (const auto& e : fs::directory_iterator(spare + "/.dirs")) left += e.is_directory();
+  EXPECT_EQ(left, 1u);
+  // A link where the dir should be is never replaced by a spare.
+  fs::create_directories(dir.File("elsewhere"));
+  fs::create_directory_symlink(dir.File("elsewhere"), work + "/workspace");
+  EXPECT_FALSE(taker.TakeDirAs(work + "/workspace"));
+  EXPECT_TRUE(fs::is_symlink(work + "/workspace"));
+  // No parent: not taken, made with its parents as before.
+  const std::string deep = dir.File("a/b/c");
+  ASSERT_TRUE(MakePrivateDirectoryFromSpare(deep, &taker).ok());
+  EXPECT_TRUE(fs::is_directory(deep));
+  EXPECT_FALSE(dirs.contains(Inode(deep)));
+}
+
 TEST(SpareFiles, AnExistingLogIsAppendedToAndKeepsTheSpare) {
   testing::TempDir dir;
   const std::string spare = dir.File("spare-files");

@@ -162,9 +162,10 @@ TEST_F(StepSupervisorTest, ExitCodesSignalsAndLogsKept) {
   EXPECT_EQ(StepDirs(), 0u);
 }
 
-// After a step starts, the supervisor makes as many spare files as it had ranks
-// (agent/step/spare_files.h); the next step's new rank logs are those files, renamed: the same
-// inodes, none allocated while the ranks start.
+// After a step starts, the supervisor makes as many spare files as it had ranks, and two for the
+// next step's own launch.json and events (agent/step/spare_files.h); the next step's new rank
+// logs and those two files are the spares, renamed: the same inodes, none allocated while the
+// launch waits.
 TEST_F(StepSupervisorTest, RankLogsOfTheNextStepAreTheSpareFilesMadeAfterTheFirst) {
   auto& sup = Make();
   auto first = sup.StartStep({Launch({"/bin/true"}, 0), Launch({"/bin/true"}, 1)}, 1s);
@@ -173,16 +174,16 @@ TEST_F(StepSupervisorTest, RankLogsOfTheNextStepAreTheSpareFilesMadeAfterTheFirs
   const fs::path spare = dir_ / "spare-files";
   std::set<ino_t> made;
   const auto deadline = Clock::now() + 10s;
-  while (made.size() < 2 && Clock::now() < deadline) {
+  while (made.size() < 4 && Clock::now() < deadline) {
     made.clear();
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(spare, ec)) {
       struct stat st {};
       if (e.is_regular_file() && stat(e.path().c_str(), &st) == 0) made.insert(st.st_ino);
     }
-    if (made.size() < 2) std::this_thread::sleep_for(5ms);
+    if (made.size() < 4) std::this_thread::sleep_for(5ms);
   }
-  ASSERT_EQ(made.size(), 2u);
+  ASSERT_EQ(made.size(), 4u);
   WorkerLaunch a = Launch({"/bin/sh", "-c", "echo second"}, 0);
   WorkerLaunch b = Launch({"/bin/true"}, 1);
   a.attempt = b.attempt = 2;
@@ -190,6 +191,14 @@ TEST_F(StepSupervisorTest, RankLogsOfTheNextStepAreTheSpareFilesMadeAfterTheFirs
   b.log_path = (dir_ / "logs2" / "rank-1.log").string();
   auto second = sup.StartStep({a, b}, 1s);
   for (const auto& s : second) ASSERT_TRUE(s.ok()) << s.status().message();
+  size_t step_files = 0;  // the second step's launch.json and events, while its dir is there
+  for (const auto& d : fs::directory_iterator(options_.steps_dir)) {
+    for (const char* name : {"launch.json", "events"}) {
+      struct stat st {};
+      if (stat((d.path() / name).c_str(), &st) == 0 && made.contains(st.st_ino)) ++step_files;
+    }
+  }
+  EXPECT_EQ(step_files, 2u);
   Deliver(WaitExits(2));
   for (const std::string& log : {a.log_path, b.log_path}) {
     struct stat st {};

@@ -343,6 +343,17 @@ TEST(CpuAffinity, BindsAndRestores) {
   EXPECT_EQ(ThisThreadCpus(), std::vector<unsigned>{mine.back()});
   RestoreThisThread(saved);
   EXPECT_EQ(ThisThreadCpus(), mine);
+  // Bound to exactly those already: nothing is set, and the restore leaves a later bind alone.
+  SavedAffinity same;
+  ASSERT_EQ(BindThisThread(mine, &same), 0);
+  EXPECT_EQ(ThisThreadCpus(), mine);
+  if (mine.size() > 1) {
+    ASSERT_EQ(BindThisThread({mine.front()}, &saved), 0);
+    RestoreThisThread(same);  // saved nothing: must not widen the thread again
+    EXPECT_EQ(ThisThreadCpus(), std::vector<unsigned>{mine.front()});
+    RestoreThisThread(saved);
+  }
+  EXPECT_EQ(ThisThreadCpus(), mine);
 }
 
 TEST(DirectorySpread, MarksTheDirectoryAndSaysWhyNot) {
