@@ -1,7 +1,6 @@
 #include "agent/http_request_head.h"
 
 #include <algorithm>
-#include <cctype>
 
 namespace trainlet::agent {
 namespace {
@@ -13,16 +12,18 @@ std::string_view Trim(std::string_view s) {
   return s.substr(b, s.find_last_not_of(" \t") - b + 1);
 }
 
+// ASCII only, inline: header names and these values are ASCII, and std::tolower is a call into
+// the C library per character (1% of the agent's CPU per post in bench/progress's profile).
+char AsciiLower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
 bool EqualsLower(std::string_view s, std::string_view lower) {
-  return std::equal(s.begin(), s.end(), lower.begin(), lower.end(), [](char a, char b) {
-    return std::tolower(static_cast<unsigned char>(a)) == b;
-  });
+  return std::equal(s.begin(), s.end(), lower.begin(), lower.end(),
+                    [](char a, char b) { return AsciiLower(a) == b; });
 }
 
 bool ContainsLower(std::string_view s, std::string_view lower) {
-  return std::search(s.begin(), s.end(), lower.begin(), lower.end(), [](char a, char b) {
-           return std::tolower(static_cast<unsigned char>(a)) == b;
-         }) != s.end();
+  return std::search(s.begin(), s.end(), lower.begin(), lower.end(),
+                     [](char a, char b) { return AsciiLower(a) == b; }) != s.end();
 }
 
 }  // namespace

@@ -4,13 +4,16 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "agent/json_subset_scanner.h"
+
 namespace trainlet::agent {
 namespace {
 
 using nlohmann::json;
 
-Status FieldError(const std::string& field, const std::string& why) {
-  return InvalidError(field + ": " + why);
+// Errors are made only when refusing: the names and messages are not built for a good post.
+Status FieldError(std::string_view field, std::string_view why) {
+  return InvalidError(std::string(field) + ": " + std::string(why));
 }
 
 // What one field of the body held, as the parse below saw it last (Go's decoder and a JSON
@@ -55,6 +58,8 @@ class BodySax : public nlohmann::json_sax<json> {
   enum class List { kAbsent, kNotList, kList } metrics = List::kAbsent;
   size_t metric_count = 0;
   std::vector<Metric> metric_list;
+
+  BodySax() { stack_.reserve(8); }  // one allocation for a body's usual depth (4)
 
   bool null() override { return Scalar(Kind::kNull); }
   bool boolean(bool) override { return Scalar(Kind::kOther); }
@@ -216,28 +221,28 @@ class BodySax : public nlohmann::json_sax<json> {
 };
 
 // An integer in [lo, hi]; 45.0 is not one, as for Go's decoder into int32.
-Result<int64_t> IntegerIn(const Integer& v, const std::string& field, int64_t lo, int64_t hi) {
-  const std::string range =
-      "must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
-  if (v.kind == Integer::Kind::kUnsigned) {
-    if (v.u > static_cast<uint64_t>(hi)) return FieldError(field, range);
-    return static_cast<int64_t>(v.u);
+Result<int64_t> IntegerIn(const Integer& v, std::string_view field, int64_t lo, int64_t hi) {
+  const bool in_range = v.kind == Integer::Kind::kUnsigned
+                            ? v.u <= static_cast<uint64_t>(hi)
+                            : v.kind == Integer::Kind::kSigned && v.i >= lo && v.i <= hi;
+  if (!in_range) {
+    return FieldError(
+        field, "must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
   }
-  if (v.kind != Integer::Kind::kSigned || v.i < lo || v.i > hi) return FieldError(field, range);
-  return v.i;
+  return v.kind == Integer::Kind::kUnsigned ? static_cast<int64_t>(v.u) : v.i;
 }
 
-Result<std::string> CheckText(Text& t, const std::string& field) {
-  if (t.kind == Text::Kind::kAbsent) return FieldError(field, "required");
-  if (t.kind != Text::Kind::kString) return FieldError(field, "must be a string");
-  if (t.s.empty() || t.s.size() > kMaxMetricTextBytes) {
-    return FieldError(field, "must be 1 to " + std::to_string(kMaxMetricTextBytes) + " bytes");
-  }
-  return std::move(t.s);
+// The refusal of a metric's name or value, or nullopt when it is good.
+std::optional<std::string_view> TextProblem(const Text& t) {
+  if (t.kind == Text::Kind::kAbsent) return "required";
+  if (t.kind != Text::Kind::kString) return "must be a string";
+  if (t.s.empty() || t.s.size() > kMaxMetricTextBytes) return "must be 1 to 64 bytes";
+  return std::nullopt;
 }
+static_assert(kMaxMetricTextBytes == 64, "TextProblem's message names the limit");
 
 Status CheckMetrics(BodySax& body, v1::TrainerStatus* out) {
-  const std::string field = "trainerStatus.metrics";
+  constexpr std::string_view field = "trainerStatus.metrics";
   if (body.metrics == BodySax::List::kNotList) return FieldError(field, "must be a list");
   if (body.metric_count > kMaxProgressMetrics) {
     return FieldError(field, "at most " + std::to_string(kMaxProgressMetrics) + " metrics, got " +
@@ -245,13 +250,13 @@ Status CheckMetrics(BodySax& body, v1::TrainerStatus* out) {
   }
   for (size_t i = 0; i < body.metric_list.size(); ++i) {
     Metric& metric = body.metric_list[i];
-    const std::string at = field + "[" + std::to_string(i) + "]";
-    if (!metric.object) return FieldError(at, "must be an object with name and value");
-    TRAINLET_ASSIGN_OR_RETURN(auto name, CheckText(metric.name, at + ".name"));
-    TRAINLET_ASSIGN_OR_RETURN(auto value, CheckText(metric.value, at + ".value"));
+    auto at = [&] { return std::string(field) + "[" + std::to_string(i) + "]"; };
+    if (!metric.object) return FieldError(at(), "must be an object with name and value");
+    if (auto why = TextProblem(metric.name)) return FieldError(at() + ".name", *why);
+    if (auto why = TextProblem(metric.value)) return FieldError(at() + ".value", *why);
     auto* m = out->add_metrics();
-    m->set_name(std::move(name));
-    m->set_value(std::move(value));
+    m->set_name(std::move(metric.name.s));
+    m->set_value(std::move(metric.value.s));
   }
   return Status::Ok();
 }
@@ -316,9 +321,10 @@ std::optional<int64_t> ParseRfc3339Ms(std::string_view t) {
   return seconds * 1000 + ms;
 }
 
-Result<std::optional<v1::TrainerStatus>> ParseProgressBody(std::string_view body) {
-  BodySax doc;
-  if (!json::sax_parse(body, &doc)) return InvalidError("body: not valid JSON");
+namespace {
+
+// Kubeflow's rules over what the parse kept.
+Result<std::optional<v1::TrainerStatus>> Interpret(BodySax& doc) {
   if (!doc.top_object) return InvalidError("body: must be a JSON object");
   if (doc.ts == BodySax::Ts::kAbsent) return std::optional<v1::TrainerStatus>();
   if (doc.ts == BodySax::Ts::kNotObject) return FieldError("trainerStatus", "must be an object");
@@ -345,6 +351,19 @@ Result<std::optional<v1::TrainerStatus>> ParseProgressBody(std::string_view body
     out.set_last_updated_unix_ms(*ms);
   }
   return std::optional<v1::TrainerStatus>(std::move(out));
+}
+
+}  // namespace
+
+Result<std::optional<v1::TrainerStatus>> ParseProgressBody(std::string_view body,
+                                                           ProgressJsonParser parser) {
+  if (parser == ProgressJsonParser::kSubsetFirst) {
+    BodySax doc;
+    if (ScanJsonSubset(body, &doc)) return Interpret(doc);
+  }
+  BodySax doc;  // a fresh one: the subset scan may have fed the other part of the body
+  if (!json::sax_parse(body, &doc)) return InvalidError("body: not valid JSON");
+  return Interpret(doc);
 }
 
 }  // namespace trainlet::agent

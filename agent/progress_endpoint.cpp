@@ -26,23 +26,25 @@ HttpResponse Refusal(int code, const std::string& reason, const std::string& mes
   return r;
 }
 
-// {ns, name} of ".../namespaces/{ns}/trainjobs/{name}/status"; nullopt for another path.
-std::optional<std::pair<std::string, std::string>> SplitStatusPath(const std::string& path) {
-  const std::string prefix = kPathPrefix;
-  if (path.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+// {ns, name} of ".../namespaces/{ns}/trainjobs/{name}/status", views into `path`; nullopt for
+// another path.
+std::optional<std::pair<std::string_view, std::string_view>> SplitStatusPath(
+    std::string_view path) {
+  constexpr std::string_view prefix = kPathPrefix;
+  if (path.substr(0, prefix.size()) != prefix) return std::nullopt;
   const size_t ns_end = path.find('/', prefix.size());
-  if (ns_end == std::string::npos || path.compare(ns_end, 11, "/trainjobs/") != 0) {
+  if (ns_end == std::string_view::npos || path.substr(ns_end, 11) != "/trainjobs/") {
     return std::nullopt;
   }
   const size_t name_at = ns_end + 11;
   const size_t name_end = path.find('/', name_at);
-  if (name_end == std::string::npos || path.compare(name_end, std::string::npos, "/status") != 0) {
+  if (name_end == std::string_view::npos || path.substr(name_end) != "/status") {
     return std::nullopt;
   }
-  std::string ns = path.substr(prefix.size(), ns_end - prefix.size());
-  std::string name = path.substr(name_at, name_end - name_at);
+  const std::string_view ns = path.substr(prefix.size(), ns_end - prefix.size());
+  const std::string_view name = path.substr(name_at, name_end - name_at);
   if (ns.empty() || name.empty()) return std::nullopt;
-  return std::make_pair(std::move(ns), std::move(name));
+  return std::make_pair(ns, name);
 }
 
 std::string UrlHost(const std::string& host) {
@@ -155,8 +157,9 @@ HttpResponse ProgressEndpoint::Check(const HttpRequest& request) {
   const ProgressTokenClaim& claim = known->second;
   const auto& [ns, name] = *target;
   if (ns != kProgressNamespace || name != claim.job) {
-    return Refusal(403, "Forbidden",
-                   "the token is for job " + claim.job + ", not " + ns + "/" + name);
+    return Refusal(
+        403, "Forbidden",
+        "the token is for job " + claim.job + ", not " + std::string(ns) + "/" + std::string(name));
   }
   return Accept(claim.job, claim.attempt, request);
 }
@@ -187,10 +190,8 @@ HttpResponse ProgressEndpoint::Accept(const std::string& job, uint32_t attempt,
     if (pending_.empty()) posted_->Notify();
     pending_[{job, attempt}] = std::move(status);
   }
-  HttpResponse ok;
-  ok.content_type = "application/json";
-  ok.body = request.body;  // Kubeflow echoes what it took
-  return ok;
+  // Kubeflow echoes what it took.
+  return HttpResponse{200, "application/json", request.body, {}};
 }
 
 std::map<std::string, std::string> ProgressEndpoint::RankEnv(const std::string& job,

@@ -104,8 +104,10 @@ Result<SSL_CTX*> MakeContext(const std::string& cert, const std::string& key) {
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
   SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
                                SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_CIPHER_SERVER_PREFERENCE);
-  // Idle kept-alive connections give their 16-34 KiB record buffers back.
-  SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
+  // Not SSL_MODE_RELEASE_BUFFERS: it frees and allocates both ~17 KiB record buffers at every
+  // post (four malloc calls of the large-chunk kind). A connection keeps them while it posts;
+  // Sweep gives them back once it has been idle for a sweep period.
+  SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   SSL_CTX_set_num_tickets(ctx, 1);  // one resumption ticket per handshake is enough
   // Read whole socket buffers, not a record header then its body: one read per post.
   SSL_CTX_set_read_ahead(ctx, 1);
@@ -187,11 +189,18 @@ bool ProgressHttpsServer::Dispatch(const std::vector<platform::PollSet::Event>& 
   for (const auto& ready : events) {
     if (ready.tag == interrupt_.get()) return false;
   }
+  // One clock read per wake-up, not one per read and write: the posts of one wake-up are served
+  // within microseconds of each other, and the timeouts are seconds.
+  now_ = Clock::now();
+  // OpenSSL's error queue is emptied here once, and after each call that failed, rather than
+  // before every SSL_read and SSL_write (SSL_get_error needs it empty; clearing it costs a
+  // thread-local lookup each time).
+  ERR_clear_error();
   for (const auto& ready : events) {
     if (ready.tag == this) {
       Accept();
     } else if (sweep_ && ready.tag == sweep_.get()) {
-      if (sweep_->Consume()) Sweep(Clock::now());
+      if (sweep_->Consume()) Sweep(now_);
     } else if (const auto fd = TagSocket(ready.tag)) {
       auto it = connections_.find(*fd);
       if (it != connections_.end()) Drive(*it->second);
@@ -210,11 +219,12 @@ void ProgressHttpsServer::Accept() {
       close(fd);
       continue;
     }
+    ERR_clear_error();  // whatever loading the TLS files left
     int yes = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);  // head and body, one round trip
     auto c = std::make_unique<Connection>();
     c->fd = fd;
-    c->since = Clock::now();
+    c->since = now_;
     c->ready = !options_.tls;  // plain HTTP: no handshake
     if (options_.tls) {
       c->ssl = SSL_new(ctx_);
@@ -272,8 +282,8 @@ void ProgressHttpsServer::Drive(Connection& c) {
     // it closes (the sweep ends it otherwise), so that closing with unread data does not reset
     // the connection before the client has read the answer (a 413 to a 10 MB upload).
     if (c.ssl != nullptr) {
-      ERR_clear_error();
       SSL_shutdown(c.ssl);
+      ERR_clear_error();
     }
     shutdown(c.fd, SHUT_WR);
     c.draining = true;
@@ -292,12 +302,11 @@ void ProgressHttpsServer::Drive(Connection& c) {
 
 bool ProgressHttpsServer::Handshake(Connection& c) {
   if (c.ready) return true;
-  ERR_clear_error();
   const int rc = SSL_do_handshake(c.ssl);
   if (rc == 1) {
     c.ready = true;
     c.wants_write = false;
-    c.since = Clock::now();
+    c.since = now_;
     return true;
   }
   const int err = SSL_get_error(c.ssl, rc);
@@ -313,7 +322,6 @@ ssize_t ProgressHttpsServer::ReadSome(Connection& c, char* buf, size_t size) {
     if (n > 0) return n;
     return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? 0 : -1;
   }
-  ERR_clear_error();
   const int n = SSL_read(c.ssl, buf, static_cast<int>(size));
   if (n > 0) return n;
   const int err = SSL_get_error(c.ssl, n);
@@ -333,7 +341,6 @@ ssize_t ProgressHttpsServer::WriteSome(Connection& c, const char* data, size_t s
     }
     return -1;
   }
-  ERR_clear_error();
   const int n = SSL_write(c.ssl, data, static_cast<int>(size));
   if (n > 0) return n;
   const int err = SSL_get_error(c.ssl, n);
@@ -351,7 +358,7 @@ bool ProgressHttpsServer::ReadRequests(Connection& c) {
     if (n < 0) return false;  // the client closed, or the connection broke
     if (n == 0) return true;
     if (!c.draining) c.in.append(buf, static_cast<size_t>(n));
-    c.since = Clock::now();
+    c.since = now_;
     // No read to learn the socket is empty (one syscall less per post): what is left in the
     // socket wakes the poll set again; only what OpenSSL holds already must be read now.
     if (c.ssl == nullptr || !SSL_has_pending(c.ssl)) return true;
@@ -418,7 +425,7 @@ bool ProgressHttpsServer::Flush(Connection& c) {
     const ssize_t n = WriteSome(c, c.out.data() + c.out_at, c.out.size() - c.out_at);
     if (n > 0) {
       c.out_at += static_cast<size_t>(n);
-      c.since = Clock::now();
+      c.since = now_;
       continue;
     }
     // A client that reads slowly but always: drop what it took, or `out` grows without end
@@ -447,7 +454,13 @@ void ProgressHttpsServer::Sweep(Clock::time_point now) {
     const auto limit = between_requests ? options_.idle_timeout : options_.io_timeout;
     const int fd = it->first;
     ++it;
-    if (now - c.since > limit) Close(fd);
+    if (now - c.since > limit) {
+      Close(fd);
+    } else if (between_requests && c.ssl != nullptr && now - c.since >= kSweepPeriod) {
+      // Idle for a sweep period: its record buffers go back (a no-op once they have; OpenSSL
+      // keeps them while it holds unread bytes) and come again with the next post.
+      SSL_free_buffers(c.ssl);
+    }
   }
 }
 

@@ -24,6 +24,9 @@
 // "Expect: 100-continue" gets its 100 at once (curl sends it for bodies over 1 KiB).
 // TLS: 1.2 or 1.3, the server's certificate chain and key from PEM files; session tickets on
 // (OpenSSL's default), so a client that reconnects with its session skips the full handshake.
+// A connection keeps its two ~17 KiB record buffers while it posts (freeing them after every
+// record, SSL_MODE_RELEASE_BUFFERS, cost four large malloc calls per post) and gives them back
+// once idle for a second (the idle sweep): ~34 KiB per posting rank, none per idle one.
 //
 // With Options::tls false it serves plain HTTP instead, the same way: the agent's /metrics,
 // /healthz and /readyz (agent_ops.cpp), so the agent has one HTTP stack and links no httplib.
@@ -134,6 +137,7 @@ class ProgressHttpsServer {
   // Owned by the loop.
   std::map<int, std::unique_ptr<Connection>> connections_;  // by socket
   std::unique_ptr<platform::PeriodicTimer> sweep_;          // only while connections are open
+  Clock::time_point now_;  // read once per wake-up (Dispatch): the time of what it serves
 };
 
 }  // namespace trainlet::agent

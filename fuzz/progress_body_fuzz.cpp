@@ -1,7 +1,8 @@
 // libFuzzer target for what a rank sends the agent's progress endpoint (agent/progress_body.h,
 // agent/progress_token.h): any bytes as a body, and as a bearer token, must give a value or an
-// error, never a crash, a hang or an uncaught exception; and whatever is accepted must be within
-// Kubeflow's limits, since the agent forwards it as is.
+// error, never a crash, a hang or an uncaught exception; whatever is accepted must be within
+// Kubeflow's limits, since the agent forwards it as is; and the body's two readers (the JSON subset
+// scanner, nlohmann's parser) must agree.
 
 #include <cstddef>
 #include <cstdint>
@@ -30,6 +31,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         __builtin_trap();
       }
     }
+  }
+  // The subset scanner (agent/json_subset_scanner.h) and nlohmann's parser give one result.
+  auto full = trainlet::agent::ParseProgressBody(
+      text, trainlet::agent::ProgressJsonParser::kFullParserOnly);
+  if (parsed.ok() != full.ok()) __builtin_trap();
+  if (!parsed.ok() && parsed.status().message() != full.status().message()) __builtin_trap();
+  if (parsed.ok() &&
+      (parsed->has_value() != full->has_value() ||
+       (parsed->has_value() && (*parsed)->SerializeAsString() != (*full)->SerializeAsString()))) {
+    __builtin_trap();
   }
   (void)trainlet::agent::ParseRfc3339Ms(text);
   static const trainlet::agent::ProgressTokens tokens(std::string(32, 's'));

@@ -1,6 +1,7 @@
 """update_trainjob_status against a local HTTPS server with a self-signed certificate made here
 with the openssl CLI (standing in for the agent's progress endpoint)."""
 
+import http.client
 import json
 import os
 import shutil
@@ -188,6 +189,22 @@ class KeptConnectionTest(unittest.TestCase):
             self.assertEqual(update_trainjob_status(progress_percentage=p), 200)
         self.assertEqual(len(self.server.posts), 3)
         self.assertEqual(len(set(self.server.peers)), 1, self.server.peers)
+
+    def test_head_and_body_go_in_one_write(self):
+        sent = []
+        real_send = http.client.HTTPConnection.send
+
+        def send(conn, data):
+            sent.append(bytes(data))
+            return real_send(conn, data)
+
+        with mock.patch.object(http.client.HTTPConnection, "send", send):
+            self.assertEqual(update_trainjob_status(progress_percentage=7), 200)
+        self.assertEqual(len(sent), 1, sent)
+        self.assertTrue(sent[0].startswith(b"POST ") and sent[0].endswith(b"}}"), sent[0])
+        self.assertEqual(len(self.server.posts), 1)
+        self.assertEqual(json.loads(self.server.posts[0][2])["trainerStatus"]["progressPercentage"],
+                         7)
 
     def test_a_connection_the_server_closed_is_replaced(self):
         self.server.drop_after_answer = True

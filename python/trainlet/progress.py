@@ -132,11 +132,30 @@ def update_trainjob_status(
 
 class _Connection(http.client.HTTPSConnection):
     """An HTTPS connection that offers the TLS session of its last connection when it reconnects,
-    so a reconnect (the agent closed an idle connection) resumes instead of a full handshake."""
+    so a reconnect (the agent closed an idle connection) resumes instead of a full handshake; and
+    that sends a request's head and body in one write."""
 
     def __init__(self, host, port, context, timeout):
         super().__init__(host, port, context=context, timeout=timeout)
         self._session = None
+        self._body = None  # the body to send with the head (_send_output)
+
+    def _send_output(self, message_body=None, encode_chunked=False):
+        # http.client writes the head, then the body: two TLS records and two TCP segments per
+        # post, each one the agent reads and decrypts (bench/progress: ~20% of its CPU per post).
+        # A bytes body goes with the head instead, in one record.
+        if isinstance(message_body, bytes) and not encode_chunked:
+            self._body = message_body
+            try:
+                return super()._send_output(None, False)  # the head, through send() below
+            finally:
+                self._body = None
+        return super()._send_output(message_body, encode_chunked)
+
+    def send(self, data):
+        if self._body is not None:
+            data, self._body = bytes(data) + self._body, None
+        return super().send(data)
 
     def connect(self):
         http.client.HTTPConnection.connect(self)  # TCP only; TLS below, with the session

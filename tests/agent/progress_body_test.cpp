@@ -3,6 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "agent/json_subset_scanner.h"
+
 namespace trainlet::agent {
 namespace {
 
@@ -101,6 +107,114 @@ TEST(ProgressBody, ReadsRfc3339WithFractionsAndOffsets) {
   EXPECT_FALSE(ParseRfc3339Ms("1970-01-01T00:00:00.Z"));
   EXPECT_FALSE(ParseRfc3339Ms("1970-01-01T00:00:00Zjunk"));
   EXPECT_FALSE(ParseRfc3339Ms(""));
+}
+
+// What ParseProgressBody made of `body`, as text: the refusal, or the status serialized.
+std::string Outcome(const std::string& body, ProgressJsonParser parser) {
+  auto r = ParseProgressBody(body, parser);
+  if (!r.ok()) return "refused: " + r.status().message();
+  if (!r->has_value()) return "no trainerStatus";
+  return "taken: " + (*r)->SerializeAsString();
+}
+
+// The SDK's body (python/trainlet/progress.py), as bench/progress posts it.
+const char kSdkBody[] =
+    R"({"trainerStatus": {"progressPercentage": 1, "estimatedRemainingSeconds": 27, "metrics": )"
+    R"([{"name": "loss", "value": "0.0123"}, {"name": "rank", "value": "17"}], )"
+    R"("lastUpdatedTime": "2026-11-25T13:51:02Z"}})";
+
+// Counts the events, to tell whether the subset scanner took a body.
+struct CountingSax : nlohmann::json_sax<nlohmann::json> {
+  int events = 0;
+  bool null() override { return ++events; }
+  bool boolean(bool) override { return ++events; }
+  bool number_integer(number_integer_t) override { return ++events; }
+  bool number_unsigned(number_unsigned_t) override { return ++events; }
+  bool number_float(number_float_t, const string_t&) override { return ++events; }
+  bool string(string_t&) override { return ++events; }
+  bool binary(binary_t&) override { return ++events; }
+  bool start_object(std::size_t) override { return ++events; }
+  bool key(string_t&) override { return ++events; }
+  bool end_object() override { return ++events; }
+  bool start_array(std::size_t) override { return ++events; }
+  bool end_array() override { return ++events; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+};
+
+bool InSubset(const std::string& body) {
+  CountingSax sax;
+  return ScanJsonSubset(body, &sax);
+}
+
+TEST(ProgressBody, TheSubsetScannerTakesPlainPostsAndLeavesTheRest) {
+  EXPECT_TRUE(InSubset(kSdkBody));
+  EXPECT_TRUE(InSubset(" {\"a\" : [ [], {}, true, false, null, -0, 0, 123456789012345678 ] }\r\n"));
+  for (const char* outside : {
+           "",                      // nothing
+           "[1]",                   // the top is not an object
+           "{\"a\":\"\\n\"}",       // an escape
+           "{\"a\":\"\xc3\xa9\"}",  // not ASCII
+           "\xef\xbb\xbf{}",        // a byte order mark
+           "{\"a\":1.5}",
+           "{\"a\":1e3}",
+           "{\"a\":01}",                   // a fraction, an exponent, a leading zero
+           "{\"a\":1234567890123456789}",  // 19 digits
+           "{\"a\":-}",
+           "{\"a\":tru}",
+           "{\"a\":1,}",
+           "{\"a\" 1}",
+           "{} x",
+           "{\"a\":\"\t\"}",
+       }) {
+    EXPECT_FALSE(InSubset(outside)) << outside;
+  }
+  std::string deep = "{\"a\":";
+  for (size_t i = 1; i < kMaxJsonSubsetDepth; ++i) deep += "[";
+  EXPECT_TRUE(InSubset(deep + std::string(kMaxJsonSubsetDepth - 1, ']') + "}"));
+  EXPECT_FALSE(InSubset(deep + "[" + std::string(kMaxJsonSubsetDepth, ']') + "}"));
+}
+
+// Whichever path reads a body, the result is the same: for bodies in the subset, outside it, and
+// every one-byte change of the SDK's body (deleted, or replaced or preceded by a byte that matters
+// to JSON).
+TEST(ProgressBody, TheSubsetScannerAndNlohmannAgree) {
+  std::vector<std::string> bodies = {
+      kSdkBody,
+      R"({"trainerStatus":{"progressPercentage":-0}})",
+      R"({"trainerStatus":{"progressPercentage":100,"progressPercentage":null}})",
+      R"({"trainerStatus":{"estimatedRemainingSeconds":999999999999999999}})",
+      R"({"trainerStatus":{"estimatedRemainingSeconds":-999999999999999999}})",
+      R"({"trainerStatus":{"estimatedRemainingSeconds":18446744073709551616}})",
+      R"({"trainerStatus":{"metrics":[{"name":"a","value":"\u00e9"}]}})",
+      R"({"trainerStatus":{"metrics":[{"name":"a","value":"1"},[],{"x":{"name":"b"}}]}})",
+      R"({"trainerStatus":{"metrics":null,"lastUpdatedTime":null}})",
+      R"({"trainerStatus":null})",
+      R"({"x":{"trainerStatus":{"progressPercentage":5}},"trainerStatus":{}})",
+      R"({"trainerStatus":{"progressPercentage":5}} {})",
+      "{\"trainerStatus\":{\"progressPercentage\":5}}\n\t ",
+      Metrics(256),
+      Metrics(257),
+  };
+  const std::string sdk = kSdkBody;
+  for (size_t i = 0; i < sdk.size(); ++i) {
+    bodies.push_back(sdk.substr(0, i) + sdk.substr(i + 1));
+    for (const char c : std::string("{}[]\":,-.0159eEtfn \\\x01\x7f\x80")) {
+      bodies.push_back(sdk.substr(0, i) + c + sdk.substr(i + 1));
+      bodies.push_back(sdk.substr(0, i) + c + sdk.substr(i));
+    }
+  }
+  size_t in_subset = 0;
+  for (const std::string& body : bodies) {
+    in_subset += InSubset(body);
+    EXPECT_EQ(Outcome(body, ProgressJsonParser::kSubsetFirst),
+              Outcome(body, ProgressJsonParser::kFullParserOnly))
+        << body;
+  }
+  // Both paths were compared on many bodies.
+  EXPECT_GT(in_subset, bodies.size() / 4);
+  EXPECT_LT(in_subset, bodies.size());
 }
 
 }  // namespace
