@@ -25,7 +25,7 @@ READ, WRITE, CONNECT, SENDTO, RECVFROM, WAIT4, FDATASYNC, WAITID = SYSCALLS
 ANNOTATIONS = {}  # --annotate KEY=VALUE: on every job (e.g. trainlet.io/binding=none)
 
 
-def job_yaml(path, name, ranks):
+def job_yaml(path, name, ranks, agents=1):
     notes = "".join(f"\n    {k}: \"{v}\"" for k, v in ANNOTATIONS.items())
     notes = f"\n  annotations:{notes}" if notes else ""
     with open(path, "w") as f:
@@ -37,44 +37,51 @@ spec:
   runtimeRef:
     name: plain
   trainer:
-    numNodes: 1
-    numProcPerNode: {ranks}
+    numNodes: {agents}
+    numProcPerNode: {ranks // agents}
     command: ["/bin/true"]
 """)
 
 
-def record(bin_dir, launches, ranks, out_script):
-    d = tempfile.mkdtemp(prefix="trainlet-critpath-")
+def record_launches(bin_dir, launches, ranks, out_script, agents=1, after_each=None,
+                    prefix="trainlet-critpath-", buffer="8M"):
+    """A local cluster of `agents` agents; two untimed warm-up launches, then `launches` timed
+    `apply --wait` of `ranks` /bin/true under `perf record -a` (scheduler and the SYSCALLS),
+    `after_each()` after each one's delete; the trace as `perf script` text in `out_script`.
+    Returns the wall times (ms), the coordinator's pid and the set of the agents' pids."""
+    d = tempfile.mkdtemp(prefix=prefix)
     ctl = os.path.join(bin_dir, "trainletctl")
     env = dict(os.environ, TRAINLET_HOME=d)
     perf = None
     walls = []
     try:
-        subprocess.run([ctl, "local", "up", "--agents", "1", "--slots", str(ranks), "--dir", d,
-                        "--timeout", "60"], check=True, capture_output=True)
+        subprocess.run([ctl, "local", "up", "--agents", str(agents), "--slots",
+                        str(ranks // agents), "--dir", d, "--timeout", "60"], check=True,
+                       capture_output=True)
         pids = {}
         for f in os.listdir(f"{d}/pids"):
             pids[f] = int(open(f"{d}/pids/{f}").read().split()[0])
         coord = pids.pop("coordinator.pid")
-        agent = list(pids.values())[0]
+        agent_pids = set(pids.values())
         for w in range(2):
-            job_yaml(f"{d}/w{w}.yaml", f"w{w}", ranks)
+            job_yaml(f"{d}/w{w}.yaml", f"w{w}", ranks, agents)
             subprocess.run([ctl, "apply", "-f", f"{d}/w{w}.yaml", "--wait"], env=env, check=True,
                            capture_output=True)
             subprocess.run([ctl, "delete", "trainjob", f"w{w}"], env=env, check=True,
                            capture_output=True)
         ids = " || ".join(f"id == {i}" for i in SYSCALLS)
         # perf's own reads and writes are left out by its pid ($$ of the shell it replaces).
-        cmd = ("exec perf record -a -q -o '%s/perf.data' -m 8M "
+        cmd = ("exec perf record -a -q -o '%s/perf.data' -m %s "
                "-e sched:sched_process_exec -e sched:sched_process_fork "
                "-e sched:sched_process_exit -e sched:sched_switch "
                "-e raw_syscalls:sys_enter --filter \"common_pid != $$ && (%s)\" "
-               "-e raw_syscalls:sys_exit --filter \"common_pid != $$ && (%s)\"" % (d, ids, ids))
+               "-e raw_syscalls:sys_exit --filter \"common_pid != $$ && (%s)\"" %
+               (d, buffer, ids, ids))
         perf = subprocess.Popen(["sh", "-c", cmd], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
         time.sleep(1.0)
         for i in range(launches):
-            job_yaml(f"{d}/j{i}.yaml", f"j{i}", ranks)
+            job_yaml(f"{d}/j{i}.yaml", f"j{i}", ranks, agents)
             t = time.perf_counter()
             subprocess.run([ctl, "apply", "-f", f"{d}/j{i}.yaml", "--wait"], env=env, check=True,
                            capture_output=True)
@@ -83,8 +90,10 @@ def record(bin_dir, launches, ranks, out_script):
             subprocess.run([ctl, "delete", "trainjob", f"j{i}"], env=env, check=True,
                            capture_output=True)
             time.sleep(0.3)
+            if after_each is not None:
+                after_each()
         perf.send_signal(signal.SIGINT)
-        perf.wait(timeout=60)
+        perf.wait(timeout=120)
         perf = None
         with open(out_script, "w") as f:
             subprocess.run(["perf", "script", "-i", f"{d}/perf.data", "-F",
@@ -93,10 +102,15 @@ def record(bin_dir, launches, ranks, out_script):
     finally:
         if perf is not None:
             perf.send_signal(signal.SIGINT)
-            perf.wait(timeout=60)
+            perf.wait(timeout=120)
         subprocess.run([ctl, "local", "down", "--dir", d], capture_output=True)
         shutil.rmtree(d, ignore_errors=True)
-    return walls, coord, agent
+    return walls, coord, agent_pids
+
+
+def record(bin_dir, launches, ranks, out_script):
+    walls, coord, agents = record_launches(bin_dir, launches, ranks, out_script)
+    return walls, coord, next(iter(agents))
 
 
 LINE = re.compile(r"^\s*(.+?)\s+(\d+)/(\d+)\s+\[(\d+)\]\s+([\d.]+):\s+(\S+):\s*(.*)$")

@@ -22,25 +22,9 @@ import os, re, shutil, signal, statistics, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from critical_path import (SYSCALLS, READ, WRITE, CONNECT, SENDTO, RECVFROM, FDATASYNC,
-                           SWITCH, parse)
+                           SWITCH, parse, record_launches)
 
 FLOOR_MARK = "/tmp/trainlet-fanout-floor-mark"  # the floor's spawner execs this first (a marker)
-
-
-def job_yaml(path, name, ranks, agents):
-    with open(path, "w") as f:
-        f.write(f"""apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata:
-  name: {name}
-spec:
-  runtimeRef:
-    name: plain
-  trainer:
-    numNodes: {agents}
-    numProcPerNode: {ranks // agents}
-    command: ["/bin/true"]
-""")
 
 
 FLOOR = r"""
@@ -54,63 +38,17 @@ for p in pids: os.waitpid(p, 0)
 
 
 def record(bin_dir, launches, ranks, agents, out_script):
-    d = tempfile.mkdtemp(prefix="trainlet-fanout-")
-    ctl = os.path.join(bin_dir, "trainletctl")
-    env = dict(os.environ, TRAINLET_HOME=d)
-    perf = None
-    walls = []
+    """critical_path's recording on `agents` agents, with the floor's spawner run after each
+    launch so that its spawns are in the same trace."""
     if not os.path.islink(FLOOR_MARK):
         os.symlink("/bin/true", FLOOR_MARK)
-    try:
-        subprocess.run([ctl, "local", "up", "--agents", str(agents), "--slots",
-                        str(ranks // agents), "--dir", d, "--timeout", "60"], check=True,
-                       capture_output=True)
-        pids = {}
-        for f in os.listdir(f"{d}/pids"):
-            pids[f] = int(open(f"{d}/pids/{f}").read().split()[0])
-        coord = pids.pop("coordinator.pid")
-        agent_pids = set(pids.values())
-        for w in range(2):
-            job_yaml(f"{d}/w{w}.yaml", f"w{w}", ranks, agents)
-            subprocess.run([ctl, "apply", "-f", f"{d}/w{w}.yaml", "--wait"], env=env, check=True,
-                           capture_output=True)
-            subprocess.run([ctl, "delete", "trainjob", f"w{w}"], env=env, check=True,
-                           capture_output=True)
-        ids = " || ".join(f"id == {i}" for i in SYSCALLS)
-        cmd = ("exec perf record -a -q -o '%s/perf.data' -m 16M "
-               "-e sched:sched_process_exec -e sched:sched_process_fork "
-               "-e sched:sched_process_exit -e sched:sched_switch "
-               "-e raw_syscalls:sys_enter --filter \"common_pid != $$ && (%s)\" "
-               "-e raw_syscalls:sys_exit --filter \"common_pid != $$ && (%s)\"" % (d, ids, ids))
-        perf = subprocess.Popen(["sh", "-c", cmd], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-        time.sleep(1.0)
-        for i in range(launches):
-            job_yaml(f"{d}/j{i}.yaml", f"j{i}", ranks, agents)
-            t = time.perf_counter()
-            subprocess.run([ctl, "apply", "-f", f"{d}/j{i}.yaml", "--wait"], env=env, check=True,
-                           capture_output=True)
-            walls.append((time.perf_counter() - t) * 1000)
-            time.sleep(0.2)
-            subprocess.run([ctl, "delete", "trainjob", f"j{i}"], env=env, check=True,
-                           capture_output=True)
-            time.sleep(0.3)
-            subprocess.run([sys.executable, "-c", FLOOR, str(ranks), FLOOR_MARK], check=True)
-            time.sleep(0.3)
-        perf.send_signal(signal.SIGINT)
-        perf.wait(timeout=120)
-        perf = None
-        with open(out_script, "w") as f:
-            subprocess.run(["perf", "script", "-i", f"{d}/perf.data", "-F",
-                            "comm,pid,tid,cpu,time,event,trace"], stdout=f,
-                           stderr=subprocess.DEVNULL, check=True)
-    finally:
-        if perf is not None:
-            perf.send_signal(signal.SIGINT)
-            perf.wait(timeout=120)
-        subprocess.run([ctl, "local", "down", "--dir", d], capture_output=True)
-        shutil.rmtree(d, ignore_errors=True)
-    return walls, coord, agent_pids
+
+    def floor():
+        subprocess.run([sys.executable, "-c", FLOOR, str(ranks), FLOOR_MARK], check=True)
+        time.sleep(0.3)
+
+    return record_launches(bin_dir, launches, ranks, out_script, agents=agents, after_each=floor,
+                           prefix="trainlet-fanout-", buffer="16M")
 
 
 def run_time(events, t0, t1):
