@@ -302,5 +302,33 @@ TEST_P(QueueDeletionTest, AFlavorKeptOnlyByATerminatingClusterQueueGoesWithIt) {
   EXPECT_EQ(controller_->queues().terminating_count(), 0u);
 }
 
+// Nothing half-stored: with the store down (etcd's one member killed), a delete of a flavor in
+// use and of an unused one both fail, and memory is as before (no Terminating mark, both still
+// there); with the member back, the same delete marks it. SQLite cannot be made to fail here.
+TEST_P(QueueDeletionTest, ADeleteTheStoreRefusesChangesNothing) {
+  if (GetParam() != "etcd") GTEST_SKIP() << "the store failure is a killed etcd member";
+  ApplyOk(kQueues);
+  ApplyOk(Job("first"));
+  controller_->Schedule(kT0);
+  ASSERT_TRUE(JobOrDie("first").has_admission());
+
+  etcd_->Kill(0);
+  EXPECT_FALSE(Delete("ResourceFlavor", "a100", kT0 + 100).ok());
+  EXPECT_FALSE(Delete("ResourceFlavor", "spare", kT0 + 100).ok());
+  EXPECT_NE(controller_->queues().FindFlavor("a100"), nullptr);
+  EXPECT_NE(controller_->queues().FindFlavor("spare"), nullptr);
+  EXPECT_FALSE(controller_->queues().Terminating(kueue::Kind::kResourceFlavor, "a100"));
+  EXPECT_EQ(controller_->queues().terminating_count(), 0u);
+
+  ASSERT_TRUE(etcd_->Restart(0));
+  ASSERT_TRUE(etcd_->WaitServing(0, 20000)) << etcd_->LogTail(0);
+  EXPECT_EQ(StoredMark("ResourceFlavor", "a100"), "");
+  EXPECT_TRUE(Stored("ResourceFlavor", "spare"));
+  auto deleted = Delete("ResourceFlavor", "a100", kT0 + 200);
+  ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
+  EXPECT_TRUE(controller_->queues().Terminating(kueue::Kind::kResourceFlavor, "a100"));
+  EXPECT_NE(StoredMark("ResourceFlavor", "a100"), "");
+}
+
 }  // namespace
 }  // namespace trainlet::coordinator
