@@ -1,17 +1,27 @@
 #include "coordinator/cluster_identity.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>  // getentropy (glibc)
+#if defined(__APPLE__)
+#include <sys/random.h>  // getentropy (macOS)
+#endif
 
 #include <random>
 
 namespace trainlet::coordinator {
 
 std::string NewClusterId() {
-  std::random_device rd;  // /dev/urandom on Linux
+  // One getentropy call (the kernel's getrandom on Linux, no descriptor), since every TrainJob's
+  // uid is one of these: std::random_device opened /dev/urandom and read it 8 times per id.
+  uint32_t words[8];
+  if (getentropy(words, sizeof words) != 0) {
+    std::random_device rd;  // a kernel without getrandom: /dev/urandom
+    for (auto& w : words) w = rd();
+  }
   static constexpr char kHex[] = "0123456789abcdef";
   std::string id;
-  for (int i = 0; i < 8; ++i) {
-    uint32_t v = rd();
+  id.reserve(32);
+  for (uint32_t v : words) {
     for (int j = 0; j < 4; ++j, v >>= 4) id += kHex[v & 0xf];
   }
   return id;

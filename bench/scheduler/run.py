@@ -160,6 +160,7 @@ class Trainlet:
     def down(self):
         subprocess.run([self.ctl, "local", "down", "--dir", self.dir], env=self.env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        shutil.rmtree(self.dir, ignore_errors=True)  # its state, logs and 200-job files
 
     def phases(self):
         """Phase of every job, by name (trainletctl fetches every page)."""

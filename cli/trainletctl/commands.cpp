@@ -307,9 +307,13 @@ int CmdApply(const CommonFlags& f, const std::string& file, bool wait, const std
   if (f.output == "json") {
     std::cout << ToJson(r);
   } else {
-    for (const auto& c : r.created()) std::cout << lower(c) << " created\n";
-    for (const auto& c : r.configured()) std::cout << lower(c) << " configured\n";
-    for (const auto& c : r.unchanged()) std::cout << lower(c) << " unchanged\n";
+    // One write: std::cout's buffer passes every piece straight to the descriptor
+    // (output_writer.h), and a file of 200 jobs made 400 writes.
+    std::string out;
+    for (const auto& c : r.created()) out += lower(c) + " created\n";
+    for (const auto& c : r.configured()) out += lower(c) + " configured\n";
+    for (const auto& c : r.unchanged()) out += lower(c) + " unchanged\n";
+    std::cout << out;
   }
   if (!wait) return 0;
   std::cout.flush();
