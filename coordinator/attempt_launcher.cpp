@@ -295,9 +295,7 @@ void AttemptLauncher::Stop(JobEntry& job, const std::string& reason, const StopW
 
 bool AttemptLauncher::Warn(JobEntry& job, const StopWarning& warning, const std::string& reason) {
   const v1::JobStatus& st = job.record.status;
-  if (warning.signal == 0 || Warned(job.record.name, st.attempt())) return false;
-  // Marked even when no rank runs: the loop must not wake for this attempt's warning again.
-  warned_[job.record.name] = st.attempt();
+  if (warning.signal == 0) return false;
   std::set<std::string> nodes;
   for (const auto& r : st.ranks()) {
     if (!RankEnded(r)) nodes.insert(r.node());
@@ -307,11 +305,6 @@ bool AttemptLauncher::Warn(JobEntry& job, const StopWarning& warning, const std:
     agents_->WarnWorkers(n, job.record.name, st.attempt(), reason, warning.signal);
   }
   return true;
-}
-
-bool AttemptLauncher::Warned(const std::string& job, uint32_t attempt) const {
-  auto it = warned_.find(job);
-  return it != warned_.end() && it->second == attempt;
 }
 
 void AttemptLauncher::EndPortWait(JobEntry& job) {

@@ -132,11 +132,10 @@ class AttemptLauncher {
   // any (see EndPortWait), and of its workers held for their dependencies (StepRelease::EndHeld).
   void Stop(JobEntry& job, const std::string& reason, const StopWarning& warning = {});
   // Sends `warning`'s signal to every rank of `job`'s current attempt that has not ended and stops
-  // nothing (the warning before an active deadline), once per attempt: false, sending nothing,
-  // when this attempt was warned already or no rank runs (it then counts as warned).
+  // nothing (the warning before an active deadline; the caller keeps it to once per attempt,
+  // JobStatus.deadline_warned_attempt): false, sending nothing, when it has no signal or no rank
+  // runs.
   bool Warn(JobEntry& job, const StopWarning& warning, const std::string& reason);
-  // True once Warn sent the current attempt of the job its warning.
-  bool Warned(const std::string& job, uint32_t attempt) const;
   // Sends the workers of `job`'s attempt that wait for other replicated jobs (held out of its
   // plans on more than one node, step_release.h) once its status shows their dependencies met on
   // every node. Call after each of its worker events.
@@ -156,7 +155,6 @@ class AttemptLauncher {
   void Forget(const std::string& job) {
     releases_.Forget(job);
     port_waits_.Forget(job);
-    warned_.erase(job);
     delivery_.Forget(job);
     resend_to_.erase(job);
     rebuilding_.erase(job);
@@ -216,10 +214,7 @@ class AttemptLauncher {
   Options options_;
   // Owned by the loop.
   PortReservationWaits port_waits_;  // asks exec_ which attempts are active
-  // The attempt each job's deadline warning went to (memory only: a restarted coordinator may
-  // warn an attempt a second time).
-  std::map<std::string, uint32_t> warned_;
-  PlanDelivery delivery_;  // the plans sent, for a resend
+  PlanDelivery delivery_;            // the plans sent, for a resend
   // The workers held out of the plans until their dependencies are met on every node.
   StepRelease releases_;
   // Jobs whose plans, rendered again, wait for their ports: the only nodes to send them to.

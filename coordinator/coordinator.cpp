@@ -92,6 +92,7 @@ Status Coordinator::Init() {
   options.finished_job_ttl = config_.finished_job_ttl;
   options.stop_grace_ms = static_cast<uint32_t>(config_.stop_grace.count());
   options.preemption_grace = config_.preemption_grace;
+  options.deadline_warning = config_.deadline_warning;
   options.server_public_key = keys.public_z85;
   options.admission.default_local_queue = config_.default_queue;
   options.check_run_as = [this](const JobEntry& job, const std::string& user) {

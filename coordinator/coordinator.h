@@ -89,6 +89,9 @@ struct CoordinatorConfig {
   std::chrono::milliseconds stop_grace{kDefaultStopGraceMs};
   // Warning signal to SIGTERM of a preemption or drain --force (JobControllerOptions).
   std::chrono::milliseconds preemption_grace{kDefaultPreemptionGraceSeconds * 1000};
+  // Whether a job with an activeDeadlineSeconds is warned its grace before it, unless its
+  // trainlet.io/deadline-warning annotation says (JobControllerOptions).
+  bool deadline_warning = true;
   // A Starting attempt with ranks not yet started this long after placement fails (StartTimeout).
   std::chrono::milliseconds start_timeout{60000};
   // The first restart of a failed attempt waits restart_backoff; each further one twice as long,

@@ -346,6 +346,10 @@ void JobController::OnWorkerEvent(const std::string& node, const v1::WorkerEvent
       const auto& ranks = st->ranks();
       auto failed = std::find_if(ranks.begin(), ranks.end(),
                                  [&](const auto& r) { return r.rank() == ev.rank(); });
+      if (DeadlineWarned(*st)) {
+        EndAfterDeadlineWarning(job, fold.cause, now_ms);
+        break;
+      }
       AttemptFailure failure;
       if (failed != ranks.end()) failure = FailureOfRank(*failed, fold.cause);
       failure.message = fold.cause;
@@ -353,6 +357,10 @@ void JobController::OnWorkerEvent(const std::string& node, const v1::WorkerEvent
       break;
     }
     case RankEventFold::Outcome::kAllSucceeded: {
+      if (DeadlineWarned(*st)) {
+        EndAfterDeadlineWarning(job, "all " + ranks + " ranks exited 0", now_ms);
+        break;
+      }
       auto* rec = st->mutable_attempts(st->attempts_size() - 1);
       TRAINLET_CHECK(ApplyAttemptTrigger(*rec, AttemptTrigger::kAllRanksSucceeded).ok());
       rec->set_ended_unix_ms(now_ms);
@@ -563,10 +571,10 @@ int64_t JobController::NextWakeMs() const {
     const auto& st = job->record.status;
     if (!IsTerminal(PhaseOf(st)) && !st.deleting())
       next = std::min(next, ActiveDeadlineMs(job->spec, st.created_unix_ms()));
-    if (job->spec.active_deadline_seconds) {  // the warning some ask for (job_lifecycle.cpp)
-      next = std::min(next, DeadlineWarningMs(job->spec, st,
-                                              JobStopWarning(job->spec, options_.preemption_grace),
-                                              launcher_.Warned(name, st.attempt())));
+    if (job->spec.active_deadline_seconds) {  // the warning before it (job_lifecycle.cpp)
+      next = std::min(next, DeadlineWarningMs(
+                                job->spec, st, JobStopWarning(job->spec, options_.preemption_grace),
+                                DeadlineWarningWanted(job->spec, options_.deadline_warning)));
     }
     next = std::min(next, StartDeadlineMs(st, options_.start_timeout));
     // A TTL not yet acted on; one whose delete the store refused is retried by the next pass,

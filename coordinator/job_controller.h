@@ -84,6 +84,9 @@ struct JobControllerOptions {
   // The warning signal to SIGTERM of a preemption, drain --force and the active deadline, for jobs
   // without trainlet.io/preemption-grace-seconds (lifecycle_rules.h, StopWarningOf).
   std::chrono::milliseconds preemption_grace{kDefaultPreemptionGraceSeconds * 1000};
+  // Whether jobs with an activeDeadlineSeconds and no trainlet.io/deadline-warning annotation
+  // get the warning before it (lifecycle_rules.h, DeadlineWarningWanted).
+  bool deadline_warning = true;
   // Apply refuses new work when the state dir's file system has less than this free (or is
   // read-only), so a filling disk stops intake before a write fails halfway. 0: no check.
   uint64_t min_free_bytes = 1 << 20;
@@ -279,8 +282,12 @@ class JobController : private AttemptLauncher::Owner, private AdmissionStep::Own
   void NoteFinished(Job& job, int64_t now_ms);
   void EnforceTtl(int64_t now_ms);
   // Lifecycle: deadlines and suspend (job_lifecycle.cpp; the rules are in lifecycle_rules.h).
-  // Fails every live job whose deadline has passed, with reason DeadlineExceeded.
+  // Warns the ranks of every job whose deadline warning is due, and fails every live job whose
+  // deadline has passed, with reason DeadlineExceeded.
   void EnforceDeadlines(int64_t now_ms);
+  // The current attempt of `job` ended (`how`: its cause, or "all N ranks exited 0") after its
+  // deadline warning: the job fails with DeadlineExceeded, with no restart, whatever the exits.
+  void EndAfterDeadlineWarning(Job& job, const std::string& how, int64_t now_ms);
   // Once stored: memory takes the flip, and a suspend stops the attempt's ranks.
   void CommitSuspend(SuspendFlip flip);
 

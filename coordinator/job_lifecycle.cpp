@@ -14,16 +14,19 @@ void JobController::EnforceDeadlines(int64_t now_ms) {
   for (Job* entry : order_) {
     Job& job = *entry;
     v1::JobStatus& st = job.record.status;
+    if (!job.spec.active_deadline_seconds) continue;
     // The ranks hear of the deadline its warning's grace before it, so they can checkpoint; the
     // job still fails at the deadline. Annotations were checked at apply: a bad one is no warning.
-    if (!job.spec.active_deadline_seconds) continue;
+    // The warned attempt is stored: it is warned once, and its end is the deadline's.
     const StopWarning warning = JobStopWarning(job.spec, options_.preemption_grace);
     if (now_ms >= DeadlineWarningMs(job.spec, st, warning,
-                                    launcher_.Warned(job.record.name, st.attempt())) &&
-        launcher_.Warn(job, warning, "activeDeadlineSeconds is near")) {
-      AppendEvent(st, "Warning", "DeadlineWarning",
-                  WarningMessage(warning, "activeDeadlineSeconds is near"), now_ms);
+                                    DeadlineWarningWanted(job.spec, options_.deadline_warning))) {
+      st.set_deadline_warned_attempt(st.attempt());
       MarkDirty(job);
+      if (launcher_.Warn(job, warning, "activeDeadlineSeconds is near")) {
+        AppendEvent(st, "Warning", "DeadlineWarning",
+                    WarningMessage(warning, "activeDeadlineSeconds is near"), now_ms);
+      }
     }
     if (IsTerminal(PhaseOf(st)) || st.deleting() ||
         now_ms < ActiveDeadlineMs(job.spec, st.created_unix_ms()))
@@ -36,6 +39,21 @@ void JobController::EnforceDeadlines(int64_t now_ms) {
     Transition(job, JobTrigger::kDeadlineExceeded, "DeadlineExceeded",
                cause + "; every rank is stopped", now_ms);
   }
+}
+
+void JobController::EndAfterDeadlineWarning(Job& job, const std::string& how, int64_t now_ms) {
+  v1::JobStatus& st = job.record.status;
+  const std::string cause = "attempt " + std::to_string(st.attempt()) +
+                            " ended after its warning before activeDeadlineSeconds (" +
+                            std::to_string(job.spec.active_deadline_seconds.value_or(0)) +
+                            " s): " + how;
+  EndAttemptRecord(st, AttemptTrigger::kFailed, cause, now_ms);
+  launcher_.Stop(job, "deadline exceeded");
+  Transition(job, JobTrigger::kDeadlineExceeded, "DeadlineExceeded",
+             cause +
+                 "; a job that ends after its deadline warning is stopped by its deadline, "
+                 "and not restarted",
+             now_ms);
 }
 
 void JobController::NoteFinished(Job& job, int64_t now_ms) {

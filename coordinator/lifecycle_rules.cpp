@@ -109,6 +109,11 @@ Result<StopWarning> StopWarningOf(const trainjob::TrainJob& job,
     }
     warning.grace_ms = static_cast<uint32_t>(seconds * 1000);
   }
+  if (auto it = job.annotations.find(std::string(kDeadlineWarningAnnotation));
+      it != job.annotations.end() && it->second != "true" && it->second != "false") {
+    return InvalidError(where(kDeadlineWarningAnnotation) +
+                        "must be \"true\" or \"false\", got \"" + it->second + "\"");
+  }
   return warning;
 }
 
@@ -128,17 +133,27 @@ std::string WarningMessage(const StopWarning& warning, const std::string& why) {
          (why.empty() ? "" : " (" + why + ")");
 }
 
+bool DeadlineWarningWanted(const trainjob::TrainJob& job, bool by_default) {
+  if (auto it = job.annotations.find(std::string(kDeadlineWarningAnnotation));
+      it != job.annotations.end()) {
+    return it->second == "true";
+  }
+  return by_default || job.annotations.contains(std::string(kPreemptionSignalAnnotation)) ||
+         job.annotations.contains(std::string(kPreemptionGraceAnnotation));
+}
+
 int64_t DeadlineWarningMs(const trainjob::TrainJob& spec, const v1::JobStatus& st,
-                          const StopWarning& warning, bool warned) {
+                          const StopWarning& warning, bool wanted) {
   const JobPhase phase = PhaseOf(st);
-  const bool asked = spec.annotations.contains(std::string(kPreemptionSignalAnnotation)) ||
-                     spec.annotations.contains(std::string(kPreemptionGraceAnnotation));
-  if (!asked || warned || warning.signal == 0 || st.deleting() ||
+  if (!wanted || DeadlineWarned(st) || warning.signal == 0 || st.deleting() ||
+      !spec.active_deadline_seconds ||
       (phase != JobPhase::kStarting && phase != JobPhase::kRunning)) {
     return INT64_MAX;
   }
   const int64_t deadline = ActiveDeadlineMs(spec, st.created_unix_ms());
-  return deadline == INT64_MAX ? INT64_MAX : deadline - int64_t{warning.grace_ms};
+  const int64_t lead =
+      std::min<int64_t>(warning.grace_ms, int64_t{*spec.active_deadline_seconds} * 1000 / 2);
+  return deadline == INT64_MAX ? INT64_MAX : deadline - lead;
 }
 
 std::vector<std::pair<std::string, std::string>> RestartEnv(const v1::JobStatus& st) {

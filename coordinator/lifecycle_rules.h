@@ -86,7 +86,8 @@ inline constexpr std::string_view kReasonPreempted = "Preempted";
 
 // The warning of `job`: its annotations when set, else SIGUSR1 and `default_grace`. The signal
 // is a name with or without "SIG" (case-insensitive), or its number on this host; SIGKILL and
-// SIGSTOP, which no rank can catch, are refused. Invalid, naming the annotation, otherwise.
+// SIGSTOP, which no rank can catch, are refused. Invalid, naming the annotation, otherwise; also
+// when trainlet.io/deadline-warning is set to anything but "true" or "false".
 Result<StopWarning> StopWarningOf(const trainjob::TrainJob& job,
                                   std::chrono::milliseconds default_grace);
 // StopWarningOf for a job whose annotations were checked at apply (BuildJobEntry): one that no
@@ -98,13 +99,25 @@ std::string SignalName(int signal);
 // the message of the Warning event a warning records.
 std::string WarningMessage(const StopWarning& warning, const std::string& why);
 
-// When the warning before `spec`'s active deadline is due (the deadline less the warning's
-// grace) for a job whose status is `status`: only for a job that asks for it with either
-// annotation above (as Slurm sends its `--signal` before the time limit only when asked: ranks
-// that do not catch SIGUSR1 die of it), while an attempt runs (Starting or Running) and `warned`
-// is false; INT64_MAX otherwise.
+// Whether a job's ranks get its warning before its activeDeadlineSeconds: the annotation's
+// "true" or "false" when set (checked at apply, StopWarningOf), else the coordinator's
+// deadline_warning (on unless an operator turns it off); a job that sets either annotation above
+// is warned even when the coordinator's default is off.
+inline constexpr std::string_view kDeadlineWarningAnnotation = "trainlet.io/deadline-warning";
+bool DeadlineWarningWanted(const trainjob::TrainJob& job, bool by_default);
+
+// When the warning before `spec`'s active deadline is due for a job whose status is `status`:
+// the deadline less the warning's grace, but never earlier than half-way to the deadline (a 30 s
+// grace must not signal a job with a 20 s deadline at its start). Only when `wanted`
+// (DeadlineWarningWanted), while an attempt runs (Starting or Running) that was not warned yet
+// (JobStatus.deadline_warned_attempt); INT64_MAX otherwise.
 int64_t DeadlineWarningMs(const trainjob::TrainJob& spec, const v1::JobStatus& status,
-                          const StopWarning& warning, bool warned);
+                          const StopWarning& warning, bool wanted);
+// True while the current attempt of the job whose status is `status` has had its deadline
+// warning: however it ends from then on, the deadline ended it (job_lifecycle.cpp).
+inline bool DeadlineWarned(const v1::JobStatus& status) {
+  return status.attempt() != 0 && status.deadline_warned_attempt() == status.attempt();
+}
 
 // What the ranks of the next attempt of a job whose status is `status` are told about the one
 // before it: TRAINLET_RESTART_REASON (preempted, failed or suspended) from the second attempt on,

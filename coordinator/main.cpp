@@ -99,6 +99,12 @@ int main(int argc, char** argv) {
       "A preempted (or drained --force) job's ranks get their warning signal (SIGUSR1 unless "
       "trainlet.io/preemption-signal) this long before SIGTERM, unless "
       "trainlet.io/preemption-grace-seconds says, s");
+  std::string deadline_warning = "on";
+  c.Enum(
+      "deadline_warning", &deadline_warning, {"on", "off"},
+      "on: a job with an activeDeadlineSeconds gets its warning signal its grace (at most half "
+      "the deadline) before it; off: only jobs that ask for it with trainlet.io/deadline-warning "
+      "or a trainlet.io/preemption-* annotation");
   c.Millis("start_timeout_ms", &config.start_timeout, 100, 86400000,
            "A starting attempt whose ranks have not all started this long after placement "
            "fails (StartTimeout) and is restarted, ms");
@@ -170,6 +176,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   config.init_store = empty_store == "init";
+  config.deadline_warning = deadline_warning == "on";
   config.metrics_address = common.metrics_address;
   config.metrics_best_effort = common.metrics_best_effort;
   return trainlet::RunDaemon("trainlet-coordinator",

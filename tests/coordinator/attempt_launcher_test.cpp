@@ -356,29 +356,25 @@ TEST_F(AttemptLauncherTest, AStartTimeoutWhileWaitingForPortsNamesTheNodesThatNe
   EXPECT_THAT(owner_.failed[0], ::testing::Not(HasSubstr("n1")));
 }
 
-// The warning before a deadline goes once per attempt, to the nodes with live ranks, and stops
-// nothing; a stop carries its warning (issue 14).
-TEST_F(AttemptLauncherTest, WarnOncePerAttemptAndStopsCarryTheirWarning) {
+// The warning before a deadline goes to the nodes with live ranks and stops nothing (once per
+// attempt is the controller's: JobStatus.deadline_warned_attempt); a stop carries its warning
+// (issue 14).
+TEST_F(AttemptLauncherTest, WarnGoesToLiveRanksAndStopsCarryTheirWarning) {
   ASSERT_TRUE(Place());
   for (auto& r : *job_.record.status.mutable_ranks()) {
     if (r.node() == "n1") ASSERT_TRUE(ApplyRankTrigger(r, RankTrigger::kNodeLost).ok());
   }
-  EXPECT_FALSE(launcher_.Warned("train", 1));
   EXPECT_TRUE(launcher_.Warn(job_, StopWarning{SIGUSR1, 5000}, "deadline near"));
   EXPECT_THAT(StopNodes(), ElementsAre("n2"));
   EXPECT_TRUE(sink_.sent.back().second.stop_workers().warn_only());
-  EXPECT_TRUE(launcher_.Warned("train", 1));
-  EXPECT_FALSE(launcher_.Warn(job_, StopWarning{SIGUSR1, 5000}, "again"));
-  EXPECT_EQ(StopNodes().size(), 1u);
   EXPECT_FALSE(launcher_.Warn(job_, StopWarning{}, "no signal"));
+  EXPECT_EQ(StopNodes().size(), 1u);
 
   launcher_.Stop(job_, "preempted", StopWarning{SIGUSR2, 7000});
   const v1::StopWorkers& stop = sink_.sent.back().second.stop_workers();
   EXPECT_FALSE(stop.warn_only());
   EXPECT_EQ(stop.warning_signal(), SIGUSR2);
   EXPECT_EQ(stop.warning_grace_ms(), 7000u);
-  launcher_.Forget("train");
-  EXPECT_FALSE(launcher_.Warned("train", 1));
 }
 
 TEST_F(AttemptLauncherTest, AForgottenJobWaitsForNothing) {

@@ -230,16 +230,50 @@ TEST(StopWarningOf, DefaultsAnnotationsAndRefusals) {
             "SIGUSR2 sent to every rank; SIGTERM in 1500 ms (why)");
 }
 
-TEST(DeadlineWarningMs, OnlyWhenAskedWhileAnAttemptRuns) {
-  trainjob::TrainJob spec = JobWith({{"trainlet.io/preemption-grace-seconds", "10"}});
+TEST(DeadlineWarningMs, WhenWantedWhileAnAttemptRunsOnce) {
+  trainjob::TrainJob spec = JobWith({});
   spec.active_deadline_seconds = 60;
   v1::JobStatus st = Status(JobPhase::kRunning);
   st.set_created_unix_ms(1000);
+  st.set_attempt(2);
   const StopWarning w{SIGUSR1, 10000};
-  EXPECT_EQ(DeadlineWarningMs(spec, st, w, false), 1000 + 50000);
+  EXPECT_EQ(DeadlineWarningMs(spec, st, w, true), 1000 + 50000);
+  EXPECT_EQ(DeadlineWarningMs(spec, st, w, false), INT64_MAX);  // not wanted
+  EXPECT_EQ(DeadlineWarningMs(spec, st, StopWarning{0, 10000}, true), INT64_MAX);
+  // A grace longer than half the deadline is cut to half.
+  EXPECT_EQ(DeadlineWarningMs(spec, st, StopWarning{SIGUSR1, 45000}, true), 1000 + 30000);
+  EXPECT_EQ(DeadlineWarningMs(spec, Status(JobPhase::kSuspended), w, true), INT64_MAX);
+  st.set_deadline_warned_attempt(1);  // an attempt before: this one is still to warn
+  EXPECT_FALSE(DeadlineWarned(st));
+  EXPECT_EQ(DeadlineWarningMs(spec, st, w, true), 1000 + 50000);
+  st.set_deadline_warned_attempt(2);
+  EXPECT_TRUE(DeadlineWarned(st));
   EXPECT_EQ(DeadlineWarningMs(spec, st, w, true), INT64_MAX);
-  EXPECT_EQ(DeadlineWarningMs(spec, Status(JobPhase::kSuspended), w, false), INT64_MAX);
-  EXPECT_EQ(DeadlineWarningMs(JobWith({}), st, w, false), INT64_MAX);  // not asked for
+  spec.active_deadline_seconds.reset();
+  EXPECT_EQ(DeadlineWarningMs(spec, Status(JobPhase::kRunning), w, true), INT64_MAX);
+}
+
+TEST(DeadlineWarningWanted, TheAnnotationElseAskingElseTheCoordinatorsDefault) {
+  EXPECT_TRUE(DeadlineWarningWanted(JobWith({}), true));
+  EXPECT_FALSE(DeadlineWarningWanted(JobWith({}), false));
+  EXPECT_FALSE(DeadlineWarningWanted(JobWith({{"trainlet.io/deadline-warning", "false"}}), true));
+  EXPECT_TRUE(DeadlineWarningWanted(JobWith({{"trainlet.io/deadline-warning", "true"}}), false));
+  EXPECT_TRUE(DeadlineWarningWanted(JobWith({{"trainlet.io/preemption-signal", "USR2"}}), false));
+  EXPECT_TRUE(
+      DeadlineWarningWanted(JobWith({{"trainlet.io/preemption-grace-seconds", "5"}}), false));
+  EXPECT_FALSE(DeadlineWarningWanted(JobWith({{"trainlet.io/preemption-grace-seconds", "5"},
+                                              {"trainlet.io/deadline-warning", "false"}}),
+                                     true));
+  // Anything but true or false is refused at apply, naming the annotation.
+  for (const char* bad : {"yes", "True", "", "1"}) {
+    auto w =
+        StopWarningOf(JobWith({{"trainlet.io/deadline-warning", bad}}), std::chrono::seconds(30));
+    ASSERT_FALSE(w.ok()) << bad;
+    EXPECT_NE(w.status().message().find("metadata.annotations[trainlet.io/deadline-warning]: "
+                                        "must be \"true\" or \"false\""),
+              std::string::npos)
+        << w.status().message();
+  }
 }
 
 TEST(RestartEnv, SaysWhyTheAttemptBeforeEnded) {

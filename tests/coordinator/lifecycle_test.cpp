@@ -90,6 +90,9 @@ class LifecycleTest : public ControllerFixture {
 // ---- activeDeadlineSeconds ----
 
 TEST_F(LifecycleTest, DeadlineFailsTheJobStopsEveryRankAndItStaysFailed) {
+  // The deadline alone: its warning (on by default) is preemption_test's.
+  options_.deadline_warning = false;
+  MakeController();
   ApplyOk(WithSpecLine(JobYaml("dl", 2, 1), "  activeDeadlineSeconds: 30\n"));
   ReportAll("dl", kStarted, kT0 + 100);
   ASSERT_EQ(PhaseName(JobOrDie("dl")), "Running");

@@ -1,8 +1,9 @@
 // Preemption's mechanics in JobController (issue 14): Preempt suspends and requeues a job (not
 // failed, no restart used up), its ranks get the warning signal and grace first, the events say
 // who preempted it, and the next attempt's ranks are told (TRAINLET_PREEMPTED=1). The same
-// warning goes before drain --force and, when a job asks, before its activeDeadlineSeconds.
-// Over the real SQLite store of controller_fixture.h; time is passed in.
+// warning goes before drain --force and before its activeDeadlineSeconds (unless the job or the
+// coordinator turns that one off), and an attempt that ends after it ends the job,
+// DeadlineExceeded. Over the real SQLite store of controller_fixture.h; time is passed in.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -244,9 +245,10 @@ TEST_F(PreemptionTest, BadAnnotationsAreRefusedAtApplyNamingThem) {
 TEST_F(PreemptionTest, DeadlineWarningComesTheGraceBeforeTheDeadline) {
   ApplyOk(WithAnnotations(WithSpecLine(JobYaml("dl", 2, 1), "  activeDeadlineSeconds: 30\n"),
                           {"trainlet.io/preemption-grace-seconds: \"10\""}));
-  ApplyOk(WithSpecLine(JobYaml("plain", 1, 1), "  activeDeadlineSeconds: 30\n"));
+  ApplyOk(WithAnnotations(WithSpecLine(JobYaml("off", 1, 1), "  activeDeadlineSeconds: 30\n"),
+                          {"trainlet.io/deadline-warning: \"false\""}));
   ReportAll("dl", kStarted, kT0 + 100);
-  ReportAll("plain", kStarted, kT0 + 100);
+  ReportAll("off", kStarted, kT0 + 100);
   EXPECT_EQ(controller_->NextWakeMs(), kT0 + 20'000);
 
   controller_->Schedule(kT0 + 19'999);
@@ -264,8 +266,8 @@ TEST_F(PreemptionTest, DeadlineWarningComesTheGraceBeforeTheDeadline) {
   ASSERT_NE(ev, nullptr);
   EXPECT_EQ(ev->type(), "Warning");
   EXPECT_THAT(ev->message(), HasSubstr("SIGUSR1 sent to every rank; SIGTERM in 10 s"));
-  // A job that did not ask is not warned (SIGUSR1 would kill ranks that do not catch it).
-  EXPECT_TRUE(StopsOf("plain").empty());
+  // A job that turned it off is not warned.
+  EXPECT_TRUE(StopsOf("off").empty());
   // Once: the next wake-up is the deadline itself.
   EXPECT_EQ(controller_->NextWakeMs(), kT0 + 30'000);
   controller_->Schedule(kT0 + 25'000);
@@ -278,6 +280,89 @@ TEST_F(PreemptionTest, DeadlineWarningComesTheGraceBeforeTheDeadline) {
   auto all = StopsOf("dl");
   ASSERT_EQ(all.size(), 4u);
   EXPECT_FALSE(all[2].warn_only());
+}
+
+// Without annotations the warning is on: the coordinator's 30 s grace, but never earlier than
+// half-way to the deadline, so a 20 s deadline is warned at 10 s, not at its start.
+TEST_F(PreemptionTest, DeadlineWarningIsOnByDefaultAndAtMostHalfTheDeadlineEarly) {
+  ApplyOk(WithSpecLine(JobYaml("plain", 1, 1), "  activeDeadlineSeconds: 20\n"));
+  ReportAll("plain", kStarted, kT0 + 100);
+  EXPECT_EQ(controller_->NextWakeMs(), kT0 + 10'000);
+  controller_->Schedule(kT0 + 9'999);
+  EXPECT_TRUE(StopsOf("plain").empty());
+  controller_->Schedule(kT0 + 10'000);
+  auto warns = StopsOf("plain");
+  ASSERT_EQ(warns.size(), 1u);
+  EXPECT_TRUE(warns[0].warn_only());
+  EXPECT_EQ(warns[0].warning_signal(), SIGUSR1);
+  EXPECT_EQ(JobOrDie("plain").deadline_warned_attempt(), 1u);
+}
+
+// An operator can turn the default off; a job that asks (either annotation) is still warned.
+TEST_F(PreemptionTest, DeadlineWarningOffByConfigWarnsOnlyJobsThatAsk) {
+  options_.deadline_warning = false;
+  MakeController();
+  ApplyOk(WithSpecLine(JobYaml("plain", 1, 1), "  activeDeadlineSeconds: 20\n"));
+  ApplyOk(WithAnnotations(WithSpecLine(JobYaml("asks", 1, 1), "  activeDeadlineSeconds: 20\n"),
+                          {"trainlet.io/deadline-warning: \"true\""}));
+  ReportAll("plain", kStarted, kT0 + 100);
+  ReportAll("asks", kStarted, kT0 + 100);
+  controller_->Schedule(kT0 + 10'000);
+  EXPECT_TRUE(StopsOf("plain").empty());
+  EXPECT_EQ(StopsOf("asks").size(), 1u);
+  EXPECT_EQ(JobOrDie("plain").deadline_warned_attempt(), 0u);
+}
+
+// However the warned attempt ends, the deadline ended it: ranks that caught the signal,
+// checkpointed and exited 0 do not make the job Succeeded, and a rank killed by the signal it did
+// not catch uses no restart (maxRestarts 3).
+TEST_F(PreemptionTest, AnAttemptThatEndsAfterItsDeadlineWarningIsDeadlineExceeded) {
+  ApplyOk(RuntimeYaml("three", "", 3) + "---\n" +
+          WithSpecLine(JobYaml("ok", 2, 1, "three"), "  activeDeadlineSeconds: 30\n") + "---\n" +
+          WithSpecLine(JobYaml("killed", 2, 1, "three"), "  activeDeadlineSeconds: 30\n") +
+          "---\n" + WithSpecLine(JobYaml("early", 1, 1, "three"), "  activeDeadlineSeconds: 30\n"));
+  for (const char* j : {"ok", "killed", "early"}) ReportAll(j, kStarted, kT0 + 100);
+  // Before the warning an exit is judged as always: "early" succeeds.
+  ReportAll("early", kExited, kT0 + 1'000);
+  EXPECT_EQ(PhaseName(JobOrDie("early")), "Succeeded");
+  controller_->Schedule(kT0 + 15'000);  // the warning (grace 30 s, at most half of 30 s)
+  ASSERT_EQ(StopsOf("ok").size(), 2u);
+  ASSERT_TRUE(StopsOf("early").empty());
+
+  ReportAll("ok", kExited, kT0 + 16'000);
+  const v1::JobStatus& ok = JobOrDie("ok");
+  EXPECT_EQ(PhaseName(ok), "Failed");
+  EXPECT_EQ(ok.reason(), "DeadlineExceeded");
+  EXPECT_THAT(ok.attempts(0).cause(), HasSubstr("all 2 ranks exited 0"));
+  EXPECT_EQ(ResultName(ok.attempts(0)), "Failed");
+
+  Report("killed", 0, kExited, kT0 + 16'000, 0, SIGUSR1);
+  const v1::JobStatus& killed = JobOrDie("killed");
+  EXPECT_EQ(PhaseName(killed), "Failed");
+  EXPECT_EQ(killed.reason(), "DeadlineExceeded");
+  EXPECT_THAT(killed.attempts(0).cause(),
+              HasSubstr("after its warning before activeDeadlineSeconds"));
+  EXPECT_EQ(killed.attempts_size(), 1);  // no restart
+  auto stops = StopsOf("killed");
+  EXPECT_FALSE(stops.back().warn_only());  // the other rank is stopped
+}
+
+// The warned attempt is stored: a restarted coordinator does not warn it again, and still counts
+// its end as the deadline's.
+TEST_F(PreemptionTest, ARestartedCoordinatorKeepsTheDeadlineWarning) {
+  ApplyOk(WithSpecLine(JobYaml("dl", 1, 1), "  activeDeadlineSeconds: 30\n"));
+  ReportAll("dl", kStarted, kT0 + 100);
+  controller_->Schedule(kT0 + 15'000);
+  ASSERT_EQ(StopsOf("dl").size(), 1u);
+  ASSERT_TRUE(controller_->Flush().ok());
+  ASSERT_EQ(Stored("dl")->status.deadline_warned_attempt(), 1u);
+
+  MakeController();
+  controller_->Schedule(kT0 + 16'000);
+  EXPECT_EQ(StopsOf("dl").size(), 1u);  // not warned twice
+  EXPECT_EQ(controller_->NextWakeMs(), kT0 + 30'000);
+  ReportAll("dl", kExited, kT0 + 17'000);
+  EXPECT_EQ(JobOrDie("dl").reason(), "DeadlineExceeded");
 }
 
 TEST_F(PreemptionTest, DrainForceWarnsBeforeTheStop) {

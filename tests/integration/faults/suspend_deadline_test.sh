@@ -90,9 +90,10 @@ if "$CTL" resume trainjob nosuch 2> "$WORK/nosuch.err"; then fail "resume of an 
 assert_contains "$(cat "$WORK/nosuch.err")" "trainjob/nosuch not found" "resume of an unknown job"
 
 # 6. activeDeadlineSeconds: the job fails with DeadlineExceeded, its ranks are stopped, and it
-# stays Failed.
+# stays Failed. Its warning is off here, so the deadline alone ends it (section 7 has the warning).
 dl=$(write_job dl 2 1 'exec sleep 300')
 sed -i 's/^spec:$/spec:\n  activeDeadlineSeconds: 3/' "$dl"
+sed -i 's/^metadata:$/metadata:\n  annotations:\n    trainlet.io\/deadline-warning: "false"/' "$dl"
 start=$(date +%s)
 "$CTL" apply -f "$dl" >/dev/null
 wait_for 10 pids_at_least dl 2 || fail "dl ranks not running"
@@ -114,5 +115,24 @@ if "$CTL" suspend trainjob dl 2> "$WORK/dl.err"; then fail "a Failed job was sus
 assert_contains "$(cat "$WORK/dl.err")" "finished" "suspend of a Failed job"
 phase_is dl Failed || fail "dl left Failed after resume/suspend: $(job_field dl phase)"
 log "deadline: Failed with DeadlineExceeded, ranks gone, stays Failed"
+
+# 7. The warning before the deadline is on by default: 30 s of grace, at most half of a 6 s
+# deadline, so SIGUSR1 comes at 3 s. `sleep` does not catch it and dies: the job fails then with
+# DeadlineExceeded, not as a rank failure, and is not restarted.
+dw=$(write_job dw 1 1 'exec sleep 300')
+sed -i 's/^spec:$/spec:\n  activeDeadlineSeconds: 6/' "$dw"
+start=$(date +%s%3N)
+"$CTL" apply -f "$dw" >/dev/null
+"$CTL" wait trainjob/dw --for=condition=Failed --timeout=20s >/dev/null || fail "dw did not fail"
+elapsed=$(( $(date +%s%3N) - start ))
+[ "$elapsed" -ge 2500 ] && [ "$elapsed" -lt 5900 ] ||
+  fail "dw failed ${elapsed} ms after apply; its warning is due at 3 s, its deadline at 6 s"
+[ "$(job_field dw reason)" = DeadlineExceeded ] || fail "dw reason $(job_field dw reason)"
+[ "$(job_field dw attempt)" = 1 ] || fail "dw was restarted: attempt $(job_field dw attempt)"
+d=$("$CTL" describe trainjob dw)
+assert_contains "$d" "DeadlineWarning" "describe shows the warning"
+assert_contains "$d" "ended after its warning before activeDeadlineSeconds" "describe says why"
+wait_for 20 pids_none dw || fail "dw's ranks outlived it: $(job_pids dw)"
+log "deadline warning by default: an uncaught SIGUSR1 after ${elapsed} ms, DeadlineExceeded"
 
 echo "PASS suspend_deadline_test"
