@@ -30,15 +30,17 @@ namespace {
 constexpr int kAbortedWithoutStatus = 3;
 
 // libpmix keeps its server state process-wide and its upcalls carry no host pointer, so the host
-// is one object per process too. The queue is shared with libpmix's progress thread; the rest is
-// owned by the thread in RunPmixHost.
+// is one object per process too. The queue is shared with libpmix's progress thread; the
+// rendezvous handles belong to whichever thread holds handles_mu: the Run thread (opening them,
+// waiting for a fence's release) or libpmix's progress thread (starting a fence, FenceUpcall).
 struct Host {
   PmixHostConfig config;
   std::mutex mu;
   std::condition_variable wake;
   std::deque<std::function<void()>> work;  // guarded by mu
   bool stop = false;                       // guarded by mu: SIGTERM or SIGINT came
-  // Owned by the Run thread.
+  std::mutex handles_mu;
+  // Guarded by handles_mu.
   std::vector<trainlet_rdzv*> handles;  // one per local rank, opened and connected in RunPmixHost
   uint64_t fences = 0;
   std::string rendezvous_error;  // not empty: the handles could not be opened
@@ -100,8 +102,10 @@ bool OpenHandles(Host& h) {
 // How long one handle's fence_finish waits before the next handle's turn.
 constexpr int kFenceSliceMs = 200;
 
-// One fence of the whole job: this node's data in, every node's data out (fence_data.h).
-Result<std::string> RendezvousFence(Host& h, const std::string& data) {
+// Joins fence number ++h.fences with this node's data (fence_data.h) on every handle: the requests
+// are on their way to the agent when this returns. Never blocks (a DEALER's send queues).
+// Call with handles_mu held.
+Result<uint64_t> StartFence(Host& h, const std::string& data) {
   if (!OpenHandles(h)) return UnavailableError(h.rendezvous_error);
   const uint64_t n = ++h.fences;
   for (const auto& [key, value] : FenceDataPuts(n, h.config.node_rank, data)) {
@@ -113,6 +117,12 @@ Result<std::string> RendezvousFence(Host& h, const std::string& data) {
     if (trainlet_rdzv_fence_start(handle) != TRAINLET_RDZV_OK)
       return UnavailableError(std::string("fence: ") + trainlet_rdzv_last_error(handle));
   }
+  return n;
+}
+
+// Waits for fence `n`, started by StartFence, on every handle: every node's data out
+// (fence_data.h). Call with handles_mu held.
+Result<std::string> FinishFence(Host& h, uint64_t n) {
   // Every handle in turn, a slice each, not one to the end: after an agent restart each handle
   // resends its own lost request from within its finish (client.cpp), and the new agent's fence
   // completes only once all of them have.
@@ -145,6 +155,18 @@ Result<std::string> RendezvousFence(Host& h, const std::string& data) {
 
 void ReleaseBuffer(void* cbdata) { std::free(cbdata); }
 
+// Hands libpmix fence `n`'s outcome: every node's data, or an error (said on stderr). Any thread.
+void AnswerFence(uint64_t n, Result<std::string> all, pmix_modex_cbfunc_t cbfunc, void* cbdata) {
+  if (!all.ok()) {
+    Say("fence " + std::to_string(n) + " failed: " + all.status().message());
+    cbfunc(PMIX_ERROR, nullptr, 0, cbdata, nullptr, nullptr);
+    return;
+  }
+  char* out = static_cast<char*>(std::malloc(std::max<size_t>(1, all->size())));
+  std::memcpy(out, all->data(), all->size());
+  cbfunc(PMIX_SUCCESS, out, all->size(), cbdata, ReleaseBuffer, out);
+}
+
 pmix_status_t FenceUpcall(const pmix_proc_t procs[], size_t nprocs, const pmix_info_t[], size_t,
                           char* data, size_t ndata, pmix_modex_cbfunc_t cbfunc, void* cbdata) {
   // Only fences of the whole job (MPI_Init's and MPI_Finalize's): a subset would need a fence
@@ -153,16 +175,26 @@ pmix_status_t FenceUpcall(const pmix_proc_t procs[], size_t nprocs, const pmix_i
                          g_host->config.map.nspace == procs[0].nspace;
   if (!whole_job) return PMIX_ERR_NOT_SUPPORTED;
   std::string bytes(data == nullptr ? "" : std::string(data, ndata));
-  Queue([bytes = std::move(bytes), cbfunc, cbdata] {
-    Result<std::string> all = RendezvousFence(*g_host, bytes);
-    if (!all.ok()) {
-      Say("fence " + std::to_string(g_host->fences) + " failed: " + all.status().message());
-      cbfunc(PMIX_ERROR, nullptr, 0, cbdata, nullptr, nullptr);
-      return;
-    }
-    char* out = static_cast<char*>(std::malloc(std::max<size_t>(1, all->size())));
-    std::memcpy(out, all->data(), all->size());
-    cbfunc(PMIX_SUCCESS, out, all->size(), cbdata, ReleaseBuffer, out);
+  // The node's requests leave from here, libpmix's progress thread, not after a hand-off to the
+  // Run thread: one thread wake-up fewer on every fence's critical path (docs/rendezvous.md,
+  // "One fence round, hop by hop"). Only the wait for the release, which blocks, is queued. The
+  // handles are free here unless the Run thread is still opening them (ranks fencing within a
+  // millisecond or two of "ready"): that fence is then queued whole, as the next in order.
+  std::unique_lock<std::mutex> handles(g_host->handles_mu, std::try_to_lock);
+  if (!handles.owns_lock()) {
+    Queue([bytes = std::move(bytes), cbfunc, cbdata] {
+      std::lock_guard<std::mutex> lock(g_host->handles_mu);
+      Result<uint64_t> n = StartFence(*g_host, bytes);
+      AnswerFence(g_host->fences, n.ok() ? FinishFence(*g_host, *n) : n.status(), cbfunc, cbdata);
+    });
+    return PMIX_SUCCESS;
+  }
+  Result<uint64_t> started = StartFence(*g_host, bytes);
+  const uint64_t n = g_host->fences;
+  handles.unlock();
+  Queue([started = std::move(started), n, cbfunc, cbdata] {
+    std::lock_guard<std::mutex> lock(g_host->handles_mu);
+    AnswerFence(n, started.ok() ? FinishFence(*g_host, n) : started.status(), cbfunc, cbdata);
   });
   return PMIX_SUCCESS;
 }
@@ -537,8 +569,11 @@ int RunPmixHost() {
   // handles, the ZeroMQ context (two threads) and each handle's connection to the agent were
   // 1.3-14 ms of the first fence's critical path, 20-190 us of a later one's (bench/README.md).
   // A failure here is left for that fence to meet and report, as before.
-  if (OpenHandles(*g_host)) {
-    for (trainlet_rdzv* handle : g_host->handles) trainlet_rdzv_connect(handle);
+  {
+    std::lock_guard<std::mutex> lock(g_host->handles_mu);
+    if (OpenHandles(*g_host)) {
+      for (trainlet_rdzv* handle : g_host->handles) trainlet_rdzv_connect(handle);
+    }
   }
   // SIGTERM or SIGINT (blocked in every thread) ends the loop at once: a thread waits for it.
   std::thread signals([] {

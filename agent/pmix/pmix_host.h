@@ -31,9 +31,10 @@
 //
 // Threads: libpmix calls the upcalls on its progress thread; they queue work (or start a thread
 // of their own: abort, publish, lookup, unpublish, each with its own rendezvous handle) and
-// return. Run() does the fence work (the blocking rendezvous calls) on the calling thread, one
-// fence at a time, in the order libpmix asked, which is the same on every node since every fence
-// spans the job.
+// return. fence_nb sends the node's fence requests to the agent itself (they never block) and
+// queues the wait for the release; Run() does that wait (the blocking rendezvous calls) on the
+// calling thread, one fence at a time, in the order libpmix asked, which is the same on every
+// node since every fence spans the job.
 #pragma once
 
 #include <cstdint>
