@@ -1,5 +1,6 @@
 #include "agent/rendezvous_server.h"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -552,10 +553,12 @@ void RendezvousServer::OnFenceResult(const v1::FenceResult& result) {
   for (const auto& kv : result.pairs()) a.published[kv.key()] = kv.value();
   const std::string dir = AttemptDir(key);
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  // Searched by ranks of another user on their way to the file, never listed by anyone else.
-  for (fs::path p = dir; p.string().size() > state_dir_.size(); p = p.parent_path())
-    ::chmod(p.c_str(), 0711);
+  if (a.snapshot_path.empty()) {  // the attempt's first release here (or since a restart)
+    fs::create_directories(dir, ec);
+    // Searched by ranks of another user on their way to the file, never listed by anyone else.
+    for (fs::path p = dir; p.string().size() > state_dir_.size(); p = p.parent_path())
+      ::chmod(p.c_str(), 0711);
+  }
   const std::string path = dir + "/fence-" + std::to_string(result.epoch()) + ".snap";
   const uid_t owner = a.user ? a.user->uid : static_cast<uid_t>(-1);
   if (Status s = rendezvous::WriteSnapshotFile(path, result.epoch(), a.published, owner); !s.ok()) {
@@ -563,8 +566,7 @@ void RendezvousServer::OnFenceResult(const v1::FenceResult& result) {
     Abort(a, s.message());
     return;
   }
-  // Every rank mapped the previous file before it could join this fence: nobody needs it now.
-  if (!a.snapshot_path.empty()) fs::remove(a.snapshot_path, ec);
+  const std::string previous = a.snapshot_path;
   a.snapshot_path = path;
   a.completed = result.epoch();
   a.open = 0;
@@ -579,6 +581,15 @@ void RendezvousServer::OnFenceResult(const v1::FenceResult& result) {
   }
   a.waiting.clear();
   AnswerGets(a);
+  // The rest is off the fence's path, the replies on their way (docs/rendezvous.md, "One fence
+  // round, hop by hop"). Every rank mapped the previous file before it could join this fence:
+  // nobody needs it now. And the next fence's file is made now, empty (the write truncates it
+  // and gives it to the ranks' user): making a file allocates an inode, which took 0.07 ms on
+  // average and up to 5 ms on ext4 here, between the coordinator's result and the replies.
+  if (!previous.empty()) fs::remove(previous, ec);
+  const std::string next = dir + "/fence-" + std::to_string(result.epoch() + 1) + ".snap.tmp";
+  if (const int fd = ::open(next.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600); fd >= 0)
+    ::close(fd);  // else the write makes it, as before
 }
 
 void RendezvousServer::AnswerGets(Attempt& a) {

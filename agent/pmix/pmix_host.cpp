@@ -1,5 +1,6 @@
 #include "agent/pmix/pmix_host.h"
 
+#include <event2/event.h>
 #include <pmix.h>
 #include <pmix_server.h>
 #include <signal.h>
@@ -23,6 +24,15 @@
 #include "common/rendezvous/fence_message.h"
 #include "trainlet/rendezvous.h"
 
+// libpmix's own progress threads (src/runtime/pmix_progress_threads.h, installed with libpmix
+// 4.2 but outside its public headers, which would bring its internal config along): a null name
+// is the PMIx-wide thread, on whose libevent base the server's upcalls run. init takes a
+// reference to it and stop gives one back (the last one stops the thread).
+extern "C" {
+struct event_base* pmix_progress_thread_init(const char* name);
+int pmix_progress_thread_stop(const char* name);
+}
+
 namespace trainlet::pmix {
 namespace {
 
@@ -30,18 +40,35 @@ namespace {
 constexpr int kAbortedWithoutStatus = 3;
 
 // libpmix keeps its server state process-wide and its upcalls carry no host pointer, so the host
-// is one object per process too. The queue is shared with libpmix's progress thread; the rest is
-// owned by the thread in RunPmixHost.
+// is one object per process too. The queue is shared with libpmix's progress thread; the
+// rendezvous handles belong to whichever thread holds handles_mu: libpmix's progress thread (a
+// fence: FenceUpcall, then its events) or the Run thread (opening and connecting them, and a
+// fence that came meanwhile).
 struct Host {
   PmixHostConfig config;
   std::mutex mu;
   std::condition_variable wake;
   std::deque<std::function<void()>> work;  // guarded by mu
   bool stop = false;                       // guarded by mu: SIGTERM or SIGINT came
-  // Owned by the Run thread.
+  std::mutex handles_mu;
+  // Guarded by handles_mu.
   std::vector<trainlet_rdzv*> handles;  // one per local rank, opened and connected in RunPmixHost
   uint64_t fences = 0;
   std::string rendezvous_error;  // not empty: the handles could not be opened
+  // The fence libpmix's progress thread waits for (FenceUpcall .. CheckFence), if any: one event
+  // per handle on libpmix's base, on the handle's descriptor (trainlet_rdzv_fd), so that the
+  // agent's reply wakes that thread itself, which answers libpmix there. Guarded by handles_mu.
+  struct Watch {
+    uint64_t n = 0;
+    pmix_modex_cbfunc_t cbfunc = nullptr;
+    void* cbdata = nullptr;
+    std::vector<bool> done;      // per handle: its reply came
+    std::vector<int> fds;        // per handle: the descriptor its event watches
+    std::vector<event*> events;  // per handle; null once done
+  };
+  std::optional<Watch> watch;
+  // Constant after StartPmixHost: libpmix's progress thread's event base (a reference we hold).
+  event_base* evbase = nullptr;
   // Constant after StartPmixHost: the agent's topology, which libpmix uses until it exits.
   std::optional<AgentTopology> topology;
 };
@@ -100,8 +127,10 @@ bool OpenHandles(Host& h) {
 // How long one handle's fence_finish waits before the next handle's turn.
 constexpr int kFenceSliceMs = 200;
 
-// One fence of the whole job: this node's data in, every node's data out (fence_data.h).
-Result<std::string> RendezvousFence(Host& h, const std::string& data) {
+// Joins fence number ++h.fences with this node's data (fence_data.h) on every handle: the requests
+// are on their way to the agent when this returns. Never blocks (a DEALER's send queues).
+// Call with handles_mu held.
+Result<uint64_t> StartFence(Host& h, const std::string& data) {
   if (!OpenHandles(h)) return UnavailableError(h.rendezvous_error);
   const uint64_t n = ++h.fences;
   for (const auto& [key, value] : FenceDataPuts(n, h.config.node_rank, data)) {
@@ -113,6 +142,14 @@ Result<std::string> RendezvousFence(Host& h, const std::string& data) {
     if (trainlet_rdzv_fence_start(handle) != TRAINLET_RDZV_OK)
       return UnavailableError(std::string("fence: ") + trainlet_rdzv_last_error(handle));
   }
+  return n;
+}
+
+std::string FenceResultData(Host& h, uint64_t n);
+
+// Waits for fence `n`, started by StartFence, on every handle: every node's data out
+// (fence_data.h). Call with handles_mu held.
+Result<std::string> FinishFence(Host& h, uint64_t n) {
   // Every handle in turn, a slice each, not one to the end: after an agent restart each handle
   // resends its own lost request from within its finish (client.cpp), and the new agent's fence
   // completes only once all of them have.
@@ -128,6 +165,11 @@ Result<std::string> RendezvousFence(Host& h, const std::string& data) {
       --left;
     }
   }
+  return FenceResultData(h, n);
+}
+
+// Every node's data of fence `n` from the snapshot handle 0 mapped (fence_data.h).
+std::string FenceResultData(Host& h, uint64_t n) {
   std::vector<std::pair<std::string_view, std::string_view>> pairs;
   size_t count = 0;
   trainlet_rdzv_count(h.handles[0], &count);
@@ -145,6 +187,83 @@ Result<std::string> RendezvousFence(Host& h, const std::string& data) {
 
 void ReleaseBuffer(void* cbdata) { std::free(cbdata); }
 
+// Hands libpmix fence `n`'s outcome: every node's data, or an error (said on stderr). Any thread.
+void AnswerFence(uint64_t n, Result<std::string> all, pmix_modex_cbfunc_t cbfunc, void* cbdata) {
+  if (!all.ok()) {
+    Say("fence " + std::to_string(n) + " failed: " + all.status().message());
+    cbfunc(PMIX_ERROR, nullptr, 0, cbdata, nullptr, nullptr);
+    return;
+  }
+  char* out = static_cast<char*>(std::malloc(std::max<size_t>(1, all->size())));
+  std::memcpy(out, all->data(), all->size());
+  cbfunc(PMIX_SUCCESS, out, all->size(), cbdata, ReleaseBuffer, out);
+}
+
+// The wait of a watched fence: each handle's event fires on its descriptor, or every slice, when
+// fence_finish(h, 0) also notices an agent restart and resends (client.cpp).
+constexpr timeval kFenceSlice = {0, kFenceSliceMs * 1000};
+
+void OnFenceEvent(evutil_socket_t, short what, void*);
+
+// (Re)arms handle i's event on its current descriptor: a new one after a reconnect, and anew
+// when `again` (a slice passed: a reconnect may have reused the closed descriptor's number,
+// which epoll forgot when it closed).
+void WatchHandle(Host& h, size_t i, bool again) {
+  Host::Watch& w = *h.watch;
+  int fd = -1;
+  if (trainlet_rdzv_fd(h.handles[i], &fd) != TRAINLET_RDZV_OK) fd = -1;  // the slice still ticks
+  if (w.events[i] != nullptr && fd == w.fds[i] && !again) return;
+  if (w.events[i] != nullptr) event_free(w.events[i]);
+  w.fds[i] = fd;
+  w.events[i] =
+      event_new(h.evbase, fd, fd < 0 ? EV_PERSIST : EV_READ | EV_PERSIST, OnFenceEvent, nullptr);
+  event_add(w.events[i], &kFenceSlice);
+}
+
+// Stops watching; the fence's outcome goes to libpmix from here, its progress thread. Called
+// with handles_mu held by `lock`, which is released first.
+void EndWatch(Host& h, Result<std::string> outcome, std::unique_lock<std::mutex>& lock) {
+  Host::Watch w = std::move(*h.watch);
+  h.watch.reset();
+  for (event* ev : w.events) {
+    if (ev != nullptr) event_free(ev);
+  }
+  lock.unlock();
+  AnswerFence(w.n, std::move(outcome), w.cbfunc, w.cbdata);
+}
+
+// Takes whatever replies came for the watched fence; answers libpmix once every handle's has.
+// On libpmix's progress thread, handles_mu held by `lock`; `slice`: a slice passed.
+void CheckFence(Host& h, std::unique_lock<std::mutex>& lock, bool slice) {
+  Host::Watch& w = *h.watch;
+  bool all = true;
+  for (size_t i = 0; i < w.done.size(); ++i) {
+    if (w.done[i]) continue;
+    const int rc = trainlet_rdzv_fence_finish(h.handles[i], 0);
+    if (rc == TRAINLET_RDZV_OK) {
+      w.done[i] = true;
+      event_free(w.events[i]);
+      w.events[i] = nullptr;
+      continue;
+    }
+    if (rc != TRAINLET_RDZV_TIMEOUT) {
+      EndWatch(h, UnavailableError(std::string("fence: ") + trainlet_rdzv_last_error(h.handles[i])),
+               lock);
+      return;
+    }
+    all = false;
+    WatchHandle(h, i, slice);  // a reconnect (agent restart) gives the handle a new descriptor
+  }
+  if (all) EndWatch(h, FenceResultData(h, w.n), lock);
+}
+
+void OnFenceEvent(evutil_socket_t, short what, void*) {
+  // Free unless the Run thread does a fence of its own (queued whole, FenceUpcall), which never
+  // overlaps a watched one: the next slice looks again.
+  std::unique_lock<std::mutex> lock(g_host->handles_mu, std::try_to_lock);
+  if (lock.owns_lock() && g_host->watch) CheckFence(*g_host, lock, (what & EV_TIMEOUT) != 0);
+}
+
 pmix_status_t FenceUpcall(const pmix_proc_t procs[], size_t nprocs, const pmix_info_t[], size_t,
                           char* data, size_t ndata, pmix_modex_cbfunc_t cbfunc, void* cbdata) {
   // Only fences of the whole job (MPI_Init's and MPI_Finalize's): a subset would need a fence
@@ -153,17 +272,40 @@ pmix_status_t FenceUpcall(const pmix_proc_t procs[], size_t nprocs, const pmix_i
                          g_host->config.map.nspace == procs[0].nspace;
   if (!whole_job) return PMIX_ERR_NOT_SUPPORTED;
   std::string bytes(data == nullptr ? "" : std::string(data, ndata));
-  Queue([bytes = std::move(bytes), cbfunc, cbdata] {
-    Result<std::string> all = RendezvousFence(*g_host, bytes);
-    if (!all.ok()) {
-      Say("fence " + std::to_string(g_host->fences) + " failed: " + all.status().message());
-      cbfunc(PMIX_ERROR, nullptr, 0, cbdata, nullptr, nullptr);
-      return;
-    }
-    char* out = static_cast<char*>(std::malloc(std::max<size_t>(1, all->size())));
-    std::memcpy(out, all->data(), all->size());
-    cbfunc(PMIX_SUCCESS, out, all->size(), cbdata, ReleaseBuffer, out);
-  });
+  // The whole fence runs on this thread, libpmix's progress thread: the node's requests leave
+  // from here, and the agent's replies wake this thread (an event per handle on libpmix's own
+  // base), which gives libpmix the outcome at once. No hand-off to another thread either way:
+  // two thread wake-ups fewer on every fence's critical path (docs/rendezvous.md, "One fence
+  // round, hop by hop"). The handles are free here unless the Run thread is still opening them
+  // (ranks fencing within a millisecond or two of "ready"): that fence is then queued whole to
+  // the Run thread, which waits for it there.
+  std::unique_lock<std::mutex> lock(g_host->handles_mu, std::try_to_lock);
+  if (!lock.owns_lock() || g_host->evbase == nullptr) {
+    if (lock.owns_lock()) lock.unlock();
+    Queue([bytes = std::move(bytes), cbfunc, cbdata] {
+      std::lock_guard<std::mutex> held(g_host->handles_mu);
+      Result<uint64_t> n = StartFence(*g_host, bytes);
+      AnswerFence(g_host->fences, n.ok() ? FinishFence(*g_host, *n) : n.status(), cbfunc, cbdata);
+    });
+    return PMIX_SUCCESS;
+  }
+  Result<uint64_t> started = StartFence(*g_host, bytes);
+  if (!started.ok()) {
+    lock.unlock();
+    AnswerFence(g_host->fences, started.status(), cbfunc, cbdata);
+    return PMIX_SUCCESS;
+  }
+  const size_t count = g_host->handles.size();
+  g_host->watch = Host::Watch{*started,
+                              cbfunc,
+                              cbdata,
+                              std::vector<bool>(count, false),
+                              std::vector<int>(count, -1),
+                              std::vector<event*>(count, nullptr)};
+  for (size_t i = 0; i < count; ++i) WatchHandle(*g_host, i, false);
+  // A reply is taken, and the descriptor rearmed, only by a fence_finish: one now, as the
+  // descriptor's contract asks after fence_start.
+  CheckFence(*g_host, lock, false);
   return PMIX_SUCCESS;
 }
 
@@ -523,6 +665,8 @@ Result<std::string> StartPmixHost(const PmixHostConfig& config) {
       InitServer(&module, array, g_host->topology ? g_host->topology->get() : nullptr);
   PMIx_Data_array_destruct(&array);
   if (rc != PMIX_SUCCESS) return InternalError("PMIx_server_init: " + StatusText(rc));
+  // The base the upcalls run on; without it (not expected) fences wait on the Run thread.
+  g_host->evbase = pmix_progress_thread_init(nullptr);
   TRAINLET_RETURN_IF_ERROR(RegisterNamespace(config));
   std::string lines;
   for (const uint32_t rank : config.map.nodes[config.node_rank].ranks) {
@@ -537,8 +681,11 @@ int RunPmixHost() {
   // handles, the ZeroMQ context (two threads) and each handle's connection to the agent were
   // 1.3-14 ms of the first fence's critical path, 20-190 us of a later one's (bench/README.md).
   // A failure here is left for that fence to meet and report, as before.
-  if (OpenHandles(*g_host)) {
-    for (trainlet_rdzv* handle : g_host->handles) trainlet_rdzv_connect(handle);
+  {
+    std::lock_guard<std::mutex> lock(g_host->handles_mu);
+    if (OpenHandles(*g_host)) {
+      for (trainlet_rdzv* handle : g_host->handles) trainlet_rdzv_connect(handle);
+    }
   }
   // SIGTERM or SIGINT (blocked in every thread) ends the loop at once: a thread waits for it.
   std::thread signals([] {
@@ -564,7 +711,19 @@ int RunPmixHost() {
     }
     fn();
   }
-  // A fence still in flight is left to libpmix's finalize, which releases its clients.
+  // A fence still in flight is left to libpmix's finalize, which releases its clients. Its
+  // events go first (event_free from here waits for one running on the progress thread), and
+  // the reference to the progress thread, so that finalize stops that thread.
+  {
+    std::lock_guard<std::mutex> lock(g_host->handles_mu);
+    if (g_host->watch) {
+      for (event* ev : g_host->watch->events) {
+        if (ev != nullptr) event_free(ev);
+      }
+      g_host->watch.reset();
+    }
+  }
+  if (g_host->evbase != nullptr) pmix_progress_thread_stop(nullptr);
   PMIx_server_finalize();
   return 0;
 }

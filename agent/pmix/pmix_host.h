@@ -31,9 +31,12 @@
 //
 // Threads: libpmix calls the upcalls on its progress thread; they queue work (or start a thread
 // of their own: abort, publish, lookup, unpublish, each with its own rendezvous handle) and
-// return. Run() does the fence work (the blocking rendezvous calls) on the calling thread, one
-// fence at a time, in the order libpmix asked, which is the same on every node since every fence
-// spans the job.
+// return. fence_nb does the whole fence on libpmix's progress thread without blocking: it sends
+// the node's requests to the agent, and waits for the replies as events on libpmix's own event
+// base (one per rendezvous handle, on trainlet_rdzv_fd), whose callback answers libpmix. Fences
+// come one at a time, in the same order on every node since every fence spans the job. Run()
+// (the calling thread) serves, blocking, only a fence that comes while it is still connecting
+// the handles after "ready".
 #pragma once
 
 #include <cstdint>

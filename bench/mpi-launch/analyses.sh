@@ -29,6 +29,7 @@ if [ "$PROFILE" = 1 ]; then
     names=()
     for r in $(seq 1 "$REPS"); do
       run_direct "fence-direct-$r" > /dev/null
+      [ -z "$BASE_PMIX" ] || { run_base "fence-base-$r" > /dev/null; names+=("fence-base-$r"); }
       run_trainlet "fence-mpirun-$r" > /dev/null
       [ -n "$SRUN_WHY" ] || run_srun "fence-srun-$r" > /dev/null
       names+=("fence-direct-$r" "fence-mpirun-$r")
@@ -49,15 +50,16 @@ for name in names:
     data = statistics.median(int(x) for l in lines for x in l[1].split()[1:])
     nodata = statistics.median(int(x) for l in lines for x in l[2].split()[1:])
     rows.setdefault(kind, []).append((init, data, nodata))
-label = {"direct": "direct (trainlet-pmix, rendezvous)", "mpirun": "mpirun via trainlet-exec (orted)",
-         "srun": "srun --mpi=pmix (slurmstepd)"}
+label = {"direct": "direct (trainlet-pmix, rendezvous)",
+         "base": "direct, --base-pmix's trainlet-pmix",
+         "mpirun": "mpirun via trainlet-exec (orted)", "srun": "srun --mpi=pmix (slurmstepd)"}
 print()
 print(f"PMIx fence rounds, 3 hosts x 2 ranks, bare PMIx client: medians over ranks, rounds 2-6 "
       f"and {len(rows['direct'])} runs, ms")
 print()
 print("| launcher (PMIx server) | PMIx_Init | fence with data | fence without data |")
 print("| --- | ---: | ---: | ---: |")
-for k in ("direct", "mpirun", "srun"):
+for k in ("direct", "base", "mpirun", "srun"):
     if k in rows:
         m = [statistics.median(r[i] for r in rows[k]) / 1000 for i in range(3)]
         print(f"| {label[k]} | {m[0]:.1f} | {m[1]:.1f} | {m[2]:.1f} |")

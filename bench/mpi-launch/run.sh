@@ -38,7 +38,8 @@
 #              that stamps the wall clock (launch_timing.c, built with mpicc): the medians of
 #              launcher -> first rank's process, -> every rank in main, MPI_Init, the collectives,
 #              MPI_Finalize, and the last rank's exit -> the launcher returning; then one PMIx
-#              fence round with and without data under direct, mpirun and srun (fence_timing.c)
+#              fence round with and without data under direct (and --base-pmix), mpirun and srun
+#              (fence_timing.c)
 #   --trace    afterwards, REPS more interleaved runs of each 3-host contender with every rank
 #              under mpi_trace.c (an LD_PRELOAD library, built with gcc: MPI_Init, its
 #              orte_init/opal_init/PMIx_Init, each framework's open, each PMIx fence and get,

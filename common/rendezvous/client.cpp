@@ -420,6 +420,15 @@ int trainlet_rdzv_fence_finish(trainlet_rdzv* h, int timeout_ms) {
   return Ok(h);
 }
 
+int trainlet_rdzv_fd(trainlet_rdzv* h, int* fd) {
+  if (h == nullptr || fd == nullptr) return TRAINLET_RDZV_INVALID;
+  if (h->socket == nullptr) return Fail(h, TRAINLET_RDZV_IO, "fd: the handle is not connected");
+  size_t size = sizeof *fd;
+  if (zmq_getsockopt(h->socket, ZMQ_FD, fd, &size) != 0)
+    return Fail(h, TRAINLET_RDZV_IO, std::string("zmq ZMQ_FD: ") + zmq_strerror(zmq_errno()));
+  return Ok(h);
+}
+
 int trainlet_rdzv_fence(trainlet_rdzv* h, int timeout_ms) {
   if (int rc = trainlet_rdzv_fence_start(h); rc != TRAINLET_RDZV_OK) return rc;
   return trainlet_rdzv_fence_finish(h, timeout_ms);

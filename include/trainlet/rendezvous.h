@@ -83,6 +83,16 @@ int trainlet_rdzv_fence(trainlet_rdzv* h, int timeout_ms);
 int trainlet_rdzv_fence_start(trainlet_rdzv* h);
 int trainlet_rdzv_fence_finish(trainlet_rdzv* h, int timeout_ms);
 
+/* For a caller's own event loop (trainlet-pmix waits on libpmix's): *fd is a descriptor that
+ * becomes readable when a reply to this handle may have arrived (ZeroMQ's ZMQ_FD of its
+ * connection), for poll/epoll/libevent to watch for reading, never to read or close. It can
+ * signal with no reply there, and a reply can be there with no signal until the handle was last
+ * used: after each wake-up, and once after fence_start, call fence_finish(h, 0), which takes the
+ * reply if one is there (else TIMEOUT) and rearms the descriptor. It changes when the handle
+ * reconnects (an agent restart, seen by fence_finish at most every second): ask again after
+ * each fence_finish. IO before the handle is connected. */
+int trainlet_rdzv_fd(trainlet_rdzv* h, int* fd);
+
 /* Continues a rank's fence count in a new process: the next fence is fences_done + 1. For a
  * rank that is a sequence of processes (a shell script calling `trainletctl rendezvous`). INVALID
  * after this handle's first fence. */
