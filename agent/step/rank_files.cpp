@@ -177,14 +177,8 @@ Result<int> ReadyDirAt(int parent_fd, const std::string& name, const std::string
 // its own (0700). Made if need be, never through a link; the user's dir's descriptor, or an error
 // naming the dir.
 Result<int> OpenSecretsDir(const std::string& work_dir, uid_t uid, gid_t gid) {
-  const int work_fd = open(work_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (work_fd < 0) return IoError("secret files: " + Errno(work_dir));
   const std::string top = work_dir + "/" + kSecretsDirName;
-  // Whatever stands there (a dir a rank made, or an older agent's, which gave it to the rank's
-  // user) is opened as it is, then held: from here on it is the step's, and no rank can write in
-  // it, replace what the step made in it, or list it.
-  auto top_fd = ReadyDirAt(work_fd, kSecretsDirName, top, geteuid(), getegid(), 0711);
-  close(work_fd);
+  auto top_fd = OpenStepSecretsDir(work_dir);
   if (!top_fd.ok()) return top_fd.status();
   const std::string name = UserSecretsDirName(uid);
   auto fd = ReadyDirAt(*top_fd, name, top + "/" + name, uid, gid, 0700);
@@ -228,6 +222,18 @@ void SecretFileLinks::Keep(const std::string& dir, const std::string& name,
 }
 
 std::string UserSecretsDirName(uid_t uid) { return "uid-" + std::to_string(uid); }
+
+Result<int> OpenStepSecretsDir(const std::string& work_dir) {
+  const int work_fd = open(work_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (work_fd < 0) return IoError("secret files: " + Errno(work_dir));
+  // Whatever stands there (a dir a rank made, or an older agent's, which gave it to the rank's
+  // user) is opened as it is, then held: from here on it is the step's, and no rank can write in
+  // it, replace what the step made in it, or list it.
+  auto fd = ReadyDirAt(work_fd, kSecretsDirName, work_dir + "/" + kSecretsDirName, geteuid(),
+                       getegid(), 0711);
+  close(work_fd);
+  return fd;
+}
 
 std::string EnvValue(const std::vector<std::string>& envp, const std::string& key) {
   const std::string prefix = key + "=";

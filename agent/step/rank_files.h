@@ -101,6 +101,9 @@ inline constexpr const char* kAgentFileEnvNames[] = {"KUBEFLOW_TRAINER_SERVER_CA
 inline constexpr char kSecretsDirName[] = ".trainlet-secrets";
 // The name of a user's own dir in it: "uid-<UID>".
 std::string UserSecretsDirName(uid_t uid);
+// <work_dir>/.trainlet-secrets, made if need be, opened without following a link and made the
+// step's (0711); its descriptor (close-on-exec), or an error (Io) naming it.
+Result<int> OpenStepSecretsDir(const std::string& work_dir);
 
 // In `envp` ("K=V", as the rank will get it): each secret variable set there is written to
 // <TRAINLET_WORK_DIR>/.trainlet-secrets/uid-<UID>/<tag>.<NAME> (created 0400, owned by `owner`,

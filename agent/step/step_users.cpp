@@ -1,8 +1,13 @@
 #include "agent/step/step_users.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "agent/step/rank_files.h"
 
@@ -17,6 +22,34 @@ std::string Who(const RankIdentity& id) {
 
 std::string GroupText(const std::optional<gid_t>& g) {
   return g ? std::to_string(*g) : std::string("none");
+}
+
+constexpr char kLockPrefix[] = "uid-";
+constexpr char kLockSuffix[] = ".lock";
+
+// The uid a lock file's name holds ("uid-1000.lock"), or nullopt for any other name.
+std::optional<uid_t> LockUid(const std::string& name) {
+  const size_t p = std::strlen(kLockPrefix), q = std::strlen(kLockSuffix);
+  if (name.size() <= p + q || name.compare(0, p, kLockPrefix) != 0 ||
+      name.compare(name.size() - q, q, kLockSuffix) != 0) {
+    return std::nullopt;
+  }
+  const std::string digits = name.substr(p, name.size() - p - q);
+  if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 10)
+    return std::nullopt;
+  return static_cast<uid_t>(std::stoull(digits));
+}
+
+// The fsGroup a held lock file says its user's ranks run with ("" or junk: none).
+std::optional<gid_t> LockGroup(int fd) {
+  char buf[16] = {};
+  const ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  if (n <= 0 || buf[0] < '0' || buf[0] > '9') return std::nullopt;
+  return static_cast<gid_t>(std::strtoul(buf, nullptr, 10));
+}
+
+Status Errno(const std::string& what) {
+  return IoError("securityContext.fsGroup: " + what + ": " + std::strerror(errno));
 }
 
 }  // namespace
@@ -66,12 +99,76 @@ Status StepUsers::Admit(std::optional<size_t> index, const std::string& work_dir
   if (std::string why = WorkDirConflict(work_dir, owner, holders); !why.empty()) {
     return InvalidError(why);
   }
-  TRAINLET_RETURN_IF_ERROR(GiveJobDirs(work_dir, state_dir, owner));
-  if (index) holders_[*index] = Holder{work_dir, owner};
-  return Status::Ok();
+  if (index) {
+    TRAINLET_RETURN_IF_ERROR(HoldAcrossSteps(work_dir, owner));
+    holders_[*index] = Holder{work_dir, owner};  // a failure below is released with the rank
+  }
+  return GiveJobDirs(work_dir, state_dir, owner);
 }
 
-void StepUsers::Release(size_t index) { holders_.erase(index); }
+void StepUsers::Release(size_t index) {
+  auto it = holders_.find(index);
+  if (it == holders_.end()) return;
+  const Holder gone = std::move(it->second);
+  holders_.erase(it);
+  for (const auto& [i, h] : holders_) {
+    if (h.work_dir == gone.work_dir && h.owner.uid == gone.owner.uid) return;  // still held
+  }
+  for (auto l = locks_.begin(); l != locks_.end(); ++l) {
+    if (l->work_dir == gone.work_dir && l->uid == gone.owner.uid) {
+      close(l->fd);  // the user's last rank here is gone: so is this step's hold
+      locks_.erase(l);
+      return;
+    }
+  }
+}
+
+StepUsers::~StepUsers() {
+  for (const UserLock& l : locks_) close(l.fd);
+}
+
+Status StepUsers::HoldAcrossSteps(const std::string& work_dir, const RankIdentity& owner) {
+  for (const UserLock& l : locks_) {
+    if (l.work_dir == work_dir && l.uid == owner.uid) return Status::Ok();  // checked before
+  }
+  auto dir = OpenStepSecretsDir(work_dir);
+  if (!dir.ok()) return dir.status();
+  const std::string mine = kLockPrefix + std::to_string(owner.uid) + kLockSuffix;
+  const int fd = openat(*dir, mine.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  const std::string group = owner.fs_group ? std::to_string(*owner.fs_group) : "-";
+  Status st = fd < 0 ? Errno(work_dir + "/" + kSecretsDirName + "/" + mine) : Status::Ok();
+  // Shared: every step with ranks of this user here holds it; a probe (below) takes it alone.
+  if (st.ok() && (flock(fd, LOCK_SH) != 0 || pwrite(fd, group.data(), group.size(), 0) < 0 ||
+                  ftruncate(fd, static_cast<off_t>(group.size())) != 0)) {
+    st = Errno("lock " + mine);
+  }
+  DIR* entries = st.ok() ? fdopendir(dup(*dir)) : nullptr;
+  while (entries != nullptr && st.ok()) {
+    const dirent* e = readdir(entries);
+    if (e == nullptr) break;
+    const std::optional<uid_t> uid = LockUid(e->d_name);
+    if (!uid || *uid == owner.uid) continue;
+    const int other = openat(*dir, e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (other < 0) continue;
+    // Taken at once: no step holds that user's ranks here any more (a stale file).
+    if (flock(other, LOCK_EX | LOCK_NB) != 0) {
+      RankIdentity held;
+      held.uid = *uid;
+      held.fs_group = LockGroup(other);
+      if (std::string why = WorkDirConflict(work_dir, owner, {held}); !why.empty())
+        st = InvalidError(why + " (that user's ranks run under another trainlet-step of the job)");
+    }
+    close(other);
+  }
+  if (entries != nullptr) closedir(entries);
+  close(*dir);
+  if (!st.ok()) {
+    if (fd >= 0) close(fd);
+    return st;
+  }
+  locks_.push_back(UserLock{work_dir, owner.uid, fd});
+  return Status::Ok();
+}
 
 std::vector<uid_t> StepUsers::HoldersOf(const std::string& work_dir) const {
   std::vector<uid_t> out;

@@ -15,8 +15,12 @@
 // Secrets are per user in any case (rank_files.h): a rank never reads another user's.
 //
 // A holder is a rank of the step (its index in the launch file's ranks), from Admit until
-// Release (it exited, or its start failed). Only the ranks of this step are seen: the ranks of
-// another step on the node (an exec session's command) take the dir as GiveJobDirs gives it.
+// Release (it exited, or its start failed). The ranks of the job's other steps on the node (an
+// exec session's orted; a replicated job a later plan started, when it waited for another on
+// several nodes) count too: each step holds <work_dir>/.trainlet-secrets/uid-<UID>.lock (flock,
+// shared; the file the step's, 0600, holding the user's fsGroup or "-") while ranks of that user
+// run there, and a step about to admit another user probes every such file (an exclusive lock
+// it cannot take is a holder). A step that dies lets go of its holds with its descriptors.
 //
 // Owned by the step; its single thread.
 #pragma once
@@ -37,6 +41,11 @@ namespace trainlet::step {
 
 class StepUsers {
  public:
+  StepUsers() = default;
+  StepUsers(const StepUsers&) = delete;
+  StepUsers& operator=(const StepUsers&) = delete;
+  ~StepUsers();  // lets go of its holds
+
   // Who a rank asked as `request` runs as (RankIdentity::Resolve, as root); nullopt: as the
   // step's own user. Resolved once per distinct request: every rank of a job normally asks the
   // same.
@@ -60,8 +69,18 @@ class StepUsers {
     std::string work_dir;
     RankIdentity owner;
   };
+  struct UserLock {
+    std::string work_dir;
+    uid_t uid;
+    int fd;  // <work_dir>/.trainlet-secrets/uid-<UID>.lock, held shared
+  };
+  // The rule against the ranks of the other steps on the node (see above); takes this step's
+  // hold of the owner's lock file, kept until its last rank in `work_dir` is released.
+  Status HoldAcrossSteps(const std::string& work_dir, const RankIdentity& owner);
+
   std::vector<std::pair<RunAsRequest, std::optional<RankIdentity>>> identities_;
   std::map<size_t, Holder> holders_;
+  std::vector<UserLock> locks_;
 };
 
 // The rule itself: why `owner` may not join `holders` (the identities of the ranks that hold

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
 
 #include "tests/common/test_dir.h"
 
@@ -86,6 +87,44 @@ TEST(StepUsers, AUserWhoseRanksEndedLeavesTheDirToTheNext) {
   // A helper of a rank's user (no index) is checked, never recorded.
   EXPECT_FALSE(users.Admit(std::nullopt, work, "", Id(4711)).ok());
   EXPECT_EQ(users.HoldersOf(work).size(), 2u);
+}
+
+// Two steps of one job on the node (a replicated job a later plan started, an exec session): each
+// holds its users' lock files in the work dir, so the rule holds across them; a step whose ranks
+// of that user are gone (released, or the step ended) holds nothing.
+TEST(StepUsers, TheRuleHoldsAcrossTheStepsOfAJob) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give the dir to other users";
+  testing::TempDir root;
+  chmod(root.path().c_str(), 0711);
+  const std::string work = root.path() + "/job";
+  std::filesystem::create_directories(work);
+  auto first = std::make_unique<StepUsers>();
+  StepUsers second;
+  ASSERT_TRUE(first->Admit(0, work, "", Id(65534)).ok());
+  Status refused = second.Admit(0, work, "", Id(1));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("securityContext.fsGroup: ranks of uid 65534 and uid 1"),
+            std::string::npos)
+      << refused.message();
+  EXPECT_NE(refused.message().find("another trainlet-step"), std::string::npos);
+  second.Release(0);
+  first->Release(0);
+  ASSERT_TRUE(second.Admit(1, work, "", Id(1)).ok());  // the first one's ranks are gone
+  second.Release(1);
+  // With one fsGroup, at once; a step that ends lets go of its holds.
+  ASSERT_TRUE(first->Admit(2, work, "", Id(65534, 4242)).ok());
+  ASSERT_TRUE(second.Admit(2, work, "", Id(1, 4242)).ok());
+  EXPECT_FALSE(second.Admit(3, work, "", Id(2, 4243)).ok());
+  second.Release(3);
+  first.reset();
+  EXPECT_FALSE(second.Admit(4, work, "", Id(2)).ok());  // second's own uid 1 still holds it
+  second.Release(4);
+  second.Release(2);
+  EXPECT_TRUE(second.Admit(5, work, "", Id(2)).ok());
+  struct stat st {};
+  ASSERT_EQ(stat((work + "/.trainlet-secrets/uid-2.lock").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
 }
 
 }  // namespace
