@@ -25,19 +25,20 @@ chmod o+x "$WORK" "$TRAINLET_HOME" "$TRAINLET_HOME/agents"  # both users reach t
 
 # probe ME OTHER [TRIES]: what each rank runs. It leaves its token file's path and a file of its
 # own in the work dir, waits (TRIES x 0.1 s, 30 s by default) for the other user's, and then says
-# what it could do.
+# what it could do. It fails when it could not write its file or read its own token.
 probe() {
   cat <<EOF
-W=\$TRAINLET_WORK_DIR
-echo "\$TRAINLET_RENDEZVOUS_TOKEN_FILE" > \$W/path-$1 && echo "hello from $1" > \$W/from-$1 && echo wrote_$1
+W=\$TRAINLET_WORK_DIR bad=0
+echo "\$TRAINLET_RENDEZVOUS_TOKEN_FILE" > \$W/path-$1 && echo "hello from $1" > \$W/from-$1 && echo wrote_$1 || bad=2
 for i in \$(seq ${3:-300}); do [ -s \$W/path-$2 ] && break; sleep 0.1; done
 [ -e \$W/from-$2 ] && echo saw_$2
 cat \$W/from-$2 >/dev/null 2>&1 && echo read_other_file
-[ -s "\$TRAINLET_RENDEZVOUS_TOKEN_FILE" ] && cat "\$TRAINLET_RENDEZVOUS_TOKEN_FILE" >/dev/null && echo own_token_$1
+[ -s "\$TRAINLET_RENDEZVOUS_TOKEN_FILE" ] && cat "\$TRAINLET_RENDEZVOUS_TOKEN_FILE" >/dev/null && echo own_token_$1 || bad=3
 cat "\$(cat \$W/path-$2 2>/dev/null)" >/dev/null 2>&1 && echo other_token_READ || echo other_token_denied
 ls \$W/.trainlet-secrets >/dev/null 2>&1 && echo secrets_LISTED || echo secrets_unlisted
 id -G | tr ' ' '\\n' | grep -qx $FSG && echo has_fsgroup
 echo "uid_$1=\$(id -u) dir=\$(stat -c '%g:%a' \$W)"
+exit \$bad
 EOF
 }
 
