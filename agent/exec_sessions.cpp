@@ -144,6 +144,7 @@ void ExecSessions::Start(const v1::ExecStart& start, const std::map<std::string,
   if (start.has_run_as_group()) launch.run_as.job_run_as_group = start.run_as_group();
   if (start.has_allow_privilege_escalation())
     launch.run_as.allow_privilege_escalation = start.allow_privilege_escalation();
+  if (start.has_fs_group()) launch.run_as.fs_group = start.fs_group();
   auto started = supervisor_->StartStep({launch}, std::chrono::milliseconds(s.record.grace_ms));
   if (started.empty() || !started[0].ok()) {
     // Nothing runs: the step, if it came up at all, ends by itself. Its exit record is not ours.

@@ -124,6 +124,7 @@ PlannedLaunches PlanLaunches(const v1::LaunchPlan& plan, const NodeLaunchContext
     if (w.has_run_as_group()) launch.run_as.job_run_as_group = w.run_as_group();
     if (w.has_allow_privilege_escalation())
       launch.run_as.allow_privilege_escalation = w.allow_privilege_escalation();
+    if (w.has_fs_group()) launch.run_as.fs_group = w.fs_group();
     for (const auto& s : plan.steps()) {
       if (s.name() != w.step()) continue;
       for (const auto& d : s.depends_on()) launch.waits.push_back({d.step(), d.status()});

@@ -2,10 +2,11 @@
 // gids its ranks would run as, and whether its user may ask them in its namespace.
 //
 // A job asks ids only through its runtime's containers (securityContext runAsUser / runAsGroup of
-// the container trainlet runs, else of its pod): the main one (the launcher's with a launcher, else
-// node's; PlanRequest run_as_user / run_as_group) and each other replicated job's (StepsOf). A
-// TrainJob cannot set them (its runtimePatches are read only for nodeSelector and tolerations),
-// and the Training Operator's v1 kinds ignore securityContext with a warning, so they ask none.
+// the container trainlet runs, else of its pod, and its pod's fsGroup, a group like runAsGroup):
+// the main one (the launcher's with a launcher, else node's; PlanRequest run_as_user /
+// run_as_group) and each other replicated job's (StepsOf). A TrainJob cannot set them (its
+// runtimePatches are read only for nodeSelector and tolerations), and the Training Operator's v1
+// kinds ignore securityContext with a warning, so they ask none.
 //
 // Pure functions of their arguments; any thread.
 #pragma once

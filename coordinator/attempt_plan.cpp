@@ -94,6 +94,7 @@ void SetRunAs(const PlanRequest& request, std::vector<v1::LaunchPlan>& plans) {
       if (request.run_as_group && !w.has_run_as_group()) w.set_run_as_group(*request.run_as_group);
       if (request.allow_privilege_escalation && !w.has_allow_privilege_escalation())
         w.set_allow_privilege_escalation(*request.allow_privilege_escalation);
+      if (request.fs_group && !w.has_fs_group()) w.set_fs_group(*request.fs_group);
     }
   }
 }

@@ -78,6 +78,7 @@ Result<StepSpec> SpecOf(const trainjob::TrainJob& job, const trainjob::TrainingR
   spec.run_as_user = rj.container->run_as_user;
   spec.run_as_group = rj.container->run_as_group;
   spec.allow_privilege_escalation = rj.container->allow_privilege_escalation;
+  spec.fs_group = rj.container->fs_group;
   spec.cwd = WorkerCwdFor(place, rj.container->working_dir);
   return spec;
 }
@@ -156,6 +157,7 @@ void AddStepsToPlans(const AttemptSteps& steps, const AttemptLayout& layout,
     if (w.step->run_as_group) spec->set_run_as_group(*w.step->run_as_group);
     if (w.step->allow_privilege_escalation)
       spec->set_allow_privilege_escalation(*w.step->allow_privilege_escalation);
+    if (w.step->fs_group) spec->set_fs_group(*w.step->fs_group);
     auto& env = *spec->mutable_env();
     for (const auto& [k, v] : w.step->env) env[k] = v;
     // What the agent and its sweep know a job's processes by, and which worker this is; none of

@@ -53,6 +53,8 @@ struct StepSpec {
   std::optional<int64_t> run_as_user, run_as_group;
   // Its container's securityContext.allowPrivilegeEscalation (WorkerSpec).
   std::optional<bool> allow_privilege_escalation;
+  // Its pod's securityContext.fsGroup (WorkerSpec.fs_group).
+  std::optional<int64_t> fs_group;
   // WorkerSpec.cwd of its workers: its own container's workingDir, under the job's shared
   // directory for a trainlet.io/working-dir: shared job (working_dir.h's WorkerCwdFor).
   std::string cwd;

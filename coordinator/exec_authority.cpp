@@ -17,9 +17,10 @@ ExecAuthority::ExecAuthority(const NodeRegistry* registry, Options options, Find
 void ExecAuthority::Track(const std::string& job,
                           std::vector<std::pair<std::string, std::string>> env,
                           std::optional<int64_t> run_as_user, std::optional<int64_t> run_as_group,
-                          std::optional<bool> allow_privilege_escalation) {
+                          std::optional<bool> allow_privilege_escalation,
+                          std::optional<int64_t> fs_group) {
   launchers_[job] =
-      Launcher{std::move(env), "", run_as_user, run_as_group, allow_privilege_escalation};
+      Launcher{std::move(env), "", run_as_user, run_as_group, allow_privilege_escalation, fs_group};
 }
 
 void ExecAuthority::Forget(const std::string& job) { launchers_.erase(job); }
@@ -98,6 +99,7 @@ Result<ExecTarget> ExecAuthority::ResolveExec(const std::string& launcher_key,
   t.run_as_user = launcher->run_as_user;
   t.run_as_group = launcher->run_as_group;
   t.allow_privilege_escalation = launcher->allow_privilege_escalation;
+  t.fs_group = launcher->fs_group;
   for (const auto& [k, v] : launcher->env) t.env[k] = v;
   t.env["TRAINLET_JOB"] = st.name();
   t.env["TRAINLET_ATTEMPT"] = std::to_string(st.attempt());

@@ -41,6 +41,8 @@ struct ExecTarget {
   std::optional<int64_t> run_as_user, run_as_group;
   // Its securityContext.allowPrivilegeEscalation (ExecStart.allow_privilege_escalation).
   std::optional<bool> allow_privilege_escalation;
+  // Its pod's securityContext.fsGroup (ExecStart.fs_group).
+  std::optional<int64_t> fs_group;
 };
 
 // True when `status`'s current attempt is `attempt` and it may run now: Starting or Running, and
@@ -62,11 +64,13 @@ class ExecAuthority {
 
   // The job exists from now on; `env` is what every process of it gets (its plan's env), and
   // `run_as_user` / `run_as_group` who they run as (its securityContext; unset: the agent's
-  // run_as), and `allow_privilege_escalation` whether they may gain privileges by exec.
+  // run_as), `allow_privilege_escalation` whether they may gain privileges by exec, and
+  // `fs_group` the group they share the job's work dir through (its pod's fsGroup).
   void Track(const std::string& job, std::vector<std::pair<std::string, std::string>> env,
              std::optional<int64_t> run_as_user = std::nullopt,
              std::optional<int64_t> run_as_group = std::nullopt,
-             std::optional<bool> allow_privilege_escalation = std::nullopt);
+             std::optional<bool> allow_privilege_escalation = std::nullopt,
+             std::optional<int64_t> fs_group = std::nullopt);
   // The job is gone, with its secret.
   void Forget(const std::string& job);
 
@@ -94,6 +98,7 @@ class ExecAuthority {
     std::string secret;  // of the current attempt; never stored
     std::optional<int64_t> run_as_user, run_as_group;
     std::optional<bool> allow_privilege_escalation;
+    std::optional<int64_t> fs_group;
   };
 
   const NodeRegistry* registry_;

@@ -81,6 +81,7 @@ void ExecRelay::OnClientMessage(const RouterMessage& msg, Clock::time_point now)
       if (target->run_as_group) s->set_run_as_group(*target->run_as_group);
       if (target->allow_privilege_escalation)
         s->set_allow_privilege_escalation(*target->allow_privilege_escalation);
+      if (target->fs_group) s->set_fs_group(*target->fs_group);
       for (const auto& [k, v] : target->env) (*s->mutable_env())[k] = v;
       spdlog::info("exec {} for trainjob/{} attempt {} on {}: {}", id, target->job, target->attempt,
                    target->node, s->command().substr(0, 120));

@@ -37,6 +37,7 @@ Result<std::unique_ptr<JobEntry>> BuildJobEntry(const trainjob::TrainJob& spec,
   job->plan_template.run_as_user = trainer.run_as_user;
   job->plan_template.run_as_group = trainer.run_as_group;
   job->plan_template.allow_privilege_escalation = trainer.allow_privilege_escalation;
+  job->plan_template.fs_group = trainer.fs_group;
   const std::string framework = trainjob::FrameworkName(runtime.ml_policy.framework);
   job->plugin = options.select_plugin ? options.select_plugin(framework, runtime.labels)
                                       : SelectRuntimePlugin(framework, runtime.labels);

@@ -100,6 +100,19 @@ Status Give(int fd, const std::string& path, const RankIdentity& owner) {
   return Status::Ok();
 }
 
+// A job dir shared through the owner's fsGroup: the step's, group fsGroup, 2770 (setgid: what
+// the ranks make in it takes the group too), as Kubernetes gives a pod's volumes to its fsGroup.
+Status Share(int fd, const std::string& path, const RankIdentity& owner) {
+  if (fchown(fd, geteuid(), *owner.fs_group) != 0 || fchmod(fd, 02770) != 0)
+    return IoError("securityContext.fsGroup: " + Errno("chown " + path));
+  return Status::Ok();
+}
+
+// The owner's job dir: shared through its fsGroup when it has one, else its own.
+Status GiveJobDir(int fd, const std::string& path, const RankIdentity& owner) {
+  return owner.fs_group ? Share(fd, path, owner) : Give(fd, path, owner);
+}
+
 // Makes `name` under `dir_fd` a hard link to the open file `fd`, replacing a file of that name
 // (one a step of the same pid left). False when it cannot (no /proc, a file whose every name is
 // gone): the caller writes a file of its own. By the descriptor itself where the step may
@@ -143,25 +156,34 @@ int WriteSecretFile(int dir_fd, const std::string& name, const std::string& valu
   return -1;
 }
 
-// The secrets dir under `work_dir`, made if need be, opened without following a link and given
-// to uid:gid (0700); its descriptor, or an error naming it.
-Result<int> OpenSecretsDir(const std::string& work_dir, uid_t uid, gid_t gid) {
-  const std::string dir = work_dir + "/" + kSecretsDirName;
-  const int work_fd = open(work_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (work_fd < 0) return IoError("secret files: " + Errno(work_dir));
-  if (mkdirat(work_fd, kSecretsDirName, 0700) != 0 && errno != EEXIST) {
-    close(work_fd);
-    return IoError("secret files: " + Errno(dir));
-  }
-  const int dir_fd = OpenDirAt(work_fd, kSecretsDirName);
-  close(work_fd);
-  if (dir_fd < 0) return IoError("secret files: " + Errno(dir));
-  if (fchown(dir_fd, uid, gid) != 0 || fchmod(dir_fd, 0700) != 0) {
-    const Status st = IoError("secret files: " + Errno("chown " + dir));
-    close(dir_fd);
+// `name` under `parent_fd`, made (0700) if need be, opened as a directory without following a
+// link, and given to uid:gid with `mode`; its descriptor, or an error naming `path`.
+Result<int> ReadyDirAt(int parent_fd, const std::string& name, const std::string& path, uid_t uid,
+                       gid_t gid, mode_t mode) {
+  if (mkdirat(parent_fd, name.c_str(), 0700) != 0 && errno != EEXIST)
+    return IoError("secret files: " + Errno(path));
+  const int fd = OpenDirAt(parent_fd, name);
+  if (fd < 0) return IoError("secret files: " + Errno(path));
+  if (fchown(fd, uid, gid) != 0 || fchmod(fd, mode) != 0) {
+    const Status st = IoError("secret files: " + Errno("chown " + path));
+    close(fd);
     return st;
   }
-  return dir_fd;
+  return fd;
+}
+
+// The secrets dir of uid:gid under `work_dir`, <work_dir>/.trainlet-secrets/uid-<UID>: the
+// secrets dir itself the step's (0711: each user reaches its own dir, lists none), the user's dir
+// its own (0700). Made if need be, never through a link; the user's dir's descriptor, or an error
+// naming the dir.
+Result<int> OpenSecretsDir(const std::string& work_dir, uid_t uid, gid_t gid) {
+  const std::string top = work_dir + "/" + kSecretsDirName;
+  auto top_fd = OpenStepSecretsDir(work_dir);
+  if (!top_fd.ok()) return top_fd.status();
+  const std::string name = UserSecretsDirName(uid);
+  auto fd = ReadyDirAt(*top_fd, name, top + "/" + name, uid, gid, 0700);
+  close(*top_fd);
+  return fd;
 }
 
 }  // namespace
@@ -199,6 +221,20 @@ void SecretFileLinks::Keep(const std::string& dir, const std::string& name,
   }
 }
 
+std::string UserSecretsDirName(uid_t uid) { return "uid-" + std::to_string(uid); }
+
+Result<int> OpenStepSecretsDir(const std::string& work_dir) {
+  const int work_fd = open(work_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (work_fd < 0) return IoError("secret files: " + Errno(work_dir));
+  // Whatever stands there (a dir a rank made, or an older agent's, which gave it to the rank's
+  // user) is opened as it is, then held: from here on it is the step's, and no rank can write in
+  // it, replace what the step made in it, or list it.
+  auto fd = ReadyDirAt(work_fd, kSecretsDirName, work_dir + "/" + kSecretsDirName, geteuid(),
+                       getegid(), 0711);
+  close(work_fd);
+  return fd;
+}
+
 std::string EnvValue(const std::vector<std::string>& envp, const std::string& key) {
   const std::string prefix = key + "=";
   for (const std::string& kv : envp) {
@@ -222,9 +258,9 @@ Result<std::vector<std::string>> MoveSecretsToFiles(std::vector<std::string>& en
   const std::string work_dir = EnvValue(envp, kWorkDirEnv);
   if (work_dir.empty() || work_dir[0] != '/')
     return InvalidError("secret files: the rank has no TRAINLET_WORK_DIR to keep them in");
-  const std::string dir = work_dir + "/" + kSecretsDirName;
   const uid_t uid = owner ? owner->uid : geteuid();
   const gid_t gid = owner ? owner->gid : getegid();
+  const std::string dir = work_dir + "/" + kSecretsDirName + "/" + UserSecretsDirName(uid);
   // Made ready once per step for each work dir and user (SecretFileLinks), else for this call.
   int dir_fd = links != nullptr ? links->FindDir(dir, uid, gid) : -1;
   if (dir_fd < 0) {
@@ -294,15 +330,15 @@ Status GiveJobDirs(const std::string& work_dir, const std::string& state_dir,
   TRAINLET_RETURN_IF_ERROR(OpenPathTo(work_dir, state_dir, owner));
   const int work_fd = open(work_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (work_fd < 0) return IoError(owner.field + ": " + Errno(work_dir));
-  Status st = Give(work_fd, work_dir, owner);
+  Status st = GiveJobDir(work_fd, work_dir, owner);
   const int ws_fd = st.ok() ? OpenDirAt(work_fd, "workspace") : -1;
   close(work_fd);
   if (ws_fd < 0) return st;  // no workspace (an agent before it): nothing more to give
-  st = Give(ws_fd, work_dir + "/workspace", owner);
+  st = GiveJobDir(ws_fd, work_dir + "/workspace", owner);
   for (const char* sub : {"dataset", "model"}) {
     const int fd = st.ok() ? OpenDirAt(ws_fd, sub) : -1;
     if (fd < 0) continue;
-    st = Give(fd, work_dir + "/workspace/" + sub, owner);
+    st = GiveJobDir(fd, work_dir + "/workspace/" + sub, owner);
     close(fd);
   }
   close(ws_fd);

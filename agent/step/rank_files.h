@@ -4,9 +4,11 @@
 // Secrets. The per-attempt credentials a rank gets (the launcher key TRAINLET_EXEC_KEY and the
 // rendezvous token TRAINLET_RENDEZVOUS_TOKEN) are never left in its env, where any process of the
 // same user reads them from /proc/<pid>/environ, where `ps e` shows them and where every child
-// inherits them. MoveSecretsToFiles writes each into a 0400 file in the job's private secrets dir
-// (<TRAINLET_WORK_DIR>/.trainlet-secrets, 0700), both owned by the rank's user, and puts
-// NAME_FILE=<path> in the env instead. Readers take either (common/secret_env.h).
+// inherits them. MoveSecretsToFiles writes each into a 0400 file of the rank's user in that
+// user's own secrets dir, <TRAINLET_WORK_DIR>/.trainlet-secrets/uid-<UID> (0700, the user's), and
+// puts NAME_FILE=<path> in the env instead. .trainlet-secrets itself is the step's (0711): ranks
+// of several users share a work dir (fsGroup, below), and each reaches its own dir there, never
+// another user's, and lists none. Readers take either (common/secret_env.h).
 // KUBEFLOW_TRAINER_SERVER_TOKEN stays in the env: Kubeflow's own clients read it from there, and
 // it is scoped by HMAC to one job attempt's progress only.
 //
@@ -17,9 +19,14 @@
 // job's user reads them, no other user does. The progress dir stays 0700.
 //
 // Ownership. GiveJobDirs hands the job's work dir and workspace (dataset/, model/) to the rank's
-// user, and makes the dirs between the agent's state dir and the work dir searchable (0711: no
-// listing) so that the rank can reach its work dir by path. A dir above the state dir that the
-// user cannot search is an error naming it: the operator must open it (chmod o+x).
+// user (0700), or, when the rank's pod sets securityContext.fsGroup, to that group: the dirs are
+// then the step's, group fsGroup, mode 2770 (setgid), and every rank of the job with that
+// supplementary group (RankIdentity::Resolve gives it) reads and writes them, whoever it runs as,
+// as Kubernetes shares a pod's volumes. Which users may hold a work dir at once is WorkDirUsers'
+// rule (work_dir_users.h). GiveJobDirs also makes the dirs between the agent's state dir and the
+// work dir searchable (0711: no listing) so that the rank can reach its work dir by path. A dir
+// above the state dir that the user cannot search is an error naming it: the operator must open
+// it (chmod o+x).
 //
 // The node cache. Its dir is shared by the node's jobs; a rank of another user gets a dir of its
 // own in it (GiveNodeCache), so one user's cached files are never another's to read.
@@ -92,14 +99,19 @@ inline constexpr char kSecretFileSuffix[] = "_FILE";
 inline constexpr const char* kAgentFileEnvNames[] = {"KUBEFLOW_TRAINER_SERVER_CA_CERT",
                                                      "KUBEFLOW_TRAINER_SERVER_TOKEN"};
 inline constexpr char kSecretsDirName[] = ".trainlet-secrets";
+// The name of a user's own dir in it: "uid-<UID>".
+std::string UserSecretsDirName(uid_t uid);
+// <work_dir>/.trainlet-secrets, made if need be, opened without following a link and made the
+// step's (0711); its descriptor (close-on-exec), or an error (Io) naming it.
+Result<int> OpenStepSecretsDir(const std::string& work_dir);
 
 // In `envp` ("K=V", as the rank will get it): each secret variable set there is written to
-// <TRAINLET_WORK_DIR>/.trainlet-secrets/<tag>.<NAME> (created 0400, owned by `owner`, or by the
-// step's user when nullopt) and replaced by NAME_FILE=<path>. With an `owner` and the agent's
-// `state_dir`, each agent file (kAgentFileEnvNames) whose variable names the progress endpoint's
-// own file for this rank's job and attempt is copied to the same place, and the variable names the
-// copy; one that cannot be read is an error (Io or NotFound, naming it). Other paths in those
-// variables are left alone: root never reads a file a job named. `tag` makes the names of one
+// <TRAINLET_WORK_DIR>/.trainlet-secrets/uid-<UID>/<tag>.<NAME> (created 0400, owned by `owner`,
+// or by the step's user when nullopt) and replaced by NAME_FILE=<path>. With an `owner` and the
+// agent's `state_dir`, each agent file (kAgentFileEnvNames) whose variable names the progress
+// endpoint's own file for this rank's job and attempt is copied to the same place, and the variable
+// names the copy; one that cannot be read is an error (Io or NotFound, naming it). Other paths in
+// those variables are left alone: root never reads a file a job named. `tag` makes the names of one
 // process unique on the node (the step's pid and the rank). Returns the paths written, for
 // RemoveSecretFiles. An envp without secrets is left as is; one with secrets but without
 // TRAINLET_WORK_DIR is an error (Invalid), as is a file that cannot be written (Io, naming it):

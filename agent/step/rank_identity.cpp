@@ -6,6 +6,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -141,6 +142,13 @@ Result<std::optional<RankIdentity>> RankIdentity::Resolve(const RunAsRequest& re
           "securityContext.runAsUser: 0 (root) is refused: this node runs ranks as '" + agent_user +
           "' (agent run_as)");
     }
+  }
+  if (request.fs_group) {
+    TRAINLET_ASSIGN_OR_RETURN(uint32_t fs_group,
+                              JobId(*request.fs_group, "securityContext.fsGroup"));
+    id.fs_group = fs_group;
+    if (std::find(id.groups.begin(), id.groups.end(), fs_group) == id.groups.end())
+      id.groups.push_back(fs_group);
   }
   if (euid != 0) {
     if (id.uid == euid && !request.job_run_as_group && colon == std::string::npos)

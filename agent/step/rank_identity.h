@@ -40,6 +40,10 @@ struct RunAsRequest {
   std::string agent_run_as;                 // the agent config's run_as; "" when unset
   std::optional<int64_t> job_run_as_user;   // securityContext.runAsUser
   std::optional<int64_t> job_run_as_group;  // securityContext.runAsGroup
+  // The pod's securityContext.fsGroup: a supplementary group of the rank, and the group the job's
+  // dirs are shared through (rank_files.h). Not who the rank is: empty() ignores it, and a rank
+  // that runs as the step's own user gets nothing of it.
+  std::optional<int64_t> fs_group;
   // securityContext.allowPrivilegeEscalation. Not part of who the rank is (Resolve and empty()
   // ignore it): it decides whether the rank gets no_new_privs (NoNewPrivsFor).
   std::optional<bool> allow_privilege_escalation;
@@ -71,12 +75,16 @@ struct RankIdentity {
   std::string name;           // the account's name, for messages ("" when it has none)
   // The field it came from ("run_as", "securityContext.runAsUser"), for messages.
   std::string field;
+  // securityContext.fsGroup (RunAsRequest), also in `groups`; nullopt when the pod sets none.
+  std::optional<gid_t> fs_group;
   bool operator==(const RankIdentity&) const = default;
 
   // nullopt: the ranks run as the step's own user (nothing asked, or what was asked is who the
-  // step already is). Errors (Invalid, naming the field): a malformed run_as, a user or uid that
-  // does not exist on this node, a negative id, root asked by a job on a node whose run_as is
-  // another user, or a step that is not root (`euid`) asked to be someone else.
+  // step already is). A request's fs_group is added to `groups` (after the others, once) and set
+  // in `fs_group`. Errors (Invalid, naming the field): a malformed run_as, a user or uid that
+  // does not exist on this node, a negative id (securityContext.fsGroup too), root asked by a job
+  // on a node whose run_as is another user, or a step that is not root (`euid`) asked to be someone
+  // else.
   static Result<std::optional<RankIdentity>> Resolve(const RunAsRequest& request, uid_t euid,
                                                      const AccountLookup& accounts);
 

@@ -174,6 +174,7 @@ std::string EncodeLaunch(const StepLaunch& launch) {
     if (!r.run_as.agent_run_as.empty()) ranks.back()["run_as"] = r.run_as.agent_run_as;
     if (r.run_as.job_run_as_user) ranks.back()["run_as_user"] = *r.run_as.job_run_as_user;
     if (r.run_as.job_run_as_group) ranks.back()["run_as_group"] = *r.run_as.job_run_as_group;
+    if (r.run_as.fs_group) ranks.back()["fs_group"] = *r.run_as.fs_group;
     if (r.run_as.allow_privilege_escalation)
       ranks.back()["allow_privilege_escalation"] = *r.run_as.allow_privilege_escalation;
   }
@@ -267,7 +268,8 @@ Result<StepLaunch> DecodeLaunch(const std::string& text) {
       // Optional: absent, the rank runs as the step's user (files written before run_as).
       if (r.contains("run_as")) rd.Str(r, "run_as", where, &sr.run_as.agent_run_as);
       for (const auto& [key, field] : {std::pair{"run_as_user", &sr.run_as.job_run_as_user},
-                                       std::pair{"run_as_group", &sr.run_as.job_run_as_group}}) {
+                                       std::pair{"run_as_group", &sr.run_as.job_run_as_group},
+                                       std::pair{"fs_group", &sr.run_as.fs_group}}) {
         if (!r.contains(key)) continue;
         if (!r[key].is_number_integer()) {
           error = where + key + ": not an integer";

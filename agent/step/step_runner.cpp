@@ -27,6 +27,7 @@
 #include "agent/step/step_launch.h"
 #include "agent/step/step_records.h"
 #include "agent/step/step_stop.h"
+#include "agent/step/step_users.h"
 #include "agent/step/workspace_mount.h"
 #include "common/platform/descriptors.h"
 #include "common/platform/process_cgroup.h"
@@ -340,14 +341,14 @@ class Step {
       p.error = pmix_;
       return p;
     }
-    auto as = IdentityFor(r);
+    auto as = users_.IdentityFor(r.run_as);
     if (!as.ok()) {
       p.error = as.status();
       return p;
     }
     p.as = *as;
     p.envp = BuildWorkerEnv(launch_.base_env, r.env);
-    p.error = PrepareFor(p.envp, "r" + std::to_string(r.rank), p.as, p.log_fd);
+    p.error = PrepareFor(p.envp, "r" + std::to_string(r.rank), p.as, p.log_fd, index);
     return p;
   }
 
@@ -366,26 +367,18 @@ class Step {
       rec.kind = StepRecord::Kind::kStartFailed;
       rec.message = pid.status().message();
       gate_->StartFailed(p.index);
+      users_.Release(p.index);
     }
   }
 
-  // Resolved once per distinct request: every rank of a job normally asks the same.
-  Result<std::optional<RankIdentity>> IdentityFor(const StepRank& r) {
-    if (r.run_as.empty()) return std::optional<RankIdentity>();
-    for (const auto& [request, identity] : identities_) {
-      if (request == r.run_as) return identity;
-    }
-    auto identity = RankIdentity::Resolve(r.run_as, geteuid(), SystemAccounts());
-    if (!identity.ok()) return identity.status();
-    identities_.emplace_back(r.run_as, *identity);
-    return *identity;
-  }
-
-  // The job's dirs and the log given to `as`, the secrets of `envp` moved into its files.
+  // The job's dirs and the log given to `as` (rank `index` holds its work dir: StepUsers), the
+  // secrets of `envp` moved into its files.
   Status PrepareFor(std::vector<std::string>& envp, const std::string& who,
-                    const std::optional<RankIdentity>& as, int log_fd) {
+                    const std::optional<RankIdentity>& as, int log_fd,
+                    std::optional<size_t> index = std::nullopt) {
     if (as) {
-      TRAINLET_RETURN_IF_ERROR(GiveJobDirs(EnvValue(envp, "TRAINLET_WORK_DIR"), StateDir(), *as));
+      const std::string work_dir = EnvValue(envp, "TRAINLET_WORK_DIR");
+      TRAINLET_RETURN_IF_ERROR(users_.Admit(index, work_dir, StateDir(), *as));
       TRAINLET_RETURN_IF_ERROR(GiveNodeCache(envp, StateDir(), *as));
       // The log stays the agent's to read (it is root); the rank writes it through its stdout.
       if (log_fd >= 0 && fchown(log_fd, as->uid, as->gid) != 0) {
@@ -438,7 +431,7 @@ class Step {
     server.argv = {path};
     server.cwd = first.cwd;
     // The server runs as the first rank's user: its sockets are the ranks' to reach.
-    auto as = IdentityFor(first);
+    auto as = users_.IdentityFor(first.run_as);
     std::vector<std::string> envp = BuildWorkerEnv(launch_.base_env, first.env);
     pmix::AddNodeTopologyXmlEnv(envp, StateDir());  // the agent's topology: not discovered again
     Status prepared = !log.ok() ? log.status()
@@ -730,6 +723,7 @@ class Step {
       }
       batch += EncodeRecord(rec);
       gate_->Exited(it->second.index, rec.exit_code == 0 && rec.signal == 0);
+      users_.Release(it->second.index);
       logs_.Unwatch(launch_.ranks[it->second.index].log_path);
       live_.erase(it);
     }
@@ -779,9 +773,8 @@ class Step {
   Status pmix_ = Status::Ok();    // its answer: an error fails every rank's start
   std::optional<StepGate> gate_;  // which workers may start (step_gate.h); set once launched
   LogRotation logs_{0};           // the ranks' logs, cut past their cap
-  // Who the ranks run as, per distinct request (IdentityFor), and the secret files written for
-  // them (removed once they are gone).
-  std::vector<std::pair<RunAsRequest, std::optional<RankIdentity>>> identities_;
+  StepUsers users_;               // who the ranks run as, and which users hold each work dir
+  // The secret files written for the ranks (removed once they are gone).
   std::vector<std::string> secret_files_;
   SecretFileLinks secret_links_;  // ranks with the same secret and user share its inode
   SpareFiles spares_{""};         // the rank logs' inodes, made ahead by the agent

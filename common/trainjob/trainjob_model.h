@@ -48,6 +48,9 @@ struct ContainerSpec {
   // securityContext.allowPrivilegeEscalation (the container's; a pod has none): unset or false,
   // its processes run with no_new_privs (agent/step/rank_identity.h).
   std::optional<bool> allow_privilege_escalation;
+  // Its pod's securityContext.fsGroup (a container has none): a supplementary group of its
+  // processes, and the group the job's work dir is shared through (agent/step/step_users.h).
+  std::optional<int64_t> fs_group;
 };
 
 // Which spec.mlPolicy key is set; kPlain when none is.
@@ -245,6 +248,8 @@ struct ResolvedTrainer {
   std::optional<int64_t> run_as_user, run_as_group;
   // Its securityContext.allowPrivilegeEscalation (ContainerSpec).
   std::optional<bool> allow_privilege_escalation;
+  // Its pod's securityContext.fsGroup (ContainerSpec).
+  std::optional<int64_t> fs_group;
 };
 
 // Lays `job`'s trainer over `runtime`. The runtime container is the launcher's when the runtime

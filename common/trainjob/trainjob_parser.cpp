@@ -218,9 +218,9 @@ std::vector<EnvVar> ReadEnv(const YAML::Node& env, const std::string& path, DocC
   return out;
 }
 
-// securityContext's runAsUser and runAsGroup (a container's or a pod's), and a container's
-// allowPrivilegeEscalation: set into `out` where given; every other key is ignored with a
-// warning. A value that is not a non-negative integer (a boolean) is refused.
+// securityContext's runAsUser and runAsGroup (a container's or a pod's), a container's
+// allowPrivilegeEscalation and a pod's fsGroup: set into `out` where given; every other key is
+// ignored with a warning. A value that is not a non-negative integer (a boolean) is refused.
 void ReadRunAs(const YAML::Node& sc, const std::string& path, DocContext& ctx, ContainerSpec& out,
                bool container = true) {
   for (auto it = sc.begin(); sc.IsMap() && it != sc.end(); ++it) {
@@ -234,14 +234,15 @@ void ReadRunAs(const YAML::Node& sc, const std::string& path, DocContext& ctx, C
       out.allow_privilege_escalation = v == "true";
       continue;
     }
-    std::optional<int64_t>* field = key == "runAsUser"    ? &out.run_as_user
-                                    : key == "runAsGroup" ? &out.run_as_group
-                                                          : nullptr;
+    std::optional<int64_t>* field = key == "runAsUser"               ? &out.run_as_user
+                                    : key == "runAsGroup"            ? &out.run_as_group
+                                    : !container && key == "fsGroup" ? &out.fs_group
+                                                                     : nullptr;
     if (field == nullptr) {
       ctx.Warn(AppendKey(path, key),
                container ? "ignored (only runAsUser, runAsGroup and allowPrivilegeEscalation apply "
                            "on bare metal)"
-                         : "ignored (only runAsUser and runAsGroup apply on bare metal)");
+                         : "ignored (only runAsUser, runAsGroup and fsGroup apply on bare metal)");
       continue;
     }
     std::optional<int64_t> v = Int(it->second);
@@ -341,6 +342,7 @@ std::optional<ContainerSpec> ReadJobContainer(const YAML::Node& job, const std::
             /*container=*/false);
   if (!out.run_as_user) out.run_as_user = pod.run_as_user;
   if (!out.run_as_group) out.run_as_group = pod.run_as_group;
+  out.fs_group = pod.fs_group;
   return out;
 }
 

@@ -78,6 +78,7 @@ Result<ResolvedTrainer> Resolve(const TrainJob& job, const TrainingRuntime& runt
   out.run_as_user = base.run_as_user;
   out.run_as_group = base.run_as_group;
   out.allow_privilege_escalation = base.allow_privilege_escalation;
+  out.fs_group = base.fs_group;
   return out;
 }
 

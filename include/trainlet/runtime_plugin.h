@@ -70,6 +70,9 @@ struct PlanRequest {
   // The runtime container's securityContext.allowPrivilegeEscalation, set by the coordinator on
   // the same workers (WorkerSpec.allow_privilege_escalation).
   std::optional<bool> allow_privilege_escalation;
+  // The runtime pod's securityContext.fsGroup, set by the coordinator on the same workers
+  // (WorkerSpec.fs_group).
+  std::optional<int64_t> fs_group;
   // Set in Render's request when the layout names an exec launcher, empty otherwise: where the
   // launcher reaches the coordinator's exec endpoint and as whom. Public values; the coordinator
   // itself puts them, and the launcher's secret key, in the launcher's TRAINLET_EXEC_* env, so a

@@ -326,6 +326,7 @@ TEST_F(ExecSessionsTest, ASessionRunsAsTheJobsUserWithItsSecretInAFile) {
       "stat -c mode=%a:%u \"$TRAINLET_EXEC_KEY_FILE\"; cat \"$TRAINLET_EXEC_KEY_FILE\"; echo");
   start.set_run_as_user(uid);
   start.set_run_as_group(gid);
+  start.set_fs_group(4242);  // its pod's fsGroup: a supplementary group, as the ranks get it
   (*start.mutable_env())["TRAINLET_EXEC_KEY"] = "launcher-secret";
   // The job's env may not name the dir root gives to the job's user: the node's wins.
   fs::create_directories(dir_ / "decoy");
@@ -338,10 +339,11 @@ TEST_F(ExecSessionsTest, ASessionRunsAsTheJobsUserWithItsSecretInAFile) {
   ASSERT_TRUE(asked.has_value());
   EXPECT_EQ(asked->job_run_as_user, std::optional<int64_t>(uid));
   EXPECT_EQ(asked->job_run_as_group, std::optional<int64_t>(gid));
+  EXPECT_EQ(asked->fs_group, std::optional<int64_t>(4242));
   EXPECT_FALSE(sup_->RankRunAs("job-a", 2, kExecRankBase).has_value());
   ASSERT_TRUE(RunUntil([&] { return Exited(51) != nullptr; })) << Stream(51, 2);
   const std::string ids = std::to_string(uid) + ":" + std::to_string(gid);
-  EXPECT_EQ(Stream(51, 1), "ids=" + ids + ":" + std::to_string(gid) +
+  EXPECT_EQ(Stream(51, 1), "ids=" + ids + ":" + std::to_string(gid) + " 4242" +
                                " key=none\nmode=400:" + std::to_string(uid) + "\nlauncher-secret\n")
       << Stream(51, 2);
   EXPECT_EQ(Exited(51)->exit_code(), 0) << Stream(51, 2);

@@ -147,11 +147,14 @@ TEST(PlanLaunches, CarriesTheWorkersRunAs) {
   plan.mutable_workers(0)->set_run_as_user(65534);
   plan.mutable_workers(0)->set_run_as_group(0);
   plan.mutable_workers(0)->set_allow_privilege_escalation(true);
+  plan.mutable_workers(0)->set_fs_group(4242);
   const PlannedLaunches planned = PlanLaunches(plan, Node());
   ASSERT_EQ(planned.launches.size(), 2u);
   EXPECT_EQ(planned.launches[0].run_as.job_run_as_user, 65534);
   EXPECT_EQ(planned.launches[0].run_as.job_run_as_group, 0);
   EXPECT_EQ(planned.launches[0].run_as.allow_privilege_escalation, true);
+  EXPECT_EQ(planned.launches[0].run_as.fs_group, 4242);
+  EXPECT_FALSE(planned.launches[1].run_as.fs_group.has_value());
   EXPECT_TRUE(planned.launches[1].run_as.empty());
   EXPECT_FALSE(planned.launches[1].run_as.allow_privilege_escalation.has_value());
 }

@@ -117,12 +117,12 @@ TEST_F(ExecAuthorityTest, ResolvesAHostOfThePlacement) {
   }
 }
 
-// issue 19: a remote command (an orted) runs as the job's ranks do: its securityContext user
-// travels with the target; a job without one leaves it to the agent's run_as.
+// issue 19: a remote command (an orted) runs as the job's ranks do: its securityContext user (and
+// its pod's fsGroup) travels with the target; a job without one leaves it to the agent's run_as.
 TEST_F(ExecAuthorityTest, TheTargetCarriesTheJobsSecurityContextUser) {
   AddJob("plain", JobPhase::kRunning, 1, "key-plain");
   AddJob("asuser", JobPhase::kRunning, 1, "key-asuser");
-  exec_.Track("asuser", {}, 4000, 100, true);
+  exec_.Track("asuser", {}, 4000, 100, true, 4242);
   auto plain = exec_.ResolveExec("key-plain", "n2");
   ASSERT_TRUE(plain.ok());
   EXPECT_FALSE(plain->run_as_user.has_value());
@@ -133,6 +133,8 @@ TEST_F(ExecAuthorityTest, TheTargetCarriesTheJobsSecurityContextUser) {
   EXPECT_EQ(t->run_as_group, std::optional<int64_t>(100));
   EXPECT_EQ(t->allow_privilege_escalation, std::optional<bool>(true));
   EXPECT_FALSE(plain->allow_privilege_escalation.has_value());
+  EXPECT_EQ(t->fs_group, std::optional<int64_t>(4242));  // its pod's fsGroup, as its ranks get
+  EXPECT_FALSE(plain->fs_group.has_value());
 }
 
 TEST_F(ExecAuthorityTest, RefusesUnknownKeysStoppedAttemptsAndForeignHosts) {

@@ -129,6 +129,23 @@ TEST_F(RunAsPolicyTest, ApplyRefusesIdsTheNamespaceDoesNotAllowByPath) {
   EXPECT_NE(PhaseOf(JobOrDie("team-a.ok")), JobPhase::kFailed);
 }
 
+// A pod's securityContext.fsGroup is a group its ranks get: runAsGroups rules it, and the
+// refusal names the pod's field.
+TEST_F(RunAsPolicyTest, AnFsGroupIsAGroupTheJobAsks) {
+  for (const auto& [name, group] : {std::pair{"fsg-0", 0}, std::pair{"fsg-1000", 1000}}) {
+    std::string rt = RunAsRuntime(name, "{runAsUser: 1500}");
+    rt += "                  securityContext: {fsGroup: " + std::to_string(group) + "}\n";
+    ASSERT_EQ(Apply("alice", rt).error(), "");
+  }
+  v1::OperatorResponse r = Apply("bob", NsJob("team-a", "g0", "fsg-0"));
+  EXPECT_EQ(r.error_code(), "PermissionDenied");
+  EXPECT_THAT(r.error(), HasSubstr("ClusterTrainingRuntime/fsg-0: spec.template.spec."
+                                   "replicatedJobs[node].template.spec.template.spec."
+                                   "securityContext.fsGroup: gid 0 is not allowed in namespace "
+                                   "\"team-a\""));
+  EXPECT_EQ(Apply("bob", NsJob("team-a", "g1000", "fsg-1000")).error(), "");
+}
+
 TEST_F(RunAsPolicyTest, WithoutARuleOnlyTheAgentsRunAsAndAdminsAskAny) {
   // team-b has no rule: a job may run as the agent's run_as only (no securityContext ids).
   v1::OperatorResponse r = Apply("bob", NsJob("team-b", "b", "as-1500"));

@@ -225,8 +225,8 @@ fi
 # second fence may start: on each node the node's rank and prep's run under two steps of the
 # attempt, prep's last, both adopted by the restarted agent. The restarted agent restores the rendezvous of the ranks that take part
 # (the node's): before the fix it restored the last step's, prep's rank, so rank 1's second fence
-# was DENIED. (prep runs as nobody too: ranks of two users cannot run beside each other, the
-# job's work dir and secrets dir being given to one user at a time.)
+# was DENIED. (prep runs as nobody too: ranks of two users beside each other need a shared
+# securityContext.fsGroup, run_as_users_test.sh.)
 steps_refence sidefence "$WORK/sidefence-go" "        - name: prep
           dependsOn: [{name: node, status: Ready}]
           template:

@@ -3,9 +3,12 @@
 // on the way are opened for search, and a dir above them that the user cannot search is named.
 #include "agent/step/rank_files.h"
 
+#include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <pwd.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -33,10 +36,28 @@ bool Has(const std::vector<std::string>& env, const std::string& prefix) {
   return false;
 }
 
-std::optional<RankIdentity> Nobody() {
-  const passwd* pw = getpwnam("nobody");
+std::optional<RankIdentity> User(const char* name) {
+  const passwd* pw = getpwnam(name);
   if (pw == nullptr) return std::nullopt;
-  return RankIdentity{pw->pw_uid, pw->pw_gid, {pw->pw_gid}, "nobody", "run_as"};
+  return RankIdentity{pw->pw_uid, pw->pw_gid, {pw->pw_gid}, name, "run_as"};
+}
+std::optional<RankIdentity> Nobody() { return User("nobody"); }
+
+// Whether `who` can open `path` (a file to read, or a dir to list), tried in a child that drops
+// to that user as trainlet-step --as does.
+bool CanOpen(const RankIdentity& who, const std::string& path) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (setgroups(who.groups.size(), who.groups.data()) != 0 || setgid(who.gid) != 0 ||
+        setuid(who.uid) != 0) {
+      _exit(2);
+    }
+    // O_RDONLY needs read permission, on a dir too (0711: searchable, not listable).
+    _exit(open(path.c_str(), O_RDONLY | O_CLOEXEC) >= 0 ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 TEST(RankFiles, AnEnvWithoutSecretsIsLeftAsIs) {
@@ -59,7 +80,8 @@ TEST(RankFiles, SecretsMoveIntoPrivateFiles) {
   EXPECT_FALSE(Has(env, "TRAINLET_RENDEZVOUS_TOKEN="));
   EXPECT_FALSE(Has(env, "TRAINLET_EXEC_KEY="));
   EXPECT_FALSE(Has(env, "TRAINLET_EXEC_KEY_FILE=/etc/passwd"));  // ours replaced the rank's own
-  const std::string secrets = dir.path() + "/.trainlet-secrets";
+  const std::string top = dir.path() + "/.trainlet-secrets";
+  const std::string secrets = top + "/uid-" + std::to_string(geteuid());
   const std::string token = secrets + "/s9-r3.TRAINLET_RENDEZVOUS_TOKEN";
   const std::string key = secrets + "/s9-r3.TRAINLET_EXEC_KEY";
   EXPECT_TRUE(Has(env, "TRAINLET_RENDEZVOUS_TOKEN_FILE=" + token));
@@ -72,6 +94,8 @@ TEST(RankFiles, SecretsMoveIntoPrivateFiles) {
   EXPECT_EQ(st.st_mode & 07777, 0400u);
   ASSERT_EQ(stat(secrets.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0700u);
+  ASSERT_EQ(stat(top.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0711u);  // the step's: each user reaches its own dir, lists none
   // A second step of the same attempt writes its own files; the first one's stay.
   std::vector<std::string> again = {"TRAINLET_WORK_DIR=" + dir.path(), "TRAINLET_EXEC_KEY=k2"};
   ASSERT_TRUE(MoveSecretsToFiles(again, "s10-r3", std::nullopt).ok());
@@ -101,7 +125,8 @@ TEST(RankFiles, RanksWithTheSameSecretShareOneInode) {
   auto w2 = MoveSecretsToFiles(r2, "s7-r2", std::nullopt, "", &links);
   ASSERT_TRUE(w0.ok() && w1.ok() && w2.ok());
   const std::string f0 = (*w0)[0], f1 = (*w1)[0], f2 = (*w2)[0];
-  EXPECT_EQ(f1, dir.path() + "/.trainlet-secrets/s7-r1.TRAINLET_RENDEZVOUS_TOKEN");
+  EXPECT_EQ(f1, dir.path() + "/.trainlet-secrets/uid-" + std::to_string(geteuid()) +
+                    "/s7-r1.TRAINLET_RENDEZVOUS_TOKEN");
   EXPECT_EQ(EnvValue(r1, "TRAINLET_RENDEZVOUS_TOKEN_FILE"), f1);
   EXPECT_EQ(Slurp(f1), "tok");
   EXPECT_EQ(Slurp(f2), "other");
@@ -124,7 +149,7 @@ TEST(RankFiles, RanksWithTheSameSecretShareOneInode) {
 TEST(RankFiles, RanksOfOneStepShareTheReadySecretsDir) {
   testing::TempDir dir;
   SecretFileLinks links;
-  const std::string secrets = dir.path() + "/.trainlet-secrets";
+  const std::string secrets = dir.path() + "/.trainlet-secrets/uid-" + std::to_string(geteuid());
   std::vector<std::string> r0 = {"TRAINLET_WORK_DIR=" + dir.path(), "TRAINLET_EXEC_KEY=k"};
   std::vector<std::string> r1 = r0;
   EXPECT_LT(links.FindDir(secrets, geteuid(), getegid()), 0);
@@ -262,7 +287,10 @@ TEST(RankFiles, AgentFilesAreCopiedForARankOfAnotherUserOnly) {
   const std::string token_copy = EnvValue(env, "KUBEFLOW_TRAINER_SERVER_TOKEN");
   for (const auto& [copy, text] :
        {std::pair{ca_copy, std::string("CA PEM")}, {token_copy, "tok-2"}}) {
-    EXPECT_EQ(copy.rfind(work + "/.trainlet-secrets/s1-r0.", 0), 0u) << copy;
+    EXPECT_EQ(
+        copy.rfind(work + "/.trainlet-secrets/uid-" + std::to_string(nobody->uid) + "/s1-r0.", 0),
+        0u)
+        << copy;
     EXPECT_EQ(Slurp(copy), text);
     struct stat st {};
     ASSERT_EQ(stat(copy.c_str(), &st), 0);
@@ -323,6 +351,98 @@ TEST(RankFiles, ARankOfAnotherUserGetsItsOwnDirInTheNodeCache) {
   EXPECT_FALSE(linked.ok());
   ASSERT_EQ(stat(root.path().c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, 0u);
+}
+
+// Ranks of two users in one work dir at once: each user's secrets in a dir of its own (0700), the
+// secrets dir itself the step's (0711). One user cannot read the other's token, nor list the
+// secrets dir; each reads its own.
+TEST(RankFiles, TwoUsersInOneWorkDirEachReadOnlyTheirOwnSecrets) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give files to other users";
+  const auto a = Nobody(), b = User("daemon");
+  if (!a || !b) GTEST_SKIP() << "no users nobody and daemon here";
+  testing::TempDir root;
+  chmod(root.path().c_str(), 0755);
+  const std::string work = root.path() + "/work";
+  fs::create_directories(work);
+  chmod(work.c_str(), 0777);  // what the work dir's owner or group would allow: not the point
+  std::vector<std::string> ea = {"TRAINLET_WORK_DIR=" + work, "TRAINLET_RENDEZVOUS_TOKEN=ta"};
+  std::vector<std::string> eb = {"TRAINLET_WORK_DIR=" + work, "TRAINLET_RENDEZVOUS_TOKEN=tb",
+                                 "TRAINLET_EXEC_KEY=kb"};
+  SecretFileLinks links;
+  auto wa = MoveSecretsToFiles(ea, "s1-r0", a, "", &links);
+  auto wb = MoveSecretsToFiles(eb, "s1-r1", b, "", &links);
+  ASSERT_TRUE(wa.ok()) << wa.status().message();
+  ASSERT_TRUE(wb.ok()) << wb.status().message();
+  const std::string ta = EnvValue(ea, "TRAINLET_RENDEZVOUS_TOKEN_FILE");
+  const std::string tb = EnvValue(eb, "TRAINLET_RENDEZVOUS_TOKEN_FILE");
+  const std::string kb = EnvValue(eb, "TRAINLET_EXEC_KEY_FILE");
+  EXPECT_EQ(ta, work + "/.trainlet-secrets/uid-" + std::to_string(a->uid) + "/s1-r0." +
+                    "TRAINLET_RENDEZVOUS_TOKEN");
+  EXPECT_EQ(Slurp(ta), "ta");
+  EXPECT_EQ(Slurp(tb), "tb");
+  EXPECT_TRUE(CanOpen(*a, ta));
+  EXPECT_TRUE(CanOpen(*b, tb));
+  EXPECT_TRUE(CanOpen(*b, kb));
+  EXPECT_FALSE(CanOpen(*a, tb)) << "nobody read daemon's token";
+  EXPECT_FALSE(CanOpen(*a, kb)) << "nobody read daemon's launcher key";
+  EXPECT_FALSE(CanOpen(*b, ta)) << "daemon read nobody's token";
+  EXPECT_FALSE(CanOpen(*a, work + "/.trainlet-secrets")) << "nobody listed the secrets dir";
+  EXPECT_FALSE(CanOpen(*b, work + "/.trainlet-secrets/uid-" + std::to_string(a->uid)));
+  struct stat st {};
+  ASSERT_EQ(stat((work + "/.trainlet-secrets").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(st.st_mode & 07777, 0711u);
+  ASSERT_EQ(stat((work + "/.trainlet-secrets/uid-" + std::to_string(b->uid)).c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, b->uid);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+}
+
+// A secrets dir a user holds (an older agent gave it to the rank's user, or a rank made one) is
+// taken back by the step before anything is written in it.
+TEST(RankFiles, ASecretsDirOfAUserIsTakenBackByTheStep) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give files to other users";
+  const auto a = Nobody(), b = User("daemon");
+  if (!a || !b) GTEST_SKIP() << "no users nobody and daemon here";
+  testing::TempDir root;
+  const std::string work = root.path();
+  const std::string top = work + "/.trainlet-secrets";
+  ASSERT_TRUE(fs::create_directories(top + "/uid-" + std::to_string(b->uid)));
+  ASSERT_EQ(chown(top.c_str(), a->uid, a->gid), 0);
+  ASSERT_EQ(chown((top + "/uid-" + std::to_string(b->uid)).c_str(), a->uid, a->gid), 0);
+  std::vector<std::string> eb = {"TRAINLET_WORK_DIR=" + work, "TRAINLET_RENDEZVOUS_TOKEN=tb"};
+  ASSERT_TRUE(MoveSecretsToFiles(eb, "s1-r1", b).ok());
+  struct stat st {};
+  ASSERT_EQ(stat(top.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(st.st_mode & 07777, 0711u);
+  ASSERT_EQ(stat((top + "/uid-" + std::to_string(b->uid)).c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, b->uid);  // nobody's no more
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+}
+
+// With securityContext.fsGroup the job's dirs are the group's: the step's, group fsGroup, 2770.
+TEST(RankFiles, WithAnFsGroupTheJobDirsAreSharedThroughIt) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give files to another user";
+  auto nobody = Nobody();
+  if (!nobody) GTEST_SKIP() << "no user nobody here";
+  nobody->fs_group = 4242;
+  nobody->groups.push_back(4242);
+  testing::TempDir root;
+  const std::string work = root.path() + "/work/job";
+  fs::create_directories(work + "/workspace/dataset");
+  fs::create_directories(work + "/workspace/model");
+  chmod(root.path().c_str(), 0711);
+  chmod((root.path() + "/work").c_str(), 0711);
+  ASSERT_TRUE(GiveJobDirs(work, "", *nobody).ok());
+  for (const std::string& d :
+       {work, work + "/workspace", work + "/workspace/dataset", work + "/workspace/model"}) {
+    struct stat st {};
+    ASSERT_EQ(stat(d.c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, 0u) << d;
+    EXPECT_EQ(st.st_gid, 4242u) << d;
+    EXPECT_EQ(st.st_mode & 07777, 02770u) << d;
+  }
+  EXPECT_TRUE(CanOpen(*nobody, work + "/workspace/model"));
 }
 
 }  // namespace

@@ -100,6 +100,33 @@ TEST(RankIdentity, JobSecurityContextOverridesTheAgent) {
   EXPECT_EQ((*id)->gid, 7u);
 }
 
+// The pod's securityContext.fsGroup is a supplementary group of the rank (once, after the others),
+// as on Kubernetes; it is not who the rank is.
+TEST(RankIdentity, FsGroupIsASupplementaryGroup) {
+  RunAsRequest request = Req("", 1000, std::nullopt);
+  request.fs_group = 4242;
+  auto id = Resolve(request);
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  EXPECT_EQ((*id)->gid, 1000u);
+  EXPECT_EQ((*id)->groups, (std::vector<gid_t>{1000, 27, 4242}));
+  EXPECT_EQ((*id)->fs_group, std::optional<gid_t>(4242));
+  request.fs_group = 27;  // a group the user has already: not twice
+  id = Resolve(request);
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ((*id)->groups, (std::vector<gid_t>{1000, 27}));
+  EXPECT_EQ(RankIdentity::Decode((*id)->Encode())->groups, (*id)->groups);
+  // Alone it asks nobody to switch: a rank of the step's own user gets nothing of it.
+  RunAsRequest only;
+  only.fs_group = 4242;
+  EXPECT_TRUE(only.empty());
+  request.fs_group = -3;
+  id = Resolve(request);
+  ASSERT_FALSE(id.ok());
+  EXPECT_NE(id.status().message().find("securityContext.fsGroup: -3 is not a valid id"),
+            std::string::npos)
+      << id.status().message();
+}
+
 TEST(RankIdentity, ErrorsNameTheField) {
   struct Case {
     RunAsRequest request;

@@ -215,6 +215,7 @@ TEST(StepLaunch, RunAsRoundTripsAndIsOptional) {
   r.run_as.job_run_as_user = 1000;
   r.run_as.job_run_as_group = 0;
   r.run_as.allow_privilege_escalation = true;
+  r.run_as.fs_group = 4242;
   l.ranks.push_back(r);
   r.run_as = {};
   l.ranks.push_back(r);

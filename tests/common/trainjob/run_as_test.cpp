@@ -58,11 +58,34 @@ TEST(RunAsTest, ThePodsHoldsWhereTheContainerSetsNone) {
       << ::testing::PrintToString(f->warnings);
 }
 
+// The pod's fsGroup (Kubernetes' PodSecurityContext; a container has none): read, resolved, and
+// a bad value refused by path. A container's fsGroup is ignored with a warning.
+TEST(RunAsTest, ThePodsFsGroupIsReadAndResolved) {
+  auto f = ParseDocuments(Runtime(", securityContext: {runAsUser: 1000, fsGroup: 9}",
+                                  "securityContext: {fsGroup: 4242}, "));
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->runtimes[0].node->fs_group, 4242);
+  EXPECT_TRUE(Warned(*f, "containers[0].securityContext.fsGroup: ignored"))
+      << ::testing::PrintToString(f->warnings);
+  EXPECT_FALSE(Warned(*f, "spec.securityContext.fsGroup")) << ::testing::PrintToString(f->warnings);
+  TrainJob job;
+  job.name = "x";
+  job.runtime_ref.name = "rt";
+  auto r = Resolve(job, f->runtimes[0]);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->fs_group, 4242);
+  auto bad = ParseDocuments(Runtime("", "securityContext: {fsGroup: -1}, "));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("spec.securityContext.fsGroup"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(RunAsTest, UnsetIsUnset) {
   auto f = ParseDocuments(Runtime(""));
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   EXPECT_FALSE(f->runtimes[0].node->run_as_user.has_value());
   EXPECT_FALSE(f->runtimes[0].node->run_as_group.has_value());
+  EXPECT_FALSE(f->runtimes[0].node->fs_group.has_value());
 }
 
 TEST(RunAsTest, ABadIdIsRefusedByPath) {
