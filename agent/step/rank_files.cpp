@@ -102,15 +102,19 @@ Status Give(int fd, const std::string& path, const RankIdentity& owner) {
 
 // A job dir shared through the owner's fsGroup: the step's, group fsGroup, 2770 (setgid: what
 // the ranks make in it takes the group too), as Kubernetes gives a pod's volumes to its fsGroup.
-Status Share(int fd, const std::string& path, const RankIdentity& owner) {
-  if (fchown(fd, geteuid(), *owner.fs_group) != 0 || fchmod(fd, 02770) != 0)
+// The work dir itself also gets the sticky bit (3770), as /tmp has: it holds .trainlet-secrets,
+// the step's, and with write access alone any member of the group could rename that away and
+// plant a dir of its own where another user's rank looks for its token.
+Status Share(int fd, const std::string& path, const RankIdentity& owner, bool top) {
+  if (fchown(fd, geteuid(), *owner.fs_group) != 0 || fchmod(fd, top ? 03770 : 02770) != 0)
     return IoError("securityContext.fsGroup: " + Errno("chown " + path));
   return Status::Ok();
 }
 
-// The owner's job dir: shared through its fsGroup when it has one, else its own.
-Status GiveJobDir(int fd, const std::string& path, const RankIdentity& owner) {
-  return owner.fs_group ? Share(fd, path, owner) : Give(fd, path, owner);
+// The owner's job dir: shared through its fsGroup when it has one, else its own. `top`: the
+// work dir itself, not one under it.
+Status GiveJobDir(int fd, const std::string& path, const RankIdentity& owner, bool top = false) {
+  return owner.fs_group ? Share(fd, path, owner, top) : Give(fd, path, owner);
 }
 
 // Makes `name` under `dir_fd` a hard link to the open file `fd`, replacing a file of that name
@@ -330,7 +334,7 @@ Status GiveJobDirs(const std::string& work_dir, const std::string& state_dir,
   TRAINLET_RETURN_IF_ERROR(OpenPathTo(work_dir, state_dir, owner));
   const int work_fd = open(work_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (work_fd < 0) return IoError(owner.field + ": " + Errno(work_dir));
-  Status st = GiveJobDir(work_fd, work_dir, owner);
+  Status st = GiveJobDir(work_fd, work_dir, owner, /*top=*/true);
   const int ws_fd = st.ok() ? OpenDirAt(work_fd, "workspace") : -1;
   close(work_fd);
   if (ws_fd < 0) return st;  // no workspace (an agent before it): nothing more to give

@@ -420,7 +420,8 @@ TEST(RankFiles, ASecretsDirOfAUserIsTakenBackByTheStep) {
   EXPECT_EQ(st.st_mode & 07777, 0700u);
 }
 
-// With securityContext.fsGroup the job's dirs are the group's: the step's, group fsGroup, 2770.
+// With securityContext.fsGroup the job's dirs are the group's: the step's, group fsGroup, 2770;
+// the work dir 3770, so that no member can rename the step's .trainlet-secrets away.
 TEST(RankFiles, WithAnFsGroupTheJobDirsAreSharedThroughIt) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to give files to another user";
   auto nobody = Nobody();
@@ -440,9 +441,29 @@ TEST(RankFiles, WithAnFsGroupTheJobDirsAreSharedThroughIt) {
     ASSERT_EQ(stat(d.c_str(), &st), 0);
     EXPECT_EQ(st.st_uid, 0u) << d;
     EXPECT_EQ(st.st_gid, 4242u) << d;
-    EXPECT_EQ(st.st_mode & 07777, 02770u) << d;
+    EXPECT_EQ(st.st_mode & 07777, d == work ? 03770u : 02770u) << d;
   }
   EXPECT_TRUE(CanOpen(*nobody, work + "/workspace/model"));
+  // A member may make its own entries in the work dir, but not move the step's.
+  ASSERT_EQ(mkdir((work + "/.trainlet-secrets").c_str(), 0711), 0);
+  auto as_nobody = [&](auto&& what) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      if (setgroups(nobody->groups.size(), nobody->groups.data()) != 0 ||
+          setgid(nobody->gid) != 0 || setuid(nobody->uid) != 0) {
+        _exit(2);
+      }
+      _exit(what() ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  };
+  EXPECT_TRUE(as_nobody([&] { return mkdir((work + "/mine").c_str(), 0700) == 0; }));
+  EXPECT_FALSE(as_nobody([&] {
+    return rename((work + "/.trainlet-secrets").c_str(), (work + "/moved").c_str()) == 0;
+  }));
+  EXPECT_TRUE(fs::is_directory(work + "/.trainlet-secrets"));
 }
 
 }  // namespace
