@@ -43,21 +43,26 @@ std::optional<RankIdentity> User(const char* name) {
 }
 std::optional<RankIdentity> Nobody() { return User("nobody"); }
 
-// Whether `who` can open `path` (a file to read, or a dir to list), tried in a child that drops
-// to that user as trainlet-step --as does.
-bool CanOpen(const RankIdentity& who, const std::string& path) {
+// Whether `what` returns true in a child that drops to `who` as trainlet-step --as does.
+template <typename Fn>
+bool AsUser(const RankIdentity& who, Fn&& what) {
   const pid_t pid = fork();
   if (pid == 0) {
     if (setgroups(who.groups.size(), who.groups.data()) != 0 || setgid(who.gid) != 0 ||
         setuid(who.uid) != 0) {
       _exit(2);
     }
-    // O_RDONLY needs read permission, on a dir too (0711: searchable, not listable).
-    _exit(open(path.c_str(), O_RDONLY | O_CLOEXEC) >= 0 ? 0 : 1);
+    _exit(what() ? 0 : 1);
   }
   int status = 0;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// Whether `who` can open `path` (a file to read, or a dir to list).
+bool CanOpen(const RankIdentity& who, const std::string& path) {
+  // O_RDONLY needs read permission, on a dir too (0711: searchable, not listable).
+  return AsUser(who, [&] { return open(path.c_str(), O_RDONLY | O_CLOEXEC) >= 0; });
 }
 
 TEST(RankFiles, AnEnvWithoutSecretsIsLeftAsIs) {
@@ -446,21 +451,8 @@ TEST(RankFiles, WithAnFsGroupTheJobDirsAreSharedThroughIt) {
   EXPECT_TRUE(CanOpen(*nobody, work + "/workspace/model"));
   // A member may make its own entries in the work dir, but not move the step's.
   ASSERT_EQ(mkdir((work + "/.trainlet-secrets").c_str(), 0711), 0);
-  auto as_nobody = [&](auto&& what) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      if (setgroups(nobody->groups.size(), nobody->groups.data()) != 0 ||
-          setgid(nobody->gid) != 0 || setuid(nobody->uid) != 0) {
-        _exit(2);
-      }
-      _exit(what() ? 0 : 1);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  };
-  EXPECT_TRUE(as_nobody([&] { return mkdir((work + "/mine").c_str(), 0700) == 0; }));
-  EXPECT_FALSE(as_nobody([&] {
+  EXPECT_TRUE(AsUser(*nobody, [&] { return mkdir((work + "/mine").c_str(), 0700) == 0; }));
+  EXPECT_FALSE(AsUser(*nobody, [&] {
     return rename((work + "/.trainlet-secrets").c_str(), (work + "/moved").c_str()) == 0;
   }));
   EXPECT_TRUE(fs::is_directory(work + "/.trainlet-secrets"));
