@@ -375,7 +375,9 @@ std::string Agent::LogPath(const std::string& job, uint32_t attempt, uint32_t ra
 }
 
 void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
-  purge_->OnPlan(plan.job(), plan.job_uid(), UsesSharedDir(plan));  // job_data_purge.h
+  // The launch's new dirs are spares renamed into place where the filler left some.
+  step::SpareFiles spares(supervisor_->spare_dir());
+  purge_->OnPlan(plan.job(), plan.job_uid(), UsesSharedDir(plan), &spares);  // job_data_purge.h
   std::string why;
   bool refused = false;
   NodeAttempt* attempt = attempts_.BeginPlan(plan, env_.MonotonicNow(), &why, &refused);
@@ -396,8 +398,6 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
     return;
   }
   const std::string work_dir = WorkDir(plan.job());
-  // The launch's new dirs are spares renamed into place where the filler left some.
-  step::SpareFiles spares(supervisor_->spare_dir());
   // The ranks run as this user.
   Status blocked = step::MakePrivateDirectoryFromSpare(work_dir, &spares);
   if (blocked.ok()) blocked = MakeJobWorkspace(config_.state_dir, plan.job(), &spares);

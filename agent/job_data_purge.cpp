@@ -110,14 +110,16 @@ std::string JobDataPurge::StampOf(const std::string& job) const {
   return uid;
 }
 
-Status JobDataPurge::OnPlan(const std::string& job, const std::string& uid, bool shared) {
-  Status s = StampFor(job, uid);
+Status JobDataPurge::OnPlan(const std::string& job, const std::string& uid, bool shared,
+                            step::SpareFiles* spares) {
+  Status s = StampFor(job, uid, spares);
   if (s.ok() && shared) s = StampShared(job, uid);
   if (!s.ok()) spdlog::warn("trainjob/{}: {}", job, s.message());
   return s;
 }
 
-Status JobDataPurge::StampFor(const std::string& job, const std::string& uid) {
+Status JobDataPurge::StampFor(const std::string& job, const std::string& uid,
+                              step::SpareFiles* spares) {
   Cancel(job);
   if (uid.empty() || !IsJobKey(job)) return Status::Ok();
   const std::string stamp = StampOf(job);
@@ -139,7 +141,9 @@ Status JobDataPurge::StampFor(const std::string& job, const std::string& uid) {
   }
   const std::string path = StampPath(job);
   std::error_code ec;
-  fs::create_directories(fs::path(path).parent_path(), ec);
+  // A new job's logs/<job> is a spare dir renamed into place where one waits (spare_files.h).
+  if (spares == nullptr || !spares->TakeDirAs(fs::path(path).parent_path().string()))
+    fs::create_directories(fs::path(path).parent_path(), ec);
   if (ec)
     return IoError("cannot make " + fs::path(path).parent_path().string() + ": " + ec.message());
   fs::permissions(fs::path(path).parent_path(), fs::perms::owner_all, ec);  // 0700, as logs/

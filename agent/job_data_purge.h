@@ -38,6 +38,7 @@
 #include <string_view>
 #include <utility>
 
+#include "agent/step/spare_files.h"
 #include "common/status.h"
 #include "trainlet/v1/launch.pb.h"
 
@@ -74,8 +75,9 @@ class JobDataPurge {
   // directory that cannot be removed or a stamp that cannot be written) are logged here and
   // returned: the plan goes on either way.
   // With `shared` (the plan runs workers in the shared directory), the shared stamp is (re)written
-  // with `uid` as well.
-  Status OnPlan(const std::string& job, const std::string& uid, bool shared = false);
+  // with `uid` as well. A new logs/<job> dir is one of `spares`' dirs where it has one.
+  Status OnPlan(const std::string& job, const std::string& uid, bool shared = false,
+                step::SpareFiles* spares = nullptr);
   // The UID `job`'s data here is stamped with; "" when none.
   std::string StampOf(const std::string& job) const;
   // The UID `job`'s shared directory is stamped with; "" when none (or no shared_dir).
@@ -90,7 +92,8 @@ class JobDataPurge {
     bool shared = false;  // the shared directory
   };
   Status Remove(const std::string& job, Waiting what);
-  Status StampFor(const std::string& job, const std::string& uid);  // OnPlan, unlogged
+  Status StampFor(const std::string& job, const std::string& uid,
+                  step::SpareFiles* spares);  // OnPlan, unlogged
   Status StampShared(const std::string& job, const std::string& uid);
   std::string StampPath(const std::string& job) const;
   std::string SharedStampPath(const std::string& job) const;

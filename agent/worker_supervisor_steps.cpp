@@ -29,8 +29,9 @@ using step::StepRecord;
 namespace {
 
 constexpr char kStepDied[] = "step process died; exit status unknown";
-// The spare dirs one launch takes: the job's work dir, workspace/, dataset/ and model/.
-constexpr size_t kSpareDirsPerLaunch = 4;
+// The spare dirs one launch takes: the job's work dir, workspace/, dataset/ and model/, its
+// logs/<job> dir (JobDataPurge's stamp) and the attempt's log dir (the step), and the step dir.
+constexpr size_t kSpareDirsPerLaunch = 7;
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
@@ -266,11 +267,12 @@ Status WorkerSupervisor::SpawnStep(const step::StepLaunch& spec, Step& s, int& r
   s.stop_requests = spec.stop_requests;
   s.child = true;
   std::error_code ec;
-  fs::create_directory(s.dir, ec);
-  if (ec) return IoError("step dir " + s.dir + ": " + ec.message());
-  // The two files are spares renamed into place where the filler left some (spare_files.h): the
-  // launch file's temporary name (opened O_TRUNC by WriteLaunchFile) and the events file.
+  // The dir and two files are spares renamed into place where the filler left some
+  // (spare_files.h): the step dir (a new name: NewStepDir), the launch file's temporary name
+  // (opened O_TRUNC by WriteLaunchFile) and the events file.
   step::SpareFiles spares(options_.spare_dir);
+  if (!spares.TakeDirAs(s.dir)) fs::create_directory(s.dir, ec);
+  if (ec) return IoError("step dir " + s.dir + ": " + ec.message());
   spares.TakeAs(s.dir + "/launch.json.tmp");
   const std::string events = s.dir + "/events";
   const bool spare_events = spares.TakeAs(events);

@@ -42,6 +42,15 @@ if(TRAINLET_STATIC_AGENT AND CMAKE_SYSTEM_NAME STREQUAL "Linux"
   find_library(TRAINLET_GSSAPI_LIBRARY NAMES gssapi_krb5 PATH_SUFFIXES mit-krb5)
   if(NOT TRAINLET_GSSAPI_LIBRARY)
     list(APPEND missing libgssapi_krb5.so)
+  else()
+    # Linked as the file it names: Debian's mit-krb5/ holds only the link-time symlink (to
+    # ../libgssapi_krb5.so.2.2), and a library linked from there gave the binary a RUNPATH of
+    # that dir, which CMake pads with a trailing ':' (room for the install-time rewrite). The
+    # dynamic loader reads that empty entry as the current directory: each start of trainletctl
+    # or the agent tried 20 paths under its cwd for each library (libc.so.6 included) before the
+    # system's, and a build-tree binary run as root from a directory holding a libc.so.6 would
+    # have loaded it. From its real directory (the system's) no RUNPATH is needed at all.
+    get_filename_component(TRAINLET_GSSAPI_LIBRARY_FILE "${TRAINLET_GSSAPI_LIBRARY}" REALPATH)
   endif()
   if(missing)
     message(STATUS "trainlet-agent linked dynamically: no ${missing}")

@@ -101,7 +101,9 @@ Result<int> OpenRankLog(const std::string& path, bool create_parent, SpareFiles*
   if (path.empty()) return platform::OpenWorkerLog(path, false);
   if (create_parent) {
     const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-    if (!parent.empty()) {
+    // The attempt's log dir (logs/<job>/attempt-N) is a spare dir renamed into place where one
+    // waits and the dir is new; one that exists is kept (EEXIST) and made as before otherwise.
+    if (!parent.empty() && !(spares != nullptr && spares->TakeDirAs(parent.string()))) {
       std::error_code ec;
       std::filesystem::create_directories(parent, ec);
       if (ec) return IoError("log dir " + parent.string() + ": " + ec.message());

@@ -14,7 +14,8 @@
 // a directory lock held through an inode allocation.
 //
 // Spare directories, the same way: the agent makes a launch's private dirs (the job's work dir,
-// its workspace/, dataset/ and model/, all 0700) from empty 0700 dirs the filler made in
+// its workspace/, dataset/ and model/, all 0700; logs/<job> and the step dir) and the step the
+// attempt's log dir (logs/<job>/attempt-N) from empty 0700 dirs the filler made in
 // <dir>/.dirs, where a new directory's inode costs most (ext4's Orlov allocator looks at every
 // block group for a directory, as well as the recently freed inodes).
 //
@@ -68,8 +69,9 @@ class SpareFiles {
 Status MakePrivateDirectoryFromSpare(const std::string& path, SpareFiles* spares);
 
 // The log of a rank, opened as OpenWorkerLog opens it (O_APPEND, 0600, close-on-exec), with its
-// parent dir created first when `create_parent`, and made from a spare when `spares` has one and
-// the log does not exist yet. Errors as OpenWorkerLog's.
+// parent dir created first when `create_parent` (a spare dir when `spares` has one and the dir is
+// new), and made from a spare when `spares` has one and the log does not exist yet. Errors as
+// OpenWorkerLog's.
 Result<int> OpenRankLog(const std::string& path, bool create_parent, SpareFiles* spares);
 
 // The making side, in the agent: one thread that keeps `dir` holding at least the largest number

@@ -184,6 +184,41 @@ TEST(SpareFiles, TwoTakersNeverGetTheSameFileAndRunOutCleanly) {
   EXPECT_TRUE(fs::exists(dir.File("late.log")));
 }
 
+// The first rank's log dir (logs/<job>/attempt-N, new for each attempt) is a spare dir renamed
+// into place, not an inode allocated while the launch waits; an existing one is kept, and the
+// spare with it.
+TEST(SpareFiles, ANewRankLogDirIsASpareDirAndAnExistingOneIsKept) {
+  testing::TempDir dir;
+  const std::string spare = dir.File("spare-files");
+  SpareFileFiller filler(spare);
+  filler.Want(2, 2);
+  filler.WaitIdle();
+  std::set<ino_t> dirs;
+  for (const auto& e : fs::directory_iterator(spare + "/.dirs"))
+    dirs.insert(Inode(e.path().string()));
+  ASSERT_EQ(dirs.size(), 2u);
+  fs::create_directories(dir.File("logs/job"));
+
+  SpareFiles taker(spare);
+  const std::string attempt = dir.File("logs/job/attempt-1");
+  Result<int> fd = OpenRankLog(attempt + "/rank-0.log", /*create_parent=*/true, &taker);
+  ASSERT_TRUE(fd.ok()) << fd.status().message();
+  close(*fd);
+  EXPECT_TRUE(dirs.contains(Inode(attempt)));                                 // made ahead
+  fd = OpenRankLog(attempt + "/rank-1.log", /*create_parent=*/true, &taker);  // exists: kept
+  ASSERT_TRUE(fd.ok()) << fd.status().message();
+  close(*fd);
+  EXPECT_TRUE(fs::exists(attempt + "/rank-0.log"));
+  size_t left = 0;
+  for (const auto& e : fs::directory_iterator(spare + "/.dirs")) left += e.is_directory();
+  EXPECT_EQ(left, 1u);
+  // No parent for it: made with its parents as before, the spare kept.
+  fd = OpenRankLog(dir.File("other/job/attempt-1/rank-0.log"), /*create_parent=*/true, &taker);
+  ASSERT_TRUE(fd.ok()) << fd.status().message();
+  close(*fd);
+  EXPECT_FALSE(dirs.contains(Inode(dir.File("other/job/attempt-1"))));
+}
+
 TEST(SpareFiles, NoDirOrAMissingLogDirTakesNothingAndKeepsTheSpares) {
   testing::TempDir dir;
   SpareFiles none("");

@@ -205,6 +205,45 @@ TEST(StepLaunch, SharedEnvIsWrittenOnce) {
       << bad.status().message();
 }
 
+// The launch file is written without a json tree (EncodeLaunch's own writer): every string
+// reads back as it was, escapes and UTF-8 included, and invalid UTF-8 becomes U+FFFD rather than
+// failing the launch, as nlohmann::json's dump with error_handler_t::replace wrote it.
+TEST(StepLaunch, EveryStringReadsBackAndInvalidUtf8IsReplaced) {
+  StepLaunch l;
+  l.job = "j\"ob";
+  l.attempt = 1;
+  l.base_env = {"PATH=/bin", "Q=a\"b\\c", "W=C:\\dir"};
+  l.steps = {{"", {{"init", "Complete"}}}};
+  for (uint32_t i = 0; i < 2; ++i) {
+    StepRank r;
+    r.rank = i;
+    r.argv = {"/bin/sh", "-c", "printf '%s\\n' \"\t\x01\""};
+    r.env = {{"SHARED", "caf\xc3\xa9 \u00e9"}, {"OWN", "r" + std::to_string(i) + "\x7f"}};
+    r.cwd = "/tmp/\xe2\x82\xac";
+    r.log_path = "/tmp/x.log";
+    r.cpus = {i, 4};
+    r.run_as.job_run_as_user = -1;
+    l.ranks.push_back(r);
+  }
+  auto back = DecodeLaunch(EncodeLaunch(l));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->job, l.job);
+  EXPECT_EQ(back->base_env, l.base_env);
+  EXPECT_EQ(back->steps, l.steps);
+  ASSERT_EQ(back->ranks.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(back->ranks[i].argv, l.ranks[i].argv);
+    EXPECT_EQ(back->ranks[i].env, l.ranks[i].env);
+    EXPECT_EQ(back->ranks[i].cwd, l.ranks[i].cwd);
+    EXPECT_EQ(back->ranks[i].cpus, l.ranks[i].cpus);
+    EXPECT_EQ(back->ranks[i].run_as, l.ranks[i].run_as);
+  }
+  l.ranks[0].env["BAD"] = "x\xff\xfey";
+  back = DecodeLaunch(EncodeLaunch(l));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->ranks[0].env["BAD"], "x\xef\xbf\xbd\xef\xbf\xbdy");
+}
+
 TEST(StepLaunch, RunAsRoundTripsAndIsOptional) {
   StepLaunch l;
   l.job = "j";
