@@ -351,6 +351,18 @@ void RendezvousServer::HandleFence(const Key& key, Attempt& a, const std::string
     HandleRejoin(a, peer, req);
     return;
   }
+  if (req.epoch() == joined && req.epoch() == a.completed && !a.snapshot_path.empty() &&
+      a.join_puts[req.rank()] == PutsDigest(req)) {
+    // The last completed fence joined again with the same puts: its release was lost to the rank
+    // (its client reconnected across an agent restart and sent the fence again). The same
+    // release again; the snapshot stays until the next fence completes.
+    v1::RendezvousReply r;
+    r.set_id(req.id());
+    r.set_snapshot_path(a.snapshot_path);
+    r.set_epoch(a.completed);
+    if (reply_) reply_(peer, std::move(r));
+    return;
+  }
   if (req.epoch() != joined + 1 || req.epoch() != a.completed + 1) {
     Reply(peer, req.id(), v1::RendezvousReply::CODE_INVALID,
           "fence " + std::to_string(req.epoch()) + ": rank " + std::to_string(req.rank()) +

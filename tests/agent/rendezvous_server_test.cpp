@@ -365,6 +365,37 @@ TEST_F(RendezvousServerTest, RetryWithTheSamePutsTakesTheWaitOver) {
   EXPECT_EQ(replies_[1].second.code(), Code::CODE_OK);
 }
 
+// A rank whose release was lost (its client reconnected across an agent restart) joins the fence
+// that completed again: it gets the same release; with other puts, or an older fence, it is
+// refused as before.
+TEST_F(RendezvousServerTest, TheLastCompletedFenceJoinedAgainGetsItsReleaseAgain) {
+  Fence(4, 1, {{"addr/4", "x"}}, 1);
+  Fence(5, 1, {}, 2);
+  server_.OnFenceResult(Result(1, {{"addr/4", "x"}}));
+  ASSERT_EQ(replies_.size(), 2u);
+  const std::string snapshot = replies_[0].second.snapshot_path();
+  replies_.clear();
+  Fence(4, 1, {{"addr/4", "x"}}, 3);
+  ASSERT_EQ(replies_.size(), 1u);
+  EXPECT_EQ(replies_[0].second.code(), Code::CODE_OK);
+  EXPECT_EQ(replies_[0].second.id(), 3u);
+  EXPECT_EQ(replies_[0].second.epoch(), 1u);
+  EXPECT_EQ(replies_[0].second.snapshot_path(), snapshot);
+  EXPECT_TRUE(fs::exists(snapshot));
+  EXPECT_EQ(sent_.size(), 1u);  // nothing contributed again
+  Fence(4, 1, {{"addr/4", "other"}}, 4);
+  ASSERT_EQ(replies_.size(), 2u);
+  EXPECT_EQ(replies_[1].second.code(), Code::CODE_INVALID);
+  // Fence 2 goes on as usual, and fence 1 is then too old to join again.
+  Fence(4, 2, {}, 5);
+  Fence(5, 2, {}, 6);
+  server_.OnFenceResult(Result(2, {}));
+  replies_.clear();
+  Fence(4, 1, {{"addr/4", "x"}}, 7);
+  ASSERT_EQ(replies_.size(), 1u);
+  EXPECT_EQ(replies_[0].second.code(), Code::CODE_INVALID);
+}
+
 TEST_F(RendezvousServerTest, OversizedKeysAndValuesAreRefusedNamingTheCap) {
   Fence(4, 1, {{std::string(4097, 'k'), "v"}}, 1);
   Fence(5, 1, {{"big", std::string((1u << 20) + 1, 'v')}}, 2);

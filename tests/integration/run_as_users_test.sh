@@ -115,14 +115,14 @@ job shared "$FSG"
 a=$("$CTL" logs shared)
 b=$("$CTL" logs shared --step sidecar)
 for want in wrote_a saw_b read_other_file own_token_a other_token_denied secrets_unlisted \
-    has_fsgroup "uid_a=$A dir=$FSG:2770"; do
+    has_fsgroup "uid_a=$A dir=$FSG:3770"; do
   assert_contains "$a" "$want" "nobody's rank"
 done
 for want in wrote_b saw_a read_other_file own_token_b other_token_denied secrets_unlisted \
-    has_fsgroup "uid_b=$B dir=$FSG:2770"; do
+    has_fsgroup "uid_b=$B dir=$FSG:3770"; do
   assert_contains "$b" "$want" "daemon's rank"
 done
-log "nobody and daemon ran at once in one work dir (group $FSG, 2770), each read its own token and not the other's"
+log "nobody and daemon ran at once in one work dir (group $FSG, 3770: setgid and sticky), each read its own token and not the other's"
 
 # 2. The same without fsGroup: refused, naming the field.
 job alone ""

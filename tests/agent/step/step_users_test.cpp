@@ -83,7 +83,7 @@ TEST(StepUsers, AUserWhoseRanksEndedLeavesTheDirToTheNext) {
   ASSERT_EQ(stat(work.c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, 0u);
   EXPECT_EQ(st.st_gid, 4242u);
-  EXPECT_EQ(st.st_mode & 07777, 02770u);
+  EXPECT_EQ(st.st_mode & 07777, 03770u);  // the work dir: setgid and sticky (rank_files.cpp)
   // A helper of a rank's user (no index) is checked, never recorded.
   EXPECT_FALSE(users.Admit(std::nullopt, work, "", Id(4711)).ok());
   EXPECT_EQ(users.HoldersOf(work).size(), 2u);
