@@ -66,11 +66,18 @@ Result<v1::OperatorResponse> CoordinatorClient::Call(v1::OperatorRequest request
   const std::string bytes = EncodeEnvelope(env);
   const auto deadline = platform::RealEnv().MonotonicNow() + timeout;
   if (endpoints_.size() < 2) {  // one coordinator: wait for it, as ever
-    Result<v1::OperatorResponse> r = CallOne(bytes, id, timeout, deadline, deadline);
-    if (!moved_on_ || moved_on_->empty()) return r;
-    // It names a leader: one hop there.
-    TRAINLET_RETURN_IF_ERROR(MoveTo(*moved_on_));
-    return CallOne(bytes, id, timeout, deadline, deadline);
+    while (true) {
+      Result<v1::OperatorResponse> r = CallOne(bytes, id, timeout, deadline, deadline);
+      if (!moved_on_) return r;
+      if (!moved_on_->empty()) {  // it names a leader: one hop there
+        TRAINLET_RETURN_IF_ERROR(MoveTo(*moved_on_));
+        return CallOne(bytes, id, timeout, deadline, deadline);
+      }
+      // A follower that knows no leader yet (it has just started, or an election runs): asked
+      // again until the deadline, as a list of coordinators is, rather than failing at once.
+      if (platform::RealEnv().MonotonicNow() + kRoundPause >= deadline) return r;
+      std::this_thread::sleep_for(kRoundPause);
+    }
   }
   size_t next = 1;
   size_t tried_in_round = 0;

@@ -119,6 +119,24 @@ TEST_F(CoordinatorClientTest, AFollowersAnswerIsFollowedToTheLeaderWithOneEndpoi
   EXPECT_EQ(served_[1], 1);
 }
 
+// One endpoint, a follower that knows no leader yet (just restarted): asked again until it names
+// one, not failed at its first answer.
+TEST_F(CoordinatorClientTest, AFollowerThatKnowsNoLeaderYetIsAskedAgainWithOneEndpoint) {
+  no_leader_ = true;
+  std::thread elect([this] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    no_leader_ = false;
+  });
+  auto client = CoordinatorClient::Connect(Config(endpoint_[0]));
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto r = (*client)->Call(GetJobs(), std::chrono::seconds(5));
+  elect.join();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->has_jobs());
+  EXPECT_GT(served_[0], 1);
+  EXPECT_EQ(served_[1], 1);
+}
+
 TEST_F(CoordinatorClientTest, AListSkipsAnEndpointThatTakesNoConnection) {
   // A port nobody listens on: bound and closed again.
   std::string dead;
