@@ -347,20 +347,9 @@ void RendezvousServer::HandleFence(const Key& key, Attempt& a, const std::string
     for (const uint32_t r : a.ranks) a.joined[r] = a.completed;
   }
   uint64_t& joined = a.joined[req.rank()];
-  if (req.epoch() == joined && req.epoch() == a.open) {
+  if (req.epoch() == joined &&
+      (req.epoch() == a.open || (req.epoch() == a.completed && !a.snapshot_path.empty()))) {
     HandleRejoin(a, peer, req);
-    return;
-  }
-  if (req.epoch() == joined && req.epoch() == a.completed && !a.snapshot_path.empty() &&
-      a.join_puts[req.rank()] == PutsDigest(req)) {
-    // The last completed fence joined again with the same puts: its release was lost to the rank
-    // (its client reconnected across an agent restart and sent the fence again). The same
-    // release again; the snapshot stays until the next fence completes.
-    v1::RendezvousReply r;
-    r.set_id(req.id());
-    r.set_snapshot_path(a.snapshot_path);
-    r.set_epoch(a.completed);
-    if (reply_) reply_(peer, std::move(r));
     return;
   }
   if (req.epoch() != joined + 1 || req.epoch() != a.completed + 1) {
@@ -426,6 +415,15 @@ void RendezvousServer::HandleAbort(Attempt& a, const std::string& peer,
   Reply(peer, req.id(), v1::RendezvousReply::CODE_OK, "");
 }
 
+void RendezvousServer::ReplyRelease(const std::string& peer, uint64_t id,
+                                    const std::string& snapshot_path, uint64_t epoch) {
+  v1::RendezvousReply r;
+  r.set_id(id);
+  r.set_snapshot_path(snapshot_path);
+  r.set_epoch(epoch);
+  if (reply_) reply_(peer, std::move(r));
+}
+
 void RendezvousServer::HandleRejoin(Attempt& a, const std::string& peer,
                                     const v1::RendezvousRequest& req) {
   const std::string fence =
@@ -435,6 +433,13 @@ void RendezvousServer::HandleRejoin(Attempt& a, const std::string& peer,
           fence +
               " already joined it from another process with other puts; two processes may "
               "not act as one rank");
+    return;
+  }
+  if (req.epoch() != a.open) {
+    // The last completed fence: its release was lost to the rank (its client reconnected across
+    // an agent restart and sent the fence again). The same release again; the snapshot stays
+    // until the next fence completes.
+    ReplyRelease(peer, req.id(), a.snapshot_path, a.completed);
     return;
   }
   auto w = a.waiting.find(req.rank());
@@ -584,13 +589,7 @@ void RendezvousServer::OnFenceResult(const v1::FenceResult& result) {
   a.open = 0;
   a.contributed = false;
   a.sent.Clear();
-  for (const auto& [rank, w] : a.waiting) {
-    v1::RendezvousReply r;
-    r.set_id(w.id);
-    r.set_snapshot_path(path);
-    r.set_epoch(result.epoch());
-    if (reply_) reply_(w.peer, std::move(r));
-  }
+  for (const auto& [rank, w] : a.waiting) ReplyRelease(w.peer, w.id, path, result.epoch());
   a.waiting.clear();
   AnswerGets(a);
   // The rest is off the fence's path, the replies on their way (docs/rendezvous.md, "One fence

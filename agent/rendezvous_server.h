@@ -169,10 +169,15 @@ class RendezvousServer {
              std::string message);
   void HandleFence(const Key& key, Attempt& a, const std::string& peer,
                    const v1::RendezvousRequest& req);
-  // A rank joining the fence it already joined: the same puts again is a retry (a new
-  // `trainletctl rendezvous fence` after a timeout) that takes the wait over; other puts are a
-  // second process claiming the rank, refused so the real rank's puts stand.
+  // A rank joining the fence it already joined, still open or the last completed: the same puts
+  // again is a retry (a new `trainletctl rendezvous fence` after a timeout, or a client that
+  // reconnected across an agent restart) that takes the wait over, or gets the completed fence's
+  // release again; other puts are a second process claiming the rank, refused so the real rank's
+  // puts stand.
   void HandleRejoin(Attempt& a, const std::string& peer, const v1::RendezvousRequest& req);
+  // A fence's release to one waiter: the snapshot file of fence `epoch`.
+  void ReplyRelease(const std::string& peer, uint64_t id, const std::string& snapshot_path,
+                    uint64_t epoch);
   void HandleGet(Attempt& a, const std::string& peer, const v1::RendezvousRequest& req,
                  Clock::time_point now);
   // OP_PUBLISH: forwards the puts to the coordinator (RendezvousPublish), answers OK.

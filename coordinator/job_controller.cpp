@@ -343,14 +343,14 @@ void JobController::OnWorkerEvent(const std::string& node, const v1::WorkerEvent
       launcher_.ReleaseSteps(job);  // dependencies met on every node (step_release.h)
       break;
     case RankEventFold::Outcome::kFailed: {
+      if (DeadlineWarned(*st)) {  // no failure rule: the deadline ended it
+        EndAfterDeadlineWarning(job, fold.cause, now_ms);
+        break;
+      }
       // The failed worker, for the failure rules (its replicated job, exit code or signal).
       const auto& ranks = st->ranks();
       auto failed = std::find_if(ranks.begin(), ranks.end(),
                                  [&](const auto& r) { return r.rank() == ev.rank(); });
-      if (DeadlineWarned(*st)) {
-        EndAfterDeadlineWarning(job, fold.cause, now_ms);
-        break;
-      }
       AttemptFailure failure;
       if (failed != ranks.end()) failure = FailureOfRank(*failed, fold.cause);
       failure.message = fold.cause;
