@@ -254,8 +254,24 @@ void Agent::StartSupervisor() {
   supervisor_ = std::make_unique<WorkerSupervisor>(spawner_, std::move(base_env), std::move(steps));
   purge_ = std::make_unique<JobDataPurge>(config_.state_dir, config_.shared_dir, [this](auto& j) {
     const auto running = supervisor_->Running();
-    return std::any_of(running.begin(), running.end(), [&](const auto& w) { return w.job == j; });
+    return sweeps_->Waiting(j) ||
+           std::any_of(running.begin(), running.end(), [&](const auto& w) { return w.job == j; });
   });
+  sweeps_ = std::make_unique<LeftoverSweeps>(
+      [this](const std::string& job, uint32_t attempt) {
+        return supervisor_->LeftoversOf(job, attempt);
+      },
+      [this](const std::string& job, uint32_t attempt) {
+        // The work dir names this agent's state dir: other agents on this machine (test
+        // clusters) use the same node and job names.
+        const size_t swept = KillTaggedProcesses({{"TRAINLET_NODE", config_.name},
+                                                  {"TRAINLET_JOB", job},
+                                                  {"TRAINLET_WORK_DIR", WorkDir(job)},
+                                                  {"TRAINLET_ATTEMPT", std::to_string(attempt)}});
+        if (swept > 0) {
+          spdlog::warn("killed {} leftover processes of {} attempt {}", swept, job, attempt);
+        }
+      });
   // Ranks a previous agent started on this node ran on under their steps: take them back before
   // registering, so the registration lists them and the coordinator keeps their attempts.
   std::set<PortReservations::AttemptKey> adopted_attempts;
@@ -568,21 +584,17 @@ void Agent::OnChildExits() {
     supervisor_->ExitReported(e, link_->last_event_seq());  // its step record goes once acked
   }
   // Once nothing of an attempt runs here any more, whatever it left outside its process groups
-  // (an orted's ranks, say) goes too.
+  // (an orted's ranks, say) goes too: with its steps' cgroups, or by the env sweep
+  // (leftover_sweeps.h), once its steps are done.
+  const auto now = env_.MonotonicNow();
   for (const auto& [job, attempt] : ended) {
     if (supervisor_->running(job) != 0) continue;
     attempts_.RanksEnded(job, attempt);
     cpus_.Release({job, attempt});
     ForgetProgress(job, attempt);
-    // The work dir names this agent's state dir: other agents on this machine (test clusters)
-    // use the same node and job names.
-    const size_t swept = KillTaggedProcesses({{"TRAINLET_NODE", config_.name},
-                                              {"TRAINLET_JOB", job},
-                                              {"TRAINLET_WORK_DIR", WorkDir(job)},
-                                              {"TRAINLET_ATTEMPT", std::to_string(attempt)}});
-    if (swept > 0)
-      spdlog::warn("killed {} leftover processes of {} attempt {}", swept, job, attempt);
+    sweeps_->Ended(job, attempt, now);
   }
+  sweeps_->Run(now);
 }
 
 void Agent::OnMessage(const v1::Envelope& env) {
@@ -709,6 +721,7 @@ Clock::time_point Agent::OnTick(Clock::time_point now) {
   if (auto t = rendezvous_->Tick(now)) wake = std::min(wake, now + *t);
   PublishLiveAttempts();  // which attempts the progress thread accepts posts of
   ReportProgress(now);
+  if (auto t = sweeps_->Run(now)) wake = std::min(wake, *t);  // a hung step's attempt
   purge_->Poll();  // deleted jobs whose last workers have exited
   if (purge_->pending()) wake = std::min(wake, now + std::chrono::seconds(1));
   // Idle costs nothing: the loop wakes for a report only while a post waits for one.

@@ -22,6 +22,7 @@
 #include "agent/exec_sessions.h"
 #include "agent/health_checker.h"
 #include "agent/job_data_purge.h"
+#include "agent/leftover_sweeps.h"
 #include "agent/node_attempt.h"
 #include "agent/poll_item_source.h"
 #include "agent/port_reservations.h"
@@ -175,7 +176,8 @@ class Agent {
   v1::NodeInfo info_;
   ProcessSpawner* spawner_ = nullptr;  // the Env's
   std::unique_ptr<WorkerSupervisor> supervisor_;
-  std::unique_ptr<JobDataPurge> purge_;  // deleted jobs' logs and work dirs (PurgeJob)
+  std::unique_ptr<JobDataPurge> purge_;     // deleted jobs' logs and work dirs (PurgeJob)
+  std::unique_ptr<LeftoverSweeps> sweeps_;  // ended attempts' strays (leftover_sweeps.h)
   std::unique_ptr<ExecSessions> exec_sessions_;
   std::unique_ptr<HealthChecker> health_;         // reported in every heartbeat
   std::unique_ptr<PortReservations> ports_;       // held for attempts until their ranks start

@@ -311,6 +311,28 @@ size_t WorkerSupervisor::running(const std::string& job) const {
   return n;
 }
 
+WorkerSupervisor::Leftovers WorkerSupervisor::LeftoversOf(const std::string& job,
+                                                          uint32_t attempt) const {
+  if (std::any_of(workers_.begin(), workers_.end(), [&](const auto& entry) {
+        return entry.second.job == job && entry.second.attempt == attempt;
+      })) {
+    return Leftovers::kSweep;
+  }
+  bool any = false;
+  bool winding = false;
+  for (const auto& [id, st] : steps_) {
+    if (st.job != job || st.attempt != attempt) continue;
+    any = true;
+    if (!st.done && !st.gone) {
+      winding = true;
+    } else if (!st.done || !st.contained || st.corrupt) {
+      return Leftovers::kSweep;  // it died, wrote garbage, or had no cgroup to kill
+    }
+  }
+  if (!any) return Leftovers::kSweep;
+  return winding ? Leftovers::kWinding : Leftovers::kContained;
+}
+
 bool WorkerSupervisor::IsRunning(const std::string& job, uint32_t attempt, uint32_t rank) const {
   for (const auto& [id, st] : steps_) {
     if (st.job == job && st.attempt == attempt && st.live.contains(rank)) return true;

@@ -257,6 +257,13 @@ class WorkerSupervisor {
   size_t running() const;
   size_t running(const std::string& job) const;
   bool IsRunning(const std::string& job, uint32_t attempt, uint32_t rank) const;
+  // Whether what an attempt's ranks left on this node is gone already. kWinding: a step of it is
+  // still ending its strays; ask again. kContained: every step of it ran all it started in its
+  // ranks' cgroup and saw that empty (the events file's "D C"). kSweep: some step had no cgroup,
+  // died, or is not known here (direct workers, a removed step): only an env sweep finds what
+  // they left (process_sweep.h).
+  enum class Leftovers { kWinding, kContained, kSweep };
+  Leftovers LeftoversOf(const std::string& job, uint32_t attempt) const;
   // Where spare files and dirs are made ahead (Options::spare_dir; "" before InitSteps or
   // without a steps_dir), for the launch's own dirs (agent/step/spare_files.h).
   const std::string& spare_dir() const { return options_.spare_dir; }
@@ -319,6 +326,7 @@ class WorkerSupervisor {
     bool child = false;               // our child: reaped by Reap's waitid
     bool gone = false;                // the step process has ended
     bool done = false;                // D read: every rank's exit is recorded
+    bool contained = false;           // its D said C: nothing of its ranks is left
     bool cgroup_ended = false;        // gone: its ranks' cgroup was killed (EndDeadStepCgroup)
     bool corrupt = false;             // the events file holds bytes that are not records
     int events_fd = -1;

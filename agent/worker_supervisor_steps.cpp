@@ -527,6 +527,7 @@ void WorkerSupervisor::ApplyStepRecords(Step& s, const std::vector<StepRecord>& 
       }
       case StepRecord::Kind::kDone:
         s.done = true;
+        s.contained = r.contained;
         break;
     }
   }

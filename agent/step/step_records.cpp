@@ -93,8 +93,9 @@ std::optional<StepRecord> ParseLine(std::string_view line) {
       return r;
     }
     case 'D':
-      if (line.size() != 1) return std::nullopt;
+      if (line.size() != 1 && rest != "C") return std::nullopt;
       r.kind = StepRecord::Kind::kDone;
+      r.contained = rest == "C";
       return r;
     default:
       return std::nullopt;
@@ -137,6 +138,7 @@ std::string EncodeRecord(const StepRecord& r) {
       field(r.signal);
       break;
     case StepRecord::Kind::kDone:
+      if (r.contained) line += " C";
       break;
   }
   line += '\n';

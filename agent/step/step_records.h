@@ -5,7 +5,10 @@
 //   S <rank> <pid> <start time>          rank started (pid leads its own process group)
 //   F <rank> <message>                   rank could not be started; message up to the newline
 //   X <rank> <pid> <exit code> <signal>  rank exited; code is 128 + signal when killed
-//   D                                    every rank has exited: the step is done
+//   D [C]                                every rank has exited: the step is done. With C, every
+//                                        process its ranks started was in the ranks' cgroup,
+//                                        which the step killed and saw empty: nothing of them
+//                                        is left on the node (the agent's env sweep is not needed)
 //
 // Start times are platform::ProcessStartTime's (clock ticks since boot on Linux, microseconds
 // since the epoch on macOS): with the pid they name one process across pid reuse. The file is
@@ -48,6 +51,7 @@ struct StepRecord {
   int exit_code = 0;        // X
   int signal = 0;           // X
   std::string message;      // F; newlines become spaces
+  bool contained = false;   // D: "D C", see the header comment
 
   bool operator==(const StepRecord&) const = default;
 };

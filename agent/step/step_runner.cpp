@@ -106,9 +106,9 @@ class Step {
       if (!live_.empty()) Wait();
     }
     CheckLogs();  // what the last ranks wrote before they exited
-    EndStrays();
     StepRecord done;
     done.kind = StepRecord::Kind::kDone;
+    done.contained = EndStrays();
     Append(EncodeRecord(done), true);
     return 0;
   }
@@ -149,6 +149,7 @@ class Step {
       request.stderr_path = r.stderr_path;  // an exec session's stderr, kept apart
     }
     request.cpus = r.cpus;
+    if (!in_cgroup_) spawned_outside_ = true;  // what it starts is out of the cgroup's reach
     Result<pid_t> pid = spawner.Spawn(request);
     if (!pid.ok() && !env_file.empty()) unlink(env_file.c_str());
     return pid;
@@ -220,10 +221,12 @@ class Step {
 
   // Every rank has exited: what they started and left behind (a daemon, a setsid'd or
   // double-forked child, one that cleared its env) goes too, before the step reports itself done,
-  // so that a deleted job runs nothing afterwards.
-  void EndStrays() {
+  // so that a deleted job runs nothing afterwards. True when all of it was in the ranks' cgroup
+  // and that is empty now (the D record's C: the agent then skips its env sweep).
+  bool EndStrays() {
     if (pmix_server_ > 0) EndPmixServer();
     LeaveCgroup();
+    bool contained = false;
     if (cgroup_) {
       if (Status st = cgroup_->Kill(); !st.ok())
         Say(dir_, "killing the ranks' cgroup: " + st.message());
@@ -233,12 +236,14 @@ class Step {
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
+      contained = !spawned_outside_ && !cgroup_->Populated();
       DropCgroup();
     }
     if (const int n = platform::KillOrphanedChildren(std::chrono::seconds(5)); n > 0) {
       Say(dir_, "killed " + std::to_string(n) + " process(es) the ranks left behind");
     }
     RemoveSecretFiles(secret_files_);
+    return contained;
   }
 
   // Starts the workers the gate lets start (held ones whose dependencies became met, a Ready one
@@ -763,6 +768,7 @@ class Step {
   std::map<pid_t, Rank> live_;                       // rank leaders not yet reaped
   std::unique_ptr<platform::ProcessCgroup> cgroup_;  // the ranks' cgroup; null when none
   bool in_cgroup_ = false;                           // the step is in it (FinishEnterCgroup)
+  bool spawned_outside_ = false;                     // a process was started out of it
   // The move into it, under way on enter_thread_ while `entering_` (BeginEnterCgroup).
   bool entering_ = false;
   std::atomic<bool> entered_{false};    // set by enter_thread_ once the move returned

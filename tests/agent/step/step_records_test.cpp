@@ -36,11 +36,15 @@ TEST(StepRecords, RoundTripEveryKind) {
                                 Rec(Kind::kStartFailed, 4, 0, 0, 0, 0, "spawn nope: No such file"),
                                 Rec(Kind::kExited, 3, 100, 0, 7, 0),
                                 Rec(Kind::kExited, 5, 101, 0, 137, 9),
+                                Rec(Kind::kDone),
                                 Rec(Kind::kDone)};
+  in.back().contained = true;
   std::string bytes;
   for (const auto& r : in) bytes += EncodeRecord(r);
   EXPECT_EQ(EncodeRecord(in[0]), "H 1 4242 987654321\n");
   EXPECT_EQ(EncodeRecord(in[3]), "X 3 100 7 0\n");
+  EXPECT_EQ(EncodeRecord(in[5]), "D\n");
+  EXPECT_EQ(EncodeRecord(in[6]), "D C\n");
   std::vector<StepRecord> out;
   auto used = ParseRecords(bytes, 0, &out);
   ASSERT_TRUE(used.ok()) << used.status().message();
@@ -92,14 +96,15 @@ TEST(StepRecords, BadBytesAreErrorsNamingTheOffset) {
       {h + "X 1 5 300 0\n", "byte 10"},                         // exit code out of range
       {h + "X 1 5 -1 0\n", "byte 10"},                          // negative exit code
       {h + "X 1 5 0 99\n", "byte 10"},                          // no such signal
-      {h + "D 1\n", "byte 10"},                                 // D has no fields
-      {h + "S 1 5 2\0\n", "byte 10"},                           // NUL
+      {h + "D 1\n", "byte 10"},                                 // D takes only C
+      {h + "D C C\n", "byte 10"},                               // once
+      {h + "D c\n", "byte 10"},                                 // as written
+      {h + std::string("S 1 5 2\0\n", 9), "byte 10"},           // NUL
       {h + "\n", "byte 10"},                                    // empty line
       {h + "S  1 5 2\n", "byte 10"},                            // doubled space
       {h + "S 99999999999999999999 5 2\n", "byte 10"},          // overflow
       {h + std::string(kMaxRecordBytes + 10, 'x'), "byte 10"},  // no newline, too long
   };
-  cases[11].bytes = h + std::string("S 1 5 2\0\n", 9);
   for (const auto& c : cases) {
     std::vector<StepRecord> out;
     auto used = ParseRecords(c.bytes, 0, &out);

@@ -169,6 +169,24 @@ class StepStraysTest : public ::testing::TestWithParam<std::string> {
     return all;
   }
 
+  // What the supervisor says of the attempt's leftovers once its step has ended them.
+  WorkerSupervisor::Leftovers LeftoversOnceDone() {
+    const auto deadline = Clock::now() + 10s;
+    auto left = sup_->LeftoversOf("job-s", 1);
+    while (left == WorkerSupervisor::Leftovers::kWinding && Clock::now() < deadline) {
+      (void)sup_->Reap();
+      std::this_thread::sleep_for(5ms);
+      left = sup_->LeftoversOf("job-s", 1);
+    }
+    return left;
+  }
+  // With a cgroup, the step says nothing is left (the agent skips its env sweep); without one,
+  // the agent must sweep.
+  WorkerSupervisor::Leftovers ExpectedLeftovers() const {
+    return GetParam() == "none" ? WorkerSupervisor::Leftovers::kSweep
+                                : WorkerSupervisor::Leftovers::kContained;
+  }
+
   fs::path dir_;
   std::unique_ptr<ProcessSpawner> posix_ = MakePosixProcessSpawner();
   std::unique_ptr<WorkerSupervisor> sup_;
@@ -186,6 +204,8 @@ TEST_P(StepStraysTest, RankExitsAndWhatItDetachedDies) {
   EXPECT_EQ(exits[0].exit_code, 0);
   ExpectStraysGone();
   ExpectNoStepCgroups();
+  EXPECT_EQ(LeftoversOnceDone(), ExpectedLeftovers());
+  EXPECT_EQ(sup_->LeftoversOf("job-s", 2), WorkerSupervisor::Leftovers::kSweep) << "not known";
 }
 
 // What `trainletctl delete` does on a node: the agent stops the step.
@@ -219,6 +239,7 @@ TEST_P(StepStraysTest, StepStaysInTheCgroupUntilItKillsIt) {
   EXPECT_EQ(exits[0].message, "") << "the step died with its cgroup";
   ExpectStraysGone();
   ExpectNoStepCgroups();
+  EXPECT_EQ(LeftoversOnceDone(), WorkerSupervisor::Leftovers::kContained);
 }
 
 // A step killed outright (the OOM killer, kill -9) cannot end its ranks' cgroup itself: the agent
@@ -237,6 +258,8 @@ TEST_P(StepStraysTest, AStepKilledOutrightTakesItsStraysWithIt) {
     std::this_thread::sleep_for(10ms);
   }
   ExpectNoStepCgroups();
+  // It wrote no D: the agent's env sweep still runs for its attempt.
+  EXPECT_EQ(sup_->LeftoversOf("job-s", 1), WorkerSupervisor::Leftovers::kSweep);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, StepStraysTest, ::testing::Values("v2", "v1", "none"),
