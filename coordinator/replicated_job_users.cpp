@@ -98,8 +98,7 @@ bool RunTogether(const std::vector<ReplicatedJobUser>& users, const std::string&
   return !StartsAfterEnd(users, a, b) && !StartsAfterEnd(users, b, a);
 }
 
-Status CheckReplicatedJobUsers(const trainjob::TrainJob& job,
-                               const trainjob::TrainingRuntime& runtime) {
+std::string ReplicatedJobUsersConflict(const trainjob::TrainingRuntime& runtime) {
   const std::vector<ReplicatedJobUser> users = ReplicatedJobUsersOf(runtime);
   for (size_t i = 0; i < users.size(); ++i) {
     for (size_t j = i + 1; j < users.size(); ++j) {
@@ -116,14 +115,20 @@ Status CheckReplicatedJobUsers(const trainjob::TrainJob& job,
               : "without one fsGroup in both pods the work dir belongs to one user at a time, so "
                 "the second user's ranks could never start: set the same "
                 "securityContext.fsGroup in the pods of both";
-      return InvalidError("TrainJob/" + job.name + ": " + PodPath(runtime, fix) +
-                          ": replicated jobs " + Who(a) + " and " + Who(b) +
-                          " run at the same time, and trainlet runs every replicated job on every "
-                          "node of the job, where they share its work dir; " +
-                          why + ", or make one dependsOn the other with status: Complete");
+      return PodPath(runtime, fix) + ": replicated jobs " + Who(a) + " and " + Who(b) +
+             " run at the same time, and trainlet runs every replicated job on every node of the "
+             "job, where they share its work dir; " +
+             why + ", or make one dependsOn the other with status: Complete";
     }
   }
-  return Status::Ok();
+  return "";
+}
+
+Status CheckReplicatedJobUsers(const trainjob::TrainJob& job,
+                               const trainjob::TrainingRuntime& runtime) {
+  const std::string why = ReplicatedJobUsersConflict(runtime);
+  if (why.empty()) return Status::Ok();
+  return InvalidError("TrainJob/" + job.name + ": " + why);
 }
 
 std::vector<std::string> UserWarnings(const trainjob::TrainJob& job,

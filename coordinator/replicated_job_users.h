@@ -55,9 +55,12 @@ std::vector<ReplicatedJobUser> ReplicatedJobUsersOf(const trainjob::TrainingRunt
 bool RunTogether(const std::vector<ReplicatedJobUser>& users, const std::string& a,
                  const std::string& b);
 
-// Ok, or Invalid naming the pod's securityContext.fsGroup path of the replicated job to fix, both
-// replicated jobs and both users, when two replicated jobs of `runtime` that run together have
-// different explicit runAsUser and not the same fsGroup. `job` names the TrainJob first.
+// Why no TrainJob can run on `runtime`, or "": two of its replicated jobs that run together have
+// different explicit runAsUser and not the same fsGroup. The message starts with the runtime and
+// the path of the pod's securityContext.fsGroup to fix, and names both replicated jobs and users.
+std::string ReplicatedJobUsersConflict(const trainjob::TrainingRuntime& runtime);
+
+// Ok, or Invalid with ReplicatedJobUsersConflict's message after "TrainJob/<name>: ".
 Status CheckReplicatedJobUsers(const trainjob::TrainJob& job,
                                const trainjob::TrainingRuntime& runtime);
 

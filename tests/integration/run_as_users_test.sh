@@ -142,6 +142,10 @@ refusal=$(cat "$WORK/alone.apply")
 assert_contains "$refusal" "spec.template.spec.replicatedJobs[1].template.spec.template.spec.securityContext.fsGroup" "the refusal"
 assert_contains "$refusal" "replicated jobs sidecar (runAsUser $B) and node (runAsUser $A) run at the same time" "the refusal"
 if "$CTL" get trainjob alone >/dev/null 2>&1; then fail "the refused job exists: $(why alone)"; fi
+# Its runtime alone is stored, as Kubeflow stores it, with a warning that says why.
+sed '/^---$/,$d' "$WORK/alone.yaml" > "$WORK/alone-runtime.yaml"
+rt_out=$("$CTL" apply -f "$WORK/alone-runtime.yaml" 2>&1) || fail "the runtime alone not applied: $rt_out"
+assert_contains "$rt_out" "every TrainJob on this runtime is refused at apply" "the runtime's warning"
 log "two users at once without fsGroup are refused at apply, naming securityContext.fsGroup"
 
 # 3. Sequential users without fsGroup: the trainer takes the work dir over once the sidecar is done.
