@@ -2,6 +2,7 @@
 
 #include "coordinator/apply_limits.h"
 #include "coordinator/job_key.h"
+#include "coordinator/replicated_job_users.h"
 
 namespace trainlet::coordinator {
 
@@ -79,6 +80,13 @@ Result<ApplyTransaction> ApplyTransaction::Prepare(trainjob::ParsedFile parsed,
                                 .StageObjects(parsed.queue_documents, source, &tx.warnings));
   // Runtimes of this file are visible to its jobs, and stored with them.
   tx.staged = RuntimeCatalog::StageRuntimes(parsed.runtimes);
+  // A runtime none of whose TrainJobs can run (replicated_job_users.h) is stored, as Kubeflow
+  // stores it, but its author hears why now rather than from the first job refused on it.
+  for (const auto& rt : parsed.runtimes) {
+    if (std::string why = ReplicatedJobUsersConflict(rt); !why.empty()) {
+      tx.warnings.push_back(why + " (every TrainJob on this runtime is refused at apply)");
+    }
+  }
   for (const auto& spec : parsed.jobs) {
     if (const JobEntry* existing = held(JobKey(spec.namespace_, spec.name)); existing != nullptr) {
       TRAINLET_RETURN_IF_ERROR(CompareHeld(*existing, spec, source, now_ms, tx));

@@ -7,6 +7,7 @@
 #include "coordinator/job_state_machine.h"
 #include "coordinator/lifecycle_rules.h"
 #include "coordinator/placement_inputs.h"
+#include "coordinator/replicated_job_users.h"
 #include "coordinator/working_dir.h"
 #include "plugins/plugin_status.h"
 #include "plugins/runtime/worker_env.h"
@@ -91,7 +92,11 @@ Result<std::unique_ptr<JobEntry>> NewJobEntry(const trainjob::TrainJob& spec,
   // The runtime's other replicated jobs must be runnable (attempt_steps.h): refused at apply
   // rather than when placed. A stored job still loads, and fails when placed.
   TRAINLET_RETURN_IF_ERROR(StepsOf(spec, *rt).status());
+  // Two users that would share the work dir on every node at once without one fsGroup can never
+  // both start (replicated_job_users.h): refused now, not when a rank fails to start.
+  TRAINLET_RETURN_IF_ERROR(CheckReplicatedJobUsers(spec, *rt));
   for (auto& w : StepWarnings(spec, *rt)) warnings.push_back(std::move(w));
+  for (auto& w : UserWarnings(spec, *rt)) warnings.push_back(std::move(w));
   job->record.name = JobKey(spec.namespace_, spec.name);
   job->record.spec_yaml = spec.yaml;
   job->record.runtime_kind = rt->kind;

@@ -62,6 +62,33 @@ TEST_F(ApplyTransactionTest, NewJobWithItsRuntimeIsStoredTogether) {
   EXPECT_EQ(store_->ListRuntimes()->size(), 1u);
 }
 
+// A runtime whose two users would share the work dir at once without one fsGroup is stored, with
+// a warning that says why every TrainJob on it is refused (replicated_job_users.h).
+TEST_F(ApplyTransactionTest, ARuntimeOfTwoUsersAtOnceWarnsAndIsStored) {
+  std::string rt = RuntimeYaml("two");
+  rt += "                      securityContext: {runAsUser: 65534}\n";
+  rt +=
+      "        - name: sidecar\n          template:\n            spec:\n              template:\n";
+  rt +=
+      "                spec:\n                  containers:\n                    - name: sidecar\n";
+  rt += "                      command: [\"/bin/true\"]\n";
+  rt += "                      securityContext: {runAsUser: 1}\n";
+  auto tx = Prepare(rt);
+  ASSERT_TRUE(tx.ok()) << tx.status().message();
+  EXPECT_EQ(tx->staged.runtimes.size(), 1u);
+  bool warned = false;
+  for (const auto& w : tx->warnings) {
+    warned |= w.rfind(
+                  "ClusterTrainingRuntime/two: spec.template.spec.replicatedJobs[1].template"
+                  ".spec.template.spec.securityContext.fsGroup: replicated jobs node",
+                  0) == 0 &&
+              w.find("(every TrainJob on this runtime is refused at apply)") != std::string::npos;
+  }
+  EXPECT_TRUE(warned) << ::testing::PrintToString(tx->warnings);
+  // A job on it, in the same file, refuses the whole file.
+  EXPECT_FALSE(Prepare(rt + "---\n" + JobYaml("j", 1, 1, "two")).ok());
+}
+
 TEST_F(ApplyTransactionTest, UnknownRuntimeRefusesTheWholeFile) {
   auto tx = Prepare(JobYaml("j", 1, 1, "nowhere"));
   EXPECT_FALSE(tx.ok());

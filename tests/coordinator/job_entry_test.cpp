@@ -114,6 +114,45 @@ TEST(JobEntry, NewJobSettingAReservedEnvNameIsRefused) {
   EXPECT_TRUE(NewJobEntry(ok_docs->jobs[0], ok_docs->runtimes[0], {}, "", 1, warnings).ok());
 }
 
+// Two replicated jobs of different users that run at once without one fsGroup share the work dir
+// on every node: refused when applied, naming the field (replicated_job_users.h), instead of an
+// attempt that is placed and fails when the second user's rank starts (issue 14).
+TEST(JobEntry, NewJobOfTwoUsersAtOnceWithoutFsGroupIsRefused) {
+  auto runtime = [](const std::string& pod) {
+    std::string y = RuntimeYaml("two");
+    y += "                      securityContext: {runAsUser: 65534}\n";
+    y += "        - name: sidecar\n";
+    y += "          template:\n";
+    y += "            spec:\n";
+    y += "              template:\n";
+    y += "                spec:\n";
+    y += pod;
+    y += "                  containers:\n";
+    y += "                    - name: sidecar\n";
+    y += "                      command: [\"/bin/true\"]\n";
+    y += "                      securityContext: {runAsUser: 1}\n";
+    return y;
+  };
+  auto docs = trainjob::ParseDocuments(runtime("") + "---\n" + JobYaml("pair", 2, 1, "two"));
+  ASSERT_TRUE(docs.ok()) << docs.status().message();
+  std::vector<std::string> warnings;
+  auto entry = NewJobEntry(docs->jobs[0], docs->runtimes[0], {}, "", 1, warnings);
+  ASSERT_FALSE(entry.ok());
+  EXPECT_EQ(entry.status().code(), ErrorCode::kInvalid);
+  EXPECT_EQ(entry.status().message().rfind(
+                "TrainJob/pair: ClusterTrainingRuntime/two: spec.template.spec.replicatedJobs[1]"
+                ".template.spec.template.spec.securityContext.fsGroup: replicated jobs node "
+                "(runAsUser 65534) and sidecar (runAsUser 1) run at the same time",
+                0),
+            0u)
+      << entry.status().message();
+  // An fsGroup in one pod only is no group they share: still refused.
+  auto one = trainjob::ParseDocuments(runtime("                  securityContext: {fsGroup: 7}\n") +
+                                      "---\n" + JobYaml("pair", 2, 1, "two"));
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  EXPECT_FALSE(NewJobEntry(one->jobs[0], one->runtimes[0], {}, "", 1, warnings).ok());
+}
+
 TEST(JobEntry, NewJobWithSuspendIsSuspendedAndStdinIsNamed) {
   Parsed p = Parse(JobYaml("j", 1, 1) + "  suspend: true\n");
   ASSERT_TRUE(p.job.suspend);

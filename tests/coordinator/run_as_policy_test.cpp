@@ -29,13 +29,15 @@ namespaces:
 )";
 
 // RuntimeYaml whose node container runs as `security_context` (a flow map), with an extra
-// replicated job "prep" whose container sets `prep_context` when not empty.
+// replicated job "prep", run after node, whose container sets `prep_context` when not empty.
 std::string RunAsRuntime(const std::string& name, const std::string& security_context,
                          const std::string& prep_context = "") {
   std::string y = RuntimeYaml(name);
   y += "                      securityContext: " + security_context + "\n";
   if (!prep_context.empty()) {
+    // After the training: two users at once would need one fsGroup (replicated_job_users.h).
     y += "        - name: prep\n";
+    y += "          dependsOn: [{name: node, status: Complete}]\n";
     y += "          template:\n";
     y += "            spec:\n";
     y += "              template:\n";

@@ -5,10 +5,13 @@
 # securityContext.fsGroup. Each rank writes a file into the job's work dir, waits for the other's,
 # reads its own rendezvous token file, and must NOT be able to read the other user's token file or
 # list the secrets dir. The work dir is the fsGroup's (setgid, group rw); each rank has the fsGroup
-# as a supplementary group. Without fsGroup the second user's ranks are refused, naming the field;
-# a replicated job of another user that runs and exits before the trainer (dependsOn Complete)
-# still takes the work dir over without one. On a build before the fix the concurrent job failed:
-# the second user's ranks took the work dir and the secrets dir (chown, 0700) from the first.
+# as a supplementary group. Without fsGroup the job is refused at apply, naming the field (issue
+# 14: before, it was placed and its attempt failed when the second user's rank started); a
+# replicated job of another user that runs and exits before the trainer (dependsOn Complete)
+# still takes the work dir over without one. A user the agent's run_as decides (no runAsUser) is
+# checked on the node when the rank starts, the backstop. On a build before the first fix the
+# concurrent job failed: the second user's ranks took the work dir and the secrets dir (chown,
+# 0700) from the first.
 # Needs root: it exits 77 (skipped) otherwise.
 source "$(dirname "$0")/lib.sh"
 
@@ -43,10 +46,13 @@ EOF
 }
 
 # job NAME FSGROUP [DEPENDS]: the runtime and its TrainJob; FSGROUP "" for none; DEPENDS "yes"
-# makes node wait for the sidecar to Complete (sequential users).
+# makes node wait for the sidecar to Complete (sequential users). EXPECT_REFUSAL=1: the apply may
+# fail (its output in $WORK/NAME.apply).
 job() {
-  local name=$1 fsg=$2 dep=${3:-} file="$WORK/$1.yaml" podsc="" tries=300
+  local name=$1 fsg=$2 dep=${3:-} file="$WORK/$1.yaml" podsc="" tries=300 nodesc=""
   [ -n "$fsg" ] && podsc="securityContext: {fsGroup: $fsg}"
+  # NODE_USER=none: the node container names no user (the agent's run_as decides).
+  [ "${NODE_USER:-}" = none ] || nodesc="securityContext: {runAsUser: $A}"
   [ "$dep" = yes ] && tries=1
   {
     cat <<YAML
@@ -85,7 +91,7 @@ YAML
                   containers:
                     - name: node
                       image: busybox
-                      securityContext: {runAsUser: $A}
+                      $nodesc
 ---
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
@@ -104,6 +110,7 @@ spec:
 $(probe a b "$tries" | sed 's/^/        /')
 YAML
   } > "$file"
+  [ "${EXPECT_REFUSAL:-}" = 1 ] && { "$CTL" apply -f "$file" > "$WORK/$name.apply" 2>&1; return; }
   "$CTL" apply -f "$file" > "$WORK/$name.apply" 2>&1 || fail "$name not applied: $(cat "$WORK/$name.apply")"
 }
 why() { echo "$("$CTL" describe trainjob "$1" 2>&1); $("$CTL" logs "$1" 2>&1); $("$CTL" logs "$1" --step sidecar 2>&1)"; }
@@ -124,12 +131,22 @@ for want in wrote_b saw_a read_other_file own_token_b other_token_denied secrets
 done
 log "nobody and daemon ran at once in one work dir (group $FSG, 3770: setgid and sticky), each read its own token and not the other's"
 
-# 2. The same without fsGroup: refused, naming the field.
-job alone ""
-"$CTL" wait trainjob/alone --for=condition=Failed --timeout=90s >/dev/null ||
-  fail "alone did not fail: $(why alone)"
-assert_contains "$(why alone)" "securityContext.fsGroup" "the refusal"
-log "two users at once without fsGroup are refused, naming securityContext.fsGroup"
+# 2. The same without fsGroup: both users are in the spec, and every replicated job runs on every
+# node of the job, so they could never both start: refused at apply, naming the field, the two
+# replicated jobs and their users, and nothing is created (on a build before, the job was placed
+# and its attempt failed when the second user's rank started).
+if EXPECT_REFUSAL=1 job alone ""; then
+  fail "alone was applied; want a refusal naming securityContext.fsGroup: $(why alone)"
+fi
+refusal=$(cat "$WORK/alone.apply")
+assert_contains "$refusal" "spec.template.spec.replicatedJobs[1].template.spec.template.spec.securityContext.fsGroup" "the refusal"
+assert_contains "$refusal" "replicated jobs sidecar (runAsUser $B) and node (runAsUser $A) run at the same time" "the refusal"
+if "$CTL" get trainjob alone >/dev/null 2>&1; then fail "the refused job exists: $(why alone)"; fi
+# Its runtime alone is stored, as Kubeflow stores it, with a warning that says why.
+sed '/^---$/,$d' "$WORK/alone.yaml" > "$WORK/alone-runtime.yaml"
+rt_out=$("$CTL" apply -f "$WORK/alone-runtime.yaml" 2>&1) || fail "the runtime alone not applied: $rt_out"
+assert_contains "$rt_out" "every TrainJob on this runtime is refused at apply" "the runtime's warning"
+log "two users at once without fsGroup are refused at apply, naming securityContext.fsGroup"
 
 # 3. Sequential users without fsGroup: the trainer takes the work dir over once the sidecar is done.
 job seq "" yes
@@ -138,4 +155,25 @@ job seq "" yes
 assert_contains "$("$CTL" logs seq --step sidecar)" own_token_b "the sequential sidecar"
 assert_contains "$("$CTL" logs seq)" own_token_a "the sequential trainer"
 log "a replicated job of another user before the trainer (dependsOn Complete) still works without fsGroup"
+# 4. A user only the node knows: node names no runAsUser, so its ranks run as the agent's run_as
+# (nobody, on an agent started again with --run-as), beside the sidecar as daemon without
+# fsGroup. The coordinator cannot know the clash, so the apply is accepted and the node's check
+# stays the backstop: the attempt fails when the second user's rank starts, naming the field.
+registrations() { grep -c "registered with" "$TRAINLET_HOME/logs/node-1.log" || true; }
+before=$(registrations)
+A1=$(awk '{print $1}' "$TRAINLET_HOME/pids/node-1.pid")
+mapfile -d '' A1_ARGS < "/proc/$A1/cmdline"
+kill -TERM "$A1"
+wait_for 20 sh -c "! kill -0 $A1" || fail "node-1's agent did not stop"
+setsid "${A1_ARGS[@]}" --run-as nobody >> "$TRAINLET_HOME/logs/node-1.log" 2>&1 < /dev/null &
+A1=$!
+echo "$A1 $(awk '{print $22}' "/proc/$A1/stat")" > "$TRAINLET_HOME/pids/node-1.pid"
+registered_again() { [ "$(registrations)" -gt "$before" ]; }
+wait_for 30 registered_again || fail "node-1 did not register again with run_as"
+wait_for 30 sh -c "'$CTL' get nodes | grep -Eq '^node-1 +Ready'" || fail "node-1 not Ready"
+NODE_USER=none job backstop ""
+"$CTL" wait trainjob/backstop --for=condition=Failed --timeout=90s >/dev/null ||
+  fail "backstop did not fail: $(why backstop)"
+assert_contains "$(why backstop)" "securityContext.fsGroup: ranks of uid" "the node's refusal"
+log "a user the agent's run_as decides is still checked on the node when the rank starts"
 echo "PASS run_as_users_test"
