@@ -9,7 +9,8 @@ completes each PMIx fence inside the server (no trainlet fence path, no agent, n
 and nothing of trainlet runs while the ranks do. What is timed is what any launcher must wait for
 once it has started the ranks: their loading, MPI_Init, the allreduce + barrier and
 MPI_Finalize, under the same OpenMPI settings (btl self,tcp over the bridge subnet) on the same
-CPUs as the contenders.
+CPUs as the contenders, each rank bound to one CPU as trainlet binds the direct contender's (rank
+r on CPU r mod CPUs; --no-bind leaves them free).
 
   mpi_floor.py --pmix BIN/trainlet-pmix --program PROG --ranks 6 --work DIR --out FILE \
       [--env KEY=VALUE]...
@@ -92,6 +93,8 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--env", action="append", default=[])
+    ap.add_argument("--no-bind", action="store_true",
+                    help="leave the ranks unbound (default: rank r on CPU r mod CPUs)")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     env = dict(os.environ)
@@ -108,9 +111,17 @@ def main():
         acts = [(os.POSIX_SPAWN_DUP2, out, 1), (os.POSIX_SPAWN_DUP2, out, 2),
                 (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0)]
         argv = [args.program]
+        # Bound as trainlet binds the contenders' ranks: a node's local rank i to its i-th CPU
+        # (every namespace host has this machine's CPUs), here rank r to CPU r mod CPUs. The
+        # child inherits the affinity set just before its spawn.
+        cpus = sorted(os.sched_getaffinity(0))
         t0 = time.time()
-        pids = [os.posix_spawn(args.program, argv, envs[r], file_actions=acts)
-                for r in range(args.ranks)]
+        pids = []
+        for r in range(args.ranks):
+            if not args.no_bind:
+                os.sched_setaffinity(0, {cpus[r % len(cpus)]})
+            pids.append(os.posix_spawn(args.program, argv, envs[r], file_actions=acts))
+        os.sched_setaffinity(0, set(cpus))
         bad = []
         for pid in pids:
             _, status = os.waitpid(pid, 0)
