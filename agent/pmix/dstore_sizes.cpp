@@ -18,8 +18,10 @@ constexpr uint64_t kUnknownXmlBytes = 512 << 10;
 constexpr uint64_t kJobFixedBytes = 64 << 10;
 constexpr uint64_t kPerNodeBytes = 256;
 constexpr uint64_t kPerRankBytes = 64;
-// Never below this: room for the first ranks' blobs and their modex in one segment.
-constexpr uint64_t kMinDataBytes = 512 << 10;
+// Never below this: one blob must fit one segment, and a rank may PMIx_Put (and a fence carry) a
+// value of its own of any size; libpmix refuses a larger one by name ("PLEASE set
+// NS_DATA_SEG_SIZE ..."), and the trainer env's NS_DATA_SEG_SIZE then wins.
+constexpr uint64_t kMinDataBytes = 1 << 20;
 
 uint64_t RoundUpToPage(uint64_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
 

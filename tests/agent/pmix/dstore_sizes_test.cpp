@@ -11,7 +11,7 @@ constexpr uint64_t kMetaEntry = 24;
 TEST(DstoreSizes, ASmallJobGetsSegmentsFarBelowLibpmixDefaults) {
   const DstoreSizes s = FitDstoreSizes(6, 3, 20 << 10);
   EXPECT_EQ(s.meta_bytes, 4096u);
-  EXPECT_EQ(s.data_bytes, 512u << 10);
+  EXPECT_EQ(s.data_bytes, 1u << 20);
 }
 
 TEST(DstoreSizes, SizesArePagesAndHoldEveryRankAndTheJobsBlob) {
