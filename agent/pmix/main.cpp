@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include <sstream>
 #include <string>
 
+#include "agent/pmix/dstore_sizes.h"
 #include "agent/pmix/pmix_host.h"
 #include "common/pmix/node_topology_xml.h"
 #include "common/secret_env.h"
@@ -98,6 +100,29 @@ std::string BoundAtLaunch(const PmixHostConfig& c) {
   return ForEveryLocalRank(c, "OMPI_MCA_orte_bound_at_launch=1");
 }
 
+// Fits libpmix's shared-memory store to the job (dstore_sizes.h): sets NS_META_SEG_SIZE and
+// NS_DATA_SEG_SIZE in our env, for libpmix, unless the job's env (which we run with) sets them,
+// and returns the "env" lines that give every local rank the values libpmix here uses: the
+// clients map the segments with the sizes they read from their own env. Call before
+// StartPmixHost: setenv before libpmix starts its threads.
+std::string FitDstore(const PmixHostConfig& c) {
+  struct stat st {};
+  const uint64_t xml_bytes =
+      !c.topology_xml.empty() && stat(c.topology_xml.c_str(), &st) == 0 && st.st_size > 0
+          ? static_cast<uint64_t>(st.st_size)
+          : 0;
+  const trainlet::pmix::DstoreSizes fit =
+      trainlet::pmix::FitDstoreSizes(c.map.Size(), c.map.nodes.size(), xml_bytes);
+  std::string lines;
+  for (const auto& [key, bytes] : {std::pair{trainlet::pmix::kMetaSegmentEnv, fit.meta_bytes},
+                                   std::pair{trainlet::pmix::kDataSegmentEnv, fit.data_bytes}}) {
+    if (bytes > 0) setenv(key, std::to_string(bytes).c_str(), 0);
+    const char* value = std::getenv(key);
+    if (value != nullptr) lines += ForEveryLocalRank(c, std::string(key) + "=" + value);
+  }
+  return lines;
+}
+
 void WriteAll(const std::string& bytes) {
   size_t done = 0;
   while (done < bytes.size()) {
@@ -156,9 +181,11 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(dir, ec);
     if (ec) config = trainlet::IoError("PMIx directory " + dir + ": " + ec.message());
   }
+  std::string dstore_lines;
   Result<std::string> lines =
       config.ok() ? [&] {
         config->tmpdir = dir;
+        dstore_lines = FitDstore(*config);
         return trainlet::pmix::StartPmixHost(*config);
       }()
                   : Result<std::string>(config.status());
@@ -167,7 +194,8 @@ int main(int argc, char** argv) {
     WriteAll("error PMIx server: " + lines.status().message() + "\n");
     return 1;
   }
-  WriteAll(*lines + YieldWhenOversubscribed(*config) + BoundAtLaunch(*config) + "ready\n");
+  WriteAll(*lines + dstore_lines + YieldWhenOversubscribed(*config) + BoundAtLaunch(*config) +
+           "ready\n");
   CloseStdout();
   const int rc = trainlet::pmix::RunPmixHost();
   std::error_code ignored;

@@ -17,6 +17,7 @@ if [ "$PROFILE" = 1 ]; then
     [ -n "$SRUN_WHY" ] || run_srun "prof-srun-$r" > /dev/null
     names+=("prof-direct-$r" "prof-mpirun-$r" "prof-ssh-$r")
     [ -n "$SRUN_WHY" ] || names+=("prof-srun-$r")
+    [ "$FLOOR" = 0 ] || { run_floor "prof-floor-$r" > /dev/null; names+=("prof-floor-$r"); }
   done
   PROGRAM=$ALLREDUCE
   profile_table 6 "${names[@]}"
@@ -90,10 +91,67 @@ if [ "$TRACE" = 1 ]; then
     [ -n "$SRUN_WHY" ] || run_srun "trace-srun-$r" > /dev/null
     names+=("trace-direct-$r" "trace-mpirun-$r" "trace-ssh-$r")
     [ -n "$SRUN_WHY" ] || names+=("trace-srun-$r")
+    [ "$FLOOR" = 0 ] || { run_floor "trace-floor-$r" > /dev/null; names+=("trace-floor-$r"); }
   done
   TRACE_ENV=()
   MPIRUN_ARGS=("${SAVED_MPIRUN_ARGS[@]}")
   python3 "$HERE/mpi_trace_table.py" "$WORK" "${names[@]}" || fail "mpi_trace_table.py failed"
+fi
+
+# ---- the CPU each process used, by kind (optional) ---------------------------------------------
+# Each run under its own system-wide `perf record` of the scheduler's switches and forks, started
+# before and stopped after the run (untimed); the run's window is its .times, moved to
+# CLOCK_MONOTONIC. The benchmark's processes are those of this script, the coordinator, the agents
+# and the sshds, and what they forked during the recording; cpu_budget.py sums their time on a CPU by kind.
+if [ "$CPU" = 1 ]; then
+  echo
+  command -v perf > /dev/null || fail "--cpu needs perf (linux-perf)"
+  # cpu_run KIND NAME: one run of contender KIND under perf; leaves NAME.perf.txt and NAME.window.
+  cpu_run() {
+    local kind=$1 name=$2 pid off t0 t1 ctl ack
+    rm -f "$WORK/perf.ctl" "$WORK/perf.ack"
+    mkfifo "$WORK/perf.ctl" "$WORK/perf.ack"
+    # Started disabled and enabled through its control fifo, whose ack says the recording is on
+    # (perf's own start takes 0.1-1 s here). 16 MiB per CPU: on 2 busy CPUs perf's reader falls
+    # behind, and a lost fork hides whose a process is (cpu_budget.py shows such CPU apart).
+    perf record -a -q -m 4096 -D -1 --control "fifo:$WORK/perf.ctl,$WORK/perf.ack" \
+      -k CLOCK_MONOTONIC -e sched:sched_switch -e sched:sched_process_fork \
+      -o "$WORK/$name.perf" > /dev/null 2>&1 &
+    pid=$!
+    exec {ctl}<>"$WORK/perf.ctl" {ack}<>"$WORK/perf.ack"
+    echo enable >&"$ctl"
+    read -r -t 30 _ <&"$ack" || fail "--cpu: perf record did not start"
+    # Who is whose child when the recording starts (a standby step forked earlier, ...).
+    ps -e -o pid=,ppid= > "$WORK/$name.ps"
+    "run_$kind" "$name" > /dev/null
+    sleep 0.1
+    kill -INT "$pid"
+    wait "$pid" || true
+    exec {ctl}>&- {ack}>&-
+    perf script -i "$WORK/$name.perf" -F pid,tid,cpu,time,event,trace > "$WORK/$name.perf.txt" 2>/dev/null
+    rm -f "$WORK/$name.perf"
+    off=$(python3 -c 'import time; print(time.time() - time.clock_gettime(time.CLOCK_MONOTONIC))')
+    read -r t0 t1 < "$WORK/$name.times"
+    awk -v a="$t0" -v b="$t1" -v o="$off" 'BEGIN { printf "%.6f %.6f\n", a - o, b - o }' \
+      > "$WORK/$name.window"
+  }
+  names=()
+  for r in $(seq 1 "$REPS"); do
+    cpu_run direct "cpu-direct-$r"
+    [ -z "$BASE_PMIX" ] || { cpu_run base "cpu-base-$r"; names+=("cpu-base-$r"); }
+    cpu_run trainlet "cpu-mpirun-$r"
+    cpu_run ssh "cpu-ssh-$r"
+    names+=("cpu-direct-$r" "cpu-mpirun-$r" "cpu-ssh-$r")
+    [ "$FLOOR" = 0 ] || { cpu_run floor "cpu-floor-$r"; names+=("cpu-floor-$r"); }
+  done
+  # EXTRA_PIDS: the coordinator, the agents and the sshds (started before the recordings).
+  python3 "$HERE/cpu_budget.py" "$WORK" "${names[@]}" -- "$$" "${EXTRA_PIDS[@]}" \
+    || fail "cpu_budget.py failed"
+  if [ -n "$LOGS_DIR" ]; then
+    mkdir -p "$LOGS_DIR" && cp "$WORK"/cpu-*.perf.txt "$WORK"/cpu-*.window "$WORK"/cpu-*.ps "$LOGS_DIR/"
+    echo "$$" "${EXTRA_PIDS[@]}" > "$LOGS_DIR/cpu-roots"
+  fi
+  rm -f "$WORK"/cpu-*.perf.txt
 fi
 
 # ---- where the time goes (optional) -----------------------------------------------------------

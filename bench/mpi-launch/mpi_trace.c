@@ -9,8 +9,10 @@
  * For MPI_Init, the collectives and MPI_Finalize it also reads the main thread's CPU time and
  * its run-queue wait (/proc/thread-self/schedstat: time runnable but not running), so each span
  * splits into CPU, waiting for a CPU, and waiting for something else (a fence, a peer).
+ * It also reads, at load (its constructor, once every library is loaded and relocated), the CPU
+ * and run-queue wait the process had so far: its exec and the dynamic loader's work.
  * After MPI_Finalize returns it prints one line on stdout, microseconds:
- *   mpitrace rank R host H init=.. init_cpu=.. init_runq=.. ... fw.<framework>=..
+ *   mpitrace rank R host H pre_cpu=.. pre_runq=.. total_cpu=.. init=.. ... fw.<framework>=..
  * It links neither libmpi nor libpmix (every real function is found with dlsym(RTLD_NEXT)), so in
  * a process that is no MPI rank (mpirun, trainlet-pmix, which inherit LD_PRELOAD from the job's
  * env) it loads nothing more and prints nothing. Built by run.sh with gcc -shared (mpi.h and
@@ -54,6 +56,7 @@ static __thread int depth; /* > 0: inside one of our PMIx wrappers (no double co
 #define MAX_FW 48
 static struct {
   long long t_ctor;
+  long long pre_cpu, pre_runq; /* at load: the process's CPU and run-queue wait since exec */
   /* spans: wall, main thread CPU, main thread run-queue wait, process CPU (all threads) */
   long long init[4], coll[4], fin[4];
   long long orte_init, opal_init, pmix_init, pmix_fin, orte_fin, commit;
@@ -73,7 +76,14 @@ static struct {
   long long fw_us[MAX_FW];
 } S;
 
-__attribute__((constructor)) static void on_load(void) { S.t_ctor = now_us(); }
+/* Preloaded libraries' constructors run once the dynamic loader has loaded and relocated every
+ * library (libmpi and its dependencies), before main: what the process used so far is its exec
+ * and its loading. */
+__attribute__((constructor)) static void on_load(void) {
+  S.t_ctor = now_us();
+  S.pre_cpu = cpu_us(CLOCK_PROCESS_CPUTIME_ID);
+  S.pre_runq = runq_us();
+}
 
 static void span_start(long long s[4]) {
   s[0] = now_us();
@@ -133,6 +143,8 @@ static void print_line(void) {
   char line[8192];
   int o = snprintf(line, sizeof line, "mpitrace rank %d host %s:", rank, host);
 #define P(...) o += snprintf(line + o, sizeof line - (size_t)o, __VA_ARGS__)
+  P(" pre_cpu=%lld pre_runq=%lld total_cpu=%lld", S.pre_cpu, S.pre_runq,
+    cpu_us(CLOCK_PROCESS_CPUTIME_ID));
   P(" init=%lld init_cpu=%lld init_runq=%lld init_pcpu=%lld", S.init[0], S.init[1], S.init[2],
     S.init[3]);
   P(" orte_init=%lld opal_init=%lld pmix_init=%lld commit=%lld", S.orte_init, S.opal_init,

@@ -12,9 +12,12 @@ import sys
 
 LABEL = {"direct": "direct (trainlet-pmix)", "base": "direct, base pmix",
          "mpirun": "mpirun via trainlet-exec (orted)", "ssh": "mpirun over SSH (orted)",
-         "srun": "srun --mpi=pmix (slurmstepd)"}
+         "srun": "srun --mpi=pmix (slurmstepd)", "floor": "MPI floor (one trainlet-pmix, no launcher)"}
 # (key, what it is, is a count)
 ROWS = [
+    ("pre_cpu", "exec + loading libraries, until main: CPU of the process", False),
+    ("pre_runq", "  waiting for a CPU meanwhile", False),
+    ("total_cpu", "CPU of the whole rank, exec to MPI_Finalize's return (all threads)", False),
     ("init", "MPI_Init, wall", False),
     ("init_cpu", "  main thread's CPU", False),
     ("init_runq", "  main thread waiting for a CPU (run queue)", False),
@@ -59,7 +62,7 @@ def main():
                 d[k] = int(v)
             d["init_other"] = d["init"] - d["init_cpu"] - d["init_runq"]
             samples.setdefault(kind, []).append(d)
-    kinds = [k for k in ("direct", "base", "mpirun", "ssh", "srun") if k in samples]
+    kinds = [k for k in ("direct", "base", "mpirun", "ssh", "srun", "floor") if k in samples]
     runs = len(names) // max(1, len(kinds))
 
     def med(kind, key):

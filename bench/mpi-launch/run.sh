@@ -24,6 +24,7 @@
 # usage: bench/mpi-launch/run.sh [--reps N] [--bin BUILD/bin] [--probe] [--logs DIR]
 #                                [--mpi-env NAME=VALUE]... [--no-srun] [--no-single]
 #                                [--single-ranks N] [--base-pmix FILE] [--profile] [--trace]
+#                                [--floor] [--cpu]
 #   --reps N   timed repetitions of each contender (default 7), interleaved, after one untimed
 #              warm-up of each
 #   --bin DIR  the build's bin directory (default $TRAINLET_BIN, else <repo>/build/bin); needs
@@ -61,6 +62,14 @@
 #              attribute), for every contender: libpmix 4.2.2 leaves Nagle on its client sockets,
 #              and a rank's burst of small PMIx messages (MPI_Finalize's) then waits for a
 #              delayed ACK, about 40 ms (bench/README.md)
+#   --floor    one more row, the MPI floor: the same 6 ranks with no launcher at all, spawned at
+#              once by a python loop on host1 under one trainlet-pmix started beforehand (untimed)
+#              for one node of 6 ranks, so that libpmix completes every fence in the server
+#              (mpi_floor.py): spawn -> the last rank's exit. Also in --profile and --trace
+#   --cpu      afterwards, REPS more interleaved runs of each contender, each under a system-wide
+#              `perf record` of the scheduler's switches: the CPU every process of the run used
+#              inside the timed span, by kind (ranks, trainlet-pmix, step, agent, coordinator,
+#              CLI, mpirun, orted, ssh, sshd, ...), and the other load (cpu_budget.py)
 #   --no-srun  leave the srun contender out (its row then says so)
 #   --no-single  leave the single-node row out
 #   --single-ranks N  ranks of the single-node row (default 64)
@@ -82,6 +91,8 @@ SINGLE_RANKS=64
 BIN_DIR=${TRAINLET_BIN:-$SRC/build/bin}
 BASE_PMIX=""
 LO_QUICKACK=0
+FLOOR=0
+CPU=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --reps) REPS=${2:?--reps needs a number}; shift 2 ;;
@@ -102,7 +113,9 @@ while [ $# -gt 0 ]; do
     --single-ranks=*) SINGLE_RANKS=${1#--single-ranks=}; shift ;;
     --base-pmix) BASE_PMIX=${2:?--base-pmix needs a file}; shift 2 ;;
     --base-pmix=*) BASE_PMIX=${1#--base-pmix=}; shift ;;
-    -h|--help) sed -n '2,66p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --floor) FLOOR=1; shift ;;
+    --cpu) CPU=1; shift ;;
+    -h|--help) sed -n '2,76p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -376,6 +389,34 @@ run_direct() {
   run_trainlet "$1" "$(write_direct_job "$1" 3 2 self,tcp)"
 }
 
+# run_floor LABEL: prints the milliseconds from spawning the 6 ranks on host1, under one
+# trainlet-pmix started beforehand for one node of 6 ranks (mpi_floor.py), to the last one's exit;
+# fails unless all exit 0 and 6 print the right sum. The ranks get direct launch's env: the
+# shared MCA settings, btl self,tcp on the bridge subnet, the daemon URI that makes OpenMPI take
+# them for PMIx clients and `orte_bound_at_launch` (which spares MPI_Init the topology); and
+# `mpi_yield_when_idle=0`, which trainlet-pmix would otherwise turn on for 6 ranks on a node of 2
+# CPUs, where each host's 2 ranks under the contenders busy-poll.
+FLOOR_XML=""  # the node's topology, handed to the floor's server as the agents hand it over
+if [ "$FLOOR" = 1 ] && command -v lstopo-no-graphics > /dev/null; then
+  FLOOR_XML="$WORK/floor-topology.xml"
+  lstopo-no-graphics --of xml > "$FLOOR_XML" || FLOOR_XML=""
+fi
+run_floor() {
+  local label=$1 times ok
+  times=$("${ON_HOST1[@]}" env "${SHARED_MCA[@]}" "${TRACE_ENV[@]}" OMPI_MCA_btl=self,tcp \
+    OMPI_MCA_btl_tcp_if_include="$SUBNET" OMPI_MCA_oob_tcp_if_include="$SUBNET" \
+    "OMPI_MCA_orte_local_daemon_uri=1.0;tcp://127.0.0.1:1" OMPI_MCA_orte_bound_at_launch=1 \
+    OMPI_MCA_mpi_yield_when_idle=0 \
+    ${FLOOR_XML:+TRAINLET_PMIX_TOPOLOGY_XML=$FLOOR_XML} \
+    python3 "$HERE/mpi_floor.py" --pmix "$BIN_DIR/trainlet-pmix" --program "$PROGRAM" \
+    --ranks 6 --work "$WORK/floor-work" --out "$WORK/$label.out") \
+    || fail "floor run $label: $(cat "$WORK/$label.out" 2>/dev/null)"
+  echo "$times" > "$WORK/$label.times"
+  ok=$(grep -c "${RANK_LINE:-allreduce sum 21 (expected 21) OK}" "$WORK/$label.out" || true)
+  [ "$ok" = 6 ] || fail "floor run $label: expected 6 ranks, got $ok: $(cat "$WORK/$label.out")"
+  elapsed_ms ${times}
+}
+
 # run_base NAME: run_direct with the --base-pmix server.
 run_base() {
   local ms
@@ -426,12 +467,14 @@ run_direct direct-warmup > /dev/null
 run_trainlet bench-warmup > /dev/null
 run_ssh ssh-warmup > /dev/null
 [ -n "$SRUN_WHY" ] || run_srun srun-warmup > /dev/null
+[ "$FLOOR" = 0 ] || run_floor floor-warmup > /dev/null
 
 DIRECT_MS=()
 TRAINLET_MS=()
 SSH_MS=()
 SRUN_MS=()
 BASE_MS=()
+FLOOR_MS=()
 for r in $(seq 1 "$REPS"); do
   d=$(run_direct "direct-$r")
   b=-
@@ -440,23 +483,26 @@ for r in $(seq 1 "$REPS"); do
   s=$(run_ssh "ssh-$r")
   u=-
   [ -n "$SRUN_WHY" ] || u=$(run_srun "srun-$r")
+  f=-
+  [ "$FLOOR" = 0 ] || { f=$(run_floor "floor-$r"); FLOOR_MS+=("$f"); }
   DIRECT_MS+=("$d")
   TRAINLET_MS+=("$t")
   SSH_MS+=("$s")
   [ -n "$SRUN_WHY" ] || SRUN_MS+=("$u")
-  printf 'rep %d/%d: direct %s ms, direct (base pmix) %s ms, trainlet %s ms, ssh %s ms, srun %s ms\n' \
-    "$r" "$REPS" "$d" "$b" "$t" "$s" "$u"
+  printf 'rep %d/%d: direct %s ms, direct (base pmix) %s ms, trainlet %s ms, ssh %s ms, srun %s ms, floor %s ms (load %s)\n' \
+    "$r" "$REPS" "$d" "$b" "$t" "$s" "$u" "$f" "$(cut -d' ' -f1 /proc/loadavg)"
 done
 
 # ---- the table --------------------------------------------------------------------------------
 python3 - "$REPS" "${DIRECT_MS[*]}" "${TRAINLET_MS[*]}" "${SSH_MS[*]}" "${SRUN_MS[*]:-}" \
-  "$SRUN_WHY" "${BASE_MS[*]:-}" <<'EOF'
+  "$SRUN_WHY" "${BASE_MS[*]:-}" "${FLOOR_MS[*]:-}" <<'EOF'
 import statistics, sys
 reps = int(sys.argv[1])
 d, t, s = ([float(x) for x in a.split()] for a in sys.argv[2:5])
 u = [float(x) for x in sys.argv[5].split()]
 why = sys.argv[6]
 b = [float(x) for x in sys.argv[7].split()]
+fl = [float(x) for x in sys.argv[8].split()]
 dm, tm, sm = statistics.median(d), statistics.median(t), statistics.median(s)
 print()
 print(f"3 hosts x 2 ranks, allreduce example, {reps} reps each (after one warm-up each), interleaved")
@@ -471,12 +517,19 @@ if b:
     row("direct launch with the --base-pmix server", b)
 row("mpirun through trainlet-exec, apply -> Complete", t)
 row("mpirun over SSH", s)
+if fl:
+    row("MPI floor: the 6 ranks spawned at once on host1, no launcher, fences in one server", fl)
 if u:
     row("srun --mpi=pmix", u)
 else:
     print(f"| srun --mpi=pmix | - | - | - | - |")
     print()
     print(f"srun: not run: {why}")
+if fl:
+    fm = statistics.median(fl)
+    print()
+    print(f"floor / ssh {fm / sm:.2f}: the MPI part alone, against the 0.15 target; "
+          f"direct - floor {dm - fm:.0f} ms, 0.15 x ssh - floor {0.15 * sm - fm:.0f} ms")
 print()
 v1 = "MET" if dm <= 0.15 * sm else "NOT MET"
 v2 = "MET" if tm >= 2 * dm else "NOT MET"
@@ -509,10 +562,10 @@ for name in names:
     spans.setdefault(kind, []).append(row)
 heads = ["launcher -> first rank's process", "-> every rank in main()", "MPI_Init (the last one out)",
          "allreduce + barrier", "MPI_Finalize", "last rank's exit -> launcher returns", "total"]
-kinds = [k for k in ("direct", "base", "mpirun", "ssh", "srun", "single") if k in spans]
+kinds = [k for k in ("direct", "base", "mpirun", "ssh", "srun", "floor", "single") if k in spans]
 label = {"direct": "direct", "base": "direct, base pmix", "mpirun": "mpirun via trainlet-exec",
          "ssh": "mpirun over SSH",
-         "srun": "srun --mpi=pmix", "single": f"direct, {want} ranks on one agent"}
+         "srun": "srun --mpi=pmix", "floor": "MPI floor (no launcher)", "single": f"direct, {want} ranks on one agent"}
 print(f"profile, {want} ranks: medians over {len(spans[kinds[0]])} runs each, ms "
       "(process start from /proc: 10 ms ticks)")
 print()

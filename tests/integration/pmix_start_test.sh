@@ -22,6 +22,11 @@
 #     server's delayed ACK; trainlet-pmix ACKs at once (agent/pmix/quick_ack.cpp). Real OpenMPI
 #     ranks (a probe built here with mpicc; skipped without it) time their MPI_Finalize: under
 #     35 ms, where the stall alone is at least 40 (the kernel's minimum delayed-ACK time).
+#  8. libpmix's shared-memory store fitted to the job (agent/pmix/dstore_sizes.h): every local
+#     rank is told the server's segment sizes (NS_META_SEG_SIZE, NS_DATA_SEG_SIZE), below
+#     libpmix's 4 MiB for a small job; the job's own value wins; and a job of 8002 ranks, whose
+#     job data fills several fitted segments, is still served (a bare PMIx client reads the job
+#     size and the last rank's host). Runs before 7, which ends the test when not root.
 #  7. Ready promptly on a node where munge is installed but munged is not running (a stale
 #     /run/munge/munge.socket.2 refusing connections): libpmix's munge security component would
 #     retry libmunge for about 2.3 s; trainlet-pmix uses PMIx's native security. The stale
@@ -247,6 +252,78 @@ if [ -n "$mpicc_bin" ] && "$mpicc_bin" -O2 "$WORK/finalize_probe.c" -o "$WORK/fi
   echo "MPI_Finalize without the delayed-ACK stall: slowest rank$tries ms"
 else
   echo "finalize part skipped: no mpicc (libopenmpi-dev)"
+fi
+
+# 8. libpmix's shared-memory store fitted to the job (agent/pmix/dstore_sizes.h).
+seg_lines() { grep -cE "^env [0-9]+ $1=[0-9]+$" <<<"$2" || true; }
+seg_value() { sed -nE "s/^env 0 $1=([0-9]+)$/\1/p" <<<"$2"; }
+out=$(start "$(map 0 1)" -u NS_META_SEG_SIZE -u NS_DATA_SEG_SIZE \
+  TRAINLET_PMIX_TOPOLOGY_XML="$WORK/live.xml")
+grep -qx ready <<<"$out" || fail "trainlet-pmix never said ready: $out $(cat "$WORK/stderr")"
+[ "$(seg_lines NS_META_SEG_SIZE "$out")" = 2 ] && [ "$(seg_lines NS_DATA_SEG_SIZE "$out")" = 2 ] \
+  || fail "each local rank should be told the store's segment sizes: $out"
+meta=$(seg_value NS_META_SEG_SIZE "$out")
+small=$(seg_value NS_DATA_SEG_SIZE "$out")
+[ "$meta" -lt 4194304 ] && [ "$small" -lt 4194304 ] \
+  || fail "a 2-rank job's segments should be below libpmix's 4 MiB: meta $meta, data $small"
+out=$(start "$(map 0 1)" NS_DATA_SEG_SIZE=1048576)
+[ "$(seg_value NS_DATA_SEG_SIZE "$out")" = 1048576 ] \
+  || fail "the job's own NS_DATA_SEG_SIZE must win: $out"
+# A job of 8002 ranks on 2001 nodes (2 here): its job data (every rank's host, local and node
+# rank) fills several fitted data segments, and a bare PMIx client of this node still reads the
+# job size and the last rank's host from the store.
+cat > "$WORK/job_probe.c" <<'EOF'
+#include <pmix.h>
+#include <stdio.h>
+int main(void) {
+  pmix_proc_t me, wild, last;
+  if (PMIx_Init(&me, NULL, 0) != PMIX_SUCCESS) return 2;
+  PMIX_LOAD_PROCID(&wild, me.nspace, PMIX_RANK_WILDCARD);
+  pmix_value_t* v = NULL;
+  if (PMIx_Get(&wild, PMIX_JOB_SIZE, NULL, 0, &v) != PMIX_SUCCESS) return 3;
+  const uint32_t size = v->data.uint32;
+  PMIX_VALUE_RELEASE(v);
+  PMIX_LOAD_PROCID(&last, me.nspace, size - 1);
+  if (PMIx_Get(&last, PMIX_HOSTNAME, NULL, 0, &v) != PMIX_SUCCESS) return 4;
+  printf("job size %u, rank %u on %s\n", size, size - 1, v->data.string);
+  PMIX_VALUE_RELEASE(v);
+  PMIx_Finalize(NULL, 0);
+  return 0;
+}
+EOF
+# shellcheck disable=SC2046  # pkg-config's flags are words
+if command -v gcc >/dev/null && pkg-config --exists pmix \
+    && gcc -O2 "$WORK/job_probe.c" -o "$WORK/job_probe" $(pkg-config --cflags --libs pmix); then
+  { printf 'trainlet-pmix-job-map 1\nnspace trainlet.t.1\nnode %s 0,1\n' "$(hostname)"
+    for n in $(seq 1 2000); do
+      b=$((2 + 4 * (n - 1)))
+      printf 'node n%d %d,%d,%d,%d\n' "$n" "$b" $((b + 1)) $((b + 2)) $((b + 3))
+    done; } > "$WORK/map.big"
+  exec 6< <(env -u TRAINLET_CPUSET -u NS_META_SEG_SIZE -u NS_DATA_SEG_SIZE \
+    TRAINLET_PMIX_TOPOLOGY_XML="$WORK/live.xml" TRAINLET_PMIX_JOB_MAP="$WORK/map.big" \
+    TRAINLET_JOB=t TRAINLET_ATTEMPT=1 TRAINLET_NODE_RANK=0 \
+    TRAINLET_RENDEZVOUS_ENDPOINT="ipc://$WORK/none.sock" TRAINLET_WORK_DIR="$WORK/work" \
+    "$PMIX" 2> "$WORK/stderr8" & echo "pid $!")
+  read -r _ server <&6
+  kvs=()
+  stream=""
+  while IFS= read -r -t 60 line <&6; do
+    [ "$line" = ready ] && break
+    stream+="$line"$'\n'
+    read -r _ r kv <<<"$line"
+    [ "$r" = 0 ] && kvs+=("$kv")
+  done
+  data=$(seg_value NS_DATA_SEG_SIZE "$stream")
+  out=$(timeout 60 env "${kvs[@]}" "$WORK/job_probe" 2>&1) || true
+  kill -9 "$server" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$server" 2>/dev/null || break; sleep 0.02; done
+  [ -n "$data" ] && [ "$data" -lt 4194304 ] \
+    || fail "8002 ranks: the data segment should still be fitted: '$data'"
+  [ "$out" = "job size 8002, rank 8001 on n2000" ] \
+    || fail "8002 ranks, ${data}-byte data segments: the client should read the job data: $out $(cat "$WORK/stderr8")"
+  echo "the store fitted to the job: meta $meta, data $small bytes (2 ranks); 8002 ranks served in $data-byte data segments"
+else
+  echo "store part: large job skipped: no gcc or no pkg-config pmix"
 fi
 
 # 7. A stale munge socket, in a mount namespace of our own.
