@@ -33,10 +33,10 @@ constexpr char kStepDied[] = "step process died; exit status unknown";
 // logs/<job> dir (JobDataPurge's stamp) and the attempt's log dir (the step), the step dir, and
 // the work dir's .trainlet-secrets and its uid-<UID> dir (the step, rank_files.h).
 constexpr size_t kSpareDirsPerLaunch = 9;
-// The spare files one launch takes besides its ranks' logs: the step's two files (SpawnStep) and
-// the first file of each secret (the step: two secrets, and two agent files copied for a rank of
-// another user; later ranks get hard links).
-constexpr size_t kSpareFilesPerLaunch = 6;
+// The spare files one launch takes besides its ranks' logs: the step's two files (SpawnStep), its
+// workspace note, and the first file of each secret (the step: two secrets, and two agent files
+// copied for a rank of another user; later ranks get hard links).
+constexpr size_t kSpareFilesPerLaunch = 7;
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 

@@ -78,7 +78,7 @@ class Step {
     launch_ = std::move(*launch);
     spares_ = SpareFiles(launch_.spare_dir);
     secret_links_.UseSpares(&spares_);  // the first secret file and dirs: renamed spares
-    if (std::string why; !ApplyWorkspace(dir_, launch_, &why).empty() && !why.empty())
+    if (std::string why; !ApplyWorkspace(dir_, launch_, &why, &spares_).empty() && !why.empty())
       Say(dir_, "the ranks get their workspace by env only: " + why);
     if (!launch_.agent_lock.empty() && launch_.orphan_grace_ms != 0) {
       lock_fd_ = open(launch_.agent_lock.c_str(), O_RDONLY | O_CLOEXEC);
