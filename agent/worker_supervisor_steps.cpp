@@ -30,8 +30,13 @@ namespace {
 
 constexpr char kStepDied[] = "step process died; exit status unknown";
 // The spare dirs one launch takes: the job's work dir, workspace/, dataset/ and model/, its
-// logs/<job> dir (JobDataPurge's stamp) and the attempt's log dir (the step), and the step dir.
-constexpr size_t kSpareDirsPerLaunch = 7;
+// logs/<job> dir (JobDataPurge's stamp) and the attempt's log dir (the step), the step dir, and
+// the work dir's .trainlet-secrets and its uid-<UID> dir (the step, rank_files.h).
+constexpr size_t kSpareDirsPerLaunch = 9;
+// The spare files one launch takes besides its ranks' logs: the step's two files (SpawnStep), its
+// workspace note, and the first file of each secret (the step: two secrets, and two agent files
+// copied for a rank of another user; later ranks get hard links).
+constexpr size_t kSpareFilesPerLaunch = 7;
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
@@ -443,9 +448,8 @@ std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerL
   }
   // The next step of this size finds its logs made (the step has reported ready: the filler
   // takes no CPU from its spawns).
-  // The ranks' logs, the step's two files (SpawnStep), and the job's work dir and its three
-  // workspace dirs (the agent's OnLaunchPlan).
-  if (spares_) spares_->Want(spec.ranks.size() + 2, kSpareDirsPerLaunch);
+  // The ranks' logs, the step's files and the first secret files, and the dirs.
+  if (spares_) spares_->Want(spec.ranks.size() + kSpareFilesPerLaunch, kSpareDirsPerLaunch);
   if (standby_) standby_->StepStarted(Clock::now());  // the next one, once the node is quiet
   const int id = next_step_id_++;
   Step& kept = steps_[id] = std::move(s);

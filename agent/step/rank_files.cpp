@@ -9,8 +9,10 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #include "agent/step/private_file.h"
+#include "agent/step/spare_files.h"
 
 namespace trainlet::step {
 namespace {
@@ -140,11 +142,24 @@ bool LinkTo(int fd, int dir_fd, const std::string& name) {
 }
 
 // A new 0400 file `name` under `dir_fd` holding `value`, owned by uid:gid; its descriptor, or -1
-// (errno set).
+// (errno set). A spare file (empty, 0600, the step's user) renamed there when `spares` has one:
+// it is written through the descriptor opened before the rename, never through `name`.
 int WriteSecretFile(int dir_fd, const std::string& name, const std::string& value, uid_t uid,
-                    gid_t gid) {
+                    gid_t gid, SpareFiles* spares) {
   constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
-  int fd = openat(dir_fd, name.c_str(), kFlags, 0400);
+  int fd = spares != nullptr ? spares->TakeOpenAt(dir_fd, name) : -1;
+  if (fd >= 0) {
+    if (fchmod(fd, 0400) == 0 &&
+        write(fd, value.data(), value.size()) == static_cast<ssize_t>(value.size()) &&
+        fchown(fd, uid, gid) == 0) {
+      return fd;
+    }
+    const int saved = errno;
+    close(fd);
+    errno = saved;
+    return -1;
+  }
+  fd = openat(dir_fd, name.c_str(), kFlags, 0400);
   if (fd < 0 && errno == EEXIST) {  // left by a step of the same pid: replaced, never written to
     unlinkat(dir_fd, name.c_str(), 0);
     fd = openat(dir_fd, name.c_str(), kFlags, 0400);
@@ -163,8 +178,10 @@ int WriteSecretFile(int dir_fd, const std::string& name, const std::string& valu
 // `name` under `parent_fd`, made (0700) if need be, opened as a directory without following a
 // link, and given to uid:gid with `mode`; its descriptor, or an error naming `path`.
 Result<int> ReadyDirAt(int parent_fd, const std::string& name, const std::string& path, uid_t uid,
-                       gid_t gid, mode_t mode) {
-  if (mkdirat(parent_fd, name.c_str(), 0700) != 0 && errno != EEXIST)
+                       gid_t gid, mode_t mode, SpareFiles* spares) {
+  // A spare dir (empty, 0700, the step's user) where one waits and nothing stands there yet.
+  const bool spare = spares != nullptr && spares->TakeDirAt(parent_fd, name);
+  if (!spare && mkdirat(parent_fd, name.c_str(), 0700) != 0 && errno != EEXIST)
     return IoError("secret files: " + Errno(path));
   const int fd = OpenDirAt(parent_fd, name);
   if (fd < 0) return IoError("secret files: " + Errno(path));
@@ -180,12 +197,12 @@ Result<int> ReadyDirAt(int parent_fd, const std::string& name, const std::string
 // secrets dir itself the step's (0711: each user reaches its own dir, lists none), the user's dir
 // its own (0700). Made if need be, never through a link; the user's dir's descriptor, or an error
 // naming the dir.
-Result<int> OpenSecretsDir(const std::string& work_dir, uid_t uid, gid_t gid) {
+Result<int> OpenSecretsDir(const std::string& work_dir, uid_t uid, gid_t gid, SpareFiles* spares) {
   const std::string top = work_dir + "/" + kSecretsDirName;
-  auto top_fd = OpenStepSecretsDir(work_dir);
+  auto top_fd = OpenStepSecretsDir(work_dir, spares);
   if (!top_fd.ok()) return top_fd.status();
   const std::string name = UserSecretsDirName(uid);
-  auto fd = ReadyDirAt(*top_fd, name, top + "/" + name, uid, gid, 0700);
+  auto fd = ReadyDirAt(*top_fd, name, top + "/" + name, uid, gid, 0700, spares);
   close(*top_fd);
   return fd;
 }
@@ -227,14 +244,14 @@ void SecretFileLinks::Keep(const std::string& dir, const std::string& name,
 
 std::string UserSecretsDirName(uid_t uid) { return "uid-" + std::to_string(uid); }
 
-Result<int> OpenStepSecretsDir(const std::string& work_dir) {
+Result<int> OpenStepSecretsDir(const std::string& work_dir, SpareFiles* spares) {
   const int work_fd = open(work_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (work_fd < 0) return IoError("secret files: " + Errno(work_dir));
   // Whatever stands there (a dir a rank made, or an older agent's, which gave it to the rank's
   // user) is opened as it is, then held: from here on it is the step's, and no rank can write in
   // it, replace what the step made in it, or list it.
   auto fd = ReadyDirAt(work_fd, kSecretsDirName, work_dir + "/" + kSecretsDirName, geteuid(),
-                       getegid(), 0711);
+                       getegid(), 0711, spares);
   close(work_fd);
   return fd;
 }
@@ -268,18 +285,21 @@ Result<std::vector<std::string>> MoveSecretsToFiles(std::vector<std::string>& en
   // Made ready once per step for each work dir and user (SecretFileLinks), else for this call.
   int dir_fd = links != nullptr ? links->FindDir(dir, uid, gid) : -1;
   if (dir_fd < 0) {
-    TRAINLET_ASSIGN_OR_RETURN(dir_fd, OpenSecretsDir(work_dir, uid, gid));
+    TRAINLET_ASSIGN_OR_RETURN(
+        dir_fd, OpenSecretsDir(work_dir, uid, gid, links != nullptr ? links->spares() : nullptr));
     if (links != nullptr) links->KeepDir(dir, uid, gid, dir_fd);
   }
+  // No copy of the env: the secrets' entries are found, then dropped in place with the
+  // NAME_FILE entries ours replace (this runs once per rank on the launch's path).
   Status st = Status::Ok();
-  std::vector<std::string> kept, ours;
-  for (std::string& kv : envp) {
-    const std::string key = kv.substr(0, kv.find('='));
+  std::vector<std::string> ours;
+  std::vector<size_t> moved;  // indices of the secrets' entries in envp
+  for (size_t i = 0; i < envp.size() && st.ok(); ++i) {
+    const std::string& kv = envp[i];
     const Kind kind = SecretKind(kv, agent_files);
-    if (kind == Kind::kNone || !st.ok()) {
-      kept.push_back(kv);
-      continue;
-    }
+    if (kind == Kind::kNone) continue;
+    moved.push_back(i);
+    const std::string key = kv.substr(0, kv.find('='));
     const std::string name = tag + "." + key;
     const std::string path = dir + "/" + name;
     std::string value = kv.substr(key.size() + 1);
@@ -295,7 +315,8 @@ Result<std::vector<std::string>> MoveSecretsToFiles(std::vector<std::string>& en
     }
     const int same = links != nullptr ? links->Find(dir, key, value, uid, gid) : -1;
     if (same < 0 || !LinkTo(same, dir_fd, name)) {
-      const int fd = WriteSecretFile(dir_fd, name, value, uid, gid);
+      const int fd = WriteSecretFile(dir_fd, name, value, uid, gid,
+                                     links != nullptr ? links->spares() : nullptr);
       if (fd < 0) {
         st = IoError("secret files: " + Errno(path));
       } else if (links != nullptr) {
@@ -313,13 +334,21 @@ Result<std::vector<std::string>> MoveSecretsToFiles(std::vector<std::string>& en
     return st;
   }
   // A NAME_FILE the rank's own env set would name another file: ours replace it.
-  envp.clear();
-  for (std::string& kv : kept) {
-    const std::string key = kv.substr(0, kv.find('=') + 1);
+  size_t out = 0, next = 0;
+  for (size_t i = 0; i < envp.size(); ++i) {
+    if (next < moved.size() && moved[next] == i) {
+      ++next;
+      continue;
+    }
+    const std::string_view kv = envp[i];
+    const std::string_view key = kv.substr(0, kv.find('=') + 1);  // with its '='
     const bool replaced = std::any_of(ours.begin(), ours.end(),
-                                      [&](const std::string& o) { return o.rfind(key, 0) == 0; });
-    if (!replaced) envp.push_back(std::move(kv));
+                                      [&](const std::string& o) { return o.starts_with(key); });
+    if (replaced) continue;
+    if (out != i) envp[out] = std::move(envp[i]);
+    ++out;
   }
+  envp.resize(out);
   envp.insert(envp.end(), ours.begin(), ours.end());
   return written;
 }

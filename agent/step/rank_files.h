@@ -50,6 +50,8 @@
 
 namespace trainlet::step {
 
+class SpareFiles;
+
 // The secret files one step has written, each kept open, so that a later rank that gets the same
 // secret as the same user gets a hard link to that file instead of a new one: a name of its own
 // (removed on its own, as before) without an inode to allocate. Every rank of a step normally
@@ -81,6 +83,11 @@ class SecretFileLinks {
   // Keeps `fd` (taken over) as `dir`, ready for uid:gid; it replaces what was kept for `dir`.
   void KeepDir(const std::string& dir, uid_t uid, gid_t gid, int fd);
 
+  // Where a new secret file or secrets dir is taken from (spare_files.h): a rename instead of an
+  // inode allocation, on the first rank's path; null (the default): made as before.
+  void UseSpares(SpareFiles* spares) { spares_ = spares; }
+  SpareFiles* spares() const { return spares_; }
+
  private:
   using Key = std::tuple<std::string, std::string, std::string, uid_t, gid_t>;
   std::map<Key, int> fds_;
@@ -90,6 +97,7 @@ class SecretFileLinks {
     int fd;
   };
   std::map<std::string, ReadyDir> dirs_;
+  SpareFiles* spares_ = nullptr;
 };
 
 // The env variables moved into files, and the suffix of the variable that names the file.
@@ -101,9 +109,10 @@ inline constexpr const char* kAgentFileEnvNames[] = {"KUBEFLOW_TRAINER_SERVER_CA
 inline constexpr char kSecretsDirName[] = ".trainlet-secrets";
 // The name of a user's own dir in it: "uid-<UID>".
 std::string UserSecretsDirName(uid_t uid);
-// <work_dir>/.trainlet-secrets, made if need be, opened without following a link and made the
-// step's (0711); its descriptor (close-on-exec), or an error (Io) naming it.
-Result<int> OpenStepSecretsDir(const std::string& work_dir);
+// <work_dir>/.trainlet-secrets, made if need be (from a spare dir when `spares` has one), opened
+// without following a link and made the step's (0711); its descriptor (close-on-exec), or an error
+// (Io) naming it.
+Result<int> OpenStepSecretsDir(const std::string& work_dir, SpareFiles* spares = nullptr);
 
 // In `envp` ("K=V", as the rank will get it): each secret variable set there is written to
 // <TRAINLET_WORK_DIR>/.trainlet-secrets/uid-<UID>/<tag>.<NAME> (created 0400, owned by `owner`,

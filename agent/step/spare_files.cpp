@@ -48,41 +48,95 @@ std::vector<std::string> ListFiles(const std::string& dir) { return List(dir); }
 
 }  // namespace
 
-bool SpareFiles::TakeAs(const std::string& path) { return Take(dir_, files_, false, path); }
+SpareFiles::~SpareFiles() { Close(); }
 
-bool SpareFiles::TakeDirAs(const std::string& path) {
-  return Take(dir_.empty() ? dir_ : dir_ + "/" + kDirsDir, dirs_, true, path);
+SpareFiles::SpareFiles(SpareFiles&& other) noexcept
+    : dir_(std::move(other.dir_)), files_(std::move(other.files_)), dirs_(std::move(other.dirs_)) {
+  other.files_.fd = other.dirs_.fd = -1;
 }
 
-bool SpareFiles::Take(const std::string& from_dir, Pool& pool, bool dirs, const std::string& path) {
+SpareFiles& SpareFiles::operator=(SpareFiles&& other) noexcept {
+  if (this != &other) {
+    Close();
+    dir_ = std::move(other.dir_);
+    files_ = std::move(other.files_);
+    dirs_ = std::move(other.dirs_);
+    other.files_.fd = other.dirs_.fd = -1;
+  }
+  return *this;
+}
+
+void SpareFiles::Close() {
+  for (Pool* pool : {&files_, &dirs_}) {
+    if (pool->fd >= 0) close(pool->fd);
+    pool->fd = -1;
+  }
+}
+
+void SpareFiles::GiveUp() {
+  files_.names.clear();
+  dirs_.names.clear();
+  dir_.clear();
+}
+
+bool SpareFiles::TakeAs(const std::string& path) { return Take(files_, false, AT_FDCWD, path); }
+
+bool SpareFiles::TakeDirAs(const std::string& path) { return Take(dirs_, true, AT_FDCWD, path); }
+
+bool SpareFiles::TakeAt(int dir_fd, const std::string& name) {
+  return Take(files_, false, dir_fd, name);
+}
+
+bool SpareFiles::TakeDirAt(int dir_fd, const std::string& name) {
+  return Take(dirs_, true, dir_fd, name);
+}
+
+int SpareFiles::TakeOpenAt(int dir_fd, const std::string& name) {
+  int fd = -1;
+  return Take(files_, false, dir_fd, name, &fd) ? fd : -1;
+}
+
+bool SpareFiles::Take(Pool& pool, bool dirs, int to_fd, const std::string& to, int* open_fd) {
 #ifdef __linux__
   if (dir_.empty()) return false;
   if (!pool.listed) {
     pool.listed = true;
+    const std::string from_dir = dirs ? dir_ + "/" + kDirsDir : dir_;
     pool.names = List(from_dir, dirs);
+    if (!pool.names.empty()) pool.fd = open(from_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (pool.fd < 0) pool.names.clear();
   }
   while (!pool.names.empty()) {
-    const std::string from = from_dir + "/" + pool.names.back();
-    if (renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) == 0) {
+    const std::string& from = pool.names.back();
+    // Opened in the agent's own (0700) dir before the rename: the descriptor is this file's
+    // whatever happens to `to` afterwards. One that another step renamed away is gone here.
+    int fd = -1;
+    if (open_fd != nullptr) {
+      fd = openat(pool.fd, from.c_str(), O_WRONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+      if (fd < 0 && errno == ENOENT) {
+        pool.names.pop_back();  // another step took it
+        continue;
+      }
+      if (fd < 0) return false;
+    }
+    if (renameat2(pool.fd, from.c_str(), to_fd, to.c_str(), RENAME_NOREPLACE) == 0) {
       pool.names.pop_back();
+      if (open_fd != nullptr) *open_fd = fd;
       return true;
     }
     const int err = errno;
+    if (fd >= 0) close(fd);
     if (err == EEXIST) return false;  // the log exists: appended to, the spare kept
-    if (err == ENOENT && access(from.c_str(), F_OK) != 0) {
+    if (err == ENOENT && faccessat(pool.fd, from.c_str(), F_OK, AT_SYMLINK_NOFOLLOW) != 0) {
       pool.names.pop_back();  // another step took it
       continue;
     }
-    // No such dir for `path`, another file system, no RENAME_NOREPLACE there: create as before.
-    if (err != ENOENT) {
-      files_.names.clear();
-      dirs_.names.clear();
-      dir_.clear();
-    }
+    // No such dir for `to`, another file system, no RENAME_NOREPLACE there: create as before.
+    if (err != ENOENT) GiveUp();
     return false;
   }
 #else
-  (void)from_dir, (void)pool, (void)dirs, (void)path;
+  (void)pool, (void)dirs, (void)to_fd, (void)to, (void)open_fd;
 #endif
   return false;
 }
@@ -97,10 +151,11 @@ Status MakePrivateDirectoryFromSpare(const std::string& path, SpareFiles* spares
   return platform::MakePrivateDirectory(path);
 }
 
-Result<int> OpenRankLog(const std::string& path, bool create_parent, SpareFiles* spares) {
+Result<int> OpenRankLog(const std::string& path, bool create_parent, SpareFiles* spares,
+                        int* parent_fd) {
   if (path.empty()) return platform::OpenWorkerLog(path, false);
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (create_parent) {
-    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
     // The attempt's log dir (logs/<job>/attempt-N) is a spare dir renamed into place where one
     // waits and the dir is new; one that exists is kept (EEXIST) and made as before otherwise.
     if (!parent.empty() && !(spares != nullptr && spares->TakeDirAs(parent.string()))) {
@@ -109,8 +164,29 @@ Result<int> OpenRankLog(const std::string& path, bool create_parent, SpareFiles*
       if (ec) return IoError("log dir " + parent.string() + ": " + ec.message());
     }
   }
-  if (spares != nullptr) spares->TakeAs(path);
-  return platform::OpenWorkerLog(path, false);
+  if (parent_fd == nullptr || parent.empty()) {
+    if (spares != nullptr) spares->TakeAs(path);
+    return platform::OpenWorkerLog(path, false);
+  }
+  if (create_parent || *parent_fd < 0) {
+    if (*parent_fd >= 0) close(*parent_fd);
+    *parent_fd = open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (*parent_fd < 0) return IoError("log dir " + parent.string() + ": " + std::strerror(errno));
+  }
+  const std::string name = std::filesystem::path(path).filename().string();
+  if (spares != nullptr) spares->TakeAt(*parent_fd, name);
+  // As OpenWorkerLog opens it, relative to the open dir.
+  int fd =
+      openat(*parent_fd, name.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0600);
+  if (fd < 0) return IoError("log file " + path + ": " + std::strerror(errno));
+  if (fd <= STDERR_FILENO) {  // a closed stdio slot: keep the log off 0-2, as OpenWorkerLog does
+    const int high = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+    const int err = errno;
+    close(fd);
+    if (high < 0) return IoError("log file " + path + ": " + std::strerror(err));
+    fd = high;
+  }
+  return fd;
 }
 
 SpareFileFiller::SpareFileFiller(std::string dir, size_t max_files,

@@ -38,11 +38,17 @@
 
 namespace trainlet::step {
 
-// The taking side, in trainlet-step. Plain libc; one thread.
+// The taking side, in trainlet-step. Plain libc; one thread. It keeps the spare dirs open
+// (close-on-exec) once it has used them, so that a take is one renameat2 between two open dirs.
 class SpareFiles {
  public:
   // `dir` "" means no spares: TakeAs never takes.
   explicit SpareFiles(std::string dir) : dir_(std::move(dir)) {}
+  ~SpareFiles();
+  SpareFiles(SpareFiles&& other) noexcept;
+  SpareFiles& operator=(SpareFiles&& other) noexcept;
+  SpareFiles(const SpareFiles&) = delete;
+  SpareFiles& operator=(const SpareFiles&) = delete;
 
   // Renames one spare file to `path` (whose directory exists): true when `path` is now an empty
   // file that was a spare. False when there is none left, when `path` exists, or when the rename
@@ -51,13 +57,24 @@ class SpareFiles {
   bool TakeAs(const std::string& path);
   // The same for a spare directory (0700, empty, the agent's user): true when `path` is now one.
   bool TakeDirAs(const std::string& path);
+  // The same, to `name` under the open directory `dir_fd`.
+  bool TakeAt(int dir_fd, const std::string& name);
+  bool TakeDirAt(int dir_fd, const std::string& name);
+  // A spare file opened (O_WRONLY, close-on-exec) in the spares' own dir, then renamed to `name`
+  // under `dir_fd`: its descriptor, which names the taken file whatever is done to `name`
+  // afterwards (for a file in a dir another user owns); -1 when none was taken.
+  int TakeOpenAt(int dir_fd, const std::string& name);
 
  private:
   struct Pool {
     bool listed = false;
     std::vector<std::string> names;  // listed once, taken from the back
+    int fd = -1;                     // the dir the names are in, once opened
   };
-  bool Take(const std::string& from_dir, Pool& pool, bool dirs, const std::string& path);
+  // `open_fd`: not null for TakeOpenAt.
+  bool Take(Pool& pool, bool dirs, int to_fd, const std::string& to, int* open_fd = nullptr);
+  void GiveUp();
+  void Close();
 
   std::string dir_;
   Pool files_, dirs_;
@@ -71,8 +88,11 @@ Status MakePrivateDirectoryFromSpare(const std::string& path, SpareFiles* spares
 // The log of a rank, opened as OpenWorkerLog opens it (O_APPEND, 0600, close-on-exec), with its
 // parent dir created first when `create_parent` (a spare dir when `spares` has one and the dir is
 // new), and made from a spare when `spares` has one and the log does not exist yet. Errors as
-// OpenWorkerLog's.
-Result<int> OpenRankLog(const std::string& path, bool create_parent, SpareFiles* spares);
+// OpenWorkerLog's. With `parent_fd`, the parent dir is opened once (when `create_parent` or while
+// *parent_fd is -1; the caller closes it) and the log is taken and opened relative to it, without
+// walking its path again for every rank of the dir.
+Result<int> OpenRankLog(const std::string& path, bool create_parent, SpareFiles* spares,
+                        int* parent_fd = nullptr);
 
 // The making side, in the agent: one thread that keeps `dir` holding at least the largest number
 // of files asked for so far (Want), making what is missing at the lowest CPU priority (SCHED_IDLE,

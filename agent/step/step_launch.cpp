@@ -119,19 +119,41 @@ void DecodeSteps(const json& doc, Reader& rd, std::vector<StepOrder>* out, std::
 
 std::vector<std::string> BuildWorkerEnv(const std::vector<std::string>& base_env,
                                         const std::map<std::string, std::string>& overrides) {
+  // Once per rank on the launch's path: the base's keys are sorted once (as views, the first of
+  // duplicates first) and walked beside the sorted overrides, without a set or a temporary key.
+  std::vector<std::pair<std::string_view, size_t>> keys;
+  keys.reserve(base_env.size());
+  for (size_t i = 0; i < base_env.size(); ++i) {
+    const size_t eq = base_env[i].find('=');
+    if (eq != std::string::npos) keys.emplace_back(std::string_view(base_env[i]).substr(0, eq), i);
+  }
+  std::stable_sort(keys.begin(), keys.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  using Entry = std::map<std::string, std::string>::value_type;
+  std::vector<const Entry*> set(base_env.size(), nullptr);  // the override of a kept entry
+  std::vector<char> keep(base_env.size(), 0);
+  std::vector<const Entry*> added;  // overrides of keys the base lacks, in key order
+  auto ov = overrides.begin();
+  for (size_t j = 0; j < keys.size(); ++j) {
+    if (j > 0 && keys[j].first == keys[j - 1].first) continue;  // a duplicate: the first wins
+    keep[keys[j].second] = 1;
+    for (; ov != overrides.end() && std::string_view(ov->first) < keys[j].first; ++ov)
+      added.push_back(&*ov);
+    if (ov != overrides.end() && ov->first == keys[j].first) set[keys[j].second] = &*(ov++);
+  }
+  for (; ov != overrides.end(); ++ov) added.push_back(&*ov);
+  auto joined = [](const Entry& e) {
+    std::string kv;
+    kv.reserve(e.first.size() + 1 + e.second.size());
+    kv.append(e.first).append(1, '=').append(e.second);
+    return kv;
+  };
   std::vector<std::string> env;
-  env.reserve(base_env.size() + overrides.size());
-  std::set<std::string_view> seen;
-  for (const std::string& kv : base_env) {
-    if (kv.find('=') == std::string::npos) continue;
-    std::string_view key = KeyOf(kv);
-    if (!seen.insert(key).second) continue;
-    auto it = overrides.find(std::string(key));
-    env.push_back(it == overrides.end() ? kv : it->first + "=" + it->second);
+  env.reserve(keys.size() + added.size());
+  for (size_t i = 0; i < base_env.size(); ++i) {
+    if (keep[i]) env.push_back(set[i] == nullptr ? base_env[i] : joined(*set[i]));
   }
-  for (const auto& [key, value] : overrides) {
-    if (!seen.contains(key)) env.push_back(key + "=" + value);
-  }
+  for (const Entry* e : added) env.push_back(joined(*e));
   return env;
 }
 

@@ -77,7 +77,8 @@ class Step {
     if (!launch.ok()) return Fail(launch.status().message());
     launch_ = std::move(*launch);
     spares_ = SpareFiles(launch_.spare_dir);
-    if (std::string why; !ApplyWorkspace(dir_, launch_, &why).empty() && !why.empty())
+    secret_links_.UseSpares(&spares_);  // the first secret file and dirs: renamed spares
+    if (std::string why; !ApplyWorkspace(dir_, launch_, &why, &spares_).empty() && !why.empty())
       Say(dir_, "the ranks get their workspace by env only: " + why);
     if (!launch_.agent_lock.empty() && launch_.orphan_grace_ms != 0) {
       lock_fd_ = open(launch_.agent_lock.c_str(), O_RDONLY | O_CLOEXEC);
@@ -316,6 +317,8 @@ class Step {
       PreparedRank p = PrepareRank(which[k], last_parent);
       SpawnPrepared(*spawner, p, records[k]);
     }
+    if (log_dir_fd_ >= 0) close(log_dir_fd_);
+    log_dir_fd_ = -1;
 
     std::string batch;
     for (StepRecord& rec : records) {
@@ -335,7 +338,7 @@ class Step {
     p.index = index;
     const StepRank& r = launch_.ranks[index];
     const std::string parent = r.log_path.substr(0, r.log_path.rfind('/') + 1);
-    Result<int> log = OpenRankLog(r.log_path, parent != last_parent, &spares_);
+    Result<int> log = OpenRankLog(r.log_path, parent != last_parent, &spares_, &log_dir_fd_);
     if (!log.ok()) {
       p.error = pmix_.ok() ? log.status() : pmix_;
       return p;
@@ -784,6 +787,7 @@ class Step {
   std::vector<std::string> secret_files_;
   SecretFileLinks secret_links_;  // ranks with the same secret and user share its inode
   SpareFiles spares_{""};         // the rank logs' inodes, made ahead by the agent
+  int log_dir_fd_ = -1;           // the ranks' log dir while StartRanks opens their logs
   int env_files_ = 0;             // env files written for `trainlet-step --as`, to name each apart
 };
 

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "agent/step/private_file.h"
+#include "agent/step/spare_files.h"
 
 #ifdef __linux__
 #include <sched.h>
@@ -82,7 +83,8 @@ Status EnterWorkspaceNamespace(const std::string& workspace, const std::string& 
 #endif
 }
 
-std::string ApplyWorkspace(const std::string& step_dir, StepLaunch& launch, std::string* why_not) {
+std::string ApplyWorkspace(const std::string& step_dir, StepLaunch& launch, std::string* why_not,
+                           SpareFiles* spares) {
   const std::string workspace = LaunchWorkspace(launch);
   if (workspace.empty()) return "";
   std::string description;
@@ -93,8 +95,9 @@ std::string ApplyWorkspace(const std::string& step_dir, StepLaunch& launch, std:
     if (why_not != nullptr) *why_not = entered.message();
     description = EnvDescription(workspace);
   }
-  if (Status s =
-          ReplaceFile(step_dir + "/" + kWorkspaceNoteFile, description + "\n", "workspace note");
+  const std::string note = step_dir + "/" + kWorkspaceNoteFile;
+  if (spares != nullptr) spares->TakeAs(note + ".tmp");  // ReplaceFile truncates what it opens
+  if (Status s = ReplaceFile(note, description + "\n", "workspace note");
       !s.ok() && why_not != nullptr) {
     *why_not += (why_not->empty() ? "" : "; ") + s.message();
   }

@@ -26,6 +26,8 @@
 
 namespace trainlet::step {
 
+class SpareFiles;
+
 inline constexpr char kWorkspaceMountPoint[] = "/workspace";
 inline constexpr char kWorkspaceNoteFile[] = "workspace";  // in the step dir
 
@@ -47,9 +49,11 @@ Status EnterWorkspaceNamespace(const std::string& workspace,
                                const std::string& mount_point = kWorkspaceMountPoint);
 
 // What trainlet-step calls once, before starting its ranks: picks the mode, changes the ranks'
-// env for it, and writes the note into `step_dir`. Returns the description ("" when the ranks
-// have no workspace). Why the namespace was not used goes to `why_not` (for step.log).
-std::string ApplyWorkspace(const std::string& step_dir, StepLaunch& launch, std::string* why_not);
+// env for it, and writes the note into `step_dir` (its temporary file a spare of `spares` where
+// one waits: no inode allocated before the first rank). Returns the description ("" when the
+// ranks have no workspace). Why the namespace was not used goes to `why_not` (for step.log).
+std::string ApplyWorkspace(const std::string& step_dir, StepLaunch& launch, std::string* why_not,
+                           SpareFiles* spares = nullptr);
 
 // The note of a step dir; "" when it has none (a step before workspaces, or no workspace).
 std::string ReadWorkspaceNote(const std::string& step_dir);

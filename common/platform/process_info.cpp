@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <string_view>
 
 #if defined(__linux__)
@@ -106,6 +107,30 @@ std::vector<pid_t> ListProcesses() {
   return out;
 }
 
+bool ReadProcessEnvironment(pid_t pid, std::string* block) {
+  char path[48] = "/proc/";
+  char* end = std::to_chars(path + 6, path + 32, pid).ptr;
+  std::memcpy(end, "/environ", 9);  // with its NUL
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  block->clear();
+  size_t have = 0;
+  while (true) {
+    if (block->size() < have + 4096) block->resize(have + 4096);
+    const ssize_t n = read(fd, block->data() + have, block->size() - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      close(fd);
+      return false;
+    }
+    if (n == 0) break;
+    have += static_cast<size_t>(n);
+  }
+  close(fd);
+  block->resize(have);
+  return true;
+}
+
 std::optional<std::vector<std::string>> ProcessEnvironment(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
   if (!in) return std::nullopt;
@@ -204,6 +229,14 @@ std::optional<std::vector<std::string>> ProcessEnvironment(pid_t pid) {
     ++pos;
   }
   return env;
+}
+
+bool ReadProcessEnvironment(pid_t pid, std::string* block) {
+  auto env = ProcessEnvironment(pid);
+  if (!env) return false;
+  block->clear();
+  for (const std::string& e : *env) block->append(e).push_back('\0');
+  return true;
 }
 
 #endif

@@ -32,5 +32,9 @@ std::vector<pid_t> ListProcesses();
 // The "K=V" environment `pid` started with; nullopt when it cannot be read (gone, another
 // user's).
 std::optional<std::vector<std::string>> ProcessEnvironment(pid_t pid);
+// The same environment as one block of NUL-terminated "K=V" entries, read into `block` (its
+// storage reused from call to call: a sweep of every process allocates nothing per process);
+// false when it cannot be read.
+bool ReadProcessEnvironment(pid_t pid, std::string* block);
 
 }  // namespace trainlet::platform

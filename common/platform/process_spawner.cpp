@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string_view>
 #include <system_error>
 
@@ -61,6 +62,15 @@ Result<std::string> ResolveProgram(const std::string& name, const std::vector<st
                      "spawn " + name + " (searched PATH=" + path + ")");
 }
 
+// posix_spawn reports a failed chdir with the same errno as a missing program: this says which.
+// The error when `cwd` is missing or not a directory; nullopt when it is one.
+std::optional<Status> CwdError(const std::string& program, const std::string& cwd) {
+  struct stat st;
+  if (stat(cwd.c_str(), &st) != 0) return ErrnoStatus(errno, "spawn " + program + ": cwd " + cwd);
+  if (!S_ISDIR(st.st_mode)) return ErrnoStatus(ENOTDIR, "spawn " + program + ": cwd " + cwd);
+  return std::nullopt;
+}
+
 }  // namespace
 
 // O_CLOEXEC, so only the dup2'd copies reach the child.
@@ -100,14 +110,11 @@ class PosixProcessSpawner final : public ProcessSpawner {
       return InvalidError("spawn: argv is empty");
     }
     const std::string& program = request.argv[0];
-    if (!request.cwd.empty()) {
-      // posix_spawn reports a failed chdir with the same errno as a missing program; say which.
-      struct stat st;
-      if (stat(request.cwd.c_str(), &st) != 0) {
-        return ErrnoStatus(errno, "spawn " + program + ": cwd " + request.cwd);
-      }
-      if (!S_ISDIR(st.st_mode))
-        return ErrnoStatus(ENOTDIR, "spawn " + program + ": cwd " + request.cwd);
+    // A cwd that is missing or not a directory fails the spawn with the errno a missing program
+    // gives: checked before a search that would look in it, else only once posix_spawn has failed
+    // (CwdError), so that a launch does not pay a stat per rank for the message.
+    if (!request.cwd.empty() && program.find('/') == std::string::npos) {
+      if (std::optional<Status> bad = CwdError(program, request.cwd)) return *bad;
     }
     TRAINLET_ASSIGN_OR_RETURN(std::string path, ResolveProgram(program, request.envp, request.cwd));
     // Opened only when a stream goes there: not when the caller redirected both.
@@ -195,6 +202,9 @@ class PosixProcessSpawner final : public ProcessSpawner {
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attr);
     if (log_fd >= 0) close(log_fd);
+    if (rc != 0 && !request.cwd.empty()) {
+      if (std::optional<Status> bad = CwdError(program, request.cwd)) return *bad;
+    }
     if (rc != 0) {
       std::string what = "spawn " + program;
       if (path != program) what += " (" + path + ")";

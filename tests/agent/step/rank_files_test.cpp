@@ -13,8 +13,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
+#include "agent/step/spare_files.h"
 #include "tests/common/test_dir.h"
 
 namespace trainlet::step {
@@ -189,6 +191,46 @@ TEST(RankFiles, AFileWhoseNamesAreGoneIsWrittenAgain) {
   ASSERT_TRUE(w1.ok()) << w1.status().message();
   EXPECT_EQ(Slurp((*w1)[0]), "k");
   EXPECT_EQ(links.size(), 1u);
+}
+
+// With spares (spare_files.h), the first rank's secret file and the two secrets dirs are spares
+// renamed into place, not new inodes on the launch's path: the file still 0400 with the secret,
+// the dirs still 0711 (the step's) and 0700 (the user's); the next rank's file is a hard link.
+TEST(RankFiles, TheFirstSecretFileAndTheSecretsDirsAreSpares) {
+  testing::TempDir dir;
+  const std::string spare = dir.File("spare-files");
+  SpareFileFiller filler(spare);
+  filler.Want(2, 2);
+  filler.WaitIdle();
+  std::set<ino_t> spares;
+  for (const auto& e : fs::recursive_directory_iterator(spare)) {
+    if (e.path().filename() != ".dirs" && e.path().filename() != ".fill")
+      spares.insert(InodeOf(e.path().string()));
+  }
+  ASSERT_EQ(spares.size(), 4u);
+  const std::string work = dir.File("work");
+  fs::create_directories(work);
+  SpareFiles taker(spare);
+  SecretFileLinks links;
+  links.UseSpares(&taker);
+  std::vector<std::string> r0 = {"TRAINLET_WORK_DIR=" + work, "TRAINLET_RENDEZVOUS_TOKEN=tok"};
+  std::vector<std::string> r1 = r0;
+  auto w0 = MoveSecretsToFiles(r0, "s3-r0", std::nullopt, "", &links);
+  auto w1 = MoveSecretsToFiles(r1, "s3-r1", std::nullopt, "", &links);
+  ASSERT_TRUE(w0.ok() && w1.ok());
+  const std::string secrets = work + "/" + kSecretsDirName;
+  const std::string mine = secrets + "/" + UserSecretsDirName(geteuid());
+  EXPECT_TRUE(spares.contains(InodeOf((*w0)[0])));
+  EXPECT_TRUE(spares.contains(InodeOf(secrets)));
+  EXPECT_TRUE(spares.contains(InodeOf(mine)));
+  EXPECT_EQ(InodeOf((*w1)[0]), InodeOf((*w0)[0]));  // a link to the first
+  EXPECT_EQ(Slurp((*w0)[0]), "tok");
+  for (const auto& [path, mode] :
+       {std::pair{(*w0)[0], 0400u}, std::pair{secrets, 0711u}, std::pair{mine, 0700u}}) {
+    struct stat st {};
+    ASSERT_EQ(stat(path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, mode) << path;
+  }
 }
 
 TEST(RankFiles, SecretsWithoutAWorkDirRefuseTheStart) {

@@ -92,6 +92,42 @@ TEST(SpareFiles, ARankLogIsASpareRenamedAndTheSpareIsGone) {
   EXPECT_EQ(text.str(), "hello\n");
 }
 
+// The ranks of one log dir: the dir is opened once and each log taken and opened relative to it;
+// each log is a spare, and a log that exists (an earlier attempt's) is appended to, not replaced.
+TEST(SpareFiles, RankLogsOfOneDirAreTakenThroughItsOpenDir) {
+  testing::TempDir dir;
+  const std::string spare = dir.File("spare-files");
+  SpareFileFiller filler(spare);
+  filler.Want(3);
+  filler.WaitIdle();
+  std::set<ino_t> spares;
+  for (const auto& e : fs::directory_iterator(spare)) {
+    if (e.is_regular_file()) spares.insert(Inode(e.path().string()));
+  }
+  ASSERT_EQ(spares.size(), 3u);
+  fs::create_directories(dir.File("logs/job/attempt-1"));
+  const std::string old_log = dir.File("logs/job/attempt-1/rank-2.log");
+  std::ofstream(old_log) << "before\n";
+  SpareFiles taker(spare);
+  int parent_fd = -1;
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string log = dir.File("logs/job/attempt-1/rank-" + std::to_string(rank) + ".log");
+    Result<int> fd = OpenRankLog(log, /*create_parent=*/rank == 0, &taker, &parent_fd);
+    ASSERT_TRUE(fd.ok()) << fd.status().message();
+    EXPECT_GT(*fd, STDERR_FILENO);
+    ASSERT_EQ(write(*fd, "x\n", 2), 2);
+    close(*fd);
+    EXPECT_EQ(spares.contains(Inode(log)), rank != 2) << log;
+  }
+  ASSERT_GE(parent_fd, 0);
+  close(parent_fd);
+  EXPECT_EQ(CountFiles(spare), 1u);  // the one rank 2 did not take
+  std::ifstream in(old_log);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(), "before\nx\n");
+}
+
 // Spare dirs: the filler makes empty 0700 dirs apart from the files (under .dirs, which a file
 // taker never lists); a launch's private dir is one of them, renamed; a path that exists (a dir,
 // or a link a rank left) is never replaced, and is then made or checked as before.

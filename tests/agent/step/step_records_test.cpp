@@ -167,6 +167,22 @@ TEST(StepLaunch, RoundTripAndEnv) {
             (std::vector<std::string>{"PATH=/bin", "A=over", "B=new"}));
 }
 
+// The rank's env as the agent builds it: the base's order, the first of duplicate keys only (as
+// getenv reads it), an override in place of its key, entries without '=' dropped, and keys the
+// base lacks after it in key order.
+TEST(StepLaunch, WorkerEnvOverridesInPlaceAndAppendsNewKeysInKeyOrder) {
+  const std::vector<std::string> base = {"PATH=/bin", "Z=1", "noequals", "A=a",
+                                         "Z=2",       "M=m", "=empty",   "HOME=/root"};
+  const std::map<std::string, std::string> over = {{"AA", "new1"}, {"A", "over"},  {"Z", "zz"},
+                                                   {"B", ""},      {"ZZ", "new2"}, {"", "k"}};
+  EXPECT_EQ(BuildWorkerEnv(base, over),
+            (std::vector<std::string>{"PATH=/bin", "Z=zz", "A=over", "M=m", "=k", "HOME=/root",
+                                      "AA=new1", "B=", "ZZ=new2"}));
+  EXPECT_EQ(BuildWorkerEnv(base, {}),
+            (std::vector<std::string>{"PATH=/bin", "Z=1", "A=a", "M=m", "=empty", "HOME=/root"}));
+  EXPECT_EQ(BuildWorkerEnv({}, {{"B", "b"}, {"A", "a"}}), (std::vector<std::string>{"A=a", "B=b"}));
+}
+
 // What every rank's env shares is written once ("env_common"), and every rank reads back its
 // whole env: 64 ranks of a job were 64 copies of the job's env before (99 KB of launch file).
 TEST(StepLaunch, SharedEnvIsWrittenOnce) {

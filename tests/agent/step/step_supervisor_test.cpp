@@ -162,10 +162,10 @@ TEST_F(StepSupervisorTest, ExitCodesSignalsAndLogsKept) {
   EXPECT_EQ(StepDirs(), 0u);
 }
 
-// After a step starts, the supervisor makes as many spare files as it had ranks, and two for the
-// next step's own launch.json and events (agent/step/spare_files.h); the next step's new rank
-// logs and those two files are the spares, renamed: the same inodes, none allocated while the
-// launch waits.
+// After a step starts, the supervisor makes as many spare files as it had ranks, and seven more:
+// two for the next step's own launch.json and events, one for its workspace note, four for the
+// first file of each secret (agent/step/spare_files.h); the next step's new rank logs and those two
+// files are the spares, renamed: the same inodes, none allocated while the launch waits.
 TEST_F(StepSupervisorTest, RankLogsOfTheNextStepAreTheSpareFilesMadeAfterTheFirst) {
   auto& sup = Make();
   auto first = sup.StartStep({Launch({"/bin/true"}, 0), Launch({"/bin/true"}, 1)}, 1s);
@@ -174,16 +174,16 @@ TEST_F(StepSupervisorTest, RankLogsOfTheNextStepAreTheSpareFilesMadeAfterTheFirs
   const fs::path spare = dir_ / "spare-files";
   std::set<ino_t> made;
   const auto deadline = Clock::now() + 10s;
-  while (made.size() < 4 && Clock::now() < deadline) {
+  while (made.size() < 9 && Clock::now() < deadline) {
     made.clear();
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(spare, ec)) {
       struct stat st {};
       if (e.is_regular_file() && stat(e.path().c_str(), &st) == 0) made.insert(st.st_ino);
     }
-    if (made.size() < 4) std::this_thread::sleep_for(5ms);
+    if (made.size() < 9) std::this_thread::sleep_for(5ms);
   }
-  ASSERT_EQ(made.size(), 4u);
+  ASSERT_EQ(made.size(), 9u);
   WorkerLaunch a = Launch({"/bin/sh", "-c", "echo second"}, 0);
   WorkerLaunch b = Launch({"/bin/true"}, 1);
   a.attempt = b.attempt = 2;

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "agent/step/spare_files.h"
 #include "agent/worker_supervisor.h"
 #include "tests/common/supervisor_fixture.h"
 #include "tests/common/test_dir.h"
@@ -115,6 +116,40 @@ TEST(WorkspaceMount, ApplyPicksTheModeAndLeavesTheNote) {
     EXPECT_FALSE(fs::exists("/workspace/dataset/marker") &&
                  fs::equivalent("/workspace/dataset/marker", ws + "/dataset/marker"));
   }
+}
+
+// The note is written through a spare file where one waits (agent/step/spare_files.h): the same
+// inode, no new one before the first rank starts.
+TEST(WorkspaceMount, TheNoteIsASpareFile) {
+  testing::TempDir dir;
+  const std::string ws = dir.path() + "/work/workspace";
+  const std::string step_dir = dir.path() + "/step";
+  const std::string spare = dir.path() + "/spare-files";
+  fs::create_directories(ws);
+  fs::create_directories(step_dir);
+  SpareFileFiller filler(spare);
+  filler.Want(1);
+  filler.WaitIdle();
+  struct stat st {};
+  ino_t made = 0;
+  for (const auto& e : fs::directory_iterator(spare)) {
+    if (e.is_regular_file() && stat(e.path().c_str(), &st) == 0) made = st.st_ino;
+  }
+  ASSERT_NE(made, 0u);
+  const int status = InChild([&] {
+    StepLaunch launch;
+    launch.ranks = {RankIn(0, ws)};
+    std::string why;
+    SpareFiles spares(spare);
+    ApplyWorkspace(step_dir, launch, &why, &spares);
+    return 0;
+  });
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(ReadWorkspaceNote(step_dir),
+            geteuid() == 0 ? MountedDescription() : EnvDescription(ws));
+  ASSERT_EQ(stat((step_dir + "/workspace").c_str(), &st), 0);
+  EXPECT_EQ(st.st_ino, made);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
 }
 
 TEST(WorkspaceMount, ThePrivateNamespaceBindsForThisProcessOnly) {
