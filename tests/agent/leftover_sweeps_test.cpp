@@ -19,12 +19,11 @@ using namespace std::chrono_literals;
 
 class LeftoverSweepsTest : public ::testing::Test {
  protected:
-  LeftoverSweeps sweeps_{[this](const std::string& job,
-                                uint32_t attempt) { return state_.at({job, attempt}); },
-                         [this](const std::string& job, uint32_t attempt) {
-                           swept_.emplace_back(job, attempt);
-                         },
-                         10s};
+  LeftoverSweeps sweeps_{
+      [this](const std::string& job, uint32_t attempt) {
+        return state_.at({job, attempt});
+      },
+      [this](const std::string& job, uint32_t attempt) { swept_.emplace_back(job, attempt); }, 10s};
   std::map<std::pair<std::string, uint32_t>, Leftovers> state_;
   std::vector<std::pair<std::string, uint32_t>> swept_;
   Clock::time_point t0_ = Clock::now();
