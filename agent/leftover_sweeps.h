@@ -3,11 +3,16 @@
 // Once the last rank of an attempt on this node has exited, whatever its ranks started and left
 // behind (a daemon, a setsid'd child, an orted's ranks) must go, so that a deleted or failed job
 // runs nothing afterwards. A step whose ranks ran in a cgroup of their own kills that cgroup and
-// says so in its events file ("D C", step_records.h): nothing is left, and the sweep, which reads
-// every process's environment on the host, is skipped. It was a third of the agent's CPU per
-// tiny job on a busy host. The sweep still runs, once the attempt's steps have ended, for a step
-// without a cgroup (a host without one, macOS, cgroup "none"), a step that died, direct workers,
-// and a step that has not ended `patience` after its last rank (a hung one).
+// says so in its events file ("D C", step_records.h): nothing of it is left. When every step of
+// the attempt said so, the sweep, which reads every process's environment on the host (a third
+// of the agent's CPU per tiny job on a busy host), is skipped. It runs, once the attempt's steps
+// are done, when any step of it had no cgroup (a host without one, macOS, cgroup "none"), died,
+// or is not known here (direct workers), and also for a step that is still not done `patience`
+// after its attempt's last rank (a hung one).
+// Ranks of the attempt that start again on this node meanwhile (a later step of it: an
+// initializer ended, then the trainer starts) put the sweep off until they end too: they carry
+// the same tags, and the sweep would kill them. What the ended steps said is kept for then, since
+// a step's record goes once its exits are acknowledged.
 //
 // On the agent's loop; no locks.
 #pragma once
@@ -43,10 +48,14 @@ class LeftoverSweeps {
   bool Waiting(const std::string& job) const;
 
  private:
+  struct Wait {
+    Clock::time_point since;  // the attempt's last rank here ended
+    bool owed = false;        // a step of it could not contain its ranks: sweep at the end
+  };
   std::function<Leftovers(const std::string&, uint32_t)> leftovers_;
   std::function<void(const std::string&, uint32_t)> sweep_;
   std::chrono::milliseconds patience_;
-  std::map<std::pair<std::string, uint32_t>, Clock::time_point> waiting_;  // -> since
+  std::map<std::pair<std::string, uint32_t>, Wait> waiting_;
 };
 
 }  // namespace trainlet::agent

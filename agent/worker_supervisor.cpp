@@ -313,24 +313,25 @@ size_t WorkerSupervisor::running(const std::string& job) const {
 
 WorkerSupervisor::Leftovers WorkerSupervisor::LeftoversOf(const std::string& job,
                                                           uint32_t attempt) const {
-  if (std::any_of(workers_.begin(), workers_.end(), [&](const auto& entry) {
-        return entry.second.job == job && entry.second.attempt == attempt;
-      })) {
-    return Leftovers::kSweep;
-  }
+  Leftovers out;
+  // Direct workers have no cgroup: what they leave is found only by the sweep.
+  out.running = std::any_of(workers_.begin(), workers_.end(), [&](const auto& entry) {
+    return entry.second.job == job && entry.second.attempt == attempt;
+  });
+  out.uncontained = out.running;
   bool any = false;
-  bool winding = false;
   for (const auto& [id, st] : steps_) {
     if (st.job != job || st.attempt != attempt) continue;
     any = true;
+    if (!st.live.empty()) out.running = true;
     if (!st.done && !st.gone) {
-      winding = true;
+      out.winding = true;
     } else if (!st.done || !st.contained || st.corrupt) {
-      return Leftovers::kSweep;  // it died, wrote garbage, or had no cgroup to kill
+      out.uncontained = true;  // it died, wrote garbage, or had no cgroup to kill
     }
   }
-  if (!any) return Leftovers::kSweep;
-  return winding ? Leftovers::kWinding : Leftovers::kContained;
+  if (!any) out.uncontained = true;
+  return out;
 }
 
 bool WorkerSupervisor::IsRunning(const std::string& job, uint32_t attempt, uint32_t rank) const {

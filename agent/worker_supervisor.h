@@ -257,12 +257,13 @@ class WorkerSupervisor {
   size_t running() const;
   size_t running(const std::string& job) const;
   bool IsRunning(const std::string& job, uint32_t attempt, uint32_t rank) const;
-  // Whether what an attempt's ranks left on this node is gone already. kWinding: a step of it is
-  // still ending its strays; ask again. kContained: every step of it ran all it started in its
-  // ranks' cgroup and saw that empty (the events file's "D C"). kSweep: some step had no cgroup,
-  // died, or is not known here (direct workers, a removed step): only an env sweep finds what
-  // they left (process_sweep.h).
-  enum class Leftovers { kWinding, kContained, kSweep };
+  // What is known here of what an attempt's ranks left on this node (leftover_sweeps.h).
+  struct Leftovers {
+    bool running = false;      // ranks of it run here (a later step of it): nothing to sweep now
+    bool winding = false;      // a step of it is still ending its strays
+    bool uncontained = false;  // a step of it ended without its cgroup's word that nothing is
+                               // left ("D C"): it had none, or died; or no step of it is known
+  };
   Leftovers LeftoversOf(const std::string& job, uint32_t attempt) const;
   // Where spare files and dirs are made ahead (Options::spare_dir; "" before InitSteps or
   // without a steps_dir), for the launch's own dirs (agent/step/spare_files.h).
