@@ -221,6 +221,31 @@ TEST_F(JobAdmissionTest, ALostNodeHoldsAStoppingJobThroughItsWarningGrace) {
   EXPECT_EQ(JobOrDie("warned").attempt(), 2u);
 }
 
+// `memory: 4Ei` (2^62 bytes, the largest quantity) in two ClusterQueues of one cohort: their sum
+// overflowed the cohort's quota, and then a job asking 1 GiB "could never fit".
+TEST_F(JobAdmissionTest, HugeQuotasInACohortStillAdmit) {
+  std::string queues;
+  for (const char* name : {"huge-a", "huge-b"}) {
+    queues +=
+        std::string("apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: ") +
+        name +
+        "}\nspec:\n  cohort: all\n  namespaceSelector: {}\n  resourceGroups:\n"
+        "  - coveredResources: [memory]\n    flavors:\n    - name: default-flavor\n"
+        "      resources:\n      - {name: memory, nominalQuota: 4Ei}\n---\n";
+  }
+  queues +=
+      "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: default-flavor}\n"
+      "---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\n"
+      "metadata: {namespace: default, name: lq}\nspec: {clusterQueue: huge-a}\n";
+  ApplyOk(queues);
+  std::string job = Job("big", "1");
+  job.replace(job.find("cpu: \"1\""), 8, "memory: \"1Gi\"");
+  ApplyOk(job);
+  controller_->Schedule(kT0);
+  const v1::JobStatus& st = JobOrDie("big");
+  EXPECT_TRUE(st.has_admission()) << st.queue_wait().kind() << ": " << st.queue_wait().message();
+}
+
 // A victim is preempted once. While its ranks are in their warning grace it is Suspended and
 // still holds its quota; the next pass, still short of that quota, used to pick it again and,
 // finding it no longer Running, take it for one admitted but not placed: its quota went back at
