@@ -7,8 +7,8 @@ namespace trainlet::coordinator::admission {
 SlotQuota MakeSlotQuota(int64_t nominal, int64_t borrowing_limit, int64_t lending_limit) {
   SlotQuota q;
   q.defined = true;
-  q.nominal = std::max<int64_t>(0, nominal);
-  q.borrowing_limit = borrowing_limit < 0 ? kUnlimited : borrowing_limit;
+  q.nominal = std::clamp<int64_t>(nominal, 0, kUnlimited);
+  q.borrowing_limit = borrowing_limit < 0 ? kUnlimited : std::min(borrowing_limit, kUnlimited);
   if (lending_limit < 0 || lending_limit >= q.nominal) {
     q.guaranteed = 0;
     q.lendable = q.nominal;
@@ -23,6 +23,7 @@ int QuotaLedger::AddCohort() {
   CohortState c;
   c.lendable.assign(slots_, 0);
   c.borrowed.assign(slots_, 0);
+  c.lendable_sum.assign(slots_, 0);
   cohorts_.push_back(std::move(c));
   return static_cast<int>(cohorts_.size()) - 1;
 }
@@ -38,9 +39,15 @@ void QuotaLedger::SetQuota(int cq, int slot, const SlotQuota& quota) {
   CellState& cell = cells_[Cell(cq, slot)];
   TRAINLET_CHECK(cell.used == 0 && cell.reserved == 0);
   const int cohort = cohort_of_[cq];
-  if (cohort >= 0 && cell.quota.defined) cohorts_[cohort].lendable[slot] -= cell.quota.lendable;
+  if (cohort < 0) {
+    cell.quota = quota;
+    return;
+  }
+  CohortState& c = cohorts_[cohort];
+  if (cell.quota.defined) c.lendable_sum[slot] -= cell.quota.lendable;
   cell.quota = quota;
-  if (cohort >= 0 && quota.defined) cohorts_[cohort].lendable[slot] += quota.lendable;
+  if (quota.defined) c.lendable_sum[slot] += quota.lendable;
+  c.lendable[slot] = static_cast<int64_t>(std::min<__int128>(c.lendable_sum[slot], kUnlimited));
 }
 
 void QuotaLedger::Change(int cq, int slot, int64_t CellState::*field, int64_t amount, bool trial) {
@@ -91,7 +98,8 @@ double QuotaLedger::DominantShare(int cq, std::span<const std::pair<int, int64_t
   // can lend. A handful of resources: a small flat list on the stack, no allocation.
   struct PerResource {
     int resource;
-    int64_t borrowed, lendable;
+    int64_t borrowed;
+    double lendable;  // over up to 16 flavors of kUnlimited each: more than an int64 holds
   };
   constexpr int kInline = 16;
   PerResource inline_entries[kInline];

@@ -12,6 +12,10 @@
 // (the second term of the min only when B is set). So c never goes over N + B, and the cohort
 // never lends more than its members put in.
 //
+// No sum overflows: N, B and L count at most kUnlimited (a larger quota, up to the 2^62 units a
+// quantity may hold, is as good as unlimited), and a cohort's lendable quota is summed exactly
+// and counts at most kUnlimited, however many members put in how much.
+//
 // Usage comes in two kinds during a pass: what admitted workloads hold (`used`, what the quota
 // check is about) and, for a workload that preempted others, what it will hold once they stop.
 // Until then a slot counts used + max(0, reserved - releasing): the room being freed is held for
@@ -109,6 +113,7 @@ class QuotaLedger {
   std::vector<uint64_t> queue_version_;
   struct CohortState {
     std::vector<int64_t> lendable, borrowed;  // per slot; borrowed: sum of usage above guaranteed
+    std::vector<__int128> lendable_sum;       // per slot: the exact sum; lendable is it capped
     uint64_t version = 0;
   };
   std::vector<CohortState> cohorts_;

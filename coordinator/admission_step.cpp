@@ -58,7 +58,7 @@ void AdmissionStep::Run(const std::vector<JobEntry*>& jobs, int64_t now_ms) {
     catalog_generation_ = catalog_->generation();
     for (JobEntry* job : jobs) job->unplaced_room = 0;
   }
-  ReleaseQuota(jobs);
+  ReleaseQuota(jobs, now_ms);
   if (owner_->generation() == admitted_generation_ &&
       now_ms - last_admission_ms_ < kIdleAdmissionIntervalMs) {
     return;
@@ -93,9 +93,9 @@ void AdmissionStep::StoreFairShareHistory(int64_t now_ms) {
   history_written_ms_ = now_ms;
 }
 
-void AdmissionStep::ReleaseQuota(const std::vector<JobEntry*>& jobs) {
+void AdmissionStep::ReleaseQuota(const std::vector<JobEntry*>& jobs, int64_t now_ms) {
   for (JobEntry* job : jobs) {
-    if (!job->record.status.has_admission() || JobAdmitter::HoldsQuota(*job)) continue;
+    if (!job->record.status.has_admission() || JobAdmitter::HoldsQuota(*job, now_ms)) continue;
     job->record.status.clear_admission();
     job->record.status.clear_admission_checks_ready();  // a new admission is checked anew
     owner_->MarkDirty(*job);
@@ -162,10 +162,18 @@ void AdmissionStep::PreemptForQueue(const admission::Preemption& p, int64_t now_
   static constexpr std::string_view kPrefix = "Preempted by ";
   std::string by = p.message;
   if (by.rfind(kPrefix, 0) == 0) by = by.substr(kPrefix.size());
-  ++stats_.preemptions[st.admission().cluster_queue()];
   const JobPhase phase = PhaseOf(st);
-  if (phase == JobPhase::kStarting || phase == JobPhase::kRunning ||
-      phase == JobPhase::kRestarting) {
+  const bool running =
+      phase == JobPhase::kStarting || phase == JobPhase::kRunning || phase == JobPhase::kRestarting;
+  if (!running && (phase != JobPhase::kPending || st.deleting())) {
+    // Already being stopped (preempted by an earlier pass, suspended, deleted or ended) and
+    // still holding its quota: its ranks are in their grace, or may still run on a node that
+    // went silent (JobAdmitter::HoldsQuota). ReleaseQuota lets it go once they are gone, and the
+    // preemptor waits for that (Preempting). Preempted again, it would let the quota go now.
+    return;
+  }
+  ++stats_.preemptions[st.admission().cluster_queue()];
+  if (running) {
     auto done = owner_->Preempt(p.victim, by, now_ms);
     if (!done.ok()) {
       spdlog::error("trainjob/{}: cannot preempt: {}", p.victim, done.status().message());

@@ -82,7 +82,8 @@ class AdmissionStep {
   AdmissionStats TakeStats() { return std::exchange(stats_, {}); }
 
  private:
-  void ReleaseQuota(const std::vector<JobEntry*>& jobs);  // of jobs that no longer hold it
+  // Of jobs that no longer hold it at `now_ms`.
+  void ReleaseQuota(const std::vector<JobEntry*>& jobs, int64_t now_ms);
   // Stores fair sharing's usage history, at most every kFairShareHistoryWriteMs.
   void StoreFairShareHistory(int64_t now_ms);
   void AdmitJob(const std::string& key, const admission::Admission& a, int64_t now_ms);

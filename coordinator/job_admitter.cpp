@@ -235,7 +235,7 @@ WorkloadOrWait WorkloadOf(const JobEntry& job, const QueueCatalog& catalog) {
 }
 
 admission::AdmissionInputs JobAdmitter::Inputs(const std::vector<const JobEntry*>& jobs,
-                                               AdmissionDecisions& out) const {
+                                               int64_t now_ms, AdmissionDecisions& out) const {
   admission::AdmissionInputs in;
   for (const auto* o : catalog_->List(kueue::Kind::kResourceFlavor)) {
     in.flavors.push_back(FlavorOf(*o->flavor));
@@ -256,7 +256,7 @@ admission::AdmissionInputs JobAdmitter::Inputs(const std::vector<const JobEntry*
   out.job_of_workload.reserve(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) {
     const JobEntry& job = *jobs[i];
-    const bool holds = HoldsQuota(job);
+    const bool holds = HoldsQuota(job, now_ms);
     if (!holds && !Queued(job)) continue;
     WorkloadOrWait w = WorkloadOf(job, *catalog_);
     if (w.wait) {
@@ -281,7 +281,7 @@ admission::AdmissionInputs JobAdmitter::Inputs(const std::vector<const JobEntry*
 const AdmissionDecisions& JobAdmitter::Pass(const std::vector<const JobEntry*>& jobs,
                                             int64_t now_ms) {
   AdmissionDecisions out;
-  admission::AdmissionInputs in = Inputs(jobs, out);
+  admission::AdmissionInputs in = Inputs(jobs, now_ms, out);
   out.result = admission::RunAdmissionPass(in, now_ms);
   // What get clusterqueues shows: the usage once this pass's admissions hold their quota.
   usage_ = admission::UsageByClusterQueue(

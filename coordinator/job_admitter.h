@@ -11,7 +11,8 @@
 // Which jobs are workloads, and whether they hold quota:
 //  - a job with `JobStatus.admission` set holds that quota until the controller clears it: when
 //    the job has ended, is suspended, is being deleted or was preempted, and every rank of it has
-//    stopped (HoldsQuota);
+//    stopped (HoldsQuota), and no rank of it may still run on a node that went silent (a Lost
+//    rank of a hung node may run on until the job's lost_node_hold_ms, job_entry.h);
 //  - a job without one is pending in its queue when it is Pending, or Suspended because it was
 //    preempted (reason Preempted); a job a user suspended waits for its user, not for quota;
 //  - with no ClusterQueue and no LocalQueue at all, queues are off (active() is false): the
@@ -92,15 +93,19 @@ class JobAdmitter {
   // The checks of ClusterQueue `cluster_queue` by name (empty when it has none or is absent).
   std::vector<std::string> ChecksOf(const std::string& cluster_queue) const;
 
-  // Whether the job's admission still holds quota (see the header comment).
-  static bool HoldsQuota(const JobEntry& job) { return HoldsQuota(job.record.status); }
+  // Whether the job's admission still holds quota at `now_ms` (see the header comment).
+  static bool HoldsQuota(const JobEntry& job, int64_t now_ms) {
+    return HoldsQuota(job.record.status) ||
+           (job.record.status.has_admission() && now_ms < job.lost_node_hold_ms);
+  }
+  // By its status alone: whether a rank has not stopped (ignoring a silent node's hold).
   static bool HoldsQuota(const v1::JobStatus& status);
   // Whether a job without an admission waits in its queue now.
   static bool Queued(const JobEntry& job);
 
  private:
   // Fills `out`'s unresolved waits and job indices.
-  admission::AdmissionInputs Inputs(const std::vector<const JobEntry*>& jobs,
+  admission::AdmissionInputs Inputs(const std::vector<const JobEntry*>& jobs, int64_t now_ms,
                                     AdmissionDecisions& out) const;
 
   const QueueCatalog* catalog_;

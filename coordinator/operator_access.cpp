@@ -2,6 +2,7 @@
 // the user who asked: apply, delete, suspend and resume.
 #include <spdlog/spdlog.h>
 
+#include "common/trainjob/object_names.h"
 #include "coordinator/job_key.h"
 #include "coordinator/operator_service.h"
 
@@ -21,7 +22,48 @@ Result<T> Shown(Result<T> result, const std::string& key) {
   return Status(result.status().code(), std::move(m));
 }
 
+// A request's job (name, namespace): "" is none (a list; namespace default).
+Status CheckJobRef(const std::string& ns, const std::string& name) {
+  if (!ns.empty() && !trainjob::IsDns1123Label(ns)) {
+    return InvalidError("namespace \"" + ns +
+                        "\": must be a lowercase RFC 1123 label (letters, digits and '-', at most "
+                        "63 characters)");
+  }
+  if (!name.empty() && !trainjob::IsDns1035Label(name)) {
+    return InvalidError("trainjob name \"" + name +
+                        "\": must be a lowercase RFC 1035 label (a letter, then letters, digits "
+                        "or '-', at most 63 characters); a job of another namespace is named "
+                        "with -n");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+Status OperatorService::CheckJobNames(const v1::OperatorRequest& req) {
+  switch (req.body_case()) {
+    case v1::OperatorRequest::kGetJobs:
+      return CheckJobRef(req.get_jobs().all_namespaces() ? "" : req.get_jobs().namespace_(),
+                         req.get_jobs().name());
+    case v1::OperatorRequest::kWaitJob:
+      return CheckJobRef(req.wait_job().namespace_(), req.wait_job().name());
+    case v1::OperatorRequest::kDeleteJob:
+      return CheckJobRef(req.delete_job().namespace_(), req.delete_job().name());
+    case v1::OperatorRequest::kSuspendJob:
+      return CheckJobRef(req.suspend_job().namespace_(), req.suspend_job().name());
+    case v1::OperatorRequest::kLogs:
+      return CheckJobRef(req.logs().namespace_(), req.logs().job());
+    case v1::OperatorRequest::kAdmitCheck:
+      return CheckJobRef(req.admit_check().namespace_(), req.admit_check().name());
+    case v1::OperatorRequest::kQueueObjects: {
+      const v1::QueueObjectsRequest& q = req.queue_objects();
+      return q.kind() == "LocalQueue" && !q.all_namespaces() ? CheckJobRef(q.namespace_(), "")
+                                                             : Status::Ok();
+    }
+    default:
+      return Status::Ok();
+  }
+}
 
 Status OperatorService::Authorize(const std::string& user, const v1::OperatorRequest& req) const {
   const AccessPolicy& policy = Policy();

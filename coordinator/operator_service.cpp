@@ -97,6 +97,9 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
     spdlog::warn("refused operator request {}: {}", req.request_id(), allowed.message());
     return Fail(routing_id, req.request_id(), allowed.code(), allowed.message());
   }
+  if (Status named = CheckJobNames(req); !named.ok()) {
+    return Fail(routing_id, req.request_id(), named.code(), named.message());
+  }
   v1::OperatorResponse r;
   r.set_request_id(req.request_id());
   // Each request fills its part of the response, or fails with a Status naming what is wrong.

@@ -100,6 +100,11 @@ class OperatorService {
   const AccessPolicy& Policy() const { return policy_ ? policy_() : all_admin_; }
   // Whether `user` may make the request (operator_access.cpp): Ok, or PermissionDenied.
   Status Authorize(const std::string& user, const v1::OperatorRequest& req) const;
+  // Whether the job name and namespace a request names are a TrainJob name (an RFC 1035 label)
+  // and a namespace (an RFC 1123 label), checked after Authorize (operator_access.cpp): a '.'
+  // would make "team-b.b1" in namespace default the key of team-b's job b1 (job_key.h), past a
+  // check of namespace default. Ok, or Invalid naming the field.
+  static Status CheckJobNames(const v1::OperatorRequest& req);
   // Whether `user` may apply every document of `file`.
   Status AuthorizeApply(const std::string& user, const trainjob::ParsedFile& file) const;
   // Parses (laying held jobs under), authorizes and stores one applied file.

@@ -278,6 +278,28 @@ TEST_F(AccessPolicyFileTest, ReloadsAndKeepsTheOldPolicyOnABadOne) {
   EXPECT_TRUE(f->Current().Check("bob", Verb::kDrain, "").ok());
 }
 
+// A file rewritten in place within one tick of the kernel's coarse file clock keeps its
+// modification time: `cat > policy.yaml` truncates, then writes. A reload that came between (an
+// empty file: everyone refused, admins too) or after a partial write was then never followed by
+// the finished file, whose mtime equalled the one already read. Here both versions get the same
+// mtime, as such writes do; the second must still be read.
+TEST_F(AccessPolicyFileTest, ARewriteWithTheSameModificationTimeIsReadToo) {
+  const auto same = std::filesystem::file_time_type::clock::now();
+  auto write_same = [&](const std::string& text) {
+    std::ofstream(path_, std::ios::trunc) << text;
+    std::filesystem::last_write_time(path_, same);
+  };
+  write_same("users: {bob: {role: user, namespaces: [team-a]}}\n");
+  auto f = AccessPolicyFile::Open(path_);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->Current().Check("bob", Verb::kDelete, "team-b").code(), ErrorCode::kPermission);
+  write_same("");  // truncated: read between the two writes
+  EXPECT_EQ(f->Current().Check("bob", Verb::kDelete, "team-a").code(), ErrorCode::kPermission);
+  write_same("users: {bob: {role: user, namespaces: [team-b]}}\n");  // same size, too
+  EXPECT_TRUE(f->Current().Check("bob", Verb::kDelete, "team-b").ok());
+  EXPECT_EQ(f->Current().Check("bob", Verb::kDelete, "team-a").code(), ErrorCode::kPermission);
+}
+
 // The run-as rules reload with the file, as the grants do (issue 19).
 TEST_F(AccessPolicyFileTest, RunAsRulesReloadWithoutARestart) {
   Write("users: {bob: {role: user, namespaces: [team-a]}}\n");

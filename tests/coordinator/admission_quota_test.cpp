@@ -117,3 +117,40 @@ TEST(QuotaLedger, UsedWithinQuotaNamesTheQueueOverItsLimit) {
 
 }  // namespace
 }  // namespace trainlet::coordinator::admission
+
+namespace trainlet::coordinator::admission {
+namespace {
+
+// Quotas are at most 2^62 units each (common/quantity.h: `memory: 4Ei` is 2^62 bytes), but a
+// cohort sums its members': two such ClusterQueues overflowed the cohort's int64 sum (undefined
+// behaviour; in practice negative), and then nothing fitted anywhere in the cohort, not even
+// one byte within a queue's own nominal quota. Now such a quota counts as unlimited.
+TEST(QuotaLedger, HugeQuotasInOneCohortDoNotOverflow) {
+  constexpr int64_t kHuge = int64_t{1} << 62;
+  QuotaLedger l(1);
+  const int c = l.AddCohort();
+  const int a = l.AddClusterQueue(c), b = l.AddClusterQueue(c), d = l.AddClusterQueue(c);
+  for (const int q : {a, b, d}) l.SetQuota(q, 0, MakeSlotQuota(kHuge, kHuge, -1));
+  EXPECT_EQ(l.CohortLendable(c, 0), kUnlimited);
+  EXPECT_EQ(l.Available(a, 0), kUnlimited);
+  EXPECT_EQ(l.Potential(a, 0), kUnlimited);
+  l.AddUsed(a, 0, 1);
+  EXPECT_EQ(l.Available(b, 0), kUnlimited - 1);
+  EXPECT_TRUE(l.UsedWithinQuota({"a", "b", "d"}, {"memory"}).ok());
+  // A quota changed gives back exactly what it put in.
+  l.SetQuota(d, 0, MakeSlotQuota(3, -1, -1));
+  EXPECT_EQ(l.CohortLendable(c, 0), kUnlimited);
+  l.SetQuota(b, 0, MakeSlotQuota(4, -1, -1));
+  EXPECT_EQ(l.CohortLendable(c, 0), kUnlimited);  // a's own kUnlimited + 7, capped
+  QuotaLedger m(1);
+  const int mc = m.AddCohort();
+  const int x = m.AddClusterQueue(mc), y = m.AddClusterQueue(mc);
+  m.SetQuota(x, 0, MakeSlotQuota(kHuge, -1, -1));
+  m.SetQuota(y, 0, MakeSlotQuota(kHuge, -1, -1));
+  m.SetQuota(x, 0, MakeSlotQuota(3, -1, -1));
+  m.SetQuota(y, 0, MakeSlotQuota(4, -1, -1));
+  EXPECT_EQ(m.CohortLendable(mc, 0), 7);
+}
+
+}  // namespace
+}  // namespace trainlet::coordinator::admission

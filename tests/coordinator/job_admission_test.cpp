@@ -221,6 +221,93 @@ TEST_F(JobAdmissionTest, ALostNodeHoldsAStoppingJobThroughItsWarningGrace) {
   EXPECT_EQ(JobOrDie("warned").attempt(), 2u);
 }
 
+// `memory: 4Ei` (2^62 bytes, the largest quantity) in two ClusterQueues of one cohort: their sum
+// overflowed the cohort's quota, and then a job asking 1 GiB "could never fit".
+TEST_F(JobAdmissionTest, HugeQuotasInACohortStillAdmit) {
+  std::string queues;
+  for (const char* name : {"huge-a", "huge-b"}) {
+    queues +=
+        std::string("apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: ") +
+        name +
+        "}\nspec:\n  cohort: all\n  namespaceSelector: {}\n  resourceGroups:\n"
+        "  - coveredResources: [memory]\n    flavors:\n    - name: default-flavor\n"
+        "      resources:\n      - {name: memory, nominalQuota: 4Ei}\n---\n";
+  }
+  queues +=
+      "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: default-flavor}\n"
+      "---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\n"
+      "metadata: {namespace: default, name: lq}\nspec: {clusterQueue: huge-a}\n";
+  ApplyOk(queues);
+  std::string job = Job("big", "1");
+  job.replace(job.find("cpu: \"1\""), 8, "memory: \"1Gi\"");
+  ApplyOk(job);
+  controller_->Schedule(kT0);
+  const v1::JobStatus& st = JobOrDie("big");
+  EXPECT_TRUE(st.has_admission()) << st.queue_wait().kind() << ": " << st.queue_wait().message();
+}
+
+// A victim is preempted once. While its ranks are in their warning grace it is Suspended and
+// still holds its quota; the next pass, still short of that quota, used to pick it again and,
+// finding it no longer Running, take it for one admitted but not placed: its quota went back at
+// once and the preemptor was admitted beside ranks that still ran (over quota for the grace).
+TEST_F(JobAdmissionTest, AVictimInItsGraceIsNotPreemptedAgainAndKeepsItsQuota) {
+  ApplyOk(kQueues);
+  ApplyOk(Job("low", "1", "low"));
+  controller_->Schedule(kT0);
+  ReportAll("low", v1::WorkerEvent::KIND_STARTED, kT0 + 10);
+  ApplyOk(Job("high", "1", "high"), kT0 + 100);
+  for (const int64_t now : {kT0 + 2000, kT0 + 4000, kT0 + 6000}) {
+    controller_->Schedule(now);
+    EXPECT_TRUE(JobOrDie("low").has_admission()) << "quota let go at " << now - kT0;
+    EXPECT_FALSE(JobOrDie("high").has_admission()) << "admitted at " << now - kT0;
+    EXPECT_EQ(JobOrDie("high").queue_wait().kind(), "Preempting");
+  }
+  auto count = [this](const std::string& job, const std::string& reason) {
+    int n = 0;
+    for (const auto& e : JobOrDie(job).events()) n += e.reason() == reason;
+    return n;
+  };
+  EXPECT_EQ(count("low", "Preempted"), 1);
+  EXPECT_EQ(count("high", "Preempting"), 1);
+  EXPECT_EQ(controller_->TakeAdmissionStats().preemptions["research"], 1u);  // the metric
+
+  ReportAll("low", v1::WorkerEvent::KIND_EXITED, kT0 + 7000);
+  controller_->Schedule(kT0 + 7100);
+  controller_->Schedule(kT0 + 7200);
+  EXPECT_FALSE(JobOrDie("low").has_admission());
+  EXPECT_TRUE(JobOrDie("high").has_admission());
+}
+
+// The same with queues: a preempted job's ranks on a node that went silent (a hung agent, which
+// never got the stop) may run on there through the partition, warning and stop graces, so its
+// quota is held as long as its next attempt is: the preemptor waits (Preempting) and is not
+// admitted into quota those ranks may still use. Before, a Lost rank counted as stopped and the
+// quota went back at once, so both jobs ran in a queue with room for one.
+TEST_F(JobAdmissionTest, APreemptedJobOnALostNodeHoldsItsQuotaThroughTheHold) {
+  ApplyOk(kQueues);
+  ApplyOk(Job("low", "1", "low"));
+  controller_->Schedule(kT0);
+  ReportAll("low", v1::WorkerEvent::KIND_STARTED, kT0 + 10);
+  ApplyOk(Job("high", "1", "high"), kT0 + 100);
+  controller_->Schedule(kT0 + 2000);
+  ASSERT_EQ(JobOrDie("low").reason(), "Preempted");
+  ASSERT_EQ(JobOrDie("high").queue_wait().kind(), "Preempting");
+
+  const int64_t hold = kT0 + 5000;  // last heard + partition grace + stop grace + margin
+  controller_->OnNodeLost(JobOrDie("low").ranks(0).node(), kT0 + 2100, hold);
+  const int64_t until = hold + kDefaultPreemptionGraceSeconds * 1000;
+  for (const int64_t now : {kT0 + 2200, hold + 1, until - 1}) {
+    controller_->Schedule(now);
+    EXPECT_TRUE(JobOrDie("low").has_admission()) << "quota let go at " << now - kT0;
+    EXPECT_FALSE(JobOrDie("high").has_admission()) << "admitted at " << now - kT0;
+    EXPECT_EQ(JobOrDie("high").queue_wait().kind(), "Preempting");
+  }
+  controller_->Schedule(until + 1);
+  controller_->Schedule(until + 2);
+  EXPECT_FALSE(JobOrDie("low").has_admission());
+  EXPECT_TRUE(JobOrDie("high").has_admission());
+}
+
 }  // namespace
 }  // namespace trainlet::coordinator
 

@@ -318,6 +318,48 @@ TEST_F(OperatorAccessTest, UnknownUserIsRefusedEverything) {
   EXPECT_EQ(controller_->Find("team-a.m1"), nullptr);
 }
 
+// A job key is "<namespace>.<name>" outside default (job_key.h): a name with a '.' in namespace
+// default is another namespace's key. A user of default must not reach team-b's job so, through
+// any verb that names a job; the name is refused as a name, before anything is looked up.
+TEST_F(OperatorAccessTest, ADottedNameReachesNoOtherNamespacesJob) {
+  TwoTeams();
+  auto policy = AccessPolicy::Parse(
+      std::string(kPolicy) + "  dan: {role: user, namespaces: [default, team-a]}\n", "policy.yaml");
+  ASSERT_TRUE(policy.ok()) << policy.status().message();
+  policy_ = *policy;
+  const std::string refused =
+      "trainjob name \"team-b.b1\": must be a lowercase RFC 1035 label (a letter, then letters, "
+      "digits or '-', at most 63 characters); a job of another namespace is named with -n";
+  for (const std::string ns : {"", "default"}) {
+    v1::OperatorResponse r = Delete("dan", ns, "team-b.b1");
+    EXPECT_EQ(r.error_code(), "Invalid") << r.error();
+    EXPECT_EQ(r.error(), refused);
+    EXPECT_EQ(Suspend("dan", ns, "team-b.b1", true).error(), refused);
+    EXPECT_EQ(Suspend("dan", ns, "team-b.b1", false).error(), refused);
+    EXPECT_EQ(Logs("dan", ns, "team-b.b1").error(), refused);
+    EXPECT_EQ(Get("dan", ns, "team-b.b1").error(), refused);
+    v1::OperatorRequest wait;
+    wait.mutable_wait_job()->set_name("team-b.b1");
+    wait.mutable_wait_job()->set_namespace_(ns);
+    wait.mutable_wait_job()->set_condition("Complete");
+    EXPECT_EQ(Send("dan", wait).error(), refused);
+    v1::OperatorRequest check;
+    check.mutable_admit_check()->set_name("team-b.b1");
+    check.mutable_admit_check()->set_namespace_(ns);
+    check.mutable_admit_check()->set_check("budget");
+    EXPECT_EQ(Send("alice", check).error(), refused);
+  }
+  // A namespace is a label too (checked after who may act in it, as Kubernetes authorizes first).
+  EXPECT_EQ(Delete("dan", "team-a.x", "b1").error_code(), "PermissionDenied");
+  EXPECT_EQ(Delete("alice", "team-b.x", "b1").error(),
+            "namespace \"team-b.x\": must be a lowercase RFC 1123 label (letters, digits and '-', "
+            "at most 63 characters)");
+  const v1::JobStatus& b1 = JobOrDie("team-b.b1");
+  EXPECT_THAT(EventMessages(b1), ::testing::Not(Contains(HasSubstr("by dan"))));
+  // His own namespaces still work by name.
+  EXPECT_EQ(Suspend("dan", "team-a", "a1", true).error(), "");
+}
+
 TEST_F(OperatorAccessTest, WithoutAPolicyEveryoneIsAdmin) {
   service_->EnforcePolicy([]() -> const AccessPolicy& {
     static const AccessPolicy kAll = AccessPolicy::AllAdmin();

@@ -25,7 +25,7 @@ refused() {
   if as "$who" "$@" > "$WORK/out" 2>&1; then fail "$who: '$*' was allowed: $(cat "$WORK/out")"; fi
   assert_contains "$(cat "$WORK/out")" "$want" "$who: $*"
 }
-for u in alice bob carol mallory; do user "$u"; done
+for u in alice bob carol dan mallory; do user "$u"; done
 
 # ns_job NS NAME SCRIPT: a TrainJob file in namespace NS
 ns_job() {
@@ -49,6 +49,7 @@ users:
   alice: {role: admin}
   bob: {role: user, namespaces: [team-a]}
   carol: {role: user, namespaces: [team-b]}
+  dan: {role: user, namespaces: [default]}
 POLICY
 
 # Two ClusterQueues in one cohort, a LocalQueue in each namespace: only an admin applies them,
@@ -88,6 +89,13 @@ as bob describe trainjob b1 -n team-b >/dev/null || fail "bob could not describe
 # carol (team-b) the other way round.
 refused carol 'user "carol" may not delete trainjobs in namespace "team-a"' delete trainjob a1 -n team-a
 refused carol 'user "carol" may not read logs of trainjobs in namespace "team-a"' logs a1 -n team-a
+# dan (default): a job's key is "<namespace>.<name>" outside default, so "team-b.b1" in default
+# would be team-b's b1; it is refused as a name, whatever the verb.
+for verb in "delete trainjob" "suspend trainjob" "resume trainjob" logs; do
+  # shellcheck disable=SC2086
+  refused dan 'trainjob name "team-b.b1": must be a lowercase RFC 1035 label' $verb team-b.b1
+done
+assert_contains "$(as alice describe trainjob b1 -n team-b)" "Running" "b1 after dan's tries"
 # Users manage no nodes or runtimes.
 refused bob 'user "bob" may not cordon nodes' cordon node-1
 refused carol 'user "carol" may not drain nodes' drain node-1 --force
