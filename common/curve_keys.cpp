@@ -115,6 +115,13 @@ Result<CurveKeyPair> ReadKeyPair(platform::Env& env, const std::string& path) {
 Result<Allowlist> ReadAllowlist(const std::string& path) {
   std::ifstream in(path);
   if (!in) return NotFoundError("cannot read allowlist " + path + ": " + std::strerror(errno));
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseAllowlist(text.str(), path);
+}
+
+Result<Allowlist> ParseAllowlist(const std::string& text, const std::string& path) {
+  std::istringstream in(text);
   Allowlist list;
   std::string line;
   int n = 0;

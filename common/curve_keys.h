@@ -36,6 +36,8 @@ bool IsValidZ85Key(const std::string& key);
 // Public key (Z85) -> name.
 using Allowlist = std::map<std::string, std::string>;
 Result<Allowlist> ReadAllowlist(const std::string& path);
+// The same from its text; errors name `path` and the line.
+Result<Allowlist> ParseAllowlist(const std::string& text, const std::string& path);
 // Appends one entry, creating the file when needed. Refuses a malformed key.
 Status AppendToAllowlist(const std::string& path, const std::string& public_z85,
                          const std::string& name);

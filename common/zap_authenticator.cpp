@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
 #include <vector>
 
 namespace trainlet {
@@ -23,9 +25,15 @@ Result<std::unique_ptr<ZapAuthenticator>> ZapAuthenticator::Create(zmq::context_
 Status ZapAuthenticator::AddDomain(const std::string& domain, const std::string& allowlist_path) {
   Domain d;
   d.path = allowlist_path;
-  TRAINLET_ASSIGN_OR_RETURN(d.keys, ReadAllowlist(allowlist_path));
+  // Stamps first, then the text: a change between the two is seen at the next refresh.
   struct stat st {};
-  if (::stat(allowlist_path.c_str(), &st) == 0) d.mtime = st.st_mtim;
+  if (::stat(allowlist_path.c_str(), &st) != 0) {
+    return NotFoundError("cannot read allowlist " + allowlist_path + ": " + std::strerror(errno));
+  }
+  auto text = ReadFileText(allowlist_path);
+  if (!text.ok()) return NotFoundError("cannot read allowlist " + text.status().message());
+  TRAINLET_ASSIGN_OR_RETURN(d.keys, ParseAllowlist(*text, allowlist_path));
+  d.version.Update(st, std::move(text).value());
   domains_[domain] = std::move(d);
   return Status::Ok();
 }
@@ -47,14 +55,17 @@ void ZapAuthenticator::Refresh(Domain& d) {
   if (d.path.empty()) return;
   struct stat st {};
   if (::stat(d.path.c_str(), &st) != 0) return;  // keep the last good list
-  if (st.st_mtim.tv_sec == d.mtime.tv_sec && st.st_mtim.tv_nsec == d.mtime.tv_nsec) return;
-  auto fresh = ReadAllowlist(d.path);
+  if (d.version.Unchanged(st)) return;
+  auto text = ReadFileText(d.path);
+  if (!text.ok()) return;  // tried again at the next handshake
+  // Good or bad, this version is read once: the text tells an append the stamps missed.
+  if (!d.version.Update(st, std::move(text).value())) return;
+  auto fresh = ParseAllowlist(d.version.text(), d.path);
   if (!fresh.ok()) {
     spdlog::error("keeping the previous allowlist: {}", fresh.status().message());
     return;
   }
   d.keys = std::move(fresh).value();
-  d.mtime = st.st_mtim;
   spdlog::info("reloaded allowlist {} ({} keys)", d.path, d.keys.size());
 }
 

@@ -24,6 +24,7 @@
 #include <zmq.hpp>
 
 #include "common/curve_keys.h"
+#include "common/file_version.h"
 #include "common/status.h"
 
 namespace trainlet {
@@ -34,7 +35,8 @@ class ZapAuthenticator {
   static Result<std::unique_ptr<ZapAuthenticator>> Create(zmq::context_t& ctx);
 
   // Admits the keys listed in the file at `allowlist_path` for `domain`. The file is re-read when
-  // its modification time changes, so enrolling a node or operator needs no restart.
+  // it changes (common/file_version.h: its stamps, and its text while the version read is less
+  // than a second old), so enrolling or removing a node or operator needs no restart.
   Status AddDomain(const std::string& domain, const std::string& allowlist_path);
   // Admits exactly these keys for `domain` (tests, and callers that manage lists themselves).
   void SetAllowlist(const std::string& domain, Allowlist keys);
@@ -66,8 +68,8 @@ class ZapAuthenticator {
  private:
   explicit ZapAuthenticator(zmq::context_t& ctx);
   struct Domain {
-    std::string path;  // empty: static list
-    timespec mtime{};
+    std::string path;     // empty: static list
+    FileVersion version;  // of the file last read (common/file_version.h)
     Allowlist keys;
   };
   void Refresh(Domain& d);

@@ -318,31 +318,6 @@ Status AccessPolicy::CheckApply(std::string_view user, std::string_view kind,
   return Refusal(user, Verb::kManage, ns, plural + " (admins only)");
 }
 
-namespace {
-
-bool Equal(const timespec& a, const timespec& b) {
-  return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
-}
-
-// Whether a version with modification time `mtime` is a second or more old now: no write in the
-// same tick of the kernel's file clock can follow unseen.
-bool Settled(const timespec& mtime) {
-  timespec now{};
-  ::clock_gettime(CLOCK_REALTIME, &now);
-  return now.tv_sec - mtime.tv_sec >= 2 ||
-         (now.tv_sec - mtime.tv_sec == 1 && now.tv_nsec >= mtime.tv_nsec);
-}
-
-Result<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return IoError(path + ": cannot be read");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-}  // namespace
-
 Result<AccessPolicyFile> AccessPolicyFile::Open(const std::string& path) {
   AccessPolicyFile f;
   f.path_ = path;
@@ -351,43 +326,27 @@ Result<AccessPolicyFile> AccessPolicyFile::Open(const std::string& path) {
     if (errno == ENOENT) return f;
     return IoError(path + ": " + std::strerror(errno));
   }
-  TRAINLET_ASSIGN_OR_RETURN(f.text_, ReadText(path));
-  TRAINLET_ASSIGN_OR_RETURN(f.policy_, AccessPolicy::Parse(f.text_, path));
-  f.mtime_ = st.st_mtim;
-  f.ctime_ = st.st_ctim;
-  f.ino_ = st.st_ino;
-  f.size_ = st.st_size;
-  f.settled_ = Settled(st.st_mtim);
+  TRAINLET_ASSIGN_OR_RETURN(std::string text, ReadFileText(path));
+  f.version_.Update(st, std::move(text));
+  TRAINLET_ASSIGN_OR_RETURN(f.policy_, AccessPolicy::Parse(f.version_.text(), path));
   return f;
-}
-
-bool AccessPolicyFile::SameStamps(const struct stat& st) const {
-  return Equal(st.st_mtim, mtime_) && Equal(st.st_ctim, ctime_) && st.st_ino == ino_ &&
-         st.st_size == size_;
 }
 
 const AccessPolicy& AccessPolicyFile::Current() {
   struct stat st {};
   if (::stat(path_.c_str(), &st) != 0) {
-    if (policy_.enforced() && mtime_.tv_sec != 0) {
+    if (policy_.enforced() && version_.known()) {
       spdlog::error("access policy {} is gone; keeping the policy it held", path_);
-      mtime_ = {};
+      version_.Forget();
     }
     return policy_;
   }
-  const bool same = SameStamps(st);
-  if (same && settled_) return policy_;
-  auto text = ReadText(path_);
+  if (version_.Unchanged(st)) return policy_;
+  auto text = ReadFileText(path_);
   if (!text.ok()) return policy_;  // tried again at the next request
   // Good or bad, this version is read once: the text tells a rewrite the stamps missed.
-  settled_ = Settled(st.st_mtim);
-  if (same && *text == text_) return policy_;
-  mtime_ = st.st_mtim;
-  ctime_ = st.st_ctim;
-  ino_ = st.st_ino;
-  size_ = st.st_size;
-  text_ = std::move(text).value();
-  auto fresh = AccessPolicy::Parse(text_, path_);
+  if (!version_.Update(st, std::move(text).value())) return policy_;
+  auto fresh = AccessPolicy::Parse(version_.text(), path_);
   if (!fresh.ok()) {
     spdlog::error("keeping the previous access policy: {}", fresh.status().message());
     return policy_;

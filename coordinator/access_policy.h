@@ -38,8 +38,6 @@
 // enforces and re-reads the file when it changes; it is owned by the coordinator's loop.
 #pragma once
 
-#include <sys/stat.h>
-
 #include <ctime>
 #include <map>
 #include <set>
@@ -47,6 +45,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/file_version.h"
 #include "common/status.h"
 
 namespace YAML {
@@ -136,11 +135,8 @@ class AccessPolicy {
   std::map<std::string, RunAsRule, std::less<>> run_as_rules_;  // by namespace
 };
 
-// The policy file the coordinator enforces, re-read when it changes (as the allowlists are,
-// common/zap_authenticator.h), so a grant needs no restart. A change is seen by the file's
-// stamps (inode, size, modification and change times), and, since the kernel's file clock is
-// coarse (a rewrite in place within one tick, `cat > policy.yaml`, keeps every stamp but
-// perhaps the size), also by its text while the version read is less than a second old.
+// The policy file the coordinator enforces, re-read when it changes (common/file_version.h, as
+// the allowlists are, common/zap_authenticator.h), so a grant needs no restart.
 class AccessPolicyFile {
  public:
   // Reads `path`. A missing file is AllAdmin (and is read once it appears); a file that does not
@@ -152,16 +148,8 @@ class AccessPolicyFile {
   const std::string& path() const { return path_; }
 
  private:
-  // Whether `st` has the stamps of the version last read.
-  bool SameStamps(const struct stat& st) const;
-
   std::string path_;
-  // Of the version last read (good or bad); mtime zero while the file does not exist.
-  timespec mtime_{}, ctime_{};
-  ino_t ino_ = 0;
-  off_t size_ = 0;
-  std::string text_;     // its text
-  bool settled_ = true;  // read a second or more after its mtime: its stamps tell every change
+  FileVersion version_;  // of the file last read (good or bad); unknown while it does not exist
   AccessPolicy policy_;
 };
 

@@ -215,6 +215,31 @@ TEST_F(ZmqSecurityTest, KeysOfGivesEachKeysNameAndFollowsTheFile) {
   EXPECT_EQ(agents->at(named), "node-7");
 }
 
+// A rewrite in place within one tick of the kernel's file clock keeps the modification time; a
+// handshake read between the truncate and the write must not leave the empty list in force (a
+// removed key kept, an added one refused, for good). Here the time is set back on purpose.
+TEST_F(ZmqSecurityTest, AnAllowlistRewriteThatKeepsItsModificationTimeIsReadToo) {
+  testing::TempDir dir;
+  const std::string path = dir.File("agents.allow");
+  const auto same = std::filesystem::file_time_type::clock::now();
+  auto write_same = [&](const std::string& text) {
+    std::ofstream(path, std::ios::trunc) << text;
+    std::filesystem::last_write_time(path, same);
+  };
+  CurveKeyPair a = NewKeys(), b = NewKeys();
+  while (a.public_z85[0] == '#') a = NewKeys();
+  while (b.public_z85[0] == '#') b = NewKeys();
+  write_same(a.public_z85 + " node-1\n");
+  ASSERT_TRUE(zap_->AddDomain("agent", path).ok());
+  EXPECT_EQ(zap_->KeysOf("agent")->size(), 1u);
+  write_same("");  // read between the truncate and the write
+  EXPECT_EQ(zap_->KeysOf("agent")->size(), 0u);
+  write_same(b.public_z85 + " node-1\n");  // the same size as before the truncate
+  const Allowlist* keys = zap_->KeysOf("agent");
+  ASSERT_EQ(keys->size(), 1u);
+  EXPECT_TRUE(keys->contains(b.public_z85)) << "the key written within the same tick";
+}
+
 TEST_F(ZmqSecurityTest, RouterDropsMessagesWithExtraFramesAndKeepsGoing) {
   zmq::socket_t dealer = Dealer(operator_keys_);
   v1::Envelope first = Beat("first", 1);
