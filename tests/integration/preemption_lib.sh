@@ -53,3 +53,57 @@ ckpt_time() {
   else echo "$lines" | tail -n 1 | awk '{print $1}'; fi
 }
 now_ms() { python3 -c 'import time; print(int(time.time() * 1000))'; }
+
+# preemption_queues: one ClusterQueue `research` holding 1 cpu that preempts LowerPriority, its
+# LocalQueue default/lq, and WorkloadPriorityClasses low (10) and high (1000), applied.
+preemption_queues() {
+  cat > "$WORK/queues.yaml" <<'EOF'
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata:
+  name: default-flavor
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata:
+  name: research
+spec:
+  namespaceSelector: {}
+  preemption:
+    withinClusterQueue: LowerPriority
+  resourceGroups:
+  - coveredResources: ["cpu"]
+    flavors:
+    - name: default-flavor
+      resources:
+      - name: cpu
+        nominalQuota: "1"
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata:
+  namespace: default
+  name: lq
+spec:
+  clusterQueue: research
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: WorkloadPriorityClass
+metadata:
+  name: low
+value: 10
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: WorkloadPriorityClass
+metadata:
+  name: high
+value: 1000
+EOF
+  "$CTL" apply -f "$WORK/queues.yaml" >/dev/null
+}
+
+# queued FILE PRIORITY: the job file, labelled for lq with PRIORITY, asking the whole quota.
+queued() {
+  sed -i "s|^  annotations:|  labels:\n    kueue.x-k8s.io/queue-name: lq\n    kueue.x-k8s.io/priority-class: $2\n  annotations:|" "$1"
+  sed -i "s|^    numProcPerNode: 1|    numProcPerNode: 1\n    resourcesPerNode:\n      requests:\n        cpu: \"1\"|" "$1"
+}

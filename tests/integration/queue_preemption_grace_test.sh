@@ -16,55 +16,8 @@ source "$(dirname "$0")/preemption_lib.sh"
 
 start_cluster 2 --slots 1 --partition-grace-ms 4000 --stop-grace-ms 1000
 
-cat > "$WORK/queues.yaml" <<'EOF'
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata:
-  name: default-flavor
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata:
-  name: research
-spec:
-  namespaceSelector: {}
-  preemption:
-    withinClusterQueue: LowerPriority
-  resourceGroups:
-  - coveredResources: ["cpu"]
-    flavors:
-    - name: default-flavor
-      resources:
-      - name: cpu
-        nominalQuota: "1"
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata:
-  namespace: default
-  name: lq
-spec:
-  clusterQueue: research
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: WorkloadPriorityClass
-metadata:
-  name: low
-value: 10
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: WorkloadPriorityClass
-metadata:
-  name: high
-value: 1000
-EOF
-"$CTL" apply -f "$WORK/queues.yaml" >/dev/null
+preemption_queues
 
-# queued FILE PRIORITY: the job file, labelled for lq with PRIORITY, asking the whole quota.
-queued() {
-  sed -i "s|^  annotations:|  labels:\n    kueue.x-k8s.io/queue-name: lq\n    kueue.x-k8s.io/priority-class: $2\n  annotations:|" "$1"
-  sed -i "s|^    numProcPerNode: 1|    numProcPerNode: 1\n    resourcesPerNode:\n      requests:\n        cpu: \"1\"|" "$1"
-}
 # victim NAME: a low job whose rank stays through its 5 s warning grace, running.
 victim() {
   local f
