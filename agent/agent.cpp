@@ -340,11 +340,16 @@ void Agent::CheckPartition(Clock::time_point now) {
   if (!link_->CheckPartition(now, supervisor_->running())) return;
   // The coordinator has failed these attempts by now and may run them elsewhere; two attempts of
   // a job must never run at once.
-  spdlog::error("no word from the coordinator for {} ms: stopping {} workers",
-                link_->SilentFor(now).count(), supervisor_->running());
+  const auto late = link_->PastGrace(now);
+  spdlog::error("no word from the coordinator for {} ms: stopping {} workers{}",
+                link_->SilentFor(now).count(), supervisor_->running(),
+                late.count() < 100 ? std::string()
+                                   : fmt::format(" ({} ms past the grace, taken off their stop "
+                                                 "grace: their SIGKILL comes when it was due)",
+                                                 late.count()));
   std::set<std::string> jobs;
   for (const auto& w : supervisor_->Running()) jobs.insert(w.job);
-  for (const auto& job : jobs) attempts_.StopRanks(job, now);
+  for (const auto& job : jobs) attempts_.StopRanks(job, now, late);
 }
 
 v1::Envelope Agent::Registration() {
@@ -393,7 +398,8 @@ std::string Agent::LogPath(const std::string& job, uint32_t attempt, uint32_t ra
 void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
   // The launch's new dirs are spares renamed into place where the filler left some.
   step::SpareFiles spares(supervisor_->spare_dir());
-  purge_->OnPlan(plan.job(), plan.job_uid(), UsesSharedDir(plan), &spares);  // job_data_purge.h
+  // Logged there; the plan goes on either way (job_data_purge.h).
+  (void)purge_->OnPlan(plan.job(), plan.job_uid(), UsesSharedDir(plan), &spares);
   std::string why;
   bool refused = false;
   NodeAttempt* attempt = attempts_.BeginPlan(plan, env_.MonotonicNow(), &why, &refused);

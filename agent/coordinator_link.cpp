@@ -13,6 +13,11 @@ namespace {
 // A refusal saying no leader is known yet is answered by registering again after this pause, so
 // agents do not flood the followers of an election in progress.
 constexpr std::chrono::milliseconds kNoLeaderPause{250};
+// A gap between heartbeats over three intervals, and at least this, is the agent's loop held.
+constexpr std::chrono::milliseconds kMinStallGap{1000};
+// What a coordinator gets to answer the first heartbeat after a held loop (two intervals, and at
+// least this: a coordinator on a starved machine can itself take a second and more).
+constexpr std::chrono::milliseconds kMinReplyWindow{2000};
 
 }  // namespace
 
@@ -125,7 +130,7 @@ void CoordinatorLink::OnNotLeader(const v1::RegisterAck& ack, Clock::time_point 
 void CoordinatorLink::Tick(Clock::time_point now) {
   CheckFailover(now);
   if (now >= next_heartbeat_) {
-    SendHeartbeat();
+    SendHeartbeat(now);
     next_heartbeat_ = now + options_.heartbeat_interval;
   }
   if (!registered_ && now >= next_register_) SendRegister();
@@ -141,7 +146,7 @@ CoordinatorLink::Clock::time_point CoordinatorLink::NextWake(Clock::time_point n
     wake = std::min(wake, std::max(*due, now + std::chrono::milliseconds(50)));
   }
   if (last_heard_ != Clock::time_point{} && !partition_reported_ && workers_running) {
-    wake = std::min(wake, std::max(last_heard_ + partition_grace_, now));
+    wake = std::min(wake, std::max(std::max(last_heard_ + partition_grace_, answer_due_), now));
   }
   if (endpoints_.size() > 1 || current_ != endpoints_[0]) {
     wake = std::min(wake, std::max(std::max(last_answer_, moved_at_) + failover_after_, now));
@@ -160,8 +165,9 @@ void CoordinatorLink::SendEvent(v1::Envelope env) {
 }
 
 void CoordinatorLink::HeartbeatNow() {
-  SendHeartbeat();
-  next_heartbeat_ = options_.now() + options_.heartbeat_interval;
+  const auto now = options_.now();
+  SendHeartbeat(now);
+  next_heartbeat_ = now + options_.heartbeat_interval;
 }
 
 void CoordinatorLink::FlushOutbox() {
@@ -192,7 +198,24 @@ void CoordinatorLink::SendRegister() {
   next_register_ = options_.now() + options_.register_retry;
 }
 
-void CoordinatorLink::SendHeartbeat() {
+void CoordinatorLink::NoteBeatAttempt(Clock::time_point now) {
+  // Not a send that failed (no connection): the loop ran, and the silence is the coordinator's.
+  const auto stall_gap = std::max(3 * options_.heartbeat_interval, kMinStallGap);
+  const auto gap = now - last_beat_attempt_;
+  if (last_beat_attempt_ != Clock::time_point{} && gap > stall_gap &&
+      last_heard_ != Clock::time_point{} && !partition_reported_) {
+    const auto window = std::max(2 * options_.heartbeat_interval, kMinReplyWindow);
+    answer_due_ = now + window;
+    spdlog::warn(
+        "no heartbeat could go for {} ms: this agent's loop was held (a slow start or a starved "
+        "machine), not the coordinator silent; it gets {} ms to answer before its silence counts",
+        std::chrono::duration_cast<std::chrono::milliseconds>(gap).count(), window.count());
+  }
+  last_beat_attempt_ = now;
+}
+
+void CoordinatorLink::SendHeartbeat(Clock::time_point now) {
+  NoteBeatAttempt(now);
   v1::Envelope env;
   *env.mutable_heartbeat() = hooks_.heartbeat();
   env.mutable_heartbeat()->set_seq(++heartbeat_seq_);
@@ -255,6 +278,7 @@ void CoordinatorLink::OnRegisterAck(const v1::RegisterAck& ack) {
   backoff_until_ = {};
   last_heard_ = now;
   partition_reported_ = false;
+  answer_due_ = {};
   if (ack.partition_grace_ms() != 0) {
     partition_grace_ = std::chrono::milliseconds(ack.partition_grace_ms());
   }
@@ -293,6 +317,7 @@ bool CoordinatorLink::RefuseForeignCluster(const v1::RegisterAck& ack, Clock::ti
 void CoordinatorLink::OnHeartbeatAck(const v1::HeartbeatAck& ack) {
   last_heard_ = options_.now();
   partition_reported_ = false;
+  answer_due_ = {};
   // Before this agent's registration is accepted, an ack counts the events of a previous agent on
   // this node (a restart): applying it would drop this agent's unsent events.
   if (registered_) events_.Ack(ack.acked_event_seq());
@@ -329,8 +354,19 @@ bool CoordinatorLink::CheckPartition(Clock::time_point now, size_t running_worke
   // coordinator's answers to the beats sent meanwhile are waiting unread: read them first.
   Read(1024);
   if (now - last_heard_ < partition_grace_ || partition_reported_) return false;
+  // Nothing went to the coordinator for a while (the loop was held until now): ask it first.
+  const auto stall_gap = std::max(3 * options_.heartbeat_interval, kMinStallGap);
+  if (last_beat_attempt_ != Clock::time_point{} && now - last_beat_attempt_ > stall_gap) {
+    SendHeartbeat(now);
+    next_heartbeat_ = now + options_.heartbeat_interval;
+  }
+  if (now < answer_due_) return false;
   partition_reported_ = true;
   return true;
+}
+
+std::chrono::milliseconds CoordinatorLink::PastGrace(Clock::time_point now) const {
+  return std::max(std::chrono::milliseconds(0), SilentFor(now) - partition_grace_);
 }
 
 std::chrono::milliseconds CoordinatorLink::SilentFor(Clock::time_point now) const {

@@ -8,7 +8,11 @@
 //
 // Partition detection lives here, the decision of what to stop does not: CheckPartition says
 // "the coordinator has been silent past its partition grace while ranks run", once per silence,
-// and the agent stops its workers.
+// and the agent stops its workers. A coordinator is only expected to answer what it was sent: when
+// this agent's own loop was held (a step start on a starved machine) and no heartbeat went out,
+// the first one after gets a reply window before the silence counts, and the agent takes the time
+// spent past the grace off its ranks' stop grace (PastGrace), so their SIGKILL still lands within
+// the coordinator's restart hold.
 //
 // Several coordinators (high availability, `store: etcd`): Options::endpoint may list several
 // agent endpoints, comma-separated; one is connected at a time. A refusal marked not_leader
@@ -47,8 +51,8 @@
 
 namespace trainlet::agent {
 
-// 29 methods, four over the usual 25: nine are one-line accessors for the owner's poll set, the
-// partition clock and metrics; the protocol itself is the other twenty, three of them choosing
+// 31 methods, six over the usual 25: nine are one-line accessors for the owner's poll set, the
+// partition clock and metrics; the protocol itself is the other twenty-two, three of them choosing
 // which coordinator of an HA set to talk to, which is part of keeping the one connection.
 class CoordinatorLink {
  public:
@@ -134,6 +138,8 @@ class CoordinatorLink {
   // Set by the coordinator at registration; 10 s until then.
   std::chrono::milliseconds partition_grace() const { return partition_grace_; }
   std::chrono::milliseconds SilentFor(Clock::time_point now) const;
+  // How far past the partition grace the silence has run at `now` (0 within it).
+  std::chrono::milliseconds PastGrace(Clock::time_point now) const;
   // The number of the newest worker event (0 before any).
   uint64_t last_event_seq() const { return events_.last_seq(); }
   size_t outbox_size() const { return outbox_.size(); }
@@ -143,7 +149,11 @@ class CoordinatorLink {
   CoordinatorLink(zmq::context_t& ctx, zmq::socket_t socket, Options options, Hooks hooks,
                   DropCounters* drops);
   void SendRegister();
-  void SendHeartbeat();
+  void SendHeartbeat(Clock::time_point now);
+  // Called with every heartbeat the loop tries to send: after a gap of over StallGap (the loop
+  // was held, so the coordinator was asked nothing), the coordinator gets ReplyWindow to answer
+  // before its silence can count as a partition.
+  void NoteBeatAttempt(Clock::time_point now);
   void FlushOutbox();
   void FlushEvents(bool everything);
   void OnRegisterAck(const v1::RegisterAck& ack);
@@ -196,7 +206,9 @@ class CoordinatorLink {
   Clock::time_point next_register_{};
   Clock::time_point last_heard_{};  // last message from the coordinator; {} before any
   std::chrono::milliseconds partition_grace_{10000};
-  bool partition_reported_ = false;  // CheckPartition said so; cleared by the next message
+  bool partition_reported_ = false;        // CheckPartition said so; cleared by the next message
+  Clock::time_point last_beat_attempt_{};  // the last heartbeat tried, sent or not
+  Clock::time_point answer_due_{};         // after a held loop: no partition before this
 };
 
 }  // namespace trainlet::agent

@@ -284,8 +284,9 @@ void NodeAttempts::Warn(const std::string& job, uint32_t attempt, int signal) {
   services_.supervisor->Warn(job, attempt, signal);
 }
 
-void NodeAttempts::StopRanks(const std::string& job, Clock::time_point now) {
-  const auto grace = StopGrace(job);
+void NodeAttempts::StopRanks(const std::string& job, Clock::time_point now,
+                             std::chrono::milliseconds late) {
+  const auto grace = std::max(std::chrono::milliseconds(0), StopGrace(job) - late);
   services_.supervisor->Stop(job, 0, grace, now);
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return;

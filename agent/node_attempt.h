@@ -197,8 +197,11 @@ class NodeAttempts {
   // StopWorkers with warn_only: the ranks of the attempt (0: every attempt) get `signal` and
   // nothing else changes (no state move: the attempt runs on).
   void Warn(const std::string& job, uint32_t attempt, int signal);
-  // The coordinator is silent: the ranks of every attempt of `job` stop, with its stop grace.
-  void StopRanks(const std::string& job, Clock::time_point now);
+  // The coordinator is silent: the ranks of every attempt of `job` stop, with its stop grace less
+  // `late` (how far past the partition grace this comes), so their SIGKILL lands where the
+  // coordinator's restart hold expects it however long the agent's loop was held.
+  void StopRanks(const std::string& job, Clock::time_point now,
+                 std::chrono::milliseconds late = std::chrono::milliseconds(0));
   // Nothing of `job` runs here any more: (job, attempt) gives back its ports and rendezvous.
   void RanksEnded(const std::string& job, uint32_t attempt);
   // A previous agent's step of (job, attempt) was adopted; `stop_grace_ms` is its (0: default);

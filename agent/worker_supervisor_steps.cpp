@@ -429,7 +429,13 @@ std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerL
   Step s;
   for (const auto& r : spec.ranks) s.run_as[r.rank] = r.run_as;
   int ready_fd = -1;
-  if (Status spawned = SpawnStep(spec, s, ready_fd); !spawned.ok()) {
+  const auto spawning = Clock::now();
+  Status spawned = SpawnStep(spec, s, ready_fd);
+  if (const auto took = Clock::now() - spawning; took > std::chrono::seconds(1)) {
+    spdlog::warn("supervisor: job {} attempt {}: writing and spawning its step took {} ms", job,
+                 attempt, std::chrono::duration_cast<std::chrono::milliseconds>(took).count());
+  }
+  if (!spawned.ok()) {
     spdlog::error("supervisor: job {} attempt {}: {}", job, attempt, spawned.message());
     for (size_t i : index) {
       results[i] =

@@ -504,6 +504,7 @@ TEST_F(CoordinatorLinkTest, APartitionIsReportedOnceAfterTheGraceWhileRanksRun) 
 
   // The coordinator speaks again: a new silence can be reported.
   now_ = heard + milliseconds(10000);
+  link_->Tick(now_);  // the loop beats on (and has not been held since: see below)
   HeartbeatAck(0);
   ASSERT_TRUE(WaitForLink());
   link_->Read(64);
@@ -520,6 +521,47 @@ TEST_F(CoordinatorLinkTest, AnswersWaitingUnreadCountBeforeAPartition) {
   EXPECT_FALSE(link_->CheckPartition(now_, 4));
   ASSERT_FALSE(messages_.empty());
   EXPECT_TRUE(messages_.back().has_heartbeat_ack());
+}
+
+// CI, 2026-11-26: a step start held node-2's loop for ten seconds on a starved machine; no
+// heartbeat went meanwhile, so the coordinator answered none, and the agent took that for a
+// partition and stopped the job's ranks. A coordinator gets a reply window for the first beat
+// after a held loop; PastGrace says how late the stop then is.
+TEST_F(CoordinatorLinkTest, AfterAHeldLoopTheCoordinatorGetsAReplyWindow) {
+  Register(3000);
+  const auto heard = now_;
+  link_->Tick(now_);
+  ASSERT_TRUE(AtCoordinator(v1::Envelope::kHeartbeat, milliseconds(5000), false));
+  now_ = heard + milliseconds(10000);  // held: nothing went, nothing was read
+  link_->Tick(now_);                   // the first beat after it
+  ASSERT_TRUE(AtCoordinator(v1::Envelope::kHeartbeat, milliseconds(5000), false));
+  EXPECT_FALSE(link_->CheckPartition(now_, 4));
+  EXPECT_FALSE(link_->CheckPartition(now_ + milliseconds(1999), 4));
+  EXPECT_EQ(link_->NextWake(now_ + milliseconds(1500), true), now_ + milliseconds(1000));
+  // No answer within the window: the silence counts, 9 s past the grace.
+  EXPECT_TRUE(link_->CheckPartition(now_ + milliseconds(2000), 4));
+  EXPECT_EQ(link_->PastGrace(now_ + milliseconds(2000)), milliseconds(9000));
+}
+
+TEST_F(CoordinatorLinkTest, AnAnswerWithinTheReplyWindowEndsTheSilence) {
+  Register(3000);
+  link_->Tick(now_);
+  now_ += milliseconds(10000);
+  // The loop's first act after the hold is the check: it asks before it decides.
+  EXPECT_FALSE(link_->CheckPartition(now_, 4));
+  ASSERT_TRUE(AtCoordinator(v1::Envelope::kHeartbeat, milliseconds(5000), false));
+  now_ += milliseconds(300);
+  HeartbeatAck(0);
+  ASSERT_TRUE(WaitForLink());
+  EXPECT_FALSE(link_->CheckPartition(now_ + milliseconds(2000), 4));
+  EXPECT_EQ(link_->PastGrace(now_), milliseconds(0));
+}
+
+TEST_F(CoordinatorLinkTest, ALoopThatKeepsBeatingGetsNoReplyWindow) {
+  Register(3000);
+  const auto heard = now_;
+  for (; now_ < heard + milliseconds(3000); now_ += milliseconds(1000)) link_->Tick(now_);
+  EXPECT_TRUE(link_->CheckPartition(heard + milliseconds(3000), 4));
 }
 
 TEST_F(CoordinatorLinkTest, SilenceCountsFromStartWithAdoptedRanks) {

@@ -370,6 +370,37 @@ TEST_F(NodeAttemptsTest, ReplacedRanksAreKilled) {
   supervisor_->KillAllAndWait(5s);
 }
 
+// The coordinator fell silent while the agent's loop was held: the stop comes late, and the
+// lateness comes off the stop grace, so the SIGKILL lands where the coordinator's restart hold
+// counts on it (here at once: 60 s late on a 60 s grace), not a whole grace after the stall.
+TEST_F(NodeAttemptsTest, ALateStopKeepsItsKillTime) {
+  supervisor_ = std::make_unique<WorkerSupervisor>(spawner_.get(), std::vector<std::string>{},
+                                                   testing::StepOptionsUnder(dir_.path()));
+  attempts_.Attach({ports_.get(), rendezvous_.get(), supervisor_.get()});
+  std::string why;
+  bool refused = false;
+  const v1::LaunchPlan plan = Plan(1, 60000);
+  NodeAttempt* a = attempts_.BeginPlan(plan, std::chrono::steady_clock::now(), &why, &refused);
+  ASSERT_NE(a, nullptr);
+  WorkerLaunch rank = LaunchOf(plan);
+  rank.argv = {"/bin/sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"};
+  auto started = a->Launch({rank}, Status::Ok());
+  ASSERT_TRUE(started[0].ok()) << started[0].status().ToString();
+
+  attempts_.StopRanks("job", Clock::now(), 60s);
+  EXPECT_EQ(attempts_.Find("job", 1)->state(), S::kStopping);
+  std::vector<WorkerExit> exits;
+  const auto deadline = Clock::now() + 20s;
+  while (exits.empty() && Clock::now() < deadline) {
+    supervisor_->Tick(Clock::now());
+    for (auto& e : supervisor_->Reap()) exits.push_back(e);
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(exits.size(), 1u) << "the rank outlived a stop whose grace was spent";
+  EXPECT_EQ(exits[0].signal, SIGKILL);
+  supervisor_->KillAllAndWait(5s);
+}
+
 // StopWorkers with a warning reaches the rank as the warning signal first (preemption, issue
 // 14); a warning alone (warn_only) reaches it too and moves the attempt nowhere.
 TEST_F(NodeAttemptsTest, WarningsReachTheRanks) {
