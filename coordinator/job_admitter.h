@@ -12,7 +12,7 @@
 //  - a job with `JobStatus.admission` set holds that quota until the controller clears it: when
 //    the job has ended, is suspended, is being deleted or was preempted, and every rank of it has
 //    stopped (HoldsQuota), and no rank of it may still run on a node that went silent (a Lost
-//    rank of a hung node may run on until the job's lost_node_hold_ms, job_entry.h);
+//    rank of a hung node may run on until the job's JobStatus.lost_node_hold_unix_ms);
 //  - a job without one is pending in its queue when it is Pending, or Suspended because it was
 //    preempted (reason Preempted); a job a user suspended waits for its user, not for quota;
 //  - with no ClusterQueue and no LocalQueue at all, queues are off (active() is false): the
@@ -95,8 +95,11 @@ class JobAdmitter {
 
   // Whether the job's admission still holds quota at `now_ms` (see the header comment).
   static bool HoldsQuota(const JobEntry& job, int64_t now_ms) {
-    return HoldsQuota(job.record.status) ||
-           (job.record.status.has_admission() && now_ms < job.lost_node_hold_ms);
+    return HoldsQuota(job.record.status, now_ms);
+  }
+  static bool HoldsQuota(const v1::JobStatus& status, int64_t now_ms) {
+    return HoldsQuota(status) ||
+           (status.has_admission() && now_ms < status.lost_node_hold_unix_ms());
   }
   // By its status alone: whether a rank has not stopped (ignoring a silent node's hold).
   static bool HoldsQuota(const v1::JobStatus& status);

@@ -175,7 +175,7 @@ void JobController::Schedule(int64_t now_ms) {
   // ClusterQueue goes once nothing uses it; looked at again only when a job or queue changed.
   if (queues_.terminating_count() > 0 && (generation_ != queue_deletes_seen_.first ||
                                           queues_.generation() != queue_deletes_seen_.second)) {
-    if (FinishUnusedQueueDeletes(queues_, *store_, List()).failed == 0) {
+    if (FinishUnusedQueueDeletes(queues_, *store_, List(), now_ms).failed == 0) {
       queue_deletes_seen_ = {generation_, queues_.generation()};
     }
   }
@@ -189,7 +189,8 @@ void JobController::Schedule(int64_t now_ms) {
     const JobPhase p = PhaseOf(job.record.status);
     if ((p != JobPhase::kPending && p != JobPhase::kRestarting) || job.plugin == nullptr ||
         job.record.status.deleting() || now_ms < job.not_before_ms ||
-        now_ms < job.lost_node_hold_ms || !admission_.MayPlace(job.record.status)) {
+        now_ms < job.record.status.lost_node_hold_unix_ms() ||
+        !admission_.MayPlace(job.record.status)) {
       continue;  // (waits in its queue, or for its admission checks)
     }
     if (!room) {
@@ -410,6 +411,17 @@ void JobController::ReconcileNode(
   (void)now_ms;
 }
 
+namespace {
+
+// Raises the job's stored hold, never lowers it; written with the failure that set it.
+void HoldUntil(JobEntry& job, int64_t until_ms) {
+  if (until_ms > job.record.status.lost_node_hold_unix_ms()) {
+    job.record.status.set_lost_node_hold_unix_ms(until_ms);
+  }
+}
+
+}  // namespace
+
 void JobController::OnNodeLost(const std::string& node, int64_t now_ms, int64_t hold_until_ms) {
   // A copy: a finished delete erases from order_ (only the job it finishes, which is not
   // looked at again).
@@ -439,13 +451,13 @@ void JobController::OnNodeLost(const std::string& node, int64_t now_ms, int64_t 
       };
       FailAttempt(job, FailureOnNode(job.record.status, node, lost, "node " + node + " lost"),
                   now_ms, FailureKind::kInfrastructure);
-      job.lost_node_hold_ms = std::max(job.lost_node_hold_ms, hold_until_ms);
+      HoldUntil(job, hold_until_ms);
     } else {
       // Already being stopped (Restarting after a drain --force, Suspended after a preemption):
       // the lost node may still run its ranks in their warning grace, then their stop grace. No
       // next attempt starts before both have passed: two attempts never run at once.
       const StopWarning warning = JobStopWarning(job.spec, options_.preemption_grace);
-      job.lost_node_hold_ms = std::max(job.lost_node_hold_ms, hold_until_ms + warning.grace_ms);
+      HoldUntil(job, hold_until_ms + warning.grace_ms);
     }
   }
 }
@@ -584,8 +596,8 @@ int64_t JobController::NextWakeMs() const {
       next = std::min(next, st.ttl_delete_unix_ms());
     next =
         std::min(next, StallDeadlineMs(st, job->stall, progress_.RunningSince(name, st.attempt())));
-    if (job->lost_node_hold_ms > last_schedule_ms_ && !IsTerminal(PhaseOf(st))) {
-      next = std::min(next, job->lost_node_hold_ms);  // a lost node's hold ends
+    if (st.lost_node_hold_unix_ms() > last_schedule_ms_ && !IsTerminal(PhaseOf(st))) {
+      next = std::min(next, st.lost_node_hold_unix_ms());  // a lost node's hold ends
     }
     // Only a backoff still to come is timed work; a restart waiting for its old ranks to exit, or
     // for room, is woken by those events instead.

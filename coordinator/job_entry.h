@@ -35,12 +35,9 @@ struct JobEntry {
   PlanRequest plan_template;              // argv, env, num_proc_per_node
   uint32_t procs_per_node = 1;
   int64_t not_before_ms = 0;  // restart backoff (a resume clears it)
-  // No attempt before this (unix ms): a lost node may still run this job's old ranks (through
-  // their partition, warning and stop graces). Not cleared by a resume.
-  int64_t lost_node_hold_ms = 0;
-  GangRequest gang;    // resources, nodeSelector, tolerations; sizes are set when placing
-  bool dirty = false;  // changed since JobController's last Flush
-  StallPolicy stall;   // progress-timeout and on-stall (job_progress.h)
+  GangRequest gang;           // resources, nodeSelector, tolerations; sizes are set when placing
+  bool dirty = false;         // changed since JobController's last Flush
+  StallPolicy stall;          // progress-timeout and on-stall (job_progress.h)
   // The room (PassCapacity::Fingerprint) in which the last placement found no room; 0: none.
   // Schedule does not try again while the room is the same. Any phase move clears it.
   uint64_t unplaced_room = 0;

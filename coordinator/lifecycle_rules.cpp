@@ -11,6 +11,7 @@
 #include <set>
 #include <utility>
 
+#include "common/trainjob/yaml_support.h"
 #include "coordinator/attempt_steps.h"
 #include "coordinator/job_state_machine.h"
 #include "coordinator/rank_state_machine.h"
@@ -19,15 +20,14 @@ namespace trainlet::coordinator {
 namespace {
 
 // The TrainJob document with spec.suspend removed, re-emitted, so two documents that differ only
-// in suspend compare equal. Both sides come from the same parser's emitter.
+// in suspend compare equal. Both sides come from the same parser's emitter, which keeps every
+// scalar's type (trainjob::EmitYaml: "true" stays a string, as yaml-cpp's own emitter does not).
 Result<std::string> WithoutSuspend(const std::string& yaml) {
   try {
     YAML::Node doc = YAML::Load(yaml);
     YAML::Node spec = doc["spec"];
     if (spec.IsMap()) spec.remove("suspend");
-    YAML::Emitter out;
-    out << doc;
-    return std::string(out.c_str());
+    return trainjob::EmitYaml(doc);
   } catch (const YAML::Exception& e) {
     return InvalidError(std::string("stored TrainJob no longer parses: ") + e.what());
   }
@@ -336,9 +336,9 @@ Result<std::string> WithSuspend(const std::string& yaml, bool suspend) {
   try {
     YAML::Node doc = YAML::Load(yaml);
     doc["spec"]["suspend"] = suspend;
-    YAML::Emitter out;
-    out << doc;
-    return std::string(out.c_str()) + "\n";
+    // Type-keeping: yaml-cpp's emitter wrote command ["true"] back as `- true`, a boolean, and
+    // the suspended job was then left unloaded by the next coordinator ("no longer parses").
+    return trainjob::EmitYaml(doc);
   } catch (const YAML::Exception& e) {
     return InvalidError(std::string("stored TrainJob no longer parses: ") + e.what());
   }

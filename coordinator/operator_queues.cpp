@@ -28,7 +28,7 @@ std::string Joined(const std::vector<std::string>& items) {
 }  // namespace
 
 v1::QueueObject DescribeQueueObject(const kueue::QueueObject& o, const QueueCatalog& catalog,
-                                    const std::vector<const v1::JobStatus*>& jobs) {
+                                    const std::vector<const v1::JobStatus*>& jobs, int64_t now_ms) {
   v1::QueueObject out;
   out.set_kind(kueue::KindName(o.kind));
   out.set_namespace_(o.namespace_);
@@ -55,7 +55,8 @@ v1::QueueObject DescribeQueueObject(const kueue::QueueObject& o, const QueueCata
   }
   if (const QueueCatalog::Deletion* d = catalog.DeletionOf(o.kind, o.namespace_, o.name)) {
     out.set_deletion_timestamp(Rfc3339(d->unix_ms));
-    for (auto& user : QueueObjectUsers(o, catalog, jobs)) out.add_in_use_by(std::move(user));
+    for (auto& user : QueueObjectUsers(o, catalog, jobs, now_ms))
+      out.add_in_use_by(std::move(user));
   }
   return out;
 }
@@ -79,7 +80,7 @@ Result<v1::QueueObjectList> HandleQueueObjects(const v1::QueueObjectsRequest& re
     const std::string by = user.empty() ? "" : " by " + user;
     if (o != nullptr && QueueCatalog::KeptWhileInUse(*kind)) {
       // Kueue's resource-in-use finalizer: in use, it stays, Terminating, until unused.
-      const std::vector<std::string> users = QueueObjectUsers(*o, catalog, jobs);
+      const std::vector<std::string> users = QueueObjectUsers(*o, catalog, jobs, now_ms);
       if (!users.empty()) {
         const bool already = catalog.DeletionOf(*kind, ns, req.name()) != nullptr;
         TRAINLET_RETURN_IF_ERROR(catalog.MarkDeleting(*kind, req.name(), now_ms, user, store));
@@ -87,11 +88,11 @@ Result<v1::QueueObjectList> HandleQueueObjects(const v1::QueueObjectsRequest& re
           spdlog::info("{}: delete requested{}; Terminating while in use by {}", ref, by,
                        Joined(users));
         }
-        *list.add_objects() = DescribeQueueObject(*o, catalog, jobs);
+        *list.add_objects() = DescribeQueueObject(*o, catalog, jobs, now_ms);
         return list;
       }
     }
-    if (o != nullptr) *list.add_objects() = DescribeQueueObject(*o, catalog, jobs);
+    if (o != nullptr) *list.add_objects() = DescribeQueueObject(*o, catalog, jobs, now_ms);
     TRAINLET_RETURN_IF_ERROR(catalog.Delete(*kind, ns, req.name(), store));
     spdlog::info("{} deleted{}", ref, by);
     return list;
@@ -102,11 +103,11 @@ Result<v1::QueueObjectList> HandleQueueObjects(const v1::QueueObjectsRequest& re
       const std::string where = kueue::Namespaced(*kind) ? " in namespace " + ns : "";
       return NotFoundError(req.kind() + "/" + req.name() + " not found" + where);
     }
-    *list.add_objects() = DescribeQueueObject(*o, catalog, jobs);
+    *list.add_objects() = DescribeQueueObject(*o, catalog, jobs, now_ms);
     return list;
   }
   for (const kueue::QueueObject* o : catalog.List(*kind, req.all_namespaces() ? "" : ns)) {
-    *list.add_objects() = DescribeQueueObject(*o, catalog, jobs);
+    *list.add_objects() = DescribeQueueObject(*o, catalog, jobs, now_ms);
   }
   return list;
 }

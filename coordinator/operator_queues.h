@@ -34,6 +34,6 @@ Result<v1::QueueObjectList> HandleQueueObjects(const v1::QueueObjectsRequest& re
 // ResourceFlavor or ClusterQueue its finalizer and, while Terminating, its deletion time and
 // what uses it (over `jobs`). `usage` is left empty (the admission engine fills it).
 v1::QueueObject DescribeQueueObject(const kueue::QueueObject& object, const QueueCatalog& catalog,
-                                    const std::vector<const v1::JobStatus*>& jobs);
+                                    const std::vector<const v1::JobStatus*>& jobs, int64_t now_ms);
 
 }  // namespace trainlet::coordinator

@@ -21,16 +21,17 @@ bool NamesFlavor(const kueue::ClusterQueue& cq, const std::string& flavor) {
 
 // Whether the job's admission holds quota and satisfies `uses`.
 template <typename Uses>
-bool AdmissionUses(const v1::JobStatus& st, Uses uses) {
+bool AdmissionUses(const v1::JobStatus& st, int64_t now_ms, Uses uses) {
   if (!st.has_admission() || st.admission().unmanaged()) return false;
-  return JobAdmitter::HoldsQuota(st) && uses(st.admission());
+  return JobAdmitter::HoldsQuota(st, now_ms) && uses(st.admission());
 }
 
 }  // namespace
 
 std::vector<std::string> QueueObjectUsers(const kueue::QueueObject& object,
                                           const QueueCatalog& catalog,
-                                          const std::vector<const v1::JobStatus*>& jobs) {
+                                          const std::vector<const v1::JobStatus*>& jobs,
+                                          int64_t now_ms) {
   std::vector<std::string> out;
   size_t more = 0;
   auto add = [&](std::string user) {
@@ -45,7 +46,7 @@ std::vector<std::string> QueueObjectUsers(const kueue::QueueObject& object,
       if (NamesFlavor(*o->cluster_queue, object.name)) add("ClusterQueue " + o->name);
     }
     for (const v1::JobStatus* st : jobs) {
-      if (AdmissionUses(*st, [&](const v1::QueueAdmission& a) {
+      if (AdmissionUses(*st, now_ms, [&](const v1::QueueAdmission& a) {
             return std::any_of(a.resources().begin(), a.resources().end(),
                                [&](const auto& r) { return r.flavor() == object.name; });
           })) {
@@ -54,8 +55,9 @@ std::vector<std::string> QueueObjectUsers(const kueue::QueueObject& object,
     }
   } else if (object.kind == kueue::Kind::kClusterQueue) {
     for (const v1::JobStatus* st : jobs) {
-      if (AdmissionUses(
-              *st, [&](const v1::QueueAdmission& a) { return a.cluster_queue() == object.name; })) {
+      if (AdmissionUses(*st, now_ms, [&](const v1::QueueAdmission& a) {
+            return a.cluster_queue() == object.name;
+          })) {
         add("TrainJob " + JobDisplayName(st->name()));
       }
     }
@@ -65,12 +67,14 @@ std::vector<std::string> QueueObjectUsers(const kueue::QueueObject& object,
 }
 
 QueueDeletesDone FinishUnusedQueueDeletes(QueueCatalog& catalog, JobStore& store,
-                                          const std::vector<const v1::JobStatus*>& jobs) {
+                                          const std::vector<const v1::JobStatus*>& jobs,
+                                          int64_t now_ms) {
   QueueDeletesDone done;
   for (const kueue::Kind kind : {kueue::Kind::kClusterQueue, kueue::Kind::kResourceFlavor}) {
     std::vector<std::string> unused;
     for (const kueue::QueueObject* o : catalog.TerminatingObjects()) {
-      if (o->kind == kind && QueueObjectUsers(*o, catalog, jobs).empty()) unused.push_back(o->name);
+      if (o->kind == kind && QueueObjectUsers(*o, catalog, jobs, now_ms).empty())
+        unused.push_back(o->name);
     }
     for (const std::string& name : unused) {
       const char* kind_name = kueue::KindName(kind);

@@ -27,10 +27,13 @@ inline constexpr size_t kInUseShown = 20;
 
 // What uses `object` now, by kind: "ClusterQueue research" (by name), then "TrainJob
 // team-a/llm-7" (in the order of `jobs`), at most kInUseShown; empty when nothing does, or for
-// a kind without the finalizer. `jobs` are the controller's statuses (names are job keys).
+// a kind without the finalizer. `jobs` are the controller's statuses (names are job keys). A job
+// uses what its admission names while it holds that quota at `now_ms`, a lost node's hold
+// included (JobAdmitter::HoldsQuota).
 std::vector<std::string> QueueObjectUsers(const kueue::QueueObject& object,
                                           const QueueCatalog& catalog,
-                                          const std::vector<const v1::JobStatus*>& jobs);
+                                          const std::vector<const v1::JobStatus*>& jobs,
+                                          int64_t now_ms);
 
 // Removes every Terminating object nothing uses any more (QueueCatalog::Delete: the object and
 // its mark in one store transaction), ClusterQueues first, so a flavor only they named goes in
@@ -41,6 +44,7 @@ struct QueueDeletesDone {
   size_t failed = 0;
 };
 QueueDeletesDone FinishUnusedQueueDeletes(QueueCatalog& catalog, JobStore& store,
-                                          const std::vector<const v1::JobStatus*>& jobs);
+                                          const std::vector<const v1::JobStatus*>& jobs,
+                                          int64_t now_ms);
 
 }  // namespace trainlet::coordinator

@@ -617,6 +617,27 @@ TEST_F(JobControllerTest, NodeLostFailsAttempt) {
   EXPECT_EQ(PhaseName(JobOrDie("other")), "Running");
 }
 
+// The hold on a lost node's job is stored with it (issue 14, redteam): a coordinator restarted
+// within it used to forget it and place the next attempt at once, while the silent node could
+// still run the old ranks, so two attempts of the job ran at once.
+TEST_F(JobControllerTest, ALostNodesHoldOutlivesARestart) {
+  ApplyOk(JobYaml("hello", 2, 2));
+  ReportAll("hello", kStarted, kT0 + 1);
+  const int64_t hold = kT0 + 20000;  // last heard + partition grace + stop grace + margin
+  controller_->OnNodeLost("n2", kT0 + 4000, hold);
+  ASSERT_EQ(PhaseName(JobOrDie("hello")), "Restarting");
+  ASSERT_TRUE(controller_->Flush().ok());
+  MakeController();  // the restart
+  EXPECT_EQ(JobOrDie("hello").lost_node_hold_unix_ms(), hold);
+  // Attempt 1's ranks on n1 end (the stop the failure sent); n2's are Lost.
+  for (uint32_t rank : {0u, 1u}) Report("hello", rank, kExited, kT0 + 4500, 0, SIGTERM);
+  controller_->Schedule(kT0 + 5000);
+  controller_->Schedule(hold - 1);
+  EXPECT_EQ(JobOrDie("hello").attempt(), 1u) << "placed while the lost node may run attempt 1";
+  controller_->Schedule(hold + 1);
+  EXPECT_EQ(JobOrDie("hello").attempt(), 2u);
+}
+
 // Infrastructure failures are retried without counting, but not in a tight loop: past
 // max_infrastructure_retries in a row each restart waits the longest backoff, with a reason
 // that says why (issue 19, defect 4).

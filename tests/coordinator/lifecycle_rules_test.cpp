@@ -187,6 +187,37 @@ TEST(CompareWithStored, OnlySuspendMayChange) {
   EXPECT_EQ(changed.status().code(), ErrorCode::kExists);
 }
 
+// A suspend rewrites the stored document: a string that reads as another type unquoted stays a
+// string ("true", "1", "null", "0o17", "yes"). yaml-cpp's own emitter wrote `- true`, and the
+// coordinator's next start left the suspended job unloaded ("no longer parses").
+TEST(LifecycleRules, ASuspendKeepsEveryScalarsType) {
+  const std::string yaml =
+      "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: q}\n"
+      "spec:\n  runtimeRef: {name: torch-distributed}\n  trainer:\n"
+      "    command: [\"true\"]\n    args: [\"1\", \"null\", \"0o17\", \"yes\", \"~\"]\n"
+      "    env:\n    - {name: N, value: \"8\"}\n";
+  const trainjob::TrainJob before = ParseJob(yaml);
+  for (const bool suspend : {true, false}) {
+    auto rewritten = WithSuspend(before.yaml, suspend);
+    ASSERT_TRUE(rewritten.ok()) << rewritten.status().ToString();
+    auto parsed = trainjob::ParseDocuments(*rewritten);
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString() << "\n" << *rewritten;
+    ASSERT_EQ(parsed->jobs.size(), 1u);
+    const trainjob::TrainJob& after = parsed->jobs[0];
+    EXPECT_EQ(after.suspend, suspend);
+    EXPECT_EQ(after.trainer.command, std::vector<std::string>{"true"});
+    EXPECT_EQ(after.trainer.args, (std::vector<std::string>{"1", "null", "0o17", "yes", "~"}));
+    // And it is still the job applied, but for suspend: applying that again changes nothing.
+    JobRecord stored;
+    stored.name = "q";
+    stored.spec_yaml = *rewritten;
+    stored.status = Status(JobPhase::kPending);
+    auto same = CompareWithStored(stored, false, before, "f.yaml", 1);
+    ASSERT_TRUE(same.ok()) << same.status().ToString();
+    EXPECT_FALSE(same->has_value());
+  }
+}
+
 }  // namespace
 }  // namespace trainlet::coordinator
 

@@ -330,5 +330,39 @@ TEST_P(QueueDeletionTest, ADeleteTheStoreRefusesChangesNothing) {
   EXPECT_NE(StoredMark("ResourceFlavor", "a100"), "");
 }
 
+// A suspended job whose node then went silent keeps its quota through the lost node's hold (its
+// old ranks may still run there, in their warning and stop graces): its ClusterQueue, deleted
+// meanwhile, stays Terminating until the hold ends, across a restart (before, the delete went
+// through at once, and the hold itself was forgotten by a restart).
+TEST_P(QueueDeletionTest, AClusterQueueStaysWhileALostNodesHoldKeepsItsQuota) {
+  ApplyOk(kQueues);
+  ApplyOk(Job("first"));
+  controller_->Schedule(kT0);
+  ReportAll("first", v1::WorkerEvent::KIND_STARTED, kT0 + 10);
+  ASSERT_TRUE(controller_->SetSuspend("first", true, kT0 + 20).ok());
+  const int64_t hold = kT0 + 5000;  // last heard + partition grace + stop grace + margin
+  controller_->OnNodeLost(JobOrDie("first").ranks(0).node(), kT0 + 30, hold);
+  const int64_t until = hold + kDefaultPreemptionGraceSeconds * 1000;
+  controller_->Schedule(kT0 + 40);
+  ASSERT_TRUE(JobOrDie("first").has_admission());
+
+  auto deleted = Delete("ClusterQueue", "research", kT0 + 50);
+  ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
+  ASSERT_EQ(deleted->objects_size(), 1);
+  EXPECT_EQ(std::vector<std::string>(deleted->objects(0).in_use_by().begin(),
+                                     deleted->objects(0).in_use_by().end()),
+            std::vector<std::string>{"TrainJob first"});
+  ASSERT_TRUE(controller_->Flush().ok());
+  MakeController();  // a restart in the hold
+  controller_->Schedule(until - 1);
+  EXPECT_TRUE(controller_->queues().Terminating(kueue::Kind::kClusterQueue, "research"));
+  EXPECT_TRUE(JobOrDie("first").has_admission());
+  controller_->Schedule(until + 1);
+  controller_->Schedule(until + 2);
+  EXPECT_FALSE(JobOrDie("first").has_admission());
+  EXPECT_EQ(controller_->queues().FindClusterQueue("research"), nullptr);
+  EXPECT_FALSE(Stored("ClusterQueue", "research"));
+}
+
 }  // namespace
 }  // namespace trainlet::coordinator
