@@ -48,6 +48,21 @@ std::string ToJson(const google::protobuf::MessageLite& message) { return proto:
 
 namespace {
 
+// Whether a string, written plain, would read back as something else: null, a boolean (YAML 1.1's
+// yes/no/on/off too, as yaml-cpp and PyYAML read them) or a number. Errs toward quoting: any
+// text that starts like a number is quoted.
+bool ReadsAsAnotherType(const std::string& s) {
+  if (s.empty()) return true;
+  static const std::set<std::string> kWords = {
+      "~",     "null", "Null", "NULL", "true", "True",  "TRUE",  "false", "False",
+      "FALSE", "yes",  "Yes",  "YES",  "no",   "No",    "NO",    "on",    "On",
+      "ON",    "off",  "Off",  "OFF",  "y",    "Y",     "n",     "N",     ".inf",
+      ".Inf",  ".INF", ".nan", ".NaN", ".NAN", "-.inf", "+.inf", "-.Inf", "+.Inf"};
+  if (kWords.contains(s)) return true;
+  const char c = s[0];
+  return (c >= '0' && c <= '9') || ((c == '-' || c == '+' || c == '.') && s.size() > 1);
+}
+
 void EmitYaml(YAML::Emitter& out, const YAML::Node& n) {
   if (n.IsMap()) {
     out << YAML::BeginMap;
@@ -61,6 +76,9 @@ void EmitYaml(YAML::Emitter& out, const YAML::Node& n) {
     for (const auto& v : n) EmitYaml(out, v);
     out << YAML::EndSeq;
   } else if (n.IsScalar()) {
+    // A JSON string ("!": it was quoted) that plain would read as another type stays a string:
+    // a command "true", a version "1.10", an int64 "1700000000000" (protobuf's JSON form).
+    if (n.Tag() == "!" && ReadsAsAnotherType(n.Scalar())) out << YAML::DoubleQuoted;
     out << n.Scalar();
   } else {
     out << YAML::Null;

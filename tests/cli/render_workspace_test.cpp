@@ -2,6 +2,7 @@
 // workspace (RankStatus.workspace from their STARTED events), and one "Runs as:" line per node,
 // saying who they run as (RankStatus.run_as).
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 
 #include "trainletctl/render.h"
 
@@ -78,6 +79,27 @@ TEST(DescribeSharedCpus, OneLinePerNoteOfTheCurrentAttempt) {
             "CPUs shared:\n"
             "  CPUs 1 of node node-b shared with trainjob/a, trainjob/b (no free CPUs left)\n");
   EXPECT_EQ(text.find("trainjob/old", at), text.rfind("trainjob/old"));  // in Events only
+}
+
+// -o yaml: a JSON string that plain YAML would read as another type is quoted, so a script reading
+// the output (yq, PyYAML) gets the string back; other scalars stay plain.
+TEST(JsonToYaml, StringsThatReadAsOtherTypesAreQuoted) {
+  const std::string yaml =
+      JsonToYaml(R"({"command": ["true", "1.10", "null", "yes", "", "-3", "train.py"], "n": 3,)"
+                 R"( "ok": true, "sentUnixMs": "1700000000000"})");
+  const YAML::Node back = YAML::Load(yaml);
+  const std::vector<std::string> want = {"true", "1.10", "null", "yes", "", "-3", "train.py"};
+  ASSERT_EQ(back["command"].size(), want.size()) << yaml;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (want[i] != "train.py") {
+      EXPECT_EQ(back["command"][i].Tag(), "!") << "not quoted: " << want[i] << "\n" << yaml;
+    }
+    EXPECT_EQ(back["command"][i].Scalar(), want[i]);
+  }
+  EXPECT_NE(yaml.find("- train.py"), std::string::npos) << yaml;  // no quotes it does not need
+  EXPECT_NE(yaml.find("n: 3"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("ok: true"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("sentUnixMs: \"1700000000000\""), std::string::npos) << yaml;
 }
 
 }  // namespace
