@@ -20,6 +20,7 @@
 
 #include "agent/process_spawner.h"
 #include "agent/step/log_rotation.h"
+#include "agent/step/rank_cgroup.h"
 #include "agent/step/rank_files.h"
 #include "agent/step/rank_identity.h"
 #include "agent/step/spare_files.h"
@@ -48,11 +49,12 @@ void Say(const std::string& dir, const std::string& what) {
 
 // One step's whole life on its one thread (the cgroup move aside): the pieces of Run, its spawns
 // and its signals. Past 25 methods because each is one of those pieces, private to this file; the
-// parts that stand alone are their own types (StepGate, LogRotation, ProcessCgroup, the records).
+// parts that stand alone are their own types (StepGate, LogRotation, RankCgroup, the records).
 class Step {
  public:
   Step(std::string dir, std::unique_ptr<platform::ProcessCgroup> entered)
-      : dir_(std::move(dir)), cgroup_(std::move(entered)), in_cgroup_(cgroup_ != nullptr) {}
+      : dir_(std::move(dir)),
+        cgroup_(std::move(entered), [this](const std::string& what) { Say(dir_, what); }) {}
 
   int Run() {
     // No thread runs yet: the signals are prepared before they can come.
@@ -87,7 +89,7 @@ class Step {
                       "; the ranks will not be stopped if the agent dies");
       }
     }
-    OpenCgroup();
+    cgroup_.Open(launch_.cgroup);
     logs_ = LogRotation(launch_.log_max_bytes);
     std::vector<RunAsRequest> asks;  // no_new_privs unless a container allows escalation
     for (const StepRank& r : launch_.ranks) {
@@ -150,74 +152,10 @@ class Step {
       request.stderr_path = r.stderr_path;  // an exec session's stderr, kept apart
     }
     request.cpus = r.cpus;
-    if (!in_cgroup_) spawned_outside_ = true;  // what it starts is out of the cgroup's reach
+    cgroup_.NoteSpawn();  // what it starts outside is out of the cgroup's reach
     Result<pid_t> pid = spawner.Spawn(request);
     if (!pid.ok() && !env_file.empty()) unlink(env_file.c_str());
     return pid;
-  }
-
-  // The ranks' cgroup, when this host lets the step make one. Without it the step still kills the
-  // orphans that came to it (EndStrays), but a process that a rank started and that has a living
-  // parent outside the step's tree cannot be found that way.
-  void OpenCgroup() {
-    const auto mode =
-        platform::ParseCgroupMode(launch_.cgroup).value_or(platform::CgroupMode::kAuto);
-    if (mode == platform::CgroupMode::kNone && cgroup_) LeaveCgroup();  // a standby's: unwanted
-    if (mode == platform::CgroupMode::kNone && cgroup_) DropCgroup();
-    if (mode == platform::CgroupMode::kNone || cgroup_) return;  // none, or a standby's
-    auto cgroup = platform::ProcessCgroup::Create("step-" + std::to_string(getpid()), mode);
-    if (!cgroup.ok()) {
-      Say(dir_, "no cgroup for the ranks (" + cgroup.status().message() +
-                    "): processes they detach are found only as orphans of the step");
-      return;
-    }
-    cgroup_ = std::move(*cgroup);
-  }
-
-  // The step enters the cgroup before it spawns, so that the ranks start inside it, and stays
-  // there until it kills the cgroup (LeaveCgroup, before every Kill), so that it is never among
-  // what Kill kills. It does not leave between spawns: a move between cgroups waits for an RCU
-  // grace period (the kernel's cgroup_threadgroup_rwsem; about 8 ms here), and a leave right
-  // after the spawns held back every rank's start and exit record by that much.
-  // The move runs on a thread of its own, so that the step prepares ranks meanwhile; nothing but
-  // that thread touches cgroup_ until FinishEnterCgroup has joined it, and nothing is spawned
-  // while it runs (posix_spawn from one thread of two is fine, but a rank must start inside).
-  void BeginEnterCgroup() {
-    if (!cgroup_ || in_cgroup_ || entering_) return;
-    entered_ = false;
-    entering_ = true;
-    enter_thread_ = std::thread([this] {
-      enter_status_ = cgroup_->Enter();
-      entered_ = true;
-    });
-  }
-
-  void FinishEnterCgroup() {
-    if (!entering_) return;
-    enter_thread_.join();
-    entering_ = false;
-    if (!enter_status_.ok()) {
-      Say(dir_, "cannot enter the ranks' cgroup: " + enter_status_.message());
-      DropCgroup();
-      return;
-    }
-    in_cgroup_ = true;
-  }
-
-  void LeaveCgroup() {
-    if (!cgroup_ || !in_cgroup_) return;
-    in_cgroup_ = false;
-    if (Status st = cgroup_->Leave(); !st.ok()) {
-      // Still inside: killing the cgroup would kill the step. Give it up (it stays, and holds
-      // the step until the step exits).
-      Say(dir_, "cannot leave the ranks' cgroup: " + st.message() + "; not using it");
-      cgroup_.reset();
-    }
-  }
-
-  void DropCgroup() {
-    if (Status st = cgroup_->Remove(); !st.ok()) Say(dir_, st.message());
-    cgroup_.reset();
   }
 
   // Every rank has exited: what they started and left behind (a daemon, a setsid'd or
@@ -226,20 +164,7 @@ class Step {
   // and that is empty now (the D record's C: the agent then skips its env sweep).
   bool EndStrays() {
     if (pmix_server_ > 0) EndPmixServer();
-    LeaveCgroup();
-    bool contained = false;
-    if (cgroup_) {
-      if (Status st = cgroup_->Kill(); !st.ok())
-        Say(dir_, "killing the ranks' cgroup: " + st.message());
-      const auto deadline = Clock::now() + std::chrono::seconds(5);
-      while (cgroup_->Populated() && Clock::now() < deadline) {
-        while (waitpid(-1, nullptr, WNOHANG) > 0) {
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      }
-      contained = !spawned_outside_ && !cgroup_->Populated();
-      DropCgroup();
-    }
+    const bool contained = cgroup_.End(std::chrono::seconds(5));
     if (const int n = platform::KillOrphanedChildren(std::chrono::seconds(5)); n > 0) {
       Say(dir_, "killed " + std::to_string(n) + " process(es) the ranks left behind");
     }
@@ -290,28 +215,28 @@ class Step {
   // Starts the ranks `which` (indices into launch_.ranks), then reads their start times (a /proc
   // read each, which cannot change before the step reaps them) once all of them run, and appends
   // one batch of S and F records. While the step's move into the ranks' cgroup waits for its RCU
-  // grace period (BeginEnterCgroup), the first ranks are prepared (logs, env, secret files); none
-  // is spawned before the move is done, so every rank starts inside the cgroup.
+  // grace period (RankCgroup::BeginEnter), the first ranks are prepared (logs, env, secret files);
+  // none is spawned before the move is done, so every rank starts inside the cgroup.
   void StartRanks(const std::vector<size_t>& which) {
     const size_t n = which.size();
     auto spawner = agent::MakePosixProcessSpawner();
-    BeginEnterCgroup();
+    cgroup_.BeginEnter();
     // MPI ranks started directly get their node's PMIx server first, and its env on top of theirs
     // (once: later batches are workers whose replicated jobs waited).
     if (!pmix_tried_) {
       pmix_tried_ = true;
       if (launch_.ranks.empty() || launch_.ranks[0].env.contains(pmix::kJobMapEnv))
-        FinishEnterCgroup();  // the server goes in the cgroup too, and changes the ranks' env
+        cgroup_.FinishEnter();  // the server goes in the cgroup too, and changes the ranks' env
       pmix_ = StartPmixServer(*spawner);
     }
     std::vector<StepRecord> records(n);
     std::string last_parent;
     std::vector<PreparedRank> ahead;
     size_t k = 0;
-    for (; k < n && entering_ && !entered_ && ahead.size() < kPrepareAhead; ++k) {
+    for (; k < n && cgroup_.Entering() && ahead.size() < kPrepareAhead; ++k) {
       ahead.push_back(PrepareRank(which[k], last_parent));
     }
-    FinishEnterCgroup();
+    cgroup_.FinishEnter();
     for (size_t j = 0; j < ahead.size(); ++j) SpawnPrepared(*spawner, ahead[j], records[j]);
     for (; k < n; ++k) {
       PreparedRank p = PrepareRank(which[k], last_parent);
@@ -549,11 +474,7 @@ class Step {
 
   // SIGKILL reaches the whole cgroup as well: a stop that has run out of grace leaves nothing.
   void SignalRanks(int sig) {
-    if (sig == SIGKILL) LeaveCgroup();
-    if (sig == SIGKILL && cgroup_) {
-      if (Status st = cgroup_->Kill(); !st.ok())
-        Say(dir_, "killing the ranks' cgroup: " + st.message());
-    }
+    if (sig == SIGKILL) cgroup_.Kill();
     for (const auto& [pid, r] : live_) {
       if (kill(-pid, sig) != 0 && errno != ESRCH) {
         Say(dir_, "kill(-" + std::to_string(pid) + ", " + std::to_string(sig) +
@@ -766,17 +687,10 @@ class Step {
   std::optional<Clock::time_point> kill_at_;
   int lock_fd_ = -1;  // the agent lock, or -1 when the step never stops on its own
   std::optional<Clock::time_point> agent_gone_since_;
-  int64_t last_stamp_ = 0;                           // the lock's mtime as last seen, ns
-  std::optional<Clock::time_point> stamp_seen_at_;   // when it was seen to change
-  std::map<pid_t, Rank> live_;                       // rank leaders not yet reaped
-  std::unique_ptr<platform::ProcessCgroup> cgroup_;  // the ranks' cgroup; null when none
-  bool in_cgroup_ = false;                           // the step is in it (FinishEnterCgroup)
-  bool spawned_outside_ = false;                     // a process was started out of it
-  // The move into it, under way on enter_thread_ while `entering_` (BeginEnterCgroup).
-  bool entering_ = false;
-  std::atomic<bool> entered_{false};    // set by enter_thread_ once the move returned
-  Status enter_status_ = Status::Ok();  // its result, read after the join
-  std::thread enter_thread_;
+  int64_t last_stamp_ = 0;                          // the lock's mtime as last seen, ns
+  std::optional<Clock::time_point> stamp_seen_at_;  // when it was seen to change
+  std::map<pid_t, Rank> live_;                      // rank leaders not yet reaped
+  RankCgroup cgroup_;             // the ranks' cgroup (rank_cgroup.h); one call a no-op without one
   pid_t pmix_server_ = -1;        // trainlet-pmix (leads its own group), or -1 when none runs
   bool pmix_tried_ = false;       // StartPmixServer ran (with the first batch of ranks)
   Status pmix_ = Status::Ok();    // its answer: an error fails every rank's start

@@ -126,7 +126,9 @@ int Run(int count, const std::string& endpoint, const std::string& server_key_fi
       std::fprintf(stderr, "connect: %s\n", s.status().message().c_str());
       return 1;
     }
-    SimAgent a{SimAgentName(prefix, i), std::move(*s)};
+    SimAgent a;
+    a.name = SimAgentName(prefix, i);
+    a.socket = std::move(*s);
     a.key = static_cast<size_t>(i);
     a.endpoint = endpoints[0];
     agents.push_back(std::move(a));
