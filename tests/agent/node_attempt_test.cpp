@@ -111,6 +111,27 @@ class NodeAttemptsTest : public ::testing::Test {
     return plan;
   }
 
+  // Ranks under a real trainlet-step from here on, and `plan` begun: its attempt, or null.
+  NodeAttempt* BeginUnderSteps(const v1::LaunchPlan& plan) {
+    supervisor_ = std::make_unique<WorkerSupervisor>(spawner_.get(), std::vector<std::string>{},
+                                                     testing::StepOptionsUnder(dir_.path()));
+    attempts_.Attach({ports_.get(), rendezvous_.get(), supervisor_.get()});
+    std::string why;
+    bool refused = false;
+    return attempts_.BeginPlan(plan, std::chrono::steady_clock::now(), &why, &refused);
+  }
+
+  // Reaps (ticking the supervisor) until an exit comes or `deadline` passes.
+  std::vector<WorkerExit> ReapFirstExit(Clock::time_point deadline) {
+    std::vector<WorkerExit> exits;
+    while (exits.empty() && Clock::now() < deadline) {
+      supervisor_->Tick(Clock::now());
+      for (auto& e : supervisor_->Reap()) exits.push_back(e);
+      std::this_thread::sleep_for(10ms);
+    }
+    return exits;
+  }
+
   static WorkerLaunch LaunchOf(const v1::LaunchPlan& plan) {
     WorkerLaunch l;
     l.job = plan.job();
@@ -337,13 +358,8 @@ TEST_F(NodeAttemptsTest, BlockedLaunchFailsEveryRankWithTheReason) {
 
 // Real ranks under trainlet-step: a newer plan SIGKILLs the replaced attempt's ranks.
 TEST_F(NodeAttemptsTest, ReplacedRanksAreKilled) {
-  supervisor_ = std::make_unique<WorkerSupervisor>(spawner_.get(), std::vector<std::string>{},
-                                                   testing::StepOptionsUnder(dir_.path()));
-  attempts_.Attach({ports_.get(), rendezvous_.get(), supervisor_.get()});
-  std::string why;
-  bool refused = false;
   const v1::LaunchPlan plan = Plan(1, 60000);
-  NodeAttempt* a = attempts_.BeginPlan(plan, std::chrono::steady_clock::now(), &why, &refused);
+  NodeAttempt* a = BeginUnderSteps(plan);
   ASSERT_NE(a, nullptr);
   WorkerLaunch sleeper = LaunchOf(plan);
   sleeper.argv = {"/bin/sleep", "100"};
@@ -353,15 +369,12 @@ TEST_F(NodeAttemptsTest, ReplacedRanksAreKilled) {
   EXPECT_TRUE(testing::Alive(pid));
 
   v1::LaunchPlan newer = Plan(2);
+  std::string why;
+  bool refused = false;
   ASSERT_NE(attempts_.BeginPlan(newer, std::chrono::steady_clock::now(), &why, &refused), nullptr);
   EXPECT_EQ(attempts_.Find("job", 1)->state(), S::kStopping);
   // SIGKILL at once, not after attempt 1's 60 s grace.
-  std::vector<WorkerExit> exits;
-  const auto deadline = Clock::now() + 10s;
-  while (exits.empty() && Clock::now() < deadline) {
-    for (auto& e : supervisor_->Reap()) exits.push_back(e);
-    std::this_thread::sleep_for(10ms);
-  }
+  const std::vector<WorkerExit> exits = ReapFirstExit(Clock::now() + 10s);
   ASSERT_EQ(exits.size(), 1u);
   EXPECT_EQ(exits[0].signal, SIGKILL);
   attempts_.RanksEnded("job", 1);
@@ -374,13 +387,8 @@ TEST_F(NodeAttemptsTest, ReplacedRanksAreKilled) {
 // lateness comes off the stop grace, so the SIGKILL lands where the coordinator's restart hold
 // counts on it (here at once: 60 s late on a 60 s grace), not a whole grace after the stall.
 TEST_F(NodeAttemptsTest, ALateStopKeepsItsKillTime) {
-  supervisor_ = std::make_unique<WorkerSupervisor>(spawner_.get(), std::vector<std::string>{},
-                                                   testing::StepOptionsUnder(dir_.path()));
-  attempts_.Attach({ports_.get(), rendezvous_.get(), supervisor_.get()});
-  std::string why;
-  bool refused = false;
   const v1::LaunchPlan plan = Plan(1, 60000);
-  NodeAttempt* a = attempts_.BeginPlan(plan, std::chrono::steady_clock::now(), &why, &refused);
+  NodeAttempt* a = BeginUnderSteps(plan);
   ASSERT_NE(a, nullptr);
   WorkerLaunch rank = LaunchOf(plan);
   rank.argv = {"/bin/sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"};
@@ -389,13 +397,7 @@ TEST_F(NodeAttemptsTest, ALateStopKeepsItsKillTime) {
 
   attempts_.StopRanks("job", Clock::now(), 60s);
   EXPECT_EQ(attempts_.Find("job", 1)->state(), S::kStopping);
-  std::vector<WorkerExit> exits;
-  const auto deadline = Clock::now() + 20s;
-  while (exits.empty() && Clock::now() < deadline) {
-    supervisor_->Tick(Clock::now());
-    for (auto& e : supervisor_->Reap()) exits.push_back(e);
-    std::this_thread::sleep_for(10ms);
-  }
+  const std::vector<WorkerExit> exits = ReapFirstExit(Clock::now() + 20s);
   ASSERT_EQ(exits.size(), 1u) << "the rank outlived a stop whose grace was spent";
   EXPECT_EQ(exits[0].signal, SIGKILL);
   supervisor_->KillAllAndWait(5s);
@@ -404,13 +406,8 @@ TEST_F(NodeAttemptsTest, ALateStopKeepsItsKillTime) {
 // StopWorkers with a warning reaches the rank as the warning signal first (preemption, issue
 // 14); a warning alone (warn_only) reaches it too and moves the attempt nowhere.
 TEST_F(NodeAttemptsTest, WarningsReachTheRanks) {
-  supervisor_ = std::make_unique<WorkerSupervisor>(spawner_.get(), std::vector<std::string>{},
-                                                   testing::StepOptionsUnder(dir_.path()));
-  attempts_.Attach({ports_.get(), rendezvous_.get(), supervisor_.get()});
-  std::string why;
-  bool refused = false;
   const v1::LaunchPlan plan = Plan(1, 60000);
-  NodeAttempt* a = attempts_.BeginPlan(plan, std::chrono::steady_clock::now(), &why, &refused);
+  NodeAttempt* a = BeginUnderSteps(plan);
   ASSERT_NE(a, nullptr);
   WorkerLaunch rank = LaunchOf(plan);
   // Exits 3 on SIGUSR2, 4 on SIGUSR1 (the second, after a first SIGUSR2 was noted).
@@ -433,11 +430,7 @@ TEST_F(NodeAttemptsTest, WarningsReachTheRanks) {
 
   attempts_.Stop("job", 1, "preempted", Clock::now(), StopWarning{SIGUSR1, 30s});
   EXPECT_EQ(attempts_.Find("job", 1)->state(), S::kStopping);
-  std::vector<WorkerExit> exits;
-  while (exits.empty() && Clock::now() < deadline) {
-    for (auto& e : supervisor_->Reap()) exits.push_back(e);
-    std::this_thread::sleep_for(10ms);
-  }
+  const std::vector<WorkerExit> exits = ReapFirstExit(deadline);
   ASSERT_EQ(exits.size(), 1u);
   EXPECT_EQ(exits[0].exit_code, 4);  // SIGUSR1, well before the 30 s grace
   EXPECT_EQ(exits[0].signal, 0);
