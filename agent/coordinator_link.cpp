@@ -13,8 +13,9 @@ namespace {
 // A refusal saying no leader is known yet is answered by registering again after this pause, so
 // agents do not flood the followers of an election in progress.
 constexpr std::chrono::milliseconds kNoLeaderPause{250};
-// A gap between heartbeats over three intervals, and at least this, is the agent's loop held.
-constexpr std::chrono::milliseconds kMinStallGap{1000};
+// A gap between heartbeats over three intervals, and at least this, is the agent's loop held. Over
+// the 1-1.5 s between the beats a long step start sends (WorkerSupervisor::WaitStepReady).
+constexpr std::chrono::milliseconds kMinStallGap{2000};
 // What a coordinator gets to answer the first heartbeat after a held loop (two intervals, and at
 // least this: a coordinator on a starved machine can itself take a second and more).
 constexpr std::chrono::milliseconds kMinReplyWindow{2000};
