@@ -200,7 +200,8 @@ void CoordinatorLink::SendRegister() {
 }
 
 void CoordinatorLink::NoteBeatAttempt(Clock::time_point now) {
-  // Not a send that failed (no connection): the loop ran, and the silence is the coordinator's.
+  // Attempts, not sends: one that fails (no connection) still shows the loop ran, so the silence
+  // that follows stays the coordinator's.
   const auto stall_gap = std::max(3 * options_.heartbeat_interval, kMinStallGap);
   const auto gap = now - last_beat_attempt_;
   if (last_beat_attempt_ != Clock::time_point{} && gap > stall_gap &&
