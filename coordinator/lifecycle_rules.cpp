@@ -20,14 +20,17 @@ namespace trainlet::coordinator {
 namespace {
 
 // The TrainJob document with spec.suspend removed, re-emitted, so two documents that differ only
-// in suspend compare equal. Both sides come from the same parser's emitter, which keeps every
-// scalar's type (trainjob::EmitYaml: "true" stays a string, as yaml-cpp's own emitter does not).
+// in suspend compare equal. For the comparison only: yaml-cpp's own emitter writes every scalar
+// plain, so `cpu: 1` and `cpu: "1"` compare equal, as they did for a spec a suspend rewrote before
+// WithSuspend kept types (a re-apply of such a job's file still matches). Never stored.
 Result<std::string> WithoutSuspend(const std::string& yaml) {
   try {
     YAML::Node doc = YAML::Load(yaml);
     YAML::Node spec = doc["spec"];
     if (spec.IsMap()) spec.remove("suspend");
-    return trainjob::EmitYaml(doc);
+    YAML::Emitter out;
+    out << doc;
+    return std::string(out.c_str());
   } catch (const YAML::Exception& e) {
     return InvalidError(std::string("stored TrainJob no longer parses: ") + e.what());
   }
@@ -264,7 +267,7 @@ Result<SuspendFlip> PrepareSuspend(const v1::JobStatus& st, bool suspend, std::s
   if (st.deleting()) {
     return InvalidError("trainjob/" + st.name() + " is being deleted: it cannot be " + verb);
   }
-  SuspendFlip flip{st.name(), suspend, std::move(spec_yaml), st};
+  SuspendFlip flip{st.name(), suspend, std::move(spec_yaml), st, StopWarning{}};
   Status s;
   if (suspend) {
     // A suspend is not a failure: the attempt ends "Stopped" and no restart is used up.

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <yaml-cpp/yaml.h>
 
 #include <climits>
 #include <map>
@@ -216,6 +217,20 @@ TEST(LifecycleRules, ASuspendKeepsEveryScalarsType) {
     ASSERT_TRUE(same.ok()) << same.status().ToString();
     EXPECT_FALSE(same->has_value());
   }
+  // A spec a suspend rewrote before it kept types (`- true`, `cpu: 1`) still matches the file it
+  // came from: re-applying that file changes nothing.
+  YAML::Node doc = YAML::Load(before.yaml);
+  doc["spec"]["suspend"] = true;
+  YAML::Emitter plain;  // the old WithSuspend
+  plain << doc;
+  JobRecord old_rewrite;
+  old_rewrite.name = "q";
+  old_rewrite.spec_yaml = std::string(plain.c_str()) + "\n";
+  ASSERT_NE(old_rewrite.spec_yaml.find("- true"), std::string::npos) << old_rewrite.spec_yaml;
+  old_rewrite.status = Status(JobPhase::kPending);
+  auto matched = CompareWithStored(old_rewrite, false, before, "f.yaml", 1);
+  ASSERT_TRUE(matched.ok()) << matched.status().ToString();
+  EXPECT_FALSE(matched->has_value());
 }
 
 }  // namespace

@@ -43,10 +43,12 @@ preempted_events() {
     'import json,sys; print(sum(e.get("reason") == "Preempted" for e in json.load(sys.stdin)["jobs"][0].get("events", [])))'
 }
 
-# The sampler: its patterns come in its env, so its own command line matches neither.
+# The sampler: its patterns come in its env, so its own command line matches neither. Only ranks
+# of this test's cluster count (their work dir is under its TRAINLET_HOME): tests run in parallel,
+# and another's checkpoint_rank.py is no victim here.
 cat > "$WORK/sampler.py" <<'PY'
 import os, time
-low, high, out, stop = (os.environ[k] for k in ("LOW_MARK", "HIGH_MARK", "OUT", "STOP"))
+low, high, out, stop, home = (os.environ[k] for k in ("LOW_MARK", "HIGH_MARK", "OUT", "STOP", "TRAINLET_HOME"))
 def running(mark):
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -54,6 +56,8 @@ def running(mark):
                 if mark in f.read().replace(b"\0", b" ").decode(errors="replace"):
                     with open(f"/proc/{pid}/environ", "rb") as f:
                         env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+                    if not env.get(b"TRAINLET_WORK_DIR", b"").decode(errors="replace").startswith(home + "/"):
+                        continue
                     return f"pid {pid} {env.get(b'TRAINLET_JOB', b'?').decode()} attempt {env.get(b'TRAINLET_ATTEMPT', b'?').decode()}"
         except OSError:
             pass
