@@ -20,6 +20,14 @@ constexpr std::chrono::milliseconds kMinStallGap{2000};
 // least this: a coordinator on a starved machine can itself take a second and more).
 constexpr std::chrono::milliseconds kMinReplyWindow{2000};
 
+// Whether the loop was held: no heartbeat was tried between `last` ({}: none yet) and `now` for
+// over three intervals, and at least kMinStallGap.
+bool LoopHeld(std::chrono::steady_clock::time_point last, std::chrono::steady_clock::time_point now,
+              std::chrono::milliseconds interval) {
+  return last != std::chrono::steady_clock::time_point{} &&
+         now - last > std::max(3 * interval, kMinStallGap);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<CoordinatorLink>> CoordinatorLink::Connect(zmq::context_t& ctx,
@@ -202,10 +210,9 @@ void CoordinatorLink::SendRegister() {
 void CoordinatorLink::NoteBeatAttempt(Clock::time_point now) {
   // Attempts, not sends: one that fails (no connection) still shows the loop ran, so the silence
   // that follows stays the coordinator's.
-  const auto stall_gap = std::max(3 * options_.heartbeat_interval, kMinStallGap);
-  const auto gap = now - last_beat_attempt_;
-  if (last_beat_attempt_ != Clock::time_point{} && gap > stall_gap &&
+  if (LoopHeld(last_beat_attempt_, now, options_.heartbeat_interval) &&
       last_heard_ != Clock::time_point{} && !partition_reported_) {
+    const auto gap = now - last_beat_attempt_;
     const auto window = std::max(2 * options_.heartbeat_interval, kMinReplyWindow);
     answer_due_ = now + window;
     spdlog::warn(
@@ -357,8 +364,7 @@ bool CoordinatorLink::CheckPartition(Clock::time_point now, size_t running_worke
   Read(1024);
   if (now - last_heard_ < partition_grace_ || partition_reported_) return false;
   // Nothing went to the coordinator for a while (the loop was held until now): ask it first.
-  const auto stall_gap = std::max(3 * options_.heartbeat_interval, kMinStallGap);
-  if (last_beat_attempt_ != Clock::time_point{} && now - last_beat_attempt_ > stall_gap) {
+  if (LoopHeld(last_beat_attempt_, now, options_.heartbeat_interval)) {
     SendHeartbeat(now);
     next_heartbeat_ = now + options_.heartbeat_interval;
   }
