@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/file_version.h"
 #include "common/platform/env.h"
 
 namespace trainlet {
@@ -113,11 +114,9 @@ Result<CurveKeyPair> ReadKeyPair(platform::Env& env, const std::string& path) {
 }
 
 Result<Allowlist> ReadAllowlist(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFoundError("cannot read allowlist " + path + ": " + std::strerror(errno));
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseAllowlist(text.str(), path);
+  auto text = ReadFileText(path);
+  if (!text.ok()) return NotFoundError("cannot read allowlist " + text.status().message());
+  return ParseAllowlist(*text, path);
 }
 
 Result<Allowlist> ParseAllowlist(const std::string& text, const std::string& path) {
