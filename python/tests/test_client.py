@@ -41,6 +41,7 @@ class FakeJobs:
         self.waits = []
         self.logs = {}  # rank -> bytes
         self.done = set()  # ranks whose log is complete
+        self.missing_logs = 0  # log requests answered NotFound
         self.lock = threading.Lock()
 
     def __call__(self, req):
@@ -84,6 +85,7 @@ class FakeJobs:
 
     def on_logs(self, l):
         if l.rank not in self.logs:  # placed, not started yet: its agent has no log for it
+            self.missing_logs += 1
             return response(error=f"no log for rank {l.rank} of job attempt 1 on node node-1",
                             error_code="NotFound")
         data = self.logs.get(l.rank, b"")
@@ -254,6 +256,36 @@ class ClientTest(unittest.TestCase):
         self.jobs.logs.pop(1)
         with self.assertRaisesRegex(TrainletError, "no log for rank 1"):
             list(self.client.get_job_logs("job", step="rank-1"))
+
+    def test_follow_reads_a_rank_that_ran_and_ended_between_two_requests(self):
+        # The read finds no log for rank 1; by the status request that follows (which, in the
+        # SDK, can wait behind a long poll on the same connection) rank 1 has run and the job is
+        # Succeeded. Its log is read, not taken for that of a rank that never started.
+        self.jobs.jobs["job"] = two_by_two()
+        self.jobs.logs[0] = b"first\n"
+        self.jobs.done.add(0)
+        on_get_jobs = self.jobs.on_get_jobs
+
+        def ended_meanwhile(g):
+            if self.jobs.missing_logs > 0 and 1 not in self.jobs.logs:
+                self.jobs.logs[1] = b"ran quickly\n"
+                self.jobs.done.add(1)
+                self.jobs.jobs["job"].job_phase = PHASE.Value("JOB_PHASE_SUCCEEDED")
+            return on_get_jobs(g)
+
+        self.jobs.on_get_jobs = ended_meanwhile
+        lines = list(self.client.get_job_logs("job", step="node-0", follow=True))
+        self.assertEqual(self.jobs.missing_logs, 1)
+        self.assertEqual(sorted(lines), ["[rank 0] first", "[rank 1] ran quickly"])
+
+    def test_follow_ends_for_a_rank_that_never_started(self):
+        j = two_by_two(phase=PHASE.Value("JOB_PHASE_FAILED"))
+        self.jobs.jobs["job"] = j
+        self.jobs.logs[0] = b"only rank 0 ran\n"
+        self.jobs.done.add(0)
+        lines = list(self.client.get_job_logs("job", step="node-0", follow=True))
+        self.assertEqual(lines, ["[rank 0] only rank 0 ran"])
+        self.assertEqual(self.jobs.missing_logs, 2)  # the read, and the one after the status
 
     def test_logs_before_the_job_started(self):
         j = two_by_two(phase=PHASE.Value("JOB_PHASE_PENDING"))

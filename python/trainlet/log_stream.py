@@ -90,12 +90,19 @@ class LogStream:
             chunk = self._client._call(req).logs
         except NotFoundError:
             # The rank is placed but its agent has not started it yet, so it has no log: when
-            # following, wait for it, unless the job has ended (a rank that never started).
+            # following, wait for it, unless the job has ended and the rank never started.
             if not self._follow:
                 raise
-            if job_view.phase_of(self._client._job_status(self._name, self._namespace)) in ("Succeeded", "Failed"):
+            if not self._job_ended():
+                return [], False
+            try:
+                # The rank may have started, run and ended since the read that found no log
+                # (the status request can wait behind another thread's long poll on the same
+                # connection), so it is read once more before it counts as never started.
+                chunk = self._client._call(req).logs
+            except NotFoundError:
                 log.done = True
-            return [], False
+                return [], False
         if self._attempt == 0:
             self._attempt = chunk.attempt
         log.offset = chunk.next_offset
@@ -108,6 +115,10 @@ class LogStream:
                 complete.append(log.partial)
                 log.partial = ""
         return complete, bool(chunk.data) or not chunk.eof
+
+    def _job_ended(self):
+        phase = job_view.phase_of(self._client._job_status(self._name, self._namespace))
+        return phase in ("Succeeded", "Failed")
 
     def _ranks_of_step(self, display):
         """The ranks of the step, once the job has them (with follow: waiting for them)."""
