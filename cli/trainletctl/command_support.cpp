@@ -39,6 +39,12 @@ Result<std::string> TrainJobNamed(std::string_view verb, const std::string& kind
   return name;
 }
 
+bool NamedAcrossNamespaces(const CommonFlags& f, const std::string& name) {
+  if (!f.all_namespaces || name.empty()) return false;
+  PrintError("a trainjob cannot be named across all namespaces (-A); use -n NAMESPACE");
+  return true;
+}
+
 int PrintError(const std::string& message) {
   std::cerr << "error: " << message << "\n";
   return 1;

@@ -22,6 +22,10 @@ Result<std::unique_ptr<CoordinatorClient>> ConnectCoordinator(const CommonFlags&
 Result<std::string> TrainJobNamed(std::string_view verb, const std::string& kind_arg,
                                   const std::string& name_arg, bool all_namespaces);
 
+// A trainjob is named in one namespace: -A lists, it does not name. True (and the error printed)
+// when `name` is given with -A.
+bool NamedAcrossNamespaces(const CommonFlags& f, const std::string& name);
+
 // Prints "error: <message>" on stderr and returns 1, the exit code of a failed command.
 int PrintError(const std::string& message);
 

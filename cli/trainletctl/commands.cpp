@@ -1,14 +1,11 @@
 #include "trainletctl/commands.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <sstream>
-#include <thread>
 
 #include "common/wall_clock.h"
 #include "trainletctl/apply_input.h"
@@ -16,8 +13,6 @@
 #include "trainletctl/coordinator_client.h"
 #include "trainletctl/delete_text.h"
 #include "trainletctl/describe_node.h"
-#include "trainletctl/log_workers.h"
-#include "trainletctl/output_writer.h"
 #include "trainletctl/queue_commands.h"
 #include "trainletctl/render.h"
 #include "trainletctl/runtime_commands.h"
@@ -111,13 +106,6 @@ Result<v1::JobList> FetchJobPages(CoordinatorClient& client, const CommonFlags& 
   } while (!token.empty() &&
            (paging.limit == 0 || static_cast<uint32_t>(all.jobs_size()) < paging.limit));
   return all;
-}
-
-// A trainjob is named in one namespace: -A lists, it does not name.
-bool NamedAcrossNamespaces(const CommonFlags& f, const std::string& name) {
-  if (!f.all_namespaces || name.empty()) return false;
-  std::cerr << "error: a trainjob cannot be named across all namespaces (-A); use -n NAMESPACE\n";
-  return true;
 }
 
 // "team-a/llm-7" (apply's answers outside namespace default) -> namespace team-a, name llm-7;
@@ -441,112 +429,6 @@ int CmdDelete(const CommonFlags& f, const std::string& kind_arg, const std::stri
   }
   std::cout << "trainjob/" << name << " deleted\n";
   return 0;
-}
-
-namespace {
-
-// One worker's log as `logs` reads it: `--step S --rank i` asks for S's i-th (the coordinator
-// maps it); the others ask for a global rank. Several streams prefix their lines with the worker.
-struct LogStream {
-  uint64_t offset = 0;
-  std::string partial;
-  bool done = false;
-  std::string label;  // "rank 3", "dataset-initializer 0"
-  std::string step;   // LogsRequest.step
-};
-
-// The streams `logs` reads, by rank: the one asked for, or every worker (of `step`) of the
-// attempt read (log_workers.h). `attempt` is resolved here when --previous asked for it.
-Result<std::map<uint32_t, LogStream>> LogStreams(CoordinatorClient& client, const CommonFlags& f,
-                                                 const std::string& job, int rank,
-                                                 const std::string& step, bool previous,
-                                                 uint32_t& attempt) {
-  std::map<uint32_t, LogStream> streams;
-  if (rank >= 0 && !previous) {
-    streams[static_cast<uint32_t>(rank)].step = step;
-    return streams;
-  }
-  v1::OperatorRequest req;
-  req.mutable_get_jobs()->set_name(job);
-  req.mutable_get_jobs()->set_namespace_(f.ns);
-  TRAINLET_ASSIGN_OR_RETURN(v1::OperatorResponse resp, client.Call(req));
-  if (resp.jobs().jobs_size() == 0) return NotFoundError("trainjob/" + job + " not found");
-  const v1::JobStatus& status = resp.jobs().jobs(0);
-  if (previous) {
-    TRAINLET_ASSIGN_OR_RETURN(attempt, PreviousAttempt(status, job));
-  }
-  if (rank >= 0) {
-    streams[static_cast<uint32_t>(rank)].step = step;
-    return streams;
-  }
-  TRAINLET_ASSIGN_OR_RETURN(std::vector<LogWorker> workers, LogWorkers(status, attempt, step));
-  for (const LogWorker& w : workers) streams[w.rank].label = w.label;
-  return streams;
-}
-
-}  // namespace
-
-int CmdLogs(const CommonFlags& f, const std::string& job, int rank, bool follow, uint32_t attempt,
-            const std::string& step, bool previous) {
-  if (NamedAcrossNamespaces(f, job)) return 1;
-  if (previous && attempt != 0) return Error("--previous and --attempt name an attempt each");
-  auto client = Open(f);
-  if (!client.ok()) return Error(client.status());
-  auto found = LogStreams(**client, f, job, rank, step, previous, attempt);
-  if (!found.ok()) return Error(found.status());
-  std::map<uint32_t, LogStream>& streams = *found;
-  const bool prefix = rank < 0;
-  // Straight to fd 1, never through std::cout, which drops output after a failed write and
-  // still exits 0 (output_writer.h).
-  std::string out;
-  while (true) {
-    bool progressed = false;
-    out.clear();
-    for (auto& [r, s] : streams) {
-      if (s.done) continue;
-      v1::OperatorRequest req;
-      auto* l = req.mutable_logs();
-      l->set_job(job);
-      l->set_namespace_(f.ns);
-      l->set_rank(r);
-      l->set_step(s.step);
-      l->set_offset(s.offset);
-      l->set_attempt(attempt);
-      l->set_max_bytes(256 << 10);
-      auto resp = (*client)->Call(req);
-      if (!resp.ok()) return Error(resp.status());
-      const auto& chunk = resp->logs();
-      s.offset = chunk.next_offset();
-      const std::string& data = chunk.data();
-      if (!data.empty()) progressed = true;
-      if (!prefix) {
-        out += data;
-      } else {
-        s.partial += data;
-        size_t start = 0;
-        for (size_t nl; (nl = s.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
-          out += "[" + s.label + "] " + s.partial.substr(start, nl - start + 1);
-        }
-        s.partial.erase(0, start);
-      }
-      const bool finished = chunk.eof() && (!follow || chunk.rank_done());
-      if (finished) {
-        if (prefix && !s.partial.empty()) out += "[" + s.label + "] " + s.partial + "\n";
-        s.done = true;
-      } else if (!chunk.eof()) {
-        progressed = true;  // more is there right now: ask again at once
-      }
-    }
-    bool broken_pipe = false;
-    if (Status w = WriteAll(STDOUT_FILENO, out, &broken_pipe); !w.ok()) {
-      if (broken_pipe) return 141;  // the reader left (`| head`): as a shell's SIGPIPE death
-      return Error("cannot write trainjob/" + job + "'s log to standard output: " + w.message());
-    }
-    if (std::all_of(streams.begin(), streams.end(), [](const auto& s) { return s.second.done; })) {
-      return 0;
-    }
-    if (!progressed) std::this_thread::sleep_for(200ms);
-  }
 }
 
 }  // namespace trainlet::cli

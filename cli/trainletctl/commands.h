@@ -37,13 +37,6 @@ int CmdDelete(const CommonFlags& f, const std::string& kind, const std::string& 
               const std::string& timeout, bool force = false);
 int CmdWait(const CommonFlags& f, const std::string& target, const std::string& for_condition,
             const std::string& timeout);
-// `step` "" reads global ranks (every rank of every replicated job without --rank); otherwise
-// that replicated job's workers, `rank` being the index among them. `attempt` 0 reads the current
-// attempt; an earlier one is read as it ran (coordinator/log_target.h). `previous` reads the
-// attempt before the current one (kubectl logs --previous).
-int CmdLogs(const CommonFlags& f, const std::string& job, int rank, bool follow, uint32_t attempt,
-            const std::string& step = "", bool previous = false);
-
 // "60s", "2m", "1h", "500ms", "30" (seconds) -> milliseconds; -1 when malformed.
 int64_t ParseDuration(const std::string& text);
 

@@ -13,6 +13,7 @@
 #include "trainletctl/keys_command.h"
 #include "trainletctl/lifecycle_commands.h"
 #include "trainletctl/local_cluster.h"
+#include "trainletctl/logs_command.h"
 #include "trainletctl/node_commands.h"
 #include "trainletctl/output_writer.h"
 #include "trainletctl/rendezvous_command.h"
@@ -228,6 +229,7 @@ void AddLogsCommand(CLI::App& app, CommonFlags& common, int& rc) {
       "Print a trainjob's output. Without --rank every rank's lines are printed, each prefixed "
       "with [rank N] (a replicated job's worker with [STEP I]). --step reads one replicated job "
       "of the runtime (dataset-initializer, ...), --rank then being the index of its worker\n"
+      "  trainletctl apply -f job.yaml && trainletctl logs hello -f\n"
       "  trainletctl logs hello --rank 3 -f\n"
       "  trainletctl logs hello --step dataset-initializer --rank 0\n"
       "  trainletctl logs hello --step dataset-initializer --attempt 1\n"
@@ -247,7 +249,10 @@ void AddLogsCommand(CLI::App& app, CommonFlags& common, int& rc) {
   logs->add_option("--step", a->step,
                    "Only the workers of this replicated job of the runtime (e.g. "
                    "dataset-initializer)");
-  logs->add_flag("-f,--follow", a->follow, "Keep printing until the ranks exit");
+  logs->add_flag("-f,--follow", a->follow,
+                 "Keep printing until the ranks exit; a job not started yet (queued, waiting for "
+                 "nodes, suspended) and a rank not started yet are waited for, saying on stderr "
+                 "what the job waits for");
   logs->add_option("--attempt", a->attempt,
                    "Attempt N's logs, its workers as that attempt ran them (default: the current "
                    "one); an attempt that does not exist is refused with those that do");
