@@ -25,8 +25,8 @@ struct LogStream {
   uint64_t offset = 0;
   std::string partial;
   bool done = false;
-  std::string label;  // "rank 3", "dataset-initializer 0"
-  std::string step;   // LogsRequest.step
+  std::string label;       // "rank 3", "dataset-initializer 0"
+  std::string step;        // LogsRequest.step
   bool job_ended = false;  // seen ended: a rank with no log on the next read never started
 };
 
@@ -58,7 +58,6 @@ Result<std::map<uint32_t, LogStream>> LogStreams(CoordinatorClient& client, cons
   for (const LogWorker& w : workers) streams[w.rank].label = w.label;
   return streams;
 }
-
 
 Result<v1::JobStatus> JobNamed(CoordinatorClient& client, const CommonFlags& f,
                                const std::string& job) {
@@ -180,8 +179,8 @@ int CmdLogs(const CommonFlags& f, const std::string& job, int rank, bool follow,
     bool broken_pipe = false;
     if (Status w = WriteAll(STDOUT_FILENO, out, &broken_pipe); !w.ok()) {
       if (broken_pipe) return 141;  // the reader left (`| head`): as a shell's SIGPIPE death
-      return PrintError("cannot write trainjob/" + job + "'s log to standard output: " +
-                        w.message());
+      return PrintError("cannot write trainjob/" + job +
+                        "'s log to standard output: " + w.message());
     }
     if (std::all_of(streams.begin(), streams.end(), [](const auto& s) { return s.second.done; })) {
       return 0;
