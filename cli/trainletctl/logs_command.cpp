@@ -30,6 +30,17 @@ struct LogStream {
   bool job_ended = false;  // seen ended: a rank with no log on the next read never started
 };
 
+// The job's status, as `get` shows it.
+Result<v1::JobStatus> JobNamed(CoordinatorClient& client, const CommonFlags& f,
+                               const std::string& job) {
+  v1::OperatorRequest req;
+  req.mutable_get_jobs()->set_name(job);
+  req.mutable_get_jobs()->set_namespace_(f.ns);
+  TRAINLET_ASSIGN_OR_RETURN(v1::OperatorResponse resp, client.Call(req));
+  if (resp.jobs().jobs_size() == 0) return NotFoundError("trainjob/" + job + " not found");
+  return resp.jobs().jobs(0);
+}
+
 // The streams `logs` reads, by rank: the one asked for, or every worker (of `step`) of the
 // attempt read (log_workers.h). `attempt` is resolved here when --previous asked for it.
 Result<std::map<uint32_t, LogStream>> LogStreams(CoordinatorClient& client, const CommonFlags& f,
@@ -41,12 +52,7 @@ Result<std::map<uint32_t, LogStream>> LogStreams(CoordinatorClient& client, cons
     streams[static_cast<uint32_t>(rank)].step = step;
     return streams;
   }
-  v1::OperatorRequest req;
-  req.mutable_get_jobs()->set_name(job);
-  req.mutable_get_jobs()->set_namespace_(f.ns);
-  TRAINLET_ASSIGN_OR_RETURN(v1::OperatorResponse resp, client.Call(req));
-  if (resp.jobs().jobs_size() == 0) return NotFoundError("trainjob/" + job + " not found");
-  const v1::JobStatus& status = resp.jobs().jobs(0);
+  TRAINLET_ASSIGN_OR_RETURN(const v1::JobStatus status, JobNamed(client, f, job));
   if (previous) {
     TRAINLET_ASSIGN_OR_RETURN(attempt, PreviousAttempt(status, job));
   }
@@ -57,16 +63,6 @@ Result<std::map<uint32_t, LogStream>> LogStreams(CoordinatorClient& client, cons
   TRAINLET_ASSIGN_OR_RETURN(std::vector<LogWorker> workers, LogWorkers(status, attempt, step));
   for (const LogWorker& w : workers) streams[w.rank].label = w.label;
   return streams;
-}
-
-Result<v1::JobStatus> JobNamed(CoordinatorClient& client, const CommonFlags& f,
-                               const std::string& job) {
-  v1::OperatorRequest req;
-  req.mutable_get_jobs()->set_name(job);
-  req.mutable_get_jobs()->set_namespace_(f.ns);
-  TRAINLET_ASSIGN_OR_RETURN(v1::OperatorResponse resp, client.Call(req));
-  if (resp.jobs().jobs_size() == 0) return NotFoundError("trainjob/" + job + " not found");
-  return resp.jobs().jobs(0);
 }
 
 bool Ended(const v1::JobStatus& job) {
