@@ -162,10 +162,16 @@ namespace {
 // The env entries every rank has with the same value (none for fewer than two ranks): written
 // once as "env_common", so that 64 ranks' file is not 64 copies of the job's env (99 KB of JSON
 // to encode in the agent and parse in the step, on every launch's critical path).
+//
+// Except what an agent from before env_common reads from each rank's own env when it adopts a
+// running step (an agent downgraded under running ranks): the rendezvous token, by which it
+// serves the attempt's rendezvous again (rendezvous_user.h). Without it there, such an agent
+// would refuse every rendezvous call of the adopted ranks.
 std::map<std::string, std::string> CommonEnv(const std::vector<StepRank>& ranks) {
   std::map<std::string, std::string> common;
   if (ranks.size() < 2) return common;
   common = ranks[0].env;
+  common.erase("TRAINLET_RENDEZVOUS_TOKEN");
   for (size_t i = 1; i < ranks.size() && !common.empty(); ++i) {
     std::erase_if(common, [&](const auto& kv) {
       const auto it = ranks[i].env.find(kv.first);

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "agent/step/step_launch.h"
@@ -224,6 +225,29 @@ TEST(StepLaunch, SharedEnvIsWrittenOnce) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("env_common.A"), std::string::npos)
       << bad.status().message();
+}
+
+// The rendezvous token stays in each rank's own env, never in env_common: an agent from before
+// env_common, downgraded under running ranks, reads it there when it adopts the step, and serves
+// the attempt's rendezvous again with it.
+TEST(StepLaunch, TheRendezvousTokenStaysInEachRanksEnvForAnOlderAgent) {
+  StepLaunch l;
+  l.job = "job-a";
+  l.attempt = 1;
+  for (uint32_t i = 0; i < 2; ++i) {
+    StepRank r;
+    r.rank = i;
+    r.argv = {"/bin/true"};
+    r.env = {{"TRAINLET_RENDEZVOUS_TOKEN", "tok"}, {"MASTER_ADDR", "node-1"}};
+    l.ranks.push_back(r);
+  }
+  const auto doc = nlohmann::json::parse(EncodeLaunch(l));
+  EXPECT_FALSE(doc["env_common"].contains("TRAINLET_RENDEZVOUS_TOKEN")) << doc.dump();
+  EXPECT_TRUE(doc["env_common"].contains("MASTER_ADDR")) << doc.dump();
+  for (const auto& r : doc["ranks"]) EXPECT_EQ(r["env"]["TRAINLET_RENDEZVOUS_TOKEN"], "tok");
+  auto back = DecodeLaunch(doc.dump());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(back->ranks[i].env, l.ranks[i].env) << "rank " << i;
 }
 
 // The launch file is written without a json tree (EncodeLaunch's own writer): every string
