@@ -23,7 +23,14 @@ void ExecAuthority::Track(const std::string& job,
       Launcher{std::move(env), "", run_as_user, run_as_group, allow_privilege_escalation, fs_group};
 }
 
-void ExecAuthority::Forget(const std::string& job) { launchers_.erase(job); }
+void ExecAuthority::Forget(const std::string& job) {
+  launchers_.erase(job);
+  keyed_.erase(job);
+}
+
+void ExecAuthority::NoteStoredLauncherKey(const std::string& job) {
+  if (launchers_.contains(job)) keyed_.insert(job);
+}
 
 Result<LauncherSecret> ExecAuthority::IssueLauncherKeys(PlanRequest& request) const {
   // A fresh launcher key per attempt: a stale launcher cannot start anything in the next one.
@@ -37,6 +44,7 @@ Result<LauncherSecret> ExecAuthority::IssueLauncherKeys(PlanRequest& request) co
 void ExecAuthority::SetLauncherSecret(const std::string& job, std::string secret) {
   auto it = launchers_.find(job);
   TRAINLET_CHECK(it != launchers_.end());
+  if (!secret.empty()) keyed_.insert(job);  // a launcher key was issued with it
   it->second.secret = std::move(secret);
 }
 
@@ -52,7 +60,7 @@ bool ExecAuthority::AttemptActive(const std::string& job, uint32_t attempt) cons
 
 std::map<std::string, std::string> ExecAuthority::LauncherKeys() const {
   std::map<std::string, std::string> keys;
-  for (const auto& [name, launcher] : launchers_) {
+  for (const std::string& name : keyed_) {
     const v1::JobStatus* st = find_(name);
     if (st == nullptr || st->launcher_key().empty()) continue;
     if (coordinator::AttemptActive(*st, st->attempt())) keys[st->launcher_key()] = name;
@@ -64,11 +72,11 @@ Result<ExecTarget> ExecAuthority::ResolveExec(const std::string& launcher_key,
                                               const std::string& host) const {
   const v1::JobStatus* found = nullptr;
   const Launcher* launcher = nullptr;
-  for (const auto& [name, l] : launchers_) {
+  for (const std::string& name : keyed_) {
     const v1::JobStatus* st = find_(name);
     if (st != nullptr && !launcher_key.empty() && st->launcher_key() == launcher_key) {
       found = st;
-      launcher = &l;
+      launcher = &launchers_.at(name);
     }
   }
   if (found == nullptr) return PermissionError("this key is not the launcher key of any trainjob");

@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,6 +74,10 @@ class ExecAuthority {
              std::optional<int64_t> fs_group = std::nullopt);
   // The job is gone, with its secret.
   void Forget(const std::string& job);
+  // `job`'s stored status holds a launcher key (a job reloaded after a restart: its secret is
+  // gone, its launcher's key still good). LauncherKeys and ResolveExec look only at jobs given a
+  // key here or by SetLauncherSecret, not at every job the controller holds.
+  void NoteStoredLauncherKey(const std::string& job);
 
   // A fresh launcher key pair for a new attempt: its public half, and where the launcher reaches
   // the exec endpoint, into `request`'s exec fields; its secret half returned, for RenderAttempt
@@ -105,6 +110,9 @@ class ExecAuthority {
   Options options_;
   FindJob find_;
   std::map<std::string, Launcher> launchers_;  // by job name: every job the controller holds
+  // The jobs whose status may hold a launcher key (an MPI launcher's, issued to one of their
+  // attempts): LauncherKeys runs once per loop pass that changed any job, and MPI jobs are few.
+  std::set<std::string> keyed_;
 };
 
 }  // namespace trainlet::coordinator

@@ -72,6 +72,7 @@ void JobController::Adopt(std::unique_ptr<Job> job) {
   exec_.Track(name, job->plan_template.env, job->plan_template.run_as_user,
               job->plan_template.run_as_group, job->plan_template.allow_privilege_escalation,
               job->plan_template.fs_group);
+  if (!job->record.status.launcher_key().empty()) exec_.NoteStoredLauncherKey(name);
   TRAINLET_CHECK_MSG(jobs_.find(name) == jobs_.end(), "trainjob/" + name + " adopted twice");
   order_.push_back(job.get());
   jobs_.emplace(name, std::move(job));

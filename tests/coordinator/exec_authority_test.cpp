@@ -26,7 +26,8 @@ class ExecAuthorityTest : public ::testing::Test {
                       .ok());
     }
   }
-  // A job whose current attempt `attempt` is in `phase`, placed on n1 then n2.
+  // A job whose current attempt `attempt` is in `phase`, placed on n1 then n2, with launcher key
+  // `key` in its status as a job reloaded from the store has it (NoteStoredLauncherKey).
   v1::JobStatus& AddJob(const std::string& name, JobPhase phase, uint32_t attempt,
                         const std::string& key) {
     v1::JobStatus& st = jobs_[name];
@@ -38,6 +39,7 @@ class ExecAuthorityTest : public ::testing::Test {
     st.add_placement("n1");
     st.add_placement("n2");
     exec_.Track(name, {{"FOO", "bar"}});
+    if (!key.empty()) exec_.NoteStoredLauncherKey(name);
     return st;
   }
 
@@ -153,6 +155,26 @@ TEST_F(ExecAuthorityTest, RefusesUnknownKeysStoppedAttemptsAndForeignHosts) {
   auto stopped = exec_.ResolveExec("key-job", "n1");
   EXPECT_EQ(stopped.status().code(), ErrorCode::kPermission);
   EXPECT_NE(stopped.status().message().find("is Restarting, not running"), std::string::npos);
+}
+
+// LauncherKeys runs once per loop pass that changed a job: it looks only at the jobs given a key,
+// by an attempt's secret or by the stored status of a reloaded job, not at every job held.
+TEST_F(ExecAuthorityTest, OnlyJobsGivenAKeyAreLookedAt) {
+  v1::JobStatus& st = jobs_["fresh"];
+  st.set_name("fresh");
+  st.set_job_phase(v1::JOB_PHASE_RUNNING);
+  st.set_attempt(1);
+  st.add_placement("n1");
+  exec_.Track("fresh", {});
+  exec_.SetLauncherSecret("fresh", "");  // an attempt without a launcher
+  st.set_launcher_key("key-fresh");      // a key no attempt was issued: not looked at
+  EXPECT_TRUE(exec_.LauncherKeys().empty());
+  EXPECT_FALSE(exec_.ResolveExec("key-fresh", "n1").ok());
+  exec_.SetLauncherSecret("fresh", "secret-1");  // the attempt's launcher key was issued
+  EXPECT_EQ(exec_.LauncherKeys(), (std::map<std::string, std::string>{{"key-fresh", "fresh"}}));
+  EXPECT_TRUE(exec_.ResolveExec("key-fresh", "n1").ok());
+  exec_.NoteStoredLauncherKey("unknown");  // not a job held: ignored
+  EXPECT_EQ(exec_.LauncherKeys().size(), 1u);
 }
 
 TEST_F(ExecAuthorityTest, AForgottenJobIsNoLongerKnown) {
