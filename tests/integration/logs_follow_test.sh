@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # `trainletctl logs -f` waits for what is not there yet, as `kubectl logs -f` does: started right
 # after an apply, on a job still queued behind another, it says on stderr what the job waits for,
-# then prints every rank's lines once they run, and exits 0 when they have exited. A rank the job
+# then, once the other is deleted, prints every rank's lines and exits 0 when they have exited. A rank the job
 # does not have is refused at once; a job deleted while it waits ends it with an error.
 source "$(dirname "$0")/lib.sh"
 
 start_cluster 1 --slots 2
-"$CTL" apply -f "$(write_job blocker 1 2 'sleep 3')" >/dev/null
+"$CTL" apply -f "$(write_job blocker 1 2 'sleep 300')" >/dev/null  # deleted below
 wait_for 30 sh -c "'$CTL' get trainjobs blocker | grep -q Running" || fail "blocker never ran"
 "$CTL" apply -f "$(write_job later 1 2 'echo "later says hi from $TRAINLET_RANK"; sleep 0.5; echo "and bye from $TRAINLET_RANK"')" >/dev/null
 "$CTL" get trainjobs later | grep -q Pending || fail "later should wait for blocker's slots: $("$CTL" get trainjobs later)"
@@ -21,8 +21,9 @@ kill -0 "$follower" 2>/dev/null || fail "logs -f ended before later started: $(c
 # A rank the running job does not have: refused at once, not waited for.
 if out=$(timeout 10 "$CTL" logs blocker --rank 9 -f 2>&1); then fail "--rank 9 was accepted: $out"; fi
 assert_contains "$out" "--rank 9" "logs --rank 9 -f"
+"$CTL" delete trainjob blocker >/dev/null  # its slots go to later
 
-wait_for 40 sh -c "! kill -0 $follower 2>/dev/null" || fail "logs -f did not end with later's ranks"
+wait_for 60 sh -c "! kill -0 $follower 2>/dev/null" || fail "logs -f did not end with later's ranks"
 rc=0; wait "$follower" || rc=$?
 [ "$rc" -eq 0 ] || fail "logs -f exited $rc: $(cat "$WORK/follow.err")"
 out=$(cat "$WORK/follow.out")
@@ -34,7 +35,7 @@ done
 log "logs -f waited for later to start and followed both ranks to their end"
 
 # Deleted while waiting to start: an error, not a wait forever.
-"$CTL" apply -f "$(write_job holder 1 2 'sleep 30')" >/dev/null
+"$CTL" apply -f "$(write_job holder 1 2 'sleep 300')" >/dev/null
 wait_for 30 sh -c "'$CTL' get trainjobs holder | grep -q Running" || fail "holder never ran"
 "$CTL" apply -f "$(write_job gone 1 2 'echo never')" >/dev/null
 "$CTL" logs gone -f > "$WORK/gone.out" 2> "$WORK/gone.err" &
