@@ -117,12 +117,16 @@ Result<std::unique_ptr<PortReservations>> OpenPortReservations(const AgentConfig
   return reservations;
 }
 
-// One subdirectory per job comes and goes under logs/, steps/ and exec/: spread them over the disk
-// so that a new job's files are not allocated among the last job's freed inodes
-// (platform/directory_spread.h).
+// One subdirectory per job comes and goes under logs/, steps/, exec/ and work/: spread them over
+// the disk so that a new job's files are not allocated among the last job's freed inodes
+// (platform/directory_spread.h). work/<job> holds the most of them (its workspace/, dataset/,
+// model/, secrets dirs and files, attempt stamp).
 void SpreadJobDirectories(platform::Env& env, const std::string& state_dir) {
-  (void)env.CreateDirectories(state_dir + "/logs");  // a failure shows below, and at the first log
-  for (const char* sub : {"/logs", "/steps", "/exec"}) {
+  // Made here if need be (as MakePrivateDirectory's create_directories makes them for the first
+  // job): a failure shows below, and at the first job.
+  (void)env.CreateDirectories(state_dir + "/logs");
+  (void)env.CreateDirectories(state_dir + "/work");
+  for (const char* sub : {"/logs", "/steps", "/exec", "/work"}) {
     if (Status s = platform::SpreadSubdirectories(state_dir + sub); !s.ok()) {
       spdlog::debug("job directories are not spread over the disk: {}", s.message());
     }

@@ -4,7 +4,9 @@
 // started for real (FakeSpawner), and the fake monotonic clock moves only when the test says.
 #include "agent/agent.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,8 +19,12 @@
 #include <optional>
 #include <string>
 #include <zmq.hpp>
+#ifdef __linux__
+#include <linux/fs.h>
+#endif
 
 #include "common/curve_keys.h"
+#include "common/platform/directory_spread.h"
 #include "common/platform/env.h"
 #include "common/zap_authenticator.h"
 #include "common/zmq_sockets.h"
@@ -224,6 +230,32 @@ TEST_F(AgentTest, StateAndWorkDirsArePrivateUnderUmaskZero) {
   ASSERT_TRUE(AtCoordinator(v1::Envelope::kWorkerEvent)) << "the plan was not handled";
   EXPECT_EQ(ModeOf(config_.state_dir + "/work/secret-job"), 0700u);
 }
+
+#ifdef __linux__
+// The dirs one subdirectory per job comes and goes under, work/ (each job's work dir, with the
+// most of a job's inodes) among them, are marked FS_TOPDIR_FL where the file system has it, so
+// ext4 spreads the jobs' dirs over its block groups instead of allocating every job's files
+// past the last jobs' freed inodes (common/platform/directory_spread.h).
+TEST_F(AgentTest, TheJobDirectoriesAreSpreadOverTheDisk) {
+  StartAndRegister();
+  ASSERT_NE(agent_, nullptr);
+  const auto topdir = [](const std::string& dir) -> std::optional<bool> {
+    const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return std::nullopt;
+    int flags = 0;
+    const int rc = ioctl(fd, FS_IOC_GETFLAGS, &flags);
+    close(fd);
+    if (rc != 0) return std::nullopt;
+    return (flags & FS_TOPDIR_FL) != 0;
+  };
+  if (platform::SpreadSubdirectories(config_.state_dir).code() != ErrorCode::kOk) {
+    GTEST_SKIP() << "this file system has no FS_TOPDIR_FL";
+  }
+  for (const char* sub : {"/logs", "/steps", "/exec", "/work"}) {
+    EXPECT_EQ(topdir(config_.state_dir + sub), std::optional<bool>(true)) << sub;
+  }
+}
+#endif
 
 TEST_F(AgentTest, AWallClockJumpMovesNoTimer) {
   StartAndRegister();
