@@ -3,6 +3,7 @@
 #include "common/envelope.h"
 
 #include <google/protobuf/descriptor.h>
+#include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
@@ -190,6 +191,47 @@ TEST(EnvelopeTest, EveryBodyTypeRoundTrips) {
         MessageDifferencer::Equals(*body, reflected->GetReflection()->GetMessage(*reflected, f)))
         << "the body's content was lost: " << Text(out);
   }
+}
+
+// proto::ToJson converts a lite message's own bytes; the output is what MessageToJsonString makes
+// of its reflective copy, as before, for `-o json` and `-o yaml`: every field at its default,
+// enums by name, int64 as strings, repeated messages, a map, escapes and UTF-8.
+TEST(ReflectionTest, ToJsonIsTheJsonOfTheReflectiveCopy) {
+  v1::Envelope env;
+  auto* jobs = env.mutable_operator_response()->mutable_jobs();
+  for (int i = 0; i < 3; ++i) {
+    auto* j = jobs->add_jobs();
+    j->set_name("job-" + std::to_string(i) + " \"quoted\" \xc3\xa9t\xc3\xa9\n");
+    j->set_job_phase(v1::JOB_PHASE_RUNNING);
+    j->set_attempt(static_cast<uint32_t>(i));
+    j->set_created_unix_ms(1'700'000'000'000 + i);
+    auto* r = j->add_ranks();
+    r->set_rank(1);
+    r->set_node("node-1");
+    r->set_rank_state(v1::RANK_STATE_RUNNING);
+    j->add_events()->set_message("started");
+    j->add_placement("node-1");
+  }
+  env.mutable_operator_response()->set_request_id(7);
+  v1::NodeList nodes;
+  auto* node = nodes.add_nodes();
+  (*node->mutable_used_resources())["nvidia.com/gpu"] = 4;
+  (*node->mutable_used_resources())["cpu"] = 1500;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = true;
+  for (const google::protobuf::MessageLite* m :
+       {static_cast<const google::protobuf::MessageLite*>(&env),
+        static_cast<const google::protobuf::MessageLite*>(jobs),
+        static_cast<const google::protobuf::MessageLite*>(&jobs->jobs(0)),
+        static_cast<const google::protobuf::MessageLite*>(&nodes)}) {
+    std::string expected;
+    ASSERT_TRUE(
+        google::protobuf::util::MessageToJsonString(*proto::Reflect(*m), &expected, options).ok());
+    EXPECT_EQ(proto::ToJson(*m), expected) << m->GetTypeName();
+  }
+  EXPECT_NE(proto::ToJson(*jobs).find("\"jobPhase\": \"JOB_PHASE_RUNNING\""), std::string::npos);
+  EXPECT_NE(proto::ToJson(*jobs).find("\"createdUnixMs\": \"1700000000000\""), std::string::npos);
 }
 
 TEST(EnvelopeTest, DecodeReplacesWhatTheOutputHeld) {
