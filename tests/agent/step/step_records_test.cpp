@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -186,19 +187,28 @@ TEST(StepLaunch, WorkerEnvOverridesInPlaceAndAppendsNewKeysInKeyOrder) {
 
 // What every rank's env shares is written once ("env_common"), and every rank reads back its
 // whole env: 64 ranks of a job were 64 copies of the job's env before (99 KB of launch file).
-TEST(StepLaunch, SharedEnvIsWrittenOnce) {
+// A launch of job-a attempt 1 whose `n` ranks run /bin/true with env `env(rank)`.
+StepLaunch LaunchOf(uint32_t n,
+                    const std::function<std::map<std::string, std::string>(uint32_t)>& env) {
   StepLaunch l;
   l.job = "job-a";
   l.attempt = 1;
-  for (uint32_t i = 0; i < 3; ++i) {
+  for (uint32_t i = 0; i < n; ++i) {
     StepRank r;
     r.rank = i;
     r.argv = {"/bin/true"};
-    r.env = {{"MASTER_ADDR", "node-1-shared-value"},
-             {"RANK", std::to_string(i)},
-             {"ODD", i == 1 ? "one" : "other"}};
+    r.env = env(i);
     l.ranks.push_back(r);
   }
+  return l;
+}
+
+TEST(StepLaunch, SharedEnvIsWrittenOnce) {
+  StepLaunch l = LaunchOf(3, [](uint32_t i) -> std::map<std::string, std::string> {
+    return {{"MASTER_ADDR", "node-1-shared-value"},
+            {"RANK", std::to_string(i)},
+            {"ODD", i == 1 ? "one" : "other"}};
+  });
   l.ranks[2].env.erase("ODD");  // not in every rank: not common
   const std::string text = EncodeLaunch(l);
   size_t copies = 0;
@@ -231,16 +241,9 @@ TEST(StepLaunch, SharedEnvIsWrittenOnce) {
 // env_common, downgraded under running ranks, reads it there when it adopts the step, and serves
 // the attempt's rendezvous again with it.
 TEST(StepLaunch, TheRendezvousTokenStaysInEachRanksEnvForAnOlderAgent) {
-  StepLaunch l;
-  l.job = "job-a";
-  l.attempt = 1;
-  for (uint32_t i = 0; i < 2; ++i) {
-    StepRank r;
-    r.rank = i;
-    r.argv = {"/bin/true"};
-    r.env = {{"TRAINLET_RENDEZVOUS_TOKEN", "tok"}, {"MASTER_ADDR", "node-1"}};
-    l.ranks.push_back(r);
-  }
+  const StepLaunch l = LaunchOf(2, [](uint32_t) -> std::map<std::string, std::string> {
+    return {{"TRAINLET_RENDEZVOUS_TOKEN", "tok"}, {"MASTER_ADDR", "node-1"}};
+  });
   const auto doc = nlohmann::json::parse(EncodeLaunch(l));
   EXPECT_FALSE(doc["env_common"].contains("TRAINLET_RENDEZVOUS_TOKEN")) << doc.dump();
   EXPECT_TRUE(doc["env_common"].contains("MASTER_ADDR")) << doc.dump();
