@@ -120,12 +120,8 @@ Result<std::unique_ptr<PortReservations>> OpenPortReservations(const AgentConfig
 // One subdirectory per job comes and goes under logs/, steps/, exec/ and work/: spread them over
 // the disk so that a new job's files are not allocated among the last job's freed inodes
 // (platform/directory_spread.h). work/<job> holds the most of them (its workspace/, dataset/,
-// model/, secrets dirs and files, attempt stamp).
-void SpreadJobDirectories(platform::Env& env, const std::string& state_dir) {
-  // Made here if need be (as MakePrivateDirectory's create_directories makes them for the first
-  // job): a failure shows below, and at the first job.
-  (void)env.CreateDirectories(state_dir + "/logs");
-  (void)env.CreateDirectories(state_dir + "/work");
+// model/, secrets dirs and files, attempt stamp). LockStateDir has made all four.
+void SpreadJobDirectories(const std::string& state_dir) {
   for (const char* sub : {"/logs", "/steps", "/exec", "/work"}) {
     if (Status s = platform::SpreadSubdirectories(state_dir + sub); !s.ok()) {
       spdlog::debug("job directories are not spread over the disk: {}", s.message());
@@ -321,7 +317,7 @@ Status Agent::StartExecAndRendezvous() {
   exec_sessions_ = std::make_unique<ExecSessions>(supervisor_.get(), config_.state_dir + "/exec",
                                                   [this](v1::Envelope e) { Send(std::move(e)); });
   exec_sessions_->Restore();
-  SpreadJobDirectories(env_, config_.state_dir);
+  SpreadJobDirectories(config_.state_dir);
   rendezvous_ = std::make_unique<RendezvousServer>(config_.name, config_.state_dir,
                                                    [this](v1::Envelope e) { Send(std::move(e)); });
   TRAINLET_RETURN_IF_ERROR(rendezvous_->Bind(ctx_));
