@@ -24,20 +24,15 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run as R  # noqa: E402  (this directory's run.py: the cluster and job helpers)
 
-TICK_MS = 1000 // os.sysconf("SC_CLK_TCK")
-
-
 def machine_busy_ms():
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:]]
-    return (sum(v) - v[3] - v[4]) * TICK_MS  # all but idle and iowait
+    return (sum(v) - v[3] - v[4]) * 1000 // os.sysconf("SC_CLK_TCK")  # all but idle and iowait
 
 
 def process_ms(pid):
     """(own threads, reaped children) CPU of `pid`, in ms."""
-    with open("/proc/%d/stat" % pid) as f:
-        p = f.read().rsplit(")", 1)[1].split()
-    return (int(p[11]) + int(p[12])) * TICK_MS, (int(p[13]) + int(p[14])) * TICK_MS
+    return tuple(round(t * 1000) for t in R.cpu_times(pid))
 
 
 def pid_of(cluster, name):

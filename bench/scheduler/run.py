@@ -149,6 +149,7 @@ class Trainlet:
         self.env = dict(os.environ, TRAINLET_HOME=self.dir)
         self.queues = queues
         self.round = 0
+        self._metrics = None  # the coordinator's /metrics URL, once read from its log
         run([self.ctl, "local", "up", "--agents", str(agents), "--slots", "8", "--dir", self.dir],
             env=self.env)
         if queues:
@@ -170,7 +171,7 @@ class Trainlet:
 
     def metrics_url(self):
         """The coordinator's /metrics, from the line its log starts with."""
-        if not getattr(self, "_metrics", None):
+        if self._metrics is None:
             with open(os.path.join(self.dir, "logs", "coordinator.log")) as f:
                 m = re.search(r"serving /metrics, /healthz and /readyz on (http://\S+)", f.read())
             if not m:
@@ -328,11 +329,18 @@ def histogram_over(before, after, bound):
     return int(n - at_bound), slowest
 
 
-def cpu_seconds(pid):
-    """User + system CPU time of process `pid` so far, in seconds (/proc/PID/stat)."""
+def cpu_times(pid):
+    """User + system CPU time of process `pid` so far, in seconds (/proc/PID/stat): (its own
+    threads', its reaped children's)."""
     with open("/proc/%d/stat" % pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick
+
+
+def cpu_seconds(pid):
+    """User + system CPU time of process `pid`'s own threads so far, in seconds."""
+    return cpu_times(pid)[0]
 
 
 def pass_trial(bin_dir, sim, pending, window, queues):
