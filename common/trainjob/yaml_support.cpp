@@ -1,12 +1,12 @@
 #include "common/trainjob/yaml_support.h"
 
-#include <yaml-cpp/eventhandler.h>
-
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <sstream>
 #include <unordered_map>
+
+#include "common/trainjob/yaml_event_loader.h"
 
 namespace trainlet::trainjob {
 namespace {
@@ -73,68 +73,6 @@ bool IsIdentifier(std::string_view key) {
     if (!ok) return false;
   }
   return true;
-}
-
-// Thrown by the counting pass to stop the parser before it recurses any deeper.
-struct TooDeep {
-  YAML::Mark mark;
-};
-// Thrown when yaml-cpp 0.7 starts a document where the previous one started: on some malformed
-// input (a lone ",") it yields empty documents forever without consuming anything
-// (jbeder/yaml-cpp#1040).
-struct NoProgress {
-  YAML::Mark mark;
-};
-// Thrown past kMaxYamlDocuments.
-struct TooManyDocuments {};
-
-// First pass over the event stream: finds which document a syntax error is in, stops nesting
-// before yaml-cpp's recursive parser goes deep, and notes whether aliases need an expansion check.
-class CountingHandler : public YAML::EventHandler {
- public:
-  void OnDocumentStart(const YAML::Mark& mark) override {
-    if (documents_ > 0 && mark.pos == last_start_.pos) throw NoProgress{mark};
-    if (++documents_ > kMaxYamlDocuments) throw TooManyDocuments{};
-    last_start_ = mark;
-    depth_ = 0;
-  }
-  void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnAlias(const YAML::Mark&, YAML::anchor_t) override { has_alias_ = true; }
-  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                const std::string&) override {}
-  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
-                       YAML::EmitterStyle::value) override {
-    Enter(mark);
-  }
-  void OnSequenceEnd() override { --depth_; }
-  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
-                  YAML::EmitterStyle::value) override {
-    Enter(mark);
-  }
-  void OnMapEnd() override { --depth_; }
-
-  int documents() const { return documents_; }
-  bool has_alias() const { return has_alias_; }
-
- private:
-  void Enter(const YAML::Mark& mark) {
-    if (++depth_ > kMaxYamlDepth) throw TooDeep{mark};
-  }
-
-  int documents_ = 0;
-  YAML::Mark last_start_;
-  int depth_ = 0;
-  bool has_alias_ = false;
-};
-
-std::string MarkPrefix(int document, const YAML::Mark& mark) {
-  std::string out = "document " + std::to_string(document < 1 ? 1 : document);
-  if (!mark.is_null()) {
-    out +=
-        ": line " + std::to_string(mark.line + 1) + ", column " + std::to_string(mark.column + 1);
-  }
-  return out;
 }
 
 // Walks `node` as the tree it expands to, following aliases, within the depth and node caps.
@@ -387,8 +325,8 @@ Result<std::vector<YamlDocument>> LoadDocuments(std::string_view text) {
     return InvalidError("input is " + std::to_string(text.size()) + " bytes, over the limit of " +
                         std::to_string(kMaxYamlBytes) + " bytes");
   }
-  // Kubernetes objects are JSON, hence UTF-8; yaml-cpp would also guess UTF-16/32 from the first
-  // bytes, which no TrainJob file needs.
+  // Kubernetes objects are JSON, hence UTF-8; a YAML parser would also read UTF-16 after a byte
+  // order mark, which no TrainJob file needs.
   if (size_t bad = FindInvalidText(text); bad != std::string_view::npos) {
     size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + bad, '\n'));
     size_t line_start = text.rfind('\n', bad);  // text[bad] is not a newline
@@ -397,40 +335,15 @@ Result<std::vector<YamlDocument>> LoadDocuments(std::string_view text) {
                         ": not printable UTF-8 (control characters other than tab and line breaks "
                         "are not allowed)");
   }
-  std::string buffer(text);
-  CountingHandler counter;
-  try {
-    std::istringstream in(buffer);
-    YAML::Parser parser(in);
-    while (parser.HandleNextDocument(counter)) {
-    }
-  } catch (const TooDeep& e) {
-    return InvalidError(MarkPrefix(counter.documents(), e.mark) + ": nested deeper than " +
-                        std::to_string(kMaxYamlDepth) + " levels");
-  } catch (const NoProgress& e) {
-    // The stuck parser has already opened one empty document past the offending one.
-    int document = counter.documents() > 1 ? counter.documents() - 1 : 1;
-    return InvalidError(MarkPrefix(document, e.mark) + ": YAML syntax error: unexpected character");
-  } catch (const TooManyDocuments&) {
-    return InvalidError("more than " + std::to_string(kMaxYamlDocuments) + " documents");
-  } catch (const YAML::Exception& e) {
-    return InvalidError(MarkPrefix(counter.documents(), e.mark) + ": YAML syntax error: " + e.msg);
-  }
-
-  // The first pass finished, so this one, on the same text, ends too.
-  std::vector<YAML::Node> nodes;
-  try {
-    nodes = YAML::LoadAll(buffer);
-  } catch (const YAML::Exception& e) {
-    // The first pass accepted this text, so the same parser should too.
-    return InvalidError(MarkPrefix(1, e.mark) + ": YAML syntax error: " + e.msg);
-  }
+  Result<YamlStream> stream = ParseYamlStream(text);
+  if (!stream.ok()) return stream.status();
+  std::vector<YAML::Node>& nodes = stream->documents;
 
   std::vector<YamlDocument> docs;
   docs.reserve(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
     int index = static_cast<int>(i) + 1;
-    if (counter.has_alias()) {
+    if (stream->has_alias) {
       int64_t budget = kMaxYamlNodes;
       if (!WithinExpansionLimits(nodes[i], 0, &budget)) {
         return InvalidError("document " + std::to_string(index) +

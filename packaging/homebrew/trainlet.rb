@@ -26,6 +26,7 @@ class Trainlet < Formula
   depends_on "protobuf"
   depends_on "spdlog"
   depends_on "sqlite"
+  depends_on "libyaml"
   depends_on "yaml-cpp"
   depends_on "zeromq"
 
