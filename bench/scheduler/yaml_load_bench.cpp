@@ -41,11 +41,12 @@ std::string JsonJobs(int n) {
 std::string BlockJobs(int n) {
   std::string out;
   for (int i = 0; i < n; ++i) {
-    out += "---\napiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: s1-" +
-           std::to_string(i) +
-           "\n  labels:\n    kueue.x-k8s.io/queue-name: bench-q\nspec:\n  runtimeRef:\n"
-           "    name: plain\n  trainer:\n    numNodes: 1\n    numProcPerNode: 1\n"
-           "    command: [\"true\"]\n    resourcesPerNode:\n      requests:\n        cpu: 100m\n";
+    out +=
+        "---\napiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: s1-" +
+        std::to_string(i) +
+        "\n  labels:\n    kueue.x-k8s.io/queue-name: bench-q\nspec:\n  runtimeRef:\n"
+        "    name: plain\n  trainer:\n    numNodes: 1\n    numProcPerNode: 1\n"
+        "    command: [\"true\"]\n    resourcesPerNode:\n      requests:\n        cpu: 100m\n";
   }
   return out;
 }
@@ -101,20 +102,23 @@ int main(int argc, char** argv) {
   int reps = 41;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
-    if (flag == "--jobs") jobs = std::stoi(argv[i + 1]);
-    else if (flag == "--reps") reps = std::stoi(argv[i + 1]);
+    if (flag == "--jobs")
+      jobs = std::stoi(argv[i + 1]);
+    else if (flag == "--reps")
+      reps = std::stoi(argv[i + 1]);
     else {
       std::fprintf(stderr, "usage: trainlet-yaml-load-bench [--jobs N] [--reps N]\n");
       return 2;
     }
   }
-  std::printf("| %d TrainJobs in one file, median CPU of %d reps | LoadDocuments (libyaml) | "
-              "yaml-cpp: caps pass + LoadAll (before) | yaml-cpp LoadAll alone | before / now |\n",
-              jobs, reps);
+  std::printf(
+      "| %d TrainJobs in one file, median CPU of %d reps | LoadDocuments (libyaml) | "
+      "yaml-cpp: caps pass + LoadAll (before) | yaml-cpp LoadAll alone | before / now |\n",
+      jobs, reps);
   std::printf("| --- | ---: | ---: | ---: | ---: |\n");
-  for (const auto& [form, text] : {std::pair<const char*, std::string>{"JSON documents (run.py's)",
-                                                                       JsonJobs(jobs)},
-                                   {"block YAML", BlockJobs(jobs)}}) {
+  for (const auto& [form, text] :
+       {std::pair<const char*, std::string>{"JSON documents (run.py's)", JsonJobs(jobs)},
+        {"block YAML", BlockJobs(jobs)}}) {
     const size_t want = static_cast<size_t>(jobs);
     double now = MedianMs(
         reps,
@@ -134,7 +138,8 @@ int main(int argc, char** argv) {
           return YAML::LoadAll(text).size();
         },
         want);
-    double load_all = MedianMs(reps, [&] { return YAML::LoadAll(text).size(); }, want);
+    double load_all = MedianMs(
+        reps, [&] { return YAML::LoadAll(text).size(); }, want);
     std::printf("| %s, %zu bytes | %.2f ms | %.2f ms | %.2f ms | %.2f |\n", form, text.size(), now,
                 before, load_all, before / now);
   }

@@ -52,8 +52,8 @@ class Parser {
     }
     out = At(parser_.problem_mark) + ": YAML syntax error: " + Problem();
     if (parser_.context != nullptr) {
-      out += std::string(" (") + parser_.context + " that starts at " + At(parser_.context_mark) +
-             ")";
+      out +=
+          std::string(" (") + parser_.context + " that starts at " + At(parser_.context_mark) + ")";
     }
     return out;
   }
@@ -153,8 +153,7 @@ Result<YamlStream> ParseYamlStream(std::string_view text) {
   TreeBuilder tree;
   int documents = 0;
   auto fail = [&](const std::string& what) {
-    return InvalidError("document " + std::to_string(documents < 1 ? 1 : documents) + ": " +
-                        what);
+    return InvalidError("document " + std::to_string(documents < 1 ? 1 : documents) + ": " + what);
   };
   for (;;) {
     if (!parser.Next(event.Reset())) return fail(parser.Error());

@@ -150,9 +150,9 @@ TEST(YamlEventLoaderTest, NestingPastTheCapIsRefusedWhereItStarts) {
   std::string deeper(kMaxYamlDepth + 1, '[');
   auto s = ParseYamlStream(deeper + std::string(kMaxYamlDepth + 1, ']'));
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.status().message(),
-            "document 1: line 1, column " + std::to_string(kMaxYamlDepth + 1) +
-                ": nested deeper than " + std::to_string(kMaxYamlDepth) + " levels");
+  EXPECT_EQ(s.status().message(), "document 1: line 1, column " +
+                                      std::to_string(kMaxYamlDepth + 1) + ": nested deeper than " +
+                                      std::to_string(kMaxYamlDepth) + " levels");
   // A million unclosed brackets: refused at the cap, without recursion or a hang.
   EXPECT_FALSE(ParseYamlStream(std::string(1'000'000, '[')).ok());
 }
