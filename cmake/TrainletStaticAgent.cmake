@@ -72,9 +72,13 @@ endif()
 unset(static_head)
 
 # trainlet_link_static_cxx(target): links `target` (an executable) the static way, when available.
+# libzmq.a's GSSAPI references are answered in the executable itself, without MIT Kerberos
+# (common/static/zmq_gssapi_stubs.cpp): as a source of the target, not of an archive, so they
+# resolve before libgssapi_krb5.so is reached and --as-needed drops it.
 function(trainlet_link_static_cxx target)
   if(TRAINLET_STATIC_CXX_AVAILABLE)
     set_target_properties(${target} PROPERTIES TRAINLET_STATIC_CXX ON)
+    target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/common/static/zmq_gssapi_stubs.cpp)
     target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc -Wl,--as-needed
                         -Wl,--gc-sections)
   endif()

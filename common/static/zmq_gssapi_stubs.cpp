@@ -1,17 +1,20 @@
-// GSSAPI stand-ins for the agent's statically linked libzmq (cmake/TrainletStaticAgent.cmake).
+// GSSAPI stand-ins for the statically linked libzmq of trainlet-agent, trainletctl and
+// trainlet-exec (cmake/TrainletStaticAgent.cmake's trainlet_link_static_cxx adds this file).
 //
 // Debian's libzmq.a is built with ZeroMQ's GSSAPI security mechanism, so linking it needs the
 // 11 gss_* functions and 2 name-type OIDs below from libgssapi_krb5.so, which brings MIT Kerberos
-// with it (libkrb5, libk5crypto, libkrb5support, libcom_err, libkeyutils, libresolv): about
-// 600 kB of an idle agent's RSS (bench/README.md, issue 15's "at most 1 MB added"), loaded for a
-// mechanism the agent never selects (it talks CURVE to the coordinator, and plain or CURVE to
-// its ranks; nothing sets ZMQ_GSSAPI_*). Defined here, in the executable, they resolve libzmq's
-// references before the shared library is reached, and --as-needed then drops it.
+// with it (libkrb5, libk5crypto, libkrb5support, libcom_err, libkeyutils, libresolv), loaded for
+// a mechanism nothing of trainlet selects (CURVE to the coordinator, plain or CURVE to the ranks;
+// nothing sets ZMQ_GSSAPI_*): about 600 kB of an idle agent's RSS (bench/README.md, issue 15's
+// "at most 1 MB added"), and seven libraries for the dynamic loader to open, map and relocate at
+// every start of trainletctl (one per command) and trainlet-exec (one per remote node of an
+// mpirun). Defined here, in the executable, they resolve libzmq's references before the shared
+// library is reached, and --as-needed then drops it.
 //
 // Should anything ever select GSSAPI, each call fails as GSSAPI says a missing mechanism does
 // (GSS_S_UNAVAILABLE; the release calls succeed with nothing to release), so ZeroMQ reports a
-// failed handshake instead of crashing. Only trainlet-agent links this file; the libraries and
-// tests link the real libgssapi_krb5.
+// failed handshake instead of crashing. Only the statically linked executables link this file;
+// the libraries, the coordinator and the tests link the real libgssapi_krb5.
 #include <gssapi/gssapi.h>
 
 extern "C" {

@@ -444,7 +444,7 @@ TEST_F(DaemonOpsTest, NotifiesSystemdAndServesMetrics) {
   // Linked with its C++ libraries as archives (cmake/TrainletStaticAgent.cmake), after topology
   // discovery, registration and a job: no shared C++ library of its own was loaded, not even by
   // hwloc. libstdc++.so is back on the list now that no shared cpp-httplib needs it; and no
-  // MIT Kerberos for libzmq's unused GSSAPI mechanism (agent/zmq_gssapi_stubs.cpp).
+  // MIT Kerberos for libzmq's unused GSSAPI mechanism (common/static/zmq_gssapi_stubs.cpp).
   for (const char* library : {"/libzmq.so", "/libspdlog.so", "/libyaml-cpp.so", "/libxml2.so",
                               "/libstdc++.so", "/libgssapi_krb5.so", "/libkrb5.so"}) {
     EXPECT_FALSE(Maps(agent, library)) << library;
@@ -473,6 +473,36 @@ TEST_F(DaemonOpsTest, OutsideSystemdLibsystemdIsNotLoaded) {
   ASSERT_TRUE(std::filesystem::exists(dir_.File("endpoints.json"))) << "coordinator never bound";
   EXPECT_FALSE(MapsLibsystemd(coordinator));
 }
+
+#if TRAINLET_EXPECT_STATIC_AGENT
+// The shared libraries the dynamic loader maps for `binary`, as ldd lists them (ld.so's trace
+// mode: the binary itself does not run).
+std::string LoadedLibraries(const std::string& binary) {
+  std::string out;
+  FILE* p = popen(("LD_TRACE_LOADED_OBJECTS=1 " + binary + " 2>&1").c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+// The commands started once per use (trainletctl per command, trainlet-exec per remote node of an
+// mpirun) load no MIT Kerberos for libzmq's GSSAPI mechanism, nor a shared C++ library: seven
+// libraries fewer for the dynamic loader at each start (common/static/zmq_gssapi_stubs.cpp).
+TEST(StaticCommandsTest, TrainletctlAndExecLoadNoKerberosAndNoSharedCxxLibrary) {
+  for (const char* command : {"trainletctl", "trainlet-exec"}) {
+    const std::string libraries = LoadedLibraries(kBin + command);
+    ASSERT_NE(libraries.find("libc.so"), std::string::npos) << command << ":\n" << libraries;
+    for (const char* library : {"libgssapi_krb5.so", "libkrb5.so", "libk5crypto.so", "libstdc++.so",
+                                "libzmq.so", "libyaml-cpp.so"}) {
+      EXPECT_EQ(libraries.find(library), std::string::npos)
+          << command << " loads " << library << ":\n"
+          << libraries;
+    }
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace trainlet
