@@ -1,13 +1,14 @@
-// trainlet-yaml-load-bench: what loading an applied file costs the coordinator, by parser, in
-// one run: LoadDocuments (libyaml's events into yaml-cpp nodes, one pass: what apply runs now),
-// against the two yaml-cpp passes it replaced (a counting pass for the caps, then LoadAll) and
-// yaml-cpp's LoadAll alone. Files: N one-rank TrainJobs in bench/scheduler/run.py's form (one JSON
-// document each, with the queue label) and the same jobs as block YAML.
+// trainlet-yaml-load-bench: what reading an applied file costs the coordinator, in one run: loading
+// it (LoadDocuments: libyaml's events into yaml-cpp nodes, one pass) against the two yaml-cpp
+// passes it replaced (a counting pass for the caps, then LoadAll), and writing each document back
+// as the text stored with the object (EmitYaml's direct writer) against yaml-cpp's Emitter.
+// Files: N one-rank TrainJobs in bench/scheduler/run.py's form (one JSON document each, with the
+// queue label) and the same jobs as block YAML.
 //
 //   trainlet-yaml-load-bench [--jobs 200] [--reps 41]
 //
 // Prints the median CPU time of each (thread CPU clock, so the shared host's other work counts
-// less) and the ratios to LoadDocuments.
+// less) and the ratio of before to now.
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
@@ -112,22 +113,23 @@ int main(int argc, char** argv) {
     }
   }
   std::printf(
-      "| %d TrainJobs in one file, median CPU of %d reps | LoadDocuments (libyaml) | "
-      "yaml-cpp: caps pass + LoadAll (before) | yaml-cpp LoadAll alone | before / now |\n",
+      "| %d TrainJobs in one file, median CPU of %d reps | load: LoadDocuments "
+      "(libyaml, now) | load: yaml-cpp caps pass + LoadAll (before) | write each: EmitYaml "
+      "(now) | write each: yaml-cpp's Emitter (before) | load + write, before / now |\n",
       jobs, reps);
-  std::printf("| --- | ---: | ---: | ---: | ---: |\n");
+  std::printf("| --- | ---: | ---: | ---: | ---: | ---: |\n");
   for (const auto& [form, text] :
        {std::pair<const char*, std::string>{"JSON documents (run.py's)", JsonJobs(jobs)},
         {"block YAML", BlockJobs(jobs)}}) {
     const size_t want = static_cast<size_t>(jobs);
-    double now = MedianMs(
+    const double load_now = MedianMs(
         reps,
         [&] {
           auto docs = trainlet::trainjob::LoadDocuments(text);
           return docs.ok() ? docs->size() : 0;
         },
         want);
-    double before = MedianMs(
+    const double load_before = MedianMs(
         reps,
         [&] {
           std::istringstream in(text);
@@ -138,10 +140,20 @@ int main(int argc, char** argv) {
           return YAML::LoadAll(text).size();
         },
         want);
-    double load_all = MedianMs(
-        reps, [&] { return YAML::LoadAll(text).size(); }, want);
-    std::printf("| %s, %zu bytes | %.2f ms | %.2f ms | %.2f ms | %.2f |\n", form, text.size(), now,
-                before, load_all, before / now);
+    auto docs = trainlet::trainjob::LoadDocuments(text);
+    const auto write = [&docs](std::string (*emit)(const YAML::Node&)) {
+      return [&docs, emit] {
+        size_t n = 0;
+        for (const auto& d : *docs) n += emit(d.node).empty() ? 0 : 1;
+        return n;
+      };
+    };
+    const double write_now = MedianMs(reps, write(&trainlet::trainjob::EmitYaml), want);
+    const double write_before =
+        MedianMs(reps, write(&trainlet::trainjob::EmitYamlWithYamlCpp), want);
+    std::printf("| %s, %zu bytes | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %.2f |\n", form,
+                text.size(), load_now, load_before, write_now, write_before,
+                (load_before + write_before) / (load_now + write_now));
   }
   return 0;
 }

@@ -193,6 +193,149 @@ size_t FindInvalidText(std::string_view s) {
   return std::string_view::npos;
 }
 
+// EmitYaml's fast path: the same bytes yaml-cpp's Emitter writes (indent 2, block style) for a
+// tree whose every scalar is printable ASCII that yaml-cpp would write plain, or that EmitNode
+// double-quotes and that needs no escape; nullopt for anything else (non-ASCII, a line break, a
+// quote or backslash in a quoted string, a scalar yaml-cpp's own checks might quote, a key that
+// is not a short scalar), which EmitNode then writes. Byte for byte matters: re-applying an
+// unchanged object is recognised by comparing this text with the stored one. yaml-cpp decides
+// plain or quoted per character with its RegEx matchers, twice the cost of parsing the file.
+class BlockWriter {
+ public:
+  bool Top(const YAML::Node& node) {
+    if (node.IsMap() && node.size() > 0) return Map(node, 0);
+    if (node.IsSequence() && node.size() > 0) return Seq(node, 0);
+    return Inline(node, false);
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  // A plain scalar yaml-cpp also writes plain: it starts with a letter, digit, '.', '/' or '_',
+  // or with '-' before another character that is not a space; then letters, digits, spaces and
+  // ._/-+=,@()~ and ':' (each ':' before a character that is not a space); no trailing space.
+  static bool PlainAsYamlCppWrites(const std::string& s) {
+    if (s.empty() || s.back() == ' ') return false;
+    const auto word = [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             c == '.' || c == '/' || c == '_';
+    };
+    if (!word(s[0]) && !(s[0] == '-' && s.size() > 1 && s[1] != ' ')) return false;
+    for (size_t i = 1; i < s.size(); ++i) {
+      const char c = s[i];
+      if (word(c) || c == ' ' || c == '-' || c == '+' || c == '=' || c == ',' || c == '@' ||
+          c == '(' || c == ')' || c == '~') {
+        continue;
+      }
+      if (c == ':' && i + 1 < s.size() && s[i + 1] != ' ') continue;
+      return false;
+    }
+    return true;
+  }
+  // Printable ASCII that a double-quoted scalar holds unescaped.
+  static bool QuotesAsIs(const std::string& s) {
+    for (char c : s) {
+      if (c < 0x20 || c > 0x7e || c == '"' || c == '\\') return false;
+    }
+    return true;
+  }
+  bool Scalar(const std::string& text, bool quoted) {
+    if (quoted) {
+      if (!QuotesAsIs(text)) return false;
+      out_ += '"';
+      out_ += text;
+      out_ += '"';
+      return true;
+    }
+    if (!PlainAsYamlCppWrites(text)) return false;
+    out_ += text;
+    return true;
+  }
+  // A node written on the line it starts (after "key: " or "- "), as EmitNode writes it.
+  bool Inline(const YAML::Node& node, bool is_key) {
+    switch (node.Type()) {
+      case YAML::NodeType::Map:
+        if (node.size() > 0) return false;
+        out_ += "{}";
+        return true;
+      case YAML::NodeType::Sequence:
+        if (node.size() > 0) return false;
+        out_ += "[]";
+        return true;
+      case YAML::NodeType::Scalar: {
+        const std::string& text = node.Scalar();
+        const YamlKind kind = is_key ? YamlKind::kString : Classify(node);
+        if (kind == YamlKind::kNull) {
+          out_ += '~';
+          return true;
+        }
+        if (kind != YamlKind::kString) return Scalar(text, false);
+        if (text.find('\n') != std::string::npos) return false;  // literal, or escaped
+        return Scalar(text, NeedsQuotes(text));
+      }
+      case YAML::NodeType::Null:
+      case YAML::NodeType::Undefined:
+        out_ += '~';
+        return true;
+    }
+    return false;
+  }
+  void NewLine(size_t column) {
+    out_ += '\n';
+    out_.append(column, ' ');
+  }
+  // The value of a key at `column`: on the key's line when inline, else from the next line,
+  // two columns in (an empty collection too, as yaml-cpp writes it).
+  bool Value(const YAML::Node& value, size_t column) {
+    const bool block = (value.IsMap() || value.IsSequence());
+    if (!block) {
+      out_ += ' ';
+      return Inline(value, false);
+    }
+    NewLine(column + 2);
+    if (value.size() == 0) return Inline(value, false);
+    return value.IsMap() ? Map(value, column + 2) : Seq(value, column + 2);
+  }
+  // A block map (or sequence) at `column`: its first key (or item) where the output is, its line
+  // and indent written already; the others on new lines.
+  bool Map(const YAML::Node& node, size_t column) {
+    bool first = true;
+    for (const auto& entry : node) {
+      if (!first) NewLine(column);
+      first = false;
+      if (!entry.first.IsScalar() || entry.first.Scalar().size() > 512) return false;
+      if (!Inline(entry.first, true)) return false;
+      out_ += ':';
+      if (!Value(entry.second, column)) return false;
+    }
+    return true;
+  }
+  bool Seq(const YAML::Node& node, size_t column) {
+    bool first = true;
+    for (const auto& item : node) {
+      if (!first) NewLine(column);
+      first = false;
+      out_ += '-';
+      if (item.IsMap() && item.size() > 0) {
+        out_ += ' ';
+        if (!Map(item, column + 2)) return false;
+      } else if (item.IsSequence()) {
+        NewLine(column + 2);
+        if (item.size() == 0) {
+          out_ += "[]";
+        } else if (!Seq(item, column + 2)) {
+          return false;
+        }
+      } else {
+        out_ += ' ';
+        if (!Inline(item, false)) return false;
+      }
+    }
+    return true;
+  }
+
+  std::string out_;
+};
+
 }  // namespace
 
 YamlKind Classify(const YAML::Node& node) {
@@ -357,6 +500,11 @@ Result<std::vector<YamlDocument>> LoadDocuments(std::string_view text) {
 }
 
 std::string EmitYaml(const YAML::Node& node) {
+  if (BlockWriter fast; fast.Top(node)) return fast.Take() + "\n";
+  return EmitYamlWithYamlCpp(node);
+}
+
+std::string EmitYamlWithYamlCpp(const YAML::Node& node) {
   YAML::Emitter out;
   out.SetIndent(2);
   EmitNode(out, node, false);

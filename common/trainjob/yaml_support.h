@@ -74,6 +74,10 @@ Result<std::vector<YamlDocument>> LoadDocuments(std::string_view text);
 
 // Writes `node` as block YAML that loads back to the same JSON value: strings that would read as
 // another type when plain ("3", "true", "") are quoted, multi-line strings use literal style.
+// The text is yaml-cpp's Emitter's (indent 2), byte for byte: re-applying an unchanged object is
+// recognised by comparing it with the stored text. Written directly for trees of plain ASCII
+// scalars; through yaml-cpp (EmitYamlWithYamlCpp) for the rest.
 std::string EmitYaml(const YAML::Node& node);
+std::string EmitYamlWithYamlCpp(const YAML::Node& node);
 
 }  // namespace trainlet::trainjob
