@@ -46,11 +46,10 @@ class Parser {
   // libyaml's problem, where it is, and what it was inside of.
   std::string Error() const {
     if (parser_.error == YAML_MEMORY_ERROR) return "out of memory";
-    std::string out;
     if (parser_.error == YAML_READER_ERROR) {
       return "byte " + std::to_string(parser_.problem_offset) + ": " + Problem();
     }
-    out = At(parser_.problem_mark) + ": YAML syntax error: " + Problem();
+    std::string out = At(parser_.problem_mark) + ": YAML syntax error: " + Problem();
     if (parser_.context != nullptr) {
       out +=
           std::string(" (") + parser_.context + " that starts at " + At(parser_.context_mark) + ")";
