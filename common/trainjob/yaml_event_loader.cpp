@@ -24,11 +24,6 @@ std::string TagOf(const yaml_char_t* tag, bool non_specific_quoted) {
   return non_specific_quoted ? "!" : "?";
 }
 
-// yaml-cpp reads these plain scalars, and an empty node, as null.
-bool IsNullPlain(std::string_view s) {
-  return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL";
-}
-
 class Parser {
  public:
   explicit Parser(std::string_view text) {
@@ -65,26 +60,22 @@ class Parser {
   yaml_parser_t parser_{};
 };
 
+// The last event read. libyaml zeroes an event before it fills it, and deleting a zeroed one
+// frees nothing, so the previous one is deleted before each read, the last one at the end.
 class Event {
  public:
   Event() = default;
-  ~Event() { Clear(); }
+  ~Event() { yaml_event_delete(&event_); }
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
   yaml_event_t* Reset() {
-    Clear();
+    yaml_event_delete(&event_);
     return &event_;
   }
   const yaml_event_t& operator*() const { return event_; }
-  void Taken() { taken_ = true; }
 
  private:
-  void Clear() {
-    if (taken_) yaml_event_delete(&event_);
-    taken_ = false;
-  }
   yaml_event_t event_{};
-  bool taken_ = false;
 };
 
 // Builds one document's tree from its events. Never assigned: assigning a YAML::Node makes the
@@ -156,7 +147,6 @@ Result<YamlStream> ParseYamlStream(std::string_view text) {
   };
   for (;;) {
     if (!parser.Next(event.Reset())) return fail(parser.Error());
-    event.Taken();
     const yaml_event_t& e = *event;
     switch (e.type) {
       case YAML_STREAM_END_EVENT:
@@ -173,7 +163,7 @@ Result<YamlStream> ParseYamlStream(std::string_view text) {
       case YAML_SCALAR_EVENT: {
         const auto& s = e.data.scalar;
         std::string value(reinterpret_cast<const char*>(s.value), s.length);
-        if (s.tag == nullptr && s.plain_implicit && IsNullPlain(value)) {
+        if (s.tag == nullptr && s.plain_implicit && IsNullText(value)) {
           tree.Add(YAML::Node(YAML::NodeType::Null), s.anchor);
           break;
         }

@@ -19,10 +19,6 @@ bool IsDigits(std::string_view s) {
   return true;
 }
 
-bool IsCoreNull(std::string_view s) {
-  return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL";
-}
-
 bool IsCoreBool(std::string_view s) {
   return s == "true" || s == "True" || s == "TRUE" || s == "false" || s == "False" || s == "FALSE";
 }
@@ -58,7 +54,7 @@ bool IsCoreFloat(std::string_view s) {
 
 // How a plain (unquoted, untagged) scalar resolves.
 YamlKind ResolvePlain(std::string_view s) {
-  if (IsCoreNull(s)) return YamlKind::kNull;
+  if (IsNullText(s)) return YamlKind::kNull;
   if (IsCoreBool(s)) return YamlKind::kBool;
   if (IsCoreInt(s)) return YamlKind::kInt;
   if (IsCoreFloat(s)) return YamlKind::kFloat;
@@ -195,7 +191,7 @@ size_t FindInvalidText(std::string_view s) {
 
 // EmitYaml's fast path: the same bytes yaml-cpp's Emitter writes (indent 2, block style) for a
 // tree whose every scalar is printable ASCII that yaml-cpp would write plain, or that EmitNode
-// double-quotes and that needs no escape; nullopt for anything else (non-ASCII, a line break, a
+// double-quotes and that needs no escape; false for anything else (non-ASCII, a line break, a
 // quote or backslash in a quoted string, a scalar yaml-cpp's own checks might quote, a key that
 // is not a short scalar), which EmitNode then writes. Byte for byte matters: re-applying an
 // unchanged object is recognised by comparing this text with the stored one. yaml-cpp decides
@@ -337,6 +333,10 @@ class BlockWriter {
 };
 
 }  // namespace
+
+bool IsNullText(std::string_view s) {
+  return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL";
+}
 
 YamlKind Classify(const YAML::Node& node) {
   switch (node.Type()) {

@@ -42,6 +42,10 @@ std::string QuoteForMessage(std::string_view s);
 // A decimal integer ("-12", "+3"); nullopt when `s` is not one or overflows int64.
 std::optional<int64_t> ParseInt64(std::string_view s);
 
+// "", "~", "null", "Null" or "NULL": the texts a plain scalar reads as null (the YAML 1.2 core
+// schema, and yaml-cpp's own rule for an untagged plain scalar).
+bool IsNullText(std::string_view s);
+
 // The value of `key` in map `node`, or an undefined node (operator! is true) when absent or when
 // `node` is not a map. Unlike yaml-cpp's operator[], never inserts and never throws.
 YAML::Node MapGet(const YAML::Node& node, std::string_view key);

@@ -5,12 +5,29 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace trainlet::trainjob::testing {
 
 // Kubeflow's own files (the conformance suite) live beside the repository, in shared/.
 inline std::filesystem::path KubeflowDir() {
   return std::filesystem::path(TRAINLET_SOURCE_DIR) / ".." / "shared" / "kubeflow-trainer";
+}
+
+// Every .yaml/.yml file of the repository's fixtures, deploy/ and examples/, and of Kubeflow's
+// files when they are beside the checkout.
+inline std::vector<std::filesystem::path> RepositoryYamlFiles() {
+  std::vector<std::filesystem::path> out;
+  const std::filesystem::path source(TRAINLET_SOURCE_DIR);
+  for (const auto& root :
+       {source / "tests" / "fixtures", source / "deploy", source / "examples", KubeflowDir()}) {
+    if (!std::filesystem::is_directory(root)) continue;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
+      const auto ext = entry.path().extension();
+      if (entry.is_regular_file() && (ext == ".yaml" || ext == ".yml")) out.push_back(entry.path());
+    }
+  }
+  return out;
 }
 
 inline std::string ReadFile(const std::filesystem::path& path) {

@@ -5,8 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <set>
 #include <string>
 
 #include "common/trainjob/yaml_support.h"
@@ -15,8 +13,8 @@
 namespace trainlet::trainjob {
 namespace {
 
-using testing::KubeflowDir;
 using testing::ReadFile;
+using testing::RepositoryYamlFiles;
 
 // Everything about a node the code can read, in one string.
 void Dump(const YAML::Node& n, std::string& out, int depth = 0) {
@@ -64,21 +62,12 @@ void ExpectSameAsYamlCpp(const std::string& text, const std::string& what) {
 }
 
 TEST(YamlEventLoaderTest, EveryYamlFileOfTheRepositoryLoadsAsYamlCppLoadsIt) {
-  std::set<std::filesystem::path> roots = {
-      std::filesystem::path(TRAINLET_SOURCE_DIR) / "tests" / "fixtures",
-      std::filesystem::path(TRAINLET_SOURCE_DIR) / "deploy",
-      std::filesystem::path(TRAINLET_SOURCE_DIR) / "examples", KubeflowDir()};
   int files = 0;
-  for (const auto& root : roots) {
-    if (!std::filesystem::is_directory(root)) continue;
-    for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
-      const auto ext = entry.path().extension();
-      if (!entry.is_regular_file() || (ext != ".yaml" && ext != ".yml")) continue;
-      const std::string text = ReadFile(entry.path());
-      YAML::LoadAll(text);  // files yaml-cpp refuses are for the error tests, not this one
-      ExpectSameAsYamlCpp(text, entry.path().string());
-      ++files;
-    }
+  for (const auto& path : RepositoryYamlFiles()) {
+    const std::string text = ReadFile(path);
+    YAML::LoadAll(text);  // files yaml-cpp refuses are for the error tests, not this one
+    ExpectSameAsYamlCpp(text, path.string());
+    ++files;
   }
   EXPECT_GE(files, 30) << "the repository's fixtures were not found";
 }

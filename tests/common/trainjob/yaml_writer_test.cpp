@@ -3,7 +3,6 @@
 // random trees of the scalars that decide between plain, quoted and yaml-cpp's own path.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -14,8 +13,8 @@
 namespace trainlet::trainjob {
 namespace {
 
-using testing::KubeflowDir;
 using testing::ReadFile;
+using testing::RepositoryYamlFiles;
 
 int CompareEverySubtree(const YAML::Node& node, const std::string& where, int depth = 0) {
   EXPECT_EQ(EmitYaml(node), EmitYamlWithYamlCpp(node)) << where;
@@ -31,18 +30,10 @@ int CompareEverySubtree(const YAML::Node& node, const std::string& where, int de
 
 TEST(YamlWriterTest, EveryYamlFileOfTheRepositoryIsWrittenAsYamlCppWritesIt) {
   int nodes = 0;
-  for (const auto& root :
-       {std::filesystem::path(TRAINLET_SOURCE_DIR) / "tests" / "fixtures",
-        std::filesystem::path(TRAINLET_SOURCE_DIR) / "deploy",
-        std::filesystem::path(TRAINLET_SOURCE_DIR) / "examples", KubeflowDir()}) {
-    if (!std::filesystem::is_directory(root)) continue;
-    for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
-      const auto ext = entry.path().extension();
-      if (!entry.is_regular_file() || (ext != ".yaml" && ext != ".yml")) continue;
-      auto docs = LoadDocuments(ReadFile(entry.path()));
-      if (!docs.ok()) continue;  // the files that test refusals
-      for (const auto& doc : *docs) nodes += CompareEverySubtree(doc.node, entry.path().string());
-    }
+  for (const auto& path : RepositoryYamlFiles()) {
+    auto docs = LoadDocuments(ReadFile(path));
+    if (!docs.ok()) continue;  // the files that test refusals
+    for (const auto& doc : *docs) nodes += CompareEverySubtree(doc.node, path.string());
   }
   EXPECT_GE(nodes, 500) << "the repository's fixtures were not found";
 }
