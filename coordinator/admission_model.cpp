@@ -12,6 +12,25 @@ int Intern(std::unordered_map<std::string, int>& index, std::vector<std::string>
   return it->second;
 }
 
+// The index the last name looked up got, reused while the next name is the same: thousands of
+// workloads name the same few resources, flavors and ClusterQueues, and comparing with the last
+// name is cheaper than hashing each. `find` maps a name to its index.
+class LastLookup {
+ public:
+  template <typename Find>
+  int operator()(const std::string& name, Find find) {
+    if (last_ == nullptr || *last_ != name) {
+      index_ = find(name);
+      last_ = &name;
+    }
+    return index_;
+  }
+
+ private:
+  const std::string* last_ = nullptr;
+  int index_ = -1;
+};
+
 void InternNames(const AdmissionInputs& inputs, AdmissionModel& m) {
   Catalog& c = m.catalog;
   for (const ResourceFlavor& f : inputs.flavors) {
@@ -39,13 +58,20 @@ void InternNames(const AdmissionInputs& inputs, AdmissionModel& m) {
       }
     }
   }
+  LastLookup resource, flavor;
+  auto intern_resource = [&](const std::string& r) {
+    return Intern(m.resource_index, c.resource_names, r);
+  };
+  auto intern_flavor = [&](const std::string& f) {
+    return Intern(m.flavor_index, c.flavor_names, f);
+  };
   for (const Workload& w : inputs.workloads) {
     for (const auto& [r, amount] : w.per_pod)
-      if (amount != 0) Intern(m.resource_index, c.resource_names, r);
+      if (amount != 0) resource(r, intern_resource);
     if (!w.admission) continue;
     for (const ResourceAssignment& a : w.admission->resources) {
-      Intern(m.resource_index, c.resource_names, a.resource);
-      Intern(m.flavor_index, c.flavor_names, a.flavor);
+      resource(a.resource, intern_resource);
+      flavor(a.flavor, intern_flavor);
     }
   }
   c.flavor_labels.resize(c.flavor_names.size());
@@ -118,10 +144,14 @@ void AddQueue(const ClusterQueue& q, AdmissionModel& m,
 
 void ChargeAdmitted(const AdmissionInputs& inputs, AdmissionModel& m) {
   m.admitted_by_cq.assign(m.queues.size(), {});
+  LastLookup queue, flavor, resource;
+  auto queue_of = [&](const std::string& n) { return m.QueueOf(n); };
+  auto flavor_of = [&](const std::string& n) { return m.FlavorOf(n); };
+  auto resource_of = [&](const std::string& n) { return m.ResourceOf(n); };
   for (size_t i = 0; i < inputs.workloads.size(); ++i) {
     const Workload& w = inputs.workloads[i];
     if (!w.admission || w.admission->unmanaged) continue;
-    const int cq = m.QueueOf(w.admission->cluster_queue);
+    const int cq = queue(w.admission->cluster_queue, queue_of);
     if (cq < 0) continue;
     AdmittedWorkload a;
     a.workload = static_cast<int>(i);
@@ -132,7 +162,8 @@ void ChargeAdmitted(const AdmissionInputs& inputs, AdmissionModel& m) {
     a.key = &w.key;
     for (const ResourceAssignment& ra : w.admission->resources) {
       if (ra.amount == 0) continue;
-      const int slot = m.catalog.Slot(m.FlavorOf(ra.flavor), m.ResourceOf(ra.resource));
+      const int slot =
+          m.catalog.Slot(flavor(ra.flavor, flavor_of), resource(ra.resource, resource_of));
       m.ledger.AddUsed(cq, slot, ra.amount);
       a.usage.push_back({slot, ra.amount});
     }

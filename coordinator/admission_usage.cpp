@@ -1,13 +1,14 @@
 #include "coordinator/admission_usage.h"
 
 #include <algorithm>
+#include <string_view>
 #include <unordered_map>
 
 namespace trainlet::coordinator::admission {
 
 std::vector<ClusterQueueUsage> UsageByClusterQueue(const AdmissionInputs& state) {
   std::vector<ClusterQueueUsage> out;
-  std::unordered_map<std::string, size_t> index;
+  std::unordered_map<std::string_view, size_t> index;  // views into `state`
   for (const ClusterQueue& q : state.cluster_queues) {
     if (!index.emplace(q.name, out.size()).second) continue;  // the first definition counts
     ClusterQueueUsage u;
@@ -19,9 +20,12 @@ std::vector<ClusterQueueUsage> UsageByClusterQueue(const AdmissionInputs& state)
           u.usage.push_back({f.flavor, r.resource, r.nominal, r.borrowing_limit, r.lending_limit});
     out.push_back(std::move(u));
   }
-  std::unordered_map<std::string, std::string> local;  // "<namespace>/<name>" -> ClusterQueue
+  // namespace -> LocalQueue name -> its ClusterQueue; the first definition counts. Views into
+  // `state`: looking a workload's queue up builds no string.
+  std::unordered_map<std::string_view, std::unordered_map<std::string_view, std::string_view>>
+      local;
   for (const LocalQueue& q : state.local_queues)
-    local.emplace(q.namespace_ + "/" + q.name, q.cluster_queue);
+    local[q.namespace_].emplace(q.name, q.cluster_queue);
   for (const Workload& w : state.workloads) {
     if (w.admission) {
       auto it = index.find(w.admission->cluster_queue);
@@ -35,8 +39,11 @@ std::vector<ClusterQueueUsage> UsageByClusterQueue(const AdmissionInputs& state)
     }
     const std::string& lq =
         w.local_queue.empty() ? state.config.default_local_queue : w.local_queue;
-    auto l = local.find(w.namespace_ + "/" + lq);
-    if (lq.empty() || l == local.end()) continue;
+    if (lq.empty()) continue;
+    auto ns = local.find(w.namespace_);
+    if (ns == local.end()) continue;
+    auto l = ns->second.find(lq);
+    if (l == ns->second.end()) continue;
     auto it = index.find(l->second);
     if (it != index.end()) ++out[it->second].pending;
   }

@@ -1,6 +1,8 @@
 #include "coordinator/job_admitter.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <iterator>
 #include <utility>
 
 #include "coordinator/admission_order.h"
@@ -157,7 +159,7 @@ bool JobAdmitter::Queued(const JobEntry& job) {
 
 std::vector<std::string> JobAdmitter::PendingChecks(const v1::JobStatus& st) const {
   std::vector<std::string> out;
-  if (!st.has_admission() || st.admission().unmanaged()) return out;
+  if (!st.has_admission() || st.admission().unmanaged() || !AnyAdmissionChecks()) return out;
   const kueue::ClusterQueue* cq = catalog_->FindClusterQueue(st.admission().cluster_queue());
   if (cq == nullptr || cq->admission_checks.empty()) return out;
   const auto& ready = st.admission_checks_ready();
@@ -175,6 +177,17 @@ std::vector<std::string> JobAdmitter::PendingChecks(const v1::JobStatus& st) con
   return out;
 }
 
+bool JobAdmitter::AnyAdmissionChecks() const {
+  if (checks_seen_generation_ != catalog_->generation()) {
+    const auto queues = catalog_->List(kueue::Kind::kClusterQueue);
+    any_checks_ = std::any_of(queues.begin(), queues.end(), [](const kueue::QueueObject* o) {
+      return !o->cluster_queue->admission_checks.empty();
+    });
+    checks_seen_generation_ = catalog_->generation();
+  }
+  return any_checks_;
+}
+
 std::vector<std::string> JobAdmitter::ChecksOf(const std::string& cluster_queue) const {
   std::vector<std::string> out;
   if (const kueue::ClusterQueue* cq = catalog_->FindClusterQueue(cluster_queue)) {
@@ -188,62 +201,111 @@ bool JobAdmitter::active() const {
          !catalog_->List(kueue::Kind::kLocalQueue).empty();
 }
 
-WorkloadOrWait WorkloadOf(const JobEntry& job, const QueueCatalog& catalog) {
+namespace {
+
+void AssignIfDifferent(std::string& to, std::string_view from) {
+  if (to != from) to.assign(from);
+}
+
+// `to` made equal to `from` (the gang's tolerations, in the engine's type), left alone when it is.
+void AssignTolerations(std::vector<admission::Toleration>& to,
+                       const std::vector<trainjob::Toleration>& from) {
+  to.resize(from.size());
+  for (size_t i = 0; i < from.size(); ++i) {
+    AssignIfDifferent(to[i].key, from[i].key);
+    AssignIfDifferent(to[i].op, from[i].op);
+    AssignIfDifferent(to[i].value, from[i].value);
+    AssignIfDifferent(to[i].effect, from[i].effect);
+  }
+}
+
+// The gang's requests per pod, rebuilt only when they differ from what `per_pod` holds. The
+// kinds in the order of their names, as the map keeps them: compared side by side, no lookup.
+void AssignPerPod(std::map<std::string, int64_t>& per_pod, const Resources& resources) {
+  static constexpr ResourceKind kByName[] = {ResourceKind::kAmdGpu, ResourceKind::kAppleGpu,
+                                             ResourceKind::kCpu, ResourceKind::kMemory,
+                                             ResourceKind::kNvidiaGpu};
+  static_assert(std::size(kByName) == kNumResourceKinds);
+  auto it = per_pod.begin();
+  bool same = true;
+  for (ResourceKind kind : kByName) {
+    if (resources[kind] <= 0) continue;
+    if (it == per_pod.end() || it->second != resources[kind] || it->first != ResourceName(kind)) {
+      same = false;
+      break;
+    }
+    ++it;
+  }
+  if (same && it == per_pod.end()) return;
+  per_pod.clear();
+  for (ResourceKind kind : kByName) {
+    if (resources[kind] > 0) per_pod.emplace(std::string(ResourceName(kind)), resources[kind]);
+  }
+}
+
+}  // namespace
+
+std::optional<admission::PendingWorkload> FillWorkload(const JobEntry& job,
+                                                       const QueueCatalog& catalog,
+                                                       admission::Workload& w) {
   const v1::JobStatus& st = job.record.status;
-  WorkloadOrWait out;
-  admission::Workload w;
-  w.key = job.record.name;
-  w.namespace_ = NamespaceOrDefault(st.namespace_());
-  w.local_queue = job.spec.queue_name;
+  int32_t priority = 0;
   if (!job.spec.priority_class.empty()) {
     auto value = catalog.PriorityValue(job.spec.priority_class);
     // A job that holds quota keeps it even when its class was deleted since: it is counted,
     // at priority 0, so nothing is admitted into quota it still uses.
     if (!value && !st.has_admission()) {
       admission::PendingWorkload wait;
-      wait.key = w.key;
+      wait.key = job.record.name;
       wait.message = "WorkloadPriorityClass " + job.spec.priority_class + " not found";
-      out.wait = std::move(wait);
-      return out;
+      return wait;
     }
-    w.priority = value.value_or(0);
+    priority = value.value_or(0);
   }
+  AssignIfDifferent(w.key, job.record.name);
+  AssignIfDifferent(w.namespace_, st.namespace_().empty() ? kDefaultNamespace
+                                                          : std::string_view(st.namespace_()));
+  AssignIfDifferent(w.local_queue, job.spec.queue_name);
+  w.priority = priority;
   w.creation_ms = st.created_unix_ms();
-  for (int k = 0; k < kNumResourceKinds; ++k) {
-    const auto kind = static_cast<ResourceKind>(k);
-    if (job.gang.resources[kind] > 0) {
-      w.per_pod[std::string(ResourceName(kind))] = job.gang.resources[kind];
-    }
-  }
+  AssignPerPod(w.per_pod, job.gang.resources);
   w.pod_count = std::max<int64_t>(1, st.num_nodes());
-  w.node_selector = job.gang.node_selector;
-  for (const auto& t : job.gang.tolerations) {
-    w.tolerations.push_back({t.key, t.op, t.value, t.effect});
+  if (w.node_selector != job.gang.node_selector) w.node_selector = job.gang.node_selector;
+  AssignTolerations(w.tolerations, job.gang.tolerations);
+  if (!st.has_admission() || st.admission().unmanaged()) {
+    w.admission.reset();
+    w.admitted_ms = 0;
+    return std::nullopt;
   }
-  if (st.has_admission() && !st.admission().unmanaged()) {
-    admission::Admission a;
-    a.cluster_queue = st.admission().cluster_queue();
-    a.borrowing = st.admission().borrowing();
-    for (const auto& r : st.admission().resources()) {
-      a.resources.push_back({r.resource(), r.flavor(), r.amount()});
-    }
-    w.admission = std::move(a);
-    w.admitted_ms = st.admission().unix_ms();
+  admission::Admission& a = w.admission ? *w.admission : w.admission.emplace();
+  AssignIfDifferent(a.cluster_queue, st.admission().cluster_queue());
+  a.borrowing = st.admission().borrowing();
+  a.unmanaged = false;
+  a.resources.resize(st.admission().resources_size());
+  for (int i = 0; i < st.admission().resources_size(); ++i) {
+    const v1::AssignedResource& r = st.admission().resources(i);
+    AssignIfDifferent(a.resources[i].resource, r.resource());
+    AssignIfDifferent(a.resources[i].flavor, r.flavor());
+    a.resources[i].amount = r.amount();
   }
-  out.workload = std::move(w);
-  return out;
+  w.admitted_ms = st.admission().unix_ms();
+  return std::nullopt;
 }
 
-admission::AdmissionInputs JobAdmitter::Inputs(const std::vector<const JobEntry*>& jobs,
-                                               int64_t now_ms, AdmissionDecisions& out) const {
-  admission::AdmissionInputs in;
+void JobAdmitter::FillInputs(const std::vector<const JobEntry*>& jobs, int64_t now_ms,
+                             AdmissionDecisions& out) {
+  admission::AdmissionInputs& in = inputs_;
+  in.flavors.clear();
   for (const auto* o : catalog_->List(kueue::Kind::kResourceFlavor)) {
     in.flavors.push_back(FlavorOf(*o->flavor));
   }
+  in.cluster_queues.clear();
   for (const auto* o : catalog_->List(kueue::Kind::kClusterQueue)) {
     in.cluster_queues.push_back(ClusterQueueOf(*o->cluster_queue));
     in.cluster_queues.back().terminating = catalog_->Terminating(o->kind, o->name);
   }
+  in.local_queues.clear();
+  in.namespace_labels.clear();
   for (const auto* o : catalog_->List(kueue::Kind::kLocalQueue)) {
     in.local_queues.push_back(
         {o->local_queue->namespace_, o->local_queue->name, o->local_queue->cluster_queue});
@@ -252,40 +314,49 @@ admission::AdmissionInputs JobAdmitter::Inputs(const std::vector<const JobEntry*
     in.namespace_labels[o->local_queue->namespace_]["kubernetes.io/metadata.name"] =
         o->local_queue->namespace_;
   }
-  in.workloads.reserve(jobs.size());
+  // The last pass's workloads are filled again in place: their strings and maps keep their
+  // storage, so a pass over 10,000 waiting jobs allocates little more than what changed.
+  size_t used = 0;
   out.job_of_workload.reserve(jobs.size());
+  // The last workload whose namespace was looked up (an index: adding a workload may move them).
+  size_t labelled = SIZE_MAX;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const JobEntry& job = *jobs[i];
     const bool holds = HoldsQuota(job, now_ms);
     if (!holds && !Queued(job)) continue;
-    WorkloadOrWait w = WorkloadOf(job, *catalog_);
-    if (w.wait) {
+    if (used == in.workloads.size()) in.workloads.emplace_back();
+    admission::Workload& w = in.workloads[used];
+    if (auto wait = FillWorkload(job, *catalog_, w)) {
       if (!holds) {
-        out.unresolved.push_back(std::move(*w.wait));
+        out.unresolved.push_back(std::move(*wait));
         out.unresolved_jobs.push_back(i);
       }
       continue;
     }
-    auto& labels = in.namespace_labels[w.workload->namespace_];
-    if (labels.empty()) labels["kubernetes.io/metadata.name"] = w.workload->namespace_;
-    in.workloads.push_back(std::move(*w.workload));
+    if (labelled == SIZE_MAX || in.workloads[labelled].namespace_ != w.namespace_) {
+      auto& labels = in.namespace_labels[w.namespace_];
+      if (labels.empty()) labels["kubernetes.io/metadata.name"] = w.namespace_;
+      labelled = used;
+    }
+    ++used;
     out.job_of_workload.push_back(i);
   }
+  in.workloads.resize(used);
   in.history = history_;
   in.config.default_local_queue = options_.default_local_queue;
   in.config.fair_sharing = options_.fair_sharing;
   in.config.usage_half_life_ms = options_.usage_half_life_ms;
-  return in;
 }
 
 const AdmissionDecisions& JobAdmitter::Pass(const std::vector<const JobEntry*>& jobs,
                                             int64_t now_ms) {
   AdmissionDecisions out;
-  admission::AdmissionInputs in = Inputs(jobs, now_ms, out);
-  out.result = admission::RunAdmissionPass(in, now_ms);
-  // What get clusterqueues shows: the usage once this pass's admissions hold their quota.
-  usage_ = admission::UsageByClusterQueue(
-      admission::ApplyAdmissionResult(std::move(in), out.result, now_ms, false));
+  FillInputs(jobs, now_ms, out);
+  out.result = admission::RunAdmissionPass(inputs_, now_ms);
+  // What get clusterqueues shows: the usage once this pass's admissions hold their quota. The
+  // admissions are written into the kept inputs; the next pass fills them from the jobs again.
+  admission::ApplyAdmissionResultTo(inputs_, out.result, now_ms, false);
+  usage_ = admission::UsageByClusterQueue(inputs_);
   history_ = admission::AdvanceUsageHistory(history_, admission::CurrentUsage(usage_), now_ms,
                                             options_.usage_half_life_ms);
   last_ = std::move(out);

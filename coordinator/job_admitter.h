@@ -107,24 +107,32 @@ class JobAdmitter {
   static bool Queued(const JobEntry& job);
 
  private:
-  // Fills `out`'s unresolved waits and job indices.
-  admission::AdmissionInputs Inputs(const std::vector<const JobEntry*>& jobs, int64_t now_ms,
-                                    AdmissionDecisions& out) const;
+  // Fills inputs_ for a pass over `jobs`, and `out`'s unresolved waits and job indices.
+  void FillInputs(const std::vector<const JobEntry*>& jobs, int64_t now_ms,
+                  AdmissionDecisions& out);
 
   const QueueCatalog* catalog_;
   JobAdmitterOptions options_;
   std::vector<admission::UsageHistory> history_;
   std::vector<admission::ClusterQueueUsage> usage_;
   AdmissionDecisions last_;
+  // Whether some ClusterQueue has admission checks: PendingChecks, asked for every admitted job
+  // on every pass, looks no further when none has. Kept per catalog generation.
+  bool AnyAdmissionChecks() const;
+
+  // The engine's inputs of the last pass, kept so that the next one reuses their storage.
+  admission::AdmissionInputs inputs_;
+  mutable uint64_t checks_seen_generation_ = UINT64_MAX;
+  mutable bool any_checks_ = false;
 };
 
-// The engine's view of one job (its queue, priority, requests, admission), or the wait that
-// keeps it out (a missing priority class). Pure.
-struct WorkloadOrWait {
-  std::optional<admission::Workload> workload;
-  std::optional<admission::PendingWorkload> wait;
-};
-WorkloadOrWait WorkloadOf(const JobEntry& job, const QueueCatalog& catalog);
+// Fills `w` with the engine's view of one job (its queue, priority, requests, admission), every
+// field set, reusing the storage `w` already has (a workload of an earlier pass, maybe another
+// job's). Or, leaving `w` as it was, returns the wait that keeps the job out (a missing priority
+// class). Pure.
+std::optional<admission::PendingWorkload> FillWorkload(const JobEntry& job,
+                                                       const QueueCatalog& catalog,
+                                                       admission::Workload& w);
 
 // The engine's spelling of a wait kind in JobStatus.queue_wait.kind ("Quota", "NeverFits", ...).
 const char* WaitKindName(admission::WaitKind kind);

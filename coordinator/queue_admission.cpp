@@ -92,6 +92,17 @@ class AdmissionPass {
   AdmissionResult result_;
 };
 
+// 16 bytes of `key` from `from`, big-endian in two words, zero past its end. For keys that agree
+// before `from`, comparing the words orders them as std::string does, except keys equal in those
+// 16 bytes, which must then be compared whole.
+std::pair<uint64_t, uint64_t> NameBytes(std::string_view key, size_t from) {
+  uint64_t word[2] = {0, 0};
+  for (size_t i = 0; i < 16 && from + i < key.size(); ++i) {
+    word[i / 8] |= uint64_t{static_cast<unsigned char>(key[from + i])} << (56 - 8 * (i % 8));
+  }
+  return {word[0], word[1]};
+}
+
 void AdmissionPass::Wait(int w, int cq, WaitKind kind, std::string message) {
   pending_slot_[w] = static_cast<int>(result_.pending.size());
   result_.pending.push_back(
@@ -184,20 +195,38 @@ void AdmissionPass::Resolve() {
     heads_[route.cq].order.push_back(wi);
   }
   // QueueOrderLess, on compact keys: sorting the large Workload structs in place of their
-  // priority and age misses the cache on every comparison.
+  // priority and age misses the cache on every comparison. Jobs applied together share their
+  // priority and creation time, so the names decide: each key carries 16 bytes of its name from
+  // where the queue's names start to differ (zero past the end, which orders a shorter name
+  // first, as std::string does); only names equal in those bytes are compared whole.
   struct SortKey {
     int32_t priority;
-    int64_t creation_ms;
     int w;
+    int64_t creation_ms;
+    uint64_t name_hi, name_lo;
   };
   std::vector<SortKey> keys;
   for (Head& h : heads_) {
+    if (h.order.empty()) continue;
+    std::string_view first = in_.workloads[h.order.front()].key;
+    size_t common = first.size();
+    for (int w : h.order) {
+      const std::string& k = in_.workloads[w].key;
+      common = std::min(common, k.size());
+      common =
+          std::mismatch(first.begin(), first.begin() + common, k.begin()).first - first.begin();
+    }
     keys.clear();
-    for (int w : h.order)
-      keys.push_back({in_.workloads[w].priority, in_.workloads[w].creation_ms, w});
+    for (int w : h.order) {
+      const Workload& wl = in_.workloads[w];
+      const auto [hi, lo] = NameBytes(wl.key, common);
+      keys.push_back({wl.priority, w, wl.creation_ms, hi, lo});
+    }
     std::sort(keys.begin(), keys.end(), [&](const SortKey& a, const SortKey& b) {
       if (a.priority != b.priority) return a.priority > b.priority;
       if (a.creation_ms != b.creation_ms) return a.creation_ms < b.creation_ms;
+      if (a.name_hi != b.name_hi) return a.name_hi < b.name_hi;
+      if (a.name_lo != b.name_lo) return a.name_lo < b.name_lo;
       return QueueOrderLess(in_.workloads[a.w], in_.workloads[b.w]);
     });
     for (size_t i = 0; i < keys.size(); ++i) h.order[i] = keys[i].w;
@@ -468,6 +497,12 @@ Status UsageWithinQuota(const AdmissionInputs& state) {
 
 AdmissionInputs ApplyAdmissionResult(AdmissionInputs state, const AdmissionResult& result,
                                      int64_t now_ms, bool victims_stopped) {
+  ApplyAdmissionResultTo(state, result, now_ms, victims_stopped);
+  return state;
+}
+
+void ApplyAdmissionResultTo(AdmissionInputs& state, const AdmissionResult& result, int64_t now_ms,
+                            bool victims_stopped) {
   // Only the workloads the result names are looked for: a few among thousands waiting (indexing
   // every key cost a pass more than the rest of this function).
   constexpr size_t kUnseen = ~size_t{0};
@@ -498,7 +533,6 @@ AdmissionInputs ApplyAdmissionResult(AdmissionInputs state, const AdmissionResul
       w.admitted_ms = 0;
     }
   }
-  return state;
 }
 
 }  // namespace trainlet::coordinator::admission

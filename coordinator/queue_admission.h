@@ -58,5 +58,8 @@ Status UsageWithinQuota(const AdmissionInputs& state);
 // pending again. For tests and simulations.
 AdmissionInputs ApplyAdmissionResult(AdmissionInputs state, const AdmissionResult& result,
                                      int64_t now_ms, bool victims_stopped);
+// The same, carried out on `state` in place.
+void ApplyAdmissionResultTo(AdmissionInputs& state, const AdmissionResult& result, int64_t now_ms,
+                            bool victims_stopped);
 
 }  // namespace trainlet::coordinator::admission

@@ -8,6 +8,9 @@
 //                 pass runs a full admission pass over all of them (the worst case: something
 //                 changed before every tick).
 //   - BoundIdle:  the same, the clock advancing 1 ms: the ticks between admission passes.
+//   - Roomy:      the same queues with quota for all 11,000 jobs: every job is admitted and the
+//                 10,000 wait for room, not quota; a full admission pass every iteration, over
+//                 11,000 admitted workloads.
 // CPU time, unlike bench/scheduler/run.py's wall-clock histogram, is not inflated when the
 // machine is loaded. The target for a pass: under 20 ms at 10,000 pending.
 // BM_Submit*: the coordinator's side of run.py's submissions, queues off and on (see Submit).
@@ -36,10 +39,14 @@ class NullSink : public NodeSink {
   void SendToNode(const std::string&, v1::Envelope) override {}
 };
 
-std::string Queues() {
+enum class Queueing { kOff, kBound, kRoomy };
+
+// kBound: quota for the kNodes running jobs; kRoomy: for all of them.
+std::string Queues(Queueing mode) {
   std::string y = "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: f}\n";
-  const int a = kNodes * 100 * 6 / 10;
-  for (auto [cq, millis] : {std::pair{"bench-a", a}, std::pair{"bench-b", kNodes * 100 - a}}) {
+  const int total = (mode == Queueing::kRoomy ? kNodes + kPending : kNodes) * 100;
+  const int a = total * 6 / 10;
+  for (auto [cq, millis] : {std::pair{"bench-a", a}, std::pair{"bench-b", total - a}}) {
     y += "---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: " +
          std::string(cq) +
          "}\nspec:\n  cohort: bench\n  namespaceSelector: {}\n  resourceGroups:\n"
@@ -64,7 +71,8 @@ struct Cluster {
   std::unique_ptr<JobController> controller;
   int64_t now = kT0;
 
-  explicit Cluster(bool queues) {
+  explicit Cluster(Queueing mode) {
+    const bool queues = mode != Queueing::kOff;
     char tmpl[] = "/tmp/trainlet-schedule-pass-bench-XXXXXX";
     if (mkdtemp(tmpl) == nullptr) abort();
     dir = tmpl;
@@ -87,7 +95,7 @@ struct Cluster {
         abort();
       }
     }
-    if (queues && !controller->Apply(Queues(), "queues.yaml", now).ok()) abort();
+    if (queues && !controller->Apply(Queues(mode), "queues.yaml", now).ok()) abort();
     const char* lqs[] = {"bench-a1", "bench-b1", "bench-a2", "bench-b2"};
     std::string file;
     for (int i = 0; i < kNodes + kPending; ++i) {
@@ -120,8 +128,8 @@ struct Cluster {
   }
 };
 
-void Run(benchmark::State& state, bool queues, int64_t step_ms) {
-  Cluster c(queues);
+void Run(benchmark::State& state, Queueing mode, int64_t step_ms) {
+  Cluster c(mode);
   for (auto _ : state) {
     c.now += step_ms;
     c.controller->Schedule(c.now);
@@ -222,12 +230,14 @@ BENCHMARK(BM_SubmitFileOff)->Unit(benchmark::kMillisecond)->MinTime(1);
 BENCHMARK(BM_SubmitFileLabels)->Unit(benchmark::kMillisecond)->MinTime(1);
 BENCHMARK(BM_SubmitFileQueues)->Unit(benchmark::kMillisecond)->MinTime(1);
 
-void BM_SchedulePassOff(benchmark::State& state) { Run(state, false, 1); }
-void BM_SchedulePassBound(benchmark::State& state) { Run(state, true, 1001); }
-void BM_SchedulePassBoundIdle(benchmark::State& state) { Run(state, true, 1); }
+void BM_SchedulePassOff(benchmark::State& state) { Run(state, Queueing::kOff, 1); }
+void BM_SchedulePassBound(benchmark::State& state) { Run(state, Queueing::kBound, 1001); }
+void BM_SchedulePassBoundIdle(benchmark::State& state) { Run(state, Queueing::kBound, 1); }
+void BM_SchedulePassRoomy(benchmark::State& state) { Run(state, Queueing::kRoomy, 1001); }
 BENCHMARK(BM_SchedulePassOff)->Unit(benchmark::kMillisecond)->MinTime(2);
 BENCHMARK(BM_SchedulePassBound)->Unit(benchmark::kMillisecond)->MinTime(2);
 BENCHMARK(BM_SchedulePassBoundIdle)->Unit(benchmark::kMillisecond)->MinTime(2);
+BENCHMARK(BM_SchedulePassRoomy)->Unit(benchmark::kMillisecond)->MinTime(2);
 
 }  // namespace
 }  // namespace trainlet::coordinator

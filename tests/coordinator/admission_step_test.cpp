@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "common/trainjob/yaml_support.h"
 #include "coordinator/job_state_machine.h"
+#include "tests/coordinator/queue_objects.h"
 
 namespace trainlet::coordinator {
 namespace {
@@ -69,21 +69,16 @@ class AdmissionStepTest : public ::testing::Test {
 
   // Queue objects: ClusterQueue cq of 1 cpu (with `extra` in its spec), LocalQueue lq.
   void Queues(const std::string& extra = "") {
-    auto docs = trainjob::LoadDocuments(
+    CommitQueueObjects(
+        catalog_,
         "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: f}\n---\n"
         "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: cq}\nspec:\n"
         "  namespaceSelector: {}\n" +
-        extra +
-        "  resourceGroups:\n  - coveredResources: [cpu]\n    flavors:\n    - name: f\n"
-        "      resources:\n      - {name: cpu, nominalQuota: 1}\n---\n"
-        "apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: lq}\n"
-        "spec: {clusterQueue: cq}\n");
-    ASSERT_TRUE(docs.ok());
-    std::vector<std::string> warnings;
-    auto stage = catalog_.StageObjects(*docs, "", &warnings);
-    ASSERT_TRUE(stage.ok()) << stage.status().ToString();
-    v1::ApplyResult result;
-    catalog_.Commit(std::move(stage).value(), result);
+            extra +
+            "  resourceGroups:\n  - coveredResources: [cpu]\n    flavors:\n    - name: f\n"
+            "      resources:\n      - {name: cpu, nominalQuota: 1}\n---\n"
+            "apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: lq}\n"
+            "spec: {clusterQueue: cq}\n");
   }
 
   // A Pending one-node job in LocalQueue lq asking 1 cpu, created at kT0 + i, and stored.

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "common/trainjob/yaml_support.h"
+#include "tests/coordinator/queue_objects.h"
 
 namespace trainlet::coordinator {
 namespace {
@@ -41,15 +41,7 @@ metadata: {name: plain}
 )");
   }
 
-  void Apply(const std::string& yaml) {
-    auto docs = trainjob::LoadDocuments(yaml);
-    ASSERT_TRUE(docs.ok()) << docs.status().ToString();
-    std::vector<std::string> warnings;
-    auto stage = catalog_.StageObjects(*docs, "", &warnings);
-    ASSERT_TRUE(stage.ok()) << stage.status().ToString();
-    v1::ApplyResult result;
-    catalog_.Commit(std::move(stage).value(), result);
-  }
+  void Apply(const std::string& yaml) { CommitQueueObjects(catalog_, yaml); }
 
   // A status admitted with these (resource, flavor) pairs.
   static v1::JobStatus Admitted(std::vector<std::pair<std::string, std::string>> flavors) {

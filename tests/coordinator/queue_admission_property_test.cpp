@@ -184,5 +184,54 @@ TEST(QueueAdmissionProperty, TheOrderOfTheInputsDoesNotMatter) {
   }
 }
 
+// Workloads of equal priority and age wait in the order of their names, whatever the names share:
+// long common prefixes, names differing only past 16 bytes of it, names that are prefixes of
+// others, bytes above 0x7f. The pass sorts on 16 bytes of each name after the queue's common
+// prefix; this compares its order with std::string's.
+TEST(QueueAdmissionProperty, EqualPriorityAndAgeWaitInTheOrderOfTheirNames) {
+  for (uint32_t seed = 1; seed <= 200; ++seed) {
+    Gen g(seed);
+    AdmissionInputs in;
+    in.flavors.push_back({"default", {}});
+    ClusterQueue q;
+    q.name = "cq";
+    q.resource_groups.push_back({{kGpu}, {{"default", {{kGpu, 1, std::nullopt, std::nullopt}}}}});
+    in.cluster_queues.push_back(q);
+    in.local_queues.push_back({"default", "q", "cq"});
+    const std::string prefix = std::string(g.Int(0, 30), 'p');
+    std::set<std::string> names;
+    const int count = g.Int(2, 60);
+    while (static_cast<int>(names.size()) < count) {
+      std::string name = prefix;
+      // Mostly the same long middle, so many names differ only past 16 bytes of the prefix.
+      if (g.Chance(70)) name += std::string(g.Int(0, 20), 'm');
+      const int tail = g.Int(0, 4);
+      for (int i = 0; i < tail; ++i) {
+        name += g.Pick<char>({'a', 'b', '0', '9', '-', static_cast<char>(0xc3)});
+      }
+      names.insert(name);
+    }
+    std::vector<std::string> shuffled(names.begin(), names.end());
+    std::shuffle(shuffled.begin(), shuffled.end(), g.rng);
+    for (const std::string& name : shuffled) {
+      Workload w;
+      w.key = name;
+      w.local_queue = "q";
+      w.creation_ms = 7;
+      w.per_pod[kGpu] = 1;
+      in.workloads.push_back(w);
+    }
+    const AdmissionResult r = RunAdmissionPass(in, 0);
+    // The first name is admitted into the one GPU; the others wait behind it in name order.
+    ASSERT_EQ(r.admitted.size(), 1u) << "seed " << seed;
+    std::vector<std::string> order = {r.admitted[0].first};
+    std::vector<PendingWorkload> pending = r.pending;
+    std::sort(pending.begin(), pending.end(),
+              [](const auto& a, const auto& b) { return a.position < b.position; });
+    for (const PendingWorkload& p : pending) order.push_back(p.key);
+    ASSERT_EQ(order, std::vector<std::string>(names.begin(), names.end())) << "seed " << seed;
+  }
+}
+
 }  // namespace
 }  // namespace trainlet::coordinator::admission
