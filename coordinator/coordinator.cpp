@@ -293,7 +293,8 @@ void Coordinator::OnHeartbeat(const RouterMessage& msg, std::chrono::steady_cloc
                               env.heartbeat().reports_attempts(), now_ms);
     v1::Envelope ack;
     ack.mutable_heartbeat_ack()->set_heartbeat_seq(env.heartbeat().seq());
-    ack.mutable_heartbeat_ack()->set_acked_event_seq(node->applied_event_seq);
+    // Only events whose effects are stored: the agent then forgets them (node_registry.h).
+    ack.mutable_heartbeat_ack()->set_acked_event_seq(node->stored_event_seq);
     exec_relay_->AddDelivered(node->info.name(), ack.mutable_heartbeat_ack());
     SendToRouterPeer(agents_, msg.routing_id, ack);
   } else {
@@ -405,7 +406,7 @@ int64_t Coordinator::HoldAfterSilence(int64_t last_heard_ms) const {
 }
 
 std::optional<TimePoint> Coordinator::Tick(TimePoint now) {
-  if (started_ == TimePoint{}) started_ = now;
+  if (!started_) started_ = now;
   const int64_t now_ms = env_.WallUnixMs();
   ops_->Tick(now);  // READY=1 once, then STATUS=
   // store: etcd: a follower does nothing more than look at the election again soon.
@@ -420,7 +421,7 @@ std::optional<TimePoint> Coordinator::Tick(TimePoint now) {
     const NodeEntry* e = registry_->Find(lost);
     jobs_->OnNodeLost(lost, now_ms, HoldAfterSilence(e->last_beat_unix_ms));
   }
-  if (!checked_unregistered_ && now - started_ > config_.lost_timeout) {
+  if (!checked_unregistered_ && now - *started_ > config_.lost_timeout) {
     // After a restart, a node that held ranks and has not come back within the lost timeout is
     // as good as Lost: its ranks' attempts fail, as if it had stopped heartbeating.
     checked_unregistered_ = true;
@@ -435,7 +436,11 @@ std::optional<TimePoint> Coordinator::Tick(TimePoint now) {
   jobs_->Schedule(now_ms);
   ops_->OnSchedulePass(std::chrono::steady_clock::now() - pass_start);
   ops_->OnAdmissions(jobs_->TakeAdmissionStats());
-  if (Status s = jobs_->Flush(); !s.ok()) spdlog::error("store: {}", s.message());
+  if (Status s = jobs_->Flush(); !s.ok()) {
+    spdlog::error("store: {}", s.message());
+  } else {
+    registry_->EventsStored();
+  }
   operator_service_->Tick(now);
   exec_relay_->Tick(now);
   RefreshExecAllowlist();

@@ -211,7 +211,9 @@ class Coordinator : public NodeSink {
   zmq::socket_t execs_;
   std::string exec_endpoint_;  // advertised
   uint64_t exec_allowlist_generation_ = UINT64_MAX;
-  std::chrono::steady_clock::time_point started_{};
+  // The first tick (or taking the lead): the lost timeout for nodes that never come back counts
+  // from here. Unset before (a clock's zero is a time like any other, on a fake clock).
+  std::optional<std::chrono::steady_clock::time_point> started_;
   bool checked_unregistered_ = false;  // placed nodes that never came back after a restart
   std::string agent_endpoint_;
   std::string operator_endpoint_;

@@ -55,7 +55,8 @@ Status NodeRegistry::Register(const v1::NodeInfo& info, const std::string& routi
   if (fresh) e.registered_unix_ms = now_unix_ms;
   e.last_beat = now;
   e.last_beat_unix_ms = now_unix_ms;
-  e.applied_event_seq = info.events_acked_through();
+  e.applied_event_seq = info.events_acked_through();  // acknowledged before: stored
+  e.stored_event_seq = e.applied_event_seq;
   by_key_[public_key] = info.name();
   RecordAttempts(info.name(), info.attempts(), info.reports_attempts(), now_unix_ms);
   e.info.clear_attempts();  // kept as planned_attempts, not with the node's description
@@ -108,6 +109,10 @@ bool NodeRegistry::AcceptEvent(const std::string& name, uint64_t seq) {
   if (seq != it->second.applied_event_seq + 1) return false;
   it->second.applied_event_seq = seq;
   return true;
+}
+
+void NodeRegistry::EventsStored() {
+  for (auto& [name, e] : nodes_) e.stored_event_seq = e.applied_event_seq;
 }
 
 const NodeEntry* NodeRegistry::Heartbeat(const std::string& public_key,

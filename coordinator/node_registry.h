@@ -62,6 +62,11 @@ struct NodeEntry {
   std::string health_reason;
   int64_t registered_unix_ms = 0;
   uint64_t applied_event_seq = 0;  // worker events of this agent applied, in order, up to here
+  // Of those, the ones whose effects are stored (EventsStored, after the job statuses were
+  // flushed): what its heartbeats acknowledge. The agent forgets an event once acknowledged, so
+  // an event applied but not stored is acknowledged only later: a crash in between loses nothing,
+  // since the agent sends it again to the next coordinator.
+  uint64_t stored_event_seq = 0;
   int64_t last_beat_unix_ms = 0;
   std::chrono::steady_clock::time_point last_beat{};
   // What the agent last reported holding (HeldAttempt, in its registration and each beat): the
@@ -118,6 +123,8 @@ class NodeRegistry {
   // the caller then applies. A number already applied (a resend) or beyond a gap (an earlier one
   // was lost; the agent resends it) is refused. seq 0 means unnumbered and is always accepted.
   bool AcceptEvent(const std::string& name, uint64_t seq);
+  // Every node's applied events are stored: the caller flushed what they changed.
+  void EventsStored();
 
   // Reads the cordons stored in `store` and writes every later change there before applying it.
   // `store` must outlive the registry. kIo when the store cannot be read.

@@ -30,6 +30,7 @@
 #include "tests/common/fake_env.h"
 #include "tests/common/test_dir.h"
 #include "tests/common/test_keys.h"
+#include "tests/coordinator/full_disk.h"
 
 namespace trainlet::coordinator {
 namespace {
@@ -109,14 +110,19 @@ class CoordinatorTest : public ::testing::Test {
     ASSERT_TRUE(ack->register_ack().accepted()) << ack->register_ack().reason();
   }
 
-  // One heartbeat, stamped with the agent's (fake) wall clock; true when it was acknowledged.
-  bool Heartbeat() {
+  // node-1's next heartbeat, healthy, stamped with the agent's (fake) wall clock.
+  v1::Envelope NextBeat() {
     v1::Envelope env;
     env.mutable_heartbeat()->set_node("node-1");
     env.mutable_heartbeat()->set_seq(++seq_);
     env.mutable_heartbeat()->set_sent_unix_ms(env_.WallUnixMs());
     env.mutable_heartbeat()->set_healthy(true);
-    auto ack = Exchange(env);
+    return env;
+  }
+
+  // One heartbeat; true when it was acknowledged.
+  bool Heartbeat() {
+    auto ack = Exchange(NextBeat());
     return ack && ack->has_heartbeat_ack() && ack->heartbeat_ack().heartbeat_seq() == seq_;
   }
 
@@ -455,9 +461,11 @@ class CoordinatorLostPlanTest : public CoordinatorProgressTest {
     operator_.emplace(std::move(op).value());
   }
   // Registers reporting `held` (job, attempt) with their plans, as trainlet-agent does.
-  void RegisterHolding(const std::vector<std::pair<std::string, uint32_t>>& held) {
+  void RegisterHolding(const std::vector<std::pair<std::string, uint32_t>>& held,
+                       uint64_t events_acked_through = 0) {
     v1::Envelope env;
     auto* info = env.mutable_register_();
+    info->set_events_acked_through(events_acked_through);
     info->set_name("node-1");
     info->set_address("127.0.0.1");
     info->set_slots(2);
@@ -489,18 +497,15 @@ class CoordinatorLostPlanTest : public CoordinatorProgressTest {
     std::vector<v1::LaunchPlan> plans;
     for (auto t = 0ms; t < total; t += 500ms) {
       env_.Advance(500ms);
-      v1::Envelope env;
-      env.mutable_heartbeat()->set_node("node-1");
-      env.mutable_heartbeat()->set_seq(++seq_);
-      env.mutable_heartbeat()->set_sent_unix_ms(env_.WallUnixMs());
-      env.mutable_heartbeat()->set_healthy(true);
+      v1::Envelope env = NextBeat();
       env.mutable_heartbeat()->set_reports_attempts(true);
       EXPECT_TRUE(SendOnDealer(*dealer_, env));
       for (auto& p : Plans()) plans.push_back(std::move(p));
     }
     return plans;
   }
-  void TellRank(v1::WorkerEvent::Kind kind, uint32_t attempt) {
+  // seq: the agent's number for the event (0: unnumbered).
+  void TellRank(v1::WorkerEvent::Kind kind, uint32_t attempt, uint64_t seq = 0) {
     v1::Envelope env;
     auto* ev = env.mutable_worker_event();
     ev->set_job("train");
@@ -508,12 +513,43 @@ class CoordinatorLostPlanTest : public CoordinatorProgressTest {
     ev->set_rank(0);
     ev->set_kind(kind);
     ev->set_pid(4242);
+    ev->set_seq(seq);
+    if (kind == v1::WorkerEvent::KIND_EXITED) ev->set_exit_code(0);
     Tell(env);
+  }
+  // One heartbeat: the worker events it acknowledges (through this number).
+  uint64_t AckedThrough() {
+    v1::Envelope env = NextBeat();
+    env.mutable_heartbeat()->set_reports_attempts(true);
+    env.mutable_heartbeat()->add_attempts()->set_job("train");
+    env.mutable_heartbeat()->mutable_attempts(0)->set_attempt(1);
+    env.mutable_heartbeat()->mutable_attempts(0)->set_plan_received(true);
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    bool sent = false;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (!sent) sent = SendOnDealer(*dealer_, env);
+      EXPECT_TRUE(coordinator_->RunOnce(10ms).ok());
+      while (auto reply = ReceiveFromDealer(*dealer_, drops_)) {
+        if (reply->has_heartbeat_ack() && reply->heartbeat_ack().heartbeat_seq() == seq_) {
+          return reply->heartbeat_ack().acked_event_seq();
+        }
+      }
+    }
+    ADD_FAILURE() << "no heartbeat ack";
+    return 0;
   }
   void ApplyJob() {
     v1::OperatorRequest apply;
     apply.mutable_apply()->set_yaml(OneRankJob(""));
     ASSERT_EQ(Ask(apply).error(), "");
+  }
+  // The job placed on node-1 and its rank started (worker event 1), stored and acknowledged.
+  void RunningAndStored() {
+    RegisterHolding({});
+    ApplyJob();
+    ASSERT_EQ(Plans().size(), 1u);
+    TellRank(v1::WorkerEvent::KIND_STARTED, 1, 1);
+    ASSERT_EQ(AckedThrough(), 1u);
   }
 };
 
@@ -596,6 +632,74 @@ TEST_F(CoordinatorLostPlanTest, AStartTimeoutOfAPlanThatNeverArrivedIsNotCounted
   job = GetJob();
   EXPECT_EQ(job.job_phase(), v1::JOB_PHASE_RUNNING);
   EXPECT_EQ(job.infrastructure_retries(), 0u);
+}
+
+// An agent forgets a worker event once a heartbeat acknowledges it, so the coordinator
+// acknowledges an event only once what it changed is stored. While the store refuses writes (a
+// full disk), the rank's exit is applied in memory but not acknowledged; once the disk has room
+// it is stored, then acknowledged.
+TEST_F(CoordinatorLostPlanTest, AnEventIsAcknowledgedOnlyOnceItsEffectIsStored) {
+  RunningAndStored();
+  if (HasFatalFailure()) return;
+  {
+    FullDisk full(config_.state_dir);
+    TellRank(v1::WorkerEvent::KIND_EXITED, 1, 2);
+    EXPECT_EQ(AckedThrough(), 1u);
+    Spin();  // the loop flushes again, and fails again
+    EXPECT_EQ(AckedThrough(), 1u);
+  }
+  Spin();
+  EXPECT_EQ(AckedThrough(), 2u);
+  EXPECT_EQ(GetJob().job_phase(), v1::JOB_PHASE_SUCCEEDED);
+}
+
+// The coordinator dies (no flush) after applying a rank's exit it could not store: the agent
+// still holds the event, unacknowledged, and sends it to the next coordinator, which counts it.
+TEST_F(CoordinatorLostPlanTest, AnExitNotYetStoredIsNotLostWhenTheCoordinatorDies) {
+  RunningAndStored();
+  if (HasFatalFailure()) return;
+  uint64_t acked = 0;
+  {
+    FullDisk full(config_.state_dir);
+    TellRank(v1::WorkerEvent::KIND_EXITED, 1, 2);
+    acked = AckedThrough();
+    EXPECT_EQ(GetJob().job_phase(), v1::JOB_PHASE_SUCCEEDED);  // in memory only
+    coordinator_.reset();  // dies before any write succeeds: nothing flushed on the way out
+  }
+  EXPECT_EQ(acked, 1u);
+  Restart();
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(GetJob().job_phase(), v1::JOB_PHASE_RUNNING);  // what the store held
+  RegisterHolding({{"train", 1}}, acked);
+  TellRank(v1::WorkerEvent::KIND_EXITED, 1, acked + 1);  // the agent's resend
+  const v1::JobStatus job = GetJob();
+  EXPECT_EQ(job.job_phase(), v1::JOB_PHASE_SUCCEEDED);
+  ASSERT_EQ(job.ranks_size(), 1);
+  EXPECT_EQ(job.ranks(0).exit_code(), 0);
+}
+
+// After a restart, a node that held ranks and does not register again within the lost timeout
+// is as good as Lost: its ranks' attempt fails (an infrastructure failure, naming the node), as
+// if it had stopped heartbeating. Before the timeout, nothing is decided.
+TEST_F(CoordinatorLostPlanTest, ANodeThatHeldRanksAndDoesNotComeBackAfterARestartIsLost) {
+  RunningAndStored();
+  if (HasFatalFailure()) return;
+  Restart();
+  if (HasFatalFailure()) return;
+  Spin();                // the new coordinator's first ticks: the lost timeout counts from here
+  env_.Advance(2000ms);  // node-1 never registers again
+  Spin();
+  v1::JobStatus job = GetJob();
+  ASSERT_EQ(job.ranks_size(), 1);
+  EXPECT_EQ(job.ranks(0).rank_state(), v1::RANK_STATE_RUNNING);
+  ASSERT_EQ(job.attempts_size(), 1);
+  EXPECT_EQ(job.attempts(0).cause(), "");  // still running
+  env_.Advance(1500ms);                    // past the 3 s lost timeout
+  Spin();
+  job = GetJob();
+  ASSERT_GE(job.attempts_size(), 1);
+  EXPECT_THAT(job.attempts(0).cause(), ::testing::HasSubstr("node node-1 lost"));
+  EXPECT_TRUE(job.attempts(0).infrastructure());
 }
 
 }  // namespace
