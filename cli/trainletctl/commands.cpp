@@ -248,13 +248,7 @@ int CmdDescribe(const CommonFlags& f, const std::string& kind_arg, const std::st
     for (const auto& n : nodes->nodes().nodes()) {
       if (n.info().name() != name) continue;
       // The same data as the text: conditions, packages, NUMA nodes, devices, accelerators.
-      if (*format == OutputFormat::kJson) {
-        std::cout << ToJson(n);
-      } else if (*format == OutputFormat::kYaml) {
-        std::cout << ToYaml(n);
-      } else {
-        std::cout << DescribeNode(n, NowUnixMs());
-      }
+      std::cout << DescribeAs(*format, n, [&] { return DescribeNode(n, NowUnixMs()); });
       return 0;
     }
     return Error("node \"" + name + "\" not found");
@@ -263,7 +257,10 @@ int CmdDescribe(const CommonFlags& f, const std::string& kind_arg, const std::st
   req.mutable_get_jobs()->set_namespace_(f.ns);
   auto resp = (*client)->Call(req);
   if (!resp.ok()) return Error(resp.status());
-  std::cout << DescribeJob(resp->jobs().jobs(0), NowUnixMs());
+  auto format = ParseOutputFormat(f.output);
+  if (!format.ok()) return Error(format.status());
+  const v1::JobStatus& job = resp->jobs().jobs(0);
+  std::cout << DescribeAs(*format, job, [&] { return DescribeJob(job, NowUnixMs()); });
   return 0;
 }
 

@@ -52,7 +52,8 @@ void AddGetCommand(CLI::App& app, CommonFlags& common, int& rc) {
                   "resourceflavors (rf), workloadpriorityclasses (wpc)")
       ->required();
   get->add_option("name", a->name, "Only this one");
-  get->add_option("-o,--output", common.output, "json | yaml | wide | name");
+  get->add_option("-o,--output", common.output, "json | yaml | wide | name")
+      ->check(CLI::IsMember({"json", "yaml", "wide", "name"}));
   get->add_option("--limit", a->paging.limit,
                   "trainjobs: show at most this many (the oldest first); 0 shows every one")
       ->capture_default_str();
@@ -66,7 +67,12 @@ void AddGetCommand(CLI::App& app, CommonFlags& common, int& rc) {
 
 void AddDescribeCommand(CLI::App& app, CommonFlags& common, int& rc) {
   auto* describe = app.add_subcommand(
-      "describe", "Show a trainjob in detail: placement, ranks, exit codes, conditions, events");
+      "describe",
+      "Show a trainjob in detail: placement, ranks, exit codes, conditions, events\n"
+      "  trainletctl describe trainjob hello\n"
+      "  trainletctl describe trainjob llm-7 -n team-a -o json\n"
+      "  trainletctl describe node node-1\n"
+      "  trainletctl describe clusterqueue team-a");
   struct Args {
     std::string kind, name;
   };
@@ -76,14 +82,21 @@ void AddDescribeCommand(CLI::App& app, CommonFlags& common, int& rc) {
                    "trainjob (or trainjob/NAME), node, clusterqueue (cq), resourceflavor (rf)")
       ->required();
   describe->add_option("name", a->name, "The trainjob's name");
-  describe->add_option("-o,--output", common.output, "json | yaml: a node's full status");
+  describe->add_option("-o,--output", common.output, "json | yaml: the full status, for scripts")
+      ->check(CLI::IsMember({"json", "yaml"}));
   AddNamespaceFlags(describe, common);
   describe->callback([&common, &rc, a] { rc = CmdDescribe(common, a->kind, a->name); });
 }
 
 void AddApplyCommand(CLI::App& app, CommonFlags& common, int& rc) {
   auto* apply = app.add_subcommand(
-      "apply", "Create TrainJobs and runtimes from a YAML file (several documents allowed)");
+      "apply",
+      "Create TrainJobs and runtimes from a YAML file (several documents allowed)\n"
+      "  trainletctl apply -f job.yaml\n"
+      "  trainletctl apply -f job.yaml --wait --timeout 2h   # exit 0 when Complete, 1 when "
+      "Failed\n"
+      "  cat queues.yaml | trainletctl apply -f -\n"
+      "  trainletctl apply -f jobs.yaml -o json");
   struct Args {
     std::string file;
     bool wait = false;
@@ -91,7 +104,8 @@ void AddApplyCommand(CLI::App& app, CommonFlags& common, int& rc) {
   };
   auto a = std::make_shared<Args>();
   apply->add_option("-f,--filename", a->file, "The YAML file, or - for stdin")->required();
-  apply->add_option("-o,--output", common.output, "json");
+  apply->add_option("-o,--output", common.output, "json: what was created, configured, unchanged")
+      ->check(CLI::IsMember({"json"}));
   apply->add_flag("--wait", a->wait,
                   "Then wait, on the same connection, until every TrainJob the file created or "
                   "changed is Complete (exit 0) or Failed (exit 1, saying why), as sbatch --wait");
@@ -282,9 +296,12 @@ void AddKeysCommand(CLI::App& app, int& rc) {
   kcreate->add_option("--role", a->role, "agent | operator | coordinator")->capture_default_str();
   kcreate->add_option("--allowlist", a->allow, "Also enrol the public key in this allowlist file");
   kcreate->callback([&rc, a] { rc = CmdKeysCreate(a->dir, a->name, a->role, a->allow); });
-  auto* klist = keys->add_subcommand("list", "List the keys and allowlist entries in a directory");
+  auto* klist = keys->add_subcommand("list",
+                                     "List the keys and allowlist entries in a directory\n"
+                                     "  trainletctl keys list --dir /etc/trainlet/keys\n"
+                                     "  trainletctl keys list --dir /etc/trainlet/keys -o json");
   klist->add_option("--dir", a->dir, "Key directory")->capture_default_str();
-  klist->add_option("-o,--output", a->out, "json");
+  klist->add_option("-o,--output", a->out, "json")->check(CLI::IsMember({"json"}));
   klist->callback([&rc, a] { rc = CmdKeysList(a->dir, a->out); });
 }
 
@@ -341,7 +358,10 @@ void AddLocalUpCommand(CLI::App& local, CommonFlags& common, int& rc) {
 }
 
 void AddLocalDownCommand(CLI::App& local, CommonFlags& common, int& rc) {
-  auto* down = local.add_subcommand("down", "Stop exactly the processes `local up` started");
+  auto* down = local.add_subcommand("down",
+                                    "Stop exactly the processes `local up` started\n"
+                                    "  trainletctl local down\n"
+                                    "  trainletctl local down --dir /tmp/my-cluster --timeout 5");
   struct Args {
     std::string dir;
     int timeout = 15;
@@ -370,7 +390,11 @@ void AddLocalRestartCommand(CLI::App& local, CommonFlags& common, int& rc) {
       "instead, kill -9 the pid in TRAINLET_HOME/pids/coordinator.pid, then run this.");
   restart->require_subcommand(1);
   auto* coordinator = restart->add_subcommand(
-      "coordinator", "Stop and start the coordinator on the ports it had (see `local restart -h`)");
+      "coordinator",
+      "Stop and start the coordinator on the ports it had (see `local restart -h`)\n"
+      "  trainletctl local restart coordinator\n"
+      "  kill -9 $(cut -d' ' -f1 $TRAINLET_HOME/pids/coordinator.pid); "
+      "trainletctl local restart coordinator");
   struct Args {
     std::string dir;
     int timeout = 15;

@@ -257,13 +257,9 @@ int CmdDescribeQueueObject(const CommonFlags& f, const std::string& kind, const 
   auto resp = (*client)->Call(Request(f, kind, name));
   if (!resp.ok()) return Error(resp.status().message());
   for (const auto& o : resp->queue_objects().objects()) {
-    if (*format == OutputFormat::kJson) {
-      std::cout << ToJson(o);
-    } else if (*format == OutputFormat::kYaml) {
-      std::cout << ToYaml(o);
-    } else {
-      std::cout << (kind == "ResourceFlavor" ? DescribeResourceFlavor(o) : DescribeClusterQueue(o));
-    }
+    std::cout << DescribeAs(*format, o, [&] {
+      return kind == "ResourceFlavor" ? DescribeResourceFlavor(o) : DescribeClusterQueue(o);
+    });
   }
   return 0;
 }

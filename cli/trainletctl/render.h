@@ -22,6 +22,15 @@ Result<OutputFormat> ParseOutputFormat(const std::string& text);
 std::string RenderTable(const std::vector<std::vector<std::string>>& rows);
 std::string ToJson(const google::protobuf::MessageLite& message);
 std::string ToYaml(const google::protobuf::MessageLite& message);
+// What describe prints of `message`: all of it as JSON or YAML for -o json / -o yaml, else the
+// text `describe()` makes for people.
+template <typename Describe>
+std::string DescribeAs(OutputFormat format, const google::protobuf::MessageLite& message,
+                       Describe describe) {
+  if (format == OutputFormat::kJson) return ToJson(message);
+  if (format == OutputFormat::kYaml) return ToYaml(message);
+  return describe();
+}
 // The YAML form of a JSON document (ToYaml's second half).
 std::string JsonToYaml(const std::string& json);
 

@@ -171,12 +171,17 @@ void AddRendezvousCommand(CLI::App& app, int& rc) {
   cmd->require_subcommand(1);
   // CLI11 keeps pointers to these: they live as long as the app, like main's own locals.
   static std::string key, value, get_timeout = "30s", fence_timeout = "0";
-  auto* put = cmd->add_subcommand("put", "Store KEY=VALUE for this rank's next fence");
+  auto* put = cmd->add_subcommand(
+      "put",
+      "Store KEY=VALUE for this rank's next fence\n"
+      "  trainletctl rendezvous put addr/$TRAINLET_RANK \"$(hostname -i):29500\"");
   put->add_option("key", key, "The key")->required();
   put->add_option("value", value, "The value")->required();
   put->callback([&rc] { rc = Put(key, value); });
   auto* get = cmd->add_subcommand(
-      "get", "Print KEY's value; waits until a fence publishes it (exit 2 on timeout)");
+      "get",
+      "Print KEY's value; waits until a fence publishes it (exit 2 on timeout)\n"
+      "  trainletctl rendezvous get addr/0 --timeout 60s");
   get->add_option("key", key, "The key")->required();
   get->add_option("--timeout", get_timeout, "e.g. 30s; 0 waits while the attempt lives")
       ->capture_default_str();
@@ -184,7 +189,8 @@ void AddRendezvousCommand(CLI::App& app, int& rc) {
   auto* fence = cmd->add_subcommand(
       "fence",
       "Send this rank's puts and wait until every rank of the attempt has fenced (exit 1 when a "
-      "rank exited or the attempt ended, 2 on timeout)");
+      "rank exited or the attempt ended, 2 on timeout)\n"
+      "  trainletctl rendezvous fence --timeout 5m");
   fence->add_option("--timeout", fence_timeout, "e.g. 60s; 0 waits while the attempt lives")
       ->capture_default_str();
   fence->callback([&rc] { rc = Fence(fence_timeout); });

@@ -88,4 +88,19 @@ grep -q "dropped" "$TRAINLET_HOME/logs/coordinator.log" || fail "drops were not 
 "$CTL" apply -f "$good" >/dev/null
 "$CTL" wait trainjob/good --for=condition=Complete --timeout=30s >/dev/null || fail "job after garbage"
 log "garbage dropped, daemons alive and serving"
+
+# -o: a format a command does not write is refused by the flag's name, before anything is sent;
+# the ones it takes give one document a script can read.
+for cmd in "apply -f $good -o yaml" "get trainjobs -o xml" "describe trainjob good -o wide"; do
+  # shellcheck disable=SC2086  # the command's words
+  if "$CTL" $cmd > "$WORK/out" 2> "$WORK/err"; then fail "$cmd: accepted"; fi
+  assert_contains "$(cat "$WORK/err")" "--output" "$cmd"
+  [ ! -s "$WORK/out" ] || fail "$cmd: printed $(cat "$WORK/out")"
+done
+"$CTL" apply -f "$good" -o json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["unchanged"] == ["trainjob/good"], d' \
+  || fail "apply -o json"
+"$CTL" describe trainjob good -o json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["name"] == "good" and d["jobPhase"] == "JOB_PHASE_SUCCEEDED", d' \
+  || fail "describe trainjob -o json"
+"$CTL" describe trainjob good -o yaml | grep -q "^name: good$" || fail "describe trainjob -o yaml"
+log "-o: unknown formats refused by the flag, json and yaml readable"
 echo "PASS bad_input_test"
