@@ -7,7 +7,7 @@
 # served from each node's cache (no second GET), and an hf:// dataset on a node without
 # huggingface_hub fails at once with a reason naming the module.
 source "$(dirname "$0")/lib.sh"
-[ -d "$KUBEFLOW" ] || { echo "SKIP: $KUBEFLOW not present"; exit 0; }
+[ -d "$KUBEFLOW" ] || { echo "SKIP: $KUBEFLOW not present"; exit 77; }
 
 start_cluster 2 --slots 2
 
