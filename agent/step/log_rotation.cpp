@@ -39,10 +39,11 @@ std::string LogRotation::Note(uint64_t bytes, const std::string& rotated) {
          rotated + "\n";
 }
 
-std::string LogRotation::Rotate(const std::string& path) {
+std::string LogRotation::Rotate(const std::string& path, const std::function<void()>& meanwhile) {
   const std::string rotated = path + ".1";
   const std::string tmp = rotated + ".tmp";
-  const int from = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Read and cut through one descriptor: its offset carries the catch-up copy on from the first.
+  const int from = open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (from < 0) return Errno(path);
   // 0600, as the log itself: a rank's output may hold what its env held.
   const int to = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -52,22 +53,35 @@ std::string LogRotation::Rotate(const std::string& path) {
   }
   int64_t copied = CopyAll(from, to);
   int copy_errno = errno;
-  close(from);
   if (close(to) != 0 && copied >= 0) {  // a write-back error shows at close
     copy_errno = errno;
     copied = -1;
   }
   if (copied < 0) {
+    close(from);
     unlink(tmp.c_str());
     errno = copy_errno;
     return Errno("copy to " + tmp);  // a full disk: the log stays whole, tried again later
   }
   if (rename(tmp.c_str(), rotated.c_str()) != 0) {
     const std::string why = Errno(rotated);
+    close(from);
     unlink(tmp.c_str());
     return why;
   }
-  if (truncate(path.c_str(), 0) != 0) return Errno("truncate " + path);
+  if (meanwhile) meanwhile();
+  // The close and the rename take milliseconds on a busy disk (ext4 writes a file renamed over
+  // another back first), and the rank writes on meanwhile: that tail is appended to <log>.1
+  // too, and the log is cut at once after it.
+  const int more = open(rotated.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  const int64_t tail = more < 0 ? -1 : CopyAll(from, more);
+  const bool cut = tail >= 0 && ftruncate(from, 0) == 0;
+  const std::string why = cut ? "" : Errno(tail < 0 ? "copy to " + rotated : "truncate " + path);
+  if (more >= 0) close(more);
+  close(from);
+  // A failed catch-up leaves the log whole (its head in <log>.1 twice until the next cut).
+  if (!cut) return why;
+  copied += tail;
   const int log = open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
   if (log < 0) return Errno(path);
   const std::string note =

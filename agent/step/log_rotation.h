@@ -6,8 +6,10 @@
 // once a log passes `max_bytes`, its content is copied to `<log>.1` (replacing the previous
 // `.1`), the log is truncated to 0, and a line is appended saying where it was cut:
 //   [trainlet] log rotated at N bytes, earlier output in rank-0.log.1
-// Appends after the truncate land at the new end (O_APPEND), so the file never goes sparse. What
-// a rank writes between the copy and the truncate is lost (the copytruncate window, a few ms).
+// Appends after the truncate land at the new end (O_APPEND), so the file never goes sparse.
+// What the rank wrote while the copy was closed and renamed into place is copied after it, and
+// the log is truncated right after that second copy reaches its end: only a write that lands in
+// between (microseconds; logrotate's copytruncate leaves milliseconds) is lost.
 // A log's disk use stays below about 2 x (max_bytes + what a rank writes between two checks).
 //
 // Owned by the step's loop (step_runner.cpp), which calls Check every kCheckIntervalMs while
@@ -16,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -45,7 +48,10 @@ class LogRotation {
 
   // Copies `path` to `<path>.1`, truncates it and appends the note. The note's N is the size
   // copied.
-  static std::string Rotate(const std::string& path);
+  // `meanwhile` runs once the first copy is in place, before the catch-up (tests write there
+  // as a rank would).
+  static std::string Rotate(const std::string& path,
+                            const std::function<void()>& meanwhile = nullptr);
   // The note Rotate appends, for `bytes` copied to `rotated` (a file name, no directory).
   static std::string Note(uint64_t bytes, const std::string& rotated);
 

@@ -1,6 +1,7 @@
 // LogRotation (agent/step/log_rotation.h): a rank log past its cap is copied to <log>.1 and
-// truncated, with a note where it was cut; a writer holding the log O_APPEND goes on at the new
-// end; a failure is said once while it repeats. On a temp dir; no processes.
+// truncated, with a note where it was cut; what is written during the cut is kept; a writer holding
+// the log O_APPEND goes on at the new end; a failure is said once while it repeats. On a temp dir;
+// no processes.
 #include "agent/step/log_rotation.h"
 
 #include <fcntl.h>
@@ -48,6 +49,21 @@ TEST(LogRotation, CutsALogPastItsCapWithANote) {
   // Under the cap: left alone.
   EXPECT_TRUE(rotation.Check().empty());
   EXPECT_EQ(Read(log + ".1"), first);
+}
+
+TEST(LogRotation, WhatARankWritesWhileTheCopyIsPutInPlaceIsKept) {
+  testing::TempDir dir;
+  const std::string log = dir.File("rank-0.log");
+  const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  ASSERT_GE(fd, 0);
+  const std::string first(3000, 'x');
+  ASSERT_EQ(write(fd, first.data(), first.size()), 3000);
+  EXPECT_EQ(LogRotation::Rotate(log, [fd] { ASSERT_EQ(write(fd, "late\n", 5), 5); }), "");
+  EXPECT_EQ(Read(log + ".1"), first + "late\n") << "the line written mid-rotation is kept";
+  EXPECT_EQ(Read(log), LogRotation::Note(3005, "rank-0.log.1"));
+  ASSERT_EQ(write(fd, "next\n", 5), 5);
+  close(fd);
+  EXPECT_EQ(Read(log), LogRotation::Note(3005, "rank-0.log.1") + "next\n");
 }
 
 TEST(LogRotation, ALogWhoseWriterIsGoneIsNotCutAgain) {
