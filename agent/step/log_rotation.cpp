@@ -79,7 +79,7 @@ std::string LogRotation::Rotate(const std::string& path, const std::function<voi
   const std::string why = cut ? "" : Errno(tail < 0 ? "copy to " + rotated : "truncate " + path);
   if (more >= 0) close(more);
   close(from);
-  // A failed catch-up leaves the log whole (its head in <log>.1 twice until the next cut).
+  // A failed catch-up leaves the log whole (its head also in <log>.1 until the next cut).
   if (!cut) return why;
   copied += tail;
   const int log = open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
