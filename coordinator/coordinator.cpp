@@ -231,11 +231,12 @@ void Coordinator::OnAgentMessage(RouterMessage& msg) {
     default:
       break;
   }
-  // Everything else must come from a registered node, and speaks for that node only.
-  const NodeEntry* node = registry_->FindByKey(msg.user_id);
+  // Everything else must come from a registered node's own connection, and speaks for that node
+  // only: a second agent holding the same key, refused at registration, is not heard.
+  const NodeEntry* node = registry_->FindByConnection(msg.user_id, msg.routing_id);
   if (node == nullptr || node->state == NodeState::kLost) {
     drops_.Add(DropReason::kUnauthorized);
-    spdlog::warn("dropped {} from an unregistered agent key",
+    spdlog::warn("dropped {} from an agent key or connection that did not register",
                  v1::MessageType_Name(msg.envelope.type()));
     return;
   }
@@ -284,7 +285,7 @@ void Coordinator::OnHeartbeat(const RouterMessage& msg, std::chrono::steady_cloc
   const v1::Envelope& env = msg.envelope;
   ops_->OnHeartbeat(env.heartbeat().sent_unix_ms(), now_ms);
   // Authorised by the key, like the beat itself: a node reports only its own health.
-  if (const NodeEntry* e = registry_->FindByKey(msg.user_id)) {
+  if (const NodeEntry* e = registry_->FindByConnection(msg.user_id, msg.routing_id)) {
     registry_->SetHealth(e->info.name(), env.heartbeat().healthy(),
                          env.heartbeat().health_reason());
   }

@@ -122,12 +122,12 @@ const NodeEntry* NodeRegistry::Heartbeat(const std::string& public_key,
   if (key_it == by_key_.end()) return nullptr;
   NodeEntry& e = nodes_.at(key_it->second);
   if (e.state == NodeState::kLost) return nullptr;  // its ranks were given up: register afresh
+  if (e.routing_id != routing_id) return nullptr;   // not the registered connection
   if (e.state == NodeState::kSuspect) {
     spdlog::info("node {} is Ready again", e.info.name());
     e.state_since_unix_ms = now_unix_ms;
   }
   e.state = NodeState::kReady;
-  e.routing_id = routing_id;
   e.last_beat = now;
   e.last_beat_unix_ms = now_unix_ms;
   return &e;
@@ -297,6 +297,12 @@ const NodeEntry* NodeRegistry::Find(const std::string& name) const {
 const NodeEntry* NodeRegistry::FindByKey(const std::string& public_key) const {
   auto it = by_key_.find(public_key);
   return it == by_key_.end() ? nullptr : Find(it->second);
+}
+
+const NodeEntry* NodeRegistry::FindByConnection(const std::string& public_key,
+                                                const std::string& routing_id) const {
+  const NodeEntry* e = FindByKey(public_key);
+  return e != nullptr && e->routing_id == routing_id ? e : nullptr;
 }
 
 }  // namespace trainlet::coordinator

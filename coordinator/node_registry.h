@@ -101,8 +101,11 @@ class NodeRegistry {
   // the allowlist binds the key to another name; the message names the key and the name.
   Status Register(const v1::NodeInfo& info, const std::string& routing_id,
                   const std::string& public_key, Clock::time_point now, int64_t now_unix_ms);
-  // Records a beat from the node owning `public_key`. Returns the node, or nullptr when the key
-  // has no registered node (it must register again, e.g. after a coordinator restart).
+  // Records a beat from the node owning `public_key`, on the connection it registered from.
+  // Returns the node, or nullptr when the key has no registered node (e.g. after a coordinator
+  // restart) or the beat came on another connection (a reconnect, or a second agent holding the
+  // same key, whose registration the allowlist refused): it must register again, and the
+  // registration is judged as any other.
   const NodeEntry* Heartbeat(const std::string& public_key, const std::string& routing_id,
                              Clock::time_point now, int64_t now_unix_ms);
   // Records the attempts a beat of node `name` reported holding (see NodeEntry); a beat of a
@@ -141,6 +144,11 @@ class NodeRegistry {
 
   const NodeEntry* Find(const std::string& name) const;
   const NodeEntry* FindByKey(const std::string& public_key) const;
+  // The node registered by `public_key` from the connection `routing_id`; nullptr for any other
+  // connection, even one holding the same key: only what the registered agent sends speaks for
+  // its node.
+  const NodeEntry* FindByConnection(const std::string& public_key,
+                                    const std::string& routing_id) const;
   const std::map<std::string, NodeEntry>& nodes() const { return nodes_; }
   // Stored cordons of nodes that have not registered since the coordinator started.
   const std::map<std::string, NodeCordonRecord>& pending_cordons() const { return pending_; }

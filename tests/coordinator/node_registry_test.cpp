@@ -74,7 +74,7 @@ TEST_F(NodeRegistryTest, RegisterWithoutNameIsInvalid) {
 TEST_F(NodeRegistryTest, HeartbeatsKeepNodeReady) {
   RegisterOk("n1", "key1");
   for (int64_t t = 1000; t <= 10000; t += 1000) {
-    const NodeEntry* e = registry_.Heartbeat("key1", "rid-new", At(t), kUnix0 + t);
+    const NodeEntry* e = registry_.Heartbeat("key1", "rid-key1", At(t), kUnix0 + t);
     ASSERT_NE(e, nullptr) << "t=" << t;
     EXPECT_EQ(e->info.name(), "n1");
     EXPECT_TRUE(registry_.Tick(At(t + 999)).empty());
@@ -82,8 +82,32 @@ TEST_F(NodeRegistryTest, HeartbeatsKeepNodeReady) {
   }
   const NodeEntry* e = registry_.Find("n1");
   EXPECT_EQ(e->last_beat_unix_ms, kUnix0 + 10000);
-  EXPECT_EQ(e->routing_id, "rid-new");  // a reconnect's new routing id is taken up
   EXPECT_EQ(e->registered_unix_ms, kUnix0);
+}
+
+// A second agent holding n1's key, refused when it tried to register under another name, beats
+// on its own connection: it is not heard, and n1's connection is not moved to it. A reconnect of
+// n1 itself registers again and then beats on the new connection.
+TEST_F(NodeRegistryTest, ABeatOnAnotherConnectionIsNotTheNodes) {
+  registry_.BindNamesToKeys([] {
+    static const Allowlist list{{"key1", "n1"}};
+    return &list;
+  });
+  RegisterOk("n1", "key1");
+  Status refused = registry_.Register(Info("n8"), "rid-thief", "key1", At(100), kUnix0 + 100);
+  EXPECT_EQ(refused.code(), ErrorCode::kPermission) << refused.ToString();
+  EXPECT_EQ(registry_.Heartbeat("key1", "rid-thief", At(500), kUnix0 + 500), nullptr);
+  EXPECT_EQ(registry_.FindByConnection("key1", "rid-thief"), nullptr);
+  const NodeEntry* n1 = registry_.Find("n1");
+  EXPECT_EQ(n1->routing_id, "rid-key1") << "the node's traffic still goes to its own agent";
+  EXPECT_EQ(n1->last_beat_unix_ms, kUnix0) << "the other connection's beat counted for nothing";
+  EXPECT_EQ(registry_.FindByConnection("key1", "rid-key1"), n1);
+
+  ASSERT_TRUE(registry_.Register(Info("n1"), "rid-again", "key1", At(900), kUnix0 + 900).ok());
+  EXPECT_EQ(registry_.Heartbeat("key1", "rid-key1", At(1000), kUnix0 + 1000), nullptr)
+      << "the old connection is no longer the node's";
+  EXPECT_NE(registry_.Heartbeat("key1", "rid-again", At(1000), kUnix0 + 1000), nullptr);
+  EXPECT_EQ(registry_.Find("n1")->routing_id, "rid-again");
 }
 
 TEST_F(NodeRegistryTest, SuspectAfterOneAndAHalfIntervalsThenLostOnce) {

@@ -454,8 +454,10 @@ TEST_F(OperatorServiceTest, LogsOfEarlierAttemptGoToTheNodeThatRanIt) {
   ReportAll("retry", kStarted, kT0 + 1);
   ASSERT_EQ(JobOrDie("retry").ranks(3).node(), "n2");
   // n2 is lost: attempt 1 fails, and attempt 2 goes to n1 and n3.
-  for (auto* n : {"key-n1", "key-n3"}) {
-    registry_.Heartbeat(n, "rid", now_ + std::chrono::seconds(3), kT0 + 3000);
+  for (const std::string n : {"n1", "n3"}) {
+    ASSERT_NE(
+        registry_.Heartbeat("key-" + n, "rid-" + n, now_ + std::chrono::seconds(3), kT0 + 3000),
+        nullptr);
   }
   ASSERT_EQ(registry_.Tick(now_ + std::chrono::seconds(4)), std::vector<std::string>{"n2"});
   controller_->OnNodeLost("n2", kT0 + 4000);

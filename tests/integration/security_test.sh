@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CURVE + per-role allowlists: unknown keys and agent keys on the operator endpoint are refused,
-# an unknown agent never registers, and nothing is launched by anyone refused.
+# an unknown agent never registers, nothing is launched by anyone refused, and a second agent
+# holding an enrolled key is not heard as that key's node.
 source "$(dirname "$0")/lib.sh"
 
 start_cluster 1 --slots 2
@@ -86,4 +87,25 @@ for impostor in node-9 node-1; do
   [ "$(wc -l < "$WORK/impostor.log")" -lt 50 ] || fail "the refused agent's log grew to $(wc -l < "$WORK/impostor.log") lines"
 done
 log "a key registers only the name the allowlist gives it"
+
+# 7. A second agent holding node-1's own key, refused as node-8, is never heard as node-1: its
+# beats do not take node-1's connection, so node-1's jobs are neither sent to it nor reported by
+# it (a copied key on another machine).
+"$TRAINLET_BIN/trainlet-agent" --name node-8 --coordinator "$agent_endpoint" \
+  --coordinator-key "$TRAINLET_HOME/keys/coordinator.key.pub" --key "$TRAINLET_HOME/keys/node-1.key" \
+  --state-dir "$WORK/thief" --heartbeat-ms 100 --metrics-address 127.0.0.1:0 --progress-port -1 \
+  > "$WORK/thief.log" 2>&1 &
+EXTRA_PIDS+=($!)
+sleep 1
+for i in 1 2 3 4; do
+  "$CTL" apply -f "$(write_job "mine-$i" 1 1 'echo ran-here')" --wait --timeout 60s >/dev/null ||
+    fail "mine-$i did not succeed beside the copied key: $("$CTL" describe trainjob "mine-$i")"
+  assert_contains "$("$CTL" logs "mine-$i")" "ran-here" "logs of mine-$i"
+done
+ran=$(find "$WORK/thief" -name 'mine-*' | head -3)
+[ -z "$ran" ] || fail "the refused agent ran ranks: $ran"
+nodes=$("$CTL" get nodes -o name | tr '\n' ' ')
+[ "$nodes" = "node/node-1 " ] || fail "the copied key registered: $nodes"
+kill "${EXTRA_PIDS[-1]}"; wait "${EXTRA_PIDS[-1]}" 2>/dev/null || true
+log "a second agent with node-1's key was not heard as node-1"
 echo "PASS security_test"
