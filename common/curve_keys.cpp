@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 #include <zmq.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -142,9 +144,19 @@ Result<Allowlist> ParseAllowlist(const std::string& text, const std::string& pat
   return list;
 }
 
+bool IsValidKeyName(std::string_view name) {
+  if (name.empty() || name.size() > 253 || !std::isalnum(static_cast<unsigned char>(name[0]))) {
+    return false;
+  }
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+}
+
 Status AppendToAllowlist(const std::string& path, const std::string& public_z85,
                          const std::string& name) {
   if (!IsValidZ85Key(public_z85)) return InvalidError("not a 40-character Z85 public key");
+  if (!IsValidKeyName(name)) return InvalidError("not a key name: \"" + name + "\"");
   std::ofstream out(path, std::ios::app);
   if (!out) return IoError("cannot append to " + path + ": " + std::strerror(errno));
   out << public_z85 << ' ' << name << '\n';

@@ -10,6 +10,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 
@@ -32,6 +33,11 @@ Result<CurveKeyPair> ReadKeyPair(const std::string& path);
 // The same, read through `env` (the daemons' seam over the OS, common/platform/env.h).
 Result<CurveKeyPair> ReadKeyPair(platform::Env& env, const std::string& path);
 bool IsValidZ85Key(const std::string& key);
+
+// A key's name (a node or a user): 1 to 253 of letters, digits, '.', '_' and '-', starting with a
+// letter or digit. It names the key's files and its allowlist line, so nothing that could leave
+// the key directory or split the line (a '/', a space, a newline) passes.
+bool IsValidKeyName(std::string_view name);
 
 // Public key (Z85) -> name.
 using Allowlist = std::map<std::string, std::string>;

@@ -16,6 +16,13 @@ int CmdKeysCreate(const std::string& dir, const std::string& name, const std::st
     std::cerr << "error: --role " << role << ": use agent, operator or coordinator\n";
     return 2;
   }
+  if (!IsValidKeyName(name)) {
+    std::cerr << "error: --name "
+              << nlohmann::json(name).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+              << ": a key name is 1 to 253 letters, digits, '.', '_' or '-', starting with a "
+                 "letter or digit (it names the key's files and its allowlist line)\n";
+    return 2;
+  }
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) {

@@ -292,7 +292,10 @@ void AddKeysCommand(CLI::App& app, int& rc) {
   auto a = std::make_shared<Args>();
   kcreate->add_option("--dir", a->dir, "Where to write NAME.key and NAME.key.pub")
       ->capture_default_str();
-  kcreate->add_option("--name", a->name, "Key name, e.g. the node or operator name")->required();
+  kcreate
+      ->add_option("--name", a->name,
+                   "Key name: the node or operator name (letters, digits, ., _ and -)")
+      ->required();
   kcreate->add_option("--role", a->role, "agent | operator | coordinator")->capture_default_str();
   kcreate->add_option("--allowlist", a->allow, "Also enrol the public key in this allowlist file");
   kcreate->callback([&rc, a] { rc = CmdKeysCreate(a->dir, a->name, a->role, a->allow); });

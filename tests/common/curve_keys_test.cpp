@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -232,6 +233,25 @@ TEST(AllowlistTest, AppendCreatesTheFileAndRefusesBadKeys) {
   EXPECT_EQ(list->size(), 2u);
   EXPECT_EQ(list->at(a.public_z85), "node-1");
   EXPECT_EQ(list->at(b.public_z85), "node-2");
+}
+
+// A key's name becomes a file name and an allowlist line: nothing that leaves the directory or
+// splits the line passes, and the allowlist is not touched by a refused one.
+TEST(CurveKeys, KeyNamesThatCouldEscapeOrSplitALineAreRefused) {
+  for (const char* good : {"node-1", "gpu01.example.com", "Alice", "carol.smith_2", "7"}) {
+    EXPECT_TRUE(IsValidKeyName(good)) << good;
+  }
+  for (const char* bad : {"", "eve\nroot", "../evil", "a/b", "a b", "-x", ".hidden", "tab\tname"}) {
+    EXPECT_FALSE(IsValidKeyName(bad)) << bad;
+  }
+  EXPECT_FALSE(IsValidKeyName(std::string(254, 'a')));
+  testing::TempDir dir;
+  const std::string path = dir.File("operators.allow");
+  auto k = GenerateCurveKeyPair();
+  ASSERT_TRUE(k.ok());
+  Status s = AppendToAllowlist(path, k->public_z85, "eve\nroot");
+  EXPECT_EQ(s.code(), ErrorCode::kInvalid) << s.ToString();
+  EXPECT_FALSE(std::filesystem::exists(path) && std::filesystem::file_size(path) > 0);
 }
 
 }  // namespace

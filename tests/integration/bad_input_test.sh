@@ -103,4 +103,20 @@ done
   || fail "describe trainjob -o json"
 "$CTL" describe trainjob good -o yaml | grep -q "^name: good$" || fail "describe trainjob -o yaml"
 log "-o: unknown formats refused by the flag, json and yaml readable"
+
+# keys create: a name that could split an allowlist line or leave --dir is refused by the flag,
+# and nothing is written or enrolled.
+allow="$WORK/names.allow"
+: > "$allow"
+for bad in $'eve\nroot' '../evil' 'a b' '' '-x'; do
+  if "$CTL" keys create --role operator --name "$bad" --dir "$WORK/named" --allowlist "$allow" \
+      > "$WORK/out" 2> "$WORK/err"; then fail "keys create --name '$bad': accepted"; fi
+  assert_contains "$(cat "$WORK/err")" "--name" "keys create --name '$bad'"
+done
+[ ! -s "$allow" ] || fail "a refused name was enrolled: $(cat "$allow")"
+[ -z "$(find "$WORK" -maxdepth 2 -name '*.key' 2>/dev/null)" ] || fail "a refused name wrote a key: $(find "$WORK" -name '*.key')"
+"$CTL" keys create --role operator --name carol.smith_2 --dir "$WORK/named" --allowlist "$allow" >/dev/null ||
+  fail "a good name was refused"
+[ "$(awk '{print $2}' "$allow")" = carol.smith_2 ] || fail "the allowlist holds: $(cat "$allow")"
+log "keys create: bad names refused by --name, nothing written"
 echo "PASS bad_input_test"
