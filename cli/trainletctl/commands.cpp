@@ -302,8 +302,10 @@ int CmdApply(const CommonFlags& f, const std::string& file, bool wait, const std
   }
   if (!wait) return 0;
   std::cout.flush();
+  // Every TrainJob of the file, unchanged ones too: a step retried after its CI runner died
+  // must not go on while the job it submitted still runs, nor call a Failed one a success.
   std::vector<std::string> jobs;
-  for (const auto* list : {&r.created(), &r.configured()}) {
+  for (const auto* list : {&r.created(), &r.configured(), &r.unchanged()}) {
     for (const auto& c : *list) {
       if (lower(c).rfind("trainjob/", 0) == 0) jobs.push_back(c.substr(9));
     }

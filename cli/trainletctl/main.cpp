@@ -107,8 +107,9 @@ void AddApplyCommand(CLI::App& app, CommonFlags& common, int& rc) {
   apply->add_option("-o,--output", common.output, "json: what was created, configured, unchanged")
       ->check(CLI::IsMember({"json"}));
   apply->add_flag("--wait", a->wait,
-                  "Then wait, on the same connection, until every TrainJob the file created or "
-                  "changed is Complete (exit 0) or Failed (exit 1, saying why), as sbatch --wait");
+                  "Then wait, on the same connection, until every TrainJob in the file is Complete "
+                  "(exit 0) or Failed (exit 1, saying why), as sbatch --wait; one applied "
+                  "unchanged is waited for too, so a retried step does not go on while it runs");
   apply
       ->add_option("--timeout", a->timeout,
                    "With --wait: give up after this long, e.g. 10m; 0 waits forever")

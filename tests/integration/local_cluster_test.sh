@@ -94,7 +94,22 @@ if "$CTL" apply -f "$job" --wait --timeout 1s 2> "$WORK/apply.err" >/dev/null; t
   fail "apply --wait --timeout must time out"
 fi
 assert_contains "$(cat "$WORK/apply.err")" "timed out waiting for trainjob/slow2" "apply --wait timeout"
+# The same file again (a retried CI step): unchanged, and still waited for while it runs.
+if "$CTL" apply -f "$job" --wait --timeout 1s 2> "$WORK/apply.err" > "$WORK/apply.out"; then
+  fail "apply --wait of an unchanged running job returned at once: $(cat "$WORK/apply.out")"
+fi
+assert_contains "$(cat "$WORK/apply.out")" "trainjob/slow2 unchanged" "apply --wait of an unchanged job"
+assert_contains "$(cat "$WORK/apply.err")" "timed out waiting for trainjob/slow2" "apply --wait of an unchanged job"
 "$CTL" delete trainjob slow2 >/dev/null
+# An unchanged job that already ended: Failed exits 1 with its reason, Succeeded exits 0.
+job=$(write_job doomed 1 2 'if [ "$TRAINLET_RANK" = 1 ]; then exit 3; fi')
+if "$CTL" apply -f "$job" --wait 2> "$WORK/apply.err" >/dev/null; then
+  fail "apply --wait of an unchanged Failed job exited 0"
+fi
+assert_contains "$(cat "$WORK/apply.err")" "ended Failed" "apply --wait of an unchanged Failed job"
+job=$(write_job quick 2 2 'echo "rank $TRAINLET_RANK"')
+out=$("$CTL" apply -f "$job" --wait --timeout 60s) || fail "apply --wait of an unchanged Succeeded job: $out"
+[ "$out" = "$(printf 'trainjob/quick unchanged\ntrainjob/quick complete')" ] || fail "apply --wait printed: $out"
 if "$CTL" apply -f "$job" --wait --timeout forever 2> "$WORK/apply.err"; then fail "bad --timeout accepted"; fi
 assert_contains "$(cat "$WORK/apply.err")" "--timeout=forever" "apply --timeout error names the flag"
 log "apply --wait ok"
