@@ -34,6 +34,14 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// `s` as one word for a POSIX shell, for `eval "$(trainletctl local up ...)"`: single quotes,
+// each ' inside written as '\''; a dir holding a space or a $(...) stays that dir.
+std::string ShellQuoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 std::string SelfDir() {
   const std::string exe = platform::ExecutablePath();
   return exe.empty() ? "." : fs::path(exe).parent_path().string();
@@ -516,7 +524,7 @@ Status LocalUp(const LocalUpOptions& o) {
   TRAINLET_RETURN_IF_ERROR(StartAgents(o, agent_bin, names, endpoints.agent));
   TRAINLET_RETURN_IF_ERROR(WaitForReadyAgents(o, endpoints.op));
   std::cerr << o.agents << " agents Ready\n";
-  std::cout << "export TRAINLET_HOME=" << o.dir << "\n";
+  std::cout << "export TRAINLET_HOME=" << ShellQuoted(o.dir) << "\n";
   return Status::Ok();
 }
 

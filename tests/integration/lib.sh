@@ -52,7 +52,7 @@ start_cluster() {
   local agents=$1; shift
   "$CTL" local up --agents "$agents" --dir "$TRAINLET_HOME" --heartbeat-ms 200 \
     --lost-timeout-ms 2000 "$@" > "$WORK/up.out"
-  grep -q "export TRAINLET_HOME=$TRAINLET_HOME" "$WORK/up.out" || fail "local up printed no export line"
+  grep -qxF "export TRAINLET_HOME='$TRAINLET_HOME'" "$WORK/up.out" || fail "local up printed no export line"
 }
 
 # remember_coordinator: sets COORD_PID to the local cluster's coordinator and COORD_ARGS to its

@@ -113,4 +113,15 @@ out=$("$CTL" apply -f "$job" --wait --timeout 60s) || fail "apply --wait of an u
 if "$CTL" apply -f "$job" --wait --timeout forever 2> "$WORK/apply.err"; then fail "bad --timeout accepted"; fi
 assert_contains "$(cat "$WORK/apply.err")" "--timeout=forever" "apply --timeout error names the flag"
 log "apply --wait ok"
+
+# 7. local up's export line is one shell word: a --dir with a space and a $(...) in it comes back
+# whole through eval, and nothing in it runs.
+odd="$WORK/odd dir \$(touch pwned)"
+out=$("$CTL" local up --agents 1 --dir "$odd" 2>/dev/null) || fail "local up in a dir with a space"
+for f in "$odd"/pids/*.pid; do EXTRA_PIDS+=("$(awk '{print $1}' "$f")"); done
+(cd "$WORK" && eval "$out" && [ "$TRAINLET_HOME" = "$odd" ] && "$CTL" get nodes >/dev/null) ||
+  fail "eval of local up's output: $out"
+[ ! -e "$WORK/pwned" ] || fail "eval ran a command from the dir's name: $out"
+"$CTL" local down --dir "$odd" >/dev/null || fail "local down of the odd dir"
+log "local up's export line survives eval"
 echo "PASS local_cluster_test"
