@@ -133,8 +133,11 @@ int64_t ParseDuration(const std::string& text) {
   static const std::map<std::string, double> kUnits = {
       {"", 1000}, {"s", 1000}, {"ms", 1}, {"m", 60000}, {"h", 3600000}};
   auto it = kUnits.find(unit);
-  if (it == kUnits.end() || value < 0) return -1;
-  return static_cast<int64_t>(value * it->second);
+  if (it == kUnits.end() || !(value >= 0)) return -1;  // also NaN
+  // At most 31 years (and no infinity): a deadline past that overflows the clock's nanoseconds.
+  const double ms = value * it->second;
+  if (!(ms <= 1e12)) return -1;
+  return static_cast<int64_t>(ms);
 }
 
 int CmdGet(const CommonFlags& f, const std::string& kind_arg, const std::string& name_arg,
@@ -314,37 +317,58 @@ int CmdApply(const CommonFlags& f, const std::string& file, bool wait, const std
   return WaitForEnd(**client, jobs, f.ns, wait_ms, f.output != "json");
 }
 
-// Waits for each job in turn until it is Complete; the first that cannot be any more, or the
-// timeout, ends the wait with that reason. The jobs run concurrently meanwhile, so waiting in turn
-// costs nothing. The coordinator holds one wait for at most an hour: without a timeout, or past
-// an hour, the wait is asked again.
-static int WaitForEnd(CoordinatorClient& client, const std::vector<std::string>& jobs,
-                      const std::string& ns, int64_t timeout_ms, bool say_complete) {
+// Asks the coordinator to wait until trainjob `name` meets `condition`, an hour at most per
+// request (the coordinator holds one no longer), until it is met, cannot be any more, or
+// `timeout_ms` passed (0: no limit). The last answer; its `met` says which.
+static Result<v1::WaitJobResult> WaitFor(CoordinatorClient& client, const std::string& ns,
+                                         const std::string& name, const std::string& condition,
+                                         int64_t timeout_ms) {
   constexpr int64_t kOneWait = 3600 * 1000;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  for (const auto& name : jobs) {
-    while (true) {
-      int64_t left = kOneWait;
-      if (timeout_ms > 0) {
-        left = std::min(kOneWait,
-                        static_cast<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                 deadline - std::chrono::steady_clock::now())
-                                                 .count()));
-        if (left <= 0) {
-          return Error("timed out waiting for trainjob/" + name + " to be Complete (--timeout)");
-        }
+  while (true) {
+    int64_t left = kOneWait;
+    if (timeout_ms > 0) {
+      left = std::min(kOneWait,
+                      static_cast<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               deadline - std::chrono::steady_clock::now())
+                                               .count()));
+      if (left <= 0) {
+        v1::WaitJobResult timed_out;
+        timed_out.set_message("timed out waiting for trainjob/" + name + " to be " + condition +
+                              " (--timeout)");
+        return timed_out;
       }
-      v1::OperatorRequest req;
-      const auto [job_ns, job_name] = SplitShownName(name, ns);
-      req.mutable_wait_job()->set_name(job_name);
-      req.mutable_wait_job()->set_namespace_(job_ns);
-      req.mutable_wait_job()->set_condition("Complete");
-      req.mutable_wait_job()->set_timeout_ms(static_cast<uint32_t>(left));
-      auto resp = client.Call(req, std::chrono::milliseconds(left) + 10s);
-      if (!resp.ok()) return Error(resp.status());
-      if (resp->wait_job().met()) break;
-      if (resp->wait_job().impossible() || timeout_ms > 0) return Error(resp->wait_job().message());
     }
+    v1::OperatorRequest req;
+    req.mutable_wait_job()->set_name(name);
+    req.mutable_wait_job()->set_namespace_(ns);
+    req.mutable_wait_job()->set_condition(condition);
+    req.mutable_wait_job()->set_timeout_ms(static_cast<uint32_t>(left));
+    auto resp = client.Call(req, std::chrono::milliseconds(left) + 10s);
+    if (!resp.ok()) return resp.status();
+    const v1::WaitJobResult& r = resp->wait_job();
+    // A whole hour's request that ran out is asked again; the last one's answer is final.
+    if (r.met() || r.impossible() || left < kOneWait) return r;
+  }
+}
+
+// Waits for each job in turn until it is Complete; the first that cannot be any more, or the
+// timeout, ends the wait with that reason. The jobs run concurrently meanwhile, so waiting in turn
+// costs nothing.
+static int WaitForEnd(CoordinatorClient& client, const std::vector<std::string>& jobs,
+                      const std::string& ns, int64_t timeout_ms, bool say_complete) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (const auto& name : jobs) {
+    int64_t left = 0;  // no limit
+    if (timeout_ms > 0) {
+      left = std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      deadline - std::chrono::steady_clock::now())
+                                      .count());
+    }
+    const auto [job_ns, job_name] = SplitShownName(name, ns);
+    auto r = WaitFor(client, job_ns, job_name, "Complete", left);
+    if (!r.ok()) return Error(r.status());
+    if (!r->met()) return Error(r->message());
     if (say_complete) std::cout << "trainjob/" << name << " complete\n";
   }
   return 0;
@@ -379,20 +403,13 @@ int CmdWait(const CommonFlags& f, const std::string& target, const std::string& 
   if (ms < 0) return Error("--timeout=" + timeout + ": expected a duration such as 60s, 5m or 1h");
   auto client = Open(f);
   if (!client.ok()) return Error(client.status());
-  v1::OperatorRequest req;
-  auto* w = req.mutable_wait_job();
-  w->set_name(name);
-  w->set_namespace_(f.ns);
-  w->set_condition(condition);
-  w->set_timeout_ms(static_cast<uint32_t>(ms));
-  auto resp = (*client)->Call(req, std::chrono::milliseconds(ms) + 10s);
-  if (!resp.ok()) return Error(resp.status());
-  const auto& r = resp->wait_job();
-  if (r.met()) {
+  auto r = WaitFor(**client, f.ns, name, condition, ms);
+  if (!r.ok()) return Error(r.status());
+  if (r->met()) {
     std::cout << "trainjob/" << name << " condition met\n";
     return 0;
   }
-  return Error(r.message());
+  return Error(r->message());
 }
 
 int CmdDelete(const CommonFlags& f, const std::string& kind_arg, const std::string& name_arg,

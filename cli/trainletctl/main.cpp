@@ -232,7 +232,8 @@ void AddWaitCommand(CLI::App& app, CommonFlags& common, int& rc) {
   wait->add_option("--for", a->for_condition,
                    "condition=Complete | condition=Failed | condition=Suspended | delete")
       ->required();
-  wait->add_option("--timeout", a->timeout, "e.g. 60s, 5m")->capture_default_str();
+  wait->add_option("--timeout", a->timeout, "e.g. 60s, 5m, 2h; 0 waits without a limit")
+      ->capture_default_str();
   AddNamespaceFlags(wait, common);
   wait->callback(
       [&common, &rc, a] { rc = CmdWait(common, a->target, a->for_condition, a->timeout); });

@@ -75,6 +75,28 @@ if "$CTL" wait trainjob/slow --for=condition=Complete --timeout=1s 2> "$WORK/wai
 fi
 assert_contains "$(cat "$WORK/wait.err")" "timed out" "timeout message"
 "$CTL" delete trainjob slow >/dev/null
+# --timeout=0 waits without a limit, and a timeout past 2^32 ms does not wrap into a short one:
+# both see a 12 s job through (longer than the client's 10 s margin over a request).
+"$CTL" apply -f "$(write_job twelve 1 1 'sleep 12')" >/dev/null
+for t in 0 4294969s; do
+  "$CTL" wait trainjob/twelve --for=condition=Complete --timeout=$t > "$WORK/wait-$t.out" \
+    2> "$WORK/wait-$t.err" &
+  EXTRA_PIDS+=($!)
+done
+for t in 0 4294969s; do
+  pid=${EXTRA_PIDS[-1]}; unset 'EXTRA_PIDS[-1]'
+  wait "$pid" || true
+done
+for t in 0 4294969s; do
+  assert_contains "$(cat "$WORK/wait-$t.out")" "condition met" "wait --timeout=$t: $(cat "$WORK/wait-$t.err")"
+done
+for t in 1e300h inf nan -1s; do
+  if "$CTL" wait trainjob/twelve --for=condition=Complete --timeout=$t 2> "$WORK/wait.err"; then
+    fail "wait --timeout=$t accepted"
+  fi
+  assert_contains "$(cat "$WORK/wait.err")" "--timeout=$t" "wait --timeout=$t refused by the flag"
+done
+"$CTL" delete trainjob twelve >/dev/null
 log "wait timeout ok"
 
 # 6. apply --wait: one command submits and blocks until the job ends, as sbatch --wait.
