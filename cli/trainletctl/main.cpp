@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -261,7 +262,7 @@ void AddLogsCommand(CLI::App& app, CommonFlags& common, int& rc) {
   auto a = std::make_shared<Args>();
   logs->add_option("job", a->job, "The trainjob's name")->required();
   logs->add_option("--rank", a->rank, "Only this rank (with --step: that step's I-th worker)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, std::numeric_limits<int>::max(), "a rank: 0 or more"));
   logs->add_option("--step", a->step,
                    "Only the workers of this replicated job of the runtime (e.g. "
                    "dataset-initializer)");

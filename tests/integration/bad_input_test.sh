@@ -119,4 +119,11 @@ done
   fail "a good name was refused"
 [ "$(awk '{print $2}' "$allow")" = carol.smith_2 ] || fail "the allowlist holds: $(cat "$allow")"
 log "keys create: bad names refused by --name, nothing written"
+
+# logs --rank: a bad rank is refused by the flag, with a range a person can read.
+for bad in -1 abc 99999999999; do
+  if "$CTL" logs good --rank "$bad" > /dev/null 2> "$WORK/err"; then fail "logs --rank $bad: accepted"; fi
+  assert_contains "$(cat "$WORK/err")" "--rank: Value $bad not in range 0 to 2147483647" "logs --rank $bad"
+done
+log "logs --rank: bad ranks refused by the flag"
 echo "PASS bad_input_test"
