@@ -80,7 +80,14 @@ Result<std::unique_ptr<JobEntry>> NewJobEntry(const trainjob::TrainJob& spec,
                                               const std::string& source, int64_t now_ms,
                                               std::vector<std::string>& warnings) {
   const trainjob::TrainingRuntime* rt = &runtime;
-  TRAINLET_ASSIGN_OR_RETURN(auto job, BuildJobEntry(spec, runtime, options, warnings));
+  auto built = BuildJobEntry(spec, runtime, options, warnings);
+  if (!built.ok()) {
+    // Named by its document, as the parser's errors are: a file of many jobs says which one.
+    const std::string prefix = "TrainJob/" + spec.name + ": ";
+    const std::string& why = built.status().message();
+    return Status(built.status().code(), why.starts_with(prefix) ? why : prefix + why);
+  }
+  auto job = std::move(*built);
   // Checked for new jobs only: a stored job that sets one still loads, and fails as it did.
   if (job->plugin != nullptr) {
     if (Status st =

@@ -120,6 +120,13 @@ done
 [ "$(awk '{print $2}' "$allow")" = carol.smith_2 ] || fail "the allowlist holds: $(cat "$allow")"
 log "keys create: bad names refused by --name, nothing written"
 
+# An error found past the parser names its document too: a file of two jobs says which one.
+{ cat "$(write_job named-aa 1 1 'true')"; echo '---'; cat "$(write_job named-bb 1 5000 'true')"; } > "$WORK/two.yaml"
+if "$CTL" apply -f "$WORK/two.yaml" > /dev/null 2> "$WORK/err"; then fail "5000 procs per node accepted"; fi
+assert_contains "$(cat "$WORK/err")" "TrainJob/named-bb: spec.trainer.numProcPerNode" "the bad document's name"
+if "$CTL" get trainjob named-aa >/dev/null 2>&1; then fail "the good document of a refused file was stored"; fi
+log "errors past the parser name their document"
+
 # logs --rank: a bad rank is refused by the flag, with a range a person can read.
 for bad in -1 abc 99999999999; do
   if "$CTL" logs good --rank "$bad" > /dev/null 2> "$WORK/err"; then fail "logs --rank $bad: accepted"; fi
