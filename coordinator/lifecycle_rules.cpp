@@ -36,6 +36,35 @@ Result<std::string> WithoutSuspend(const std::string& yaml) {
   }
 }
 
+// The first field where two TrainJob documents differ, as a path ("spec.trainer.numNodes",
+// "spec.trainer.command[2]", "metadata.labels"); "" when they are the same. Scalars compare as
+// text, as WithoutSuspend's documents do.
+std::string FirstDifference(const YAML::Node& a, const YAML::Node& b, const std::string& path) {
+  if (a.Type() != b.Type()) return path;
+  if (a.IsScalar()) return a.Scalar() == b.Scalar() ? "" : path;
+  auto at = [&](const std::string& key) { return path.empty() ? key : path + "." + key; };
+  if (a.IsSequence()) {
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+      std::string d = FirstDifference(a[i], b[i], path + "[" + std::to_string(i) + "]");
+      if (!d.empty()) return d;
+    }
+    return a.size() == b.size() ? ""
+                                : path + "[" + std::to_string(std::min(a.size(), b.size())) + "]";
+  }
+  if (!a.IsMap()) return "";
+  for (const auto& kv : a) {
+    const std::string key = kv.first.Scalar();
+    const YAML::Node other = b[key];
+    if (!other.IsDefined()) return at(key);
+    std::string d = FirstDifference(kv.second, other, at(key));
+    if (!d.empty()) return d;
+  }
+  for (const auto& kv : b) {
+    if (!a[kv.first.Scalar()].IsDefined()) return at(kv.first.Scalar());
+  }
+  return "";
+}
+
 // The signals a warning may be, by name. SIGKILL and SIGSTOP are absent: no rank can catch them.
 constexpr std::array<std::pair<const char*, int>, 14> kSignals = {{
     {"HUP", SIGHUP},
@@ -319,10 +348,16 @@ Result<std::optional<SuspendFlip>> CompareWithStored(const JobRecord& stored, bo
   TRAINLET_ASSIGN_OR_RETURN(std::string before, WithoutSuspend(stored.spec_yaml));
   TRAINLET_ASSIGN_OR_RETURN(std::string applied, WithoutSuspend(spec.yaml));
   if (before != applied) {
+    std::string field;
+    try {
+      field = FirstDifference(YAML::Load(before), YAML::Load(applied), "");
+    } catch (const YAML::Exception&) {  // both were just emitted; named or not, still refused
+    }
     return Status(ErrorCode::kExists,
-                  "trainjob/" + spec.name +
-                      " already exists with a different spec (only spec.suspend may change); "
-                      "delete it first (trainletctl delete trainjob " +
+                  "trainjob/" + spec.name + " already exists with a different spec" +
+                      (field.empty() ? "" : " (" + field + " differs)") +
+                      "; only spec.suspend may change: delete it first (trainletctl delete "
+                      "trainjob " +
                       spec.name + ")");
   }
   // The same job; "suspend: false" written out where it was absent is no change.

@@ -419,6 +419,13 @@ TEST_F(JobControllerTest, BadApplyStoresNothing) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), ErrorCode::kExists);
   EXPECT_THAT(r.status().message(), HasSubstr("trainjob/hello"));
+  EXPECT_THAT(r.status().message(), HasSubstr("(spec.trainer.command[2] differs)"));
+  r = controller_->Apply(JobYaml("hello", 2, 1), "nodes.yaml", kT0);
+  EXPECT_THAT(r.status().message(), HasSubstr("(spec.trainer.numNodes differs)"));
+  std::string labelled = JobYaml("hello", 1, 1);
+  labelled.insert(labelled.find("spec:"), "  labels:\n    team: a\n");
+  r = controller_->Apply(labelled, "labels.yaml", kT0);
+  EXPECT_THAT(r.status().message(), HasSubstr("(metadata.labels differs)"));
 
   // An invalid field: the error names it.
   r = controller_->Apply(JobYaml("zero", 0, 1), "zero.yaml", kT0);
