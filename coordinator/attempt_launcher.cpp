@@ -39,9 +39,11 @@ bool AttemptLauncher::Place(JobEntry& job, PassCapacity& room, int64_t now_ms,
   if (flavor.ok()) gang.flavor = *flavor;
   auto placement = flavor.ok() ? room.Place(gang) : Result<Placement>(flavor.status());
   if (!placement.ok()) {
-    const std::string reason = "Unschedulable: " + placement.status().message();
-    if (st.reason() != reason) {
-      owner_->Transition(job, JobTrigger::kUnplaceable, reason, "", now_ms);
+    // The reason a script can test; what the job needs, in the message (as events and
+    // conditions split them).
+    const std::string& needs = placement.status().message();
+    if (st.reason() != "Unschedulable" || st.message() != needs) {
+      owner_->Transition(job, JobTrigger::kUnplaceable, "Unschedulable", needs, now_ms);
     }
     job.unplaced_room = room.Fingerprint();
     return false;

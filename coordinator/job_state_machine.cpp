@@ -142,6 +142,7 @@ Status ApplyTransition(v1::JobStatus& status, JobTrigger trigger, std::string re
 
   status.set_job_phase(static_cast<v1::JobPhase>(*to));
   status.set_reason(reason);
+  status.set_message(message);
   AppendEvent(status, IsWarning(trigger) ? "Warning" : "Normal", reason, message, now_ms);
 
   switch (*to) {

@@ -78,7 +78,7 @@ Status WaitForStart(CoordinatorClient& client, const CommonFlags& f, const std::
     TRAINLET_ASSIGN_OR_RETURN(v1::JobStatus status, JobNamed(client, f, job));
     if (status.attempt() > 0 && status.ranks_size() > 0) return Status::Ok();
     const std::string state =
-        PhaseText(status) + (status.reason().empty() ? "" : ": " + status.reason());
+        PhaseText(status) + (status.reason().empty() ? "" : ": " + ReasonText(status));
     if (Ended(status)) {
       return UnavailableError("trainjob/" + job + " ended without starting (" + state + ")");
     }

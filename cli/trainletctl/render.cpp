@@ -182,7 +182,7 @@ std::string RenderJobs(const v1::JobList& jobs, OutputFormat format, int64_t now
                                     ProgressColumn(j),
                                     EtaColumn(j),
                                     Age(j.created_unix_ms(), now_ms)};
-    if (wide) row.insert(row.end(), {j.runtime(), j.reason()});
+    if (wide) row.insert(row.end(), {j.runtime(), ReasonText(j)});
     if (namespace_column)
       row.insert(row.begin(), j.namespace_().empty() ? "default" : j.namespace_());
     rows.push_back(std::move(row));
@@ -362,7 +362,7 @@ std::string DescribeJob(const v1::JobStatus& j, int64_t now_ms) {
   }
   field("Runtime", j.runtime() + " (plugin " + j.plugin() + ")");
   field("Phase", j.deleting() ? PhaseText(j) + " (Terminating)" : PhaseText(j));
-  if (!j.reason().empty()) field("Reason", j.reason());
+  if (!j.reason().empty()) field("Reason", ReasonText(j));
   field("Attempt",
         std::to_string(j.attempt()) + " (restart limit " + std::to_string(j.max_restarts()) + ")");
   // The failure rules that decided what followed a failed attempt (coordinator/failure_rules.h).

@@ -33,6 +33,10 @@ std::string PhaseWord(v1::JobPhase phase, const std::string& old) {
 
 std::string PhaseText(const v1::JobStatus& job) { return PhaseWord(job.job_phase(), job.phase()); }
 
+std::string ReasonText(const v1::JobStatus& job) {
+  return job.message().empty() ? job.reason() : job.reason() + ": " + job.message();
+}
+
 std::string PhaseText(const v1::SuspendJobResult& result) {
   return PhaseWord(result.job_phase(), result.phase());
 }

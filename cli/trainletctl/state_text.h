@@ -15,6 +15,8 @@ namespace trainlet::cli {
 // older than the enums sends only the old string field (JobStatus.phase), which is shown as it is.
 std::string PhaseText(const v1::JobStatus& job);
 std::string PhaseText(const v1::SuspendJobResult& result);
+// The job's reason with its message: "Unschedulable: needs 5 nodes ...", or the reason alone.
+std::string ReasonText(const v1::JobStatus& job);
 // "Pending", "Running", "Succeeded", "Failed", "StartFailed", "Lost", "Stopped".
 std::string StateText(const v1::RankStatus& rank);
 // "Succeeded", "Failed", "Stopped", and "Running" for an attempt that has not ended.

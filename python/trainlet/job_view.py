@@ -153,6 +153,11 @@ def runtime_of(job):
     return t.Runtime(name=name, trainer=trainer, kind=kind or "ClusterTrainingRuntime")
 
 
+def reason_of(job):
+    """The job's reason with its message ("Unschedulable: needs 5 nodes ..."), or the reason."""
+    return ": ".join(p for p in (job.reason, job.message) if p)
+
+
 def train_job_of(job):
     """The TrainJob dataclass for a coordinator JobStatus."""
     return t.TrainJob(
@@ -163,7 +168,7 @@ def train_job_of(job):
         creation_timestamp=time_of_ms(job.created_unix_ms),
         status=status_of(job),
         phase=phase_of(job),
-        reason=job.reason,
+        reason=reason_of(job),
         attempt=job.attempt,
         num_proc_per_node=job.procs_per_node,
         ranks=[rank_of(r) for r in job.ranks],
@@ -198,7 +203,7 @@ def failure_summary(job):
         if c.type == "Failed" and c.status == "True":
             parts.append(": ".join(p for p in (c.reason, c.message) if p))
     if not parts and job.reason:
-        parts.append(job.reason)
+        parts.append(reason_of(job))
     if job.attempts:
         last = job.attempts[-1]
         if last.cause and not any(last.cause in p for p in parts):

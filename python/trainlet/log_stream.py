@@ -130,7 +130,7 @@ class LogStream:
             if not self._follow or phase in ("Succeeded", "Failed"):
                 raise TrainletError(
                     f"trainjob/{self._name} has not started yet ({phase}"
-                    + (f": {job.reason}" if job.reason else "")
+                    + (f": {job_view.reason_of(job)}" if job.reason else "")
                     + ")",
                     "Unavailable",
                 )

@@ -218,7 +218,12 @@ TEST_F(AttemptLauncherTest, NoRoomLeavesItPendingWithTheReasonOnce) {
   used_["n2"] = 4;  // n2 is full
   EXPECT_FALSE(Place());
   EXPECT_EQ(PhaseOf(job_.record.status), JobPhase::kPending);
-  EXPECT_THAT(job_.record.status.reason(), HasSubstr("Unschedulable: "));
+  EXPECT_EQ(job_.record.status.reason(), "Unschedulable");
+  EXPECT_THAT(job_.record.status.message(), HasSubstr("needs 2 nodes"));
+  ASSERT_GT(job_.record.status.events_size(), 0);
+  const auto& ev = job_.record.status.events(job_.record.status.events_size() - 1);
+  EXPECT_EQ(ev.reason(), "Unschedulable");
+  EXPECT_EQ(ev.message(), job_.record.status.message());
   EXPECT_FALSE(Place(kT0 + 1));  // the same reason: no second event
   EXPECT_THAT(owner_.triggers, ElementsAre(JobTrigger::kUnplaceable));
   EXPECT_TRUE(sink_.sent.empty());

@@ -125,10 +125,11 @@ TEST_F(FlavorPlacementTest, AJobChargedToAFlavorRunsOnlyOnItsNodes) {
     EXPECT_EQ(second.admission().resources(0).flavor(), "a100");
     EXPECT_EQ(PhaseName(second), "Pending");
     EXPECT_TRUE(second.placement().empty());
-    EXPECT_NE(second.reason().find("1 of them matches ResourceFlavor a100's nodeLabels gpu=a100, "
-                                   "0 of them have 1 free slot"),
+    EXPECT_EQ(second.reason(), "Unschedulable");
+    EXPECT_NE(second.message().find("1 of them matches ResourceFlavor a100's nodeLabels gpu=a100, "
+                                    "0 of them have 1 free slot"),
               std::string::npos)
-        << second.reason();
+        << second.message();
   }
 
   // third: a100's quota is used, so it is charged to h100, and runs on node-a.
@@ -162,10 +163,11 @@ TEST_F(FlavorPlacementTest, AFlavorWithNoNodesSaysSoInsteadOfWaitingSilently) {
   ASSERT_TRUE(st.has_admission());
   EXPECT_EQ(PhaseName(st), "Pending");
   EXPECT_TRUE(st.placement().empty());
-  EXPECT_NE(st.reason().find("0 of them match ResourceFlavor tpu's nodeLabels accel=tpu"),
+  EXPECT_EQ(st.reason(), "Unschedulable");
+  EXPECT_NE(st.message().find("0 of them match ResourceFlavor tpu's nodeLabels accel=tpu"),
             std::string::npos)
-      << st.reason();
-  EXPECT_NE(st.reason().find("it waits for a node with those labels"), std::string::npos);
+      << st.message();
+  EXPECT_NE(st.message().find("it waits for a node with those labels"), std::string::npos);
 
   // The flavor's labels changed to ones node-b has: tried again at once, and placed there.
   ApplyOk(

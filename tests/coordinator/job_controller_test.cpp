@@ -355,8 +355,9 @@ TEST_F(JobControllerTest, UnplaceableWaitsUntilNodesJoin) {
     const v1::JobStatus& st = JobOrDie("big");
     EXPECT_EQ(PhaseName(st), "Pending");
     EXPECT_EQ(st.attempt(), 0u);
-    EXPECT_THAT(st.reason(), HasSubstr("5 nodes"));
-    EXPECT_THAT(st.reason(), HasSubstr("3 nodes"));
+    EXPECT_EQ(st.reason(), "Unschedulable");
+    EXPECT_THAT(st.message(), HasSubstr("5 nodes"));
+    EXPECT_THAT(st.message(), HasSubstr("3 nodes"));
     EXPECT_EQ(st.ranks_size(), 0);
   }
   EXPECT_TRUE(sink_.sent.empty());

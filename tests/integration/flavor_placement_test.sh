@@ -95,7 +95,7 @@ out=$("$CTL" describe trainjob first)
 assert_contains "$out" "a100 (placed on its nodes only)" "describe shows the flavor"
 assert_contains "$out" "flavor a100 (nodeLabels gpu=a100)" "the Admitted event names the labels"
 
-has_reason() { case "$(field third reason)" in *"$1"*) return 0 ;; esac; return 1; }
+has_reason() { case "$(field third message)" in *"$1"*) return 0 ;; esac; return 1; }
 wait_for 20 has_reason "ResourceFlavor tpu's nodeLabels accel=tpu" ||
   fail "third does not say why it waits: $(field third reason)"
 placed third && fail "third (flavor tpu, no nodes) was placed"

@@ -64,6 +64,14 @@ sleep 0.5
 row=$("$CTL" get trainjobs toobig -o wide)
 assert_contains "$row" "Pending" "toobig phase"
 assert_contains "$("$CTL" describe trainjob toobig)" "needs 5 nodes" "toobig reason"
+# For scripts: the reason is one word, and what the job needs is the message, in the status and
+# in its event alike.
+"$CTL" get trainjob toobig -o json | python3 -c '
+import json, sys
+j = json.load(sys.stdin)["jobs"][0]
+assert j["reason"] == "Unschedulable" and "needs 5 nodes" in j["message"], j
+ev = [e for e in j["events"] if e["reason"] == "Unschedulable"]
+assert ev and "needs 5 nodes" in ev[-1]["message"], j["events"]' || fail "toobig reason and message"
 "$CTL" delete trainjob toobig >/dev/null
 log "pending-with-reason ok"
 

@@ -50,7 +50,7 @@ placement() { "$CTL" get trainjob "$1" -o json | python3 -c \
 phase() { "$CTL" get trainjob "$1" -o json | python3 -c \
   'import json,sys; print(json.load(sys.stdin)["jobs"][0]["phase"])'; }
 reason() { "$CTL" get trainjob "$1" -o json | python3 -c \
-  'import json,sys; print(json.load(sys.stdin)["jobs"][0].get("reason", ""))'; }
+  'import json,sys; j=json.load(sys.stdin)["jobs"][0]; print(j.get("reason", ""), j.get("message", ""))'; }
 attempt() { "$CTL" get trainjob "$1" -o json | python3 -c \
   'import json,sys; print(json.load(sys.stdin)["jobs"][0].get("attempt", 0))'; }
 is_phase() { [ "$(phase "$1")" = "$2" ]; }
