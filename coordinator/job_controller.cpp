@@ -220,11 +220,10 @@ void JobController::Transition(Job& job, JobTrigger trigger, const std::string& 
     spdlog::error("trainjob/{}: {}", job.record.name, s.message());
     return;
   }
-  // What an Unschedulable job needs is only in its message: the log says it too.
-  const bool detail = trigger == JobTrigger::kUnplaceable && !message.empty();
+  // The message too: what an Unschedulable job needs, why an attempt failed.
   spdlog::info("trainjob/{} is {}{}{}{}{}", job.record.name,
                JobPhaseName(PhaseOf(job.record.status)), reason.empty() ? "" : ": ", reason,
-               detail ? ": " : "", detail ? message : "");
+               message.empty() ? "" : ": ", message);
   NoteFinished(job, now_ms);  // job_lifecycle.cpp: the finish time, and ttlSecondsAfterFinished
   MarkDirty(job);
 }
