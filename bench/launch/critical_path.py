@@ -221,6 +221,11 @@ def milestones(events, coord, agent, bin_dir):
             elif e.name == "sched:sched_process_exec":
                 if e.pid == step:
                     m.setdefault("step exec", e.t)
+                elif step is None and parent.get(e.pid) in steps and "agent handed over" in m:
+                    # a standby step whose read of its dir was not seen: its first rank names it
+                    step = parent[e.pid]
+                    m.setdefault("first rank exec", e.t)
+                    m["last rank exec"] = e.t
                 elif step is not None and parent.get(e.pid) == step:
                     m.setdefault("first rank exec", e.t)
                     m["last rank exec"] = e.t
@@ -356,7 +361,7 @@ def main():
         events = parse(args[1])
         report(events, int(args[2]), int(args[3]), [], args[4])
         return
-    bin_dir = args[0]
+    bin_dir = os.path.abspath(args[0])
     launches = int(args[1]) if len(args) > 1 else 10
     ranks = int(args[2]) if len(args) > 2 else 64
     script = keep or tempfile.mktemp(prefix="critpath-", suffix=".txt")

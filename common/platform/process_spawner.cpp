@@ -13,9 +13,11 @@
 #include <string_view>
 #include <system_error>
 
+#include "common/platform/backend.h"
 #include "common/platform/cpu_affinity.h"
 #include "common/platform/errno_status.h"
 #include "common/platform/process_control.h"
+#include "common/platform/vfork_spawn.h"
 
 namespace trainlet::platform {
 namespace {
@@ -148,6 +150,73 @@ class PosixProcessSpawner final : public ProcessSpawner {
     for (const std::string& e : request.envp) envp.push_back(const_cast<char*>(e.c_str()));
     envp.push_back(nullptr);
 
+    const int out_fd = request.stdout_fd >= 0 ? request.stdout_fd : log_fd;
+    const int error_fd = request.stderr_fd >= 0 ? request.stderr_fd : err_fd;
+#if TRAINLET_NATIVE_LINUX
+    Result<pid_t> pid = SpawnByClone(request, path, argv, envp, out_fd, error_fd);
+#else
+    Result<pid_t> pid = SpawnByPosixSpawn(request, path, argv, envp, out_fd, error_fd);
+#endif
+    if (log_fd >= 0) close(log_fd);
+    return pid;
+  }
+
+  int Kill(pid_t pgid_or_pid, int sig) override { return kill(pgid_or_pid, sig) == 0 ? 0 : errno; }
+
+ private:
+  static Status CannotBind(const std::string& program, const std::vector<unsigned>& cpus, int err) {
+    std::string list;
+    for (unsigned c : cpus) list += (list.empty() ? "" : ",") + std::to_string(c);
+    return InvalidError("spawn " + program + ": cannot bind to CPUs " + list + ": " +
+                        std::strerror(err));
+  }
+
+  // The error of a spawn that failed with `err`: a missing or non-directory cwd is named as
+  // such (the errno alone reads like a missing program), else the program (and its resolved
+  // path).
+  static Status SpawnError(const Request& request, const std::string& path, int err) {
+    const std::string& program = request.argv[0];
+    if (!request.cwd.empty()) {
+      if (std::optional<Status> bad = CwdError(program, request.cwd)) return *bad;
+    }
+    std::string what = "spawn " + program;
+    if (path != program) what += " (" + path + ")";
+    return ErrnoStatus(err, std::move(what));
+  }
+
+#if TRAINLET_NATIVE_LINUX
+  // vfork_spawn.h: the child binds its own CPUs; this thread never moves.
+  static Result<pid_t> SpawnByClone(const Request& request, const std::string& path,
+                                    std::vector<char*>& argv, std::vector<char*>& envp, int out_fd,
+                                    int error_fd) {
+    cpu_set_t cpus;
+    VforkSpawnPlan plan;
+    plan.path = path.c_str();
+    plan.argv = argv.data();
+    plan.envp = envp.data();
+    plan.stdout_fd = out_fd;
+    plan.stderr_fd = error_fd;
+    plan.cwd = request.cwd.empty() ? nullptr : request.cwd.c_str();
+    plan.new_session = request.new_session;
+    if (!request.cpus.empty()) {
+      CPU_ZERO(&cpus);
+      for (unsigned c : request.cpus) {
+        if (c < CPU_SETSIZE) CPU_SET(c, &cpus);
+      }
+      plan.cpus = &cpus;
+    }
+    const VforkSpawnResult r = VforkSpawn(plan);
+    if (r.pid > 0) return r.pid;
+    if (r.stage == VforkSpawnStage::kAffinity) {
+      return CannotBind(request.argv[0], request.cpus, r.err);
+    }
+    return SpawnError(request, path, r.err);
+  }
+#else
+  static Result<pid_t> SpawnByPosixSpawn(const Request& request, const std::string& path,
+                                         std::vector<char*>& argv, std::vector<char*>& envp,
+                                         int out_fd, int error_fd) {
+    const std::string& program = request.argv[0];
     posix_spawn_file_actions_t actions;
     posix_spawnattr_t attr;
     posix_spawn_file_actions_init(&actions);
@@ -157,10 +226,8 @@ class PosixProcessSpawner final : public ProcessSpawner {
       if (rc == 0) rc = r;
     };
     step(posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0));
-    step(posix_spawn_file_actions_adddup2(
-        &actions, request.stdout_fd >= 0 ? request.stdout_fd : log_fd, STDOUT_FILENO));
-    step(posix_spawn_file_actions_adddup2(
-        &actions, request.stderr_fd >= 0 ? request.stderr_fd : err_fd, STDERR_FILENO));
+    step(posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO));
+    step(posix_spawn_file_actions_adddup2(&actions, error_fd, STDERR_FILENO));
     // The agent's sockets, signal descriptor and logs are no business of a worker, CLOEXEC or
     // not.
     short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
@@ -188,11 +255,7 @@ class PosixProcessSpawner final : public ProcessSpawner {
       if (const int err = BindThisThread(request.cpus, &saved); err != 0) {
         posix_spawn_file_actions_destroy(&actions);
         posix_spawnattr_destroy(&attr);
-        if (log_fd >= 0) close(log_fd);
-        std::string cpus;
-        for (unsigned c : request.cpus) cpus += (cpus.empty() ? "" : ",") + std::to_string(c);
-        return InvalidError("spawn " + program + ": cannot bind to CPUs " + cpus + ": " +
-                            std::strerror(err));
+        return CannotBind(program, request.cpus, err);
       }
     }
     if (rc == 0) {
@@ -201,19 +264,10 @@ class PosixProcessSpawner final : public ProcessSpawner {
     if (bind) RestoreThisThread(saved);
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attr);
-    if (log_fd >= 0) close(log_fd);
-    if (rc != 0 && !request.cwd.empty()) {
-      if (std::optional<Status> bad = CwdError(program, request.cwd)) return *bad;
-    }
-    if (rc != 0) {
-      std::string what = "spawn " + program;
-      if (path != program) what += " (" + path + ")";
-      return ErrnoStatus(rc, std::move(what));
-    }
+    if (rc != 0) return SpawnError(request, path, rc);
     return pid;
   }
-
-  int Kill(pid_t pgid_or_pid, int sig) override { return kill(pgid_or_pid, sig) == 0 ? 0 : errno; }
+#endif
 };
 
 }  // namespace

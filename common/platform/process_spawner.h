@@ -32,8 +32,9 @@ class ProcessSpawner {
     // and stderr_path are not opened. Still owned by the caller, who closes its copy after Spawn.
     int stdout_fd = -1;
     int stderr_fd = -1;
-    // When not empty, the child's CPU affinity: the spawning thread binds itself to these CPUs,
-    // spawns (the child inherits the mask through exec) and restores its own mask.
+    // When not empty, the child's CPU affinity, set before its exec: on Linux the child binds
+    // itself (vfork_spawn.h); elsewhere the spawning thread binds itself to these CPUs, spawns
+    // (the child inherits the mask through exec) and restores its own mask.
     std::vector<unsigned> cpus;
     // Leads a new session (setsid) instead of only a new process group: a step process, which
     // must not get the terminal's or the agent's session signals.
@@ -50,7 +51,8 @@ class ProcessSpawner {
   //  - inherits no descriptor of the agent other than 0, 1 and 2;
   //  - runs in `cwd`; a relative argv[0] containing '/' is resolved from there.
   // argv[0] without '/' is looked up in the PATH found in `envp` (not the agent's PATH), relative
-  // PATH entries taken from `cwd`. Never forks the agent (posix_spawn, which is vfork-like).
+  // PATH entries taken from `cwd`. Never forks the agent: vfork-like, on Linux a
+  // clone(CLONE_VM | CLONE_VFORK) of its own (vfork_spawn.h), elsewhere posix_spawn.
   // Errors (values, never aborts): Invalid for an empty argv or CPUs the kernel refuses; NotFound
   // when argv[0] or cwd does not exist; Io when the log file cannot be created; Permission when
   // exec is refused; Internal otherwise. The message names argv[0] (or the path) and the errno
@@ -68,8 +70,9 @@ class ProcessSpawner {
 // (trainlet-step does). Errors (Io) name the path.
 Result<int> OpenWorkerLog(const std::string& log_path, bool create_parent = true);
 
-// The real spawner over posix_spawn(3) and kill(2). Stateless, so any thread may use it. It is
-// also what `trainlet-step` spawns ranks with (agent/step/), so it uses nothing but libc.
+// The real spawner over clone(2) on Linux (posix_spawn(3) elsewhere) and kill(2). Stateless, so
+// any thread may use it. It is also what `trainlet-step` spawns ranks with (agent/step/), so it
+// uses nothing but libc.
 std::unique_ptr<ProcessSpawner> MakePosixProcessSpawner();
 
 }  // namespace trainlet::platform

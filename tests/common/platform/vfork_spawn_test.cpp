@@ -1,0 +1,199 @@
+// VforkSpawn (common/platform/vfork_spawn.h) against the real kernel: what the child gets, what
+// the caller keeps, and each failure named by its step with nothing left behind. The contract
+// as ProcessSpawner gives it to ranks is tested through the supervisor
+// (tests/agent/worker_supervisor_test.cpp, rank_binding_test.cpp).
+#include "common/platform/vfork_spawn.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+#include <vector>
+
+#include "common/platform/cpu_affinity.h"
+
+namespace trainlet::platform {
+namespace {
+
+// Reads `fd` to its end.
+std::string Drain(int fd) {
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+int WaitExit(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+bool NoChildLeft() {
+  errno = 0;
+  return waitpid(-1, nullptr, WNOHANG) < 0 && errno == ECHILD;
+}
+
+// A shell that prints what the child got: its pid and process group, cwd, CPUs, blocked and
+// ignored signals, and whether stdin is /dev/null.
+constexpr const char* kReport =
+    "echo pid=$$; echo pgrp=$(cut -d' ' -f5 /proc/$$/stat); echo cwd=$(pwd); "
+    "grep -E '^(Cpus_allowed_list|SigBlk|SigIgn):' /proc/$$/status; "
+    "echo stdin=$(readlink /proc/$$/fd/0)";
+
+struct Spawned {
+  VforkSpawnResult result;
+  std::string output;
+  int exit_code = -1;
+};
+
+Spawned SpawnAndRead(VforkSpawnPlan plan, const std::vector<std::string>& args, int out_fd_override = -1) {
+  int pipe_fds[2];
+  EXPECT_EQ(pipe2(pipe_fds, O_CLOEXEC), 0);
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  char* envp[] = {const_cast<char*>("PATH=/usr/bin:/bin"), nullptr};
+  plan.argv = argv.data();
+  plan.envp = envp;
+  plan.stdout_fd = out_fd_override >= 0 ? out_fd_override : pipe_fds[1];
+  plan.stderr_fd = plan.stdout_fd;
+  Spawned s;
+  s.result = VforkSpawn(plan);
+  close(pipe_fds[1]);
+  if (out_fd_override < 0) s.output = Drain(pipe_fds[0]);
+  close(pipe_fds[0]);
+  if (s.result.pid > 0) s.exit_code = WaitExit(s.result.pid);
+  return s;
+}
+
+std::string Field(const std::string& report, const std::string& name) {
+  const size_t at = report.find(name);
+  if (at == std::string::npos) return "<none>";
+  const size_t start = at + name.size();
+  std::string value = report.substr(start, report.find('\n', start) - start);
+  value.erase(0, value.find_first_not_of(" \t"));
+  return value;
+}
+
+TEST(VforkSpawn, TheChildGetsItsGroupCwdCpusDefaultSignalsAndNoOtherDescriptor) {
+  // The caller ignores one signal, blocks another and has an inheritable descriptor open.
+  struct sigaction ignore {}, old_action{};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(sigaction(SIGUSR2, &ignore, &old_action), 0);
+  sigset_t block, old_mask;
+  sigemptyset(&block);
+  sigaddset(&block, SIGTERM);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &block, &old_mask), 0);
+  const int leaked = open("/dev/null", O_RDONLY);  // no O_CLOEXEC on purpose
+  ASSERT_GE(leaked, 3);
+  const std::vector<unsigned> mine = ThisThreadCpus();
+  ASSERT_FALSE(mine.empty());
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(mine.back(), &one);
+
+  VforkSpawnPlan plan;
+  plan.path = "/bin/sh";
+  plan.cwd = "/";
+  plan.cpus = &one;
+  Spawned s = SpawnAndRead(plan, {"sh", "-c", kReport});
+  plan.path = "/bin/ls";  // its own descriptors: 0-2 and the directory it reads, nothing of ours
+  Spawned fds = SpawnAndRead(plan, {"ls", "/proc/self/fd"});
+
+  sigset_t mask_after;
+  pthread_sigmask(SIG_SETMASK, &old_mask, &mask_after);
+  sigaction(SIGUSR2, &old_action, nullptr);
+  close(leaked);
+  ASSERT_GT(s.result.pid, 0) << s.result.err;
+  EXPECT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_EQ(Field(s.output, "pid="), std::to_string(s.result.pid)) << s.output;
+  EXPECT_EQ(Field(s.output, "pgrp="), std::to_string(s.result.pid)) << s.output;
+  EXPECT_EQ(Field(s.output, "cwd="), "/");
+  EXPECT_EQ(Field(s.output, "Cpus_allowed_list:"), std::to_string(mine.back()));
+  EXPECT_EQ(std::stoull(Field(s.output, "SigBlk:"), nullptr, 16), 0u) << s.output;
+  EXPECT_EQ(std::stoull(Field(s.output, "SigIgn:"), nullptr, 16) & 0x7fffffffull, 0u) << s.output;
+  EXPECT_EQ(Field(s.output, "stdin="), "/dev/null");
+  EXPECT_EQ(fds.output, "0\n1\n2\n3\n");
+  // The caller kept its mask (SIGTERM still blocked at the restore) and its CPUs.
+  EXPECT_EQ(sigismember(&mask_after, SIGTERM), 1);
+  EXPECT_EQ(ThisThreadCpus(), mine);
+}
+
+TEST(VforkSpawn, AnOutputDescriptorAmongZeroToTwoIsMovedBeforeItIsReplaced) {
+  int pipe_fds[2];
+  ASSERT_EQ(pipe2(pipe_fds, O_CLOEXEC), 0);
+  const int saved_stdin = dup(STDIN_FILENO);
+  ASSERT_GE(saved_stdin, 0);
+  ASSERT_EQ(dup2(pipe_fds[1], STDIN_FILENO), STDIN_FILENO);  // the child's stdout is our fd 0
+  close(pipe_fds[1]);
+  VforkSpawnPlan plan;
+  plan.path = "/bin/sh";
+  Spawned s = SpawnAndRead(plan, {"sh", "-c", "echo out; echo err >&2; readlink /proc/$$/fd/0"},
+                  STDIN_FILENO);
+  dup2(saved_stdin, STDIN_FILENO);
+  close(saved_stdin);
+  ASSERT_GT(s.result.pid, 0) << s.result.err;
+  EXPECT_EQ(Drain(pipe_fds[0]), "out\nerr\n/dev/null\n");
+  close(pipe_fds[0]);
+  EXPECT_EQ(s.exit_code, 0);
+}
+
+TEST(VforkSpawn, EachFailureNamesItsStepAndLeavesNoChild) {
+  ASSERT_TRUE(NoChildLeft());
+  VforkSpawnPlan plan;
+  plan.path = "/nonexistent/trainlet-no-such-program";
+  Spawned missing = SpawnAndRead(plan, {"x"});
+  EXPECT_EQ(missing.result.pid, -1);
+  EXPECT_EQ(missing.result.stage, VforkSpawnStage::kExec);
+  EXPECT_EQ(missing.result.err, ENOENT);
+  EXPECT_TRUE(NoChildLeft());
+
+  const std::string plain = ::testing::TempDir() + "/vfork-spawn-plain-" + std::to_string(getpid());
+  const int made = open(plain.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_GE(made, 0);
+  close(made);
+  plan.path = plain.c_str();  // no execute bit, for root too
+  Spawned refused = SpawnAndRead(plan, {"x"});
+  unlink(plain.c_str());
+  EXPECT_EQ(refused.result.stage, VforkSpawnStage::kExec);
+  EXPECT_EQ(refused.result.err, EACCES);
+
+  plan.path = "/bin/true";
+  plan.cwd = "/nonexistent/trainlet-no-such-dir";
+  Spawned no_dir = SpawnAndRead(plan, {"true"});
+  EXPECT_EQ(no_dir.result.stage, VforkSpawnStage::kChdir);
+  EXPECT_EQ(no_dir.result.err, ENOENT);
+
+  cpu_set_t none_here;
+  CPU_ZERO(&none_here);
+  CPU_SET(CPU_SETSIZE - 1, &none_here);
+  plan.cwd = nullptr;
+  plan.cpus = &none_here;
+  Spawned unbindable = SpawnAndRead(plan, {"true"});
+  EXPECT_EQ(unbindable.result.stage, VforkSpawnStage::kAffinity);
+  EXPECT_EQ(unbindable.result.err, EINVAL);
+  EXPECT_TRUE(NoChildLeft());
+}
+
+TEST(VforkSpawn, ANewSessionLeadsItsOwnSession) {
+  VforkSpawnPlan plan;
+  plan.path = "/bin/sh";
+  plan.new_session = true;
+  Spawned s = SpawnAndRead(plan, {"sh", "-c", "echo sid=$(cut -d' ' -f6 /proc/$$/stat)"});
+  ASSERT_GT(s.result.pid, 0);
+  EXPECT_EQ(Field(s.output, "sid="), std::to_string(s.result.pid));
+}
+
+}  // namespace
+}  // namespace trainlet::platform
