@@ -41,7 +41,7 @@ void CloseFromThree() {
   const rlim_t top =
       getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY ? limit.rlim_cur
                                                                                 : 65536;
-  for (rlim_t fd = 3; fd < top; ++fd) close(static_cast<int>(fd));
+  for (rlim_t fd = 3; fd < top; ++fd) syscall(SYS_close, static_cast<long>(fd));
 }
 
 // A source descriptor among 0-2 would be replaced before it is copied: moved to 3 or above.
@@ -66,11 +66,13 @@ __attribute__((no_sanitize_address)) int Child(void* arg) {
   const int out = AboveStdio(plan.stdout_fd);
   const int err = plan.stderr_fd == plan.stdout_fd ? out : AboveStdio(plan.stderr_fd);
   if (out < 0 || err < 0) ChildFails(state, VforkSpawnStage::kSetup);
-  const int in = open("/dev/null", O_RDONLY);
+  // Raw calls: glibc's open and close are cancellation points, which read the state of the
+  // caller's thread (shared here).
+  const int in = static_cast<int>(syscall(SYS_openat, AT_FDCWD, "/dev/null", O_RDONLY));
   if (in < 0) ChildFails(state, VforkSpawnStage::kSetup);
   if (in != STDIN_FILENO) {
     if (dup2(in, STDIN_FILENO) < 0) ChildFails(state, VforkSpawnStage::kSetup);
-    close(in);
+    syscall(SYS_close, in);
   }
   if (dup2(out, STDOUT_FILENO) < 0 || dup2(err, STDERR_FILENO) < 0) {
     ChildFails(state, VforkSpawnStage::kSetup);
