@@ -7,11 +7,13 @@
 // gets it (program resolution and the Request included). Prints the median ms of a round, and
 // each against posix_spawn. See bench/README.md ("the spawn primitive").
 //
-//   trainlet-spawn-bench [--children 64] [--rounds 25] [--program /bin/true] [--cpus 0]
+//   trainlet-spawn-bench [--children 64] [--rounds 25] [--program /bin/true]
+//                        [--cpus C | --round-robin]
 //
-// --cpus C: every child bound to CPU C (the mover's case: the spawning thread leaves its CPU
-// whenever it runs elsewhere); without it the children are bound to every CPU this thread may
-// use (the 64-ranks-on-2-CPUs case, where nothing moves).
+// --cpus C: every child bound to CPU C; --round-robin: child i bound to the i-th of this thread's
+// CPUs modulo their number (one rank per core: under posix_spawn the spawning thread moves to
+// each child's CPU in turn); neither: every child bound to all of this thread's CPUs (64 ranks on
+// 2 CPUs, where nothing moves).
 #include <fcntl.h>
 #include <sched.h>
 #include <spawn.h>
@@ -41,6 +43,7 @@ struct Options {
   int rounds = 25;
   std::string program = "/bin/true";
   int cpu = -1;
+  bool round_robin = false;
 };
 
 double Ms(Clock::time_point since) {
@@ -55,9 +58,11 @@ void WaitAll(const std::vector<pid_t>& pids) {
   }
 }
 
-std::vector<unsigned> CpusOf(const Options& opt) {
+// The CPUs child `i` is bound to.
+std::vector<unsigned> CpusOf(const Options& opt, const std::vector<unsigned>& ours, size_t i) {
   if (opt.cpu >= 0) return {static_cast<unsigned>(opt.cpu)};
-  return platform::ThisThreadCpus();
+  if (opt.round_robin) return {ours[i % ours.size()]};
+  return ours;
 }
 
 cpu_set_t MaskOf(const std::vector<unsigned>& cpus) {
@@ -67,12 +72,13 @@ cpu_set_t MaskOf(const std::vector<unsigned>& cpus) {
   return mask;
 }
 
-double RoundPosixSpawn(const Options& opt, int log) {
-  const std::vector<unsigned> cpus = CpusOf(opt);
+double RoundPosixSpawn(const Options& opt, const std::vector<unsigned>& ours, int log) {
   std::vector<pid_t> pids(opt.children, -1);
   char* argv[] = {const_cast<char*>(opt.program.c_str()), nullptr};
   const auto start = Clock::now();
-  for (pid_t& pid : pids) {
+  for (size_t i = 0; i < pids.size(); ++i) {
+    const std::vector<unsigned> cpus = CpusOf(opt, ours, i);
+    pid_t& pid = pids[i];
     posix_spawn_file_actions_t actions;
     posix_spawnattr_t attr;
     posix_spawn_file_actions_init(&actions);
@@ -101,12 +107,13 @@ double RoundPosixSpawn(const Options& opt, int log) {
   return Ms(start);
 }
 
-double RoundVforkSpawn(const Options& opt, int log) {
-  const cpu_set_t mask = MaskOf(CpusOf(opt));
+double RoundVforkSpawn(const Options& opt, const std::vector<unsigned>& ours, int log) {
   std::vector<pid_t> pids(opt.children, -1);
   char* argv[] = {const_cast<char*>(opt.program.c_str()), nullptr};
   const auto start = Clock::now();
-  for (pid_t& pid : pids) {
+  for (size_t i = 0; i < pids.size(); ++i) {
+    const cpu_set_t mask = MaskOf(CpusOf(opt, ours, i));
+    pid_t& pid = pids[i];
     platform::VforkSpawnPlan plan;
     plan.path = opt.program.c_str();
     plan.argv = argv;
@@ -121,19 +128,20 @@ double RoundVforkSpawn(const Options& opt, int log) {
   return Ms(start);
 }
 
-double RoundProcessSpawner(const Options& opt, int log, platform::ProcessSpawner& spawner) {
+double RoundProcessSpawner(const Options& opt, const std::vector<unsigned>& ours, int log,
+                           platform::ProcessSpawner& spawner) {
   platform::ProcessSpawner::Request request;
   request.argv = {opt.program};
   for (char** e = environ; *e != nullptr; ++e) request.envp.emplace_back(*e);
   request.cwd = "/";
   request.stdout_fd = log;
   request.stderr_fd = log;
-  request.cpus = CpusOf(opt);
   std::vector<pid_t> pids(opt.children, -1);
   const auto start = Clock::now();
-  for (pid_t& pid : pids) {
+  for (size_t i = 0; i < pids.size(); ++i) {
+    request.cpus = CpusOf(opt, ours, i);
     trainlet::Result<pid_t> started = spawner.Spawn(request);
-    pid = started.ok() ? *started : -1;
+    pids[i] = started.ok() ? *started : -1;
   }
   WaitAll(pids);
   return Ms(start);
@@ -157,7 +165,18 @@ int main(int argc, char** argv) {
   app.add_option("--program", opt.program, "absolute path of the program the children run");
   app.add_option("--cpus", opt.cpu, "bind every child to this one CPU (default: all of ours)")
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--round-robin", opt.round_robin,
+               "bind child i to the i-th of our CPUs, modulo their number (one rank per core)");
   CLI11_PARSE(app, argc, argv);
+  if (opt.cpu >= 0 && opt.round_robin) {
+    std::fprintf(stderr, "--cpus and --round-robin: choose one\n");
+    return 2;
+  }
+  const std::vector<unsigned> ours = trainlet::platform::ThisThreadCpus();
+  if (ours.empty()) {
+    std::fprintf(stderr, "cannot read this thread's CPUs\n");
+    return 1;
+  }
   const int log = open("/dev/null", O_WRONLY | O_CLOEXEC);
   if (log < 0) {
     std::perror("open /dev/null");
@@ -166,14 +185,16 @@ int main(int argc, char** argv) {
   auto spawner = trainlet::platform::MakePosixProcessSpawner();
   std::vector<double> posix, vfork, process;
   for (int r = 0; r < opt.rounds; ++r) {
-    posix.push_back(RoundPosixSpawn(opt, log));
-    vfork.push_back(RoundVforkSpawn(opt, log));
-    process.push_back(RoundProcessSpawner(opt, log, *spawner));
+    posix.push_back(RoundPosixSpawn(opt, ours, log));
+    vfork.push_back(RoundVforkSpawn(opt, ours, log));
+    process.push_back(RoundProcessSpawner(opt, ours, log, *spawner));
   }
   const double base = Median(posix);
   std::printf("%d children of %s, %d rounds, bound to %s (median ms of a round)\n\n",
               opt.children, opt.program.c_str(), opt.rounds,
-              opt.cpu >= 0 ? ("CPU " + std::to_string(opt.cpu)).c_str() : "all our CPUs");
+              opt.cpu >= 0      ? ("CPU " + std::to_string(opt.cpu)).c_str()
+              : opt.round_robin ? "one of our CPUs each, round robin"
+                                : "all our CPUs");
   std::printf("| way | median ms | x posix_spawn |\n| --- | ---: | ---: |\n");
   std::printf("| posix_spawn, the spawning thread bound and restored | %.2f | 1.00 |\n", base);
   std::printf("| VforkSpawn, the child binds itself | %.2f | %.2f |\n", Median(vfork),
