@@ -94,8 +94,8 @@ double RoundPosixSpawn(const Options& opt, const std::vector<unsigned>& ours, in
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &all);
     posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(&attr,
-                             POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setflags(
+        &attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
     platform::SavedAffinity saved;
     platform::BindThisThread(cpus, &saved);
     posix_spawn(&pid, opt.program.c_str(), &actions, &attr, argv, environ);
@@ -149,7 +149,8 @@ double RoundProcessSpawner(const Options& opt, const std::vector<unsigned>& ours
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2);
+  return v.empty() ? 0
+                   : (v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2);
 }
 
 }  // namespace
@@ -190,8 +191,8 @@ int main(int argc, char** argv) {
     process.push_back(RoundProcessSpawner(opt, ours, log, *spawner));
   }
   const double base = Median(posix);
-  std::printf("%d children of %s, %d rounds, bound to %s (median ms of a round)\n\n",
-              opt.children, opt.program.c_str(), opt.rounds,
+  std::printf("%d children of %s, %d rounds, bound to %s (median ms of a round)\n\n", opt.children,
+              opt.program.c_str(), opt.rounds,
               opt.cpu >= 0      ? ("CPU " + std::to_string(opt.cpu)).c_str()
               : opt.round_robin ? "one of our CPUs each, round robin"
                                 : "all our CPUs");

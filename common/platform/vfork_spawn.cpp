@@ -38,9 +38,9 @@ int SetSignalMask(const sigset_t* mask, sigset_t* old) {
 void CloseFromThree() {
   if (syscall(SYS_close_range, 3u, ~0u, 0u) == 0) return;
   struct rlimit limit;
-  const rlim_t top =
-      getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY ? limit.rlim_cur
-                                                                                : 65536;
+  const rlim_t top = getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY
+                         ? limit.rlim_cur
+                         : 65536;
   for (rlim_t fd = 3; fd < top; ++fd) syscall(SYS_close, static_cast<long>(fd));
 }
 

@@ -27,7 +27,7 @@ struct VforkSpawnPlan {
   char* const* envp = nullptr;
   int stdout_fd = -1;  // dup2'd onto 1 and 2 (both required); stdin is /dev/null
   int stderr_fd = -1;
-  const char* cwd = nullptr;       // nullptr: the caller's
+  const char* cwd = nullptr;        // nullptr: the caller's
   const cpu_set_t* cpus = nullptr;  // nullptr: the caller's affinity
   bool new_session = false;         // setsid; else a new process group (setpgid(0, 0))
 };

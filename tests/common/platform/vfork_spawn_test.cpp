@@ -57,7 +57,8 @@ struct Spawned {
   int exit_code = -1;
 };
 
-Spawned SpawnAndRead(VforkSpawnPlan plan, const std::vector<std::string>& args, int out_fd_override = -1) {
+Spawned SpawnAndRead(VforkSpawnPlan plan, const std::vector<std::string>& args,
+                     int out_fd_override = -1) {
   int pipe_fds[2];
   EXPECT_EQ(pipe2(pipe_fds, O_CLOEXEC), 0);
   std::vector<char*> argv;
@@ -88,7 +89,8 @@ std::string Field(const std::string& report, const std::string& name) {
 
 TEST(VforkSpawn, TheChildGetsItsGroupCwdCpusDefaultSignalsAndNoOtherDescriptor) {
   // The caller ignores one signal, blocks another and has an inheritable descriptor open.
-  struct sigaction ignore {}, old_action{};
+  struct sigaction ignore {
+  }, old_action{};
   ignore.sa_handler = SIG_IGN;
   ASSERT_EQ(sigaction(SIGUSR2, &ignore, &old_action), 0);
   sigset_t block, old_mask;
@@ -140,7 +142,7 @@ TEST(VforkSpawn, AnOutputDescriptorAmongZeroToTwoIsMovedBeforeItIsReplaced) {
   VforkSpawnPlan plan;
   plan.path = "/bin/sh";
   Spawned s = SpawnAndRead(plan, {"sh", "-c", "echo out; echo err >&2; readlink /proc/$$/fd/0"},
-                  STDIN_FILENO);
+                           STDIN_FILENO);
   dup2(saved_stdin, STDIN_FILENO);
   close(saved_stdin);
   ASSERT_GT(s.result.pid, 0) << s.result.err;
