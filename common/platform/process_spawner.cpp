@@ -203,7 +203,12 @@ class PosixProcessSpawner final : public ProcessSpawner {
       for (unsigned c : request.cpus) {
         if (c < CPU_SETSIZE) CPU_SET(c, &cpus);
       }
-      plan.cpus = &cpus;
+      // Bound to those already (every rank of a job that has the whole machine): the child
+      // inherits them, and makes no call that takes the scheduler's locks.
+      cpu_set_t mine;
+      if (sched_getaffinity(0, sizeof mine, &mine) != 0 || !CPU_EQUAL(&mine, &cpus)) {
+        plan.cpus = &cpus;
+      }
     }
     const VforkSpawnResult r = VforkSpawn(plan);
     if (r.pid > 0) return r.pid;
