@@ -1,5 +1,6 @@
-// CPU affinity of the calling thread, for binding a worker to its CPUs at spawn (posix_spawn has
-// no affinity attribute: the spawner binds itself, spawns, and restores).
+// CPU affinity of the calling thread: where posix_spawn starts workers (macOS, the portable
+// build), which has no affinity attribute, the spawner binds itself, spawns, and restores. On
+// Linux the child binds itself (vfork_spawn.h); the agent reads and checks CPUs with these.
 //
 // Linux: sched_getaffinity/sched_setaffinity. macOS has no user API that pins a thread to CPUs
 // (Apple Silicon exposes none; thread_policy_set's affinity tags are only hints, and absent on

@@ -1,8 +1,8 @@
 // Descriptors created close-on-exec (and non-blocking when asked), and sends that cannot raise
 // SIGPIPE. Linux sets the flags atomically (pipe2, SOCK_CLOEXEC, accept4, MSG_NOSIGNAL); macOS
 // has none of those and gets fcntl and SO_NOSIGPIPE. The fcntl path leaves a window in which a
-// concurrent posix_spawn could inherit the descriptor; the spawner closes every descriptor above
-// stderr in the child anyway (process_control.h), so no worker keeps one.
+// concurrent spawn could inherit the descriptor; the spawner closes every descriptor above
+// stderr in the child anyway (process_control.h, vfork_spawn.h), so no worker keeps one.
 //
 // Each function returns what its system call does: a descriptor (or 0) on success, -1 with errno
 // set on failure.
