@@ -113,7 +113,8 @@ void OperatorService::Handle(const std::string& routing_id, const v1::OperatorRe
   };
   switch (req.body_case()) {
     case v1::OperatorRequest::kApply:
-      if (parser_ != nullptr) {
+      if (parser_ != nullptr &&
+          !(applies_.empty() && req.apply().yaml().size() <= kParseOnLoopBytes)) {
         auto ticket = parser_->Submit(req.apply().yaml(), req.apply().source_name());
         if (!ticket.ok()) {
           failed = ticket.status();

@@ -70,9 +70,16 @@ class OperatorService {
   void Handle(const std::string& routing_id, const v1::OperatorRequest& request,
               Clock::time_point now, int64_t now_ms, const std::string& user = "");
   // From then on, an apply's file is parsed and checked on `parser`'s thread, and stored and
-  // answered when the loop calls OnApplyParsed; without it (unit tests), Handle applies at once.
+  // answered when the loop calls OnApplyParsed (but for a small one that nothing waits ahead of:
+  // kParseOnLoopBytes); without it (unit tests), Handle applies at once.
   // `parser` must outlive the service.
   void ParseAppliesOn(ApplyParser* parser) { parser_ = parser; }
+  // A file this small (a TrainJob is a few KiB) is parsed on the loop at once when no apply is
+  // ahead of it in the parser (so applies still finish in the order they came): well under a
+  // millisecond of the loop, where the parser thread cost two thread hand-offs (the worker's
+  // wake-up and the loop's), 0.3-1 ms of an apply on a VM (bench/README.md, issue 16).
+  static constexpr size_t kParseOnLoopBytes = 16 * 1024;
+
   // Finishes the applies whose files `parser` has parsed: stores them (JobController::Apply) and
   // answers, in the order they were submitted.
   void OnApplyParsed(int64_t now_ms);

@@ -194,6 +194,8 @@ def milestones(events, coord, agent, bin_dir):
                             m.setdefault("coord Complete synced", e.t)
                     if e.nr == RECVFROM and e.ret > 0 and "agent sent last exit" in m:
                         m.setdefault("coord recv last exit", e.t)
+                    if e.nr == SENDTO and e.ret > 1000 and "coord Complete synced" in m:
+                        m.setdefault("coord sent answer", e.t)  # the job's status, to the CLI
                 elif e.pid == agent:
                     if e.nr == RECVFROM and e.ret > 1000 and "coord recv apply" in m:
                         m.setdefault("agent recv plan", e.t)

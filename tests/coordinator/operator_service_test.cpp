@@ -5,8 +5,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "common/envelope.h"
 #include "controller_fixture.h"
+#include "coordinator/apply_parser.h"
 
 namespace trainlet::coordinator {
 namespace {
@@ -194,6 +197,43 @@ TEST_F(OperatorServiceTest, ApplyAndDeleteThroughTheService) {
   EXPECT_EQ(r.request_id(), 4u);
   EXPECT_EQ(r.error_code(), "Invalid");
   EXPECT_FALSE(r.error().empty());
+}
+
+// With a parser thread: a small file that nothing is ahead of is parsed and answered at once, on
+// the loop (no thread hand-off on a launch's path); a large one goes to the parser, and a small
+// one sent behind it waits its turn, so applies still finish in the order they came.
+TEST_F(OperatorServiceTest, ASmallApplyIsAnsweredAtOnceUnlessAnApplyIsAheadOfIt) {
+  zmq::context_t ctx;
+  ApplyParser parser(ctx);
+  service_->ParseAppliesOn(&parser);
+  auto apply = [](uint64_t id, const std::string& yaml) {
+    v1::OperatorRequest r;
+    r.set_request_id(id);
+    r.mutable_apply()->set_yaml(yaml);
+    r.mutable_apply()->set_source_name("job.yaml");
+    return r;
+  };
+  Send("op", apply(1, JobYaml("small", 1, 1)));
+  v1::OperatorResponse r = TakeReply("op");
+  EXPECT_EQ(r.request_id(), 1u);
+  ASSERT_EQ(r.apply().created_size(), 1);
+  EXPECT_EQ(r.apply().created(0), "trainjob/small");
+
+  std::string large = JobYaml("large", 1, 1);
+  while (large.size() <= OperatorService::kParseOnLoopBytes) large += "# padding\n";
+  Send("op", apply(2, large));
+  Send("op", apply(3, JobYaml("behind", 1, 1)));
+  EXPECT_TRUE(replies_.empty()) << "the small file was answered before the large one ahead of it";
+  for (int i = 0; i < 500 && replies_.size() < 2; ++i) {
+    service_->OnApplyParsed(kT0);
+    if (replies_.size() < 2) std::this_thread::sleep_for(milliseconds(10));
+  }
+  ASSERT_EQ(replies_.size(), 2u);
+  EXPECT_EQ(replies_[0].second.operator_response().request_id(), 2u);
+  EXPECT_EQ(replies_[1].second.operator_response().request_id(), 3u);
+  EXPECT_EQ(replies_[1].second.operator_response().apply().created(0), "trainjob/behind");
+  replies_.clear();
+  service_->ParseAppliesOn(nullptr);
 }
 
 TEST_F(OperatorServiceTest, WaitAnsweredAtOnceWhenAlreadyComplete) {
