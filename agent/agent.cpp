@@ -457,16 +457,22 @@ void Agent::OnLaunchPlan(const v1::LaunchPlan& plan) {
     }
   }
   node.cpu_affinity = platform::CpuAffinitySupported();
-  node.cpus_available = CpusAvailableHere;
+  // The agent's CPUs, read once for the plan (not once per rank, CpusAvailableHere).
+  node.cpus_available = [mine = platform::ThisThreadCpus()](const std::vector<unsigned>& cpus) {
+    return CpusAvailableIn(mine, cpus);
+  };
   node.cpu_grant = GrantForPlan(cpus_, plan, info_).cpus;
   reports_->CpusTaken(plan.job(), plan.attempt());  // describe says when they must share
-  const PlannedLaunches planned = PlanLaunches(plan, node);
+  PlannedLaunches planned = PlanLaunches(plan, node);
   LogUnappliedCpus(planned);
   if (blocked.ok()) blocked = PrepareCwds(plan.job(), planned.launches);
+  std::vector<uint32_t> ranks;
+  for (const WorkerLaunch& l : planned.launches) ranks.push_back(l.rank);
   // Every rank of the plan starts under one step process (WorkerSupervisor::StartStep).
-  const std::vector<Result<pid_t>> started = attempt->Launch(planned.launches, blocked);
-  for (size_t i = 0; i < planned.launches.size(); ++i) {
-    const uint32_t rank = planned.launches[i].rank;
+  // The launches move into the step (their env is not copied); their ranks are kept above.
+  const std::vector<Result<pid_t>> started = attempt->Launch(std::move(planned.launches), blocked);
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const uint32_t rank = ranks[i];
     // pid 0: held by its step until its replicated job's dependencies are met; its start is
     // reported when it comes (OnChildExits).
     if (started[i].ok() && *started[i] == 0) {

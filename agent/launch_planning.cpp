@@ -70,21 +70,23 @@ std::map<std::string, std::string> NodeEnvFor(const std::string& node, const std
 
 std::string ExpandPlanVars(const std::string& value,
                            const std::map<std::string, std::string>& vars) {
+  // Every value of every rank's env comes through here on a launch's path, and few name a
+  // variable: the text between references is copied whole, not a character at a time.
+  size_t ref = value.find("$(");
+  if (ref == std::string::npos) return value;
   std::string out;
-  for (size_t i = 0; i < value.size();) {
-    if (value.compare(i, 2, "$(") == 0) {
-      const size_t close = value.find(')', i + 2);
-      if (close != std::string::npos) {
-        auto it = vars.find(value.substr(i + 2, close - i - 2));
-        if (it != vars.end()) {
-          out += it->second;
-          i = close + 1;
-          continue;
-        }
-      }
-    }
-    out += value[i++];
+  out.reserve(value.size());
+  size_t copied = 0;  // value[0, copied) is in `out`
+  for (; ref != std::string::npos; ref = value.find("$(", ref + 2)) {
+    const size_t close = value.find(')', ref + 2);
+    if (close == std::string::npos) break;
+    const auto it = vars.find(value.substr(ref + 2, close - ref - 2));
+    if (it == vars.end()) continue;  // left as written
+    out.append(value, copied, ref - copied).append(it->second);
+    copied = close + 1;
+    ref = close - 1;  // the next search starts after the ')'
   }
+  out.append(value, copied, std::string::npos);
   return out;
 }
 

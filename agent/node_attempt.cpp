@@ -105,17 +105,19 @@ std::map<std::string, std::string> NodeAttempt::JoinRendezvous(const std::vector
   return services_.rendezvous->AddAttempt(job_, attempt_, ranks, user);
 }
 
-std::vector<Result<pid_t>> NodeAttempt::Launch(const std::vector<WorkerLaunch>& launches,
+std::vector<Result<pid_t>> NodeAttempt::Launch(std::vector<WorkerLaunch> launches,
                                                const Status& blocked) {
   // A broken invariant, not an outside error: only a plan that arrived is launched.
   TRAINLET_CHECK_MSG(state_ == AttemptState::kLaunching,
                      job_ + " attempt " + std::to_string(attempt_) + ": launched in state " +
                          AttemptStateName(state_));
+  std::vector<uint32_t> ranks;
+  for (const WorkerLaunch& l : launches) ranks.push_back(l.rank);
   std::vector<Result<pid_t>> started =
       blocked.ok()
-          ? services_.supervisor->StartStep(launches, stop_grace_)
-          : std::vector<Result<pid_t>>(launches.size(), Result<pid_t>(IoError(blocked.message())));
-  for (const WorkerLaunch& l : launches) launched_.insert(l.rank);
+          ? services_.supervisor->StartStep(std::move(launches), stop_grace_)
+          : std::vector<Result<pid_t>>(ranks.size(), Result<pid_t>(IoError(blocked.message())));
+  launched_.insert(ranks.begin(), ranks.end());
   Apply(AttemptTrigger::kLaunched);
   return started;
 }

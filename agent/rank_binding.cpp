@@ -173,9 +173,13 @@ std::map<std::string, std::string> BindingEnv(
 }
 
 bool CpusAvailableHere(const std::vector<unsigned>& cpus) {
-  const std::vector<unsigned> mine = platform::ThisThreadCpus();  // sorted
-  return std::all_of(cpus.begin(), cpus.end(),
-                     [&](unsigned c) { return std::binary_search(mine.begin(), mine.end(), c); });
+  return CpusAvailableIn(platform::ThisThreadCpus(), cpus);
+}
+
+bool CpusAvailableIn(const std::vector<unsigned>& available, const std::vector<unsigned>& cpus) {
+  return std::all_of(cpus.begin(), cpus.end(), [&](unsigned c) {
+    return std::binary_search(available.begin(), available.end(), c);
+  });
 }
 
 AcceleratorEnv AcceleratorEnvFor(const std::string& topology_xml) {

@@ -51,6 +51,9 @@ std::map<std::string, std::string> BindingEnv(
 // may not exist on this machine; then the binding is reported but not applied). False where
 // the platform has no CPU affinity (macOS): check platform::CpuAffinitySupported() first.
 bool CpusAvailableHere(const std::vector<unsigned>& cpus);
+// Whether every CPU of `cpus` is in `available` (sorted, as platform::ThisThreadCpus gives it):
+// for a plan's ranks, against one read of this thread's CPUs.
+bool CpusAvailableIn(const std::vector<unsigned>& available, const std::vector<unsigned>& cpus);
 
 // The AcceleratorEnv an agent uses: live sources for this machine, none when it impersonates
 // another through `topology_xml` (sysfs and NVML would describe this machine instead).

@@ -181,8 +181,9 @@ class WorkerSupervisor {
   // Start, or the step's spawn error naming argv[0], or the step's own failure). Blocks the loop
   // until the step has spawned every rank (about what spawning them directly costs, plus one
   // exec), at most Options::step_start_timeout. `stop_grace` is what the step waits between
-  // SIGTERM and SIGKILL when stopped while no agent runs.
-  std::vector<Result<pid_t>> StartStep(const std::vector<WorkerLaunch>& launches,
+  // SIGTERM and SIGKILL when stopped while no agent runs. Taken by value: each launch's env
+  // moves into the step's launch file, not copied (a launch's path).
+  std::vector<Result<pid_t>> StartStep(std::vector<WorkerLaunch> launches,
                                        std::chrono::milliseconds stop_grace);
 
   // What AdoptSteps found: one entry per step directory that belongs to a job attempt.
@@ -359,7 +360,8 @@ class WorkerSupervisor {
   // `results`), the step's directory and process (`ready_fd`: the read end of its ready pipe),
   // the wait for its "ready", and the starts it recorded, put into `results`. Private helpers
   // push the class past 25 methods; they are StartStep's pieces, not new behaviour.
-  step::StepLaunch StepSpecFor(const std::vector<WorkerLaunch>& launches,
+  // Moves each accepted launch's env into the spec (`launches` keep the rest).
+  step::StepLaunch StepSpecFor(std::vector<WorkerLaunch>& launches,
                                std::chrono::milliseconds stop_grace,
                                std::vector<Result<pid_t>>& results,
                                std::vector<size_t>& index) const;

@@ -201,7 +201,7 @@ bool WorkerSupervisor::WriteStepRequest(const Step& s, const char* file,
 
 // Keeps the launches StartStep can hand to a step: the ones it refuses get their error in
 // `results` and stay out of the spec. spec.ranks[i] is launches[index[i]].
-step::StepLaunch WorkerSupervisor::StepSpecFor(const std::vector<WorkerLaunch>& launches,
+step::StepLaunch WorkerSupervisor::StepSpecFor(std::vector<WorkerLaunch>& launches,
                                                std::chrono::milliseconds stop_grace,
                                                std::vector<Result<pid_t>>& results,
                                                std::vector<size_t>& index) const {
@@ -221,7 +221,7 @@ step::StepLaunch WorkerSupervisor::StepSpecFor(const std::vector<WorkerLaunch>& 
   spec.base_env = base_env_;
   std::set<uint32_t> ranks;
   for (size_t i = 0; i < launches.size(); ++i) {
-    const WorkerLaunch& l = launches[i];
+    WorkerLaunch& l = launches[i];
     const std::string who = "job " + l.job + " attempt " + std::to_string(l.attempt) + " rank " +
                             std::to_string(l.rank);
     Status st = ValidateLaunch(l, who);
@@ -246,7 +246,7 @@ step::StepLaunch WorkerSupervisor::StepSpecFor(const std::vector<WorkerLaunch>& 
     r.rank = l.rank;
     r.local_rank = l.local_rank;
     r.argv = l.argv;
-    r.env = l.env;
+    r.env = std::move(l.env);
     r.cwd = l.cwd;
     r.log_path = l.log_path;
     r.stderr_path = l.stderr_path;
@@ -416,7 +416,7 @@ void WorkerSupervisor::ReportStepStarts(Step& s, const std::vector<WorkerLaunch>
   }
 }
 
-std::vector<Result<pid_t>> WorkerSupervisor::StartStep(const std::vector<WorkerLaunch>& launches,
+std::vector<Result<pid_t>> WorkerSupervisor::StartStep(std::vector<WorkerLaunch> launches,
                                                        std::chrono::milliseconds stop_grace) {
   std::vector<Result<pid_t>> results(launches.size(), Result<pid_t>(InternalError("not started")));
   if (launches.empty()) return results;

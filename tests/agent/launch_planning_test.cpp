@@ -58,6 +58,10 @@ TEST(ExpandPlanVars, ExpandsKnownNamesAndLeavesTheRest) {
   EXPECT_EQ(ExpandPlanVars("$(UNKNOWN) $(A", vars), "$(UNKNOWN) $(A");
   EXPECT_EQ(ExpandPlanVars("$A ${A} $()", vars), "$A ${A} $()");
   EXPECT_EQ(ExpandPlanVars("", vars), "");
+  EXPECT_EQ(ExpandPlanVars("no reference at all", vars), "no reference at all");
+  EXPECT_EQ(ExpandPlanVars("$(X)$(A)", vars), "$(X)1");
+  EXPECT_EQ(ExpandPlanVars("$($(A))", vars), "$(1)");
+  EXPECT_EQ(ExpandPlanVars("a$(A)b$(WORK)c", vars), "a1b/wc");
 }
 
 TEST(CheckPlanFilePath, RefusesPathsOutsideTheWorkDir) {

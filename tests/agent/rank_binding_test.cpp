@@ -165,6 +165,10 @@ TEST(ProcessSpawnerAffinity, ChildInheritsCpusParentRestored) {
   ASSERT_FALSE(mine.empty());
   EXPECT_TRUE(CpusAvailableHere({mine.front()}));
   EXPECT_FALSE(CpusAvailableHere({CPU_SETSIZE - 1u}));
+  EXPECT_TRUE(CpusAvailableIn(mine, mine));
+  EXPECT_TRUE(CpusAvailableIn({0, 2, 5}, {5, 0}));
+  EXPECT_FALSE(CpusAvailableIn({0, 2, 5}, {0, 3}));
+  EXPECT_TRUE(CpusAvailableIn({}, {}));
 
   const std::string out = ::testing::TempDir() + "/affinity-" + std::to_string(getpid()) + ".log";
   std::remove(out.c_str());
