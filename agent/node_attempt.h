@@ -135,8 +135,7 @@ class NodeAttempt {
   // kLaunched: starts `launches` under a step with this attempt's stop grace, one result per
   // launch; or, when `blocked` is an error (the plan's files or ports), starts none and fails
   // each with kIo and its message. Taken by value: the launches move into the step.
-  std::vector<Result<pid_t>> Launch(std::vector<WorkerLaunch> launches,
-                                    const Status& blocked);
+  std::vector<Result<pid_t>> Launch(std::vector<WorkerLaunch> launches, const Status& blocked);
 
   // kStopAsked: gives back its ports, aborts its rendezvous and stops its ranks with `grace`,
   // after `warning` (WorkerSupervisor::Stop) when it has a signal.
