@@ -128,18 +128,21 @@ class Step {
     return 2;
   }
 
-  // `as`: the rank's own user, started through `trainlet-step --as` (rank_identity.h).
-  Result<pid_t> Spawn(agent::ProcessSpawner& spawner, const StepRank& r,
-                      std::vector<std::string> envp, int log_fd, int stdout_fd = -1,
-                      const std::optional<RankIdentity>& as = std::nullopt) {
+  // What starts rank `r` (or a process started like one), with stdout and stderr in `log_fd`
+  // unless `stdout_fd` takes stdout. `as`: the rank's own user, started through `trainlet-step
+  // --as` (rank_identity.h), its env in a file named in `env_file`, removed if the start fails.
+  Result<agent::ProcessSpawner::Request> RequestFor(const StepRank& r,
+                                                    std::vector<std::string> envp, int log_fd,
+                                                    int stdout_fd,
+                                                    const std::optional<RankIdentity>& as,
+                                                    std::string* env_file) {
     agent::ProcessSpawner::Request request;
-    std::string env_file;
     if (as) {
       // The helper that drops to the rank's user starts as root: with an empty env, the rank's
       // given to it in a file (rank_identity.h).
-      env_file = dir_ + "/env-" + std::to_string(r.rank) + "-" + std::to_string(++env_files_);
-      TRAINLET_RETURN_IF_ERROR(WriteEnvFile(env_file, envp));
-      request.argv = RunAsArgv(SelfPath(), *as, env_file, r.argv);
+      *env_file = dir_ + "/env-" + std::to_string(r.rank) + "-" + std::to_string(++env_files_);
+      TRAINLET_RETURN_IF_ERROR(WriteEnvFile(*env_file, envp));
+      request.argv = RunAsArgv(SelfPath(), *as, *env_file, r.argv);
     } else {
       request.argv = r.argv;
       request.envp = std::move(envp);
@@ -153,9 +156,7 @@ class Step {
     }
     request.cpus = r.cpus;
     cgroup_.NoteSpawn();  // what it starts outside is out of the cgroup's reach
-    Result<pid_t> pid = spawner.Spawn(request);
-    if (!pid.ok() && !env_file.empty()) unlink(env_file.c_str());
-    return pid;
+    return request;
   }
 
   // Every rank has exited: what they started and left behind (a daemon, a setsid'd or
@@ -210,6 +211,8 @@ class Step {
     std::vector<std::string> envp;
     std::optional<RankIdentity> as;
     Status error = Status::Ok();
+    std::optional<size_t> started;  // its answer's index in the batch
+    std::string env_file;           // `as`'s env, removed if the start fails
   };
 
   // Starts the ranks `which` (indices into launch_.ranks), then reads their start times (a /proc
@@ -229,22 +232,27 @@ class Step {
         cgroup_.FinishEnter();  // the server goes in the cgroup too, and changes the ranks' env
       pmix_ = StartPmixServer(*spawner);
     }
-    std::vector<StepRecord> records(n);
     std::string last_parent;
-    std::vector<PreparedRank> ahead;
+    std::vector<PreparedRank> prepared;
+    prepared.reserve(n);
     size_t k = 0;
-    for (; k < n && cgroup_.Entering() && ahead.size() < kPrepareAhead; ++k) {
-      ahead.push_back(PrepareRank(which[k], last_parent));
+    for (; k < n && cgroup_.Entering() && k < kPrepareAhead; ++k) {
+      prepared.push_back(PrepareRank(which[k], last_parent));
     }
     cgroup_.FinishEnter();
-    for (size_t j = 0; j < ahead.size(); ++j) SpawnPrepared(*spawner, ahead[j], records[j]);
+    // Each rank is started as soon as it is prepared; none is waited for until all are started.
+    const std::unique_ptr<agent::ProcessSpawner::Batch> starts = spawner->NewBatch();
+    for (PreparedRank& p : prepared) StartPrepared(*starts, p);
     for (; k < n; ++k) {
-      PreparedRank p = PrepareRank(which[k], last_parent);
-      SpawnPrepared(*spawner, p, records[k]);
+      prepared.push_back(PrepareRank(which[k], last_parent));
+      StartPrepared(*starts, prepared.back());
     }
+    const std::vector<Result<pid_t>> answers = starts->Finish();
     if (log_dir_fd_ >= 0) close(log_dir_fd_);
     log_dir_fd_ = -1;
 
+    std::vector<StepRecord> records(n);
+    for (size_t j = 0; j < n; ++j) Settle(prepared[j], answers, records[j]);
     std::string batch;
     for (StepRecord& rec : records) {
       if (rec.kind == StepRecord::Kind::kStarted) {
@@ -285,18 +293,33 @@ class Step {
     return p;
   }
 
-  void SpawnPrepared(agent::ProcessSpawner& spawner, PreparedRank& p, StepRecord& rec) {
+  // Starts prepared rank `p` in `batch` (or records why it cannot start); Settle takes the
+  // answer once the batch has finished.
+  void StartPrepared(agent::ProcessSpawner::Batch& batch, PreparedRank& p) {
+    const StepRank& r = launch_.ranks[p.index];
+    Result<agent::ProcessSpawner::Request> request =
+        p.error.ok() ? RequestFor(r, std::move(p.envp), p.log_fd, -1, p.as, &p.env_file)
+                     : Result<agent::ProcessSpawner::Request>(p.error);
+    if (request.ok()) {
+      p.started = batch.Start(std::move(*request));
+    } else {
+      p.error = request.status();
+    }
+    if (p.log_fd >= 0) close(p.log_fd);
+    p.log_fd = -1;
+  }
+
+  void Settle(PreparedRank& p, const std::vector<Result<pid_t>>& answers, StepRecord& rec) {
     const StepRank& r = launch_.ranks[p.index];
     rec.rank = r.rank;
-    Result<pid_t> pid = p.error.ok() ? Spawn(spawner, r, std::move(p.envp), p.log_fd, -1, p.as)
-                                     : Result<pid_t>(p.error);
-    if (p.log_fd >= 0) close(p.log_fd);
+    const Result<pid_t> pid = p.started ? answers[*p.started] : Result<pid_t>(p.error);
     if (pid.ok()) {
       rec.kind = StepRecord::Kind::kStarted;
       rec.pid = *pid;
       live_[*pid] = Rank{r.rank, p.index};
       gate_->Started(p.index);
     } else {
+      if (!p.env_file.empty()) unlink(p.env_file.c_str());
       rec.kind = StepRecord::Kind::kStartFailed;
       rec.message = pid.status().message();
       gate_->StartFailed(p.index);
@@ -370,8 +393,12 @@ class Step {
     Status prepared = !log.ok() ? log.status()
                       : as.ok() ? PrepareFor(envp, "pmix", *as, -1)
                                 : as.status();
-    Result<pid_t> pid = prepared.ok() ? Spawn(spawner, server, std::move(envp), *log, out[1], *as)
-                                      : Result<pid_t>(prepared);
+    std::string env_file;
+    Result<agent::ProcessSpawner::Request> request =
+        prepared.ok() ? RequestFor(server, std::move(envp), *log, out[1], *as, &env_file)
+                      : Result<agent::ProcessSpawner::Request>(prepared);
+    Result<pid_t> pid = request.ok() ? spawner.Spawn(*request) : Result<pid_t>(request.status());
+    if (!pid.ok() && !env_file.empty()) unlink(env_file.c_str());
     if (log.ok()) close(*log);
     close(out[1]);
     if (!pid.ok()) {

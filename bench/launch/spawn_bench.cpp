@@ -1,11 +1,12 @@
-// trainlet-spawn-bench: N children of one program started from one thread and waited for, three
+// trainlet-spawn-bench: N children of one program started from one thread and waited for, four
 // ways, interleaved round by round on this machine: glibc's posix_spawn with the attributes
 // ProcessSpawner used to pass it (stdin /dev/null, stdout and stderr a log, descriptors from 3
 // closed, chdir, every signal default, an empty mask, a new process group; and for a bound rank
 // the spawning thread's own affinity moved and restored around the call), VforkSpawn
 // (common/platform/vfork_spawn.h: the child binds itself), and ProcessSpawner::Spawn as a rank
-// gets it (program resolution and the Request included). Prints the median ms of a round, and
-// each against posix_spawn. See bench/README.md ("the spawn primitive").
+// gets it (program resolution and the Request included), and ProcessSpawner::Batch as the step
+// starts its ranks (SpawnBatch: no child waited for until all are started). Prints the median ms
+// of a round, and each against posix_spawn. See bench/README.md ("the spawn primitive").
 //
 //   trainlet-spawn-bench [--children 64] [--rounds 25] [--program /bin/true]
 //                        [--cpus C | --round-robin]
@@ -147,6 +148,29 @@ double RoundProcessSpawner(const Options& opt, const std::vector<unsigned>& ours
   return Ms(start);
 }
 
+// The batch the step starts its ranks with: no child is waited for until all are started.
+double RoundBatch(const Options& opt, const std::vector<unsigned>& ours, int log,
+                  platform::ProcessSpawner& spawner) {
+  platform::ProcessSpawner::Request request;
+  request.argv = {opt.program};
+  for (char** e = environ; *e != nullptr; ++e) request.envp.emplace_back(*e);
+  request.cwd = "/";
+  request.stdout_fd = log;
+  request.stderr_fd = log;
+  std::vector<pid_t> pids;
+  const auto start = Clock::now();
+  const auto batch = spawner.NewBatch();
+  for (int i = 0; i < opt.children; ++i) {
+    request.cpus = CpusOf(opt, ours, static_cast<size_t>(i));
+    batch->Start(request);
+  }
+  for (const trainlet::Result<pid_t>& started : batch->Finish()) {
+    pids.push_back(started.ok() ? *started : -1);
+  }
+  WaitAll(pids);
+  return Ms(start);
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0
@@ -159,7 +183,7 @@ double Median(std::vector<double> v) {
 int main(int argc, char** argv) {
   using namespace trainlet::bench;
   Options opt;
-  CLI::App app{"Starts N children of one program three ways, interleaved, and prints medians"};
+  CLI::App app{"Starts N children of one program four ways, interleaved, and prints medians"};
   app.add_option("--children", opt.children, "children per round")->check(CLI::Range(1, 4096));
   app.add_option("--rounds", opt.rounds, "rounds (each way once per round)")
       ->check(CLI::Range(1, 10000));
@@ -184,11 +208,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto spawner = trainlet::platform::MakePosixProcessSpawner();
-  std::vector<double> posix, vfork, process;
+  std::vector<double> posix, vfork, process, batch;
   for (int r = 0; r < opt.rounds; ++r) {
     posix.push_back(RoundPosixSpawn(opt, ours, log));
     vfork.push_back(RoundVforkSpawn(opt, ours, log));
     process.push_back(RoundProcessSpawner(opt, ours, log, *spawner));
+    batch.push_back(RoundBatch(opt, ours, log, *spawner));
   }
   const double base = Median(posix);
   std::printf("%d children of %s, %d rounds, bound to %s (median ms of a round)\n\n", opt.children,
@@ -202,6 +227,8 @@ int main(int argc, char** argv) {
               Median(vfork) / base);
   std::printf("| ProcessSpawner::Spawn (VforkSpawn on Linux) | %.2f | %.2f |\n", Median(process),
               Median(process) / base);
+  std::printf("| ProcessSpawner::Batch (SpawnBatch on Linux: no wait per child) | %.2f | %.2f |\n",
+              Median(batch), Median(batch) / base);
   close(log);
   return 0;
 }

@@ -8,10 +8,12 @@
 
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <optional>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 #include "common/platform/backend.h"
 #include "common/platform/cpu_affinity.h"
@@ -105,177 +107,256 @@ Result<int> OpenWorkerLog(const std::string& log_path, bool create_parent) {
 
 namespace {
 
+Status CannotBind(const std::string& program, const std::vector<unsigned>& cpus, int err) {
+  std::string list;
+  for (unsigned c : cpus) list += (list.empty() ? "" : ",") + std::to_string(c);
+  return InvalidError("spawn " + program + ": cannot bind to CPUs " + list + ": " +
+                      std::strerror(err));
+}
+
+// The error of a spawn that failed with `err`: a missing or non-directory cwd is named as such
+// (the errno alone reads like a missing program), else the program (and its resolved path).
+Status SpawnError(const ProcessSpawner::Request& request, const std::string& path, int err) {
+  const std::string& program = request.argv[0];
+  if (!request.cwd.empty()) {
+    if (std::optional<Status> bad = CwdError(program, request.cwd)) return *bad;
+  }
+  std::string what = "spawn " + program;
+  if (path != program) what += " (" + path + ")";
+  return ErrnoStatus(err, std::move(what));
+}
+
+// A request made ready for the child: its program found, its log files open, argv and envp as
+// the exec takes them (pointing into the request, which must outlive this).
+struct PreparedSpawn {
+  const ProcessSpawner::Request* request = nullptr;
+  std::string path;
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+  int log_fd = -1;  // opened here (only when a stream goes there)
+  int err_fd = -1;  // the stderr file opened here, when not the log
+  int out = -1;     // what the child gets as 1 and 2
+  int error = -1;
+
+  PreparedSpawn() = default;
+  PreparedSpawn(const PreparedSpawn&) = delete;
+  PreparedSpawn& operator=(const PreparedSpawn&) = delete;
+  ~PreparedSpawn() { CloseFiles(); }
+
+  // Once the child exists (it has its own copies) or failed.
+  void CloseFiles() {
+    if (err_fd >= 0 && err_fd != log_fd) close(err_fd);
+    if (log_fd >= 0) close(log_fd);
+    log_fd = err_fd = -1;
+  }
+};
+
+// Spawn's checks and opens, in its order; its errors.
+Status Prepare(const ProcessSpawner::Request& request, PreparedSpawn& p) {
+  if (request.argv.empty() || request.argv[0].empty()) {
+    return InvalidError("spawn: argv is empty");
+  }
+  p.request = &request;
+  const std::string& program = request.argv[0];
+  // A cwd that is missing or not a directory fails the spawn with the errno a missing program
+  // gives: checked before a search that would look in it, else only once the child has failed
+  // (CwdError), so that a launch does not pay a stat per rank for the message.
+  if (!request.cwd.empty() && program.find('/') == std::string::npos) {
+    if (std::optional<Status> bad = CwdError(program, request.cwd)) return *bad;
+  }
+  TRAINLET_ASSIGN_OR_RETURN(p.path, ResolveProgram(program, request.envp, request.cwd));
+  // Opened only when a stream goes there: not when the caller redirected both.
+  if (request.stdout_fd < 0 || (request.stderr_fd < 0 && request.stderr_path.empty())) {
+    TRAINLET_ASSIGN_OR_RETURN(p.log_fd, OpenWorkerLog(request.log_path));
+  }
+  p.err_fd = p.log_fd;
+  if (request.stderr_fd < 0 && !request.stderr_path.empty()) {
+    TRAINLET_ASSIGN_OR_RETURN(p.err_fd, OpenWorkerLog(request.stderr_path));
+  }
+  p.argv.reserve(request.argv.size() + 1);
+  for (const std::string& a : request.argv) p.argv.push_back(const_cast<char*>(a.c_str()));
+  p.argv.push_back(nullptr);
+  p.envp.reserve(request.envp.size() + 1);
+  for (const std::string& e : request.envp) p.envp.push_back(const_cast<char*>(e.c_str()));
+  p.envp.push_back(nullptr);
+  p.out = request.stdout_fd >= 0 ? request.stdout_fd : p.log_fd;
+  p.error = request.stderr_fd >= 0 ? request.stderr_fd : p.err_fd;
+  return Status::Ok();
+}
+
+#if TRAINLET_NATIVE_LINUX
+// vfork_spawn.h's plan for `p`; `cpus` receives the CPUs when the child must bind itself.
+VforkSpawnPlan PlanFor(const PreparedSpawn& p, cpu_set_t* cpus) {
+  const ProcessSpawner::Request& request = *p.request;
+  VforkSpawnPlan plan;
+  plan.path = p.path.c_str();
+  plan.argv = p.argv.data();
+  plan.envp = p.envp.data();
+  plan.stdout_fd = p.out;
+  plan.stderr_fd = p.error;
+  plan.cwd = request.cwd.empty() ? nullptr : request.cwd.c_str();
+  plan.new_session = request.new_session;
+  if (!request.cpus.empty()) {
+    CPU_ZERO(cpus);
+    for (unsigned c : request.cpus) {
+      if (c < CPU_SETSIZE) CPU_SET(c, cpus);
+    }
+    // Bound to those already (every rank of a job that has the whole machine): the child
+    // inherits them, and makes no call that takes the scheduler's locks.
+    cpu_set_t mine;
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0 || !CPU_EQUAL(&mine, cpus)) {
+      plan.cpus = cpus;
+    }
+  }
+  return plan;
+}
+
+Result<pid_t> Answer(const PreparedSpawn& p, const VforkSpawnResult& r) {
+  if (r.pid > 0) return r.pid;
+  if (r.stage == VforkSpawnStage::kAffinity) {
+    return CannotBind(p.request->argv[0], p.request->cpus, r.err);
+  }
+  return SpawnError(*p.request, p.path, r.err);
+}
+
+// Linux's batch: the children of a SpawnBatch (vfork_spawn.h); each request is kept until Finish,
+// since its child reads it.
+class CloneBatch final : public ProcessSpawner::Batch {
+ public:
+  size_t Start(ProcessSpawner::Request request) override {
+    Entry& e = entries_.emplace_back();
+    e.request = std::move(request);
+    const size_t index = answers_.size();
+    answers_.emplace_back(InternalError("spawn: not finished"));
+    if (Status st = Prepare(e.request, e.prepared); !st.ok()) {
+      answers_[index] = std::move(st);
+      return index;
+    }
+    cpu_set_t cpus;
+    e.child = batch_.Start(PlanFor(e.prepared, &cpus));  // the batch keeps its own copy of cpus
+    e.prepared.CloseFiles();
+    e.answer = index;
+    return index;
+  }
+
+  std::vector<Result<pid_t>> Finish() override {
+    const std::vector<VforkSpawnResult> children = batch_.Finish();
+    for (const Entry& e : entries_) {
+      if (e.child != kNoChild) answers_[e.answer] = Answer(e.prepared, children[e.child]);
+    }
+    entries_.clear();
+    return std::exchange(answers_, {});
+  }
+
+ private:
+  static constexpr size_t kNoChild = ~size_t{0};
+  struct Entry {
+    ProcessSpawner::Request request;
+    PreparedSpawn prepared;
+    size_t child = kNoChild;  // in batch_'s results
+    size_t answer = 0;
+  };
+  std::deque<Entry> entries_;  // stable: the children read them until batch_ has finished
+  std::vector<Result<pid_t>> answers_;
+  SpawnBatch batch_;  // last: destroyed (so waited for) before what its children read
+};
+#else
+Result<pid_t> SpawnByPosixSpawn(const PreparedSpawn& p) {
+  const ProcessSpawner::Request& request = *p.request;
+  const std::string& program = request.argv[0];
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawnattr_init(&attr);
+  int rc = 0;
+  auto step = [&rc](int r) {
+    if (rc == 0) rc = r;
+  };
+  step(posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0));
+  step(posix_spawn_file_actions_adddup2(&actions, p.out, STDOUT_FILENO));
+  step(posix_spawn_file_actions_adddup2(&actions, p.error, STDERR_FILENO));
+  // The agent's sockets, signal descriptor and logs are no business of a worker, CLOEXEC or not.
+  short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+  step(CloseOtherDescriptorsOnSpawn(&actions, &flags));
+  if (!request.cwd.empty()) step(ChdirOnSpawn(&actions, request.cwd));
+  sigset_t empty_mask, all_signals;
+  sigemptyset(&empty_mask);
+  sigfillset(&all_signals);
+  step(posix_spawnattr_setsigmask(&attr, &empty_mask));
+  step(posix_spawnattr_setsigdefault(&attr, &all_signals));
+  if (request.new_session) {
+    flags |= POSIX_SPAWN_SETSID;
+  } else {
+    step(posix_spawnattr_setpgroup(&attr, 0));
+    flags |= POSIX_SPAWN_SETPGROUP;
+  }
+  step(posix_spawnattr_setflags(&attr, flags));
+  pid_t pid = -1;
+  // posix_spawn has no affinity attribute: bind this thread, spawn, restore. The loop is the
+  // only thread that spawns, so nothing else runs on the borrowed mask meanwhile. Where the
+  // platform has no affinity (macOS) this binds nothing; the agent has said so once.
+  SavedAffinity saved;
+  const bool bind = rc == 0 && !request.cpus.empty() && CpuAffinitySupported();
+  if (bind) {
+    if (const int err = BindThisThread(request.cpus, &saved); err != 0) {
+      posix_spawn_file_actions_destroy(&actions);
+      posix_spawnattr_destroy(&attr);
+      return CannotBind(program, request.cpus, err);
+    }
+  }
+  if (rc == 0) {
+    rc = posix_spawn(&pid, p.path.c_str(), &actions, &attr, p.argv.data(), p.envp.data());
+  }
+  if (bind) RestoreThisThread(saved);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return SpawnError(request, p.path, rc);
+  return pid;
+}
+#endif
+
 class PosixProcessSpawner final : public ProcessSpawner {
  public:
   Result<pid_t> Spawn(const Request& request) override {
-    if (request.argv.empty() || request.argv[0].empty()) {
-      return InvalidError("spawn: argv is empty");
-    }
-    const std::string& program = request.argv[0];
-    // A cwd that is missing or not a directory fails the spawn with the errno a missing program
-    // gives: checked before a search that would look in it, else only once posix_spawn has failed
-    // (CwdError), so that a launch does not pay a stat per rank for the message.
-    if (!request.cwd.empty() && program.find('/') == std::string::npos) {
-      if (std::optional<Status> bad = CwdError(program, request.cwd)) return *bad;
-    }
-    TRAINLET_ASSIGN_OR_RETURN(std::string path, ResolveProgram(program, request.envp, request.cwd));
-    // Opened only when a stream goes there: not when the caller redirected both.
-    int log_fd = -1;
-    if (request.stdout_fd < 0 || (request.stderr_fd < 0 && request.stderr_path.empty())) {
-      TRAINLET_ASSIGN_OR_RETURN(log_fd, OpenWorkerLog(request.log_path));
-    }
-    int err_fd = log_fd;
-    if (request.stderr_fd < 0 && !request.stderr_path.empty()) {
-      Result<int> opened = OpenWorkerLog(request.stderr_path);
-      if (!opened.ok()) {
-        if (log_fd >= 0) close(log_fd);
-        return opened.status();
-      }
-      err_fd = *opened;
-    }
-    // Closes the stderr file when it is not the log (every return below).
-    struct CloseErr {
-      int fd, log;
-      ~CloseErr() {
-        if (fd != log) close(fd);
-      }
-    } close_err{err_fd, log_fd};
-
-    std::vector<char*> argv;
-    argv.reserve(request.argv.size() + 1);
-    for (const std::string& a : request.argv) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    std::vector<char*> envp;
-    envp.reserve(request.envp.size() + 1);
-    for (const std::string& e : request.envp) envp.push_back(const_cast<char*>(e.c_str()));
-    envp.push_back(nullptr);
-
-    const int out_fd = request.stdout_fd >= 0 ? request.stdout_fd : log_fd;
-    const int error_fd = request.stderr_fd >= 0 ? request.stderr_fd : err_fd;
+    PreparedSpawn p;
+    TRAINLET_RETURN_IF_ERROR(Prepare(request, p));
 #if TRAINLET_NATIVE_LINUX
-    Result<pid_t> pid = SpawnByClone(request, path, argv, envp, out_fd, error_fd);
+    cpu_set_t cpus;
+    const VforkSpawnResult r = VforkSpawn(PlanFor(p, &cpus));
+    p.CloseFiles();
+    return Answer(p, r);
 #else
-    Result<pid_t> pid = SpawnByPosixSpawn(request, path, argv, envp, out_fd, error_fd);
+    return SpawnByPosixSpawn(p);
 #endif
-    if (log_fd >= 0) close(log_fd);
-    return pid;
   }
+
+#if TRAINLET_NATIVE_LINUX
+  std::unique_ptr<Batch> NewBatch() override { return std::make_unique<CloneBatch>(); }
+#endif
 
   int Kill(pid_t pgid_or_pid, int sig) override { return kill(pgid_or_pid, sig) == 0 ? 0 : errno; }
+};
+
+// Spawn for each request, in turn: for spawners that have no batch of their own.
+class OneByOneBatch final : public ProcessSpawner::Batch {
+ public:
+  explicit OneByOneBatch(ProcessSpawner* spawner) : spawner_(spawner) {}
+  size_t Start(ProcessSpawner::Request request) override {
+    answers_.push_back(spawner_->Spawn(request));
+    return answers_.size() - 1;
+  }
+  std::vector<Result<pid_t>> Finish() override { return std::exchange(answers_, {}); }
 
  private:
-  static Status CannotBind(const std::string& program, const std::vector<unsigned>& cpus, int err) {
-    std::string list;
-    for (unsigned c : cpus) list += (list.empty() ? "" : ",") + std::to_string(c);
-    return InvalidError("spawn " + program + ": cannot bind to CPUs " + list + ": " +
-                        std::strerror(err));
-  }
-
-  // The error of a spawn that failed with `err`: a missing or non-directory cwd is named as
-  // such (the errno alone reads like a missing program), else the program (and its resolved
-  // path).
-  static Status SpawnError(const Request& request, const std::string& path, int err) {
-    const std::string& program = request.argv[0];
-    if (!request.cwd.empty()) {
-      if (std::optional<Status> bad = CwdError(program, request.cwd)) return *bad;
-    }
-    std::string what = "spawn " + program;
-    if (path != program) what += " (" + path + ")";
-    return ErrnoStatus(err, std::move(what));
-  }
-
-#if TRAINLET_NATIVE_LINUX
-  // vfork_spawn.h: the child binds its own CPUs; this thread never moves.
-  static Result<pid_t> SpawnByClone(const Request& request, const std::string& path,
-                                    std::vector<char*>& argv, std::vector<char*>& envp, int out_fd,
-                                    int error_fd) {
-    cpu_set_t cpus;
-    VforkSpawnPlan plan;
-    plan.path = path.c_str();
-    plan.argv = argv.data();
-    plan.envp = envp.data();
-    plan.stdout_fd = out_fd;
-    plan.stderr_fd = error_fd;
-    plan.cwd = request.cwd.empty() ? nullptr : request.cwd.c_str();
-    plan.new_session = request.new_session;
-    if (!request.cpus.empty()) {
-      CPU_ZERO(&cpus);
-      for (unsigned c : request.cpus) {
-        if (c < CPU_SETSIZE) CPU_SET(c, &cpus);
-      }
-      // Bound to those already (every rank of a job that has the whole machine): the child
-      // inherits them, and makes no call that takes the scheduler's locks.
-      cpu_set_t mine;
-      if (sched_getaffinity(0, sizeof mine, &mine) != 0 || !CPU_EQUAL(&mine, &cpus)) {
-        plan.cpus = &cpus;
-      }
-    }
-    const VforkSpawnResult r = VforkSpawn(plan);
-    if (r.pid > 0) return r.pid;
-    if (r.stage == VforkSpawnStage::kAffinity) {
-      return CannotBind(request.argv[0], request.cpus, r.err);
-    }
-    return SpawnError(request, path, r.err);
-  }
-#else
-  static Result<pid_t> SpawnByPosixSpawn(const Request& request, const std::string& path,
-                                         std::vector<char*>& argv, std::vector<char*>& envp,
-                                         int out_fd, int error_fd) {
-    const std::string& program = request.argv[0];
-    posix_spawn_file_actions_t actions;
-    posix_spawnattr_t attr;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawnattr_init(&attr);
-    int rc = 0;
-    auto step = [&rc](int r) {
-      if (rc == 0) rc = r;
-    };
-    step(posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0));
-    step(posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO));
-    step(posix_spawn_file_actions_adddup2(&actions, error_fd, STDERR_FILENO));
-    // The agent's sockets, signal descriptor and logs are no business of a worker, CLOEXEC or
-    // not.
-    short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
-    step(CloseOtherDescriptorsOnSpawn(&actions, &flags));
-    if (!request.cwd.empty()) step(ChdirOnSpawn(&actions, request.cwd));
-    sigset_t empty_mask, all_signals;
-    sigemptyset(&empty_mask);
-    sigfillset(&all_signals);
-    step(posix_spawnattr_setsigmask(&attr, &empty_mask));
-    step(posix_spawnattr_setsigdefault(&attr, &all_signals));
-    if (request.new_session) {
-      flags |= POSIX_SPAWN_SETSID;
-    } else {
-      step(posix_spawnattr_setpgroup(&attr, 0));
-      flags |= POSIX_SPAWN_SETPGROUP;
-    }
-    step(posix_spawnattr_setflags(&attr, flags));
-    pid_t pid = -1;
-    // posix_spawn has no affinity attribute: bind this thread, spawn, restore. The loop is the
-    // only thread that spawns, so nothing else runs on the borrowed mask meanwhile. Where the
-    // platform has no affinity (macOS) this binds nothing; the agent has said so once.
-    SavedAffinity saved;
-    const bool bind = rc == 0 && !request.cpus.empty() && CpuAffinitySupported();
-    if (bind) {
-      if (const int err = BindThisThread(request.cpus, &saved); err != 0) {
-        posix_spawn_file_actions_destroy(&actions);
-        posix_spawnattr_destroy(&attr);
-        return CannotBind(program, request.cpus, err);
-      }
-    }
-    if (rc == 0) {
-      rc = posix_spawn(&pid, path.c_str(), &actions, &attr, argv.data(), envp.data());
-    }
-    if (bind) RestoreThisThread(saved);
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-    if (rc != 0) return SpawnError(request, path, rc);
-    return pid;
-  }
-#endif
+  ProcessSpawner* const spawner_;
+  std::vector<Result<pid_t>> answers_;
 };
 
 }  // namespace
+
+std::unique_ptr<ProcessSpawner::Batch> ProcessSpawner::NewBatch() {
+  return std::make_unique<OneByOneBatch>(this);
+}
 
 std::unique_ptr<ProcessSpawner> MakePosixProcessSpawner() {
   return std::make_unique<PosixProcessSpawner>();

@@ -59,6 +59,24 @@ class ProcessSpawner {
   // text.
   virtual Result<pid_t> Spawn(const Request& request) = 0;
 
+  // Several processes started as Spawn starts each, without waiting for each child's exec before
+  // the next one starts (a step's ranks): on a busy machine a new child waits for a CPU, and the
+  // spawning thread need not wait with it. One thread uses a Batch.
+  class Batch {
+   public:
+    virtual ~Batch() = default;  // waits for what was started (no child is left mid-start)
+    // Starts `request`'s process, or fails it (Spawn's errors); either way its answer comes from
+    // Finish, at the index returned. The request is kept until Finish; the caller's stdout_fd and
+    // stderr_fd may be closed once Start returns.
+    virtual size_t Start(Request request) = 0;
+    // Spawn's answer for each request started since the last Finish, in their order, once every
+    // child has exec'ed or failed (a failed one reaped).
+    virtual std::vector<Result<pid_t>> Finish() = 0;
+  };
+  // The real spawner's on Linux starts children concurrently (vfork_spawn.h's SpawnBatch); this
+  // default calls Spawn at each Start.
+  virtual std::unique_ptr<Batch> NewBatch();
+
   // kill(2): `pgid_or_pid` < 0 signals the process group -pgid_or_pid. Returns 0 on success or
   // the errno value (ESRCH when nothing is left to signal), never -1.
   virtual int Kill(pid_t pgid_or_pid, int sig) = 0;

@@ -3,6 +3,7 @@
 #if defined(__linux__)
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -11,82 +12,136 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
+#include <utility>
+
+#include "common/platform/raw_syscall.h"
 
 namespace trainlet::platform {
 namespace {
 
-// What the child reports back: it shares the caller's memory, and the caller reads this only
-// once the child has exec'ed or exited.
+constexpr size_t kChildStackBytes = 32 * 1024;
+
+// What the child reads and reports back: it shares the caller's memory, and the caller reads the
+// report only once the child has exec'ed or exited.
 struct ChildState {
   const VforkSpawnPlan* plan = nullptr;
-  volatile int err = 0;
-  volatile int stage = static_cast<int>(VforkSpawnStage::kNone);
+  int err = 0;
+  int stage = static_cast<int>(VforkSpawnStage::kNone);
 };
 
-// The raw call: glibc's wrappers leave its own two internal signals out of any mask.
-int SetSignalMask(const sigset_t* mask, sigset_t* old) {
-  return static_cast<int>(syscall(SYS_rt_sigprocmask, SIG_SETMASK, mask, old, _NSIG / 8));
+// The kernel's struct sigaction (x86-64 and AArch64 alike), for the raw rt_sigaction.
+struct KernelSigaction {
+  unsigned long handler = 0;  // SIG_DFL
+  unsigned long flags = 0;
+  unsigned long restorer = 0;
+  unsigned long mask = 0;
+};
+
+// Every signal, glibc's internal ones too (hence not sigfillset): nothing is delivered to a child
+// while it runs on the caller's memory with the caller's handlers.
+long BlockAllSignals(sigset_t* old) {
+  sigset_t all;
+  std::memset(&all, 0xff, sizeof all);
+  return RawSyscall(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&all),
+                    reinterpret_cast<long>(old), _NSIG / 8);
 }
 
-[[noreturn]] void ChildFails(ChildState* state, VforkSpawnStage stage) {
-  state->err = errno;
-  state->stage = static_cast<int>(stage);
-  _exit(127);
+void RestoreSignals(const sigset_t* old) {
+  RawSyscall(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(old), 0, _NSIG / 8);
 }
 
-// Descriptors 3 and up, however many: close_range, or one by one where the kernel lacks it.
-void CloseFromThree() {
-  if (syscall(SYS_close_range, 3u, ~0u, 0u) == 0) return;
-  struct rlimit limit;
-  const rlim_t top = getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY
-                         ? limit.rlim_cur
-                         : 65536;
-  for (rlim_t fd = 3; fd < top; ++fd) syscall(SYS_close, static_cast<long>(fd));
+[[noreturn]] __attribute__((always_inline)) inline void ChildFails(ChildState* state,
+                                                                   VforkSpawnStage stage,
+                                                                   long result) {
+  state->err = static_cast<int>(-result);
+  __atomic_store_n(&state->stage, static_cast<int>(stage), __ATOMIC_RELEASE);
+  for (;;) RawSyscall(SYS_exit_group, 127);
 }
 
-// A source descriptor among 0-2 would be replaced before it is copied: moved to 3 or above.
-int AboveStdio(int fd) { return fd > STDERR_FILENO ? fd : fcntl(fd, F_DUPFD, STDERR_FILENO + 1); }
-
-// The child, on a stack in VforkSpawn's frame while the caller is suspended. Only system calls:
-// it shares the caller's memory (no allocation, no lock, no return: _exit or exec).
+// The child, on a stack of its own (VforkSpawn's frame, or a SpawnBatch slot). Raw system calls
+// only: it shares the caller's memory, and with SpawnBatch the caller runs on meanwhile, so it
+// writes nothing but its ChildState (not even errno), allocates nothing, takes no lock and never
+// returns (exit or exec).
 __attribute__((no_sanitize_address)) int Child(void* arg) {
   auto* state = static_cast<ChildState*>(arg);
   const VforkSpawnPlan& plan = *state->plan;
   // Every signal is still blocked: no handler of the caller can run here. Each disposition goes
   // back to the default (an ignored one too) before the mask opens at the exec.
-  struct sigaction dfl;
-  std::memset(&dfl, 0, sizeof dfl);
-  dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < _NSIG; ++sig) {
-    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);  // glibc's own: EINVAL
+  const KernelSigaction dfl;
+  for (long sig = 1; sig < _NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) {
+      RawSyscall(SYS_rt_sigaction, sig, reinterpret_cast<long>(&dfl), 0, sizeof dfl.mask);
+    }
   }
-  if (plan.new_session ? setsid() < 0 : setpgid(0, 0) != 0) {
-    ChildFails(state, VforkSpawnStage::kSetup);
+  long r = plan.new_session ? RawSyscall(SYS_setsid) : RawSyscall(SYS_setpgid, 0, 0);
+  if (r < 0) ChildFails(state, VforkSpawnStage::kSetup, r);
+  // A source descriptor among 0-2 would be replaced before it is copied: moved to 3 or above.
+  long out = plan.stdout_fd;
+  if (out <= STDERR_FILENO) out = RawSyscall(SYS_fcntl, out, F_DUPFD, STDERR_FILENO + 1);
+  long err = out;
+  if (plan.stderr_fd != plan.stdout_fd) {
+    err = plan.stderr_fd;
+    if (err <= STDERR_FILENO) err = RawSyscall(SYS_fcntl, err, F_DUPFD, STDERR_FILENO + 1);
   }
-  const int out = AboveStdio(plan.stdout_fd);
-  const int err = plan.stderr_fd == plan.stdout_fd ? out : AboveStdio(plan.stderr_fd);
-  if (out < 0 || err < 0) ChildFails(state, VforkSpawnStage::kSetup);
-  // Raw calls: glibc's open and close are cancellation points, which read the state of the
-  // caller's thread (shared here).
-  const int in = static_cast<int>(syscall(SYS_openat, AT_FDCWD, "/dev/null", O_RDONLY));
-  if (in < 0) ChildFails(state, VforkSpawnStage::kSetup);
+  if (out < 0) ChildFails(state, VforkSpawnStage::kSetup, out);
+  if (err < 0) ChildFails(state, VforkSpawnStage::kSetup, err);
+  const long in = RawSyscall(SYS_openat, AT_FDCWD, reinterpret_cast<long>("/dev/null"), O_RDONLY);
+  if (in < 0) ChildFails(state, VforkSpawnStage::kSetup, in);
   if (in != STDIN_FILENO) {
-    if (dup2(in, STDIN_FILENO) < 0) ChildFails(state, VforkSpawnStage::kSetup);
-    syscall(SYS_close, in);
+    if ((r = RawSyscall(SYS_dup3, in, STDIN_FILENO, 0)) < 0) {
+      ChildFails(state, VforkSpawnStage::kSetup, r);
+    }
+    RawSyscall(SYS_close, in);
   }
-  if (dup2(out, STDOUT_FILENO) < 0 || dup2(err, STDERR_FILENO) < 0) {
-    ChildFails(state, VforkSpawnStage::kSetup);
+  if ((r = RawSyscall(SYS_dup3, out, STDOUT_FILENO, 0)) < 0 ||
+      (r = RawSyscall(SYS_dup3, err, STDERR_FILENO, 0)) < 0) {
+    ChildFails(state, VforkSpawnStage::kSetup, r);
   }
-  CloseFromThree();
-  if (plan.cpus != nullptr && sched_setaffinity(0, sizeof(cpu_set_t), plan.cpus) != 0) {
-    ChildFails(state, VforkSpawnStage::kAffinity);
+  // Descriptors 3 and up, however many: close_range, or one by one where the kernel lacks it.
+  if (RawSyscall(SYS_close_range, 3, ~0u, 0) != 0) {
+    struct rlimit limit;
+    const bool known =
+        RawSyscall(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, reinterpret_cast<long>(&limit)) == 0 &&
+        limit.rlim_cur != RLIM_INFINITY;
+    const long top = known ? static_cast<long>(limit.rlim_cur) : 65536;
+    for (long fd = 3; fd < top; ++fd) RawSyscall(SYS_close, fd);
   }
-  if (plan.cwd != nullptr && chdir(plan.cwd) != 0) ChildFails(state, VforkSpawnStage::kChdir);
-  sigset_t none;
-  sigemptyset(&none);
-  SetSignalMask(&none, nullptr);
-  execve(plan.path, plan.argv, plan.envp);
-  ChildFails(state, VforkSpawnStage::kExec);
+  if (plan.cpus != nullptr && (r = RawSyscall(SYS_sched_setaffinity, 0, sizeof(cpu_set_t),
+                                              reinterpret_cast<long>(plan.cpus))) != 0) {
+    ChildFails(state, VforkSpawnStage::kAffinity, r);
+  }
+  if (plan.cwd != nullptr && (r = RawSyscall(SYS_chdir, reinterpret_cast<long>(plan.cwd))) != 0) {
+    ChildFails(state, VforkSpawnStage::kChdir, r);
+  }
+  const unsigned long none[_NSIG / (8 * sizeof(unsigned long))] = {};
+  RawSyscall(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(none), 0, _NSIG / 8);
+  r = RawSyscall(SYS_execve, reinterpret_cast<long>(plan.path), reinterpret_cast<long>(plan.argv),
+                 reinterpret_cast<long>(plan.envp));
+  ChildFails(state, VforkSpawnStage::kExec, r);
+}
+
+// The answer for a child whose set-up is over: exec'ed, or failed and reaped here (as
+// posix_spawn does, so that no caller sees it).
+VforkSpawnResult Outcome(pid_t pid, const ChildState& state) {
+  VforkSpawnResult result;
+  const int stage = __atomic_load_n(&state.stage, __ATOMIC_ACQUIRE);
+  if (stage == static_cast<int>(VforkSpawnStage::kNone)) {
+    result.pid = pid;
+    return result;
+  }
+  while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  result.err = state.err;
+  result.stage = static_cast<VforkSpawnStage>(stage);
+  return result;
+}
+
+VforkSpawnResult CloneFailed(int err) {
+  VforkSpawnResult result;
+  result.err = err;
+  result.stage = VforkSpawnStage::kSetup;
+  return result;
 }
 
 }  // namespace
@@ -94,31 +149,107 @@ __attribute__((no_sanitize_address)) int Child(void* arg) {
 VforkSpawnResult VforkSpawn(const VforkSpawnPlan& plan) {
   ChildState state;
   state.plan = &plan;
-  // All of them, glibc's internal ones too (hence not sigfillset): nothing is delivered to the
-  // child while it runs on the caller's memory with the caller's handlers.
-  sigset_t all, old;
-  std::memset(&all, 0xff, sizeof all);
-  SetSignalMask(&all, &old);
-  alignas(64) char stack[32 * 1024];
+  sigset_t old;
+  BlockAllSignals(&old);
+  alignas(64) char stack[kChildStackBytes];
   const pid_t pid = clone(Child, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &state);
   const int clone_err = errno;
-  SetSignalMask(&old, nullptr);
-  VforkSpawnResult result;
-  if (pid < 0) {
-    result.err = clone_err;
-    result.stage = VforkSpawnStage::kSetup;
-    return result;
-  }
-  if (state.stage != static_cast<int>(VforkSpawnStage::kNone)) {
-    // The child exited without exec: reaped here, as posix_spawn does, so no caller sees it.
-    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+  RestoreSignals(&old);
+  if (pid < 0) return CloneFailed(clone_err);
+  return Outcome(pid, state);
+}
+
+// A child's stack and what it reads, kept until the kernel clears `running` at its exec or exit.
+struct SpawnBatch::Slot {
+  alignas(64) char stack[kChildStackBytes];
+  VforkSpawnPlan plan;
+  cpu_set_t cpus;
+  ChildState state;
+  pid_t running = 0;  // the CLONE_CHILD_CLEARTID word: nonzero until the exec or exit
+  pid_t pid = -1;
+  size_t result = 0;  // index in results_
+  bool busy = false;
+};
+
+SpawnBatch::SpawnBatch(size_t max_pending) : max_pending_(max_pending == 0 ? 1 : max_pending) {}
+
+SpawnBatch::~SpawnBatch() { Finish(); }
+
+SpawnBatch::Slot* SpawnBatch::FreeSlot() {
+  if (!slots_) slots_ = std::make_unique<Slot[]>(max_pending_);
+  for (size_t i = 0; i < max_pending_; ++i) {
+    Slot& s = slots_[(next_ + i) % max_pending_];
+    if (s.busy && __atomic_load_n(&s.running, __ATOMIC_ACQUIRE) == 0) Settle(s);
+    if (!s.busy) {
+      next_ = (next_ + i + 1) % max_pending_;
+      return &s;
     }
-    result.err = state.err;
-    result.stage = static_cast<VforkSpawnStage>(state.stage);
-    return result;
   }
-  result.pid = pid;
-  return result;
+  Slot& oldest = slots_[next_];  // all are in use: the one started first
+  Settle(oldest);
+  next_ = (next_ + 1) % max_pending_;
+  return &oldest;
+}
+
+void SpawnBatch::Settle(Slot& s) {
+  // The kernel wakes this word without FUTEX_PRIVATE_FLAG, so the wait is a shared one. A child
+  // killed before its exec by a core-dumping signal leaves the word set: the timeout looks for
+  // its exit (without reaping it) instead.
+  for (pid_t v; (v = __atomic_load_n(&s.running, __ATOMIC_ACQUIRE)) != 0;) {
+    const timespec patience{0, 50 * 1000 * 1000};
+    syscall(SYS_futex, &s.running, FUTEX_WAIT, v, &patience, nullptr, 0);
+    siginfo_t info{};
+    if (__atomic_load_n(&s.running, __ATOMIC_ACQUIRE) != 0 &&
+        waitid(P_PID, static_cast<id_t>(s.pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        info.si_pid == s.pid) {
+      break;
+    }
+  }
+  results_[s.result] = Outcome(s.pid, s.state);
+  s.busy = false;
+}
+
+size_t SpawnBatch::Start(const VforkSpawnPlan& plan) {
+  const size_t index = results_.size();
+  results_.emplace_back();
+#if TRAINLET_HAVE_RAW_SYSCALL
+  Slot* s = FreeSlot();
+  s->plan = plan;
+  if (plan.cpus != nullptr) {
+    s->cpus = *plan.cpus;
+    s->plan.cpus = &s->cpus;
+  }
+  s->state = ChildState{};
+  s->state.plan = &s->plan;
+  s->running = 1;
+  s->result = index;
+  sigset_t old;
+  BlockAllSignals(&old);
+  const pid_t pid =
+      clone(Child, s->stack + sizeof s->stack, CLONE_VM | CLONE_CHILD_CLEARTID | SIGCHLD, &s->state,
+            nullptr, nullptr, &s->running);
+  const int clone_err = errno;
+  RestoreSignals(&old);
+  if (pid < 0) {
+    results_[index] = CloneFailed(clone_err);
+    return index;
+  }
+  s->pid = pid;
+  s->busy = true;
+#else
+  results_[index] = VforkSpawn(plan);  // the child would write this thread's errno
+#endif
+  return index;
+}
+
+std::vector<VforkSpawnResult> SpawnBatch::Finish() {
+  if (slots_) {
+    for (size_t i = 0; i < max_pending_; ++i) {
+      if (slots_[i].busy) Settle(slots_[i]);
+    }
+  }
+  next_ = 0;
+  return std::exchange(results_, {});
 }
 
 }  // namespace trainlet::platform

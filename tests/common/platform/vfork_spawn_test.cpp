@@ -1,5 +1,7 @@
-// VforkSpawn (common/platform/vfork_spawn.h) against the real kernel: what the child gets, what
-// the caller keeps, and each failure named by its step with nothing left behind. The contract
+// VforkSpawn and SpawnBatch (common/platform/vfork_spawn.h) against the real kernel: what the
+// child gets, what the caller keeps, and each failure named by its step with nothing left behind,
+// both ways (each test runs for both); and what only the batch does: many children through few
+// stacks, answers in order, the caller's errno untouched. The contract
 // as ProcessSpawner gives it to ranks is tested through the supervisor
 // (tests/agent/worker_supervisor_test.cpp, rank_binding_test.cpp).
 #include "common/platform/vfork_spawn.h"
@@ -11,8 +13,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/platform/cpu_affinity.h"
@@ -57,6 +63,25 @@ struct Spawned {
   int exit_code = -1;
 };
 
+// Which way a test spawns: VforkSpawn, or a SpawnBatch of one Start and its Finish.
+enum class Way { kVfork, kBatch };
+
+VforkSpawnResult SpawnOne(const VforkSpawnPlan& plan, Way way) {
+  if (way == Way::kVfork) return VforkSpawn(plan);
+  SpawnBatch batch;
+  EXPECT_EQ(batch.Start(plan), 0u);
+  std::vector<VforkSpawnResult> results = batch.Finish();
+  EXPECT_EQ(results.size(), 1u);
+  return results.empty() ? VforkSpawnResult{} : results[0];
+}
+
+Way g_way = Way::kVfork;  // the running test's parameter (SpawnWays sets it)
+
+class SpawnWays : public ::testing::TestWithParam<Way> {
+ protected:
+  void SetUp() override { g_way = GetParam(); }
+};
+
 Spawned SpawnAndRead(VforkSpawnPlan plan, const std::vector<std::string>& args,
                      int out_fd_override = -1) {
   int pipe_fds[2];
@@ -70,7 +95,7 @@ Spawned SpawnAndRead(VforkSpawnPlan plan, const std::vector<std::string>& args,
   plan.stdout_fd = out_fd_override >= 0 ? out_fd_override : pipe_fds[1];
   plan.stderr_fd = plan.stdout_fd;
   Spawned s;
-  s.result = VforkSpawn(plan);
+  s.result = SpawnOne(plan, g_way);
   close(pipe_fds[1]);
   if (out_fd_override < 0) s.output = Drain(pipe_fds[0]);
   close(pipe_fds[0]);
@@ -87,7 +112,7 @@ std::string Field(const std::string& report, const std::string& name) {
   return value;
 }
 
-TEST(VforkSpawn, TheChildGetsItsGroupCwdCpusDefaultSignalsAndNoOtherDescriptor) {
+TEST_P(SpawnWays, TheChildGetsItsGroupCwdCpusDefaultSignalsAndNoOtherDescriptor) {
   // The caller ignores one signal, blocks another and has an inheritable descriptor open.
   struct sigaction ignore {
   }, old_action{};
@@ -137,7 +162,7 @@ TEST(VforkSpawn, TheChildGetsItsGroupCwdCpusDefaultSignalsAndNoOtherDescriptor) 
   EXPECT_EQ(ThisThreadCpus(), mine);
 }
 
-TEST(VforkSpawn, AnOutputDescriptorAmongZeroToTwoIsMovedBeforeItIsReplaced) {
+TEST_P(SpawnWays, AnOutputDescriptorAmongZeroToTwoIsMovedBeforeItIsReplaced) {
   int pipe_fds[2];
   ASSERT_EQ(pipe2(pipe_fds, O_CLOEXEC), 0);
   const int saved_stdin = dup(STDIN_FILENO);
@@ -156,7 +181,7 @@ TEST(VforkSpawn, AnOutputDescriptorAmongZeroToTwoIsMovedBeforeItIsReplaced) {
   EXPECT_EQ(s.exit_code, 0);
 }
 
-TEST(VforkSpawn, EachFailureNamesItsStepAndLeavesNoChild) {
+TEST_P(SpawnWays, EachFailureNamesItsStepAndLeavesNoChild) {
   ASSERT_TRUE(NoChildLeft());
   VforkSpawnPlan plan;
   plan.path = "/nonexistent/trainlet-no-such-program";
@@ -193,13 +218,112 @@ TEST(VforkSpawn, EachFailureNamesItsStepAndLeavesNoChild) {
   EXPECT_TRUE(NoChildLeft());
 }
 
-TEST(VforkSpawn, ANewSessionLeadsItsOwnSession) {
+TEST_P(SpawnWays, ANewSessionLeadsItsOwnSession) {
   VforkSpawnPlan plan;
   plan.path = "/bin/sh";
   plan.new_session = true;
   Spawned s = SpawnAndRead(plan, {"sh", "-c", "echo sid=$(cut -d' ' -f6 /proc/$$/stat)"});
   ASSERT_GT(s.result.pid, 0);
   EXPECT_EQ(Field(s.output, "sid="), std::to_string(s.result.pid));
+}
+
+INSTANTIATE_TEST_SUITE_P(VforkSpawnAndSpawnBatch, SpawnWays,
+                         ::testing::Values(Way::kVfork, Way::kBatch),
+                         [](const ::testing::TestParamInfo<Way>& info) {
+                           return info.param == Way::kVfork ? "VforkSpawn" : "SpawnBatch";
+                         });
+
+// More children than stacks: each waits for a free one; the answers come in Start's order, a
+// failed one in its place, and every child ran its own argv.
+TEST(SpawnBatch, ManyChildrenThroughTwoStacksAnswerInStartOrder) {
+  ASSERT_TRUE(NoChildLeft());
+  int pipe_fds[2];
+  ASSERT_EQ(pipe2(pipe_fds, O_CLOEXEC), 0);
+  constexpr int kChildren = 12;
+  constexpr int kMissing = 5;  // this one's program does not exist
+  std::vector<std::vector<std::string>> args;
+  for (int i = 0; i < kChildren; ++i)
+    args.push_back({"sh", "-c", "echo child-" + std::to_string(i)});
+  std::vector<std::vector<char*>> argvs(kChildren);
+  char* envp[] = {const_cast<char*>("PATH=/usr/bin:/bin"), nullptr};
+  SpawnBatch batch(2);
+  for (int i = 0; i < kChildren; ++i) {
+    for (std::string& a : args[i]) argvs[i].push_back(a.data());
+    argvs[i].push_back(nullptr);
+    VforkSpawnPlan plan;
+    plan.path = i == kMissing ? "/nonexistent/trainlet-no-such-program" : "/bin/sh";
+    plan.argv = argvs[i].data();
+    plan.envp = envp;
+    plan.stdout_fd = pipe_fds[1];
+    plan.stderr_fd = pipe_fds[1];
+    EXPECT_EQ(batch.Start(plan), static_cast<size_t>(i));
+  }
+  const std::vector<VforkSpawnResult> results = batch.Finish();
+  close(pipe_fds[1]);
+  ASSERT_EQ(results.size(), static_cast<size_t>(kChildren));
+  std::vector<std::string> expected;
+  for (int i = 0; i < kChildren; ++i) {
+    if (i == kMissing) {
+      EXPECT_EQ(results[i].pid, -1);
+      EXPECT_EQ(results[i].stage, VforkSpawnStage::kExec);
+      EXPECT_EQ(results[i].err, ENOENT);
+      continue;
+    }
+    ASSERT_GT(results[i].pid, 0) << "child " << i << ": " << results[i].err;
+    EXPECT_EQ(WaitExit(results[i].pid), 0);
+    expected.push_back("child-" + std::to_string(i));
+  }
+  std::vector<std::string> lines;
+  std::istringstream out(Drain(pipe_fds[0]));
+  close(pipe_fds[0]);
+  for (std::string line; std::getline(out, line);) lines.push_back(line);
+  std::sort(lines.begin(), lines.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(lines, expected);
+  EXPECT_TRUE(NoChildLeft());
+  EXPECT_TRUE(batch.Finish().empty());  // a second Finish: nothing started since
+}
+
+// The children run on while the caller does: one that fails writes its report, never the
+// caller's errno (glibc's wrappers would, and sigaction fails for glibc's own two signals).
+TEST(SpawnBatch, ChildrenNeverWriteTheCallersErrno) {
+  char* argv[] = {const_cast<char*>("true"), nullptr};
+  char* envp[] = {nullptr};
+  SpawnBatch batch;
+  VforkSpawnPlan plan;
+  plan.path = "/bin/true";
+  plan.argv = argv;
+  plan.envp = envp;
+  plan.stdout_fd = plan.stderr_fd = STDERR_FILENO;
+  plan.cwd = "/nonexistent/trainlet-no-such-dir";
+  errno = 4242;
+  for (int i = 0; i < 4; ++i) batch.Start(plan);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // they have failed by now
+  EXPECT_EQ(errno, 4242);
+  for (const VforkSpawnResult& r : batch.Finish()) {
+    EXPECT_EQ(r.stage, VforkSpawnStage::kChdir);
+    EXPECT_EQ(r.err, ENOENT);
+  }
+  EXPECT_TRUE(NoChildLeft());
+}
+
+// A batch dropped without Finish still waits for its children before its stacks go.
+TEST(SpawnBatch, ADroppedBatchWaitsForItsChildren) {
+  char* argv[] = {const_cast<char*>("true"), nullptr};
+  char* envp[] = {nullptr};
+  std::vector<pid_t> pids;
+  {
+    SpawnBatch batch(4);
+    VforkSpawnPlan plan;
+    plan.path = "/bin/true";
+    plan.argv = argv;
+    plan.envp = envp;
+    plan.stdout_fd = plan.stderr_fd = STDERR_FILENO;
+    for (int i = 0; i < 8; ++i) batch.Start(plan);
+  }
+  // Every child exec'ed or was reaped: what is left are exited /bin/true children to reap.
+  for (pid_t p; (p = waitpid(-1, nullptr, 0)) > 0;) pids.push_back(p);
+  EXPECT_EQ(pids.size(), 8u);
 }
 
 }  // namespace
