@@ -176,7 +176,8 @@ SpawnBatch::SpawnBatch(size_t max_pending) : max_pending_(max_pending == 0 ? 1 :
 SpawnBatch::~SpawnBatch() { Finish(); }
 
 SpawnBatch::Slot* SpawnBatch::FreeSlot() {
-  if (!slots_) slots_ = std::make_unique<Slot[]>(max_pending_);
+  // Not zeroed: a child touches only the top of its stack.
+  if (!slots_) slots_ = std::make_unique_for_overwrite<Slot[]>(max_pending_);
   for (size_t i = 0; i < max_pending_; ++i) {
     Slot& s = slots_[(next_ + i) % max_pending_];
     if (s.busy && __atomic_load_n(&s.running, __ATOMIC_ACQUIRE) == 0) Settle(s);
