@@ -129,14 +129,20 @@ double RoundVforkSpawn(const Options& opt, const std::vector<unsigned>& ours, in
   return Ms(start);
 }
 
-double RoundProcessSpawner(const Options& opt, const std::vector<unsigned>& ours, int log,
-                           platform::ProcessSpawner& spawner) {
+// A rank's request as the step makes it: this process's env, cwd /, stdout and stderr in `log`.
+platform::ProcessSpawner::Request RankRequest(const Options& opt, int log) {
   platform::ProcessSpawner::Request request;
   request.argv = {opt.program};
   for (char** e = environ; *e != nullptr; ++e) request.envp.emplace_back(*e);
   request.cwd = "/";
   request.stdout_fd = log;
   request.stderr_fd = log;
+  return request;
+}
+
+double RoundProcessSpawner(const Options& opt, const std::vector<unsigned>& ours, int log,
+                           platform::ProcessSpawner& spawner) {
+  platform::ProcessSpawner::Request request = RankRequest(opt, log);
   std::vector<pid_t> pids(opt.children, -1);
   const auto start = Clock::now();
   for (size_t i = 0; i < pids.size(); ++i) {
@@ -151,12 +157,7 @@ double RoundProcessSpawner(const Options& opt, const std::vector<unsigned>& ours
 // The batch the step starts its ranks with: no child is waited for until all are started.
 double RoundBatch(const Options& opt, const std::vector<unsigned>& ours, int log,
                   platform::ProcessSpawner& spawner) {
-  platform::ProcessSpawner::Request request;
-  request.argv = {opt.program};
-  for (char** e = environ; *e != nullptr; ++e) request.envp.emplace_back(*e);
-  request.cwd = "/";
-  request.stdout_fd = log;
-  request.stderr_fd = log;
+  platform::ProcessSpawner::Request request = RankRequest(opt, log);
   std::vector<pid_t> pids;
   const auto start = Clock::now();
   const auto batch = spawner.NewBatch();
