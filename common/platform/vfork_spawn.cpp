@@ -186,10 +186,12 @@ SpawnBatch::Slot* SpawnBatch::FreeSlot() {
       return &s;
     }
   }
-  Slot& oldest = slots_[next_];  // all are in use: the one started first
-  Settle(oldest);
+  // All are in use: the one at the cursor is waited for (slots are taken in turn from it, so it
+  // is among the oldest).
+  Slot& waited = slots_[next_];
+  Settle(waited);
   next_ = (next_ + 1) % max_pending_;
-  return &oldest;
+  return &waited;
 }
 
 void SpawnBatch::Settle(Slot& s) {
