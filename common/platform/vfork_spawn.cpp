@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <ctime>
 #include <utility>
@@ -26,6 +27,9 @@ constexpr size_t kChildStackBytes = 32 * 1024;
 // report only once the child has exec'ed or exited.
 struct ChildState {
   const VforkSpawnPlan* plan = nullptr;
+  // The signals whose disposition the child sets back to the default: bit sig - 1. Exec itself
+  // does that for every caught signal; an ignored one stays ignored through it.
+  uint64_t to_default = ~uint64_t{0};
   int err = 0;
   int stage = static_cast<int>(VforkSpawnStage::kNone);
 };
@@ -66,11 +70,11 @@ void RestoreSignals(const sigset_t* old) {
 __attribute__((no_sanitize_address)) int Child(void* arg) {
   auto* state = static_cast<ChildState*>(arg);
   const VforkSpawnPlan& plan = *state->plan;
-  // Every signal is still blocked: no handler of the caller can run here. Each disposition goes
-  // back to the default (an ignored one too) before the mask opens at the exec.
+  // Every signal is still blocked: no handler of the caller can run here. The dispositions
+  // asked for go back to the default (an ignored one too) before the mask opens at the exec.
   const KernelSigaction dfl;
   for (long sig = 1; sig < _NSIG; ++sig) {
-    if (sig != SIGKILL && sig != SIGSTOP) {
+    if (sig != SIGKILL && sig != SIGSTOP && (state->to_default >> (sig - 1) & 1) != 0) {
       RawSyscall(SYS_rt_sigaction, sig, reinterpret_cast<long>(&dfl), 0, sizeof dfl.mask);
     }
   }
@@ -137,6 +141,19 @@ VforkSpawnResult Outcome(pid_t pid, const ChildState& state) {
   return result;
 }
 
+// The signals this process ignores now: those a child must set back to the default itself.
+uint64_t IgnoredSignals() {
+  uint64_t ignored = 0;
+  for (long sig = 1; sig < _NSIG && sig <= 64; ++sig) {
+    KernelSigaction now;
+    if (RawSyscall(SYS_rt_sigaction, sig, 0, reinterpret_cast<long>(&now), sizeof now.mask) == 0 &&
+        now.handler == reinterpret_cast<unsigned long>(SIG_IGN)) {
+      ignored |= uint64_t{1} << (sig - 1);
+    }
+  }
+  return ignored;
+}
+
 VforkSpawnResult CloneFailed(int err) {
   VforkSpawnResult result;
   result.err = err;
@@ -176,8 +193,11 @@ SpawnBatch::SpawnBatch(size_t max_pending) : max_pending_(max_pending == 0 ? 1 :
 SpawnBatch::~SpawnBatch() { Finish(); }
 
 SpawnBatch::Slot* SpawnBatch::FreeSlot() {
-  // Not zeroed: a child touches only the top of its stack.
-  if (!slots_) slots_ = std::make_unique_for_overwrite<Slot[]>(max_pending_);
+  if (!slots_) {
+    // Not zeroed: a child touches only the top of its stack.
+    slots_ = std::make_unique_for_overwrite<Slot[]>(max_pending_);
+    ignored_ = IgnoredSignals();
+  }
   for (size_t i = 0; i < max_pending_; ++i) {
     Slot& s = slots_[(next_ + i) % max_pending_];
     if (s.busy && __atomic_load_n(&s.running, __ATOMIC_ACQUIRE) == 0) Settle(s);
@@ -224,6 +244,7 @@ size_t SpawnBatch::Start(const VforkSpawnPlan& plan) {
   }
   s->state = ChildState{};
   s->state.plan = &s->plan;
+  s->state.to_default = ignored_;
   s->running = 1;
   s->result = index;
   sigset_t old;
