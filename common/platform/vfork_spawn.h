@@ -67,8 +67,8 @@ VforkSpawnResult VforkSpawn(const VforkSpawnPlan& plan);
 // everything a plan points to (path, argv, envp, cwd, cpus) must stay unchanged until Finish
 // returns. The caller's ignored signals are read once, at the first Start: each child sets those
 // back to the default (exec does so for caught ones), not all 64 in turn as VforkSpawn's does.
-// A signal the caller starts ignoring during the batch stays ignored in the later children. Where RawSyscall is libc's (raw_syscall.h), Start waits for each exec as VforkSpawn
-// does.
+// A signal the caller starts ignoring during the batch stays ignored in the later children. Where
+// RawSyscall is libc's (raw_syscall.h), Start waits for each exec as VforkSpawn does.
 class SpawnBatch {
  public:
   explicit SpawnBatch(size_t max_pending = 16);
@@ -88,7 +88,7 @@ class SpawnBatch {
 
   std::unique_ptr<Slot[]> slots_;
   size_t max_pending_;
-  size_t next_ = 0;  // the slot Start tries first (the oldest in use, once all are)
+  size_t next_ = 0;       // the slot Start tries first (the oldest in use, once all are)
   uint64_t ignored_ = 0;  // the caller's ignored signals, bit sig - 1 (read at the first Start)
   std::vector<VforkSpawnResult> results_;
 };
