@@ -30,6 +30,7 @@ struct ChildState {
   // The signals whose disposition the child sets back to the default: bit sig - 1. Exec itself
   // does that for every caught signal; an ignored one stays ignored through it.
   uint64_t to_default = ~uint64_t{0};
+  int dev_null = -1;  // the caller's /dev/null (read-only, above 2), or -1: the child opens it
   int err = 0;
   int stage = static_cast<int>(VforkSpawnStage::kNone);
 };
@@ -90,13 +91,16 @@ __attribute__((no_sanitize_address)) int Child(void* arg) {
   }
   if (out < 0) ChildFails(state, VforkSpawnStage::kSetup, out);
   if (err < 0) ChildFails(state, VforkSpawnStage::kSetup, err);
-  const long in = RawSyscall(SYS_openat, AT_FDCWD, reinterpret_cast<long>("/dev/null"), O_RDONLY);
+  // /dev/null: the caller's open one (above 2, closed below with the rest), else opened here.
+  const long in = state->dev_null >= 0 ? state->dev_null
+                                       : RawSyscall(SYS_openat, AT_FDCWD,
+                                                    reinterpret_cast<long>("/dev/null"), O_RDONLY);
   if (in < 0) ChildFails(state, VforkSpawnStage::kSetup, in);
   if (in != STDIN_FILENO) {
     if ((r = RawSyscall(SYS_dup3, in, STDIN_FILENO, 0)) < 0) {
       ChildFails(state, VforkSpawnStage::kSetup, r);
     }
-    RawSyscall(SYS_close, in);
+    if (state->dev_null < 0) RawSyscall(SYS_close, in);
   }
   if ((r = RawSyscall(SYS_dup3, out, STDOUT_FILENO, 0)) < 0 ||
       (r = RawSyscall(SYS_dup3, err, STDERR_FILENO, 0)) < 0) {
@@ -190,13 +194,19 @@ struct SpawnBatch::Slot {
 
 SpawnBatch::SpawnBatch(size_t max_pending) : max_pending_(max_pending == 0 ? 1 : max_pending) {}
 
-SpawnBatch::~SpawnBatch() { Finish(); }
+SpawnBatch::~SpawnBatch() {
+  Finish();
+  if (dev_null_ >= 0) close(dev_null_);
+}
 
 SpawnBatch::Slot* SpawnBatch::FreeSlot() {
   if (!slots_) {
     // Not zeroed: a child touches only the top of its stack.
     slots_ = std::make_unique_for_overwrite<Slot[]>(max_pending_);
     ignored_ = IgnoredSignals();
+    const int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    dev_null_ = fd < 0 || fd > STDERR_FILENO ? fd : fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+    if (fd >= 0 && fd != dev_null_) close(fd);
   }
   for (size_t i = 0; i < max_pending_; ++i) {
     Slot& s = slots_[(next_ + i) % max_pending_];
@@ -245,6 +255,7 @@ size_t SpawnBatch::Start(const VforkSpawnPlan& plan) {
   s->state = ChildState{};
   s->state.plan = &s->plan;
   s->state.to_default = ignored_;
+  s->state.dev_null = dev_null_;
   s->running = 1;
   s->result = index;
   sigset_t old;

@@ -89,6 +89,7 @@ class SpawnBatch {
   std::unique_ptr<Slot[]> slots_;
   size_t max_pending_;
   size_t next_ = 0;       // the slot Start tries first (the oldest in use, once all are)
+  int dev_null_ = -1;     // opened at the first Start, each child's stdin (-1: they open it)
   uint64_t ignored_ = 0;  // the caller's ignored signals, bit sig - 1 (read at the first Start)
   std::vector<VforkSpawnResult> results_;
 };
