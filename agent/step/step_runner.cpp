@@ -215,11 +215,12 @@ class Step {
     std::string env_file;           // `as`'s env, removed if the start fails
   };
 
-  // Starts the ranks `which` (indices into launch_.ranks), then reads their start times (a /proc
-  // read each, which cannot change before the step reaps them) once all of them run, and appends
-  // one batch of S and F records. While the step's move into the ranks' cgroup waits for its RCU
-  // grace period (RankCgroup::BeginEnter), the first ranks are prepared (logs, env, secret files);
-  // none is spawned before the move is done, so every rank starts inside the cgroup.
+  // Starts the ranks `which` (indices into launch_.ranks), takes their start times (from the
+  // spawn, or a /proc read each, which cannot change before the step reaps them) once all of them
+  // run, and appends one batch of S and F records. While the step's move into the ranks' cgroup
+  // waits for its RCU grace period (RankCgroup::BeginEnter), the first ranks are prepared (logs,
+  // env, secret files); none is spawned before the move is done, so every rank starts inside the
+  // cgroup.
   void StartRanks(const std::vector<size_t>& which) {
     const size_t n = which.size();
     auto spawner = agent::MakePosixProcessSpawner();
@@ -251,12 +252,14 @@ class Step {
     if (log_dir_fd_ >= 0) close(log_dir_fd_);
     log_dir_fd_ = -1;
 
-    std::vector<StepRecord> records(n);
-    for (size_t j = 0; j < n; ++j) Settle(prepared[j], answers, records[j]);
     std::string batch;
-    for (StepRecord& rec : records) {
+    for (PreparedRank& p : prepared) {
+      StepRecord rec;
+      Settle(p, answers, rec);
       if (rec.kind == StepRecord::Kind::kStarted) {
-        rec.start_time = platform::ProcessStartTime(rec.pid).value_or(0);
+        // Known from the spawn (nearly always), else read from /proc.
+        const uint64_t known = starts->StartTime(*p.started);
+        rec.start_time = known != 0 ? known : platform::ProcessStartTime(rec.pid).value_or(0);
       }
       batch += EncodeRecord(rec);
     }

@@ -241,11 +241,18 @@ class CloneBatch final : public ProcessSpawner::Batch {
 
   std::vector<Result<pid_t>> Finish() override {
     const std::vector<VforkSpawnResult> children = batch_.Finish();
+    start_ticks_.assign(answers_.size(), 0);
     for (const Entry& e : entries_) {
-      if (e.child != kNoChild) answers_[e.answer] = Answer(e.prepared, children[e.child]);
+      if (e.child == kNoChild) continue;
+      answers_[e.answer] = Answer(e.prepared, children[e.child]);
+      start_ticks_[e.answer] = children[e.child].start_ticks;
     }
     entries_.clear();
     return std::exchange(answers_, {});
+  }
+
+  uint64_t StartTime(size_t index) const override {
+    return index < start_ticks_.size() ? start_ticks_[index] : 0;
   }
 
  private:
@@ -258,6 +265,7 @@ class CloneBatch final : public ProcessSpawner::Batch {
   };
   std::deque<Entry> entries_;  // stable: the children read them until batch_ has finished
   std::vector<Result<pid_t>> answers_;
+  std::vector<uint64_t> start_ticks_;  // the last Finish's, by answer
   SpawnBatch batch_;  // last: destroyed (so waited for) before what its children read
 };
 #else

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -72,6 +73,13 @@ class ProcessSpawner {
     // Spawn's answer for each request started since the last Finish, in their order, once every
     // child has exec'ed or failed (a failed one reaped).
     virtual std::vector<Result<pid_t>> Finish() = 0;
+    // The start time of the process of Start's `index`, as ProcessStartTime (process_info.h)
+    // gives it, when the spawn knew it without reading /proc (vfork_spawn.h); 0 when it did not,
+    // or before Finish.
+    virtual uint64_t StartTime(size_t index) const {
+      (void)index;
+      return 0;
+    }
   };
   // The real spawner's on Linux starts children concurrently (vfork_spawn.h's SpawnBatch); this
   // default calls Spawn at each Start.

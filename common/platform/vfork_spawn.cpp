@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -158,6 +159,19 @@ uint64_t IgnoredSignals() {
   return ignored;
 }
 
+// CLOCK_BOOTTIME in /proc's clock ticks (USER_HZ), as the kernel turns a task's start into the
+// stat file's field 22 (in this time namespace, as /proc applies the reader's).
+uint64_t BootTicksNow() {
+  timespec now{};
+  clock_gettime(CLOCK_BOOTTIME, &now);
+  static const uint64_t kNsPerTick = 1000000000ull / static_cast<uint64_t>(sysconf(_SC_CLK_TCK));
+  return (static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec)) /
+         kNsPerTick;
+}
+
+// The start time of a child cloned between the two reads, when both fell in one tick.
+uint64_t StartTicks(uint64_t before, uint64_t after) { return before == after ? before : 0; }
+
 VforkSpawnResult CloneFailed(int err) {
   VforkSpawnResult result;
   result.err = err;
@@ -173,11 +187,17 @@ VforkSpawnResult VforkSpawn(const VforkSpawnPlan& plan) {
   sigset_t old;
   BlockAllSignals(&old);
   alignas(64) char stack[kChildStackBytes];
+  const uint64_t before = BootTicksNow();
   const pid_t pid = clone(Child, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &state);
   const int clone_err = errno;
+  // Read at once: with CLONE_VFORK clone returns only after the exec, and a tick between the
+  // start and this read makes the answer unknown, never wrong.
+  const uint64_t after = BootTicksNow();
   RestoreSignals(&old);
   if (pid < 0) return CloneFailed(clone_err);
-  return Outcome(pid, state);
+  VforkSpawnResult result = Outcome(pid, state);
+  if (result.pid > 0) result.start_ticks = StartTicks(before, after);
+  return result;
 }
 
 // A child's stack and what it reads, kept until the kernel clears `running` at its exec or exit.
@@ -188,7 +208,8 @@ struct SpawnBatch::Slot {
   ChildState state;
   pid_t running = 0;  // the CLONE_CHILD_CLEARTID word: nonzero until the exec or exit
   pid_t pid = -1;
-  size_t result = 0;  // index in results_
+  uint64_t start_ticks = 0;  // StartTicks around its clone
+  size_t result = 0;         // index in results_
   bool busy = false;
 };
 
@@ -239,6 +260,7 @@ void SpawnBatch::Settle(Slot& s) {
     }
   }
   results_[s.result] = Outcome(s.pid, s.state);
+  if (results_[s.result].pid > 0) results_[s.result].start_ticks = s.start_ticks;
   s.busy = false;
 }
 
@@ -260,10 +282,12 @@ size_t SpawnBatch::Start(const VforkSpawnPlan& plan) {
   s->result = index;
   sigset_t old;
   BlockAllSignals(&old);
+  const uint64_t before = BootTicksNow();
   const pid_t pid =
       clone(Child, s->stack + sizeof s->stack, CLONE_VM | CLONE_CHILD_CLEARTID | SIGCHLD, &s->state,
             nullptr, nullptr, &s->running);
   const int clone_err = errno;
+  s->start_ticks = StartTicks(before, BootTicksNow());
   RestoreSignals(&old);
   if (pid < 0) {
     results_[index] = CloneFailed(clone_err);

@@ -50,6 +50,11 @@ struct VforkSpawnResult {
   pid_t pid = -1;  // > 0 only when the program was exec'ed
   int err = 0;     // errno of the failed step (the failed child has been reaped)
   VforkSpawnStage stage = VforkSpawnStage::kNone;
+  // The child's start time as /proc/<pid>/stat gives it (clock ticks since boot), without that
+  // read: the kernel stamps a new task with the boot-time clock inside clone, so a clock read
+  // before and one after that fall in the same tick give it exactly. 0 when they do not (one
+  // clone in a few hundred, a tick passed meanwhile): ProcessStartTime reads it then.
+  uint64_t start_ticks = 0;
 };
 
 // The child: every signal blocked until just before exec, every disposition default (also those

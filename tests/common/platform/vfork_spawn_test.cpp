@@ -16,12 +16,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/platform/cpu_affinity.h"
+#include "common/platform/process_info.h"
 
 namespace trainlet::platform {
 namespace {
@@ -324,6 +326,36 @@ TEST(SpawnBatch, ADroppedBatchWaitsForItsChildren) {
   // Every child exec'ed or was reaped: what is left are exited /bin/true children to reap.
   for (pid_t p; (p = waitpid(-1, nullptr, 0)) > 0;) pids.push_back(p);
   EXPECT_EQ(pids.size(), 8u);
+}
+
+// The start time a spawn gives is the one /proc gives (checked before the child is reaped, while
+// /proc still has it), both ways; and the spawn knows it nearly always.
+TEST(SpawnBatch, AStartTimeKnownFromTheSpawnIsTheOneProcGives) {
+  char* argv[] = {const_cast<char*>("true"), nullptr};
+  char* envp[] = {nullptr};
+  VforkSpawnPlan plan;
+  plan.path = "/bin/true";
+  plan.argv = argv;
+  plan.envp = envp;
+  plan.stdout_fd = plan.stderr_fd = STDERR_FILENO;
+  std::vector<VforkSpawnResult> results;
+  SpawnBatch batch(4);
+  for (int i = 0; i < 20; ++i) batch.Start(plan);
+  results = batch.Finish();
+  for (int i = 0; i < 20; ++i) results.push_back(VforkSpawn(plan));
+  int known = 0;
+  for (const VforkSpawnResult& r : results) {
+    ASSERT_GT(r.pid, 0) << r.err;
+    const std::optional<uint64_t> proc = ProcessStartTime(r.pid);
+    ASSERT_TRUE(proc.has_value()) << r.pid;
+    if (r.start_ticks != 0) {
+      ++known;
+      EXPECT_EQ(r.start_ticks, *proc) << "pid " << r.pid;
+    }
+  }
+  for (const VforkSpawnResult& r : results) WaitExit(r.pid);
+  EXPECT_GE(known, 20);  // a tick passes during fewer than half of 40 clones
+  EXPECT_TRUE(NoChildLeft());
 }
 
 }  // namespace
