@@ -29,9 +29,13 @@ echo "$apid $(awk '{print $22}' "/proc/$apid/stat")" > "$pidfile"  # `local down
 wait_for 20 sh -c "[ \$(grep -c 'registered with' '$TRAINLET_HOME/logs/node-1.log') -gt $before ]" ||
   fail "the restarted agent did not register"
 
-# WRITE_MB lines of 1 MiB, paced (about 20 MiB/s), then a marker.
+# WRITE_MB lines of 1 MiB, paced (about 20 MiB/s), then a marker. The pause before the marker
+# lets the step cut the over-cap log first (it checks every 100 ms): a cut that fell between the
+# marker and the rank's exit would move the marker into <log>.1 with the rest, which is the cap
+# working, and `logs` would show only the note (this failed about one run in ten under -j2).
 "$CTL" apply -f "$(write_job chatty 1 1 "i=0
 while [ \$i -lt $WRITE_MB ]; do head -c 1048575 /dev/zero | tr '\\0' x; echo; i=\$((i + 1)); sleep 0.05; done
+sleep 0.4
 echo chatty-last-line")" >/dev/null
 logdir="$TRAINLET_HOME/agents/node-1/logs/chatty"
 peak=0
