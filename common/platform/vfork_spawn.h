@@ -52,8 +52,9 @@ struct VforkSpawnResult {
   VforkSpawnStage stage = VforkSpawnStage::kNone;
   // The child's start time as /proc/<pid>/stat gives it (clock ticks since boot), without that
   // read: the kernel stamps a new task with the boot-time clock inside clone, so a clock read
-  // before and one after that fall in the same tick give it exactly. 0 when they do not (one
-  // clone in a few hundred, a tick passed meanwhile): ProcessStartTime reads it then.
+  // before and one after that fall in the same tick give it exactly. 0 when they do not (a tick
+  // passed meanwhile: one SpawnBatch clone in a few hundred, more for VforkSpawn, whose clone
+  // returns only after the exec): ProcessStartTime reads it then.
   uint64_t start_ticks = 0;
 };
 
