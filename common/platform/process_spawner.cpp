@@ -185,8 +185,12 @@ Status Prepare(const ProcessSpawner::Request& request, PreparedSpawn& p) {
 }
 
 #if TRAINLET_NATIVE_LINUX
+// The calling thread's CPUs into `mine`; false when they cannot be read.
+bool ReadThreadMask(cpu_set_t* mine) { return sched_getaffinity(0, sizeof *mine, mine) == 0; }
+
 // vfork_spawn.h's plan for `p`; `cpus` receives the CPUs when the child must bind itself.
-VforkSpawnPlan PlanFor(const PreparedSpawn& p, cpu_set_t* cpus) {
+// `mine`: the spawning thread's CPUs (read once by the caller), null when unknown.
+VforkSpawnPlan PlanFor(const PreparedSpawn& p, cpu_set_t* cpus, const cpu_set_t* mine) {
   const ProcessSpawner::Request& request = *p.request;
   VforkSpawnPlan plan;
   plan.path = p.path.c_str();
@@ -203,10 +207,7 @@ VforkSpawnPlan PlanFor(const PreparedSpawn& p, cpu_set_t* cpus) {
     }
     // Bound to those already (every rank of a job that has the whole machine): the child
     // inherits them, and makes no call that takes the scheduler's locks.
-    cpu_set_t mine;
-    if (sched_getaffinity(0, sizeof mine, &mine) != 0 || !CPU_EQUAL(&mine, cpus)) {
-      plan.cpus = cpus;
-    }
+    if (mine == nullptr || !CPU_EQUAL(mine, cpus)) plan.cpus = cpus;
   }
   return plan;
 }
@@ -223,6 +224,9 @@ Result<pid_t> Answer(const PreparedSpawn& p, const VforkSpawnResult& r) {
 // since its child reads it.
 class CloneBatch final : public ProcessSpawner::Batch {
  public:
+  // The thread's CPUs are read once for the batch (it belongs to one thread), not per child.
+  CloneBatch() : mine_known_(ReadThreadMask(&mine_)) {}
+
   size_t Start(ProcessSpawner::Request request) override {
     Entry& e = entries_.emplace_back();
     e.request = std::move(request);
@@ -233,7 +237,8 @@ class CloneBatch final : public ProcessSpawner::Batch {
       return index;
     }
     cpu_set_t cpus;
-    e.child = batch_.Start(PlanFor(e.prepared, &cpus));  // the batch keeps its own copy of cpus
+    // The batch keeps its own copy of cpus.
+    e.child = batch_.Start(PlanFor(e.prepared, &cpus, mine_known_ ? &mine_ : nullptr));
     e.prepared.CloseFiles();
     e.answer = index;
     return index;
@@ -266,6 +271,8 @@ class CloneBatch final : public ProcessSpawner::Batch {
   std::deque<Entry> entries_;  // stable: the children read them until batch_ has finished
   std::vector<Result<pid_t>> answers_;
   std::vector<uint64_t> start_ticks_;  // the last Finish's, by answer
+  cpu_set_t mine_;
+  bool mine_known_;
   SpawnBatch batch_;  // last: destroyed (so waited for) before what its children read
 };
 #else
@@ -329,8 +336,9 @@ class PosixProcessSpawner final : public ProcessSpawner {
     PreparedSpawn p;
     TRAINLET_RETURN_IF_ERROR(Prepare(request, p));
 #if TRAINLET_NATIVE_LINUX
-    cpu_set_t cpus;
-    const VforkSpawnResult r = VforkSpawn(PlanFor(p, &cpus));
+    cpu_set_t cpus, mine;
+    const bool known = !request.cpus.empty() && ReadThreadMask(&mine);
+    const VforkSpawnResult r = VforkSpawn(PlanFor(p, &cpus, known ? &mine : nullptr));
     p.CloseFiles();
     return Answer(p, r);
 #else

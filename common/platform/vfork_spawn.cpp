@@ -187,17 +187,11 @@ VforkSpawnResult VforkSpawn(const VforkSpawnPlan& plan) {
   sigset_t old;
   BlockAllSignals(&old);
   alignas(64) char stack[kChildStackBytes];
-  const uint64_t before = BootTicksNow();
   const pid_t pid = clone(Child, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &state);
   const int clone_err = errno;
-  // Read at once: with CLONE_VFORK clone returns only after the exec, and a tick between the
-  // start and this read makes the answer unknown, never wrong.
-  const uint64_t after = BootTicksNow();
   RestoreSignals(&old);
   if (pid < 0) return CloneFailed(clone_err);
-  VforkSpawnResult result = Outcome(pid, state);
-  if (result.pid > 0) result.start_ticks = StartTicks(before, after);
-  return result;
+  return Outcome(pid, state);
 }
 
 // A child's stack and what it reads, kept until the kernel clears `running` at its exec or exit.

@@ -50,11 +50,11 @@ struct VforkSpawnResult {
   pid_t pid = -1;  // > 0 only when the program was exec'ed
   int err = 0;     // errno of the failed step (the failed child has been reaped)
   VforkSpawnStage stage = VforkSpawnStage::kNone;
-  // The child's start time as /proc/<pid>/stat gives it (clock ticks since boot), without that
-  // read: the kernel stamps a new task with the boot-time clock inside clone, so a clock read
-  // before and one after that fall in the same tick give it exactly. 0 when they do not (a tick
-  // passed meanwhile: one SpawnBatch clone in a few hundred, more for VforkSpawn, whose clone
-  // returns only after the exec): ProcessStartTime reads it then.
+  // SpawnBatch's only (0 from VforkSpawn): the child's start time as /proc/<pid>/stat gives it
+  // (clock ticks since boot), without that read. The kernel stamps a new task with the boot-time
+  // clock inside clone, so a clock read before and one after that fall in the same tick give it
+  // exactly. 0 when they do not (a tick passed meanwhile, about one clone in a few hundred):
+  // ProcessStartTime reads it then.
   uint64_t start_ticks = 0;
 };
 
