@@ -639,6 +639,8 @@ void Agent::OnMessage(const v1::Envelope& env) {
       if (Status s = purge_->Request(env.purge_job()); !s.ok()) {
         spdlog::warn("{}", s.message());
       }
+      // The name may come back, counting its attempts from 1 again.
+      attempts_.Purge(env.purge_job().job(), env.purge_job().uid());
       break;
     case v1::Envelope::kLogRead:
       OnLogRead(env.log_read());

@@ -187,23 +187,80 @@ void NodeAttempts::Forget(Job& job) {
   });
 }
 
+namespace {
+
+template <typename Attempts>
+bool AllEnded(const Attempts& attempts) {
+  return std::all_of(attempts.begin(), attempts.end(),
+                     [](const auto& a) { return a.second.state() == AttemptState::kEnded; });
+}
+
+}  // namespace
+
+void NodeAttempts::Forget(JobMap::iterator it) {
+  Forget(it->second);
+  if (it->second.purged && AllEnded(it->second.attempts)) jobs_.erase(it);
+}
+
+void NodeAttempts::Purge(const std::string& job, const std::string& uid) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return;
+  if (!uid.empty() && !it->second.uid.empty() && uid != it->second.uid) return;  // a newer one's
+  it->second.purged = true;
+  Forget(it);
+}
+
+NodeAttempts::Job* NodeAttempts::Incarnation(const std::string& name, const std::string& uid,
+                                             Clock::time_point now, std::string* why) {
+  auto it = jobs_.find(name);
+  if (it != jobs_.end() && !it->second.purged &&
+      (uid.empty() || it->second.uid.empty() || uid == it->second.uid)) {
+    if (!uid.empty()) it->second.uid = uid;
+    return &it->second;
+  }
+  if (it != jobs_.end()) {
+    // A deleted incarnation's. Its ranks must not run beside the new one's: stop what the
+    // coordinator's delete did not (this node missed it), then wait until nothing is held.
+    const bool running =
+        std::any_of(it->second.attempts.begin(), it->second.attempts.end(), [](const auto& a) {
+          return a.second.state() != AttemptState::kStopping &&
+                 a.second.state() != AttemptState::kEnded;
+        });
+    if (running) Stop(name, 0, "trainjob/" + name + " was deleted", now);  // may erase it
+    it = jobs_.find(name);
+    if (it != jobs_.end() && !AllEnded(it->second.attempts)) {
+      *why = "the ranks of a deleted trainjob/" + name + " are still stopping on this node";
+      return nullptr;
+    }
+  }
+  Job& job = jobs_[name];
+  job = Job{};
+  job.uid = uid;
+  return &job;
+}
+
 v1::PortsReserved NodeAttempts::ReservePorts(const v1::ReservePorts& request,
                                              Clock::time_point now) {
   v1::PortsReserved answer;
   answer.set_job(request.job());
   answer.set_attempt(request.attempt());
-  const uint32_t newest = latest(request.job());
-  if (newest != 0 && request.attempt() < newest) {
-    answer.set_error("attempt " + std::to_string(request.attempt()) + " is older than attempt " +
-                     std::to_string(newest) + " of " + request.job() + " on this node");
-    return answer;
-  }
   if (request.count() > kMaxPortsPerAttempt) {
     answer.set_error("asked for " + std::to_string(request.count()) + " ports; at most " +
                      std::to_string(kMaxPortsPerAttempt) + " per attempt");
     return answer;
   }
-  Job& job = jobs_[request.job()];
+  std::string why;
+  Job* entry = Incarnation(request.job(), request.job_uid(), now, &why);
+  if (entry == nullptr) {
+    answer.set_error(why);
+    return answer;
+  }
+  Job& job = *entry;
+  if (job.latest != 0 && request.attempt() < job.latest) {
+    answer.set_error("attempt " + std::to_string(request.attempt()) + " is older than attempt " +
+                     std::to_string(job.latest) + " of " + request.job() + " on this node");
+    return answer;
+  }
   NodeAttempt& attempt = GetToStart(job, request.job(), request.attempt());
   auto ports = attempt.ReservePorts(request.count(), now);
   if (ports.ok()) {
@@ -218,7 +275,9 @@ v1::PortsReserved NodeAttempts::ReservePorts(const v1::ReservePorts& request,
 NodeAttempt* NodeAttempts::BeginPlan(const v1::LaunchPlan& plan, Clock::time_point now,
                                      std::string* why, bool* refused) {
   *refused = false;
-  Job& job = jobs_[plan.job()];
+  Job* entry = Incarnation(plan.job(), plan.job_uid(), now, why);
+  if (entry == nullptr) return nullptr;  // ignored: the coordinator sends the plan again
+  Job& job = *entry;
   if (plan.attempt() < job.latest) {
     *why = "attempt " + std::to_string(job.latest) + " is newer";
     return nullptr;
@@ -264,7 +323,7 @@ void NodeAttempts::Stop(const std::string& job, uint32_t attempt, const std::str
   auto it = jobs_.find(job);
   if (attempt != 0 && it != jobs_.end() && it->second.attempts.contains(attempt)) {
     it->second.attempts.at(attempt).Stop(reason, grace, now, warning);
-    Forget(it->second);
+    Forget(it);
     return;
   }
   // Every attempt of the job (attempt 0), or one this table does not hold: the services are
@@ -278,7 +337,7 @@ void NodeAttempts::Stop(const std::string& job, uint32_t attempt, const std::str
   services_.supervisor->Stop(job, attempt, grace, now, warning);
   if (attempt == 0 && it != jobs_.end()) {
     for (auto& [number, a] : it->second.attempts) a.Apply(AttemptTrigger::kStopAsked);
-    Forget(it->second);
+    Forget(it);
   }
 }
 
@@ -303,7 +362,7 @@ void NodeAttempts::RanksEnded(const std::string& job, uint32_t attempt) {
   auto it = jobs_.find(job);
   if (it != jobs_.end() && it->second.attempts.contains(attempt)) {
     it->second.attempts.at(attempt).RanksEnded();
-    Forget(it->second);
+    Forget(it);
     return;
   }
   services_.ports->Release(job, attempt);

@@ -175,19 +175,28 @@ class NodeAttempts {
   static constexpr uint32_t kMaxPortsPerAttempt = 1024;
 
   // The answer to a ReservePorts: its ports, or why not (an attempt older than this node's
-  // latest of the job, too many ports, refused by the table, the range is full).
+  // latest of the job, too many ports, refused by the table, the range is full, or the ranks of
+  // a deleted incarnation of the job still stopping here: Incarnation).
   v1::PortsReserved ReservePorts(const v1::ReservePorts& request, Clock::time_point now);
 
   // A plan arrived. Returns the attempt to launch it, now kLaunching, after replacing the job's
   // latest attempt here, if older (its ranks must not run beside the new), and older attempts
   // that hold only ports. Null, with `why`, when
-  // the plan is to be ignored (an older attempt than the latest, or a copy of the plan of an
+  // the plan is to be ignored (an older attempt than the latest, a copy of the plan of an
   // attempt running here: every rank of it was launched already, the coordinator resent a plan
-  // it did not know arrived) or the attempt is refused by
+  // it did not know arrived, or the ranks of a deleted incarnation of the job still stopping
+  // here: Incarnation; the coordinator sends the plan again) or the attempt is refused by
   // the table (it is being launched); `refused` tells the second case. A plan for an attempt
   // that stops or has ended here starts a new attempt of that number (see the table).
   NodeAttempt* BeginPlan(const v1::LaunchPlan& plan, Clock::time_point now, std::string* why,
                          bool* refused);
+
+  // PurgeJob: the coordinator deleted `job`'s incarnation `uid` ("" from a coordinator before
+  // UIDs). The job leaves the table once nothing of it is held here (every attempt Ended): now,
+  // or when its last attempt ends. So the name can come back counting from attempt 1, and the
+  // table, the registration and every tick's walk of it do not grow with each job the node ever
+  // ran. A purge of another incarnation than the one the table holds is ignored.
+  void Purge(const std::string& job, const std::string& uid);
 
   // StopWorkers: the attempt (0: every attempt of the job) stops, with the job's stop grace,
   // after `warning` when it has a signal.
@@ -231,17 +240,30 @@ class NodeAttempts {
   struct Job {
     uint32_t latest = 0;
     std::map<uint32_t, NodeAttempt> attempts;
+    // The incarnation (LaunchPlan.job_uid, ReservePorts.job_uid) of the last trigger that
+    // started something; "" when none said.
+    std::string uid;
+    bool purged = false;  // deleted (Purge): leaves the table once every attempt has ended
   };
+  using JobMap = std::map<std::string, Job>;
+  // The entry for a trigger of `name`'s incarnation `uid` that starts something. An entry of
+  // another incarnation (UIDs that differ, or one purged: the job was deleted and created again,
+  // and this node may have missed the purge) is replaced by an empty one when nothing of it is
+  // held here; while something is, its attempts are stopped and null is returned, with `why`.
+  Job* Incarnation(const std::string& name, const std::string& uid, Clock::time_point now,
+                   std::string* why);
   NodeAttempt& Get(Job& job, const std::string& name, uint32_t attempt);
   // Get, for a trigger that starts something: an attempt that stops or has ended is made anew.
   NodeAttempt& GetToStart(Job& job, const std::string& name, uint32_t attempt);
   // Ended attempts other than the latest are forgotten: the latest keeps the job's stop grace.
   void Forget(Job& job);
+  // Forget, and the whole entry goes when its job was purged and every attempt has ended.
+  void Forget(JobMap::iterator it);
   void RestoreRendezvous(const std::string& job, uint32_t attempt,
                          const AdoptedRendezvous& rendezvous);
 
   AttemptServices services_;
-  std::map<std::string, Job> jobs_;
+  JobMap jobs_;
   // Adopted before Attach, every step of an attempt merged: restored by Attach.
   std::map<std::pair<std::string, uint32_t>, AdoptedRendezvous> to_restore_;
 };

@@ -31,13 +31,15 @@ void AgentCommands::WarnWorkers(const std::string& node, const std::string& job,
 }
 
 void AgentCommands::ReservePorts(const std::string& node, const std::string& job, uint32_t attempt,
-                                 uint32_t count, const std::string& checkpoint_path) {
+                                 uint32_t count, const std::string& checkpoint_path,
+                                 const std::string& job_uid) {
   v1::Envelope env;
   auto* ask = env.mutable_reserve_ports();
   ask->set_job(job);
   ask->set_attempt(attempt);
   ask->set_count(count);
   ask->set_checkpoint_path(checkpoint_path);
+  ask->set_job_uid(job_uid);
   sink_->SendToNode(node, std::move(env));
 }
 

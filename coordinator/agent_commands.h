@@ -48,8 +48,10 @@ class AgentCommands {
                    const std::string& reason, int signal);
   // Asks `node` to hold `count` free ports for `job`'s `attempt` (answered by PortsReserved), and,
   // with a `checkpoint_path`, to report what the job's work dir holds there (work_dir_agreement.h).
+  // `job_uid`: the incarnation (ReservePorts.job_uid), "" when unknown.
   void ReservePorts(const std::string& node, const std::string& job, uint32_t attempt,
-                    uint32_t count, const std::string& checkpoint_path = "");
+                    uint32_t count, const std::string& checkpoint_path = "",
+                    const std::string& job_uid = "");
   // Sends `node` its share of an attempt.
   void LaunchPlan(const std::string& node, v1::LaunchPlan plan);
   // Tells `node` that `job` (its incarnation `uid`, "" when unknown) was deleted: it removes the

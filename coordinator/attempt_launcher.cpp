@@ -121,7 +121,7 @@ bool AttemptLauncher::Place(JobEntry& job, PassCapacity& room, int64_t now_ms,
   // A runtime that needs ports (MASTER_PORT, ring ports) is rendered once the nodes hold them.
   resend_to_.erase(job.record.name);
   rebuilding_.erase(job.record.name);
-  if (port_waits_.Begin(job.record.name, req, *layout, checkpoint)) {
+  if (port_waits_.Begin(job.record.name, req, *layout, checkpoint, st.uid())) {
     // The asks count as sends: one lost while the node stays connected is asked again.
     for (const std::string& node : port_waits_.Unanswered(job.record.name, req.attempt)) {
       delivery_.Tried(job.record.name, req.attempt, node, now_ms);

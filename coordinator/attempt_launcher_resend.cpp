@@ -73,7 +73,7 @@ void AttemptLauncher::Replan(JobEntry& job, const std::vector<std::string>& lost
   // A runtime with ports asks every node again: an agent answers with the ports it holds for
   // the attempt (the ranks that run have them), and the plans go to the lost nodes only.
   // No checkpoint to compare: this attempt's work dirs were compared when it was placed.
-  if (port_waits_.Begin(name, *req, *layout, /*checkpoint=*/"")) {
+  if (port_waits_.Begin(name, *req, *layout, /*checkpoint=*/"", st.uid())) {
     for (const std::string& node : port_waits_.Unanswered(name, st.attempt())) {
       delivery_.Tried(name, st.attempt(), node, now_ms);
     }
@@ -230,7 +230,7 @@ void AttemptLauncher::RebuildHeld(JobEntry& job, int64_t now_ms) {
       "their dependencies: making them again",
       name, st.attempt());
   // With ports, every node is asked for those it holds for the attempt; no plan is sent after.
-  if (port_waits_.Begin(name, *req, *layout, /*checkpoint=*/"")) {
+  if (port_waits_.Begin(name, *req, *layout, /*checkpoint=*/"", st.uid())) {
     for (const std::string& node : port_waits_.Unanswered(name, st.attempt())) {
       delivery_.Tried(name, st.attempt(), node, now_ms);
     }

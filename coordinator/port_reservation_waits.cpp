@@ -11,7 +11,8 @@ PortReservationWaits::PortReservationWaits(AgentCommands* agents, AttemptActiveF
     : agents_(agents), active_(std::move(active)) {}
 
 bool PortReservationWaits::Begin(const std::string& job, const PlanRequest& request,
-                                 const AttemptLayout& layout, const std::string& checkpoint) {
+                                 const AttemptLayout& layout, const std::string& checkpoint,
+                                 const std::string& job_uid) {
   waits_.erase(job);  // whatever an earlier attempt waited for is moot now
   TRAINLET_CHECK(layout.nodes.size() == request.nodes.size());
   Wait wait;
@@ -27,10 +28,12 @@ bool PortReservationWaits::Begin(const std::string& job, const PlanRequest& requ
   wait.request = request;
   wait.layout = layout;
   wait.checkpoint = checkpoint;
+  wait.job_uid = job_uid;
   wait.work_dirs.resize(request.nodes.size());
   for (size_t i = 0; i < request.nodes.size(); ++i) {
     if (!wait.answered[i]) {
-      agents_->ReservePorts(request.nodes[i].name, job, request.attempt, wanted[i], checkpoint);
+      agents_->ReservePorts(request.nodes[i].name, job, request.attempt, wanted[i], checkpoint,
+                            job_uid);
     }
   }
   spdlog::info("trainjob/{}: attempt {} waits for its nodes to reserve ports", job,
@@ -48,7 +51,7 @@ void PortReservationWaits::Resend(const std::string& node) {
       // connection) before it answered; asking again is safe: it answers with the same ports.
       spdlog::info("trainjob/{}: asking node {} again for the ports of attempt {}", job, node,
                    wait.attempt);
-      agents_->ReservePorts(node, job, wait.attempt, wait.wanted[i], wait.checkpoint);
+      agents_->ReservePorts(node, job, wait.attempt, wait.wanted[i], wait.checkpoint, wait.job_uid);
     }
   }
 }

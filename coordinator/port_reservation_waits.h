@@ -48,9 +48,10 @@ class PortReservationWaits {
   // each node that wants any and returns true, keeping the request and the layout; returns
   // false, waiting for nothing, when none does (!WantsPorts). Ends whatever the job waited for
   // before. With a `checkpoint` (work_dir_agreement.h), every node is asked, for its ports (maybe
-  // none) and for what its work dir holds there (WorkDirStates).
+  // none) and for what its work dir holds there (WorkDirStates). `job_uid`: the incarnation,
+  // told to each node asked (ReservePorts.job_uid).
   bool Begin(const std::string& job, const PlanRequest& request, const AttemptLayout& layout,
-             const std::string& checkpoint = "");
+             const std::string& checkpoint = "", const std::string& job_uid = "");
   // `node` (re-)registered: asks it again for the ports of every active attempt still waiting for
   // its answer. Safe: an agent answers a repeated ask with the ports it already holds.
   void Resend(const std::string& node);
@@ -82,6 +83,7 @@ class PortReservationWaits {
     std::vector<uint32_t> wanted;  // ports per node rank (0: that node reserves none)
     std::vector<bool> answered;    // per node rank
     std::string checkpoint;        // Begin's; "" asks no node for its work dir
+    std::string job_uid;           // Begin's
     std::vector<v1::WorkDirState> work_dirs;  // per node rank, as answers came
   };
   const Wait* Find(const std::string& job, uint32_t attempt) const;

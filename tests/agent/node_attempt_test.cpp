@@ -100,9 +100,10 @@ class NodeAttemptsTest : public ::testing::Test {
     return attempts_.ReservePorts(r, Clock::now());
   }
 
-  static v1::LaunchPlan Plan(uint32_t attempt, uint32_t grace_ms = 0) {
+  static v1::LaunchPlan Plan(uint32_t attempt, uint32_t grace_ms = 0, const std::string& uid = "") {
     v1::LaunchPlan plan;
     plan.set_job("job");
+    plan.set_job_uid(uid);
     plan.set_attempt(attempt);
     plan.set_stop_grace_ms(grace_ms);
     auto* w = plan.add_workers();
@@ -141,10 +142,10 @@ class NodeAttemptsTest : public ::testing::Test {
   }
 
   // A plan that arrives and is launched (every rank fails: no steps directory here).
-  NodeAttempt* PlanAndLaunch(uint32_t attempt, uint32_t grace_ms = 0) {
+  NodeAttempt* PlanAndLaunch(uint32_t attempt, uint32_t grace_ms = 0, const std::string& uid = "") {
     std::string why;
     bool refused = false;
-    const v1::LaunchPlan plan = Plan(attempt, grace_ms);
+    const v1::LaunchPlan plan = Plan(attempt, grace_ms, uid);
     NodeAttempt* a = attempts_.BeginPlan(plan, std::chrono::steady_clock::now(), &why, &refused);
     EXPECT_NE(a, nullptr) << why;
     if (a == nullptr) return nullptr;
@@ -254,6 +255,74 @@ TEST_F(NodeAttemptsTest, AnAttemptNumberThatComesBackIsANewAttempt) {
   EXPECT_EQ(attempts_.Find("job", 1)->state(), S::kEnded);
   PlanAndLaunch(1);  // and again, straight from a plan
   EXPECT_EQ(ports_->owned(), 0u);
+}
+
+// A deleted job leaves the table once nothing of it is held (PurgeJob), so the name comes back
+// from attempt 1 however many attempts the old one ran here. Before, the table kept every job's
+// latest attempt forever: the new job's plans were ignored as older ("attempt 3 is newer") and
+// it waited Pending for ever, and the table grew with every job the node ran.
+TEST_F(NodeAttemptsTest, ADeletedJobLeavesTheTableAndItsNameComesBackFromAttemptOne) {
+  PlanAndLaunch(3, 0, "u1");
+  attempts_.RanksEnded("job", 3);
+  attempts_.Purge("job", "u1");
+  EXPECT_TRUE(attempts_.jobs().empty());
+  EXPECT_EQ(attempts_.latest("job"), 0u);
+  EXPECT_TRUE(attempts_.Report().empty());
+  const v1::PortsReserved again = Reserve(1, 1);  // the job, created again: ports first
+  EXPECT_TRUE(again.error().empty()) << again.error();
+  ASSERT_NE(PlanAndLaunch(1, 0, "u2"), nullptr);
+  EXPECT_EQ(attempts_.latest("job"), 1u);
+  // A purge of another incarnation (the old one's, late) leaves the new one alone.
+  attempts_.Purge("job", "u1");
+  EXPECT_EQ(attempts_.Find("job", 1)->state(), S::kRunning);
+  attempts_.Purge("unknown", "");  // nothing to forget
+}
+
+// Purged while its ranks still stop: it stays until they have ended, then goes.
+TEST_F(NodeAttemptsTest, APurgeWhileRanksStopWaitsForThem) {
+  PlanAndLaunch(2);
+  attempts_.Stop("job", 0, "job deleted", Clock::now());
+  attempts_.Purge("job", "");
+  EXPECT_EQ(attempts_.Find("job", 2)->state(), S::kStopping);
+  attempts_.RanksEnded("job", 2);
+  EXPECT_TRUE(attempts_.jobs().empty());
+  // Ports held alone, purged: stopping them ends everything, and the job goes at once.
+  ASSERT_TRUE(Reserve(4, 1).error().empty());
+  attempts_.Purge("job", "");
+  EXPECT_EQ(attempts_.Find("job", 4)->state(), S::kPortsHeld);
+  attempts_.Stop("job", 0, "job deleted", Clock::now());
+  EXPECT_TRUE(attempts_.jobs().empty());
+  EXPECT_EQ(ports_->owned(), 0u);
+}
+
+// The node missed the purge (it was cut off when the job was deleted): a plan of another
+// incarnation (its job_uid) replaces what the table holds of the name once nothing of it runs,
+// and stops what still does first. The plan is ignored, not refused, meanwhile: the coordinator
+// sends it again, and no rank of the new job fails for it.
+TEST_F(NodeAttemptsTest, APlanOfAnotherIncarnationStopsTheOldOneThenStarts) {
+  PlanAndLaunch(3, 0, "u1");
+  std::string why;
+  bool refused = true;
+  EXPECT_EQ(attempts_.BeginPlan(Plan(1, 0, "u2"), Clock::now(), &why, &refused), nullptr);
+  EXPECT_FALSE(refused);
+  EXPECT_THAT(why, ::testing::HasSubstr("deleted trainjob/job"));
+  EXPECT_EQ(attempts_.Find("job", 3)->state(), S::kStopping);
+  v1::ReservePorts ask;
+  ask.set_job("job");
+  ask.set_attempt(1);
+  ask.set_count(1);
+  ask.set_job_uid("u2");
+  EXPECT_THAT(attempts_.ReservePorts(ask, Clock::now()).error(),
+              ::testing::HasSubstr("still stopping"));
+  attempts_.RanksEnded("job", 3);
+  EXPECT_TRUE(attempts_.ReservePorts(ask, Clock::now()).error().empty());
+  EXPECT_EQ(attempts_.Find("job", 3), nullptr);
+  ASSERT_NE(PlanAndLaunch(1, 0, "u2"), nullptr);
+  // The same incarnation, or one that does not say (a coordinator before UIDs), goes on as before.
+  EXPECT_EQ(attempts_.BeginPlan(Plan(1, 0, "u2"), Clock::now(), &why, &refused), nullptr);
+  EXPECT_THAT(why, ::testing::HasSubstr("copy"));
+  EXPECT_EQ(attempts_.BeginPlan(Plan(1, 0, ""), Clock::now(), &why, &refused), nullptr);
+  EXPECT_THAT(why, ::testing::HasSubstr("copy"));
 }
 
 // Issue 19, defect 4: the coordinator resends a plan whose arrival it did not hear of. A copy of

@@ -48,7 +48,7 @@ TEST(AgentCommands, StopWorkersCarriesTheWarningAndWarnWorkersStopsNothing) {
 TEST(AgentCommands, ReservePortsAsksForTheCount) {
   EnvelopeRecorder sink;
   AgentCommands agents(&sink);
-  agents.ReservePorts("n1", "job-b", 2, 5);
+  agents.ReservePorts("n1", "job-b", 2, 5, "", "uid-b");
   ASSERT_EQ(sink.sent.size(), 1u);
   EXPECT_EQ(sink.sent[0].first, "n1");
   ASSERT_TRUE(sink.sent[0].second.has_reserve_ports());
@@ -56,6 +56,7 @@ TEST(AgentCommands, ReservePortsAsksForTheCount) {
   EXPECT_EQ(ask.job(), "job-b");
   EXPECT_EQ(ask.attempt(), 2u);
   EXPECT_EQ(ask.count(), 5u);
+  EXPECT_EQ(ask.job_uid(), "uid-b");
 }
 
 TEST(AgentCommands, LaunchPlanIsSentAsGiven) {

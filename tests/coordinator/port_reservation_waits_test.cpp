@@ -138,7 +138,8 @@ TEST_F(PortReservationWaitsTest, AnswerForAnAttemptNoLongerActiveIsDropped) {
 }
 
 TEST_F(PortReservationWaitsTest, ResendAsksOnlyUnansweredNodesOfActiveAttempts) {
-  ASSERT_TRUE(waits_.Begin("job", Request(1, {"n1", "n2"}), Wanting({1, 3})));
+  ASSERT_TRUE(waits_.Begin("job", Request(1, {"n1", "n2"}), Wanting({1, 3}), "", "uid-7"));
+  EXPECT_EQ(sink_.sent.at(0).second.reserve_ports().job_uid(), "uid-7");  // the incarnation
   std::string why;
   ASSERT_EQ(waits_.Record("n1", Answer(1, {9}), &why), Outcome::kWaiting);
   sink_.sent.clear();
@@ -146,6 +147,7 @@ TEST_F(PortReservationWaitsTest, ResendAsksOnlyUnansweredNodesOfActiveAttempts) 
   EXPECT_TRUE(sink_.sent.empty());
   waits_.Resend("n2");
   EXPECT_EQ(Asks(), (std::vector<std::pair<std::string, uint32_t>>{{"n2", 3}}));
+  EXPECT_EQ(sink_.sent.at(0).second.reserve_ports().job_uid(), "uid-7");
   sink_.sent.clear();
   active_.clear();
   waits_.Resend("n2");

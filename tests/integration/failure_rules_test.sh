@@ -6,7 +6,9 @@
 # 3. trainlet.io/restart-policy: ExitCode: exit 3 fails at once, a SIGKILLed rank restarts;
 # 4. ttlSecondsAfterFinished: 2 deletes a succeeded job and its node dirs a few seconds later;
 # 5. delete removes the job's logs and work dirs on its nodes, and a job applied again under the
-#    same name shows none of the old one's output in `logs`.
+#    same name shows none of the old one's output in `logs`. The first one ran two attempts, so
+#    the second one's attempt 1 is older than what its nodes last ran of the name: they start it
+#    all the same (they forgot the deleted job's attempts).
 source "$(dirname "$0")/lib.sh"
 
 start_cluster 2 --slots 2
@@ -105,15 +107,18 @@ wait_for 10 sh -c "[ -z \"\$(ls -d '$TRAINLET_HOME'/agents/*/logs/short '$TRAINL
 log "ttlSecondsAfterFinished 2: deleted $took s after Complete, node dirs gone"
 
 # 5. Delete removes the node dirs; the same name again shows none of the old output.
-"$CTL" apply -f "$(job_on plain-retry reused 2 'echo first-incarnation-output')" >/dev/null
+"$CTL" apply -f "$(job_on plain-retry reused 2 '[ "$TRAINLET_ATTEMPT" = 2 ] || exit 1; echo first-incarnation-output')" >/dev/null
 "$CTL" wait trainjob/reused --for=condition=Complete --timeout=60s >/dev/null || fail "reused not Complete"
+[ "$("$CTL" get trainjobs reused -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["attempt"])')" = 2 ] ||
+  fail "reused did not run 2 attempts: $("$CTL" describe trainjob reused)"
 assert_contains "$("$CTL" logs reused)" "first-incarnation-output" "logs"
 "$CTL" delete trainjob reused >/dev/null
 "$CTL" wait trainjob/reused --for=delete --timeout=30s >/dev/null || fail "reused not deleted"
 wait_for 10 sh -c "[ -z \"\$(ls -d '$TRAINLET_HOME'/agents/*/logs/reused '$TRAINLET_HOME'/agents/*/work/reused 2>/dev/null)\" ]" ||
   fail "reused's dirs outlived its delete: $(node_dirs reused)"
 "$CTL" apply -f "$(job_on plain-retry reused 2 'echo second-incarnation-output')" >/dev/null
-"$CTL" wait trainjob/reused --for=condition=Complete --timeout=60s >/dev/null || fail "reused (2) not Complete"
+"$CTL" wait trainjob/reused --for=condition=Complete --timeout=30s >/dev/null ||
+  fail "reused (2) not Complete: $("$CTL" describe trainjob reused)"
 out=$("$CTL" logs reused)
 assert_contains "$out" "second-incarnation-output" "logs"
 case "$out" in *first-incarnation-output*) fail "the new job shows the old one's output: $out" ;; esac
