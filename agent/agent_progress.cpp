@@ -47,21 +47,14 @@ Status Agent::StartProgressEndpoint() {
 void Agent::PublishLiveAttempts() {
   if (progress_ == nullptr) return;
   // Only the attempt the node runs now may report: not one replaced, stopping or ended.
+  // Every loop iteration: it walks the table but copies only the live attempts' names.
   ProgressLiveAttempts::Table live;
-  for (const std::string& job : attempts_.jobs()) {
-    const uint32_t attempt = attempts_.latest(job);
-    const NodeAttempt* a = attempts_.Find(job, attempt);
-    if (a != nullptr &&
-        (a->state() == AttemptState::kRunning || a->state() == AttemptState::kLaunching)) {
-      live.emplace(job, ProgressLiveAttempts::Live{attempt, 0});
+  attempts_.ForEachLatest([&](const std::string& job, const NodeAttempt& a) {
+    if (a.state() == AttemptState::kRunning || a.state() == AttemptState::kLaunching) {
+      live.emplace(
+          job, ProgressLiveAttempts::Live{a.attempt(), supervisor_->RunningOf(job, a.attempt())});
     }
-  }
-  if (!live.empty()) {
-    for (const auto& w : supervisor_->Running()) {
-      const auto it = live.find(w.job);
-      if (it != live.end() && it->second.attempt == w.attempt) ++it->second.ranks;
-    }
-  }
+  });
   live_attempts_->Publish(std::move(live));
 }
 

@@ -6,7 +6,8 @@
 // longer than `resend_after`, so an exit status survives a coordinator restart or a dropped
 // connection. The coordinator skips numbers it has applied already.
 //
-// Owned by the agent's loop; no locks.
+// Owned by the agent's loop; no locks. Add, Due and Ack cost what they add, send or forget, not
+// what waits: a node that starts 256 ranks holds 512 events at once.
 #pragma once
 
 #include <chrono>
@@ -52,6 +53,12 @@ class EventOutbox {
   std::chrono::milliseconds resend_after_;
   std::deque<Entry> entries_;
   uint64_t next_seq_ = 1;
+  // Every entry before this index was sent (has sent_at); those from it on may not have been.
+  size_t unsent_from_ = 0;
+  // No entry was sent before this (none when nothing was sent): it may be earlier than the
+  // oldest send still held (an ack removed that one), which only makes Due look at all of them
+  // once more, and NextDue wake early.
+  std::optional<Clock::time_point> oldest_sent_;
 };
 
 }  // namespace trainlet::agent

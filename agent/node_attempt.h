@@ -232,6 +232,15 @@ class NodeAttempts {
   std::chrono::milliseconds StopGrace(const std::string& job) const;
   // Every job a plan or an adopted step brought here, its attempts ended or not.
   std::vector<std::string> jobs() const;
+  // Calls `fn(job, attempt)` with each job's latest attempt, in job order; nothing is copied.
+  template <typename Fn>
+  void ForEachLatest(Fn&& fn) const {
+    for (const auto& [name, job] : jobs_) {
+      if (const auto it = job.attempts.find(job.latest); it != job.attempts.end()) {
+        fn(name, it->second);
+      }
+    }
+  }
   // Null when the table does not hold (job, attempt).
   const NodeAttempt* Find(const std::string& job, uint32_t attempt) const;
   size_t size() const;  // attempts held

@@ -102,6 +102,16 @@ std::vector<WorkerSupervisor::RunningWorker> WorkerSupervisor::Running() const {
   return out;
 }
 
+size_t WorkerSupervisor::RunningOf(const std::string& job, uint32_t attempt) const {
+  size_t n = 0;
+  for (const auto& [pid, w] : workers_) n += w.job == job && w.attempt == attempt;
+  for (const auto& [id, st] : steps_) {
+    if (st.job != job || st.attempt != attempt) continue;
+    for (const auto& [rank, r] : st.live) n += r.pid != 0;
+  }
+  return n;
+}
+
 void WorkerSupervisor::Stop(const std::string& job, uint32_t attempt,
                             std::chrono::milliseconds grace, Clock::time_point now,
                             const StopWarning& warning) {
