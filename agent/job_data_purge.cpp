@@ -28,9 +28,46 @@ bool IsJobKey(std::string_view job) {
 
 JobDataPurge::JobDataPurge(std::string state_dir, std::string shared_dir,
                            std::function<bool(const std::string&)> runs)
-    : state_dir_(std::move(state_dir)),
-      runs_(std::move(runs)),
-      shared_dir_(std::move(shared_dir)) {}
+    : state_dir_(std::move(state_dir)), runs_(std::move(runs)), shared_dir_(std::move(shared_dir)) {
+  // A previous agent's graves: <job>.<uid>, a UID having no '.'.
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(fs::path(state_dir_) / "purging", ec)) {
+    const std::string name = entry.path().filename().string();
+    const size_t dot = name.rfind('.');
+    if (dot != std::string::npos && IsJobKey(name.substr(0, dot))) {
+      graves_[name.substr(0, dot)].insert(entry.path().string());
+    }
+  }
+}
+
+std::string JobDataPurge::GravePath(const std::string& job, const std::string& uid) const {
+  // The stamp is read from a file in the job's logs dir: anything but a plain token (a UID is 32
+  // hex digits) names no path here, whoever wrote it.
+  const bool token =
+      !uid.empty() && uid.size() <= 64 && std::all_of(uid.begin(), uid.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '-';
+      });
+  return (fs::path(state_dir_) / "purging" / (job + "." + (token ? uid : "unnamed"))).string();
+}
+
+Status JobDataPurge::Bury(const std::string& job, const std::string& stamp) {
+  const fs::path grave = GravePath(job, stamp);
+  std::error_code ec;
+  fs::create_directories(grave, ec);
+  if (ec) return IoError("cannot make " + grave.string() + ": " + ec.message());
+  fs::permissions(grave.parent_path(), fs::perms::owner_all, ec);  // 0700, as logs/
+  fs::permissions(grave, fs::perms::owner_all, ec);
+  graves_[job].insert(grave.string());
+  const fs::path logs = fs::path(StampPath(job)).parent_path();
+  for (const auto& [dir, as] :
+       {std::pair{logs, "logs"}, std::pair{fs::path(JobWorkDir(state_dir_, job)), "work"}}) {
+    if (!fs::exists(dir, ec)) continue;
+    fs::rename(dir, grave / as, ec);
+    if (ec) return IoError("cannot move " + dir.string() + " aside: " + ec.message());
+  }
+  return Status::Ok();
+}
 
 Status JobDataPurge::Request(const std::string& job, const std::string& uid, bool shared) {
   if (!IsJobKey(job)) {
@@ -126,11 +163,19 @@ Status JobDataPurge::StampFor(const std::string& job, const std::string& uid,
   if (stamp == uid) return Status::Ok();
   if (!stamp.empty()) {
     if (runs_(job)) {
-      // Only after a delete --force: the old job's ranks still run here. Its data stays.
-      spdlog::warn(
-          "trainjob/{} ({}): workers of an earlier job of the name ({}) still run here; "
-          "its data stays",
-          job, uid, stamp);
+      // Its step still sweeps up after its ranks (a delete, then at once an apply), or its ranks
+      // still run (a delete --force): its data moves aside, out of the new job's way.
+      if (Status s = Bury(job, stamp); !s.ok()) {
+        spdlog::warn(
+            "trainjob/{} ({}): workers of an earlier job of the name ({}) still run here, and "
+            "its data could not be moved aside, so the new job sees it: {}",
+            job, uid, stamp, s.message());
+      } else {
+        spdlog::info(
+            "trainjob/{} ({}): workers of an earlier job of the name ({}) still run here; its "
+            "data moved to {}, removed once they have exited",
+            job, uid, stamp, GravePath(job, stamp));
+      }
     } else {
       spdlog::warn(
           "trainjob/{} ({}): removing the data of an earlier job of the name ({}), "
@@ -156,14 +201,28 @@ Status JobDataPurge::StampFor(const std::string& job, const std::string& uid,
 
 void JobDataPurge::Cancel(const std::string& job) {
   if (waiting_.erase(job) != 0) {
-    spdlog::warn(
-        "trainjob/{}: a new job of this name came before the old one's data was removed; "
-        "the old data stays",
-        job);
+    spdlog::info("trainjob/{}: a new job of this name came before the old one's data was removed",
+                 job);
   }
 }
 
 void JobDataPurge::Poll() {
+  for (auto it = graves_.begin(); it != graves_.end();) {
+    if (runs_(it->first)) {
+      ++it;
+      continue;
+    }
+    for (const std::string& grave : it->second) {
+      std::error_code ec;
+      fs::remove_all(grave, ec);
+      if (ec) {
+        spdlog::warn("cannot remove {}: {}", grave, ec.message());
+      } else {
+        spdlog::info("trainjob/{}: removed {}, an earlier job's of the name", it->first, grave);
+      }
+    }
+    it = graves_.erase(it);
+  }
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     if (runs_(it->first)) {
       ++it;

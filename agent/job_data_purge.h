@@ -4,20 +4,26 @@
 // starts with none of the old one's output (issue 19, defect 9).
 //
 // Nothing of a job that still runs here is removed: a purge waits until no worker of the job
-// runs (`runs`), and a launch plan for the job (a new job of the same name) cancels a purge still
-// waiting, so its data is never taken from under it. A job name that is not a job key (empty,
-// with a '/', a "..", or anything but lowercase letters, digits, '-' and '.') is refused: a
-// message can never name a path outside the state dir.
+// runs (`runs`), so its data is never taken from under it. A launch plan for the job (a new job of
+// the same name) cancels a purge still waiting; the old data is then moved aside (below). A job
+// name that is not a job key (empty, with a '/', a "..", or anything but lowercase letters, digits,
+// '-' and '.') is refused: a message can never name a path outside the state dir.
 //
 // Incarnations (issue 19, defect 9). Each job incarnation has a UID (JobStatus.uid), sent in its
 // launch plans (LaunchPlan.job_uid) and purges (PurgeJob.uid). The first plan of an incarnation
 // stamps the job's data with it (<state dir>/logs/<job>/.trainlet-uid). A plan of another UID
 // finding data stamped with an older one (a job of the same name deleted while this node missed
 // its purge) removes that data before its ranks start, so a re-applied name never sees the old
-// job's output or files. A purge naming a UID leaves data stamped with another alone (it is a
-// newer job's). Unstamped data (written before UIDs, or by an agent before them during an
-// upgrade) is adopted by the next plan's UID, never removed by it: it may be the same job's. The
-// directory layout is unchanged (logs/<job>/attempt-N, work/<job>): nothing to migrate.
+// job's output or files. When something of the old job still runs here (its step is still
+// sweeping up after its ranks, which a `delete` followed at once by an `apply` reaches; or its
+// ranks, after a `delete --force`), its logs and work dir are renamed into
+// <state dir>/purging/<job>.<old UID>/ instead: its processes keep their open files and working
+// directory, which follow the rename, and the new job starts with none of them. Poll removes that
+// directory once no worker of the name runs; an agent started again finds it and does the same. A
+// purge naming a UID leaves data stamped with another alone (it is a newer job's). Unstamped data
+// (written before UIDs, or by an agent before them during an upgrade) is adopted by the next plan's
+// UID, never removed by it: it may be the same job's. The directory layout is unchanged
+// (logs/<job>/attempt-N, work/<job>): nothing to migrate.
 //
 // The shared directory (issue 18). A job annotated trainlet.io/working-dir: shared runs in
 // <shared_dir>/<job> (working_dirs.h), the same directory on every node. A plan of such a job
@@ -82,9 +88,12 @@ class JobDataPurge {
   std::string StampOf(const std::string& job) const;
   // The UID `job`'s shared directory is stamped with; "" when none (or no shared_dir).
   std::string SharedStampOf(const std::string& job) const;
-  // Removes the data of waiting jobs that no longer run. Called from the loop's tick.
+  // Removes the data of waiting jobs, and the moved-aside data of earlier jobs of a name, once no
+  // worker of the name runs. Called from the loop's tick.
   void Poll();
-  bool pending() const { return !waiting_.empty(); }
+  bool pending() const { return !waiting_.empty() || !graves_.empty(); }
+  // Where an earlier incarnation's data goes while something of it still runs (see the top).
+  std::string GravePath(const std::string& job, const std::string& uid) const;
 
  private:
   struct Waiting {
@@ -92,6 +101,9 @@ class JobDataPurge {
     bool shared = false;  // the shared directory
   };
   Status Remove(const std::string& job, Waiting what);
+  // Renames `job`'s logs and work dir, stamped `stamp`, to GravePath(job, stamp); removed by
+  // Poll once no worker of `job` runs.
+  Status Bury(const std::string& job, const std::string& stamp);
   Status StampFor(const std::string& job, const std::string& uid,
                   step::SpareFiles* spares);  // OnPlan, unlogged
   Status StampShared(const std::string& job, const std::string& uid);
@@ -105,6 +117,8 @@ class JobDataPurge {
   // Owned by the loop.
   // Requested while a worker of theirs still ran: what goes once none runs.
   std::map<std::string, Waiting> waiting_;
+  // Moved-aside data (Bury), by job name: removed once no worker of the name runs.
+  std::map<std::string, std::set<std::string>> graves_;
 };
 
 }  // namespace trainlet::agent

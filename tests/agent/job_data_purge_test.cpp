@@ -1,6 +1,6 @@
 // JobDataPurge (agent/job_data_purge.h) on a temp state dir: a deleted job's logs and work dir
-// go, other jobs' stay; nothing goes while a worker of the job runs, nor after a new plan of its
-// name; names that are not job keys are refused.
+// go, other jobs' stay; nothing goes while a worker of the job runs; a new plan of its name moves
+// an older job's data aside; names that are not job keys are refused.
 #include "agent/job_data_purge.h"
 
 #include <gtest/gtest.h>
@@ -94,13 +94,59 @@ TEST_F(JobDataPurgeTest, APlanOfANewIncarnationRemovesDataAPurgeMissed) {
   EXPECT_EQ(purge_.StampOf("a"), "uid-2");
 }
 
-TEST_F(JobDataPurgeTest, AnOldIncarnationStillRunningKeepsItsData) {
+// Something of the old incarnation still runs (its step sweeping up after a delete that an apply
+// followed at once, or its ranks after a delete --force): its data moves aside, the new job starts
+// without it, and it goes once nothing of the name runs. Before, the new job adopted it: its
+// `logs` showed the deleted job's output, and its ranks saw the old files.
+TEST_F(JobDataPurgeTest, AnOldIncarnationStillRunningHasItsDataMovedAside) {
   MakeJob("a");
   ASSERT_TRUE(purge_.OnPlan("a", "uid-1").ok());
-  running_.insert("a");  // after a delete --force
+  running_.insert("a");
+  ASSERT_TRUE(purge_.Request("a", "uid-1").ok());  // waits: a worker of it runs
   ASSERT_TRUE(purge_.OnPlan("a", "uid-2").ok());
-  EXPECT_TRUE(fs::exists(dir_.path() + "/work/a/workspace/ckpt"));
   EXPECT_EQ(purge_.StampOf("a"), "uid-2");
+  EXPECT_FALSE(fs::exists(dir_.path() + "/logs/a/attempt-1/rank-0.log"));
+  EXPECT_FALSE(fs::exists(dir_.path() + "/work/a"));
+  const std::string grave = purge_.GravePath("a", "uid-1");
+  EXPECT_TRUE(fs::exists(grave + "/logs/attempt-1/rank-0.log"));
+  EXPECT_TRUE(fs::exists(grave + "/work/workspace/ckpt"));
+  EXPECT_EQ(fs::status(dir_.path() + "/purging").permissions() & fs::perms::all,
+            fs::perms::owner_all);
+  EXPECT_TRUE(purge_.pending());
+  purge_.Poll();
+  EXPECT_TRUE(fs::exists(grave));  // a worker of the name still runs
+  // An agent started again finds the grave, and removes it in its turn.
+  JobDataPurge again(dir_.path(),
+                     [this](const std::string& job) { return running_.contains(job); });
+  EXPECT_TRUE(again.pending());
+  running_.clear();
+  again.Poll();
+  EXPECT_FALSE(fs::exists(grave));
+  EXPECT_FALSE(again.pending());
+  purge_.Poll();  // already gone: nothing to do
+  EXPECT_FALSE(purge_.pending());
+  EXPECT_EQ(purge_.StampOf("a"), "uid-2");  // the new job's data stays
+}
+
+// The stamp comes from a file a rank running as the agent's user could write: it never makes the
+// grave a path outside purging/, which Poll would remove whole.
+TEST_F(JobDataPurgeTest, AStampThatIsNotAUidNamesNoPath) {
+  EXPECT_EQ(purge_.GravePath("a", "../../../etc"), dir_.path() + "/purging/a.unnamed");
+  EXPECT_EQ(purge_.GravePath("a", "x/y"), dir_.path() + "/purging/a.unnamed");
+  EXPECT_EQ(purge_.GravePath("a", ""), dir_.path() + "/purging/a.unnamed");
+  EXPECT_EQ(purge_.GravePath("a", std::string(65, 'f')), dir_.path() + "/purging/a.unnamed");
+  EXPECT_EQ(purge_.GravePath("a", "7bcc33aee3d74d32"), dir_.path() + "/purging/a.7bcc33aee3d74d32");
+  MakeJob("a");
+  ASSERT_TRUE(purge_.OnPlan("a", "uid-1").ok());
+  std::ofstream(dir_.path() + "/logs/a/.trainlet-uid") << "../../../victim\n";
+  fs::create_directories(dir_.path() + "/victim/keep");
+  running_.insert("a");
+  ASSERT_TRUE(purge_.OnPlan("a", "uid-2").ok());
+  EXPECT_TRUE(fs::exists(dir_.path() + "/purging/a.unnamed/work/workspace/ckpt"));
+  running_.clear();
+  purge_.Poll();
+  EXPECT_FALSE(fs::exists(dir_.path() + "/purging/a.unnamed"));
+  EXPECT_TRUE(fs::exists(dir_.path() + "/victim/keep"));
 }
 
 TEST_F(JobDataPurgeTest, APurgeOfAnotherIncarnationKeepsTheData) {
