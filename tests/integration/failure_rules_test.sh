@@ -139,8 +139,8 @@ wait_for 20 "$CTL" apply -f "$again" >/dev/null || fail "rerun could not be appl
 out=$("$CTL" logs rerun)
 assert_contains "$out" "new-run-output" "logs"
 case "$out" in *old-run-output*) fail "the new job shows the old one's output: $out" ;; esac
-wait_for 20 sh -c "[ -z \"\$(ls '$TRAINLET_HOME'/agents/*/purging 2>/dev/null)\" ]" ||
-  fail "an earlier job's data was left: $(ls -R "$TRAINLET_HOME"/agents/*/purging)"
+wait_for 20 sh -c "[ -z \"\$(find '$TRAINLET_HOME'/agents/*/purging -mindepth 1 2>/dev/null)\" ]" ||
+  fail "an earlier job's data was left: $(find "$TRAINLET_HOME"/agents/*/purging -mindepth 1)"
 log "delete --wait=false then apply: the new job shows only its own output; nothing left aside"
 
 # 6. A port error is the failure of the replicated jobs whose workers it hits (issue 18): a rule
