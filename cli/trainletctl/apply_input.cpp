@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <vector>
 
 namespace trainlet::cli {
 
@@ -44,27 +46,98 @@ size_t FirstInvalidUtf8(std::string_view text) {
   return std::string_view::npos;
 }
 
-Result<std::string> ReadApplyInput(const std::string& file, size_t max_bytes) {
-  const std::string what = "-f " + file + ": ";
+namespace {
+
+// `file` ("-": stdin) whole, or one byte past `max_bytes` when it holds more. Errors start `what`.
+Result<std::string> ReadCapped(const std::string& file, size_t max_bytes, const std::string& what) {
   std::string text;
   if (file == "-") {
     // Read one byte past the cap at most, so a huge pipe is refused without being held.
     text.resize(max_bytes + 1);
     std::cin.read(text.data(), static_cast<std::streamsize>(text.size()));
     text.resize(static_cast<size_t>(std::cin.gcount()));
-  } else {
-    struct stat st {};
-    if (::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-        static_cast<uint64_t>(st.st_size) > max_bytes) {
-      text.resize(max_bytes + 1);  // only the size matters
-    } else {
-      std::ifstream in(file, std::ios::binary);
-      if (!in) return InvalidError(what + "cannot read the file");
-      std::stringstream all;
-      all << in.rdbuf();
-      text = all.str();
+    return text;
+  }
+  struct stat st {};
+  if (::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+      static_cast<uint64_t>(st.st_size) > max_bytes) {
+    text.resize(max_bytes + 1);  // only the size matters
+    return text;
+  }
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return InvalidError(what + "cannot read the file");
+  std::stringstream all;
+  all << in.rdbuf();
+  return all.str();
+}
+
+bool Blank(const std::string& text) {
+  return text.find_first_not_of(" \t\r\n") == std::string::npos;
+}
+
+// Not UTF-8: where, as "-f FILE: not UTF-8 text: byte 0xff at line 3, column 7 (...)".
+Status CheckUtf8(const std::string& text, const std::string& what) {
+  const size_t bad = FirstInvalidUtf8(text);
+  if (bad == std::string::npos) return Status::Ok();
+  const std::string_view before(text.data(), bad);
+  const size_t line = static_cast<size_t>(std::count(before.begin(), before.end(), '\n')) + 1;
+  const size_t line_start = before.rfind('\n');
+  const size_t column = line_start == std::string_view::npos ? bad + 1 : bad - line_start;
+  char byte[8];
+  std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(text[bad]));
+  return InvalidError(what + "not UTF-8 text: byte " + byte + " at line " + std::to_string(line) +
+                      ", column " + std::to_string(column) + " (YAML files must be UTF-8)");
+}
+
+std::string TooLarge(const std::string& what, size_t max_bytes) {
+  return what + "holds more than the " + std::to_string(max_bytes) +
+         " bytes one apply may carry: split it into several applies";
+}
+
+// As kubectl apply -f DIR: every .yaml, .yml and .json file directly in it (not below), in name
+// order, as one multi-document text. Empty files are skipped; a file that cannot be read or is
+// not UTF-8 fails the whole apply, naming that file.
+Result<std::string> ReadApplyDirectory(const std::string& dir, size_t max_bytes) {
+  namespace fs = std::filesystem;
+  const std::string what = "-f " + dir + ": ";
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string ext = it->path().extension().string();
+    std::error_code kind;
+    if ((ext == ".yaml" || ext == ".yml" || ext == ".json") && it->is_regular_file(kind)) {
+      files.push_back(it->path());
     }
   }
+  if (ec) return InvalidError(what + "cannot read the directory: " + ec.message());
+  std::sort(files.begin(), files.end());
+  std::string text;
+  for (const fs::path& file : files) {
+    const std::string one_what = "-f " + file.string() + ": ";
+    TRAINLET_ASSIGN_OR_RETURN(std::string one, ReadCapped(file.string(), max_bytes, one_what));
+    if (Blank(one)) continue;
+    TRAINLET_RETURN_IF_ERROR(CheckUtf8(one, one_what));
+    text += "---\n";
+    text += one;
+    if (text.back() != '\n') text += '\n';
+    if (text.size() > max_bytes) return InvalidError(TooLarge(what, max_bytes));
+  }
+  if (text.empty()) {
+    return InvalidError(what +
+                        "no .yaml, .yml or .json file in the directory holds anything: "
+                        "nothing to apply");
+  }
+  return text;
+}
+
+}  // namespace
+
+Result<std::string> ReadApplyInput(const std::string& file, size_t max_bytes) {
+  const std::string what = "-f " + file + ": ";
+  if (std::error_code ec; file != "-" && std::filesystem::is_directory(file, ec)) {
+    return ReadApplyDirectory(file, max_bytes);
+  }
+  TRAINLET_ASSIGN_OR_RETURN(std::string text, ReadCapped(file, max_bytes, what));
   if (text.size() > max_bytes) {
     const std::string cap = "the " + std::to_string(max_bytes) +
                             " bytes one apply may carry: split it into several files";
@@ -74,20 +147,11 @@ Result<std::string> ReadApplyInput(const std::string& file, size_t max_bytes) {
     }
     return InvalidError(what + std::to_string(st.st_size) + " bytes, more than " + cap);
   }
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+  if (Blank(text)) {
     return InvalidError(what + (file == "-" ? "stdin" : "the file") +
                         " is empty: nothing to apply");
   }
-  if (const size_t bad = FirstInvalidUtf8(text); bad != std::string::npos) {
-    const std::string_view before(text.data(), bad);
-    const size_t line = static_cast<size_t>(std::count(before.begin(), before.end(), '\n')) + 1;
-    const size_t line_start = before.rfind('\n');
-    const size_t column = line_start == std::string_view::npos ? bad + 1 : bad - line_start;
-    char byte[8];
-    std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(text[bad]));
-    return InvalidError(what + "not UTF-8 text: byte " + byte + " at line " + std::to_string(line) +
-                        ", column " + std::to_string(column) + " (YAML files must be UTF-8)");
-  }
+  TRAINLET_RETURN_IF_ERROR(CheckUtf8(text, what));
   return text;
 }
 

@@ -20,7 +20,9 @@ inline constexpr size_t kMaxApplyBytes = 4u << 20;
 
 // Reads `file` ("-": stdin) and checks it. Invalid, starting "-f FILE: ", when it cannot be read,
 // is empty or only whitespace, is over `max_bytes`, or is not UTF-8 (naming the first bad byte's
-// line and column).
+// line and column). A directory, as kubectl apply -f DIR: every .yaml, .yml and .json file
+// directly in it, in name order, as one multi-document text (empty files skipped; an error names
+// the file at fault; Invalid when none holds anything).
 Result<std::string> ReadApplyInput(const std::string& file, size_t max_bytes = kMaxApplyBytes);
 
 // Where `text` stops being UTF-8: the byte offset, or npos when all of it is. Overlong forms,

@@ -97,6 +97,7 @@ void AddApplyCommand(CLI::App& app, CommonFlags& common, int& rc) {
       "  trainletctl apply -f job.yaml --wait --timeout 2h   # exit 0 when Complete, 1 when "
       "Failed\n"
       "  cat queues.yaml | trainletctl apply -f -\n"
+      "  trainletctl apply -f manifests/      # every .yaml, .yml and .json file in it\n"
       "  trainletctl apply -f jobs.yaml -o json");
   struct Args {
     std::string file;
@@ -104,7 +105,12 @@ void AddApplyCommand(CLI::App& app, CommonFlags& common, int& rc) {
     std::string timeout = "0";
   };
   auto a = std::make_shared<Args>();
-  apply->add_option("-f,--filename", a->file, "The YAML file, or - for stdin")->required();
+  apply
+      ->add_option(
+          "-f,--filename", a->file,
+          "The YAML file, a directory of them (.yaml, .yml, .json; not its subdirectories), "
+          "or - for stdin")
+      ->required();
   apply->add_option("-o,--output", common.output, "json: what was created, configured, unchanged")
       ->check(CLI::IsMember({"json"}));
   apply->add_flag("--wait", a->wait,

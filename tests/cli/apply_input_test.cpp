@@ -80,5 +80,48 @@ TEST(FirstInvalidUtf8, FollowsRfc3629) {
   EXPECT_EQ(FirstInvalidUtf8("\xe2\x28\xa1"), 0u);      // bad continuation
 }
 
+// As kubectl apply -f DIR: the directory's .yaml, .yml and .json files, in name order, as one
+// multi-document text; nothing below it, no other file, no empty one. Before, a directory read as
+// an empty file ("the file is empty: nothing to apply").
+TEST_F(ApplyInputTest, ADirectoryIsItsYamlAndJsonFilesInNameOrder) {
+  const fs::path d = dir_ / "manifests";
+  fs::create_directories(d / "nested");
+  std::ofstream(d / "b.yml") << "kind: B";  // no final newline
+  std::ofstream(d / "a.yaml") << "kind: A\n";
+  std::ofstream(d / "c.json") << "{\"kind\": \"C\"}\n";
+  std::ofstream(d / "empty.yaml") << "  \n";
+  std::ofstream(d / "notes.txt") << "kind: Ignored\n";
+  std::ofstream(d / "nested" / "d.yaml") << "kind: Nested\n";
+  auto got = ReadApplyInput(d.string());
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, "---\nkind: A\n---\nkind: B\n---\n{\"kind\": \"C\"}\n");
+}
+
+TEST_F(ApplyInputTest, ADirectoryWithNothingToApplyOrABadFileIsRefused) {
+  const fs::path d = dir_ / "none";
+  fs::create_directories(d);
+  std::ofstream(d / "readme.md") << "kind: A\n";
+  std::ofstream(d / "blank.yaml") << "";
+  auto got = ReadApplyInput(d.string());
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().message(),
+            "-f " + d.string() +
+                ": no .yaml, .yml or .json file in the directory holds anything: nothing to apply");
+  std::ofstream(d / "bad.yaml", std::ios::binary) << "kind: A\nname: \xff\n";
+  got = ReadApplyInput(d.string());
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().message(), "-f " + (d / "bad.yaml").string() +
+                                        ": not UTF-8 text: byte 0xff at line 2, column 7 (YAML "
+                                        "files must be UTF-8)");
+  fs::remove(d / "bad.yaml");
+  std::ofstream(d / "x.yaml") << std::string(60, '#') << "\n";
+  std::ofstream(d / "y.yaml") << std::string(60, '#') << "\n";
+  got = ReadApplyInput(d.string(), 100);
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.status().message().find("more than the 100 bytes one apply may carry"),
+            std::string::npos)
+      << got.status().message();
+}
+
 }  // namespace
 }  // namespace trainlet::cli
