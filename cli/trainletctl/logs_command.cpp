@@ -90,6 +90,41 @@ Status WaitForStart(CoordinatorClient& client, const CommonFlags& f, const std::
   }
 }
 
+bool Active(const v1::RankStatus& r) {
+  return r.rank_state() == v1::RANK_STATE_PENDING || r.rank_state() == v1::RANK_STATE_RUNNING;
+}
+
+// -f on every worker, once each of them has ended: the job's next attempt to follow, or 0 when
+// there is none (the job ended or is gone). A restart, a backoff, a suspension or a wait for nodes
+// is waited through, saying on stderr what the job waits for. A rank of `attempt` that the job's
+// status still shows running after 5 s (another replicated job's worker, which `logs` does not
+// read) ends the follow, as before.
+Result<uint32_t> NextAttempt(CoordinatorClient& client, const CommonFlags& f,
+                             const std::string& job, uint32_t attempt) {
+  const auto patience = std::chrono::steady_clock::now() + 5s;
+  std::string said;
+  while (true) {
+    Result<v1::JobStatus> status = JobNamed(client, f, job);
+    if (!status.ok() && status.status().code() == ErrorCode::kNotFound) return 0u;
+    TRAINLET_RETURN_IF_ERROR(status.status());
+    if (Ended(*status)) return 0u;
+    if (status->attempt() > attempt && status->ranks_size() > 0) return status->attempt();
+    const auto& ranks = status->ranks();
+    if (std::any_of(ranks.begin(), ranks.end(), Active) &&
+        std::chrono::steady_clock::now() > patience) {
+      return 0u;
+    }
+    const std::string state =
+        PhaseText(*status) + (status->reason().empty() ? "" : ": " + ReasonText(*status));
+    if (state != said && !std::any_of(ranks.begin(), ranks.end(), Active)) {
+      std::cerr << "trainjob/" << job << ": attempt " << attempt
+                << " has ended; waiting for the next one (" << state << ")\n";
+      said = state;
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+}
+
 // The agent's answer for a rank it has not started yet (agent.cpp OnLogRead): not the
 // coordinator's refusal of a rank or step the job does not have, which is final.
 bool NotStartedYet(const Status& s) {
@@ -98,19 +133,13 @@ bool NotStartedYet(const Status& s) {
 
 }  // namespace
 
-int CmdLogs(const CommonFlags& f, const std::string& job, int rank, bool follow, uint32_t attempt,
-            const std::string& step, bool previous) {
-  if (NamedAcrossNamespaces(f, job)) return 1;
-  if (previous && attempt != 0) return PrintError("--previous and --attempt name an attempt each");
-  auto client = ConnectCoordinator(f);
-  if (!client.ok()) return PrintError(client.status().message());
-  if (follow && !previous && attempt == 0) {
-    if (Status s = WaitForStart(**client, f, job); !s.ok()) return PrintError(s.message());
-  }
-  auto found = LogStreams(**client, f, job, rank, step, previous, attempt);
-  if (!found.ok()) return PrintError(found.status().message());
-  std::map<uint32_t, LogStream>& streams = *found;
-  const bool prefix = rank < 0;
+namespace {
+
+// Reads `streams` of `attempt` (0: the current one, then the one the first answer names) until
+// each is done: 0, or the exit code of an error (said on stderr).
+int ReadStreams(CoordinatorClient& client, const CommonFlags& f, const std::string& job,
+                bool prefix, bool follow, uint32_t& attempt,
+                std::map<uint32_t, LogStream>& streams) {
   // Straight to fd 1, never through std::cout, which drops output after a failed write and
   // still exits 0 (output_writer.h).
   std::string out;
@@ -129,7 +158,7 @@ int CmdLogs(const CommonFlags& f, const std::string& job, int rank, bool follow,
       l->set_offset(s.offset);
       l->set_attempt(attempt);
       l->set_max_bytes(256 << 10);
-      auto resp = (*client)->Call(req);
+      auto resp = client.Call(req);
       if (follow && !resp.ok() && NotStartedYet(resp.status())) {
         // Placed, not started yet: waited for while the job runs (asked below, once a round).
         // Read once more after the job has ended, since the rank may have run and ended
@@ -165,7 +194,7 @@ int CmdLogs(const CommonFlags& f, const std::string& job, int rank, bool follow,
       }
     }
     if (unstarted) {
-      auto now = JobNamed(**client, f, job);
+      auto now = JobNamed(client, f, job);
       if (!now.ok()) return PrintError(now.status().message());
       if (Ended(*now)) {
         for (auto& [r, s] : streams) s.job_ended = true;
@@ -182,6 +211,34 @@ int CmdLogs(const CommonFlags& f, const std::string& job, int rank, bool follow,
       return 0;
     }
     if (!progressed) std::this_thread::sleep_for(200ms);
+  }
+}
+
+}  // namespace
+
+int CmdLogs(const CommonFlags& f, const std::string& job, int rank, bool follow, uint32_t attempt,
+            const std::string& step, bool previous) {
+  if (NamedAcrossNamespaces(f, job)) return 1;
+  if (previous && attempt != 0) return PrintError("--previous and --attempt name an attempt each");
+  auto client = ConnectCoordinator(f);
+  if (!client.ok()) return PrintError(client.status().message());
+  // -f on the job's workers, no attempt named: its attempts one after another, to the job's end.
+  const bool every_attempt = follow && !previous && attempt == 0 && rank < 0 && step.empty();
+  if (follow && !previous && attempt == 0) {
+    if (Status s = WaitForStart(**client, f, job); !s.ok()) return PrintError(s.message());
+  }
+  while (true) {
+    auto found = LogStreams(**client, f, job, rank, step, previous, attempt);
+    if (!found.ok()) return PrintError(found.status().message());
+    if (int rc = ReadStreams(**client, f, job, rank < 0, follow, attempt, *found);
+        rc != 0 || !every_attempt) {
+      return rc;
+    }
+    Result<uint32_t> next = NextAttempt(**client, f, job, attempt);
+    if (!next.ok()) return PrintError(next.status().message());
+    if (*next == 0) return 0;
+    std::cerr << "trainjob/" << job << ": following attempt " << *next << "\n";
+    attempt = 0;  // the current one: the next, read as the first answer names it
   }
 }
 

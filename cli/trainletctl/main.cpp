@@ -275,7 +275,8 @@ void AddLogsCommand(CLI::App& app, CommonFlags& common, int& rc) {
   logs->add_flag("-f,--follow", a->follow,
                  "Keep printing until the ranks exit; a job not started yet (queued, waiting for "
                  "nodes, suspended) and a rank not started yet are waited for, saying on stderr "
-                 "what the job waits for");
+                 "what the job waits for. Without --rank, --step or --attempt, a job that "
+                 "restarts is followed into its next attempt, to the job's end");
   logs->add_option("--attempt", a->attempt,
                    "Attempt N's logs, its workers as that attempt ran them (default: the current "
                    "one); an attempt that does not exist is refused with those that do");

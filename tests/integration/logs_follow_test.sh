@@ -2,7 +2,9 @@
 # `trainletctl logs -f` waits for what is not there yet, as `kubectl logs -f` does: started right
 # after an apply, on a job still queued behind another, it says on stderr what the job waits for,
 # then, once the other is deleted, prints every rank's lines and exits 0 when they have exited. A rank the job
-# does not have is refused at once; a job deleted while it waits ends it with an error.
+# does not have is refused at once; a job deleted while it waits ends it with an error. A job that
+# restarts is followed into its next attempt, to its end (before, -f ended with the first attempt,
+# exit 0, while the job restarted).
 source "$(dirname "$0")/lib.sh"
 
 start_cluster 1 --slots 2
@@ -47,4 +49,22 @@ wait_for 20 sh -c "! kill -0 $follower 2>/dev/null" || fail "logs -f kept waitin
 rc=0; wait "$follower" || rc=$?
 [ "$rc" -ne 0 ] || fail "logs -f of a deleted job exited 0"
 assert_contains "$(cat "$WORK/gone.err")" "trainjob/gone not found" "logs -f of a deleted job"
+
+# Restarts: attempt 1 fails, attempt 2 succeeds; one -f prints both, says so on stderr, exits 0.
+"$CTL" delete trainjob holder >/dev/null
+retry_runtime_yaml retry 2 > "$WORK/retry.yaml"
+"$CTL" apply -f "$WORK/retry.yaml" >/dev/null
+write_job twice 1 2 'echo "attempt $TRAINLET_ATTEMPT of $TRAINLET_RANK"; sleep 0.3; [ "$TRAINLET_ATTEMPT" = 2 ]' >/dev/null
+sed -i 's/name: plain$/name: retry/' "$WORK/twice.yaml"
+"$CTL" apply -f "$WORK/twice.yaml" >/dev/null
+rc=0; timeout 60 "$CTL" logs twice -f > "$WORK/twice.out" 2> "$WORK/twice.err" || rc=$?
+[ "$rc" -eq 0 ] || fail "logs -f of a restarting job exited $rc: $(cat "$WORK/twice.err")"
+for a in 1 2; do
+  for r in 0 1; do
+    assert_contains "$(cat "$WORK/twice.out")" "[rank $r] attempt $a of $r" "logs -f across a restart"
+  done
+done
+assert_contains "$(cat "$WORK/twice.err")" "trainjob/twice: following attempt 2" "logs -f's note"
+"$CTL" get trainjobs twice | grep -q Succeeded || fail "twice: $("$CTL" describe trainjob twice)"
+log "logs -f followed a restarting job through both attempts to its end"
 echo "PASS logs_follow_test"
