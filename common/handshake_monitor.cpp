@@ -6,14 +6,12 @@
 namespace trainlet {
 
 HandshakeMonitor::HandshakeMonitor(zmq::context_t& ctx, zmq::socket_t& socket,
-                                   const std::string& name) {
+                                   const std::string& name, bool connect_retries) {
   const std::string endpoint = "inproc://" + name;
-  if (zmq_socket_monitor(socket.handle(), endpoint.c_str(),
-                         ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
-                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                             ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_DISCONNECTED) != 0) {
-    return;
-  }
+  const int events = ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                     ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                     ZMQ_EVENT_DISCONNECTED | (connect_retries ? ZMQ_EVENT_CONNECT_RETRIED : 0);
+  if (zmq_socket_monitor(socket.handle(), endpoint.c_str(), events) != 0) return;
   monitor_ = zmq::socket_t(ctx, zmq::socket_type::pair);
   monitor_.set(zmq::sockopt::linger, 0);
   monitor_.connect(endpoint);
@@ -35,6 +33,8 @@ std::optional<HandshakeEvent> HandshakeMonitor::Read() {
         return HandshakeEvent::kRefusedKey;
       case ZMQ_EVENT_DISCONNECTED:
         return HandshakeEvent::kDisconnected;
+      case ZMQ_EVENT_CONNECT_RETRIED:
+        return HandshakeEvent::kConnectRetried;
       case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
       case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
         return HandshakeEvent::kFailed;

@@ -33,7 +33,7 @@ Result<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(const Clie
                             ConnectCurveDealer(c->ctx_, c->endpoint_, server.public_z85, mine));
   // The monitor tells a refused key apart from a coordinator that is not there, and says when
   // the handshake is done, so the request goes out then rather than at the next retry tick.
-  c->monitor_ = HandshakeMonitor(c->ctx_, c->socket_, "trainletctl-monitor");
+  c->monitor_ = HandshakeMonitor(c->ctx_, c->socket_, "trainletctl-monitor", true);
   return c;
 }
 
@@ -46,8 +46,9 @@ Status CoordinatorClient::MoveTo(const std::string& endpoint) {
   socket_.set(zmq::sockopt::linger, 0);
   socket_.close();
   TRAINLET_ASSIGN_OR_RETURN(socket_, ConnectCurveDealer(ctx_, endpoint, server_public_, keys_));
-  monitor_ =
-      HandshakeMonitor(ctx_, socket_, "trainletctl-monitor-" + std::to_string(++connections_));
+  monitor_ = HandshakeMonitor(ctx_, socket_,
+                              "trainletctl-monitor-" + std::to_string(++connections_), true);
+  refused_since_.reset();
   endpoint_ = endpoint;
   failed_handshakes_ = 0;
   return Status::Ok();
@@ -146,6 +147,14 @@ Result<v1::OperatorResponse> CoordinatorClient::CallOne(
                               std::to_string(kConnectTimeout.count()) + " ms"));
       return std::nullopt;
     }
+    if (!sent && !ever_connected_ && endpoints_.size() < 2 && refused_since_ &&
+        now - *refused_since_ >= kRefusedFor) {
+      finish(UnavailableError("nothing accepts connections at " + endpoint_ + " (refused for " +
+                              std::to_string(kRefusedFor.count() / 1000) +
+                              " s): is the coordinator running? trainletctl reads its address "
+                              "from TRAINLET_HOME/config.yaml"));
+      return std::nullopt;
+    }
     if (now >= deadline) {
       if (!sent) moved_on_ = "";  // never sent: Call says what the other endpoints answered
       finish(UnavailableError("the coordinator at " + endpoint_ + " did not answer within " +
@@ -190,6 +199,11 @@ Status CoordinatorClient::OnHandshakeEvent(bool* connected) {
     case HandshakeEvent::kSucceeded:
       *connected = true;
       failed_handshakes_ = 0;
+      ever_connected_ = true;
+      refused_since_.reset();
+      return Status::Ok();
+    case HandshakeEvent::kConnectRetried:
+      if (!refused_since_) refused_since_ = platform::RealEnv().MonotonicNow();
       return Status::Ok();
     case HandshakeEvent::kDisconnected:
       *connected = false;

@@ -37,6 +37,11 @@ class CoordinatorClient {
 
   // With several endpoints: how long one may take to accept the connection before the next.
   static constexpr std::chrono::milliseconds kConnectTimeout{1500};
+  // With one endpoint, never reached yet by this client: how long its connections may be refused
+  // (nothing listens: the coordinator is down, or the address is wrong) before a call says so,
+  // rather than waiting out the whole request timeout. A coordinator restarting within it is
+  // waited for.
+  static constexpr std::chrono::milliseconds kRefusedFor{3000};
 
  private:
   CoordinatorClient() = default;
@@ -72,6 +77,9 @@ class CoordinatorClient {
   std::optional<std::string> moved_on_;
   bool refused_as_follower_ = false;  // the last CallOne's answer was NotLeader
   int failed_handshakes_ = 0;         // in a row, on this socket; a success clears it
+  bool ever_connected_ = false;       // a handshake with any endpoint succeeded
+  // The first failed connection attempt since the socket was made; cleared by a handshake.
+  std::optional<std::chrono::steady_clock::time_point> refused_since_;
   uint64_t next_id_ = 1;
   DropCounters drops_;
 };

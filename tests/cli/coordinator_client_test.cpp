@@ -155,6 +155,57 @@ TEST_F(CoordinatorClientTest, AListSkipsAnEndpointThatTakesNoConnection) {
   EXPECT_EQ(served_[1], 1);  // via the follower's answer
 }
 
+// One endpoint where nothing listens (the coordinator is down, or the address is wrong): said
+// after kRefusedFor, not after the whole request timeout (it was "did not answer within 15 s").
+// One that starts listening within it is waited for, as a restarting coordinator is.
+TEST_F(CoordinatorClientTest, NothingListeningIsSaidSoonAndALateListenerIsWaitedFor) {
+  std::string dead;
+  {
+    zmq::context_t c;
+    auto r = BindCurveRouter(c, "tcp://127.0.0.1:0", server_, "operator", &dead);
+    ASSERT_TRUE(r.ok());
+  }
+  auto client = CoordinatorClient::Connect(Config(dead));
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto start = std::chrono::steady_clock::now();
+  auto r = (*client)->Call(GetJobs(), std::chrono::seconds(20));
+  auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("nothing accepts connections at " + dead), std::string::npos)
+      << r.status().message();
+  EXPECT_GE(took, CoordinatorClient::kRefusedFor);
+  EXPECT_LT(took, CoordinatorClient::kRefusedFor + std::chrono::seconds(3));
+
+  // The same port, listened on 1 s into the call: answered.
+  auto late_client = CoordinatorClient::Connect(Config(dead));
+  ASSERT_TRUE(late_client.ok());
+  std::atomic<bool> done{false};
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    std::string bound;
+    auto router = BindCurveRouter(ctx_, dead, server_, "operator", &bound);
+    if (!router.ok()) return;
+    DropCounters drops;
+    while (!done) {
+      zmq::pollitem_t item{router->handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(10));
+      if (!(item.revents & ZMQ_POLLIN)) continue;
+      auto msg = ReceiveFromRouter(*router, drops);
+      if (!msg) continue;
+      v1::Envelope env;
+      env.mutable_operator_response()->set_request_id(
+          msg->envelope.operator_request().request_id());
+      env.mutable_operator_response()->mutable_jobs();
+      SendToRouterPeer(*router, msg->routing_id, env);
+    }
+  });
+  auto answered = (*late_client)->Call(GetJobs(), std::chrono::seconds(10));
+  done = true;
+  late.join();
+  EXPECT_TRUE(answered.ok()) << answered.status().ToString();
+}
+
 TEST_F(CoordinatorClientTest, WithNoLeaderTheFollowersReasonIsReported) {
   no_leader_ = true;
   auto client = CoordinatorClient::Connect(Config(endpoint_[0] + "," + endpoint_[0]));
