@@ -412,39 +412,92 @@ int CmdWait(const CommonFlags& f, const std::string& target, const std::string& 
   return Error(r->message());
 }
 
-int CmdDelete(const CommonFlags& f, const std::string& kind_arg, const std::string& name_arg,
-              bool wait, const std::string& timeout, bool force) {
-  std::string name = name_arg;
-  // QueueKindOf takes the name out of "kind/NAME": only for a queue kind, on a copy.
-  if (std::string qname = name_arg, qkind = QueueKindOf(kind_arg, qname); !qkind.empty()) {
-    return CmdDeleteQueueObject(f, qkind, qname);
-  }
-  const std::string kind = NormalizeKind(kind_arg, name);
-  if (kind != "trainjob" || name.empty()) return Error("delete: expected trainjob NAME");
-  if (NamedAcrossNamespaces(f, name)) return 1;
-  const int64_t ms = ParseDuration(timeout);
-  if (ms < 0) return Error("--timeout=" + timeout + ": expected a duration such as 60s");
+namespace {
+
+// Deletes every trainjob of `names`: the deletes all go first, so their ranks stop together, then
+// each is waited for (`wait`), within one `ms` for all. One that fails (not found, a timeout) is
+// said and the others go on; 1 then, as kubectl.
+int DeleteTrainJobs(const CommonFlags& f, const std::vector<std::string>& names, bool wait,
+                    const std::string& timeout, int64_t ms, bool force) {
   auto client = Open(f);
   if (!client.ok()) return Error(client.status());
-  v1::OperatorRequest req;
-  req.mutable_delete_job()->set_name(name);
-  req.mutable_delete_job()->set_namespace_(f.ns);
-  req.mutable_delete_job()->set_force(force);
-  auto resp = (*client)->Call(req);
-  if (!resp.ok()) return Error(resp.status());
-  if (wait) {
+  int rc = 0;
+  std::vector<std::string> asked;
+  for (const std::string& name : names) {
+    v1::OperatorRequest req;
+    req.mutable_delete_job()->set_name(name);
+    req.mutable_delete_job()->set_namespace_(f.ns);
+    req.mutable_delete_job()->set_force(force);
+    auto resp = (*client)->Call(req);
+    if (!resp.ok()) {
+      rc = Error(resp.status());
+      continue;
+    }
+    if (!wait) std::cout << "trainjob/" << name << " deleted\n";
+    asked.push_back(name);
+  }
+  if (!wait) return rc;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  for (const std::string& name : asked) {
+    const auto left = std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               deadline - std::chrono::steady_clock::now())
+                                               .count());
     v1::OperatorRequest w;
     w.mutable_wait_job()->set_name(name);
     w.mutable_wait_job()->set_namespace_(f.ns);
     w.mutable_wait_job()->set_condition("Deleted");
-    w.mutable_wait_job()->set_timeout_ms(static_cast<uint32_t>(ms));
-    auto done = (*client)->Call(w, std::chrono::milliseconds(ms) + 10s);
-    if (!done.ok()) return Error(done.status());
-    if (!done->wait_job().met())
-      return Error(DeleteNotDoneMessage(name, timeout, done->wait_job()));
+    w.mutable_wait_job()->set_timeout_ms(static_cast<uint32_t>(left));
+    auto done = (*client)->Call(w, std::chrono::milliseconds(left) + 10s);
+    if (!done.ok()) {
+      rc = Error(done.status());
+    } else if (!done->wait_job().met()) {
+      rc = Error(DeleteNotDoneMessage(name, timeout, done->wait_job()));
+    } else {
+      std::cout << "trainjob/" << name << " deleted\n";
+    }
   }
-  std::cout << "trainjob/" << name << " deleted\n";
-  return 0;
+  return rc;
+}
+
+}  // namespace
+
+int CmdDelete(const CommonFlags& f, const std::string& kind_arg,
+              const std::vector<std::string>& names_arg, bool wait, const std::string& timeout,
+              bool force) {
+  // kubectl's two forms, `delete trainjob a b` and `delete trainjob/a trainjob/b`: (kind, name).
+  std::vector<std::pair<std::string, std::string>> targets;
+  if (kind_arg.find('/') != std::string::npos) {
+    targets.emplace_back(kind_arg, "");
+    for (const std::string& arg : names_arg) {
+      if (arg.find('/') == std::string::npos) {
+        return Error("delete: " + arg + ": expected KIND/NAME, as " + kind_arg +
+                     " (or give the kind once: delete trainjob NAME...)");
+      }
+      targets.emplace_back(arg, "");
+    }
+  } else {
+    for (const std::string& name : names_arg) targets.emplace_back(kind_arg, name);
+    if (names_arg.empty()) targets.emplace_back(kind_arg, "");
+  }
+  const int64_t ms = ParseDuration(timeout);
+  if (ms < 0) return Error("--timeout=" + timeout + ": expected a duration such as 60s");
+  int rc = 0;
+  std::vector<std::string> jobs;
+  for (auto& [kind_in, name_in] : targets) {
+    // QueueKindOf takes the name out of "kind/NAME": only for a queue kind, on a copy.
+    if (std::string qname = name_in, qkind = QueueKindOf(kind_in, qname); !qkind.empty()) {
+      if (const int r = CmdDeleteQueueObject(f, qkind, qname); r != 0) rc = r;
+      continue;
+    }
+    std::string name = name_in;
+    const std::string kind = NormalizeKind(kind_in, name);
+    if (kind != "trainjob" || name.empty()) return Error("delete: expected trainjob NAME");
+    if (NamedAcrossNamespaces(f, name)) return 1;
+    jobs.push_back(name);
+  }
+  if (jobs.empty()) return rc;
+  const int jobs_rc = DeleteTrainJobs(f, jobs, wait, timeout, ms, force);
+  return rc != 0 ? rc : jobs_rc;
 }
 
 }  // namespace trainlet::cli

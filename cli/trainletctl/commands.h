@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace trainlet::cli {
 
@@ -32,9 +33,10 @@ int CmdDescribe(const CommonFlags& f, const std::string& kind, const std::string
 // configured is Complete (0) or one is Failed (1, with its reason); `timeout` "0" waits forever.
 int CmdApply(const CommonFlags& f, const std::string& file, bool wait = false,
              const std::string& timeout = "0");
-// `force`: removed without waiting for its ranks (DeleteJobRequest.force).
-int CmdDelete(const CommonFlags& f, const std::string& kind, const std::string& name, bool wait,
-              const std::string& timeout, bool force = false);
+// `names`: one or more (kubectl's `delete trainjob a b`); with `kind` as KIND/NAME, each of them
+// KIND/NAME too. `force`: removed without waiting for its ranks (DeleteJobRequest.force).
+int CmdDelete(const CommonFlags& f, const std::string& kind, const std::vector<std::string>& names,
+              bool wait, const std::string& timeout, bool force = false);
 int CmdWait(const CommonFlags& f, const std::string& target, const std::string& for_condition,
             const std::string& timeout);
 // "60s", "2m", "1h", "500ms", "30" (seconds) -> milliseconds; -1 when malformed.

@@ -129,9 +129,12 @@ void AddDeleteCommand(CLI::App& app, CommonFlags& common, int& rc) {
       "delete",
       "Stop every rank of a trainjob and remove it, or remove a queue object (a resourceflavor or "
       "clusterqueue still in use stays Terminating, and goes once nothing uses it)\n"
-      "  trainletctl delete trainjob hello\n  trainletctl delete resourceflavor a100");
+      "  trainletctl delete trainjob hello\n"
+      "  trainletctl delete trainjob a b c --wait=false\n"
+      "  trainletctl delete resourceflavor a100");
   struct Args {
-    std::string kind, name, timeout = "60s";
+    std::string kind, timeout = "60s";
+    std::vector<std::string> names;
     bool wait = true, force = false;
   };
   auto a = std::make_shared<Args>();
@@ -144,12 +147,13 @@ void AddDeleteCommand(CLI::App& app, CommonFlags& common, int& rc) {
                 "node to confirm they did. Risk: a rank on an unreachable node may keep running "
                 "(and writing its work dir or shared storage) until that node comes back, even "
                 "beside a trainjob applied again under the same name");
-  del->add_option("name", a->name, "The trainjob's name");
+  del->add_option("name", a->names,
+                  "The names (several: each deleted; with KIND/NAME, more KIND/NAME arguments)");
   del->add_option("--wait", a->wait, "Wait until every rank has stopped (default true)");
   del->add_option("--timeout", a->timeout, "How long to wait, e.g. 60s")->capture_default_str();
   AddNamespaceFlags(del, common);
   del->callback([&common, &rc, a] {
-    rc = CmdDelete(common, a->kind, a->name, a->wait, a->timeout, a->force);
+    rc = CmdDelete(common, a->kind, a->names, a->wait, a->timeout, a->force);
   });
 }
 

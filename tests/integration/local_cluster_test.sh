@@ -57,6 +57,20 @@ left=$(job_pids sleeper)
 if "$CTL" get trainjobs sleeper 2>/dev/null; then fail "sleeper still listed after delete"; fi
 log "delete ok"
 
+# 3b. Several at once, as kubectl: `delete trainjob a b` and `delete trainjob/a trainjob/b`; a name
+# that does not exist is said, the others still go, and the exit is 1.
+for n in del-a del-b del-c; do "$CTL" apply -f "$(write_job "$n" 1 1 'sleep 300')" >/dev/null; done
+rc=0; out=$("$CTL" delete trainjob del-a nosuch del-b --timeout 30s 2>&1) || rc=$?
+[ "$rc" -eq 1 ] || fail "delete with a missing name exited $rc: $out"
+assert_contains "$out" "trainjob/del-a deleted" "delete a b"
+assert_contains "$out" "trainjob/del-b deleted" "delete a b"
+assert_contains "$out" "trainjob/nosuch not found" "delete a b"
+"$CTL" delete trainjob/del-c --timeout 30s | grep -q "trainjob/del-c deleted" || fail "delete trainjob/NAME"
+for n in del-a del-b del-c; do
+  if "$CTL" get trainjobs "$n" 2>/dev/null; then fail "$n still listed after delete"; fi
+done
+log "delete of several trainjobs ok"
+
 # 4. A job asking for more nodes than exist stays Pending, with a reason.
 job=$(write_job toobig 5 1 'true')
 "$CTL" apply -f "$job" >/dev/null
