@@ -374,14 +374,22 @@ static int WaitForEnd(CoordinatorClient& client, const std::vector<std::string>&
   return 0;
 }
 
-int CmdWait(const CommonFlags& f, const std::string& target, const std::string& for_condition,
-            const std::string& timeout) {
-  std::string name;
-  const std::string kind = NormalizeKind(target, name);
-  if (kind != "trainjob" || name.empty()) {
-    return Error("wait: expected trainjob/NAME, got \"" + target + "\"");
+int CmdWait(const CommonFlags& f, const std::vector<std::string>& targets,
+            const std::string& for_condition, const std::string& timeout) {
+  // kubectl's forms: trainjob/a trainjob/b, or trainjob a b.
+  std::vector<std::string> names;
+  const bool kind_apart = !targets.empty() && targets[0].find('/') == std::string::npos;
+  for (size_t i = kind_apart ? 1 : 0; i < targets.size(); ++i) {
+    std::string name = kind_apart ? targets[i] : "";
+    const std::string kind = NormalizeKind(kind_apart ? targets[0] : targets[i], name);
+    if (kind != "trainjob" || name.empty() || name.find('/') != std::string::npos) {
+      return Error("wait: expected trainjob/NAME (or trainjob NAME...), got \"" + targets[i] +
+                   "\"");
+    }
+    if (NamedAcrossNamespaces(f, name)) return 1;
+    names.push_back(name);
   }
-  if (NamedAcrossNamespaces(f, name)) return 1;
+  if (names.empty()) return Error("wait: expected trainjob/NAME (or trainjob NAME...)");
   std::string condition;
   if (for_condition.rfind("condition=", 0) == 0) {
     condition = for_condition.substr(10);
@@ -403,13 +411,25 @@ int CmdWait(const CommonFlags& f, const std::string& target, const std::string& 
   if (ms < 0) return Error("--timeout=" + timeout + ": expected a duration such as 60s, 5m or 1h");
   auto client = Open(f);
   if (!client.ok()) return Error(client.status());
-  auto r = WaitFor(**client, f.ns, name, condition, ms);
-  if (!r.ok()) return Error(r.status());
-  if (r->met()) {
-    std::cout << "trainjob/" << name << " condition met\n";
-    return 0;
+  // One --timeout for them all, as kubectl; 0 waits without a limit for each.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  int rc = 0;
+  for (const std::string& name : names) {
+    const int64_t left =
+        ms == 0 ? 0
+                : std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           deadline - std::chrono::steady_clock::now())
+                                           .count());
+    auto r = WaitFor(**client, f.ns, name, condition, left);
+    if (!r.ok()) {
+      rc = Error(r.status());
+    } else if (r->met()) {
+      std::cout << "trainjob/" << name << " condition met\n";
+    } else {
+      rc = Error(r->message());
+    }
   }
-  return Error(r->message());
+  return rc;
 }
 
 namespace {

@@ -37,8 +37,9 @@ int CmdApply(const CommonFlags& f, const std::string& file, bool wait = false,
 // KIND/NAME too. `force`: removed without waiting for its ranks (DeleteJobRequest.force).
 int CmdDelete(const CommonFlags& f, const std::string& kind, const std::vector<std::string>& names,
               bool wait, const std::string& timeout, bool force = false);
-int CmdWait(const CommonFlags& f, const std::string& target, const std::string& for_condition,
-            const std::string& timeout);
+// `targets`: trainjob/NAME..., or trainjob NAME...; each waited for, within one `timeout`.
+int CmdWait(const CommonFlags& f, const std::vector<std::string>& targets,
+            const std::string& for_condition, const std::string& timeout);
 // "60s", "2m", "1h", "500ms", "30" (seconds) -> milliseconds; -1 when malformed.
 int64_t ParseDuration(const std::string& text);
 

@@ -234,12 +234,17 @@ void AddWaitCommand(CLI::App& app, CommonFlags& common, int& rc) {
   auto* wait = app.add_subcommand(
       "wait",
       "Wait for a trainjob condition; exits 0 when it holds, 1 when the job ended otherwise or the "
-      "timeout passed\n  trainletctl wait trainjob/hello --for=condition=Complete --timeout=60s");
+      "timeout passed\n  trainletctl wait trainjob/hello --for=condition=Complete --timeout=60s\n"
+      "  trainletctl wait trainjob/a trainjob/b --for=condition=Complete --timeout=1h");
   struct Args {
-    std::string target, for_condition, timeout = "30s";
+    std::string for_condition, timeout = "30s";
+    std::vector<std::string> targets;
   };
   auto a = std::make_shared<Args>();
-  wait->add_option("target", a->target, "trainjob/NAME")->required();
+  wait->add_option("target", a->targets,
+                   "trainjob/NAME, several, or trainjob NAME...: each is waited for, within one "
+                   "--timeout; the exit is 1 when any does not meet the condition")
+      ->required();
   wait->add_option("--for", a->for_condition,
                    "condition=Complete | condition=Failed | condition=Suspended | delete")
       ->required();
@@ -247,7 +252,7 @@ void AddWaitCommand(CLI::App& app, CommonFlags& common, int& rc) {
       ->capture_default_str();
   AddNamespaceFlags(wait, common);
   wait->callback(
-      [&common, &rc, a] { rc = CmdWait(common, a->target, a->for_condition, a->timeout); });
+      [&common, &rc, a] { rc = CmdWait(common, a->targets, a->for_condition, a->timeout); });
 }
 
 void AddLogsCommand(CLI::App& app, CommonFlags& common, int& rc) {

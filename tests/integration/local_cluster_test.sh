@@ -71,6 +71,19 @@ for n in del-a del-b del-c; do
 done
 log "delete of several trainjobs ok"
 
+# 3c. wait on several, as kubectl: each is waited for within one --timeout; exit 1 when one fails.
+for n in wait-a wait-b; do "$CTL" apply -f "$(write_job "$n" 1 1 'sleep 0.5')" >/dev/null; done
+out=$("$CTL" wait trainjob/wait-a trainjob/wait-b --for=condition=Complete --timeout=30s) ||
+  fail "wait on two trainjobs: $out"
+assert_contains "$out" "trainjob/wait-a condition met" "wait a b"
+assert_contains "$out" "trainjob/wait-b condition met" "wait a b"
+rc=0; out=$("$CTL" wait trainjob wait-a nosuch --for=condition=Complete --timeout=5s 2>&1) || rc=$?
+[ "$rc" -eq 1 ] || fail "wait with a missing name exited $rc: $out"
+assert_contains "$out" "trainjob/wait-a condition met" "wait trainjob a nosuch"
+assert_contains "$out" "trainjob/nosuch not found" "wait trainjob a nosuch"
+"$CTL" delete trainjob wait-a wait-b >/dev/null
+log "wait on several trainjobs ok"
+
 # 4. A job asking for more nodes than exist stays Pending, with a reason.
 job=$(write_job toobig 5 1 'true')
 "$CTL" apply -f "$job" >/dev/null
