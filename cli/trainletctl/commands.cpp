@@ -459,9 +459,12 @@ int DeleteTrainJobs(const CommonFlags& f, const std::vector<std::string>& names,
   if (!wait) return rc;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
   for (const std::string& name : asked) {
-    const auto left = std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                               deadline - std::chrono::steady_clock::now())
-                                               .count());
+    // At least 1 ms once the deadline has passed: 0 is the coordinator's default wait (30 s).
+    const int64_t left =
+        ms == 0 ? 0
+                : std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           deadline - std::chrono::steady_clock::now())
+                                           .count());
     v1::OperatorRequest w;
     w.mutable_wait_job()->set_name(name);
     w.mutable_wait_job()->set_namespace_(f.ns);
