@@ -374,6 +374,28 @@ static int WaitForEnd(CoordinatorClient& client, const std::vector<std::string>&
   return 0;
 }
 
+namespace {
+
+// What is left of one --timeout shared by several waits: 0 for a timeout of 0 (no limit), else at
+// least 1 ms, since a wait of 0 ms is the coordinator's default (30 s).
+class TimeoutLeft {
+ public:
+  explicit TimeoutLeft(int64_t ms)
+      : ms_(ms), deadline_(std::chrono::steady_clock::now() + std::chrono::milliseconds(ms)) {}
+  int64_t ms() const {
+    if (ms_ == 0) return 0;
+    return std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    deadline_ - std::chrono::steady_clock::now())
+                                    .count());
+  }
+
+ private:
+  int64_t ms_;
+  std::chrono::steady_clock::time_point deadline_;
+};
+
+}  // namespace
+
 int CmdWait(const CommonFlags& f, const std::vector<std::string>& targets,
             const std::string& for_condition, const std::string& timeout) {
   // kubectl's forms: trainjob/a trainjob/b, or trainjob a b.
@@ -412,15 +434,10 @@ int CmdWait(const CommonFlags& f, const std::vector<std::string>& targets,
   auto client = Open(f);
   if (!client.ok()) return Error(client.status());
   // One --timeout for them all, as kubectl; 0 waits without a limit for each.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  const TimeoutLeft left(ms);
   int rc = 0;
   for (const std::string& name : names) {
-    const int64_t left =
-        ms == 0 ? 0
-                : std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                           deadline - std::chrono::steady_clock::now())
-                                           .count());
-    auto r = WaitFor(**client, f.ns, name, condition, left);
+    auto r = WaitFor(**client, f.ns, name, condition, left.ms());
     if (!r.ok()) {
       rc = Error(r.status());
     } else if (r->met()) {
@@ -457,14 +474,9 @@ int DeleteTrainJobs(const CommonFlags& f, const std::vector<std::string>& names,
     asked.push_back(name);
   }
   if (!wait) return rc;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  const TimeoutLeft timeout_left(ms);
   for (const std::string& name : asked) {
-    // At least 1 ms once the deadline has passed: 0 is the coordinator's default wait (30 s).
-    const int64_t left =
-        ms == 0 ? 0
-                : std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                           deadline - std::chrono::steady_clock::now())
-                                           .count());
+    const int64_t left = timeout_left.ms();
     v1::OperatorRequest w;
     w.mutable_wait_job()->set_name(name);
     w.mutable_wait_job()->set_namespace_(f.ns);
