@@ -226,6 +226,77 @@ int CmdGet(const CommonFlags& f, const std::string& kind_arg, const std::string&
   return 0;
 }
 
+int CmdGetSeveral(const CommonFlags& f, const std::string& kind_arg,
+                  const std::vector<std::string>& names_arg) {
+  // kubectl's forms: `get trainjobs a b` and `get trainjob/a trainjob/b` (one kind).
+  std::string kind_in = kind_arg;
+  std::vector<std::string> names = names_arg;
+  if (const size_t slash = kind_arg.find('/'); slash != std::string::npos) {
+    kind_in = kind_arg.substr(0, slash);
+    names.insert(names.begin(), kind_arg.substr(slash + 1));
+    for (size_t i = 1; i < names.size(); ++i) {
+      const size_t s = names[i].find('/');
+      if (s == std::string::npos || names[i].substr(0, s) != kind_in) {
+        return Error("get: " + names[i] + ": expected " + kind_in + "/NAME, as " + kind_arg);
+      }
+      names[i] = names[i].substr(s + 1);
+    }
+  }
+  std::string none;
+  const std::string kind = NormalizeKind(kind_in, none);
+  if (kind.empty()) {
+    return Error("get " + kind_in +
+                 ": several names are taken for trainjobs (and Training Operator kinds) and "
+                 "nodes; give one name at a time for this kind");
+  }
+  auto format = ParseOutputFormat(f.output);
+  if (!format.ok()) return Error(format.status());
+  auto client = Open(f);
+  if (!client.ok()) return Error(client.status());
+  int rc = 0;
+  if (kind == "node") {
+    v1::OperatorRequest req;
+    req.mutable_get_nodes();
+    auto resp = (*client)->Call(req);
+    if (!resp.ok()) return Error(resp.status());
+    v1::NodeList picked;
+    for (const std::string& name : names) {
+      const auto& all = resp->nodes().nodes();
+      const auto it = std::find_if(all.begin(), all.end(),
+                                   [&](const auto& n) { return n.info().name() == name; });
+      if (it == all.end()) {
+        rc = Error("node/" + name + " not found");
+      } else {
+        *picked.add_nodes() = *it;
+      }
+    }
+    if (picked.nodes_size() > 0) std::cout << RenderNodes(picked, *format, NowUnixMs());
+    return rc;
+  }
+  // Each asked for by name, as `get trainjobs NAME`, and shown in one table.
+  const std::string source_kind = SourceKindOf(kind_in);
+  v1::JobList picked;
+  for (const std::string& name : names) {
+    if (NamedAcrossNamespaces(f, name)) return 1;
+    v1::OperatorRequest req;
+    req.mutable_get_jobs()->set_name(name);
+    req.mutable_get_jobs()->set_namespace_(f.ns);
+    auto resp = (*client)->Call(req);
+    if (!resp.ok()) {
+      rc = Error(resp.status());
+      continue;
+    }
+    v1::JobList one = source_kind.empty() ? resp->jobs() : OfSourceKind(resp->jobs(), source_kind);
+    if (one.jobs_size() == 0) {
+      rc = Error((source_kind.empty() ? std::string("trainjob") : source_kind) + "/" + name +
+                 " not found");
+    }
+    for (auto& j : *one.mutable_jobs()) *picked.add_jobs() = std::move(j);
+  }
+  if (picked.jobs_size() > 0) std::cout << RenderJobs(picked, *format, NowUnixMs());
+  return rc;
+}
+
 int CmdDescribe(const CommonFlags& f, const std::string& kind_arg, const std::string& name_arg) {
   std::string name = name_arg;
   const std::string kind = NormalizeKind(kind_arg, name);

@@ -28,6 +28,11 @@ struct ListPaging {
 
 int CmdGet(const CommonFlags& f, const std::string& kind, const std::string& name,
            const ListPaging& paging = {});
+// `get KIND a b ...` (or KIND/a KIND/b): trainjobs (and Training Operator kinds), each asked for by
+// name, and nodes, in one table; a name not found is said, the others shown, and 1 returned.
+// Other kinds take one name at a time.
+int CmdGetSeveral(const CommonFlags& f, const std::string& kind,
+                  const std::vector<std::string>& names);
 int CmdDescribe(const CommonFlags& f, const std::string& kind, const std::string& name);
 // With `wait`, then waits on the same connection until every TrainJob the file created or
 // configured is Complete (0) or one is Failed (1, with its reason); `timeout` "0" waits forever.

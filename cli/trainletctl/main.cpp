@@ -42,7 +42,8 @@ void AddGetCommand(CLI::App& app, CommonFlags& common, int& rc) {
       "  trainletctl get trainjobs -A\n  trainletctl get clustertrainingruntimes\n"
       "  trainletctl get trainingruntimes -n team-a -o yaml");
   struct Args {
-    std::string kind, name;
+    std::string kind;
+    std::vector<std::string> names;
     ListPaging paging;
   };
   auto a = std::make_shared<Args>();
@@ -52,7 +53,9 @@ void AddGetCommand(CLI::App& app, CommonFlags& common, int& rc) {
                   "clusterqueues (cq), localqueues (lq), "
                   "resourceflavors (rf), workloadpriorityclasses (wpc)")
       ->required();
-  get->add_option("name", a->name, "Only this one");
+  get->add_option("name", a->names,
+                  "Only this one; several for trainjobs and nodes (get trainjobs a b, or "
+                  "trainjob/a trainjob/b), in one table");
   get->add_option("-o,--output", common.output, "json | yaml | wide | name")
       ->check(CLI::IsMember({"json", "yaml", "wide", "name"}));
   get->add_option("--limit", a->paging.limit,
@@ -63,7 +66,12 @@ void AddGetCommand(CLI::App& app, CommonFlags& common, int& rc) {
                   "one answer, which fails when it is too large")
       ->capture_default_str();
   AddNamespaceFlags(get, common);
-  get->callback([&common, &rc, a] { rc = CmdGet(common, a->kind, a->name, a->paging); });
+  get->callback([&common, &rc, a] {
+    const bool several =
+        a->names.size() > 1 || (a->names.size() == 1 && a->kind.find('/') != std::string::npos);
+    rc = several ? CmdGetSeveral(common, a->kind, a->names)
+                 : CmdGet(common, a->kind, a->names.empty() ? "" : a->names[0], a->paging);
+  });
 }
 
 void AddDescribeCommand(CLI::App& app, CommonFlags& common, int& rc) {

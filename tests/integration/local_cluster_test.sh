@@ -81,8 +81,15 @@ rc=0; out=$("$CTL" wait trainjob wait-a nosuch --for=condition=Complete --timeou
 [ "$rc" -eq 1 ] || fail "wait with a missing name exited $rc: $out"
 assert_contains "$out" "trainjob/wait-a condition met" "wait trainjob a nosuch"
 assert_contains "$out" "trainjob/nosuch not found" "wait trainjob a nosuch"
+# get, the same way: one table; a missing name is said, the others shown, exit 1.
+out=$("$CTL" get trainjobs wait-a wait-b -o name) || fail "get two trainjobs: $out"
+[ "$out" = "$(printf 'trainjob/wait-a\ntrainjob/wait-b')" ] || fail "get trainjobs wait-a wait-b: $out"
+rc=0; out=$("$CTL" get trainjob/wait-b trainjob/nosuch 2>&1) || rc=$?
+[ "$rc" -eq 1 ] || fail "get with a missing name exited $rc: $out"
+assert_contains "$out" "wait-b" "get trainjob/wait-b trainjob/nosuch"
+assert_contains "$out" "trainjob/nosuch not found" "get trainjob/wait-b trainjob/nosuch"
 "$CTL" delete trainjob wait-a wait-b >/dev/null
-log "wait on several trainjobs ok"
+log "wait and get on several trainjobs ok"
 
 # 4. A job asking for more nodes than exist stays Pending, with a reason.
 job=$(write_job toobig 5 1 'true')
