@@ -252,10 +252,9 @@ void Agent::StartSupervisor() {
   };
   steps.step_binary = (fs::path(bin_dir_) / "trainlet-step").string();
   supervisor_ = std::make_unique<WorkerSupervisor>(spawner_, std::move(base_env), std::move(steps));
+  // Asked on every tick while a purge or a moved-aside copy waits: counted in place, not copied.
   purge_ = std::make_unique<JobDataPurge>(config_.state_dir, config_.shared_dir, [this](auto& j) {
-    const auto running = supervisor_->Running();
-    return sweeps_->Waiting(j) ||
-           std::any_of(running.begin(), running.end(), [&](const auto& w) { return w.job == j; });
+    return sweeps_->Waiting(j) || supervisor_->RunningOf(j, 0) > 0;
   });
   sweeps_ = std::make_unique<LeftoverSweeps>(
       [this](const std::string& job, uint32_t attempt) {

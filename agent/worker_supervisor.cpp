@@ -104,9 +104,9 @@ std::vector<WorkerSupervisor::RunningWorker> WorkerSupervisor::Running() const {
 
 size_t WorkerSupervisor::RunningOf(const std::string& job, uint32_t attempt) const {
   size_t n = 0;
-  for (const auto& [pid, w] : workers_) n += w.job == job && w.attempt == attempt;
+  for (const auto& [pid, w] : workers_) n += w.job == job && (attempt == 0 || w.attempt == attempt);
   for (const auto& [id, st] : steps_) {
-    if (st.job != job || st.attempt != attempt) continue;
+    if (st.job != job || (attempt != 0 && st.attempt != attempt)) continue;
     for (const auto& [rank, r] : st.live) n += r.pid != 0;
   }
   return n;

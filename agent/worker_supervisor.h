@@ -278,7 +278,7 @@ class WorkerSupervisor {
     pid_t pid;
   };
   std::vector<RunningWorker> Running() const;
-  // How many of Running() are of (job, attempt); nothing is copied.
+  // How many of Running() are of (job, attempt), every attempt of `job` for 0; nothing is copied.
   size_t RunningOf(const std::string& job, uint32_t attempt) const;
   // How the workspace reached the ranks of (job, attempt)'s newest step, as that step wrote it
   // (agent/step/workspace_mount.h); "" when unknown.

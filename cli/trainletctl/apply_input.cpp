@@ -89,9 +89,10 @@ Status CheckUtf8(const std::string& text, const std::string& what) {
                       ", column " + std::to_string(column) + " (YAML files must be UTF-8)");
 }
 
-std::string TooLarge(const std::string& what, size_t max_bytes) {
-  return what + "holds more than the " + std::to_string(max_bytes) +
-         " bytes one apply may carry: split it into several applies";
+// What one apply may carry, and what to do about more.
+std::string Cap(size_t max_bytes) {
+  return "the " + std::to_string(max_bytes) +
+         " bytes one apply may carry: split it into several files";
 }
 
 // As kubectl apply -f DIR: every .yaml, .yml and .json file directly in it (not below), in name
@@ -120,7 +121,7 @@ Result<std::string> ReadApplyDirectory(const std::string& dir, size_t max_bytes)
     text += "---\n";
     text += one;
     if (text.back() != '\n') text += '\n';
-    if (text.size() > max_bytes) return InvalidError(TooLarge(what, max_bytes));
+    if (text.size() > max_bytes) return InvalidError(what + "holds more than " + Cap(max_bytes));
   }
   if (text.empty()) {
     return InvalidError(what +
@@ -139,13 +140,11 @@ Result<std::string> ReadApplyInput(const std::string& file, size_t max_bytes) {
   }
   TRAINLET_ASSIGN_OR_RETURN(std::string text, ReadCapped(file, max_bytes, what));
   if (text.size() > max_bytes) {
-    const std::string cap = "the " + std::to_string(max_bytes) +
-                            " bytes one apply may carry: split it into several files";
     struct stat st {};
     if (file == "-" || ::stat(file.c_str(), &st) != 0) {
-      return InvalidError(what + "holds more than " + cap);
+      return InvalidError(what + "holds more than " + Cap(max_bytes));
     }
-    return InvalidError(what + std::to_string(st.st_size) + " bytes, more than " + cap);
+    return InvalidError(what + std::to_string(st.st_size) + " bytes, more than " + Cap(max_bytes));
   }
   if (Blank(text)) {
     return InvalidError(what + (file == "-" ? "stdin" : "the file") +

@@ -140,6 +140,87 @@ int64_t ParseDuration(const std::string& text) {
   return static_cast<int64_t>(ms);
 }
 
+namespace {
+
+// kubectl's two ways to name several objects, `KIND a b` and `KIND/a KIND/b`, as (kind, name)
+// pairs; one pair with an empty name for a lone KIND. Invalid, naming the argument, when the first
+// is KIND/NAME and a later one is not.
+Result<std::vector<std::pair<std::string, std::string>>> KindNamePairs(
+    const std::string& verb, const std::string& first, const std::vector<std::string>& rest) {
+  std::vector<std::pair<std::string, std::string>> pairs;
+  if (first.find('/') == std::string::npos) {
+    for (const std::string& name : rest) pairs.emplace_back(first, name);
+    if (rest.empty()) pairs.emplace_back(first, "");
+    return pairs;
+  }
+  for (size_t i = 0; i <= rest.size(); ++i) {
+    const std::string& arg = i == 0 ? first : rest[i - 1];
+    const size_t slash = arg.find('/');
+    if (slash == std::string::npos) {
+      return InvalidError(verb + ": " + arg + ": expected KIND/NAME, as " + first +
+                          " (or give the kind once: " + verb + " KIND NAME...)");
+    }
+    pairs.emplace_back(arg.substr(0, slash), arg.substr(slash + 1));
+  }
+  return pairs;
+}
+
+// `get` of named nodes, or trainjobs (of `source_kind` when it is a Training Operator kind's), in
+// one table: a name not found is said, the others shown, and 1 returned.
+int GetNamed(const CommonFlags& f, CoordinatorClient& client, OutputFormat format,
+             const std::string& kind, const std::string& source_kind,
+             const std::vector<std::string>& names) {
+  int rc = 0;
+  if (kind == "node") {
+    v1::OperatorRequest req;
+    req.mutable_get_nodes();
+    auto resp = client.Call(req);
+    if (!resp.ok()) return Error(resp.status());
+    v1::NodeList picked;
+    const auto& all = resp->nodes().nodes();
+    for (const std::string& name : names) {
+      const auto it = std::find_if(all.begin(), all.end(),
+                                   [&](const auto& n) { return n.info().name() == name; });
+      if (it == all.end()) {
+        rc = Error("node/" + name + " not found");
+      } else {
+        *picked.add_nodes() = *it;
+      }
+    }
+    if (picked.nodes_size() > 0) std::cout << RenderNodes(picked, format, NowUnixMs());
+    return rc;
+  }
+  // Each asked for by name, and shown in one table.
+  v1::JobList picked;
+  for (const std::string& name : names) {
+    v1::OperatorRequest req;
+    req.mutable_get_jobs()->set_name(name);
+    req.mutable_get_jobs()->set_namespace_(f.ns);
+    auto resp = client.Call(req);
+    if (!resp.ok()) {
+      rc = Error(resp.status());
+      continue;
+    }
+    v1::JobList jobs = resp->jobs();
+    // `get pytorchjobs` shows the jobs applied as PyTorchJobs, under their own kind.
+    if (!source_kind.empty()) {
+      v1::JobList of_kind = OfSourceKind(jobs, source_kind);
+      if (of_kind.jobs_size() == 0 && jobs.jobs_size() > 0) {
+        rc = Error(source_kind + "/" + name + " not found (trainjob/" + name + " is a " +
+                   (jobs.jobs(0).source_kind().empty() ? std::string("TrainJob")
+                                                       : jobs.jobs(0).source_kind()) +
+                   ")");
+      }
+      jobs = std::move(of_kind);
+    }
+    for (auto& j : *jobs.mutable_jobs()) *picked.add_jobs() = std::move(j);
+  }
+  if (picked.jobs_size() > 0) std::cout << RenderJobs(picked, format, NowUnixMs());
+  return rc;
+}
+
+}  // namespace
+
 int CmdGet(const CommonFlags& f, const std::string& kind_arg, const std::string& name_arg,
            const ListPaging& paging) {
   std::string name = name_arg;
@@ -163,84 +244,46 @@ int CmdGet(const CommonFlags& f, const std::string& kind_arg, const std::string&
   if (kind == "trainjob" && NamedAcrossNamespaces(f, name)) return 1;
   auto client = Open(f);
   if (!client.ok()) return Error(client.status());
-  v1::OperatorRequest req;
+  if (!name.empty()) return GetNamed(f, **client, *format, kind, SourceKindOf(kind_arg), {name});
   if (kind == "node") {
+    v1::OperatorRequest req;
     req.mutable_get_nodes();
-  } else if (name.empty()) {
-    auto jobs = FetchJobPages(**client, f, paging);
-    if (!jobs.ok()) return Error(jobs.status());
-    // `get pytorchjobs` lists the jobs applied as PyTorchJobs, under their own kind.
-    const std::string source_kind = SourceKindOf(kind_arg);
-    if (!source_kind.empty()) *jobs = OfSourceKind(*jobs, source_kind);
-    if (jobs->jobs_size() == 0 && *format == OutputFormat::kTable) {
-      std::cerr << "No " << LowerPlural(source_kind) << " found.\n";
-      return 0;
-    }
-    std::cout << RenderJobs(*jobs, *format, NowUnixMs(), f.all_namespaces);
-    if (!jobs->continue_token().empty() && *format != OutputFormat::kJson &&
-        *format != OutputFormat::kYaml) {
-      std::cerr << "(" << jobs->remaining() << " more trainjobs not shown: raise --limit)\n";
-    }
-    return 0;
-  } else {
-    req.mutable_get_jobs()->set_name(name);
-    req.mutable_get_jobs()->set_namespace_(f.ns);
-  }
-  auto resp = (*client)->Call(req);
-  if (!resp.ok()) return Error(resp.status());
-  if (kind == "node") {
-    v1::NodeList nodes = resp->nodes();
-    if (!name.empty()) {
-      v1::NodeList one;
-      for (const auto& n : nodes.nodes()) {
-        if (n.info().name() == name) *one.add_nodes() = n;
-      }
-      if (one.nodes_size() == 0) return Error("node/" + name + " not found");
-      nodes = one;
-    }
-    if (nodes.nodes_size() == 0 && *format == OutputFormat::kTable) {
+    auto resp = (*client)->Call(req);
+    if (!resp.ok()) return Error(resp.status());
+    if (resp->nodes().nodes_size() == 0 && *format == OutputFormat::kTable) {
       std::cerr << "No nodes registered.\n";
       return 0;
     }
-    std::cout << RenderNodes(nodes, *format, NowUnixMs());
-  } else {
-    v1::JobList jobs = resp->jobs();
-    // `get pytorchjobs` lists the jobs applied as PyTorchJobs, under their own kind.
-    const std::string source_kind = SourceKindOf(kind_arg);
-    if (!source_kind.empty()) {
-      v1::JobList of_kind = OfSourceKind(jobs, source_kind);
-      if (!name.empty() && of_kind.jobs_size() == 0 && jobs.jobs_size() > 0) {
-        return Error(source_kind + "/" + name + " not found (trainjob/" + name + " is a " +
-                     (jobs.jobs(0).source_kind().empty() ? std::string("TrainJob")
-                                                         : jobs.jobs(0).source_kind()) +
-                     ")");
-      }
-      jobs = std::move(of_kind);
-    }
-    if (jobs.jobs_size() == 0 && *format == OutputFormat::kTable) {
-      std::cerr << "No " << LowerPlural(source_kind) << " found.\n";
-      return 0;
-    }
-    std::cout << RenderJobs(jobs, *format, NowUnixMs());
+    std::cout << RenderNodes(resp->nodes(), *format, NowUnixMs());
+    return 0;
+  }
+  auto jobs = FetchJobPages(**client, f, paging);
+  if (!jobs.ok()) return Error(jobs.status());
+  // `get pytorchjobs` lists the jobs applied as PyTorchJobs, under their own kind.
+  const std::string source_kind = SourceKindOf(kind_arg);
+  if (!source_kind.empty()) *jobs = OfSourceKind(*jobs, source_kind);
+  if (jobs->jobs_size() == 0 && *format == OutputFormat::kTable) {
+    std::cerr << "No " << LowerPlural(source_kind) << " found.\n";
+    return 0;
+  }
+  std::cout << RenderJobs(*jobs, *format, NowUnixMs(), f.all_namespaces);
+  if (!jobs->continue_token().empty() && *format != OutputFormat::kJson &&
+      *format != OutputFormat::kYaml) {
+    std::cerr << "(" << jobs->remaining() << " more trainjobs not shown: raise --limit)\n";
   }
   return 0;
 }
 
 int CmdGetSeveral(const CommonFlags& f, const std::string& kind_arg,
                   const std::vector<std::string>& names_arg) {
-  // kubectl's forms: `get trainjobs a b` and `get trainjob/a trainjob/b` (one kind).
-  std::string kind_in = kind_arg;
-  std::vector<std::string> names = names_arg;
-  if (const size_t slash = kind_arg.find('/'); slash != std::string::npos) {
-    kind_in = kind_arg.substr(0, slash);
-    names.insert(names.begin(), kind_arg.substr(slash + 1));
-    for (size_t i = 1; i < names.size(); ++i) {
-      const size_t s = names[i].find('/');
-      if (s == std::string::npos || names[i].substr(0, s) != kind_in) {
-        return Error("get: " + names[i] + ": expected " + kind_in + "/NAME, as " + kind_arg);
-      }
-      names[i] = names[i].substr(s + 1);
-    }
+  auto pairs = KindNamePairs("get", kind_arg, names_arg);
+  if (!pairs.ok()) return Error(pairs.status());
+  const std::string kind_in = pairs->front().first;
+  std::vector<std::string> names;
+  for (const auto& [k, name] : *pairs) {
+    if (k != kind_in)
+      return Error("get: " + k + "/" + name + ": one kind at a time, as " + kind_in);
+    names.push_back(name);
   }
   std::string none;
   const std::string kind = NormalizeKind(kind_in, none);
@@ -251,50 +294,14 @@ int CmdGetSeveral(const CommonFlags& f, const std::string& kind_arg,
   }
   auto format = ParseOutputFormat(f.output);
   if (!format.ok()) return Error(format.status());
+  if (kind == "trainjob") {
+    for (const std::string& name : names) {
+      if (NamedAcrossNamespaces(f, name)) return 1;
+    }
+  }
   auto client = Open(f);
   if (!client.ok()) return Error(client.status());
-  int rc = 0;
-  if (kind == "node") {
-    v1::OperatorRequest req;
-    req.mutable_get_nodes();
-    auto resp = (*client)->Call(req);
-    if (!resp.ok()) return Error(resp.status());
-    v1::NodeList picked;
-    for (const std::string& name : names) {
-      const auto& all = resp->nodes().nodes();
-      const auto it = std::find_if(all.begin(), all.end(),
-                                   [&](const auto& n) { return n.info().name() == name; });
-      if (it == all.end()) {
-        rc = Error("node/" + name + " not found");
-      } else {
-        *picked.add_nodes() = *it;
-      }
-    }
-    if (picked.nodes_size() > 0) std::cout << RenderNodes(picked, *format, NowUnixMs());
-    return rc;
-  }
-  // Each asked for by name, as `get trainjobs NAME`, and shown in one table.
-  const std::string source_kind = SourceKindOf(kind_in);
-  v1::JobList picked;
-  for (const std::string& name : names) {
-    if (NamedAcrossNamespaces(f, name)) return 1;
-    v1::OperatorRequest req;
-    req.mutable_get_jobs()->set_name(name);
-    req.mutable_get_jobs()->set_namespace_(f.ns);
-    auto resp = (*client)->Call(req);
-    if (!resp.ok()) {
-      rc = Error(resp.status());
-      continue;
-    }
-    v1::JobList one = source_kind.empty() ? resp->jobs() : OfSourceKind(resp->jobs(), source_kind);
-    if (one.jobs_size() == 0) {
-      rc = Error((source_kind.empty() ? std::string("trainjob") : source_kind) + "/" + name +
-                 " not found");
-    }
-    for (auto& j : *one.mutable_jobs()) *picked.add_jobs() = std::move(j);
-  }
-  if (picked.jobs_size() > 0) std::cout << RenderJobs(picked, *format, NowUnixMs());
-  return rc;
+  return GetNamed(f, **client, *format, kind, SourceKindOf(kind_in), names);
 }
 
 int CmdDescribe(const CommonFlags& f, const std::string& kind_arg, const std::string& name_arg) {
@@ -469,20 +476,19 @@ class TimeoutLeft {
 
 int CmdWait(const CommonFlags& f, const std::vector<std::string>& targets,
             const std::string& for_condition, const std::string& timeout) {
-  // kubectl's forms: trainjob/a trainjob/b, or trainjob a b.
+  if (targets.empty()) return Error("wait: expected trainjob/NAME (or trainjob NAME...)");
+  auto pairs = KindNamePairs("wait", targets[0], {targets.begin() + 1, targets.end()});
+  if (!pairs.ok()) return Error(pairs.status());
   std::vector<std::string> names;
-  const bool kind_apart = !targets.empty() && targets[0].find('/') == std::string::npos;
-  for (size_t i = kind_apart ? 1 : 0; i < targets.size(); ++i) {
-    std::string name = kind_apart ? targets[i] : "";
-    const std::string kind = NormalizeKind(kind_apart ? targets[0] : targets[i], name);
+  for (auto [kind_in, name] : *pairs) {
+    const std::string kind = NormalizeKind(kind_in, name);
     if (kind != "trainjob" || name.empty() || name.find('/') != std::string::npos) {
-      return Error("wait: expected trainjob/NAME (or trainjob NAME...), got \"" + targets[i] +
-                   "\"");
+      return Error("wait: expected trainjob/NAME (or trainjob NAME...), got \"" + kind_in +
+                   (name.empty() ? "" : " " + name) + "\"");
     }
     if (NamedAcrossNamespaces(f, name)) return 1;
     names.push_back(name);
   }
-  if (names.empty()) return Error("wait: expected trainjob/NAME (or trainjob NAME...)");
   std::string condition;
   if (for_condition.rfind("condition=", 0) == 0) {
     condition = for_condition.substr(10);
@@ -570,26 +576,14 @@ int DeleteTrainJobs(const CommonFlags& f, const std::vector<std::string>& names,
 int CmdDelete(const CommonFlags& f, const std::string& kind_arg,
               const std::vector<std::string>& names_arg, bool wait, const std::string& timeout,
               bool force) {
-  // kubectl's two forms, `delete trainjob a b` and `delete trainjob/a trainjob/b`: (kind, name).
-  std::vector<std::pair<std::string, std::string>> targets;
-  if (kind_arg.find('/') != std::string::npos) {
-    targets.emplace_back(kind_arg, "");
-    for (const std::string& arg : names_arg) {
-      if (arg.find('/') == std::string::npos) {
-        return Error("delete: " + arg + ": expected KIND/NAME, as " + kind_arg +
-                     " (or give the kind once: delete trainjob NAME...)");
-      }
-      targets.emplace_back(arg, "");
-    }
-  } else {
-    for (const std::string& name : names_arg) targets.emplace_back(kind_arg, name);
-    if (names_arg.empty()) targets.emplace_back(kind_arg, "");
-  }
+  // kubectl's two forms, `delete trainjob a b` and `delete trainjob/a trainjob/b`.
+  auto targets = KindNamePairs("delete", kind_arg, names_arg);
+  if (!targets.ok()) return Error(targets.status());
   const int64_t ms = ParseDuration(timeout);
   if (ms < 0) return Error("--timeout=" + timeout + ": expected a duration such as 60s");
   int rc = 0;
   std::vector<std::string> jobs;
-  for (auto& [kind_in, name_in] : targets) {
+  for (const auto& [kind_in, name_in] : *targets) {
     // QueueKindOf takes the name out of "kind/NAME": only for a queue kind, on a copy.
     if (std::string qname = name_in, qkind = QueueKindOf(kind_in, qname); !qkind.empty()) {
       if (const int r = CmdDeleteQueueObject(f, qkind, qname); r != 0) rc = r;

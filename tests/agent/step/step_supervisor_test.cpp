@@ -371,6 +371,11 @@ TEST_F(StepSupervisorTest, ReadoptedAfterTheSupervisorIsRecreated) {
   ASSERT_EQ(running.size(), 1u);
   EXPECT_EQ(running[0].rank, 1u);
   EXPECT_EQ(running[0].pid, *started[1]);  // the same process, not a new one
+  // Counted in place: of the attempt, of every attempt (0), and none of another job or attempt.
+  EXPECT_EQ(sup2.RunningOf("job-a", 1), 1u);
+  EXPECT_EQ(sup2.RunningOf("job-a", 0), 1u);
+  EXPECT_EQ(sup2.RunningOf("job-a", 2), 0u);
+  EXPECT_EQ(sup2.RunningOf("job-b", 0), 0u);
   // ... still the child of the step, not of the supervisor.
   std::string stat = ReadFile("/proc/" + std::to_string(*started[1]) + "/stat");
   std::istringstream fields(stat.substr(stat.rfind(')') + 2));
